@@ -1,0 +1,2 @@
+#include <stdio.h>
+int main(void) { puts("asgd " ASGD_VERSION); return 0; }
