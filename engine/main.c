@@ -1,2 +1,48 @@
+// asgd: asynchronous SGD training engine. Entry point and subcommand dispatch.
 #include <stdio.h>
-int main(void) { puts("asgd " ASGD_VERSION); return 0; }
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/commands.h"
+#include "kernels/blas_runtime.h"  // defines: blas_prepare_process, blas_describe
+
+static void print_usage(FILE *out) {
+    fprintf(out,
+            "asgd %s: asynchronous SGD training engine\n"
+            "\n"
+            "usage: asgd COMMAND [flags]     (asgd COMMAND --help for its flags)\n"
+            "\n"
+            "commands:\n"
+            "  train     train a model on this machine: hogwild, locked or sync threads\n"
+            "  gen       write a generated dataset (sparse libsvm or ratings) to a file\n"
+            "  help      show this help\n"
+            "  version   print the version\n",
+            ASGD_VERSION);
+}
+
+void print_banner(FILE *out, const char *command) {
+    char blas[256];
+    blas_describe(blas, sizeof blas);
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    fprintf(out, "asgd %s %s | %s | %ld CPUs\n", ASGD_VERSION, command, blas, cpus);
+}
+
+int main(int argc, char **argv) {
+    // Before anything else: this may restart the process with faster BLAS kernels.
+    blas_prepare_process(argv, 0);
+    if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        print_usage(stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    const char *command = argv[1];
+    if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {
+        char blas[256];
+        blas_describe(blas, sizeof blas);
+        printf("asgd %s (%s)\n", ASGD_VERSION, blas);
+        return 0;
+    }
+    if (strcmp(command, "train") == 0) return cmd_train(argc - 2, argv + 2);
+    if (strcmp(command, "gen") == 0) return cmd_gen(argc - 2, argv + 2);
+    fprintf(stderr, "asgd: unknown command '%s' (see asgd help)\n", command);
+    return 2;
+}

@@ -1,0 +1,11 @@
+#ifndef ASGD_ENGINE_COMMANDS_H
+#define ASGD_ENGINE_COMMANDS_H
+#include <stdio.h>
+// Subcommands of the asgd binary. Each takes the arguments after its own name
+// and returns the process exit status (0 ok, 1 failure, 2 usage error).
+int cmd_train(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
+
+// The startup banner's shared part: version, BLAS kernels, CPUs.
+void print_banner(FILE *out, const char *command);
+#endif

@@ -1,0 +1,58 @@
+#include "engine/model_impl.h"
+
+#include <math.h>
+
+void model_destroy(model_t **m) {
+    if (!m || !*m) return;
+    (*m)->ops->destroy(*m);
+    *m = NULL;
+}
+
+const char *model_name(const model_t *m) { return m->name; }
+void model_describe(const model_t *m, char *out, size_t out_len) { m->ops->describe(m, out, out_len); }
+size_t model_num_params(const model_t *m) { return m->ops->num_params(m); }
+size_t model_num_train(const model_t *m) { return m->num_train; }
+size_t model_num_test(const model_t *m) { return m->num_test; }
+int model_grad_is_dense(const model_t *m) { return m->grad_dense; }
+metric_kind_t model_metric(const model_t *m) { return m->metric; }
+double model_flops_per_example(const model_t *m) { return m->ops->flops_per_example(m); }
+
+void model_init_params(const model_t *m, param_t *w, uint64_t seed) { m->ops->init_params(m, w, seed); }
+
+model_ws_t *model_ws_new(const model_t *m, size_t max_batch, char *err, size_t err_len) {
+    return m->ops->ws_new(m, max_batch ? max_batch : 1, err, err_len);
+}
+
+void model_ws_destroy(model_ws_t **ws) {
+    if (!ws || !*ws) return;
+    ((model_ws_header_t *)*ws)->ops->ws_destroy(*ws);
+    *ws = NULL;
+}
+
+float *model_ws_param_copy(model_ws_t *ws) { return ((model_ws_header_t *)ws)->param_copy; }
+
+void model_ws_mark_copy_current(model_ws_t *ws) { ((model_ws_header_t *)ws)->copy_current = 1; }
+
+double model_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, grad_t *g,
+                       model_ws_t *ws) {
+    return m->ops->loss_grad(m, w, idx, count, g, ws);
+}
+
+int model_has_sgd_step_one(const model_t *m) { return m->ops->sgd_step_one != NULL; }
+
+double model_sgd_step_one(const model_t *m, param_t *w, uint32_t example, float lr) {
+    return m->ops->sgd_step_one(m, w, example, lr);
+}
+
+void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
+                    eval_sums_t *sums) {
+    if (end > m->num_test) end = m->num_test;
+    if (begin >= end) return;
+    m->ops->evaluate(m, w, begin, end, ws, sums);
+}
+
+double eval_metric_value(metric_kind_t kind, const eval_sums_t *sums) {
+    if (sums->count == 0) return NAN;
+    if (kind == METRIC_KIND_ACCURACY) return sums->metric_sum / (double)sums->count;
+    return sqrt(sums->metric_sum / (double)sums->count);
+}

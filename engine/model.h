@@ -1,0 +1,104 @@
+#ifndef ASGD_ENGINE_MODEL_H
+#define ASGD_ENGINE_MODEL_H
+// One interface for every model the engine trains.
+//
+// A model is bound at creation to its training and test data (borrowed, not
+// owned: they must outlive the model). Its parameters live outside it, in a
+// shared param_t array, so that the same model object serves every thread and
+// every training mode. Per-thread scratch memory lives in a model_ws_t.
+#include <stddef.h>
+#include <stdint.h>
+
+#include "datasets/dataset.h"  // defines: dense_dataset_t, sparse_dataset_t, ratings_t
+#include "engine/grad.h"       // defines: grad_t
+#include "engine/params.h"     // defines: param_t
+
+typedef struct model model_t;
+typedef struct model_ws model_ws_t;
+
+typedef enum metric_kind {
+    METRIC_KIND_ACCURACY,  // fraction of test examples classified correctly (higher is better)
+    METRIC_KIND_RMSE,      // root mean squared rating error (lower is better)
+} metric_kind_t;
+
+typedef enum linear_loss {
+    LINEAR_LOSS_LOGISTIC,  // log(1 + exp(-y w.x))
+    LINEAR_LOSS_HINGE,     // max(0, 1 - y w.x)  (linear SVM)
+} linear_loss_t;
+
+// Sums over a range of test examples; combine ranges by adding fields.
+typedef struct eval_sums {
+    double loss_sum;    // data loss, no regulariser
+    double metric_sum;  // correct predictions (accuracy) or squared errors (RMSE)
+    size_t count;
+} eval_sums_t;
+
+// Sparse linear classifier over features [0, dim) plus a bias (the last parameter).
+// L2 (l2/2 * w_j^2) is applied lazily, only to the features a minibatch touches,
+// so a step stays O(non-zeros).
+model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, const sparse_dataset_t *test,
+                          double l2, char *err, size_t err_len);
+
+// Dense MLP: in -> hidden[0] -> ... -> classes, ReLU between layers, softmax
+// cross-entropy at the top; n_hidden = 0 gives softmax regression.
+// Parameters, per layer: W (out, in) row-major, then bias (out). L2 on W only.
+model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test, const size_t *hidden,
+                       size_t n_hidden, double l2, char *err, size_t err_len);
+
+// Matrix factorisation: rating(u, i) ~ mean + U[u] . V[i], with U (users, rank)
+// then V (items, rank); loss 1/2 err^2 + l2/2 (|U[u]|^2 + |V[i]|^2) per rating.
+// `mean` is the training ratings' mean, fixed at creation.
+model_t *model_new_mf(const ratings_t *train, const ratings_t *test, size_t rank, double l2, char *err,
+                      size_t err_len);
+
+void model_destroy(model_t **m);
+
+const char *model_name(const model_t *m);       // "logreg", "svm", "mlp", "softmax", "mf"
+void model_describe(const model_t *m, char *out, size_t out_len);  // e.g. "mlp 784-256-128-10"
+size_t model_num_params(const model_t *m);
+size_t model_num_train(const model_t *m);
+size_t model_num_test(const model_t *m);
+int model_grad_is_dense(const model_t *m);
+metric_kind_t model_metric(const model_t *m);
+// Floating-point operations of one forward+backward pass over one example, as counted
+// for throughput reports (2 per multiply-add of the matrix products).
+double model_flops_per_example(const model_t *m);
+
+// Seeded initialisation (same seed, same parameters).
+void model_init_params(const model_t *m, param_t *w, uint64_t seed);
+
+// Scratch for one thread, for minibatches of at most max_batch examples.
+model_ws_t *model_ws_new(const model_t *m, size_t max_batch, char *err, size_t err_len);
+void model_ws_destroy(model_ws_t **ws);
+
+// Mean loss over the training examples idx[0..count) plus the regulariser, and
+// its gradient with respect to w, added into g (which must be clear, with dim
+// == model_num_params, dense iff model_grad_is_dense). Reads w with relaxed
+// atomic loads, so it may run while other threads write w.
+double model_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, grad_t *g,
+                       model_ws_t *ws);
+
+// One training example's plain-SGD step, w -= lr * gradient, applied directly
+// without building a gradient: bit-identical to model_loss_grad on that one
+// example followed by a plain-SGD optimizer_apply, and several times cheaper for
+// sparse models (the Hogwild! paper's setting). Returns the example's objective.
+// Only for models where model_has_sgd_step_one() is true.
+int model_has_sgd_step_one(const model_t *m);
+double model_sgd_step_one(const model_t *m, param_t *w, uint32_t example, float lr);
+
+// Dense models compute on a private float copy of the parameters, refreshed from
+// w at the start of every model_loss_grad. A Hogwild! thread that has just
+// written every parameter itself can refresh the copy during that write instead
+// (optimizer_apply_write_through) and mark it current, saving a full pass over
+// the model. model_ws_param_copy returns NULL for models that read w directly.
+float *model_ws_param_copy(model_ws_t *ws);
+void model_ws_mark_copy_current(model_ws_t *ws);
+
+// Adds the loss and metric over test examples [begin, end) to sums.
+void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
+                    eval_sums_t *sums);
+
+// The metric value from sums: accuracy in [0,1] or RMSE.
+double eval_metric_value(metric_kind_t kind, const eval_sums_t *sums);
+
+#endif

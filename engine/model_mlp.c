@@ -1,0 +1,246 @@
+// Dense MLP and softmax regression on image data, minibatched through sgemm.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/rng.h"
+#include "engine/model_impl.h"
+#include "kernels/dense.h"  // defines: dense_forward_cpu, softmax_xent_cpu, dense_backward_*_cpu, relu_*_cpu
+
+#define MLP_MAX_LAYERS 8
+#define MLP_EVAL_ROWS 256  // test rows per forward pass when evaluating
+
+typedef struct mlp_model {
+    model_t base;
+    const dense_dataset_t *train;
+    const dense_dataset_t *test;
+    size_t n_layers;                    // weight layers (hidden layers + 1)
+    size_t width[MLP_MAX_LAYERS + 1];   // width[0] = input, width[n_layers] = classes
+    size_t w_offset[MLP_MAX_LAYERS];    // W_l (width[l+1], width[l]) starts here
+    size_t b_offset[MLP_MAX_LAYERS];    // bias_l (width[l+1]) starts here
+    size_t num_params;
+    size_t max_width;
+    float l2;
+} mlp_model_t;
+
+typedef struct mlp_ws {
+    model_ws_header_t header;      // header.param_copy is `w` below
+    size_t rows;                   // capacity in examples
+    float *w;                      // (num_params) this step's copy of the shared parameters
+    float *act[MLP_MAX_LAYERS + 1];  // act[0] = input batch (rows, width[0]); act[l] (rows, width[l])
+    float *delta[MLP_MAX_LAYERS + 1];
+    int32_t *labels;               // (rows)
+} mlp_ws_t;
+
+static const model_ops_t mlp_ops;
+
+static size_t mlp_num_params(const model_t *m) { return ((const mlp_model_t *)m)->num_params; }
+
+static void mlp_describe(const model_t *m, char *out, size_t out_len) {
+    const mlp_model_t *mm = (const mlp_model_t *)m;
+    int at = snprintf(out, out_len, "%s ", m->name);
+    for (size_t l = 0; l <= mm->n_layers && at > 0 && (size_t)at < out_len; l++)
+        at += snprintf(out + at, out_len - at, l ? "-%zu" : "%zu", mm->width[l]);
+    if (at > 0 && (size_t)at < out_len) snprintf(out + at, out_len - at, " (%zu params)", mm->num_params);
+}
+
+static double mlp_flops(const model_t *m) {
+    const mlp_model_t *mm = (const mlp_model_t *)m;
+    double flops = 0.0;
+    for (size_t l = 0; l < mm->n_layers; l++) {
+        double mac = (double)mm->width[l] * mm->width[l + 1];
+        flops += 2 * mac + 2 * mac;     // forward product, weight gradient
+        if (l > 0) flops += 2 * mac;    // input gradient (not needed for the data layer)
+    }
+    return flops;
+}
+
+static void mlp_init(const model_t *m, param_t *w, uint64_t seed) {
+    const mlp_model_t *mm = (const mlp_model_t *)m;
+    rng_t rng;
+    rng_seed(&rng, seed, 0x4d4c50);  // "MLP"
+    for (size_t l = 0; l < mm->n_layers; l++) {
+        // He initialisation keeps ReLU activations' variance steady through depth.
+        double std = sqrt(2.0 / (double)mm->width[l]);
+        size_t n = mm->width[l] * mm->width[l + 1];
+        for (size_t i = 0; i < n; i++) param_set(&w[mm->w_offset[l] + i], (float)(std * rng_normal(&rng)));
+        for (size_t i = 0; i < mm->width[l + 1]; i++) param_set(&w[mm->b_offset[l] + i], 0.0f);
+    }
+}
+
+static void mlp_ws_destroy(model_ws_t *p) {
+    mlp_ws_t *ws = (mlp_ws_t *)p;
+    if (!ws) return;
+    free(ws->w);
+    for (size_t l = 0; l <= MLP_MAX_LAYERS; l++) {
+        free(ws->act[l]);
+        free(ws->delta[l]);
+    }
+    free(ws->labels);
+    free(ws);
+}
+
+static model_ws_t *mlp_ws_new(const model_t *m, size_t max_batch, char *err, size_t err_len) {
+    const mlp_model_t *mm = (const mlp_model_t *)m;
+    mlp_ws_t *ws = calloc(1, sizeof *ws);
+    int ok = ws != NULL;
+    if (ok) {
+        ws->header.ops = &mlp_ops;
+        ws->rows = max_batch > MLP_EVAL_ROWS ? max_batch : MLP_EVAL_ROWS;
+        ws->w = malloc(mm->num_params * sizeof *ws->w);
+        ws->labels = malloc(ws->rows * sizeof *ws->labels);
+        ws->header.param_copy = ws->w;
+        ok = ws->w && ws->labels;
+        for (size_t l = 0; ok && l <= mm->n_layers; l++) {
+            ws->act[l] = malloc(ws->rows * mm->width[l] * sizeof(float));
+            ws->delta[l] = malloc(ws->rows * mm->width[l] * sizeof(float));
+            ok = ws->act[l] && ws->delta[l];
+        }
+    }
+    if (!ok) {
+        snprintf(err, err_len, "mlp: allocating workspace for %zu rows: %s", max_batch, strerror(errno));
+        mlp_ws_destroy((model_ws_t *)ws);
+        return NULL;
+    }
+    return (model_ws_t *)ws;
+}
+
+// Forward pass over ws->act[0] (rows examples); leaves logits in ws->act[n_layers].
+static void mlp_forward(const mlp_model_t *mm, mlp_ws_t *ws, int rows) {
+    for (size_t l = 0; l < mm->n_layers; l++) {
+        int in = (int)mm->width[l], out = (int)mm->width[l + 1];
+        dense_forward_cpu(rows, in, out, ws->act[l], ws->w + mm->w_offset[l], ws->w + mm->b_offset[l], ws->act[l + 1]);
+        if (l + 1 < mm->n_layers) relu_forward_cpu(rows * out, ws->act[l + 1]);
+    }
+}
+
+static double mlp_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, grad_t *g,
+                            model_ws_t *p) {
+    const mlp_model_t *mm = (const mlp_model_t *)m;
+    mlp_ws_t *ws = (mlp_ws_t *)p;
+    const dense_dataset_t *d = mm->train;
+    int rows = (int)count;
+    if (!ws->header.copy_current) params_read(w, mm->num_params, ws->w);
+    ws->header.copy_current = 0;
+    for (int r = 0; r < rows; r++) {
+        memcpy(ws->act[0] + (size_t)r * d->dim, d->x + (size_t)idx[r] * d->dim, d->dim * sizeof(float));
+        ws->labels[r] = d->y[idx[r]];
+    }
+    mlp_forward(mm, ws, rows);
+    size_t top = mm->n_layers;
+    double loss = softmax_xent_cpu(rows, (int)mm->width[top], ws->act[top], ws->labels, 1.0f / (float)rows,
+                                   ws->delta[top], NULL) / rows;
+    for (size_t l = top; l-- > 0;) {
+        int in = (int)mm->width[l], out = (int)mm->width[l + 1];
+        dense_backward_params_cpu(rows, in, out, ws->delta[l + 1], ws->act[l], g->value + mm->w_offset[l],
+                                  g->value + mm->b_offset[l]);
+        if (l > 0) {
+            dense_backward_input_cpu(rows, in, out, ws->delta[l + 1], ws->w + mm->w_offset[l], ws->delta[l]);
+            relu_backward_cpu(rows * in, ws->act[l], ws->delta[l]);
+        }
+    }
+    if (mm->l2 > 0.0f) {
+        double sq = 0.0;
+        for (size_t l = 0; l < mm->n_layers; l++) {
+            size_t n = mm->width[l] * mm->width[l + 1], off = mm->w_offset[l];
+            for (size_t i = 0; i < n; i++) {
+                float wi = ws->w[off + i];
+                g->value[off + i] += mm->l2 * wi;
+                sq += (double)wi * wi;
+            }
+        }
+        loss += 0.5 * mm->l2 * sq;
+    }
+    return loss;
+}
+
+static void mlp_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *p,
+                         eval_sums_t *sums) {
+    const mlp_model_t *mm = (const mlp_model_t *)m;
+    mlp_ws_t *ws = (mlp_ws_t *)p;
+    const dense_dataset_t *d = mm->test;
+    params_read(w, mm->num_params, ws->w);
+    for (size_t start = begin; start < end; start += ws->rows) {
+        int rows = (int)(end - start < ws->rows ? end - start : ws->rows);
+        memcpy(ws->act[0], d->x + start * d->dim, (size_t)rows * d->dim * sizeof(float));
+        mlp_forward(mm, ws, rows);
+        int correct = 0;
+        sums->loss_sum += softmax_xent_cpu(rows, (int)mm->width[mm->n_layers], ws->act[mm->n_layers], d->y + start,
+                                           1.0f, NULL, &correct);
+        sums->metric_sum += correct;
+        sums->count += (size_t)rows;
+    }
+}
+
+static void mlp_destroy(model_t *m) { free(m); }
+
+static const model_ops_t mlp_ops = {
+    .describe = mlp_describe,
+    .num_params = mlp_num_params,
+    .flops_per_example = mlp_flops,
+    .init_params = mlp_init,
+    .ws_new = mlp_ws_new,
+    .ws_destroy = mlp_ws_destroy,
+    .loss_grad = mlp_loss_grad,
+    .evaluate = mlp_evaluate,
+    .destroy = mlp_destroy,
+};
+
+model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test, const size_t *hidden,
+                       size_t n_hidden, double l2, char *err, size_t err_len) {
+    if (!train || train->n == 0 || train->dim == 0) {
+        snprintf(err, err_len, "mlp: the training set is empty");
+        return NULL;
+    }
+    if (train->n_classes < 2) {
+        snprintf(err, err_len, "mlp: the training set has %zu classes; need at least 2", train->n_classes);
+        return NULL;
+    }
+    if (test && (test->dim != train->dim || test->n_classes > train->n_classes)) {
+        snprintf(err, err_len, "mlp: test set shape (%zu features, %zu classes) does not match training set (%zu, %zu)",
+                 test->dim, test->n_classes, train->dim, train->n_classes);
+        return NULL;
+    }
+    if (n_hidden + 1 > MLP_MAX_LAYERS) {
+        snprintf(err, err_len, "mlp: %zu hidden layers; at most %d are supported", n_hidden, MLP_MAX_LAYERS - 1);
+        return NULL;
+    }
+    mlp_model_t *mm = calloc(1, sizeof *mm);
+    if (!mm) {
+        snprintf(err, err_len, "mlp: allocating: %s", strerror(errno));
+        return NULL;
+    }
+    mm->base.ops = &mlp_ops;
+    mm->base.name = n_hidden ? "mlp" : "softmax";
+    mm->base.num_train = train->n;
+    mm->base.num_test = test ? test->n : 0;
+    mm->base.grad_dense = 1;
+    mm->base.metric = METRIC_KIND_ACCURACY;
+    mm->train = train;
+    mm->test = test;
+    mm->l2 = (float)l2;
+    mm->n_layers = n_hidden + 1;
+    mm->width[0] = train->dim;
+    for (size_t l = 0; l < n_hidden; l++) {
+        if (hidden[l] == 0 || hidden[l] > (1u << 20)) {
+            snprintf(err, err_len, "mlp: hidden layer %zu has width %zu; expected 1..1048576", l + 1, hidden[l]);
+            free(mm);
+            return NULL;
+        }
+        mm->width[l + 1] = hidden[l];
+    }
+    mm->width[mm->n_layers] = train->n_classes;
+    size_t at = 0;
+    for (size_t l = 0; l < mm->n_layers; l++) {
+        mm->w_offset[l] = at;
+        at += mm->width[l] * mm->width[l + 1];
+        mm->b_offset[l] = at;
+        at += mm->width[l + 1];
+    }
+    for (size_t l = 0; l <= mm->n_layers; l++)
+        if (mm->width[l] > mm->max_width) mm->max_width = mm->width[l];
+    mm->num_params = at;
+    return &mm->base;
+}

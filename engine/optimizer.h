@@ -1,0 +1,67 @@
+#ifndef ASGD_ENGINE_OPTIMIZER_H
+#define ASGD_ENGINE_OPTIMIZER_H
+// Update rules applied to shared parameters: SGD (optionally with momentum) and
+// Adagrad, with a step-size schedule. Optimizer state (velocity, squared-gradient
+// sums) is shared by all threads the same way the parameters are: relaxed atomics.
+// For sparse gradients only touched coordinates are updated (lazy momentum and
+// Adagrad, as sparse Hogwild! implementations do).
+#include <stddef.h>
+
+#include "engine/grad.h"    // defines: grad_t
+#include "engine/params.h"  // defines: param_t
+
+typedef struct optimizer optimizer_t;
+
+typedef enum optimizer_kind {
+    OPTIMIZER_KIND_SGD,
+    OPTIMIZER_KIND_ADAGRAD,
+} optimizer_kind_t;
+
+typedef enum lr_schedule {
+    LR_SCHEDULE_CONSTANT,      // lr
+    LR_SCHEDULE_INVERSE_TIME,  // lr / (1 + decay * updates)
+    LR_SCHEDULE_EPOCH_DECAY,   // lr * decay^floor(epoch)
+} lr_schedule_t;
+
+typedef struct optimizer_config {
+    optimizer_kind_t kind;
+    double lr;
+    lr_schedule_t schedule;
+    double decay;      // inverse-time gamma, or per-epoch factor in (0, 1]
+    double momentum;   // SGD only; 0 disables the velocity buffer
+    double epsilon;    // Adagrad's denominator guard
+} optimizer_config_t;
+
+void optimizer_config_default(optimizer_config_t *c);
+
+// Checks the config; on error names the field (as its CLI flag) and the valid range.
+int optimizer_config_check(const optimizer_config_t *c, char *err, size_t err_len);
+
+optimizer_t *optimizer_new(const optimizer_config_t *c, size_t dim, char *err, size_t err_len);
+void optimizer_destroy(optimizer_t **o);
+
+// Step size after `updates` applied updates, during epoch number `epoch` (0-based).
+float optimizer_lr(const optimizer_t *o, double updates, size_t epoch);
+
+// w -= step(g) over the gradient's touched coordinates (all of them when dense).
+void optimizer_apply(optimizer_t *o, param_t *w, const grad_t *g, float lr);
+
+// optimizer_apply, then the gradient is left clear (zero) for the next step:
+// for sparse gradients both happen in one pass over the touched entries.
+void optimizer_apply_and_clear(optimizer_t *o, param_t *w, grad_t *g, float lr);
+
+// The same for a dense gradient restricted to coordinates [begin, end): lets
+// several threads apply one averaged gradient in parallel, each its own range.
+void optimizer_apply_range(optimizer_t *o, param_t *w, const float *g, size_t begin, size_t end, float lr);
+
+// optimizer_apply for a dense gradient that also writes each new parameter value
+// into copy (num_params floats): the Hogwild! thread's next private copy.
+void optimizer_apply_write_through(optimizer_t *o, param_t *w, const grad_t *g, float lr, float *copy);
+
+// True for SGD without momentum: the only rule model_sgd_step_one implements.
+int optimizer_is_plain_sgd(const optimizer_t *o);
+
+const char *optimizer_kind_name(optimizer_kind_t k);
+const char *lr_schedule_name(lr_schedule_t s);
+
+#endif

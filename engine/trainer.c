@@ -1,0 +1,622 @@
+#include "engine/trainer.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "datasets/rng.h"
+#include "engine/spin_barrier.h"  // defines: spin_barrier_t, spin_barrier_wait
+#include "kernels/blas_runtime.h"  // defines: blas_set_threads, blas_get_threads
+
+// rng streams: one for the initial data order, then one per thread for its shuffles.
+#define STREAM_ORDER 0x4f524452u
+#define STREAM_SHUFFLE 0x53485546u
+#define EVAL_THREADS_MAX 64
+
+// Counters one worker publishes for the main thread. Only the owner writes
+// (load + store, no read-modify-write needed); each sits on its own cache line
+// so that Hogwild! threads do not slow each other through false sharing.
+typedef struct worker_stats {
+    _Alignas(64) _Atomic uint64_t samples;
+    _Atomic uint64_t updates;
+    _Atomic double loss_sum;  // sum over steps of (minibatch objective x examples)
+    _Atomic float lr;
+} worker_stats_t;
+
+typedef struct trainer trainer_t;
+
+typedef struct worker {
+    trainer_t *tr;
+    size_t id;
+    pthread_t thread;
+    model_ws_t *ws;
+    grad_t grad;
+    size_t shard_begin, shard_end;  // hogwild/locked: this thread's part of tr->order
+} worker_t;
+
+struct trainer {
+    const model_t *model;
+    optimizer_t *opt;
+    param_t *w;
+    train_config_t cfg;
+    size_t n_train;
+    size_t n_params;
+    uint32_t *order;         // (n_train) data order
+    worker_t *workers;       // (threads)
+    worker_stats_t *stats;   // (threads)
+    pthread_mutex_t update_lock;  // locked mode only
+
+    // Pause/resume between the main thread and the workers.
+    _Atomic int pause_requested;
+    _Atomic int stop_requested;
+    pthread_mutex_t mu;
+    pthread_cond_t cv_parked;
+    pthread_cond_t cv_resume;
+    size_t parked, finished;
+    uint64_t resume_generation;
+    int gate_open;  // workers start only once every thread exists
+    _Atomic uint64_t next_eval_samples;  // the next evaluation is due at this many samples
+
+    // Sync mode.
+    spin_barrier_t barrier;
+    grad_t sum;               // the averaged gradient of a round
+    size_t *sub_count;        // (threads) examples each thread took this round
+    int round_park;           // thread 0's reading of pause_requested for this round
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void train_config_default(train_config_t *c) {
+    memset(c, 0, sizeof *c);
+    c->mode = TRAIN_MODE_HOGWILD;
+    c->threads = 1;
+    c->epochs = 1;
+    c->batch = 1;
+    c->seed = 1;
+    c->target = NAN;
+}
+
+int train_config_check(const train_config_t *c, size_t n_train, char *err, size_t err_len) {
+    if (c->threads < 1 || c->threads > 1024) {
+        snprintf(err, err_len, "--threads: %zu; expected 1..1024", c->threads);
+        return -1;
+    }
+    if (c->epochs < 1) {
+        snprintf(err, err_len, "--epochs: %zu; expected at least 1", c->epochs);
+        return -1;
+    }
+    if (c->batch < 1 || c->batch > 1u << 20) {
+        snprintf(err, err_len, "--batch: %zu; expected 1..1048576", c->batch);
+        return -1;
+    }
+    if (n_train == 0 || n_train > UINT32_MAX) {
+        snprintf(err, err_len, "training set has %zu examples; expected 1..%u", n_train, UINT32_MAX);
+        return -1;
+    }
+    if (c->mode != TRAIN_MODE_SYNC && c->threads > n_train) {
+        snprintf(err, err_len, "--threads: %zu threads but only %zu training examples to shard", c->threads, n_train);
+        return -1;
+    }
+    return 0;
+}
+
+const char *train_mode_name(train_mode_t mode) {
+    switch (mode) {
+    case TRAIN_MODE_LOCKED:
+        return "locked";
+    case TRAIN_MODE_SYNC:
+        return "sync";
+    case TRAIN_MODE_HOGWILD:
+        break;
+    }
+    return "hogwild";
+}
+
+int train_mode_parse(const char *s, train_mode_t *mode) {
+    if (strcmp(s, "hogwild") == 0) *mode = TRAIN_MODE_HOGWILD;
+    else if (strcmp(s, "locked") == 0) *mode = TRAIN_MODE_LOCKED;
+    else if (strcmp(s, "sync") == 0) *mode = TRAIN_MODE_SYNC;
+    else return -1;
+    return 0;
+}
+
+// ---- pause protocol (off the hot path: taken only when the main thread asks) ----
+
+static void park(trainer_t *tr) {
+    pthread_mutex_lock(&tr->mu);
+    uint64_t generation = tr->resume_generation;
+    tr->parked++;
+    pthread_cond_signal(&tr->cv_parked);
+    while (generation == tr->resume_generation) pthread_cond_wait(&tr->cv_resume, &tr->mu);
+    tr->parked--;
+    pthread_mutex_unlock(&tr->mu);
+}
+
+static void mark_finished(trainer_t *tr) {
+    pthread_mutex_lock(&tr->mu);
+    tr->finished++;
+    pthread_cond_signal(&tr->cv_parked);
+    pthread_mutex_unlock(&tr->mu);
+}
+
+// Holds a worker until the main thread has created all of them, so that a
+// failed pthread_create never leaves the others waiting at a barrier. Returns 1
+// if the run was abandoned.
+static int wait_at_gate(trainer_t *tr) {
+    pthread_mutex_lock(&tr->mu);
+    while (!tr->gate_open) pthread_cond_wait(&tr->cv_resume, &tr->mu);
+    pthread_mutex_unlock(&tr->mu);
+    return atomic_load_explicit(&tr->stop_requested, memory_order_acquire);
+}
+
+static void open_gate(trainer_t *tr, int abandon) {
+    pthread_mutex_lock(&tr->mu);
+    if (abandon) atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
+    tr->gate_open = 1;
+    pthread_cond_broadcast(&tr->cv_resume);
+    pthread_mutex_unlock(&tr->mu);
+}
+
+// Returns 1 if the worker must stop.
+static int check_pause(trainer_t *tr) {
+    if (!atomic_load_explicit(&tr->pause_requested, memory_order_acquire)) return 0;
+    park(tr);
+    return atomic_load_explicit(&tr->stop_requested, memory_order_acquire);
+}
+
+static uint64_t total_samples(const trainer_t *tr) {
+    uint64_t total = 0;
+    for (size_t i = 0; i < tr->cfg.threads; i++) total += atomic_load_explicit(&tr->stats[i].samples, memory_order_relaxed);
+    return total;
+}
+
+// Asks for an evaluation once all threads together reach the next evaluation
+// point. Reading every thread's counter costs T cache misses, so a thread only
+// looks when its own count says the point may be near; returns the local sample
+// count at which to look again.
+static uint64_t maybe_request_eval(trainer_t *tr, uint64_t my_samples) {
+    uint64_t target = atomic_load_explicit(&tr->next_eval_samples, memory_order_acquire);
+    uint64_t total = total_samples(tr);
+    if (total >= target) {
+        atomic_store_explicit(&tr->pause_requested, 1, memory_order_release);
+        return my_samples + tr->cfg.eval_every / tr->cfg.threads;
+    }
+    uint64_t step = (target - total) / tr->cfg.threads;
+    return my_samples + (step > tr->cfg.batch ? step : tr->cfg.batch);
+}
+
+static void publish(worker_stats_t *s, size_t count, double loss, float lr, uint64_t updates) {
+    uint64_t samples = atomic_load_explicit(&s->samples, memory_order_relaxed);
+    atomic_store_explicit(&s->samples, samples + count, memory_order_relaxed);
+    uint64_t u = atomic_load_explicit(&s->updates, memory_order_relaxed);
+    atomic_store_explicit(&s->updates, u + updates, memory_order_relaxed);
+    double l = atomic_load_explicit(&s->loss_sum, memory_order_relaxed);
+    atomic_store_explicit(&s->loss_sum, l + loss * (double)count, memory_order_relaxed);
+    atomic_store_explicit(&s->lr, lr, memory_order_relaxed);
+}
+
+// ---- hogwild and locked ----
+
+static void *async_worker(void *arg) {
+    worker_t *wk = arg;
+    trainer_t *tr = wk->tr;
+    const train_config_t *c = &tr->cfg;
+    uint32_t *shard = tr->order + wk->shard_begin;
+    size_t len = wk->shard_end - wk->shard_begin;
+    int locked = c->mode == TRAIN_MODE_LOCKED;
+    // Hogwild! on a dense model refreshes its private parameter copy while it
+    // writes its update, instead of re-reading the whole model at the next step:
+    // the copy then holds every other thread's updates up to that write, as
+    // fresh as a re-read a moment later would be. Locked mode must re-read
+    // (other threads' steps come between this thread's) to stay serialisable.
+    float *copy = locked || !wk->grad.dense ? NULL : model_ws_param_copy(wk->ws);
+    // One-example plain-SGD steps skip the gradient buffer (bit-identical result).
+    int direct = c->batch == 1 && optimizer_is_plain_sgd(tr->opt) && model_has_sgd_step_one(tr->model);
+    rng_t rng;
+    rng_seed(&rng, c->seed, STREAM_SHUFFLE + wk->id);
+    uint64_t my_updates = 0, my_samples = 0, next_check = c->eval_every / c->threads;
+    if (wait_at_gate(tr)) goto done;
+    for (size_t epoch = 0; epoch < c->epochs; epoch++) {
+        rng_shuffle_u32(&rng, shard, len);
+        for (size_t pos = 0; pos < len; pos += c->batch) {
+            if (check_pause(tr)) goto done;
+            size_t count = len - pos < c->batch ? len - pos : c->batch;
+            // Step-size schedules count global updates; each thread sees about 1/T of them.
+            float lr = optimizer_lr(tr->opt, (double)my_updates * (double)c->threads, epoch);
+            if (locked) pthread_mutex_lock(&tr->update_lock);
+            double loss;
+            if (direct) {
+                loss = model_sgd_step_one(tr->model, tr->w, shard[pos], lr);
+            } else {
+                loss = model_loss_grad(tr->model, tr->w, shard + pos, count, &wk->grad, wk->ws);
+                if (copy) {
+                    optimizer_apply_write_through(tr->opt, tr->w, &wk->grad, lr, copy);
+                    model_ws_mark_copy_current(wk->ws);
+                } else {
+                    optimizer_apply_and_clear(tr->opt, tr->w, &wk->grad, lr);
+                }
+            }
+            if (locked) pthread_mutex_unlock(&tr->update_lock);
+            my_updates++;
+            my_samples += count;
+            publish(&tr->stats[wk->id], count, loss, lr, 1);
+            if (my_samples >= next_check) next_check = maybe_request_eval(tr, my_samples);
+        }
+    }
+done:
+    mark_finished(tr);
+    return NULL;
+}
+
+// ---- sync ----
+
+static void *sync_worker(void *arg) {
+    worker_t *wk = arg;
+    trainer_t *tr = wk->tr;
+    const train_config_t *c = &tr->cfg;
+    size_t T = c->threads, id = wk->id, n = tr->n_train;
+    size_t round_size = T * c->batch;
+    rng_t rng;
+    rng_seed(&rng, c->seed, STREAM_SHUFFLE);  // only thread 0 draws from it
+    uint64_t rounds = 0, samples = 0;
+    // Each thread applies the averaged gradient to its own slice of a dense model.
+    size_t range_begin = tr->n_params * id / T, range_end = tr->n_params * (id + 1) / T;
+    if (wait_at_gate(tr)) goto done;
+    for (size_t epoch = 0; epoch < c->epochs; epoch++) {
+        if (id == 0) rng_shuffle_u32(&rng, tr->order, n);
+        for (size_t base = 0; base < n; base += round_size) {
+            if (id == 0) {
+                // Thread 0 knows the exact count at a round boundary.
+                if (samples >= atomic_load_explicit(&tr->next_eval_samples, memory_order_acquire))
+                    atomic_store_explicit(&tr->pause_requested, 1, memory_order_release);
+                tr->round_park = atomic_load_explicit(&tr->pause_requested, memory_order_acquire);
+            }
+            spin_barrier_wait(&tr->barrier);  // A: order shuffled, round_park set
+            if (tr->round_park) {
+                park(tr);
+                if (atomic_load_explicit(&tr->stop_requested, memory_order_acquire)) goto done;
+            }
+            size_t total = n - base < round_size ? n - base : round_size;
+            size_t begin = id * c->batch, count = 0;
+            if (begin < total) count = total - begin < c->batch ? total - begin : c->batch;
+            tr->sub_count[id] = count;
+            double loss = 0.0;
+            if (count) loss = model_loss_grad(tr->model, tr->w, tr->order + base + begin, count, &wk->grad, wk->ws);
+            float lr = optimizer_lr(tr->opt, (double)rounds, epoch);
+            spin_barrier_wait(&tr->barrier);  // B: every gradient of the round is ready
+            if (tr->sum.dense) {
+                for (size_t j = range_begin; j < range_end; j++) {
+                    float s = 0.0f;
+                    for (size_t t = 0; t < T; t++)
+                        if (tr->sub_count[t]) s += ((float)tr->sub_count[t] / (float)total) * tr->workers[t].grad.value[j];
+                    tr->sum.value[j] = s;
+                }
+                optimizer_apply_range(tr->opt, tr->w, tr->sum.value, range_begin, range_end, lr);
+            } else if (id == 0) {
+                for (size_t t = 0; t < T; t++)
+                    if (tr->sub_count[t]) grad_accumulate(&tr->sum, &tr->workers[t].grad, (float)tr->sub_count[t] / (float)total);
+                optimizer_apply_and_clear(tr->opt, tr->w, &tr->sum, lr);
+            }
+            rounds++;
+            samples += total;
+            publish(&tr->stats[id], count, loss, lr, id == 0 ? 1 : 0);
+            spin_barrier_wait(&tr->barrier);  // C: update applied; gradients may be reused
+            if (!wk->grad.dense && count) grad_clear(&wk->grad);
+        }
+    }
+done:
+    mark_finished(tr);
+    return NULL;
+}
+
+// ---- main thread ----
+
+typedef struct totals {
+    uint64_t samples, updates;
+    double loss_sum;
+    float lr;
+} totals_t;
+
+static totals_t read_totals(const trainer_t *tr) {
+    totals_t t = {0, 0, 0.0, 0.0f};
+    for (size_t i = 0; i < tr->cfg.threads; i++) {
+        worker_stats_t *s = &tr->stats[i];
+        t.samples += atomic_load_explicit(&s->samples, memory_order_relaxed);
+        t.updates += atomic_load_explicit(&s->updates, memory_order_relaxed);
+        t.loss_sum += atomic_load_explicit(&s->loss_sum, memory_order_relaxed);
+    }
+    t.lr = atomic_load_explicit(&tr->stats[0].lr, memory_order_relaxed);
+    return t;
+}
+
+typedef struct eval_slice {
+    const trainer_t *tr;
+    model_ws_t *ws;
+    size_t begin, end;
+    eval_sums_t sums;
+} eval_slice_t;
+
+static void *eval_slice_run(void *arg) {
+    eval_slice_t *e = arg;
+    model_evaluate(e->tr->model, e->tr->w, e->begin, e->end, e->ws, &e->sums);
+    return NULL;
+}
+
+// Evaluates the test set on T threads of our own, one slice each (OpenBLAS stays
+// single-threaded: its idle pool threads spin in sched_yield and would take
+// cores from the workers after every evaluation).
+static void evaluate(trainer_t *tr, model_ws_t **ws, train_point_t *p) {
+    size_t T = tr->cfg.threads;
+    size_t limit = tr->cfg.eval_limit ? tr->cfg.eval_limit : model_num_test(tr->model);
+    if (limit > model_num_test(tr->model)) limit = model_num_test(tr->model);
+    eval_slice_t slices[EVAL_THREADS_MAX];
+    pthread_t threads[EVAL_THREADS_MAX];
+    int started[EVAL_THREADS_MAX] = {0};
+    size_t n = T < EVAL_THREADS_MAX ? T : EVAL_THREADS_MAX;
+    for (size_t i = 0; i < n; i++) {
+        slices[i] = (eval_slice_t){tr, ws[i], limit * i / n, limit * (i + 1) / n, {0.0, 0.0, 0}};
+        // A slice whose thread cannot start is evaluated here instead.
+        if (i > 0) started[i] = pthread_create(&threads[i], NULL, eval_slice_run, &slices[i]) == 0;
+    }
+    eval_slice_run(&slices[0]);
+    eval_sums_t sums = {0.0, 0.0, 0};
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && started[i]) pthread_join(threads[i], NULL);
+        else if (i > 0) eval_slice_run(&slices[i]);
+        sums.loss_sum += slices[i].sums.loss_sum;
+        sums.metric_sum += slices[i].sums.metric_sum;
+        sums.count += slices[i].sums.count;
+    }
+    p->test_loss = sums.count ? sums.loss_sum / (double)sums.count : NAN;
+    p->test_metric = eval_metric_value(model_metric(tr->model), &sums);
+}
+
+static int target_met(const trainer_t *tr, double metric) {
+    if (isnan(tr->cfg.target) || isnan(metric)) return 0;
+    return model_metric(tr->model) == METRIC_KIND_ACCURACY ? metric >= tr->cfg.target : metric <= tr->cfg.target;
+}
+
+static void free_trainer(trainer_t *tr) {
+    if (tr->workers) {
+        for (size_t i = 0; i < tr->cfg.threads; i++) {
+            model_ws_destroy(&tr->workers[i].ws);
+            grad_free(&tr->workers[i].grad);
+        }
+    }
+    grad_free(&tr->sum);
+    free(tr->workers);
+    free(tr->stats);
+    free(tr->order);
+    free(tr->sub_count);
+}
+
+static int prepare(trainer_t *tr, char *err, size_t err_len) {
+    size_t T = tr->cfg.threads;
+    int dense = model_grad_is_dense(tr->model);
+    tr->order = malloc(tr->n_train * sizeof *tr->order);
+    tr->workers = calloc(T, sizeof *tr->workers);
+    tr->stats = aligned_alloc(64, T * sizeof *tr->stats);
+    tr->sub_count = calloc(T, sizeof *tr->sub_count);
+    if (!tr->order || !tr->workers || !tr->stats || !tr->sub_count) {
+        snprintf(err, err_len, "trainer: allocating state for %zu threads: %s", T, strerror(errno));
+        return -1;
+    }
+    for (size_t i = 0; i < T; i++) {
+        atomic_init(&tr->stats[i].samples, 0);
+        atomic_init(&tr->stats[i].updates, 0);
+        atomic_init(&tr->stats[i].loss_sum, 0.0);
+        atomic_init(&tr->stats[i].lr, 0.0f);
+    }
+    for (size_t i = 0; i < tr->n_train; i++) tr->order[i] = (uint32_t)i;
+    rng_t rng;
+    rng_seed(&rng, tr->cfg.seed, STREAM_ORDER);
+    rng_shuffle_u32(&rng, tr->order, tr->n_train);
+    for (size_t i = 0; i < T; i++) {
+        worker_t *wk = &tr->workers[i];
+        wk->tr = tr;
+        wk->id = i;
+        // Contiguous, disjoint shards whose sizes differ by at most one.
+        wk->shard_begin = tr->n_train * i / T;
+        wk->shard_end = tr->n_train * (i + 1) / T;
+        wk->ws = model_ws_new(tr->model, tr->cfg.batch, err, err_len);
+        if (!wk->ws || grad_init(&wk->grad, tr->n_params, dense, err, err_len) != 0) return -1;
+    }
+    if (tr->cfg.mode == TRAIN_MODE_SYNC && grad_init(&tr->sum, tr->n_params, dense, err, err_len) != 0) return -1;
+    return 0;
+}
+
+static int start_threads(trainer_t *tr, size_t *started, char *err, size_t err_len) {
+    void *(*entry)(void *) = tr->cfg.mode == TRAIN_MODE_SYNC ? sync_worker : async_worker;
+    long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    if (n_cpus < 1) n_cpus = 1;
+    for (size_t i = 0; i < tr->cfg.threads; i++) {
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        if (tr->cfg.pin) {
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            CPU_SET((int)(i % (size_t)n_cpus), &set);
+            int rc = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
+            if (rc != 0) {
+                snprintf(err, err_len, "trainer: pinning thread %zu to CPU %zu: %s", i, i % (size_t)n_cpus, strerror(rc));
+                pthread_attr_destroy(&attr);
+                return -1;
+            }
+        }
+        int rc = pthread_create(&tr->workers[i].thread, &attr, entry, &tr->workers[i]);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+            snprintf(err, err_len, "trainer: starting thread %zu: %s", i, strerror(rc));
+            return -1;
+        }
+        (*started)++;
+    }
+    return 0;
+}
+
+// Called with tr->mu held once every worker is parked or finished.
+static void resume_workers_locked(trainer_t *tr, int stop) {
+    if (stop) atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
+    atomic_store_explicit(&tr->pause_requested, 0, memory_order_release);
+    tr->resume_generation++;
+    pthread_cond_broadcast(&tr->cv_resume);
+}
+
+typedef struct clock_state {
+    double start;
+    double paused;       // seconds spent in evaluation pauses
+    totals_t at_last_eval;
+} clock_state_t;
+
+// The counters at time `now` as a point; test fields NaN.
+static train_point_t point_at(const trainer_t *tr, const clock_state_t *clk, const totals_t *t, double now) {
+    train_point_t p;
+    p.wall_s = now - clk->start - clk->paused;
+    p.samples = t->samples;
+    p.updates = t->updates;
+    p.epoch = (double)t->samples / (double)tr->n_train;
+    p.samples_per_s = p.wall_s > 0 ? (double)t->samples / p.wall_s : 0.0;
+    p.lr = t->lr;
+    uint64_t ds = t->samples - clk->at_last_eval.samples;
+    p.train_loss = ds ? (t->loss_sum - clk->at_last_eval.loss_sum) / (double)ds : NAN;
+    p.test_loss = p.test_metric = NAN;
+    return p;
+}
+
+// One evaluation point, taken with workers parked (or finished).
+static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const train_callbacks_t *cb,
+                      train_result_t *res) {
+    double pause_begin = now_s();
+    totals_t t = read_totals(tr);
+    train_point_t p = point_at(tr, clk, &t, pause_begin);
+    evaluate(tr, ws, &p);
+    clk->at_last_eval = t;
+    res->n_evals++;
+    atomic_store_explicit(&tr->next_eval_samples, (t.samples / tr->cfg.eval_every + 1) * tr->cfg.eval_every,
+                          memory_order_release);
+    res->last = p;
+    int reached = target_met(tr, p.test_metric);
+    if (reached && isnan(res->time_to_target_s)) {
+        res->time_to_target_s = p.wall_s;
+        res->samples_to_target = p.samples;
+    }
+    if (cb && cb->on_eval) cb->on_eval(&p, cb->ctx);
+    clk->paused += now_s() - pause_begin;
+    return reached && tr->cfg.stop_at_target;
+}
+
+int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
+              const train_callbacks_t *cb, train_result_t *out, char *err, size_t err_len) {
+    if (train_config_check(c, model_num_train(m), err, err_len) != 0) return -1;
+    trainer_t tr;
+    memset(&tr, 0, sizeof tr);
+    tr.model = m;
+    tr.opt = opt;
+    tr.w = w;
+    tr.cfg = *c;
+    tr.n_train = model_num_train(m);
+    tr.n_params = model_num_params(m);
+    if (tr.cfg.eval_every == 0) tr.cfg.eval_every = tr.n_train;
+    model_ws_t *eval_ws[EVAL_THREADS_MAX] = {NULL};
+    size_t n_eval_ws = c->threads < EVAL_THREADS_MAX ? c->threads : EVAL_THREADS_MAX;
+    int prepared = prepare(&tr, err, err_len) == 0;
+    for (size_t i = 0; prepared && i < n_eval_ws; i++) prepared = (eval_ws[i] = model_ws_new(m, c->batch, err, err_len)) != NULL;
+    if (!prepared) {
+        for (size_t i = 0; i < n_eval_ws; i++) model_ws_destroy(&eval_ws[i]);
+        free_trainer(&tr);
+        return -1;
+    }
+    pthread_mutex_init(&tr.update_lock, NULL);
+    pthread_mutex_init(&tr.mu, NULL);
+    // The main thread's timed waits use the same monotonic clock as now_s().
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&tr.cv_parked, &monotonic);
+    pthread_condattr_destroy(&monotonic);
+    pthread_cond_init(&tr.cv_resume, NULL);
+    spin_barrier_init(&tr.barrier, (unsigned)c->threads);
+    atomic_init(&tr.pause_requested, 0);
+    atomic_init(&tr.stop_requested, 0);
+    atomic_init(&tr.next_eval_samples, tr.cfg.eval_every);
+
+    memset(out, 0, sizeof *out);
+    out->time_to_target_s = NAN;
+    clock_state_t clk;
+    memset(&clk, 0, sizeof clk);
+    clk.start = now_s();
+    // The starting point, so every curve begins at the initial parameters.
+    int stop = eval_point(&tr, eval_ws, &clk, cb, out);
+
+    // Our threads are the parallelism; OpenBLAS threads inside them would oversubscribe the cores.
+    int saved_blas_threads = blas_get_threads();
+    blas_set_threads(1);
+    size_t started = 0;
+    int rc = stop ? 0 : start_threads(&tr, &started, err, err_len);
+    open_gate(&tr, rc != 0);
+    // Sleep until a worker asks for an evaluation, all finish, or progress is due.
+    double progress_every = c->progress_interval_s > 0 ? c->progress_interval_s : 0.25;
+    double next_progress = now_s() + progress_every;
+    pthread_mutex_lock(&tr.mu);
+    while (tr.finished < started) {
+        if (atomic_load_explicit(&tr.pause_requested, memory_order_acquire)) {
+            while (tr.parked + tr.finished < started) pthread_cond_wait(&tr.cv_parked, &tr.mu);
+            pthread_mutex_unlock(&tr.mu);
+            int stop_now = eval_point(&tr, eval_ws, &clk, cb, out);
+            out->stopped_at_target |= stop_now;
+            pthread_mutex_lock(&tr.mu);
+            resume_workers_locked(&tr, stop_now);
+            continue;
+        }
+        double now = now_s();
+        if (now >= next_progress) {
+            next_progress = now + progress_every;
+            if (cb && cb->on_progress && c->progress_interval_s > 0) {
+                pthread_mutex_unlock(&tr.mu);
+                totals_t t = read_totals(&tr);
+                train_point_t p = point_at(&tr, &clk, &t, now);
+                double remaining = (double)tr.n_train * (double)c->epochs - (double)t.samples;
+                cb->on_progress(&p, p.samples_per_s > 0 ? remaining / p.samples_per_s : NAN, cb->ctx);
+                pthread_mutex_lock(&tr.mu);
+            }
+            continue;
+        }
+        struct timespec deadline;
+        double wake = next_progress;
+        deadline.tv_sec = (time_t)wake;
+        deadline.tv_nsec = (long)((wake - (double)deadline.tv_sec) * 1e9);
+        pthread_cond_timedwait(&tr.cv_parked, &tr.mu, &deadline);
+    }
+    pthread_mutex_unlock(&tr.mu);
+    for (size_t i = 0; i < started; i++) pthread_join(tr.workers[i].thread, NULL);
+    blas_set_threads(saved_blas_threads);
+
+    if (rc == 0) {
+        totals_t t = read_totals(&tr);
+        if (t.samples != out->last.samples) eval_point(&tr, eval_ws, &clk, cb, out);
+        out->wall_s = out->last.wall_s;
+        out->eval_s = clk.paused;
+        out->samples = t.samples;
+        out->updates = t.updates;
+        out->samples_per_s = out->wall_s > 0 ? (double)t.samples / out->wall_s : 0.0;
+        out->updates_per_s = out->wall_s > 0 ? (double)t.updates / out->wall_s : 0.0;
+    }
+    pthread_cond_destroy(&tr.cv_resume);
+    pthread_cond_destroy(&tr.cv_parked);
+    pthread_mutex_destroy(&tr.mu);
+    pthread_mutex_destroy(&tr.update_lock);
+    for (size_t i = 0; i < n_eval_ws; i++) model_ws_destroy(&eval_ws[i]);
+    free_trainer(&tr);
+    return rc;
+}

@@ -1,0 +1,92 @@
+#ifndef ASGD_ENGINE_TRAINER_H
+#define ASGD_ENGINE_TRAINER_H
+// Single-node training with T pthreads in one of three modes.
+//
+//   hogwild  each thread owns a disjoint shard of the data and updates the one
+//            shared model without locks (relaxed atomics; see params.h).
+//   locked   the same, but every step (read parameters, compute the gradient,
+//            write the update) holds one mutex over the whole model, so the run
+//            is serialisable: the consistent baseline of the Hogwild! paper.
+//   sync     every round, the T threads split one global minibatch of T*batch
+//            examples, compute gradients on the same parameters, meet at a
+//            barrier, and one averaged update is applied (in parallel, each
+//            thread its own coordinate range). Equal to single-thread SGD with
+//            batch T*batch on the same data order.
+//
+// Evaluation runs off the training clock: the main thread watches per-thread
+// counters, and at each evaluation point it asks the workers to park at their
+// next step boundary, evaluates the test set with all cores (OpenBLAS threads),
+// then resumes them. Reported wall time excludes those pauses.
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model.h"      // defines: model_t, model_loss_grad, model_evaluate
+#include "engine/optimizer.h"  // defines: optimizer_t, optimizer_apply
+
+typedef enum train_mode {
+    TRAIN_MODE_HOGWILD,
+    TRAIN_MODE_LOCKED,
+    TRAIN_MODE_SYNC,
+} train_mode_t;
+
+typedef struct train_config {
+    train_mode_t mode;
+    size_t threads;
+    size_t epochs;
+    size_t batch;               // examples per step, per thread
+    uint64_t seed;              // data order (initial permutation and per-epoch shuffles)
+    size_t eval_every;          // training samples between evaluations; 0 = once per epoch
+    size_t eval_limit;          // test examples per evaluation; 0 = the whole test set
+    double target;              // NaN: none; else accuracy >= target, or RMSE <= target
+    int stop_at_target;         // end the run at the first evaluation that meets the target
+    int pin;                    // pin thread t to CPU t mod (online CPUs)
+    double progress_interval_s; // 0: no progress callbacks
+} train_config_t;
+
+// One evaluation point (or, for progress callbacks, a snapshot with test fields NaN).
+typedef struct train_point {
+    double wall_s;         // training seconds since start, evaluation pauses excluded
+    double epoch;          // samples / training-set size
+    uint64_t samples;      // training examples processed, all threads
+    uint64_t updates;      // updates applied to the shared model
+    double samples_per_s;  // samples / wall_s
+    float lr;              // current step size (thread 0's view)
+    double train_loss;     // mean minibatch objective since the previous point
+    double test_loss;      // mean test loss (no regulariser)
+    double test_metric;    // accuracy or RMSE, see model_metric()
+} train_point_t;
+
+typedef struct train_callbacks {
+    // Called from the main thread while workers are parked (off the clock).
+    void (*on_eval)(const train_point_t *p, void *ctx);
+    // Called from the main thread while workers run; eta_s is NaN when unknown.
+    void (*on_progress)(const train_point_t *p, double eta_s, void *ctx);
+    void *ctx;
+} train_callbacks_t;
+
+typedef struct train_result {
+    double wall_s;             // training time, evaluation excluded
+    double eval_s;             // time spent in evaluation pauses
+    uint64_t samples;
+    uint64_t updates;
+    double samples_per_s;
+    double updates_per_s;
+    double time_to_target_s;   // NaN if the target was not reached (or none was set)
+    uint64_t samples_to_target;
+    size_t n_evals;
+    int stopped_at_target;
+    train_point_t last;        // the final evaluation
+} train_result_t;
+
+void train_config_default(train_config_t *c);
+int train_config_check(const train_config_t *c, size_t n_train, char *err, size_t err_len);
+
+// Trains w in place. Allocates everything before starting threads, so a failure
+// leaves w untouched; returns 0, or -1 with err filled.
+int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
+              const train_callbacks_t *cb, train_result_t *out, char *err, size_t err_len);
+
+const char *train_mode_name(train_mode_t mode);
+int train_mode_parse(const char *s, train_mode_t *mode);
+
+#endif

@@ -1,0 +1,106 @@
+// Every model's analytic gradient against central finite differences.
+#include "engine/model.h"
+#include "test_support.h"
+
+#define N_EXAMPLES 12
+
+// Perturbs each of up to max_coords coordinates by +-eps and compares
+// (f(w+e) - f(w-e)) / 2e with the analytic gradient. Reports the relative error
+// of the whole vector, ||fd - g|| / (||fd|| + ||g||). `scale` multiplies the
+// analytic gradient: 1 for the real check, otherwise to prove the check notices.
+static double gradient_error(const char *label, const model_t *m, uint64_t seed, double eps, float scale) {
+    char err[256];
+    size_t p = model_num_params(m);
+    param_t *w = params_new(p, err, sizeof err);
+    CHECK(w);
+    model_init_params(m, w, seed);
+    // Linear models start at zero; move them somewhere generic.
+    rng_t r;
+    rng_seed(&r, seed, 99);
+    for (size_t i = 0; i < p; i++) param_set(&w[i], param_get(&w[i]) + (float)(0.3 * rng_normal(&r)));
+    model_ws_t *ws = model_ws_new(m, N_EXAMPLES, err, sizeof err);
+    CHECK(ws);
+    uint32_t idx[N_EXAMPLES];
+    for (size_t i = 0; i < N_EXAMPLES; i++) idx[i] = (uint32_t)(i * 3 % model_num_train(m));
+    grad_t g, scratch;
+    CHECK_OK(grad_init(&g, p, model_grad_is_dense(m), err, sizeof err), err);
+    CHECK_OK(grad_init(&scratch, p, model_grad_is_dense(m), err, sizeof err), err);
+    model_loss_grad(m, w, idx, N_EXAMPLES, &g, ws);
+    double diff2 = 0.0, fd2 = 0.0, an2 = 0.0, worst = 0.0;
+    size_t checked = 0, stride = p > 400 ? p / 400 : 1;
+    for (size_t i = 0; i < p; i += stride) {
+        float saved = param_get(&w[i]);
+        param_set(&w[i], saved + (float)eps);
+        double up = model_loss_grad(m, w, idx, N_EXAMPLES, &scratch, ws);
+        grad_clear(&scratch);
+        param_set(&w[i], saved - (float)eps);
+        double down = model_loss_grad(m, w, idx, N_EXAMPLES, &scratch, ws);
+        grad_clear(&scratch);
+        param_set(&w[i], saved);
+        // The step actually taken in float, not the nominal eps.
+        double h = ((double)(saved + (float)eps) - (double)(saved - (float)eps));
+        double fd = (up - down) / h, an = scale * g.value[i];
+        diff2 += (fd - an) * (fd - an);
+        fd2 += fd * fd;
+        an2 += an * an;
+        double rel = fabs(fd - an) / fmax(fabs(fd) + fabs(an), 1e-3);
+        if (rel > worst) worst = rel;
+        checked++;
+    }
+    double rel_vec = sqrt(diff2) / (sqrt(fd2) + sqrt(an2));
+    printf("%-28s %6zu coords  |g| %.4g  vector rel err %.3g  worst coord %.3g\n", label, checked, sqrt(an2), rel_vec,
+           worst);
+    CHECK(an2 > 0.0);  // a zero gradient would pass trivially
+    grad_free(&g);
+    grad_free(&scratch);
+    model_ws_destroy(&ws);
+    params_free(&w);
+    return rel_vec;
+}
+
+static void gradcheck(const char *label, const model_t *m, uint64_t seed, double eps, double tol) {
+    CHECK(gradient_error(label, m, seed, eps, 1.0f) < tol);
+}
+
+int main(void) {
+    char err[256];
+    sparse_dataset_t sp;
+    make_sparse(&sp, 40, 60, 6, 7);
+    for (int l2 = 0; l2 <= 1; l2++) {
+        model_t *lr = model_new_linear(LINEAR_LOSS_LOGISTIC, &sp, &sp, l2 ? 0.1 : 0.0, err, sizeof err);
+        model_t *svm = model_new_linear(LINEAR_LOSS_HINGE, &sp, &sp, l2 ? 0.1 : 0.0, err, sizeof err);
+        CHECK(lr && svm);
+        gradcheck(l2 ? "logreg (l2 0.1)" : "logreg", lr, 1, 1e-3, 1e-3);
+        gradcheck(l2 ? "svm (l2 0.1)" : "svm", svm, 2, 1e-3, 1e-3);
+        model_destroy(&lr);
+        model_destroy(&svm);
+    }
+
+    dense_dataset_t dn;
+    make_dense(&dn, 40, 9, 4, 3);
+    size_t hidden[2] = {7, 5};
+    for (int l2 = 0; l2 <= 1; l2++) {
+        model_t *soft = model_new_mlp(&dn, &dn, NULL, 0, l2 ? 0.05 : 0.0, err, sizeof err);
+        model_t *mlp = model_new_mlp(&dn, &dn, hidden, 2, l2 ? 0.05 : 0.0, err, sizeof err);
+        CHECK(soft && mlp);
+        gradcheck(l2 ? "softmax (l2 0.05)" : "softmax", soft, 3, 1e-2, 1e-3);
+        gradcheck(l2 ? "mlp 9-7-5-4 (l2 0.05)" : "mlp 9-7-5-4", mlp, 4, 1e-2, 1e-3);
+        model_destroy(&soft);
+        model_destroy(&mlp);
+    }
+
+    ratings_t rt;
+    make_ratings(&rt, 60, 8, 6, 3, 5);
+    model_t *mf = model_new_mf(&rt, &rt, 3, 0.05, err, sizeof err);
+    CHECK(mf);
+    gradcheck("mf rank 3 (l2 0.05)", mf, 5, 1e-3, 1e-3);
+    // The check itself must notice a gradient that is 2% off.
+    CHECK(gradient_error("mf, gradient x 1.02", mf, 5, 1e-3, 1.02f) > 1e-3);
+    model_destroy(&mf);
+
+    sparse_dataset_free(&sp);
+    dense_dataset_free(&dn);
+    ratings_free(&rt);
+    printf("gradient checks passed\n");
+    return 0;
+}

@@ -1,0 +1,104 @@
+#ifndef ASGD_TESTS_TEST_SUPPORT_H
+#define ASGD_TESTS_TEST_SUPPORT_H
+// Small helpers shared by the C tests: checks that print what failed and where,
+// and tiny in-memory datasets built from a seed.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/dataset.h"
+#include "datasets/rng.h"
+
+#define TEST_SKIP 77
+
+#define CHECK(cond)                                                                      \
+    do {                                                                                 \
+        if (!(cond)) {                                                                   \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);     \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+#define CHECK_OK(call, err)                                                              \
+    do {                                                                                 \
+        if ((call) != 0) {                                                               \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, err);   \
+            exit(1);                                                                     \
+        }                                                                                \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                                        \
+    do {                                                                                             \
+        double a_ = (a), b_ = (b);                                                                   \
+        if (!(fabs(a_ - b_) <= (tol))) {                                                             \
+            fprintf(stderr, "%s:%d: %s = %.9g, %s = %.9g, differ by more than %g\n", __FILE__, __LINE__, \
+                    #a, a_, #b, b_, (double)(tol));                                                  \
+            exit(1);                                                                                 \
+        }                                                                                            \
+    } while (0)
+
+// n examples of dim features in `classes` clusters (class c centred on a seeded point).
+static inline void make_dense(dense_dataset_t *d, size_t n, size_t dim, size_t classes, uint64_t seed) {
+    char err[256];
+    CHECK_OK(dense_dataset_alloc(d, n, dim, classes, err, sizeof err), err);
+    rng_t r;
+    rng_seed(&r, seed, 1);
+    float *centre = malloc(classes * dim * sizeof *centre);
+    for (size_t i = 0; i < classes * dim; i++) centre[i] = (float)rng_uniform(&r);
+    for (size_t i = 0; i < n; i++) {
+        int32_t c = (int32_t)rng_below(&r, classes);
+        d->y[i] = c;
+        for (size_t j = 0; j < dim; j++) d->x[i * dim + j] = centre[c * dim + j] + 0.3f * (float)rng_normal(&r);
+    }
+    free(centre);
+}
+
+// n examples, nnz distinct sorted features each, labels from a hidden weight vector.
+static inline void make_sparse(sparse_dataset_t *d, size_t n, size_t dim, size_t nnz, uint64_t seed) {
+    char err[256];
+    CHECK_OK(sparse_dataset_alloc(d, n, dim, n * nnz, err, sizeof err), err);
+    rng_t r;
+    rng_seed(&r, seed, 2);
+    float *hidden = malloc(dim * sizeof *hidden);
+    for (size_t j = 0; j < dim; j++) hidden[j] = (float)rng_normal(&r);
+    size_t at = 0;
+    for (size_t i = 0; i < n; i++) {
+        // nnz distinct features: a random start and stride keep them sorted and unique.
+        size_t stride = dim / nnz, start = rng_below(&r, stride);
+        double score = 0.0;
+        for (size_t k = 0; k < nnz; k++) {
+            uint32_t j = (uint32_t)(start + k * stride);
+            d->col[at] = j;
+            d->val[at] = (float)(0.2 + rng_uniform(&r));
+            score += hidden[j] * d->val[at];
+            at++;
+        }
+        d->row_ptr[i + 1] = at;
+        d->y[i] = score >= 0 ? 1.0f : -1.0f;
+    }
+    free(hidden);
+}
+
+// Ratings from rank-k factors plus noise.
+static inline void make_ratings(ratings_t *rt, size_t n, size_t users, size_t items, size_t rank, uint64_t seed) {
+    char err[256];
+    CHECK_OK(ratings_alloc(rt, n, users, items, err, sizeof err), err);
+    rng_t r;
+    rng_seed(&r, seed, 3);
+    float *u = malloc(users * rank * sizeof *u), *v = malloc(items * rank * sizeof *v);
+    for (size_t i = 0; i < users * rank; i++) u[i] = (float)rng_normal(&r);
+    for (size_t i = 0; i < items * rank; i++) v[i] = (float)rng_normal(&r);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t a = (uint32_t)rng_below(&r, users), b = (uint32_t)rng_below(&r, items);
+        double dot = 3.0;
+        for (size_t k = 0; k < rank; k++) dot += u[a * rank + k] * v[b * rank + k] / sqrt((double)rank);
+        rt->user[i] = a;
+        rt->item[i] = b;
+        rt->rating[i] = (float)(dot + 0.1 * rng_normal(&r));
+    }
+    free(u);
+    free(v);
+}
+
+#endif
