@@ -49,15 +49,8 @@ int cmd_gen(int argc, char **argv) {
         return 2;
     }
     char err[ERR_LEN] = "";
-    flags_status_t st = flags_parse("asgd gen", flags, n_flags, argc - 1, argv + 1, err, sizeof err);
-    if (st == FLAGS_STATUS_HELP) {
-        flags_print_help(stdout, usage, description, flags, n_flags);
-        return 0;
-    }
-    if (st == FLAGS_STATUS_ERROR) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
+    int parsed = flags_command("asgd gen", usage, description, flags, n_flags, argc - 1, argv + 1);
+    if (parsed >= 0) return parsed;
     // Flags of the other kind would be silently ignored: refuse them instead.
     static const char *const sparse_only[] = {"n", "dim", "nnz", "zipf", "noise"};
     static const char *const ratings_only[] = {"users", "items", "rank", "ratings", "rating-noise"};

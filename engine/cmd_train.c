@@ -181,15 +181,8 @@ int cmd_train(int argc, char **argv) {
     };
     size_t n_flags = sizeof flags / sizeof flags[0];
     char err[ERR_LEN] = "";
-    flags_status_t st = flags_parse("asgd train", flags, n_flags, argc, argv, err, sizeof err);
-    if (st == FLAGS_STATUS_HELP) {
-        flags_print_help(stdout, usage, description, flags, n_flags);
-        return 0;
-    }
-    if (st == FLAGS_STATUS_ERROR) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
+    int parsed = flags_command("asgd train", usage, description, flags, n_flags, argc, argv);
+    if (parsed >= 0) return parsed;
     int sparse = a.model == MODEL_LOGREG || a.model == MODEL_SVM;
     if (isnan(a.lr)) a.lr = sparse ? 0.5 : 0.05;
     if (a.batch == 0) a.batch = (a.model == MODEL_MLP || a.model == MODEL_SOFTMAX) ? 16 : 1;
@@ -249,8 +242,6 @@ int cmd_train(int argc, char **argv) {
         break;
     }
     int status = 1;
-    param_t *w = NULL;
-    optimizer_t *opt = NULL;
     run_report_t *report = NULL;
     FILE *summary_file = NULL;
     if (!model) goto fail;
@@ -269,9 +260,6 @@ int cmd_train(int argc, char **argv) {
     tc.progress_interval_s = a.quiet ? 0.0 : 0.5;
     if (train_config_check(&tc, model_num_train(model), err, sizeof err) != 0) goto fail;
     size_t n_params = model_num_params(model);
-    if (!(w = params_new(n_params, err, sizeof err))) goto fail;
-    model_init_params(model, w, a.seed);
-    if (!(opt = optimizer_new(&oc, n_params, err, sizeof err))) goto fail;
     if (a.summary && !(summary_file = fopen(a.summary, "w"))) {
         snprintf(err, sizeof err, "--summary %s: cannot open for writing: %s", a.summary, strerror(errno));
         goto fail;
@@ -290,7 +278,7 @@ int cmd_train(int argc, char **argv) {
     if (!(report = run_report_new(a.log, model_metric(model), a.quiet ? NULL : stderr, total, err, sizeof err))) goto fail;
     train_callbacks_t cb = run_report_callbacks(report);
     train_result_t result;
-    if (train_run(model, opt, w, &tc, &cb, &result, err, sizeof err) != 0) goto fail;
+    if (train_fresh(model, &oc, &tc, a.seed, &cb, &result, NULL, err, sizeof err) != 0) goto fail;
     if (run_report_close(&report, err, sizeof err) != 0) goto fail;
     write_summary(stdout, &a, model_desc, n_params, &data, model_metric(model), &result);
     fflush(stdout);
@@ -309,8 +297,6 @@ fail:
     if (summary_file) fclose(summary_file);
     char ignored[8];
     run_report_close(&report, ignored, sizeof ignored);
-    optimizer_destroy(&opt);
-    params_free(&w);
     model_destroy(&model);
     data_bundle_free(&data);
     return status;

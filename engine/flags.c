@@ -157,6 +157,21 @@ flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_spe
     return FLAGS_STATUS_OK;
 }
 
+int flags_command(const char *command, const char *usage, const char *description, flag_spec_t *specs,
+                  size_t n_specs, int argc, char **argv) {
+    char err[512];
+    flags_status_t st = flags_parse(command, specs, n_specs, argc, argv, err, sizeof err);
+    if (st == FLAGS_STATUS_HELP) {
+        flags_print_help(stdout, usage, description, specs, n_specs);
+        return 0;
+    }
+    if (st == FLAGS_STATUS_ERROR) {
+        fprintf(stderr, "%s\n", err);
+        return 2;
+    }
+    return -1;
+}
+
 void flags_print_help(FILE *out, const char *usage, const char *description, const flag_spec_t *specs,
                       size_t n_specs) {
     fprintf(out, "usage: %s\n\n%s\n\nflags:\n", usage, description);

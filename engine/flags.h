@@ -37,6 +37,12 @@ typedef enum flags_status {
 flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_specs, int argc, char **argv,
                            char *err, size_t err_len);
 
+// flags_parse for a subcommand: prints the help to stdout or the error (one
+// line) to stderr. Returns -1 to go on, else the exit status: 0 after --help,
+// 2 after a usage error.
+int flags_command(const char *command, const char *usage, const char *description, flag_spec_t *specs,
+                  size_t n_specs, int argc, char **argv);
+
 void flags_print_help(FILE *out, const char *usage, const char *description, const flag_spec_t *specs,
                       size_t n_specs);
 

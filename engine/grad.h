@@ -4,7 +4,8 @@
 // sparsely: sparse models (logistic regression, matrix factorisation) touch a few
 // dozen coordinates per example, and every pass over the gradient — apply, sum,
 // clear — walks only the touched list, so a step costs O(nnz), not O(dim).
-// Dense models (MLP) set `dense` and overwrite every value on each step.
+// Dense models (MLP) set `dense`: every value is live, and the pass that applies
+// the gradient also zeroes it for the next step.
 #include <stddef.h>
 #include <stdint.h>
 

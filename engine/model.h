@@ -72,8 +72,8 @@ model_ws_t *model_ws_new(const model_t *m, size_t max_batch, char *err, size_t e
 void model_ws_destroy(model_ws_t **ws);
 
 // Mean loss over the training examples idx[0..count) plus the regulariser, and
-// its gradient with respect to w, added into g (which must be clear, with dim
-// == model_num_params, dense iff model_grad_is_dense). Reads w with relaxed
+// its gradient with respect to w, added into g (which must be clear — all zero —
+// with dim == model_num_params, dense iff model_grad_is_dense). Reads w with relaxed
 // atomic loads, so it may run while other threads write w.
 double model_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, grad_t *g,
                        model_ws_t *ws);

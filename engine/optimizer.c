@@ -118,17 +118,22 @@ void optimizer_apply_range(optimizer_t *o, param_t *w, const float *g, size_t be
     for (size_t i = begin; i < end; i++) update_one(o, w, i, g[i], lr);
 }
 
-void optimizer_apply_write_through(optimizer_t *o, param_t *w, const grad_t *g, float lr, float *copy) {
+void optimizer_apply_write_through(optimizer_t *o, param_t *w, grad_t *g, float lr, float *copy) {
     size_t n = g->dim;
+    float *gv = g->value;
     if (o->config.kind == OPTIMIZER_KIND_SGD && !o->state) {
         for (size_t i = 0; i < n; i++) {
-            float value = param_get(&w[i]) - lr * g->value[i];
+            float value = param_get(&w[i]) - lr * gv[i];
             param_set(&w[i], value);
             copy[i] = value;
+            gv[i] = 0.0f;
         }
         return;
     }
-    for (size_t i = 0; i < n; i++) copy[i] = update_one(o, w, i, g->value[i], lr);
+    for (size_t i = 0; i < n; i++) {
+        copy[i] = update_one(o, w, i, gv[i], lr);
+        gv[i] = 0.0f;
+    }
 }
 
 void optimizer_apply(optimizer_t *o, param_t *w, const grad_t *g, float lr) {
@@ -144,8 +149,11 @@ void optimizer_apply(optimizer_t *o, param_t *w, const grad_t *g, float lr) {
 
 void optimizer_apply_and_clear(optimizer_t *o, param_t *w, grad_t *g, float lr) {
     if (g->dense) {
-        // Dense models overwrite every value on the next step: nothing to clear.
-        optimizer_apply(o, w, g, lr);
+        float *gv = g->value;
+        for (size_t i = 0; i < g->dim; i++) {
+            update_one(o, w, i, gv[i], lr);
+            gv[i] = 0.0f;
+        }
         return;
     }
     int plain_sgd = o->config.kind == OPTIMIZER_KIND_SGD && !o->state;

@@ -52,11 +52,13 @@ void optimizer_apply_and_clear(optimizer_t *o, param_t *w, grad_t *g, float lr);
 
 // The same for a dense gradient restricted to coordinates [begin, end): lets
 // several threads apply one averaged gradient in parallel, each its own range.
+// Leaves g as it was.
 void optimizer_apply_range(optimizer_t *o, param_t *w, const float *g, size_t begin, size_t end, float lr);
 
-// optimizer_apply for a dense gradient that also writes each new parameter value
-// into copy (num_params floats): the Hogwild! thread's next private copy.
-void optimizer_apply_write_through(optimizer_t *o, param_t *w, const grad_t *g, float lr, float *copy);
+// optimizer_apply_and_clear for a dense gradient that also writes each new
+// parameter value into copy (num_params floats): the Hogwild! thread's next
+// private copy. One pass: read g, update w, write copy, zero g.
+void optimizer_apply_write_through(optimizer_t *o, param_t *w, grad_t *g, float lr, float *copy);
 
 // True for SGD without momentum: the only rule model_sgd_step_one implements.
 int optimizer_is_plain_sgd(const optimizer_t *o);

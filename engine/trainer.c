@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "datasets/rng.h"
+#include "datasets/split.h"  // defines: shard_range
 #include "engine/spin_barrier.h"  // defines: spin_barrier_t, spin_barrier_wait
 #include "kernels/blas_runtime.h"  // defines: blas_set_threads, blas_get_threads
 
@@ -296,10 +297,14 @@ static void *sync_worker(void *arg) {
             float lr = optimizer_lr(tr->opt, (double)rounds, epoch);
             spin_barrier_wait(&tr->barrier);  // B: every gradient of the round is ready
             if (tr->sum.dense) {
+                // This thread alone reads and clears its range of every thread's gradient.
                 for (size_t j = range_begin; j < range_end; j++) {
                     float s = 0.0f;
-                    for (size_t t = 0; t < T; t++)
-                        if (tr->sub_count[t]) s += ((float)tr->sub_count[t] / (float)total) * tr->workers[t].grad.value[j];
+                    for (size_t t = 0; t < T; t++) {
+                        float *g = &tr->workers[t].grad.value[j];
+                        if (tr->sub_count[t]) s += ((float)tr->sub_count[t] / (float)total) * *g;
+                        *g = 0.0f;
+                    }
                     tr->sum.value[j] = s;
                 }
                 optimizer_apply_range(tr->opt, tr->w, tr->sum.value, range_begin, range_end, lr);
@@ -426,9 +431,7 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
         worker_t *wk = &tr->workers[i];
         wk->tr = tr;
         wk->id = i;
-        // Contiguous, disjoint shards whose sizes differ by at most one.
-        wk->shard_begin = tr->n_train * i / T;
-        wk->shard_end = tr->n_train * (i + 1) / T;
+        shard_range(tr->n_train, T, i, &wk->shard_begin, &wk->shard_end);
         wk->ws = model_ws_new(tr->model, tr->cfg.batch, err, err_len);
         if (!wk->ws || grad_init(&wk->grad, tr->n_params, dense, err, err_len) != 0) return -1;
     }
@@ -618,5 +621,21 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     pthread_mutex_destroy(&tr.update_lock);
     for (size_t i = 0; i < n_eval_ws; i++) model_ws_destroy(&eval_ws[i]);
     free_trainer(&tr);
+    return rc;
+}
+
+int train_fresh(const model_t *m, const optimizer_config_t *oc, const train_config_t *c, uint64_t init_seed,
+                const train_callbacks_t *cb, train_result_t *out, float *final_w, char *err, size_t err_len) {
+    size_t n = model_num_params(m);
+    param_t *w = params_new(n, err, err_len);
+    optimizer_t *opt = w ? optimizer_new(oc, n, err, err_len) : NULL;
+    int rc = -1;
+    if (opt) {
+        model_init_params(m, w, init_seed);
+        rc = train_run(m, opt, w, c, cb, out, err, err_len);
+        if (rc == 0 && final_w) params_read(w, n, final_w);
+    }
+    optimizer_destroy(&opt);
+    params_free(&w);
     return rc;
 }

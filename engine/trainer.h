@@ -86,6 +86,12 @@ int train_config_check(const train_config_t *c, size_t n_train, char *err, size_
 int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
               const train_callbacks_t *cb, train_result_t *out, char *err, size_t err_len);
 
+// train_run on freshly initialised parameters (model_init_params with init_seed)
+// and a new optimizer built from oc; both are freed before returning. If final_w
+// is not NULL it receives the trained parameters (model_num_params floats).
+int train_fresh(const model_t *m, const optimizer_config_t *oc, const train_config_t *c, uint64_t init_seed,
+                const train_callbacks_t *cb, train_result_t *out, float *final_w, char *err, size_t err_len);
+
 const char *train_mode_name(train_mode_t mode);
 int train_mode_parse(const char *s, train_mode_t *mode);
 

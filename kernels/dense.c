@@ -47,8 +47,7 @@ double softmax_xent_cpu(int batch, int classes, const float *logits, const int32
 
 void dense_backward_params_cpu(int batch, int in, int out, const float *dz, const float *x, float *dw,
                                float *dbias) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dz, out, x, in, 0.0f, dw, in);
-    for (int o = 0; o < out; o++) dbias[o] = 0.0f;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dz, out, x, in, 1.0f, dw, in);
     for (int r = 0; r < batch; r++)
         for (int o = 0; o < out; o++) dbias[o] += dz[(size_t)r * out + o];
 }

@@ -20,8 +20,10 @@ void relu_backward_cpu(int n, const float *activation, float *dz);
 double softmax_xent_cpu(int batch, int classes, const float *logits, const int32_t *labels, float scale,
                         float *dlogits, int *correct);
 
-// dw = dz^T x (overwrites)   dz (batch, out), x (batch, in), dw (out, in)
-// dbias = column sums of dz (overwrites)
+// dw += dz^T x               dz (batch, out), x (batch, in), dw (out, in)
+// dbias += column sums of dz
+// Accumulates: with beta = 1 OpenBLAS skips its separate pass that scales (here:
+// zeroes) all of dw, a full sweep over the largest matrix at every step.
 void dense_backward_params_cpu(int batch, int in, int out, const float *dz, const float *x, float *dw,
                                float *dbias);
 

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "datasets/libsvm.h"  // defines: text_file_read
 #include "engine/run_report.h"
 #include "test_support.h"
 
@@ -15,15 +16,9 @@ extern char **environ;
 static char dir[] = "/tmp/asgd_cli_XXXXXX";
 
 static char *slurp(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return calloc(1, 1);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = calloc((size_t)n + 1, 1);
-    CHECK(fread(s, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
-    return s;
+    char *text, err[256];
+    size_t len;
+    return text_file_read(path, &text, &len, err, sizeof err) == 0 ? text : calloc(1, 1);
 }
 
 // Runs asgd with the given arguments; stdout and stderr land in *out and *err (caller frees).

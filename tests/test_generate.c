@@ -17,13 +17,9 @@ static char *written_sparse(const sparse_gen_config_t *c) {
     close(fd);
     CHECK_OK(libsvm_write(path, &d, err, sizeof err), err);
     sparse_dataset_free(&d);
-    FILE *f = fopen(path, "rb");
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *bytes = calloc((size_t)n + 1, 1);
-    CHECK(fread(bytes, 1, (size_t)n, f) == (size_t)n);
-    fclose(f);
+    char *bytes;
+    size_t len;
+    CHECK_OK(text_file_read(path, &bytes, &len, err, sizeof err), err);
     unlink(path);
     return bytes;
 }

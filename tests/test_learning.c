@@ -11,9 +11,6 @@ static const train_mode_t modes[] = {TRAIN_MODE_HOGWILD, TRAIN_MODE_LOCKED, TRAI
 static train_result_t train(const model_t *m, train_mode_t mode, size_t threads, size_t batch, size_t epochs,
                             double lr, double lr_decay, double *initial_metric) {
     char err[256];
-    param_t *w = params_new(model_num_params(m), err, sizeof err);
-    CHECK(w);
-    model_init_params(m, w, 1);
     optimizer_config_t oc;
     optimizer_config_default(&oc);
     oc.lr = lr;
@@ -21,8 +18,6 @@ static train_result_t train(const model_t *m, train_mode_t mode, size_t threads,
         oc.schedule = LR_SCHEDULE_INVERSE_TIME;
         oc.decay = lr_decay;
     }
-    optimizer_t *opt = optimizer_new(&oc, model_num_params(m), err, sizeof err);
-    CHECK(opt);
     train_config_t c;
     train_config_default(&c);
     c.mode = mode;
@@ -31,18 +26,19 @@ static train_result_t train(const model_t *m, train_mode_t mode, size_t threads,
     c.epochs = epochs;
     c.eval_every = model_num_train(m) * epochs;  // the start and the end only
     train_result_t r;
-    CHECK_OK(train_run(m, opt, w, &c, NULL, &r, err, sizeof err), err);
+    CHECK_OK(train_fresh(m, &oc, &c, 1, NULL, &r, NULL, err, sizeof err), err);
     if (initial_metric) {
-        // Evaluate fresh initial parameters for the "before" number.
+        // The "before" number: the same initial parameters, evaluated.
+        param_t *w = params_new(model_num_params(m), err, sizeof err);
+        CHECK(w);
         model_init_params(m, w, 1);
         eval_sums_t s = {0, 0, 0};
         model_ws_t *ws = model_ws_new(m, batch, err, sizeof err);
         model_evaluate(m, w, 0, model_num_test(m), ws, &s);
         *initial_metric = eval_metric_value(model_metric(m), &s);
         model_ws_destroy(&ws);
+        params_free(&w);
     }
-    optimizer_destroy(&opt);
-    params_free(&w);
     return r;
 }
 
