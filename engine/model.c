@@ -38,6 +38,13 @@ double model_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, 
     return m->ops->loss_grad(m, w, idx, count, g, ws);
 }
 
+int model_has_loss_grad_apply(const model_t *m) { return m->ops->loss_grad_apply != NULL; }
+
+double model_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, model_ws_t *ws,
+                             grad_block_fn apply, void *ctx) {
+    return m->ops->loss_grad_apply(m, w, idx, count, ws, apply, ctx);
+}
+
 int model_has_sgd_step_one(const model_t *m) { return m->ops->sgd_step_one != NULL; }
 
 double model_sgd_step_one(const model_t *m, param_t *w, uint32_t example, float lr) {

@@ -86,11 +86,25 @@ double model_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, 
 int model_has_sgd_step_one(const model_t *m);
 double model_sgd_step_one(const model_t *m, param_t *w, uint32_t example, float lr);
 
+// A destination for a gradient handed over block by block: `n` values for the
+// parameters [offset, offset + n).
+typedef void (*grad_block_fn)(void *ctx, size_t offset, const float *g, size_t n);
+
+// model_loss_grad for Hogwild! on dense models: instead of storing the whole
+// gradient (the size of the model) and applying it in a second pass, the model
+// hands it to `apply` in blocks small enough to still be in cache, as soon as
+// each block is final; the blocks cover every parameter exactly once. `apply`
+// may write the workspace's parameter copy (the values a block covers are not
+// read again in this step). Only where model_has_loss_grad_apply() is true.
+int model_has_loss_grad_apply(const model_t *m);
+double model_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, model_ws_t *ws,
+                             grad_block_fn apply, void *ctx);
+
 // Dense models compute on a private float copy of the parameters, refreshed from
 // w at the start of every model_loss_grad. A Hogwild! thread that has just
 // written every parameter itself can refresh the copy during that write instead
-// (optimizer_apply_write_through) and mark it current, saving a full pass over
-// the model. model_ws_param_copy returns NULL for models that read w directly.
+// (optimizer_apply_block) and mark it current, saving a full pass over the
+// model. model_ws_param_copy returns NULL for models that read w directly.
 float *model_ws_param_copy(model_ws_t *ws);
 void model_ws_mark_copy_current(model_ws_t *ws);
 

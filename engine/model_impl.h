@@ -15,6 +15,9 @@ typedef struct model_ops {
     void (*evaluate)(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
                      eval_sums_t *sums);
     void (*destroy)(model_t *m);
+    // Optional: the gradient handed over in blocks (see model.h).
+    double (*loss_grad_apply)(const model_t *m, const param_t *w, const uint32_t *idx, size_t count,
+                              model_ws_t *ws, grad_block_fn apply, void *ctx);
     // Optional: one example's plain-SGD step applied straight to w (see model.h).
     double (*sgd_step_one)(const model_t *m, param_t *w, uint32_t example, float lr);
 } model_ops_t;

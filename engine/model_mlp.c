@@ -7,10 +7,11 @@
 
 #include "datasets/rng.h"
 #include "engine/model_impl.h"
-#include "kernels/dense.h"  // defines: dense_forward_cpu, softmax_xent_cpu, dense_backward_*_cpu, relu_*_cpu
+#include "kernels/dense.h"  // defines: dense_*_cpu, softmax_xent_cpu, relu_*_cpu
 
 #define MLP_MAX_LAYERS 8
-#define MLP_EVAL_ROWS 256  // test rows per forward pass when evaluating
+#define MLP_EVAL_ROWS 256      // test rows per forward pass when evaluating
+#define MLP_TILE_FLOATS 16384  // gradient block handed to an apply callback: 64 KB, cache-resident
 
 typedef struct mlp_model {
     model_t base;
@@ -32,6 +33,7 @@ typedef struct mlp_ws {
     float *act[MLP_MAX_LAYERS + 1];  // act[0] = input batch (rows, width[0]); act[l] (rows, width[l])
     float *delta[MLP_MAX_LAYERS + 1];
     int32_t *labels;               // (rows)
+    float *tile;                   // (MLP_TILE_FLOATS) one block of a layer's weight gradient
 } mlp_ws_t;
 
 static const model_ops_t mlp_ops;
@@ -79,6 +81,7 @@ static void mlp_ws_destroy(model_ws_t *p) {
         free(ws->delta[l]);
     }
     free(ws->labels);
+    free(ws->tile);
     free(ws);
 }
 
@@ -91,8 +94,9 @@ static model_ws_t *mlp_ws_new(const model_t *m, size_t max_batch, char *err, siz
         ws->rows = max_batch > MLP_EVAL_ROWS ? max_batch : MLP_EVAL_ROWS;
         ws->w = malloc(mm->num_params * sizeof *ws->w);
         ws->labels = malloc(ws->rows * sizeof *ws->labels);
+        ws->tile = malloc((MLP_TILE_FLOATS > mm->max_width ? MLP_TILE_FLOATS : mm->max_width) * sizeof *ws->tile);
         ws->header.param_copy = ws->w;
-        ok = ws->w && ws->labels;
+        ok = ws->w && ws->labels && ws->tile;
         for (size_t l = 0; ok && l <= mm->n_layers; l++) {
             ws->act[l] = malloc(ws->rows * mm->width[l] * sizeof(float));
             ws->delta[l] = malloc(ws->rows * mm->width[l] * sizeof(float));
@@ -116,12 +120,9 @@ static void mlp_forward(const mlp_model_t *mm, mlp_ws_t *ws, int rows) {
     }
 }
 
-static double mlp_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, grad_t *g,
-                            model_ws_t *p) {
-    const mlp_model_t *mm = (const mlp_model_t *)m;
-    mlp_ws_t *ws = (mlp_ws_t *)p;
+// Forward pass and loss for a minibatch; leaves the top layer's delta ready.
+static double mlp_forward_loss(const mlp_model_t *mm, const param_t *w, const uint32_t *idx, int rows, mlp_ws_t *ws) {
     const dense_dataset_t *d = mm->train;
-    int rows = (int)count;
     if (!ws->header.copy_current) params_read(w, mm->num_params, ws->w);
     ws->header.copy_current = 0;
     for (int r = 0; r < rows; r++) {
@@ -130,30 +131,61 @@ static double mlp_loss_grad(const model_t *m, const param_t *w, const uint32_t *
     }
     mlp_forward(mm, ws, rows);
     size_t top = mm->n_layers;
-    double loss = softmax_xent_cpu(rows, (int)mm->width[top], ws->act[top], ws->labels, 1.0f / (float)rows,
-                                   ws->delta[top], NULL) / rows;
-    for (size_t l = top; l-- > 0;) {
+    return softmax_xent_cpu(rows, (int)mm->width[top], ws->act[top], ws->labels, 1.0f / (float)rows, ws->delta[top],
+                            NULL) / rows;
+}
+
+// Propagates layer l's delta to layer l-1 (through the ReLU), using W_l.
+static void mlp_backward_input(const mlp_model_t *mm, mlp_ws_t *ws, int rows, size_t l) {
+    int in = (int)mm->width[l], out = (int)mm->width[l + 1];
+    dense_backward_input_cpu(rows, in, out, ws->delta[l + 1], ws->w + mm->w_offset[l], ws->delta[l]);
+    relu_backward_cpu(rows * in, ws->act[l], ws->delta[l]);
+}
+
+// The backward pass, layer by layer from the top and in blocks of rows of W:
+// each layer first passes its delta down (which needs its old weights), then
+// hands its weight and bias gradients to `apply`, which may overwrite them.
+// Storing the gradient (mlp_loss_grad) and applying it block by block (Hogwild!)
+// share this one pass, so every mode does the same arithmetic.
+static double mlp_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t *idx, size_t count,
+                                  model_ws_t *p, grad_block_fn apply, void *ctx) {
+    const mlp_model_t *mm = (const mlp_model_t *)m;
+    mlp_ws_t *ws = (mlp_ws_t *)p;
+    int rows = (int)count;
+    double loss = mlp_forward_loss(mm, w, idx, rows, ws), sq = 0.0;
+    for (size_t l = mm->n_layers; l-- > 0;) {
         int in = (int)mm->width[l], out = (int)mm->width[l + 1];
-        dense_backward_params_cpu(rows, in, out, ws->delta[l + 1], ws->act[l], g->value + mm->w_offset[l],
-                                  g->value + mm->b_offset[l]);
-        if (l > 0) {
-            dense_backward_input_cpu(rows, in, out, ws->delta[l + 1], ws->w + mm->w_offset[l], ws->delta[l]);
-            relu_backward_cpu(rows * in, ws->act[l], ws->delta[l]);
-        }
-    }
-    if (mm->l2 > 0.0f) {
-        double sq = 0.0;
-        for (size_t l = 0; l < mm->n_layers; l++) {
-            size_t n = mm->width[l] * mm->width[l + 1], off = mm->w_offset[l];
-            for (size_t i = 0; i < n; i++) {
-                float wi = ws->w[off + i];
-                g->value[off + i] += mm->l2 * wi;
-                sq += (double)wi * wi;
+        if (l > 0) mlp_backward_input(mm, ws, rows, l);
+        int tile_rows = MLP_TILE_FLOATS / in > 0 ? MLP_TILE_FLOATS / in : 1;
+        for (int o = 0; o < out; o += tile_rows) {
+            int n_rows = out - o < tile_rows ? out - o : tile_rows;
+            size_t offset = mm->w_offset[l] + (size_t)o * in, n = (size_t)n_rows * in;
+            memset(ws->tile, 0, n * sizeof *ws->tile);
+            dense_weight_grad_cpu(rows, in, n_rows, ws->delta[l + 1] + o, out, ws->act[l], ws->tile);
+            if (mm->l2 > 0.0f) {
+                for (size_t i = 0; i < n; i++) {
+                    float wi = ws->w[offset + i];
+                    ws->tile[i] += mm->l2 * wi;
+                    sq += (double)wi * wi;
+                }
             }
+            apply(ctx, offset, ws->tile, n);
         }
-        loss += 0.5 * mm->l2 * sq;
+        memset(ws->tile, 0, (size_t)out * sizeof *ws->tile);
+        dense_bias_grad_cpu(rows, out, ws->delta[l + 1], ws->tile);
+        apply(ctx, mm->b_offset[l], ws->tile, (size_t)out);
     }
-    return loss;
+    return loss + 0.5 * mm->l2 * sq;
+}
+
+static void add_into_gradient(void *ctx, size_t offset, const float *block, size_t n) {
+    float *g = (float *)ctx + offset;
+    for (size_t i = 0; i < n; i++) g[i] += block[i];
+}
+
+static double mlp_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, grad_t *g,
+                            model_ws_t *ws) {
+    return mlp_loss_grad_apply(m, w, idx, count, ws, add_into_gradient, g->value);
 }
 
 static void mlp_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *p,
@@ -186,6 +218,7 @@ static const model_ops_t mlp_ops = {
     .loss_grad = mlp_loss_grad,
     .evaluate = mlp_evaluate,
     .destroy = mlp_destroy,
+    .loss_grad_apply = mlp_loss_grad_apply,
 };
 
 model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test, const size_t *hidden,

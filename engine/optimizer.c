@@ -118,22 +118,19 @@ void optimizer_apply_range(optimizer_t *o, param_t *w, const float *g, size_t be
     for (size_t i = begin; i < end; i++) update_one(o, w, i, g[i], lr);
 }
 
-void optimizer_apply_write_through(optimizer_t *o, param_t *w, grad_t *g, float lr, float *copy) {
-    size_t n = g->dim;
-    float *gv = g->value;
+void optimizer_apply_block(optimizer_t *o, param_t *w, size_t offset, const float *g, size_t n, float lr,
+                           float *copy) {
+    param_t *wb = w + offset;
+    float *cb = copy + offset;
     if (o->config.kind == OPTIMIZER_KIND_SGD && !o->state) {
         for (size_t i = 0; i < n; i++) {
-            float value = param_get(&w[i]) - lr * gv[i];
-            param_set(&w[i], value);
-            copy[i] = value;
-            gv[i] = 0.0f;
+            float value = param_get(&wb[i]) - lr * g[i];
+            param_set(&wb[i], value);
+            cb[i] = value;
         }
         return;
     }
-    for (size_t i = 0; i < n; i++) {
-        copy[i] = update_one(o, w, i, gv[i], lr);
-        gv[i] = 0.0f;
-    }
+    for (size_t i = 0; i < n; i++) cb[i] = update_one(o, w, offset + i, g[i], lr);
 }
 
 void optimizer_apply(optimizer_t *o, param_t *w, const grad_t *g, float lr) {

@@ -55,10 +55,11 @@ void optimizer_apply_and_clear(optimizer_t *o, param_t *w, grad_t *g, float lr);
 // Leaves g as it was.
 void optimizer_apply_range(optimizer_t *o, param_t *w, const float *g, size_t begin, size_t end, float lr);
 
-// optimizer_apply_and_clear for a dense gradient that also writes each new
-// parameter value into copy (num_params floats): the Hogwild! thread's next
-// private copy. One pass: read g, update w, write copy, zero g.
-void optimizer_apply_write_through(optimizer_t *o, param_t *w, grad_t *g, float lr, float *copy);
+// Applies a block of a dense gradient, g[0..n) for parameters [offset, offset+n),
+// and writes each new value into copy[offset + i] as well: the Hogwild! thread's
+// next private copy of the parameters.
+void optimizer_apply_block(optimizer_t *o, param_t *w, size_t offset, const float *g, size_t n, float lr,
+                           float *copy);
 
 // True for SGD without momentum: the only rule model_sgd_step_one implements.
 int optimizer_is_plain_sgd(const optimizer_t *o);

@@ -209,6 +209,20 @@ static void publish(worker_stats_t *s, size_t count, double loss, float lr, uint
 
 // ---- hogwild and locked ----
 
+// Where a dense Hogwild! step sends its gradient blocks: straight into the
+// shared model, refreshing the thread's private copy on the way.
+typedef struct block_apply {
+    optimizer_t *opt;
+    param_t *w;
+    float lr;
+    float *copy;
+} block_apply_t;
+
+static void apply_block(void *ctx, size_t offset, const float *g, size_t n) {
+    block_apply_t *b = ctx;
+    optimizer_apply_block(b->opt, b->w, offset, g, n, b->lr, b->copy);
+}
+
 static void *async_worker(void *arg) {
     worker_t *wk = arg;
     trainer_t *tr = wk->tr;
@@ -216,12 +230,14 @@ static void *async_worker(void *arg) {
     uint32_t *shard = tr->order + wk->shard_begin;
     size_t len = wk->shard_end - wk->shard_begin;
     int locked = c->mode == TRAIN_MODE_LOCKED;
-    // Hogwild! on a dense model refreshes its private parameter copy while it
-    // writes its update, instead of re-reading the whole model at the next step:
-    // the copy then holds every other thread's updates up to that write, as
-    // fresh as a re-read a moment later would be. Locked mode must re-read
-    // (other threads' steps come between this thread's) to stay serialisable.
-    float *copy = locked || !wk->grad.dense ? NULL : model_ws_param_copy(wk->ws);
+    // Dense models hand their gradient over in cache-sized blocks that go straight
+    // into the shared model (no model-sized gradient buffer). Under Hogwild! the
+    // thread's private parameter copy is refreshed during that write instead of
+    // being re-read at the next step: it then holds every other thread's updates
+    // up to that write, as fresh as a re-read a moment later would be. Locked
+    // mode re-reads it (other threads' steps come between this thread's) to stay
+    // serialisable.
+    float *copy = wk->grad.dense && model_has_loss_grad_apply(tr->model) ? model_ws_param_copy(wk->ws) : NULL;
     // One-example plain-SGD steps skip the gradient buffer (bit-identical result).
     int direct = c->batch == 1 && optimizer_is_plain_sgd(tr->opt) && model_has_sgd_step_one(tr->model);
     rng_t rng;
@@ -239,14 +255,13 @@ static void *async_worker(void *arg) {
             double loss;
             if (direct) {
                 loss = model_sgd_step_one(tr->model, tr->w, shard[pos], lr);
+            } else if (copy) {
+                block_apply_t sink = {tr->opt, tr->w, lr, copy};
+                loss = model_loss_grad_apply(tr->model, tr->w, shard + pos, count, wk->ws, apply_block, &sink);
+                if (!locked) model_ws_mark_copy_current(wk->ws);
             } else {
                 loss = model_loss_grad(tr->model, tr->w, shard + pos, count, &wk->grad, wk->ws);
-                if (copy) {
-                    optimizer_apply_write_through(tr->opt, tr->w, &wk->grad, lr, copy);
-                    model_ws_mark_copy_current(wk->ws);
-                } else {
-                    optimizer_apply_and_clear(tr->opt, tr->w, &wk->grad, lr);
-                }
+                optimizer_apply_and_clear(tr->opt, tr->w, &wk->grad, lr);
             }
             if (locked) pthread_mutex_unlock(&tr->update_lock);
             my_updates++;

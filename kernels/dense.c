@@ -45,9 +45,11 @@ double softmax_xent_cpu(int batch, int classes, const float *logits, const int32
     return loss;
 }
 
-void dense_backward_params_cpu(int batch, int in, int out, const float *dz, const float *x, float *dw,
-                               float *dbias) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dz, out, x, in, 1.0f, dw, in);
+void dense_weight_grad_cpu(int batch, int in, int out, const float *dz, int ldz, const float *x, float *dw) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dz, ldz, x, in, 1.0f, dw, in);
+}
+
+void dense_bias_grad_cpu(int batch, int out, const float *dz, float *dbias) {
     for (int r = 0; r < batch; r++)
         for (int o = 0; o < out; o++) dbias[o] += dz[(size_t)r * out + o];
 }

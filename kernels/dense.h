@@ -20,12 +20,14 @@ void relu_backward_cpu(int n, const float *activation, float *dz);
 double softmax_xent_cpu(int batch, int classes, const float *logits, const int32_t *labels, float scale,
                         float *dlogits, int *correct);
 
-// dw += dz^T x               dz (batch, out), x (batch, in), dw (out, in)
-// dbias += column sums of dz
+// dw += dz^T x      dz (batch, out) with row stride ldz >= out, x (batch, in), dw (out, in)
 // Accumulates: with beta = 1 OpenBLAS skips its separate pass that scales (here:
-// zeroes) all of dw, a full sweep over the largest matrix at every step.
-void dense_backward_params_cpu(int batch, int in, int out, const float *dz, const float *x, float *dw,
-                               float *dbias);
+// zeroes) all of dw, a full sweep over the largest matrix at every step. A
+// stride lets a caller compute a block of rows (dz + first_row, ldz = layer width).
+void dense_weight_grad_cpu(int batch, int in, int out, const float *dz, int ldz, const float *x, float *dw);
+
+// dbias += column sums of dz    dz (batch, out)
+void dense_bias_grad_cpu(int batch, int out, const float *dz, float *dbias);
 
 // dx = dz w (overwrites)     dz (batch, out), w (out, in), dx (batch, in)
 void dense_backward_input_cpu(int batch, int in, int out, const float *dz, const float *w, float *dx);

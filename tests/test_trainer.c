@@ -134,6 +134,15 @@ int main(void) {
     CHECK(mlp);
     check_modes("mlp sgd", mlp, &sgd, 4);
     check_modes("mlp momentum", mlp, &momentum, 4);
+    // Layers wide enough that the backward pass hands over the gradient in several blocks.
+    dense_dataset_t wide;
+    make_dense(&wide, 301, 784, 3, 4);
+    size_t wide_hidden[1] = {48};
+    model_t *wide_mlp = model_new_mlp(&wide, &wide, wide_hidden, 1, 0.001, err, sizeof err);
+    CHECK(wide_mlp);
+    check_modes("mlp 784-48-3", wide_mlp, &sgd, 4);
+    model_destroy(&wide_mlp);
+    dense_dataset_free(&wide);
 
     sparse_dataset_t sp;
     make_sparse(&sp, 301, 200, 10, 2);
