@@ -68,7 +68,7 @@ static void on_eval(const train_point_t *p, void *ctx) {
         }
     }
     if (!r->progress) return;
-    if (r->line_open) fputc('\n', r->progress);
+    if (r->line_open) fputs("\r\033[K", r->progress);  // replace the live line, do not leave it behind
     r->line_open = 0;
     fprintf(r->progress, "eval  %8.2fs  epoch %6.3f  samples %10llu  %9.0f samples/s  train_loss %.4f  test_loss %.4f  %s %.4f\n",
             p->wall_s, p->epoch, (unsigned long long)p->samples, p->samples_per_s, p->train_loss, p->test_loss,
@@ -94,7 +94,7 @@ int run_report_close(run_report_t **rp, char *err, size_t err_len) {
     if (!rp || !*rp) return 0;
     run_report_t *r = *rp;
     int rc = 0;
-    if (r->progress && r->line_open) fputc('\n', r->progress);
+    if (r->progress && r->line_open) fputs("\r\033[K", r->progress);
     if (r->csv) {
         if (fclose(r->csv) != 0 && !r->write_failed) {
             r->write_failed = 1;
