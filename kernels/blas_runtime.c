@@ -1,6 +1,7 @@
 #include "kernels/blas_runtime.h"
 
 #include <cblas.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,11 @@ static const char *best_supported_core(const char **why) {
     return NULL;
 }
 
+const char *blas_better_core(const char *current, const char **why) {
+    const char *best = best_supported_core(why);
+    return current && best && is_generic_core(current) ? best : NULL;
+}
+
 static char selection_note[200] = "library's own choice";
 
 void blas_prepare_process(char **argv, int keep_thread_pool) {
@@ -69,11 +75,11 @@ void blas_prepare_process(char **argv, int keep_thread_pool) {
     const char *user_core = getenv("OPENBLAS_CORETYPE");
     const char *current = openblas_get_corename();
     const char *why = "";
-    const char *best = best_supported_core(&why);
+    const char *best = blas_better_core(current, &why);
     if (user_core) {
         snprintf(selection_note, sizeof selection_note, "OPENBLAS_CORETYPE=%s set by the user", user_core);
         setenv(REEXEC_MARK, "", 1);
-    } else if (current && best && is_generic_core(current)) {
+    } else if (best) {
         setenv("OPENBLAS_CORETYPE", best, 1);
         setenv(REEXEC_MARK, current, 1);
         setenv("ASGD_BLAS_REASON", why, 1);
@@ -87,8 +93,8 @@ void blas_prepare_process(char **argv, int keep_thread_pool) {
     }
     // The library is already loaded: restart so that it reads the variables.
     execv("/proc/self/exe", argv);
-    snprintf(selection_note, sizeof selection_note, "could not restart to select kernels (%s): execv failed",
-             best ? best : current);
+    snprintf(selection_note, sizeof selection_note, "could not restart to select kernels (%s): execv failed: %s",
+             best ? best : current, strerror(errno));
     unsetenv(REEXEC_MARK);
     unsetenv("ASGD_BLAS_REASON");
 }

@@ -19,6 +19,11 @@
 // fails: what happened is recorded for blas_describe().
 void blas_prepare_process(char **argv, int keep_thread_pool);
 
+// The decision blas_prepare_process makes: the core to switch to when OpenBLAS
+// runs `current`, or NULL to keep it (it is not generic, or this CPU supports
+// nothing faster). *why says what the CPU supports.
+const char *blas_better_core(const char *current, const char **why);
+
 // One line for the startup banner, e.g.
 // "OpenBLAS 0.3.21 core=Haswell (selected by asgd: library chose Prescott; CPU has AVX2+FMA)".
 void blas_describe(char *out, size_t out_len);
