@@ -1,84 +1,52 @@
 #include "datasets/libsvm.h"
 
 #include <errno.h>
-#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-int text_file_read(const char *path, char **out, size_t *out_len, char *err, size_t err_len) {
-    *out = NULL;
-    *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        if (len + 1 >= cap) {
-            char *bigger = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (!bigger) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) break;
-    }
-    if (!buf) {
-        snprintf(err, err_len, "%s: out of memory reading the file", path);
-        fclose(f);
-        return -1;
-    }
-    if (ferror(f)) {
-        snprintf(err, err_len, "%s: read error: %s", path, strerror(errno));
-        free(buf);
-        fclose(f);
-        return -1;
-    }
-    fclose(f);
-    buf[len] = '\0';
-    const char *nul = memchr(buf, '\0', len);
-    if (nul) {
-        size_t line = 1;
-        for (const char *c = buf; c < nul; c++) line += *c == '\n';
-        snprintf(err, err_len, "%s:%zu: NUL byte in a text file (is it binary or compressed?)", path, line);
-        free(buf);
-        return -1;
-    }
-    *out = buf;
-    *out_len = len;
-    return 0;
+#include "datasets/text_io.h"  // defines: text_reader_*, text_parse_double, text_format_float, text_show_char
+
+// The largest double that still rounds to a finite float (FLT_MAX plus half an
+// ulp, exclusive: the tie rounds to even, which is infinity). Comparing with this
+// instead of FLT_MAX lets "%.9g" of FLT_MAX (3.40282347e+38) read back.
+#define FLOAT_ROUNDS_FINITE_BELOW 0x1.ffffffp+127
+
+// ---- the parser ----
+
+// "1e999" overflows to infinity in strtod; "inf" is infinity. They get different messages.
+static int spelled_in_digits(const char *p) {
+    if (*p == '+' || *p == '-') p++;
+    return text_is_digit(*p) || *p == '.';
 }
 
-// Growable arrays for the parse; freed on any error.
+static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+static int ends_token(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '#' || c == '\0'; }
+
+// A token for an error message: at most 32 bytes, non-printable bytes as '?'.
+static const char *show_token(const char *p, char buf[48]) {
+    size_t n = 0;
+    while (n < 32 && !ends_token(p[n])) {
+        unsigned char c = (unsigned char)p[n];
+        buf[n++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    if (n == 32 && !ends_token(p[n])) memcpy(buf + n, "...", 3), n += 3;
+    buf[n] = '\0';
+    return buf;
+}
+
+
+// The examples read so far, in growable arrays.
 typedef struct parse_state {
-    size_t *row_ptr;
-    float *y;
-    uint32_t *col;
-    float *val;
-    size_t rows, nnz;
-    size_t row_ptr_cap, y_cap, col_cap, val_cap;
+    size_t *row_ptr;  // (rows + 1)
+    float *y;         // (rows)
+    uint32_t *col;    // (nnz)
+    float *val;       // (nnz)
+    size_t rows, nnz, row_cap, nnz_cap;
 } parse_state_t;
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    size_t bigger = *cap ? *cap : 1024;
-    while (bigger < need) bigger *= 2;
-    void *q = realloc(*p, bigger * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = bigger;
-    return 0;
-}
 
 static void state_free(parse_state_t *s) {
     free(s->row_ptr);
@@ -88,173 +56,255 @@ static void state_free(parse_state_t *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
-static int ends_token(char c) { return c == '\0' || c == '\n' || c == '#' || is_blank(c); }
-static int token_length(const char *p) {
-    int n = 0;
-    while (!ends_token(p[n]) && n < 40) n++;
-    return n ? n : 1;
+// Doubles *cap (at least to `need`) and reallocates the arrays of that capacity.
+static int grow_pair(void **a, size_t a_elem, void **b, size_t b_elem, size_t *cap, size_t need) {
+    size_t bigger = *cap ? *cap : 4096;
+    while (bigger < need) {
+        if (bigger > SIZE_MAX / 2) return -1;
+        bigger *= 2;
+    }
+    if (bigger > SIZE_MAX / 8) return -1;  // 8 >= the largest element size
+    void *na = realloc(*a, bigger * a_elem);
+    if (!na) return -1;
+    *a = na;
+    void *nb = realloc(*b, bigger * b_elem);
+    if (!nb) return -1;
+    *b = nb;
+    *cap = bigger;
+    return 0;
 }
 
-// A parse error at position `at` of the current line, as "file:line:column: detail".
+// Where and why a line failed.
 typedef struct parse_error {
     const char *at;
-    char detail[200];
+    char detail[256];
 } parse_error_t;
 
-#define PARSE_FAIL(e, where, ...)                               \
-    do {                                                        \
-        (e)->at = (where);                                      \
-        snprintf((e)->detail, sizeof (e)->detail, __VA_ARGS__); \
-        return -1;                                              \
+#define FAIL_AT(where, ...)                                      \
+    do {                                                         \
+        e->at = (where);                                         \
+        snprintf(e->detail, sizeof e->detail, __VA_ARGS__);     \
+        return -1;                                               \
     } while (0)
 
-// Parses the features of one line starting at *pp; appends them to s.
+// Parses the features after the label, from *pp up to the end of the line or a
+// comment, appending them to s; *pp is left there.
 static int parse_features(const char **pp, size_t dim, parse_state_t *s, size_t *max_index, parse_error_t *e) {
     const char *p = *pp;
-    size_t prev = 0;
-    int first_token = 1;
-    for (;;) {
+    char shown[48];
+    uint64_t prev = 0;
+    for (int first = 1;; first = 0) {
         while (is_blank(*p)) p++;
-        if (*p == '\0' || *p == '\n' || *p == '#') break;
+        if (*p == '\n' || *p == '#' || *p == '\0') break;
         const char *tok = p;
-        if (first_token && strncmp(p, "qid:", 4) == 0) {
-            p += 4;
-            while (!ends_token(*p)) p++;
-            first_token = 0;
+        if (first && strncmp(p, "qid:", 4) == 0) {
+            const char *q = p + 4;
+            if (!text_is_digit(*q)) FAIL_AT(q, "expected a query id (digits) after 'qid:', got %s", text_show_char(q, shown));
+            while (text_is_digit(*q)) q++;
+            if (!ends_token(*q)) FAIL_AT(q, "expected a space after the query id, got %s", text_show_char(q, shown));
+            p = q;
             continue;
         }
-        first_token = 0;
-        if (*p < '0' || *p > '9')
-            PARSE_FAIL(e, tok, "expected a feature index (a positive integer), got '%.*s'", token_length(tok), tok);
-        char *end;
-        errno = 0;
-        unsigned long long index = strtoull(p, &end, 10);
-        if (errno == ERANGE || index > UINT32_MAX)
-            PARSE_FAIL(e, tok, "feature index %.*s is too large (at most %u)", (int)(end - tok), tok, UINT32_MAX);
-        if (index == 0) PARSE_FAIL(e, tok, "feature index 0 (indices are 1-based)");
-        if (*end != ':') PARSE_FAIL(e, end, "expected ':' after feature index %llu", index);
-        if (index == prev) PARSE_FAIL(e, tok, "feature index %llu is a duplicate", index);
+        if (!text_is_digit(*p))
+            FAIL_AT(tok, "expected a feature index (an integer >= 1) followed by ':', got '%s'", show_token(tok, shown));
+        uint64_t index = 0;
+        for (; text_is_digit(*p); p++) {
+            index = index * 10 + (uint64_t)(*p - '0');
+            if (index > UINT32_MAX) {
+                while (text_is_digit(*p)) p++;
+                FAIL_AT(tok, "feature index %.*s is too large (at most %u)", (int)(p - tok < 40 ? p - tok : 40), tok, UINT32_MAX);
+            }
+        }
+        if (*p != ':') FAIL_AT(p, "expected ':' after feature index %llu, got %s", (unsigned long long)index, text_show_char(p, shown));
+        if (index == 0) FAIL_AT(tok, "feature index 0 (indices are 1-based)");
+        if (index == prev)
+            FAIL_AT(tok, "duplicate feature index %llu (indices must be strictly increasing)", (unsigned long long)index);
         if (index < prev)
-            PARSE_FAIL(e, tok, "feature index %llu comes after %zu; indices must be strictly increasing", index, prev);
-        if (dim > 0 && index > dim) PARSE_FAIL(e, tok, "feature index %llu is beyond the %zu features declared", index, dim);
-        const char *value_at = end + 1;
-        if (ends_token(*value_at)) PARSE_FAIL(e, value_at, "expected a value after '%llu:'", index);
-        errno = 0;
-        double value = strtod(value_at, &end);
+            FAIL_AT(tok, "feature index %llu after %llu (indices must be strictly increasing)", (unsigned long long)index,
+                    (unsigned long long)prev);
+        if (dim > 0 && index > dim) FAIL_AT(tok, "feature index %llu is beyond dim %zu", (unsigned long long)index, dim);
+        const char *value_at = p + 1;
+        if (ends_token(*value_at))
+            FAIL_AT(value_at, "expected a value after '%llu:', got %s", (unsigned long long)index, text_show_char(value_at, shown));
+        double value;
+        const char *end = text_parse_double(value_at, &value);
         if (end == value_at || !ends_token(*end))
-            PARSE_FAIL(e, value_at, "expected a number, got '%.*s'", token_length(value_at), value_at);
-        if (!isfinite(value) || fabs(value) > FLT_MAX)
-            PARSE_FAIL(e, value_at, "value %.*s is not a finite float", (int)(end - value_at), value_at);
-        if (grow((void **)&s->col, &s->col_cap, s->nnz + 1, sizeof *s->col) != 0 ||
-            grow((void **)&s->val, &s->val_cap, s->nnz + 1, sizeof *s->val) != 0)
-            PARSE_FAIL(e, tok, "out of memory after %zu values", s->nnz);
+            FAIL_AT(value_at, "expected a number after '%llu:', got '%s'", (unsigned long long)index, show_token(value_at, shown));
+        if (isnan(value) || (isinf(value) && !spelled_in_digits(value_at)))
+            FAIL_AT(value_at, "value '%s' is not finite", show_token(value_at, shown));
+        if (fabs(value) >= FLOAT_ROUNDS_FINITE_BELOW)
+            FAIL_AT(value_at, "value '%s' is out of float range (|value| <= 3.40282347e+38)", show_token(value_at, shown));
+        if (s->nnz == s->nnz_cap &&
+            grow_pair((void **)&s->col, sizeof *s->col, (void **)&s->val, sizeof *s->val, &s->nnz_cap, s->nnz + 1) != 0)
+            FAIL_AT(tok, "out of memory after %zu non-zeros", s->nnz);
         s->col[s->nnz] = (uint32_t)(index - 1);
         s->val[s->nnz] = (float)value;
         s->nnz++;
-        prev = (size_t)index;
-        if (prev > *max_index) *max_index = prev;
+        prev = index;
         p = end;
     }
+    if (prev > *max_index) *max_index = (size_t)prev;
     *pp = p;
+    return 0;
+}
+
+// Label conventions: {-1,+1} or {0,1}; a line labelled 1 fits both.
+enum { LABELS_UNKNOWN, LABELS_PLUS_MINUS, LABELS_ZERO_ONE };
+
+static int parse_label(const char *p, const char **end_out, float *y, int *convention, size_t *convention_line, size_t line,
+                       parse_error_t *e) {
+    char shown[48];
+    double label;
+    const char *end = text_parse_double(p, &label);
+    if (end == p || !ends_token(*end))
+        FAIL_AT(p, "expected a label (-1, +1, 0 or 1), got '%s'", show_token(p, shown));
+    int this_convention = label == -1.0 ? LABELS_PLUS_MINUS : label == 0.0 ? LABELS_ZERO_ONE : LABELS_UNKNOWN;
+    if (label != 1.0 && this_convention == LABELS_UNKNOWN)
+        FAIL_AT(p, "label '%s' is not one of -1, +1, 0, 1", show_token(p, shown));
+    if (this_convention != LABELS_UNKNOWN) {
+        if (*convention == LABELS_UNKNOWN) {
+            *convention = this_convention;
+            *convention_line = line;
+        } else if (*convention != this_convention) {
+            FAIL_AT(p, "label '%s' is from the %s convention but line %zu used %s (mixed label conventions)",
+                    show_token(p, shown), this_convention == LABELS_ZERO_ONE ? "{0,1}" : "{-1,+1}", *convention_line,
+                    this_convention == LABELS_ZERO_ONE ? "-1" : "0");
+        }
+    }
+    *y = label > 0.0 ? 1.0f : -1.0f;
+    *end_out = end;
     return 0;
 }
 
 int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, size_t err_len) {
     sparse_dataset_init(out);
-    char *text;
-    size_t text_len;
-    if (text_file_read(path, &text, &text_len, err, err_len) != 0) return -1;
+    text_reader_t reader;
+    if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
     parse_state_t s;
     memset(&s, 0, sizeof s);
     parse_error_t e = {NULL, ""};
-    size_t line = 0, max_index = 0, convention_line = 0;
-    int convention = 0;  // 1: {-1,+1}, 2: {0,1}
-    const char *p = text;
-    while (*p) {
-        line++;
-        while (is_blank(*p)) p++;
-        if (*p != '\n' && *p != '#' && *p != '\0') {
-            char *end;
-            double label = strtod(p, &end);
-            if (end == p || !ends_token(*end)) {
+    size_t line = 0, max_index = 0, convention_line = 0, block_len;
+    int convention = LABELS_UNKNOWN, got;
+    const char *block, *line_start = NULL;
+    for (int first = 1; (got = text_reader_next(&reader, &block, &block_len, err, err_len)) == 1; first = 0) {
+        const char *p = block, *block_end = block + block_len;
+        if (first && strncmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;  // a UTF-8 byte order mark
+        while (p < block_end) {
+            line++;
+            line_start = p;
+            while (is_blank(*p)) p++;
+            if (*p != '\n' && *p != '#' && *p != '\0') {
+                if (s.rows + 2 > s.row_cap &&
+                    grow_pair((void **)&s.row_ptr, sizeof *s.row_ptr, (void **)&s.y, sizeof *s.y, &s.row_cap, s.rows + 2) != 0) {
+                    e.at = p;
+                    snprintf(e.detail, sizeof e.detail, "out of memory after %zu examples", s.rows);
+                    goto fail;
+                }
+                if (parse_label(p, &p, &s.y[s.rows], &convention, &convention_line, line, &e) != 0) goto fail;
+                if (parse_features(&p, dim, &s, &max_index, &e) != 0) goto fail;
+                s.row_ptr[0] = 0;
+                s.rows++;
+                s.row_ptr[s.rows] = s.nnz;
+            }
+            while (*p && *p != '\n') p++;  // the rest is a comment (or nothing)
+            if (p < block_end && *p == '\0') {
                 e.at = p;
-                snprintf(e.detail, sizeof e.detail, "expected a label (-1, +1, 0 or 1), got '%.*s'", token_length(p), p);
+                snprintf(e.detail, sizeof e.detail, "NUL byte in a text file (is it binary?)");
                 goto fail;
             }
-            int this_convention = label == -1.0 ? 1 : label == 0.0 ? 2 : 0;
-            if (label != 1.0 && !this_convention) {
-                e.at = p;
-                snprintf(e.detail, sizeof e.detail, "label %.*s is not -1, +1, 0 or 1", (int)(end - p), p);
-                goto fail;
-            }
-            if (this_convention && convention && convention != this_convention) {
-                e.at = p;
-                snprintf(e.detail, sizeof e.detail, "label %.*s mixes the {-1,+1} and {0,1} conventions (line %zu used the other)",
-                         (int)(end - p), p, convention_line);
-                goto fail;
-            }
-            if (this_convention) convention = this_convention, convention_line = line;
-            if (grow((void **)&s.y, &s.y_cap, s.rows + 1, sizeof *s.y) != 0 ||
-                grow((void **)&s.row_ptr, &s.row_ptr_cap, s.rows + 2, sizeof *s.row_ptr) != 0) {
-                e.at = p;
-                snprintf(e.detail, sizeof e.detail, "out of memory after %zu examples", s.rows);
-                goto fail;
-            }
-            if (s.rows == 0) s.row_ptr[0] = 0;
-            s.y[s.rows] = label > 0.0 ? 1.0f : -1.0f;
-            p = end;
-            if (parse_features(&p, dim, &s, &max_index, &e) != 0) goto fail;
-            s.rows++;
-            s.row_ptr[s.rows] = s.nnz;
+            if (*p == '\n') p++;
         }
-        while (*p && *p != '\n') p++;
-        if (*p == '\n') p++;
     }
-    if (s.rows == 0) {
-        snprintf(err, err_len, "%s: no examples (the file is empty or all comments)", path);
+    text_reader_close(&reader);
+    if (got < 0) {
         state_free(&s);
-        free(text);
         return -1;
     }
-    int rc = sparse_dataset_alloc(out, s.rows, dim ? dim : max_index, s.nnz, err, err_len);
-    if (rc == 0) {
-        memcpy(out->row_ptr, s.row_ptr, (s.rows + 1) * sizeof *s.row_ptr);
-        memcpy(out->y, s.y, s.rows * sizeof *s.y);
-        if (s.nnz) {
-            memcpy(out->col, s.col, s.nnz * sizeof *s.col);
-            memcpy(out->val, s.val, s.nnz * sizeof *s.val);
-        }
+    if (s.rows == 0) {
+        snprintf(err, err_len, "%s: no examples (the file is empty or has only comments and blank lines)", path);
+        state_free(&s);
+        return -1;
     }
+    // Hand the parse arrays over, trimmed to size (a failed trim keeps the larger block).
+    void *t;
+    if ((t = realloc(s.row_ptr, (s.rows + 1) * sizeof *s.row_ptr))) s.row_ptr = t;
+    if ((t = realloc(s.y, s.rows * sizeof *s.y))) s.y = t;
+    if (s.nnz == 0) {
+        // Examples without features: keep valid pointers, as sparse_dataset_alloc does.
+        if ((!s.col && !(s.col = malloc(sizeof *s.col))) || (!s.val && !(s.val = malloc(sizeof *s.val)))) {
+            snprintf(err, err_len, "%s: out of memory", path);
+            state_free(&s);
+            return -1;
+        }
+    } else {
+        if ((t = realloc(s.col, s.nnz * sizeof *s.col))) s.col = t;
+        if ((t = realloc(s.val, s.nnz * sizeof *s.val))) s.val = t;
+    }
+    out->n = s.rows;
+    out->dim = dim ? dim : max_index;
+    out->nnz = s.nnz;
+    out->row_ptr = s.row_ptr;
+    out->col = s.col;
+    out->val = s.val;
+    out->y = s.y;
+    return 0;
+fail:
+    snprintf(err, err_len, "%s:%zu:%zu: %s", path, line, (size_t)(e.at - line_start) + 1, e.detail);
+    text_reader_close(&reader);
     state_free(&s);
-    free(text);
-    return rc;
-fail: {
-    size_t column = 1;
-    for (const char *c = e.at; c > text && c[-1] != '\n'; c--) column++;
-    snprintf(err, err_len, "%s:%zu:%zu: %s", path, line, column, e.detail);
-    state_free(&s);
-    free(text);
     return -1;
 }
+
+// ---- the writer ----
+
+static int format_u64(uint64_t x, char *out) {
+    char tmp[24];
+    int n = 0;
+    do tmp[n++] = (char)('0' + x % 10), x /= 10;
+    while (x);
+    for (int i = 0; i < n; i++) out[i] = tmp[n - 1 - i];
+    return n;
 }
 
 int libsvm_write(const char *path, const sparse_dataset_t *d, char *err, size_t err_len) {
-    FILE *f = fopen(path, "w");
+    FILE *f = fopen(path, "wb");
     if (!f) {
         snprintf(err, err_len, "%s: cannot open for writing: %s", path, strerror(errno));
         return -1;
     }
-    for (size_t i = 0; i < d->n; i++) {
-        fputs(d->y[i] > 0 ? "+1" : "-1", f);
-        for (size_t k = d->row_ptr[i]; k < d->row_ptr[i + 1]; k++) fprintf(f, " %u:%.9g", d->col[k] + 1, (double)d->val[k]);
-        fputc('\n', f);
+    enum { BUF = 1 << 20, ROOM = 64 };  // ROOM: more than one " index:value"
+    char *buf = malloc(BUF);
+    if (!buf) {
+        snprintf(err, err_len, "%s: out of memory for the write buffer", path);
+        fclose(f);
+        return -1;
     }
-    int failed = ferror(f);
-    int saved = errno;
+    size_t len = 0;
+    int failed = 0, saved = 0;
+    for (size_t i = 0; i < d->n && !failed; i++) {
+        memcpy(buf + len, d->y[i] > 0 ? "+1" : "-1", 2);
+        len += 2;
+        for (size_t k = d->row_ptr[i]; k < d->row_ptr[i + 1]; k++) {
+            if (len > BUF - ROOM) {
+                if (fwrite(buf, 1, len, f) != len) failed = 1, saved = errno;
+                len = 0;
+            }
+            buf[len++] = ' ';
+            len += (size_t)format_u64((uint64_t)d->col[k] + 1, buf + len);
+            buf[len++] = ':';
+            len += (size_t)text_format_float(d->val[k], buf + len);
+        }
+        buf[len++] = '\n';
+        if (len > BUF - ROOM) {
+            if (fwrite(buf, 1, len, f) != len) failed = 1, saved = errno;
+            len = 0;
+        }
+    }
+    if (!failed && len && fwrite(buf, 1, len, f) != len) failed = 1, saved = errno;
+    free(buf);
     if (fclose(f) != 0 && !failed) failed = 1, saved = errno;
     if (failed) {
-        snprintf(err, err_len, "%s: writing failed: %s", path, strerror(saved));
+        snprintf(err, err_len, "%s: write failed: %s", path, strerror(saved ? saved : EIO));
         return -1;
     }
     return 0;

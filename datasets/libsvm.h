@@ -1,23 +1,31 @@
 #ifndef ASGD_DATASETS_LIBSVM_H
 #define ASGD_DATASETS_LIBSVM_H
-// libsvm / svmlight sparse text format: `label idx:val idx:val ... [# comment]`.
-// Indices are 1-based in the file and stored 0-based; they must be strictly
-// increasing within a line. Labels are all in {-1,+1} or all in {0,1} (0 -> -1).
-// A `qid:N` token after the label is accepted and ignored; blank lines, `#`
-// comments and CRLF line ends are fine.
+// libsvm / svmlight sparse text format, one example per line:
+//   label [qid:N] index:value index:value ... [# comment]
+// Indices are 1-based in the file and stored 0-based; within a line they must be
+// strictly increasing. Labels are all in {-1,+1} or all in {0,1} (0 -> -1,
+// 1 -> +1), written in any decimal form ("+1", "1", "-1", "0", "1.0", ...).
+// The optional qid:N token right after the label is ignored. Blank lines, `#`
+// comments, CRLF line ends and a UTF-8 BOM are accepted; lines may be of any
+// length.
+//
+// libsvm_load and libsvm_write return 0 on success and -1 on error with ONE line in err:
+// "file:line:column: what was expected" for bad input (columns count bytes from
+// 1), "file: what failed: strerror" for I/O errors.
 #include <stddef.h>
 
-#include "datasets/dataset.h"  // defines: sparse_dataset_t
+#include "datasets/dataset.h"  // defines: sparse_dataset_t, sparse_dataset_free
 
 // dim > 0 fixes the feature count (an index above it is an error); dim == 0
-// infers it as the largest index. On error `out` stays empty and err names
-// file:line:column and what was expected.
+// infers it as the largest index in the file. Values must be finite and within
+// float range (|v| rounds to at most FLT_MAX); values too small for a float
+// round to zero or a denormal, as strtof would. A file with no examples is an
+// error. out is initialised first and filled only on success; the caller then
+// owns its arrays (sparse_dataset_free).
 int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, size_t err_len);
 
-// Writes labels as +1/-1 and values with 9 significant digits (exact float round trip).
+// Writes labels as +1/-1 (y > 0 is +1) and values exactly as printf's "%.9g",
+// which round-trips every float bit for bit. Creates or truncates path.
 int libsvm_write(const char *path, const sparse_dataset_t *d, char *err, size_t err_len);
-
-// Reads a whole file into a NUL-terminated buffer (caller frees); shared by the text readers.
-int text_file_read(const char *path, char **out, size_t *out_len, char *err, size_t err_len);
 
 #endif

@@ -1,6 +1,5 @@
 #include "datasets/ratings_io.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -8,27 +7,36 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/libsvm.h"  // defines: text_file_read
+#include "datasets/text_io.h"  // defines: text_reader_*, text_parse_double, text_format_float, text_show_char
 
-// Open-addressing map from a file's id to a dense id.
+// See libsvm.c: the largest double that still rounds to a finite float.
+#define FLOAT_ROUNDS_FINITE_BELOW 0x1.ffffffp+127
+
+// ---- file id -> dense id ----
+
+// Open addressing with linear probing; values hold dense id + 1 so 0 marks a free slot.
 typedef struct id_map {
-    uint64_t *keys;
-    uint32_t *values;  // dense id + 1; 0 marks an empty slot
+    uint64_t *keys;    // (cap)
+    uint32_t *values;  // (cap)
     size_t cap, count;
 } id_map_t;
 
 static uint64_t hash_id(uint64_t x) {
     x ^= x >> 33;
     x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
     return x ^ (x >> 33);
 }
 
 static int id_map_grow(id_map_t *m) {
+    if (m->cap > SIZE_MAX / 2 / sizeof *m->keys) return -1;
     size_t cap = m->cap ? m->cap * 2 : 1024;
     uint64_t *keys = calloc(cap, sizeof *keys);
     uint32_t *values = calloc(cap, sizeof *values);
     if (!keys || !values) {
-        free(keys), free(values);
+        free(keys);
+        free(values);
         return -1;
     }
     for (size_t i = 0; i < m->cap; i++) {
@@ -38,166 +46,295 @@ static int id_map_grow(id_map_t *m) {
         keys[j] = m->keys[i];
         values[j] = m->values[i];
     }
-    free(m->keys), free(m->values);
-    m->keys = keys, m->values = values, m->cap = cap;
+    free(m->keys);
+    free(m->values);
+    m->keys = keys;
+    m->values = values;
+    m->cap = cap;
     return 0;
 }
 
-// The dense id of `key`, adding it if new; -1 when out of memory.
+static void id_map_free(id_map_t *m) {
+    free(m->keys);
+    free(m->values);
+    memset(m, 0, sizeof *m);
+}
+
+// The dense id of key, assigning the next one if it is new. -1: out of memory;
+// -2: more distinct ids than a uint32 holds.
 static int64_t id_map_get(id_map_t *m, uint64_t key) {
     if ((m->count + 1) * 2 > m->cap && id_map_grow(m) != 0) return -1;
     size_t j = hash_id(key) & (m->cap - 1);
     while (m->values[j]) {
-        if (m->keys[j] == key) return m->values[j] - 1;
+        if (m->keys[j] == key) return (int64_t)m->values[j] - 1;
         j = (j + 1) & (m->cap - 1);
     }
+    if (m->count >= UINT32_MAX) return -2;
     m->keys[j] = key;
     m->values[j] = (uint32_t)++m->count;
     return (int64_t)m->count - 1;
 }
 
-static int is_separator(char c) { return c == ',' || c == '\t' || c == ' ' || c == ';'; }
+// ---- the parser ----
 
-// Moves past one field separator (",", tab, spaces, or "::"); 0 if none is there.
-static int skip_separator(const char **p) {
-    if ((*p)[0] == ':' && (*p)[1] == ':') {
-        *p += 2;
+static int is_blank(char c) { return c == ' ' || c == '\t' || c == '\r'; }
+static int at_line_end(const char *p) { return *p == '\n' || *p == '#' || *p == '\0'; }
+// A field ends at a separator, a comment or the end of the line.
+static int ends_field(const char *p) {
+    return *p == ',' || *p == ' ' || *p == '\t' || *p == '\r' || at_line_end(p) || (p[0] == ':' && p[1] == ':');
+}
+
+static const char *skip_blanks(const char *p) {
+    while (is_blank(*p)) p++;
+    return p;
+}
+
+// What stands at p, for "expected X, got Y".
+
+// The field at p for an error message, quoted: at most 32 bytes, non-printable
+// bytes as '?'; an empty field is described by what stands there instead.
+static const char *show_field(const char *p, char buf[48]) {
+    if (ends_field(p)) return text_show_char(p, buf);
+    size_t n = 0;
+    buf[n++] = '\'';
+    while (n < 33 && !ends_field(p + n - 1)) {
+        unsigned char c = (unsigned char)p[n - 1];
+        buf[n++] = c >= 0x20 && c < 0x7f ? (char)c : '?';
+    }
+    if (!ends_field(p + n - 1)) memcpy(buf + n, "...", 3), n += 3;
+    buf[n++] = '\'';
+    buf[n] = '\0';
+    return buf;
+}
+
+
+// Moves past one separator: "::", or ',' with optional blanks around it, or a run
+// of spaces/tabs. 0 when there is none at p.
+static int skip_separator(const char **pp) {
+    const char *p = *pp;
+    if (p[0] == ':' && p[1] == ':') {
+        *pp = p + 2;
         return 1;
     }
-    if (!is_separator(**p)) return 0;
-    while (**p == ' ' || **p == '\t') (*p)++;
-    if (**p == ',' || **p == ';') {
-        (*p)++;
-        while (**p == ' ' || **p == '\t') (*p)++;
-    }
+    const char *q = skip_blanks(p);
+    if (*q == ',') q = skip_blanks(q + 1);
+    else if (q[0] == ':' && q[1] == ':') q += 2;
+    else if (q == p || at_line_end(q)) return 0;  // no blank, or only trailing blanks
+    *pp = q;
     return 1;
 }
 
-static int parse_id(const char **p, uint64_t *id) {
-    if (**p < '0' || **p > '9') return -1;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(*p, &end, 10);
-    if (errno == ERANGE) return -1;
+// Where and why a line failed.
+typedef struct parse_error {
+    const char *at;
+    char detail[256];
+} parse_error_t;
+
+#define FAIL_AT(where, ...)                                  \
+    do {                                                     \
+        e->at = (where);                                     \
+        snprintf(e->detail, sizeof e->detail, __VA_ARGS__); \
+        return -1;                                           \
+    } while (0)
+
+static int is_alnum(char c) { return text_is_digit(c) || (unsigned)((c | 0x20) - 'a') < 26; }
+
+// what: "user id" or "item id".
+static int parse_id(const char **pp, const char *what, uint64_t *id, parse_error_t *e) {
+    const char *p = *pp, *article = what[0] == 'i' ? "an" : "a";
+    char shown[48];
+    uint64_t v = 0;
+    const char *q = p;
+    for (; text_is_digit(*q); q++) {
+        uint64_t d = (uint64_t)(*q - '0');
+        if (v > (UINT64_MAX - d) / 10) FAIL_AT(p, "%s %s is too large (at most 2^64 - 1)", what, show_field(p, shown));
+        v = v * 10 + d;
+    }
+    // Digits then punctuation ("4;5") are an id and a bad separator, which the
+    // caller reports; digits glued to letters, '.' or a sign are a bad id.
+    if (q == p || (!ends_field(q) && (is_alnum(*q) || *q == '.' || *q == '+' || *q == '-')))
+        FAIL_AT(p, "expected %s %s (a non-negative integer), got %s", article, what, show_field(p, shown));
     *id = v;
-    *p = end;
+    *pp = q;
+    return 0;
+}
+
+static int expect_separator(const char **pp, const char *after, const char *next, parse_error_t *e) {
+    char shown[48];
+    if (!skip_separator(pp))
+        FAIL_AT(*pp, "expected a separator (',', tab, space or '::') and %s after the %s, got %s", next, after,
+                text_show_char(*pp, shown));
+    return 0;
+}
+
+// One `user item rating [timestamp]` line starting at *pp (not blank, not a comment).
+static int parse_line(const char **pp, uint64_t *user, uint64_t *item, float *rating, parse_error_t *e) {
+    const char *p = *pp;
+    char shown[48];
+    if (parse_id(&p, "user id", user, e) != 0) return -1;
+    if (expect_separator(&p, "user id", "an item id", e) != 0) return -1;
+    if (parse_id(&p, "item id", item, e) != 0) return -1;
+    if (expect_separator(&p, "item id", "a rating", e) != 0) return -1;
+    double value;
+    const char *end = text_parse_double(p, &value);
+    if (end == p || !ends_field(end)) FAIL_AT(p, "expected a rating (a number), got %s", show_field(p, shown));
+    const char *digits = *p == '+' || *p == '-' ? p + 1 : p;  // "1e999" is out of range, "inf" is not finite
+    if (isnan(value) || (isinf(value) && !text_is_digit(*digits) && *digits != '.'))
+        FAIL_AT(p, "rating %s is not finite", show_field(p, shown));
+    if (fabs(value) >= FLOAT_ROUNDS_FINITE_BELOW)
+        FAIL_AT(p, "rating %s is out of float range (|rating| <= 3.40282347e+38)", show_field(p, shown));
+    p = end;
+    if (!at_line_end(skip_blanks(p))) {
+        if (!skip_separator(&p))
+            FAIL_AT(p, "expected a separator or the end of the line after the rating, got %s", text_show_char(p, shown));
+        double timestamp;
+        end = text_parse_double(p, &timestamp);
+        if (end == p || !ends_field(end))
+            FAIL_AT(p, "expected a timestamp (a number) as the 4th field, got %s", show_field(p, shown));
+        p = skip_blanks(end);
+        if (!at_line_end(p))
+            FAIL_AT(p, "expected the end of the line after the timestamp (at most 4 fields: user, item, rating, timestamp), got %s",
+                    text_show_char(p, shown));
+    }
+    *rating = (float)value;
+    *pp = p;
+    return 0;
+}
+
+// A header names the columns: letters and no digits (userId,movieId,rating,timestamp).
+static int is_header(const char *p) {
+    int letters = 0;
+    for (; *p != '\n' && *p != '\0'; p++) {
+        if (text_is_digit(*p)) return 0;
+        letters |= (unsigned)((*p | 0x20) - 'a') < 26;
+    }
+    return letters;
+}
+
+// The ratings read so far.
+typedef struct parse_state {
+    uint32_t *user;  // (cap)
+    uint32_t *item;  // (cap)
+    float *rating;   // (cap)
+    size_t n, cap;
+    id_map_t users, items;
+} parse_state_t;
+
+static void state_free(parse_state_t *s) {
+    free(s->user);
+    free(s->item);
+    free(s->rating);
+    id_map_free(&s->users);
+    id_map_free(&s->items);
+    memset(s, 0, sizeof *s);
+}
+
+static int state_grow(parse_state_t *s) {
+    size_t cap = s->cap ? s->cap * 2 : 4096;
+    if (cap < s->cap || cap > SIZE_MAX / sizeof(uint32_t)) return -1;
+    void *t;
+    if (!(t = realloc(s->user, cap * sizeof *s->user))) return -1;
+    s->user = t;
+    if (!(t = realloc(s->item, cap * sizeof *s->item))) return -1;
+    s->item = t;
+    if (!(t = realloc(s->rating, cap * sizeof *s->rating))) return -1;
+    s->rating = t;
+    s->cap = cap;
     return 0;
 }
 
 int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len) {
     ratings_init(out);
-    char *text;
-    size_t text_len;
-    if (text_file_read(path, &text, &text_len, err, err_len) != 0) return -1;
-    id_map_t users = {0}, items = {0};
-    uint32_t *u = NULL, *it = NULL;
-    float *r = NULL;
-    size_t n = 0, cap = 0, line = 0, content_lines = 0;
-    const char *p = text, *at = NULL;
-    char detail[160] = "";
-    while (*p) {
-        line++;
-        const char *start = p;
-        while (*p == ' ' || *p == '\t' || *p == '\r') p++;
-        if (*p == '\n' || *p == '#' || *p == '\0') goto next_line;
-        content_lines++;
-        uint64_t user, item;
-        if (parse_id(&p, &user) != 0) {
-            if (content_lines == 1 && (isalpha((unsigned char)*p) || *p == '"')) goto next_line;  // a header
-            at = p;
-            snprintf(detail, sizeof detail, "expected a user id (a non-negative integer)");
-            goto fail;
-        }
-        if (!skip_separator(&p)) {
-            at = p;
-            snprintf(detail, sizeof detail, "expected a separator (',', tab, space or '::') after the user id");
-            goto fail;
-        }
-        if (parse_id(&p, &item) != 0) {
-            at = p;
-            snprintf(detail, sizeof detail, "expected an item id (a non-negative integer)");
-            goto fail;
-        }
-        if (!skip_separator(&p)) {
-            at = p;
-            snprintf(detail, sizeof detail, "expected a separator and a rating after the item id");
-            goto fail;
-        }
-        char *end;
-        double rating = strtod(p, &end);
-        if (end == p || !isfinite(rating) || fabs(rating) > 3.0e38) {
-            at = p;
-            snprintf(detail, sizeof detail, "expected a finite rating, got '%.*s'", (int)strcspn(p, ",\t \r\n:"), p);
-            goto fail;
-        }
-        p = end;
-        // An optional timestamp (or anything) may follow a separator; nothing else may.
-        if (*p != '\n' && *p != '\r' && *p != '\0' && !skip_separator(&p)) {
-            at = p;
-            snprintf(detail, sizeof detail, "unexpected '%c' after the rating", *p);
-            goto fail;
-        }
-        int64_t du = id_map_get(&users, user), di = id_map_get(&items, item);
-        if (du < 0 || di < 0) {
-            at = start;
-            snprintf(detail, sizeof detail, "out of memory mapping ids");
-            goto fail;
-        }
-        if (n == cap) {
-            cap = cap ? cap * 2 : 4096;
-            uint32_t *u2 = realloc(u, cap * sizeof *u);
-            if (u2) u = u2;
-            uint32_t *i2 = realloc(it, cap * sizeof *it);
-            if (i2) it = i2;
-            float *r2 = realloc(r, cap * sizeof *r);
-            if (r2) r = r2;
-            if (!u2 || !i2 || !r2) {
-                at = start;
-                snprintf(detail, sizeof detail, "out of memory after %zu ratings", n);
+    text_reader_t reader;
+    if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
+    parse_state_t s;
+    memset(&s, 0, sizeof s);
+    parse_error_t e_store = {NULL, ""}, *e = &e_store;
+    size_t line = 0, content_lines = 0, block_len;
+    const char *block, *line_start = NULL;
+    int got;
+    for (int first = 1; (got = text_reader_next(&reader, &block, &block_len, err, err_len)) == 1; first = 0) {
+        const char *p = block, *block_end = block + block_len;
+        if (first && strncmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;  // a UTF-8 byte order mark
+        while (p < block_end) {
+            line++;
+            line_start = p;
+            p = skip_blanks(p);
+            if (!at_line_end(p) && !(++content_lines == 1 && is_header(p))) {
+                uint64_t user, item;
+                float rating;
+                if (parse_line(&p, &user, &item, &rating, e) != 0) goto fail;
+                int64_t du = id_map_get(&s.users, user), di = du >= 0 ? id_map_get(&s.items, item) : du;
+                if (du < 0 || di < 0) {
+                    e->at = line_start;
+                    snprintf(e->detail, sizeof e->detail, "%s",
+                             du == -2 || di == -2 ? "more than 2^32 - 1 distinct ids" : "out of memory mapping ids");
+                    goto fail;
+                }
+                if (s.n == s.cap && state_grow(&s) != 0) {
+                    e->at = line_start;
+                    snprintf(e->detail, sizeof e->detail, "out of memory after %zu ratings", s.n);
+                    goto fail;
+                }
+                s.user[s.n] = (uint32_t)du;
+                s.item[s.n] = (uint32_t)di;
+                s.rating[s.n] = rating;
+                s.n++;
+            }
+            while (*p && *p != '\n') p++;  // the rest is a comment, a skipped header, or nothing
+            if (p < block_end && *p == '\0') {
+                e->at = p;
+                snprintf(e->detail, sizeof e->detail, "NUL byte in a text file (is it binary?)");
                 goto fail;
             }
+            if (*p == '\n') p++;
         }
-        u[n] = (uint32_t)du;
-        it[n] = (uint32_t)di;
-        r[n] = (float)rating;
-        n++;
-    next_line:
-        while (*p && *p != '\n') p++;
-        if (*p == '\n') p++;
     }
-    int rc = -1;
-    if (n == 0) {
-        snprintf(err, err_len, "%s: no ratings (the file is empty, all comments, or only a header)", path);
-    } else if (ratings_alloc(out, n, users.count, items.count, err, err_len) == 0) {
-        memcpy(out->user, u, n * sizeof *u);
-        memcpy(out->item, it, n * sizeof *it);
-        memcpy(out->rating, r, n * sizeof *r);
-        rc = 0;
+    text_reader_close(&reader);
+    if (got < 0) {
+        state_free(&s);
+        return -1;
     }
-    free(u), free(it), free(r), free(text);
-    free(users.keys), free(users.values), free(items.keys), free(items.values);
-    return rc;
-fail: {
-    size_t column = 1;
-    for (const char *c = at; c > text && c[-1] != '\n'; c--) column++;
-    snprintf(err, err_len, "%s:%zu:%zu: %s", path, line, column, detail);
-    free(u), free(it), free(r), free(text);
-    free(users.keys), free(users.values), free(items.keys), free(items.values);
+    if (s.n == 0) {
+        snprintf(err, err_len, "%s: no ratings (the file is empty or has only a header, comments and blank lines)", path);
+        state_free(&s);
+        return -1;
+    }
+    void *t;  // trim to size; a failed trim keeps the larger block
+    if ((t = realloc(s.user, s.n * sizeof *s.user))) s.user = t;
+    if ((t = realloc(s.item, s.n * sizeof *s.item))) s.item = t;
+    if ((t = realloc(s.rating, s.n * sizeof *s.rating))) s.rating = t;
+    out->n = s.n;
+    out->n_users = s.users.count;
+    out->n_items = s.items.count;
+    out->user = s.user;
+    out->item = s.item;
+    out->rating = s.rating;
+    id_map_free(&s.users);
+    id_map_free(&s.items);
+    return 0;
+fail:
+    snprintf(err, err_len, "%s:%zu:%zu: %s", path, line, (size_t)(e->at - line_start) + 1, e->detail);
+    text_reader_close(&reader);
+    state_free(&s);
     return -1;
-}
 }
 
 int ratings_write(const char *path, const ratings_t *r, char *err, size_t err_len) {
-    FILE *f = fopen(path, "w");
+    FILE *f = fopen(path, "wb");
     if (!f) {
         snprintf(err, err_len, "%s: cannot open for writing: %s", path, strerror(errno));
         return -1;
     }
-    for (size_t i = 0; i < r->n; i++) fprintf(f, "%u,%u,%.9g\n", r->user[i], r->item[i], (double)r->rating[i]);
-    int failed = ferror(f), saved = errno;
+    int failed = 0, saved = 0;
+    char value[32];
+    for (size_t i = 0; i < r->n && !failed; i++) {
+        text_format_float(r->rating[i], value);
+        if (fprintf(f, "%u,%u,%s\n", r->user[i], r->item[i], value) < 0) failed = 1, saved = errno;
+    }
     if (fclose(f) != 0 && !failed) failed = 1, saved = errno;
     if (failed) {
-        snprintf(err, err_len, "%s: writing failed: %s", path, strerror(saved));
+        snprintf(err, err_len, "%s: write failed: %s", path, strerror(saved ? saved : EIO));
         return -1;
     }
     return 0;

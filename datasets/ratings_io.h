@@ -1,17 +1,29 @@
 #ifndef ASGD_DATASETS_RATINGS_IO_H
 #define ASGD_DATASETS_RATINGS_IO_H
-// Ratings files: one `user item rating [timestamp]` per line, separated by ',',
-// tabs or spaces, or MovieLens' `user::item::rating::timestamp`. A first line
-// that is not numeric (a header such as userId,movieId,rating,timestamp) is
-// skipped; `#` comments and blank lines too. Ids are any non-negative integers,
-// remapped to dense 0-based ids in order of first appearance.
+// Ratings files, one rating per line:
+//   user item rating [timestamp]
+// with fields separated by ',' (spaces around it allowed), tabs or spaces, or
+// MovieLens' "::" (user::item::rating::timestamp). The optional 4th field must
+// be a number and is ignored. If the first line that is not blank or a comment
+// has letters and no digits it is a header (userId,movieId,rating,timestamp)
+// and is skipped. `#` starts a comment; blank lines, CRLF and a UTF-8 BOM are
+// fine. Ids are any non-negative integers (up to 2^64 - 1); they are remapped
+// to dense 0-based ids in order of first appearance, users and items separately.
+// Ratings must be finite and within float range.
+//
+// Both functions return 0 on success and -1 on error with ONE line in err:
+// "file:line:column: what was expected" for bad input, "file: what failed:
+// strerror" for I/O errors.
 #include <stddef.h>
 
-#include "datasets/dataset.h"  // defines: ratings_t
+#include "datasets/dataset.h"  // defines: ratings_t, ratings_free
 
+// out is initialised first and filled only on success; the caller then owns its
+// arrays (ratings_free). A file with no ratings is an error.
 int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len);
 
-// CSV `user,item,rating` with dense ids, no header; ratings with 9 significant digits.
+// Writes CSV `user,item,rating` with the dense ids, ratings as printf's "%.9g"
+// (exact float round trip), no header. Creates or truncates path.
 int ratings_write(const char *path, const ratings_t *r, char *err, size_t err_len);
 
 #endif

@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "datasets/libsvm.h"  // defines: text_file_read
 #include "engine/run_report.h"
+#include "datasets/text_io.h"  // defines: text_file_read, text_format_float
 #include "test_support.h"
 
 extern char **environ;

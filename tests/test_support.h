@@ -38,6 +38,17 @@
         }                                                                                            \
     } while (0)
 
+// Writes bytes to dir/name and returns the path (a static buffer: one at a time).
+static inline const char *test_write_file(const char *dir, const char *name, const char *bytes, size_t len) {
+    static char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    CHECK(f);
+    CHECK(fwrite(bytes, 1, len, f) == len);
+    CHECK(fclose(f) == 0);
+    return path;
+}
+
 // n examples of dim features in `classes` clusters (class c centred on a seeded point).
 static inline void make_dense(dense_dataset_t *d, size_t n, size_t dim, size_t classes, uint64_t seed) {
     char err[256];
