@@ -1,0 +1,44 @@
+#ifndef ASGD_TESTS_LEARNING_SUPPORT_H
+#define ASGD_TESTS_LEARNING_SUPPORT_H
+// A training run from fresh parameters for the learning tests.
+#include "engine/trainer.h"
+#include "test_support.h"
+
+static const train_mode_t modes[] = {TRAIN_MODE_HOGWILD, TRAIN_MODE_LOCKED, TRAIN_MODE_SYNC};
+
+// lr_decay > 0 selects the inverse-time schedule lr / (1 + lr_decay * updates).
+static inline train_result_t train(const model_t *m, train_mode_t mode, size_t threads, size_t batch, size_t epochs,
+                            double lr, double lr_decay, double *initial_metric) {
+    char err[256];
+    optimizer_config_t oc;
+    optimizer_config_default(&oc);
+    oc.lr = lr;
+    if (lr_decay > 0) {
+        oc.schedule = LR_SCHEDULE_INVERSE_TIME;
+        oc.decay = lr_decay;
+    }
+    train_config_t c;
+    train_config_default(&c);
+    c.mode = mode;
+    c.threads = threads;
+    c.batch = batch;
+    c.epochs = epochs;
+    c.eval_every = model_num_train(m) * epochs;  // the start and the end only
+    train_result_t r;
+    CHECK_OK(train_fresh(m, &oc, &c, 1, NULL, &r, NULL, err, sizeof err), err);
+    if (initial_metric) {
+        // The "before" number: the same initial parameters, evaluated.
+        param_t *w = params_new(model_num_params(m), err, sizeof err);
+        CHECK(w);
+        model_init_params(m, w, 1);
+        eval_sums_t s = {0, 0, 0};
+        model_ws_t *ws = model_ws_new(m, batch, err, sizeof err);
+        model_evaluate(m, w, 0, model_num_test(m), ws, &s);
+        *initial_metric = eval_metric_value(model_metric(m), &s);
+        model_ws_destroy(&ws);
+        params_free(&w);
+    }
+    return r;
+}
+
+#endif
