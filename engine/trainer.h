@@ -15,7 +15,7 @@
 //
 // Evaluation runs off the training clock: the main thread watches per-thread
 // counters, and at each evaluation point it asks the workers to park at their
-// next step boundary, evaluates the test set with all cores (OpenBLAS threads),
+// next step boundary, evaluates the test set on T threads (one slice each),
 // then resumes them. Reported wall time excludes those pauses.
 #include <stddef.h>
 #include <stdint.h>
