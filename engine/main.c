@@ -5,6 +5,7 @@
 
 #include "engine/commands.h"
 #include "kernels/blas_runtime.h"  // defines: blas_prepare_process, blas_describe
+#include "kernels/cuda_info.h"     // defines: cuda_device_summary
 
 static void print_usage(FILE *out) {
     fprintf(out,
@@ -21,10 +22,11 @@ static void print_usage(FILE *out) {
 }
 
 void print_banner(FILE *out, const char *command) {
-    char blas[256];
+    char blas[256], cuda[256];
     blas_describe(blas, sizeof blas);
+    cuda_device_summary(cuda, sizeof cuda);
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    fprintf(out, "asgd %s %s | %s | %ld CPUs\n", ASGD_VERSION, command, blas, cpus);
+    fprintf(out, "asgd %s %s | %s | %ld CPUs | %s\n", ASGD_VERSION, command, blas, cpus, cuda);
 }
 
 int main(int argc, char **argv) {
