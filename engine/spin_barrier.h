@@ -4,8 +4,9 @@
 // training meets at a barrier several times per minibatch; a futex-based
 // pthread_barrier_wait costs tens of microseconds per crossing (the kernel puts
 // waiters to sleep and wakes them), a spinning one well under one. Waiters spin
-// with the CPU's pause hint and fall back to sched_yield after a while, so that
-// runs with more threads than cores still make progress.
+// with the CPU's pause hint, then fall back to sched_yield. With more threads
+// than cores the thread being waited for may not even be running, so spinning
+// only delays it: such runs pass spin_limit 0 and yield at once.
 #include <sched.h>
 #include <stdatomic.h>
 
@@ -13,12 +14,16 @@ typedef struct spin_barrier {
     _Atomic unsigned arrived;
     _Atomic unsigned generation;
     unsigned count;
+    unsigned spin_limit;  // pause-spins before a waiter starts yielding
 } spin_barrier_t;
 
-static inline void spin_barrier_init(spin_barrier_t *b, unsigned count) {
+#define SPIN_BARRIER_SPINS 20000  // well under a millisecond
+
+static inline void spin_barrier_init(spin_barrier_t *b, unsigned count, unsigned spin_limit) {
     atomic_init(&b->arrived, 0);
     atomic_init(&b->generation, 0);
     b->count = count;
+    b->spin_limit = spin_limit;
 }
 
 static inline void spin_pause(void) {
@@ -36,7 +41,7 @@ static inline void spin_barrier_wait(spin_barrier_t *b) {
         return;
     }
     for (unsigned spins = 0; atomic_load_explicit(&b->generation, memory_order_acquire) == generation; spins++) {
-        if (spins < 20000) spin_pause();
+        if (spins < b->spin_limit) spin_pause();
         else sched_yield();
     }
 }

@@ -564,7 +564,9 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     pthread_cond_init(&tr.cv_parked, &monotonic);
     pthread_condattr_destroy(&monotonic);
     pthread_cond_init(&tr.cv_resume, NULL);
-    spin_barrier_init(&tr.barrier, (unsigned)c->threads);
+    long online_cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    int oversubscribed = online_cpus > 0 && c->threads > (size_t)online_cpus;
+    spin_barrier_init(&tr.barrier, (unsigned)c->threads, oversubscribed ? 0 : SPIN_BARRIER_SPINS);
     atomic_init(&tr.pause_requested, 0);
     atomic_init(&tr.stop_requested, 0);
     atomic_init(&tr.next_eval_samples, tr.cfg.eval_every);
