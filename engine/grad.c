@@ -42,19 +42,8 @@ void grad_clear(grad_t *g) {
 }
 
 void grad_accumulate(grad_t *dst, const grad_t *src, float weight) {
-    if (src->dense) {
-        if (dst->dense) {
-            for (size_t i = 0; i < src->dim; i++) dst->value[i] += weight * src->value[i];
-        } else {
-            for (size_t i = 0; i < src->dim; i++) grad_add(dst, (uint32_t)i, weight * src->value[i]);
-        }
-        return;
-    }
     for (size_t k = 0; k < src->n_touched; k++) {
         uint32_t i = src->touched[k];
-        if (dst->dense)
-            dst->value[i] += weight * src->value[i];
-        else
-            grad_add(dst, i, weight * src->value[i]);
+        grad_add(dst, i, weight * src->value[i]);
     }
 }

@@ -32,7 +32,8 @@ static inline void grad_add(grad_t *g, uint32_t i, float v) {
 // Zeroes the gradient (touched entries only, when sparse).
 void grad_clear(grad_t *g);
 
-// dst += weight * src. Both must have the same dim; a sparse src adds its touched entries.
+// dst += weight * src over src's touched entries; both sparse, of the same dim.
+// (Dense gradients are summed by range in the trainer, one thread per range.)
 void grad_accumulate(grad_t *dst, const grad_t *src, float weight);
 
 #endif

@@ -80,8 +80,9 @@ double model_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, 
 
 // One training example's plain-SGD step, w -= lr * gradient, applied directly
 // without building a gradient: bit-identical to model_loss_grad on that one
-// example followed by a plain-SGD optimizer_apply, and several times cheaper for
-// sparse models (the Hogwild! paper's setting). Returns the example's objective.
+// example followed by a plain-SGD optimizer_apply_and_clear, and several times
+// cheaper for sparse models (the Hogwild! paper's setting). Returns the
+// example's objective.
 // Only for models where model_has_sgd_step_one() is true.
 int model_has_sgd_step_one(const model_t *m);
 double model_sgd_step_one(const model_t *m, param_t *w, uint32_t example, float lr);

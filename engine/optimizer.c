@@ -133,17 +133,6 @@ void optimizer_apply_block(optimizer_t *o, param_t *w, size_t offset, const floa
     for (size_t i = 0; i < n; i++) cb[i] = update_one(o, w, offset + i, g[i], lr);
 }
 
-void optimizer_apply(optimizer_t *o, param_t *w, const grad_t *g, float lr) {
-    if (g->dense) {
-        optimizer_apply_range(o, w, g->value, 0, g->dim, lr);
-        return;
-    }
-    for (size_t k = 0; k < g->n_touched; k++) {
-        uint32_t i = g->touched[k];
-        update_one(o, w, i, g->value[i], lr);
-    }
-}
-
 void optimizer_apply_and_clear(optimizer_t *o, param_t *w, grad_t *g, float lr) {
     if (g->dense) {
         float *gv = g->value;

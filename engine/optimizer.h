@@ -43,11 +43,8 @@ void optimizer_destroy(optimizer_t **o);
 // Step size after `updates` applied updates, during epoch number `epoch` (0-based).
 float optimizer_lr(const optimizer_t *o, double updates, size_t epoch);
 
-// w -= step(g) over the gradient's touched coordinates (all of them when dense).
-void optimizer_apply(optimizer_t *o, param_t *w, const grad_t *g, float lr);
-
-// optimizer_apply, then the gradient is left clear (zero) for the next step:
-// for sparse gradients both happen in one pass over the touched entries.
+// w -= step(g) over the gradient's touched coordinates (all of them when
+// dense), leaving the gradient clear (zero) for the next step, in one pass.
 void optimizer_apply_and_clear(optimizer_t *o, param_t *w, grad_t *g, float lr);
 
 // The same for a dense gradient restricted to coordinates [begin, end): lets

@@ -26,7 +26,3 @@ void params_free(param_t **p) {
 void params_read(const param_t *p, size_t n, float *out) {
     for (size_t i = 0; i < n; i++) out[i] = param_get(&p[i]);
 }
-
-void params_write(param_t *p, size_t n, const float *in) {
-    for (size_t i = 0; i < n; i++) param_set(&p[i], in[i]);
-}

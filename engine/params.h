@@ -24,8 +24,7 @@ static inline void param_set(param_t *p, float v) { atomic_store_explicit(p, v, 
 param_t *params_new(size_t n, char *err, size_t err_len);
 void params_free(param_t **p);
 
-// Plain-float copies in and out (relaxed loads/stores, one per element).
+// A plain-float copy (relaxed loads, one per element).
 void params_read(const param_t *p, size_t n, float *out);
-void params_write(param_t *p, size_t n, const float *in);
 
 #endif

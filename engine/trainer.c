@@ -124,14 +124,6 @@ const char *train_mode_name(train_mode_t mode) {
     return "hogwild";
 }
 
-int train_mode_parse(const char *s, train_mode_t *mode) {
-    if (strcmp(s, "hogwild") == 0) *mode = TRAIN_MODE_HOGWILD;
-    else if (strcmp(s, "locked") == 0) *mode = TRAIN_MODE_LOCKED;
-    else if (strcmp(s, "sync") == 0) *mode = TRAIN_MODE_SYNC;
-    else return -1;
-    return 0;
-}
-
 // ---- pause protocol (off the hot path: taken only when the main thread asks) ----
 
 static void park(trainer_t *tr) {
@@ -176,10 +168,22 @@ static int check_pause(trainer_t *tr) {
     return atomic_load_explicit(&tr->stop_requested, memory_order_acquire);
 }
 
-static uint64_t total_samples(const trainer_t *tr) {
-    uint64_t total = 0;
-    for (size_t i = 0; i < tr->cfg.threads; i++) total += atomic_load_explicit(&tr->stats[i].samples, memory_order_relaxed);
-    return total;
+typedef struct totals {
+    uint64_t samples, updates;
+    double loss_sum;
+    float lr;
+} totals_t;
+
+static totals_t read_totals(const trainer_t *tr) {
+    totals_t t = {0, 0, 0.0, 0.0f};
+    for (size_t i = 0; i < tr->cfg.threads; i++) {
+        worker_stats_t *s = &tr->stats[i];
+        t.samples += atomic_load_explicit(&s->samples, memory_order_relaxed);
+        t.updates += atomic_load_explicit(&s->updates, memory_order_relaxed);
+        t.loss_sum += atomic_load_explicit(&s->loss_sum, memory_order_relaxed);
+    }
+    t.lr = atomic_load_explicit(&tr->stats[0].lr, memory_order_relaxed);
+    return t;
 }
 
 // Asks for an evaluation once all threads together reach the next evaluation
@@ -188,7 +192,7 @@ static uint64_t total_samples(const trainer_t *tr) {
 // count at which to look again.
 static uint64_t maybe_request_eval(trainer_t *tr, uint64_t my_samples) {
     uint64_t target = atomic_load_explicit(&tr->next_eval_samples, memory_order_acquire);
-    uint64_t total = total_samples(tr);
+    uint64_t total = read_totals(tr).samples;
     if (total >= target) {
         atomic_store_explicit(&tr->pause_requested, 1, memory_order_release);
         return my_samples + tr->cfg.eval_every / tr->cfg.threads;
@@ -341,24 +345,6 @@ done:
 }
 
 // ---- main thread ----
-
-typedef struct totals {
-    uint64_t samples, updates;
-    double loss_sum;
-    float lr;
-} totals_t;
-
-static totals_t read_totals(const trainer_t *tr) {
-    totals_t t = {0, 0, 0.0, 0.0f};
-    for (size_t i = 0; i < tr->cfg.threads; i++) {
-        worker_stats_t *s = &tr->stats[i];
-        t.samples += atomic_load_explicit(&s->samples, memory_order_relaxed);
-        t.updates += atomic_load_explicit(&s->updates, memory_order_relaxed);
-        t.loss_sum += atomic_load_explicit(&s->loss_sum, memory_order_relaxed);
-    }
-    t.lr = atomic_load_explicit(&tr->stats[0].lr, memory_order_relaxed);
-    return t;
-}
 
 typedef struct eval_slice {
     const trainer_t *tr;

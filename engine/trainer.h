@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "engine/model.h"      // defines: model_t, model_loss_grad, model_evaluate
-#include "engine/optimizer.h"  // defines: optimizer_t, optimizer_apply
+#include "engine/optimizer.h"  // defines: optimizer_t, optimizer_config_t
 
 typedef enum train_mode {
     TRAIN_MODE_HOGWILD,
@@ -93,6 +93,5 @@ int train_fresh(const model_t *m, const optimizer_config_t *oc, const train_conf
                 const train_callbacks_t *cb, train_result_t *out, float *final_w, char *err, size_t err_len);
 
 const char *train_mode_name(train_mode_t mode);
-int train_mode_parse(const char *s, train_mode_t *mode);
 
 #endif
