@@ -103,16 +103,6 @@ static int check_indices(const uint32_t *idx, size_t count, size_t n, char *err,
     return 0;
 }
 
-int dense_dataset_subset(const dense_dataset_t *src, const uint32_t *idx, size_t count, dense_dataset_t *dst, char *err, size_t err_len) {
-    if (check_indices(idx, count, src->n, err, err_len) != 0) return -1;
-    if (dense_dataset_alloc(dst, count, src->dim, src->n_classes, err, err_len) != 0) return -1;
-    for (size_t i = 0; i < count; i++) {
-        memcpy(dst->x + i * src->dim, src->x + (size_t)idx[i] * src->dim, src->dim * sizeof *src->x);
-        dst->y[i] = src->y[idx[i]];
-    }
-    return 0;
-}
-
 int sparse_dataset_subset(const sparse_dataset_t *src, const uint32_t *idx, size_t count, sparse_dataset_t *dst, char *err, size_t err_len) {
     if (check_indices(idx, count, src->n, err, err_len) != 0) return -1;
     size_t nnz = 0;

@@ -49,8 +49,7 @@ int ratings_alloc(ratings_t *r, size_t n, size_t n_users, size_t n_items, char *
 void ratings_free(ratings_t *r);
 
 // Copies the examples named by idx (count of them, each < src->n) into dst
-// (which must be freshly initialised). Dimensions and class counts carry over.
-int dense_dataset_subset(const dense_dataset_t *src, const uint32_t *idx, size_t count, dense_dataset_t *dst, char *err, size_t err_len);
+// (which must be freshly initialised). Dimensions carry over.
 int sparse_dataset_subset(const sparse_dataset_t *src, const uint32_t *idx, size_t count, sparse_dataset_t *dst, char *err, size_t err_len);
 int ratings_subset(const ratings_t *src, const uint32_t *idx, size_t count, ratings_t *dst, char *err, size_t err_len);
 

@@ -8,7 +8,6 @@ void model_destroy(model_t **m) {
     *m = NULL;
 }
 
-const char *model_name(const model_t *m) { return m->name; }
 void model_describe(const model_t *m, char *out, size_t out_len) { m->ops->describe(m, out, out_len); }
 size_t model_num_params(const model_t *m) { return m->ops->num_params(m); }
 size_t model_num_train(const model_t *m) { return m->num_train; }

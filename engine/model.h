@@ -53,7 +53,6 @@ model_t *model_new_mf(const ratings_t *train, const ratings_t *test, size_t rank
 
 void model_destroy(model_t **m);
 
-const char *model_name(const model_t *m);       // "logreg", "svm", "mlp", "softmax", "mf"
 void model_describe(const model_t *m, char *out, size_t out_len);  // e.g. "mlp 784-256-128-10"
 size_t model_num_params(const model_t *m);
 size_t model_num_train(const model_t *m);
