@@ -1,0 +1,170 @@
+// Header encoding, checksum and validation for the wire protocol (wire.h).
+#include "net/wire.h"
+
+#include <string.h>
+
+static void put16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+static void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint16_t get16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static uint32_t get32(const uint8_t *p) {
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static uint64_t get64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+void wire_header_encode(const wire_header_t *h, uint8_t out[WIRE_HEADER_SIZE]) {
+    put32(out + 0, h->magic);
+    put16(out + 4, h->version);
+    put16(out + 6, h->type);
+    put64(out + 8, h->run_id);
+    put32(out + 16, h->sender);
+    put32(out + 20, h->shard);
+    put64(out + 24, h->clock);
+    put64(out + 32, h->param_version);
+    put64(out + 40, h->offset);
+    put32(out + 48, h->count);
+    put16(out + 52, h->payload_kind);
+    put16(out + 54, h->flags);
+    put32(out + 56, h->checksum);
+    put32(out + 60, h->aux);
+}
+
+void wire_header_decode(const uint8_t in[WIRE_HEADER_SIZE], wire_header_t *h) {
+    h->magic = get32(in + 0);
+    h->version = get16(in + 4);
+    h->type = get16(in + 6);
+    h->run_id = get64(in + 8);
+    h->sender = get32(in + 16);
+    h->shard = get32(in + 20);
+    h->clock = get64(in + 24);
+    h->param_version = get64(in + 32);
+    h->offset = get64(in + 40);
+    h->count = get32(in + 48);
+    h->payload_kind = get16(in + 52);
+    h->flags = get16(in + 54);
+    h->checksum = get32(in + 56);
+    h->aux = get32(in + 60);
+}
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return x;
+}
+
+static uint64_t load_le64(const uint8_t *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    v = __builtin_bswap64(v);
+#endif
+    return v;
+}
+
+uint32_t wire_checksum(const void *data, size_t n, uint32_t seed) {
+    const uint8_t *p = data;
+    // Four independent lanes keep the adds out of one dependency chain.
+    uint64_t a[4], b[4];
+    for (int l = 0; l < 4; l++) {
+        a[l] = mix64((uint64_t)seed + (uint64_t)l + 1);
+        b[l] = 0;
+    }
+    size_t words = n / 8, i = 0;
+    for (; i + 4 <= words; i += 4) {
+        for (int l = 0; l < 4; l++) {
+            a[l] += load_le64(p + 8 * (i + (size_t)l));
+            b[l] += a[l];
+        }
+    }
+    for (; i < words; i++) {
+        a[0] += load_le64(p + 8 * i);
+        b[0] += a[0];
+    }
+    uint8_t tail[8] = {0};
+    if (n % 8) memcpy(tail, p + 8 * words, n % 8);
+    a[1] += load_le64(tail);
+    b[1] += a[1];
+    uint64_t h = mix64((uint64_t)n ^ 0x9e3779b97f4a7c15ull);
+    for (int l = 0; l < 4; l++) h = mix64(h ^ a[l]) + b[l];
+    h = mix64(h);
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1) {
+    size_t c = h->count;
+    *frame0 = *frame1 = 0;
+    switch (h->payload_kind) {
+    case PAYLOAD_KIND_DENSE: *frame0 = 4 * c; break;
+    case PAYLOAD_KIND_SPARSE: *frame0 = 4 * c; *frame1 = 4 * c; break;
+    case PAYLOAD_KIND_KEYS: *frame0 = 4 * c; break;
+    case PAYLOAD_KIND_TEXT: *frame0 = c; break;
+    default: break;
+    }
+}
+
+static size_t payload_frames(uint16_t kind) {
+    switch (kind) {
+    case PAYLOAD_KIND_NONE: return 0;
+    case PAYLOAD_KIND_SPARSE: return 2;
+    default: return 1;
+    }
+}
+
+void wire_seal(wire_header_t *h, const void *frame0, size_t len0, const void *frame1, size_t len1) {
+    uint32_t c = 0;
+    if (frame0) c = wire_checksum(frame0, len0, c);
+    if (frame1) c = wire_checksum(frame1, len1, c);
+    h->checksum = c;
+}
+
+wire_status_t wire_validate(const uint8_t *header, size_t header_len, uint64_t run_id, const void *const *frames,
+                            const size_t *frame_lens, size_t n_frames, wire_header_t *out) {
+    if (header_len != WIRE_HEADER_SIZE) return WIRE_STATUS_BAD_SIZE;
+    wire_header_decode(header, out);
+    if (out->magic != WIRE_MAGIC) return WIRE_STATUS_BAD_MAGIC;
+    if (out->version != WIRE_VERSION) return WIRE_STATUS_BAD_VERSION;
+    if (out->type == 0 || out->type >= MSG_TYPE_MAX_) return WIRE_STATUS_BAD_TYPE;
+    if (out->run_id != run_id) return WIRE_STATUS_BAD_RUN;
+    if (out->payload_kind >= PAYLOAD_KIND_MAX_) return WIRE_STATUS_BAD_KIND;
+    if (out->payload_kind == PAYLOAD_KIND_NONE && out->count != 0) return WIRE_STATUS_BAD_SIZE;
+    if (n_frames != payload_frames(out->payload_kind)) return WIRE_STATUS_BAD_SIZE;
+    size_t want[2];
+    wire_payload_sizes(out, &want[0], &want[1]);
+    uint32_t c = 0;
+    for (size_t f = 0; f < n_frames; f++) {
+        if (frame_lens[f] != want[f]) return WIRE_STATUS_BAD_SIZE;
+        c = wire_checksum(frames[f], frame_lens[f], c);
+    }
+    if (c != out->checksum) return WIRE_STATUS_BAD_CHECKSUM;
+    return WIRE_STATUS_OK;
+}
+
+const char *wire_status_name(wire_status_t s) {
+    static const char *const names[WIRE_STATUS_COUNT_] = {
+        "ok", "bad size", "bad magic", "bad version", "bad type", "foreign run id", "bad range", "bad checksum",
+        "bad payload kind"};
+    return (unsigned)s < WIRE_STATUS_COUNT_ ? names[s] : "unknown";
+}
+
+const char *msg_type_name(uint16_t type) {
+    static const char *const names[MSG_TYPE_MAX_] = {"?",      "hello", "welcome", "push",    "push-ack",
+                                                     "pull",   "params", "bye",    "bye-ack", "reject",
+                                                     "ring-chunk", "rdv-join", "rdv-table"};
+    return type > 0 && type < MSG_TYPE_MAX_ ? names[type] : "unknown";
+}

@@ -1,0 +1,109 @@
+#ifndef ASGD_NET_WIRE_H
+#define ASGD_NET_WIRE_H
+// asgd's wire protocol, version 1 (written down in docs/protocol.md).
+//
+// A message is one 64-byte header frame followed by zero, one or two payload
+// frames, all little-endian:
+//   PAYLOAD_KIND_NONE    no payload frame
+//   PAYLOAD_KIND_DENSE   one frame: count float32, parameters [offset, offset + count)
+//   PAYLOAD_KIND_SPARSE  two frames: count uint32 indices, then count float32 values
+//   PAYLOAD_KIND_KEYS    one frame: count uint32 indices (a sparse pull's key set)
+// The header's checksum covers every payload frame, in order. Every received
+// message goes through wire_validate before anything reads its payload.
+#include <stddef.h>
+#include <stdint.h>
+
+#define WIRE_MAGIC 0x44475341u  // "ASGD" read as a little-endian uint32
+#define WIRE_VERSION 1u
+#define WIRE_HEADER_SIZE 64u
+#define WIRE_NO_ID 0xFFFFFFFFu  // sender/shard field that names no worker or shard
+
+typedef enum msg_type {
+    MSG_TYPE_HELLO = 1,      // worker -> server: join (offset = the model's parameter count)
+    MSG_TYPE_WELCOME = 2,    // server -> worker: shard range [offset, offset + aux), clock, version
+    MSG_TYPE_PUSH = 3,       // worker -> server: an update (dense range or sparse pairs)
+    MSG_TYPE_PUSH_ACK = 4,   // server -> worker: applied (or buffered for BSP); clock = min clock
+    MSG_TYPE_PULL = 5,       // worker -> server: parameters wanted (whole shard or KEYS)
+    MSG_TYPE_PARAMS = 6,     // server -> worker: parameters (dense range or sparse pairs)
+    MSG_TYPE_BYE = 7,        // worker -> server: leaving
+    MSG_TYPE_BYE_ACK = 8,    // server -> worker
+    MSG_TYPE_REJECT = 9,     // server -> worker: request refused (aux = wire_status_t)
+    MSG_TYPE_RING_CHUNK = 10,  // allreduce: a chunk between ring neighbours
+    MSG_TYPE_RDV_JOIN = 11,    // process -> coordinator: rank, role, endpoint (payload: text)
+    MSG_TYPE_RDV_TABLE = 12,   // coordinator -> process: every endpoint (payload: text)
+    MSG_TYPE_MAX_ = 13,
+} msg_type_t;
+
+typedef enum payload_kind {
+    PAYLOAD_KIND_NONE = 0,
+    PAYLOAD_KIND_DENSE = 1,
+    PAYLOAD_KIND_SPARSE = 2,
+    PAYLOAD_KIND_KEYS = 3,
+    PAYLOAD_KIND_TEXT = 4,  // one frame of count bytes (rendezvous tables)
+    PAYLOAD_KIND_MAX_ = 5,
+} payload_kind_t;
+
+// Header flags.
+#define WIRE_FLAG_SUM 0x1u  // PUSH: a gradient to be summed into the clock's aggregate (BSP)
+
+typedef struct wire_header {
+    uint32_t magic;          // WIRE_MAGIC
+    uint16_t version;        // WIRE_VERSION
+    uint16_t type;           // msg_type_t
+    uint64_t run_id;         // every process of one run shares it; others are dropped
+    uint32_t sender;         // worker id (or shard id when a server sends)
+    uint32_t shard;          // the shard addressed or answering
+    uint64_t clock;          // sender's clock (worker: pushes done; server: min worker clock)
+    uint64_t param_version;  // PUSH: version the update was computed from; PARAMS: version sent
+    uint64_t offset;         // DENSE: first parameter index of the range
+    uint32_t count;          // elements in the payload (0 for NONE)
+    uint16_t payload_kind;   // payload_kind_t
+    uint16_t flags;          // WIRE_FLAG_*
+    uint32_t checksum;       // wire_checksum over the payload frames
+    uint32_t aux;            // PUSH: examples behind a BSP gradient; REJECT: wire_status_t
+} wire_header_t;
+
+// Why a message was refused (counted per kind by whoever validates).
+typedef enum wire_status {
+    WIRE_STATUS_OK = 0,
+    WIRE_STATUS_BAD_SIZE,      // header frame not 64 bytes, or payload frames of the wrong size/number
+    WIRE_STATUS_BAD_MAGIC,
+    WIRE_STATUS_BAD_VERSION,
+    WIRE_STATUS_BAD_TYPE,
+    WIRE_STATUS_BAD_RUN,       // run id is not ours
+    WIRE_STATUS_BAD_RANGE,     // offset/count or an index outside what the receiver holds
+    WIRE_STATUS_BAD_CHECKSUM,
+    WIRE_STATUS_BAD_KIND,      // unknown payload kind, or one the receiver does not accept for this message
+    WIRE_STATUS_COUNT_,
+} wire_status_t;
+
+const char *wire_status_name(wire_status_t s);
+const char *msg_type_name(uint16_t type);  // "push", ... or "unknown"
+
+// Header <-> 64 little-endian bytes.
+void wire_header_encode(const wire_header_t *h, uint8_t out[WIRE_HEADER_SIZE]);
+void wire_header_decode(const uint8_t in[WIRE_HEADER_SIZE], wire_header_t *h);
+
+// A fast 32-bit checksum of n bytes, continuing from `seed` (0 to start); a
+// message's is wire_checksum(frame1, len1, wire_checksum(frame0, len0, 0)).
+// Fletcher-style sums over 64-bit words in four lanes (it runs at memory speed)
+// folded through a mixer. It catches every single-bit error, truncation and
+// reordered frames; being linear per lane, some deliberate multi-word changes
+// cancel (e.g. +1, -2, +1 on words 0, 4, 8). It guards against corruption and
+// foreign senders, not against an attacker: it is not a MAC.
+uint32_t wire_checksum(const void *data, size_t n, uint32_t seed);
+
+// Payload bytes a header announces, per frame (0 when the frame is absent).
+void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1);
+
+// Checks a received message: header size, magic, version, type, run id,
+// payload frame count and sizes against count/kind, and checksum. `frames`
+// holds the payload frames (after the header) and their sizes. Range checks
+// need the receiver's state and are its own. Returns WIRE_STATUS_OK or why not.
+wire_status_t wire_validate(const uint8_t *header, size_t header_len, uint64_t run_id, const void *const *frames,
+                            const size_t *frame_lens, size_t n_frames, wire_header_t *out);
+
+// Fills a header's checksum field from its payload frames (as wire_validate checks it).
+void wire_seal(wire_header_t *h, const void *frame0, size_t len0, const void *frame1, size_t len1);
+
+#endif

@@ -1,0 +1,200 @@
+// libzmq plumbing for protocol messages (zmsg.h).
+#include "net/zmsg.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+int zmsg_fail(const char *what, const char *file, int line, char *err, size_t err_len) {
+    int e = errno;
+    snprintf(err, err_len, "%s failed at %s:%d: %s", what, file, line, zmq_strerror(e));
+    errno = e;
+    return -1;
+}
+
+wire_header_t zmsg_header(uint16_t type, uint64_t run_id) {
+    wire_header_t h;
+    memset(&h, 0, sizeof h);
+    h.magic = WIRE_MAGIC;
+    h.version = WIRE_VERSION;
+    h.type = type;
+    h.run_id = run_id;
+    return h;
+}
+
+static int recv_frame(void *sock, zmq_msg_t *m) {
+    int rc;
+    do rc = zmq_msg_recv(m, sock, 0);
+    while (rc < 0 && errno == EINTR);
+    return rc;
+}
+
+static int more_frames(void *sock) {
+    int more = 0;
+    size_t len = sizeof more;
+    if (zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len) != 0) return 0;
+    return more;
+}
+
+// Discards the rest of a multi-frame message.
+static void drain(void *sock) {
+    while (more_frames(sock)) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (recv_frame(sock, &m) < 0) {
+            zmq_msg_close(&m);
+            return;
+        }
+        zmq_msg_close(&m);
+    }
+}
+
+// libzmq hands small frames out of its receive buffer at any offset; payloads
+// are read as uint32/float arrays, so a misaligned one is copied once.
+static int align_frame(zmq_msg_t *f) {
+    if (((uintptr_t)zmq_msg_data(f) & 7u) == 0) return 0;
+    size_t n = zmq_msg_size(f);
+    zmq_msg_t copy;
+    if (zmq_msg_init_size(&copy, n) != 0) return -1;
+    memcpy(zmq_msg_data(&copy), zmq_msg_data(f), n);
+    zmq_msg_move(f, &copy);
+    zmq_msg_close(&copy);
+    return 0;
+}
+
+int zmsg_recv(void *sock, int router, uint64_t run_id, zmsg_t *m, char *err, size_t err_len) {
+    memset(&m->h, 0, sizeof m->h);
+    m->n_frames = 0;
+    m->has_identity = 0;
+    m->status = WIRE_STATUS_OK;
+    zmq_msg_init(&m->identity);
+    if (router) {
+        if (recv_frame(sock, &m->identity) < 0) {
+            zmq_msg_close(&m->identity);
+            return ZMQ_FAIL("zmq_msg_recv (identity)", err, err_len);
+        }
+        m->has_identity = 1;
+        if (!more_frames(sock)) {
+            m->status = WIRE_STATUS_BAD_SIZE;
+            return 0;
+        }
+    }
+    zmq_msg_t header;
+    zmq_msg_init(&header);
+    if (recv_frame(sock, &header) < 0) {
+        zmq_msg_close(&header);
+        zmsg_close(m);
+        return ZMQ_FAIL("zmq_msg_recv (header)", err, err_len);
+    }
+    // Up to two payload frames are kept; a message with more is malformed.
+    int too_many = 0;
+    while (more_frames(sock)) {
+        if (m->n_frames == 2) {
+            too_many = 1;
+            drain(sock);
+            break;
+        }
+        zmq_msg_init(&m->frames[m->n_frames]);
+        if (recv_frame(sock, &m->frames[m->n_frames]) < 0) {
+            zmq_msg_close(&m->frames[m->n_frames]);
+            zmq_msg_close(&header);
+            zmsg_close(m);
+            return ZMQ_FAIL("zmq_msg_recv (payload)", err, err_len);
+        }
+        m->n_frames++;
+        if (align_frame(&m->frames[m->n_frames - 1]) != 0) {
+            zmq_msg_close(&header);
+            zmsg_close(m);
+            return ZMQ_FAIL("zmq_msg_init_size (aligned payload copy)", err, err_len);
+        }
+    }
+    const void *payload[2] = {NULL, NULL};
+    size_t lens[2] = {0, 0};
+    for (size_t i = 0; i < m->n_frames; i++) {
+        payload[i] = zmq_msg_data(&m->frames[i]);
+        lens[i] = zmq_msg_size(&m->frames[i]);
+    }
+    m->status = too_many ? WIRE_STATUS_BAD_SIZE
+                         : wire_validate(zmq_msg_data(&header), zmq_msg_size(&header), run_id, payload, lens,
+                                         m->n_frames, &m->h);
+    zmq_msg_close(&header);
+    return m->status == WIRE_STATUS_OK ? 1 : 0;
+}
+
+void zmsg_close(zmsg_t *m) {
+    for (size_t i = 0; i < m->n_frames; i++) zmq_msg_close(&m->frames[i]);
+    m->n_frames = 0;
+    zmq_msg_close(&m->identity);
+    m->has_identity = 0;
+}
+
+int zmsg_frame_alloc(zmq_msg_t *frame, size_t n, char *err, size_t err_len) {
+    if (zmq_msg_init_size(frame, n) != 0) return ZMQ_FAIL("zmq_msg_init_size", err, err_len);
+    return 0;
+}
+
+static int send_frame(void *sock, zmq_msg_t *m, int flags) {
+    int rc;
+    do rc = zmq_msg_send(m, sock, flags);
+    while (rc < 0 && errno == EINTR);
+    return rc;
+}
+
+int zmsg_send(void *sock, zmq_msg_t *identity, wire_header_t *h, zmq_msg_t *frames, size_t n_frames, int dontwait,
+              char *err, size_t err_len) {
+    int base = dontwait ? ZMQ_DONTWAIT : 0;
+    size_t sent = 0;  // payload frames handed to libzmq (it then owns them)
+    uint32_t sum = 0;
+    for (size_t i = 0; i < n_frames; i++) sum = wire_checksum(zmq_msg_data(&frames[i]), zmq_msg_size(&frames[i]), sum);
+    h->checksum = sum;
+    uint8_t bytes[WIRE_HEADER_SIZE];
+    wire_header_encode(h, bytes);
+    int rc = 0;
+    if (identity) {
+        zmq_msg_t id;
+        zmq_msg_init(&id);
+        zmq_msg_copy(&id, identity);
+        if (send_frame(sock, &id, base | ZMQ_SNDMORE) < 0) {
+            zmq_msg_close(&id);
+            rc = ZMQ_FAIL("zmq_msg_send (identity)", err, err_len);
+            goto out;
+        }
+    }
+    zmq_msg_t head;
+    if (zmq_msg_init_size(&head, WIRE_HEADER_SIZE) != 0) {
+        rc = ZMQ_FAIL("zmq_msg_init_size", err, err_len);
+        goto out;
+    }
+    memcpy(zmq_msg_data(&head), bytes, WIRE_HEADER_SIZE);
+    if (send_frame(sock, &head, base | (n_frames ? ZMQ_SNDMORE : 0)) < 0) {
+        zmq_msg_close(&head);
+        rc = ZMQ_FAIL("zmq_msg_send (header)", err, err_len);
+        goto out;
+    }
+    for (; sent < n_frames; sent++) {
+        if (send_frame(sock, &frames[sent], base | (sent + 1 < n_frames ? ZMQ_SNDMORE : 0)) < 0) {
+            rc = ZMQ_FAIL("zmq_msg_send (payload)", err, err_len);
+            goto out;
+        }
+    }
+out:
+    for (size_t i = sent; i < n_frames; i++) zmq_msg_close(&frames[i]);
+    return rc;
+}
+
+int zmsg_socket_defaults(void *sock, int heartbeat_ms, char *err, size_t err_len) {
+    int zero = 0;
+    if (zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero) != 0)
+        return ZMQ_FAIL("zmq_setsockopt(ZMQ_LINGER)", err, err_len);
+    if (heartbeat_ms > 0) {
+        int timeout = 3 * heartbeat_ms;
+        if (zmq_setsockopt(sock, ZMQ_HEARTBEAT_IVL, &heartbeat_ms, sizeof heartbeat_ms) != 0)
+            return ZMQ_FAIL("zmq_setsockopt(ZMQ_HEARTBEAT_IVL)", err, err_len);
+        if (zmq_setsockopt(sock, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof timeout) != 0)
+            return ZMQ_FAIL("zmq_setsockopt(ZMQ_HEARTBEAT_TIMEOUT)", err, err_len);
+        if (zmq_setsockopt(sock, ZMQ_HEARTBEAT_TTL, &timeout, sizeof timeout) != 0)
+            return ZMQ_FAIL("zmq_setsockopt(ZMQ_HEARTBEAT_TTL)", err, err_len);
+    }
+    return 0;
+}

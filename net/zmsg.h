@@ -1,0 +1,62 @@
+#ifndef ASGD_NET_ZMSG_H
+#define ASGD_NET_ZMSG_H
+// Sending and receiving protocol messages (wire.h) over libzmq sockets.
+//
+// Payloads travel without extra copies: a sender allocates a payload frame
+// (zmsg_frame_alloc), fills it in place and hands it to zmsg_send, which takes
+// ownership; a receiver reads payloads straight out of the received frames.
+// Every libzmq call is retried on EINTR, and a failure is reported with the
+// call, libzmq's text and where it happened.
+#include <stddef.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "net/wire.h"  // defines: wire_header_t, wire_status_t
+
+// Fills err with "<what> failed at file:line: <zmq_strerror(errno)>" and evaluates to -1.
+#define ZMQ_FAIL(what, err, err_len) zmsg_fail((what), __FILE__, __LINE__, (err), (err_len))
+int zmsg_fail(const char *what, const char *file, int line, char *err, size_t err_len);
+
+// A received message. Payload pointers stay valid until zmsg_close.
+typedef struct zmsg {
+    zmq_msg_t identity;  // ROUTER peers only (has_identity)
+    int has_identity;
+    wire_header_t h;
+    zmq_msg_t frames[2];
+    size_t n_frames;
+    wire_status_t status;  // WIRE_STATUS_OK, or why the message was refused
+} zmsg_t;
+
+// Payload frame i's bytes (NULL if absent).
+static inline const void *zmsg_payload(zmsg_t *m, size_t i) {
+    return i < m->n_frames ? zmq_msg_data(&m->frames[i]) : NULL;
+}
+
+// Receives one message (with a leading identity frame when `router`), and
+// validates it against run_id. Returns 1 with a valid message, 0 with an
+// invalid one (m->status says why; the whole message was drained and may be
+// closed), or -1 on a socket error — errno EAGAIN after the socket's receive
+// timeout, ETERM when the context is shutting down — with err filled.
+// After 0 or 1 the caller must zmsg_close(m).
+int zmsg_recv(void *sock, int router, uint64_t run_id, zmsg_t *m, char *err, size_t err_len);
+void zmsg_close(zmsg_t *m);
+
+// A payload frame of n bytes for the caller to fill. Returns 0 or -1.
+int zmsg_frame_alloc(zmq_msg_t *frame, size_t n, char *err, size_t err_len);
+
+// Sends identity (if not NULL; copied, not consumed), the header, and n_frames
+// payload frames (consumed: closed whether or not the send succeeds). Computes
+// the header's checksum from the frames first. `dontwait` fails with EAGAIN
+// instead of blocking when the peer's queue is full. Returns 0 or -1.
+int zmsg_send(void *sock, zmq_msg_t *identity, wire_header_t *h, zmq_msg_t *frames, size_t n_frames, int dontwait,
+              char *err, size_t err_len);
+
+// A header with magic, version, type and run id set, everything else zero.
+wire_header_t zmsg_header(uint16_t type, uint64_t run_id);
+
+// Socket options every asgd socket uses: ZMQ_LINGER 0 (a stopping process never
+// waits for unsent messages) and, where heartbeat_ms > 0, ZMTP heartbeats with
+// a timeout of 3 intervals. Returns 0 or -1.
+int zmsg_socket_defaults(void *sock, int heartbeat_ms, char *err, size_t err_len);
+
+#endif
