@@ -1,0 +1,31 @@
+#include "kernels/update.h"
+
+#include <math.h>
+
+void sgd_update_cpu(size_t n, float lr, const float *g, float *w) {
+    for (size_t i = 0; i < n; i++) w[i] = w[i] - lr * g[i];
+}
+
+void adagrad_update_cpu(size_t n, float lr, float eps, const float *g, float *h, float *w) {
+    for (size_t i = 0; i < n; i++) {
+        h[i] = h[i] + g[i] * g[i];
+        w[i] = w[i] - lr * g[i] / (sqrtf(h[i]) + eps);
+    }
+}
+
+void sgd_update_sparse_cpu(size_t nnz, float lr, const uint32_t *idx, const float *g, float *w) {
+    for (size_t k = 0; k < nnz; k++) w[idx[k]] = w[idx[k]] - lr * g[k];
+}
+
+void adagrad_update_sparse_cpu(size_t nnz, float lr, float eps, const uint32_t *idx, const float *g, float *h,
+                               float *w) {
+    for (size_t k = 0; k < nnz; k++) {
+        uint32_t i = idx[k];
+        h[i] = h[i] + g[k] * g[k];
+        w[i] = w[i] - lr * g[k] / (sqrtf(h[i]) + eps);
+    }
+}
+
+void axpy_cpu(size_t n, float weight, const float *g, float *sum) {
+    for (size_t i = 0; i < n; i++) sum[i] += weight * g[i];
+}

@@ -1,0 +1,86 @@
+#ifndef ASGD_NET_PS_SERVER_H
+#define ASGD_NET_PS_SERVER_H
+// One shard of a parameter server (Downpour): it holds a contiguous range of
+// the model's parameters, applies the updates workers push with its own
+// optimizer, answers pulls, and enforces the run's staleness bound.
+//
+// Under ASP and SSP each push is applied on arrival. Under BSP (pushes flagged
+// WIRE_FLAG_SUM) the server keeps every worker's gradient of the current clock
+// and, once all live workers have pushed it, sums them in worker order weighted
+// by their example counts and applies the sum once. A pull that names a clock
+// c is answered only when every live worker has pushed c rounds, which is how
+// SSP and BSP workers wait.
+//
+// The server is single-threaded: ps_server_run is its whole life, and it owns
+// its ROUTER socket.
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "staleness/histogram.h"   // defines: staleness_hist_t
+#include "staleness/sync_mode.h"   // defines: sync_mode_t
+#include "net/wire.h"              // defines: WIRE_STATUS_COUNT_
+
+typedef enum server_optimizer {
+    SERVER_OPTIMIZER_SGD,
+    SERVER_OPTIMIZER_ADAGRAD,
+} server_optimizer_t;
+
+typedef struct ps_config {
+    uint64_t run_id;
+    size_t shard, n_shards;
+    size_t n_params;      // the whole model's
+    size_t n_workers;
+    sync_mode_t mode;     // BSP, SSP or ASP (allreduce runs have no server)
+    uint64_t staleness;   // SSP bound (sync_mode_bound gives the effective one)
+    server_optimizer_t optimizer;
+    float lr;
+    float adagrad_eps;
+    int heartbeat_ms;     // ZMTP heartbeats on the server socket; 0 = off
+    int quiet;            // no per-message warnings on stderr
+} ps_config_t;
+
+typedef struct ps_stats {
+    uint64_t version;                      // updates applied to this shard
+    uint64_t pushes_applied;               // all workers
+    uint64_t pulls_answered;
+    uint64_t pulls_waited;                 // pulls that had to wait for slower workers
+    uint64_t bytes_in, bytes_out;          // payload bytes
+    uint64_t dropped[WIRE_STATUS_COUNT_];  // invalid messages, by reason
+    uint64_t dropped_total;
+    uint64_t rejected;                     // valid on the wire but refused (REJECT sent)
+    uint64_t min_clock, max_clock;
+    staleness_hist_t staleness_clocks;     // per update: its round - min clock when its params were read
+    staleness_hist_t staleness_updates;    // per update: shard version at apply - version it was computed from
+} ps_stats_t;
+
+typedef struct ps_server ps_server_t;
+
+// Binds the server's ROUTER to `endpoint` ("tcp://127.0.0.1:*" picks a free
+// port) and takes a copy of the shard's initial values init[0..range).
+// Returns NULL with err filled.
+ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endpoint, const float *shard_init,
+                           char *err, size_t err_len);
+void ps_server_destroy(ps_server_t **s);
+
+// The bound endpoint with the port resolved, e.g. "tcp://127.0.0.1:40123".
+const char *ps_server_endpoint(const ps_server_t *s);
+// The shard's range of parameters, [begin, end).
+void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end);
+
+// Serves until every worker has joined and left, or *stop becomes non-zero
+// (checked at least every 100 ms), or the socket fails. Returns 0, or -1 with err.
+int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len);
+
+void ps_server_stats(const ps_server_t *s, ps_stats_t *out);
+// Per-worker counters (n_workers entries each): pushes applied and final clocks.
+const uint64_t *ps_server_pushes_per_worker(const ps_server_t *s);
+const uint64_t *ps_server_clocks(const ps_server_t *s);
+// The shard's current values (range entries).
+const float *ps_server_values(const ps_server_t *s);
+
+const char *server_optimizer_name(server_optimizer_t o);
+
+#endif

@@ -1,0 +1,27 @@
+#include "staleness/sync_mode.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const names[] = {"bsp", "ssp", "asp", "allreduce"};
+
+const char *sync_mode_name(sync_mode_t m) { return (unsigned)m < 4 ? names[m] : "unknown"; }
+
+int sync_mode_parse(const char *s, sync_mode_t *out, char *err, size_t err_len) {
+    for (unsigned i = 0; i < 4; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = (sync_mode_t)i;
+            return 0;
+        }
+    }
+    snprintf(err, err_len, "--sync: '%s' is not one of bsp|ssp|asp|allreduce", s);
+    return -1;
+}
+
+uint64_t sync_mode_bound(sync_mode_t m, uint64_t ssp_bound) {
+    switch (m) {
+    case SYNC_MODE_BSP: return 0;
+    case SYNC_MODE_SSP: return ssp_bound;
+    default: return STALENESS_INFINITE;
+    }
+}
