@@ -12,36 +12,11 @@
 #include "engine/model.h"        // defines: model_new_*
 #include "engine/optimizer.h"    // defines: optimizer_new
 #include "engine/run_report.h"   // defines: run_report_new, run_report_callbacks
+#include "engine/train_args.h"   // defines: train_args_t, train_args_build
 #include "engine/trainer.h"      // defines: train_run
 #include "kernels/blas_runtime.h"  // defines: blas_core_name
 
 #define ERR_LEN 512
-#define MAX_HIDDEN 7
-
-enum { MODEL_LOGREG, MODEL_SVM, MODEL_SOFTMAX, MODEL_MLP, MODEL_MF };
-static const char model_choices[] = "logreg|svm|softmax|mlp|mf";
-static const char *const model_names[] = {"logreg", "svm", "softmax", "mlp", "mf"};
-
-typedef struct train_args {
-    int model;
-    const char *data;
-    const char *data_dir;
-    size_t train_limit, test_limit;
-    double test_frac;
-    const char *hidden;
-    size_t rank;
-    double l2;
-    int mode;
-    size_t threads, epochs, batch;
-    int optimizer;
-    double lr, lr_decay, momentum, adagrad_eps;
-    int schedule;
-    uint64_t seed;
-    size_t eval_every, eval_limit;
-    double target_acc, target_rmse;
-    int stop_at_target, pin, quiet;
-    const char *log, *summary;
-} train_args_t;
 
 static const char usage[] = "asgd train [--model M] [--data SPEC] [--mode hogwild|locked|sync] [--threads T] ...";
 static const char description[] =
@@ -53,34 +28,13 @@ static const char description[] =
     "Per-model defaults: lr 0.05 (mlp, softmax, mf) or 0.5 (logreg, svm); batch 16 (mlp, softmax)\n"
     "or 1 (logreg, svm, mf); l2 0.01 for mf, 0 otherwise.";
 
-static int parse_hidden(const char *s, size_t *out, size_t *n, char *err, size_t err_len) {
-    *n = 0;
-    if (strcmp(s, "none") == 0 || *s == '\0') return 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        unsigned long v = strtoul(p, &end, 10);
-        if (end == p || (*end != ',' && *end != '\0') || v == 0 || v > (1ul << 20) || *p == '-') {
-            snprintf(err, err_len, "--hidden: '%s' is not a comma-separated list of layer widths (e.g. 256,128)", s);
-            return -1;
-        }
-        if (*n == MAX_HIDDEN) {
-            snprintf(err, err_len, "--hidden: more than %d layers", MAX_HIDDEN);
-            return -1;
-        }
-        out[(*n)++] = v;
-        p = *end ? end + 1 : end;
-    }
-    return 0;
-}
-
 static void write_summary(FILE *out, const train_args_t *a, const char *model_desc, size_t n_params,
                           const data_bundle_t *data, metric_kind_t metric, const train_result_t *r) {
     json_writer_t j;
     json_begin(&j, out);
     json_string(&j, "asgd", ASGD_VERSION);
     json_string(&j, "command", "train");
-    json_string(&j, "model", model_names[a->model]);
+    json_string(&j, "model", train_model_names[a->model]);
     json_string(&j, "mode", train_mode_name((train_mode_t)a->mode));
     json_uint(&j, "threads", a->threads);
     json_number(&j, "samples_per_s", r->samples_per_s);
@@ -101,7 +55,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_number(&j, "final_test_loss", r->last.test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
     json_object(&j, "config");
-    json_string(&j, "model", model_names[a->model]);
+    json_string(&j, "model", train_model_names[a->model]);
     json_string(&j, "model_detail", model_desc);
     json_uint(&j, "params", n_params);
     json_string(&j, "data", data->description);
@@ -127,137 +81,30 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     fputc('\n', out);
 }
 
-static data_kind_t data_kind_for(int model) {
-    return model == MODEL_LOGREG || model == MODEL_SVM ? DATA_KIND_SPARSE
-           : model == MODEL_MF                         ? DATA_KIND_RATINGS
-                                                       : DATA_KIND_DENSE;
-}
-
 int cmd_train(int argc, char **argv) {
     train_args_t a;
-    memset(&a, 0, sizeof a);
-    a.model = MODEL_MLP;
-    a.test_frac = 0.1;
-    a.hidden = "256,128";
-    a.rank = 16;
-    a.l2 = NAN;
-    a.threads = 1;
-    a.epochs = 1;
-    a.lr = NAN;
-    a.adagrad_eps = 1e-8;
-    a.seed = 1;
-    a.target_acc = NAN;
-    a.target_rmse = NAN;
-    flag_spec_t flags[] = {
-        {"model", FLAG_TYPE_CHOICE, &a.model, "M", "model to train (default mlp)", 0, 0, model_choices, 0},
-        {"data", FLAG_TYPE_STRING, &a.data, "SPEC", "data source, see above", 0, 0, NULL, 0},
-        {"data-dir", FLAG_TYPE_STRING, &a.data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL, 0},
-        {"train-limit", FLAG_TYPE_SIZE, &a.train_limit, "N", "use only the first N training examples (0: all)", 0, 0, NULL, 0},
-        {"test-limit", FLAG_TYPE_SIZE, &a.test_limit, "N", "use only the first N test examples (0: all)", 0, 0, NULL, 0},
-        {"test-frac", FLAG_TYPE_DOUBLE, &a.test_frac, "F", "held-out fraction for data without a test split (default 0.1)", 0.0001, 0.9999, NULL, 0},
-        {"hidden", FLAG_TYPE_STRING, &a.hidden, "W1,W2", "mlp hidden layer widths (default 256,128)", 0, 0, NULL, 0},
-        {"rank", FLAG_TYPE_SIZE, &a.rank, "K", "mf factor rank (default 16)", 1, 4096, NULL, 0},
-        {"l2", FLAG_TYPE_DOUBLE, &a.l2, "X", "L2 regularisation strength", 0, 1e6, NULL, 0},
-        {"mode", FLAG_TYPE_CHOICE, &a.mode, "MODE", "how threads share the model (default hogwild)", 0, 0, "hogwild|locked|sync", 0},
-        {"threads", FLAG_TYPE_SIZE, &a.threads, "T", "training threads (default 1)", 1, 1024, NULL, 0},
-        {"epochs", FLAG_TYPE_SIZE, &a.epochs, "E", "passes over the training set (default 1)", 1, 1e6, NULL, 0},
-        {"batch", FLAG_TYPE_SIZE, &a.batch, "B", "examples per step per thread", 1, 1 << 20, NULL, 0},
-        {"optimizer", FLAG_TYPE_CHOICE, &a.optimizer, "OPT", "update rule (default sgd)", 0, 0, "sgd|adagrad", 0},
-        {"lr", FLAG_TYPE_DOUBLE, &a.lr, "RATE", "initial step size", 1e-12, 1e6, NULL, 0},
-        {"lr-schedule", FLAG_TYPE_CHOICE, &a.schedule, "S", "step-size schedule (default constant)", 0, 0, "constant|inverse-time|epoch-decay", 0},
-        {"lr-decay", FLAG_TYPE_DOUBLE, &a.lr_decay, "X", "inverse-time: lr/(1+X*updates); epoch-decay: lr*X^epoch", 0, 1e6, NULL, 0},
-        {"momentum", FLAG_TYPE_DOUBLE, &a.momentum, "M", "SGD momentum in [0,1) (default 0)", 0, 0.9999, NULL, 0},
-        {"adagrad-eps", FLAG_TYPE_DOUBLE, &a.adagrad_eps, "E", "Adagrad denominator guard (default 1e-8)", 1e-30, 1, NULL, 0},
-        {"seed", FLAG_TYPE_U64, &a.seed, "S", "seed for data order, initialisation and generators (default 1)", 0, 0, NULL, 0},
-        {"eval-every", FLAG_TYPE_SIZE, &a.eval_every, "N", "evaluate every N training samples (default: once per epoch)", 0, 0, NULL, 0},
-        {"eval-limit", FLAG_TYPE_SIZE, &a.eval_limit, "N", "evaluate on the first N test examples (0: all)", 0, 0, NULL, 0},
-        {"target-acc", FLAG_TYPE_DOUBLE, &a.target_acc, "A", "report time to reach this test accuracy", 0, 1, NULL, 0},
-        {"target-rmse", FLAG_TYPE_DOUBLE, &a.target_rmse, "R", "report time to reach this test RMSE (mf)", 1e-12, 1e12, NULL, 0},
-        {"stop-at-target", FLAG_TYPE_BOOL, &a.stop_at_target, NULL, "stop at the first evaluation that meets the target", 0, 0, NULL, 0},
-        {"pin", FLAG_TYPE_BOOL, &a.pin, NULL, "pin thread t to CPU t mod #CPUs", 0, 0, NULL, 0},
-        {"log", FLAG_TYPE_STRING, &a.log, "FILE", "write one CSV row per evaluation (schema in README)", 0, 0, NULL, 0},
-        {"summary", FLAG_TYPE_STRING, &a.summary, "FILE", "also write the JSON summary to FILE", 0, 0, NULL, 0},
-        {"quiet", FLAG_TYPE_BOOL, &a.quiet, NULL, "no startup or progress lines on stderr", 0, 0, NULL, 0},
-    };
-    size_t n_flags = sizeof flags / sizeof flags[0];
+    train_args_defaults(&a);
+    const char *save_model = NULL;
+    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + 1];
+    size_t n_flags = train_args_flags(&a, flags, 1);
+    flags[n_flags++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE",
+                                     "write the final parameters (float32, little-endian) to FILE", 0, 0, NULL, 0};
     char err[ERR_LEN] = "";
     int parsed = flags_command("asgd train", usage, description, flags, n_flags, argc, argv);
     if (parsed >= 0) return parsed;
-    int sparse = a.model == MODEL_LOGREG || a.model == MODEL_SVM;
-    if (isnan(a.lr)) a.lr = sparse ? 0.5 : 0.05;
-    if (a.batch == 0) a.batch = (a.model == MODEL_MLP || a.model == MODEL_SOFTMAX) ? 16 : 1;
-    if (isnan(a.l2)) a.l2 = a.model == MODEL_MF ? 0.01 : 0.0;
-    if (!a.data) a.data = sparse ? "gen:sparse" : a.model == MODEL_MF ? "gen:ratings" : "fashion-mnist";
-    if (a.model == MODEL_MF && !isnan(a.target_acc)) {
-        fprintf(stderr, "asgd train: --target-acc: mf is measured by RMSE; use --target-rmse\n");
-        return 2;
-    }
-    if (a.model != MODEL_MF && !isnan(a.target_rmse)) {
-        fprintf(stderr, "asgd train: --target-rmse: only mf is measured by RMSE; use --target-acc\n");
-        return 2;
-    }
-    if (a.stop_at_target && isnan(a.target_acc) && isnan(a.target_rmse)) {
-        fprintf(stderr, "asgd train: --stop-at-target needs --target-acc or --target-rmse\n");
-        return 2;
-    }
-    size_t hidden[MAX_HIDDEN], n_hidden = 0;
-    if (a.model == MODEL_MLP && parse_hidden(a.hidden, hidden, &n_hidden, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd train: %s\n", err);
-        return 2;
-    }
-    optimizer_config_t oc;
-    optimizer_config_default(&oc);
-    oc.kind = (optimizer_kind_t)a.optimizer;
-    oc.lr = a.lr;
-    oc.schedule = (lr_schedule_t)a.schedule;
-    oc.decay = a.lr_decay;
-    oc.momentum = a.momentum;
-    oc.epsilon = a.adagrad_eps;
-    if (oc.schedule == LR_SCHEDULE_EPOCH_DECAY && !flags_find(flags, n_flags, "lr-decay")->seen) oc.decay = 0.5;
-    a.lr_decay = oc.decay;
-    if (optimizer_config_check(&oc, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd train: %s\n", err);
-        return 2;
-    }
-
-    data_options_t dopt = {a.data, a.data_dir, a.train_limit, a.test_limit, a.test_frac, a.seed};
+    int usage_status = train_args_finish(&a, flags, n_flags, "asgd train");
+    if (usage_status != 0) return usage_status;
+    const optimizer_config_t oc = a.opt;
     data_bundle_t data;
-    if (data_bundle_load(&dopt, data_kind_for(a.model), &data, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd train: %s\n", err);
-        return 1;
-    }
     model_t *model = NULL;
-    switch (a.model) {
-    case MODEL_LOGREG:
-    case MODEL_SVM:
-        model = model_new_linear(a.model == MODEL_SVM ? LINEAR_LOSS_HINGE : LINEAR_LOSS_LOGISTIC, &data.sparse_train,
-                                 &data.sparse_test, a.l2, err, sizeof err);
-        break;
-    case MODEL_SOFTMAX:
-    case MODEL_MLP:
-        model = model_new_mlp(&data.dense_train, &data.dense_test, hidden, n_hidden, a.l2, err, sizeof err);
-        break;
-    case MODEL_MF:
-        model = model_new_mf(&data.ratings_train, &data.ratings_test, a.rank, a.l2, err, sizeof err);
-        break;
-    }
+    data_bundle_init(&data);
     int status = 1;
+    float *final_w = NULL;
     run_report_t *report = NULL;
     FILE *summary_file = NULL;
-    if (!model) goto fail;
+    if (train_args_build(&a, &data, &model, err, sizeof err) != 0) goto fail;
     train_config_t tc;
-    train_config_default(&tc);
-    tc.mode = (train_mode_t)a.mode;
-    tc.threads = a.threads;
-    tc.epochs = a.epochs;
-    tc.batch = a.batch;
-    tc.seed = a.seed;
-    tc.eval_every = a.eval_every;
-    tc.eval_limit = a.eval_limit;
-    tc.target = a.model == MODEL_MF ? a.target_rmse : a.target_acc;
-    tc.stop_at_target = a.stop_at_target;
-    tc.pin = a.pin;
-    tc.progress_interval_s = a.quiet ? 0.0 : 0.5;
+    train_args_train_config(&a, &tc);
     if (train_config_check(&tc, model_num_train(model), err, sizeof err) != 0) goto fail;
     size_t n_params = model_num_params(model);
     if (a.summary && !(summary_file = fopen(a.summary, "w"))) {
@@ -278,7 +125,19 @@ int cmd_train(int argc, char **argv) {
     if (!(report = run_report_new(a.log, model_metric(model), a.quiet ? NULL : stderr, total, err, sizeof err))) goto fail;
     train_callbacks_t cb = run_report_callbacks(report);
     train_result_t result;
-    if (train_fresh(model, &oc, &tc, a.seed, &cb, &result, NULL, err, sizeof err) != 0) goto fail;
+    if (save_model && !(final_w = malloc(n_params * sizeof *final_w))) {
+        snprintf(err, sizeof err, "out of memory for the final parameters");
+        goto fail;
+    }
+    if (train_fresh(model, &oc, &tc, a.seed, &cb, &result, final_w, err, sizeof err) != 0) goto fail;
+    if (save_model) {
+        FILE *f = fopen(save_model, "wb");
+        size_t wrote = f ? fwrite(final_w, sizeof *final_w, n_params, f) : 0;
+        if (!f || fclose(f) != 0 || wrote != n_params) {
+            snprintf(err, sizeof err, "--save-model %.300s: cannot write: %s", save_model, strerror(errno));
+            goto fail;
+        }
+    }
     if (run_report_close(&report, err, sizeof err) != 0) goto fail;
     write_summary(stdout, &a, model_desc, n_params, &data, model_metric(model), &result);
     fflush(stdout);
@@ -297,6 +156,7 @@ fail:
     if (summary_file) fclose(summary_file);
     char ignored[8];
     run_report_close(&report, ignored, sizeof ignored);
+    free(final_w);
     model_destroy(&model);
     data_bundle_free(&data);
     return status;
