@@ -5,6 +5,9 @@
 // and returns the process exit status (0 ok, 1 failure, 2 usage error).
 int cmd_train(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
+int cmd_server(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
+int cmd_launch(int argc, char **argv);
 
 // The startup banner's shared part: version, BLAS kernels, CPUs.
 void print_banner(FILE *out, const char *command);

@@ -15,6 +15,9 @@ static void print_usage(FILE *out) {
             "\n"
             "commands:\n"
             "  train     train a model on this machine: hogwild, locked or sync threads\n"
+            "  launch    a distributed run: parameter servers and worker replicas (here, or under srun/mpirun)\n"
+            "  server    one parameter-server shard of a distributed run\n"
+            "  worker    one worker replica of a distributed run\n"
             "  gen       write a generated dataset (sparse libsvm or ratings) to a file\n"
             "  help      show this help\n"
             "  version   print the version\n",
@@ -45,6 +48,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(command, "train") == 0) return cmd_train(argc - 2, argv + 2);
     if (strcmp(command, "gen") == 0) return cmd_gen(argc - 2, argv + 2);
+    if (strcmp(command, "launch") == 0) return cmd_launch(argc - 2, argv + 2);
+    if (strcmp(command, "server") == 0) return cmd_server(argc - 2, argv + 2);
+    if (strcmp(command, "worker") == 0) return cmd_worker(argc - 2, argv + 2);
     fprintf(stderr, "asgd: unknown command '%s' (see asgd help)\n", command);
     return 2;
 }

@@ -70,6 +70,7 @@ struct trainer {
     grad_t sum;               // the averaged gradient of a round
     size_t *sub_count;        // (threads) examples each thread took this round
     int round_park;           // thread 0's reading of pause_requested for this round
+    int round_applied;        // distributed: the link applied this round's update itself
 };
 
 static double now_s(void) {
@@ -105,7 +106,17 @@ int train_config_check(const train_config_t *c, size_t n_train, char *err, size_
         snprintf(err, err_len, "training set has %zu examples; expected 1..%u", n_train, UINT32_MAX);
         return -1;
     }
-    if (c->mode != TRAIN_MODE_SYNC && c->threads > n_train) {
+    if (c->link && (c->link->ranks == 0 || c->link->rank >= c->link->ranks)) {
+        snprintf(err, err_len, "trainer: replica %zu of %zu", c->link->rank, c->link->ranks);
+        return -1;
+    }
+    size_t shard = c->link ? n_train / c->link->ranks : n_train;
+    if (c->mode != TRAIN_MODE_SYNC && c->threads > shard) {
+        if (c->link) {
+            snprintf(err, err_len, "--threads: %zu threads but this worker's data shard has only %zu examples", c->threads,
+                     shard);
+            return -1;
+        }
         snprintf(err, err_len, "--threads: %zu threads but only %zu training examples to shard", c->threads, n_train);
         return -1;
     }
@@ -163,6 +174,11 @@ static void open_gate(trainer_t *tr, int abandon) {
 
 // Returns 1 if the worker must stop.
 static int check_pause(trainer_t *tr) {
+    const train_link_t *link = tr->cfg.link;
+    if (link && atomic_load_explicit(link->abort, memory_order_relaxed)) {
+        atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
+        return 1;
+    }
     if (!atomic_load_explicit(&tr->pause_requested, memory_order_acquire)) return 0;
     park(tr);
     return atomic_load_explicit(&tr->stop_requested, memory_order_acquire);
@@ -227,6 +243,37 @@ static void apply_block(void *ctx, size_t offset, const float *g, size_t n) {
     optimizer_apply_block(b->opt, b->w, offset, g, n, b->lr, b->copy);
 }
 
+static void sleep_ms(double ms) {
+    struct timespec t = {(time_t)(ms / 1000.0), (long)(fmod(ms, 1000.0) * 1e6)};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+}
+
+// A distributed replica's thread waits here while the link holds it back (the
+// staleness bound). Returns 1 if the run is stopping.
+static int wait_for_allowance(trainer_t *tr, size_t id, uint64_t my_steps) {
+    const train_link_t *link = tr->cfg.link;
+    if (my_steps < atomic_load_explicit(link->step_allowance, memory_order_acquire)) return 0;
+    double t0 = now_s();
+    int spins = 0, stopping = 0;
+    while (my_steps >= atomic_load_explicit(link->step_allowance, memory_order_acquire)) {
+        if (check_pause(tr)) {
+            stopping = 1;
+            break;
+        }
+        if (++spins < 64) {
+            sched_yield();
+        } else {
+            struct timespec nap = {0, 20000};
+            nanosleep(&nap, NULL);
+        }
+    }
+    uint64_t waited = (uint64_t)((now_s() - t0) * 1e9);
+    uint64_t total = atomic_load_explicit(&link->progress[id].wait_ns, memory_order_relaxed);
+    atomic_store_explicit(&link->progress[id].wait_ns, total + waited, memory_order_relaxed);
+    return stopping;
+}
+
 static void *async_worker(void *arg) {
     worker_t *wk = arg;
     trainer_t *tr = wk->tr;
@@ -252,6 +299,7 @@ static void *async_worker(void *arg) {
         rng_shuffle_u32(&rng, shard, len);
         for (size_t pos = 0; pos < len; pos += c->batch) {
             if (check_pause(tr)) goto done;
+            if (c->link && wait_for_allowance(tr, wk->id, my_updates)) goto done;
             size_t count = len - pos < c->batch ? len - pos : c->batch;
             // Step-size schedules count global updates; each thread sees about 1/T of them.
             float lr = optimizer_lr(tr->opt, (double)my_updates * (double)c->threads, epoch);
@@ -271,10 +319,15 @@ static void *async_worker(void *arg) {
             my_updates++;
             my_samples += count;
             publish(&tr->stats[wk->id], count, loss, lr, 1);
+            if (c->link) {
+                atomic_store_explicit(&c->link->progress[wk->id].steps, my_updates, memory_order_relaxed);
+                if (c->link->step_delay_ms > 0) sleep_ms(c->link->step_delay_ms);
+            }
             if (my_samples >= next_check) next_check = maybe_request_eval(tr, my_samples);
         }
     }
 done:
+    if (c->link) atomic_store_explicit(&c->link->progress[wk->id].steps, UINT64_MAX, memory_order_release);
     mark_finished(tr);
     return NULL;
 }
@@ -285,8 +338,10 @@ static void *sync_worker(void *arg) {
     worker_t *wk = arg;
     trainer_t *tr = wk->tr;
     const train_config_t *c = &tr->cfg;
+    const train_link_t *link = c->link;
     size_t T = c->threads, id = wk->id, n = tr->n_train;
-    size_t round_size = T * c->batch;
+    size_t rank = link ? link->rank : 0, ranks = link ? link->ranks : 1;
+    size_t replica_size = T * c->batch, round_size = ranks * replica_size;
     rng_t rng;
     rng_seed(&rng, c->seed, STREAM_SHUFFLE);  // only thread 0 draws from it
     uint64_t rounds = 0, samples = 0;
@@ -307,13 +362,18 @@ static void *sync_worker(void *arg) {
                 park(tr);
                 if (atomic_load_explicit(&tr->stop_requested, memory_order_acquire)) goto done;
             }
-            size_t total = n - base < round_size ? n - base : round_size;
+            // This replica's part of the round: [mine, mine + total) of the order.
+            size_t round_total = n - base < round_size ? n - base : round_size;
+            size_t mine = rank * replica_size, total = 0;
+            if (mine < round_total) total = round_total - mine < replica_size ? round_total - mine : replica_size;
             size_t begin = id * c->batch, count = 0;
             if (begin < total) count = total - begin < c->batch ? total - begin : c->batch;
             tr->sub_count[id] = count;
             double loss = 0.0;
-            if (count) loss = model_loss_grad(tr->model, tr->w, tr->order + base + begin, count, &wk->grad, wk->ws);
+            if (count)
+                loss = model_loss_grad(tr->model, tr->w, tr->order + base + mine + begin, count, &wk->grad, wk->ws);
             float lr = optimizer_lr(tr->opt, (double)rounds, epoch);
+            if (link && id == 0 && link->step_delay_ms > 0) sleep_ms(link->step_delay_ms);
             spin_barrier_wait(&tr->barrier);  // B: every gradient of the round is ready
             if (tr->sum.dense) {
                 // This thread alone reads and clears its range of every thread's gradient.
@@ -326,11 +386,32 @@ static void *sync_worker(void *arg) {
                     }
                     tr->sum.value[j] = s;
                 }
-                optimizer_apply_range(tr->opt, tr->w, tr->sum.value, range_begin, range_end, lr);
+                if (!link) optimizer_apply_range(tr->opt, tr->w, tr->sum.value, range_begin, range_end, lr);
             } else if (id == 0) {
                 for (size_t t = 0; t < T; t++)
                     if (tr->sub_count[t]) grad_accumulate(&tr->sum, &tr->workers[t].grad, (float)tr->sub_count[t] / (float)total);
-                optimizer_apply_and_clear(tr->opt, tr->w, &tr->sum, lr);
+                if (!link) optimizer_apply_and_clear(tr->opt, tr->w, &tr->sum, lr);
+            }
+            if (link) {
+                spin_barrier_wait(&tr->barrier);  // the replica's averaged gradient is complete
+                if (id == 0) {
+                    int applied = 0;
+                    if (link->exchange(link->ctx, &tr->sum, total, lr, tr->w, &applied) != 0)
+                        atomic_store_explicit(link->abort, 1, memory_order_relaxed);
+                    tr->round_applied = applied;
+                }
+                spin_barrier_wait(&tr->barrier);  // the global gradient (or model) is here
+                if (atomic_load_explicit(link->abort, memory_order_relaxed)) {
+                    atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
+                    goto done;
+                }
+                if (tr->sum.dense) {
+                    if (!tr->round_applied) optimizer_apply_range(tr->opt, tr->w, tr->sum.value, range_begin, range_end, lr);
+                } else if (id == 0) {
+                    if (!tr->round_applied) optimizer_apply_and_clear(tr->opt, tr->w, &tr->sum, lr);
+                    else grad_clear(&tr->sum);
+                }
+                if (id == 0) atomic_store_explicit(&link->progress[0].steps, rounds + 1, memory_order_relaxed);
             }
             rounds++;
             samples += total;
@@ -432,7 +513,11 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
         worker_t *wk = &tr->workers[i];
         wk->tr = tr;
         wk->id = i;
-        shard_range(tr->n_train, T, i, &wk->shard_begin, &wk->shard_end);
+        size_t lo = 0, hi = tr->n_train;
+        if (tr->cfg.link) shard_range(tr->n_train, tr->cfg.link->ranks, tr->cfg.link->rank, &lo, &hi);
+        shard_range(hi - lo, T, i, &wk->shard_begin, &wk->shard_end);
+        wk->shard_begin += lo;
+        wk->shard_end += lo;
         wk->ws = model_ws_new(tr->model, tr->cfg.batch, err, err_len);
         if (!wk->ws || grad_init(&wk->grad, tr->n_params, dense, err, err_len) != 0) return -1;
     }
@@ -489,7 +574,10 @@ static train_point_t point_at(const trainer_t *tr, const clock_state_t *clk, con
     p.wall_s = now - clk->start - clk->paused;
     p.samples = t->samples;
     p.updates = t->updates;
-    p.epoch = (double)t->samples / (double)tr->n_train;
+    // A replica's samples are its share: scaled by the number of replicas, an
+    // epoch is still one pass of the whole run over the training set.
+    double ranks = tr->cfg.link ? (double)tr->cfg.link->ranks : 1.0;
+    p.epoch = (double)t->samples * ranks / (double)tr->n_train;
     p.samples_per_s = p.wall_s > 0 ? (double)t->samples / p.wall_s : 0.0;
     p.lr = t->lr;
     uint64_t ds = t->samples - clk->at_last_eval.samples;
@@ -531,7 +619,8 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     tr.cfg = *c;
     tr.n_train = model_num_train(m);
     tr.n_params = model_num_params(m);
-    if (tr.cfg.eval_every == 0) tr.cfg.eval_every = tr.n_train;
+    if (tr.cfg.eval_every == 0) tr.cfg.eval_every = c->link ? tr.n_train / c->link->ranks : tr.n_train;
+    if (tr.cfg.eval_every == 0) tr.cfg.eval_every = 1;
     model_ws_t *eval_ws[EVAL_THREADS_MAX] = {NULL};
     size_t n_eval_ws = c->threads < EVAL_THREADS_MAX ? c->threads : EVAL_THREADS_MAX;
     int prepared = prepare(&tr, err, err_len) == 0;
@@ -607,6 +696,10 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     pthread_mutex_unlock(&tr.mu);
     for (size_t i = 0; i < started; i++) pthread_join(tr.workers[i].thread, NULL);
     blas_set_threads(saved_blas_threads);
+    if (rc == 0 && c->link && atomic_load_explicit(c->link->abort, memory_order_relaxed)) {
+        snprintf(err, err_len, "training stopped: this worker lost its connection to the run");
+        rc = -1;
+    }
 
     if (rc == 0) {
         totals_t t = read_totals(&tr);

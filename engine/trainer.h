@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdatomic.h>
+
 #include "engine/model.h"      // defines: model_t, model_loss_grad, model_evaluate
 #include "engine/optimizer.h"  // defines: optimizer_t, optimizer_config_t
 
@@ -28,6 +30,38 @@ typedef enum train_mode {
     TRAIN_MODE_LOCKED,
     TRAIN_MODE_SYNC,
 } train_mode_t;
+
+// Per-thread counters a distributed run's link reads, one cache line each.
+typedef struct train_thread_progress {
+    _Alignas(64) _Atomic uint64_t steps;  // steps this thread has taken
+    _Atomic uint64_t wait_ns;             // time it spent held by step_allowance
+} train_thread_progress_t;
+
+// How one replica of a distributed run (engine/replica.h) hooks into the
+// trainer. Single-node runs leave train_config.link NULL.
+typedef struct train_link {
+    // Which replica this is, of how many. hogwild/locked: the replica trains on
+    // shard `rank` of the data order, split again over its threads. sync: every
+    // round is ranks*threads*batch examples of the (shared) order, and this
+    // replica takes slice `rank` of it, so N replicas of T threads see exactly
+    // what one process of N*T threads would.
+    size_t rank, ranks;
+    // hogwild/locked: a thread takes its k-th step (k from 0, per thread) only
+    // while k < *step_allowance; the link raises it (SSP/BSP waiting).
+    _Atomic uint64_t *step_allowance;
+    train_thread_progress_t *progress;  // (threads)
+    // sync: called by thread 0 once per round, when `sum` holds this replica's
+    // averaged gradient over `examples` examples (possibly 0). Either the
+    // global update has been applied to w (a parameter server did it: set
+    // *applied), or sum now holds the global average for the trainer to apply.
+    // Returns 0, or -1 to stop the run.
+    int (*exchange)(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied);
+    void *ctx;
+    // Set by the link when its communication failed: every thread stops.
+    _Atomic int *abort;
+    // Injected delay after every step (hogwild/locked) or round (sync): a straggler.
+    double step_delay_ms;
+} train_link_t;
 
 typedef struct train_config {
     train_mode_t mode;
@@ -41,12 +75,13 @@ typedef struct train_config {
     int stop_at_target;         // end the run at the first evaluation that meets the target
     int pin;                    // pin thread t to CPU t mod (online CPUs)
     double progress_interval_s; // 0: no progress callbacks
+    const train_link_t *link;   // distributed runs only (borrowed); NULL otherwise
 } train_config_t;
 
 // One evaluation point (or, for progress callbacks, a snapshot with test fields NaN).
 typedef struct train_point {
     double wall_s;         // training seconds since start, evaluation pauses excluded
-    double epoch;          // samples / training-set size
+    double epoch;          // samples / training-set size (times the replicas of a distributed run)
     uint64_t samples;      // training examples processed, all threads
     uint64_t updates;      // updates applied to the shared model
     double samples_per_s;  // samples / wall_s

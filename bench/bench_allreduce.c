@@ -1,0 +1,349 @@
+// Ring allreduce benchmark (net/ring.h) against Open MPI's MPI_Allreduce on the
+// same machine in the same run. For R ranks (forked processes talking over
+// tcp://127.0.0.1 or ipc://) and each size, a few warm-up calls, then timed
+// calls; the figure is the slowest rank's median time per call, and the bus
+// bandwidth is 2(R-1)/R * bytes / time (what each rank's link carries). The
+// reference, bench/mpi/mpi_allreduce_bench.c, is timed the same way under
+// mpirun, with Open MPI's default transports (shared memory on one node) and
+// with its TCP transport over loopback. Prints a table. Not part of the tests.
+//
+//   bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64] [--warmup 3] [--iters 10]
+//                   [--transport tcp|ipc|both] [--zero-copy 0|1|both] [--sub FLOATS]
+//                   [--io-threads K] [--no-mpi]
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "net/ring.h"  // defines: ring_new, ring_connect, ring_tune, ring_allreduce_sum, ring_destroy
+
+#define RUN 0xbe9c400000000001ull
+#define MAX_LIST 8
+#define MAX_RANKS 64
+#define EP_LEN 256
+#define CALL_TIMEOUT_MS 60000
+
+typedef struct opts {
+    size_t ranks[MAX_LIST], n_ranks;
+    size_t mb[MAX_LIST], n_sizes;
+    int warmup, iters;
+    int tcp, ipc;      // transports to run
+    int copy, zc;      // send modes to run
+    size_t sub;
+    int io_threads;
+    int mpi;
+} opts_t;
+
+typedef struct record {
+    double sec;  // median time of the timed calls; < 0 when the rank failed
+    int ok;      // the checked call summed right
+} record_t;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// The median resists the other tenants of a shared machine better than the mean.
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "bench_allreduce: %s: %s\n", what, strerror(errno));
+    exit(1);
+}
+
+static void write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) die("write to pipe");
+        c += w, n -= (size_t)w;
+    }
+}
+
+static int read_all(int fd, void *p, size_t n) {
+    char *c = p;
+    while (n) {
+        ssize_t r = read(fd, c, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        c += r, n -= (size_t)r;
+    }
+    return 0;
+}
+
+static size_t parse_list(const char *s, size_t *out) {
+    size_t n = 0;
+    char *end;
+    while (*s && n < MAX_LIST) {
+        unsigned long long v = strtoull(s, &end, 10);
+        if (end == s || v == 0) {
+            fprintf(stderr, "bench_allreduce: bad list '%s'\n", s);
+            exit(2);
+        }
+        out[n++] = (size_t)v;
+        s = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',') break;
+    }
+    return n;
+}
+
+// One rank: rendezvous, then for every size warm-up, timed calls and one checked call.
+static void rank_main(size_t rank, size_t n, const opts_t *o, const char *transport, int zero_copy, int up,
+                      int down) {
+    alarm(600);
+    char err[512];
+    void *ctx = zmq_ctx_new();
+    if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, o->io_threads) != 0) die("zmq_ctx_new");
+    ring_t *r = ring_new(ctx, rank, n, RUN, strcmp(transport, "ipc") == 0 ? "ipc" : "127.0.0.1", err, sizeof err);
+    if (!r || ring_tune(r, o->sub, zero_copy, err, sizeof err) != 0) {
+        fprintf(stderr, "rank %zu: %s\n", rank, err);
+        exit(1);
+    }
+    char ep[EP_LEN] = {0};
+    snprintf(ep, sizeof ep, "%s", ring_endpoint(r));
+    write_all(up, ep, sizeof ep);
+    if (read_all(down, ep, sizeof ep) != 0) exit(1);
+    if (ring_connect(r, ep, err, sizeof err) != 0) {
+        fprintf(stderr, "rank %zu: %s\n", rank, err);
+        exit(1);
+    }
+    double *times = calloc((size_t)o->iters, sizeof *times);
+    if (!times) die("calloc");
+    for (size_t s = 0; s < o->n_sizes; s++) {
+        size_t count = o->mb[s] * (1u << 20) / sizeof(float);
+        // Zeros stay zeros however often they are summed (no overflow, no
+        // denormals), as in the MPI reference.
+        float *x = calloc(count, sizeof *x);
+        record_t rec = {-1.0, 0};
+        if (!x) die("calloc");
+        int rc = 0;
+        for (int i = 0; i < o->warmup && rc == 0; i++) rc = ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err);
+        for (int i = 0; i < o->iters && rc == 0; i++) {
+            double t0 = now_s();
+            rc = ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err);
+            times[i] = now_s() - t0;
+        }
+        double t = median(times, o->iters);
+        for (size_t i = 0; i < count; i++) x[i] = (float)(rank + 1);
+        if (rc == 0) rc = ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err);
+        if (rc == 0) {
+            float want = (float)n * (float)(n + 1) / 2.0f;
+            rec.ok = 1;
+            for (size_t i = 0; i < count; i++) rec.ok &= x[i] == want;
+            rec.sec = t;
+        } else {
+            fprintf(stderr, "rank %zu: %s\n", rank, err);
+        }
+        write_all(up, &rec, sizeof rec);
+        free(x);
+        if (rc != 0) break;
+    }
+    free(times);
+    ring_destroy(&r);
+    zmq_ctx_term(ctx);
+    exit(0);
+}
+
+// Runs every size on a ring of n ranks; sec[s] gets the slowest rank's time (< 0: failed).
+static void run_ours(size_t n, const opts_t *o, const char *transport, int zero_copy, double *sec) {
+    int up[MAX_RANKS][2], down[MAX_RANKS][2];
+    pid_t pid[MAX_RANKS];
+    fflush(stdout);
+    for (size_t i = 0; i < n; i++) {
+        if (pipe(up[i]) != 0 || pipe(down[i]) != 0) die("pipe");
+        pid[i] = fork();
+        if (pid[i] < 0) die("fork");
+        if (pid[i] == 0) {
+            for (size_t k = 0; k < i; k++) close(up[k][0]), close(down[k][1]);
+            close(up[i][0]);
+            close(down[i][1]);
+            rank_main(i, n, o, transport, zero_copy, up[i][1], down[i][0]);
+        }
+        close(up[i][1]);
+        close(down[i][0]);
+    }
+    char eps[MAX_RANKS][EP_LEN];
+    int failed = 0;
+    for (size_t i = 0; i < n; i++) failed |= read_all(up[i][0], eps[i], EP_LEN) != 0;
+    for (size_t i = 0; i < n && !failed; i++) write_all(down[i][1], eps[(i + 1) % n], EP_LEN);
+    for (size_t s = 0; s < o->n_sizes; s++) {
+        sec[s] = 0;
+        for (size_t i = 0; i < n; i++) {
+            record_t rec;
+            if (failed || read_all(up[i][0], &rec, sizeof rec) != 0 || rec.sec < 0 || !rec.ok) {
+                sec[s] = -1;
+                failed = 1;
+                continue;
+            }
+            if (rec.sec > sec[s]) sec[s] = rec.sec;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (failed) kill(pid[i], SIGKILL);
+        waitpid(pid[i], NULL, 0);
+        close(up[i][0]);
+        close(down[i][1]);
+    }
+}
+
+// The reference binary: CMake's path when it built one, else next to this binary.
+static int mpi_paths(char *bench, size_t bench_len, char *mpiexec, size_t mpiexec_len) {
+#ifdef ASGD_MPI_BENCH
+    snprintf(bench, bench_len, "%s", ASGD_MPI_BENCH);
+    snprintf(mpiexec, mpiexec_len, "%s", ASGD_MPIEXEC);
+#else
+    char self[PATH_MAX];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len <= 0) return -1;
+    self[len] = '\0';
+    char *slash = strrchr(self, '/');
+    if (slash) *slash = '\0';
+    snprintf(bench, bench_len, "%s/mpi_allreduce_bench", self);
+    snprintf(mpiexec, mpiexec_len, "mpirun");
+#endif
+    return access(bench, X_OK) == 0 ? 0 : -1;
+}
+
+// Runs the reference under mpirun; sec[s] as for run_ours.
+static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mpiexec, const char *extra,
+                    double *sec) {
+    char cmd[4096];
+    int at = snprintf(cmd, sizeof cmd, "%s --oversubscribe --allow-run-as-root %s -n %zu %s %d %d", mpiexec, extra, n,
+                      bench, o->warmup, o->iters);
+    for (size_t s = 0; s < o->n_sizes; s++) {
+        sec[s] = -1;
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %zu", o->mb[s] << 20);
+    }
+    snprintf(cmd + at, sizeof cmd - (size_t)at, " 2>&1");
+    fflush(stdout);
+    FILE *p = popen(cmd, "r");
+    if (!p) return;
+    char line[1024];
+    while (fgets(line, sizeof line, p)) {
+        int ranks;
+        size_t bytes;
+        double t;
+        char check[16];
+        if (sscanf(line, "mpi_allreduce ranks=%d bytes=%zu seconds=%lf check=%15s", &ranks, &bytes, &t, check) == 4) {
+            for (size_t s = 0; s < o->n_sizes; s++)
+                if (bytes == o->mb[s] << 20) sec[s] = strcmp(check, "ok") == 0 ? t : -1;
+        } else {
+            fprintf(stderr, "mpirun: %s", line);
+        }
+    }
+    pclose(p);
+}
+
+static void row(size_t n, size_t mb, const char *who, double sec, double mpi_sm, double mpi_tcp) {
+    if (sec < 0) {
+        printf("| %5zu | %4zu MB | %-18s | %10s | %8s | %9s | %9s |\n", n, mb, who, "failed", "-", "-", "-");
+        return;
+    }
+    double bus = 2.0 * (double)(n - 1) / (double)n * (double)(mb << 20) / sec / 1e9;
+    char r1[32] = "-", r2[32] = "-";
+    if (mpi_sm > 0) snprintf(r1, sizeof r1, "%.2f", sec / mpi_sm);
+    if (mpi_tcp > 0) snprintf(r2, sizeof r2, "%.2f", sec / mpi_tcp);
+    printf("| %5zu | %4zu MB | %-18s | %10.3f | %8.2f | %9s | %9s |\n", n, mb, who, sec * 1e3, bus, r1, r2);
+}
+
+int main(int argc, char **argv) {
+    opts_t o = {.ranks = {2, 4}, .n_ranks = 2, .mb = {1, 16, 64}, .n_sizes = 3, .warmup = 3, .iters = 10,
+                .tcp = 1, .ipc = 1, .copy = 1, .zc = 1, .sub = RING_SUB_CHUNK_DEFAULT, .io_threads = 1, .mpi = 1};
+    for (int a = 1; a < argc; a++) {
+        const char *v = a + 1 < argc ? argv[a + 1] : "";
+        if (strcmp(argv[a], "--ranks") == 0) o.n_ranks = parse_list(v, o.ranks), a++;
+        else if (strcmp(argv[a], "--sizes-mb") == 0) o.n_sizes = parse_list(v, o.mb), a++;
+        else if (strcmp(argv[a], "--warmup") == 0) o.warmup = atoi(v), a++;
+        else if (strcmp(argv[a], "--iters") == 0) o.iters = atoi(v), a++;
+        else if (strcmp(argv[a], "--sub") == 0) o.sub = strtoull(v, NULL, 10), a++;
+        else if (strcmp(argv[a], "--io-threads") == 0) o.io_threads = atoi(v), a++;
+        else if (strcmp(argv[a], "--transport") == 0) {
+            o.tcp = strcmp(v, "ipc") != 0;
+            o.ipc = strcmp(v, "tcp") != 0;
+            a++;
+        } else if (strcmp(argv[a], "--zero-copy") == 0) {
+            o.copy = strcmp(v, "1") != 0;
+            o.zc = strcmp(v, "0") != 0;
+            a++;
+        } else if (strcmp(argv[a], "--no-mpi") == 0) o.mpi = 0;
+        else {
+            fprintf(stderr,
+                    "usage: bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64] [--warmup 3] [--iters 10]\n"
+                    "       [--transport tcp|ipc|both] [--zero-copy 0|1|both] [--sub FLOATS] [--io-threads K] "
+                    "[--no-mpi]\n");
+            return 2;
+        }
+    }
+    for (size_t i = 0; i < o.n_ranks; i++)
+        if (o.ranks[i] > MAX_RANKS) {
+            fprintf(stderr, "bench_allreduce: at most %d ranks\n", MAX_RANKS);
+            return 2;
+        }
+    if (o.iters < 1 || o.warmup < 0 || o.io_threads < 1 || o.sub == 0) {
+        fprintf(stderr, "bench_allreduce: need --iters >= 1, --warmup >= 0, --io-threads >= 1, --sub >= 1\n");
+        return 2;
+    }
+    char mpi_bench[PATH_MAX], mpiexec[PATH_MAX];
+    int have_mpi = o.mpi && mpi_paths(mpi_bench, sizeof mpi_bench, mpiexec, sizeof mpiexec) == 0;
+    int major, minor, patch;
+    zmq_version(&major, &minor, &patch);
+    printf("bench_allreduce | %ld CPUs | libzmq %d.%d.%d, %d I/O thread(s) per rank | sub-chunk %zu floats | "
+           "%d warm-up + %d timed calls, median per call of the slowest rank\n",
+           sysconf(_SC_NPROCESSORS_ONLN), major, minor, patch, o.io_threads, o.sub, o.warmup, o.iters);
+    if (have_mpi)
+        printf("reference: %s --oversubscribe --allow-run-as-root -n R %s (default transports: \"MPI sm\"; "
+               "--mca btl self,tcp --mca btl_tcp_if_include lo: \"MPI tcp\")\n",
+               mpiexec, mpi_bench);
+    else if (o.mpi)
+        printf("reference: no mpi_allreduce_bench found (configure with MPI installed to build it)\n");
+    printf("ratio columns: our time / MPI's time (below 1: faster than MPI)\n\n");
+    printf("| ranks |    size | implementation     |    ms/call | bus GB/s | /MPI sm   | /MPI tcp  |\n");
+    printf("|------:|--------:|--------------------|-----------:|---------:|----------:|----------:|\n");
+
+    for (size_t ri = 0; ri < o.n_ranks; ri++) {
+        size_t n = o.ranks[ri];
+        double sm[MAX_LIST], tcp[MAX_LIST];
+        for (size_t s = 0; s < o.n_sizes; s++) sm[s] = tcp[s] = -1;
+        if (have_mpi) {
+            run_mpi(n, &o, mpi_bench, mpiexec, "", sm);
+            run_mpi(n, &o, mpi_bench, mpiexec, "--mca btl self,tcp --mca btl_tcp_if_include lo", tcp);
+        }
+        double ours[4][MAX_LIST];
+        const char *names[4] = {"asgd ring tcp", "asgd ring tcp zc", "asgd ring ipc", "asgd ring ipc zc"};
+        int ran[4] = {0};
+        for (int t = 0; t < 2; t++) {
+            if (!(t == 0 ? o.tcp : o.ipc)) continue;
+            for (int z = 0; z < 2; z++) {
+                if (!(z == 0 ? o.copy : o.zc)) continue;
+                run_ours(n, &o, t == 0 ? "tcp" : "ipc", z, ours[2 * t + z]);
+                ran[2 * t + z] = 1;
+            }
+        }
+        for (size_t s = 0; s < o.n_sizes; s++) {
+            for (int k = 0; k < 4; k++)
+                if (ran[k]) row(n, o.mb[s], names[k], ours[k][s], sm[s], tcp[s]);
+            if (have_mpi) {
+                row(n, o.mb[s], "Open MPI sm", sm[s], sm[s], tcp[s]);
+                row(n, o.mb[s], "Open MPI tcp", tcp[s], sm[s], tcp[s]);
+            }
+        }
+    }
+    return 0;
+}

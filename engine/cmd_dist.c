@@ -1,0 +1,526 @@
+// One process of a distributed run: a parameter-server shard or a worker
+// replica (dist.h), and the `asgd server` / `asgd worker` commands.
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "datasets/split.h"         // defines: shard_range
+#include "engine/commands.h"
+#include "engine/dist.h"
+#include "engine/json_writer.h"     // defines: json_*
+#include "engine/replica.h"         // defines: replica_train
+#include "engine/run_report.h"      // defines: run_report_new
+#include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
+#include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
+#include "net/ring.h"               // defines: ring_new, ring_connect
+#include "staleness/delay.h"        // defines: delay_spec_parse
+#include "staleness/histogram.h"    // defines: staleness_hist_*
+
+#define ERR_LEN 512
+
+static const char sync_choices[] = "bsp|ssp|asp|allreduce";
+
+void dist_args_defaults(dist_args_t *d) {
+    memset(d, 0, sizeof *d);
+    d->servers = 1;
+    d->workers = 2;
+    d->sync = SYNC_MODE_ASP;
+    d->staleness = 4;
+    d->push_every = 1;
+    d->fetch_every = 1;
+    d->server_lr = NAN;
+    d->bind_host = "127.0.0.1";
+    d->timeout_ms = 60000;
+    d->heartbeat_ms = 1000;
+}
+
+size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
+    const flag_spec_t table[DIST_N_FLAGS] = {
+        {"servers", FLAG_TYPE_SIZE, &d->servers, "M", "parameter-server shards (default 1; 0 with --sync allreduce)", 0, 1024, NULL, 0},
+        {"workers", FLAG_TYPE_SIZE, &d->workers, "N", "worker replicas (default 2)", 1, 4096, NULL, 0},
+        {"sync", FLAG_TYPE_CHOICE, &d->sync, "MODE", "consistency model (default asp)", 0, 0, sync_choices, 0},
+        {"staleness", FLAG_TYPE_SIZE, &d->staleness, "S", "ssp: how many push rounds a worker may run ahead of the slowest (default 4)", 0, 1e9, NULL, 0},
+        {"push-every", FLAG_TYPE_SIZE, &d->push_every, "N", "asp/ssp: push accumulated updates every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
+        {"fetch-every", FLAG_TYPE_SIZE, &d->fetch_every, "N", "asp/ssp: pull fresh parameters every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
+        {"server-optimizer", FLAG_TYPE_CHOICE, &d->server_optimizer, "OPT", "update rule on the servers (default sgd)", 0, 0, "sgd|adagrad", 0},
+        {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (default: --lr)", 1e-12, 1e6, NULL, 0},
+        {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:MS", "make worker ID sleep MS ms after every step (a straggler); comma-separated list", 0, 0, NULL, 0},
+        {"coordinator", FLAG_TYPE_STRING, &d->coordinator, "HOST:PORT", "where the processes meet (under srun: the first node, port 29517)", 0, 0, NULL, 0},
+        {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (default: derived from the coordinator)", 0, 0, NULL, 0},
+        {"run-dir", FLAG_TYPE_STRING, &d->run_dir, "DIR", "write this process's CSV and JSON files into DIR", 0, 0, NULL, 0},
+        {"bind-host", FLAG_TYPE_STRING, &d->bind_host, "HOST", "address servers and rings listen on (default 127.0.0.1)", 0, 0, NULL, 0},
+        {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up (default 60000)", 100, 1e9, NULL, 0},
+        {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "ZMTP heartbeat interval, 0 = off (default 1000)", 0, 1e6, NULL, 0},
+    };
+    memcpy(specs, table, sizeof table);
+    return DIST_N_FLAGS;
+}
+
+int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command) {
+    if (d->sync == SYNC_MODE_ALLREDUCE) {
+        d->servers = 0;
+    } else if (d->servers == 0) {
+        fprintf(stderr, "%s: --servers: --sync %s needs at least one parameter-server shard\n", command,
+                sync_mode_name((sync_mode_t)d->sync));
+        return 2;
+    }
+    if (d->sync == SYNC_MODE_BSP || d->sync == SYNC_MODE_ALLREDUCE) {
+        if ((d->push_every != 1 || d->fetch_every != 1)) {
+            fprintf(stderr, "%s: --push-every/--fetch-every apply to asp and ssp; bsp and allreduce exchange every round\n",
+                    command);
+            return 2;
+        }
+    }
+    if (d->sync == SYNC_MODE_BSP && t->schedule != LR_SCHEDULE_CONSTANT) {
+        fprintf(stderr, "%s: --lr-schedule: under bsp the servers apply the update with a constant step (--server-lr)\n",
+                command);
+        return 2;
+    }
+    if (isnan(d->server_lr)) d->server_lr = t->lr;
+    if (d->delay_worker) {
+        double *ms = calloc(d->workers, sizeof *ms);
+        char err[ERR_LEN];
+        int rc = ms ? delay_spec_parse(d->delay_worker, d->workers, ms, err, sizeof err) : -1;
+        free(ms);
+        if (rc != 0) {
+            fprintf(stderr, "%s: %s\n", command, ms ? err : "out of memory");
+            return 2;
+        }
+    }
+    return 0;
+}
+
+uint64_t dist_default_run_id(const char *coordinator) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (const char *p = coordinator; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+// ---- helpers -------------------------------------------------------------------
+
+static atomic_int stop_requested;
+static void on_stop_signal(int sig) {
+    (void)sig;
+    atomic_store(&stop_requested, 1);
+}
+
+static int make_dir(const char *dir, char *err, size_t err_len) {
+    if (!dir) return 0;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        snprintf(err, err_len, "--run-dir %s: cannot create: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static FILE *open_in_dir(const char *dir, const char *name, char *err, size_t err_len) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
+    return f;
+}
+
+// The endpoint others should dial: a wildcard bind is advertised under this host's name.
+static void advertise(const char *bound, char *out, size_t out_len) {
+    const char *wild = strstr(bound, "0.0.0.0");
+    if (!wild) {
+        snprintf(out, out_len, "%s", bound);
+        return;
+    }
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(out, out_len, "%.*s%s%s", (int)(wild - bound), bound, host, wild + strlen("0.0.0.0"));
+}
+
+static void hist_json(json_writer_t *j, const char *key, const staleness_hist_t *h) {
+    json_object(j, key);
+    json_uint(j, "updates", h->count);
+    json_number(j, "mean", staleness_hist_mean(h));
+    json_uint(j, "p50", staleness_hist_quantile(h, 0.5));
+    json_uint(j, "p99", staleness_hist_quantile(h, 0.99));
+    json_uint(j, "max", h->max);
+    json_object_end(j);
+}
+
+// ---- server --------------------------------------------------------------------
+
+static void write_server_json(FILE *out, size_t id, const dist_args_t *d, const ps_server_t *s) {
+    ps_stats_t st;
+    ps_server_stats(s, &st);
+    size_t begin, end;
+    ps_server_range(s, &begin, &end);
+    json_writer_t j;
+    json_begin(&j, out);
+    json_string(&j, "asgd", ASGD_VERSION);
+    json_string(&j, "role", "server");
+    json_uint(&j, "id", id);
+    json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
+    json_uint(&j, "range_begin", begin);
+    json_uint(&j, "range_end", end);
+    json_uint(&j, "version", st.version);
+    json_uint(&j, "pushes_applied", st.pushes_applied);
+    json_uint(&j, "pulls_answered", st.pulls_answered);
+    json_uint(&j, "pulls_waited", st.pulls_waited);
+    json_uint(&j, "bytes_in", st.bytes_in);
+    json_uint(&j, "bytes_out", st.bytes_out);
+    json_uint(&j, "dropped", st.dropped_total);
+    json_uint(&j, "rejected", st.rejected);
+    json_uint(&j, "min_clock", st.min_clock);
+    json_uint(&j, "max_clock", st.max_clock);
+    json_object(&j, "pushes_by_worker");
+    const uint64_t *pushes = ps_server_pushes_per_worker(s);
+    for (size_t k = 0; k < d->workers; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        json_uint(&j, key, pushes[k]);
+    }
+    json_object_end(&j);
+    hist_json(&j, "staleness_clocks", &st.staleness_clocks);
+    hist_json(&j, "staleness_updates", &st.staleness_updates);
+    json_end(&j);
+    fputc('\n', out);
+}
+
+static int write_server_files(size_t id, const dist_args_t *d, const ps_server_t *s, char *err, size_t err_len) {
+    if (!d->run_dir) return 0;
+    char name[64];
+    snprintf(name, sizeof name, "server-%zu.json", id);
+    FILE *f = open_in_dir(d->run_dir, name, err, err_len);
+    if (!f) return -1;
+    write_server_json(f, id, d, s);
+    if (fclose(f) != 0) {
+        snprintf(err, err_len, "%.300s/%s: writing failed: %s", d->run_dir, name, strerror(errno));
+        return -1;
+    }
+    ps_stats_t st;
+    ps_server_stats(s, &st);
+    snprintf(name, sizeof name, "server-%zu-staleness.csv", id);
+    if (!(f = open_in_dir(d->run_dir, name, err, err_len))) return -1;
+    fprintf(f, "staleness,updates_by_clocks,updates_by_versions\n");
+    for (size_t v = 0; v < STALENESS_HIST_BINS; v++) {
+        uint64_t a = st.staleness_clocks.bins[v], b = st.staleness_updates.bins[v];
+        if (a || b) fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)a, (unsigned long long)b);
+    }
+    if (fclose(f) != 0) {
+        snprintf(err, err_len, "%.300s/%s: writing failed: %s", d->run_dir, name, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                      const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
+    size_t n = model_num_params(m);
+    param_t *init = params_new(n, err, err_len);
+    float *values = init ? malloc(n * sizeof *values) : NULL;
+    ps_server_t *s = NULL;
+    rdv_entry_t *table = NULL;
+    int rc = -1;
+    if (!values) {
+        if (init) snprintf(err, err_len, "server: out of memory for %zu parameters", n);
+        goto out;
+    }
+    // Every shard starts from the same seeded model a single process would.
+    model_init_params(m, init, t->seed);
+    params_read(init, n, values);
+    size_t begin, end;
+    shard_range(n, d->servers, id, &begin, &end);
+    ps_config_t c = {
+        .run_id = run_id,
+        .shard = id,
+        .n_shards = d->servers,
+        .n_params = n,
+        .n_workers = d->workers,
+        .mode = (sync_mode_t)d->sync,
+        .staleness = d->staleness,
+        .optimizer = (server_optimizer_t)d->server_optimizer,
+        .lr = (float)d->server_lr,
+        .adagrad_eps = (float)t->adagrad_eps,
+        .heartbeat_ms = (int)d->heartbeat_ms,
+        .quiet = 0,
+    };
+    char bind[300];
+    snprintf(bind, sizeof bind, "tcp://%s:*", d->bind_host);
+    s = ps_server_new(ctx, &c, bind, values + begin, err, err_len);
+    if (!s) goto out;
+    rdv_entry_t me;
+    memset(&me, 0, sizeof me);
+    me.rank = (uint32_t)id;
+    me.role = DIST_ROLE_SERVER;
+    advertise(ps_server_endpoint(s), me.endpoint, sizeof me.endpoint);
+    if (rdv_join(ctx, coordinator, run_id, &me, d->servers + d->workers, &table, (int)d->timeout_ms, err, err_len) != 0)
+        goto out;
+    if (!t->quiet)
+        fprintf(stderr, "asgd server %zu: parameters [%zu, %zu) of %zu at %s, %s\n", id, begin, end, n,
+                ps_server_endpoint(s), sync_mode_name((sync_mode_t)d->sync));
+    if (ps_server_run(s, &stop_requested, err, err_len) != 0) goto out;
+    if (atomic_load(&stop_requested)) {
+        snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
+        write_server_files(id, d, s, err + strlen(err), 0);
+        goto out;
+    }
+    if (write_server_files(id, d, s, err, err_len) != 0) goto out;
+    rc = 0;
+out:
+    free(table);
+    ps_server_destroy(&s);
+    free(values);
+    params_free(&init);
+    return rc;
+}
+
+// ---- worker --------------------------------------------------------------------
+
+static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                              const train_result_t *r, const replica_stats_t *rs) {
+    metric_kind_t metric = model_metric(m);
+    json_writer_t j;
+    json_begin(&j, out);
+    json_string(&j, "asgd", ASGD_VERSION);
+    json_string(&j, "role", "worker");
+    json_uint(&j, "id", id);
+    json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
+    if (d->sync == SYNC_MODE_SSP) json_uint(&j, "staleness_bound", d->staleness);
+    else if (d->sync == SYNC_MODE_BSP) json_uint(&j, "staleness_bound", 0);
+    else json_null(&j, "staleness_bound");
+    json_uint(&j, "threads", t->threads);
+    json_number(&j, "wall_s", r->wall_s);
+    json_number(&j, "eval_s", r->eval_s);
+    json_uint(&j, "samples", r->samples);
+    json_uint(&j, "updates", r->updates);
+    json_number(&j, "samples_per_s", r->samples_per_s);
+    json_number(&j, "time_to_target_s", r->time_to_target_s);
+    if (isnan(r->time_to_target_s)) json_null(&j, "samples_to_target");
+    else json_uint(&j, "samples_to_target", r->samples_to_target);
+    json_number(&j, "final_train_loss", r->last.train_loss);
+    json_number(&j, "final_test_loss", r->last.test_loss);
+    json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
+    json_number(&j, "final_epoch", r->last.epoch);
+    json_number(&j, "global_test_loss", rs->global_test_loss);
+    json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse", rs->global_test_metric);
+    json_uint(&j, "clock", rs->clock);
+    json_uint(&j, "pushes", rs->pushes);
+    json_uint(&j, "push_messages_acked", rs->pushes_acked);
+    json_uint(&j, "pulls", rs->pulls);
+    json_number(&j, "wait_s", rs->wait_s);
+    json_number(&j, "pull_wait_s", rs->pull_wait_s);
+    json_number(&j, "comm_s", rs->comm_s);
+    json_uint(&j, "bytes_out", rs->bytes_out);
+    json_uint(&j, "bytes_in", rs->bytes_in);
+    json_end(&j);
+    fputc('\n', out);
+}
+
+static int save_model(const char *path, const float *w, size_t n, char *err, size_t err_len) {
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        snprintf(err, err_len, "--save-model %s: cannot open for writing: %s", path, strerror(errno));
+        return -1;
+    }
+    size_t wrote = fwrite(w, sizeof *w, n, f);
+    if (fclose(f) != 0 || wrote != n) {
+        snprintf(err, err_len, "--save-model %s: writing failed: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                      const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
+    size_t n_ranks = d->servers + d->workers;
+    ring_t *ring = NULL;
+    rdv_entry_t *table = NULL;
+    const char **servers = NULL;
+    run_report_t *report = NULL;
+    float *final_w = NULL;
+    double *delays = calloc(d->workers, sizeof *delays);
+    int rc = -1;
+    if (!delays) {
+        snprintf(err, err_len, "worker: out of memory");
+        goto out;
+    }
+    if (d->delay_worker && delay_spec_parse(d->delay_worker, d->workers, delays, err, err_len) != 0) goto out;
+    rdv_entry_t me;
+    memset(&me, 0, sizeof me);
+    me.rank = (uint32_t)(d->servers + id);
+    me.role = DIST_ROLE_WORKER;
+    snprintf(me.endpoint, sizeof me.endpoint, "-");
+    if (d->sync == SYNC_MODE_ALLREDUCE) {
+        ring = ring_new(ctx, id, d->workers, run_id, d->bind_host, err, err_len);
+        if (!ring) goto out;
+        advertise(ring_endpoint(ring), me.endpoint, sizeof me.endpoint);
+    }
+    if (rdv_join(ctx, coordinator, run_id, &me, n_ranks, &table, (int)d->timeout_ms, err, err_len) != 0) goto out;
+    servers = calloc(d->servers ? d->servers : 1, sizeof *servers);
+    if (!servers) {
+        snprintf(err, err_len, "worker: out of memory");
+        goto out;
+    }
+    for (size_t k = 0; k < d->servers; k++) servers[k] = table[k].endpoint;
+    if (ring && ring_connect(ring, table[d->servers + (id + 1) % d->workers].endpoint, err, err_len) != 0) goto out;
+
+    replica_config_t rc_cfg = {
+        .run_id = run_id,
+        .id = id,
+        .n_workers = d->workers,
+        .mode = (sync_mode_t)d->sync,
+        .staleness = d->staleness,
+        .push_every = d->push_every,
+        .fetch_every = d->fetch_every,
+        .servers = servers,
+        .n_servers = d->servers,
+        .ring = ring,
+        .timeout_ms = (int)d->timeout_ms,
+        .heartbeat_ms = (int)d->heartbeat_ms,
+        .delay_ms = delays[id],
+    };
+    train_config_t tc;
+    train_args_train_config(t, &tc);
+    if (train_config_check(&tc, model_num_train(m), err, err_len) != 0) goto out;
+    char log_path[1024];
+    const char *log = t->log;
+    if (d->run_dir) {
+        snprintf(log_path, sizeof log_path, "%s/worker-%zu.csv", d->run_dir, id);
+        log = log_path;
+    }
+    double total = (double)model_num_train(m) * (double)t->epochs / (double)d->workers;
+    report = run_report_new(log, model_metric(m), t->quiet ? NULL : stderr, total, err, err_len);
+    if (!report) goto out;
+    if (!t->quiet) {
+        char desc[160];
+        model_describe(m, desc, sizeof desc);
+        fprintf(stderr, "asgd worker %zu of %zu: %s, %s, %zu threads, batch %zu%s\n", id, d->workers, desc,
+                sync_mode_name((sync_mode_t)d->sync), t->threads, t->batch, delays[id] > 0 ? ", delayed" : "");
+    }
+    size_t n = model_num_params(m);
+    if (d->save_model && !(final_w = malloc(n * sizeof *final_w))) {
+        snprintf(err, err_len, "worker: out of memory");
+        goto out;
+    }
+    train_callbacks_t cb = run_report_callbacks(report);
+    train_result_t result;
+    replica_stats_t rs;
+    if (replica_train(ctx, &rc_cfg, m, &t->opt, &tc, t->seed, &cb, &result, &rs, final_w, err, err_len) != 0) goto out;
+    if (run_report_close(&report, err, err_len) != 0) goto out;
+    write_worker_json(stdout, id, t, d, m, &result, &rs);
+    fflush(stdout);
+    if (d->run_dir) {
+        char name[64];
+        snprintf(name, sizeof name, "worker-%zu.json", id);
+        FILE *f = open_in_dir(d->run_dir, name, err, err_len);
+        if (!f) goto out;
+        write_worker_json(f, id, t, d, m, &result, &rs);
+        if (fclose(f) != 0) {
+            snprintf(err, err_len, "%.300s/%s: writing failed: %s", d->run_dir, name, strerror(errno));
+            goto out;
+        }
+    }
+    if (d->save_model && save_model(d->save_model, final_w, n, err, err_len) != 0) goto out;
+    rc = 0;
+out:
+    if (report) {
+        char ignored[8];
+        run_report_close(&report, ignored, sizeof ignored);
+    }
+    free(final_w);
+    free(servers);
+    free(table);
+    ring_destroy(&ring);
+    free(delays);
+    return rc;
+}
+
+// ---- one rank ------------------------------------------------------------------
+
+int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist_args_t *d, const char *host_bind) {
+    char err[ERR_LEN] = "";
+    const char *what = role == DIST_ROLE_SERVER ? "server" : "worker";
+    char coordinator[300];
+    if (!d->coordinator) {
+        fprintf(stderr, "asgd %s: --coordinator HOST:PORT is needed to find the other processes\n", what);
+        return 2;
+    }
+    snprintf(coordinator, sizeof coordinator, "%s%s", strncmp(d->coordinator, "tcp://", 6) == 0 ? "" : "tcp://",
+             d->coordinator);
+    uint64_t run_id = d->run_id ? d->run_id : dist_default_run_id(coordinator);
+    size_t limit = role == DIST_ROLE_SERVER ? d->servers : d->workers;
+    if (id >= limit) {
+        fprintf(stderr, "asgd %s: --id %zu: the run has %zu %ss (ids 0..%zu)\n", what, id, limit, what,
+                limit ? limit - 1 : 0);
+        return 2;
+    }
+    signal(SIGTERM, on_stop_signal);
+    signal(SIGINT, on_stop_signal);
+    data_bundle_t data;
+    data_bundle_init(&data);
+    model_t *model = NULL;
+    void *ctx = NULL;
+    rdv_server_t *rdv = NULL;
+    int status = 1;
+    if (make_dir(d->run_dir, err, sizeof err) != 0) goto out;
+    if (train_args_build(t, &data, &model, err, sizeof err) != 0) goto out;
+    ctx = zmq_ctx_new();
+    if (!ctx) {
+        snprintf(err, sizeof err, "zmq_ctx_new failed: %s", zmq_strerror(errno));
+        goto out;
+    }
+    if (host_bind) {
+        rdv = rdv_server_new(ctx, host_bind, d->servers + d->workers, run_id, err, sizeof err);
+        if (!rdv) goto out;
+    }
+    int rc = role == DIST_ROLE_SERVER ? run_server(ctx, id, t, d, model, coordinator, run_id, err, sizeof err)
+                                      : run_worker(ctx, id, t, d, model, coordinator, run_id, err, sizeof err);
+    if (rc != 0) goto out;
+    if (rdv && rdv_server_wait(rdv, (int)d->timeout_ms, err, sizeof err) != 0) goto out;
+    status = 0;
+out:
+    if (status != 0) fprintf(stderr, "asgd %s %zu: %s\n", what, id, err);
+    rdv_server_destroy(&rdv);
+    if (ctx) zmq_ctx_term(ctx);
+    model_destroy(&model);
+    data_bundle_free(&data);
+    return status;
+}
+
+// ---- asgd server / asgd worker -------------------------------------------------
+
+static const char server_usage[] = "asgd server --id K --coordinator HOST:PORT [--servers M --workers N --sync ...] [train flags]";
+static const char worker_usage[] = "asgd worker --id K --coordinator HOST:PORT [--servers M --workers N --sync ...] [train flags]";
+static const char role_description[] =
+    "One process of a distributed run, started by hand or by a script: a parameter-server shard\n"
+    "(asgd server) or a worker replica (asgd worker). Every process of the run must get the same\n"
+    "training and distributed flags. `asgd launch` starts all of them for you.";
+
+static int cmd_role(dist_role_t role, int argc, char **argv) {
+    train_args_t t;
+    dist_args_t d;
+    size_t id = 0;
+    const char *host = NULL;
+    train_args_defaults(&t);
+    dist_args_defaults(&d);
+    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4];
+    size_t n = train_args_flags(&t, flags, 0);
+    n += dist_args_flags(&d, flags + n);
+    flags[n++] = (flag_spec_t){"id", FLAG_TYPE_SIZE, &id, "K", "this process's shard or worker id", 0, 4096, NULL, 0};
+    flags[n++] = (flag_spec_t){"host-coordinator", FLAG_TYPE_STRING, &host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0};
+    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &d.save_model, "FILE", "worker: write the final parameters (float32) to FILE", 0, 0, NULL, 0};
+    const char *command = role == DIST_ROLE_SERVER ? "asgd server" : "asgd worker";
+    int parsed = flags_command(command, role == DIST_ROLE_SERVER ? server_usage : worker_usage, role_description,
+                               flags, n, argc, argv);
+    if (parsed >= 0) return parsed;
+    int usage = train_args_finish(&t, flags, n, command);
+    if (usage == 0) usage = dist_args_finish(&d, &t, command);
+    if (usage != 0) return usage;
+    return dist_run_role(role, id, &t, &d, host);
+}
+
+int cmd_server(int argc, char **argv) { return cmd_role(DIST_ROLE_SERVER, argc, argv); }
+int cmd_worker(int argc, char **argv) { return cmd_role(DIST_ROLE_WORKER, argc, argv); }

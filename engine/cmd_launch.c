@@ -1,0 +1,670 @@
+// asgd launch: every process of a distributed run, here or under a cluster launcher.
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "engine/commands.h"
+#include "engine/dist.h"            // defines: dist_args_t, dist_run_role
+#include "engine/json_writer.h"     // defines: json_*
+#include "net/launch_env.h"         // defines: launch_env_detect
+#include "net/rendezvous.h"         // defines: rdv_server_new
+#include "staleness/histogram.h"    // defines: staleness_hist_t
+
+#define ERR_LEN 512
+
+static const char usage[] = "asgd launch [--servers M] [--workers N] [--threads T] [--sync bsp|ssp|asp|allreduce] [train flags]";
+static const char description[] =
+    "Runs one model with N worker replicas (each T Hogwild threads) and M parameter-server shards.\n"
+    "On its own it starts every process on this machine, shows their progress as one view, stops\n"
+    "them all on Ctrl-C or when one fails (naming it), and merges their logs into --run-dir: a CSV\n"
+    "and JSON per process, merged.csv, staleness.csv and summary.json. Under srun or mpirun the same\n"
+    "command runs as one rank: the first M ranks serve, the rest train, and rank 0 hosts the\n"
+    "coordinator (--coordinator HOST:PORT, or the first SLURM node, port 29517).";
+
+typedef struct child {
+    pid_t pid;
+    dist_role_t role;
+    size_t id;
+    int out_fd, err_fd;  // pipes from its stdout and stderr; -1 once closed
+    char line[2][1024];  // partial lines being assembled
+    size_t line_len[2];
+    char last_err[1024];
+    int status;
+    int exited;
+} child_t;
+
+static volatile sig_atomic_t interrupted;
+static void on_interrupt(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+static const char *role_name(dist_role_t r) { return r == DIST_ROLE_SERVER ? "server" : "worker"; }
+
+// ---- the run directory's merged files ---------------------------------------------
+
+static char *read_text(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    size_t got;
+    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += got;
+        if (cap - len < 2) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf) buf[len] = '\0';
+    return buf;
+}
+
+// The number after "key": in a flat part of our own JSON (NaN when absent or null).
+static double json_field(const char *text, const char *key) {
+    if (!text) return NAN;
+    char pattern[128];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    const char *p = strstr(text, pattern);
+    if (!p) return NAN;
+    p += strlen(pattern);
+    if (strncmp(p, "null", 4) == 0) return NAN;
+    return strtod(p, NULL);
+}
+
+static const char *json_section(const char *text, const char *key) {
+    if (!text) return NULL;
+    char pattern[128];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    return strstr(text, pattern);
+}
+
+static int merge_csvs(const char *dir, size_t workers, char *err, size_t err_len) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/merged.csv", dir);
+    FILE *out = fopen(path, "w");
+    if (!out) {
+        snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
+        return -1;
+    }
+    int header_done = 0;
+    for (size_t k = 0; k < workers; k++) {
+        snprintf(path, sizeof path, "%s/worker-%zu.csv", dir, k);
+        char *text = read_text(path);
+        if (!text) continue;
+        char *save = NULL;
+        int first = 1;
+        for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+            if (first) {
+                if (!header_done) fprintf(out, "process,%s\n", line);
+                header_done = 1;
+                first = 0;
+                continue;
+            }
+            fprintf(out, "worker-%zu,%s\n", k, line);
+        }
+        free(text);
+    }
+    if (fclose(out) != 0) {
+        snprintf(err, err_len, "%.300s/merged.csv: writing failed: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+// Sums the shards' staleness histograms into staleness.csv and h_clocks/h_updates.
+static void merge_staleness(const char *dir, size_t servers, staleness_hist_t *h_clocks, staleness_hist_t *h_updates) {
+    staleness_hist_init(h_clocks);
+    staleness_hist_init(h_updates);
+    for (size_t k = 0; k < servers; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/server-%zu-staleness.csv", dir, k);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        char line[256];
+        if (!fgets(line, sizeof line, f)) {
+            fclose(f);
+            continue;
+        }
+        unsigned long long v, a, b;
+        while (fgets(line, sizeof line, f) && sscanf(line, "%llu,%llu,%llu", &v, &a, &b) == 3) {
+            for (unsigned long long i = 0; i < a; i++) staleness_hist_add(h_clocks, v);
+            for (unsigned long long i = 0; i < b; i++) staleness_hist_add(h_updates, v);
+        }
+        fclose(f);
+        // The exact maxima (the CSV's last bin may be an overflow bin).
+        snprintf(path, sizeof path, "%s/server-%zu.json", dir, k);
+        char *text = read_text(path);
+        double mc = json_field(json_section(text, "staleness_clocks"), "max");
+        double mu = json_field(json_section(text, "staleness_updates"), "max");
+        if (!isnan(mc) && mc > (double)h_clocks->max) h_clocks->max = (uint64_t)mc;
+        if (!isnan(mu) && mu > (double)h_updates->max) h_updates->max = (uint64_t)mu;
+        free(text);
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/staleness.csv", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) return;
+    fprintf(f, "staleness,updates_by_clocks,updates_by_versions\n");
+    for (size_t v = 0; v < STALENESS_HIST_BINS; v++)
+        if (h_clocks->bins[v] || h_updates->bins[v])
+            fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)h_clocks->bins[v], (unsigned long long)h_updates->bins[v]);
+    fclose(f);
+}
+
+static void hist_json(json_writer_t *j, const char *key, const staleness_hist_t *h) {
+    json_object(j, key);
+    json_uint(j, "updates", h->count);
+    json_number(j, "mean", staleness_hist_mean(h));
+    json_uint(j, "p50", staleness_hist_quantile(h, 0.5));
+    json_uint(j, "p99", staleness_hist_quantile(h, 0.99));
+    json_uint(j, "max", h->max);
+    json_object_end(j);
+}
+
+static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s) {
+    double samples = 0, wall = 0, wait = 0, pushes = 0;
+    size_t last = 0;  // the worker that finished last: its final pull saw the most complete global model
+    int consistent = 1;
+    char **wtext = calloc(d->workers, sizeof *wtext);
+    char **stext = calloc(d->servers ? d->servers : 1, sizeof *stext);
+    char path[1024];
+    for (size_t k = 0; wtext && k < d->workers; k++) {
+        snprintf(path, sizeof path, "%s/worker-%zu.json", dir, k);
+        wtext[k] = read_text(path);
+        samples += json_field(wtext[k], "samples");
+        double w = json_field(wtext[k], "wall_s");
+        if (w > wall) {
+            wall = w;
+            last = k;
+        }
+        wait += json_field(wtext[k], "wait_s");
+        pushes += json_field(wtext[k], "pushes");
+    }
+    for (size_t s = 0; stext && s < d->servers; s++) {
+        snprintf(path, sizeof path, "%s/server-%zu.json", dir, s);
+        stext[s] = read_text(path);
+    }
+    // Every push message a worker was acknowledged for was applied once by its shard.
+    for (size_t k = 0; wtext && stext && k < d->workers && d->servers > 0; k++) {
+        double acked = json_field(wtext[k], "push_messages_acked"), applied = 0;
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        for (size_t s = 0; s < d->servers; s++) applied += json_field(json_section(stext[s], "pushes_by_worker"), key);
+        if (!(acked == applied)) consistent = 0;
+    }
+    staleness_hist_t hc, hu;
+    merge_staleness(dir, d->servers, &hc, &hu);
+    const char *w0 = wtext ? wtext[0] : NULL;
+    int rmse = json_section(w0, "final_test_rmse") != NULL;
+    json_writer_t j;
+    json_begin(&j, out);
+    json_string(&j, "asgd", ASGD_VERSION);
+    json_string(&j, "command", "launch");
+    json_string(&j, "model", train_model_names[t->model]);
+    json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
+    if (d->sync == SYNC_MODE_SSP) json_uint(&j, "staleness_bound", d->staleness);
+    else if (d->sync == SYNC_MODE_BSP) json_uint(&j, "staleness_bound", 0);
+    else json_null(&j, "staleness_bound");
+    json_uint(&j, "servers", d->servers);
+    json_uint(&j, "workers", d->workers);
+    json_uint(&j, "threads", t->threads);
+    json_uint(&j, "batch", t->batch);
+    json_uint(&j, "samples", (uint64_t)samples);
+    json_number(&j, "wall_s", wall);
+    json_number(&j, "samples_per_s", wall > 0 ? samples / wall : NAN);
+    json_number(&j, "launch_wall_s", launch_wall_s);
+    // With servers the final model is theirs, evaluated by the last worker to
+    // finish; with allreduce every replica holds it.
+    const char *wl = wtext ? wtext[last] : NULL;
+    const char *metric_key = rmse ? "final_test_rmse" : "final_test_accuracy";
+    double final_metric = json_field(wl, rmse ? "global_test_rmse" : "global_test_accuracy");
+    double final_loss = json_field(wl, "global_test_loss");
+    if (isnan(final_metric)) {
+        final_metric = json_field(w0, metric_key);
+        final_loss = json_field(w0, "final_test_loss");
+    }
+    json_number(&j, metric_key, final_metric);
+    json_number(&j, "final_test_loss", final_loss);
+    json_number(&j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", json_field(w0, metric_key));
+    json_number(&j, "time_to_target_s", json_field(w0, "time_to_target_s"));
+    json_number(&j, "worker_wait_s", wait);
+    json_uint(&j, "pushes", (uint64_t)pushes);
+    if (d->servers) json_bool(&j, "acked_pushes_applied_once", consistent);
+    if (d->servers) {
+        hist_json(&j, "staleness_clocks", &hc);
+        hist_json(&j, "staleness_updates", &hu);
+    }
+    json_string(&j, "run_dir", dir);
+    json_end(&j);
+    fputc('\n', out);
+    for (size_t k = 0; wtext && k < d->workers; k++) free(wtext[k]);
+    for (size_t s = 0; stext && s < d->servers; s++) free(stext[s]);
+    free(wtext);
+    free(stext);
+}
+
+static int finish_run_dir(const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
+                          char *err, size_t err_len) {
+    if (merge_csvs(dir, d->workers, err, err_len) != 0) return -1;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/summary.json", dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
+        return -1;
+    }
+    write_summary(f, dir, t, d, launch_wall_s);
+    if (fclose(f) != 0) {
+        snprintf(err, err_len, "%.300s: writing failed: %s", path, strerror(errno));
+        return -1;
+    }
+    write_summary(stdout, dir, t, d, launch_wall_s);
+    fflush(stdout);
+    return 0;
+}
+
+// ---- local launch ----------------------------------------------------------------
+
+// Shows a child's output line by line, prefixed with who wrote it.
+static void pump_child(child_t *c, int which) {
+    int fd = which == 0 ? c->out_fd : c->err_fd;
+    char buf[4096];
+    ssize_t got = read(fd, buf, sizeof buf);
+    if (got <= 0) {
+        if (got < 0 && errno == EINTR) return;
+        close(fd);
+        if (which == 0) c->out_fd = -1;
+        else c->err_fd = -1;
+        got = 0;
+    }
+    for (ssize_t i = 0; i <= got; i++) {
+        int end = i == got;
+        if (end && got > 0) break;
+        char ch = end ? '\n' : buf[i];
+        if (ch == '\r') ch = '\n';
+        if (ch != '\n' && c->line_len[which] < sizeof c->line[which] - 1) {
+            c->line[which][c->line_len[which]++] = ch;
+            continue;
+        }
+        if (ch != '\n') continue;
+        if (c->line_len[which] == 0) continue;
+        c->line[which][c->line_len[which]] = '\0';
+        if (which == 1) snprintf(c->last_err, sizeof c->last_err, "%s", c->line[which]);
+        fprintf(stderr, "[%s %zu] %s\n", role_name(c->role), c->id, c->line[which]);
+        c->line_len[which] = 0;
+    }
+}
+
+static int spawn(child_t *c, const char *exe, char **args) {
+    int out[2], errp[2];
+    if (pipe(out) != 0) return -1;
+    if (pipe(errp) != 0) {
+        close(out[0]);
+        close(out[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        dup2(errp[1], STDERR_FILENO);
+        close(out[0]);
+        close(out[1]);
+        close(errp[0]);
+        close(errp[1]);
+        signal(SIGINT, SIG_IGN);  // Ctrl-C goes to the launcher, which stops everyone in order
+        execv(exe, args);
+        fprintf(stderr, "exec %s failed: %s\n", exe, strerror(errno));
+        _exit(127);
+    }
+    close(out[1]);
+    close(errp[1]);
+    c->pid = pid;
+    c->out_fd = out[0];
+    c->err_fd = errp[0];
+    return 0;
+}
+
+// Is argv[i] the launcher-only flag `name` (as "--name V" or "--name=V")? Sets *skip to its word count.
+static int is_flag(char **argv, int argc, int i, const char *name, int *skip) {
+    size_t n = strlen(name);
+    if (strncmp(argv[i], name, n) != 0) return 0;
+    if (argv[i][n] == '=') {
+        *skip = 1;
+        return 1;
+    }
+    if (argv[i][n] == '\0') {
+        *skip = i + 1 < argc ? 2 : 1;
+        return 1;
+    }
+    return 0;
+}
+
+static void stop_children(child_t *kids, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (kids[i].pid > 0 && !kids[i].exited) kill(kids[i].pid, SIGTERM);
+    // Give them two seconds to leave cleanly, then insist.
+    for (int tries = 0; tries < 40; tries++) {
+        int alive = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (kids[i].pid <= 0 || kids[i].exited) continue;
+            int st;
+            if (waitpid(kids[i].pid, &st, WNOHANG) == kids[i].pid) {
+                kids[i].exited = 1;
+                kids[i].status = st;
+            } else {
+                alive = 1;
+            }
+        }
+        if (!alive) return;
+        struct timespec nap = {0, 50000000};
+        nanosleep(&nap, NULL);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (kids[i].pid > 0 && !kids[i].exited) {
+            kill(kids[i].pid, SIGKILL);
+            waitpid(kids[i].pid, &kids[i].status, 0);
+            kids[i].exited = 1;
+        }
+    }
+}
+
+static void describe_exit(int status, char *out, size_t len) {
+    if (WIFEXITED(status)) snprintf(out, len, "exit status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status)) snprintf(out, len, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else snprintf(out, len, "status %d", status);
+}
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model) {
+    char err[ERR_LEN] = "";
+    char dir[512];
+    if (d->run_dir) {
+        snprintf(dir, sizeof dir, "%s", d->run_dir);
+    } else {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        mkdir("runs", 0777);
+        snprintf(dir, sizeof dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
+    }
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "asgd launch: --run-dir %s: cannot create: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    void *ctx = zmq_ctx_new();
+    if (!ctx) {
+        fprintf(stderr, "asgd launch: zmq_ctx_new failed: %s\n", zmq_strerror(errno));
+        return 1;
+    }
+    size_t n_kids = d->servers + d->workers;
+    rdv_server_t *rdv = rdv_server_new(ctx, "tcp://127.0.0.1:*", n_kids, 0, err, sizeof err);
+    uint64_t run_id = 0;
+    if (rdv) {
+        // A fresh id per run, so that a straggler from an earlier run is refused.
+        run_id = ((uint64_t)time(NULL) << 20) ^ ((uint64_t)getpid() << 1) ^ (uint64_t)(now_s() * 1e9);
+        if (run_id == 0) run_id = 1;
+        rdv_server_destroy(&rdv);
+        char bind[64];
+        snprintf(bind, sizeof bind, "tcp://127.0.0.1:*");
+        rdv = rdv_server_new(ctx, bind, n_kids, run_id, err, sizeof err);
+    }
+    if (!rdv) {
+        fprintf(stderr, "asgd launch: starting the coordinator: %s\n", err);
+        zmq_ctx_term(ctx);
+        return 1;
+    }
+    char coordinator[256], run_id_text[32];
+    snprintf(coordinator, sizeof coordinator, "%s", rdv_server_endpoint(rdv));
+    snprintf(run_id_text, sizeof run_id_text, "%llu", (unsigned long long)run_id);
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        fprintf(stderr, "asgd launch: cannot find this program's path (/proc/self/exe): %s\n", strerror(errno));
+        rdv_server_destroy(&rdv);
+        zmq_ctx_term(ctx);
+        return 1;
+    }
+    exe[len] = '\0';
+    child_t *kids = calloc(n_kids, sizeof *kids);
+    char **args = calloc((size_t)argc + 16, sizeof *args);
+    if (!kids || !args) {
+        fprintf(stderr, "asgd launch: out of memory\n");
+        free(kids);
+        free(args);
+        rdv_server_destroy(&rdv);
+        zmq_ctx_term(ctx);
+        return 1;
+    }
+    signal(SIGINT, on_interrupt);
+    signal(SIGTERM, on_interrupt);
+    double t0 = now_s();
+    int failed = 0;
+    size_t started = 0;
+    char id_text[32];
+    for (size_t i = 0; i < n_kids; i++) {
+        child_t *c = &kids[i];
+        c->role = i < d->servers ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
+        c->id = i < d->servers ? i : i - d->servers;
+        c->out_fd = c->err_fd = -1;
+        size_t a = 0;
+        args[a++] = exe;
+        args[a++] = (char *)role_name(c->role);
+        for (int k = 0; k < argc; k++) {
+            int skip = 0;
+            if (is_flag(argv, argc, k, "--run-dir", &skip) || is_flag(argv, argc, k, "--save-model", &skip) ||
+                is_flag(argv, argc, k, "--coordinator", &skip) || is_flag(argv, argc, k, "--run-id", &skip)) {
+                k += skip - 1;
+                continue;
+            }
+            args[a++] = argv[k];
+        }
+        snprintf(id_text, sizeof id_text, "%zu", c->id);
+        args[a++] = "--id";
+        args[a++] = id_text;
+        args[a++] = "--coordinator";
+        args[a++] = coordinator;
+        args[a++] = "--run-id";
+        args[a++] = run_id_text;
+        args[a++] = "--run-dir";
+        args[a++] = dir;
+        if (save_model && c->role == DIST_ROLE_WORKER && c->id == 0) {
+            args[a++] = "--save-model";
+            args[a++] = (char *)save_model;
+        }
+        args[a] = NULL;
+        if (spawn(c, exe, args) != 0) {
+            fprintf(stderr, "asgd launch: starting %s %zu: %s\n", role_name(c->role), c->id, strerror(errno));
+            failed = 1;
+            break;
+        }
+        started++;
+    }
+    if (!t->quiet && !failed)
+        fprintf(stderr, "asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n",
+                d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), coordinator, dir);
+    const child_t *culprit = NULL;
+    size_t running = started;
+    while (!failed && running > 0) {
+        if (interrupted) break;
+        struct pollfd fds[2 * 64];
+        child_t *owner[2 * 64];
+        int which[2 * 64];
+        nfds_t nf = 0;
+        for (size_t i = 0; i < started && nf + 2 <= 2 * 64; i++) {
+            if (kids[i].out_fd >= 0) {
+                fds[nf] = (struct pollfd){kids[i].out_fd, POLLIN, 0};
+                owner[nf] = &kids[i];
+                which[nf++] = 0;
+            }
+            if (kids[i].err_fd >= 0) {
+                fds[nf] = (struct pollfd){kids[i].err_fd, POLLIN, 0};
+                owner[nf] = &kids[i];
+                which[nf++] = 1;
+            }
+        }
+        int rc = nf ? poll(fds, nf, 100) : 0;
+        if (nf == 0) {
+            struct timespec nap = {0, 50000000};
+            nanosleep(&nap, NULL);
+        }
+        for (nfds_t f = 0; rc > 0 && f < nf; f++)
+            if (fds[f].revents) pump_child(owner[f], which[f]);
+        for (size_t i = 0; i < started; i++) {
+            child_t *c = &kids[i];
+            if (c->exited) continue;
+            int st;
+            if (waitpid(c->pid, &st, WNOHANG) != c->pid) continue;
+            // Show what it still had to say.
+            while (c->err_fd >= 0) pump_child(c, 1);
+            while (c->out_fd >= 0) pump_child(c, 0);
+            c->exited = 1;
+            c->status = st;
+            running--;
+            if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+                culprit = c;
+                failed = 1;
+                break;
+            }
+        }
+    }
+    int status = 0;
+    if (interrupted) {
+        fprintf(stderr, "asgd launch: interrupted; stopping every process\n");
+        stop_children(kids, started);
+        status = 130;
+    } else if (failed) {
+        stop_children(kids, started);
+        if (culprit) {
+            char how[128];
+            describe_exit(culprit->status, how, sizeof how);
+            fprintf(stderr, "asgd launch: %s %zu (pid %d) failed: %s%s%s; stopped the others\n",
+                    role_name(culprit->role), culprit->id, (int)culprit->pid, how, culprit->last_err[0] ? ": " : "",
+                    culprit->last_err);
+        }
+        status = 1;
+    } else if (rdv_server_wait(rdv, 1000, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
+        status = 1;
+    } else if (finish_run_dir(dir, t, d, now_s() - t0, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
+        status = 1;
+    }
+    for (size_t i = 0; i < started; i++) {
+        if (kids[i].out_fd >= 0) close(kids[i].out_fd);
+        if (kids[i].err_fd >= 0) close(kids[i].err_fd);
+    }
+    free(kids);
+    free(args);
+    rdv_server_destroy(&rdv);
+    zmq_ctx_term(ctx);
+    return status;
+}
+
+// ---- under srun / mpirun ------------------------------------------------------------
+
+static int is_local_host(const char *endpoint) {
+    return strstr(endpoint, "//127.") || strstr(endpoint, "//localhost:");
+}
+
+static int launch_as_rank(const launch_env_t *env, const train_args_t *t, dist_args_t *d) {
+    char err[ERR_LEN], coordinator[300];
+    if (env->size <= d->servers) {
+        fprintf(stderr, "asgd launch: %zu ranks but --servers %zu: no rank is left to train\n", env->size, d->servers);
+        return 2;
+    }
+    d->workers = env->size - d->servers;
+    if (launch_coordinator_endpoint(env, d->coordinator, DIST_DEFAULT_PORT, coordinator, sizeof coordinator, err,
+                                    sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
+        return 2;
+    }
+    d->coordinator = coordinator;
+    int local = is_local_host(coordinator);
+    // Across machines the others must reach us: listen on every interface.
+    if (!local && strcmp(d->bind_host, "127.0.0.1") == 0) d->bind_host = "0.0.0.0";
+    char host_bind[320];
+    const char *port = strrchr(coordinator, ':');
+    snprintf(host_bind, sizeof host_bind, "tcp://%s%s", local ? "127.0.0.1" : "0.0.0.0", port ? port : ":29517");
+    char dir[512];
+    if (!d->run_dir) {
+        snprintf(dir, sizeof dir, "runs/launch-%s-%s", launcher_kind_name(env->kind),
+                 getenv("SLURM_JOB_ID") ? getenv("SLURM_JOB_ID") : "run");
+        mkdir("runs", 0777);
+        d->run_dir = dir;
+    }
+    if (env->rank == 0) mkdir(d->run_dir, 0777);
+    dist_role_t role = launch_role_of_rank(env->rank, d->servers) == LAUNCH_ROLE_SERVER ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
+    size_t id = role == DIST_ROLE_SERVER ? env->rank : env->rank - d->servers;
+    double t0 = now_s();
+    int status = dist_run_role(role, id, t, d, env->rank == 0 ? host_bind : NULL);
+    if (status != 0 || env->rank != 0) return status;
+    // Rank 0 writes the run's merged files once every worker has written its own.
+    for (int tries = 0; tries < 200; tries++) {
+        size_t have = 0;
+        for (size_t k = 0; k < d->workers; k++) {
+            char path[1024];
+            snprintf(path, sizeof path, "%s/worker-%zu.json", d->run_dir, k);
+            have += access(path, R_OK) == 0;
+        }
+        if (have == d->workers) break;
+        struct timespec nap = {0, 50000000};
+        nanosleep(&nap, NULL);
+    }
+    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+int cmd_launch(int argc, char **argv) {
+    train_args_t t;
+    dist_args_t d;
+    const char *save_model = NULL;
+    train_args_defaults(&t);
+    dist_args_defaults(&d);
+    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 2];
+    size_t n = train_args_flags(&t, flags, 0);
+    n += dist_args_flags(&d, flags + n);
+    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "write worker 0's final parameters (float32) to FILE", 0, 0, NULL, 0};
+    int parsed = flags_command("asgd launch", usage, description, flags, n, argc, argv);
+    if (parsed >= 0) return parsed;
+    int usage_status = train_args_finish(&t, flags, n, "asgd launch");
+    if (usage_status == 0) usage_status = dist_args_finish(&d, &t, "asgd launch");
+    if (usage_status != 0) return usage_status;
+    d.save_model = save_model;
+    char err[ERR_LEN];
+    launch_env_t env;
+    if (launch_env_detect(&env, NULL, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
+        return 2;
+    }
+    if (env.kind != LAUNCHER_KIND_NONE) return launch_as_rank(&env, &t, &d);
+    if (!t.quiet) print_banner(stderr, "launch");
+    return launch_local(argc, argv, &t, &d, save_model);
+}

@@ -1,0 +1,393 @@
+// A worker replica of a distributed run (replica.h).
+#include "engine/replica.h"
+
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "datasets/split.h"   // defines: shard_range
+#include "net/ps_client.h"  // defines: ps_client_new, ps_client_push_*, ps_client_pull
+#include "net/ring.h"       // defines: ring_allreduce_sum
+
+#define ERR_LEN 512
+
+typedef struct replica {
+    const replica_config_t *rc;
+    const model_t *model;
+    size_t n, threads;
+    int sparse;
+    ps_client_t *client;
+    param_t *w;
+    float *base;      // (n) asp/ssp: the local copy as of the last push or rebase
+    float *pulled;    // (n) the last pulled model
+    uint32_t *idx;    // (n) sparse push scratch
+    float *val;       // (n)
+    float *ring_buf;  // (n + 1) allreduce: gradient times examples, then the example count
+    float lr;         // the local step size, to turn a change of the model into a gradient
+    train_thread_progress_t *progress;
+    train_link_t link;
+    _Atomic uint64_t allowance;
+    _Atomic int abort;
+    _Atomic int training_done;
+    uint64_t clock;   // push rounds done
+    uint64_t g_read;  // min worker clock when the local copy was last rebased
+    replica_stats_t stats;
+    char err[ERR_LEN];
+} replica_t;
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+// ---- asp / ssp: the communication thread ----------------------------------------
+
+// Pushes what the replica learned since its last push: (base - w) / lr per
+// coordinate, the sum of the gradients its SGD steps applied.
+static int push_delta(replica_t *r, int skip_if_empty) {
+    float inv_lr = 1.0f / r->lr;
+    if (!r->sparse) {
+        float *const *frames = ps_client_push_frames(r->client, r->err, sizeof r->err);
+        if (!frames) return -1;
+        int changed = 0;
+        for (size_t k = 0; k < r->rc->n_servers; k++) {
+            size_t begin, end;
+            shard_range(r->n, r->rc->n_servers, k, &begin, &end);
+            float *frame = frames[k];
+            for (size_t j = begin; j < end; j++) {
+                float cur = param_get(&r->w[j]);
+                frame[j - begin] = (r->base[j] - cur) * inv_lr;
+                changed |= cur != r->base[j];
+                r->base[j] = cur;
+            }
+        }
+        // The frames stay allocated for the next push when this one is skipped.
+        if (skip_if_empty && !changed) return 0;
+        if (ps_client_push_commit(r->client, r->clock, 0, 0, r->err, sizeof r->err) != 0) return -1;
+    } else {
+        size_t nnz = 0;
+        for (size_t j = 0; j < r->n; j++) {
+            float cur = param_get(&r->w[j]);
+            if (cur != r->base[j]) {
+                r->idx[nnz] = (uint32_t)j;
+                r->val[nnz++] = (r->base[j] - cur) * inv_lr;
+                r->base[j] = cur;
+            }
+        }
+        if (skip_if_empty && nnz == 0) return 0;
+        if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, 0, 0, r->err, sizeof r->err) != 0)
+            return -1;
+    }
+    r->clock++;
+    r->stats.pushes++;
+    return 0;
+}
+
+// Pulls the global model (answered once every live worker has pushed `need`
+// rounds) and rebases the local copy on it, keeping local changes not yet pushed.
+static int pull_and_rebase(replica_t *r, uint64_t need) {
+    uint64_t min_clock = 0;
+    if (ps_client_pull(r->client, need, r->pulled, &min_clock, r->err, sizeof r->err) != 0) return -1;
+    for (size_t j = 0; j < r->n; j++) {
+        float cur = param_get(&r->w[j]);
+        param_set(&r->w[j], r->pulled[j] + (cur - r->base[j]));
+        r->base[j] = r->pulled[j];
+    }
+    r->g_read = min_clock;
+    r->stats.pulls++;
+    return 0;
+}
+
+static void *comm_main(void *arg) {
+    replica_t *r = arg;
+    const replica_config_t *rc = r->rc;
+    uint64_t bound = sync_mode_bound(rc->mode, rc->staleness);
+    uint64_t quota = (rc->push_every + r->threads - 1) / r->threads;  // per-thread steps per round
+    if (quota == 0) quota = 1;
+    uint64_t next_fetch = rc->fetch_every;
+    double busy = 0.0;
+    for (;;) {
+        int done = atomic_load_explicit(&r->training_done, memory_order_acquire);
+        uint64_t min_steps = UINT64_MAX, total = 0;
+        for (size_t t = 0; t < r->threads; t++) {
+            uint64_t s = atomic_load_explicit(&r->progress[t].steps, memory_order_acquire);
+            if (s == UINT64_MAX) continue;  // finished its epochs
+            if (s < min_steps) min_steps = s;
+            total += s;
+        }
+        if (done || min_steps == UINT64_MAX) break;
+        double t0 = now_s();
+        int worked = 0;
+        if (min_steps >= (r->clock + 1) * quota) {
+            if (push_delta(r, 0) != 0) goto fail;
+            worked = 1;
+        } else if (bound != STALENESS_INFINITE &&
+                   min_steps >= atomic_load_explicit(&r->allowance, memory_order_relaxed)) {
+            // The threads wait for round g_read + bound + 1: it may start once
+            // every worker has pushed g_read + 1 rounds, with parameters read then.
+            if (pull_and_rebase(r, r->g_read + 1) != 0) goto fail;
+            worked = 1;
+        } else if (total >= next_fetch) {
+            if (pull_and_rebase(r, 0) != 0) goto fail;
+            while (next_fetch <= total) next_fetch += rc->fetch_every;
+            worked = 1;
+        }
+        // Rounds up to g_read + bound may start: the slowest worker had pushed
+        // g_read rounds when the local copy was last rebased.
+        if (bound != STALENESS_INFINITE)
+            atomic_store_explicit(&r->allowance, (r->g_read + bound + 1) * quota, memory_order_release);
+        if (worked) {
+            busy += now_s() - t0;
+        } else {
+            struct timespec nap = {0, 50000};
+            nanosleep(&nap, NULL);
+        }
+    }
+    // What was learned after the last full round (nothing if it ended on one).
+    if (push_delta(r, 1) != 0) goto fail;
+    if (ps_client_wait_acks(r->client, r->err, sizeof r->err) != 0) goto fail;
+    r->stats.comm_s = busy;
+    return NULL;
+fail:
+    r->stats.comm_s = busy;
+    atomic_store_explicit(&r->abort, 1, memory_order_relaxed);
+    // Release threads held by the bound so that they see the abort.
+    atomic_store_explicit(&r->allowance, UINT64_MAX, memory_order_release);
+    return NULL;
+}
+
+// ---- bsp and allreduce: the trainer's per-round exchange ------------------------
+
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
+    (void)lr;
+    replica_t *r = ctx;
+    double t0 = now_s();
+    if (sum->dense) {
+        float *const *frames = ps_client_push_frames(r->client, r->err, sizeof r->err);
+        if (!frames) return -1;
+        size_t begin = 0, end = 0;
+        for (size_t k = 0; k < r->rc->n_servers; k++) {
+            shard_range(r->n, r->rc->n_servers, k, &begin, &end);
+            memcpy(frames[k], sum->value + begin, (end - begin) * sizeof(float));
+        }
+        if (ps_client_push_commit(r->client, r->clock, (uint32_t)examples, 1, r->err, sizeof r->err) != 0) return -1;
+    } else {
+        memcpy(r->idx, sum->touched, sum->n_touched * sizeof *r->idx);
+        qsort(r->idx, sum->n_touched, sizeof *r->idx, cmp_u32);
+        for (size_t k = 0; k < sum->n_touched; k++) r->val[k] = sum->value[r->idx[k]];
+        if (ps_client_push_sparse(r->client, r->idx, r->val, sum->n_touched, r->clock, (uint32_t)examples, 1, r->err,
+                                  sizeof r->err) != 0)
+            return -1;
+    }
+    r->clock++;
+    r->stats.pushes++;
+    uint64_t min_clock;
+    if (ps_client_pull(r->client, r->clock, r->pulled, &min_clock, r->err, sizeof r->err) != 0) return -1;
+    r->stats.pulls++;
+    for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);
+    *applied = 1;
+    r->stats.comm_s += now_s() - t0;
+    return 0;
+}
+
+static int exchange_allreduce(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
+    (void)lr;
+    (void)w;
+    replica_t *r = ctx;
+    double t0 = now_s();
+    float *buf = r->ring_buf;
+    float ex = (float)examples;
+    if (sum->dense) {
+        for (size_t j = 0; j < r->n; j++) buf[j] = sum->value[j] * ex;
+    } else {
+        memset(buf, 0, r->n * sizeof *buf);
+        for (size_t k = 0; k < sum->n_touched; k++) buf[sum->touched[k]] = sum->value[sum->touched[k]] * ex;
+    }
+    buf[r->n] = ex;
+    if (ring_allreduce_sum(r->rc->ring, buf, r->n + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
+    float total = buf[r->n];
+    r->clock++;
+    r->stats.pushes++;
+    if (total <= 0.0f) {
+        if (!sum->dense) grad_clear(sum);
+        *applied = 1;  // no example anywhere this round: nothing to apply
+    } else if (sum->dense) {
+        for (size_t j = 0; j < r->n; j++) sum->value[j] = buf[j] / total;
+    } else {
+        grad_clear(sum);
+        for (size_t j = 0; j < r->n; j++)
+            if (buf[j] != 0.0f) grad_add(sum, (uint32_t)j, buf[j] / total);
+    }
+    r->stats.comm_s += now_s() - t0;
+    return 0;
+}
+
+// ---- the replica ---------------------------------------------------------------
+
+// Pulls the global model and evaluates it (on one thread: this happens once).
+static int evaluate_global(replica_t *r, size_t eval_limit, replica_stats_t *stats, char *err, size_t err_len) {
+    uint64_t min_clock;
+    if (ps_client_pull(r->client, 0, r->pulled, &min_clock, err, err_len) != 0) return -1;
+    param_t *global = params_new(r->n, err, err_len);
+    model_ws_t *ws = global ? model_ws_new(r->model, 1, err, err_len) : NULL;
+    if (!ws) {
+        params_free(&global);
+        return -1;
+    }
+    for (size_t j = 0; j < r->n; j++) param_set(&global[j], r->pulled[j]);
+    size_t limit = model_num_test(r->model);
+    if (eval_limit && eval_limit < limit) limit = eval_limit;
+    eval_sums_t sums = {0.0, 0.0, 0};
+    model_evaluate(r->model, global, 0, limit, ws, &sums);
+    stats->global_test_loss = sums.count ? sums.loss_sum / (double)sums.count : NAN;
+    stats->global_test_metric = eval_metric_value(model_metric(r->model), &sums);
+    model_ws_destroy(&ws);
+    params_free(&global);
+    return 0;
+}
+
+static void replica_free(replica_t *r) {
+    ps_client_destroy(&r->client);
+    params_free(&r->w);
+    free(r->base);
+    free(r->pulled);
+    free(r->idx);
+    free(r->val);
+    free(r->ring_buf);
+    free(r->progress);
+}
+
+int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, const optimizer_config_t *oc,
+                  const train_config_t *tc_in, uint64_t init_seed, const train_callbacks_t *cb, train_result_t *out,
+                  replica_stats_t *stats, float *final_w, char *err, size_t err_len) {
+    replica_t r;
+    memset(&r, 0, sizeof r);
+    r.rc = rc;
+    r.model = m;
+    r.n = model_num_params(m);
+    r.threads = tc_in->threads;
+    r.sparse = !model_grad_is_dense(m);
+    r.lr = (float)oc->lr;
+    memset(stats, 0, sizeof *stats);
+    train_config_t tc = *tc_in;
+    int server_mode = rc->mode != SYNC_MODE_ALLREDUCE;
+    int async = rc->mode == SYNC_MODE_ASP || rc->mode == SYNC_MODE_SSP;
+    tc.mode = async ? TRAIN_MODE_HOGWILD : TRAIN_MODE_SYNC;
+    if (async && (oc->kind != OPTIMIZER_KIND_SGD || oc->momentum > 0.0 || oc->schedule != LR_SCHEDULE_CONSTANT)) {
+        snprintf(err, err_len,
+                 "--sync %s: workers push their accumulated gradients, which needs plain SGD with a constant step "
+                 "locally; choose the update rule on the servers with --server-optimizer",
+                 sync_mode_name(rc->mode));
+        return -1;
+    }
+    optimizer_t *opt = NULL;
+    int rc_status = -1;
+    pthread_t comm;
+    int comm_started = 0;
+    r.w = params_new(r.n, err, err_len);
+    r.base = malloc(r.n * sizeof *r.base);
+    r.pulled = malloc(r.n * sizeof *r.pulled);
+    r.idx = malloc(r.n * sizeof *r.idx);
+    r.val = malloc(r.n * sizeof *r.val);
+    r.progress = aligned_alloc(64, ((r.threads * sizeof *r.progress + 63) / 64) * 64);
+    if (!rc->ring && !server_mode) {
+        snprintf(err, err_len, "--sync allreduce needs a ring of workers");
+        goto out;
+    }
+    if (!server_mode) r.ring_buf = malloc((r.n + 1) * sizeof *r.ring_buf);
+    if (!r.w || !r.base || !r.pulled || !r.idx || !r.val || !r.progress || (!server_mode && !r.ring_buf)) {
+        if (r.w) snprintf(err, err_len, "worker: out of memory for a replica of %zu parameters", r.n);
+        goto out;
+    }
+    for (size_t t = 0; t < r.threads; t++) {
+        atomic_init(&r.progress[t].steps, 0);
+        atomic_init(&r.progress[t].wait_ns, 0);
+    }
+    atomic_init(&r.abort, 0);
+    atomic_init(&r.training_done, 0);
+    uint64_t bound = sync_mode_bound(rc->mode, rc->staleness);
+    uint64_t quota = (rc->push_every + r.threads - 1) / r.threads;
+    if (quota == 0) quota = 1;
+    atomic_init(&r.allowance, bound == STALENESS_INFINITE || !async ? UINT64_MAX : (bound + 1) * quota);
+
+    if (server_mode) {
+        r.client = ps_client_new(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->servers, rc->n_servers, r.n,
+                                 rc->heartbeat_ms, rc->timeout_ms, err, err_len);
+        if (!r.client) goto out;
+        uint64_t min_clock;
+        if (ps_client_pull(r.client, 0, r.pulled, &min_clock, err, err_len) != 0) goto out;
+        for (size_t j = 0; j < r.n; j++) param_set(&r.w[j], r.pulled[j]);
+        memcpy(r.base, r.pulled, r.n * sizeof *r.base);
+    } else {
+        model_init_params(m, r.w, init_seed);
+    }
+    opt = optimizer_new(oc, r.n, err, err_len);
+    if (!opt) goto out;
+
+    r.link.rank = rc->id;
+    r.link.ranks = rc->n_workers;
+    r.link.step_allowance = &r.allowance;
+    r.link.progress = r.progress;
+    r.link.abort = &r.abort;
+    r.link.ctx = &r;
+    r.link.exchange = rc->mode == SYNC_MODE_BSP ? exchange_bsp : exchange_allreduce;
+    r.link.step_delay_ms = rc->delay_ms;
+    tc.link = &r.link;
+
+    if (async) {
+        int prc = pthread_create(&comm, NULL, comm_main, &r);
+        if (prc != 0) {
+            snprintf(err, err_len, "worker: starting the communication thread: %s", strerror(prc));
+            goto out;
+        }
+        comm_started = 1;
+    }
+    int train_rc = train_run(m, opt, r.w, &tc, cb, out, err, err_len);
+    if (comm_started) {
+        atomic_store_explicit(&r.training_done, 1, memory_order_release);
+        pthread_join(comm, NULL);
+    }
+    if (r.err[0] && atomic_load(&r.abort)) {
+        snprintf(err, err_len, "%s", r.err);
+        goto out;
+    }
+    if (train_rc != 0) goto out;
+    stats->global_test_loss = stats->global_test_metric = NAN;
+    if (server_mode) {
+        if (ps_client_wait_acks(r.client, err, err_len) != 0) goto out;
+        if (evaluate_global(&r, tc_in->eval_limit, stats, err, err_len) != 0) goto out;
+        if (ps_client_bye(r.client, err, err_len) != 0) goto out;
+    }
+    if (final_w) params_read(r.w, r.n, final_w);
+    rc_status = 0;
+out:
+    if (r.progress)
+        for (size_t t = 0; t < r.threads; t++)
+            stats->wait_s += 1e-9 * (double)atomic_load_explicit(&r.progress[t].wait_ns, memory_order_relaxed);
+    stats->clock = r.clock;
+    stats->pushes = r.stats.pushes;
+    stats->pulls = r.stats.pulls;
+    stats->comm_s = r.stats.comm_s;
+    if (r.client) {
+        ps_client_stats_t cs;
+        ps_client_get_stats(r.client, &cs);
+        stats->pushes_acked = cs.pushes_acked;
+        stats->pull_wait_s = cs.pull_wait_s;
+        stats->bytes_out = cs.bytes_out;
+        stats->bytes_in = cs.bytes_in;
+    }
+    optimizer_destroy(&opt);
+    replica_free(&r);
+    return rc_status;
+}

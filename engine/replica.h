@@ -1,0 +1,65 @@
+#ifndef ASGD_ENGINE_REPLICA_H
+#define ASGD_ENGINE_REPLICA_H
+// One worker replica of a distributed run: T training threads on a local copy
+// of the model, and one communication thread that keeps it in step with the
+// others under the run's consistency model.
+//
+//   asp, ssp  Downpour. Hogwild! threads train the local copy over this
+//             replica's shard of the data. Every push_every steps the
+//             communication thread pushes what the replica learned since its
+//             last push (the change of the local copy, divided by the local
+//             step size: the accumulated gradient) to every server shard, and
+//             every fetch_every steps it pulls the global model and rebases
+//             the local copy on it, keeping local progress not yet pushed.
+//             Under SSP the threads are held before round c until every live
+//             worker has pushed c - s rounds and the replica holds parameters
+//             that fresh.
+//   bsp       a synchronous parameter server: each round the replica's threads
+//             average one gradient, it is pushed, the server sums all workers'
+//             and applies it once, and every replica pulls the result.
+//   allreduce the same rounds without a server: the replicas sum their
+//             gradients with a ring allreduce and apply the identical update.
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/model.h"          // defines: model_t
+#include "engine/optimizer.h"      // defines: optimizer_config_t
+#include "engine/trainer.h"        // defines: train_config_t, train_result_t
+#include "staleness/sync_mode.h"   // defines: sync_mode_t
+
+typedef struct ring ring_t;
+
+typedef struct replica_config {
+    uint64_t run_id;
+    size_t id, n_workers;
+    sync_mode_t mode;
+    uint64_t staleness;            // SSP bound
+    size_t push_every, fetch_every;  // replica steps (asp/ssp)
+    const char *const *servers;    // (n_servers) endpoints, shard order
+    size_t n_servers;
+    ring_t *ring;                  // allreduce: connected ring (borrowed)
+    int timeout_ms;                // longest wait for any peer
+    int heartbeat_ms;
+    double delay_ms;               // injected delay after every step (a straggler); 0 = none
+} replica_config_t;
+
+typedef struct replica_stats {
+    uint64_t pushes, pulls, pushes_acked;
+    uint64_t clock;                // push rounds done
+    double wait_s;                 // threads held by the staleness bound (summed over threads)
+    double pull_wait_s;            // communication thread blocked in pulls
+    double comm_s;                 // communication thread busy (pushing, pulling, merging)
+    uint64_t bytes_out, bytes_in;
+    // The global model at the end (pulled from the servers after this replica's
+    // last push; NaN for allreduce, whose replicas all hold the global model).
+    double global_test_loss, global_test_metric;
+} replica_stats_t;
+
+// Trains a fresh replica (parameters from the servers, or initialised with
+// init_seed for allreduce) with train_run; tc->mode is set from the sync mode.
+// final_w (may be NULL) receives the replica's final parameters.
+int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, const optimizer_config_t *oc,
+                  const train_config_t *tc, uint64_t init_seed, const train_callbacks_t *cb, train_result_t *out,
+                  replica_stats_t *stats, float *final_w, char *err, size_t err_len);
+
+#endif

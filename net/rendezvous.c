@@ -1,0 +1,612 @@
+// Rendezvous coordinator and joiner over ZeroMQ (rendezvous.h).
+#include "net/rendezvous.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "net/zmsg.h"  // defines: zmsg_recv, zmsg_send, zmsg_header, zmsg_socket_defaults, ZMQ_FAIL
+
+// One line of text is at most two uint32s, two blanks, an endpoint and '\n'.
+#define RDV_LINE_MAX (10 + 1 + 10 + 1 + RDV_ENDPOINT_MAX + 1)
+#define RDV_RESEND_MS 1000
+#define RDV_FLUSH_MS 500  // how long a stopping coordinator lets queued tables drain
+
+static int64_t now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+// zmq_poll, retried on EINTR with the time that is left.
+static int poll_retry(zmq_pollitem_t *items, int n, int timeout_ms) {
+    int64_t end = timeout_ms < 0 ? 0 : now_ms() + timeout_ms;
+    for (;;) {
+        int rc = zmq_poll(items, n, timeout_ms);
+        if (rc >= 0 || errno != EINTR) return rc;
+        if (timeout_ms >= 0) {
+            int64_t left = end - now_ms();
+            timeout_ms = left > 0 ? (int)left : 0;
+        }
+    }
+}
+
+// ---- the text format ---------------------------------------------------------
+
+static int parse_u32(const char **pp, const char *end, uint32_t *out) {
+    const char *p = *pp;
+    uint64_t v = 0;
+    if (p == end || *p < '0' || *p > '9') return -1;
+    while (p < end && *p >= '0' && *p <= '9') {
+        v = v * 10 + (uint64_t)(*p - '0');
+        if (v > UINT32_MAX) return -1;
+        p++;
+    }
+    *pp = p;
+    *out = (uint32_t)v;
+    return 0;
+}
+
+// Parses "RANK ROLE ENDPOINT\n" at *pp, strictly: one blank between fields, an
+// endpoint of visible ASCII characters. Moves *pp past the newline.
+static int parse_entry(const char **pp, const char *end, rdv_entry_t *e) {
+    const char *p = *pp;
+    if (parse_u32(&p, end, &e->rank) != 0 || p == end || *p++ != ' ') return -1;
+    if (parse_u32(&p, end, &e->role) != 0 || p == end || *p++ != ' ') return -1;
+    const char *ep = p;
+    while (p < end && *p > ' ' && *p < 0x7f) p++;
+    size_t len = (size_t)(p - ep);
+    if (len == 0 || len >= RDV_ENDPOINT_MAX || p == end || *p != '\n') return -1;
+    memcpy(e->endpoint, ep, len);
+    e->endpoint[len] = '\0';
+    *pp = p + 1;
+    return 0;
+}
+
+static size_t format_entry(const rdv_entry_t *e, char *out) {
+    return (size_t)snprintf(out, RDV_LINE_MAX + 1, "%u %u %s\n", e->rank, e->role, e->endpoint);
+}
+
+// An endpoint goes into one line as one word.
+static int endpoint_ok(const char *ep) {
+    size_t n = strnlen(ep, RDV_ENDPOINT_MAX);
+    if (n == 0 || n >= RDV_ENDPOINT_MAX) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (ep[i] <= ' ' || ep[i] >= 0x7f) return 0;
+    return 1;
+}
+
+// Sends a text payload as one protocol message (to `identity` when routing).
+static int send_text(void *sock, zmq_msg_t *identity, wire_header_t *h, const char *text, size_t len, char *err,
+                     size_t err_len) {
+    zmq_msg_t frame;
+    if (zmsg_frame_alloc(&frame, len, err, err_len) != 0) return -1;
+    memcpy(zmq_msg_data(&frame), text, len);
+    h->payload_kind = PAYLOAD_KIND_TEXT;
+    h->count = (uint32_t)len;
+    return zmsg_send(sock, identity, h, &frame, 1, 1, err, err_len);
+}
+
+// ---- the coordinator ---------------------------------------------------------
+
+// Why a message was dropped, beyond what wire_validate says.
+typedef enum rdv_drop {
+    RDV_DROP_TYPE = WIRE_STATUS_COUNT_,  // valid, but not a join
+    RDV_DROP_BODY,                       // the text does not parse or disagrees with the header
+    RDV_DROP_RANK,                       // rank >= n_ranks
+    RDV_DROP_SIZE,                       // the joiner expects another number of ranks
+    RDV_DROP_CONFLICT,                   // the rank was taken by another endpoint or role
+    RDV_DROP_RECV,                       // the socket failed mid-message
+    RDV_DROP_COUNT_,
+} rdv_drop_t;
+
+struct rdv_server {
+    void *ctx;
+    void *pipe;        // caller's end of the inproc pair to the actor
+    void *actor_pipe;  // the actor's end (created here, used only by the actor)
+    pthread_t thread;
+    size_t n_ranks;
+    uint64_t run_id;
+    char bind_to[256];   // as asked
+    char endpoint[256];  // as bound: the caller's copy, from the actor's ready message
+    int done;                 // the caller saw the actor's "done"
+    atomic_size_t dropped;
+    atomic_size_t joined;
+    atomic_uchar *present;    // (n_ranks) rank has joined
+    // The actor's own state.
+    char bound[256];          // the actor's copy of the bound endpoint (for its log lines)
+    rdv_entry_t *table;       // (n_ranks) sorted by rank as it fills
+    zmq_msg_t *who;           // (n_ranks) identity of each rank's latest join
+    unsigned char *has_who;   // (n_ranks)
+    unsigned char *answered;  // (n_ranks) the table went to this rank's identity
+    size_t n_answered;
+    int complete, signalled;
+    unsigned char reported[RDV_DROP_COUNT_];
+};
+
+static void drop(rdv_server_t *s, int reason, const char *detail) {
+    atomic_fetch_add(&s->dropped, 1);
+    if (s->reported[reason]) return;
+    s->reported[reason] = 1;
+    static const char *const why[RDV_DROP_COUNT_ - WIRE_STATUS_COUNT_] = {
+        "not a join", "malformed join text", "rank out of range", "wrong rank count",
+        "rank already joined with another endpoint or role", "receive failed"};
+    const char *name = reason < WIRE_STATUS_COUNT_ ? wire_status_name((wire_status_t)reason)
+                                                   : why[reason - WIRE_STATUS_COUNT_];
+    fprintf(stderr, "rendezvous %s: dropped a message (%s%s%s); further ones like it are only counted\n",
+            s->bound, name, detail ? ": " : "", detail ? detail : "");
+}
+
+static char *table_text(const rdv_server_t *s, size_t *len) {
+    char *text = malloc(s->n_ranks * (RDV_LINE_MAX + 1) + 1);
+    if (!text) return NULL;
+    size_t at = 0;
+    for (size_t i = 0; i < s->n_ranks; i++) at += format_entry(&s->table[i], text + at);
+    *len = at;
+    return text;
+}
+
+// Sends the table to rank r's latest identity. A failed send is not an error:
+// the joiner has gone or reconnected, and its next retry asks again.
+static void answer(rdv_server_t *s, void *router, size_t r, const char *text, size_t len) {
+    if (!s->has_who[r]) return;
+    wire_header_t h = zmsg_header(MSG_TYPE_RDV_TABLE, s->run_id);
+    h.aux = (uint32_t)s->n_ranks;
+    h.sender = WIRE_NO_ID;
+    char err[256];
+    if (send_text(router, &s->who[r], &h, text, len, err, sizeof err) != 0) return;
+    if (!s->answered[r]) {
+        s->answered[r] = 1;
+        s->n_answered++;
+    }
+}
+
+static void on_join(rdv_server_t *s, void *router, zmsg_t *m) {
+    if (m->h.type != MSG_TYPE_RDV_JOIN) {
+        drop(s, RDV_DROP_TYPE, msg_type_name(m->h.type));
+        return;
+    }
+    if (m->h.aux != s->n_ranks) {
+        char d[96];
+        snprintf(d, sizeof d, "rank %u expects %u ranks, this run has %zu", m->h.sender, m->h.aux, s->n_ranks);
+        drop(s, RDV_DROP_SIZE, d);
+        return;
+    }
+    rdv_entry_t e;
+    const char *p = zmsg_payload(m, 0), *end = p ? p + m->h.count : NULL;
+    if (m->h.payload_kind != PAYLOAD_KIND_TEXT || !p || parse_entry(&p, end, &e) != 0 || p != end ||
+        e.rank != m->h.sender) {
+        drop(s, RDV_DROP_BODY, NULL);
+        return;
+    }
+    if (e.rank >= s->n_ranks) {
+        char d[64];
+        snprintf(d, sizeof d, "rank %u of %zu", e.rank, s->n_ranks);
+        drop(s, RDV_DROP_RANK, d);
+        return;
+    }
+    size_t r = e.rank;
+    if (atomic_load(&s->present[r])) {
+        if (strcmp(s->table[r].endpoint, e.endpoint) != 0 || s->table[r].role != e.role) {
+            char d[2 * RDV_ENDPOINT_MAX + 64];
+            snprintf(d, sizeof d, "rank %zu is role %u at %s, not role %u at %s", r, s->table[r].role,
+                     s->table[r].endpoint, e.role, e.endpoint);
+            drop(s, RDV_DROP_CONFLICT, d);
+            return;
+        }
+    } else {
+        s->table[r] = e;
+        atomic_store(&s->present[r], 1);
+        atomic_fetch_add(&s->joined, 1);
+    }
+    // A retry may come over a new connection: answer the latest identity.
+    if (s->has_who[r]) zmq_msg_close(&s->who[r]);
+    zmq_msg_init(&s->who[r]);
+    zmq_msg_copy(&s->who[r], &m->identity);
+    s->has_who[r] = 1;
+
+    if (atomic_load(&s->joined) < s->n_ranks) return;
+    size_t len;
+    char *text = table_text(s, &len);
+    if (!text) {
+        fprintf(stderr, "rendezvous %s: out of memory for the table; waiting for retries\n", s->bound);
+        return;
+    }
+    if (!s->complete) {
+        s->complete = 1;
+        for (size_t i = 0; i < s->n_ranks; i++) answer(s, router, i, text, len);
+    } else {
+        answer(s, router, r, text, len);
+    }
+    free(text);
+}
+
+static void *actor(void *arg) {
+    rdv_server_t *s = arg;
+    void *pipe = s->actor_pipe;
+    char err[256] = "";
+    void *router = zmq_socket(s->ctx, ZMQ_ROUTER);
+    if (!router) ZMQ_FAIL("zmq_socket(ZMQ_ROUTER)", err, sizeof err);
+    int one = 1;
+    if (router && !err[0]) {
+        if (zmsg_socket_defaults(router, 0, err, sizeof err) == 0 &&
+            zmq_setsockopt(router, ZMQ_ROUTER_MANDATORY, &one, sizeof one) != 0)
+            ZMQ_FAIL("zmq_setsockopt(ZMQ_ROUTER_MANDATORY)", err, sizeof err);
+    }
+    if (router && !err[0] && zmq_bind(router, s->bind_to) != 0) {
+        char what[300];
+        snprintf(what, sizeof what, "zmq_bind(%s)", s->bind_to);
+        ZMQ_FAIL(what, err, sizeof err);
+    }
+    size_t len = sizeof s->bound;
+    if (router && !err[0] && zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, s->bound, &len) != 0)
+        ZMQ_FAIL("zmq_getsockopt(ZMQ_LAST_ENDPOINT)", err, sizeof err);
+    // The first message on the pipe is "+endpoint" when ready, else "-error";
+    // passing the endpoint as a message keeps the two threads' memory apart.
+    char ready[300];
+    int n = snprintf(ready, sizeof ready, "%c%s", err[0] ? '-' : '+', err[0] ? err : s->bound);
+    zmq_send(pipe, ready, (size_t)n < sizeof ready ? (size_t)n : sizeof ready - 1, 0);
+    if (err[0]) {
+        if (router) zmq_close(router);
+        zmq_close(pipe);
+        return NULL;
+    }
+
+    zmq_pollitem_t items[2] = {{pipe, 0, ZMQ_POLLIN, 0}, {router, 0, ZMQ_POLLIN, 0}};
+    for (;;) {
+        if (poll_retry(items, 2, -1) < 0) {
+            if (errno == ETERM) break;
+            fprintf(stderr, "rendezvous %s: zmq_poll failed: %s\n", s->bound, zmq_strerror(errno));
+            break;
+        }
+        if (items[0].revents & ZMQ_POLLIN) break;  // the only command is "stop"
+        if (items[1].revents & ZMQ_POLLIN) {
+            zmsg_t m;
+            int rc = zmsg_recv(router, 1, s->run_id, &m, err, sizeof err);
+            if (rc < 0) {
+                if (errno == ETERM) break;
+                drop(s, RDV_DROP_RECV, err);
+                continue;
+            }
+            if (rc == 0)
+                drop(s, m.status, NULL);
+            else
+                on_join(s, router, &m);
+            zmsg_close(&m);
+            if (s->complete && s->n_answered == s->n_ranks && !s->signalled) {
+                s->signalled = 1;
+                zmq_send(pipe, "done", 4, 0);
+            }
+        }
+    }
+    // Tables handed to libzmq just before a stop may still be queued: give
+    // them a moment to leave, or their joiners would wait for nothing.
+    int flush_ms = RDV_FLUSH_MS;
+    zmq_setsockopt(router, ZMQ_LINGER, &flush_ms, sizeof flush_ms);
+    zmq_close(router);
+    zmq_close(pipe);
+    return NULL;
+}
+
+static void server_free(rdv_server_t *s) {
+    if (s->who)
+        for (size_t i = 0; i < s->n_ranks; i++)
+            if (s->has_who[i]) zmq_msg_close(&s->who[i]);
+    if (s->pipe) zmq_close(s->pipe);
+    free(s->present);
+    free(s->table);
+    free(s->who);
+    free(s->has_who);
+    free(s->answered);
+    free(s);
+}
+
+rdv_server_t *rdv_server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, uint64_t run_id, char *err,
+                             size_t err_len) {
+    if (n_ranks == 0 || n_ranks > UINT32_MAX) {
+        snprintf(err, err_len, "rdv_server_new: n_ranks %zu is not in 1..%u", n_ranks, UINT32_MAX);
+        return NULL;
+    }
+    if (!endpoint || strlen(endpoint) >= sizeof ((rdv_server_t *)0)->bind_to) {
+        snprintf(err, err_len, "rdv_server_new: endpoint missing or too long");
+        return NULL;
+    }
+    rdv_server_t *s = calloc(1, sizeof *s);
+    if (!s) {
+        snprintf(err, err_len, "rdv_server_new: out of memory");
+        return NULL;
+    }
+    s->ctx = zmq_ctx;
+    s->n_ranks = n_ranks;
+    s->run_id = run_id;
+    snprintf(s->bind_to, sizeof s->bind_to, "%s", endpoint);
+    atomic_init(&s->dropped, 0);
+    atomic_init(&s->joined, 0);
+    s->present = malloc(n_ranks * sizeof *s->present);
+    s->table = calloc(n_ranks, sizeof *s->table);
+    s->who = calloc(n_ranks, sizeof *s->who);
+    s->has_who = calloc(n_ranks, 1);
+    s->answered = calloc(n_ranks, 1);
+    if (!s->present || !s->table || !s->who || !s->has_who || !s->answered) {
+        snprintf(err, err_len, "rdv_server_new: out of memory for %zu ranks", n_ranks);
+        server_free(s);
+        return NULL;
+    }
+    for (size_t i = 0; i < n_ranks; i++) atomic_init(&s->present[i], 0);
+
+    // The pipe's two ends are made here so that a failure is reported here;
+    // thread creation is the memory barrier that hands the actor its end.
+    char name[64];
+    snprintf(name, sizeof name, "inproc://rendezvous-%p", (void *)s);
+    s->pipe = zmq_socket(zmq_ctx, ZMQ_PAIR);
+    if (!s->pipe) {
+        ZMQ_FAIL("zmq_socket(ZMQ_PAIR)", err, err_len);
+        server_free(s);
+        return NULL;
+    }
+    s->actor_pipe = zmq_socket(zmq_ctx, ZMQ_PAIR);
+    int zero = 0;
+    if (!s->actor_pipe || zmq_setsockopt(s->pipe, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+        zmq_bind(s->pipe, name) != 0 || zmq_connect(s->actor_pipe, name) != 0) {
+        ZMQ_FAIL("rendezvous actor pipe", err, err_len);
+        if (s->actor_pipe) zmq_close(s->actor_pipe);
+        server_free(s);
+        return NULL;
+    }
+    int prc = pthread_create(&s->thread, NULL, actor, s);
+    if (prc != 0) {
+        snprintf(err, err_len, "pthread_create failed at %s:%d: %s", __FILE__, __LINE__, strerror(prc));
+        zmq_close(s->actor_pipe);
+        server_free(s);
+        return NULL;
+    }
+    char ready[300];
+    int n;
+    do n = zmq_recv(s->pipe, ready, sizeof ready - 1, 0);
+    while (n < 0 && errno == EINTR);
+    if (n > (int)sizeof ready - 1) n = (int)sizeof ready - 1;
+    if (n > 1 && ready[0] == '+' && n - 1 < (int)sizeof s->endpoint) {
+        memcpy(s->endpoint, ready + 1, (size_t)n - 1);
+        s->endpoint[n - 1] = '\0';
+        return s;
+    }
+    if (n < 0) {
+        ZMQ_FAIL("zmq_recv (rendezvous actor pipe)", err, err_len);
+        zmq_send(s->pipe, "stop", 4, ZMQ_DONTWAIT);
+    } else {
+        snprintf(err, err_len, "rendezvous coordinator at %s: %.*s", s->bind_to, n > 0 ? n - 1 : 0, ready + 1);
+    }
+    pthread_join(s->thread, NULL);
+    server_free(s);
+    return NULL;
+}
+
+const char *rdv_server_endpoint(const rdv_server_t *s) {
+    return s->endpoint;
+}
+
+size_t rdv_server_dropped(const rdv_server_t *s) {
+    return atomic_load(&((rdv_server_t *)s)->dropped);
+}
+
+int rdv_server_wait(rdv_server_t *s, int timeout_ms, char *err, size_t err_len) {
+    if (s->done) return 0;
+    int64_t end = now_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
+    for (;;) {
+        int left = -1;
+        if (timeout_ms >= 0) {
+            int64_t l = end - now_ms();
+            left = l > 0 ? (int)l : 0;
+        }
+        zmq_pollitem_t item = {s->pipe, 0, ZMQ_POLLIN, 0};
+        int rc = poll_retry(&item, 1, left);
+        if (rc < 0) return ZMQ_FAIL("zmq_poll (rendezvous actor pipe)", err, err_len);
+        if (rc > 0) {
+            char msg[16];
+            int n = zmq_recv(s->pipe, msg, sizeof msg, ZMQ_DONTWAIT);
+            if (n == 4 && memcmp(msg, "done", 4) == 0) {
+                s->done = 1;
+                return 0;
+            }
+            continue;
+        }
+        if (left == 0) break;
+    }
+    size_t joined = atomic_load(&s->joined);
+    int at = snprintf(err, err_len, "rendezvous %s: %zu of %zu ranks joined within %d ms", s->endpoint, joined,
+                      s->n_ranks, timeout_ms);
+    if (joined == s->n_ranks) {
+        snprintf(err + at, err_len - (size_t)at, "; the table has not reached every rank yet");
+        return -1;
+    }
+    const char *sep = "; missing:";
+    size_t listed = 0;
+    for (size_t i = 0; i < s->n_ranks && at > 0 && (size_t)at < err_len; i++) {
+        if (atomic_load(&s->present[i])) continue;
+        if (listed++ == 8) {
+            at += snprintf(err + at, err_len - (size_t)at, " ...");
+            break;
+        }
+        at += snprintf(err + at, err_len - (size_t)at, "%s %zu", sep, i);
+        sep = "";
+    }
+    return -1;
+}
+
+void rdv_server_destroy(rdv_server_t **sp) {
+    if (!sp || !*sp) return;
+    rdv_server_t *s = *sp;
+    *sp = NULL;
+    int rc;
+    do rc = zmq_send(s->pipe, "stop", 4, ZMQ_DONTWAIT);
+    while (rc < 0 && errno == EINTR);
+    pthread_join(s->thread, NULL);
+    server_free(s);
+}
+
+// ---- a process joining -------------------------------------------------------
+
+// Parses a table of n entries and checks that it has ranks 0..n-1 in order.
+static int parse_table(const char *text, size_t len, size_t n, rdv_entry_t *out, char *why, size_t why_len) {
+    const char *p = text, *end = text + len;
+    for (size_t i = 0; i < n; i++) {
+        if (parse_entry(&p, end, &out[i]) != 0) {
+            snprintf(why, why_len, "line %zu does not parse", i + 1);
+            return -1;
+        }
+        if (out[i].rank != i) {
+            snprintf(why, why_len, "line %zu has rank %u, expected %zu", i + 1, out[i].rank, i);
+            return -1;
+        }
+    }
+    if (p != end) {
+        snprintf(why, why_len, "%zu bytes after the %zu entries", (size_t)(end - p), n);
+        return -1;
+    }
+    return 0;
+}
+
+int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, size_t n_ranks,
+             rdv_entry_t **table, int timeout_ms, char *err, size_t err_len) {
+    *table = NULL;
+    if (n_ranks == 0 || n_ranks > UINT32_MAX || me->rank >= n_ranks) {
+        snprintf(err, err_len, "rdv_join: rank %u is not below n_ranks %zu", me->rank, n_ranks);
+        return -1;
+    }
+    if (!endpoint_ok(me->endpoint)) {
+        snprintf(err, err_len, "rdv_join: rank %u's endpoint is empty, too long or contains blanks", me->rank);
+        return -1;
+    }
+    rdv_entry_t *out = malloc(n_ranks * sizeof *out);
+    if (!out) {
+        snprintf(err, err_len, "rdv_join: out of memory for %zu entries", n_ranks);
+        return -1;
+    }
+    void *sock = zmq_socket(zmq_ctx, ZMQ_DEALER);
+    if (!sock) {
+        free(out);
+        return ZMQ_FAIL("zmq_socket(ZMQ_DEALER)", err, err_len);
+    }
+    int rc = -1;
+    if (zmsg_socket_defaults(sock, 0, err, err_len) != 0) goto done;
+    if (zmq_connect(sock, coordinator) != 0) {
+        char what[300];
+        snprintf(what, sizeof what, "zmq_connect(%s)", coordinator);
+        ZMQ_FAIL(what, err, err_len);
+        goto done;
+    }
+    char line[RDV_LINE_MAX + 1];
+    size_t line_len = format_entry(me, line);
+
+    int64_t start = now_ms(), end = start + (timeout_ms < 0 ? 0 : timeout_ms), next_send = start;
+    unsigned sends = 0;
+    for (;;) {
+        int64_t now = now_ms();
+        if (now >= next_send) {
+            // Until the coordinator is up libzmq queues these on the
+            // connecting pipe; a full queue (EAGAIN) just skips one retry.
+            wire_header_t h = zmsg_header(MSG_TYPE_RDV_JOIN, run_id);
+            h.sender = me->rank;
+            h.aux = (uint32_t)n_ranks;
+            char serr[256];
+            if (send_text(sock, NULL, &h, line, line_len, serr, sizeof serr) != 0 && errno != EAGAIN) {
+                snprintf(err, err_len, "rdv_join to %s: %s", coordinator, serr);
+                goto done;
+            }
+            sends++;
+            next_send = now + RDV_RESEND_MS;
+        }
+        int64_t until = next_send;
+        if (timeout_ms >= 0 && end < until) until = end;
+        int wait = until > now ? (int)(until - now) : 0;
+        zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+        int prc = poll_retry(&item, 1, wait);
+        if (prc < 0) {
+            ZMQ_FAIL("zmq_poll (rendezvous join)", err, err_len);
+            goto done;
+        }
+        if (prc > 0) {
+            zmsg_t m;
+            char rerr[256];
+            int r = zmsg_recv(sock, 0, run_id, &m, rerr, sizeof rerr);
+            if (r < 0) {
+                if (errno == EAGAIN) continue;
+                snprintf(err, err_len, "rdv_join from %s: %s", coordinator, rerr);
+                goto done;
+            }
+            // Anything but a valid table of this run is not for us.
+            if (r == 1 && m.h.type == MSG_TYPE_RDV_TABLE) {
+                char why[128];
+                const char *text = zmsg_payload(&m, 0);
+                if (m.h.payload_kind != PAYLOAD_KIND_TEXT || m.h.aux != n_ranks || !text) {
+                    snprintf(err, err_len, "rdv_join: the table from %s is for %u ranks, not %zu", coordinator,
+                             m.h.aux, n_ranks);
+                    zmsg_close(&m);
+                    goto done;
+                }
+                if (parse_table(text, m.h.count, n_ranks, out, why, sizeof why) != 0) {
+                    snprintf(err, err_len, "rdv_join: malformed table from %s: %s", coordinator, why);
+                    zmsg_close(&m);
+                    goto done;
+                }
+                zmsg_close(&m);
+                const rdv_entry_t *mine = &out[me->rank];
+                if (mine->role != me->role || strcmp(mine->endpoint, me->endpoint) != 0) {
+                    snprintf(err, err_len,
+                             "rdv_join: the table from %s gives rank %u as role %u at %s, but this process joined "
+                             "as role %u at %s (two processes with one rank?)",
+                             coordinator, me->rank, mine->role, mine->endpoint, me->role, me->endpoint);
+                    goto done;
+                }
+                rc = 0;
+                goto done;
+            }
+            zmsg_close(&m);
+        }
+        if (timeout_ms >= 0 && now_ms() >= end) {
+            snprintf(err, err_len,
+                     "rdv_join: no table from the coordinator %s within %d ms (rank %u sent %u joins): is rank 0 "
+                     "running it there, for the same run id %016llx and %zu ranks, and have all ranks started?",
+                     coordinator, timeout_ms, me->rank, sends, (unsigned long long)run_id, n_ranks);
+            goto done;
+        }
+    }
+done:
+    zmq_close(sock);
+    if (rc == 0)
+        *table = out;
+    else
+        free(out);
+    return rc;
+}
+
+// ---- endpoints -----------------------------------------------------------------
+
+int net_bind_ephemeral(void *sock, const char *host, char *endpoint_out, size_t len, char *err, size_t err_len) {
+    char ep[300];
+    int w = snprintf(ep, sizeof ep, "tcp://%s:*", host);
+    if (w < 0 || (size_t)w >= sizeof ep) {
+        snprintf(err, err_len, "net_bind_ephemeral: host \"%s\" is too long", host);
+        return -1;
+    }
+    if (zmq_bind(sock, ep) != 0) {
+        char what[340];
+        snprintf(what, sizeof what, "zmq_bind(%s)", ep);
+        return ZMQ_FAIL(what, err, err_len);
+    }
+    char got[256];
+    size_t got_len = sizeof got;
+    if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, got, &got_len) != 0)
+        return ZMQ_FAIL("zmq_getsockopt(ZMQ_LAST_ENDPOINT)", err, err_len);
+    if (strlen(got) >= len) {
+        snprintf(err, err_len, "net_bind_ephemeral: endpoint %s does not fit in %zu bytes", got, len);
+        return -1;
+    }
+    memcpy(endpoint_out, got, strlen(got) + 1);
+    return 0;
+}

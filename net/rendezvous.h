@@ -1,0 +1,78 @@
+#ifndef ASGD_NET_RENDEZVOUS_H
+#define ASGD_NET_RENDEZVOUS_H
+// Rendezvous: how the processes of one run learn each other's endpoints.
+//
+// One process (rank 0's host, see launch_env.h) runs a coordinator; every
+// process — the coordinator's own included — joins it with its rank, role and
+// the endpoint it has bound. Once n_ranks distinct ranks have joined, the
+// coordinator answers every joiner with the whole table, sorted by rank. The
+// processes may start in any order: a joiner resends its join every second
+// until the table arrives or its timeout passes.
+//
+// On the wire (protocol messages, wire.h; payload PAYLOAD_KIND_TEXT):
+//   RDV_JOIN   sender = rank, aux = n_ranks, payload "RANK ROLE ENDPOINT\n"
+//   RDV_TABLE  aux = n_ranks, payload n lines "RANK ROLE ENDPOINT\n", ranks 0..n-1 in order
+// RANK and ROLE are decimal; ENDPOINT is one word (no blanks) shorter than
+// RDV_ENDPOINT_MAX. Messages with another run id, a bad checksum or a body
+// that does not parse are dropped by whoever receives them.
+#include <stddef.h>
+#include <stdint.h>
+
+#define RDV_ENDPOINT_MAX 200
+
+typedef struct rdv_entry {
+    uint32_t rank;
+    uint32_t role;                    // the caller's (launch_role_t); carried, not interpreted
+    char endpoint[RDV_ENDPOINT_MAX];  // where this rank can be reached, e.g. "tcp://node01:40123"
+} rdv_entry_t;
+
+// ---- the coordinator ---------------------------------------------------------
+typedef struct rdv_server rdv_server_t;
+
+// Binds a ROUTER socket at endpoint ("tcp://host:port"; port 0 or * picks a free
+// one) and serves from its own thread, which owns the socket until
+// rdv_server_destroy. Messages that are not a well-formed join of this run —
+// another run id, garbage, a rank >= n_ranks, a joiner expecting another
+// n_ranks, a rank already taken by a different endpoint — are dropped and
+// counted, each reason reported once on stderr. The same rank joining again
+// with the same endpoint is a retry: it is answered (again, once the table is
+// complete), never counted twice. zmq_ctx stays the caller's and must outlive
+// the server. Returns NULL with err filled on failure (bad endpoint, port in use).
+rdv_server_t *rdv_server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, uint64_t run_id, char *err,
+                             size_t err_len);
+
+// The bound endpoint with its port resolved, e.g. "tcp://127.0.0.1:41873".
+const char *rdv_server_endpoint(const rdv_server_t *s);
+
+// Blocks until the table has been sent to every rank (timeout_ms < 0: no
+// limit). Returns 0, or -1 with err listing how many ranks joined and which
+// are missing. The server keeps answering late retries until destroyed.
+int rdv_server_wait(rdv_server_t *s, int timeout_ms, char *err, size_t err_len);
+
+// Messages dropped so far (all reasons).
+size_t rdv_server_dropped(const rdv_server_t *s);
+
+// Stops the thread, closes the socket and frees; accepts NULL and nulls *s.
+// Tables still queued in libzmq get up to half a second to leave, which
+// zmq_ctx_term (not this call) waits for.
+void rdv_server_destroy(rdv_server_t **s);
+
+// ---- a process joining -------------------------------------------------------
+// Sends *me to the coordinator ("tcp://host:port") and waits for the table,
+// resending the join every second (the coordinator may start after us), for at
+// most timeout_ms (< 0: no limit). On success *table holds n_ranks entries
+// sorted by rank (entry i has rank i) and the caller owns it (free). Returns -1
+// with err when the coordinator does not answer in time, the table is
+// malformed, or it does not contain *me as sent.
+int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, size_t n_ranks,
+             rdv_entry_t **table, int timeout_ms, char *err, size_t err_len);
+
+// ---- endpoints -----------------------------------------------------------------
+// Binds sock to tcp://host:* and writes the endpoint libzmq chose
+// (ZMQ_LAST_ENDPOINT, e.g. "tcp://127.0.0.1:40123") to endpoint_out. A host of
+// "*" or "0.0.0.0" binds every interface, and the endpoint then names 0.0.0.0,
+// which is no address for another machine: advertise the host's name instead.
+// Returns 0 or -1 with err.
+int net_bind_ephemeral(void *sock, const char *host, char *endpoint_out, size_t len, char *err, size_t err_len);
+
+#endif

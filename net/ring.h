@@ -1,0 +1,75 @@
+#ifndef ASGD_NET_RING_H
+#define ASGD_NET_RING_H
+// Ring allreduce among n processes over libzmq (docs/allreduce.md).
+//
+// Each rank binds a PULL socket that its previous rank (rank - 1 mod n)
+// connects to, and connects a PUSH socket to the next rank's. An allreduce
+// cuts the array into n chunks and runs a reduce-scatter (n - 1 steps: the
+// partial sum of a chunk travels once around the ring, each rank adding its
+// own values) then an allgather (n - 1 steps: the finished sums travel around
+// once more). Chunks are cut into sub-chunks that move independently, so a
+// rank forwards a sub-chunk as soon as it has added into it, while libzmq's
+// I/O thread is still moving the next ones.
+//
+// Messages are MSG_TYPE_RING_CHUNK with a DENSE payload (the sub-chunk's
+// floats); header fields: sender = rank, clock = the call's sequence number
+// (1 for the first allreduce on this ring, then 2, ...), offset = the first
+// element index, count = elements, aux = step (0 .. 2n-3), param_version = the
+// allreduce's total element count (so ranks that disagree on it fail at once).
+//
+// A ring is used by one thread at a time. Every rank must make the same
+// sequence of calls with the same counts.
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ring ring_t;
+
+// Rank `rank` of n (rank < n, n >= 1). Binds its receiving socket right away on
+// tcp://<bind_host>:* (an ephemeral port), or, with bind_host "ipc", on a fresh
+// ipc:// path in the temporary directory (same host only). The context is the
+// caller's and must outlive the ring. Returns NULL with err filled.
+ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, const char *bind_host, char *err,
+                 size_t err_len);
+
+// The endpoint actually bound, e.g. "tcp://127.0.0.1:40213", for the rendezvous.
+// Owned by the ring.
+const char *ring_endpoint(const ring_t *r);
+
+// Connects to the next rank, (rank + 1) % n, at the endpoint it reported.
+// Returns 0 or -1.
+int ring_connect(ring_t *r, const char *next_endpoint, char *err, size_t err_len);
+
+// In place: data[0..count) becomes the elementwise sum over all ranks. Every
+// rank ends with bit-identical results: chunk c's sum is accumulated in one
+// fixed order (rank c's values, plus rank c+1's, ...) and the finished sum is
+// copied around unchanged. count may be anything (0, less than n, not
+// divisible by n). timeout_ms > 0 bounds how long the call waits without any
+// progress (a neighbour gone, a peer that never calls): it then fails naming
+// the neighbour it was waiting on; timeout_ms <= 0 waits forever.
+// Returns 0, or -1 with err filled. After a failure the ring's neighbours may
+// be mid-call; the run should rebuild its rings rather than call again.
+int ring_allreduce_sum(ring_t *r, float *data, size_t count, int timeout_ms, char *err, size_t err_len);
+
+void ring_destroy(ring_t **r);  // accepts NULL and nulls the pointer
+
+// ---- tuning and counters (optional) ----------------------------------------
+
+// Sub-chunk size in floats (default RING_SUB_CHUNK_DEFAULT) and whether large
+// sub-chunks are sent straight from the caller's array instead of a copy
+// (default RING_ZERO_COPY_DEFAULT; docs/allreduce.md has the measurements).
+// Every rank must use the same sub_chunk. Returns 0, or -1 when sub_chunk is 0
+// or does not fit a header's 32-bit count.
+#define RING_SUB_CHUNK_DEFAULT ((size_t)1 << 16)
+#define RING_ZERO_COPY_DEFAULT 0
+int ring_tune(ring_t *r, size_t sub_chunk, int zero_copy, char *err, size_t err_len);
+
+typedef struct ring_stats {
+    uint64_t calls;               // allreduces started
+    uint64_t msgs_sent, msgs_recv;
+    uint64_t bytes_sent, bytes_recv;  // payload bytes
+    uint64_t dropped;             // messages refused: invalid, foreign, or of another call/offset
+} ring_stats_t;
+
+void ring_get_stats(const ring_t *r, ring_stats_t *out);
+
+#endif

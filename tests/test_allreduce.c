@@ -1,0 +1,337 @@
+// Ring allreduce (net/ring.h) among real processes on tcp://127.0.0.1:*: for
+// N = 1..5 ranks, forked children exchange endpoints through pipes, fill their
+// arrays from seeded streams and run a sequence of allreduces on one ring
+// (sizes 1, N-1, 1001, 3,000,001, several in a row, small and copied or
+// zero-copy sub-chunks). The parent checks every rank's result against a
+// serial sum and that all ranks' results are bit-identical. Messages from a
+// foreign run or of a stale call are dropped and counted. Last, one rank exits
+// before the call: the others must fail within their timeout, naming a rank.
+#include <errno.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "datasets/rng.h"  // defines: rng_t, rng_seed, rng_uniform
+#include "net/ring.h"      // defines: ring_new, ring_connect, ring_allreduce_sum, ring_tune, ring_destroy
+#include "net/zmsg.h"      // defines: zmsg_send, zmsg_header
+#include "test_support.h"
+
+#define RUN 0x7269e60000000001ull
+#define MAX_RANKS 5
+#define EP_LEN 256
+#define CALL_TIMEOUT_MS 10000
+#define DEAD_TIMEOUT_MS 300
+
+typedef struct call {
+    size_t count;
+    size_t sub;  // floats per sub-chunk
+    int zero_copy;
+} call_t;
+
+// What a child reports besides its results (in memory shared with the parent).
+typedef struct child_report {
+    int rc;             // of the failing call in the dead-rank test
+    double ms;          // how long that call took
+    uint64_t dropped;   // messages its ring refused
+    char err[512];
+} child_report_t;
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+
+// Never zero, so that a sum missing a rank's contribution shows.
+static void fill(float *x, size_t count, uint64_t seed, size_t rank) {
+    rng_t g;
+    rng_seed(&g, seed, 1 + rank);
+    for (size_t i = 0; i < count; i++) x[i] = (float)(0.5 + rng_uniform(&g));
+}
+
+static void *shared_alloc(size_t bytes) {
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED);
+    return p;
+}
+
+static void write_all(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        CHECK(w > 0);
+        c += w, n -= (size_t)w;
+    }
+}
+
+// Returns 0 at end of file (the other side is gone) before all n bytes.
+static int read_all(int fd, void *p, size_t n) {
+    char *c = p;
+    while (n) {
+        ssize_t r = read(fd, c, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return 0;
+        c += r, n -= (size_t)r;
+    }
+    return 1;
+}
+
+// Sends the messages a rank must refuse: one of another run, one of call 0
+// (a call that never happens, as a stale message would look).
+static void send_intruders(void *ctx, const char *endpoint, void **sock_out) {
+    char err[256];
+    void *s = zmq_socket(ctx, ZMQ_PUSH);
+    CHECK(s);
+    CHECK_OK(zmsg_socket_defaults(s, 0, err, sizeof err), err);
+    CHECK(zmq_connect(s, endpoint) == 0);
+    for (int k = 0; k < 2; k++) {
+        wire_header_t h = zmsg_header(MSG_TYPE_RING_CHUNK, k == 0 ? RUN + 1 : RUN);
+        h.sender = 0;
+        h.clock = 0;
+        h.count = 4;
+        h.payload_kind = PAYLOAD_KIND_DENSE;
+        h.param_version = 4;
+        zmq_msg_t f;
+        CHECK_OK(zmsg_frame_alloc(&f, 4 * sizeof(float), err, sizeof err), err);
+        memset(zmq_msg_data(&f), 0x3f, 4 * sizeof(float));
+        CHECK_OK(zmsg_send(s, NULL, &h, &f, 1, 0, err, sizeof err), err);
+    }
+    *sock_out = s;  // kept open: closing with linger 0 could drop them unsent
+}
+
+// One rank: rendezvous, then the calls; results go to out (shared memory).
+// dead: this rank leaves right after connecting; expect_fail: the call must fail.
+static void child_main(size_t rank, size_t n, int up, int down, const call_t *calls, size_t n_calls, float *out,
+                       child_report_t *rep, int dead, int expect_fail) {
+    alarm(60);  // a hang is a failure, never a stuck test run
+    char err[512] = "";
+    void *ctx = zmq_ctx_new();
+    CHECK(ctx);
+    ring_t *r = ring_new(ctx, rank, n, RUN, "127.0.0.1", err, sizeof err);
+    CHECK_OK(r == NULL, err);
+    char ep[EP_LEN] = {0};
+    snprintf(ep, sizeof ep, "%s", ring_endpoint(r));
+    CHECK(strncmp(ep, "tcp://127.0.0.1:", 16) == 0);
+    write_all(up, ep, sizeof ep);
+    CHECK(read_all(down, ep, sizeof ep));
+    CHECK_OK(ring_connect(r, ep, err, sizeof err), err);
+    void *intruder = NULL;
+    if (dead) goto done;
+    if (rank == 0 && n >= 2 && !expect_fail) send_intruders(ctx, ep, &intruder);
+
+    size_t off = 0;
+    for (size_t j = 0; j < n_calls; j++) {
+        float *x = out + off;
+        fill(x, calls[j].count, 1000 + j, rank);
+        CHECK_OK(ring_tune(r, calls[j].sub, calls[j].zero_copy, err, sizeof err), err);
+        double t0 = now_ms();
+        int rc = ring_allreduce_sum(r, x, calls[j].count, expect_fail ? DEAD_TIMEOUT_MS : CALL_TIMEOUT_MS, err,
+                                    sizeof err);
+        rep->ms = now_ms() - t0;
+        rep->rc = rc;
+        snprintf(rep->err, sizeof rep->err, "%s", rc ? err : "");
+        if (!expect_fail) CHECK_OK(rc, err);
+        off += calls[j].count;
+    }
+    ring_stats_t st;
+    ring_get_stats(r, &st);
+    rep->dropped = st.dropped;
+    CHECK(st.calls == n_calls);
+done:
+    if (intruder) zmq_close(intruder);
+    ring_destroy(&r);
+    CHECK(r == NULL);
+    zmq_ctx_term(ctx);
+    close(up);
+    close(down);
+    exit(0);
+}
+
+// Forks n ranks, relays endpoints, waits for all of them. Returns when every
+// child exited 0 (anything else fails the test).
+static void run_ring(size_t n, const call_t *calls, size_t n_calls, float *out, size_t per_rank,
+                     child_report_t *reps, long dead_rank, int expect_fail) {
+    int up[MAX_RANKS][2], down[MAX_RANKS][2];
+    pid_t pid[MAX_RANKS];
+    fflush(stdout);
+    fflush(stderr);
+    for (size_t i = 0; i < n; i++) {
+        CHECK(pipe(up[i]) == 0 && pipe(down[i]) == 0);
+        pid[i] = fork();
+        CHECK(pid[i] >= 0);
+        if (pid[i] == 0) {
+            for (size_t k = 0; k < i; k++) close(up[k][0]), close(down[k][1]);
+            close(up[i][0]);
+            close(down[i][1]);
+            child_main(i, n, up[i][1], down[i][0], calls, n_calls, out + i * per_rank, &reps[i],
+                       (long)i == dead_rank, expect_fail);
+        }
+        close(up[i][1]);
+        close(down[i][0]);
+    }
+    char eps[MAX_RANKS][EP_LEN];
+    for (size_t i = 0; i < n; i++) CHECK(read_all(up[i][0], eps[i], EP_LEN));
+    for (size_t i = 0; i < n; i++) write_all(down[i][1], eps[(i + 1) % n], EP_LEN);
+    double deadline = now_ms() + 60000;
+    size_t left = n;
+    int status_ok = 1;
+    while (left) {
+        int status;
+        pid_t w = waitpid(-1, &status, WNOHANG);
+        if (w == 0) {
+            if (now_ms() > deadline) {
+                for (size_t i = 0; i < n; i++) kill(pid[i], SIGKILL);
+                fprintf(stderr, "ring of %zu: children still running after 60 s\n", n);
+                exit(1);
+            }
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+            continue;
+        }
+        CHECK(w > 0);
+        left--;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "ring of %zu: child %d ended with status 0x%x\n", n, (int)w, status);
+            status_ok = 0;
+        }
+    }
+    for (size_t i = 0; i < n; i++) close(up[i][0]), close(down[i][1]);
+    CHECK(status_ok);
+}
+
+static void test_ring(size_t n) {
+    const size_t D = RING_SUB_CHUNK_DEFAULT;
+    const call_t calls[] = {
+        {1, D, 0},        {n - 1, D, 0},    {1001, D, 0},     {3000001, D, 0},  // the sizes asked for
+        {1001, D, 0},     {1001, D, 0},     {1001, D, 0},     {5, D, 0},        // back to back
+        {1001, 97, 0},    {5000, 97, 0},                                        // many small sub-chunks
+        {3000001, D, 1},  {1001, D, 1},     {2, D, 1},                          // zero-copy sends
+    };
+    size_t n_calls = sizeof calls / sizeof calls[0], per_rank = 0;
+    for (size_t j = 0; j < n_calls; j++) per_rank += calls[j].count;
+    float *out = shared_alloc(n * per_rank * sizeof(float));
+    child_report_t *reps = shared_alloc(n * sizeof *reps);
+    double t0 = now_ms();
+    run_ring(n, calls, n_calls, out, per_rank, reps, -1, 0);
+    double ms = now_ms() - t0;
+
+    // Serial reference: the same streams, summed in double.
+    size_t max_count = 0;
+    for (size_t j = 0; j < n_calls; j++)
+        if (calls[j].count > max_count) max_count = calls[j].count;
+    double *sum = malloc(max_count * sizeof *sum);
+    float *x = malloc(max_count * sizeof *x);
+    CHECK(sum && x);
+    size_t off = 0;
+    for (size_t j = 0; j < n_calls; j++) {
+        size_t c = calls[j].count;
+        memset(sum, 0, c * sizeof *sum);
+        for (size_t r = 0; r < n; r++) {
+            fill(x, c, 1000 + j, r);
+            for (size_t i = 0; i < c; i++) sum[i] += x[i];
+        }
+        const float *r0 = out + off;
+        for (size_t i = 0; i < c; i++) {
+            if (!(fabs(r0[i] - sum[i]) <= 1e-5 * fabs(sum[i]))) {
+                fprintf(stderr, "ring of %zu, call %zu (count %zu): element %zu is %.9g, serial sum %.9g\n", n, j, c,
+                        i, r0[i], sum[i]);
+                exit(1);
+            }
+        }
+        for (size_t r = 1; r < n; r++) {
+            if (memcmp(r0, out + r * per_rank + off, c * sizeof(float)) != 0) {
+                fprintf(stderr, "ring of %zu, call %zu (count %zu): rank %zu's result differs from rank 0's\n", n, j,
+                        c, r);
+                exit(1);
+            }
+        }
+        off += c;
+    }
+    // Rank 1 got the two intruding messages (rank 0 sent them), nobody else any.
+    for (size_t r = 0; r < n; r++) {
+        uint64_t want = (n >= 2 && r == 1) ? 2 : 0;
+        if (reps[r].dropped != want) {
+            fprintf(stderr, "ring of %zu: rank %zu dropped %llu messages, expected %llu\n", n, r,
+                    (unsigned long long)reps[r].dropped, (unsigned long long)want);
+            exit(1);
+        }
+    }
+    printf("ring of %zu: %zu calls (%zu floats per rank) correct and bit-identical on every rank in %.0f ms\n", n,
+           n_calls, per_rank, ms);
+    free(sum);
+    free(x);
+    munmap(out, n * per_rank * sizeof(float));
+    munmap(reps, n * sizeof *reps);
+}
+
+// Rank `dead` leaves after connecting; every other rank's call must fail
+// within about its timeout, and the one after the gap must name the gone rank.
+// With zero-copy sends, the rank before the gap has frames queued for the gone
+// rank that point into its array: they must be dropped before the call returns.
+static void test_dead_neighbour(size_t n, size_t dead, int zero_copy) {
+    const call_t calls[] = {{100000, RING_SUB_CHUNK_DEFAULT, zero_copy}};
+    float *out = shared_alloc(n * calls[0].count * sizeof(float));
+    child_report_t *reps = shared_alloc(n * sizeof *reps);
+    run_ring(n, calls, 1, out, calls[0].count, reps, (long)dead, 1);
+    for (size_t r = 0; r < n; r++) {
+        if (r == dead) continue;
+        printf("ring of %zu without rank %zu%s: rank %zu failed after %.0f ms: %s\n", n, dead,
+               zero_copy ? " (zero-copy)" : "", r, reps[r].ms,
+               reps[r].err);
+        CHECK(reps[r].rc == -1);
+        CHECK(reps[r].ms >= DEAD_TIMEOUT_MS * 0.9);
+        CHECK(reps[r].ms < DEAD_TIMEOUT_MS + 3000);
+        CHECK(strstr(reps[r].err, "for 300 ms") != NULL);
+    }
+    char want[64];
+    snprintf(want, sizeof want, "nothing from rank %zu (previous)", dead);
+    CHECK(strstr(reps[(dead + 1) % n].err, want) != NULL);
+    munmap(out, n * calls[0].count * sizeof(float));
+    munmap(reps, n * sizeof *reps);
+}
+
+static void test_bad_arguments(void) {
+    char err[256];
+    void *ctx = zmq_ctx_new();
+    CHECK(ctx);
+    CHECK(ring_new(ctx, 3, 3, RUN, "127.0.0.1", err, sizeof err) == NULL);
+    CHECK(strstr(err, "rank") != NULL);
+    CHECK(ring_new(ctx, 0, 0, RUN, "127.0.0.1", err, sizeof err) == NULL);
+    CHECK(ring_new(ctx, 0, 2, RUN, "not a host", err, sizeof err) == NULL);
+    CHECK(strstr(err, "zmq_bind") != NULL);
+    ring_t *r = ring_new(ctx, 0, 2, RUN, "127.0.0.1", err, sizeof err);
+    CHECK_OK(r == NULL, err);
+    CHECK(ring_tune(r, 0, 0, err, sizeof err) == -1);
+    float x[4] = {1, 2, 3, 4};
+    CHECK(ring_allreduce_sum(r, x, 4, 100, err, sizeof err) == -1);  // not connected yet
+    CHECK(strstr(err, "ring_connect") != NULL);
+    ring_destroy(&r);
+    CHECK(r == NULL);
+    ring_destroy(&r);
+    ring_destroy(NULL);
+    // The ipc transport binds a fresh path.
+    r = ring_new(ctx, 0, 1, RUN, "ipc", err, sizeof err);
+    CHECK_OK(r == NULL, err);
+    CHECK(strncmp(ring_endpoint(r), "ipc://", 6) == 0);
+    CHECK_OK(ring_connect(r, ring_endpoint(r), err, sizeof err), err);
+    CHECK_OK(ring_allreduce_sum(r, x, 4, 100, err, sizeof err), err);  // one rank: unchanged
+    CHECK(x[0] == 1 && x[3] == 4);
+    ring_destroy(&r);
+    zmq_ctx_term(ctx);
+}
+
+int main(void) {
+    double t0 = now_ms();
+    test_bad_arguments();
+    for (size_t n = 1; n <= MAX_RANKS; n++) test_ring(n);
+    test_dead_neighbour(4, 2, 1);
+    test_dead_neighbour(2, 0, 0);
+    printf("test_allreduce: ok (%.1f s)\n", (now_ms() - t0) / 1e3);
+    return 0;
+}

@@ -1,0 +1,353 @@
+// Rendezvous over real sockets on 127.0.0.1: five processes that start in any
+// order learn one identical table; foreign and malformed messages are dropped
+// and counted; a joiner without a coordinator gives up in time.
+#include <errno.h>
+#include <inttypes.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "net/rendezvous.h"  // defines: rdv_server_new, rdv_join, net_bind_ephemeral
+#include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, zmsg_header
+#include "test_support.h"
+
+#define RUN_ID 0x5eed0000c0ffee11ull
+
+static int64_t now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+// A port that was free a moment ago, for a coordinator that must be known
+// before it starts. The context is gone before anyone forks.
+static int free_port(void) {
+    char ep[256], err[256];
+    void *ctx = zmq_ctx_new();
+    void *s = zmq_socket(ctx, ZMQ_ROUTER);
+    CHECK_OK(net_bind_ephemeral(s, "127.0.0.1", ep, sizeof ep, err, sizeof err), err);
+    CHECK(strncmp(ep, "tcp://127.0.0.1:", 16) == 0);
+    int port = atoi(ep + 16);
+    CHECK(port > 0 && port < 65536);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    return port;
+}
+
+// Sends one JOIN over a raw DEALER; body NULL means the well-formed line.
+static void send_join(void *sock, uint64_t run_id, uint32_t sender, uint32_t n, const char *body) {
+    char err[256];
+    wire_header_t h = zmsg_header(MSG_TYPE_RDV_JOIN, run_id);
+    h.sender = sender;
+    h.aux = n;
+    h.payload_kind = PAYLOAD_KIND_TEXT;
+    h.count = (uint32_t)strlen(body);
+    zmq_msg_t f;
+    CHECK_OK(zmsg_frame_alloc(&f, h.count, err, sizeof err), err);
+    memcpy(zmq_msg_data(&f), body, h.count);
+    CHECK_OK(zmsg_send(sock, NULL, &h, &f, 1, 0, err, sizeof err), err);
+}
+
+// Messages that are not joins of this run; returns how many were sent.
+static size_t send_garbage(void *sock, uint32_t n) {
+    char err[256];
+    size_t sent = 0;
+    send_join(sock, RUN_ID + 1, 1, n, "1 1 tcp://10.9.9.9:1\n");  // another run
+    sent++;
+    CHECK(zmq_send(sock, "garbage", 7, 0) == 7);  // not a protocol header at all
+    sent++;
+    // A header whose checksum does not cover its payload.
+    wire_header_t h = zmsg_header(MSG_TYPE_RDV_JOIN, RUN_ID);
+    h.aux = n;
+    h.payload_kind = PAYLOAD_KIND_TEXT;
+    h.count = 16;
+    h.checksum = 12345;
+    uint8_t bytes[WIRE_HEADER_SIZE];
+    wire_header_encode(&h, bytes);
+    CHECK(zmq_send(sock, bytes, sizeof bytes, ZMQ_SNDMORE) == (int)sizeof bytes);
+    CHECK(zmq_send(sock, "0 0 tcp://x:1\n\n\n", 16, 0) == 16);
+    sent++;
+    // A valid message of this run that is not a join.
+    wire_header_t hello = zmsg_header(MSG_TYPE_HELLO, RUN_ID);
+    CHECK_OK(zmsg_send(sock, NULL, &hello, NULL, 0, 0, err, sizeof err), err);
+    sent++;
+    return sent;
+}
+
+// ---- five processes ----------------------------------------------------------
+
+#define N_PROCS 5
+
+// One rank's process: bind its own endpoint, (rank 0) run the coordinator,
+// join, and write "me ENDPOINT" and the table to fd.
+static int rank_main(int rank, int delay_ms, const char *coordinator, int fd) {
+    usleep((useconds_t)delay_ms * 1000);
+    char err[512];
+    void *ctx = zmq_ctx_new();
+    void *own = zmq_socket(ctx, ZMQ_ROUTER);
+    int zero = 0;
+    zmq_setsockopt(own, ZMQ_LINGER, &zero, sizeof zero);
+    rdv_entry_t me = {.rank = (uint32_t)rank, .role = rank < 2 ? 0 : 1};
+    CHECK_OK(net_bind_ephemeral(own, "127.0.0.1", me.endpoint, sizeof me.endpoint, err, sizeof err), err);
+
+    rdv_server_t *server = NULL;
+    const char *join_at = coordinator;
+    if (rank == 0) {
+        server = rdv_server_new(ctx, coordinator, N_PROCS, RUN_ID, err, sizeof err);
+        if (!server) {
+            fprintf(stderr, "rank 0: %s\n", err);
+            return 1;
+        }
+        join_at = rdv_server_endpoint(server);
+        CHECK(strcmp(join_at, coordinator) == 0);
+    }
+    rdv_entry_t *table = NULL;
+    if (rdv_join(ctx, join_at, RUN_ID, &me, N_PROCS, &table, 8000, err, sizeof err) != 0) {
+        fprintf(stderr, "rank %d: %s\n", rank, err);
+        return 1;
+    }
+    if (server) {
+        CHECK_OK(rdv_server_wait(server, 8000, err, sizeof err), err);
+        // The garbage sent before the coordinator started is dropped and counted.
+        int64_t end = now_ms() + 4000;
+        while (rdv_server_dropped(server) < 4 && now_ms() < end) usleep(10000);
+        CHECK(rdv_server_dropped(server) == 4);
+        rdv_server_destroy(&server);
+        CHECK(server == NULL);
+    }
+    FILE *f = fdopen(fd, "w");
+    CHECK(f);
+    fprintf(f, "me %s\n", me.endpoint);
+    for (size_t i = 0; i < N_PROCS; i++) fprintf(f, "%u %u %s\n", table[i].rank, table[i].role, table[i].endpoint);
+    CHECK(fclose(f) == 0);
+    free(table);
+    zmq_close(own);
+    zmq_ctx_term(ctx);
+    return 0;
+}
+
+// Foreign and malformed messages, sent before the coordinator is up; the
+// socket stays open long enough for libzmq to deliver them once it is.
+static int garbage_main(const char *coordinator) {
+    void *ctx = zmq_ctx_new();
+    void *sock = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(sock, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_connect(sock, coordinator) == 0);
+    CHECK(send_garbage(sock, N_PROCS) == 4);
+    usleep(3000 * 1000);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    return 0;
+}
+
+static void test_processes(void) {
+    int64_t t0 = now_ms();
+    char coordinator[64];
+    snprintf(coordinator, sizeof coordinator, "tcp://127.0.0.1:%d", free_port());
+    // Ranks 1 and 2 start before the coordinator (rank 0, at 1 s), 3 and 4 after it.
+    const int delay_ms[N_PROCS] = {1000, 0, 100, 1300, 1500};
+    int fds[N_PROCS];
+    pid_t pids[N_PROCS + 1];
+    fflush(NULL);
+    for (int r = 0; r < N_PROCS; r++) {
+        int p[2];
+        CHECK(pipe(p) == 0);
+        pids[r] = fork();
+        CHECK(pids[r] >= 0);
+        if (pids[r] == 0) {
+            close(p[0]);
+            exit(rank_main(r, delay_ms[r], coordinator, p[1]));
+        }
+        close(p[1]);
+        fds[r] = p[0];
+    }
+    pids[N_PROCS] = fork();
+    CHECK(pids[N_PROCS] >= 0);
+    if (pids[N_PROCS] == 0) exit(garbage_main(coordinator));
+
+    for (int i = 0; i <= N_PROCS; i++) {
+        int status;
+        CHECK(waitpid(pids[i], &status, 0) == pids[i]);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "process %d (%s) failed: status %#x\n", i, i < N_PROCS ? "rank" : "garbage", status);
+            exit(1);
+        }
+    }
+    // Every rank holds the same table, and entry r is what rank r bound.
+    char tables[N_PROCS][2048], mine[N_PROCS][256];
+    for (int r = 0; r < N_PROCS; r++) {
+        char buf[4096];
+        ssize_t n, len = 0;
+        while ((n = read(fds[r], buf + len, sizeof buf - 1 - (size_t)len)) > 0) len += n;
+        close(fds[r]);
+        buf[len] = '\0';
+        char *nl = strchr(buf, '\n');
+        CHECK(nl && strncmp(buf, "me ", 3) == 0);
+        *nl = '\0';
+        CHECK(strlen(buf + 3) < sizeof mine[r] && strlen(nl + 1) < sizeof tables[r]);
+        memcpy(mine[r], buf + 3, strlen(buf + 3) + 1);
+        memcpy(tables[r], nl + 1, strlen(nl + 1) + 1);
+    }
+    for (int r = 1; r < N_PROCS; r++) {
+        if (strcmp(tables[r], tables[0]) != 0) {
+            fprintf(stderr, "rank %d's table differs from rank 0's:\n%s---\n%s", r, tables[r], tables[0]);
+            exit(1);
+        }
+    }
+    const char *line = tables[0];
+    for (int r = 0; r < N_PROCS; r++) {
+        unsigned rank, role;
+        char ep[256];
+        CHECK(sscanf(line, "%u %u %255s", &rank, &role, ep) == 3);
+        CHECK(rank == (unsigned)r && role == (r < 2 ? 0u : 1u));
+        CHECK(strcmp(ep, mine[r]) == 0);
+        line = strchr(line, '\n') + 1;
+    }
+    CHECK(*line == '\0');
+    printf("five processes: identical tables in %" PRId64 " ms\n", now_ms() - t0);
+}
+
+// ---- one process: drops counted exactly --------------------------------------
+
+// Receives one message on sock within timeout_ms; returns its text payload (static) or NULL.
+static const char *recv_table(void *sock, int timeout_ms) {
+    static char text[4096];
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    if (zmq_poll(&item, 1, timeout_ms) != 1) return NULL;
+    zmsg_t m;
+    char err[256];
+    CHECK(zmsg_recv(sock, 0, RUN_ID, &m, err, sizeof err) == 1);
+    CHECK(m.h.type == MSG_TYPE_RDV_TABLE && m.h.payload_kind == PAYLOAD_KIND_TEXT && m.h.count < sizeof text);
+    memcpy(text, zmsg_payload(&m, 0), m.h.count);
+    text[m.h.count] = '\0';
+    zmsg_close(&m);
+    return text;
+}
+
+static void test_drops(void) {
+    char err[512];
+    void *ctx = zmq_ctx_new();
+    rdv_server_t *s = rdv_server_new(ctx, "tcp://127.0.0.1:0", 3, RUN_ID, err, sizeof err);
+    CHECK_OK(s ? 0 : -1, err);
+    const char *ep = rdv_server_endpoint(s);
+    CHECK(strncmp(ep, "tcp://127.0.0.1:", 16) == 0 && atoi(ep + 16) > 0);
+
+    void *raw = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(raw, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_connect(raw, ep) == 0);
+    size_t dropped = send_garbage(raw, 3);
+    send_join(raw, RUN_ID, 0, 3, "x y z\n");                   // does not parse
+    send_join(raw, RUN_ID, 1, 3, "0 0 tcp://127.0.0.1:1000\n");  // header and body disagree
+    send_join(raw, RUN_ID, 0, 3, "0 0 tcp://127.0.0.1:1000\nextra");
+    send_join(raw, RUN_ID, 7, 3, "7 1 tcp://127.0.0.1:1007\n");  // rank out of range
+    send_join(raw, RUN_ID, 0, 4, "0 0 tcp://127.0.0.1:1000\n");  // expects 4 ranks
+    dropped += 5;
+    send_join(raw, RUN_ID, 0, 3, "0 0 tcp://127.0.0.1:1000\n");
+    send_join(raw, RUN_ID, 0, 3, "0 0 tcp://127.0.0.1:1000\n");  // a retry: fine
+    send_join(raw, RUN_ID, 0, 3, "0 0 tcp://127.0.0.1:1001\n");  // rank 0 taken by another endpoint
+    send_join(raw, RUN_ID, 0, 3, "0 1 tcp://127.0.0.1:1000\n");  // ... or another role
+    dropped += 2;
+    send_join(raw, RUN_ID, 1, 3, "1 0 tcp://127.0.0.1:1001\n");
+
+    // The table cannot complete before rank 1's join, the last message on
+    // `raw`, so every drop above has been counted when rdv_join returns.
+    rdv_entry_t me = {.rank = 2, .role = 1}, *table = NULL;
+    snprintf(me.endpoint, sizeof me.endpoint, "tcp://127.0.0.1:1002");
+    CHECK_OK(rdv_join(ctx, ep, RUN_ID, &me, 3, &table, 5000, err, sizeof err), err);
+    CHECK_OK(rdv_server_wait(s, 5000, err, sizeof err), err);
+    CHECK_OK(rdv_server_wait(s, 0, err, sizeof err), err);  // done stays done
+    CHECK(rdv_server_dropped(s) == dropped);
+    const char *want = "0 0 tcp://127.0.0.1:1000\n1 0 tcp://127.0.0.1:1001\n2 1 tcp://127.0.0.1:1002\n";
+    for (uint32_t i = 0; i < 3; i++) CHECK(table[i].rank == i);
+    CHECK(strcmp(table[1].endpoint, "tcp://127.0.0.1:1001") == 0 && table[2].role == 1);
+    free(table);
+
+    // Ranks 0 and 1 joined over `raw`: one table each, then one more for a late retry.
+    for (int i = 0; i < 2; i++) {
+        const char *t = recv_table(raw, 2000);
+        CHECK(t && strcmp(t, want) == 0);
+    }
+    CHECK(recv_table(raw, 100) == NULL);
+    send_join(raw, RUN_ID, 1, 3, "1 0 tcp://127.0.0.1:1001\n");
+    const char *again = recv_table(raw, 2000);
+    CHECK(again && strcmp(again, want) == 0);
+    CHECK(rdv_server_dropped(s) == dropped);
+
+    zmq_close(raw);
+    rdv_server_destroy(&s);
+    CHECK(s == NULL);
+    rdv_server_destroy(&s);  // NULL is fine
+    rdv_server_destroy(NULL);
+    zmq_ctx_term(ctx);
+    printf("drops: %zu foreign or malformed messages dropped and counted\n", dropped);
+}
+
+// ---- failures are reported, not waited on forever ------------------------------
+
+static void test_failures(void) {
+    char err[512];
+    void *ctx = zmq_ctx_new();
+
+    // A joiner with no coordinator gives up after its timeout.
+    char nobody[64];
+    snprintf(nobody, sizeof nobody, "tcp://127.0.0.1:%d", free_port());
+    rdv_entry_t me = {.rank = 1, .role = 1}, *table = (rdv_entry_t *)&me;
+    snprintf(me.endpoint, sizeof me.endpoint, "tcp://127.0.0.1:2001");
+    int64_t t0 = now_ms();
+    CHECK(rdv_join(ctx, nobody, RUN_ID, &me, 2, &table, 1200, err, sizeof err) == -1);
+    int64_t took = now_ms() - t0;
+    CHECK(table == NULL);
+    CHECK(strstr(err, "no table from the coordinator") && strstr(err, nobody));
+    CHECK(took >= 1150 && took < 3000);
+    printf("no coordinator: failed after %" PRId64 " ms: %s\n", took, err);
+
+    // The coordinator reports who is missing when not everyone came.
+    rdv_server_t *s = rdv_server_new(ctx, "tcp://127.0.0.1:*", 4, RUN_ID, err, sizeof err);
+    CHECK_OK(s ? 0 : -1, err);
+    void *raw = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(raw, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_connect(raw, rdv_server_endpoint(s)) == 0);
+    send_join(raw, RUN_ID, 1, 4, "1 1 tcp://127.0.0.1:3001\n");
+    CHECK(rdv_server_wait(s, 400, err, sizeof err) == -1);
+    CHECK(strstr(err, "1 of 4 ranks joined") && strstr(err, "missing: 0 2 3"));
+    zmq_close(raw);
+    rdv_server_destroy(&s);
+
+    // Bind failures come back from rdv_server_new.
+    CHECK(rdv_server_new(ctx, "tcp://127.0.0.1:notaport", 2, RUN_ID, err, sizeof err) == NULL);
+    CHECK(strstr(err, "zmq_bind"));
+    void *holder = zmq_socket(ctx, ZMQ_ROUTER);
+    zmq_setsockopt(holder, ZMQ_LINGER, &zero, sizeof zero);
+    char taken[256];
+    CHECK_OK(net_bind_ephemeral(holder, "127.0.0.1", taken, sizeof taken, err, sizeof err), err);
+    CHECK(rdv_server_new(ctx, taken, 2, RUN_ID, err, sizeof err) == NULL);
+    CHECK(strstr(err, "in use"));
+    CHECK(rdv_server_new(ctx, "tcp://127.0.0.1:0", 0, RUN_ID, err, sizeof err) == NULL);
+    CHECK(net_bind_ephemeral(holder, "no.such.host.invalid", taken, sizeof taken, err, sizeof err) == -1);
+    CHECK(strstr(err, "no.such.host.invalid"));
+    zmq_close(holder);
+
+    // Bad arguments to rdv_join fail at once.
+    CHECK(rdv_join(ctx, nobody, RUN_ID, &me, 1, &table, 5000, err, sizeof err) == -1);  // rank 1 of 1
+    snprintf(me.endpoint, sizeof me.endpoint, "tcp://a b:1");
+    CHECK(rdv_join(ctx, nobody, RUN_ID, &me, 2, &table, 5000, err, sizeof err) == -1);
+    me.endpoint[0] = '\0';
+    CHECK(rdv_join(ctx, nobody, RUN_ID, &me, 2, &table, 5000, err, sizeof err) == -1);
+    snprintf(me.endpoint, sizeof me.endpoint, "tcp://127.0.0.1:2001");
+    CHECK(rdv_join(ctx, "nonsense", RUN_ID, &me, 2, &table, 5000, err, sizeof err) == -1);
+    CHECK(strstr(err, "zmq_connect(nonsense)"));
+    zmq_ctx_term(ctx);
+}
+
+int main(void) {
+    int64_t t0 = now_ms();
+    test_drops();
+    test_failures();
+    test_processes();
+    printf("rendezvous: ok in %" PRId64 " ms\n", now_ms() - t0);
+    return 0;
+}
