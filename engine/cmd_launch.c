@@ -422,17 +422,10 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
         return 1;
     }
     size_t n_kids = d->servers + d->workers;
-    rdv_server_t *rdv = rdv_server_new(ctx, "tcp://127.0.0.1:*", n_kids, 0, err, sizeof err);
-    uint64_t run_id = 0;
-    if (rdv) {
-        // A fresh id per run, so that a straggler from an earlier run is refused.
-        run_id = ((uint64_t)time(NULL) << 20) ^ ((uint64_t)getpid() << 1) ^ (uint64_t)(now_s() * 1e9);
-        if (run_id == 0) run_id = 1;
-        rdv_server_destroy(&rdv);
-        char bind[64];
-        snprintf(bind, sizeof bind, "tcp://127.0.0.1:*");
-        rdv = rdv_server_new(ctx, bind, n_kids, run_id, err, sizeof err);
-    }
+    // A fresh id per run, so that a straggler from an earlier run is refused.
+    uint64_t run_id = ((uint64_t)time(NULL) << 20) ^ ((uint64_t)getpid() << 1) ^ (uint64_t)(now_s() * 1e9);
+    if (run_id == 0) run_id = 1;
+    rdv_server_t *rdv = rdv_server_new(ctx, "tcp://127.0.0.1:*", n_kids, run_id, err, sizeof err);
     if (!rdv) {
         fprintf(stderr, "asgd launch: starting the coordinator: %s\n", err);
         zmq_ctx_term(ctx);
