@@ -18,6 +18,7 @@ typedef struct shard_conn {
     uint64_t unacked;     // pushes sent, not yet acknowledged
     int answered;         // the current pull (or hello, or bye) got its answer
     size_t key_begin;     // keyed pull: where this shard's keys start in the caller's array
+    size_t key_count;     // keyed pull: how many of them this shard was asked for
     uint64_t min_clock;   // the min worker clock it reported last
 } shard_conn_t;
 
@@ -79,7 +80,7 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
         if (h->payload_kind == PAYLOAD_KIND_DENSE && c->pull_out && h->offset == s->begin &&
             h->count == s->end - s->begin) {
             memcpy(c->pull_out + s->begin, zmsg_payload(m, 0), h->count * sizeof(float));
-        } else if (h->payload_kind == PAYLOAD_KIND_SPARSE && c->pull_values) {
+        } else if (h->payload_kind == PAYLOAD_KIND_SPARSE && c->pull_values && h->count == s->key_count) {
             memcpy(c->pull_values + s->key_begin, zmsg_payload(m, 1), h->count * sizeof(float));
         } else {
             c->stats.dropped++;
@@ -285,8 +286,22 @@ int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int
     return rc;
 }
 
+// Indices must be ascending (repeats allowed) and below n_params; checked
+// before anything is sent, so a bad set reaches no shard.
+static int check_indices(const ps_client_t *c, const uint32_t *idx, size_t n, const char *what, char *err,
+                         size_t err_len) {
+    for (size_t i = 0; i < n; i++) {
+        if (idx[i] >= c->n_params || (i > 0 && idx[i] < idx[i - 1])) {
+            snprintf(err, err_len, "worker: %s %u is not ascending or not below %zu", what, idx[i], c->n_params);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val, size_t nnz, uint64_t clock,
                           uint32_t examples, int bsp, char *err, size_t err_len) {
+    if (check_indices(c, idx, nnz, "sparse push index", err, err_len) != 0) return -1;
     size_t pos = 0;
     for (size_t k = 0; k < c->n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
@@ -342,12 +357,14 @@ int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *mi
 }
 
 int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *values, char *err, size_t err_len) {
+    if (check_indices(c, keys, n, "pull key", err, err_len) != 0) return -1;
     size_t pos = 0;
     for (size_t k = 0; k < c->n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
         size_t first = pos;
         while (pos < n && keys[pos] < s->end) pos++;
         s->key_begin = first;
+        s->key_count = pos - first;
         wire_header_t h = request(c, MSG_TYPE_PULL, k);
         h.payload_kind = PAYLOAD_KIND_KEYS;
         h.count = (uint32_t)(pos - first);

@@ -34,6 +34,8 @@ struct ps_server {
     uint32_t *bsp_examples;    // (n_workers) 0 = no gradient yet this clock
     uint64_t *bsp_version;     // (n_workers) version each gradient was computed from
     float *bsp_sum;            // (n)
+    uint32_t *scratch_idx;     // (scratch_cap) a sparse push's indices, shifted into the shard
+    size_t scratch_cap;
     uint64_t bsp_clock;        // the clock being aggregated
     pending_pull_t *pending;
     size_t n_pending, cap_pending;
@@ -66,6 +68,8 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
     size_t nw = c->n_workers, n = s->n ? s->n : 1;
     s->w = malloc(n * sizeof *s->w);
     s->read_min_clock = calloc(nw, sizeof *s->read_min_clock);
+    s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
+    s->scratch_cap = n;
     if (c->optimizer == SERVER_OPTIMIZER_ADAGRAD) s->h = calloc(n, sizeof *s->h);
     if (c->mode == SYNC_MODE_BSP) {
         s->bsp_grad = calloc(nw * n, sizeof *s->bsp_grad);
@@ -73,7 +77,7 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
         s->bsp_version = calloc(nw, sizeof *s->bsp_version);
         s->bsp_sum = calloc(n, sizeof *s->bsp_sum);
     }
-    if (!s->w || !s->read_min_clock || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
+    if (!s->w || !s->read_min_clock || !s->scratch_idx || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_examples || !s->bsp_version || !s->bsp_sum))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
         ps_server_destroy(&s);
@@ -93,7 +97,9 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
         return NULL;
     }
     int hwm = 0;  // never drop a reply: the peers bound what they have in flight
+    int handover = 1;  // a restarted worker reclaims its identity at once
     if (zmsg_socket_defaults(s->sock, c->heartbeat_ms, err, err_len) != 0 ||
+        zmq_setsockopt(s->sock, ZMQ_ROUTER_HANDOVER, &handover, sizeof handover) != 0 ||
         zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
         zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0) {
         if (!err[0]) ZMQ_FAIL("server: zmq_setsockopt(HWM)", err, err_len);
@@ -133,6 +139,7 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->bsp_examples);
     free(s->bsp_version);
     free(s->bsp_sum);
+    free(s->scratch_idx);
     free(s);
     *sp = NULL;
 }
@@ -297,11 +304,11 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     if (why != WIRE_STATUS_OK) return reject(s, &m->identity, why, h, err, err_len);
     int sum = (h->flags & WIRE_FLAG_SUM) != 0;
     if (sum != (s->cfg.mode == SYNC_MODE_BSP)) return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
-    s->stats.bytes_in += h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);
+    // BSP: one gradient per worker per clock, for the clock being aggregated.
+    if (sum && (h->clock != s->clocks.clock[k] || h->clock != s->bsp_clock))
+        return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+    s->stats.bytes_in += h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);  // accepted pushes only
     if (sum) {
-        // One gradient per worker per clock, for the clock being aggregated.
-        if (h->clock != s->clocks.clock[k] || h->clock != s->bsp_clock || h->aux == 0)
-            return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
         float *g = s->bsp_grad + (size_t)k * s->n;
         if (h->payload_kind == PAYLOAD_KIND_DENSE) {
             memcpy(g, zmsg_payload(m, 0), s->n * sizeof *g);
@@ -322,11 +329,23 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         if (h->payload_kind == PAYLOAD_KIND_DENSE) {
             apply_dense(s, zmsg_payload(m, 0));
         } else {
+            // The kernels index by parameter; shift the indices into the shard.
             const uint32_t *idx = zmsg_payload(m, 0);
             const float *v = zmsg_payload(m, 1);
-            float *w = s->w - s->begin;  // indexed by global parameter index
-            if (s->h) adagrad_update_sparse_cpu(h->count, s->cfg.lr, s->cfg.adagrad_eps, idx, v, s->h - s->begin, w);
-            else sgd_update_sparse_cpu(h->count, s->cfg.lr, idx, v, w);
+            if (h->count > s->scratch_cap) {
+                // Repeated indices can make a push longer than the shard.
+                uint32_t *grown = realloc(s->scratch_idx, h->count * sizeof *grown);
+                if (!grown) {
+                    snprintf(err, err_len, "server: out of memory for a push of %u values", h->count);
+                    return -1;
+                }
+                s->scratch_idx = grown;
+                s->scratch_cap = h->count;
+            }
+            uint32_t *local = s->scratch_idx;
+            for (uint32_t j = 0; j < h->count; j++) local[j] = idx[j] - (uint32_t)s->begin;
+            if (s->h) adagrad_update_sparse_cpu(h->count, s->cfg.lr, s->cfg.adagrad_eps, local, v, s->h, s->w);
+            else sgd_update_sparse_cpu(h->count, s->cfg.lr, local, v, s->w);
         }
         s->stats.version++;
         if (h->clock + 1 > s->clocks.clock[k]) s->clocks.clock[k] = h->clock + 1;

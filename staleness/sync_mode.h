@@ -30,7 +30,7 @@ uint64_t sync_mode_bound(sync_mode_t m, uint64_t ssp_bound);
 // the slowest live worker has completed `min_clock`?
 static inline int ssp_may_advance(uint64_t own_clock, uint64_t min_clock, uint64_t bound) {
     if (bound == STALENESS_INFINITE) return 1;
-    return own_clock <= min_clock + bound;
+    return own_clock <= min_clock || own_clock - min_clock <= bound;  // min_clock + bound could wrap
 }
 
 // The smallest min clock that lets a worker at own_clock go on (0 if any will).

@@ -1,0 +1,349 @@
+// The staleness layer on its own: sync-mode names and bounds, the SSP rule at
+// its edges, the vector clock's min/max/live over joined and departed workers,
+// staleness histograms (quantiles on known distributions, the overflow bin),
+// and the --delay-worker parser with its exact error texts.
+#include <math.h>
+#include <stdint.h>
+
+#include "staleness/clock_table.h"  // defines: clock_table_t, clock_table_min, clock_table_max, clock_table_live
+#include "staleness/delay.h"        // defines: delay_spec_parse
+#include "staleness/histogram.h"    // defines: staleness_hist_t, staleness_hist_quantile
+#include "staleness/sync_mode.h"    // defines: sync_mode_parse, sync_mode_bound, ssp_may_advance
+#include "test_support.h"
+
+// ---- sync modes --------------------------------------------------------------
+
+static void test_sync_mode(void) {
+    char err[256];
+    static const struct {
+        const char *name;
+        sync_mode_t mode;
+    } modes[] = {{"bsp", SYNC_MODE_BSP}, {"ssp", SYNC_MODE_SSP}, {"asp", SYNC_MODE_ASP},
+                 {"allreduce", SYNC_MODE_ALLREDUCE}};
+    for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
+        sync_mode_t m = (sync_mode_t)99;
+        CHECK_OK(sync_mode_parse(modes[i].name, &m, err, sizeof err), err);
+        CHECK(m == modes[i].mode);
+        CHECK(strcmp(sync_mode_name(m), modes[i].name) == 0);
+    }
+    CHECK(strcmp(sync_mode_name((sync_mode_t)4), "unknown") == 0);
+    CHECK(strcmp(sync_mode_name((sync_mode_t)-1), "unknown") == 0);
+
+    // Names are exact: no case folding, no prefixes, no trailing blanks.
+    static const char *const bad[] = {"BSP", "ss", "asp ", "", "allreduce2", "hogwild"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        sync_mode_t m = SYNC_MODE_SSP;
+        err[0] = '\0';
+        CHECK(sync_mode_parse(bad[i], &m, err, sizeof err) == -1);
+        CHECK(m == SYNC_MODE_SSP);  // untouched on failure
+        char want[128];
+        snprintf(want, sizeof want, "--sync: '%s' is not one of bsp|ssp|asp|allreduce", bad[i]);
+        CHECK(strcmp(err, want) == 0);
+    }
+
+    // The effective bound: BSP ignores the SSP setting, ASP and allreduce are unbounded.
+    CHECK(sync_mode_bound(SYNC_MODE_BSP, 0) == 0);
+    CHECK(sync_mode_bound(SYNC_MODE_BSP, 7) == 0);
+    CHECK(sync_mode_bound(SYNC_MODE_SSP, 0) == 0);
+    CHECK(sync_mode_bound(SYNC_MODE_SSP, 7) == 7);
+    CHECK(sync_mode_bound(SYNC_MODE_SSP, STALENESS_INFINITE) == STALENESS_INFINITE);
+    CHECK(sync_mode_bound(SYNC_MODE_ASP, 0) == STALENESS_INFINITE);
+    CHECK(sync_mode_bound(SYNC_MODE_ASP, 3) == STALENESS_INFINITE);
+    CHECK(sync_mode_bound(SYNC_MODE_ALLREDUCE, 3) == STALENESS_INFINITE);
+}
+
+// ---- the SSP rule ------------------------------------------------------------
+
+static void test_ssp_rule(void) {
+    // BSP (bound 0): a worker may start round c only when everyone has done c rounds.
+    CHECK(ssp_may_advance(0, 0, 0));
+    CHECK(ssp_may_advance(5, 5, 0));
+    CHECK(!ssp_may_advance(6, 5, 0));
+    CHECK(ssp_may_advance(4, 5, 0));  // behind the minimum (it has left and rejoined, or min is stale)
+    CHECK(ssp_required_min_clock(0, 0) == 0);
+    CHECK(ssp_required_min_clock(6, 0) == 6);
+
+    // SSP bound 3: up to 3 rounds ahead of the slowest.
+    CHECK(ssp_may_advance(3, 0, 3));
+    CHECK(!ssp_may_advance(4, 0, 3));
+    CHECK(ssp_may_advance(13, 10, 3));
+    CHECK(!ssp_may_advance(14, 10, 3));
+    // Own clock <= bound: nothing to wait for.
+    CHECK(ssp_required_min_clock(0, 3) == 0);
+    CHECK(ssp_required_min_clock(3, 3) == 0);
+    CHECK(ssp_required_min_clock(4, 3) == 1);
+    CHECK(ssp_required_min_clock(100, 3) == 97);
+
+    // ASP: never waits, whatever the clocks.
+    CHECK(ssp_may_advance(UINT64_MAX, 0, STALENESS_INFINITE));
+    CHECK(ssp_may_advance(1000000, 0, STALENESS_INFINITE));
+    CHECK(ssp_required_min_clock(UINT64_MAX, STALENESS_INFINITE) == 0);
+    CHECK(ssp_required_min_clock(12345, STALENESS_INFINITE) == 0);
+
+    // The two functions agree: the required min clock is exactly the smallest
+    // min clock that lets the worker advance.
+    static const uint64_t bounds[] = {0, 1, 2, 5};
+    for (size_t b = 0; b < sizeof bounds / sizeof bounds[0]; b++) {
+        for (uint64_t own = 0; own < 20; own++) {
+            uint64_t need = ssp_required_min_clock(own, bounds[b]);
+            CHECK(ssp_may_advance(own, need, bounds[b]));
+            if (need > 0) CHECK(!ssp_may_advance(own, need - 1, bounds[b]));
+            for (uint64_t min = 0; min < 25; min++)
+                CHECK(ssp_may_advance(own, min, bounds[b]) == (min >= need));
+        }
+    }
+
+    // Very large (finite) bounds and clocks: the rule must not wrap around.
+    uint64_t huge = UINT64_MAX - 1;
+    CHECK(ssp_required_min_clock(UINT64_MAX, huge) == 1);
+    CHECK(ssp_may_advance(UINT64_MAX - 1, 0, huge));
+    CHECK(!ssp_may_advance(UINT64_MAX, 0, huge));
+    CHECK(ssp_may_advance(UINT64_MAX, 1, huge));
+    CHECK(ssp_may_advance(10, 5, huge));  // min + bound would overflow
+    CHECK(!ssp_may_advance(UINT64_MAX, 5, 3));
+    CHECK(ssp_may_advance(UINT64_MAX, UINT64_MAX - 3, 3));
+}
+
+// ---- the vector clock --------------------------------------------------------
+
+static void test_clock_table(void) {
+    char err[256];
+    clock_table_t t;
+    CHECK_OK(clock_table_init(&t, 4, err, sizeof err), err);
+    CHECK(t.n == 4);
+    for (size_t i = 0; i < 4; i++) CHECK(t.clock[i] == 0 && !t.joined[i] && !t.left[i] && t.pushes[i] == 0);
+    // Nobody joined: everyone counts with clock 0.
+    CHECK(clock_table_min(&t) == 0);
+    CHECK(clock_table_max(&t) == 0);
+    CHECK(clock_table_live(&t) == 4);
+
+    // Three joined and advanced; worker 3 has not joined yet and holds everyone at 0.
+    t.joined[0] = t.joined[1] = t.joined[2] = 1;
+    t.clock[0] = 5;
+    t.clock[1] = 3;
+    t.clock[2] = 7;
+    CHECK(clock_table_min(&t) == 0);
+    CHECK(clock_table_max(&t) == 7);
+    CHECK(clock_table_live(&t) == 4);
+
+    // The late starter joins and catches up partly.
+    t.joined[3] = 1;
+    t.clock[3] = 4;
+    CHECK(clock_table_min(&t) == 3);
+    CHECK(clock_table_max(&t) == 7);
+
+    // The slowest leaves: it no longer holds the others back.
+    t.left[1] = 1;
+    CHECK(clock_table_min(&t) == 4);
+    CHECK(clock_table_live(&t) == 3);
+    // Max still counts departed workers' clocks.
+    t.clock[1] = 9;
+    CHECK(clock_table_max(&t) == 9);
+    CHECK(clock_table_min(&t) == 4);
+
+    // A worker that left without ever joining is not waited for either.
+    t.left[3] = 1;
+    CHECK(clock_table_min(&t) == 5);
+    CHECK(clock_table_live(&t) == 2);
+    t.left[0] = 1;
+    CHECK(clock_table_min(&t) == 7);
+    CHECK(clock_table_live(&t) == 1);
+
+    // Everyone left: the max (nobody is waited for).
+    t.left[2] = 1;
+    CHECK(clock_table_live(&t) == 0);
+    CHECK(clock_table_min(&t) == 9);
+    CHECK(clock_table_max(&t) == 9);
+    clock_table_free(&t);
+    CHECK(t.clock == NULL && t.joined == NULL && t.left == NULL && t.pushes == NULL);
+    clock_table_free(&t);  // twice is harmless
+
+    // A one-worker table, and a clock at the top of the range.
+    CHECK_OK(clock_table_init(&t, 1, err, sizeof err), err);
+    CHECK(clock_table_min(&t) == 0);
+    t.clock[0] = UINT64_MAX;
+    CHECK(clock_table_min(&t) == UINT64_MAX);
+    CHECK(clock_table_max(&t) == UINT64_MAX);
+    t.left[0] = 1;
+    CHECK(clock_table_min(&t) == UINT64_MAX);
+    clock_table_free(&t);
+
+    // An empty table: min = max = 0, none live.
+    CHECK_OK(clock_table_init(&t, 0, err, sizeof err), err);
+    CHECK(clock_table_min(&t) == 0);
+    CHECK(clock_table_max(&t) == 0);
+    CHECK(clock_table_live(&t) == 0);
+    clock_table_free(&t);
+}
+
+// ---- histograms --------------------------------------------------------------
+
+static void test_histogram(void) {
+    staleness_hist_t h;
+    staleness_hist_init(&h);
+    // Empty: mean NaN, every quantile 0.
+    CHECK(h.count == 0 && h.max == 0 && h.sum == 0.0);
+    CHECK(isnan(staleness_hist_mean(&h)));
+    CHECK(staleness_hist_quantile(&h, 0.0) == 0);
+    CHECK(staleness_hist_quantile(&h, 0.5) == 0);
+    CHECK(staleness_hist_quantile(&h, 1.0) == 0);
+
+    // 0..99 once each.
+    for (uint64_t v = 0; v < 100; v++) staleness_hist_add(&h, v);
+    CHECK(h.count == 100);
+    CHECK(h.max == 99);
+    CHECK(staleness_hist_mean(&h) == 49.5);
+    CHECK(staleness_hist_quantile(&h, 0.0) == 0);
+    CHECK(staleness_hist_quantile(&h, 0.01) == 0);
+    CHECK(staleness_hist_quantile(&h, 0.5) == 49);
+    CHECK(staleness_hist_quantile(&h, 0.9) == 89);
+    CHECK(staleness_hist_quantile(&h, 0.99) == 98);
+    CHECK(staleness_hist_quantile(&h, 1.0) == 99);
+
+    // 90 zeros and 10 sevens: p50 = p90 = 0, p91 and up = 7.
+    staleness_hist_t z;
+    staleness_hist_init(&z);
+    for (int i = 0; i < 90; i++) staleness_hist_add(&z, 0);
+    for (int i = 0; i < 10; i++) staleness_hist_add(&z, 7);
+    CHECK(z.bins[0] == 90 && z.bins[7] == 10 && z.count == 100);
+    CHECK_NEAR(staleness_hist_mean(&z), 0.7, 1e-12);
+    CHECK(staleness_hist_quantile(&z, 0.5) == 0);
+    CHECK(staleness_hist_quantile(&z, 0.9) == 0);
+    CHECK(staleness_hist_quantile(&z, 0.91) == 7);
+    CHECK(staleness_hist_quantile(&z, 0.99) == 7);
+    CHECK(staleness_hist_quantile(&z, 1.0) == 7);
+
+    // A quantile of 0 is the smallest value present, not bin 0.
+    staleness_hist_t s;
+    staleness_hist_init(&s);
+    staleness_hist_add(&s, 3);
+    staleness_hist_add(&s, 3);
+    staleness_hist_add(&s, 5);
+    CHECK(staleness_hist_quantile(&s, 0.0) == 3);
+    CHECK(staleness_hist_quantile(&s, 0.5) == 3);
+    CHECK(staleness_hist_quantile(&s, 0.67) == 5);
+    CHECK_NEAR(staleness_hist_mean(&s), 11.0 / 3.0, 1e-12);
+
+    // Overflow: values >= BINS-1 share the last bin, which reports the exact max.
+    staleness_hist_t o;
+    staleness_hist_init(&o);
+    staleness_hist_add(&o, 1);
+    staleness_hist_add(&o, STALENESS_HIST_BINS - 2);  // the last exact bin
+    staleness_hist_add(&o, STALENESS_HIST_BINS - 1);  // the first overflowing value
+    staleness_hist_add(&o, 5000);
+    staleness_hist_add(&o, 123456789);
+    CHECK(o.bins[1] == 1);
+    CHECK(o.bins[STALENESS_HIST_BINS - 2] == 1);
+    CHECK(o.bins[STALENESS_HIST_BINS - 1] == 3);
+    CHECK(o.count == 5);
+    CHECK(o.max == 123456789);
+    CHECK(staleness_hist_mean(&o) == (1.0 + 1022.0 + 1023.0 + 5000.0 + 123456789.0) / 5.0);
+    CHECK(staleness_hist_quantile(&o, 0.2) == 1);
+    CHECK(staleness_hist_quantile(&o, 0.4) == STALENESS_HIST_BINS - 2);
+    CHECK(staleness_hist_quantile(&o, 0.5) == 123456789);  // lands in the overflow bin
+    CHECK(staleness_hist_quantile(&o, 0.99) == 123456789);
+    CHECK(staleness_hist_quantile(&o, 1.0) == 123456789);
+    staleness_hist_add(&o, UINT64_MAX);
+    CHECK(o.max == UINT64_MAX);
+    CHECK(staleness_hist_quantile(&o, 1.0) == UINT64_MAX);
+
+    // Merge: bins, counts, sums add up; max is the larger; merging an empty one changes nothing.
+    staleness_hist_t m;
+    staleness_hist_init(&m);
+    staleness_hist_merge(&m, &h);
+    staleness_hist_merge(&m, &z);
+    CHECK(m.count == 200);
+    CHECK(m.bins[0] == 91 && m.bins[7] == 11 && m.bins[99] == 1);
+    CHECK(m.max == 99);
+    CHECK_NEAR(staleness_hist_mean(&m), (4950.0 + 70.0) / 200.0, 1e-12);
+    // 91 zeros, 1..6 once each, 11 sevens: 97 values <= 6 and 108 <= 7, so p50 (the 100th) is 7.
+    CHECK(staleness_hist_quantile(&m, 0.5) == 7);
+    CHECK(staleness_hist_quantile(&m, 0.45) == 0);
+    CHECK(staleness_hist_quantile(&m, 1.0) == 99);
+    staleness_hist_t empty;
+    staleness_hist_init(&empty);
+    staleness_hist_t before = m;
+    staleness_hist_merge(&m, &empty);
+    CHECK(memcmp(&before, &m, sizeof m) == 0);
+    staleness_hist_merge(&empty, &o);
+    CHECK(empty.count == o.count && empty.max == UINT64_MAX && empty.bins[STALENESS_HIST_BINS - 1] == 4);
+}
+
+// ---- --delay-worker ------------------------------------------------------------
+
+static void test_delay_spec(void) {
+    char err[256];
+    double ms[4];
+    const double untouched = -7.0;
+    for (int i = 0; i < 4; i++) ms[i] = untouched;
+
+    // Good lists; workers not named keep their value.
+    CHECK_OK(delay_spec_parse("1:5", 4, ms, err, sizeof err), err);
+    CHECK(ms[0] == untouched && ms[1] == 5.0 && ms[2] == untouched && ms[3] == untouched);
+    CHECK_OK(delay_spec_parse("0:2.5,3:0,2:60000", 4, ms, err, sizeof err), err);
+    CHECK(ms[0] == 2.5 && ms[1] == 5.0 && ms[2] == 60000.0 && ms[3] == 0.0);
+    CHECK_OK(delay_spec_parse("1:1e2", 4, ms, err, sizeof err), err);
+    CHECK(ms[1] == 100.0);
+    CHECK_OK(delay_spec_parse("1:3,1:4", 4, ms, err, sizeof err), err);  // the last one wins
+    CHECK(ms[1] == 4.0);
+    CHECK_OK(delay_spec_parse("", 4, ms, err, sizeof err), err);  // nothing named
+    CHECK(ms[0] == 2.5 && ms[1] == 4.0 && ms[2] == 60000.0 && ms[3] == 0.0);
+
+    // Bad items, with the exact text (the item quoted is the one that failed).
+    static const struct {
+        const char *spec;
+        const char *want;
+    } bad[] = {
+        {"x:5", "--delay-worker: 'x:5' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
+        {"15", "--delay-worker: '15' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
+        {":5", "--delay-worker: ':5' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
+        {"-1:5", "--delay-worker: '-1:5' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
+        {"1;5", "--delay-worker: '1;5' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
+        {"99999999999999999999999:1",
+         "--delay-worker: '99999999999999999999999:1' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
+        {"1:", "--delay-worker: '1:': the delay must be 0..60000 ms"},
+        {"1:-1", "--delay-worker: '1:-1': the delay must be 0..60000 ms"},
+        {"1:60000.5", "--delay-worker: '1:60000.5': the delay must be 0..60000 ms"},
+        {"1:nan", "--delay-worker: '1:nan': the delay must be 0..60000 ms"},
+        {"1:inf", "--delay-worker: '1:inf': the delay must be 0..60000 ms"},
+        {"1:5ms", "--delay-worker: '1:5ms': the delay must be 0..60000 ms"},
+        {"1:5;2:3", "--delay-worker: '1:5;2:3': the delay must be 0..60000 ms"},
+        // Later items: the message names the failing item alone, not the rest of the list.
+        {"0:1,x:2", "--delay-worker: 'x:2' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
+        {"0:1,2:abc,3:4", "--delay-worker: '2:abc': the delay must be 0..60000 ms"},
+        {"x:1,2:3", "--delay-worker: 'x:1' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
+        {"0:1,,2:3", "--delay-worker: '' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
+        // Worker ids out of range.
+        {"4:1", "--delay-worker: worker 4 does not exist (workers are 0..3)"},
+        {"0:1,17:2", "--delay-worker: worker 17 does not exist (workers are 0..3)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        double v[4] = {1, 2, 3, 4};
+        err[0] = '\0';
+        CHECK(delay_spec_parse(bad[i].spec, 4, v, err, sizeof err) == -1);
+        if (strcmp(err, bad[i].want) != 0) {
+            fprintf(stderr, "delay_spec_parse(\"%s\"):\n  got  \"%s\"\n  want \"%s\"\n", bad[i].spec, err,
+                    bad[i].want);
+            CHECK(!"error text");
+        }
+        CHECK(v[1] == 2 && v[2] == 3 && v[3] == 4);  // bad items write nothing
+    }
+
+    // One worker: only id 0 exists.
+    double one = 0;
+    CHECK_OK(delay_spec_parse("0:12.25", 1, &one, err, sizeof err), err);
+    CHECK(one == 12.25);
+    CHECK(delay_spec_parse("1:1", 1, &one, err, sizeof err) == -1);
+    CHECK(strcmp(err, "--delay-worker: worker 1 does not exist (workers are 0..0)") == 0);
+    CHECK(one == 12.25);
+}
+
+int main(void) {
+    test_sync_mode();
+    test_ssp_rule();
+    test_clock_table();
+    test_histogram();
+    test_delay_spec();
+    printf("test_staleness: ok\n");
+    return 0;
+}
