@@ -120,12 +120,25 @@ static int make_dir(const char *dir, char *err, size_t err_len) {
     return 0;
 }
 
+// Files in the run directory are written under a temporary name and renamed
+// when complete, so whoever merges them (rank 0, the launcher) never reads half a file.
 static FILE *open_in_dir(const char *dir, const char *name, char *err, size_t err_len) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    snprintf(path, sizeof path, "%s/.%s.tmp", dir, name);
     FILE *f = fopen(path, "w");
     if (!f) snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
     return f;
+}
+
+static int close_in_dir(FILE *f, const char *dir, const char *name, char *err, size_t err_len) {
+    char tmp[1024], path[1024];
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        snprintf(err, err_len, "%.300s: writing failed: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 // The endpoint others should dial: a wildcard bind is advertised under this host's name.
@@ -196,10 +209,7 @@ static int write_server_files(size_t id, const dist_args_t *d, const ps_server_t
     FILE *f = open_in_dir(d->run_dir, name, err, err_len);
     if (!f) return -1;
     write_server_json(f, id, d, s);
-    if (fclose(f) != 0) {
-        snprintf(err, err_len, "%.300s/%s: writing failed: %s", d->run_dir, name, strerror(errno));
-        return -1;
-    }
+    if (close_in_dir(f, d->run_dir, name, err, err_len) != 0) return -1;
     ps_stats_t st;
     ps_server_stats(s, &st);
     snprintf(name, sizeof name, "server-%zu-staleness.csv", id);
@@ -209,10 +219,7 @@ static int write_server_files(size_t id, const dist_args_t *d, const ps_server_t
         uint64_t a = st.staleness_clocks.bins[v], b = st.staleness_updates.bins[v];
         if (a || b) fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)a, (unsigned long long)b);
     }
-    if (fclose(f) != 0) {
-        snprintf(err, err_len, "%.300s/%s: writing failed: %s", d->run_dir, name, strerror(errno));
-        return -1;
-    }
+    if (close_in_dir(f, d->run_dir, name, err, err_len) != 0) return -1;
     return 0;
 }
 
@@ -418,10 +425,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         FILE *f = open_in_dir(d->run_dir, name, err, err_len);
         if (!f) goto out;
         write_worker_json(f, id, t, d, m, &result, &rs);
-        if (fclose(f) != 0) {
-            snprintf(err, err_len, "%.300s/%s: writing failed: %s", d->run_dir, name, strerror(errno));
-            goto out;
-        }
+        if (close_in_dir(f, d->run_dir, name, err, err_len) != 0) goto out;
     }
     if (d->save_model && save_model(d->save_model, final_w, n, err, err_len) != 0) goto out;
     rc = 0;

@@ -616,15 +616,17 @@ static int launch_as_rank(const launch_env_t *env, const train_args_t *t, dist_a
     double t0 = now_s();
     int status = dist_run_role(role, id, t, d, env->rank == 0 ? host_bind : NULL);
     if (status != 0 || env->rank != 0) return status;
-    // Rank 0 writes the run's merged files once every worker has written its own.
+    // Rank 0 writes the run's merged files once every process has written its
+    // own (each appears complete, under its final name, or not at all).
     for (int tries = 0; tries < 200; tries++) {
         size_t have = 0;
-        for (size_t k = 0; k < d->workers; k++) {
+        for (size_t k = 0; k < d->servers + d->workers; k++) {
             char path[1024];
-            snprintf(path, sizeof path, "%s/worker-%zu.json", d->run_dir, k);
+            if (k < d->servers) snprintf(path, sizeof path, "%s/server-%zu.json", d->run_dir, k);
+            else snprintf(path, sizeof path, "%s/worker-%zu.json", d->run_dir, k - d->servers);
             have += access(path, R_OK) == 0;
         }
-        if (have == d->workers) break;
+        if (have == d->servers + d->workers) break;
         struct timespec nap = {0, 50000000};
         nanosleep(&nap, NULL);
     }

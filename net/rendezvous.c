@@ -261,7 +261,11 @@ static void *actor(void *arg) {
     for (;;) {
         if (poll_retry(items, 2, -1) < 0) {
             if (errno == ETERM) break;
-            fprintf(stderr, "rendezvous %s: zmq_poll failed: %s\n", s->bound, zmq_strerror(errno));
+            // Tell a waiting caller, who would otherwise wait for "done" in vain.
+            char msg[200];
+            int m = snprintf(msg, sizeof msg, "-zmq_poll failed in the coordinator thread: %s", zmq_strerror(errno));
+            zmq_send(pipe, msg, (size_t)m < sizeof msg ? (size_t)m : sizeof msg - 1, ZMQ_DONTWAIT);
+            fprintf(stderr, "rendezvous %s: %s\n", s->bound, msg + 1);
             break;
         }
         if (items[0].revents & ZMQ_POLLIN) break;  // the only command is "stop"
@@ -407,11 +411,16 @@ int rdv_server_wait(rdv_server_t *s, int timeout_ms, char *err, size_t err_len) 
         int rc = poll_retry(&item, 1, left);
         if (rc < 0) return ZMQ_FAIL("zmq_poll (rendezvous actor pipe)", err, err_len);
         if (rc > 0) {
-            char msg[16];
-            int n = zmq_recv(s->pipe, msg, sizeof msg, ZMQ_DONTWAIT);
+            char msg[200];
+            int n = zmq_recv(s->pipe, msg, sizeof msg - 1, ZMQ_DONTWAIT);
             if (n == 4 && memcmp(msg, "done", 4) == 0) {
                 s->done = 1;
                 return 0;
+            }
+            if (n > 1 && msg[0] == '-') {
+                msg[n < (int)sizeof msg - 1 ? n : (int)sizeof msg - 1] = '\0';
+                snprintf(err, err_len, "rendezvous %s: %s", s->endpoint, msg + 1);
+                return -1;
             }
             continue;
         }

@@ -47,9 +47,33 @@ limit=120  # seconds per launch: a hung copy fails the run instead of hanging it
 failed=""
 ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
+# A launch runs in the background so that a signal reaches this script at once
+# (bash runs traps only between foreground commands) and is passed on to it.
+child=""
+# shellcheck disable=SC2317  # called by the INT/TERM trap
+on_signal() {
+  say "interrupted; stopping the launch"
+  if [ -n "$child" ]; then
+    kill -TERM "$child" 2>/dev/null
+    wait "$child" 2>/dev/null
+  fi
+  exit 130
+}
+trap on_signal INT TERM
+launch() {  # launch CMD...: its exit status; 124 when it ran past $limit
+  # --foreground: timeout signals only the launcher, once. A second signal
+  # through the process group makes mpirun abort without stopping its ranks.
+  timeout --foreground "$limit" "$@" </dev/null &
+  child=$!
+  wait "$child"
+  local rc=$?
+  child=""
+  return $rc
+}
+
 echo "### launcher mpirun"
 t=$(date +%s%N)
-timeout "$limit" mpirun --oversubscribe --allow-run-as-root -n "$k" "$@" </dev/null
+launch mpirun --oversubscribe --allow-run-as-root -n "$k" "$@"
 rc=$?
 if [ $rc -ne 0 ]; then
   say "FAILED: mpirun -n $k $* exited with $rc$([ $rc -eq 124 ] && echo " (killed after ${limit} s)")"
@@ -59,6 +83,7 @@ else
 fi
 
 D="$(mktemp -d /tmp/asgd-slurm.XXXXXX)"
+# shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
   local t
   t=$(date +%s%N)
@@ -79,7 +104,7 @@ say "SLURM started in $(ms "$t") ms"
 
 echo "### launcher srun"
 t=$(date +%s%N)
-timeout "$limit" srun -O -n "$k" --kill-on-bad-exit=1 "$@" </dev/null
+launch srun -O -n "$k" --kill-on-bad-exit=1 "$@"
 rc=$?
 if [ $rc -ne 0 ]; then
   say "FAILED: srun -O -n $k $* exited with $rc$([ $rc -eq 124 ] && echo " (killed after ${limit} s)")"
