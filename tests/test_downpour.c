@@ -6,8 +6,9 @@
 //   - SSP keeps the measured staleness within its bound while a slowed worker
 //     makes the fast ones wait, and ASP never waits;
 //   - every push a worker was acknowledged for was applied exactly once;
-//   - a failing process is named and the others are stopped.
+//   - a failing process is named and the others are stopped, and Ctrl-C stops all.
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <sys/stat.h>
@@ -236,6 +237,39 @@ static void check_failure_named(void) {
     free(err);
 }
 
+// Ctrl-C stops every process of the run: the launcher exits 130 and no
+// server or worker of that run is left behind.
+static void check_interrupt(void) {
+    char *rd = run_dir("interrupted");
+    const char *argv[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=20000,dim=2000,nnz=20",
+                          "--workers", "2", "--epochs", "50", "--delay-worker", "0:1,1:1", "--quiet", "--run-dir", rd,
+                          NULL};
+    char err_path[256];
+    snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    CHECK(posix_spawn(&pid, ASGD_BINARY, &fa, NULL, (char **)argv, environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    // Wait until the workers are training (their CSV logs exist), then interrupt.
+    char csv[400];
+    snprintf(csv, sizeof csv, "%s/worker-1.csv", rd);
+    for (int i = 0; i < 400 && access(csv, F_OK) != 0; i++) usleep(25000);
+    CHECK(access(csv, F_OK) == 0);
+    CHECK(kill(pid, SIGINT) == 0);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 130);
+    char command[600];
+    // "[-]" keeps the pattern from matching the shell that runs pgrep.
+    snprintf(command, sizeof command, "pgrep -f -- '[-]-run-dir %s' > /dev/null", rd);
+    int left = system(command);
+    printf("interrupt: launcher exited 130, processes of the run left: %s\n", left == 0 ? "some" : "none");
+    CHECK(left != 0);  // pgrep found nothing
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
@@ -260,5 +294,6 @@ int main(void) {
     }
     check_staleness();
     check_failure_named();
+    check_interrupt();
     return 0;
 }
