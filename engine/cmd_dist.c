@@ -51,7 +51,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"fetch-every", FLAG_TYPE_SIZE, &d->fetch_every, "N", "asp/ssp: pull fresh parameters every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
         {"server-optimizer", FLAG_TYPE_CHOICE, &d->server_optimizer, "OPT", "update rule on the servers (default sgd)", 0, 0, "sgd|adagrad", 0},
         {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (default: --lr)", 1e-12, 1e6, NULL, 0},
-        {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:MS", "make worker ID sleep MS ms after every step (a straggler); comma-separated list", 0, 0, NULL, 0},
+        {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:MS", "make worker ID sleep MS ms after every step (asp/ssp: each thread's step of --batch examples; bsp/allreduce: each round) — a straggler; comma-separated list", 0, 0, NULL, 0},
         {"coordinator", FLAG_TYPE_STRING, &d->coordinator, "HOST:PORT", "where the processes meet (under srun: the first node, port 29517)", 0, 0, NULL, 0},
         {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (default: derived from the coordinator)", 0, 0, NULL, 0},
         {"run-dir", FLAG_TYPE_STRING, &d->run_dir, "DIR", "write this process's CSV and JSON files into DIR", 0, 0, NULL, 0},

@@ -114,20 +114,27 @@ static void *comm_main(void *arg) {
     double busy = 0.0;
     for (;;) {
         int done = atomic_load_explicit(&r->training_done, memory_order_acquire);
+        // Rounds are complete when every thread still training has done its
+        // share; a thread that finished its epochs holds nobody back.
         uint64_t min_steps = UINT64_MAX, total = 0;
         for (size_t t = 0; t < r->threads; t++) {
-            uint64_t s = atomic_load_explicit(&r->progress[t].steps, memory_order_acquire);
-            if (s == UINT64_MAX) continue;  // finished its epochs
-            if (s < min_steps) min_steps = s;
+            uint64_t s = atomic_load_explicit(&r->progress[t].steps, memory_order_relaxed);
             total += s;
+            if (atomic_load_explicit(&r->progress[t].finished, memory_order_acquire)) continue;
+            if (s < min_steps) min_steps = s;
         }
         if (done || min_steps == UINT64_MAX) break;
         double t0 = now_s();
         int worked = 0;
         if (min_steps >= (r->clock + 1) * quota) {
+            // One push covers every round the threads completed since the last
+            // one: when they outrun this thread the clock still counts rounds,
+            // and a fetch is not starved by a push that is always due.
+            r->clock = min_steps / quota - 1;
             if (push_delta(r, 0) != 0) goto fail;
             worked = 1;
-        } else if (bound != STALENESS_INFINITE &&
+        }
+        if (bound != STALENESS_INFINITE &&
                    min_steps >= atomic_load_explicit(&r->allowance, memory_order_relaxed)) {
             // The threads wait for round g_read + bound + 1: it may start once
             // every worker has pushed g_read + 1 rounds, with parameters read then.
@@ -149,7 +156,15 @@ static void *comm_main(void *arg) {
             nanosleep(&nap, NULL);
         }
     }
-    // What was learned after the last full round (nothing if it ended on one).
+    // What was learned after the last push, as the last round any thread reached
+    // (nothing is sent if no step came after the last push).
+    uint64_t last_steps = 0;
+    for (size_t t = 0; t < r->threads; t++) {
+        uint64_t s = atomic_load_explicit(&r->progress[t].steps, memory_order_relaxed);
+        if (s > last_steps) last_steps = s;
+    }
+    uint64_t last_round = last_steps ? (last_steps - 1) / quota : 0;
+    if (last_round > r->clock) r->clock = last_round;
     if (push_delta(r, 1) != 0) goto fail;
     if (ps_client_wait_acks(r->client, r->err, sizeof r->err) != 0) goto fail;
     r->stats.comm_s = busy;
@@ -193,7 +208,9 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     r->clock++;
     r->stats.pushes++;
     uint64_t min_clock;
+    double wait_from = now_s();
     if (ps_client_pull(r->client, r->clock, r->pulled, &min_clock, r->err, sizeof r->err) != 0) return -1;
+    r->stats.wait_s += now_s() - wait_from;  // the round ends when the slowest worker's gradient is in
     r->stats.pulls++;
     for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);
     *applied = 1;
@@ -313,6 +330,7 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     for (size_t t = 0; t < r.threads; t++) {
         atomic_init(&r.progress[t].steps, 0);
         atomic_init(&r.progress[t].wait_ns, 0);
+        atomic_init(&r.progress[t].finished, 0);
     }
     atomic_init(&r.abort, 0);
     atomic_init(&r.training_done, 0);
@@ -372,7 +390,8 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     if (final_w) params_read(r.w, r.n, final_w);
     rc_status = 0;
 out:
-    if (r.progress)
+    stats->wait_s = r.stats.wait_s;
+    if (r.progress && async)
         for (size_t t = 0; t < r.threads; t++)
             stats->wait_s += 1e-9 * (double)atomic_load_explicit(&r.progress[t].wait_ns, memory_order_relaxed);
     stats->clock = r.clock;

@@ -46,7 +46,8 @@ typedef struct replica_config {
 typedef struct replica_stats {
     uint64_t pushes, pulls, pushes_acked;
     uint64_t clock;                // push rounds done
-    double wait_s;                 // threads held by the staleness bound (summed over threads)
+    double wait_s;                 // asp/ssp: threads held by the staleness bound (summed over threads);
+                                   // bsp: time the round's pull waited for the other workers
     double pull_wait_s;            // communication thread blocked in pulls
     double comm_s;                 // communication thread busy (pushing, pulling, merging)
     uint64_t bytes_out, bytes_in;

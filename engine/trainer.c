@@ -327,7 +327,7 @@ static void *async_worker(void *arg) {
         }
     }
 done:
-    if (c->link) atomic_store_explicit(&c->link->progress[wk->id].steps, UINT64_MAX, memory_order_release);
+    if (c->link) atomic_store_explicit(&c->link->progress[wk->id].finished, 1, memory_order_release);
     mark_finished(tr);
     return NULL;
 }

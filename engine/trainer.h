@@ -35,6 +35,7 @@ typedef enum train_mode {
 typedef struct train_thread_progress {
     _Alignas(64) _Atomic uint64_t steps;  // steps this thread has taken
     _Atomic uint64_t wait_ns;             // time it spent held by step_allowance
+    _Atomic int finished;                 // it has finished its epochs (or stopped)
 } train_thread_progress_t;
 
 // How one replica of a distributed run (engine/replica.h) hooks into the
