@@ -1,0 +1,626 @@
+// Parameter-server throughput (net/ps_server.h, net/ps_client.h) against raw
+// libzmq moving the same bytes over the same transport in the same run.
+//
+// PS: one ps_server per shard (ASP, SGD), each in its own pthread with its own
+// zmq context (as if a process of its own) on tcp://127.0.0.1:*, and one
+// ps_client. A round is a dense push of the whole model (ps_client_push_frames,
+// filled with memcpy from a gradient buffer as a worker writes its update, then
+// ps_client_push_commit) followed by ps_client_pull of the whole model. The
+// figure is payload bytes moved (push + pull) per second of the median round.
+//
+// Raw: the same number of ROUTER echo peers, each in its own pthread and
+// context, and one DEALER per peer on the client; a round sends each peer its
+// part of the model and waits for it to come back (one request outstanding per
+// peer, the PS's pattern). Two variants: the ordinary API (zmq_send and
+// zmq_recv, which copy the bytes in and out) and the best case (zero-copy
+// zmq_msg_init_data sends, replies read in place). Peers echo the received
+// message itself (no copy).
+//
+// Then, for each size on one shard, where the PS's time goes: each extra step
+// timed alone (wire_checksum, memcpy, sgd_update_cpu, a fresh message buffer),
+// and the PS's exact message pattern replayed over raw libzmq with its work
+// switched on and off (checksums, copies, update), to confirm the breakdown.
+// Not part of the test suite.
+//
+// Each figure is the best of --trials medians (a shared machine's other
+// tenants only ever slow a trial down), the trials interleaved across variants.
+//
+//   bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] [--io-threads K] [--no-profile]
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "datasets/split.h"   // defines: shard_range
+#include "kernels/update.h"   // defines: sgd_update_cpu
+#include "net/ps_client.h"    // defines: ps_client_new, ps_client_push_frames, ps_client_push_commit, ps_client_pull
+#include "net/ps_server.h"    // defines: ps_server_new, ps_server_run, ps_config_t
+#include "net/wire.h"         // defines: wire_checksum, WIRE_HEADER_SIZE
+
+#define RUN 0xbe9c500000000001ull
+#define MAX_LIST 8
+#define MAX_SHARDS 8
+#define ERR_LEN 512
+#define TIMEOUT_MS 60000
+// Gradient entries and lr chosen so that every value the server computes is
+// exact in float: after r pushes each parameter is -r * GRAD_VALUE.
+#define GRAD_VALUE (1.0f / 1024.0f)
+
+typedef struct opts {
+    size_t mfloats[MAX_LIST], n_sizes;  // model sizes in units of 2^20 floats
+    size_t shards[MAX_LIST], n_shards;
+    int warmup, rounds;
+    int trials;  // each figure is the best of this many medians, trials interleaved across variants
+    int io_threads;
+    int profile;
+} opts_t;
+
+// Keeps checksums that only feed the timing from being optimised away. The
+// echo threads and the client both add to it: an atomic, so that is no race.
+static _Atomic uint32_t sink;
+static void keep(uint32_t v) { atomic_fetch_add_explicit(&sink, v, memory_order_relaxed); }
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+// The median resists the other tenants of a shared machine better than the mean.
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static double fastest(const double *v, int n) {
+    double m = v[0];
+    for (int i = 1; i < n; i++)
+        if (v[i] < m) m = v[i];
+    return m;
+}
+
+static void die(const char *what, const char *detail) {
+    fprintf(stderr, "bench_ps: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+    exit(1);
+}
+
+// What the timed rounds cost: the median round's wall time, and per round the
+// whole process's CPU time (every thread: client, servers, libzmq's I/O
+// threads) and minor page faults, which a busy shared machine disturbs less.
+typedef struct round_cost {
+    double sec;              // median wall time of a round
+    double user_s, sys_s;    // CPU seconds per round, all threads
+    double faults;           // minor page faults per round
+} round_cost_t;
+
+typedef struct meter {
+    struct rusage ru;
+} meter_t;
+
+static void meter_start(meter_t *m) { getrusage(RUSAGE_SELF, &m->ru); }
+
+static void meter_stop(const meter_t *m, int rounds, double *times, round_cost_t *out) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double u = (double)(ru.ru_utime.tv_sec - m->ru.ru_utime.tv_sec) + 1e-6 * (double)(ru.ru_utime.tv_usec - m->ru.ru_utime.tv_usec);
+    double k = (double)(ru.ru_stime.tv_sec - m->ru.ru_stime.tv_sec) + 1e-6 * (double)(ru.ru_stime.tv_usec - m->ru.ru_stime.tv_usec);
+    out->user_s = u / rounds;
+    out->sys_s = k / rounds;
+    out->faults = (double)(ru.ru_minflt - m->ru.ru_minflt) / rounds;
+    out->sec = median(times, rounds);
+}
+
+// Keeps, field by field, the least disturbed of several trials.
+static void keep_best(round_cost_t *best, const round_cost_t *c, int first) {
+    if (first) {
+        *best = *c;
+        return;
+    }
+    if (c->sec < best->sec) best->sec = c->sec;
+    if (c->user_s < best->user_s) best->user_s = c->user_s;
+    if (c->sys_s < best->sys_s) best->sys_s = c->sys_s;
+    if (c->faults < best->faults) best->faults = c->faults;
+}
+
+#define ZCHECK(expr)                                                                                     \
+    do {                                                                                                 \
+        if ((expr) < 0) {                                                                                \
+            fprintf(stderr, "bench_ps: %s failed at %s:%d: %s\n", #expr, __FILE__, __LINE__,              \
+                    zmq_strerror(errno));                                                                \
+            exit(1);                                                                                     \
+        }                                                                                                \
+    } while (0)
+
+static size_t parse_list(const char *s, size_t *out) {
+    size_t n = 0;
+    char *end;
+    while (*s && n < MAX_LIST) {
+        unsigned long long v = strtoull(s, &end, 10);
+        if (end == s || v == 0) {
+            fprintf(stderr, "bench_ps: bad list '%s'\n", s);
+            exit(2);
+        }
+        out[n++] = (size_t)v;
+        if (*end && *end != ',') {
+            fprintf(stderr, "bench_ps: bad list '%s'\n", s);
+            exit(2);
+        }
+        s = *end == ',' ? end + 1 : end;
+    }
+    return n;
+}
+
+static void *new_ctx(int io_threads) {
+    void *ctx = zmq_ctx_new();
+    if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, io_threads) != 0) die("zmq_ctx_new", zmq_strerror(errno));
+    return ctx;
+}
+
+static void *new_socket(void *ctx, int type) {
+    void *s = zmq_socket(ctx, type);
+    if (!s) die("zmq_socket", zmq_strerror(errno));
+    int zero = 0;
+    ZCHECK(zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero));
+    ZCHECK(zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero));
+    ZCHECK(zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof zero));
+    return s;
+}
+
+// ---- the parameter server ------------------------------------------------------
+
+typedef struct ps_thread {
+    void *ctx;
+    ps_server_t *server;
+    atomic_int stop;
+    int rc;
+    char err[ERR_LEN];
+    pthread_t thread;
+} ps_thread_t;
+
+static void *ps_thread_main(void *arg) {
+    ps_thread_t *p = arg;
+    p->rc = ps_server_run(p->server, &p->stop, p->err, sizeof p->err);
+    return NULL;
+}
+
+// Cost of a push+pull round of an n-float model on n_shards shards.
+static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o) {
+    char err[ERR_LEN] = "";
+    ps_thread_t th[MAX_SHARDS];
+    const char *endpoints[MAX_SHARDS];
+    float *zeros = calloc(n, sizeof *zeros), *grad = malloc(n * sizeof *grad), *out = malloc(n * sizeof *out);
+    double *t = calloc((size_t)o->rounds, sizeof *t);
+    if (!zeros || !grad || !out || !t) die("out of memory", NULL);
+    for (size_t i = 0; i < n; i++) grad[i] = GRAD_VALUE;
+    for (size_t k = 0; k < n_shards; k++) {
+        ps_config_t c = {.run_id = RUN, .shard = k, .n_shards = n_shards, .n_params = n, .n_workers = 1,
+                         .mode = SYNC_MODE_ASP, .optimizer = SERVER_OPTIMIZER_SGD, .lr = 1.0f, .quiet = 1};
+        size_t begin, end;
+        shard_range(n, n_shards, k, &begin, &end);
+        th[k].ctx = new_ctx(o->io_threads);
+        th[k].server = ps_server_new(th[k].ctx, &c, "tcp://127.0.0.1:*", zeros + begin, err, sizeof err);
+        if (!th[k].server) die("ps_server_new", err);
+        atomic_init(&th[k].stop, 0);
+        th[k].rc = 0;
+        th[k].err[0] = '\0';
+        endpoints[k] = ps_server_endpoint(th[k].server);
+        if (pthread_create(&th[k].thread, NULL, ps_thread_main, &th[k]) != 0) die("pthread_create", strerror(errno));
+    }
+    void *ctx = new_ctx(o->io_threads);
+    ps_client_t *cl = ps_client_new(ctx, RUN, 0, endpoints, n_shards, n, 0, TIMEOUT_MS, err, sizeof err);
+    if (!cl) die("ps_client_new", err);
+    size_t begin[MAX_SHARDS], end[MAX_SHARDS];
+    for (size_t k = 0; k < n_shards; k++) shard_range(n, n_shards, k, &begin[k], &end[k]);
+    int total = o->warmup + o->rounds;
+    meter_t meter;
+    for (int r = 0; r < total; r++) {
+        if (r == o->warmup) meter_start(&meter);
+        double t0 = now_s();
+        float *const *frames = ps_client_push_frames(cl, err, sizeof err);
+        if (!frames) die("ps_client_push_frames", err);
+        for (size_t k = 0; k < n_shards; k++)
+            memcpy(frames[k], grad + begin[k], (end[k] - begin[k]) * sizeof(float));
+        if (ps_client_push_commit(cl, (uint64_t)r, 1, 0, err, sizeof err) != 0) die("ps_client_push_commit", err);
+        if (ps_client_pull(cl, 0, out, NULL, err, sizeof err) != 0) die("ps_client_pull", err);
+        if (r >= o->warmup) t[r - o->warmup] = now_s() - t0;
+    }
+    round_cost_t cost;
+    meter_stop(&meter, o->rounds, t, &cost);
+    // Every push was applied before the pull behind it was answered.
+    float want = -(float)total * GRAD_VALUE;
+    for (size_t i = 0; i < n; i++)
+        if (out[i] != want) die("the last pull did not return every push applied", NULL);
+    if (ps_client_bye(cl, err, sizeof err) != 0) die("ps_client_bye", err);
+    ps_client_destroy(&cl);
+    for (size_t k = 0; k < n_shards; k++) {
+        pthread_join(th[k].thread, NULL);
+        if (th[k].rc != 0) die("ps_server_run", th[k].err);
+        ps_server_destroy(&th[k].server);
+        zmq_ctx_term(th[k].ctx);
+    }
+    zmq_ctx_term(ctx);
+    free(zeros), free(grad), free(out), free(t);
+    return cost;
+}
+
+// ---- raw libzmq: echo peers and the PS's message pattern replayed ----------------
+
+// What a round does besides moving bytes. RAW_COPY and RAW_ZC are plain echoes;
+// EMUL replays the PS's messages with the WORK_* steps that are switched on.
+typedef enum raw_kind {
+    RAW_KIND_COPY,  // zmq_send / zmq_recv: one copy in, one copy out
+    RAW_KIND_ZC,    // zmq_msg_init_data sends, replies read in place
+    RAW_KIND_EMUL,  // PS messages: [header, payload] push, ack, [header] pull, [header, payload] params
+} raw_kind_t;
+
+#define WORK_CSUM 0x1u          // a checksum over each payload by its sender and its receiver (4 per round)
+#define WORK_CLIENT_COPY 0x2u   // client fills a fresh push frame by memcpy, copies the params out
+#define WORK_SERVER_COPY 0x4u   // server copies its shard into a fresh reply frame
+#define WORK_UPDATE 0x8u        // server applies sgd_update_cpu with the pushed values
+#define WORK_ALL (WORK_CSUM | WORK_CLIENT_COPY | WORK_SERVER_COPY | WORK_UPDATE)
+
+typedef struct echo_peer {
+    void *ctx, *sock;
+    char endpoint[256];
+    raw_kind_t kind;
+    unsigned work;
+    float *shard;  // (n) EMUL: the values the peer keeps and sends back
+    size_t n;
+    pthread_t thread;
+} echo_peer_t;
+
+static void free_nothing(void *data, void *hint) { (void)data, (void)hint; }
+
+static int recv_part(void *sock, zmq_msg_t *m) {
+    int rc;
+    do rc = zmq_msg_recv(m, sock, 0);
+    while (rc < 0 && errno == EINTR);
+    return rc;
+}
+
+static int has_more(void *sock) {
+    int more = 0;
+    size_t len = sizeof more;
+    ZCHECK(zmq_getsockopt(sock, ZMQ_RCVMORE, &more, &len));
+    return more;
+}
+
+static void send_part(void *sock, zmq_msg_t *m, int flags) {
+    int rc;
+    do rc = zmq_msg_send(m, sock, flags);
+    while (rc < 0 && errno == EINTR);
+    ZCHECK(rc);
+}
+
+static void send_bytes(void *sock, const void *p, size_t n, int flags) {
+    int rc;
+    do rc = zmq_send(sock, p, n, flags);
+    while (rc < 0 && errno == EINTR);
+    ZCHECK(rc);
+}
+
+// A message of n bytes from p: copied into a fresh buffer, or pointing at p.
+static void msg_from(zmq_msg_t *m, const void *p, size_t n, int copy) {
+    if (copy) {
+        ZCHECK(zmq_msg_init_size(m, n));
+        memcpy(zmq_msg_data(m), p, n);
+    } else {
+        ZCHECK(zmq_msg_init_data(m, (void *)p, n, free_nothing, NULL));
+    }
+}
+
+// Serves until a message with an empty first frame arrives.
+static void *echo_main(void *arg) {
+    echo_peer_t *e = arg;
+    uint8_t header[WIRE_HEADER_SIZE] = {0};
+    for (;;) {
+        zmq_msg_t id, f0, f1;
+        zmq_msg_init(&id);
+        zmq_msg_init(&f0);
+        ZCHECK(recv_part(e->sock, &id));
+        ZCHECK(recv_part(e->sock, &f0));
+        if (zmq_msg_size(&f0) == 0) {
+            zmq_msg_close(&id);
+            zmq_msg_close(&f0);
+            break;
+        }
+        if (e->kind != RAW_KIND_EMUL) {  // echo the message itself
+            send_part(e->sock, &id, ZMQ_SNDMORE);
+            send_part(e->sock, &f0, 0);
+            continue;
+        }
+        if (has_more(e->sock)) {  // a push: [header, payload]; answered with an ack
+            zmq_msg_init(&f1);
+            ZCHECK(recv_part(e->sock, &f1));
+            if (zmq_msg_size(&f1) != e->n * sizeof(float)) die("emulated push of the wrong size", NULL);
+            if (e->work & WORK_CSUM) keep(wire_checksum(zmq_msg_data(&f1), zmq_msg_size(&f1), 0));
+            if (e->work & WORK_UPDATE) sgd_update_cpu(e->n, 1.0f, zmq_msg_data(&f1), e->shard);
+            zmq_msg_close(&f1);
+            zmq_msg_close(&f0);
+            send_part(e->sock, &id, ZMQ_SNDMORE);
+            send_bytes(e->sock, header, sizeof header, 0);
+        } else {  // a pull: [header]; answered with [header, shard]
+            zmq_msg_close(&f0);
+            zmq_msg_t reply;
+            msg_from(&reply, e->shard, e->n * sizeof(float), (e->work & WORK_SERVER_COPY) != 0);
+            if (e->work & WORK_CSUM) keep(wire_checksum(zmq_msg_data(&reply), zmq_msg_size(&reply), 0));
+            send_part(e->sock, &id, ZMQ_SNDMORE);
+            send_bytes(e->sock, header, sizeof header, ZMQ_SNDMORE);
+            send_part(e->sock, &reply, 0);
+        }
+    }
+    return NULL;
+}
+
+// Cost of a round moving an n-float model to and from n_peers peers.
+static round_cost_t run_raw(size_t n, size_t n_peers, raw_kind_t kind, unsigned work, const opts_t *o) {
+    echo_peer_t peers[MAX_SHARDS];
+    void *ctx = new_ctx(o->io_threads);
+    void *socks[MAX_SHARDS];
+    size_t begin[MAX_SHARDS], end[MAX_SHARDS];
+    float *grad = malloc(n * sizeof *grad), *out = malloc(n * sizeof *out);
+    double *t = calloc((size_t)o->rounds, sizeof *t);
+    if (!grad || !out || !t) die("out of memory", NULL);
+    for (size_t i = 0; i < n; i++) grad[i] = GRAD_VALUE;
+    for (size_t k = 0; k < n_peers; k++) {
+        echo_peer_t *e = &peers[k];
+        shard_range(n, n_peers, k, &begin[k], &end[k]);
+        e->kind = kind;
+        e->work = work;
+        e->n = end[k] - begin[k];
+        e->shard = calloc(e->n ? e->n : 1, sizeof *e->shard);
+        if (!e->shard) die("out of memory", NULL);
+        e->ctx = new_ctx(o->io_threads);
+        e->sock = new_socket(e->ctx, ZMQ_ROUTER);
+        ZCHECK(zmq_bind(e->sock, "tcp://127.0.0.1:*"));
+        size_t len = sizeof e->endpoint;
+        ZCHECK(zmq_getsockopt(e->sock, ZMQ_LAST_ENDPOINT, e->endpoint, &len));
+        socks[k] = new_socket(ctx, ZMQ_DEALER);
+        ZCHECK(zmq_connect(socks[k], e->endpoint));
+        if (pthread_create(&e->thread, NULL, echo_main, e) != 0) die("pthread_create", strerror(errno));
+    }
+    uint8_t header[WIRE_HEADER_SIZE] = {0};
+    int total = o->warmup + o->rounds;
+    meter_t meter;
+    for (int r = 0; r < total; r++) {
+        if (r == o->warmup) meter_start(&meter);
+        double t0 = now_s();
+        for (size_t k = 0; k < n_peers; k++) {
+            const float *p = grad + begin[k];
+            size_t bytes = (end[k] - begin[k]) * sizeof(float);
+            if (kind == RAW_KIND_COPY) {
+                send_bytes(socks[k], p, bytes, 0);
+            } else if (kind == RAW_KIND_ZC) {
+                zmq_msg_t m;
+                msg_from(&m, p, bytes, 0);
+                send_part(socks[k], &m, 0);
+            } else {
+                zmq_msg_t m;
+                msg_from(&m, p, bytes, (work & WORK_CLIENT_COPY) != 0);
+                if (work & WORK_CSUM) keep(wire_checksum(zmq_msg_data(&m), bytes, 0));
+                send_bytes(socks[k], header, sizeof header, ZMQ_SNDMORE);
+                send_part(socks[k], &m, 0);
+                send_bytes(socks[k], header, sizeof header, 0);  // the pull
+            }
+        }
+        for (size_t k = 0; k < n_peers; k++) {
+            float *p = out + begin[k];
+            size_t bytes = (end[k] - begin[k]) * sizeof(float);
+            if (kind == RAW_KIND_COPY) {
+                int got;
+                do got = zmq_recv(socks[k], p, bytes, 0);
+                while (got < 0 && errno == EINTR);
+                ZCHECK(got);
+                if ((size_t)got != bytes) die("echo of the wrong size", NULL);
+                continue;
+            }
+            zmq_msg_t m;
+            if (kind == RAW_KIND_EMUL) {  // the ack, then the params' header
+                for (int part = 0; part < 2; part++) {
+                    zmq_msg_init(&m);
+                    ZCHECK(recv_part(socks[k], &m));
+                    zmq_msg_close(&m);
+                }
+            }
+            zmq_msg_init(&m);
+            ZCHECK(recv_part(socks[k], &m));
+            if (zmq_msg_size(&m) != bytes) die("echo of the wrong size", NULL);
+            if (kind == RAW_KIND_EMUL && (work & WORK_CSUM)) keep(wire_checksum(zmq_msg_data(&m), bytes, 0));
+            if (kind == RAW_KIND_EMUL && (work & WORK_CLIENT_COPY)) memcpy(p, zmq_msg_data(&m), bytes);
+            else keep(((const uint8_t *)zmq_msg_data(&m))[bytes - 1]);  // read in place
+            zmq_msg_close(&m);
+        }
+        if (r >= o->warmup) t[r - o->warmup] = now_s() - t0;
+    }
+    round_cost_t cost;
+    meter_stop(&meter, o->rounds, t, &cost);
+    if (kind == RAW_KIND_COPY)
+        for (size_t i = 0; i < n; i++)
+            if (out[i] != GRAD_VALUE) die("the echo changed the bytes", NULL);
+    for (size_t k = 0; k < n_peers; k++) {
+        send_bytes(socks[k], "", 0, 0);  // stop
+        pthread_join(peers[k].thread, NULL);
+        zmq_close(socks[k]);
+        zmq_close(peers[k].sock);
+        zmq_ctx_term(peers[k].ctx);
+        free(peers[k].shard);
+    }
+    zmq_ctx_term(ctx);
+    free(grad), free(out), free(t);
+    return cost;
+}
+
+// ---- where the time goes ---------------------------------------------------------
+
+typedef struct op_times {
+    double csum, copy, update, fresh;  // seconds per call on one buffer of the model's size
+} op_times_t;
+
+// Each step the PS adds to the bytes' trip, alone, on a buffer of n floats:
+// the fastest of `reps` calls (what the step costs when nothing disturbs it).
+static op_times_t time_ops(size_t n, int reps) {
+    size_t bytes = n * sizeof(float);
+    float *a = malloc(bytes), *b = malloc(bytes);
+    double *t = calloc((size_t)reps, sizeof *t);
+    if (!a || !b || !t) die("out of memory", NULL);
+    for (size_t i = 0; i < n; i++) a[i] = GRAD_VALUE, b[i] = 0.0f;
+    op_times_t r;
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_s();
+        keep(wire_checksum(a, bytes, 0));
+        t[i] = now_s() - t0;
+    }
+    r.csum = fastest(t, reps);
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_s();
+        memcpy(b, a, bytes);
+        t[i] = now_s() - t0;
+        keep(((uint8_t *)b)[i]);
+    }
+    r.copy = fastest(t, reps);
+    for (int i = 0; i < reps; i++) {
+        double t0 = now_s();
+        sgd_update_cpu(n, 1e-3f, a, b);
+        t[i] = now_s() - t0;
+    }
+    r.update = fastest(t, reps);
+    // A fresh message buffer (what every push frame and reply is), written
+    // once, against writing a buffer that is already mapped.
+    for (int i = 0; i < reps; i++) {
+        zmq_msg_t m;
+        double t0 = now_s();
+        ZCHECK(zmq_msg_init_size(&m, bytes));
+        memcpy(zmq_msg_data(&m), a, bytes);
+        zmq_msg_close(&m);
+        t[i] = now_s() - t0;
+    }
+    r.fresh = fastest(t, reps);
+    free(a), free(b), free(t);
+    return r;
+}
+
+static double mbs(size_t bytes, double sec) { return sec > 0 ? (double)bytes / sec / 1e6 : 0.0; }
+
+static void print_cost(const char *what, const round_cost_t *c, size_t bytes, const round_cost_t *ps) {
+    printf("  %-50s %8.2f %7.0f %6.2fx %8.2f %7.2f %8.0f\n", what, 1e3 * c->sec, mbs(bytes, c->sec), ps->sec / c->sec,
+           1e3 * c->user_s, 1e3 * c->sys_s, c->faults);
+}
+
+static void profile(size_t m, const opts_t *o) {
+    size_t n = m << 20, bytes = n * sizeof(float);
+    static const struct {
+        unsigned work;
+        const char *what;
+    } rows[] = {
+        {WORK_ALL, "  all: 4 checksums, 3 copies, update"},
+        {WORK_ALL & ~WORK_CSUM, "  all but the 4 checksums"},
+        {WORK_ALL & ~WORK_SERVER_COPY, "  all but the server's copy into its reply"},
+        {WORK_ALL & ~(WORK_CSUM | WORK_SERVER_COPY), "  all but checksums and the server's copy"},
+        {WORK_UPDATE, "  update only (no checksums, no copies)"},
+        {0, "  messages only"},
+    };
+    enum { N_ROWS = sizeof rows / sizeof rows[0] };
+    round_cost_t ps = {0}, cp = {0}, zc = {0}, emul[N_ROWS] = {{0}}, c;
+    for (int t = 0; t < o->trials; t++) {
+        c = run_ps(n, 1, o);
+        keep_best(&ps, &c, t == 0);
+        c = run_raw(n, 1, RAW_KIND_COPY, 0, o);
+        keep_best(&cp, &c, t == 0);
+        c = run_raw(n, 1, RAW_KIND_ZC, 0, o);
+        keep_best(&zc, &c, t == 0);
+        for (size_t i = 0; i < N_ROWS; i++) {
+            c = run_raw(n, 1, RAW_KIND_EMUL, rows[i].work, o);
+            keep_best(&emul[i], &c, t == 0);
+        }
+    }
+    printf("\nwhere a round's time goes: %zuM floats (%zu MiB each way), 1 shard; per round: median wall ms, MB/s,\n"
+           "PS wall / this wall, CPU ms of the whole process (every thread, user and sys), minor page faults;\n"
+           "each the best of %d trials\n",
+           m, bytes >> 20, o->trials);
+    printf("  %-50s %8s %7s %7s %8s %7s %8s\n", "variant", "wall ms", "MB/s", "PS/this", "user ms", "sys ms", "faults");
+    print_cost("PS (ps_client_push_frames/commit + ps_client_pull)", &ps, 2 * bytes, &ps);
+    print_cost("raw zmq_send/zmq_recv", &cp, 2 * bytes, &ps);
+    print_cost("raw zero-copy", &zc, 2 * bytes, &ps);
+    printf("  the PS's messages over raw libzmq (push [header, payload], ack, pull [header],\n"
+           "  params [header, payload]) with the PS's work switched on and off:\n");
+    for (size_t i = 0; i < N_ROWS; i++) print_cost(rows[i].what, &emul[i], 2 * bytes, &ps);
+    op_times_t op = time_ops(n, 15);
+    printf("  each step alone on %zu MiB (one thread, mapped buffers, fastest of 15): wire_checksum %.2f ms (%.1f GB/s),\n"
+           "  memcpy %.2f ms (%.1f GB/s), sgd_update_cpu %.2f ms, memcpy into a fresh zmq_msg_init_size buffer %.2f ms\n",
+           bytes >> 20, 1e3 * op.csum, bytes / op.csum / 1e9, 1e3 * op.copy, bytes / op.copy / 1e9, 1e3 * op.update,
+           1e3 * op.fresh);
+    printf("  a PS round adds in series to a zmq_send/zmq_recv echo: 4 checksums (push: client, server; params:\n"
+           "  server, client), the server's copy of its shard into a fresh reply, the update: %.2f ms at these speeds\n",
+           1e3 * (4 * op.csum + op.fresh + op.update));
+}
+
+int main(int argc, char **argv) {
+    opts_t o = {.n_sizes = 2, .mfloats = {1, 4}, .n_shards = 2, .shards = {1, 2}, .warmup = 3, .rounds = 20,
+                .trials = 5, .io_threads = 1, .profile = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--sizes-m") == 0 && v) o.n_sizes = parse_list(v, o.mfloats), i++;
+        else if (strcmp(a, "--shards") == 0 && v) o.n_shards = parse_list(v, o.shards), i++;
+        else if (strcmp(a, "--warmup") == 0 && v) o.warmup = atoi(v), i++;
+        else if (strcmp(a, "--rounds") == 0 && v) o.rounds = atoi(v), i++;
+        else if (strcmp(a, "--trials") == 0 && v) o.trials = atoi(v), i++;
+        else if (strcmp(a, "--io-threads") == 0 && v) o.io_threads = atoi(v), i++;
+        else if (strcmp(a, "--no-profile") == 0) o.profile = 0;
+        else {
+            fprintf(stderr,
+                    "usage: bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] "
+                    "[--io-threads K] [--no-profile]\n");
+            return strcmp(a, "--help") == 0 ? 0 : 2;
+        }
+    }
+    if (o.rounds < 1 || o.warmup < 0 || o.trials < 1 || o.io_threads < 1)
+        die("--rounds, --trials and --io-threads >= 1, --warmup >= 0", NULL);
+    for (size_t s = 0; s < o.n_shards; s++)
+        if (o.shards[s] > MAX_SHARDS) die("at most 8 shards", NULL);
+    int major, minor, patch;
+    zmq_version(&major, &minor, &patch);
+    printf("bench_ps | libzmq %d.%d.%d, %d I/O thread(s) per context | %ld CPUs | tcp://127.0.0.1 | best of %d trials,\n"
+           "each the median of %d rounds after %d warm-ups, trials interleaved across variants\n",
+           major, minor, patch, o.io_threads, sysconf(_SC_NPROCESSORS_ONLN), o.trials, o.rounds, o.warmup);
+    printf("a round moves the whole model both ways (PS: dense push + pull; raw: send + echo), one request\n"
+           "outstanding per shard; MB/s = (bytes sent + bytes received) / round time, MB = 10^6 bytes;\n"
+           "1M floats = 2^20 floats = 4 MiB each way\n\n");
+    printf("%-8s %6s %10s %10s %14s %10s %10s\n", "floats", "shards", "PS MB/s", "raw MB/s", "raw ZC MB/s",
+           "PS/raw", "PS/raw ZC");
+    for (size_t i = 0; i < o.n_sizes; i++) {
+        size_t n = o.mfloats[i] << 20, bytes = 2 * n * sizeof(float);
+        for (size_t s = 0; s < o.n_shards; s++) {
+            size_t k = o.shards[s];
+            double ps = 0, cp = 0, zc = 0;
+            for (int t = 0; t < o.trials; t++) {
+                double a = run_ps(n, k, &o).sec, b = run_raw(n, k, RAW_KIND_COPY, 0, &o).sec,
+                       c = run_raw(n, k, RAW_KIND_ZC, 0, &o).sec;
+                if (t == 0 || a < ps) ps = a;
+                if (t == 0 || b < cp) cp = b;
+                if (t == 0 || c < zc) zc = c;
+            }
+            char label[32];
+            snprintf(label, sizeof label, "%zuM", o.mfloats[i]);
+            printf("%-8s %6zu %10.0f %10.0f %14.0f %9.2fx %9.2fx\n", label, k, mbs(bytes, ps), mbs(bytes, cp),
+                   mbs(bytes, zc), cp / ps, zc / ps);
+            fflush(stdout);
+        }
+    }
+    printf("raw = zmq_send/zmq_recv (copies in and out); raw ZC = zero-copy sends (zmq_msg_init_data), replies read\n"
+           "in place; target PS/raw >= 0.8\n");
+    if (o.profile)
+        for (size_t i = 0; i < o.n_sizes; i++) profile(o.mfloats[i], &o);
+    return 0;
+}
