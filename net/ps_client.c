@@ -59,6 +59,10 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
         c->stats.dropped++;
         return 0;
     }
+    if (h->type != MSG_TYPE_PARAMS && zmsg_verify(m) != 0) {
+        c->stats.dropped++;
+        return 0;
+    }
     s->min_clock = h->clock;
     switch (h->type) {
     case MSG_TYPE_WELCOME:
@@ -79,7 +83,15 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
     case MSG_TYPE_PARAMS:
         if (h->payload_kind == PAYLOAD_KIND_DENSE && c->pull_out && h->offset == s->begin &&
             h->count == s->end - s->begin) {
-            memcpy(c->pull_out + s->begin, zmsg_payload(m, 0), h->count * sizeof(float));
+            // Verified while copied: one pass over the payload instead of two.
+            if (zmsg_copy_verified(m, c->pull_out + s->begin) != 0) {
+                snprintf(err, err_len, "worker %u: parameters from server shard %zu failed their checksum", c->worker,
+                         k);
+                return -1;
+            }
+        } else if (zmsg_verify(m) != 0) {
+            c->stats.dropped++;
+            return 0;
         } else if (h->payload_kind == PAYLOAD_KIND_SPARSE && c->pull_values && h->count == s->key_count) {
             memcpy(c->pull_values + s->key_begin, zmsg_payload(m, 1), h->count * sizeof(float));
         } else {
@@ -125,7 +137,7 @@ static int pump(ps_client_t *c, int (*done)(const ps_client_t *), const char *wh
         for (size_t k = 0; k < c->n_shards; k++) {
             if (!(c->items[k].revents & ZMQ_POLLIN)) continue;
             zmsg_t m;
-            int got = zmsg_recv(c->shards[k].sock, 0, c->run_id, &m, err, err_len);
+            int got = zmsg_recv_deferred(c->shards[k].sock, 0, c->run_id, &m, err, err_len);
             if (got < 0) {
                 if (errno == EAGAIN) continue;
                 return -1;

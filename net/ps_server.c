@@ -202,10 +202,14 @@ static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, con
         h.payload_kind = PAYLOAD_KIND_DENSE;
         h.offset = s->begin;
         h.count = (uint32_t)s->n;
-        // Copied: the shard changes as soon as the next push is applied.
+        // Copied (the shard changes as soon as the next push is applied), and
+        // checksummed in the same pass.
         if (zmsg_frame_alloc(&frames[0], s->n * sizeof(float), err, err_len) != 0) return -1;
-        memcpy(zmq_msg_data(&frames[0]), s->w, s->n * sizeof(float));
-        n_frames = 1;
+        h.checksum = wire_checksum_copy(zmq_msg_data(&frames[0]), s->w, s->n * sizeof(float), 0);
+        s->stats.bytes_out += 4u * h.count;
+        s->stats.pulls_answered++;
+        s->read_min_clock[worker] = clock_table_min(&s->clocks);
+        return zmsg_send_sealed(s->sock, identity, &h, frames, 1, 0, err, err_len);
     } else {
         h.payload_kind = PAYLOAD_KIND_SPARSE;
         h.count = n_keys;

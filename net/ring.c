@@ -211,6 +211,12 @@ ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, const ch
 const char *ring_endpoint(const ring_t *r) { return r->endpoint; }
 
 int ring_connect(ring_t *r, const char *next_endpoint, char *err, size_t err_len) {
+    // A second peer would make PUSH deal messages round-robin between them.
+    if (r->next_endpoint[0]) {
+        snprintf(err, err_len, "ring_connect: rank %zu is already connected to rank %zu at %s", r->rank,
+                 next_rank(r), r->next_endpoint);
+        return -1;
+    }
     if (!next_endpoint || strlen(next_endpoint) >= sizeof r->next_endpoint) {
         snprintf(err, err_len, "ring_connect: rank %zu: missing or overlong endpoint for rank %zu", r->rank,
                  next_rank(r));

@@ -93,6 +93,10 @@ void wire_header_decode(const uint8_t in[WIRE_HEADER_SIZE], wire_header_t *h);
 // foreign senders, not against an attacker: it is not a MAC.
 uint32_t wire_checksum(const void *data, size_t n, uint32_t seed);
 
+// wire_checksum of src while copying it to dst in the same pass (one trip
+// through memory instead of two): the same value wire_checksum(src, n, seed) gives.
+uint32_t wire_checksum_copy(void *dst, const void *src, size_t n, uint32_t seed);
+
 // Payload bytes a header announces, per frame (0 when the frame is absent).
 void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1);
 
@@ -102,6 +106,11 @@ void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1);
 // need the receiver's state and are its own. Returns WIRE_STATUS_OK or why not.
 wire_status_t wire_validate(const uint8_t *header, size_t header_len, uint64_t run_id, const void *const *frames,
                             const size_t *frame_lens, size_t n_frames, wire_header_t *out);
+
+// wire_validate without the checksum: for a receiver that verifies the
+// payload while copying it out (wire_checksum_copy) before using it.
+wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header_len, uint64_t run_id,
+                                            const size_t *frame_lens, size_t n_frames, wire_header_t *out);
 
 // Fills a header's checksum field from its payload frames (as wire_validate checks it).
 void wire_seal(wire_header_t *h, const void *frame0, size_t len0, const void *frame1, size_t len1);

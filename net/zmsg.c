@@ -63,8 +63,9 @@ static int align_frame(zmq_msg_t *f) {
     return 0;
 }
 
-int zmsg_recv(void *sock, int router, uint64_t run_id, zmsg_t *m, char *err, size_t err_len) {
+static int recv_impl(void *sock, int router, uint64_t run_id, zmsg_t *m, int defer, char *err, size_t err_len) {
     memset(&m->h, 0, sizeof m->h);
+    m->checksum_pending = 0;
     m->n_frames = 0;
     m->has_identity = 0;
     m->status = WIRE_STATUS_OK;
@@ -115,11 +116,41 @@ int zmsg_recv(void *sock, int router, uint64_t run_id, zmsg_t *m, char *err, siz
         payload[i] = zmq_msg_data(&m->frames[i]);
         lens[i] = zmq_msg_size(&m->frames[i]);
     }
-    m->status = too_many ? WIRE_STATUS_BAD_SIZE
-                         : wire_validate(zmq_msg_data(&header), zmq_msg_size(&header), run_id, payload, lens,
-                                         m->n_frames, &m->h);
+    if (too_many) m->status = WIRE_STATUS_BAD_SIZE;
+    else if (defer)
+        m->status = wire_validate_except_checksum(zmq_msg_data(&header), zmq_msg_size(&header), run_id, lens,
+                                                  m->n_frames, &m->h);
+    else
+        m->status = wire_validate(zmq_msg_data(&header), zmq_msg_size(&header), run_id, payload, lens, m->n_frames,
+                                  &m->h);
+    m->checksum_pending = defer && m->status == WIRE_STATUS_OK;
     zmq_msg_close(&header);
     return m->status == WIRE_STATUS_OK ? 1 : 0;
+}
+
+int zmsg_recv(void *sock, int router, uint64_t run_id, zmsg_t *m, char *err, size_t err_len) {
+    return recv_impl(sock, router, run_id, m, 0, err, err_len);
+}
+
+int zmsg_recv_deferred(void *sock, int router, uint64_t run_id, zmsg_t *m, char *err, size_t err_len) {
+    return recv_impl(sock, router, run_id, m, 1, err, err_len);
+}
+
+int zmsg_verify(zmsg_t *m) {
+    if (!m->checksum_pending) return m->status == WIRE_STATUS_OK ? 0 : -1;
+    uint32_t c = 0;
+    for (size_t i = 0; i < m->n_frames; i++) c = wire_checksum(zmq_msg_data(&m->frames[i]), zmq_msg_size(&m->frames[i]), c);
+    m->checksum_pending = 0;
+    if (c != m->h.checksum) m->status = WIRE_STATUS_BAD_CHECKSUM;
+    return m->status == WIRE_STATUS_OK ? 0 : -1;
+}
+
+int zmsg_copy_verified(zmsg_t *m, void *dst) {
+    if (m->n_frames != 1) return zmsg_verify(m);
+    uint32_t c = wire_checksum_copy(dst, zmq_msg_data(&m->frames[0]), zmq_msg_size(&m->frames[0]), 0);
+    if (m->checksum_pending && c != m->h.checksum) m->status = WIRE_STATUS_BAD_CHECKSUM;
+    m->checksum_pending = 0;
+    return m->status == WIRE_STATUS_OK ? 0 : -1;
 }
 
 void zmsg_close(zmsg_t *m) {
@@ -143,11 +174,16 @@ static int send_frame(void *sock, zmq_msg_t *m, int flags) {
 
 int zmsg_send(void *sock, zmq_msg_t *identity, wire_header_t *h, zmq_msg_t *frames, size_t n_frames, int dontwait,
               char *err, size_t err_len) {
-    int base = dontwait ? ZMQ_DONTWAIT : 0;
-    size_t sent = 0;  // payload frames handed to libzmq (it then owns them)
     uint32_t sum = 0;
     for (size_t i = 0; i < n_frames; i++) sum = wire_checksum(zmq_msg_data(&frames[i]), zmq_msg_size(&frames[i]), sum);
     h->checksum = sum;
+    return zmsg_send_sealed(sock, identity, h, frames, n_frames, dontwait, err, err_len);
+}
+
+int zmsg_send_sealed(void *sock, zmq_msg_t *identity, const wire_header_t *h, zmq_msg_t *frames, size_t n_frames,
+                     int dontwait, char *err, size_t err_len) {
+    int base = dontwait ? ZMQ_DONTWAIT : 0;
+    size_t sent = 0;  // payload frames handed to libzmq (it then owns them)
     uint8_t bytes[WIRE_HEADER_SIZE];
     wire_header_encode(h, bytes);
     int rc = 0;

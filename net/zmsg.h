@@ -25,6 +25,7 @@ typedef struct zmsg {
     zmq_msg_t frames[2];
     size_t n_frames;
     wire_status_t status;  // WIRE_STATUS_OK, or why the message was refused
+    int checksum_pending;  // received with zmsg_recv_deferred, not verified yet
 } zmsg_t;
 
 // Payload frame i's bytes (NULL if absent).
@@ -41,6 +42,16 @@ static inline const void *zmsg_payload(zmsg_t *m, size_t i) {
 int zmsg_recv(void *sock, int router, uint64_t run_id, zmsg_t *m, char *err, size_t err_len);
 void zmsg_close(zmsg_t *m);
 
+// zmsg_recv that leaves the payload checksum unchecked (m->checksum_pending):
+// the caller must, before using the payload, either zmsg_verify it or copy
+// its one frame out with zmsg_copy_verified (one pass instead of two).
+int zmsg_recv_deferred(void *sock, int router, uint64_t run_id, zmsg_t *m, char *err, size_t err_len);
+// Checks a deferred message's checksum; 0, or -1 with m->status BAD_CHECKSUM.
+int zmsg_verify(zmsg_t *m);
+// Copies payload frame 0 (the only one) to dst while checking the checksum;
+// 0, or -1 with m->status BAD_CHECKSUM (dst then holds garbage).
+int zmsg_copy_verified(zmsg_t *m, void *dst);
+
 // A payload frame of n bytes for the caller to fill. Returns 0 or -1.
 int zmsg_frame_alloc(zmq_msg_t *frame, size_t n, char *err, size_t err_len);
 
@@ -50,6 +61,10 @@ int zmsg_frame_alloc(zmq_msg_t *frame, size_t n, char *err, size_t err_len);
 // instead of blocking when the peer's queue is full. Returns 0 or -1.
 int zmsg_send(void *sock, zmq_msg_t *identity, wire_header_t *h, zmq_msg_t *frames, size_t n_frames, int dontwait,
               char *err, size_t err_len);
+// zmsg_send for frames whose checksum the caller already put in h->checksum
+// (computed while filling them, with wire_checksum_copy).
+int zmsg_send_sealed(void *sock, zmq_msg_t *identity, const wire_header_t *h, zmq_msg_t *frames, size_t n_frames,
+                     int dontwait, char *err, size_t err_len);
 
 // A header with magic, version, type and run id set, everything else zero.
 wire_header_t zmsg_header(uint16_t type, uint64_t run_id);
