@@ -83,6 +83,11 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command)
                 command);
         return 2;
     }
+    if (d->sync == SYNC_MODE_ALLREDUCE && (t->time_limit > 0 || t->stop_at_target)) {
+        fprintf(stderr, "%s: --time-limit/--stop-at-target: allreduce replicas must run the same rounds; "
+                        "stop them by --epochs\n", command);
+        return 2;
+    }
     if (isnan(d->server_lr)) d->server_lr = t->lr;
     if (d->delay_worker) {
         double *ms = calloc(d->workers, sizeof *ms);
@@ -311,6 +316,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_number(&j, "final_test_loss", r->last.test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
     json_number(&j, "final_epoch", r->last.epoch);
+    json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
     json_number(&j, "global_test_loss", rs->global_test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse", rs->global_test_metric);
     json_uint(&j, "clock", rs->clock);

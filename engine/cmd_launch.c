@@ -180,7 +180,7 @@ static void hist_json(json_writer_t *j, const char *key, const staleness_hist_t 
 }
 
 static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s) {
-    double samples = 0, wall = 0, wait = 0, pushes = 0;
+    double samples = 0, wall = 0, wait = 0, pushes = 0, own_rates = 0;
     size_t last = 0;  // the worker that finished last: its final pull saw the most complete global model
     int consistent = 1;
     char **wtext = calloc(d->workers, sizeof *wtext);
@@ -196,6 +196,7 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
             last = k;
         }
         wait += json_field(wtext[k], "wait_s");
+        own_rates += json_field(wtext[k], "samples_per_s");
         pushes += json_field(wtext[k], "pushes");
     }
     for (size_t s = 0; stext && s < d->servers; s++) {
@@ -230,6 +231,9 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_uint(&j, "samples", (uint64_t)samples);
     json_number(&j, "wall_s", wall);
     json_number(&j, "samples_per_s", wall > 0 ? samples / wall : NAN);
+    // Each worker's own rate, summed: what the cluster processes while its
+    // workers run, which a fixed share per worker hides behind the slowest one.
+    json_number(&j, "worker_samples_per_s", own_rates);
     json_number(&j, "launch_wall_s", launch_wall_s);
     // With servers the final model is theirs, evaluated by the last worker to
     // finish; with allreduce every replica holds it.

@@ -51,6 +51,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     if (isnan(r->time_to_target_s)) json_null(&j, "samples_to_target");
     else json_uint(&j, "samples_to_target", r->samples_to_target);
     json_bool(&j, "stopped_at_target", r->stopped_at_target);
+    json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
     json_number(&j, "final_train_loss", r->last.train_loss);
     json_number(&j, "final_test_loss", r->last.test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
@@ -75,6 +76,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_uint(&j, "eval_every", a->eval_every);
     json_uint(&j, "eval_limit", a->eval_limit);
     json_bool(&j, "pin", a->pin);
+    json_number(&j, "time_limit_s", a->time_limit);
     json_string(&j, "blas_core", blas_core_name());
     json_object_end(&j);
     json_end(&j);

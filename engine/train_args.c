@@ -78,6 +78,7 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"target-acc", FLAG_TYPE_DOUBLE, &a->target_acc, "A", "report time to reach this test accuracy", 0, 1, NULL, 0},
         {"target-rmse", FLAG_TYPE_DOUBLE, &a->target_rmse, "R", "report time to reach this test RMSE (mf)", 1e-12, 1e12, NULL, 0},
         {"stop-at-target", FLAG_TYPE_BOOL, &a->stop_at_target, NULL, "stop at the first evaluation that meets the target", 0, 0, NULL, 0},
+        {"time-limit", FLAG_TYPE_DOUBLE, &a->time_limit, "S", "stop after S seconds of training (evaluation excluded), even mid-epoch", 0, 1e9, NULL, 0},
         {"pin", FLAG_TYPE_BOOL, &a->pin, NULL, "pin thread t to CPU t mod #CPUs", 0, 0, NULL, 0},
         {"log", FLAG_TYPE_STRING, &a->log, "FILE", "write one CSV row per evaluation (schema in README)", 0, 0, NULL, 0},
         {"summary", FLAG_TYPE_STRING, &a->summary, "FILE", "also write the JSON summary to FILE", 0, 0, NULL, 0},
@@ -162,6 +163,7 @@ void train_args_train_config(const train_args_t *a, train_config_t *tc) {
     tc->eval_limit = a->eval_limit;
     tc->target = a->model == MODEL_MF ? a->target_rmse : a->target_acc;
     tc->stop_at_target = a->stop_at_target;
+    tc->time_limit_s = a->time_limit;
     tc->pin = a->pin;
     tc->progress_interval_s = a->quiet ? 0.0 : 0.5;
 }

@@ -13,7 +13,7 @@
 #include "engine/trainer.h"      // defines: train_config_t
 
 #define TRAIN_ARGS_MAX_HIDDEN 7
-#define TRAIN_ARGS_N_FLAGS 30
+#define TRAIN_ARGS_N_FLAGS 31
 
 enum { MODEL_LOGREG, MODEL_SVM, MODEL_SOFTMAX, MODEL_MLP, MODEL_MF };
 extern const char *const train_model_names[];
@@ -36,6 +36,7 @@ typedef struct train_args {
     size_t eval_every, eval_limit;
     double target_acc, target_rmse;
     int stop_at_target, pin, quiet;
+    double time_limit;
     const char *log, *summary;
     // Filled by train_args_finish.
     size_t hidden_widths[TRAIN_ARGS_MAX_HIDDEN], n_hidden;

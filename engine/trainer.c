@@ -670,11 +670,18 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
             pthread_mutex_unlock(&tr.mu);
             int stop_now = eval_point(&tr, eval_ws, &clk, cb, out);
             out->stopped_at_target |= stop_now;
+            stop_now |= out->stopped_at_time_limit;
             pthread_mutex_lock(&tr.mu);
             resume_workers_locked(&tr, stop_now);
             continue;
         }
         double now = now_s();
+        if (c->time_limit_s > 0 && !out->stopped_at_time_limit && now - clk.start - clk.paused >= c->time_limit_s) {
+            // Out of time: a last evaluation at the next step boundary, then stop.
+            out->stopped_at_time_limit = 1;
+            atomic_store_explicit(&tr.pause_requested, 1, memory_order_release);
+            continue;
+        }
         if (now >= next_progress) {
             next_progress = now + progress_every;
             if (cb && cb->on_progress && c->progress_interval_s > 0) {
@@ -689,6 +696,10 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
         }
         struct timespec deadline;
         double wake = next_progress;
+        if (c->time_limit_s > 0 && !out->stopped_at_time_limit) {
+            double limit_at = clk.start + clk.paused + c->time_limit_s;
+            if (limit_at < wake) wake = limit_at;
+        }
         deadline.tv_sec = (time_t)wake;
         deadline.tv_nsec = (long)((wake - (double)deadline.tv_sec) * 1e9);
         pthread_cond_timedwait(&tr.cv_parked, &tr.mu, &deadline);

@@ -74,6 +74,7 @@ typedef struct train_config {
     size_t eval_limit;          // test examples per evaluation; 0 = the whole test set
     double target;              // NaN: none; else accuracy >= target, or RMSE <= target
     int stop_at_target;         // end the run at the first evaluation that meets the target
+    double time_limit_s;        // > 0: stop after this many training seconds (evaluation excluded)
     int pin;                    // pin thread t to CPU t mod (online CPUs)
     double progress_interval_s; // 0: no progress callbacks
     const train_link_t *link;   // distributed runs only (borrowed); NULL otherwise
@@ -111,6 +112,7 @@ typedef struct train_result {
     uint64_t samples_to_target;
     size_t n_evals;
     int stopped_at_target;
+    int stopped_at_time_limit;
     train_point_t last;        // the final evaluation
 } train_result_t;
 
