@@ -184,6 +184,24 @@ int main(void) {
     CHECK(res.samples < 50 * sp.n);
     CHECK(!isnan(res.time_to_target_s) && res.samples_to_target <= res.samples);
 
+    // A time limit ends a run that would otherwise take far longer, with a final
+    // evaluation, in every mode (the limit is a lower bound on the training time).
+    for (int mode = TRAIN_MODE_HOGWILD; mode <= TRAIN_MODE_SYNC; mode++) {
+        train_config_t tl;
+        train_config_default(&tl);
+        tl.mode = (train_mode_t)mode;
+        tl.threads = 2;
+        tl.epochs = 1000000;
+        tl.time_limit_s = 0.2;
+        model_init_params(lr, w, 1);
+        CHECK_OK(train_run(lr, opt, w, &tl, NULL, &res, err, sizeof err), err);
+        printf("time limit 0.2 s, %s: stopped %d after %.3f s, %llu samples, final accuracy %.3f\n",
+               train_mode_name(tl.mode), res.stopped_at_time_limit, res.wall_s, (unsigned long long)res.samples,
+               res.last.test_metric);
+        CHECK(res.stopped_at_time_limit && res.wall_s >= 0.2 && res.samples < 1000000 * sp.n);
+        CHECK(res.last.samples == res.samples && !isnan(res.last.test_metric));
+    }
+
     // Bad configurations are refused with a message naming the flag.
     c.threads = 0;
     CHECK(train_run(lr, opt, w, &c, NULL, &res, err, sizeof err) != 0 && strstr(err, "--threads"));
