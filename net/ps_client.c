@@ -51,16 +51,23 @@ static wire_header_t request(const ps_client_t *c, uint16_t type, size_t shard) 
     return h;
 }
 
+// Counts a message dropped from shard k, and says so the first time.
+static void note_dropped(ps_client_t *c, size_t k, wire_status_t why) {
+    if (c->stats.dropped++ == 0)
+        fprintf(stderr, "asgd worker %u: dropped a message from server shard %zu: %s (further ones are counted)\n",
+                c->worker, k, why == WIRE_STATUS_OK ? "not expected now" : wire_status_name(why));
+}
+
 // Handles one message from shard k.
 static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_len) {
     shard_conn_t *s = &c->shards[k];
     const wire_header_t *h = &m->h;
     if (h->shard != k) {
-        c->stats.dropped++;
+        note_dropped(c, k, m->status);
         return 0;
     }
     if (h->type != MSG_TYPE_PARAMS && zmsg_verify(m) != 0) {
-        c->stats.dropped++;
+        note_dropped(c, k, m->status);
         return 0;
     }
     s->min_clock = h->clock;
@@ -90,12 +97,12 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
                 return -1;
             }
         } else if (zmsg_verify(m) != 0) {
-            c->stats.dropped++;
+            note_dropped(c, k, m->status);
             return 0;
         } else if (h->payload_kind == PAYLOAD_KIND_SPARSE && c->pull_values && h->count == s->key_count) {
             memcpy(c->pull_values + s->key_begin, zmsg_payload(m, 1), h->count * sizeof(float));
         } else {
-            c->stats.dropped++;
+            note_dropped(c, k, m->status);
             return 0;
         }
         c->stats.bytes_in += h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);
@@ -111,7 +118,7 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
                  wire_status_name((wire_status_t)h->aux));
         return -1;
     default:
-        c->stats.dropped++;
+        note_dropped(c, k, m->status);
         return 0;
     }
 }
@@ -143,7 +150,7 @@ static int pump(ps_client_t *c, int (*done)(const ps_client_t *), const char *wh
                 return -1;
             }
             int drc = 0;
-            if (got == 0) c->stats.dropped++;
+            if (got == 0) note_dropped(c, k, m.status);
             else drc = dispatch(c, k, &m, err, err_len);
             zmsg_close(&m);
             if (drc != 0) return -1;
