@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "bench/bench_support.h"  // defines: bench_now_s, bench_median
 #include "net/ring.h"  // defines: ring_new, ring_connect, ring_tune, ring_allreduce_sum, ring_destroy
 
 #define RUN 0xbe9c400000000001ull
@@ -44,23 +45,6 @@ typedef struct record {
     double sec;  // median time of the timed calls; < 0 when the rank failed
     int ok;      // the checked call summed right
 } record_t;
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-// The median resists the other tenants of a shared machine better than the mean.
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static void die(const char *what) {
     fprintf(stderr, "bench_allreduce: %s: %s\n", what, strerror(errno));
@@ -136,11 +120,11 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const char *transp
         int rc = 0;
         for (int i = 0; i < o->warmup && rc == 0; i++) rc = ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err);
         for (int i = 0; i < o->iters && rc == 0; i++) {
-            double t0 = now_s();
+            double t0 = bench_now_s();
             rc = ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err);
-            times[i] = now_s() - t0;
+            times[i] = bench_now_s() - t0;
         }
-        double t = median(times, o->iters);
+        double t = bench_median(times, o->iters);
         for (size_t i = 0; i < count; i++) x[i] = (float)(rank + 1);
         if (rc == 0) rc = ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err);
         if (rc == 0) {

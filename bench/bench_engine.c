@@ -15,27 +15,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/bench_support.h"  // defines: bench_now_s, bench_median
 #include "datasets/generate.h"
 #include "datasets/rng.h"
 #include "engine/data_source.h"
 #include "engine/trainer.h"
 #include "kernels/blas_runtime.h"
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static double sgemm_gflops(int threads, int reps) {
     const int n = 1024;
@@ -45,12 +30,12 @@ static double sgemm_gflops(int threads, int reps) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);  // warm-up
     double t[9];
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (int k = 0; k < 4; k++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
-        t[r] = 4 * 2.0 * n * n * n / (now_s() - t0) / 1e9;
+        t[r] = 4 * 2.0 * n * n * n / (bench_now_s() - t0) / 1e9;
     }
     free(a), free(b), free(c);
-    return median(t, reps);
+    return bench_median(t, reps);
 }
 
 // A bare Hogwild-style logistic step per example, plain floats, no engine
@@ -67,7 +52,7 @@ static double bare_sparse_rate(const sparse_dataset_t *d, int shuffled, int reps
     double t[9];
     volatile float sink = 0;
     for (int r = 0; r < reps; r++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (size_t e = 0; e < d->n; e++) {
             size_t i = order[e];
             float dot = 0;
@@ -75,12 +60,12 @@ static double bare_sparse_rate(const sparse_dataset_t *d, int shuffled, int reps
             float coef = -0.5f * d->y[i] / (1.0f + expf(d->y[i] * dot));
             for (size_t k = d->row_ptr[i]; k < d->row_ptr[i + 1]; k++) w[d->col[k]] -= coef * d->val[k];
         }
-        t[r] = (double)d->n / (now_s() - t0);
+        t[r] = (double)d->n / (bench_now_s() - t0);
         sink += w[0];
     }
     free(w);
     free(order);
-    return median(t, reps);
+    return bench_median(t, reps);
 }
 
 typedef struct measured {
@@ -111,7 +96,7 @@ static measured_t measure(const model_t *m, train_mode_t mode, size_t threads, s
         ups[r] = res.updates_per_s;
         acc[r] = res.last.test_metric;
     }
-    measured_t out = {median(sps, reps), median(ups, reps), median(acc, reps)};
+    measured_t out = {bench_median(sps, reps), bench_median(ups, reps), bench_median(acc, reps)};
     return out;
 }
 

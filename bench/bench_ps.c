@@ -38,6 +38,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "bench/bench_support.h"  // defines: bench_now_s, bench_median
 #include "datasets/split.h"   // defines: shard_range
 #include "kernels/update.h"   // defines: sgd_update_cpu
 #include "net/ps_client.h"    // defines: ps_client_new, ps_client_push_frames, ps_client_push_commit, ps_client_pull
@@ -66,23 +67,6 @@ typedef struct opts {
 // echo threads and the client both add to it: an atomic, so that is no race.
 static _Atomic uint32_t sink;
 static void keep(uint32_t v) { atomic_fetch_add_explicit(&sink, v, memory_order_relaxed); }
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-// The median resists the other tenants of a shared machine better than the mean.
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 static double fastest(const double *v, int n) {
     double m = v[0];
@@ -119,7 +103,7 @@ static void meter_stop(const meter_t *m, int rounds, double *times, round_cost_t
     out->user_s = u / rounds;
     out->sys_s = k / rounds;
     out->faults = (double)(ru.ru_minflt - m->ru.ru_minflt) / rounds;
-    out->sec = median(times, rounds);
+    out->sec = bench_median(times, rounds);
 }
 
 // Keeps, field by field, the least disturbed of several trials.
@@ -227,14 +211,14 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o) {
     meter_t meter;
     for (int r = 0; r < total; r++) {
         if (r == o->warmup) meter_start(&meter);
-        double t0 = now_s();
+        double t0 = bench_now_s();
         float *const *frames = ps_client_push_frames(cl, err, sizeof err);
         if (!frames) die("ps_client_push_frames", err);
         for (size_t k = 0; k < n_shards; k++)
             memcpy(frames[k], grad + begin[k], (end[k] - begin[k]) * sizeof(float));
         if (ps_client_push_commit(cl, (uint64_t)r, 1, 0, err, sizeof err) != 0) die("ps_client_push_commit", err);
         if (ps_client_pull(cl, 0, out, NULL, err, sizeof err) != 0) die("ps_client_pull", err);
-        if (r >= o->warmup) t[r - o->warmup] = now_s() - t0;
+        if (r >= o->warmup) t[r - o->warmup] = bench_now_s() - t0;
     }
     round_cost_t cost;
     meter_stop(&meter, o->rounds, t, &cost);
@@ -396,7 +380,7 @@ static round_cost_t run_raw(size_t n, size_t n_peers, raw_kind_t kind, unsigned 
     meter_t meter;
     for (int r = 0; r < total; r++) {
         if (r == o->warmup) meter_start(&meter);
-        double t0 = now_s();
+        double t0 = bench_now_s();
         for (size_t k = 0; k < n_peers; k++) {
             const float *p = grad + begin[k];
             size_t bytes = (end[k] - begin[k]) * sizeof(float);
@@ -442,7 +426,7 @@ static round_cost_t run_raw(size_t n, size_t n_peers, raw_kind_t kind, unsigned 
             else keep(((const uint8_t *)zmq_msg_data(&m))[bytes - 1]);  // read in place
             zmq_msg_close(&m);
         }
-        if (r >= o->warmup) t[r - o->warmup] = now_s() - t0;
+        if (r >= o->warmup) t[r - o->warmup] = bench_now_s() - t0;
     }
     round_cost_t cost;
     meter_stop(&meter, o->rounds, t, &cost);
@@ -478,33 +462,33 @@ static op_times_t time_ops(size_t n, int reps) {
     for (size_t i = 0; i < n; i++) a[i] = GRAD_VALUE, b[i] = 0.0f;
     op_times_t r;
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         keep(wire_checksum(a, bytes, 0));
-        t[i] = now_s() - t0;
+        t[i] = bench_now_s() - t0;
     }
     r.csum = fastest(t, reps);
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         memcpy(b, a, bytes);
-        t[i] = now_s() - t0;
+        t[i] = bench_now_s() - t0;
         keep(((uint8_t *)b)[i]);
     }
     r.copy = fastest(t, reps);
     for (int i = 0; i < reps; i++) {
-        double t0 = now_s();
+        double t0 = bench_now_s();
         sgd_update_cpu(n, 1e-3f, a, b);
-        t[i] = now_s() - t0;
+        t[i] = bench_now_s() - t0;
     }
     r.update = fastest(t, reps);
     // A fresh message buffer (what every push frame and reply is), written
     // once, against writing a buffer that is already mapped.
     for (int i = 0; i < reps; i++) {
         zmq_msg_t m;
-        double t0 = now_s();
+        double t0 = bench_now_s();
         ZCHECK(zmq_msg_init_size(&m, bytes));
         memcpy(zmq_msg_data(&m), a, bytes);
         zmq_msg_close(&m);
-        t[i] = now_s() - t0;
+        t[i] = bench_now_s() - t0;
     }
     r.fresh = fastest(t, reps);
     free(a), free(b), free(t);

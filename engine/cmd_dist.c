@@ -158,7 +158,7 @@ static void advertise(const char *bound, char *out, size_t out_len) {
     snprintf(out, out_len, "%.*s%s%s", (int)(wild - bound), bound, host, wild + strlen("0.0.0.0"));
 }
 
-static void hist_json(json_writer_t *j, const char *key, const staleness_hist_t *h) {
+void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist_t *h) {
     json_object(j, key);
     json_uint(j, "updates", h->count);
     json_number(j, "mean", staleness_hist_mean(h));
@@ -201,8 +201,8 @@ static void write_server_json(FILE *out, size_t id, const dist_args_t *d, const 
         json_uint(&j, key, pushes[k]);
     }
     json_object_end(&j);
-    hist_json(&j, "staleness_clocks", &st.staleness_clocks);
-    hist_json(&j, "staleness_updates", &st.staleness_updates);
+    dist_json_staleness(&j, "staleness_clocks", &st.staleness_clocks);
+    dist_json_staleness(&j, "staleness_updates", &st.staleness_updates);
     json_end(&j);
     fputc('\n', out);
 }

@@ -169,16 +169,6 @@ static void merge_staleness(const char *dir, size_t servers, staleness_hist_t *h
     fclose(f);
 }
 
-static void hist_json(json_writer_t *j, const char *key, const staleness_hist_t *h) {
-    json_object(j, key);
-    json_uint(j, "updates", h->count);
-    json_number(j, "mean", staleness_hist_mean(h));
-    json_uint(j, "p50", staleness_hist_quantile(h, 0.5));
-    json_uint(j, "p99", staleness_hist_quantile(h, 0.99));
-    json_uint(j, "max", h->max);
-    json_object_end(j);
-}
-
 static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s) {
     double samples = 0, wall = 0, wait = 0, pushes = 0, own_rates = 0;
     size_t last = 0;  // the worker that finished last: its final pull saw the most complete global model
@@ -253,8 +243,8 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_uint(&j, "pushes", (uint64_t)pushes);
     if (d->servers) json_bool(&j, "acked_pushes_applied_once", consistent);
     if (d->servers) {
-        hist_json(&j, "staleness_clocks", &hc);
-        hist_json(&j, "staleness_updates", &hu);
+        dist_json_staleness(&j, "staleness_clocks", &hc);
+        dist_json_staleness(&j, "staleness_updates", &hu);
     }
     json_string(&j, "run_dir", dir);
     json_end(&j);

@@ -12,6 +12,8 @@
 #include <stdint.h>
 
 #include "engine/flags.h"       // defines: flag_spec_t
+#include "engine/json_writer.h" // defines: json_writer_t
+#include "staleness/histogram.h"  // defines: staleness_hist_t
 #include "engine/train_args.h"  // defines: train_args_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
@@ -49,6 +51,9 @@ typedef enum dist_role {
 // others at the coordinator (first hosting it, bound at host_bind, when that is
 // not NULL), and serves or trains until the run ends. Returns the exit status.
 int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist_args_t *d, const char *host_bind);
+
+// Writes a staleness histogram's summary (updates, mean, p50, p99, max) as object `key`.
+void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist_t *h);
 
 // The run id every process derives from the coordinator's address when none is given.
 uint64_t dist_default_run_id(const char *coordinator);

@@ -5,20 +5,11 @@
 // where T is the slowest rank's median time per call over the timed iterations.
 //
 //   mpirun -n R mpi_allreduce_bench WARMUP ITERS BYTES [BYTES...]
+#include "../bench_support.h"  // defines: bench_median
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
@@ -51,7 +42,7 @@ int main(int argc, char **argv) {
             MPI_Allreduce(MPI_IN_PLACE, x, (int)count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
             times[i] = MPI_Wtime() - t0;
         }
-        double mine = median(times, iters), slowest = 0;
+        double mine = bench_median(times, iters), slowest = 0;
         MPI_Reduce(&mine, &slowest, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
         // One checked call: rank r contributes r + 1 everywhere.
         for (size_t i = 0; i < count; i++) x[i] = (float)(rank + 1);
