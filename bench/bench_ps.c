@@ -49,6 +49,7 @@
 #define MAX_LIST 8
 #define MAX_SHARDS 8
 #define ERR_LEN 512
+#define PUSH_BLOCK 2048  // floats per block a worker writes (as engine/replica.c does)
 #define TIMEOUT_MS 60000
 // Gradient entries and lr chosen so that every value the server computes is
 // exact in float: after r pushes each parameter is -r * GRAD_VALUE.
@@ -214,8 +215,15 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o) {
         double t0 = bench_now_s();
         float *const *frames = ps_client_push_frames(cl, err, sizeof err);
         if (!frames) die("ps_client_push_frames", err);
-        for (size_t k = 0; k < n_shards; k++)
-            memcpy(frames[k], grad + begin[k], (end[k] - begin[k]) * sizeof(float));
+        // Written block by block as a worker writes its update, each block
+        // handed to the checksum while still in cache.
+        for (size_t k = 0; k < n_shards; k++) {
+            for (size_t from = 0; from < end[k] - begin[k]; from += PUSH_BLOCK) {
+                size_t len = end[k] - begin[k] - from < PUSH_BLOCK ? end[k] - begin[k] - from : PUSH_BLOCK;
+                memcpy(frames[k] + from, grad + begin[k] + from, len * sizeof(float));
+                ps_client_push_block_written(cl, k, from, len);
+            }
+        }
         if (ps_client_push_commit(cl, (uint64_t)r, 1, 0, err, sizeof err) != 0) die("ps_client_push_commit", err);
         if (ps_client_pull(cl, 0, out, NULL, err, sizeof err) != 0) die("ps_client_pull", err);
         if (r >= o->warmup) t[r - o->warmup] = bench_now_s() - t0;

@@ -15,6 +15,7 @@
 #include "net/ring.h"       // defines: ring_allreduce_sum
 
 #define ERR_LEN 512
+#define PUSH_BLOCK 2048  // floats: 8 KiB, well inside L1
 
 typedef struct replica {
     const replica_config_t *rc;
@@ -60,11 +61,16 @@ static int push_delta(replica_t *r, int skip_if_empty) {
             size_t begin, end;
             shard_range(r->n, r->rc->n_servers, k, &begin, &end);
             float *frame = frames[k];
-            for (size_t j = begin; j < end; j++) {
-                float cur = param_get(&r->w[j]);
-                frame[j - begin] = (r->base[j] - cur) * inv_lr;
-                changed |= cur != r->base[j];
-                r->base[j] = cur;
+            // In blocks that stay in cache until the client has checksummed them.
+            for (size_t block = begin; block < end; block += PUSH_BLOCK) {
+                size_t stop = end - block < PUSH_BLOCK ? end : block + PUSH_BLOCK;
+                for (size_t j = block; j < stop; j++) {
+                    float cur = param_get(&r->w[j]);
+                    frame[j - begin] = (r->base[j] - cur) * inv_lr;
+                    changed |= cur != r->base[j];
+                    r->base[j] = cur;
+                }
+                ps_client_push_block_written(r->client, k, block - begin, stop - block);
             }
         }
         // The frames stay allocated for the next push when this one is skipped.

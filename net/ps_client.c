@@ -2,6 +2,7 @@
 #include "net/ps_client.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@ typedef struct shard_conn {
     size_t key_begin;     // keyed pull: where this shard's keys start in the caller's array
     size_t key_count;     // keyed pull: how many of them this shard was asked for
     uint64_t min_clock;   // the min worker clock it reported last
+    wire_checksum_stream_t sum;  // the push frame's checksum, block by block
+    size_t summed;               // floats of the push frame summed so far; SIZE_MAX: given up
 } shard_conn_t;
 
 struct ps_client {
@@ -268,10 +271,22 @@ float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len) {
                 return NULL;
             }
             c->frame_data[k] = zmq_msg_data(&c->frames[k]);
+            wire_checksum_begin(&c->shards[k].sum, 0);
+            c->shards[k].summed = 0;
         }
         c->frames_ready = 1;
     }
     return c->frame_data;
+}
+
+void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, size_t n) {
+    shard_conn_t *s = &c->shards[shard];
+    if (!c->frames_ready || s->summed != from || s->sum.closed) {
+        s->summed = SIZE_MAX;  // out of order: the commit checksums the frame itself
+        return;
+    }
+    wire_checksum_update(&s->sum, c->frame_data[shard] + from, n * sizeof(float));
+    s->summed += n;
 }
 
 int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, char *err, size_t err_len) {
@@ -292,7 +307,12 @@ int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int
         h.aux = examples;
         h.flags = bsp ? WIRE_FLAG_SUM : 0;
         if (rc == 0) {
-            rc = zmsg_send(s->sock, NULL, &h, &c->frames[k], 1, 0, err, err_len);
+            if (s->summed == s->end - s->begin) {
+                h.checksum = wire_checksum_end(&s->sum);
+                rc = zmsg_send_sealed(s->sock, NULL, &h, &c->frames[k], 1, 0, err, err_len);
+            } else {
+                rc = zmsg_send(s->sock, NULL, &h, &c->frames[k], 1, 0, err, err_len);
+            }
             if (rc == 0) {
                 s->unacked++;
                 c->stats.pushes_sent++;

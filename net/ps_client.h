@@ -32,6 +32,12 @@ void ps_client_destroy(ps_client_t **c);
 // caller writes the update for parameter j of shard k's range [begin, end) at
 // frames[k][j - begin], then commits. The buffers are the messages sent (no copy).
 float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len);
+// Optional: a caller that fills frame k block by block, in order from the
+// start, reports each block [from, from + n) just after writing it, while it
+// is still in cache; the checksum is then computed on the way and the commit
+// sends that frame without another pass over it. n must be a multiple of 8
+// (floats) except for a frame's last block; otherwise the commit checksums.
+void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, size_t n);
 // Sends the filled frames. clock: the worker's push rounds done before this one.
 // bsp: a gradient to aggregate (examples: how many examples it averages over).
 int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, char *err, size_t err_len);

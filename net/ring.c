@@ -19,8 +19,8 @@
 #ifndef RING_HWM
 #define RING_HWM 16
 #endif
-// Smaller zero-copy frames are copied anyway: libzmq copies small messages
-// itself, and the release bookkeeping would cost more than the copy.
+// Smaller sub-chunks are copied even in zero-copy mode: the copy is cheap,
+// and it leaves the caller's array alone sooner.
 #define RING_ZERO_COPY_MIN_BYTES 16384
 
 struct ring {
@@ -35,8 +35,11 @@ struct ring {
     int zero_copy;
     uint64_t seq;  // calls started: the clock of the current call's messages
     ring_stats_t stats;
-    // Zero-copy frames libzmq still holds: the call may not return (the caller
-    // would be free to overwrite its array) until this is back to zero.
+    // Payload frames handed to libzmq and not yet released by it (it releases
+    // a frame once the whole frame is in the kernel's socket buffer). A call
+    // returns only when this is back to zero: zero-copy frames point into the
+    // caller's array, and a frame still in libzmq's queue would be lost if the
+    // process then closed the ring (linger 0) and left, hanging the next rank.
     atomic_size_t in_flight;
 };
 
@@ -95,13 +98,19 @@ static int send_ready(const cursor_t *s, const cursor_t *rc) {
     return rc->step > s->step - 1 || (rc->step == s->step - 1 && rc->k > s->k);
 }
 
-static void release_frame(void *data, void *hint) {
+// libzmq calls these from its I/O thread.
+static void release_borrowed(void *data, void *hint) {
     (void)data;
     ring_t *r = hint;
     atomic_fetch_sub_explicit(&r->in_flight, 1, memory_order_release);
 }
 
-// Waits (politely) until libzmq has let go of every zero-copy frame.
+static void release_copy(void *data, void *hint) {
+    free(data);
+    release_borrowed(NULL, hint);
+}
+
+// Waits (politely) until libzmq has let go of every frame sent.
 static int wait_released(ring_t *r, int timeout_ms) {
     double t0 = now_ms();
     while (atomic_load_explicit(&r->in_flight, memory_order_acquire) > 0) {
@@ -131,9 +140,9 @@ static void *push_socket(ring_t *r, char *err, size_t err_len) {
     return s;
 }
 
-// After a failed call with zero-copy frames still queued: closing the PUSH
-// socket (linger 0) makes libzmq drop them, and the call may return only once
-// it has, since they point into the caller's array. A fresh socket is then
+// After a failed call with frames still queued: closing the PUSH socket
+// (linger 0) makes libzmq drop them, and the call may return only once it has,
+// since zero-copy ones point into the caller's array. A fresh socket is then
 // connected so that the ring object stays usable.
 static void abandon_sends(ring_t *r) {
     if (atomic_load(&r->in_flight) == 0) return;
@@ -262,18 +271,31 @@ void ring_destroy(ring_t **rp) {
 static int send_sub(ring_t *r, const float *data, size_t count, const cursor_t *c, char *err, size_t err_len) {
     size_t a = cursor_offset(r, c), len = cursor_len(r, c), bytes = len * sizeof(float);
     zmq_msg_t frame;
+    // Frames are the ring's own buffers (not zmsg_frame_alloc's) so that
+    // libzmq tells us when it is done with each one.
+    void *buf;
+    void (*release)(void *, void *);
     if (r->zero_copy && bytes >= RING_ZERO_COPY_MIN_BYTES) {
         // Safe because nothing writes this range again before the next rank
         // has received it (docs/allreduce.md), and the call waits for the
         // release of every frame before it returns.
-        atomic_fetch_add_explicit(&r->in_flight, 1, memory_order_relaxed);
-        if (zmq_msg_init_data(&frame, (void *)(data + a), bytes, release_frame, r) != 0) {
-            atomic_fetch_sub(&r->in_flight, 1);
-            return ZMQ_FAIL("ring: zmq_msg_init_data", err, err_len);
-        }
+        buf = (void *)(data + a);
+        release = release_borrowed;
     } else {
-        if (zmsg_frame_alloc(&frame, bytes, err, err_len) != 0) return -1;
-        memcpy(zmq_msg_data(&frame), data + a, bytes);
+        buf = malloc(bytes ? bytes : 1);
+        if (!buf) {
+            snprintf(err, err_len, "ring: rank %zu: out of memory for a %zu-byte frame", r->rank, bytes);
+            return -1;
+        }
+        memcpy(buf, data + a, bytes);
+        release = release_copy;
+    }
+    atomic_fetch_add_explicit(&r->in_flight, 1, memory_order_relaxed);
+    if (zmq_msg_init_data(&frame, buf, bytes, release, r) != 0) {
+        int e = errno;
+        release(buf, r);
+        errno = e;
+        return ZMQ_FAIL("ring: zmq_msg_init_data", err, err_len);
     }
     wire_header_t h = zmsg_header(MSG_TYPE_RING_CHUNK, r->run_id);
     h.sender = (uint32_t)r->rank;
@@ -449,6 +471,8 @@ int ring_allreduce_sum(ring_t *r, float *data, size_t count, int timeout_ms, cha
         return -1;
     }
     int rc = allreduce(r, data, count, timeout_ms, err, err_len);
+    // Every frame must have left libzmq's queue: then the caller may reuse its
+    // array, or close the ring and exit, and the next rank still gets them all.
     if (rc == 0 && wait_released(r, timeout_ms) != 0) {
         snprintf(err, err_len,
                  "ring: rank %zu: rank %zu (next) did not take the last sub-chunks of allreduce call %llu within %d ms",

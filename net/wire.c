@@ -77,15 +77,24 @@ static uint64_t load_le64(const uint8_t *p) {
     return v;
 }
 
-// The checksum's core; with dst set it also copies the bytes it reads.
-static inline uint32_t checksum_pass(void *dst, const void *data, size_t n, uint32_t seed) {
+void wire_checksum_begin(wire_checksum_stream_t *st, uint32_t seed) {
+    for (int l = 0; l < 4; l++) {
+        st->a[l] = mix64((uint64_t)seed + (uint64_t)l + 1);
+        st->b[l] = 0;
+    }
+    st->n = 0;
+    st->closed = 0;
+}
+
+// The checksum's core; with dst set it also copies the bytes it reads. Whole
+// 32-byte blocks go through the four lanes; a part block may only come last.
+static inline void checksum_update(wire_checksum_stream_t *st, void *dst, const void *data, size_t n) {
     const uint8_t *p = data;
     uint8_t *q = dst;
-    // Four independent lanes keep the adds out of one dependency chain.
-    uint64_t a[4], b[4];
+    uint64_t a[4], b[4];  // in locals, so the compiler keeps them in registers
     for (int l = 0; l < 4; l++) {
-        a[l] = mix64((uint64_t)seed + (uint64_t)l + 1);
-        b[l] = 0;
+        a[l] = st->a[l];
+        b[l] = st->b[l];
     }
     size_t words = n / 8, i = 0;
     for (; i + 4 <= words; i += 4) {
@@ -95,28 +104,54 @@ static inline uint32_t checksum_pass(void *dst, const void *data, size_t n, uint
             b[l] += a[l];
         }
     }
-    for (; i < words; i++) {
-        if (q) memcpy(q + 8 * i, p + 8 * i, 8);
-        a[0] += load_le64(p + 8 * i);
-        b[0] += a[0];
+    if (n % 32) {
+        for (; i < words; i++) {
+            if (q) memcpy(q + 8 * i, p + 8 * i, 8);
+            a[0] += load_le64(p + 8 * i);
+            b[0] += a[0];
+        }
+        uint8_t tail[8] = {0};
+        if (n % 8) {
+            memcpy(tail, p + 8 * words, n % 8);
+            if (q) memcpy(q + 8 * words, p + 8 * words, n % 8);
+        }
+        a[1] += load_le64(tail);
+        b[1] += a[1];
+        st->closed = 1;
     }
-    uint8_t tail[8] = {0};
-    if (n % 8) {
-        memcpy(tail, p + 8 * words, n % 8);
-        if (q) memcpy(q + 8 * words, p + 8 * words, n % 8);
+    for (int l = 0; l < 4; l++) {
+        st->a[l] = a[l];
+        st->b[l] = b[l];
     }
-    a[1] += load_le64(tail);
-    b[1] += a[1];
-    uint64_t h = mix64((uint64_t)n ^ 0x9e3779b97f4a7c15ull);
-    for (int l = 0; l < 4; l++) h = mix64(h ^ a[l]) + b[l];
+    st->n += n;
+}
+
+void wire_checksum_update(wire_checksum_stream_t *st, const void *data, size_t n) { checksum_update(st, NULL, data, n); }
+
+uint32_t wire_checksum_end(wire_checksum_stream_t *st) {
+    if (!st->closed) {
+        // The empty tail word of a length that ended on a block boundary.
+        st->a[1] += 0;
+        st->b[1] += st->a[1];
+    }
+    uint64_t h = mix64((uint64_t)st->n ^ 0x9e3779b97f4a7c15ull);
+    for (int l = 0; l < 4; l++) h = mix64(h ^ st->a[l]) + st->b[l];
     h = mix64(h);
     return (uint32_t)(h ^ (h >> 32));
 }
 
-uint32_t wire_checksum(const void *data, size_t n, uint32_t seed) { return checksum_pass(NULL, data, n, seed); }
+uint32_t wire_checksum(const void *data, size_t n, uint32_t seed) {
+    wire_checksum_stream_t st;
+    wire_checksum_begin(&st, seed);
+    checksum_update(&st, NULL, data, n);
+    return wire_checksum_end(&st);
+}
 
 uint32_t wire_checksum_copy(void *dst, const void *src, size_t n, uint32_t seed) {
-    return checksum_pass(dst, src, n, seed);
+    wire_checksum_stream_t st;
+    wire_checksum_begin(&st, seed);
+    checksum_update(&st, dst, src, n);
+    return wire_checksum_end(&st);
 }
 
 void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1) {

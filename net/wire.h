@@ -93,6 +93,19 @@ void wire_header_decode(const uint8_t in[WIRE_HEADER_SIZE], wire_header_t *h);
 // foreign senders, not against an attacker: it is not a MAC.
 uint32_t wire_checksum(const void *data, size_t n, uint32_t seed);
 
+// The same checksum computed piece by piece, e.g. block by block while a
+// payload is being written, when each block is still in cache: begin, then
+// update with pieces in order — each a multiple of 32 bytes except the last —
+// then end. The result equals wire_checksum over the concatenation.
+typedef struct wire_checksum_stream {
+    uint64_t a[4], b[4];
+    size_t n;
+    int closed;  // a piece that was not a multiple of 32 bytes ended the stream
+} wire_checksum_stream_t;
+void wire_checksum_begin(wire_checksum_stream_t *st, uint32_t seed);
+void wire_checksum_update(wire_checksum_stream_t *st, const void *data, size_t n);
+uint32_t wire_checksum_end(wire_checksum_stream_t *st);
+
 // wire_checksum of src while copying it to dst in the same pass (one trip
 // through memory instead of two): the same value wire_checksum(src, n, seed) gives.
 uint32_t wire_checksum_copy(void *dst, const void *src, size_t n, uint32_t seed);

@@ -289,6 +289,19 @@ int main(void) {
         check_equivalent("mlp", dense, "2", "2", "1", "bsp", 0.0);
         check_equivalent("mlp", dense, "2", "2", "1", "allreduce", 1e-5);
         check_replicas_agree(run_dir("mlp-allreduce"), 2);
+        // Dense Downpour: pushes written and checksummed block by block, 2 shards.
+        char *rd = run_dir("mlp-asp");
+        const char *asp[] = {"launch", "--model", "mlp", "--hidden", "16", "--train-limit", "3000", "--test-limit",
+                             "500", "--batch", "8", "--epochs", "2", "--sync", "asp", "--servers", "2", "--workers", "2",
+                             "--push-every", "4", "--fetch-every", "4", "--server-lr", "0.025", "--quiet", "--run-dir", rd,
+                             NULL};
+        CHECK(run_asgd(asp) == 0);
+        char *sum = summary_of(rd);
+        printf("mlp asp: accuracy %.3f, pushes %g, acked pushes applied once: %s\n", field(sum, "final_test_accuracy"),
+               field(sum, "pushes"), strstr(sum, "\"acked_pushes_applied_once\":true") ? "yes" : "no");
+        CHECK(strstr(sum, "\"acked_pushes_applied_once\":true"));
+        CHECK(field(sum, "pushes") > 0 && field(sum, "final_test_accuracy") > 0.6);  // 10 classes: chance is 0.1
+        free(sum);
     } else {
         printf("Fashion-MNIST not installed: the dense (MLP) equivalence cases are skipped\n");
     }

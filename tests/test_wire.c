@@ -906,8 +906,40 @@ static void test_zmsg_errors(net_t *n) {
     CHECK(strstr(err, "zmq_poll failed at ") == err && strstr(err, "test_wire.c:") != NULL);
 }
 
+// Block by block (as a worker writes a push) and copying (as a pull is read)
+// give the one-shot checksum, for every length up to 300 bytes split at every
+// multiple of 32, and for a large buffer in 8 KiB blocks with a short last one.
+static void test_checksum_stream_and_copy(void) {
+    size_t big = (1u << 20) + 44;
+    uint8_t *buf = malloc(big), *copy = malloc(big);
+    CHECK(buf && copy);
+    rng_t r;
+    rng_seed(&r, 99, 3);
+    for (size_t i = 0; i < big; i++) buf[i] = (uint8_t)rng_next(&r);
+    for (size_t n = 0; n <= 300; n++) {
+        uint32_t want = wire_checksum(buf, n, 7);
+        for (size_t cut = 0; cut <= n; cut += 32) {
+            wire_checksum_stream_t st;
+            wire_checksum_begin(&st, 7);
+            wire_checksum_update(&st, buf, cut);
+            wire_checksum_update(&st, buf + cut, n - cut);
+            CHECK(wire_checksum_end(&st) == want);
+        }
+        memset(copy, 0, n + 1);
+        CHECK(wire_checksum_copy(copy, buf, n, 7) == want);
+        CHECK(memcmp(copy, buf, n) == 0 && copy[n] == 0);
+    }
+    wire_checksum_stream_t st;
+    wire_checksum_begin(&st, 0);
+    for (size_t at = 0; at < big; at += 8192) wire_checksum_update(&st, buf + at, big - at < 8192 ? big - at : 8192);
+    CHECK(wire_checksum_end(&st) == wire_checksum(buf, big, 0));
+    free(buf);
+    free(copy);
+}
+
 int main(void) {
     test_header_layout();
+    test_checksum_stream_and_copy();
     test_checksum_reference();
     test_checksum_properties();
     test_validate();
