@@ -12,6 +12,7 @@
 #include "engine/model.h"        // defines: model_new_*
 #include "engine/optimizer.h"    // defines: optimizer_new
 #include "engine/run_report.h"   // defines: run_report_new, run_report_callbacks
+#include "engine/simulate.h"     // defines: simulate_config_t, simulate_fresh
 #include "engine/train_args.h"   // defines: train_args_t, train_args_build
 #include "engine/trainer.h"      // defines: train_run
 #include "kernels/blas_runtime.h"  // defines: blas_core_name
@@ -26,16 +27,115 @@ static const char description[] =
     "(default for mf); or a file: libsvm for logreg/svm, ratings (CSV/TSV/MovieLens ::) for mf.\n"
     "Prints a startup line and progress on stderr, and a one-line JSON summary on stdout.\n"
     "Per-model defaults: lr 0.05 (mlp, softmax, mf) or 0.5 (logreg, svm); batch 16 (mlp, softmax)\n"
-    "or 1 (logreg, svm, mf); l2 0.01 for mf, 0 otherwise.";
+    "or 1 (logreg, svm, mf); l2 0.01 for mf, 0 otherwise.\n"
+    "--delay or --simulate-workers runs the deterministic staleness simulator instead (one thread;\n"
+    "docs/simulation.md): --delay fixed:K | uniform:A,B | geometric:P[,max=M] | straggler:slow=F[,n=S].";
+
+// ---- staleness simulation (--simulate-workers, --delay, --staleness-aware, --dc-asgd) ----
+
+typedef struct sim_args {
+    size_t workers;        // --simulate-workers W (0: not given)
+    const char *delay;     // --delay SPEC
+    int staleness_aware;   // --staleness-aware
+    double dc_lambda;      // --dc-asgd LAMBDA
+    int on;                // simulate instead of train_run
+} sim_args_t;
+
+#define SIM_N_FLAGS 4
+
+static size_t sim_args_flags(sim_args_t *s, flag_spec_t *specs) {
+    specs[0] = (flag_spec_t){"simulate-workers", FLAG_TYPE_SIZE, &s->workers, "W",
+                             "simulate W workers on one thread (alone: W round-robin workers, = --delay fixed:W-1)",
+                             1, DELAY_MODEL_MAX, NULL, 0};
+    specs[1] = (flag_spec_t){"delay", FLAG_TYPE_STRING, &s->delay, "SPEC",
+                             "simulate staleness: fixed:K|uniform:A,B|geometric:P[,max=M]|straggler:slow=F[,n=S]",
+                             0, 0, NULL, 0};
+    specs[2] = (flag_spec_t){"staleness-aware", FLAG_TYPE_BOOL, &s->staleness_aware, NULL,
+                             "simulation: divide each step by max(1, its staleness)", 0, 0, NULL, 0};
+    specs[3] = (flag_spec_t){"dc-asgd", FLAG_TYPE_DOUBLE, &s->dc_lambda, "LAMBDA",
+                             "simulation: delay compensation g + LAMBDA*g*g*(w_now - w_then) (default 0: off)",
+                             0, 1e6, NULL, 0};
+    return SIM_N_FLAGS;
+}
+
+// Checks the simulation flags against the training flags and fills sc.
+// Returns 0, or 2 after printing a usage error.
+static int sim_args_finish(sim_args_t *s, const train_args_t *a, const flag_spec_t *flags, size_t n_flags,
+                           simulate_config_t *sc) {
+    char err[ERR_LEN];
+    s->on = s->delay || s->workers;
+    if (!s->on) {
+        if (s->staleness_aware || flags_find(flags, n_flags, "dc-asgd")->seen) {
+            fprintf(stderr, "asgd train: --staleness-aware/--dc-asgd: need --delay or --simulate-workers "
+                            "(only the simulator applies them so far)\n");
+            return 2;
+        }
+        return 0;
+    }
+    if (a->threads != 1) {
+        fprintf(stderr, "asgd train: --threads: %zu; the simulation (--delay/--simulate-workers) runs on one thread\n",
+                a->threads);
+        return 2;
+    }
+    if (flags_find(flags, n_flags, "mode")->seen && a->mode != TRAIN_MODE_HOGWILD) {
+        fprintf(stderr, "asgd train: --mode: the simulation (--delay/--simulate-workers) replaces the mode; drop --mode\n");
+        return 2;
+    }
+    simulate_config_default(sc);
+    train_args_train_config(a, &sc->train);
+    if (!s->delay) {
+        // W round-robin workers of equal speed: every gradient is W-1 updates stale.
+        sc->delay.kind = DELAY_KIND_FIXED;
+        sc->delay.lo = sc->delay.hi = s->workers - 1;
+        sc->delay.workers = s->workers;  // reported only
+    } else if (delay_model_parse(s->delay, &sc->delay, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd train: %s\n", err);
+        return 2;
+    } else if (sc->delay.kind == DELAY_KIND_STRAGGLER) {
+        sc->delay.workers = s->workers;
+    } else if (s->workers) {
+        fprintf(stderr, "asgd train: --simulate-workers: --delay %s sets each update's delay itself; "
+                        "W workers go with --delay straggler (or alone, for fixed:W-1)\n", s->delay);
+        return 2;
+    }
+    sc->update.staleness_aware = s->staleness_aware;
+    sc->update.dc_lambda = s->dc_lambda;
+    if (delay_model_check(&sc->delay, err, sizeof err) != 0 || stale_update_config_check(&sc->update, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd train: %s\n", err);
+        return 2;
+    }
+    return 0;
+}
+
+static void write_simulation(json_writer_t *j, const simulate_config_t *sc, const simulate_result_t *sr) {
+    char desc[160];
+    delay_model_describe(&sc->delay, desc, sizeof desc);
+    json_object(j, "simulation");
+    json_uint(j, "workers", sc->delay.workers);  // 0: a per-gradient delay model, no workers
+    json_string(j, "delay", desc);
+    json_bool(j, "staleness_aware", sc->update.staleness_aware);
+    json_number(j, "dc_asgd_lambda", sc->update.dc_lambda);
+    json_uint(j, "max_in_flight", sr->max_in_flight);
+    json_object(j, "staleness");
+    json_uint(j, "count", sr->staleness.count);
+    json_number(j, "mean", staleness_hist_mean(&sr->staleness));
+    json_uint(j, "p50", staleness_hist_quantile(&sr->staleness, 0.5));
+    json_uint(j, "p99", staleness_hist_quantile(&sr->staleness, 0.99));
+    json_uint(j, "max", sr->staleness.max);
+    json_object_end(j);
+    json_object_end(j);
+}
 
 static void write_summary(FILE *out, const train_args_t *a, const char *model_desc, size_t n_params,
-                          const data_bundle_t *data, metric_kind_t metric, const train_result_t *r) {
+                          const data_bundle_t *data, metric_kind_t metric, const train_result_t *r,
+                          const simulate_config_t *sc, const simulate_result_t *sr) {
+    const char *mode = sc ? "simulate" : train_mode_name((train_mode_t)a->mode);
     json_writer_t j;
     json_begin(&j, out);
     json_string(&j, "asgd", ASGD_VERSION);
     json_string(&j, "command", "train");
     json_string(&j, "model", train_model_names[a->model]);
-    json_string(&j, "mode", train_mode_name((train_mode_t)a->mode));
+    json_string(&j, "mode", mode);
     json_uint(&j, "threads", a->threads);
     json_number(&j, "samples_per_s", r->samples_per_s);
     json_number(&j, "updates_per_s", r->updates_per_s);
@@ -55,6 +155,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_number(&j, "final_train_loss", r->last.train_loss);
     json_number(&j, "final_test_loss", r->last.test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
+    if (sc) write_simulation(&j, sc, sr);
     json_object(&j, "config");
     json_string(&j, "model", train_model_names[a->model]);
     json_string(&j, "model_detail", model_desc);
@@ -62,7 +163,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_string(&j, "data", data->description);
     json_uint(&j, "train_examples", data_bundle_num_train(data));
     json_uint(&j, "test_examples", data_bundle_num_test(data));
-    json_string(&j, "mode", train_mode_name((train_mode_t)a->mode));
+    json_string(&j, "mode", mode);
     json_uint(&j, "threads", a->threads);
     json_uint(&j, "epochs", a->epochs);
     json_uint(&j, "batch", a->batch);
@@ -87,14 +188,20 @@ int cmd_train(int argc, char **argv) {
     train_args_t a;
     train_args_defaults(&a);
     const char *save_model = NULL;
-    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + 1];
+    sim_args_t sim = {0, NULL, 0, 0.0, 0};
+    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + 1 + SIM_N_FLAGS];
     size_t n_flags = train_args_flags(&a, flags, 1);
     flags[n_flags++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE",
                                      "write the final parameters (float32, little-endian) to FILE", 0, 0, NULL, 0};
+    n_flags += sim_args_flags(&sim, flags + n_flags);
     char err[ERR_LEN] = "";
     int parsed = flags_command("asgd train", usage, description, flags, n_flags, argc, argv);
     if (parsed >= 0) return parsed;
     int usage_status = train_args_finish(&a, flags, n_flags, "asgd train");
+    if (usage_status != 0) return usage_status;
+    simulate_config_t sc;
+    simulate_result_t *sim_result = NULL;
+    usage_status = sim_args_finish(&sim, &a, flags, n_flags, &sc);
     if (usage_status != 0) return usage_status;
     const optimizer_config_t oc = a.opt;
     data_bundle_t data;
@@ -108,6 +215,7 @@ int cmd_train(int argc, char **argv) {
     train_config_t tc;
     train_args_train_config(&a, &tc);
     if (train_config_check(&tc, model_num_train(model), err, sizeof err) != 0) goto fail;
+    if (sim.on && simulate_config_check(&sc, model_num_train(model), err, sizeof err) != 0) goto fail;
     size_t n_params = model_num_params(model);
     if (a.summary && !(summary_file = fopen(a.summary, "w"))) {
         snprintf(err, sizeof err, "--summary %s: cannot open for writing: %s", a.summary, strerror(errno));
@@ -120,8 +228,17 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "asgd: model %s | data %s: %zu train / %zu test\n", model_desc, data.description,
                 data_bundle_num_train(&data), data_bundle_num_test(&data));
         fprintf(stderr, "asgd: %s, %zu threads, batch %zu, %zu epochs, %s lr %g (%s), seed %llu\n",
-                train_mode_name(tc.mode), tc.threads, tc.batch, tc.epochs, optimizer_kind_name(oc.kind), oc.lr,
+                sim.on ? "simulate" : train_mode_name(tc.mode), tc.threads, tc.batch, tc.epochs,
+                optimizer_kind_name(oc.kind), oc.lr,
                 lr_schedule_name(oc.schedule), (unsigned long long)a.seed);
+        if (sim.on) {
+            char desc[160];
+            delay_model_describe(&sc.delay, desc, sizeof desc);
+            fprintf(stderr, "asgd: simulation (replaces the mode): delay %s%s", desc,
+                    sc.update.staleness_aware ? ", staleness-aware steps" : "");
+            if (sc.update.dc_lambda > 0) fprintf(stderr, ", DC-ASGD lambda %g", sc.update.dc_lambda);
+            fputc('\n', stderr);
+        }
     }
     double total = (double)model_num_train(model) * (double)a.epochs;
     if (!(report = run_report_new(a.log, model_metric(model), a.quiet ? NULL : stderr, total, err, sizeof err))) goto fail;
@@ -131,7 +248,16 @@ int cmd_train(int argc, char **argv) {
         snprintf(err, sizeof err, "out of memory for the final parameters");
         goto fail;
     }
-    if (train_fresh(model, &oc, &tc, a.seed, &cb, &result, final_w, err, sizeof err) != 0) goto fail;
+    if (sim.on) {
+        if (!(sim_result = malloc(sizeof *sim_result))) {
+            snprintf(err, sizeof err, "out of memory for the simulation's result");
+            goto fail;
+        }
+        if (simulate_fresh(model, &oc, &sc, a.seed, &cb, sim_result, final_w, err, sizeof err) != 0) goto fail;
+        result = sim_result->train;
+    } else if (train_fresh(model, &oc, &tc, a.seed, &cb, &result, final_w, err, sizeof err) != 0) {
+        goto fail;
+    }
     if (save_model) {
         FILE *f = fopen(save_model, "wb");
         size_t wrote = f ? fwrite(final_w, sizeof *final_w, n_params, f) : 0;
@@ -141,10 +267,12 @@ int cmd_train(int argc, char **argv) {
         }
     }
     if (run_report_close(&report, err, sizeof err) != 0) goto fail;
-    write_summary(stdout, &a, model_desc, n_params, &data, model_metric(model), &result);
+    write_summary(stdout, &a, model_desc, n_params, &data, model_metric(model), &result,
+                  sim.on ? &sc : NULL, sim_result);
     fflush(stdout);
     if (summary_file) {
-        write_summary(summary_file, &a, model_desc, n_params, &data, model_metric(model), &result);
+        write_summary(summary_file, &a, model_desc, n_params, &data, model_metric(model), &result,
+                  sim.on ? &sc : NULL, sim_result);
         if (fclose(summary_file) != 0) {
             summary_file = NULL;
             snprintf(err, sizeof err, "--summary %s: writing failed: %s", a.summary, strerror(errno));
@@ -159,6 +287,7 @@ fail:
     char ignored[8];
     run_report_close(&report, ignored, sizeof ignored);
     free(final_w);
+    free(sim_result);
     model_destroy(&model);
     data_bundle_free(&data);
     return status;
