@@ -51,6 +51,8 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"fetch-every", FLAG_TYPE_SIZE, &d->fetch_every, "N", "asp/ssp: pull fresh parameters every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
         {"server-optimizer", FLAG_TYPE_CHOICE, &d->server_optimizer, "OPT", "update rule on the servers (default sgd)", 0, 0, "sgd|adagrad", 0},
         {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (default: --lr)", 1e-12, 1e6, NULL, 0},
+        {"server-staleness-aware", FLAG_TYPE_BOOL, &d->server_staleness_aware, NULL, "asp/ssp: servers divide the step by each update's staleness in versions", 0, 0, NULL, 0},
+        {"server-dc-asgd", FLAG_TYPE_DOUBLE, &d->server_dc_lambda, "LAMBDA", "asp/ssp: servers compensate stale updates (DC-ASGD) with this lambda", 0, 1e6, NULL, 0},
         {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:MS", "make worker ID sleep MS ms after every step (asp/ssp: each thread's step of --batch examples; bsp/allreduce: each round) — a straggler; comma-separated list", 0, 0, NULL, 0},
         {"coordinator", FLAG_TYPE_STRING, &d->coordinator, "HOST:PORT", "where the processes meet (under srun: the first node, port 29517)", 0, 0, NULL, 0},
         {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (default: derived from the coordinator)", 0, 0, NULL, 0},
@@ -86,6 +88,10 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command)
     if (d->sync == SYNC_MODE_ALLREDUCE && (t->time_limit > 0 || t->stop_at_target)) {
         fprintf(stderr, "%s: --time-limit/--stop-at-target: allreduce replicas must run the same rounds; "
                         "stop them by --epochs\n", command);
+        return 2;
+    }
+    if ((d->server_staleness_aware || d->server_dc_lambda > 0) && d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
+        fprintf(stderr, "%s: --server-staleness-aware/--server-dc-asgd: only asp and ssp updates are stale\n", command);
         return 2;
     }
     if (isnan(d->server_lr)) d->server_lr = t->lr;
@@ -258,6 +264,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
         .adagrad_eps = (float)t->adagrad_eps,
         .heartbeat_ms = (int)d->heartbeat_ms,
         .quiet = 0,
+        .stale = {d->server_staleness_aware, d->server_dc_lambda},
     };
     char bind[300];
     snprintf(bind, sizeof bind, "tcp://%s:*", d->bind_host);

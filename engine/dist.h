@@ -17,7 +17,7 @@
 #include "engine/train_args.h"  // defines: train_args_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 15
+#define DIST_N_FLAGS 17
 #define DIST_DEFAULT_PORT 29517
 
 typedef struct dist_args {
@@ -27,6 +27,8 @@ typedef struct dist_args {
     size_t push_every, fetch_every;
     int server_optimizer;     // server_optimizer_t
     double server_lr;         // NaN: the workers' --lr
+    int server_staleness_aware;
+    double server_dc_lambda;
     const char *delay_worker;
     const char *coordinator;  // "host:port" or "tcp://host:port"
     uint64_t run_id;          // 0: derived from the coordinator's address

@@ -37,6 +37,7 @@ typedef struct replica {
     _Atomic int training_done;
     uint64_t clock;   // push rounds done
     uint64_t g_read;  // min worker clock when the local copy was last rebased
+    uint64_t steps_pushed;  // replica steps covered by the pushes so far
     replica_stats_t stats;
     char err[ERR_LEN];
 } replica_t;
@@ -51,7 +52,19 @@ static double now_s(void) {
 
 // Pushes what the replica learned since its last push: (base - w) / lr per
 // coordinate, the sum of the gradients its SGD steps applied.
+// Steps the replica's threads have taken, all together.
+static uint64_t replica_steps(const replica_t *r) {
+    uint64_t total = 0;
+    for (size_t t = 0; t < r->threads; t++) total += atomic_load_explicit(&r->progress[t].steps, memory_order_relaxed);
+    return total;
+}
+
 static int push_delta(replica_t *r, int skip_if_empty) {
+    // How many steps the push sums (read before the delta, so it never
+    // overstates): the server's delay compensation scales by it.
+    uint64_t steps_now = replica_steps(r);
+    uint64_t steps = steps_now - r->steps_pushed;
+    uint32_t steps_aux = steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps;
     float inv_lr = 1.0f / r->lr;
     if (!r->sparse) {
         float *const *frames = ps_client_push_frames(r->client, r->err, sizeof r->err);
@@ -75,7 +88,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
         }
         // The frames stay allocated for the next push when this one is skipped.
         if (skip_if_empty && !changed) return 0;
-        if (ps_client_push_commit(r->client, r->clock, 0, 0, r->err, sizeof r->err) != 0) return -1;
+        if (ps_client_push_commit(r->client, r->clock, steps_aux, 0, r->err, sizeof r->err) != 0) return -1;
     } else {
         size_t nnz = 0;
         for (size_t j = 0; j < r->n; j++) {
@@ -87,11 +100,12 @@ static int push_delta(replica_t *r, int skip_if_empty) {
             }
         }
         if (skip_if_empty && nnz == 0) return 0;
-        if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, 0, 0, r->err, sizeof r->err) != 0)
+        if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, steps_aux, 0, r->err, sizeof r->err) != 0)
             return -1;
     }
     r->clock++;
     r->stats.pushes++;
+    r->steps_pushed = steps_now;
     return 0;
 }
 

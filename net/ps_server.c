@@ -34,6 +34,8 @@ struct ps_server {
     uint32_t *bsp_examples;    // (n_workers) 0 = no gradient yet this clock
     uint64_t *bsp_version;     // (n_workers) version each gradient was computed from
     float *bsp_sum;            // (n)
+    float *backup;             // (n_workers, n) DC-ASGD: the shard as each worker last pulled it
+    float *scratch_g;          // (scratch_cap) a push's values after delay compensation
     uint32_t *scratch_idx;     // (scratch_cap) a sparse push's indices, shifted into the shard
     size_t scratch_cap;
     uint64_t bsp_clock;        // the clock being aggregated
@@ -50,6 +52,10 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
     if (c->n_shards == 0 || c->shard >= c->n_shards || c->n_workers == 0 || c->n_params == 0) {
         snprintf(err, err_len, "server: shard %zu of %zu, %zu workers, %zu parameters is not a valid layout",
                  c->shard, c->n_shards, c->n_workers, c->n_params);
+        return NULL;
+    }
+    if (c->mode == SYNC_MODE_BSP && (c->stale.staleness_aware || c->stale.dc_lambda > 0)) {
+        snprintf(err, err_len, "server: staleness-aware steps and DC-ASGD apply to asp and ssp; bsp updates are never stale");
         return NULL;
     }
     if (c->mode == SYNC_MODE_ALLREDUCE) {
@@ -69,6 +75,8 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
     s->w = malloc(n * sizeof *s->w);
     s->read_min_clock = calloc(nw, sizeof *s->read_min_clock);
     s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
+    s->scratch_g = malloc(n * sizeof *s->scratch_g);
+    if (c->stale.dc_lambda > 0) s->backup = malloc(nw * n * sizeof *s->backup);
     s->scratch_cap = n;
     if (c->optimizer == SERVER_OPTIMIZER_ADAGRAD) s->h = calloc(n, sizeof *s->h);
     if (c->mode == SYNC_MODE_BSP) {
@@ -77,7 +85,7 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
         s->bsp_version = calloc(nw, sizeof *s->bsp_version);
         s->bsp_sum = calloc(n, sizeof *s->bsp_sum);
     }
-    if (!s->w || !s->read_min_clock || !s->scratch_idx || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
+    if (!s->w || !s->read_min_clock || !s->scratch_idx || !s->scratch_g || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_examples || !s->bsp_version || !s->bsp_sum))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
         ps_server_destroy(&s);
@@ -88,6 +96,7 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
         return NULL;
     }
     memcpy(s->w, shard_init, s->n * sizeof *s->w);
+    for (size_t k = 0; s->backup && k < nw; k++) memcpy(s->backup + k * n, shard_init, s->n * sizeof *s->w);
     staleness_hist_init(&s->stats.staleness_clocks);
     staleness_hist_init(&s->stats.staleness_updates);
     s->sock = zmq_socket(zmq_ctx, ZMQ_ROUTER);
@@ -140,6 +149,8 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->bsp_version);
     free(s->bsp_sum);
     free(s->scratch_idx);
+    free(s->scratch_g);
+    free(s->backup);
     free(s);
     *sp = NULL;
 }
@@ -206,6 +217,7 @@ static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, con
         // checksummed in the same pass.
         if (zmsg_frame_alloc(&frames[0], s->n * sizeof(float), err, err_len) != 0) return -1;
         h.checksum = wire_checksum_copy(zmq_msg_data(&frames[0]), s->w, s->n * sizeof(float), 0);
+        if (s->backup) memcpy(s->backup + (size_t)worker * s->n, s->w, s->n * sizeof(float));
         s->stats.bytes_out += 4u * h.count;
         s->stats.pulls_answered++;
         s->read_min_clock[worker] = clock_table_min(&s->clocks);
@@ -260,9 +272,9 @@ static void record_staleness(ps_server_t *s, uint32_t worker, uint64_t round, ui
     staleness_hist_add(&s->stats.staleness_updates, v > computed_from_version ? v - computed_from_version : 0);
 }
 
-static void apply_dense(ps_server_t *s, const float *g) {
-    if (s->h) adagrad_update_cpu(s->n, s->cfg.lr, s->cfg.adagrad_eps, g, s->h, s->w);
-    else sgd_update_cpu(s->n, s->cfg.lr, g, s->w);
+static void apply_dense(ps_server_t *s, const float *g, float lr) {
+    if (s->h) adagrad_update_cpu(s->n, lr, s->cfg.adagrad_eps, g, s->h, s->w);
+    else sgd_update_cpu(s->n, lr, g, s->w);
 }
 
 // Range checks of a push's payload against this shard; fills a dense view.
@@ -294,7 +306,7 @@ static void bsp_maybe_apply(ps_server_t *s) {
             axpy_cpu(s->n, weight, s->bsp_grad + k * s->n, s->bsp_sum);
             record_staleness(s, (uint32_t)k, s->bsp_clock, s->bsp_version[k]);
         }
-        apply_dense(s, s->bsp_sum);
+        apply_dense(s, s->bsp_sum, s->cfg.lr);
         s->stats.version++;
     }
     memset(s->bsp_examples, 0, s->cfg.n_workers * sizeof *s->bsp_examples);
@@ -330,8 +342,20 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         bsp_maybe_apply(s);
     } else {
         record_staleness(s, k, h->clock, h->param_version);
+        uint64_t tau = s->stats.version > h->param_version ? s->stats.version - h->param_version : 0;
+        float lr = stale_update_lr(&s->cfg.stale, s->cfg.lr, tau);
+        // An ASP/SSP push sums the gradients of aux local steps (at least 1):
+        // the compensation, made for one gradient, is spread over them.
+        float lambda = (float)(s->cfg.stale.dc_lambda / (double)(h->aux ? h->aux : 1));
+        const float *backup = s->backup ? s->backup + (size_t)k * s->n : NULL;
         if (h->payload_kind == PAYLOAD_KIND_DENSE) {
-            apply_dense(s, zmsg_payload(m, 0));
+            const float *g = zmsg_payload(m, 0);
+            if (backup) {
+                memcpy(s->scratch_g, g, s->n * sizeof *g);
+                dc_asgd_compensate(s->scratch_g, s->w, backup, s->n, lambda);
+                g = s->scratch_g;
+            }
+            apply_dense(s, g, lr);
         } else {
             // The kernels index by parameter; shift the indices into the shard.
             const uint32_t *idx = zmsg_payload(m, 0);
@@ -339,17 +363,26 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
             if (h->count > s->scratch_cap) {
                 // Repeated indices can make a push longer than the shard.
                 uint32_t *grown = realloc(s->scratch_idx, h->count * sizeof *grown);
-                if (!grown) {
+                float *grown_g = grown ? realloc(s->scratch_g, h->count * sizeof *grown_g) : NULL;
+                if (grown) s->scratch_idx = grown;
+                if (!grown || !grown_g) {
                     snprintf(err, err_len, "server: out of memory for a push of %u values", h->count);
                     return -1;
                 }
-                s->scratch_idx = grown;
+                s->scratch_g = grown_g;
                 s->scratch_cap = h->count;
             }
             uint32_t *local = s->scratch_idx;
             for (uint32_t j = 0; j < h->count; j++) local[j] = idx[j] - (uint32_t)s->begin;
-            if (s->h) adagrad_update_sparse_cpu(h->count, s->cfg.lr, s->cfg.adagrad_eps, local, v, s->h, s->w);
-            else sgd_update_sparse_cpu(h->count, s->cfg.lr, local, v, s->w);
+            if (backup) {
+                for (uint32_t j = 0; j < h->count; j++) {
+                    float g = v[j];
+                    s->scratch_g[j] = g + lambda * g * g * (s->w[local[j]] - backup[local[j]]);
+                }
+                v = s->scratch_g;
+            }
+            if (s->h) adagrad_update_sparse_cpu(h->count, lr, s->cfg.adagrad_eps, local, v, s->h, s->w);
+            else sgd_update_sparse_cpu(h->count, lr, local, v, s->w);
         }
         s->stats.version++;
         if (h->clock + 1 > s->clocks.clock[k]) s->clocks.clock[k] = h->clock + 1;

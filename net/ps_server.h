@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "staleness/histogram.h"   // defines: staleness_hist_t
+#include "staleness/stale_update.h"  // defines: stale_update_config_t
 #include "staleness/sync_mode.h"   // defines: sync_mode_t
 #include "net/wire.h"              // defines: WIRE_STATUS_COUNT_
 
@@ -39,6 +40,10 @@ typedef struct ps_config {
     float lr;
     float adagrad_eps;
     int heartbeat_ms;     // ZMTP heartbeats on the server socket; 0 = off
+    // ASP/SSP: what is done to a stale update before it is applied: the step
+    // divided by its staleness in versions, and/or DC-ASGD's compensation
+    // against the shard as the worker last pulled it whole.
+    stale_update_config_t stale;
     int quiet;            // no per-message warnings on stderr
 } ps_config_t;
 

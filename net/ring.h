@@ -32,7 +32,8 @@ ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, const ch
                  size_t err_len);
 
 // The endpoint actually bound, e.g. "tcp://127.0.0.1:40213", for the rendezvous.
-// Owned by the ring.
+// Owned by the ring. After a wildcard bind ("*", "0.0.0.0") it names the
+// wildcard: advertise a host the other machines can reach, with this port.
 const char *ring_endpoint(const ring_t *r);
 
 // Connects to the next rank, (rank + 1) % n, at the endpoint it reported.
@@ -46,6 +47,8 @@ int ring_connect(ring_t *r, const char *next_endpoint, char *err, size_t err_len
 // divisible by n). timeout_ms > 0 bounds how long the call waits without any
 // progress (a neighbour gone, a peer that never calls): it then fails naming
 // the neighbour it was waiting on; timeout_ms <= 0 waits forever.
+// On return every message this rank sent has left libzmq for the kernel, so
+// the caller may overwrite data, or destroy the ring and exit, at once.
 // Returns 0, or -1 with err filled. After a failure the ring's neighbours may
 // be mid-call; the run should rebuild its rings rather than call again.
 int ring_allreduce_sum(ring_t *r, float *data, size_t count, int timeout_ms, char *err, size_t err_len);
@@ -54,13 +57,13 @@ void ring_destroy(ring_t **r);  // accepts NULL and nulls the pointer
 
 // ---- tuning and counters (optional) ----------------------------------------
 
-// Sub-chunk size in floats (default RING_SUB_CHUNK_DEFAULT) and whether large
-// sub-chunks are sent straight from the caller's array instead of a copy
-// (default RING_ZERO_COPY_DEFAULT; docs/allreduce.md has the measurements).
-// Every rank must use the same sub_chunk. Returns 0, or -1 when sub_chunk is 0
-// or does not fit a header's 32-bit count.
-#define RING_SUB_CHUNK_DEFAULT ((size_t)1 << 16)
-#define RING_ZERO_COPY_DEFAULT 0
+// Sub-chunk size in floats (default RING_SUB_CHUNK_DEFAULT: 1 MiB) and whether
+// sub-chunks of 16 KiB and more are sent straight from the caller's array
+// instead of from a copy (default RING_ZERO_COPY_DEFAULT: yes); the measurements
+// behind both are in docs/allreduce.md. Every rank must use the same sub_chunk.
+// Returns 0, or -1 when sub_chunk is 0 or does not fit a header's 32-bit count.
+#define RING_SUB_CHUNK_DEFAULT ((size_t)1 << 18)
+#define RING_ZERO_COPY_DEFAULT 1
 int ring_tune(ring_t *r, size_t sub_chunk, int zero_copy, char *err, size_t err_len);
 
 typedef struct ring_stats {

@@ -1154,6 +1154,66 @@ static void test_failures(void *ctx) {
     }
 }
 
+// Stale updates under ASP: worker 0 pulls (version 0), worker 1 pushes twice,
+// then worker 0 pushes g computed from version 0 — two versions stale.
+// Staleness-aware: applied with lr / 2. DC-ASGD with lambda L over a push of
+// m steps: g + (L / m) g^2 (w_now - w_then), w_then being what worker 0 pulled.
+static void test_stale_rules(void *ctx) {
+    enum { N = 37 };
+    float init[N], g0[N], g1[N], pulled[N], want[N], got[N];
+    random_values(init, N, 21, 1);
+    random_values(g0, N, 21, 2);
+    random_values(g1, N, 21, 3);
+    for (int variant = 0; variant < 2; variant++) {
+        ps_config_t c = config(2, N, 2, SYNC_MODE_ASP);
+        if (variant == 0) c.stale.staleness_aware = 1;
+        else c.stale.dc_lambda = 0.75;
+        cluster_t cl;
+        cluster_start(&cl, ctx, &c, init);
+        ps_client_t *a = client(ctx, 0, &cl, N), *b = client(ctx, 1, &cl, N);
+        char err[256];
+        CHECK_OK(ps_client_pull(a, 0, pulled, NULL, err, sizeof err), err);
+        CHECK_OK(ps_client_pull(b, 0, pulled, NULL, err, sizeof err), err);
+        push_dense(b, &cl, N, g1, 0, 1, 0);
+        push_dense(b, &cl, N, g1, 1, 1, 0);
+        CHECK_OK(ps_client_wait_acks(b, err, sizeof err), err);
+        const uint32_t steps = 4;
+        push_dense(a, &cl, N, g0, 0, steps, 0);
+        CHECK_OK(ps_client_wait_acks(a, err, sizeof err), err);
+        CHECK_OK(ps_client_pull(a, 0, got, NULL, err, sizeof err), err);
+        for (int j = 0; j < N; j++) {
+            float w = init[j];
+            w = w - c.lr * g1[j];  // worker 1's first push: fresh, applied as it is
+            if (variant == 0) {
+                w = w - c.lr * g1[j];  // its second: one version stale, and lr / max(1, 1) = lr
+            } else {
+                float g = g1[j] + (float)c.stale.dc_lambda * g1[j] * g1[j] * (w - init[j]);  // 1 step, read at init
+                w = w - c.lr * g;
+            }
+            if (variant == 0) {
+                want[j] = w - (c.lr / 2.0f) * g0[j];
+            } else {
+                float lambda = (float)(c.stale.dc_lambda / (double)steps);
+                float g = g0[j] + lambda * g0[j] * g0[j] * (w - init[j]);
+                want[j] = w - c.lr * g;
+            }
+        }
+        check_bits(got, want, N, variant == 0 ? "staleness-aware step" : "DC-ASGD", __LINE__);
+        CHECK_OK(ps_client_bye(a, err, sizeof err), err);
+        CHECK_OK(ps_client_bye(b, err, sizeof err), err);
+        cluster_join_returned(&cl);
+        ps_client_destroy(&a);
+        ps_client_destroy(&b);
+        cluster_destroy(&cl);
+    }
+    // BSP updates are never stale: the rules are refused there.
+    ps_config_t c = config(1, N, 2, SYNC_MODE_BSP);
+    c.stale.staleness_aware = 1;
+    char err[256];
+    CHECK(ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err) == NULL && strstr(err, "bsp"));
+    printf("stale rules: staleness-aware and DC-ASGD updates exact\n");
+}
+
 int main(void) {
     void *ctx = zmq_ctx_new();
     CHECK(ctx != NULL);
@@ -1163,6 +1223,7 @@ int main(void) {
     test_bsp(ctx);
     test_bsp_bye_completes_round(ctx);
     test_ssp(ctx);
+    test_stale_rules(ctx);
     test_malformed(ctx);
     test_failures(ctx);
     CHECK(zmq_ctx_term(ctx) == 0);
