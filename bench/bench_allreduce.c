@@ -9,7 +9,7 @@
 //
 //   bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64] [--warmup 3] [--iters 10]
 //                   [--transport tcp|ipc|both] [--zero-copy 0|1|both] [--sub FLOATS]
-//                   [--io-threads K] [--no-mpi]
+//                   [--io-threads K] [--rounds K] [--no-mpi]
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -39,6 +39,7 @@ typedef struct opts {
     size_t sub;
     int io_threads;
     int mpi;
+    int rounds;
 } opts_t;
 
 typedef struct record {
@@ -235,21 +236,45 @@ static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mp
     pclose(p);
 }
 
-static void row(size_t n, size_t mb, const char *who, double sec, double mpi_sm, double mpi_tcp) {
+#define MAX_ROUNDS 16
+enum { IMPL_TCP, IMPL_TCP_ZC, IMPL_IPC, IMPL_IPC_ZC, IMPL_MPI_SM, IMPL_MPI_TCP, IMPL_COUNT_ };
+static const char *const impl_names[IMPL_COUNT_] = {"asgd ring tcp", "asgd ring tcp zc", "asgd ring ipc",
+                                                    "asgd ring ipc zc", "Open MPI sm", "Open MPI tcp"};
+
+// The median over rounds of one measurement (< 0 when any round failed);
+// *lo and *hi get the fastest and slowest round.
+static double over_rounds(const double *v, int rounds, double *lo, double *hi) {
+    double tmp[MAX_ROUNDS];
+    *lo = *hi = v[0];
+    for (int i = 0; i < rounds; i++) {
+        if (v[i] < 0) return -1;
+        tmp[i] = v[i];
+        if (v[i] < *lo) *lo = v[i];
+        if (v[i] > *hi) *hi = v[i];
+    }
+    return bench_median(tmp, rounds);
+}
+
+static void row(size_t n, size_t mb, const char *who, const double *v, int rounds, double mpi_sm, double mpi_tcp) {
+    double lo, hi, sec = over_rounds(v, rounds, &lo, &hi);
     if (sec < 0) {
-        printf("| %5zu | %4zu MB | %-18s | %10s | %8s | %9s | %9s |\n", n, mb, who, "failed", "-", "-", "-");
+        printf("| %5zu | %4zu MiB | %-16s | %9s | %17s | %8s | %7s | %8s |\n", n, mb, who, "failed", "-", "-", "-",
+               "-");
         return;
     }
     double bus = 2.0 * (double)(n - 1) / (double)n * (double)(mb << 20) / sec / 1e9;
-    char r1[32] = "-", r2[32] = "-";
+    char r1[32] = "-", r2[32] = "-", range[48];
     if (mpi_sm > 0) snprintf(r1, sizeof r1, "%.2f", sec / mpi_sm);
     if (mpi_tcp > 0) snprintf(r2, sizeof r2, "%.2f", sec / mpi_tcp);
-    printf("| %5zu | %4zu MB | %-18s | %10.3f | %8.2f | %9s | %9s |\n", n, mb, who, sec * 1e3, bus, r1, r2);
+    snprintf(range, sizeof range, "%.2f-%.2f", lo * 1e3, hi * 1e3);
+    printf("| %5zu | %4zu MiB | %-16s | %9.2f | %17s | %8.2f | %7s | %8s |\n", n, mb, who, sec * 1e3, range, bus, r1,
+           r2);
 }
 
 int main(int argc, char **argv) {
     opts_t o = {.ranks = {2, 4}, .n_ranks = 2, .mb = {1, 16, 64}, .n_sizes = 3, .warmup = 3, .iters = 10,
-                .tcp = 1, .ipc = 1, .copy = 1, .zc = 1, .sub = RING_SUB_CHUNK_DEFAULT, .io_threads = 1, .mpi = 1};
+                .tcp = 1, .ipc = 1, .copy = 1, .zc = 1, .sub = RING_SUB_CHUNK_DEFAULT, .io_threads = 1, .mpi = 1,
+                .rounds = 1};
     for (int a = 1; a < argc; a++) {
         const char *v = a + 1 < argc ? argv[a + 1] : "";
         if (strcmp(argv[a], "--ranks") == 0) o.n_ranks = parse_list(v, o.ranks), a++;
@@ -258,6 +283,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[a], "--iters") == 0) o.iters = atoi(v), a++;
         else if (strcmp(argv[a], "--sub") == 0) o.sub = strtoull(v, NULL, 10), a++;
         else if (strcmp(argv[a], "--io-threads") == 0) o.io_threads = atoi(v), a++;
+        else if (strcmp(argv[a], "--rounds") == 0) o.rounds = atoi(v), a++;
         else if (strcmp(argv[a], "--transport") == 0) {
             o.tcp = strcmp(v, "ipc") != 0;
             o.ipc = strcmp(v, "tcp") != 0;
@@ -271,7 +297,7 @@ int main(int argc, char **argv) {
             fprintf(stderr,
                     "usage: bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64] [--warmup 3] [--iters 10]\n"
                     "       [--transport tcp|ipc|both] [--zero-copy 0|1|both] [--sub FLOATS] [--io-threads K] "
-                    "[--no-mpi]\n");
+                    "[--rounds K] [--no-mpi]\n");
             return 2;
         }
     }
@@ -280,8 +306,9 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_allreduce: at most %d ranks\n", MAX_RANKS);
             return 2;
         }
-    if (o.iters < 1 || o.warmup < 0 || o.io_threads < 1 || o.sub == 0) {
-        fprintf(stderr, "bench_allreduce: need --iters >= 1, --warmup >= 0, --io-threads >= 1, --sub >= 1\n");
+    if (o.iters < 1 || o.warmup < 0 || o.io_threads < 1 || o.sub == 0 || o.rounds < 1 || o.rounds > MAX_ROUNDS) {
+        fprintf(stderr, "bench_allreduce: need --iters >= 1, --warmup >= 0, --io-threads >= 1, --sub >= 1, "
+                        "--rounds 1..%d\n", MAX_ROUNDS);
         return 2;
     }
     char mpi_bench[PATH_MAX], mpiexec[PATH_MAX];
@@ -297,36 +324,41 @@ int main(int argc, char **argv) {
                mpiexec, mpi_bench);
     else if (o.mpi)
         printf("reference: no mpi_allreduce_bench found (configure with MPI installed to build it)\n");
-    printf("ratio columns: our time / MPI's time (below 1: faster than MPI)\n\n");
-    printf("| ranks |    size | implementation     |    ms/call | bus GB/s | /MPI sm   | /MPI tcp  |\n");
-    printf("|------:|--------:|--------------------|-----------:|---------:|----------:|----------:|\n");
+    printf("figures: median over %d round(s), the implementations taking turns in each; range: fastest and "
+           "slowest round\nratio columns: our time / MPI's time (below 1: faster than MPI)\n\n",
+           o.rounds);
+    printf("| ranks |     size | implementation   |   ms/call | range ms (rounds) | bus GB/s | /MPI sm | /MPI tcp |\n");
+    printf("|------:|---------:|------------------|----------:|------------------:|---------:|--------:|---------:|\n");
 
+    // (implementation, ranks, size, round) -> seconds per call; < 0: failed.
+    static double t[IMPL_COUNT_][MAX_LIST][MAX_LIST][MAX_ROUNDS];
+    int ran[IMPL_COUNT_] = {0};
+    for (int round = 0; round < o.rounds; round++) {
+        for (size_t ri = 0; ri < o.n_ranks; ri++) {
+            size_t n = o.ranks[ri];
+            double sec[MAX_LIST];
+            for (int k = 0; k < IMPL_COUNT_; k++) {
+                int tr = k == IMPL_TCP || k == IMPL_TCP_ZC, zc = k == IMPL_TCP_ZC || k == IMPL_IPC_ZC;
+                if (k == IMPL_MPI_SM || k == IMPL_MPI_TCP) {
+                    if (!have_mpi) continue;
+                    run_mpi(n, &o, mpi_bench, mpiexec,
+                            k == IMPL_MPI_SM ? "" : "--mca btl self,tcp --mca btl_tcp_if_include lo", sec);
+                } else {
+                    if (!(tr ? o.tcp : o.ipc) || !(zc ? o.zc : o.copy)) continue;
+                    run_ours(n, &o, tr ? "tcp" : "ipc", zc, sec);
+                }
+                ran[k] = 1;
+                for (size_t s = 0; s < o.n_sizes; s++) t[k][ri][s][round] = sec[s];
+            }
+        }
+    }
     for (size_t ri = 0; ri < o.n_ranks; ri++) {
-        size_t n = o.ranks[ri];
-        double sm[MAX_LIST], tcp[MAX_LIST];
-        for (size_t s = 0; s < o.n_sizes; s++) sm[s] = tcp[s] = -1;
-        if (have_mpi) {
-            run_mpi(n, &o, mpi_bench, mpiexec, "", sm);
-            run_mpi(n, &o, mpi_bench, mpiexec, "--mca btl self,tcp --mca btl_tcp_if_include lo", tcp);
-        }
-        double ours[4][MAX_LIST];
-        const char *names[4] = {"asgd ring tcp", "asgd ring tcp zc", "asgd ring ipc", "asgd ring ipc zc"};
-        int ran[4] = {0};
-        for (int t = 0; t < 2; t++) {
-            if (!(t == 0 ? o.tcp : o.ipc)) continue;
-            for (int z = 0; z < 2; z++) {
-                if (!(z == 0 ? o.copy : o.zc)) continue;
-                run_ours(n, &o, t == 0 ? "tcp" : "ipc", z, ours[2 * t + z]);
-                ran[2 * t + z] = 1;
-            }
-        }
         for (size_t s = 0; s < o.n_sizes; s++) {
-            for (int k = 0; k < 4; k++)
-                if (ran[k]) row(n, o.mb[s], names[k], ours[k][s], sm[s], tcp[s]);
-            if (have_mpi) {
-                row(n, o.mb[s], "Open MPI sm", sm[s], sm[s], tcp[s]);
-                row(n, o.mb[s], "Open MPI tcp", tcp[s], sm[s], tcp[s]);
-            }
+            double lo, hi, sm = -1, tcp = -1;
+            if (ran[IMPL_MPI_SM]) sm = over_rounds(t[IMPL_MPI_SM][ri][s], o.rounds, &lo, &hi);
+            if (ran[IMPL_MPI_TCP]) tcp = over_rounds(t[IMPL_MPI_TCP][ri][s], o.rounds, &lo, &hi);
+            for (int k = 0; k < IMPL_COUNT_; k++)
+                if (ran[k]) row(o.ranks[ri], o.mb[s], impl_names[k], t[k][ri][s], o.rounds, sm, tcp);
         }
     }
     return 0;

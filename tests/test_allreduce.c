@@ -206,12 +206,14 @@ static void run_ring(size_t n, const call_t *calls, size_t n_calls, float *out, 
 }
 
 static void test_ring(size_t n) {
-    const size_t D = RING_SUB_CHUNK_DEFAULT;
+    const size_t D = RING_SUB_CHUNK_DEFAULT, S = 1 << 16;
+    // Copied sends first, then zero-copy ones; the last call is a large one, so
+    // that ranks close their rings and exit right after sending many frames.
     const call_t calls[] = {
-        {1, D, 0},        {n - 1, D, 0},    {1001, D, 0},     {3000001, D, 0},  // the sizes asked for
-        {1001, D, 0},     {1001, D, 0},     {1001, D, 0},     {5, D, 0},        // back to back
-        {1001, 97, 0},    {5000, 97, 0},                                        // many small sub-chunks
-        {3000001, D, 1},  {1001, D, 1},     {2, D, 1},                          // zero-copy sends
+        {1, D, 0},     {n - 1, D, 0},   {1001, D, 0},  {3000001, S, 0},  // the sizes asked for
+        {1001, D, 0},  {1001, D, 0},    {1001, D, 0},  {5, D, 0},        // back to back
+        {1001, 97, 0}, {5000, 97, 0},                                    // many small sub-chunks
+        {1001, D, 1},  {2, D, 1},       {3000001, D, 1},                 // zero-copy sends
     };
     size_t n_calls = sizeof calls / sizeof calls[0], per_rank = 0;
     for (size_t j = 0; j < n_calls; j++) per_rank += calls[j].count;
