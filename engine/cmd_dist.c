@@ -58,6 +58,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (default: derived from the coordinator)", 0, 0, NULL, 0},
         {"run-dir", FLAG_TYPE_STRING, &d->run_dir, "DIR", "write this process's CSV and JSON files into DIR", 0, 0, NULL, 0},
         {"bind-host", FLAG_TYPE_STRING, &d->bind_host, "HOST", "address servers and rings listen on (default 127.0.0.1)", 0, 0, NULL, 0},
+        {"ring-ipc", FLAG_TYPE_BOOL, &d->ring_ipc, NULL, "allreduce over ipc:// sockets (all workers on one machine; asgd launch's default there)", 0, 0, NULL, 0},
         {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up (default 60000)", 100, 1e9, NULL, 0},
         {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "ZMTP heartbeat interval, 0 = off (default 1000)", 0, 1e6, NULL, 0},
     };
@@ -374,7 +375,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     me.role = DIST_ROLE_WORKER;
     snprintf(me.endpoint, sizeof me.endpoint, "-");
     if (d->sync == SYNC_MODE_ALLREDUCE) {
-        ring = ring_new(ctx, id, d->workers, run_id, d->bind_host, err, err_len);
+        ring = ring_new(ctx, id, d->workers, run_id, d->ring_ipc ? "ipc" : d->bind_host, err, err_len);
         if (!ring) goto out;
         advertise(ring_endpoint(ring), me.endpoint, sizeof me.endpoint);
     }

@@ -17,7 +17,7 @@
 #include "engine/train_args.h"  // defines: train_args_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 17
+#define DIST_N_FLAGS 18
 #define DIST_DEFAULT_PORT 29517
 
 typedef struct dist_args {
@@ -34,6 +34,7 @@ typedef struct dist_args {
     uint64_t run_id;          // 0: derived from the coordinator's address
     const char *run_dir;
     const char *bind_host;
+    int ring_ipc;             // allreduce over ipc:// (one machine) instead of tcp
     size_t timeout_ms;
     size_t heartbeat_ms;
     const char *save_model;
