@@ -123,11 +123,21 @@ static void on_stop_signal(int sig) {
     atomic_store(&stop_requested, 1);
 }
 
-static int make_dir(const char *dir, char *err, size_t err_len) {
+int dist_make_run_dir(const char *dir, char *err, size_t err_len) {
     if (!dir) return 0;
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        snprintf(err, err_len, "--run-dir %s: cannot create: %s", dir, strerror(errno));
-        return -1;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1;; p++) {
+        int last = *p == '\0';
+        if (*p == '/' || last) {
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+                snprintf(err, err_len, "--run-dir %.300s: cannot create %.300s: %s", dir, path, strerror(errno));
+                return -1;
+            }
+            if (last) break;
+            *p = '/';
+        }
     }
     return 0;
 }
@@ -483,7 +493,7 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     void *ctx = NULL;
     rdv_server_t *rdv = NULL;
     int status = 1;
-    if (make_dir(d->run_dir, err, sizeof err) != 0) goto out;
+    if (dist_make_run_dir(d->run_dir, err, sizeof err) != 0) goto out;
     if (train_args_build(t, &data, &model, err, sizeof err) != 0) goto out;
     ctx = zmq_ctx_new();
     if (!ctx) {

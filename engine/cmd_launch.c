@@ -239,6 +239,9 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_number(&j, "final_test_loss", final_loss);
     json_number(&j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", json_field(w0, metric_key));
     json_number(&j, "time_to_target_s", json_field(w0, "time_to_target_s"));
+    double to_target = json_field(w0, "samples_to_target");
+    if (isnan(to_target)) json_null(&j, "samples_to_target");
+    else json_uint(&j, "samples_to_target", (uint64_t)to_target);
     json_number(&j, "worker_wait_s", wait);
     json_uint(&j, "pushes", (uint64_t)pushes);
     if (d->servers) json_bool(&j, "acked_pushes_applied_once", consistent);
@@ -247,6 +250,25 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
         dist_json_staleness(&j, "staleness_updates", &hu);
     }
     json_string(&j, "run_dir", dir);
+    json_object(&j, "config");
+    json_string(&j, "model", train_model_names[t->model]);
+    json_string(&j, "data", t->data);
+    json_uint(&j, "epochs", t->epochs);
+    json_uint(&j, "batch", t->batch);
+    json_number(&j, "lr", t->lr);
+    json_uint(&j, "seed", t->seed);
+    json_number(&j, "time_limit_s", t->time_limit);
+    json_number(&j, "target", t->model == MODEL_MF ? t->target_rmse : t->target_acc);
+    json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
+    json_uint(&j, "staleness", d->staleness);
+    json_uint(&j, "push_every", d->push_every);
+    json_uint(&j, "fetch_every", d->fetch_every);
+    json_string(&j, "server_optimizer", d->server_optimizer ? "adagrad" : "sgd");
+    json_number(&j, "server_lr", d->server_lr);
+    json_bool(&j, "server_staleness_aware", d->server_staleness_aware);
+    json_number(&j, "server_dc_asgd", d->server_dc_lambda);
+    json_string(&j, "delay_worker", d->delay_worker);
+    json_object_end(&j);
     json_end(&j);
     fputc('\n', out);
     for (size_t k = 0; wtext && k < d->workers; k++) free(wtext[k]);
@@ -406,8 +428,8 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
         snprintf(dir, sizeof dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900, tm.tm_mon + 1,
                  tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
     }
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "asgd launch: --run-dir %s: cannot create: %s\n", dir, strerror(errno));
+    if (dist_make_run_dir(dir, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
     }
     void *ctx = zmq_ctx_new();
@@ -606,7 +628,10 @@ static int launch_as_rank(const launch_env_t *env, const train_args_t *t, dist_a
         mkdir("runs", 0777);
         d->run_dir = dir;
     }
-    if (env->rank == 0) mkdir(d->run_dir, 0777);
+    if (env->rank == 0 && dist_make_run_dir(d->run_dir, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
+        return 1;
+    }
     dist_role_t role = launch_role_of_rank(env->rank, d->servers) == LAUNCH_ROLE_SERVER ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
     size_t id = role == DIST_ROLE_SERVER ? env->rank : env->rank - d->servers;
     double t0 = now_s();

@@ -55,6 +55,10 @@ typedef enum dist_role {
 // not NULL), and serves or trains until the run ends. Returns the exit status.
 int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist_args_t *d, const char *host_bind);
 
+// Creates a run directory and any missing parents (like mkdir -p). Returns 0,
+// or -1 with err naming the directory that could not be made.
+int dist_make_run_dir(const char *dir, char *err, size_t err_len);
+
 // Writes a staleness histogram's summary (updates, mean, p50, p99, max) as object `key`.
 void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist_t *h);
 
