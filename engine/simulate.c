@@ -498,18 +498,20 @@ int simulate_run(const model_t *m, optimizer_t *opt, param_t *w, const simulate_
     return rc;
 }
 
+typedef struct simulate_job {
+    const model_t *m;
+    const simulate_config_t *c;
+    const train_callbacks_t *cb;
+    simulate_result_t *out;
+} simulate_job_t;
+
+static int run_simulate_job(void *ctx, optimizer_t *opt, param_t *w, char *err, size_t err_len) {
+    simulate_job_t *j = ctx;
+    return simulate_run(j->m, opt, w, j->c, j->cb, j->out, err, err_len);
+}
+
 int simulate_fresh(const model_t *m, const optimizer_config_t *oc, const simulate_config_t *c, uint64_t init_seed,
                    const train_callbacks_t *cb, simulate_result_t *out, float *final_w, char *err, size_t err_len) {
-    size_t n = model_num_params(m);
-    param_t *w = params_new(n, err, err_len);
-    optimizer_t *opt = w ? optimizer_new(oc, n, err, err_len) : NULL;
-    int rc = -1;
-    if (opt) {
-        model_init_params(m, w, init_seed);
-        rc = simulate_run(m, opt, w, c, cb, out, err, err_len);
-        if (rc == 0 && final_w) params_read(w, n, final_w);
-    }
-    optimizer_destroy(&opt);
-    params_free(&w);
-    return rc;
+    simulate_job_t job = {m, c, cb, out};
+    return run_on_fresh_params(m, oc, init_seed, final_w, run_simulate_job, &job, err, err_len);
 }

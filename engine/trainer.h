@@ -124,6 +124,14 @@ int train_config_check(const train_config_t *c, size_t n_train, char *err, size_
 int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
               const train_callbacks_t *cb, train_result_t *out, char *err, size_t err_len);
 
+// Runs `run` on freshly initialised parameters (model_init_params with
+// init_seed) and a new optimizer built from oc, both freed afterwards; final_w
+// (if not NULL) receives the parameters when run succeeds. The shared set-up
+// of train_fresh and simulate_fresh.
+typedef int (*fresh_run_fn)(void *ctx, optimizer_t *opt, param_t *w, char *err, size_t err_len);
+int run_on_fresh_params(const model_t *m, const optimizer_config_t *oc, uint64_t init_seed, float *final_w,
+                        fresh_run_fn run, void *ctx, char *err, size_t err_len);
+
 // train_run on freshly initialised parameters (model_init_params with init_seed)
 // and a new optimizer built from oc; both are freed before returning. If final_w
 // is not NULL it receives the trained parameters (model_num_params floats).
