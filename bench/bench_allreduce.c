@@ -73,22 +73,6 @@ static int read_all(int fd, void *p, size_t n) {
     return 0;
 }
 
-static size_t parse_list(const char *s, size_t *out) {
-    size_t n = 0;
-    char *end;
-    while (*s && n < MAX_LIST) {
-        unsigned long long v = strtoull(s, &end, 10);
-        if (end == s || v == 0) {
-            fprintf(stderr, "bench_allreduce: bad list '%s'\n", s);
-            exit(2);
-        }
-        out[n++] = (size_t)v;
-        s = *end == ',' ? end + 1 : end;
-        if (*end && *end != ',') break;
-    }
-    return n;
-}
-
 // One rank: rendezvous, then for every size warm-up, timed calls and one checked call.
 static void rank_main(size_t rank, size_t n, const opts_t *o, const char *transport, int zero_copy, int up,
                       int down) {
@@ -277,8 +261,8 @@ int main(int argc, char **argv) {
                 .rounds = 1};
     for (int a = 1; a < argc; a++) {
         const char *v = a + 1 < argc ? argv[a + 1] : "";
-        if (strcmp(argv[a], "--ranks") == 0) o.n_ranks = parse_list(v, o.ranks), a++;
-        else if (strcmp(argv[a], "--sizes-mb") == 0) o.n_sizes = parse_list(v, o.mb), a++;
+        if (strcmp(argv[a], "--ranks") == 0) o.n_ranks = bench_parse_list("bench_allreduce", v, o.ranks, MAX_LIST), a++;
+        else if (strcmp(argv[a], "--sizes-mb") == 0) o.n_sizes = bench_parse_list("bench_allreduce", v, o.mb, MAX_LIST), a++;
         else if (strcmp(argv[a], "--warmup") == 0) o.warmup = atoi(v), a++;
         else if (strcmp(argv[a], "--iters") == 0) o.iters = atoi(v), a++;
         else if (strcmp(argv[a], "--sub") == 0) o.sub = strtoull(v, NULL, 10), a++;

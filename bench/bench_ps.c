@@ -128,25 +128,6 @@ static void keep_best(round_cost_t *best, const round_cost_t *c, int first) {
         }                                                                                                \
     } while (0)
 
-static size_t parse_list(const char *s, size_t *out) {
-    size_t n = 0;
-    char *end;
-    while (*s && n < MAX_LIST) {
-        unsigned long long v = strtoull(s, &end, 10);
-        if (end == s || v == 0) {
-            fprintf(stderr, "bench_ps: bad list '%s'\n", s);
-            exit(2);
-        }
-        out[n++] = (size_t)v;
-        if (*end && *end != ',') {
-            fprintf(stderr, "bench_ps: bad list '%s'\n", s);
-            exit(2);
-        }
-        s = *end == ',' ? end + 1 : end;
-    }
-    return n;
-}
-
 static void *new_ctx(int io_threads) {
     void *ctx = zmq_ctx_new();
     if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, io_threads) != 0) die("zmq_ctx_new", zmq_strerror(errno));
@@ -563,8 +544,8 @@ int main(int argc, char **argv) {
                 .trials = 5, .io_threads = 1, .profile = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--sizes-m") == 0 && v) o.n_sizes = parse_list(v, o.mfloats), i++;
-        else if (strcmp(a, "--shards") == 0 && v) o.n_shards = parse_list(v, o.shards), i++;
+        if (strcmp(a, "--sizes-m") == 0 && v) o.n_sizes = bench_parse_list("bench_ps", v, o.mfloats, MAX_LIST), i++;
+        else if (strcmp(a, "--shards") == 0 && v) o.n_shards = bench_parse_list("bench_ps", v, o.shards, MAX_LIST), i++;
         else if (strcmp(a, "--warmup") == 0 && v) o.warmup = atoi(v), i++;
         else if (strcmp(a, "--rounds") == 0 && v) o.rounds = atoi(v), i++;
         else if (strcmp(a, "--trials") == 0 && v) o.trials = atoi(v), i++;
