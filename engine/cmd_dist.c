@@ -142,9 +142,7 @@ int dist_make_run_dir(const char *dir, char *err, size_t err_len) {
     return 0;
 }
 
-// Files in the run directory are written under a temporary name and renamed
-// when complete, so whoever merges them (rank 0, the launcher) never reads half a file.
-static FILE *open_in_dir(const char *dir, const char *name, char *err, size_t err_len) {
+FILE *dist_file_open(const char *dir, const char *name, char *err, size_t err_len) {
     char path[1024];
     snprintf(path, sizeof path, "%s/.%s.tmp", dir, name);
     FILE *f = fopen(path, "w");
@@ -152,7 +150,7 @@ static FILE *open_in_dir(const char *dir, const char *name, char *err, size_t er
     return f;
 }
 
-static int close_in_dir(FILE *f, const char *dir, const char *name, char *err, size_t err_len) {
+int dist_file_close(FILE *f, const char *dir, const char *name, char *err, size_t err_len) {
     char tmp[1024], path[1024];
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -228,20 +226,20 @@ static int write_server_files(size_t id, const dist_args_t *d, const ps_server_t
     if (!d->run_dir) return 0;
     char name[64];
     snprintf(name, sizeof name, "server-%zu.json", id);
-    FILE *f = open_in_dir(d->run_dir, name, err, err_len);
+    FILE *f = dist_file_open(d->run_dir, name, err, err_len);
     if (!f) return -1;
     write_server_json(f, id, d, s);
-    if (close_in_dir(f, d->run_dir, name, err, err_len) != 0) return -1;
+    if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) return -1;
     ps_stats_t st;
     ps_server_stats(s, &st);
     snprintf(name, sizeof name, "server-%zu-staleness.csv", id);
-    if (!(f = open_in_dir(d->run_dir, name, err, err_len))) return -1;
+    if (!(f = dist_file_open(d->run_dir, name, err, err_len))) return -1;
     fprintf(f, "staleness,updates_by_clocks,updates_by_versions\n");
     for (size_t v = 0; v < STALENESS_HIST_BINS; v++) {
         uint64_t a = st.staleness_clocks.bins[v], b = st.staleness_updates.bins[v];
         if (a || b) fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)a, (unsigned long long)b);
     }
-    if (close_in_dir(f, d->run_dir, name, err, err_len) != 0) return -1;
+    if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) return -1;
     return 0;
 }
 
@@ -446,10 +444,10 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (d->run_dir) {
         char name[64];
         snprintf(name, sizeof name, "worker-%zu.json", id);
-        FILE *f = open_in_dir(d->run_dir, name, err, err_len);
+        FILE *f = dist_file_open(d->run_dir, name, err, err_len);
         if (!f) goto out;
         write_worker_json(f, id, t, d, m, &result, &rs);
-        if (close_in_dir(f, d->run_dir, name, err, err_len) != 0) goto out;
+        if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) goto out;
     }
     if (d->save_model && save_model(d->save_model, final_w, n, err, err_len) != 0) goto out;
     rc = 0;

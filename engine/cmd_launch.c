@@ -98,12 +98,8 @@ static const char *json_section(const char *text, const char *key) {
 
 static int merge_csvs(const char *dir, size_t workers, char *err, size_t err_len) {
     char path[1024];
-    snprintf(path, sizeof path, "%s/merged.csv", dir);
-    FILE *out = fopen(path, "w");
-    if (!out) {
-        snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
-        return -1;
-    }
+    FILE *out = dist_file_open(dir, "merged.csv", err, err_len);
+    if (!out) return -1;
     int header_done = 0;
     for (size_t k = 0; k < workers; k++) {
         snprintf(path, sizeof path, "%s/worker-%zu.csv", dir, k);
@@ -122,11 +118,7 @@ static int merge_csvs(const char *dir, size_t workers, char *err, size_t err_len
         }
         free(text);
     }
-    if (fclose(out) != 0) {
-        snprintf(err, err_len, "%.300s/merged.csv: writing failed: %s", dir, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return dist_file_close(out, dir, "merged.csv", err, err_len);
 }
 
 // Sums the shards' staleness histograms into staleness.csv and h_clocks/h_updates.
@@ -158,15 +150,14 @@ static void merge_staleness(const char *dir, size_t servers, staleness_hist_t *h
         if (!isnan(mu) && mu > (double)h_updates->max) h_updates->max = (uint64_t)mu;
         free(text);
     }
-    char path[1024];
-    snprintf(path, sizeof path, "%s/staleness.csv", dir);
-    FILE *f = fopen(path, "w");
+    char err[256];
+    FILE *f = dist_file_open(dir, "staleness.csv", err, sizeof err);
     if (!f) return;
     fprintf(f, "staleness,updates_by_clocks,updates_by_versions\n");
     for (size_t v = 0; v < STALENESS_HIST_BINS; v++)
         if (h_clocks->bins[v] || h_updates->bins[v])
             fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)h_clocks->bins[v], (unsigned long long)h_updates->bins[v]);
-    fclose(f);
+    dist_file_close(f, dir, "staleness.csv", err, sizeof err);
 }
 
 static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s) {
@@ -280,18 +271,10 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
 static int finish_run_dir(const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
                           char *err, size_t err_len) {
     if (merge_csvs(dir, d->workers, err, err_len) != 0) return -1;
-    char path[1024];
-    snprintf(path, sizeof path, "%s/summary.json", dir);
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
-        return -1;
-    }
+    FILE *f = dist_file_open(dir, "summary.json", err, err_len);
+    if (!f) return -1;
     write_summary(f, dir, t, d, launch_wall_s);
-    if (fclose(f) != 0) {
-        snprintf(err, err_len, "%.300s: writing failed: %s", path, strerror(errno));
-        return -1;
-    }
+    if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) return -1;
     write_summary(stdout, dir, t, d, launch_wall_s);
     fflush(stdout);
     return 0;

@@ -9,6 +9,7 @@
 // All of them meet at the coordinator (rendezvous.h) to learn each other's
 // endpoints, then talk directly.
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "engine/flags.h"       // defines: flag_spec_t
@@ -58,6 +59,12 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
 // Creates a run directory and any missing parents (like mkdir -p). Returns 0,
 // or -1 with err naming the directory that could not be made.
 int dist_make_run_dir(const char *dir, char *err, size_t err_len);
+
+// A file of the run directory, written under a temporary name and renamed when
+// closed, so whoever merges the directory (rank 0, the launcher, a script)
+// never reads half a file. Both return NULL / -1 with err naming the path.
+FILE *dist_file_open(const char *dir, const char *name, char *err, size_t err_len);
+int dist_file_close(FILE *f, const char *dir, const char *name, char *err, size_t err_len);
 
 // Writes a staleness histogram's summary (updates, mean, p50, p99, max) as object `key`.
 void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist_t *h);
