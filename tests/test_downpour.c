@@ -147,7 +147,7 @@ static void check_equivalent(const char *label, const char *const *model_args, c
     CHECK(diff <= tolerance);
     char *s = summary_of(rd);
     if (strcmp(sync, "bsp") == 0) {
-        CHECK(field(s, "acked_pushes_applied_once") == 1.0 || strstr(s, "\"acked_pushes_applied_once\":true"));
+        CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
         CHECK(field(section(s, "staleness_clocks"), "max") == 0.0);
     }
     free(s);
@@ -273,10 +273,8 @@ static void check_interrupt(void) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
-    const char *mlp[] = {"--model", "mlp", "--data", "gen:dense", NULL};
-    (void)mlp;
-    // A small dense model on generated images would need a generator; Fashion-MNIST
-    // may be absent, so the dense case uses softmax on a ratings-free source below.
+    // Sparse logistic regression on generated data always runs; the dense (MLP)
+    // cases need Fashion-MNIST and are skipped, saying so, without it.
     const char *sparse[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--batch", "4",
                             "--lr", "0.5", NULL};
     check_equivalent("logreg", sparse, "3", "3", "1", "bsp", 0.0);
