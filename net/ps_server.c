@@ -455,7 +455,8 @@ static void count_dropped(ps_server_t *s, wire_status_t why) {
 
 static int handle(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     const wire_header_t *h = &m->h;
-    if (h->sender >= s->cfg.n_workers) {
+    // A message for another shard, or from no worker of this run, is not ours to answer.
+    if (h->sender >= s->cfg.n_workers || h->shard != s->cfg.shard) {
         count_dropped(s, WIRE_STATUS_BAD_RANGE);
         return 0;
     }

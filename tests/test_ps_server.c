@@ -886,6 +886,10 @@ static void test_malformed(void *ctx) {
     h.offset = E_N;
     raw_send(d1, &h, NULL, NULL, 0);
     dropped[WIRE_STATUS_BAD_RANGE]++;
+    h = push;  // from a worker of the run, but addressed to another shard
+    h.shard = S + 1;
+    raw_send(d1, &h, pf, pl, 1);
+    dropped[WIRE_STATUS_BAD_RANGE]++;
     // Valid, but of a type a server does not take.
     static const uint16_t not_for_servers[] = {MSG_TYPE_WELCOME, MSG_TYPE_PUSH_ACK, MSG_TYPE_PARAMS,
                                                MSG_TYPE_BYE_ACK, MSG_TYPE_REJECT,   MSG_TYPE_RING_CHUNK};
