@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "datasets/gunzip.h"  // defines: gz_read_file
+#include "datasets/gunzip.h"  // defines: gz_read_file, gz_inflate_buffer
 
 #ifndef ASGD_FASHION_MNIST_DIR
 #define ASGD_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -112,34 +112,67 @@ static int parse_labels(const char *path, const uint8_t *data, size_t len, idx_h
     return 0;
 }
 
-int idx_load(const char *images_path, const char *labels_path, size_t limit, dense_dataset_t *out, char *err, size_t err_len) {
-    dense_dataset_init(out);
-    uint8_t *images = NULL, *labels = NULL;
-    size_t images_len = 0, labels_len = 0;
+// Parses both files' bytes (already inflated) into out.
+static int build(const char *images_path, const uint8_t *images, size_t images_len, const char *labels_path,
+                 const uint8_t *labels, size_t labels_len, size_t limit, dense_dataset_t *out, char *err, size_t err_len) {
     idx_header_t ih, lh;
-    int rc = -1;
-    if (gz_read_file(images_path, &images, &images_len, err, err_len) != 0) goto done;
-    if (parse_images(images_path, images, images_len, &ih, err, err_len) != 0) goto done;
-    if (gz_read_file(labels_path, &labels, &labels_len, err, err_len) != 0) goto done;
-    if (parse_labels(labels_path, labels, labels_len, &lh, err, err_len) != 0) goto done;
+    if (parse_images(images_path, images, images_len, &ih, err, err_len) != 0) return -1;
+    if (parse_labels(labels_path, labels, labels_len, &lh, err, err_len) != 0) return -1;
     if (ih.n != lh.n) {
         snprintf(err, err_len, "%s has %u images but %s has %u labels (expected the same count)", images_path, ih.n, labels_path, lh.n);
-        goto done;
+        return -1;
     }
     // Both sizes are now bounded by the bytes actually read, so allocating is safe.
     size_t n = limit > 0 && limit < ih.n ? limit : ih.n, dim = (size_t)ih.rows * ih.cols;
     dense_dataset_t d;
-    if (dense_dataset_alloc(&d, n, dim, IDX_N_CLASSES, err, err_len) != 0) goto done;
+    if (dense_dataset_alloc(&d, n, dim, IDX_N_CLASSES, err, err_len) != 0) return -1;
     float scale[256];  // exact value/255 for every byte, cheaper than dividing per pixel
     for (int v = 0; v < 256; v++) scale[v] = (float)v / 255.0f;
     const uint8_t *px = images + IMAGES_HEADER;
     for (size_t i = 0; i < n * dim; i++) d.x[i] = scale[px[i]];
     for (size_t i = 0; i < n; i++) d.y[i] = labels[LABELS_HEADER + i];
     *out = d;
-    rc = 0;
-done:
+    return 0;
+}
+
+int idx_load(const char *images_path, const char *labels_path, size_t limit, dense_dataset_t *out, char *err, size_t err_len) {
+    dense_dataset_init(out);
+    uint8_t *images = NULL, *labels = NULL;
+    size_t images_len = 0, labels_len = 0;
+    int rc = -1;
+    if (gz_read_file(images_path, &images, &images_len, err, err_len) == 0 &&
+        gz_read_file(labels_path, &labels, &labels_len, err, err_len) == 0)
+        rc = build(images_path, images, images_len, labels_path, labels, labels_len, limit, out, err, err_len);
     free(images);
     free(labels);
+    return rc;
+}
+
+// Bytes as stored: inflated into *owned when they start with the gzip magic,
+// else used in place.
+static int stored_bytes(const char *name, const uint8_t *data, size_t len, uint8_t **owned, const uint8_t **bytes,
+                        size_t *n, char *err, size_t err_len) {
+    *owned = NULL;
+    *bytes = data;
+    *n = len;
+    if (len < 2 || data[0] != 0x1f || data[1] != 0x8b) return 0;
+    if (gz_inflate_buffer(data, len, name, owned, n, err, err_len) != 0) return -1;
+    *bytes = *owned;
+    return 0;
+}
+
+int idx_parse(const char *images_name, const uint8_t *images, size_t images_len, const char *labels_name,
+              const uint8_t *labels, size_t labels_len, size_t limit, dense_dataset_t *out, char *err, size_t err_len) {
+    dense_dataset_init(out);
+    uint8_t *images_owned = NULL, *labels_owned = NULL;
+    const uint8_t *ib, *lb;
+    size_t in, ln;
+    int rc = -1;
+    if (stored_bytes(images_name, images, images_len, &images_owned, &ib, &in, err, err_len) == 0 &&
+        stored_bytes(labels_name, labels, labels_len, &labels_owned, &lb, &ln, err, err_len) == 0)
+        rc = build(images_name, ib, in, labels_name, lb, ln, limit, out, err, err_len);
+    free(images_owned);
+    free(labels_owned);
     return rc;
 }
 

@@ -5,6 +5,7 @@
 // the file and what was wrong; out is initialised first and stays empty on error.
 // On success the caller owns out's arrays and releases them with dense_dataset_free.
 #include <stddef.h>
+#include <stdint.h>
 
 #include "datasets/dataset.h"  // defines: dense_dataset_t, dense_dataset_free
 
@@ -18,6 +19,11 @@
 // limit > 0 keeps the first `limit` examples (0 = all). Pixels become value/255
 // in [0, 1]; out->dim = rows * cols.
 int idx_load(const char *images_path, const char *labels_path, size_t limit, dense_dataset_t *out, char *err, size_t err_len);
+
+// idx_load over the two files' contents in memory (raw or gzipped, as they
+// would be stored); the names stand for the paths in messages.
+int idx_parse(const char *images_name, const uint8_t *images, size_t images_len, const char *labels_name,
+              const uint8_t *labels, size_t labels_len, size_t limit, dense_dataset_t *out, char *err, size_t err_len);
 
 // Loads Fashion-MNIST from dir (NULL = ASGD_FASHION_MNIST_DIR): train != 0 reads
 // train-{images-idx3,labels-idx1}-ubyte, train == 0 reads the t10k-* pair;

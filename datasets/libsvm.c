@@ -110,9 +110,10 @@ static int parse_features(const char **pp, size_t dim, parse_state_t *s, size_t 
         uint64_t index = 0;
         for (; text_is_digit(*p); p++) {
             index = index * 10 + (uint64_t)(*p - '0');
-            if (index > UINT32_MAX) {
+            if (index > LIBSVM_MAX_DIM) {
                 while (text_is_digit(*p)) p++;
-                FAIL_AT(tok, "feature index %.*s is too large (at most %u)", (int)(p - tok < 40 ? p - tok : 40), tok, UINT32_MAX);
+                FAIL_AT(tok, "feature index %.*s is too large (at most %zu features)", (int)(p - tok < 40 ? p - tok : 40), tok,
+                        LIBSVM_MAX_DIM);
             }
         }
         if (*p != ':') FAIL_AT(p, "expected ':' after feature index %llu, got %s", (unsigned long long)index, text_show_char(p, shown));
@@ -176,17 +177,21 @@ static int parse_label(const char *p, const char **end_out, float *y, int *conve
     return 0;
 }
 
-int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, size_t err_len) {
-    sparse_dataset_init(out);
-    text_reader_t reader;
-    if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
+// Parses everything the reader holds into out and closes the reader.
+static int parse_all(text_reader_t *reader, const char *path, size_t dim, sparse_dataset_t *out, char *err,
+                     size_t err_len) {
+    if (dim > LIBSVM_MAX_DIM) {
+        snprintf(err, err_len, "%s: a dimension of %zu features is more than the %zu accepted", path, dim, LIBSVM_MAX_DIM);
+        text_reader_close(reader);
+        return -1;
+    }
     parse_state_t s;
     memset(&s, 0, sizeof s);
     parse_error_t e = {NULL, ""};
     size_t line = 0, max_index = 0, convention_line = 0, block_len;
     int convention = LABELS_UNKNOWN, got;
     const char *block, *line_start = NULL;
-    for (int first = 1; (got = text_reader_next(&reader, &block, &block_len, err, err_len)) == 1; first = 0) {
+    for (int first = 1; (got = text_reader_next(reader, &block, &block_len, err, err_len)) == 1; first = 0) {
         const char *p = block, *block_end = block + block_len;
         if (first && strncmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;  // a UTF-8 byte order mark
         while (p < block_end) {
@@ -215,7 +220,7 @@ int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, 
             if (*p == '\n') p++;
         }
     }
-    text_reader_close(&reader);
+    text_reader_close(reader);
     if (got < 0) {
         state_free(&s);
         return -1;
@@ -250,9 +255,24 @@ int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, 
     return 0;
 fail:
     snprintf(err, err_len, "%s:%zu:%zu: %s", path, line, (size_t)(e.at - line_start) + 1, e.detail);
-    text_reader_close(&reader);
+    text_reader_close(reader);
     state_free(&s);
     return -1;
+}
+
+int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, size_t err_len) {
+    sparse_dataset_init(out);
+    text_reader_t reader;
+    if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
+    return parse_all(&reader, path, dim, out, err, err_len);
+}
+
+int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, sparse_dataset_t *out, char *err,
+                 size_t err_len) {
+    sparse_dataset_init(out);
+    text_reader_t reader;
+    if (text_reader_open_memory(&reader, name, text, len, err, err_len) != 0) return -1;
+    return parse_all(&reader, name, dim, out, err, err_len);
 }
 
 // ---- the writer ----

@@ -16,13 +16,26 @@
 
 #include "datasets/dataset.h"  // defines: sparse_dataset_t, sparse_dataset_free
 
+// The widest feature space accepted (2^26 = 67,108,864 features): above every
+// public libsvm set (kdd2012 has 54,686,452), yet the model it implies — a
+// weight per feature, and per training thread a gradient of 9 bytes per
+// feature — fits a small machine. A larger index is refused where it stands,
+// so that a few bytes of text cannot make a run allocate gigabytes.
+#define LIBSVM_MAX_DIM ((size_t)1 << 26)
+
 // dim > 0 fixes the feature count (an index above it is an error); dim == 0
-// infers it as the largest index in the file. Values must be finite and within
-// float range (|v| rounds to at most FLT_MAX); values too small for a float
-// round to zero or a denormal, as strtof would. A file with no examples is an
+// infers it as the largest index in the file; either is at most
+// LIBSVM_MAX_DIM. Values must be finite and within float range (|v| rounds to
+// at most FLT_MAX); values too small for a float round to zero or a denormal,
+// as strtof would. A file with no examples is an
 // error. out is initialised first and filled only on success; the caller then
 // owns its arrays (sparse_dataset_free).
 int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, size_t err_len);
+
+// libsvm_load over len bytes in memory (a file's contents; they need not end in
+// '\n' or a NUL); name stands for the path in messages.
+int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, sparse_dataset_t *out, char *err,
+                 size_t err_len);
 
 // Writes labels as +1/-1 (y > 0 is +1) and values exactly as printf's "%.9g",
 // which round-trips every float bit for bit. Creates or truncates path.

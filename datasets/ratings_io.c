@@ -243,17 +243,15 @@ static int state_grow(parse_state_t *s) {
     return 0;
 }
 
-int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len) {
-    ratings_init(out);
-    text_reader_t reader;
-    if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
+// Parses everything the reader holds into out and closes the reader.
+static int parse_all(text_reader_t *reader, const char *path, ratings_t *out, char *err, size_t err_len) {
     parse_state_t s;
     memset(&s, 0, sizeof s);
     parse_error_t e_store = {NULL, ""}, *e = &e_store;
     size_t line = 0, content_lines = 0, block_len;
     const char *block, *line_start = NULL;
     int got;
-    for (int first = 1; (got = text_reader_next(&reader, &block, &block_len, err, err_len)) == 1; first = 0) {
+    for (int first = 1; (got = text_reader_next(reader, &block, &block_len, err, err_len)) == 1; first = 0) {
         const char *p = block, *block_end = block + block_len;
         if (first && strncmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;  // a UTF-8 byte order mark
         while (p < block_end) {
@@ -290,7 +288,7 @@ int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len) {
             if (*p == '\n') p++;
         }
     }
-    text_reader_close(&reader);
+    text_reader_close(reader);
     if (got < 0) {
         state_free(&s);
         return -1;
@@ -315,9 +313,23 @@ int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len) {
     return 0;
 fail:
     snprintf(err, err_len, "%s:%zu:%zu: %s", path, line, (size_t)(e->at - line_start) + 1, e->detail);
-    text_reader_close(&reader);
+    text_reader_close(reader);
     state_free(&s);
     return -1;
+}
+
+int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len) {
+    ratings_init(out);
+    text_reader_t reader;
+    if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
+    return parse_all(&reader, path, out, err, err_len);
+}
+
+int ratings_parse(const char *name, const char *text, size_t len, ratings_t *out, char *err, size_t err_len) {
+    ratings_init(out);
+    text_reader_t reader;
+    if (text_reader_open_memory(&reader, name, text, len, err, err_len) != 0) return -1;
+    return parse_all(&reader, name, out, err, err_len);
 }
 
 int ratings_write(const char *path, const ratings_t *r, char *err, size_t err_len) {

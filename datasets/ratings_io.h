@@ -22,6 +22,10 @@
 // arrays (ratings_free). A file with no ratings is an error.
 int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len);
 
+// ratings_load over len bytes in memory (a file's contents); name stands for
+// the path in messages.
+int ratings_parse(const char *name, const char *text, size_t len, ratings_t *out, char *err, size_t err_len);
+
 // Writes CSV `user,item,rating` with the dense ids, ratings as printf's "%.9g"
 // (exact float round trip), no header. Creates or truncates path.
 int ratings_write(const char *path, const ratings_t *r, char *err, size_t err_len);

@@ -94,6 +94,21 @@ int text_reader_open(text_reader_t *r, const char *path, char *err, size_t err_l
     return 0;
 }
 
+int text_reader_open_memory(text_reader_t *r, const char *name, const void *data, size_t len, char *err,
+                            size_t err_len) {
+    memset(r, 0, sizeof *r);
+    r->path = name;
+    if (len > SIZE_MAX - 1 || !(r->buf = malloc(len + 1))) {
+        snprintf(err, err_len, "%s: out of memory for a copy of %zu bytes", name, len);
+        return -1;
+    }
+    if (len) memcpy(r->buf, data, len);
+    r->cap = len + 1;
+    r->len = len;
+    r->at_eof = 1;  // nothing to read: the whole text is in buf
+    return 0;
+}
+
 int text_reader_next(text_reader_t *r, const char **block, size_t *len, char *err, size_t err_len) {
     *block = NULL;
     *len = 0;

@@ -29,6 +29,10 @@ typedef struct text_reader {
 } text_reader_t;
 
 int text_reader_open(text_reader_t *r, const char *path, char *err, size_t err_len);
+// The same reader over len bytes already in memory (copied: data need not
+// outlive the reader); name stands for the path in messages.
+int text_reader_open_memory(text_reader_t *r, const char *name, const void *data, size_t len, char *err,
+                            size_t err_len);
 // 1 with the next block in *block (len bytes, NUL-terminated; valid until the
 // next call), 0 at the end of the file, -1 on a read error (err names the path).
 int text_reader_next(text_reader_t *r, const char **block, size_t *len, char *err, size_t err_len);

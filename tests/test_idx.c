@@ -274,6 +274,33 @@ static int test_real_fashion_mnist(void) {
     return 1;
 }
 
+// The same checks on bytes in memory (idx_parse): a header that claims 2^31
+// images of 28 x 28 on 16 bytes is refused from the header and the length
+// alone, before anything is allocated for it; the same in a gzip stream.
+static void test_in_memory(void) {
+    uint8_t images[32] = {0, 0, 8, 3, 0x80, 0, 0, 0, 0, 0, 0, 28, 0, 0, 0, 28};
+    uint8_t labels[9] = {0, 0, 8, 1, 0, 0, 0, 1, 7};
+    dense_dataset_t d;
+    char err[512];
+    assert(idx_parse("claims.idx3", images, 16, "l.idx1", labels, 9, 0, &d, err, sizeof err) == -1);
+    assert(strstr(err, "claims.idx3: truncated: header says 2147483648 images of 28 x 28 pixels"));
+    assert(d.x == NULL && d.n == 0);
+    // One image of 2 x 2 pixels, raw: accepted; its labels file one byte short: refused, naming it.
+    uint8_t one[20] = {0, 0, 8, 3, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 2, 0, 85, 170, 255};
+    assert(idx_parse("one.idx3", one, 20, "l.idx1", labels, 9, 0, &d, err, sizeof err) == 0);
+    assert(d.n == 1 && d.dim == 4 && d.y[0] == 7 && d.x[3] == 1.0f);
+    dense_dataset_free(&d);
+    assert(idx_parse("one.idx3", one, 20, "short.idx1", labels, 8, 0, &d, err, sizeof err) == -1);
+    assert(strstr(err, "short.idx1: file is 8 bytes") || strstr(err, "short.idx1: truncated"));
+    // Wrong magic, and bytes that start like gzip but are not.
+    assert(idx_parse("one.idx3", labels, 9, "l.idx1", labels, 9, 0, &d, err, sizeof err) == -1);
+    assert(strstr(err, "one.idx3: bad IDX magic 0x00000801 at byte offset 0"));
+    uint8_t fake_gz[4] = {0x1f, 0x8b, 8, 0};
+    assert(idx_parse("fake.gz", fake_gz, 4, "l.idx1", labels, 9, 0, &d, err, sizeof err) == -1);
+    assert(strstr(err, "fake.gz"));
+    printf("in memory: a 2^31-image header on 16 bytes, a short labels file, wrong magic and broken gzip refused\n");
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);  // keep stdout and stderr in order in ctest logs
     have_gzip = system("command -v gzip > /dev/null 2>&1") == 0;
@@ -298,6 +325,7 @@ int main(void) {
     test_good(SEED_DIR);
     test_bad(SEED_DIR);
 
+    test_in_memory();
     int real = test_real_fashion_mnist();
     char cmd[128];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

@@ -85,13 +85,20 @@ static void good_files(void) {
     check_row(&d, 3, 1.0f, 1, (uint32_t[]){1}, (float[]){2.5f});
     sparse_dataset_free(&d);
 
-    // The largest index a uint32 column holds; dim inferred from it.
-    path = put_text("big_index.svm", "+1 3:1 4294967296:2\n");
+    // The largest index accepted; dim inferred from it. One more, or an index
+    // a uint32 column could hold but no model should be sized by, is refused
+    // where it stands.
+    path = put_text("big_index.svm", "+1 3:1 67108865:2\n");
     CHECK(libsvm_load(path, 0, &d, err, sizeof err) == -1);
-    CHECK(strstr(err, "big_index.svm:1:8: feature index 4294967296 is too large"));
-    path = put_text("max_index.svm", "+1 3:1 4294967295:2\n");
+    CHECK(strstr(err, "big_index.svm:1:8: feature index 67108865 is too large (at most 67108864 features)"));
+    path = put_text("huge_index.svm", "+1 3:1 4000000000:2\n");
+    CHECK(libsvm_load(path, 0, &d, err, sizeof err) == -1);
+    CHECK(strstr(err, "huge_index.svm:1:8: feature index 4000000000 is too large"));
+    CHECK(libsvm_load(path, (size_t)4000000000u, &d, err, sizeof err) == -1);
+    CHECK(strstr(err, "huge_index.svm: a dimension of 4000000000 features is more than the 67108864 accepted"));
+    path = put_text("max_index.svm", "+1 3:1 67108864:2\n");
     CHECK_OK(libsvm_load(path, 0, &d, err, sizeof err), err);
-    CHECK(d.dim == 4294967295u && d.col[1] == 4294967294u);
+    CHECK(d.dim == LIBSVM_MAX_DIM && d.col[1] == LIBSVM_MAX_DIM - 1);
     sparse_dataset_free(&d);
 
     // A line of 250,000 features (2.6 MB, longer than the reader's 1 MiB block)
@@ -300,7 +307,7 @@ int main(void) {
     writer();
     timing();
     // Everything the test wrote lives in dir.
-    static const char *const names[] = {"forms.svm", "big_index.svm", "max_index.svm", "long_lines.svm", "long_lines_bad.svm",
+    static const char *const names[] = {"forms.svm", "big_index.svm", "huge_index.svm", "max_index.svm", "long_lines.svm", "long_lines_bad.svm",
                                         "empty.svm", "data.svm.gz", "round_trip.svm", "timing.svm"};
     char path[512];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
