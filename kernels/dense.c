@@ -17,32 +17,61 @@ void relu_backward_cpu(int n, const float *activation, float *dz) {
     for (int i = 0; i < n; i++) dz[i] = activation[i] > 0.0f ? dz[i] : 0.0f;
 }
 
+// One row of softmax cross-entropy: returns its loss, sets *hit, writes drow if not NULL.
+static double softmax_xent_row(int classes, const float *row, int label, float scale, float *drow, int *hit) {
+    int argmax = 0;
+    float max = row[0];
+    for (int c = 1; c < classes; c++)
+        if (row[c] > max) max = row[c], argmax = c;
+    double sum = 0.0;
+    for (int c = 0; c < classes; c++) sum += exp((double)(row[c] - max));
+    double log_sum = log(sum);
+    *hit = argmax == label;
+    if (drow) {
+        for (int c = 0; c < classes; c++) {
+            double p = exp((double)(row[c] - max) - log_sum);
+            drow[c] = scale * (float)(p - (c == label ? 1.0 : 0.0));
+        }
+    }
+    return log_sum - (double)(row[label] - max);
+}
+
 double softmax_xent_cpu(int batch, int classes, const float *logits, const int32_t *labels, float scale,
                         float *dlogits, int *correct) {
     double loss = 0.0;
     int hits = 0;
     for (int r = 0; r < batch; r++) {
-        const float *row = logits + (size_t)r * classes;
-        int argmax = 0;
-        float max = row[0];
-        for (int c = 1; c < classes; c++)
-            if (row[c] > max) max = row[c], argmax = c;
-        double sum = 0.0;
-        for (int c = 0; c < classes; c++) sum += exp((double)(row[c] - max));
-        double log_sum = log(sum);
-        int label = labels[r];
-        loss += log_sum - (double)(row[label] - max);
-        hits += argmax == label;
-        if (dlogits) {
-            float *drow = dlogits + (size_t)r * classes;
-            for (int c = 0; c < classes; c++) {
-                double p = exp((double)(row[c] - max) - log_sum);
-                drow[c] = scale * (float)(p - (c == label ? 1.0 : 0.0));
-            }
-        }
+        int hit;
+        loss += softmax_xent_row(classes, logits + (size_t)r * classes, labels[r], scale,
+                                 dlogits ? dlogits + (size_t)r * classes : NULL, &hit);
+        hits += hit;
     }
     if (correct) *correct = hits;
     return loss;
+}
+
+void softmax_xent_rows_cpu(int batch, int classes, const float *logits, const int32_t *labels, float scale,
+                           float *dlogits, float *row_loss, float *row_correct) {
+    for (int r = 0; r < batch; r++) {
+        int hit;
+        row_loss[r] = (float)softmax_xent_row(classes, logits + (size_t)r * classes, labels[r], scale,
+                                              dlogits ? dlogits + (size_t)r * classes : NULL, &hit);
+        row_correct[r] = (float)hit;
+    }
+}
+
+void dense_forward_act_cpu(int batch, int in, int out, const float *x, const float *w, const float *bias, float *z,
+                           int relu) {
+    dense_forward_cpu(batch, in, out, x, w, bias, z);
+    if (relu) relu_forward_cpu(batch * out, z);
+}
+
+void gather_rows_cpu(int rows, int dim, const float *src, const int32_t *src_labels, const uint32_t *idx, float *dst,
+                     int32_t *dst_labels) {
+    for (int r = 0; r < rows; r++) {
+        memcpy(dst + (size_t)r * dim, src + (size_t)idx[r] * dim, (size_t)dim * sizeof *dst);
+        dst_labels[r] = src_labels[idx[r]];
+    }
 }
 
 void dense_weight_grad_cpu(int batch, int in, int out, const float *dz, int ldz, const float *x, float *dw) {

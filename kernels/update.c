@@ -29,3 +29,22 @@ void adagrad_update_sparse_cpu(size_t nnz, float lr, float eps, const uint32_t *
 void axpy_cpu(size_t n, float weight, const float *g, float *sum) {
     for (size_t i = 0; i < n; i++) sum[i] += weight * g[i];
 }
+
+void momentum_update_cpu(size_t n, float lr, float momentum, const float *g, float *v, float *w) {
+    for (size_t i = 0; i < n; i++) {
+        v[i] = momentum * v[i] + g[i];
+        w[i] = w[i] - lr * v[i];
+    }
+}
+
+void dot_accumulate_cpu(size_t n, float weight, const float *x, const float *y, double *acc) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += (double)x[i] * y[i];
+    acc[0] += weight * sum;
+}
+
+void sum_accumulate_cpu(size_t n, const float *x, double *acc) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; i++) sum += x[i];
+    acc[0] += sum;
+}

@@ -1,8 +1,10 @@
 #ifndef ASGD_KERNELS_UPDATE_H
 #define ASGD_KERNELS_UPDATE_H
-// Optimizer steps on plain float arrays (a parameter server's shard), with the
-// same arithmetic as the engine's shared-parameter optimizer, so a step applied
-// here and one applied in a single process give the same bits.
+// Optimizer steps and reductions on plain float arrays (a parameter server's
+// shard, a GPU replica's model), with the same arithmetic as the engine's
+// shared-parameter optimizer, so a step applied here and one applied in a
+// single process give the same bits. The *_cuda twins take device pointers
+// (see kernels/gpu.h) and exist only in builds with CUDA.
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,5 +18,20 @@ void adagrad_update_sparse_cpu(size_t nnz, float lr, float eps, const uint32_t *
                                float *w);
 // sum[i] += weight * g[i]
 void axpy_cpu(size_t n, float weight, const float *g, float *sum);
+
+// Heavy-ball momentum as the engine applies it: v = momentum * v + g; w -= lr * v
+void momentum_update_cpu(size_t n, float lr, float momentum, const float *g, float *v, float *w);
+// acc[0] += weight * sum_i x[i] * y[i], summed in double (a loss term).
+void dot_accumulate_cpu(size_t n, float weight, const float *x, const float *y, double *acc);
+// acc[0] += sum_i x[i], in double.
+void sum_accumulate_cpu(size_t n, const float *x, double *acc);
+
+// ---- CUDA twins ---------------------------------------------------------------
+void sgd_update_cuda(size_t n, float lr, const float *g, float *w);
+void adagrad_update_cuda(size_t n, float lr, float eps, const float *g, float *h, float *w);
+void momentum_update_cuda(size_t n, float lr, float momentum, const float *g, float *v, float *w);
+void axpy_cuda(size_t n, float weight, const float *g, float *sum);
+void dot_accumulate_cuda(size_t n, float weight, const float *x, const float *y, double *acc);
+void sum_accumulate_cuda(size_t n, const float *x, double *acc);
 
 #endif
