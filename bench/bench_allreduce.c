@@ -80,7 +80,11 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const char *transp
     char err[512];
     void *ctx = zmq_ctx_new();
     if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, o->io_threads) != 0) die("zmq_ctx_new");
-    ring_t *r = ring_new(ctx, rank, n, RUN, strcmp(transport, "ipc") == 0 ? "ipc" : "127.0.0.1", err, sizeof err);
+    size_t max_count = 0;
+    for (size_t s = 0; s < o->n_sizes; s++)
+        if (o->mb[s] * (1u << 20) / sizeof(float) > max_count) max_count = o->mb[s] * (1u << 20) / sizeof(float);
+    ring_t *r = ring_new(ctx, rank, n, RUN, max_count, strcmp(transport, "ipc") == 0 ? "ipc" : "127.0.0.1", err,
+                         sizeof err);
     if (!r || ring_tune(r, o->sub, zero_copy, err, sizeof err) != 0) {
         fprintf(stderr, "rank %zu: %s\n", rank, err);
         exit(1);

@@ -17,15 +17,17 @@
 #include "engine/json_writer.h"     // defines: json_*
 #include "engine/replica.h"         // defines: replica_train
 #include "engine/run_report.h"      // defines: run_report_new
+#include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
 #include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
 #include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
 #include "net/ring.h"               // defines: ring_new, ring_connect
-#include "staleness/delay.h"        // defines: delay_spec_parse
+#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
 #include "staleness/histogram.h"    // defines: staleness_hist_*
 
 #define ERR_LEN 512
+#define MAX_REJOINS 16  // evictions a worker process survives before it gives up
 
-static const char sync_choices[] = "bsp|ssp|asp|allreduce";
+static const char sync_choices[] = "bsp|ssp|asp|allreduce|hybrid";
 
 void dist_args_defaults(dist_args_t *d) {
     memset(d, 0, sizeof *d);
@@ -39,6 +41,9 @@ void dist_args_defaults(dist_args_t *d) {
     d->bind_host = "127.0.0.1";
     d->timeout_ms = 60000;
     d->heartbeat_ms = 1000;
+    d->worker_timeout_ms = 10000;
+    d->retry_ms = 1000;
+    d->compress = "none";
 }
 
 size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
@@ -53,20 +58,48 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (default: --lr)", 1e-12, 1e6, NULL, 0},
         {"server-staleness-aware", FLAG_TYPE_BOOL, &d->server_staleness_aware, NULL, "asp/ssp: servers divide the step by each update's staleness in versions", 0, 0, NULL, 0},
         {"server-dc-asgd", FLAG_TYPE_DOUBLE, &d->server_dc_lambda, "LAMBDA", "asp/ssp: servers compensate stale updates (DC-ASGD) with this lambda", 0, 1e6, NULL, 0},
-        {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:MS", "make worker ID sleep MS ms after every step (asp/ssp: each thread's step of --batch examples; bsp/allreduce: each round) — a straggler; comma-separated list", 0, 0, NULL, 0},
+        {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:DELAY", "make worker ID sleep after every step (asp/ssp: each thread's step of --batch examples; bsp/allreduce: each round) — a straggler; DELAY is MS, uniform:A,B or exp:MEAN (ms, drawn per step from a stream seeded by --seed, worker and thread); comma-separated list", 0, 0, NULL, 0},
         {"coordinator", FLAG_TYPE_STRING, &d->coordinator, "HOST:PORT", "where the processes meet (under srun: the first node, port 29517)", 0, 0, NULL, 0},
         {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (default: derived from the coordinator)", 0, 0, NULL, 0},
         {"run-dir", FLAG_TYPE_STRING, &d->run_dir, "DIR", "write this process's CSV and JSON files into DIR", 0, 0, NULL, 0},
         {"bind-host", FLAG_TYPE_STRING, &d->bind_host, "HOST", "address servers and rings listen on (default 127.0.0.1)", 0, 0, NULL, 0},
+        {"curve-server-key", FLAG_TYPE_STRING, &d->curve_server_key, "FILE", "encrypt and authenticate every connection with CURVE: the run's server key from asgd keygen (FILE.key where this process listens, FILE.pub elsewhere)", 0, 0, NULL, 0},
+        {"curve-key", FLAG_TYPE_STRING, &d->curve_key, "FILE", "this process's own key pair (asgd keygen's FILE.key) for connecting (default: the server key pair)", 0, 0, NULL, 0},
+        {"curve-allow", FLAG_TYPE_STRING, &d->curve_allow, "FILE", "public keys that may connect to this process's sockets, one per line (e.g. the workers' .pub files concatenated)", 0, 0, NULL, 0},
+        {"insecure", FLAG_TYPE_BOOL, &d->insecure, NULL, "let servers, coordinator and rings listen beyond 127.0.0.1 without CURVE (anyone who reaches them can read and alter the run)", 0, 0, NULL, 0},
         {"ring-ipc", FLAG_TYPE_BOOL, &d->ring_ipc, NULL, "allreduce over ipc:// sockets (all workers on one machine; asgd launch's default there)", 0, 0, NULL, 0},
         {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up (default 60000)", 100, 1e9, NULL, 0},
-        {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "ZMTP heartbeat interval, 0 = off (default 1000)", 0, 1e6, NULL, 0},
+        {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "workers' heartbeats to the servers (and ZMTP's), 0 = off (default 1000)", 0, 1e6, NULL, 0},
+        {"worker-timeout", FLAG_TYPE_SIZE, &d->worker_timeout_ms, "MS", "servers evict a worker silent this long, so ssp/bsp stop waiting for it; 0 = never (default 10000)", 0, 1e9, NULL, 0},
+        {"retry-ms", FLAG_TYPE_SIZE, &d->retry_ms, "MS", "workers resend a request unanswered this long, backing off to 8x (default 1000)", 10, 1e7, NULL, 0},
+        {"compress", FLAG_TYPE_STRING, &d->compress, "METHOD", "compress gradients sent (pushes, allreduce; pulls stay float32): none, fp16, qsgd:BITS, topk:FRACTION or randk:FRACTION (default none; docs/compression.md)", 0, 0, NULL, 0},
+        {"error-feedback", FLAG_TYPE_CHOICE, &d->error_feedback, "on|off", "add what compression left out to the next exchange (default off)", 0, 0, "off|on", 0},
+        {"hybrid-sparse", FLAG_TYPE_CHOICE, &d->hybrid_sparse, "MODE", "--sync hybrid: the sparse parameters through the servers under asp, or ssp with --staleness (default asp)", 0, 0, "asp|ssp", 0},
+        {"scaling", FLAG_TYPE_CHOICE, &d->scaling, "MODE", "weak: --batch is each worker's (the total grows with --workers); strong: --batch is the total, each worker takes --batch / workers (default weak)", 0, 0, "weak|strong", 0},
+        {"lr-scaling", FLAG_TYPE_CHOICE, &d->lr_scaling, "RULE", "multiply --lr and --server-lr by the workers (linear) or its square root (sqrt); with --warmup for large batches (default none)", 0, 0, "none|linear|sqrt", 0},
     };
     memcpy(specs, table, sizeof table);
     return DIST_N_FLAGS;
 }
 
 int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command) {
+    if ((d->curve_key || d->curve_allow) && !d->curve_server_key) {
+        fprintf(stderr, "%s: --curve-key/--curve-allow: CURVE is turned on by --curve-server-key FILE (the run's server key)\n",
+                command);
+        return 2;
+    }
+    if (d->curve_server_key && d->insecure) {
+        fprintf(stderr, "%s: --insecure and --curve-server-key: CURVE secures the run; drop --insecure\n", command);
+        return 2;
+    }
+    char bind_ep[300];
+    snprintf(bind_ep, sizeof bind_ep, "tcp://%s:0", d->bind_host);
+    if (!net_endpoint_is_local(bind_ep) && !d->curve_server_key && !d->insecure) {
+        fprintf(stderr, "%s: --bind-host %s: listening beyond this machine needs CURVE (--curve-server-key, --curve-key, "
+                        "--curve-allow; keys from asgd keygen, see docs/security.md) or, on a network you trust, --insecure\n",
+                command, d->bind_host);
+        return 2;
+    }
     if (d->sync == SYNC_MODE_ALLREDUCE) {
         d->servers = 0;
     } else if (d->servers == 0) {
@@ -74,30 +107,67 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command)
                 sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
-    if (d->sync == SYNC_MODE_BSP || d->sync == SYNC_MODE_ALLREDUCE) {
+    if (d->sync == SYNC_MODE_BSP || d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) {
         if ((d->push_every != 1 || d->fetch_every != 1)) {
-            fprintf(stderr, "%s: --push-every/--fetch-every apply to asp and ssp; bsp and allreduce exchange every round\n",
+            fprintf(stderr, "%s: --push-every/--fetch-every apply to asp and ssp; bsp, allreduce and hybrid exchange "
+                            "every round\n",
                     command);
             return 2;
         }
+    }
+    if (d->sync == SYNC_MODE_HYBRID && t->model != MODEL_EMBMLP) {
+        fprintf(stderr, "%s: --sync hybrid needs a model with a sparse and a dense part (--model embmlp); %s has no "
+                        "such split (use asp/ssp/bsp or allreduce)\n", command, train_model_names[t->model]);
+        return 2;
     }
     if (d->sync == SYNC_MODE_BSP && t->schedule != LR_SCHEDULE_CONSTANT) {
         fprintf(stderr, "%s: --lr-schedule: under bsp the servers apply the update with a constant step (--server-lr)\n",
                 command);
         return 2;
     }
-    if (d->sync == SYNC_MODE_ALLREDUCE && (t->time_limit > 0 || t->stop_at_target)) {
-        fprintf(stderr, "%s: --time-limit/--stop-at-target: allreduce replicas must run the same rounds; "
-                        "stop them by --epochs\n", command);
+    if ((d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) && (t->time_limit > 0 || t->stop_at_target)) {
+        fprintf(stderr, "%s: --time-limit/--stop-at-target: %s replicas must run the same rounds; "
+                        "stop them by --epochs\n", command, sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
     if ((d->server_staleness_aware || d->server_dc_lambda > 0) && d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
         fprintf(stderr, "%s: --server-staleness-aware/--server-dc-asgd: only asp and ssp updates are stale\n", command);
         return 2;
     }
+    if (d->worker_timeout_ms > 0 && d->sync != SYNC_MODE_ALLREDUCE &&
+        (d->heartbeat_ms == 0 || d->worker_timeout_ms < 3 * d->heartbeat_ms)) {
+        fprintf(stderr, "%s: --worker-timeout %zu: needs heartbeats at least 3 times as often (--heartbeat-ms %zu), "
+                        "or a busy worker is taken for a dead one; --worker-timeout 0 turns eviction off\n",
+                command, d->worker_timeout_ms, d->heartbeat_ms);
+        return 2;
+    }
+    char cerr[ERR_LEN];
+    if (compress_spec_parse(d->compress, &d->compress_spec, cerr, sizeof cerr) != 0) {
+        fprintf(stderr, "%s: %s\n", command, cerr);
+        return 2;
+    }
+    if (d->error_feedback && !compress_is_lossy(&d->compress_spec)) {
+        fprintf(stderr, "%s: --error-feedback on: nothing to feed back without a lossy --compress\n", command);
+        return 2;
+    }
+    if (d->error_feedback && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) &&
+        d->compress_spec.kind == COMPRESS_KIND_FP16) {
+        fprintf(stderr, "%s: --error-feedback on: under allreduce fp16 rounds the ring's partial sums, which no worker "
+                        "owns; feedback applies to qsgd, topk and randk there\n", command);
+        return 2;
+    }
+    int sparse_model = t->model == MODEL_LOGREG || t->model == MODEL_SVM || t->model == MODEL_MF ||
+                       t->model == MODEL_EMBMLP;
+    if (compress_is_lossy(&d->compress_spec) && sparse_model && d->sync != SYNC_MODE_ALLREDUCE &&
+        d->sync != SYNC_MODE_HYBRID) {
+        fprintf(stderr, "%s: --compress %s: %s pushes are already (index, value) pairs of the touched parameters; "
+                        "compression applies to dense models (mlp, softmax) and to --sync allreduce\n",
+                command, d->compress, train_model_names[t->model]);
+        return 2;
+    }
     if (isnan(d->server_lr)) d->server_lr = t->lr;
     if (d->delay_worker) {
-        double *ms = calloc(d->workers, sizeof *ms);
+        step_delay_t *ms = calloc(d->workers, sizeof *ms);
         char err[ERR_LEN];
         int rc = ms ? delay_spec_parse(d->delay_worker, d->workers, ms, err, sizeof err) : -1;
         free(ms);
@@ -106,6 +176,34 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command)
             return 2;
         }
     }
+    return 0;
+}
+
+const char *dist_lr_scaling_name(int lr_scaling) {
+    return lr_scaling == DIST_LR_SCALING_LINEAR ? "linear" : lr_scaling == DIST_LR_SCALING_SQRT ? "sqrt" : "none";
+}
+
+int dist_apply_scaling(dist_args_t *d, train_args_t *t, const char *command) {
+    if (d->scaling_applied) return 0;
+    size_t n = d->workers;
+    d->requested_batch = t->batch;
+    d->requested_lr = t->lr;
+    if (d->scaling == DIST_SCALING_STRONG) {
+        if (n == 0 || t->batch % n != 0) {
+            fprintf(stderr,
+                    "%s: --scaling strong: --batch %zu is the total, and it does not split evenly over %zu workers\n",
+                    command, t->batch, n);
+            return 2;
+        }
+        t->batch /= n;
+    }
+    double factor = d->lr_scaling == DIST_LR_SCALING_LINEAR ? (double)n
+                    : d->lr_scaling == DIST_LR_SCALING_SQRT ? sqrt((double)n)
+                                                            : 1.0;
+    t->lr *= factor;
+    t->opt.lr = t->lr;
+    d->server_lr *= factor;
+    d->scaling_applied = 1;
     return 0;
 }
 
@@ -183,6 +281,68 @@ void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist
     json_object_end(j);
 }
 
+// ---- security --------------------------------------------------------------------
+
+int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler **zap, char *err, size_t err_len) {
+    *zap = NULL;
+    net_security_t sec;
+    memset(&sec, 0, sizeof sec);
+    sec.insecure = d->insecure;
+    curve_key_t *allowed = NULL;
+    size_t n_allowed = 0;
+    char why[400];
+    if (d->curve_server_key) {
+        sec.curve = 1;
+        if (curve_key_load(d->curve_server_key, &sec.server_public, &sec.server_secret, why, sizeof why) != 0) {
+            snprintf(err, err_len, "--curve-server-key: %s", why);
+            return -1;
+        }
+        if (d->curve_key) {
+            if (curve_key_load(d->curve_key, &sec.client_public, &sec.client_secret, why, sizeof why) != 0) {
+                snprintf(err, err_len, "--curve-key: %s", why);
+                return -1;
+            }
+            if (!sec.client_secret.z85[0]) {
+                snprintf(err, err_len, "--curve-key %s: holds no secret key (give the .key file asgd keygen wrote, not the .pub)",
+                         d->curve_key);
+                return -1;
+            }
+        } else if (sec.server_secret.z85[0]) {
+            sec.client_public = sec.server_public;  // a server connects (to the coordinator) as itself
+            sec.client_secret = sec.server_secret;
+        } else {
+            snprintf(err, err_len, "--curve-key FILE: a process that only has the server's public key connects with "
+                     "its own key pair (make one with asgd keygen --out NAME)");
+            return -1;
+        }
+        if (d->curve_allow) {
+            if (curve_allow_load(d->curve_allow, &allowed, &n_allowed, why, sizeof why) != 0) {
+                snprintf(err, err_len, "--curve-allow: %s", why);
+                return -1;
+            }
+            // Servers join the coordinator with the server key itself.
+            curve_key_t *grown = realloc(allowed, (n_allowed + 1) * sizeof *grown);
+            if (!grown) {
+                free(allowed);
+                snprintf(err, err_len, "--curve-allow: out of memory");
+                return -1;
+            }
+            allowed = grown;
+            allowed[n_allowed++] = sec.server_public;
+        }
+    }
+    if (net_security_set(&sec, err, err_len) != 0) {
+        free(allowed);
+        return -1;
+    }
+    if (allowed) {
+        *zap = zap_handler_new(zmq_ctx, allowed, n_allowed, err, err_len);
+        free(allowed);
+        if (!*zap) return -1;
+    }
+    return 0;
+}
+
 // ---- server --------------------------------------------------------------------
 
 static void write_server_json(FILE *out, size_t id, const dist_args_t *d, const ps_server_t *s) {
@@ -206,14 +366,38 @@ static void write_server_json(FILE *out, size_t id, const dist_args_t *d, const 
     json_uint(&j, "bytes_out", st.bytes_out);
     json_uint(&j, "dropped", st.dropped_total);
     json_uint(&j, "rejected", st.rejected);
+    json_uint(&j, "duplicates", st.duplicates);
+    json_uint(&j, "evictions", st.evictions);
+    json_uint(&j, "rejoins", st.rejoins);
+    json_uint(&j, "rounds_skipped", st.rounds_skipped);
+    json_uint(&j, "checkpoints", st.checkpoints);
+    json_uint(&j, "checkpoint_failures", st.checkpoint_failures);
+    json_uint(&j, "resumed_version", st.resumed_version);
     json_uint(&j, "min_clock", st.min_clock);
     json_uint(&j, "max_clock", st.max_clock);
+    // Since each worker's last (re)join: what its own count of acknowledged pushes is compared with.
     json_object(&j, "pushes_by_worker");
     const uint64_t *pushes = ps_server_pushes_per_worker(s);
     for (size_t k = 0; k < d->workers; k++) {
         char key[32];
         snprintf(key, sizeof key, "%zu", k);
         json_uint(&j, key, pushes[k]);
+    }
+    json_object_end(&j);
+    json_object(&j, "clocks");
+    const uint64_t *clocks = ps_server_clocks(s);
+    for (size_t k = 0; k < d->workers; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        json_uint(&j, key, clocks[k]);
+    }
+    json_object_end(&j);
+    json_object(&j, "pushes_total_by_worker");
+    const uint64_t *total = ps_server_pushes_total_per_worker(s);
+    for (size_t k = 0; k < d->workers; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        json_uint(&j, key, total[k]);
     }
     json_object_end(&j);
     dist_json_staleness(&j, "staleness_clocks", &st.staleness_clocks);
@@ -245,8 +429,16 @@ static int write_server_files(size_t id, const dist_args_t *d, const ps_server_t
 
 static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                       const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
-    size_t n = model_num_params(m);
-    param_t *init = params_new(n, err, err_len);
+    // Under hybrid the servers hold the sparse part only, the first S parameters.
+    int hybrid = d->sync == SYNC_MODE_HYBRID;
+    size_t n = hybrid ? model_num_sparse_params(m) : model_num_params(m);
+    if (n == 0) {
+        snprintf(err, err_len, "--sync hybrid needs a model with a sparse and a dense part (--model embmlp)");
+        return -1;
+    }
+    // Every shard starts from the same seeded model a single process would
+    // (its first n parameters under hybrid).
+    param_t *init = params_new(model_num_params(m), err, err_len);
     float *values = init ? malloc(n * sizeof *values) : NULL;
     ps_server_t *s = NULL;
     rdv_entry_t *table = NULL;
@@ -255,7 +447,6 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
         if (init) snprintf(err, err_len, "server: out of memory for %zu parameters", n);
         goto out;
     }
-    // Every shard starts from the same seeded model a single process would.
     model_init_params(m, init, t->seed);
     params_read(init, n, values);
     size_t begin, end;
@@ -266,25 +457,52 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
         .n_shards = d->servers,
         .n_params = n,
         .n_workers = d->workers,
-        .mode = (sync_mode_t)d->sync,
+        .mode = hybrid ? (d->hybrid_sparse ? SYNC_MODE_SSP : SYNC_MODE_ASP) : (sync_mode_t)d->sync,
         .staleness = d->staleness,
         .optimizer = (server_optimizer_t)d->server_optimizer,
         .lr = (float)d->server_lr,
         .adagrad_eps = (float)t->adagrad_eps,
         .heartbeat_ms = (int)d->heartbeat_ms,
+        .worker_timeout_ms = (int)d->worker_timeout_ms,
         .quiet = 0,
         .stale = {d->server_staleness_aware, d->server_dc_lambda},
+        .warmup = t->warmup,
     };
-    char bind[300];
-    snprintf(bind, sizeof bind, "tcp://%s:*", d->bind_host);
-    s = ps_server_new(ctx, &c, bind, values + begin, err, err_len);
-    if (!s) goto out;
+    char ckpt_path[1100];
+    const char *ckpt_dir = t->checkpoint_dir ? t->checkpoint_dir : d->run_dir;
+    if (t->checkpoint_every > 0) {
+        if (!ckpt_dir) {
+            snprintf(err, err_len, "--checkpoint-every: needs --checkpoint-dir DIR (or --run-dir) to write to");
+            goto out;
+        }
+        if (dist_make_run_dir(ckpt_dir, err, err_len) != 0) goto out;
+        snprintf(ckpt_path, sizeof ckpt_path, "%s/server-%zu.ckpt", ckpt_dir, id);
+        c.checkpoint_path = ckpt_path;
+        c.checkpoint_every_s = t->checkpoint_every;
+    }
+    if (t->resume) {
+        // A restarted shard binds the endpoint it had, so its workers'
+        // connections find it again; it does not meet the others anew.
+        char path[1100];
+        snprintf(path, sizeof path, "%s/server-%zu.ckpt", t->resume, id);
+        if (!(s = ps_server_resume(ctx, &c, NULL, path, err, err_len))) goto out;
+        ps_stats_t st;
+        ps_server_stats(s, &st);
+        fprintf(stderr, "asgd server %zu: resumed from %s at version %llu (%llu pushes applied), serving at %s\n", id,
+                path, (unsigned long long)st.version, (unsigned long long)st.pushes_applied, ps_server_endpoint(s));
+    } else {
+        char bind[300];
+        snprintf(bind, sizeof bind, "tcp://%s:*", d->bind_host);
+        s = ps_server_new(ctx, &c, bind, values + begin, err, err_len);
+        if (!s) goto out;
+    }
     rdv_entry_t me;
     memset(&me, 0, sizeof me);
     me.rank = (uint32_t)id;
     me.role = DIST_ROLE_SERVER;
     advertise(ps_server_endpoint(s), me.endpoint, sizeof me.endpoint);
-    if (rdv_join(ctx, coordinator, run_id, &me, d->servers + d->workers, &table, (int)d->timeout_ms, err, err_len) != 0)
+    if (!t->resume &&
+        rdv_join(ctx, coordinator, run_id, &me, d->servers + d->workers, &table, (int)d->timeout_ms, err, err_len) != 0)
         goto out;
     if (!t->quiet)
         fprintf(stderr, "asgd server %zu: parameters [%zu, %zu) of %zu at %s, %s\n", id, begin, end, n,
@@ -308,7 +526,7 @@ out:
 // ---- worker --------------------------------------------------------------------
 
 static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                              const train_result_t *r, const replica_stats_t *rs) {
+                              const train_result_t *r, const replica_stats_t *rs, unsigned rejoins) {
     metric_kind_t metric = model_metric(m);
     json_writer_t j;
     json_begin(&j, out);
@@ -316,14 +534,21 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_string(&j, "role", "worker");
     json_uint(&j, "id", id);
     json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
-    if (d->sync == SYNC_MODE_SSP) json_uint(&j, "staleness_bound", d->staleness);
+    if (d->sync == SYNC_MODE_SSP || (d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse))
+        json_uint(&j, "staleness_bound", d->staleness);
     else if (d->sync == SYNC_MODE_BSP) json_uint(&j, "staleness_bound", 0);
     else json_null(&j, "staleness_bound");
     json_uint(&j, "threads", t->threads);
+    json_uint(&j, "batch", t->batch);  // each thread's step (sync: its share of a round), after --scaling
+    json_number(&j, "lr", t->lr);      // after --lr-scaling
+    json_string(&j, "scaling", d->scaling ? "strong" : "weak");
+    json_string(&j, "lr_scaling", dist_lr_scaling_name(d->lr_scaling));
+    json_uint(&j, "warmup", t->warmup);
     json_number(&j, "wall_s", r->wall_s);
     json_number(&j, "eval_s", r->eval_s);
     json_uint(&j, "samples", r->samples);
     json_uint(&j, "updates", r->updates);
+    json_uint(&j, "train_examples", model_num_train(m));  // of the whole run; this worker trains on its share
     json_number(&j, "samples_per_s", r->samples_per_s);
     json_number(&j, "time_to_target_s", r->time_to_target_s);
     if (isnan(r->time_to_target_s)) json_null(&j, "samples_to_target");
@@ -337,13 +562,27 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse", rs->global_test_metric);
     json_uint(&j, "clock", rs->clock);
     json_uint(&j, "pushes", rs->pushes);
-    json_uint(&j, "push_messages_acked", rs->pushes_acked);
+    json_uint(&j, "push_messages_acked", rs->pushes_acked);  // since its last (re)join
+    json_uint(&j, "start_clock", rs->start_clock);
+    json_uint(&j, "rejoins_after_eviction", rejoins);
+    json_uint(&j, "retries", rs->retries);
     json_uint(&j, "pulls", rs->pulls);
     json_number(&j, "wait_s", rs->wait_s);
     json_number(&j, "pull_wait_s", rs->pull_wait_s);
     json_number(&j, "comm_s", rs->comm_s);
     json_uint(&j, "bytes_out", rs->bytes_out);
     json_uint(&j, "bytes_in", rs->bytes_in);
+    char spec[64];
+    compress_spec_format(&d->compress_spec, spec, sizeof spec);
+    json_string(&j, "compress", spec);
+    json_bool(&j, "error_feedback", d->error_feedback);
+    json_uint(&j, "bytes_out_uncompressed", rs->bytes_out_raw);
+    json_number(&j, "compression_ratio", rs->bytes_out ? (double)rs->bytes_out_raw / (double)rs->bytes_out : NAN);
+    json_number(&j, "residual_norm", rs->residual_norm);
+    char sum_hex[16];
+    snprintf(sum_hex, sizeof sum_hex, "%08x", rs->dense_checksum);
+    json_string(&j, "dense_params_checksum", sum_hex);
+    if (d->sync == SYNC_MODE_HYBRID) json_string(&j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
     json_end(&j);
     fputc('\n', out);
 }
@@ -370,7 +609,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     const char **servers = NULL;
     run_report_t *report = NULL;
     float *final_w = NULL;
-    double *delays = calloc(d->workers, sizeof *delays);
+    step_delay_t *delays = calloc(d->workers, sizeof *delays);
     int rc = -1;
     if (!delays) {
         snprintf(err, err_len, "worker: out of memory");
@@ -382,8 +621,10 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     me.rank = (uint32_t)(d->servers + id);
     me.role = DIST_ROLE_WORKER;
     snprintf(me.endpoint, sizeof me.endpoint, "-");
-    if (d->sync == SYNC_MODE_ALLREDUCE) {
-        ring = ring_new(ctx, id, d->workers, run_id, d->ring_ipc ? "ipc" : d->bind_host, err, err_len);
+    if (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) {
+        // + 1: an allreduce carries the examples behind the sum after the values (replica.c).
+        ring = ring_new(ctx, id, d->workers, run_id, model_num_params(m) + 1, d->ring_ipc ? "ipc" : d->bind_host, err,
+                        err_len);
         if (!ring) goto out;
         advertise(ring_endpoint(ring), me.endpoint, sizeof me.endpoint);
     }
@@ -409,7 +650,13 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         .ring = ring,
         .timeout_ms = (int)d->timeout_ms,
         .heartbeat_ms = (int)d->heartbeat_ms,
-        .delay_ms = delays[id],
+        .retry_ms = (int)d->retry_ms,
+        .delay = delays[id],
+        .gpu = t->device ? &t->gpu : NULL,
+        .compress = d->compress_spec,
+        .error_feedback = d->error_feedback,
+        .compress_seed = t->seed,
+        .hybrid_ssp = d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse,
     };
     train_config_t tc;
     train_args_train_config(t, &tc);
@@ -426,8 +673,9 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (!t->quiet) {
         char desc[160];
         model_describe(m, desc, sizeof desc);
-        fprintf(stderr, "asgd worker %zu of %zu: %s, %s, %zu threads, batch %zu%s\n", id, d->workers, desc,
-                sync_mode_name((sync_mode_t)d->sync), t->threads, t->batch, delays[id] > 0 ? ", delayed" : "");
+        fprintf(stderr, "asgd worker %zu of %zu: %s, %s, %zu threads, batch %zu%s%s\n", id, d->workers, desc,
+                sync_mode_name((sync_mode_t)d->sync), t->threads, t->batch,
+                step_delay_active(&delays[id]) ? ", delayed" : "", t->device ? ", on the GPU" : "");
     }
     size_t n = model_num_params(m);
     if (d->save_model && !(final_w = malloc(n * sizeof *final_w))) {
@@ -437,16 +685,26 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     train_callbacks_t cb = run_report_callbacks(report);
     train_result_t result;
     replica_stats_t rs;
-    if (replica_train(ctx, &rc_cfg, m, &t->opt, &tc, t->seed, &cb, &result, &rs, final_w, err, err_len) != 0) goto out;
+    // A worker the servers evicted (cut off for longer than --worker-timeout)
+    // rejoins with a fresh replica: its unpushed progress is lost, its data
+    // order resumes at the clock the servers give it.
+    unsigned rejoins = 0;
+    for (;;) {
+        if (replica_train(ctx, &rc_cfg, m, &t->opt, &tc, t->seed, &cb, &result, &rs, final_w, err, err_len) == 0) break;
+        if (!rs.evicted || rejoins >= MAX_REJOINS) goto out;
+        rejoins++;
+        fprintf(stderr, "asgd worker %zu: %s; rejoining (%u of at most %d)\n", id, err, rejoins, MAX_REJOINS);
+        err[0] = '\0';
+    }
     if (run_report_close(&report, err, err_len) != 0) goto out;
-    write_worker_json(stdout, id, t, d, m, &result, &rs);
+    write_worker_json(stdout, id, t, d, m, &result, &rs, rejoins);
     fflush(stdout);
     if (d->run_dir) {
         char name[64];
         snprintf(name, sizeof name, "worker-%zu.json", id);
         FILE *f = dist_file_open(d->run_dir, name, err, err_len);
         if (!f) goto out;
-        write_worker_json(f, id, t, d, m, &result, &rs);
+        write_worker_json(f, id, t, d, m, &result, &rs, rejoins);
         if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) goto out;
     }
     if (d->save_model && save_model(d->save_model, final_w, n, err, err_len) != 0) goto out;
@@ -483,6 +741,15 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
                 limit ? limit - 1 : 0);
         return 2;
     }
+    if (t->resume && role == DIST_ROLE_WORKER) {
+        fprintf(stderr, "asgd worker: --resume: a restarted worker rejoins by itself; start it without --resume\n");
+        return 2;
+    }
+    if (t->resume && host_bind) {
+        fprintf(stderr, "asgd server: --host-coordinator: a resumed server does not meet the others again (it binds "
+                        "the endpoint it had); drop the flag\n");
+        return 2;
+    }
     signal(SIGTERM, on_stop_signal);
     signal(SIGINT, on_stop_signal);
     data_bundle_t data;
@@ -490,14 +757,17 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     model_t *model = NULL;
     void *ctx = NULL;
     rdv_server_t *rdv = NULL;
+    zap_handler_t *zap = NULL;
     int status = 1;
     if (dist_make_run_dir(d->run_dir, err, sizeof err) != 0) goto out;
-    if (train_args_build(t, &data, &model, err, sizeof err) != 0) goto out;
     ctx = zmq_ctx_new();
     if (!ctx) {
         snprintf(err, sizeof err, "zmq_ctx_new failed: %s", zmq_strerror(errno));
         goto out;
     }
+    // Keys first: a bad key file fails at once, not after the data has loaded.
+    if (dist_security_start(d, ctx, &zap, err, sizeof err) != 0) goto out;
+    if (train_args_build(t, &data, &model, err, sizeof err) != 0) goto out;
     if (host_bind) {
         rdv = rdv_server_new(ctx, host_bind, d->servers + d->workers, run_id, err, sizeof err);
         if (!rdv) goto out;
@@ -510,6 +780,7 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
 out:
     if (status != 0) fprintf(stderr, "asgd %s %zu: %s\n", what, id, err);
     rdv_server_destroy(&rdv);
+    zap_handler_destroy(&zap);
     if (ctx) zmq_ctx_term(ctx);
     model_destroy(&model);
     data_bundle_free(&data);
@@ -525,27 +796,36 @@ static const char role_description[] =
     "(asgd server) or a worker replica (asgd worker). Every process of the run must get the same\n"
     "training and distributed flags. `asgd launch` starts all of them for you.";
 
+size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
+    memset(a, 0, sizeof *a);
+    train_args_defaults(&a->t);
+    dist_args_defaults(&a->d);
+    size_t n = train_args_flags(&a->t, specs, 0);
+    n += dist_args_flags(&a->d, specs + n);
+    specs[n++] = (flag_spec_t){"id", FLAG_TYPE_SIZE, &a->id, "K", "this process's shard or worker id", 0, 4096, NULL, 0};
+    specs[n++] = (flag_spec_t){"host-coordinator", FLAG_TYPE_STRING, &a->host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0};
+    specs[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE", "worker: write the final parameters (float32) to FILE", 0, 0, NULL, 0};
+    return n;
+}
+
+int dist_role_finish(dist_role_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command) {
+    int usage = train_args_finish(&a->t, specs, n_specs, command);
+    if (usage == 0) usage = dist_args_finish(&a->d, &a->t, command);
+    if (usage == 0) usage = dist_apply_scaling(&a->d, &a->t, command);
+    return usage;
+}
+
 static int cmd_role(dist_role_t role, int argc, char **argv) {
-    train_args_t t;
-    dist_args_t d;
-    size_t id = 0;
-    const char *host = NULL;
-    train_args_defaults(&t);
-    dist_args_defaults(&d);
-    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4];
-    size_t n = train_args_flags(&t, flags, 0);
-    n += dist_args_flags(&d, flags + n);
-    flags[n++] = (flag_spec_t){"id", FLAG_TYPE_SIZE, &id, "K", "this process's shard or worker id", 0, 4096, NULL, 0};
-    flags[n++] = (flag_spec_t){"host-coordinator", FLAG_TYPE_STRING, &host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0};
-    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &d.save_model, "FILE", "worker: write the final parameters (float32) to FILE", 0, 0, NULL, 0};
+    dist_role_args_t a;
+    flag_spec_t flags[DIST_ROLE_N_FLAGS];
+    size_t n = dist_role_flags(&a, flags);
     const char *command = role == DIST_ROLE_SERVER ? "asgd server" : "asgd worker";
     int parsed = flags_command(command, role == DIST_ROLE_SERVER ? server_usage : worker_usage, role_description,
                                flags, n, argc, argv);
     if (parsed >= 0) return parsed;
-    int usage = train_args_finish(&t, flags, n, command);
-    if (usage == 0) usage = dist_args_finish(&d, &t, command);
+    int usage = dist_role_finish(&a, flags, n, command);
     if (usage != 0) return usage;
-    return dist_run_role(role, id, &t, &d, host);
+    return dist_run_role(role, a.id, &a.t, &a.d, a.host);
 }
 
 int cmd_server(int argc, char **argv) { return cmd_role(DIST_ROLE_SERVER, argc, argv); }

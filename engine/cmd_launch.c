@@ -16,13 +16,14 @@
 #include "engine/commands.h"
 #include "engine/dist.h"            // defines: dist_args_t, dist_run_role
 #include "engine/json_writer.h"     // defines: json_*
+#include "net/curve_auth.h"         // defines: zap_handler_destroy
 #include "net/launch_env.h"         // defines: launch_env_detect
 #include "net/rendezvous.h"         // defines: rdv_server_new
 #include "staleness/histogram.h"    // defines: staleness_hist_t
 
 #define ERR_LEN 512
 
-static const char usage[] = "asgd launch [--servers M] [--workers N] [--threads T] [--sync bsp|ssp|asp|allreduce] [train flags]";
+static const char usage[] = "asgd launch [--servers M] [--workers N] [--threads T] [--sync bsp|ssp|asp|allreduce|hybrid] [train flags]";
 static const char description[] =
     "Runs one model with N worker replicas (each T Hogwild threads) and M parameter-server shards.\n"
     "On its own it starts every process on this machine, shows their progress as one view, stops\n"
@@ -202,13 +203,16 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_string(&j, "command", "launch");
     json_string(&j, "model", train_model_names[t->model]);
     json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
-    if (d->sync == SYNC_MODE_SSP) json_uint(&j, "staleness_bound", d->staleness);
+    if (d->sync == SYNC_MODE_SSP || (d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse))
+        json_uint(&j, "staleness_bound", d->staleness);
     else if (d->sync == SYNC_MODE_BSP) json_uint(&j, "staleness_bound", 0);
     else json_null(&j, "staleness_bound");
     json_uint(&j, "servers", d->servers);
     json_uint(&j, "workers", d->workers);
     json_uint(&j, "threads", t->threads);
     json_uint(&j, "batch", t->batch);
+    // Examples per round (or per step of every thread) over all workers.
+    json_uint(&j, "total_batch", (uint64_t)d->workers * t->threads * t->batch);
     json_uint(&j, "samples", (uint64_t)samples);
     json_number(&j, "wall_s", wall);
     json_number(&j, "samples_per_s", wall > 0 ? samples / wall : NAN);
@@ -231,10 +235,35 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_number(&j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", json_field(w0, metric_key));
     json_number(&j, "time_to_target_s", json_field(w0, "time_to_target_s"));
     double to_target = json_field(w0, "samples_to_target");
+    double train_examples = json_field(w0, "train_examples");
     if (isnan(to_target)) json_null(&j, "samples_to_target");
     else json_uint(&j, "samples_to_target", (uint64_t)to_target);
+    // As merged.csv counts epochs: worker 0's samples scaled by the workers, over the training set.
+    if (isnan(to_target) || !(train_examples > 0)) json_null(&j, "epochs_to_target");
+    else json_number(&j, "epochs_to_target", to_target * (double)d->workers / train_examples);
     json_number(&j, "worker_wait_s", wait);
     json_uint(&j, "pushes", (uint64_t)pushes);
+    // Bytes each worker sent and received (payloads), and what its sends
+    // would have been as float32: the compression ratio is their quotient.
+    double out_total = 0, in_total = 0, raw_total = 0;
+    json_object(&j, "bytes_by_worker");
+    for (size_t k = 0; wtext && k < d->workers; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        double o = json_field(wtext[k], "bytes_out"), i = json_field(wtext[k], "bytes_in");
+        double raw = json_field(wtext[k], "bytes_out_uncompressed");
+        json_object(&j, key);
+        json_number(&j, "out", o);
+        json_number(&j, "in", i);
+        json_number(&j, "compression_ratio", o > 0 ? raw / o : NAN);
+        json_object_end(&j);
+        out_total += o, in_total += i, raw_total += raw;
+    }
+    json_object_end(&j);
+    json_number(&j, "bytes_out", out_total);
+    json_number(&j, "bytes_in", in_total);
+    json_number(&j, "bytes_out_uncompressed", raw_total);
+    json_number(&j, "compression_ratio", out_total > 0 ? raw_total / out_total : NAN);
     if (d->servers) json_bool(&j, "acked_pushes_applied_once", consistent);
     if (d->servers) {
         dist_json_staleness(&j, "staleness_clocks", &hc);
@@ -244,6 +273,8 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_object(&j, "config");
     json_string(&j, "model", train_model_names[t->model]);
     json_string(&j, "data", t->data);
+    if (train_examples > 0) json_uint(&j, "train_examples", (uint64_t)train_examples);
+    else json_null(&j, "train_examples");
     json_uint(&j, "epochs", t->epochs);
     json_uint(&j, "batch", t->batch);
     json_number(&j, "lr", t->lr);
@@ -251,7 +282,8 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_number(&j, "time_limit_s", t->time_limit);
     json_number(&j, "target", t->model == MODEL_MF ? t->target_rmse : t->target_acc);
     json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
-    json_uint(&j, "staleness", d->staleness);
+    if (d->sync == SYNC_MODE_SSP) json_uint(&j, "staleness", d->staleness);
+    else json_null(&j, "staleness");  // the bound exists under ssp only
     json_uint(&j, "push_every", d->push_every);
     json_uint(&j, "fetch_every", d->fetch_every);
     json_string(&j, "server_optimizer", d->server_optimizer ? "adagrad" : "sgd");
@@ -259,6 +291,17 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_bool(&j, "server_staleness_aware", d->server_staleness_aware);
     json_number(&j, "server_dc_asgd", d->server_dc_lambda);
     json_string(&j, "delay_worker", d->delay_worker);
+    if (d->sync == SYNC_MODE_HYBRID) json_string(&j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
+    json_string(&j, "scaling", d->scaling ? "strong" : "weak");
+    json_string(&j, "lr_scaling", dist_lr_scaling_name(d->lr_scaling));
+    json_uint(&j, "warmup", t->warmup);
+    json_uint(&j, "batch_requested", d->requested_batch);
+    json_number(&j, "lr_requested", d->requested_lr);
+    json_string(&j, "device", t->device ? "cuda" : "cpu");
+    char spec[64];
+    compress_spec_format(&d->compress_spec, spec, sizeof spec);
+    json_string(&j, "compress", spec);
+    json_bool(&j, "error_feedback", d->error_feedback);
     json_object_end(&j);
     json_end(&j);
     fputc('\n', out);
@@ -398,7 +441,47 @@ static double now_s(void) {
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model) {
+// Starts (or restarts) child c with the launcher's own flags replaced by its
+// role, id and the run's coordinator, run id and directory.
+static int spawn_child(child_t *c, const char *exe, char **args, int argc, char **argv, const dist_args_t *d,
+                       const char *coordinator, const char *run_id_text, const char *dir, const char *save_model,
+                       char *id_text) {
+    size_t a = 0;
+    args[a++] = (char *)exe;
+    args[a++] = (char *)role_name(c->role);
+    for (int k = 0; k < argc; k++) {
+        int skip = 0;
+        if (is_flag(argv, argc, k, "--run-dir", &skip) || is_flag(argv, argc, k, "--save-model", &skip) ||
+            is_flag(argv, argc, k, "--coordinator", &skip) || is_flag(argv, argc, k, "--run-id", &skip) ||
+            is_flag(argv, argc, k, "--restart-workers", &skip)) {
+            k += skip - 1;
+            continue;
+        }
+        args[a++] = argv[k];
+    }
+    snprintf(id_text, 32, "%zu", c->id);
+    args[a++] = "--id";
+    args[a++] = id_text;
+    args[a++] = "--coordinator";
+    args[a++] = (char *)coordinator;
+    args[a++] = "--run-id";
+    args[a++] = (char *)run_id_text;
+    args[a++] = "--run-dir";
+    args[a++] = (char *)dir;
+    // Every process is on this machine: the ring is faster over ipc:// (docs/allreduce.md).
+    if ((d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) && !d->ring_ipc) args[a++] = "--ring-ipc";
+    if (save_model && c->role == DIST_ROLE_WORKER && c->id == 0) {
+        args[a++] = "--save-model";
+        args[a++] = (char *)save_model;
+    }
+    args[a] = NULL;
+    return spawn(c, exe, args);
+}
+
+static void describe_exit(int status, char *out, size_t len);
+
+static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
+                        size_t restart_workers) {
     char err[ERR_LEN] = "";
     char dir[512];
     if (d->run_dir) {
@@ -424,9 +507,13 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     // A fresh id per run, so that a straggler from an earlier run is refused.
     uint64_t run_id = ((uint64_t)time(NULL) << 20) ^ ((uint64_t)getpid() << 1) ^ (uint64_t)(now_s() * 1e9);
     if (run_id == 0) run_id = 1;
-    rdv_server_t *rdv = rdv_server_new(ctx, "tcp://127.0.0.1:*", n_kids, run_id, err, sizeof err);
-    if (!rdv) {
+    // The children get the --curve-* flags too: the coordinator here speaks as they do.
+    zap_handler_t *zap = NULL;
+    rdv_server_t *rdv = NULL;
+    if (dist_security_start(d, ctx, &zap, err, sizeof err) != 0 ||
+        !(rdv = rdv_server_new(ctx, "tcp://127.0.0.1:*", n_kids, run_id, err, sizeof err))) {
         fprintf(stderr, "asgd launch: starting the coordinator: %s\n", err);
+        zap_handler_destroy(&zap);
         zmq_ctx_term(ctx);
         return 1;
     }
@@ -463,46 +550,18 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
         c->role = i < d->servers ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
         c->id = i < d->servers ? i : i - d->servers;
         c->out_fd = c->err_fd = -1;
-        size_t a = 0;
-        args[a++] = exe;
-        args[a++] = (char *)role_name(c->role);
-        for (int k = 0; k < argc; k++) {
-            int skip = 0;
-            if (is_flag(argv, argc, k, "--run-dir", &skip) || is_flag(argv, argc, k, "--save-model", &skip) ||
-                is_flag(argv, argc, k, "--coordinator", &skip) || is_flag(argv, argc, k, "--run-id", &skip)) {
-                k += skip - 1;
-                continue;
-            }
-            args[a++] = argv[k];
-        }
-        snprintf(id_text, sizeof id_text, "%zu", c->id);
-        args[a++] = "--id";
-        args[a++] = id_text;
-        args[a++] = "--coordinator";
-        args[a++] = coordinator;
-        args[a++] = "--run-id";
-        args[a++] = run_id_text;
-        args[a++] = "--run-dir";
-        args[a++] = dir;
-        // Every process is on this machine: the ring is faster over ipc:// (docs/allreduce.md).
-        if (d->sync == SYNC_MODE_ALLREDUCE && !d->ring_ipc) args[a++] = "--ring-ipc";
-        if (save_model && c->role == DIST_ROLE_WORKER && c->id == 0) {
-            args[a++] = "--save-model";
-            args[a++] = (char *)save_model;
-        }
-        args[a] = NULL;
-        if (spawn(c, exe, args) != 0) {
+        if (spawn_child(c, exe, args, argc, argv, d, coordinator, run_id_text, dir, save_model, id_text) != 0) {
             fprintf(stderr, "asgd launch: starting %s %zu: %s\n", role_name(c->role), c->id, strerror(errno));
             failed = 1;
             break;
         }
         started++;
     }
-    if (!t->quiet && !failed)
+        if (!t->quiet && !failed)
         fprintf(stderr, "asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n",
                 d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), coordinator, dir);
     const child_t *culprit = NULL;
-    size_t running = started;
+    size_t running = started, restarts = 0;
     while (!failed && running > 0) {
         if (interrupted) break;
         struct pollfd fds[2 * 64];
@@ -540,6 +599,26 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
             c->status = st;
             running--;
             if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+                // A failed worker is started again, with the same command: it
+                // rejoins the run at the clock the servers give it.
+                // (Not in allreduce or hybrid runs: their ring cannot take a member back.)
+                if (c->role == DIST_ROLE_WORKER && d->sync != SYNC_MODE_ALLREDUCE && d->sync != SYNC_MODE_HYBRID &&
+                    restarts < restart_workers) {
+                    char how[128];
+                    describe_exit(st, how, sizeof how);
+                    restarts++;
+                    fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it (restart %zu of at "
+                                    "most %zu)\n", c->id, (int)c->pid, how, restarts, restart_workers);
+                    c->exited = 0;
+                    c->line_len[0] = c->line_len[1] = 0;
+                    c->last_err[0] = '\0';
+                    if (spawn_child(c, exe, args, argc, argv, d, coordinator, run_id_text, dir, save_model,
+                                    id_text) == 0) {
+                        running++;
+                        continue;
+                    }
+                    c->exited = 1;
+                }
                 culprit = c;
                 failed = 1;
                 break;
@@ -575,6 +654,7 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     free(kids);
     free(args);
     rdv_server_destroy(&rdv);
+    zap_handler_destroy(&zap);
     zmq_ctx_term(ctx);
     return status;
 }
@@ -585,13 +665,15 @@ static int is_local_host(const char *endpoint) {
     return strstr(endpoint, "//127.") || strstr(endpoint, "//localhost:");
 }
 
-static int launch_as_rank(const launch_env_t *env, const train_args_t *t, dist_args_t *d) {
+static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t *d) {
     char err[ERR_LEN], coordinator[300];
     if (env->size <= d->servers) {
         fprintf(stderr, "asgd launch: %zu ranks but --servers %zu: no rank is left to train\n", env->size, d->servers);
         return 2;
     }
     d->workers = env->size - d->servers;
+    int scaled = dist_apply_scaling(d, t, "asgd launch");  // with the number of workers known
+    if (scaled != 0) return scaled;
     if (launch_coordinator_endpoint(env, d->coordinator, DIST_DEFAULT_PORT, coordinator, sizeof coordinator, err,
                                     sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
@@ -645,17 +727,24 @@ int cmd_launch(int argc, char **argv) {
     train_args_t t;
     dist_args_t d;
     const char *save_model = NULL;
+    size_t restart_workers = 0;
     train_args_defaults(&t);
     dist_args_defaults(&d);
-    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 2];
+    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4];
     size_t n = train_args_flags(&t, flags, 0);
     n += dist_args_flags(&d, flags + n);
     flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "write worker 0's final parameters (float32) to FILE", 0, 0, NULL, 0};
+    flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, &restart_workers, "N", "start a worker that dies again (it rejoins the run), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
     int parsed = flags_command("asgd launch", usage, description, flags, n, argc, argv);
     if (parsed >= 0) return parsed;
     int usage_status = train_args_finish(&t, flags, n, "asgd launch");
     if (usage_status == 0) usage_status = dist_args_finish(&d, &t, "asgd launch");
     if (usage_status != 0) return usage_status;
+    if (t.resume) {
+        fprintf(stderr, "asgd launch: --resume: restart a failed server by hand with asgd server --id K --resume DIR "
+                        "(its workers reconnect by themselves)\n");
+        return 2;
+    }
     d.save_model = save_model;
     char err[ERR_LEN];
     launch_env_t env;
@@ -664,6 +753,8 @@ int cmd_launch(int argc, char **argv) {
         return 2;
     }
     if (env.kind != LAUNCHER_KIND_NONE) return launch_as_rank(&env, &t, &d);
+    usage_status = dist_apply_scaling(&d, &t, "asgd launch");
+    if (usage_status != 0) return usage_status;
     if (!t.quiet) print_banner(stderr, "launch");
-    return launch_local(argc, argv, &t, &d, save_model);
+    return launch_local(argc, argv, &t, &d, save_model, restart_workers);
 }

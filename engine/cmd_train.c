@@ -5,7 +5,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "engine/commands.h"
+#include "engine/dist.h"         // defines: dist_make_run_dir
+#include "engine/train_checkpoint.h"  // defines: train_checkpoint_save, train_checkpoint_load
 #include "engine/data_source.h"  // defines: data_bundle_load
 #include "engine/flags.h"        // defines: flags_parse
 #include "engine/json_writer.h"  // defines: json_*
@@ -72,6 +76,10 @@ static int sim_args_finish(sim_args_t *s, const train_args_t *a, const flag_spec
         }
         return 0;
     }
+    if (a->device) {
+        fprintf(stderr, "asgd train: --device cuda: the simulation (--delay/--simulate-workers) runs on the CPU\n");
+        return 2;
+    }
     if (a->threads != 1) {
         fprintf(stderr, "asgd train: --threads: %zu; the simulation (--delay/--simulate-workers) runs on one thread\n",
                 a->threads);
@@ -126,6 +134,34 @@ static void write_simulation(json_writer_t *j, const simulate_config_t *sc, cons
     json_object_end(j);
 }
 
+// ---- checkpoints and resuming (--checkpoint-every, --checkpoint-dir, --resume) ----
+
+typedef struct resumable_job {
+    const model_t *m;
+    train_config_t tc;
+    const train_callbacks_t *cb;
+    train_result_t *out;
+    const char *resume_path;  // NULL: a fresh run
+    const train_identity_t *id;
+} resumable_job_t;
+
+// train_run on fresh parameters, or on those of the checkpoint being resumed.
+static int run_resumable(void *ctx, optimizer_t *opt, param_t *w, char *err, size_t err_len) {
+    resumable_job_t *j = ctx;
+    train_position_t at = {0, NULL, NULL, NULL, 0.0};
+    if (j->resume_path) {
+        if (train_checkpoint_load(j->resume_path, j->id, w, opt, &at, err, err_len) != 0) return -1;
+        uint64_t samples = 0;
+        for (size_t t = 0; t < at.threads; t++) samples += at.samples[t];
+        fprintf(stderr, "asgd: resumed from %s: %llu samples, %.1f s of training done\n", j->resume_path,
+                (unsigned long long)samples, at.wall_s);
+        j->tc.start = &at;
+    }
+    int rc = train_run(j->m, opt, w, &j->tc, j->cb, j->out, err, err_len);
+    train_position_free(&at);
+    return rc;
+}
+
 static void write_summary(FILE *out, const train_args_t *a, const char *model_desc, size_t n_params,
                           const data_bundle_t *data, metric_kind_t metric, const train_result_t *r,
                           const simulate_config_t *sc, const simulate_result_t *sr) {
@@ -152,6 +188,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     else json_uint(&j, "samples_to_target", r->samples_to_target);
     json_bool(&j, "stopped_at_target", r->stopped_at_target);
     json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
+    json_uint(&j, "checkpoints", r->checkpoints);
     json_number(&j, "final_train_loss", r->last.train_loss);
     json_number(&j, "final_test_loss", r->last.test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
@@ -172,12 +209,21 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_string(&j, "lr_schedule", lr_schedule_name((lr_schedule_t)a->schedule));
     json_number(&j, "lr_decay", a->lr_decay);
     json_number(&j, "momentum", a->momentum);
+    if (a->clip_grad_norm > 0) json_number(&j, "clip_grad_norm", a->clip_grad_norm);
+    else json_null(&j, "clip_grad_norm");
     json_number(&j, "l2", a->l2);
     json_uint(&j, "seed", a->seed);
     json_uint(&j, "eval_every", a->eval_every);
     json_uint(&j, "eval_limit", a->eval_limit);
     json_bool(&j, "pin", a->pin);
     json_number(&j, "time_limit_s", a->time_limit);
+    json_string(&j, "device", a->device ? "cuda" : "cpu");
+    if (a->device) {
+        json_uint(&j, "gpu", a->gpu_index);
+        json_string(&j, "gpu_scatter", a->gpu.scatter_atomic ? "atomic" : "plain");
+        json_uint(&j, "gpu_chunk", a->gpu.chunk);
+        json_uint(&j, "gpu_in_flight", a->gpu.in_flight);
+    }
     json_string(&j, "blas_core", blas_core_name());
     json_object_end(&j);
     json_end(&j);
@@ -203,6 +249,14 @@ int cmd_train(int argc, char **argv) {
     simulate_result_t *sim_result = NULL;
     usage_status = sim_args_finish(&sim, &a, flags, n_flags, &sc);
     if (usage_status != 0) return usage_status;
+    if ((a.checkpoint_every > 0 || a.resume) && sim.on) {
+        fprintf(stderr, "asgd train: --checkpoint-every/--resume: the staleness simulation does not checkpoint\n");
+        return 2;
+    }
+    if (a.checkpoint_every > 0 && !a.checkpoint_dir) {
+        fprintf(stderr, "asgd train: --checkpoint-every: needs --checkpoint-dir DIR (or --resume DIR) to write to\n");
+        return 2;
+    }
     const optimizer_config_t oc = a.opt;
     data_bundle_t data;
     model_t *model = NULL;
@@ -214,6 +268,21 @@ int cmd_train(int argc, char **argv) {
     if (train_args_build(&a, &data, &model, err, sizeof err) != 0) goto fail;
     train_config_t tc;
     train_args_train_config(&a, &tc);
+    char ckpt_path[1100] = "";
+    train_checkpoint_t ckpt;
+    memset(&ckpt, 0, sizeof ckpt);
+    if (a.checkpoint_dir) {
+        snprintf(ckpt_path, sizeof ckpt_path, "%s/train.ckpt", a.checkpoint_dir);
+        snprintf(ckpt.path, sizeof ckpt.path, "%s", ckpt_path);
+        if (a.checkpoint_every > 0 && dist_make_run_dir(a.checkpoint_dir, err, sizeof err) != 0) goto fail;
+    }
+    ckpt.id = (train_identity_t){(uint64_t)a.model, model_num_params(model), model_num_train(model), (uint64_t)tc.mode,
+                                 tc.threads, tc.batch, tc.seed, (uint64_t)oc.kind, oc.momentum > 0};
+    tc.checkpoint_every_s = a.checkpoint_every;
+    tc.checkpoint = train_checkpoint_save;
+    tc.checkpoint_ctx = &ckpt;
+    char resume_path[1100];
+    if (a.resume) snprintf(resume_path, sizeof resume_path, "%s/train.ckpt", a.resume);
     if (train_config_check(&tc, model_num_train(model), err, sizeof err) != 0) goto fail;
     if (sim.on && simulate_config_check(&sc, model_num_train(model), err, sizeof err) != 0) goto fail;
     size_t n_params = model_num_params(model);
@@ -227,8 +296,8 @@ int cmd_train(int argc, char **argv) {
         print_banner(stderr, "train");
         fprintf(stderr, "asgd: model %s | data %s: %zu train / %zu test\n", model_desc, data.description,
                 data_bundle_num_train(&data), data_bundle_num_test(&data));
-        fprintf(stderr, "asgd: %s, %zu threads, batch %zu, %zu epochs, %s lr %g (%s), seed %llu\n",
-                sim.on ? "simulate" : train_mode_name(tc.mode), tc.threads, tc.batch, tc.epochs,
+        fprintf(stderr, "asgd: %s%s, %zu threads, batch %zu, %zu epochs, %s lr %g (%s), seed %llu\n",
+                sim.on ? "simulate" : train_mode_name(tc.mode), a.device ? " on the GPU" : "", tc.threads, tc.batch, tc.epochs,
                 optimizer_kind_name(oc.kind), oc.lr,
                 lr_schedule_name(oc.schedule), (unsigned long long)a.seed);
         if (sim.on) {
@@ -255,8 +324,16 @@ int cmd_train(int argc, char **argv) {
         }
         if (simulate_fresh(model, &oc, &sc, a.seed, &cb, sim_result, final_w, err, sizeof err) != 0) goto fail;
         result = sim_result->train;
-    } else if (train_fresh(model, &oc, &tc, a.seed, &cb, &result, final_w, err, sizeof err) != 0) {
-        goto fail;
+    } else {
+        resumable_job_t job = {model, tc, &cb, &result, a.resume ? resume_path : NULL, &ckpt.id};
+        if (run_on_fresh_params(model, &oc, a.seed, final_w, run_resumable, &job, err, sizeof err) != 0) {
+            // A run that stops (diverged, or failed) keeps its last good checkpoint: say where it is.
+            if (ckpt_path[0] && access(ckpt_path, R_OK) == 0) {
+                size_t len = strlen(err);
+                snprintf(err + len, sizeof err - len, "; the last good checkpoint is %s", ckpt_path);
+            }
+            goto fail;
+        }
     }
     if (save_model) {
         FILE *f = fopen(save_model, "wb");

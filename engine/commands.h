@@ -8,6 +8,7 @@ int cmd_gen(int argc, char **argv);
 int cmd_server(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
 
 // The startup banner's shared part: version, BLAS kernels, CPUs.
 void print_banner(FILE *out, const char *command);

@@ -121,12 +121,47 @@ static int split_ratings(const ratings_t *all, const data_options_t *o, data_bun
     return rc;
 }
 
-static int load_dense(const data_options_t *o, data_bundle_t *b, char *err, size_t err_len) {
-    if (strcmp(o->spec, "fashion-mnist") != 0) {
-        snprintf(err, err_len, "--data %s: dense models read Fashion-MNIST IDX files: use --data fashion-mnist "
-                 "(with --data-dir DIR for files elsewhere)", o->spec);
+int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    out->path = spec;
+    if (!spec || !*spec) {
+        snprintf(err, err_len, "--data: no %s data named", kind_names[kind]);
         return -1;
     }
+    if (kind == DATA_KIND_DENSE) {
+        if (strcmp(spec, "fashion-mnist") != 0) {
+            snprintf(err, err_len, "--data %s: dense models read Fashion-MNIST IDX files: use --data fashion-mnist "
+                     "(with --data-dir DIR for files elsewhere)", spec);
+            return -1;
+        }
+        out->source = DATA_SOURCE_FASHION_MNIST;
+        return 0;
+    }
+    const char *gen = kind == DATA_KIND_SPARSE ? "gen:sparse" : "gen:ratings";
+    size_t gen_len = strlen(gen);
+    if (strncmp(spec, gen, gen_len) == 0 && (spec[gen_len] == '\0' || spec[gen_len] == ':')) {
+        if (kind == DATA_KIND_SPARSE) {
+            out->source = DATA_SOURCE_GEN_SPARSE;
+            sparse_gen_config_default(&out->sparse);
+            out->sparse.seed = seed;
+            return flags_parse_pairs(gen_params(spec, gen), sparse_gen_pair, &out->sparse, err, err_len);
+        }
+        out->source = DATA_SOURCE_GEN_RATINGS;
+        ratings_gen_config_default(&out->ratings);
+        out->ratings.seed = seed;
+        return flags_parse_pairs(gen_params(spec, gen), ratings_gen_pair, &out->ratings, err, err_len);
+    }
+    if (strncmp(spec, "gen:", 4) == 0) {
+        snprintf(err, err_len, "--data %s: %s", spec,
+                 kind == DATA_KIND_SPARSE ? "logreg and svm use gen:sparse (or a libsvm file)"
+                                          : "mf uses gen:ratings (or a ratings file)");
+        return -1;
+    }
+    out->source = DATA_SOURCE_FILE;
+    return 0;
+}
+
+static int load_dense(const data_options_t *o, data_bundle_t *b, char *err, size_t err_len) {
     if (fashion_mnist_load(o->data_dir, 1, o->train_limit, &b->dense_train, err, err_len) != 0 ||
         fashion_mnist_load(o->data_dir, 0, o->test_limit, &b->dense_test, err, err_len) != 0)
         return -1;
@@ -135,46 +170,34 @@ static int load_dense(const data_options_t *o, data_bundle_t *b, char *err, size
     return 0;
 }
 
-static int load_sparse(const data_options_t *o, data_bundle_t *b, char *err, size_t err_len) {
+static int load_sparse(const data_options_t *o, const data_spec_t *spec, data_bundle_t *b, char *err, size_t err_len) {
     sparse_dataset_t all;
     sparse_dataset_init(&all);
-    if (strncmp(o->spec, "gen:sparse", 10) == 0 && (o->spec[10] == '\0' || o->spec[10] == ':')) {
-        sparse_gen_config_t c;
-        sparse_gen_config_default(&c);
-        c.seed = o->seed;
-        if (flags_parse_pairs(gen_params(o->spec, "gen:sparse"), sparse_gen_pair, &c, err, err_len) != 0) return -1;
-        if (gen_sparse(&c, &all, err, err_len) != 0) return -1;
+    if (spec->source == DATA_SOURCE_GEN_SPARSE) {
+        const sparse_gen_config_t *c = &spec->sparse;
+        if (gen_sparse(c, &all, err, err_len) != 0) return -1;
         snprintf(b->description, sizeof b->description, "gen:sparse n=%zu dim=%zu nnz=%zu zipf=%g noise=%g seed=%llu",
-                 c.n_examples, c.dim, c.nnz_per_example, c.zipf_exponent, c.label_noise, (unsigned long long)c.seed);
-    } else if (strncmp(o->spec, "gen:", 4) == 0) {
-        snprintf(err, err_len, "--data %s: logreg and svm use gen:sparse (or a libsvm file)", o->spec);
-        return -1;
+                 c->n_examples, c->dim, c->nnz_per_example, c->zipf_exponent, c->label_noise, (unsigned long long)c->seed);
     } else {
-        if (libsvm_load(o->spec, 0, &all, err, err_len) != 0) return -1;
-        snprintf(b->description, sizeof b->description, "%s (libsvm)", o->spec);
+        if (libsvm_load(spec->path, 0, &all, err, err_len) != 0) return -1;
+        snprintf(b->description, sizeof b->description, "%s (libsvm)", spec->path);
     }
     int rc = split_sparse(&all, o, b, err, err_len);
     sparse_dataset_free(&all);
     return rc;
 }
 
-static int load_ratings(const data_options_t *o, data_bundle_t *b, char *err, size_t err_len) {
+static int load_ratings(const data_options_t *o, const data_spec_t *spec, data_bundle_t *b, char *err, size_t err_len) {
     ratings_t all;
     ratings_init(&all);
-    if (strncmp(o->spec, "gen:ratings", 11) == 0 && (o->spec[11] == '\0' || o->spec[11] == ':')) {
-        ratings_gen_config_t c;
-        ratings_gen_config_default(&c);
-        c.seed = o->seed;
-        if (flags_parse_pairs(gen_params(o->spec, "gen:ratings"), ratings_gen_pair, &c, err, err_len) != 0) return -1;
-        if (gen_ratings(&c, &all, err, err_len) != 0) return -1;
+    if (spec->source == DATA_SOURCE_GEN_RATINGS) {
+        const ratings_gen_config_t *c = &spec->ratings;
+        if (gen_ratings(c, &all, err, err_len) != 0) return -1;
         snprintf(b->description, sizeof b->description, "gen:ratings users=%zu items=%zu rank=%zu n=%zu noise=%g seed=%llu",
-                 c.n_users, c.n_items, c.rank, c.n_ratings, c.noise_std, (unsigned long long)c.seed);
-    } else if (strncmp(o->spec, "gen:", 4) == 0) {
-        snprintf(err, err_len, "--data %s: mf uses gen:ratings (or a ratings file)", o->spec);
-        return -1;
+                 c->n_users, c->n_items, c->rank, c->n_ratings, c->noise_std, (unsigned long long)c->seed);
     } else {
-        if (ratings_load(o->spec, &all, err, err_len) != 0) return -1;
-        snprintf(b->description, sizeof b->description, "%s (ratings)", o->spec);
+        if (ratings_load(spec->path, &all, err, err_len) != 0) return -1;
+        snprintf(b->description, sizeof b->description, "%s (ratings)", spec->path);
     }
     int rc = split_ratings(&all, o, b, err, err_len);
     ratings_free(&all);
@@ -184,10 +207,8 @@ static int load_ratings(const data_options_t *o, data_bundle_t *b, char *err, si
 int data_bundle_load(const data_options_t *o, data_kind_t kind, data_bundle_t *b, char *err, size_t err_len) {
     data_bundle_init(b);
     b->kind = kind;
-    if (!o->spec || !*o->spec) {
-        snprintf(err, err_len, "--data: no %s data named", kind_names[kind]);
-        return -1;
-    }
+    data_spec_t spec;
+    if (data_spec_parse(o->spec, kind, o->seed, &spec, err, err_len) != 0) return -1;
     if (!(o->test_fraction > 0.0 && o->test_fraction < 1.0) && kind != DATA_KIND_DENSE) {
         snprintf(err, err_len, "--test-frac: %g; expected a fraction in (0, 1)", o->test_fraction);
         return -1;
@@ -196,9 +217,9 @@ int data_bundle_load(const data_options_t *o, data_kind_t kind, data_bundle_t *b
     if (kind == DATA_KIND_DENSE) {
         rc = load_dense(o, b, err, err_len);
     } else if (kind == DATA_KIND_SPARSE) {
-        rc = load_sparse(o, b, err, err_len);
+        rc = load_sparse(o, &spec, b, err, err_len);
     } else {
-        rc = load_ratings(o, b, err, err_len);
+        rc = load_ratings(o, &spec, b, err, err_len);
     }
     if (rc != 0) {
         data_bundle_free(b);

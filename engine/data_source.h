@@ -9,7 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/dataset.h"  // defines: dense_dataset_t, sparse_dataset_t, ratings_t
+#include "datasets/dataset.h"   // defines: dense_dataset_t, sparse_dataset_t, ratings_t
+#include "datasets/generate.h"  // defines: sparse_gen_config_t, ratings_gen_config_t
 
 typedef enum data_kind {
     DATA_KIND_DENSE,    // images: mlp, softmax
@@ -33,6 +34,25 @@ typedef struct data_bundle {
     ratings_t ratings_train, ratings_test;
     char description[256];
 } data_bundle_t;
+
+// Where a --data spec says the data comes from, before anything is read.
+typedef enum data_source {
+    DATA_SOURCE_FASHION_MNIST,
+    DATA_SOURCE_GEN_SPARSE,
+    DATA_SOURCE_GEN_RATINGS,
+    DATA_SOURCE_FILE,
+} data_source_t;
+
+typedef struct data_spec {
+    data_source_t source;
+    sparse_gen_config_t sparse;    // DATA_SOURCE_GEN_SPARSE: the generator's parameters
+    ratings_gen_config_t ratings;  // DATA_SOURCE_GEN_RATINGS
+    const char *path;              // DATA_SOURCE_FILE: the spec itself
+} data_spec_t;
+
+// Parses a spec for a model that reads `kind` data; seed is the generators'
+// default. Returns 0, or -1 with err naming the spec and what is wrong.
+int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec_t *out, char *err, size_t err_len);
 
 void data_bundle_init(data_bundle_t *b);
 int data_bundle_load(const data_options_t *o, data_kind_t kind, data_bundle_t *b, char *err, size_t err_len);

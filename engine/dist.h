@@ -16,9 +16,10 @@
 #include "engine/json_writer.h" // defines: json_writer_t
 #include "staleness/histogram.h"  // defines: staleness_hist_t
 #include "engine/train_args.h"  // defines: train_args_t
+#include "net/compress.h"       // defines: compress_spec_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 18
+#define DIST_N_FLAGS 29
 #define DIST_DEFAULT_PORT 29517
 
 typedef struct dist_args {
@@ -38,18 +39,76 @@ typedef struct dist_args {
     int ring_ipc;             // allreduce over ipc:// (one machine) instead of tcp
     size_t timeout_ms;
     size_t heartbeat_ms;
+    size_t worker_timeout_ms; // servers evict a worker silent this long; 0 = never
+    size_t retry_ms;          // workers resend an unanswered request after this long
     const char *save_model;
+    // Transport security (net/curve_auth.h, docs/security.md).
+    const char *curve_server_key;  // the run's server key: .key where this process listens, else .pub
+    const char *curve_key;         // this process's own key pair (.key) for connecting
+    const char *curve_allow;       // client public keys admitted by this process's listeners
+    int insecure;                  // listen beyond loopback without CURVE
+    const char *compress;     // --compress METHOD (parsed into compress_spec)
+    int error_feedback;       // --error-feedback off|on
+    compress_spec_t compress_spec;  // filled by dist_args_finish
+    int scaling;              // dist_scaling_t
+    int lr_scaling;           // dist_lr_scaling_t
+    int hybrid_sparse;        // --sync hybrid: the sparse part under 0 asp, 1 ssp (--staleness)
+    // Filled by dist_apply_scaling: the flags as given, before scaling.
+    size_t requested_batch;
+    double requested_lr;
+    int scaling_applied;
 } dist_args_t;
+
+typedef enum dist_scaling {
+    DIST_SCALING_WEAK = 0,    // --batch per worker: the total grows with the workers
+    DIST_SCALING_STRONG = 1,  // --batch is the total: each worker takes --batch / workers
+} dist_scaling_t;
+
+typedef enum dist_lr_scaling {
+    DIST_LR_SCALING_NONE = 0,
+    DIST_LR_SCALING_LINEAR = 1,  // lr * workers
+    DIST_LR_SCALING_SQRT = 2,    // lr * sqrt(workers)
+} dist_lr_scaling_t;
 
 void dist_args_defaults(dist_args_t *d);
 size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs);
 // Checks across flags (after parsing); prints a usage error and returns 2, or 0.
 int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command);
 
+// --scaling and --lr-scaling, once the number of workers is final: strong
+// scaling divides --batch (the total) by the workers (it must divide evenly),
+// weak keeps it per worker; --lr and --server-lr are multiplied by workers
+// (linear) or its square root (sqrt). Applied once (later calls do nothing);
+// prints a usage error and returns 2, or 0.
+int dist_apply_scaling(dist_args_t *d, train_args_t *t, const char *command);
+const char *dist_lr_scaling_name(int lr_scaling);
+
+// Applies the --curve-*/--insecure flags to this process (net_security_set)
+// and, when an allow list is given, starts the ZAP handler of zmq_ctx (the
+// caller destroys *zap after the context's last socket). Returns 0, or -1 with
+// err naming the flag or file that is wrong.
+struct zap_handler;
+int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler **zap, char *err, size_t err_len);
+
 typedef enum dist_role {
     DIST_ROLE_SERVER = 0,
     DIST_ROLE_WORKER = 1,
 } dist_role_t;
+
+// The command line of `asgd server` / `asgd worker`: the training flags, the
+// distributed ones and the role's own (--id, --host-coordinator, --save-model).
+typedef struct dist_role_args {
+    train_args_t t;
+    dist_args_t d;
+    size_t id;
+    const char *host;  // --host-coordinator ENDPOINT, or NULL
+} dist_role_args_t;
+#define DIST_ROLE_N_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 3)
+// Sets the defaults and writes the flag table into specs[0..DIST_ROLE_N_FLAGS); returns its length.
+size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs);
+// After flags_parse: the checks across flags (training, distributed, scaling).
+// Returns 0, or 2 after printing a usage error prefixed with command.
+int dist_role_finish(dist_role_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command);
 
 // Runs one process of the run: loads the data, builds the model, meets the
 // others at the coordinator (first hosting it, bound at host_bind, when that is

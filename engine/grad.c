@@ -1,6 +1,7 @@
 #include "engine/grad.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,4 +47,26 @@ void grad_accumulate(grad_t *dst, const grad_t *src, float weight) {
         uint32_t i = src->touched[k];
         grad_add(dst, i, weight * src->value[i]);
     }
+}
+
+double grad_clip_norm(grad_t *g, double max_norm) {
+    double sum = 0.0;
+    if (g->dense) {
+        for (size_t i = 0; i < g->dim; i++) sum += (double)g->value[i] * (double)g->value[i];
+    } else {
+        for (size_t k = 0; k < g->n_touched; k++) {
+            double v = g->value[g->touched[k]];
+            sum += v * v;
+        }
+    }
+    double norm = sqrt(sum);
+    // A non-finite norm is left alone for the divergence check to see.
+    if (!(norm > max_norm) || !isfinite(norm)) return norm;
+    float scale = (float)(max_norm / norm);
+    if (g->dense) {
+        for (size_t i = 0; i < g->dim; i++) g->value[i] *= scale;
+    } else {
+        for (size_t k = 0; k < g->n_touched; k++) g->value[g->touched[k]] *= scale;
+    }
+    return norm;
 }

@@ -36,4 +36,10 @@ void grad_clear(grad_t *g);
 // (Dense gradients are summed by range in the trainer, one thread per range.)
 void grad_accumulate(grad_t *dst, const grad_t *src, float weight);
 
+// Gradient-norm clipping: when the L2 norm of g is above max_norm, scales g
+// down to that norm (every coordinate by the same factor, so the direction is
+// kept; up to float rounding). Returns the norm before clipping. A NaN or
+// infinite norm leaves g as it is. One pass over the live coordinates.
+double grad_clip_norm(grad_t *g, double max_norm);
+
 #endif

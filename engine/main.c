@@ -19,6 +19,7 @@ static void print_usage(FILE *out) {
             "  server    one parameter-server shard of a distributed run\n"
             "  worker    one worker replica of a distributed run\n"
             "  gen       write a generated dataset (sparse libsvm or ratings) to a file\n"
+            "  keygen    make a CURVE key pair to encrypt and authenticate a distributed run\n"
             "  help      show this help\n"
             "  version   print the version\n",
             ASGD_VERSION);
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(command, "train") == 0) return cmd_train(argc - 2, argv + 2);
     if (strcmp(command, "gen") == 0) return cmd_gen(argc - 2, argv + 2);
+    if (strcmp(command, "keygen") == 0) return cmd_keygen(argc - 2, argv + 2);
     if (strcmp(command, "launch") == 0) return cmd_launch(argc - 2, argv + 2);
     if (strcmp(command, "server") == 0) return cmd_server(argc - 2, argv + 2);
     if (strcmp(command, "worker") == 0) return cmd_worker(argc - 2, argv + 2);

@@ -1,6 +1,7 @@
 #include "engine/model_impl.h"
 
 #include <math.h>
+#include <string.h>
 
 void model_destroy(model_t **m) {
     if (!m || !*m) return;
@@ -13,6 +14,16 @@ size_t model_num_params(const model_t *m) { return m->ops->num_params(m); }
 size_t model_num_train(const model_t *m) { return m->num_train; }
 size_t model_num_test(const model_t *m) { return m->num_test; }
 int model_grad_is_dense(const model_t *m) { return m->grad_dense; }
+size_t model_num_sparse_params(const model_t *m) { return m->sparse_params; }
+
+size_t model_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys) {
+    return m->ops->sparse_keys ? m->ops->sparse_keys(m, idx, count, mark, keys) : 0;
+}
+
+void model_layout(const model_t *m, model_layout_t *out) {
+    memset(out, 0, sizeof *out);
+    m->ops->layout(m, out);
+}
 metric_kind_t model_metric(const model_t *m) { return m->metric; }
 double model_flops_per_example(const model_t *m) { return m->ops->flops_per_example(m); }
 

@@ -21,6 +21,8 @@ typedef enum metric_kind {
     METRIC_KIND_RMSE,      // root mean squared rating error (lower is better)
 } metric_kind_t;
 
+#define MODEL_MAX_LAYERS 8  // weight layers of an MLP
+
 typedef enum linear_loss {
     LINEAR_LOSS_LOGISTIC,  // log(1 + exp(-y w.x))
     LINEAR_LOSS_HINGE,     // max(0, 1 - y w.x)  (linear SVM)
@@ -51,6 +53,13 @@ model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test
 model_t *model_new_mf(const ratings_t *train, const ratings_t *test, size_t rank, double l2, char *err,
                       size_t err_len);
 
+// A sparse embedding of libsvm features feeding a small dense MLP (one hidden
+// layer of `hidden` ReLU units, logistic output): E (dim, embed_dim) — the
+// sparse part, rows touched by an example's features — then W1 (hidden,
+// embed_dim), b1 (hidden), w2 (hidden), b2. L2 on W1 and w2.
+model_t *model_new_embmlp(const sparse_dataset_t *train, const sparse_dataset_t *test, size_t embed_dim,
+                          size_t hidden, double l2, char *err, size_t err_len);
+
 void model_destroy(model_t **m);
 
 void model_describe(const model_t *m, char *out, size_t out_len);  // e.g. "mlp 784-256-128-10"
@@ -58,6 +67,16 @@ size_t model_num_params(const model_t *m);
 size_t model_num_train(const model_t *m);
 size_t model_num_test(const model_t *m);
 int model_grad_is_dense(const model_t *m);
+// Models with a sparse part and a dense part (embmlp) keep the sparse part
+// first: parameters [0, S) are rows a step touches only for its examples'
+// features, [S, n) are used by every step. S, or 0 for models without such a
+// split (the whole of a linear model or mf is sparse, an mlp dense).
+size_t model_num_sparse_params(const model_t *m);
+// The sparse parameters examples idx[0..count) touch, each once, in no
+// particular order, written to keys (room for model_num_sparse_params); mark
+// is scratch of model_num_sparse_params bytes, all zero, and left so. Returns
+// how many; 0 for models without a sparse part.
+size_t model_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys);
 metric_kind_t model_metric(const model_t *m);
 // Floating-point operations of one forward+backward pass over one example, as counted
 // for throughput reports (2 per multiply-add of the matrix products).
@@ -107,6 +126,32 @@ double model_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t 
 // model. model_ws_param_copy returns NULL for models that read w directly.
 float *model_ws_param_copy(model_ws_t *ws);
 void model_ws_mark_copy_current(model_ws_t *ws);
+
+// What a model is made of, for code that runs it elsewhere (engine/gpu_model.c):
+// its kind, shapes, where each block of parameters starts, and its training
+// data (borrowed from the model). Fields of the other kinds are zero.
+typedef enum model_kind { MODEL_KIND_LINEAR, MODEL_KIND_MLP, MODEL_KIND_MF, MODEL_KIND_EMBMLP } model_kind_t;
+
+typedef struct model_layout {
+    model_kind_t kind;
+    float l2;
+    // linear: features [0, dim), the bias at w[dim]
+    linear_loss_t loss;
+    size_t dim;
+    const sparse_dataset_t *sparse_train;
+    // mlp: layer l maps width[l] -> width[l+1]; W_l (width[l+1], width[l]) at w_offset[l], bias at b_offset[l]
+    size_t n_layers;
+    size_t width[MODEL_MAX_LAYERS + 1];
+    size_t w_offset[MODEL_MAX_LAYERS], b_offset[MODEL_MAX_LAYERS];
+    const dense_dataset_t *dense_train;
+    // embmlp: dim features, rank = the embedding width; the GPU path does not run it
+    // mf: U (n_users, rank) then V (n_items, rank); prediction mean + U[u] . V[i]
+    size_t rank, n_users, n_items;
+    float mean;
+    const ratings_t *ratings_train;
+} model_layout_t;
+
+void model_layout(const model_t *m, model_layout_t *out);
 
 // Adds the loss and metric over test examples [begin, end) to sums.
 void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,

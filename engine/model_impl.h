@@ -15,11 +15,14 @@ typedef struct model_ops {
     void (*evaluate)(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
                      eval_sums_t *sums);
     void (*destroy)(model_t *m);
+    void (*layout)(const model_t *m, model_layout_t *out);
     // Optional: the gradient handed over in blocks (see model.h).
     double (*loss_grad_apply)(const model_t *m, const param_t *w, const uint32_t *idx, size_t count,
                               model_ws_t *ws, grad_block_fn apply, void *ctx);
     // Optional: one example's plain-SGD step applied straight to w (see model.h).
     double (*sgd_step_one)(const model_t *m, param_t *w, uint32_t example, float lr);
+    // Optional: the sparse parameters some examples touch (see model.h).
+    size_t (*sparse_keys)(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys);
 } model_ops_t;
 
 // Every workspace starts with this header.
@@ -37,6 +40,7 @@ struct model {
     size_t num_test;
     int grad_dense;
     metric_kind_t metric;
+    size_t sparse_params;  // parameters [0, sparse_params) form a sparse block (model_num_sparse_params)
 };
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "datasets/rng.h"
 #include "engine/model_impl.h"
+#include "kernels/sparse_sgd.h"  // defines: linear_example_loss
 
 typedef struct linear_model {
     model_t base;
@@ -66,20 +67,6 @@ static float margin_of(const linear_model_t *lm, const sparse_dataset_t *d, size
     return dot;
 }
 
-// Loss of one example with label y and score s, and d loss / d s.
-static double example_loss(linear_loss_t loss, double y, double score, double *dscore) {
-    double margin = y * score;
-    if (loss == LINEAR_LOSS_HINGE) {
-        *dscore = margin < 1.0 ? -y : 0.0;
-        return margin < 1.0 ? 1.0 - margin : 0.0;
-    }
-    // log(1 + exp(-m)) and sigmoid(-m) from one exponential, without overflow for either sign of m.
-    double e = exp(-fabs(margin));
-    double sigma_neg = margin > 0 ? e / (1.0 + e) : 1.0 / (1.0 + e);
-    *dscore = -y * sigma_neg;
-    return (margin > 0 ? 0.0 : -margin) + log1p(e);
-}
-
 static double linear_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, grad_t *g,
                                model_ws_t *ws) {
     (void)ws;
@@ -89,7 +76,7 @@ static double linear_loss_grad(const model_t *m, const param_t *w, const uint32_
     for (size_t e = 0; e < count; e++) {
         size_t row = idx[e];
         double dscore;
-        total += example_loss(lm->loss, d->y[row], margin_of(lm, d, row, w), &dscore);
+        total += linear_example_loss(lm->loss == LINEAR_LOSS_HINGE, d->y[row], margin_of(lm, d, row, w), &dscore);
         float coef = (float)(dscore * inv);
         if (coef == 0.0f) continue;
         for (size_t k = d->row_ptr[row]; k < d->row_ptr[row + 1]; k++) grad_add(g, d->col[k], coef * d->val[k]);
@@ -121,7 +108,7 @@ static double linear_sgd_step_one(const model_t *m, param_t *w, uint32_t example
     const linear_model_t *lm = (const linear_model_t *)m;
     const sparse_dataset_t *d = lm->train;
     double dscore;
-    double loss = example_loss(lm->loss, d->y[example], margin_of(lm, d, example, w), &dscore);
+    double loss = linear_example_loss(lm->loss == LINEAR_LOSS_HINGE, d->y[example], margin_of(lm, d, example, w), &dscore);
     float coef = (float)dscore, l2 = lm->l2;
     if (coef == 0.0f && l2 == 0.0f) return loss;
     for (size_t k = d->row_ptr[example]; k < d->row_ptr[example + 1]; k++) {
@@ -145,13 +132,22 @@ static void linear_evaluate(const model_t *m, const param_t *w, size_t begin, si
     const sparse_dataset_t *d = lm->test;
     for (size_t row = begin; row < end; row++) {
         double dscore, score = margin_of(lm, d, row, w);
-        sums->loss_sum += example_loss(lm->loss, d->y[row], score, &dscore);
+        sums->loss_sum += linear_example_loss(lm->loss == LINEAR_LOSS_HINGE, d->y[row], score, &dscore);
         sums->metric_sum += (score >= 0.0 ? 1.0f : -1.0f) == d->y[row];
         sums->count++;
     }
 }
 
 static void linear_destroy(model_t *m) { free(m); }
+
+static void linear_layout(const model_t *m, model_layout_t *out) {
+    const linear_model_t *lm = (const linear_model_t *)m;
+    out->kind = MODEL_KIND_LINEAR;
+    out->l2 = lm->l2;
+    out->loss = lm->loss;
+    out->dim = lm->dim;
+    out->sparse_train = lm->train;
+}
 
 static const model_ops_t linear_ops = {
     .describe = linear_describe,
@@ -163,6 +159,7 @@ static const model_ops_t linear_ops = {
     .loss_grad = linear_loss_grad,
     .evaluate = linear_evaluate,
     .destroy = linear_destroy,
+    .layout = linear_layout,
     .sgd_step_one = linear_sgd_step_one,
 };
 

@@ -126,6 +126,17 @@ static void mf_evaluate(const model_t *m, const param_t *w, size_t begin, size_t
 
 static void mf_destroy(model_t *m) { free(m); }
 
+static void mf_layout(const model_t *m, model_layout_t *out) {
+    const mf_model_t *mf = (const mf_model_t *)m;
+    out->kind = MODEL_KIND_MF;
+    out->l2 = mf->l2;
+    out->rank = mf->rank;
+    out->n_users = mf->n_users;
+    out->n_items = mf->n_items;
+    out->mean = mf->mean;
+    out->ratings_train = mf->train;
+}
+
 static const model_ops_t mf_ops = {
     .describe = mf_describe,
     .num_params = mf_num_params,
@@ -136,6 +147,7 @@ static const model_ops_t mf_ops = {
     .loss_grad = mf_loss_grad,
     .evaluate = mf_evaluate,
     .destroy = mf_destroy,
+    .layout = mf_layout,
     .sgd_step_one = mf_sgd_step_one,
 };
 

@@ -9,7 +9,6 @@
 #include "engine/model_impl.h"
 #include "kernels/dense.h"  // defines: dense_*_cpu, softmax_xent_cpu, relu_*_cpu
 
-#define MLP_MAX_LAYERS 8
 #define MLP_EVAL_ROWS 256      // test rows per forward pass when evaluating
 #define MLP_TILE_FLOATS 16384  // gradient block handed to an apply callback: 64 KB, cache-resident
 
@@ -18,9 +17,9 @@ typedef struct mlp_model {
     const dense_dataset_t *train;
     const dense_dataset_t *test;
     size_t n_layers;                    // weight layers (hidden layers + 1)
-    size_t width[MLP_MAX_LAYERS + 1];   // width[0] = input, width[n_layers] = classes
-    size_t w_offset[MLP_MAX_LAYERS];    // W_l (width[l+1], width[l]) starts here
-    size_t b_offset[MLP_MAX_LAYERS];    // bias_l (width[l+1]) starts here
+    size_t width[MODEL_MAX_LAYERS + 1];   // width[0] = input, width[n_layers] = classes
+    size_t w_offset[MODEL_MAX_LAYERS];    // W_l (width[l+1], width[l]) starts here
+    size_t b_offset[MODEL_MAX_LAYERS];    // bias_l (width[l+1]) starts here
     size_t num_params;
     size_t max_width;
     float l2;
@@ -30,8 +29,8 @@ typedef struct mlp_ws {
     model_ws_header_t header;      // header.param_copy is `w` below
     size_t rows;                   // capacity in examples
     float *w;                      // (num_params) this step's copy of the shared parameters
-    float *act[MLP_MAX_LAYERS + 1];  // act[0] = input batch (rows, width[0]); act[l] (rows, width[l])
-    float *delta[MLP_MAX_LAYERS + 1];
+    float *act[MODEL_MAX_LAYERS + 1];  // act[0] = input batch (rows, width[0]); act[l] (rows, width[l])
+    float *delta[MODEL_MAX_LAYERS + 1];
     int32_t *labels;               // (rows)
     float *tile;                   // (MLP_TILE_FLOATS) one block of a layer's weight gradient
 } mlp_ws_t;
@@ -76,7 +75,7 @@ static void mlp_ws_destroy(model_ws_t *p) {
     mlp_ws_t *ws = (mlp_ws_t *)p;
     if (!ws) return;
     free(ws->w);
-    for (size_t l = 0; l <= MLP_MAX_LAYERS; l++) {
+    for (size_t l = 0; l <= MODEL_MAX_LAYERS; l++) {
         free(ws->act[l]);
         free(ws->delta[l]);
     }
@@ -208,6 +207,17 @@ static void mlp_evaluate(const model_t *m, const param_t *w, size_t begin, size_
 
 static void mlp_destroy(model_t *m) { free(m); }
 
+static void mlp_layout(const model_t *m, model_layout_t *out) {
+    const mlp_model_t *mm = (const mlp_model_t *)m;
+    out->kind = MODEL_KIND_MLP;
+    out->l2 = mm->l2;
+    out->n_layers = mm->n_layers;
+    memcpy(out->width, mm->width, sizeof mm->width);
+    memcpy(out->w_offset, mm->w_offset, sizeof mm->w_offset);
+    memcpy(out->b_offset, mm->b_offset, sizeof mm->b_offset);
+    out->dense_train = mm->train;
+}
+
 static const model_ops_t mlp_ops = {
     .describe = mlp_describe,
     .num_params = mlp_num_params,
@@ -218,6 +228,7 @@ static const model_ops_t mlp_ops = {
     .loss_grad = mlp_loss_grad,
     .evaluate = mlp_evaluate,
     .destroy = mlp_destroy,
+    .layout = mlp_layout,
     .loss_grad_apply = mlp_loss_grad_apply,
 };
 
@@ -236,8 +247,8 @@ model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test
                  test->dim, test->n_classes, train->dim, train->n_classes);
         return NULL;
     }
-    if (n_hidden + 1 > MLP_MAX_LAYERS) {
-        snprintf(err, err_len, "mlp: %zu hidden layers; at most %d are supported", n_hidden, MLP_MAX_LAYERS - 1);
+    if (n_hidden + 1 > MODEL_MAX_LAYERS) {
+        snprintf(err, err_len, "mlp: %zu hidden layers; at most %d are supported", n_hidden, MODEL_MAX_LAYERS - 1);
         return NULL;
     }
     mlp_model_t *mm = calloc(1, sizeof *mm);

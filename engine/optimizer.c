@@ -78,15 +78,19 @@ void optimizer_destroy(optimizer_t **o) {
 
 float optimizer_lr(const optimizer_t *o, double updates, size_t epoch) {
     const optimizer_config_t *c = &o->config;
+    double lr = c->lr;
     switch (c->schedule) {
     case LR_SCHEDULE_INVERSE_TIME:
-        return (float)(c->lr / (1.0 + c->decay * updates));
+        lr = c->lr / (1.0 + c->decay * updates);
+        break;
     case LR_SCHEDULE_EPOCH_DECAY:
-        return (float)(c->lr * pow(c->decay, (double)epoch));
+        lr = c->lr * pow(c->decay, (double)epoch);
+        break;
     case LR_SCHEDULE_CONSTANT:
         break;
     }
-    return (float)c->lr;
+    if (c->warmup > 0 && updates + 1.0 < (double)c->warmup) lr *= (updates + 1.0) / (double)c->warmup;
+    return (float)lr;
 }
 
 // One coordinate's update, returning the value written; the single place the
@@ -151,6 +155,18 @@ void optimizer_apply_and_clear(optimizer_t *o, param_t *w, grad_t *g, float lr) 
         g->is_touched[i] = 0;
     }
     g->n_touched = 0;
+}
+
+const optimizer_config_t *optimizer_config(const optimizer_t *o) { return &o->config; }
+
+size_t optimizer_state_len(const optimizer_t *o) { return o->state ? o->dim : 0; }
+
+void optimizer_state_read(const optimizer_t *o, float *out) {
+    if (o->state) params_read(o->state, o->dim, out);
+}
+
+void optimizer_state_write(optimizer_t *o, const float *in) {
+    for (size_t i = 0; o->state && i < o->dim; i++) param_set(&o->state[i], in[i]);
 }
 
 int optimizer_is_plain_sgd(const optimizer_t *o) { return o->config.kind == OPTIMIZER_KIND_SGD && !o->state; }

@@ -30,6 +30,7 @@ typedef struct optimizer_config {
     double decay;      // inverse-time gamma, or per-epoch factor in (0, 1]
     double momentum;   // SGD only; 0 disables the velocity buffer
     double epsilon;    // Adagrad's denominator guard
+    size_t warmup;     // > 0: the step grows linearly over the first `warmup` updates, lr * (u + 1) / warmup
 } optimizer_config_t;
 
 void optimizer_config_default(optimizer_config_t *c);
@@ -40,7 +41,9 @@ int optimizer_config_check(const optimizer_config_t *c, char *err, size_t err_le
 optimizer_t *optimizer_new(const optimizer_config_t *c, size_t dim, char *err, size_t err_len);
 void optimizer_destroy(optimizer_t **o);
 
-// Step size after `updates` applied updates, during epoch number `epoch` (0-based).
+// Step size after `updates` applied updates, during epoch number `epoch`
+// (0-based): the schedule's, times min(1, (updates + 1) / warmup) when
+// warming up (the first update takes lr / warmup, update warmup - 1 the full lr).
 float optimizer_lr(const optimizer_t *o, double updates, size_t epoch);
 
 // w -= step(g) over the gradient's touched coordinates (all of them when
@@ -58,8 +61,17 @@ void optimizer_apply_range(optimizer_t *o, param_t *w, const float *g, size_t be
 void optimizer_apply_block(optimizer_t *o, param_t *w, size_t offset, const float *g, size_t n, float lr,
                            float *copy);
 
+// The optimizer's state (momentum velocity or Adagrad sums; none for plain
+// SGD), for checkpoints: its length in floats, a copy out, a copy in.
+size_t optimizer_state_len(const optimizer_t *o);
+void optimizer_state_read(const optimizer_t *o, float *out);
+void optimizer_state_write(optimizer_t *o, const float *in);
+
 // True for SGD without momentum: the only rule model_sgd_step_one implements.
 int optimizer_is_plain_sgd(const optimizer_t *o);
+
+// The configuration the optimizer was made from.
+const optimizer_config_t *optimizer_config(const optimizer_t *o);
 
 const char *optimizer_kind_name(optimizer_kind_t k);
 const char *lr_schedule_name(lr_schedule_t s);

@@ -11,8 +11,11 @@
 #include <time.h>
 
 #include "datasets/split.h"   // defines: shard_range
+#include "net/compress.h"   // defines: compressor_new, compress_encode, compress_decode_add, ef_residual_t
 #include "net/ps_client.h"  // defines: ps_client_new, ps_client_push_*, ps_client_pull
+#include "net/ps_heartbeat.h"  // defines: ps_heartbeat_start, ps_heartbeat_stop
 #include "net/ring.h"       // defines: ring_allreduce_sum
+#include "net/wire.h"       // defines: wire_checksum
 
 #define ERR_LEN 512
 #define PUSH_BLOCK 2048  // floats: 8 KiB, well inside L1
@@ -23,13 +26,28 @@ typedef struct replica {
     size_t n, threads;
     int sparse;
     ps_client_t *client;
+    ps_heartbeat_t *heartbeat;
     param_t *w;
+    gpu_model_t *gpu;  // --device cuda: the local copy lives here, not in w, while training
     float *base;      // (n) asp/ssp: the local copy as of the last push or rebase
     float *pulled;    // (n) the last pulled model
     uint32_t *idx;    // (n) sparse push scratch
     float *val;       // (n)
     float *ring_buf;  // (n + 1) allreduce: gradient times examples, then the example count
     float lr;         // the local step size, to turn a change of the model into a gradient
+    size_t ps_n;      // parameters the servers hold: n, or under hybrid the sparse part [0, ps_n)
+    uint32_t *keys;   // (ps_n) hybrid: the sparse rows a round reads
+    uint8_t *mark;    // (ps_n) hybrid: scratch for model_sparse_keys
+    uint64_t sparse_bound;  // hybrid: the staleness bound on sparse reads (asp: infinite)
+    // Compressed exchanges (rc->compress not none); all sized once.
+    compressor_t *comp;
+    ef_residual_t resid;   // error feedback over the whole vector sent (n), or empty
+    size_t *enc_bytes;     // (n_servers) encoded push frame sizes
+    uint8_t *blobs;        // allreduce allgather: (n_workers, blob_cap) encodings
+    size_t blob_cap;
+    size_t *blob_lens;     // (n_workers)
+    uint32_t *blob_weights;  // (n_workers) examples behind each
+    uint64_t raw_out;      // bytes the compressed exchanges would have sent as float32
     train_thread_progress_t *progress;
     train_link_t link;
     _Atomic uint64_t allowance;
@@ -59,6 +77,30 @@ static uint64_t replica_steps(const replica_t *r) {
     return total;
 }
 
+// A dense update g (the whole model) pushed to every shard as its range's
+// encoding, with error feedback when the run asks for it.
+static int push_encoded(replica_t *r, const float *g, uint32_t aux, int bsp) {
+    const compress_spec_t *spec = compressor_spec(r->comp);
+    size_t S = r->rc->n_servers;
+    for (size_t k = 0; k < S; k++) {
+        size_t begin, end;
+        shard_range(r->n, S, k, &begin, &end);
+        r->enc_bytes[k] = compress_encoded_bytes(spec, end - begin);
+    }
+    uint8_t *const *frames = ps_client_push_encoded_frames(r->client, r->enc_bytes, r->err, sizeof r->err);
+    if (!frames) return -1;
+    for (size_t k = 0; k < S; k++) {
+        size_t begin, end;
+        shard_range(r->n, S, k, &begin, &end);
+        float *residual = r->resid.e ? r->resid.e + begin : NULL;
+        if (compress_encode(r->comp, g + begin, end - begin, residual, NULL, frames[k], r->enc_bytes[k], r->err,
+                            sizeof r->err) != 0)
+            return -1;
+    }
+    r->raw_out += 4u * r->n;
+    return ps_client_push_commit(r->client, r->clock, aux, bsp, r->err, sizeof r->err);
+}
+
 static int push_delta(replica_t *r, int skip_if_empty) {
     // How many steps the push sums (read before the delta, so it never
     // overstates): the server's delay compensation scales by it.
@@ -66,7 +108,19 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     uint64_t steps = steps_now - r->steps_pushed;
     uint32_t steps_aux = steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps;
     float inv_lr = 1.0f / r->lr;
-    if (!r->sparse) {
+    const float *snap = NULL;  // the GPU's parameters, copied to the host
+    if (r->gpu && !(snap = gpu_model_snapshot(r->gpu, r->err, sizeof r->err))) return -1;
+    if (!r->sparse && r->comp) {
+        int changed = 0;
+        for (size_t j = 0; j < r->n; j++) {
+            float cur = snap ? snap[j] : param_get(&r->w[j]);
+            r->val[j] = (r->base[j] - cur) * inv_lr;
+            changed |= cur != r->base[j];
+            r->base[j] = cur;
+        }
+        if (skip_if_empty && !changed) return 0;
+        if (push_encoded(r, r->val, steps_aux, 0) != 0) return -1;
+    } else if (!r->sparse) {
         float *const *frames = ps_client_push_frames(r->client, r->err, sizeof r->err);
         if (!frames) return -1;
         int changed = 0;
@@ -78,7 +132,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
             for (size_t block = begin; block < end; block += PUSH_BLOCK) {
                 size_t stop = end - block < PUSH_BLOCK ? end : block + PUSH_BLOCK;
                 for (size_t j = block; j < stop; j++) {
-                    float cur = param_get(&r->w[j]);
+                    float cur = snap ? snap[j] : param_get(&r->w[j]);
                     frame[j - begin] = (r->base[j] - cur) * inv_lr;
                     changed |= cur != r->base[j];
                     r->base[j] = cur;
@@ -92,7 +146,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     } else {
         size_t nnz = 0;
         for (size_t j = 0; j < r->n; j++) {
-            float cur = param_get(&r->w[j]);
+            float cur = snap ? snap[j] : param_get(&r->w[j]);
             if (cur != r->base[j]) {
                 r->idx[nnz] = (uint32_t)j;
                 r->val[nnz++] = (r->base[j] - cur) * inv_lr;
@@ -114,10 +168,20 @@ static int push_delta(replica_t *r, int skip_if_empty) {
 static int pull_and_rebase(replica_t *r, uint64_t need) {
     uint64_t min_clock = 0;
     if (ps_client_pull(r->client, need, r->pulled, &min_clock, r->err, sizeof r->err) != 0) return -1;
-    for (size_t j = 0; j < r->n; j++) {
-        float cur = param_get(&r->w[j]);
-        param_set(&r->w[j], r->pulled[j] + (cur - r->base[j]));
-        r->base[j] = r->pulled[j];
+    if (r->gpu) {
+        // The same rebase as a delta for the device: w + (pulled - base).
+        float *delta = gpu_model_delta_buffer(r->gpu);
+        for (size_t j = 0; j < r->n; j++) {
+            delta[j] = r->pulled[j] - r->base[j];
+            r->base[j] = r->pulled[j];
+        }
+        if (gpu_model_add_delta(r->gpu, r->err, sizeof r->err) != 0) return -1;
+    } else {
+        for (size_t j = 0; j < r->n; j++) {
+            float cur = param_get(&r->w[j]);
+            param_set(&r->w[j], r->pulled[j] + (cur - r->base[j]));
+            r->base[j] = r->pulled[j];
+        }
     }
     r->g_read = min_clock;
     r->stats.pulls++;
@@ -132,6 +196,7 @@ static void *comm_main(void *arg) {
     if (quota == 0) quota = 1;
     uint64_t next_fetch = rc->fetch_every;
     double busy = 0.0;
+    if (r->gpu && gpu_model_bind_thread(r->gpu, r->err, sizeof r->err) != 0) goto fail;
     for (;;) {
         int done = atomic_load_explicit(&r->training_done, memory_order_acquire);
         // Rounds are complete when every thread still training has done its
@@ -188,9 +253,11 @@ static void *comm_main(void *arg) {
     if (push_delta(r, 1) != 0) goto fail;
     if (ps_client_wait_acks(r->client, r->err, sizeof r->err) != 0) goto fail;
     r->stats.comm_s = busy;
+    if (r->gpu) gpu_model_unbind_thread();
     return NULL;
 fail:
     r->stats.comm_s = busy;
+    if (r->gpu) gpu_model_unbind_thread();
     atomic_store_explicit(&r->abort, 1, memory_order_relaxed);
     // Release threads held by the bound so that they see the abort.
     atomic_store_explicit(&r->allowance, UINT64_MAX, memory_order_release);
@@ -208,7 +275,9 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     (void)lr;
     replica_t *r = ctx;
     double t0 = now_s();
-    if (sum->dense) {
+    if (sum->dense && r->comp) {
+        if (push_encoded(r, sum->value, (uint32_t)examples, 1) != 0) return -1;
+    } else if (sum->dense) {
         float *const *frames = ps_client_push_frames(r->client, r->err, sizeof r->err);
         if (!frames) return -1;
         size_t begin = 0, end = 0;
@@ -238,6 +307,46 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     return 0;
 }
 
+// Sums buf[0..m) (this replica's gradient times its examples) over the
+// workers by ring allreduce, compressed as the run asks; the examples travel
+// with it (buf[m] holds this replica's on entry). On return buf[0..m) is the
+// sum and *total the examples behind it, the same bits on every replica.
+static int ring_sum_weighted(replica_t *r, float *buf, size_t m, size_t examples, float *total) {
+    buf[m] = (float)examples;
+    if (!r->comp) {
+        if (ring_allreduce_sum(r->rc->ring, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
+        *total = buf[m];
+    } else if (compressor_spec(r->comp)->kind == COMPRESS_KIND_FP16) {
+        // fp16 partial sums on the wire, added in float32; the count stays exact.
+        if (ring_allreduce_sum_fp16(r->rc->ring, buf, m + 1, m, r->rc->timeout_ms, r->err, sizeof r->err) != 0)
+            return -1;
+        *total = buf[m];
+        r->raw_out += ring_allreduce_bytes_sent(r->rc->ring, m + 1);
+    } else {
+        // Encodings that cannot be added on the way: every worker's goes round
+        // (an allgather), and every replica adds them up in rank order, so all
+        // apply the same bits.
+        size_t me = r->rc->id;
+        r->blob_lens[me] = compress_encoded_bytes(compressor_spec(r->comp), m);
+        r->blob_weights[me] = (uint32_t)examples;
+        if (compress_encode(r->comp, buf, m, r->resid.e, NULL, r->blobs + me * r->blob_cap, r->blob_cap, r->err,
+                            sizeof r->err) != 0 ||
+            ring_allgather_encoded(r->rc->ring, r->blobs, r->blob_cap, r->blob_lens, r->blob_weights, m,
+                                   r->rc->timeout_ms, r->err, sizeof r->err) != 0)
+            return -1;
+        memset(buf, 0, m * sizeof *buf);
+        uint64_t examples_all = 0;
+        for (size_t k = 0; k < r->rc->n_workers; k++) {
+            if (compress_decode_add(r->blobs + k * r->blob_cap, r->blob_lens[k], m, buf, r->err, sizeof r->err) != 0)
+                return -1;
+            examples_all += r->blob_weights[k];
+        }
+        *total = (float)examples_all;
+        r->raw_out += ring_allreduce_bytes_sent(r->rc->ring, m + 1);
+    }
+    return 0;
+}
+
 static int exchange_allreduce(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
     (void)lr;
     (void)w;
@@ -251,9 +360,8 @@ static int exchange_allreduce(void *ctx, grad_t *sum, size_t examples, float lr,
         memset(buf, 0, r->n * sizeof *buf);
         for (size_t k = 0; k < sum->n_touched; k++) buf[sum->touched[k]] = sum->value[sum->touched[k]] * ex;
     }
-    buf[r->n] = ex;
-    if (ring_allreduce_sum(r->rc->ring, buf, r->n + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
-    float total = buf[r->n];
+    float total;
+    if (ring_sum_weighted(r, buf, r->n, examples, &total) != 0) return -1;
     r->clock++;
     r->stats.pushes++;
     if (total <= 0.0f) {
@@ -267,6 +375,69 @@ static int exchange_allreduce(void *ctx, grad_t *sum, size_t examples, float lr,
             if (buf[j] != 0.0f) grad_add(sum, (uint32_t)j, buf[j] / total);
     }
     r->stats.comm_s += now_s() - t0;
+    return 0;
+}
+
+// ---- hybrid: sparse rows through the servers, the dense part by allreduce ------------
+
+// Before a round: the embedding rows its examples read, pulled from the
+// servers (under SSP once every worker has pushed the rounds the bound asks).
+static int prepare_hybrid(void *ctx, const uint32_t *examples, size_t count, param_t *w) {
+    replica_t *r = ctx;
+    double t0 = now_s();
+    size_t nk = model_sparse_keys(r->model, examples, count, r->mark, r->keys);
+    qsort(r->keys, nk, sizeof *r->keys, cmp_u32);
+    uint64_t need = ssp_required_min_clock(r->clock, r->sparse_bound);
+    if (ps_client_pull_keys_at(r->client, need, r->keys, nk, r->pulled, r->err, sizeof r->err) != 0) return -1;
+    for (size_t k = 0; k < nk; k++) param_set(&w[r->keys[k]], r->pulled[k]);
+    r->stats.pulls++;
+    double dt = now_s() - t0;
+    if (need > 0) r->stats.wait_s += dt;
+    r->stats.comm_s += dt;
+    return 0;
+}
+
+// After a round: the dense part's gradient is summed by allreduce (every
+// replica then applies the same average with its own optimizer), and this
+// replica's share of the sparse part's average, (its examples / all) times its
+// gradient, is pushed to the servers, which apply it with their rule.
+static int exchange_hybrid(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
+    (void)lr;
+    (void)w;
+    (void)applied;
+    replica_t *r = ctx;
+    double t0 = now_s();
+    size_t S = r->ps_n, D = r->n - S;
+    float *buf = r->ring_buf, ex = (float)examples, total;
+    for (size_t j = 0; j < D; j++) buf[j] = sum->value[S + j] * ex;  // zero where untouched
+    if (ring_sum_weighted(r, buf, D, examples, &total) != 0) return -1;
+    size_t nnz = 0;
+    for (size_t k = 0; k < sum->n_touched; k++)
+        if (sum->touched[k] < S) r->idx[nnz++] = sum->touched[k];
+    qsort(r->idx, nnz, sizeof *r->idx, cmp_u32);
+    float share = total > 0.0f ? ex / total : 0.0f;
+    for (size_t k = 0; k < nnz; k++) r->val[k] = sum->value[r->idx[k]] * share;
+    if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, (uint32_t)examples, 0, r->err,
+                              sizeof r->err) != 0)
+        return -1;
+    // What the trainer applies: the dense part's global average only.
+    grad_clear(sum);
+    if (total > 0.0f)
+        for (size_t j = 0; j < D; j++)
+            if (buf[j] != 0.0f) grad_add(sum, (uint32_t)(S + j), buf[j] / total);
+    r->clock++;
+    r->stats.pushes++;
+    r->stats.comm_s += now_s() - t0;
+    return 0;
+}
+
+// Before an evaluation: every sparse row as the servers hold it now.
+static int refresh_hybrid(void *ctx, param_t *w) {
+    replica_t *r = ctx;
+    uint64_t min_clock;
+    if (ps_client_pull(r->client, 0, r->pulled, &min_clock, r->err, sizeof r->err) != 0) return -1;
+    for (size_t j = 0; j < r->ps_n; j++) param_set(&w[j], r->pulled[j]);
+    r->stats.pulls++;
     return 0;
 }
 
@@ -295,6 +466,8 @@ static int evaluate_global(replica_t *r, size_t eval_limit, replica_stats_t *sta
 }
 
 static void replica_free(replica_t *r) {
+    gpu_model_destroy(&r->gpu);
+    ps_heartbeat_stop(&r->heartbeat);
     ps_client_destroy(&r->client);
     params_free(&r->w);
     free(r->base);
@@ -303,6 +476,49 @@ static void replica_free(replica_t *r) {
     free(r->val);
     free(r->ring_buf);
     free(r->progress);
+    compressor_destroy(&r->comp);
+    ef_residual_free(&r->resid);
+    free(r->enc_bytes);
+    free(r->blobs);
+    free(r->blob_lens);
+    free(r->blob_weights);
+    free(r->keys);
+    free(r->mark);
+}
+
+// The compressor and buffers a compressed run needs, sized once.
+static int compression_setup(replica_t *r, int server_mode, char *err, size_t err_len) {
+    const replica_config_t *rc = r->rc;
+    if (rc->compress.kind == COMPRESS_KIND_NONE) return 0;
+    int hybrid = rc->mode == SYNC_MODE_HYBRID;
+    if (server_mode && r->sparse && !hybrid) {
+        snprintf(err, err_len,
+                 "--compress %s: this model's pushes are already (index, value) pairs of the touched parameters; "
+                 "compression applies to dense models (mlp, softmax) and to allreduce",
+                 compress_kind_name(rc->compress.kind));
+        return -1;
+    }
+    size_t max_n = r->n;
+    if (server_mode && !hybrid) {
+        size_t begin, end;
+        shard_range(r->n, rc->n_servers, 0, &begin, &end);  // shard 0 is the longest
+        max_n = end - begin;
+        r->enc_bytes = calloc(rc->n_servers, sizeof *r->enc_bytes);
+        if (!r->enc_bytes) goto oom;
+    } else if (rc->compress.kind != COMPRESS_KIND_FP16) {
+        r->blob_cap = compress_encoded_bytes(&rc->compress, r->n);
+        r->blobs = malloc(rc->n_workers * r->blob_cap);
+        r->blob_lens = calloc(rc->n_workers, sizeof *r->blob_lens);
+        r->blob_weights = calloc(rc->n_workers, sizeof *r->blob_weights);
+        if (!r->blobs || !r->blob_lens || !r->blob_weights) goto oom;
+    }
+    r->comp = compressor_new(&rc->compress, max_n, rc->compress_seed, 0x434f4d50u + rc->id, err, err_len);
+    if (!r->comp) return -1;
+    if (rc->error_feedback && ef_residual_init(&r->resid, r->n, err, err_len) != 0) return -1;
+    return 0;
+oom:
+    snprintf(err, err_len, "worker: out of memory for compression buffers");
+    return -1;
 }
 
 int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, const optimizer_config_t *oc,
@@ -320,6 +536,16 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     train_config_t tc = *tc_in;
     int server_mode = rc->mode != SYNC_MODE_ALLREDUCE;
     int async = rc->mode == SYNC_MODE_ASP || rc->mode == SYNC_MODE_SSP;
+    int hybrid = rc->mode == SYNC_MODE_HYBRID;
+    r.ps_n = hybrid ? model_num_sparse_params(m) : r.n;
+    r.sparse_bound = rc->hybrid_ssp ? rc->staleness : STALENESS_INFINITE;
+    if (hybrid && (r.ps_n == 0 || r.ps_n >= r.n)) {
+        char desc[160];
+        model_describe(m, desc, sizeof desc);
+        snprintf(err, err_len, "--sync hybrid needs a model with a sparse and a dense part (--model embmlp), not %s",
+                 desc);
+        return -1;
+    }
     tc.mode = async ? TRAIN_MODE_HOGWILD : TRAIN_MODE_SYNC;
     if (async && (oc->kind != OPTIMIZER_KIND_SGD || oc->momentum > 0.0 || oc->schedule != LR_SCHEDULE_CONSTANT)) {
         snprintf(err, err_len,
@@ -328,8 +554,14 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
                  sync_mode_name(rc->mode));
         return -1;
     }
+    if (rc->gpu && !async) {
+        snprintf(err, err_len, "--device cuda: GPU replicas run --sync asp and ssp (Downpour); bsp and allreduce "
+                               "replicas run on the CPU");
+        return -1;
+    }
     optimizer_t *opt = NULL;
     int rc_status = -1;
+    train_position_t start = {0, NULL, NULL, NULL, 0.0};
     pthread_t comm;
     int comm_started = 0;
     r.w = params_new(r.n, err, err_len);
@@ -338,12 +570,17 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     r.idx = malloc(r.n * sizeof *r.idx);
     r.val = malloc(r.n * sizeof *r.val);
     r.progress = aligned_alloc(64, ((r.threads * sizeof *r.progress + 63) / 64) * 64);
-    if (!rc->ring && !server_mode) {
-        snprintf(err, err_len, "--sync allreduce needs a ring of workers");
+    if (!rc->ring && (!server_mode || hybrid)) {
+        snprintf(err, err_len, "--sync %s needs a ring of workers", sync_mode_name(rc->mode));
         goto out;
     }
-    if (!server_mode) r.ring_buf = malloc((r.n + 1) * sizeof *r.ring_buf);
-    if (!r.w || !r.base || !r.pulled || !r.idx || !r.val || !r.progress || (!server_mode && !r.ring_buf)) {
+    if (!server_mode || hybrid) r.ring_buf = malloc((r.n + 1) * sizeof *r.ring_buf);
+    if (hybrid) {
+        r.keys = malloc(r.ps_n * sizeof *r.keys);
+        r.mark = calloc(r.ps_n, 1);
+    }
+    if (!r.w || !r.base || !r.pulled || !r.idx || !r.val || !r.progress || ((!server_mode || hybrid) && !r.ring_buf) ||
+        (hybrid && (!r.keys || !r.mark))) {
         if (r.w) snprintf(err, err_len, "worker: out of memory for a replica of %zu parameters", r.n);
         goto out;
     }
@@ -360,18 +597,58 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     atomic_init(&r.allowance, bound == STALENESS_INFINITE || !async ? UINT64_MAX : (bound + 1) * quota);
 
     if (server_mode) {
-        r.client = ps_client_new(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->servers, rc->n_servers, r.n,
+        r.client = ps_client_new(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->servers, rc->n_servers, r.ps_n,
                                  rc->heartbeat_ms, rc->timeout_ms, err, err_len);
         if (!r.client) goto out;
+        if (rc->retry_ms > 0) ps_client_set_retry_ms(r.client, rc->retry_ms);
+        if (rc->heartbeat_ms > 0) {
+            r.heartbeat = ps_heartbeat_start(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->servers, rc->n_servers,
+                                             rc->heartbeat_ms, err, err_len);
+            if (!r.heartbeat) goto out;
+        }
         uint64_t min_clock;
         if (ps_client_pull(r.client, 0, r.pulled, &min_clock, err, err_len) != 0) goto out;
-        for (size_t j = 0; j < r.n; j++) param_set(&r.w[j], r.pulled[j]);
-        memcpy(r.base, r.pulled, r.n * sizeof *r.base);
+        // Hybrid: the dense part starts where every replica's does, from the seed.
+        if (hybrid) model_init_params(m, r.w, init_seed);
+        for (size_t j = 0; j < r.ps_n; j++) param_set(&r.w[j], r.pulled[j]);
+        memcpy(r.base, r.pulled, r.ps_n * sizeof *r.base);
+        r.g_read = min_clock;
+        // A rejoining worker takes the clock the servers gave it, and its
+        // threads start where that clock puts them in the data order.
+        r.clock = ps_client_join_clock(r.client);
+        stats->start_clock = r.clock;
+        if (r.clock > 0) {
+            start.threads = r.threads;
+            start.samples = calloc(r.threads, sizeof *start.samples);
+            start.updates = calloc(r.threads, sizeof *start.updates);
+            start.loss_sum = calloc(r.threads, sizeof *start.loss_sum);
+            if (!start.samples || !start.updates || !start.loss_sum) {
+                snprintf(err, err_len, "worker: out of memory");
+                goto out;
+            }
+            for (size_t t = 0; t < r.threads; t++) {
+                start.updates[t] = async ? r.clock * quota : (t == 0 ? r.clock : 0);
+                if (async) atomic_store(&r.progress[t].steps, start.updates[t]);
+            }
+            r.steps_pushed = replica_steps(&r);
+            tc.start = &start;
+        }
+        if (async && bound != STALENESS_INFINITE) atomic_store(&r.allowance, (r.g_read + bound + 1) * quota);
     } else {
         model_init_params(m, r.w, init_seed);
     }
-    opt = optimizer_new(oc, r.n, err, err_len);
+    if (compression_setup(&r, server_mode, err, err_len) != 0) goto out;
+    // Under asp/ssp the servers warm up their step (--warmup); a push is the
+    // change of the local copy divided by a local step that must stay constant.
+    optimizer_config_t local_oc = *oc;
+    if (async) local_oc.warmup = 0;
+    opt = optimizer_new(&local_oc, r.n, err, err_len);
     if (!opt) goto out;
+    if (rc->gpu) {
+        if (!(r.gpu = gpu_model_new(m, &local_oc, rc->gpu, tc.batch, err, err_len))) goto out;
+        tc.gpu = rc->gpu;
+        tc.gpu_model = r.gpu;
+    }
 
     r.link.rank = rc->id;
     r.link.ranks = rc->n_workers;
@@ -379,8 +656,12 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     r.link.progress = r.progress;
     r.link.abort = &r.abort;
     r.link.ctx = &r;
-    r.link.exchange = rc->mode == SYNC_MODE_BSP ? exchange_bsp : exchange_allreduce;
-    r.link.step_delay_ms = rc->delay_ms;
+    r.link.exchange = rc->mode == SYNC_MODE_BSP ? exchange_bsp : hybrid ? exchange_hybrid : exchange_allreduce;
+    if (hybrid) {
+        r.link.prepare = prepare_hybrid;
+        r.link.refresh = refresh_hybrid;
+    }
+    r.link.step_delay = rc->delay;
     tc.link = &r.link;
 
     if (async) {
@@ -404,10 +685,24 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     stats->global_test_loss = stats->global_test_metric = NAN;
     if (server_mode) {
         if (ps_client_wait_acks(r.client, err, err_len) != 0) goto out;
-        if (evaluate_global(&r, tc_in->eval_limit, stats, err, err_len) != 0) goto out;
+        if (hybrid) {
+            // The last evaluation read every sparse row from the servers, and
+            // the dense part is every replica's: it was the global model.
+            stats->global_test_loss = out->last.test_loss;
+            stats->global_test_metric = out->last.test_metric;
+        } else if (evaluate_global(&r, tc_in->eval_limit, stats, err, err_len) != 0) {
+            goto out;
+        }
         if (ps_client_bye(r.client, err, err_len) != 0) goto out;
     }
     if (final_w) params_read(r.w, r.n, final_w);
+    {
+        // The dense part's bits (the whole model when it has no sparse part):
+        // replicas that apply the same updates report the same checksum.
+        size_t S = model_num_sparse_params(m);
+        for (size_t j = S; j < r.n; j++) r.pulled[j - S] = param_get(&r.w[j]);
+        stats->dense_checksum = wire_checksum(r.pulled, (r.n - S) * sizeof(float), 0);
+    }
     rc_status = 0;
 out:
     stats->wait_s = r.stats.wait_s;
@@ -421,11 +716,27 @@ out:
     if (r.client) {
         ps_client_stats_t cs;
         ps_client_get_stats(r.client, &cs);
+        wire_status_t why = ps_client_refusal(r.client);
+        stats->evicted = rc_status != 0 && why == WIRE_STATUS_EVICTED;
+        stats->diverged = rc_status != 0 && why == WIRE_STATUS_NOT_FINITE;
+        stats->retries = cs.retries;
         stats->pushes_acked = cs.pushes_acked;
         stats->pull_wait_s = cs.pull_wait_s;
         stats->bytes_out = cs.bytes_out;
         stats->bytes_in = cs.bytes_in;
     }
+    if (rc->ring) {
+        ring_stats_t rs;
+        ring_get_stats(rc->ring, &rs);
+        stats->bytes_out += rs.bytes_sent;
+        stats->bytes_in += rs.bytes_recv;
+    }
+    // Uncompressed exchanges send what they would send.
+    stats->bytes_out_raw = r.comp ? r.raw_out : stats->bytes_out;
+    stats->residual_norm = r.resid.e ? ef_residual_norm(&r.resid) : 0.0;
+    free(start.samples);
+    free(start.updates);
+    free(start.loss_sum);
     optimizer_destroy(&opt);
     replica_free(&r);
     return rc_status;

@@ -25,6 +25,7 @@
 #include "engine/model.h"          // defines: model_t
 #include "engine/optimizer.h"      // defines: optimizer_config_t
 #include "engine/trainer.h"        // defines: train_config_t, train_result_t
+#include "net/compress.h"          // defines: compress_spec_t
 #include "staleness/sync_mode.h"   // defines: sync_mode_t
 
 typedef struct ring ring_t;
@@ -39,8 +40,20 @@ typedef struct replica_config {
     size_t n_servers;
     ring_t *ring;                  // allreduce: connected ring (borrowed)
     int timeout_ms;                // longest wait for any peer
-    int heartbeat_ms;
-    double delay_ms;               // injected delay after every step (a straggler); 0 = none
+    int heartbeat_ms;              // ZMTP heartbeats, and this worker's heartbeats to the servers; 0 = off
+    int retry_ms;                  // resend an unanswered request after this long; 0 = the client's default
+    step_delay_t delay;            // injected delay after every step (a straggler); {0} = none
+    // --device cuda: the replica trains on a GPU (asp/ssp); its communication
+    // thread copies parameters to and from the device while training goes on.
+    const gpu_options_t *gpu;
+    // How gradients travel (docs/compression.md): dense pushes (asp/ssp/bsp)
+    // and allreduce rounds; pulls are never compressed. fp16 under allreduce
+    // rides the ring's reduce-scatter; the other methods an allgather of every
+    // worker's encoding. error_feedback keeps what was not sent for later.
+    compress_spec_t compress;      // {COMPRESS_KIND_NONE}: as float32
+    int error_feedback;
+    uint64_t compress_seed;        // stochastic encodings draw from (seed, worker)
+    int hybrid_ssp;                // hybrid: sparse reads under the SSP bound `staleness` (else asp)
 } replica_config_t;
 
 typedef struct replica_stats {
@@ -50,7 +63,14 @@ typedef struct replica_stats {
                                    // bsp: time the round's pull waited for the other workers
     double pull_wait_s;            // communication thread blocked in pulls
     double comm_s;                 // communication thread busy (pushing, pulling, merging)
-    uint64_t bytes_out, bytes_in;
+    uint64_t bytes_out, bytes_in;  // payload bytes sent and received (servers and ring)
+    uint64_t bytes_out_raw;        // what the same exchanges would have sent as float32
+    double residual_norm;          // error feedback: |residual| at the end (0 without)
+    uint32_t dense_checksum;       // wire_checksum of the final dense parameters (all of them without a sparse part)
+    uint64_t retries;              // requests sent again for want of an answer
+    uint64_t start_clock;          // the clock it started from: 0, or where it rejoined a run in progress
+    int evicted;                   // it failed because the servers had evicted it: a new replica may rejoin
+    int diverged;                  // it failed because the run diverged (NaN or Inf)
     // The global model at the end (pulled from the servers after this replica's
     // last push; NaN for allreduce, whose replicas all hold the global model).
     double global_test_loss, global_test_metric;
@@ -58,6 +78,8 @@ typedef struct replica_stats {
 
 // Trains a fresh replica (parameters from the servers, or initialised with
 // init_seed for allreduce) with train_run; tc->mode is set from the sync mode.
+// A replica of a worker the servers have seen before rejoins: it starts at the
+// clock they give it, skipping the steps (rounds) that clock stands for.
 // final_w (may be NULL) receives the replica's final parameters.
 int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, const optimizer_config_t *oc,
                   const train_config_t *tc, uint64_t init_seed, const train_callbacks_t *cb, train_result_t *out,

@@ -62,6 +62,9 @@ static void on_eval(const train_point_t *p, void *ctx) {
         csv_number(r->csv, p->test_loss, 0);
         csv_number(r->csv, accuracy ? p->test_metric : NAN, 0);
         csv_number(r->csv, accuracy ? NAN : p->test_metric, 1);
+        // Each row reaches the file as it is taken (evaluations are seconds
+        // apart): a process that is killed leaves its log up to that point.
+        fflush(r->csv);
         if (ferror(r->csv) && !r->write_failed) {
             r->write_failed = 1;
             r->write_errno = errno;

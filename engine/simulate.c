@@ -200,6 +200,7 @@ static int read_gradient(sim_t *s, uint64_t worker, pending_t **out, char *err, 
     pending_t *p = take_record(s, err, err_len);
     if (!p) return -1;
     double loss = model_loss_grad(s->model, s->w, idx, count, &s->grad, s->ws);
+    if (s->cfg.train.clip_grad_norm > 0) grad_clip_norm(&s->grad, s->cfg.train.clip_grad_norm);
     if (s->dense) {
         // Hand the gradient's buffer to the record and take the record's (clear) one.
         float *clear = p->g;

@@ -19,7 +19,9 @@
 // rng streams: one for the initial data order, then one per thread for its shuffles.
 #define STREAM_ORDER 0x4f524452u
 #define STREAM_SHUFFLE 0x53485546u
+#define STREAM_DELAY 0x444c4159u  // injected straggler delays: + rank * threads + thread
 #define EVAL_THREADS_MAX 64
+#define GPU_LOSS_EVERY 64  // GPU steps between reads of their loss (each read waits for the queue)
 
 // Counters one worker publishes for the main thread. Only the owner writes
 // (load + store, no read-modify-write needed); each sits on its own cache line
@@ -64,6 +66,11 @@ struct trainer {
     uint64_t resume_generation;
     int gate_open;  // workers start only once every thread exists
     _Atomic uint64_t next_eval_samples;  // the next evaluation is due at this many samples
+    // A step's loss was NaN or Inf: the first thread to see it records where.
+    _Atomic int diverged;
+    size_t diverged_thread;
+    uint64_t diverged_step;
+    double diverged_loss;
 
     // Sync mode.
     spin_barrier_t barrier;
@@ -71,6 +78,11 @@ struct trainer {
     size_t *sub_count;        // (threads) examples each thread took this round
     int round_park;           // thread 0's reading of pause_requested for this round
     int round_applied;        // distributed: the link applied this round's update itself
+
+    // GPU: the model the steps run on, and the first failure of the thread driving it.
+    gpu_model_t *gpu;
+    char gpu_err[512];
+    train_position_t position;  // filled for each checkpoint
 };
 
 static double now_s(void) {
@@ -106,8 +118,31 @@ int train_config_check(const train_config_t *c, size_t n_train, char *err, size_
         snprintf(err, err_len, "training set has %zu examples; expected 1..%u", n_train, UINT32_MAX);
         return -1;
     }
+    if (c->start && c->start->threads != c->threads) {
+        snprintf(err, err_len, "--threads: %zu; the run being resumed had %zu", c->threads, c->start->threads);
+        return -1;
+    }
+    if (c->checkpoint_every_s > 0 && !c->checkpoint) {
+        snprintf(err, err_len, "trainer: checkpoints every %g s but nothing to write them", c->checkpoint_every_s);
+        return -1;
+    }
     if (c->link && (c->link->ranks == 0 || c->link->rank >= c->link->ranks)) {
         snprintf(err, err_len, "trainer: replica %zu of %zu", c->link->rank, c->link->ranks);
+        return -1;
+    }
+    if ((c->gpu || c->gpu_model) && (c->start || c->checkpoint_every_s > 0)) {
+        snprintf(err, err_len, "--device cuda: checkpoints, resuming and rejoining a run are not built for the GPU "
+                               "path yet; use the CPU");
+        return -1;
+    }
+    if (!(c->clip_grad_norm >= 0) || ((c->gpu || c->gpu_model) && c->clip_grad_norm > 0)) {
+        snprintf(err, err_len, "--clip-grad-norm: %g; expected a positive norm, and the CPU (the GPU steps do not clip)",
+                 c->clip_grad_norm);
+        return -1;
+    }
+    if ((c->gpu || c->gpu_model) && (c->threads != 1 || c->mode != TRAIN_MODE_HOGWILD)) {
+        snprintf(err, err_len, "--device cuda: one host thread drives the GPU (--threads 1, --mode hogwild); the "
+                               "parallelism is the GPU's own");
         return -1;
     }
     size_t shard = c->link ? n_train / c->link->ranks : n_train;
@@ -227,6 +262,28 @@ static void publish(worker_stats_t *s, size_t count, double loss, float lr, uint
     atomic_store_explicit(&s->lr, lr, memory_order_relaxed);
 }
 
+// A non-finite loss means the run has diverged (the parameters hold or are
+// about to hold NaN/Inf): the first thread to see it records where, and every
+// thread stops at its next step boundary. The loss is computed anyway, so the
+// check costs nothing in the hot loop.
+static int check_diverged(trainer_t *tr, size_t id, uint64_t step, double loss) {
+    if (isfinite(loss)) return 0;
+    int expected = 0;
+    if (atomic_compare_exchange_strong(&tr->diverged, &expected, 1)) {
+        tr->diverged_thread = id;
+        tr->diverged_step = step;
+        tr->diverged_loss = loss;
+    }
+    atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
+    atomic_store_explicit(&tr->pause_requested, 1, memory_order_release);
+    return 1;
+}
+
+// Where thread id starts: the steps it took before (a resumed run), else 0.
+static uint64_t start_updates(const trainer_t *tr, size_t id) {
+    return tr->cfg.start ? tr->cfg.start->updates[id] : 0;
+}
+
 // ---- hogwild and locked ----
 
 // Where a dense Hogwild! step sends its gradient blocks: straight into the
@@ -247,6 +304,20 @@ static void sleep_ms(double ms) {
     struct timespec t = {(time_t)(ms / 1000.0), (long)(fmod(ms, 1000.0) * 1e6)};
     while (nanosleep(&t, &t) != 0 && errno == EINTR) {
     }
+}
+
+// ---- injected straggler delay (distributed runs: --delay-worker) ----
+
+// Each thread draws its delays from its own stream of (seed, rank, thread).
+static void step_delay_seed(rng_t *r, const train_config_t *c, size_t thread) {
+    size_t rank = c->link ? c->link->rank : 0;
+    rng_seed(r, c->seed, STREAM_DELAY + (uint64_t)rank * c->threads + thread);
+}
+
+static void step_delay_sleep(const train_link_t *link, rng_t *r) {
+    if (!link || !step_delay_active(&link->step_delay)) return;
+    double ms = step_delay_draw(&link->step_delay, r);
+    if (ms > 0) sleep_ms(ms);
 }
 
 // A distributed replica's thread waits here while the link holds it back (the
@@ -288,16 +359,30 @@ static void *async_worker(void *arg) {
     // up to that write, as fresh as a re-read a moment later would be. Locked
     // mode re-reads it (other threads' steps come between this thread's) to stay
     // serialisable.
-    float *copy = wk->grad.dense && model_has_loss_grad_apply(tr->model) ? model_ws_param_copy(wk->ws) : NULL;
+    // Clipping needs the whole gradient before any of it is applied: the fused
+    // paths below, which apply it as it is computed, are for unclipped steps.
+    int clip = c->clip_grad_norm > 0;
+    float *copy = !clip && wk->grad.dense && model_has_loss_grad_apply(tr->model) ? model_ws_param_copy(wk->ws) : NULL;
     // One-example plain-SGD steps skip the gradient buffer (bit-identical result).
-    int direct = c->batch == 1 && optimizer_is_plain_sgd(tr->opt) && model_has_sgd_step_one(tr->model);
+    int direct = !clip && c->batch == 1 && optimizer_is_plain_sgd(tr->opt) && model_has_sgd_step_one(tr->model);
     rng_t rng;
     rng_seed(&rng, c->seed, STREAM_SHUFFLE + wk->id);
-    uint64_t my_updates = 0, my_samples = 0, next_check = c->eval_every / c->threads;
+    rng_t delay_rng;
+    step_delay_seed(&delay_rng, c, wk->id);
+    uint64_t my_updates = start_updates(tr, wk->id);
+    uint64_t my_samples = atomic_load_explicit(&tr->stats[wk->id].samples, memory_order_relaxed);
+    uint64_t next_check = my_samples + c->eval_every / c->threads;
+    // A resumed thread skips the steps it took before: whole epochs (their
+    // shuffles still drawn, so the order continues as it was), then the
+    // minibatches of the epoch it was in.
+    size_t steps_per_epoch = (len + c->batch - 1) / c->batch;
+    size_t skip_epochs = steps_per_epoch ? (size_t)(my_updates / steps_per_epoch) : c->epochs;
+    size_t skip_pos = steps_per_epoch ? (size_t)(my_updates % steps_per_epoch) * c->batch : 0;
     if (wait_at_gate(tr)) goto done;
     for (size_t epoch = 0; epoch < c->epochs; epoch++) {
         rng_shuffle_u32(&rng, shard, len);
-        for (size_t pos = 0; pos < len; pos += c->batch) {
+        if (epoch < skip_epochs) continue;
+        for (size_t pos = epoch == skip_epochs ? skip_pos : 0; pos < len; pos += c->batch) {
             if (check_pause(tr)) goto done;
             if (c->link && wait_for_allowance(tr, wk->id, my_updates)) goto done;
             size_t count = len - pos < c->batch ? len - pos : c->batch;
@@ -313,21 +398,109 @@ static void *async_worker(void *arg) {
                 if (!locked) model_ws_mark_copy_current(wk->ws);
             } else {
                 loss = model_loss_grad(tr->model, tr->w, shard + pos, count, &wk->grad, wk->ws);
+                if (clip) grad_clip_norm(&wk->grad, c->clip_grad_norm);
                 optimizer_apply_and_clear(tr->opt, tr->w, &wk->grad, lr);
             }
             if (locked) pthread_mutex_unlock(&tr->update_lock);
+            if (check_diverged(tr, wk->id, my_updates, loss)) goto done;
             my_updates++;
             my_samples += count;
             publish(&tr->stats[wk->id], count, loss, lr, 1);
             if (c->link) {
                 atomic_store_explicit(&c->link->progress[wk->id].steps, my_updates, memory_order_relaxed);
-                if (c->link->step_delay_ms > 0) sleep_ms(c->link->step_delay_ms);
+                step_delay_sleep(c->link, &delay_rng);
             }
             if (my_samples >= next_check) next_check = maybe_request_eval(tr, my_samples);
         }
     }
 done:
     if (c->link) atomic_store_explicit(&c->link->progress[wk->id].finished, 1, memory_order_release);
+    mark_finished(tr);
+    return NULL;
+}
+
+// ---- GPU: one host thread queues the steps (engine/gpu_model.h) ----
+
+static void gpu_fail(trainer_t *tr, const char *message) {
+    snprintf(tr->gpu_err, sizeof tr->gpu_err, "%s", message);
+    atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
+}
+
+// Waits for the queued steps and adds their loss to the counters; with
+// `params`, also copies the parameters into tr->w (for an evaluation, or the end).
+static int gpu_sync(trainer_t *tr, worker_stats_t *s, int params, char *err, size_t err_len) {
+    double loss;
+    if (gpu_model_take_loss(tr->gpu, &loss, err, err_len) != 0) return -1;
+    check_diverged(tr, 0, atomic_load_explicit(&s->updates, memory_order_relaxed), loss);
+    double l = atomic_load_explicit(&s->loss_sum, memory_order_relaxed);
+    atomic_store_explicit(&s->loss_sum, l + loss, memory_order_relaxed);
+    return params ? gpu_model_get_params(tr->gpu, tr->w, err, err_len) : 0;
+}
+
+// The async worker's loop for one thread driving the GPU: the same data order,
+// evaluation pauses, link (allowance, progress, delays) and counters. Sparse
+// models under Hogwild! take a chunk of examples per step, each example one
+// update; the chunk ends at the link's allowance.
+static void *gpu_worker(void *arg) {
+    worker_t *wk = arg;
+    trainer_t *tr = wk->tr;
+    const train_config_t *c = &tr->cfg;
+    const train_link_t *link = c->link;
+    worker_stats_t *stats = &tr->stats[wk->id];
+    uint32_t *shard = tr->order + wk->shard_begin;
+    size_t len = wk->shard_end - wk->shard_begin;
+    char err[512];
+    int ok = gpu_model_bind_thread(tr->gpu, err, sizeof err) == 0;
+    int hogwild = gpu_model_is_hogwild(tr->gpu);
+    size_t step_max = hogwild ? (c->gpu && c->gpu->chunk ? c->gpu->chunk : 16384) : c->batch;
+    rng_t rng, delay_rng;
+    rng_seed(&rng, c->seed, STREAM_SHUFFLE + wk->id);
+    step_delay_seed(&delay_rng, c, wk->id);
+    uint64_t my_updates = 0, my_samples = 0, next_check = c->eval_every, unsynced = 0;
+    if (!ok || wait_at_gate(tr)) goto done;
+    for (size_t epoch = 0; epoch < c->epochs; epoch++) {
+        rng_shuffle_u32(&rng, shard, len);
+        if (!(ok = gpu_model_set_order(tr->gpu, shard, len, err, sizeof err) == 0)) goto done;
+        size_t count;
+        for (size_t pos = 0; pos < len; pos += count) {
+            if (link && atomic_load_explicit(link->abort, memory_order_relaxed)) {
+                atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
+                goto done;
+            }
+            // The main thread evaluates tr->w once this thread has parked: bring it up to date first.
+            if (atomic_load_explicit(&tr->pause_requested, memory_order_acquire)) {
+                if (!(ok = gpu_sync(tr, stats, 1, err, sizeof err) == 0)) goto done;
+                unsynced = 0;
+                if (check_pause(tr)) goto done;
+            }
+            if (link && wait_for_allowance(tr, wk->id, my_updates)) goto done;
+            count = len - pos < step_max ? len - pos : step_max;
+            if (hogwild && link) {
+                uint64_t allowed = atomic_load_explicit(link->step_allowance, memory_order_acquire);
+                if (allowed > my_updates && allowed - my_updates < count) count = (size_t)(allowed - my_updates);
+            }
+            float lr = optimizer_lr(tr->opt, (double)my_updates, epoch);
+            if (!(ok = gpu_model_step(tr->gpu, pos, count, lr, err, sizeof err) == 0)) goto done;
+            uint64_t updates = hogwild ? count : 1;
+            my_updates += updates;
+            my_samples += count;
+            publish(stats, count, 0.0, lr, updates);  // the loss comes with the next sync
+            if (++unsynced >= GPU_LOSS_EVERY) {
+                if (!(ok = gpu_sync(tr, stats, 0, err, sizeof err) == 0)) goto done;
+                unsynced = 0;
+            }
+            if (link) {
+                atomic_store_explicit(&link->progress[wk->id].steps, my_updates, memory_order_relaxed);
+                step_delay_sleep(link, &delay_rng);
+            }
+            if (my_samples >= next_check) next_check = maybe_request_eval(tr, my_samples);
+        }
+    }
+done:
+    if (ok) ok = gpu_sync(tr, stats, 1, err, sizeof err) == 0;
+    if (!ok) gpu_fail(tr, err);
+    if (link) atomic_store_explicit(&link->progress[wk->id].finished, 1, memory_order_release);
+    gpu_model_unbind_thread();
     mark_finished(tr);
     return NULL;
 }
@@ -344,20 +517,35 @@ static void *sync_worker(void *arg) {
     size_t replica_size = T * c->batch, round_size = ranks * replica_size;
     rng_t rng;
     rng_seed(&rng, c->seed, STREAM_SHUFFLE);  // only thread 0 draws from it
-    uint64_t rounds = 0, samples = 0;
+    rng_t delay_rng;  // only thread 0 sleeps
+    step_delay_seed(&delay_rng, c, id);
+    uint64_t rounds = start_updates(tr, 0), samples = 0;
+    for (size_t t = 0; t < T; t++) samples += atomic_load_explicit(&tr->stats[t].samples, memory_order_relaxed);
+    // A resumed run skips the rounds done before, replaying the epochs' shuffles.
+    size_t rounds_per_epoch = (n + round_size - 1) / round_size;
+    size_t skip_epochs = (size_t)(rounds / rounds_per_epoch);
+    size_t skip_base = (size_t)(rounds % rounds_per_epoch) * round_size;
     // Each thread applies the averaged gradient to its own slice of a dense model.
     size_t range_begin = tr->n_params * id / T, range_end = tr->n_params * (id + 1) / T;
     if (wait_at_gate(tr)) goto done;
     for (size_t epoch = 0; epoch < c->epochs; epoch++) {
         if (id == 0) rng_shuffle_u32(&rng, tr->order, n);
-        for (size_t base = 0; base < n; base += round_size) {
+        if (epoch < skip_epochs) continue;
+        for (size_t base = epoch == skip_epochs ? skip_base : 0; base < n; base += round_size) {
             if (id == 0) {
                 // Thread 0 knows the exact count at a round boundary.
                 if (samples >= atomic_load_explicit(&tr->next_eval_samples, memory_order_acquire))
                     atomic_store_explicit(&tr->pause_requested, 1, memory_order_release);
                 tr->round_park = atomic_load_explicit(&tr->pause_requested, memory_order_acquire);
+                if (link && link->prepare && !atomic_load_explicit(link->abort, memory_order_relaxed)) {
+                    size_t round_examples = n - base < round_size ? n - base : round_size, from = rank * replica_size;
+                    size_t mine = from < round_examples ? round_examples - from : 0;
+                    if (mine > replica_size) mine = replica_size;
+                    if (mine && link->prepare(link->ctx, tr->order + base + from, mine, tr->w) != 0)
+                        atomic_store_explicit(link->abort, 1, memory_order_relaxed);
+                }
             }
-            spin_barrier_wait(&tr->barrier);  // A: order shuffled, round_park set
+            spin_barrier_wait(&tr->barrier);  // A: order shuffled, round_park set, parameters prepared
             if (tr->round_park) {
                 park(tr);
                 if (atomic_load_explicit(&tr->stop_requested, memory_order_acquire)) goto done;
@@ -370,10 +558,16 @@ static void *sync_worker(void *arg) {
             if (begin < total) count = total - begin < c->batch ? total - begin : c->batch;
             tr->sub_count[id] = count;
             double loss = 0.0;
-            if (count)
+            if (count) {
                 loss = model_loss_grad(tr->model, tr->w, tr->order + base + mine + begin, count, &wk->grad, wk->ws);
+                // Each thread's part is clipped; their weighted mean is then no longer either.
+                if (c->clip_grad_norm > 0) grad_clip_norm(&wk->grad, c->clip_grad_norm);
+            }
+            // The round goes on (every thread must meet at its barriers); the
+            // threads park and stop at the next round boundary.
+            if (count) check_diverged(tr, id, rounds, loss);
             float lr = optimizer_lr(tr->opt, (double)rounds, epoch);
-            if (link && id == 0 && link->step_delay_ms > 0) sleep_ms(link->step_delay_ms);
+            if (id == 0) step_delay_sleep(link, &delay_rng);
             spin_barrier_wait(&tr->barrier);  // B: every gradient of the round is ready
             if (tr->sum.dense) {
                 // This thread alone reads and clears its range of every thread's gradient.
@@ -396,7 +590,8 @@ static void *sync_worker(void *arg) {
                 spin_barrier_wait(&tr->barrier);  // the replica's averaged gradient is complete
                 if (id == 0) {
                     int applied = 0;
-                    if (link->exchange(link->ctx, &tr->sum, total, lr, tr->w, &applied) != 0)
+                    if (!atomic_load_explicit(link->abort, memory_order_relaxed) &&
+                        link->exchange(link->ctx, &tr->sum, total, lr, tr->w, &applied) != 0)
                         atomic_store_explicit(link->abort, 1, memory_order_relaxed);
                     tr->round_applied = applied;
                 }
@@ -486,6 +681,9 @@ static void free_trainer(trainer_t *tr) {
     free(tr->stats);
     free(tr->order);
     free(tr->sub_count);
+    free(tr->position.samples);
+    free(tr->position.updates);
+    free(tr->position.loss_sum);
 }
 
 static int prepare(trainer_t *tr, char *err, size_t err_len) {
@@ -495,14 +693,19 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
     tr->workers = calloc(T, sizeof *tr->workers);
     tr->stats = aligned_alloc(64, T * sizeof *tr->stats);
     tr->sub_count = calloc(T, sizeof *tr->sub_count);
-    if (!tr->order || !tr->workers || !tr->stats || !tr->sub_count) {
+    tr->position.samples = calloc(T, sizeof *tr->position.samples);
+    tr->position.updates = calloc(T, sizeof *tr->position.updates);
+    tr->position.loss_sum = calloc(T, sizeof *tr->position.loss_sum);
+    if (!tr->order || !tr->workers || !tr->stats || !tr->sub_count || !tr->position.samples || !tr->position.updates ||
+        !tr->position.loss_sum) {
         snprintf(err, err_len, "trainer: allocating state for %zu threads: %s", T, strerror(errno));
         return -1;
     }
+    const train_position_t *at = tr->cfg.start;
     for (size_t i = 0; i < T; i++) {
-        atomic_init(&tr->stats[i].samples, 0);
-        atomic_init(&tr->stats[i].updates, 0);
-        atomic_init(&tr->stats[i].loss_sum, 0.0);
+        atomic_init(&tr->stats[i].samples, at ? at->samples[i] : 0);
+        atomic_init(&tr->stats[i].updates, at ? at->updates[i] : 0);
+        atomic_init(&tr->stats[i].loss_sum, at ? at->loss_sum[i] : 0.0);
         atomic_init(&tr->stats[i].lr, 0.0f);
     }
     for (size_t i = 0; i < tr->n_train; i++) tr->order[i] = (uint32_t)i;
@@ -526,7 +729,7 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
 }
 
 static int start_threads(trainer_t *tr, size_t *started, char *err, size_t err_len) {
-    void *(*entry)(void *) = tr->cfg.mode == TRAIN_MODE_SYNC ? sync_worker : async_worker;
+    void *(*entry)(void *) = tr->gpu ? gpu_worker : tr->cfg.mode == TRAIN_MODE_SYNC ? sync_worker : async_worker;
     long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
     if (n_cpus < 1) n_cpus = 1;
     for (size_t i = 0; i < tr->cfg.threads; i++) {
@@ -590,6 +793,10 @@ static train_point_t point_at(const trainer_t *tr, const clock_state_t *clk, con
 static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const train_callbacks_t *cb,
                       train_result_t *res) {
     double pause_begin = now_s();
+    const train_link_t *link = tr->cfg.link;
+    if (link && link->refresh && !atomic_load_explicit(link->abort, memory_order_relaxed) &&
+        link->refresh(link->ctx, tr->w) != 0)
+        atomic_store_explicit(link->abort, 1, memory_order_relaxed);
     totals_t t = read_totals(tr);
     train_point_t p = point_at(tr, clk, &t, pause_begin);
     evaluate(tr, ws, &p);
@@ -608,6 +815,34 @@ static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const 
     return reached && tr->cfg.stop_at_target;
 }
 
+// With every thread parked: the run's position, handed to the checkpoint
+// callback unless a parameter is no longer finite (a checkpoint is only ever
+// of a good state). Counted as paused time.
+static int take_checkpoint(trainer_t *tr, clock_state_t *clk, train_result_t *out, char *err, size_t err_len) {
+    double begin = now_s();
+    for (size_t j = 0; j < tr->n_params; j++) {
+        float v = param_get(&tr->w[j]);
+        if (!isfinite(v)) {
+            atomic_store(&tr->diverged, 1);
+            tr->diverged_loss = v;
+            snprintf(err, err_len, "training diverged: parameter %zu is %g; no checkpoint written", j, (double)v);
+            return -1;
+        }
+    }
+    size_t T = tr->cfg.threads;
+    for (size_t i = 0; i < T; i++) {
+        tr->position.samples[i] = atomic_load_explicit(&tr->stats[i].samples, memory_order_relaxed);
+        tr->position.updates[i] = atomic_load_explicit(&tr->stats[i].updates, memory_order_relaxed);
+        tr->position.loss_sum[i] = atomic_load_explicit(&tr->stats[i].loss_sum, memory_order_relaxed);
+    }
+    tr->position.threads = T;
+    tr->position.wall_s = begin - clk->start - clk->paused;
+    int rc = tr->cfg.checkpoint(tr->cfg.checkpoint_ctx, &tr->position, tr->w, tr->opt, err, err_len);
+    if (rc == 0) out->checkpoints++;
+    clk->paused += now_s() - begin;
+    return rc;
+}
+
 int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
               const train_callbacks_t *cb, train_result_t *out, char *err, size_t err_len) {
     if (train_config_check(c, model_num_train(m), err, err_len) != 0) return -1;
@@ -623,11 +858,18 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     if (tr.cfg.eval_every == 0) tr.cfg.eval_every = 1;
     model_ws_t *eval_ws[EVAL_THREADS_MAX] = {NULL};
     size_t n_eval_ws = c->threads < EVAL_THREADS_MAX ? c->threads : EVAL_THREADS_MAX;
-    int prepared = prepare(&tr, err, err_len) == 0;
+    gpu_model_t *own_gpu = NULL;
+    tr.gpu = c->gpu_model;
+    if (!tr.gpu && c->gpu && !(tr.gpu = own_gpu = gpu_model_new(m, optimizer_config(opt), c->gpu, c->batch, err, err_len)))
+        return -1;
+    int prepared = !tr.gpu || (gpu_model_bind_thread(tr.gpu, err, err_len) == 0 &&
+                               gpu_model_set_params(tr.gpu, w, err, err_len) == 0);
+    prepared = prepared && prepare(&tr, err, err_len) == 0;
     for (size_t i = 0; prepared && i < n_eval_ws; i++) prepared = (eval_ws[i] = model_ws_new(m, c->batch, err, err_len)) != NULL;
     if (!prepared) {
         for (size_t i = 0; i < n_eval_ws; i++) model_ws_destroy(&eval_ws[i]);
         free_trainer(&tr);
+        gpu_model_destroy(&own_gpu);
         return -1;
     }
     pthread_mutex_init(&tr.update_lock, NULL);
@@ -645,12 +887,17 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     atomic_init(&tr.pause_requested, 0);
     atomic_init(&tr.stop_requested, 0);
     atomic_init(&tr.next_eval_samples, tr.cfg.eval_every);
+    atomic_init(&tr.diverged, 0);
 
     memset(out, 0, sizeof *out);
     out->time_to_target_s = NAN;
     clock_state_t clk;
     memset(&clk, 0, sizeof clk);
-    clk.start = now_s();
+    clk.start = now_s() - (c->start ? c->start->wall_s : 0.0);
+    // Checkpoints are due by training time (evaluation and checkpoint pauses excluded).
+    double checkpoint_at = c->checkpoint_every_s > 0 ? (c->start ? c->start->wall_s : 0.0) + c->checkpoint_every_s
+                                                     : INFINITY;
+    int checkpoint_due = 0;
     // The starting point, so every curve begins at the initial parameters.
     int stop = eval_point(&tr, eval_ws, &clk, cb, out);
 
@@ -668,14 +915,32 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
         if (atomic_load_explicit(&tr.pause_requested, memory_order_acquire)) {
             while (tr.parked + tr.finished < started) pthread_cond_wait(&tr.cv_parked, &tr.mu);
             pthread_mutex_unlock(&tr.mu);
-            int stop_now = eval_point(&tr, eval_ws, &clk, cb, out);
-            out->stopped_at_target |= stop_now;
-            stop_now |= out->stopped_at_time_limit;
+            int stop_now = atomic_load(&tr.diverged);
+            if (!stop_now && checkpoint_due) {
+                checkpoint_due = 0;
+                if (take_checkpoint(&tr, &clk, out, err, err_len) != 0) {
+                    rc = -1;
+                    stop_now = 1;
+                }
+                checkpoint_at = tr.position.wall_s + c->checkpoint_every_s;
+            }
+            // An evaluation when one is due (the pause may have been only for a checkpoint).
+            if (!stop_now && (read_totals(&tr).samples >= atomic_load(&tr.next_eval_samples) ||
+                              out->stopped_at_time_limit)) {
+                int at_target = eval_point(&tr, eval_ws, &clk, cb, out);
+                out->stopped_at_target |= at_target;
+                stop_now = at_target || out->stopped_at_time_limit;
+            }
             pthread_mutex_lock(&tr.mu);
             resume_workers_locked(&tr, stop_now);
             continue;
         }
         double now = now_s();
+        if (!checkpoint_due && now - clk.start - clk.paused >= checkpoint_at) {
+            checkpoint_due = 1;
+            atomic_store_explicit(&tr.pause_requested, 1, memory_order_release);
+            continue;
+        }
         if (c->time_limit_s > 0 && !out->stopped_at_time_limit && now - clk.start - clk.paused >= c->time_limit_s) {
             // Out of time: a last evaluation at the next step boundary, then stop.
             out->stopped_at_time_limit = 1;
@@ -696,6 +961,7 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
         }
         struct timespec deadline;
         double wake = next_progress;
+        if (clk.start + clk.paused + checkpoint_at < wake) wake = clk.start + clk.paused + checkpoint_at;
         if (c->time_limit_s > 0 && !out->stopped_at_time_limit) {
             double limit_at = clk.start + clk.paused + c->time_limit_s;
             if (limit_at < wake) wake = limit_at;
@@ -707,6 +973,20 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     pthread_mutex_unlock(&tr.mu);
     for (size_t i = 0; i < started; i++) pthread_join(tr.workers[i].thread, NULL);
     blas_set_threads(saved_blas_threads);
+    if (rc == 0 && tr.gpu_err[0]) {
+        snprintf(err, err_len, "%s", tr.gpu_err);
+        rc = -1;
+    }
+    if (rc == 0 && atomic_load(&tr.diverged)) {
+        totals_t t = read_totals(&tr);
+        snprintf(err, err_len,
+                 "training diverged: thread %zu's minibatch loss was %s at its step %llu (after %llu samples in all); "
+                 "stopped without saving the parameters (a smaller --lr may help)",
+                 tr.diverged_thread, isnan(tr.diverged_loss) ? "NaN" : tr.diverged_loss > 0 ? "+Inf" : "-Inf",
+                 (unsigned long long)tr.diverged_step,
+                 (unsigned long long)t.samples);
+        rc = -1;
+    }
     if (rc == 0 && c->link && atomic_load_explicit(c->link->abort, memory_order_relaxed)) {
         snprintf(err, err_len, "training stopped: this worker lost its connection to the run");
         rc = -1;
@@ -721,6 +1001,8 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
         out->updates = t.updates;
         out->samples_per_s = out->wall_s > 0 ? (double)t.samples / out->wall_s : 0.0;
         out->updates_per_s = out->wall_s > 0 ? (double)t.updates / out->wall_s : 0.0;
+        // The end is a checkpoint too: resuming a finished run has nothing left to do.
+        if (c->checkpoint_every_s > 0 && take_checkpoint(&tr, &clk, out, err, err_len) != 0) rc = -1;
     }
     pthread_cond_destroy(&tr.cv_resume);
     pthread_cond_destroy(&tr.cv_parked);
@@ -728,6 +1010,7 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     pthread_mutex_destroy(&tr.update_lock);
     for (size_t i = 0; i < n_eval_ws; i++) model_ws_destroy(&eval_ws[i]);
     free_trainer(&tr);
+    gpu_model_destroy(&own_gpu);
     return rc;
 }
 

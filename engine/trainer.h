@@ -22,8 +22,10 @@
 
 #include <stdatomic.h>
 
+#include "engine/gpu_model.h"  // defines: gpu_model_t, gpu_options_t
 #include "engine/model.h"      // defines: model_t, model_loss_grad, model_evaluate
 #include "engine/optimizer.h"  // defines: optimizer_t, optimizer_config_t
+#include "staleness/delay.h"   // defines: step_delay_t
 
 typedef enum train_mode {
     TRAIN_MODE_HOGWILD,
@@ -57,12 +59,41 @@ typedef struct train_link {
     // *applied), or sum now holds the global average for the trainer to apply.
     // Returns 0, or -1 to stop the run.
     int (*exchange)(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied);
+    // Optional, sync: called by thread 0 before a round's gradients are
+    // computed, with the examples this replica takes in it (its threads'
+    // slices, in order), so that the link can bring the parameters they read
+    // up to date in w (sparse rows held by servers). Returns 0, or -1 to stop.
+    int (*prepare)(void *ctx, const uint32_t *examples, size_t count, param_t *w);
+    // Optional: called before every evaluation, by the evaluating thread while
+    // the training threads are parked (or not yet started, or finished), so
+    // that the link can bring all of w up to date. Returns 0, or -1 to stop.
+    int (*refresh)(void *ctx, param_t *w);
     void *ctx;
     // Set by the link when its communication failed: every thread stops.
     _Atomic int *abort;
     // Injected delay after every step (hogwild/locked) or round (sync): a straggler.
-    double step_delay_ms;
+    // Fixed, or drawn per step from a per-thread RNG seeded by (seed, rank, thread).
+    step_delay_t step_delay;
 } train_link_t;
+
+// Where a run stands: per-thread counters and the training time so far. A
+// checkpoint records it; a resumed run (or a worker that rejoins a
+// distributed run) starts from it: hogwild/locked thread t skips its first
+// updates[t] steps and sync the first updates[0] rounds, replaying the data
+// order's shuffles on the way, so the rest of the run sees the examples it
+// would have seen.
+typedef struct train_position {
+    size_t threads;
+    uint64_t *samples;   // (threads) examples each thread processed
+    uint64_t *updates;   // (threads) hogwild/locked: steps each thread took; sync: updates[0] = rounds done
+    double *loss_sum;    // (threads) sum over steps of minibatch objective x examples
+    double wall_s;       // training seconds so far
+} train_position_t;
+
+// Called with every thread parked at a step (sync: round) boundary; returns 0,
+// or -1 with err filled to stop the run.
+typedef int (*train_checkpoint_fn)(void *ctx, const train_position_t *at, const param_t *w, const optimizer_t *opt,
+                                   char *err, size_t err_len);
 
 typedef struct train_config {
     train_mode_t mode;
@@ -77,7 +108,23 @@ typedef struct train_config {
     double time_limit_s;        // > 0: stop after this many training seconds (evaluation excluded)
     int pin;                    // pin thread t to CPU t mod (online CPUs)
     double progress_interval_s; // 0: no progress callbacks
+    double clip_grad_norm;      // > 0: each thread's minibatch gradient is scaled down to this L2 norm when
+                                // longer (grad_clip_norm), before it is applied or averaged; CPU only
     const train_link_t *link;   // distributed runs only (borrowed); NULL otherwise
+    // Where the steps run. NULL: on the CPU. Else on the GPU (--device cuda):
+    // one host thread (threads = 1, mode hogwild) queues the steps of a
+    // gpu_model, which holds the parameters while training; w receives them
+    // at every evaluation and at the end. train_run makes the gpu_model from
+    // these options unless gpu_model names one already made (a replica's,
+    // borrowed).
+    const gpu_options_t *gpu;
+    gpu_model_t *gpu_model;
+    const train_position_t *start;  // NULL: from the beginning; else threads must match
+    // > 0: every this many training seconds the threads park and checkpoint()
+    // is called (and once more at the end of the run).
+    double checkpoint_every_s;
+    train_checkpoint_fn checkpoint;
+    void *checkpoint_ctx;
 } train_config_t;
 
 // One evaluation point (or, for progress callbacks, a snapshot with test fields NaN).
@@ -113,6 +160,7 @@ typedef struct train_result {
     size_t n_evals;
     int stopped_at_target;
     int stopped_at_time_limit;
+    uint64_t checkpoints;      // written (train_config.checkpoint), the final one included
     train_point_t last;        // the final evaluation
 } train_result_t;
 
@@ -120,7 +168,9 @@ void train_config_default(train_config_t *c);
 int train_config_check(const train_config_t *c, size_t n_train, char *err, size_t err_len);
 
 // Trains w in place. Allocates everything before starting threads, so a failure
-// leaves w untouched; returns 0, or -1 with err filled.
+// leaves w untouched; returns 0, or -1 with err filled. A step whose loss is
+// NaN or Inf stops the run (-1, err saying where): it diverged, and no
+// checkpoint is written after that.
 int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
               const train_callbacks_t *cb, train_result_t *out, char *err, size_t err_len);
 

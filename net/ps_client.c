@@ -12,15 +12,40 @@
 #include "datasets/split.h"  // defines: shard_range
 #include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, ZMQ_FAIL
 
+#define RETRY_BACKOFF_MAX 8  // a silent shard is retried at most every 8 retry intervals
+#define JOIN_ROUNDS_MAX 8    // HELLO rounds to make the shards agree on a rejoin clock
+
+// A request kept until answered, so that it can be sent again.
+typedef enum request_kind {
+    REQUEST_NONE,
+    REQUEST_HELLO,
+    REQUEST_PULL,
+    REQUEST_BYE,
+} request_kind_t;
+
 typedef struct shard_conn {
     void *sock;
+    const char *endpoint;
     size_t begin, end;
     uint64_t version;     // of the parameters last pulled from it
-    uint64_t unacked;     // pushes sent, not yet acknowledged
-    int answered;         // the current pull (or hello, or bye) got its answer
+    uint64_t min_clock;   // the min worker clock it reported last
+    uint64_t welcome_clock;  // the clock its WELCOME said this worker continues from
+    // The last push (a copy of its frames shares their buffers), until the next
+    // one replaces it: resent while unacknowledged, and with a retried pull.
+    wire_header_t push_h;
+    zmq_msg_t push_frames[2];
+    size_t push_n_frames;  // 0: no push yet
+    int push_acked;
+    // The request waiting for its answer.
+    request_kind_t req;
+    wire_header_t req_h;
+    zmq_msg_t req_keys;   // a keyed pull's key frame (copy)
+    int req_has_keys;
+    int answered;
     size_t key_begin;     // keyed pull: where this shard's keys start in the caller's array
     size_t key_count;     // keyed pull: how many of them this shard was asked for
-    uint64_t min_clock;   // the min worker clock it reported last
+    // Retries: when something was last sent, the current interval, when the shard last spoke.
+    double sent_at, retry_s, heard_at;
     wire_checksum_stream_t sum;  // the push frame's checksum, block by block
     size_t summed;               // floats of the push frame summed so far; SIZE_MAX: given up
 } shard_conn_t;
@@ -30,14 +55,18 @@ struct ps_client {
     uint32_t worker;
     size_t n_shards, n_params;
     int timeout_ms;
+    double retry_s;
     shard_conn_t *shards;
     zmq_pollitem_t *items;
     zmq_msg_t *frames;   // (n_shards) dense push frames being filled
     float **frame_data;  // (n_shards) their data
+    uint8_t **encoded;   // (n_shards) the same frames' bytes when they hold encodings
     int frames_ready;
+    int frames_encoded;  // the frames being filled are ENCODED, not DENSE
     // The pull in progress.
     float *pull_out;
     float *pull_values;
+    wire_status_t refusal;
     ps_client_stats_t stats;
 };
 
@@ -61,6 +90,84 @@ static void note_dropped(ps_client_t *c, size_t k, wire_status_t why) {
                 c->worker, k, why == WIRE_STATUS_OK ? "not expected now" : wire_status_name(why));
 }
 
+// ---- sending and resending ------------------------------------------------------
+
+static void sent_now(ps_client_t *c, shard_conn_t *s) {
+    s->sent_at = now_s();
+    s->retry_s = c->retry_s;
+}
+
+// Sends shard k's kept push again (its frames are shared, not copied).
+static int resend_push(ps_client_t *c, size_t k, char *err, size_t err_len) {
+    shard_conn_t *s = &c->shards[k];
+    zmq_msg_t frames[2];
+    for (size_t i = 0; i < s->push_n_frames; i++) {
+        zmq_msg_init(&frames[i]);
+        zmq_msg_copy(&frames[i], &s->push_frames[i]);
+    }
+    return zmsg_send_sealed(s->sock, NULL, &s->push_h, frames, s->push_n_frames, 0, err, err_len);
+}
+
+// Sends shard k's waiting request (again).
+static int send_request(ps_client_t *c, size_t k, char *err, size_t err_len) {
+    shard_conn_t *s = &c->shards[k];
+    if (!s->req_has_keys) return zmsg_send(s->sock, NULL, &s->req_h, NULL, 0, 0, err, err_len);
+    zmq_msg_t frame;
+    zmq_msg_init(&frame);
+    zmq_msg_copy(&frame, &s->req_keys);
+    return zmsg_send(s->sock, NULL, &s->req_h, &frame, 1, 0, err, err_len);
+}
+
+// Makes h (with an optional key frame, consumed) shard k's waiting request and sends it.
+static int start_request(ps_client_t *c, size_t k, request_kind_t kind, wire_header_t h, zmq_msg_t *keys, char *err,
+                         size_t err_len) {
+    shard_conn_t *s = &c->shards[k];
+    if (s->req_has_keys) zmq_msg_close(&s->req_keys);
+    s->req_has_keys = 0;
+    s->req = kind;
+    s->req_h = h;
+    s->answered = 0;
+    if (keys) {
+        zmq_msg_init(&s->req_keys);
+        zmq_msg_move(&s->req_keys, keys);
+        s->req_has_keys = 1;
+    }
+    sent_now(c, s);
+    return send_request(c, k, err, err_len);
+}
+
+static int push_outstanding(const shard_conn_t *s) { return s->push_n_frames && !s->push_acked; }
+static int request_outstanding(const shard_conn_t *s) { return s->req != REQUEST_NONE && !s->answered; }
+
+// Resends what shard k has left unanswered for its retry interval: the push,
+// and the request (a pull that names a clock with the last push before it: a
+// shard restarted from a checkpoint may have lost it, and may be waiting on
+// this worker's clock).
+static int retry_shard(ps_client_t *c, size_t k, double now, char *err, size_t err_len) {
+    shard_conn_t *s = &c->shards[k];
+    int push = push_outstanding(s), req = request_outstanding(s);
+    if (!push && !req) return 0;
+    if (now - s->sent_at < s->retry_s) return 0;
+    if (push || (req && s->req == REQUEST_PULL && s->req_h.clock > 0 && s->push_n_frames)) {
+        if (resend_push(c, k, err, err_len) != 0) return -1;
+    }
+    if (req && send_request(c, k, err, err_len) != 0) return -1;
+    c->stats.retries++;
+    s->sent_at = now;
+    if (s->retry_s < RETRY_BACKOFF_MAX * c->retry_s) s->retry_s *= 2;
+    return 0;
+}
+
+// ---- receiving --------------------------------------------------------------------
+
+static void note_stale(ps_client_t *c) { c->stats.stale++; }
+
+// Does a sparse PARAMS answer the keyed pull waiting on shard k (same keys)?
+static int answers_keys(const shard_conn_t *s, zmsg_t *m) {
+    if (!s->req_has_keys || m->h.count != s->key_count) return 0;
+    return memcmp(zmsg_payload(m, 0), zmq_msg_data((zmq_msg_t *)&s->req_keys), s->key_count * sizeof(uint32_t)) == 0;
+}
+
 // Handles one message from shard k.
 static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_len) {
     shard_conn_t *s = &c->shards[k];
@@ -73,9 +180,14 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
         note_dropped(c, k, m->status);
         return 0;
     }
+    s->heard_at = now_s();
     s->min_clock = h->clock;
     switch (h->type) {
     case MSG_TYPE_WELCOME:
+        if (s->req != REQUEST_HELLO || s->answered) {
+            note_stale(c);
+            return 0;
+        }
         if (h->offset != s->begin || h->aux != s->end - s->begin) {
             snprintf(err, err_len,
                      "server shard %zu holds parameters [%llu, %llu) but this worker expects [%zu, %zu): do all "
@@ -84,13 +196,23 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
             return -1;
         }
         s->version = h->param_version;
+        s->welcome_clock = h->clock;
         s->answered = 1;
         return 0;
     case MSG_TYPE_PUSH_ACK:
-        if (s->unacked) s->unacked--;
+        // The acknowledgement names its push: one of an earlier retry is stale.
+        if (!push_outstanding(s) || h->offset != s->push_h.clock) {
+            note_stale(c);
+            return 0;
+        }
+        s->push_acked = 1;
         c->stats.pushes_acked++;
         return 0;
     case MSG_TYPE_PARAMS:
+        if (s->req != REQUEST_PULL || s->answered || h->clock < s->req_h.clock) {
+            note_stale(c);  // a retried pull's second answer, or one for an earlier pull
+            return 0;
+        }
         if (h->payload_kind == PAYLOAD_KIND_DENSE && c->pull_out && h->offset == s->begin &&
             h->count == s->end - s->begin) {
             // Verified while copied: one pass over the payload instead of two.
@@ -102,10 +224,10 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
         } else if (zmsg_verify(m) != 0) {
             note_dropped(c, k, m->status);
             return 0;
-        } else if (h->payload_kind == PAYLOAD_KIND_SPARSE && c->pull_values && h->count == s->key_count) {
+        } else if (h->payload_kind == PAYLOAD_KIND_SPARSE && c->pull_values && answers_keys(s, m)) {
             memcpy(c->pull_values + s->key_begin, zmsg_payload(m, 1), h->count * sizeof(float));
         } else {
-            note_dropped(c, k, m->status);
+            note_stale(c);
             return 0;
         }
         c->stats.bytes_in += h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);
@@ -113,12 +235,28 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
         s->answered = 1;
         return 0;
     case MSG_TYPE_BYE_ACK:
+        if (s->req != REQUEST_BYE || s->answered) {
+            note_stale(c);
+            return 0;
+        }
         s->answered = 1;
         return 0;
     case MSG_TYPE_REJECT:
         c->stats.rejects++;
-        snprintf(err, err_len, "server shard %zu refused a request from worker %u: %s", k, c->worker,
-                 wire_status_name((wire_status_t)h->aux));
+        c->refusal = (wire_status_t)h->aux;
+        // The refusal ends the push in flight (the oldest request): nothing waits for it now.
+        if (push_outstanding(s)) s->push_acked = -1;
+        if (h->aux == WIRE_STATUS_EVICTED)
+            snprintf(err, err_len,
+                     "server shard %zu evicted worker %u: it was silent for longer than --worker-timeout; it must "
+                     "rejoin", k, c->worker);
+        else if (h->aux == WIRE_STATUS_NOT_FINITE)
+            snprintf(err, err_len,
+                     "server shard %zu refused a request from worker %u: the run diverged (an update held NaN or Inf)",
+                     k, c->worker);
+        else
+            snprintf(err, err_len, "server shard %zu refused a request from worker %u: %s", k, c->worker,
+                     wire_status_name((wire_status_t)h->aux));
         return -1;
     default:
         note_dropped(c, k, m->status);
@@ -126,37 +264,66 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
     }
 }
 
-// Receives until done(c) holds, failing after timeout_ms without progress.
+// The shards whose answer is missing, for an error message: "0 (tcp://...), 2 (tcp://...)".
+static void list_silent(const ps_client_t *c, double started, double now, char *out, size_t len) {
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t k = 0; k < c->n_shards && used + 1 < len; k++) {
+        const shard_conn_t *s = &c->shards[k];
+        if (!push_outstanding(s) && !request_outstanding(s)) continue;
+        double quiet_from = s->heard_at > started ? s->heard_at : started;
+        if ((now - quiet_from) * 1000.0 <= c->timeout_ms) continue;
+        int n = snprintf(out + used, len - used, "%s%zu (%s)", used ? ", " : "", k, s->endpoint);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
+// Receives until done(c) holds, resending what stays unanswered, and failing
+// once a shard with something outstanding has been silent for timeout_ms.
 static int pump(ps_client_t *c, int (*done)(const ps_client_t *), const char *what, char *err, size_t err_len) {
-    double last = now_s();
+    double started = now_s();
     while (!done(c)) {
-        int rc = zmq_poll(c->items, (int)c->n_shards, 100);
+        int rc = zmq_poll(c->items, (int)c->n_shards, 50);
         if (rc < 0) {
             if (errno == EINTR) continue;
             return ZMQ_FAIL("worker: zmq_poll", err, err_len);
         }
-        if (rc == 0) {
-            if (c->timeout_ms > 0 && (now_s() - last) * 1000.0 > c->timeout_ms) {
-                snprintf(err, err_len, "worker %u: no answer from the parameter server within %d ms while %s",
-                         c->worker, c->timeout_ms, what);
-                return -1;
-            }
-            continue;
-        }
-        last = now_s();
-        for (size_t k = 0; k < c->n_shards; k++) {
+        for (size_t k = 0; rc > 0 && k < c->n_shards; k++) {
             if (!(c->items[k].revents & ZMQ_POLLIN)) continue;
-            zmsg_t m;
-            int got = zmsg_recv_deferred(c->shards[k].sock, 0, c->run_id, &m, err, err_len);
-            if (got < 0) {
-                if (errno == EAGAIN) continue;
+            // Drain the shard: one poll may stand for several messages.
+            for (;;) {
+                zmsg_t m;
+                int got = zmsg_recv_deferred(c->shards[k].sock, 0, c->run_id, &m, err, err_len);
+                if (got < 0) {
+                    if (errno == EAGAIN) break;
+                    return -1;
+                }
+                int drc = 0;
+                if (got == 0) note_dropped(c, k, m.status);
+                else drc = dispatch(c, k, &m, err, err_len);
+                zmsg_close(&m);
+                if (drc != 0) return -1;
+                int events = 0;
+                size_t len = sizeof events;
+                if (zmq_getsockopt(c->shards[k].sock, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLIN)) break;
+            }
+        }
+        double now = now_s();
+        for (size_t k = 0; k < c->n_shards; k++) {
+            shard_conn_t *s = &c->shards[k];
+            if (!push_outstanding(s) && !request_outstanding(s)) continue;
+            // Silence counts from this wait's start or the shard's last message, whichever is later.
+            double quiet_from = s->heard_at > started ? s->heard_at : started;
+            if (c->timeout_ms > 0 && (now - quiet_from) * 1000.0 > c->timeout_ms) {
+                char silent[512];
+                list_silent(c, started, now, silent, sizeof silent);
+                snprintf(err, err_len,
+                         "worker %u: no answer from the parameter server within %d ms while %s (silent shards: %s)",
+                         c->worker, c->timeout_ms, what, silent);
                 return -1;
             }
-            int drc = 0;
-            if (got == 0) note_dropped(c, k, m.status);
-            else drc = dispatch(c, k, &m, err, err_len);
-            zmsg_close(&m);
-            if (drc != 0) return -1;
+            if (retry_shard(c, k, now, err, err_len) != 0) return -1;
         }
     }
     return 0;
@@ -164,18 +331,57 @@ static int pump(ps_client_t *c, int (*done)(const ps_client_t *), const char *wh
 
 static int all_answered(const ps_client_t *c) {
     for (size_t k = 0; k < c->n_shards; k++)
-        if (!c->shards[k].answered) return 0;
+        if (request_outstanding(&c->shards[k])) return 0;
     return 1;
 }
 
 static int all_acked(const ps_client_t *c) {
     for (size_t k = 0; k < c->n_shards; k++)
-        if (c->shards[k].unacked) return 0;
+        if (push_outstanding(&c->shards[k])) return 0;
     return 1;
 }
 
-static void clear_answered(ps_client_t *c) {
-    for (size_t k = 0; k < c->n_shards; k++) c->shards[k].answered = 0;
+static void finish_requests(ps_client_t *c) {
+    for (size_t k = 0; k < c->n_shards; k++) c->shards[k].req = REQUEST_NONE;
+}
+
+// ---- joining ------------------------------------------------------------------------
+
+static int hello(ps_client_t *c, size_t k, uint64_t proposed, char *err, size_t err_len) {
+    wire_header_t h = request(c, MSG_TYPE_HELLO, k);
+    h.offset = c->n_params;
+    h.clock = proposed;
+    return start_request(c, k, REQUEST_HELLO, h, NULL, err, err_len);
+}
+
+static uint64_t max_welcome_clock(const ps_client_t *c) {
+    uint64_t m = 0;
+    for (size_t k = 0; k < c->n_shards; k++)
+        if (c->shards[k].welcome_clock > m) m = c->shards[k].welcome_clock;
+    return m;
+}
+
+// HELLO to every shard. On a rejoin each shard names the clock to continue
+// from, and they may differ by a round (one saw the others' latest pushes
+// before another); the ones behind are told the latest, which they adopt, so
+// that every shard expects the same next push.
+static int join(ps_client_t *c, char *err, size_t err_len) {
+    for (size_t k = 0; k < c->n_shards; k++)
+        if (hello(c, k, 0, err, err_len) != 0) return -1;
+    if (pump(c, all_answered, "joining", err, err_len) != 0) return -1;
+    for (int round = 0; round < JOIN_ROUNDS_MAX; round++) {
+        uint64_t latest = max_welcome_clock(c);
+        int behind = 0;
+        for (size_t k = 0; k < c->n_shards; k++) {
+            if (c->shards[k].welcome_clock == latest) continue;
+            behind = 1;
+            if (hello(c, k, latest, err, err_len) != 0) return -1;
+        }
+        if (!behind) break;
+        if (pump(c, all_answered, "rejoining", err, err_len) != 0) return -1;
+    }
+    finish_requests(c);
+    return 0;
 }
 
 ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, const char *const *endpoints,
@@ -191,20 +397,25 @@ ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, cons
     c->n_shards = n_shards;
     c->n_params = n_params;
     c->timeout_ms = timeout_ms;
+    ps_client_set_retry_ms(c, timeout_ms > 0 && timeout_ms < 4000 ? timeout_ms / 4 : 1000);
     c->shards = calloc(n_shards, sizeof *c->shards);
     c->items = calloc(n_shards, sizeof *c->items);
     c->frames = calloc(n_shards, sizeof *c->frames);
     c->frame_data = calloc(n_shards, sizeof *c->frame_data);
-    if (!c->shards || !c->items || !c->frames || !c->frame_data) {
+    c->encoded = calloc(n_shards, sizeof *c->encoded);
+    if (!c->shards || !c->items || !c->frames || !c->frame_data || !c->encoded) {
         snprintf(err, err_len, "worker: out of memory");
         ps_client_destroy(&c);
         return NULL;
     }
     char identity[32];
     int id_len = snprintf(identity, sizeof identity, "w%u", worker);
+    double now = now_s();
     for (size_t k = 0; k < n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
         shard_range(n_params, n_shards, k, &s->begin, &s->end);
+        s->endpoint = endpoints[k];
+        s->heard_at = now;
         s->sock = zmq_socket(zmq_ctx, ZMQ_DEALER);
         if (!s->sock) {
             ZMQ_FAIL("worker: zmq_socket(DEALER)", err, err_len);
@@ -220,26 +431,16 @@ ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, cons
             ps_client_destroy(&c);
             return NULL;
         }
-        if (zmq_connect(s->sock, endpoints[k]) != 0) {
-            char what[300];
-            snprintf(what, sizeof what, "worker: zmq_connect(%s)", endpoints[k]);
-            ZMQ_FAIL(what, err, err_len);
+        char why[400];  // replies hold at most the shard's values
+        if (zmsg_connect(s->sock, endpoints[k], zmsg_max_frame(s->end - s->begin), why, sizeof why) != 0) {
+            snprintf(err, err_len, "worker: %s", why);
             ps_client_destroy(&c);
             return NULL;
         }
         c->items[k].socket = s->sock;
         c->items[k].events = ZMQ_POLLIN;
     }
-    for (size_t k = 0; k < n_shards; k++) {
-        wire_header_t h = request(c, MSG_TYPE_HELLO, k);
-        h.offset = n_params;
-        if (zmsg_send(c->shards[k].sock, NULL, &h, NULL, 0, 0, err, err_len) != 0) {
-            ps_client_destroy(&c);
-            return NULL;
-        }
-    }
-    clear_answered(c);
-    if (pump(c, all_answered, "joining", err, err_len) != 0) {
+    if (join(c, err, err_len) != 0) {
         ps_client_destroy(&c);
         return NULL;
     }
@@ -251,18 +452,56 @@ void ps_client_destroy(ps_client_t **cp) {
     ps_client_t *c = *cp;
     if (c->frames_ready)
         for (size_t k = 0; k < c->n_shards; k++) zmq_msg_close(&c->frames[k]);
-    if (c->shards)
-        for (size_t k = 0; k < c->n_shards; k++)
-            if (c->shards[k].sock) zmq_close(c->shards[k].sock);
+    if (c->shards) {
+        for (size_t k = 0; k < c->n_shards; k++) {
+            shard_conn_t *s = &c->shards[k];
+            for (size_t i = 0; i < s->push_n_frames; i++) zmq_msg_close(&s->push_frames[i]);
+            if (s->req_has_keys) zmq_msg_close(&s->req_keys);
+            if (s->sock) zmq_close(s->sock);
+        }
+    }
     free(c->shards);
     free(c->items);
     free(c->frames);
     free(c->frame_data);
+    free(c->encoded);
     free(c);
     *cp = NULL;
 }
 
+uint64_t ps_client_join_clock(const ps_client_t *c) { return max_welcome_clock(c); }
+
+void ps_client_set_retry_ms(ps_client_t *c, int retry_ms) { c->retry_s = 1e-3 * (retry_ms > 10 ? retry_ms : 10); }
+
+wire_status_t ps_client_refusal(const ps_client_t *c) { return c->refusal; }
+
+// ---- pushes -------------------------------------------------------------------------
+
+static void drop_frames(ps_client_t *c) {
+    for (size_t k = 0; c->frames_ready && k < c->n_shards; k++) zmq_msg_close(&c->frames[k]);
+    c->frames_ready = 0;
+}
+
+uint8_t *const *ps_client_push_encoded_frames(ps_client_t *c, const size_t *bytes, char *err, size_t err_len) {
+    drop_frames(c);  // sizes may differ from the last ones
+    for (size_t k = 0; k < c->n_shards; k++) {
+        if (zmsg_frame_alloc(&c->frames[k], bytes[k], err, err_len) != 0) {
+            for (size_t j = 0; j < k; j++) zmq_msg_close(&c->frames[j]);
+            return NULL;
+        }
+        c->encoded[k] = zmq_msg_data(&c->frames[k]);
+        c->shards[k].summed = SIZE_MAX;  // checksummed when committed
+    }
+    c->frames_ready = 1;
+    c->frames_encoded = 1;
+    return c->encoded;
+}
+
 float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len) {
+    if (c->frames_encoded) {
+        drop_frames(c);
+        c->frames_encoded = 0;
+    }
     if (!c->frames_ready) {
         for (size_t k = 0; k < c->n_shards; k++) {
             size_t n = c->shards[k].end - c->shards[k].begin;
@@ -289,49 +528,71 @@ void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, siz
     s->summed += n;
 }
 
+// Sends a push to shard k (frames consumed) and keeps it for resending.
+// h->checksum must be set already.
+static int send_push(ps_client_t *c, size_t k, const wire_header_t *h, zmq_msg_t *frames, size_t n_frames,
+                     char *err, size_t err_len) {
+    shard_conn_t *s = &c->shards[k];
+    for (size_t i = 0; i < s->push_n_frames; i++) zmq_msg_close(&s->push_frames[i]);
+    for (size_t i = 0; i < n_frames; i++) {
+        zmq_msg_init(&s->push_frames[i]);
+        zmq_msg_copy(&s->push_frames[i], &frames[i]);
+    }
+    s->push_n_frames = n_frames;
+    s->push_h = *h;
+    s->push_acked = 0;
+    sent_now(c, s);
+    if (zmsg_send_sealed(s->sock, NULL, h, frames, n_frames, 0, err, err_len) != 0) return -1;
+    c->stats.pushes_sent++;
+    return 0;
+}
+
+// A push waits for the previous one's acknowledgement: with one in flight per
+// shard, a clock below the shard's record can only be a retry.
+static int wait_previous_push(ps_client_t *c, char *err, size_t err_len) {
+    if (all_acked(c)) return 0;
+    return pump(c, all_acked, "waiting for the previous push's acknowledgement", err, err_len);
+}
+
 int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, char *err, size_t err_len) {
     if (!c->frames_ready) {
         snprintf(err, err_len, "worker: push committed without frames");
         return -1;
     }
+    int rc = wait_previous_push(c, err, err_len);
     c->frames_ready = 0;
-    int rc = 0;
+    int encoded = c->frames_encoded;
+    c->frames_encoded = 0;
     for (size_t k = 0; k < c->n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
+        if (rc != 0) {
+            zmq_msg_close(&c->frames[k]);
+            continue;
+        }
         wire_header_t h = request(c, MSG_TYPE_PUSH, k);
         h.clock = clock;
         h.param_version = s->version;
-        h.payload_kind = PAYLOAD_KIND_DENSE;
+        h.payload_kind = encoded ? PAYLOAD_KIND_ENCODED : PAYLOAD_KIND_DENSE;
         h.offset = s->begin;
         h.count = (uint32_t)(s->end - s->begin);
         h.aux = examples;
         h.flags = bsp ? WIRE_FLAG_SUM : 0;
-        if (rc == 0) {
-            if (s->summed == s->end - s->begin) {
-                h.checksum = wire_checksum_end(&s->sum);
-                rc = zmsg_send_sealed(s->sock, NULL, &h, &c->frames[k], 1, 0, err, err_len);
-            } else {
-                rc = zmsg_send(s->sock, NULL, &h, &c->frames[k], 1, 0, err, err_len);
-            }
-            if (rc == 0) {
-                s->unacked++;
-                c->stats.pushes_sent++;
-                c->stats.bytes_out += 4u * h.count;
-            }
-        } else {
-            zmq_msg_close(&c->frames[k]);
-        }
+        if (s->summed == s->end - s->begin) h.checksum = wire_checksum_end(&s->sum);
+        else wire_seal(&h, zmq_msg_data(&c->frames[k]), zmq_msg_size(&c->frames[k]), NULL, 0);
+        size_t frame_bytes = zmq_msg_size(&c->frames[k]);
+        rc = send_push(c, k, &h, &c->frames[k], 1, err, err_len);
+        if (rc == 0) c->stats.bytes_out += frame_bytes;
     }
     return rc;
 }
 
-// Indices must be ascending (repeats allowed) and below n_params; checked
-// before anything is sent, so a bad set reaches no shard.
+// Indices must be strictly ascending (each once, as the protocol says) and
+// below n_params; checked before anything is sent, so a bad set reaches no shard.
 static int check_indices(const ps_client_t *c, const uint32_t *idx, size_t n, const char *what, char *err,
                          size_t err_len) {
     for (size_t i = 0; i < n; i++) {
-        if (idx[i] >= c->n_params || (i > 0 && idx[i] < idx[i - 1])) {
-            snprintf(err, err_len, "worker: %s %u is not ascending or not below %zu", what, idx[i], c->n_params);
+        if (idx[i] >= c->n_params || (i > 0 && idx[i] <= idx[i - 1])) {
+            snprintf(err, err_len, "worker: %s %u is not strictly ascending or not below %zu", what, idx[i], c->n_params);
             return -1;
         }
     }
@@ -341,6 +602,7 @@ static int check_indices(const ps_client_t *c, const uint32_t *idx, size_t n, co
 int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val, size_t nnz, uint64_t clock,
                           uint32_t examples, int bsp, char *err, size_t err_len) {
     if (check_indices(c, idx, nnz, "sparse push index", err, err_len) != 0) return -1;
+    if (wait_previous_push(c, err, err_len) != 0) return -1;
     size_t pos = 0;
     for (size_t k = 0; k < c->n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
@@ -362,29 +624,30 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
         }
         memcpy(zmq_msg_data(&frames[0]), idx + first, n * sizeof(uint32_t));
         memcpy(zmq_msg_data(&frames[1]), val + first, n * sizeof(float));
-        if (zmsg_send(s->sock, NULL, &h, frames, 2, 0, err, err_len) != 0) return -1;
-        s->unacked++;
-        c->stats.pushes_sent++;
+        wire_seal(&h, zmq_msg_data(&frames[0]), n * sizeof(uint32_t), zmq_msg_data(&frames[1]), n * sizeof(float));
+        if (send_push(c, k, &h, frames, 2, err, err_len) != 0) return -1;
         c->stats.bytes_out += 8u * n;
     }
     if (pos != nnz) {
-        snprintf(err, err_len, "worker: sparse push index %u is not ascending or not below %zu", idx[pos], c->n_params);
+        snprintf(err, err_len, "worker: sparse push index %u is not strictly ascending or not below %zu", idx[pos], c->n_params);
         return -1;
     }
     return 0;
 }
+
+// ---- pulls and leaving ----------------------------------------------------------------
 
 int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *min_clock, char *err, size_t err_len) {
     double t0 = now_s();
     for (size_t k = 0; k < c->n_shards; k++) {
         wire_header_t h = request(c, MSG_TYPE_PULL, k);
         h.clock = need_clock;
-        if (zmsg_send(c->shards[k].sock, NULL, &h, NULL, 0, 0, err, err_len) != 0) return -1;
+        if (start_request(c, k, REQUEST_PULL, h, NULL, err, err_len) != 0) return -1;
     }
-    clear_answered(c);
     c->pull_out = out;
     int rc = pump(c, all_answered, "pulling parameters", err, err_len);
     c->pull_out = NULL;
+    finish_requests(c);
     c->stats.pulls++;
     c->stats.pull_wait_s += now_s() - t0;
     if (min_clock) {
@@ -396,7 +659,13 @@ int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *mi
 }
 
 int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *values, char *err, size_t err_len) {
+    return ps_client_pull_keys_at(c, 0, keys, n, values, err, err_len);
+}
+
+int ps_client_pull_keys_at(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
+                           char *err, size_t err_len) {
     if (check_indices(c, keys, n, "pull key", err, err_len) != 0) return -1;
+    double t0 = now_s();
     size_t pos = 0;
     for (size_t k = 0; k < c->n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
@@ -406,21 +675,23 @@ int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *v
         s->key_count = pos - first;
         wire_header_t h = request(c, MSG_TYPE_PULL, k);
         h.payload_kind = PAYLOAD_KIND_KEYS;
+        h.clock = need_clock;
         h.count = (uint32_t)(pos - first);
         zmq_msg_t frame;
         if (zmsg_frame_alloc(&frame, (pos - first) * sizeof(uint32_t), err, err_len) != 0) return -1;
         memcpy(zmq_msg_data(&frame), keys + first, (pos - first) * sizeof(uint32_t));
-        if (zmsg_send(s->sock, NULL, &h, &frame, 1, 0, err, err_len) != 0) return -1;
+        if (start_request(c, k, REQUEST_PULL, h, &frame, err, err_len) != 0) return -1;
     }
     if (pos != n) {
-        snprintf(err, err_len, "worker: pull key %u is not ascending or not below %zu", keys[pos], c->n_params);
+        snprintf(err, err_len, "worker: pull key %u is not strictly ascending or not below %zu", keys[pos], c->n_params);
         return -1;
     }
-    clear_answered(c);
     c->pull_values = values;
     int rc = pump(c, all_answered, "pulling keys", err, err_len);
     c->pull_values = NULL;
+    finish_requests(c);
     c->stats.pulls++;
+    c->stats.pull_wait_s += now_s() - t0;
     return rc;
 }
 
@@ -430,12 +701,11 @@ int ps_client_wait_acks(ps_client_t *c, char *err, size_t err_len) {
 
 int ps_client_bye(ps_client_t *c, char *err, size_t err_len) {
     if (ps_client_wait_acks(c, err, err_len) != 0) return -1;
-    for (size_t k = 0; k < c->n_shards; k++) {
-        wire_header_t h = request(c, MSG_TYPE_BYE, k);
-        if (zmsg_send(c->shards[k].sock, NULL, &h, NULL, 0, 0, err, err_len) != 0) return -1;
-    }
-    clear_answered(c);
-    return pump(c, all_answered, "leaving", err, err_len);
+    for (size_t k = 0; k < c->n_shards; k++)
+        if (start_request(c, k, REQUEST_BYE, request(c, MSG_TYPE_BYE, k), NULL, err, err_len) != 0) return -1;
+    int rc = pump(c, all_answered, "leaving", err, err_len);
+    finish_requests(c);
+    return rc;
 }
 
 void ps_client_get_stats(const ps_client_t *c, ps_client_stats_t *out) { *out = c->stats; }

@@ -7,26 +7,50 @@
 // Pushes do not wait: their acknowledgements are collected whenever the client
 // next receives (or by ps_client_wait_acks). Pulls block until every shard has
 // answered, so a pull that names a clock is how SSP and BSP workers wait.
+//
+// Messages can be lost (a connection that breaks loses what was in flight), so
+// every request still unanswered after the retry interval is sent again, the
+// interval doubling up to 8 times itself while the shard stays silent. A retry
+// is harmless: one push per shard is in flight at a time and each carries the
+// worker's clock, which the shard uses to acknowledge a repeated push without
+// applying it again; a pull that names a clock also resends the last push, in
+// case a restarted shard lost it. Replies to requests already answered are
+// dropped. A shard that stays silent for timeout_ms while a request waits is
+// an error (docs/reliability.md).
 #include <stddef.h>
 #include <stdint.h>
+
+#include "net/wire.h"  // defines: wire_status_t
 
 typedef struct ps_client ps_client_t;
 
 typedef struct ps_client_stats {
     uint64_t pushes_sent, pushes_acked, pulls;
     uint64_t rejects;                   // requests a server refused
-    uint64_t bytes_out, bytes_in;       // payload bytes
+    uint64_t retries;                   // requests sent again for want of an answer
+    uint64_t stale;                     // replies to requests answered already (after a retry)
+    uint64_t bytes_out, bytes_in;       // payload bytes (first sends only)
     uint64_t dropped;                   // invalid messages received
     double pull_wait_s;                 // time spent blocked in pulls
 } ps_client_stats_t;
 
 // Connects to every shard (endpoints[k] serves shard k), says hello, and checks
 // each shard's range against the layout both sides derive (shard_range).
-// timeout_ms bounds every wait for a reply. Returns NULL with err filled.
+// timeout_ms bounds every wait for a reply. A worker the shards have seen
+// before rejoins: they tell it the clock to continue from, which the client
+// makes every shard agree on (ps_client_join_clock). Returns NULL with err filled.
 ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, const char *const *endpoints,
                            size_t n_shards, size_t n_params, int heartbeat_ms, int timeout_ms, char *err,
                            size_t err_len);
 void ps_client_destroy(ps_client_t **c);
+
+// The clock this worker continues from: 0 on a first join, on a rejoin what
+// the shards gave it (docs/reliability.md).
+uint64_t ps_client_join_clock(const ps_client_t *c);
+
+// How long an unanswered request waits before it is sent again (default: a
+// quarter of timeout_ms, at most 1000 ms).
+void ps_client_set_retry_ms(ps_client_t *c, int retry_ms);
 
 // Dense push in place: ps_client_push_frames returns one buffer per shard; the
 // caller writes the update for parameter j of shard k's range [begin, end) at
@@ -38,10 +62,16 @@ float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len);
 // sends that frame without another pass over it. n must be a multiple of 8
 // (floats) except for a frame's last block; otherwise the commit checksums.
 void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, size_t n);
-// Sends the filled frames. clock: the worker's push rounds done before this one.
+// Sends the filled frames, once every earlier push is acknowledged. clock: the
+// worker's push rounds done before this one; it must exceed the last push's.
 // bsp: a gradient to aggregate (examples: how many examples it averages over).
 int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, char *err, size_t err_len);
-// Sparse push: nnz (index, value) pairs, indices ascending.
+// Encoded push (PAYLOAD_KIND_ENCODED): like ps_client_push_frames, but frame k
+// is bytes[k] bytes for the caller to fill with an encoding (net/compress.h)
+// of shard k's whole range; ps_client_push_commit then sends them. Returns
+// one buffer per shard, or NULL with err filled.
+uint8_t *const *ps_client_push_encoded_frames(ps_client_t *c, const size_t *bytes, char *err, size_t err_len);
+// Sparse push: nnz (index, value) pairs, indices strictly ascending.
 int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val, size_t nnz, uint64_t clock,
                           uint32_t examples, int bsp, char *err, size_t err_len);
 
@@ -49,13 +79,23 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
 // has pushed `need_clock` rounds (0: at once). Returns 0 or -1.
 // *min_clock (may be NULL) receives the smallest min clock the shards reported.
 int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *min_clock, char *err, size_t err_len);
-// Pulls the values at n keys (ascending) into values[0..n).
+// Pulls the values at n keys (strictly ascending) into values[0..n).
 int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *values, char *err, size_t err_len);
+// The same, answered once every live worker has pushed `need_clock` rounds
+// (0: at once), as ps_client_pull: how a worker reading sparse rows waits
+// under SSP.
+int ps_client_pull_keys_at(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
+                           char *err, size_t err_len);
 
 // Waits until every push sent has been acknowledged.
 int ps_client_wait_acks(ps_client_t *c, char *err, size_t err_len);
 // Says goodbye to every shard (after waiting for acks) and waits for the answers.
 int ps_client_bye(ps_client_t *c, char *err, size_t err_len);
+
+// Why a shard last refused a request (WIRE_STATUS_OK: none did): after a
+// failed call, WIRE_STATUS_EVICTED means this worker must rejoin (a new
+// client), WIRE_STATUS_NOT_FINITE that the run diverged.
+wire_status_t ps_client_refusal(const ps_client_t *c);
 
 void ps_client_get_stats(const ps_client_t *c, ps_client_stats_t *out);
 

@@ -4,10 +4,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <zmq.h>
 
+#include "datasets/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*
 #include "datasets/split.h"         // defines: shard_range
+#include "kernels/finite.h"         // defines: all_finite_cpu
 #include "kernels/update.h"         // defines: sgd_update_cpu, adagrad_update_cpu, axpy_cpu
+#include "net/compress.h"           // defines: compress_decode
 #include "net/zmsg.h"               // defines: zmsg_recv, zmsg_send, ZMQ_FAIL
 #include "staleness/clock_table.h"  // defines: clock_table_t
 
@@ -36,19 +40,35 @@ struct ps_server {
     float *bsp_sum;            // (n)
     float *backup;             // (n_workers, n) DC-ASGD: the shard as each worker last pulled it
     float *scratch_g;          // (scratch_cap) a push's values after delay compensation
+    float *decoded;            // (n) an ENCODED push, decoded
     uint32_t *scratch_idx;     // (scratch_cap) a sparse push's indices, shifted into the shard
     size_t scratch_cap;
     uint64_t bsp_clock;        // the clock being aggregated
     pending_pull_t *pending;
     size_t n_pending, cap_pending;
+    double *last_heard;        // (n_workers) when a message last came from each worker
+    double quiet_since;        // when the last live worker left or was evicted
+    int resumed;               // restored from a checkpoint: BSP rounds may have been lost
+    int diverged;              // a push held NaN or Inf: every request is refused from now on
+    double diverged_at;
+    uint8_t *told_diverged;    // (n_workers) refused with NOT_FINITE at least once
+    char diverged_msg[256];
+    double next_checkpoint;
     ps_stats_t stats;
     int warned[WIRE_STATUS_COUNT_];
 };
 
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
 const char *server_optimizer_name(server_optimizer_t o) { return o == SERVER_OPTIMIZER_ADAGRAD ? "adagrad" : "sgd"; }
 
-ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endpoint, const float *shard_init,
-                           char *err, size_t err_len) {
+// A shard with its state allocated and initialised from shard_init (NULL:
+// zeros, for a shard about to be restored), not yet bound.
+static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, char *err, size_t err_len) {
     if (c->n_shards == 0 || c->shard >= c->n_shards || c->n_workers == 0 || c->n_params == 0) {
         snprintf(err, err_len, "server: shard %zu of %zu, %zu workers, %zu parameters is not a valid layout",
                  c->shard, c->n_shards, c->n_workers, c->n_params);
@@ -74,8 +94,11 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
     size_t nw = c->n_workers, n = s->n ? s->n : 1;
     s->w = malloc(n * sizeof *s->w);
     s->read_min_clock = calloc(nw, sizeof *s->read_min_clock);
+    s->last_heard = calloc(nw, sizeof *s->last_heard);
+    s->told_diverged = calloc(nw, 1);
     s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
     s->scratch_g = malloc(n * sizeof *s->scratch_g);
+    s->decoded = malloc(n * sizeof *s->decoded);
     if (c->stale.dc_lambda > 0) s->backup = malloc(nw * n * sizeof *s->backup);
     s->scratch_cap = n;
     if (c->optimizer == SERVER_OPTIMIZER_ADAGRAD) s->h = calloc(n, sizeof *s->h);
@@ -85,7 +108,7 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
         s->bsp_version = calloc(nw, sizeof *s->bsp_version);
         s->bsp_sum = calloc(n, sizeof *s->bsp_sum);
     }
-    if (!s->w || !s->read_min_clock || !s->scratch_idx || !s->scratch_g || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
+    if (!s->w || !s->read_min_clock || !s->last_heard || !s->told_diverged || !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_examples || !s->bsp_version || !s->bsp_sum))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
         ps_server_destroy(&s);
@@ -95,16 +118,21 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
         ps_server_destroy(&s);
         return NULL;
     }
-    memcpy(s->w, shard_init, s->n * sizeof *s->w);
-    for (size_t k = 0; s->backup && k < nw; k++) memcpy(s->backup + k * n, shard_init, s->n * sizeof *s->w);
+    if (shard_init) memcpy(s->w, shard_init, s->n * sizeof *s->w);
+    else memset(s->w, 0, s->n * sizeof *s->w);
+    for (size_t k = 0; s->backup && k < nw; k++) memcpy(s->backup + k * n, s->w, s->n * sizeof *s->w);
     staleness_hist_init(&s->stats.staleness_clocks);
     staleness_hist_init(&s->stats.staleness_updates);
+    return s;
+}
+
+// busy_wait_s: how long to keep trying an address still in use (a restarted
+// shard's previous socket may still be closing).
+static int server_bind(ps_server_t *s, void *zmq_ctx, const char *endpoint, double busy_wait_s, char *err,
+                       size_t err_len) {
+    const ps_config_t *c = &s->cfg;
     s->sock = zmq_socket(zmq_ctx, ZMQ_ROUTER);
-    if (!s->sock) {
-        ZMQ_FAIL("server: zmq_socket(ROUTER)", err, err_len);
-        ps_server_destroy(&s);
-        return NULL;
-    }
+    if (!s->sock) return ZMQ_FAIL("server: zmq_socket(ROUTER)", err, err_len);
     int hwm = 0;  // never drop a reply: the peers bound what they have in flight
     int handover = 1;  // a restarted worker reclaims its identity at once
     if (zmsg_socket_defaults(s->sock, c->heartbeat_ms, err, err_len) != 0 ||
@@ -112,23 +140,175 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
         zmq_setsockopt(s->sock, ZMQ_SNDHWM, &hwm, sizeof hwm) != 0 ||
         zmq_setsockopt(s->sock, ZMQ_RCVHWM, &hwm, sizeof hwm) != 0) {
         if (!err[0]) ZMQ_FAIL("server: zmq_setsockopt(HWM)", err, err_len);
-        ps_server_destroy(&s);
-        return NULL;
+        return -1;
     }
-    if (zmq_bind(s->sock, endpoint) != 0) {
-        char what[300];
-        snprintf(what, sizeof what, "server: zmq_bind(%s)", endpoint);
-        ZMQ_FAIL(what, err, err_len);
-        ps_server_destroy(&s);
-        return NULL;
+    // No legitimate request is larger than the shard's values (sparse indices
+    // are strictly ascending), so no peer can make the shard allocate more.
+    double give_up = now_s() + busy_wait_s;
+    char why[400];
+    int rc;
+    while ((rc = zmsg_bind(s->sock, endpoint, zmsg_max_frame(s->n), why, sizeof why)) != 0 && errno == EADDRINUSE &&
+           now_s() < give_up) {
+        struct timespec nap = {0, 20000000};
+        nanosleep(&nap, NULL);
+    }
+    if (rc != 0) {
+        snprintf(err, err_len, "server: %s", why);
+        return -1;
     }
     size_t len = sizeof s->endpoint;
-    if (zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, s->endpoint, &len) != 0) {
-        ZMQ_FAIL("server: zmq_getsockopt(ZMQ_LAST_ENDPOINT)", err, err_len);
-        ps_server_destroy(&s);
-        return NULL;
-    }
+    if (zmq_getsockopt(s->sock, ZMQ_LAST_ENDPOINT, s->endpoint, &len) != 0)
+        return ZMQ_FAIL("server: zmq_getsockopt(ZMQ_LAST_ENDPOINT)", err, err_len);
+    return 0;
+}
+
+ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endpoint, const float *shard_init,
+                           char *err, size_t err_len) {
+    ps_server_t *s = server_alloc(c, shard_init, err, err_len);
+    if (s && server_bind(s, zmq_ctx, endpoint, 0.0, err, err_len) != 0) ps_server_destroy(&s);
     return s;
+}
+
+// ---- checkpoints -------------------------------------------------------------------
+
+// What identifies the run and the shard's layout; a checkpoint is resumed only
+// into the same. (The step size may change on a resume.)
+enum { ID_RUN, ID_SHARD, ID_SHARDS, ID_PARAMS, ID_WORKERS, ID_MODE, ID_OPTIMIZER, ID_BACKUP, ID_COUNT_ };
+static const char *const id_names[ID_COUNT_] = {"run id",  "shard",     "shards",    "parameters",
+                                                "workers", "sync mode", "optimizer", "DC-ASGD"};
+
+static void identity_of(const ps_server_t *s, uint64_t id[ID_COUNT_]) {
+    id[ID_RUN] = s->cfg.run_id;
+    id[ID_SHARD] = s->cfg.shard;
+    id[ID_SHARDS] = s->cfg.n_shards;
+    id[ID_PARAMS] = s->cfg.n_params;
+    id[ID_WORKERS] = s->cfg.n_workers;
+    id[ID_MODE] = (uint64_t)s->cfg.mode;
+    id[ID_OPTIMIZER] = (uint64_t)s->cfg.optimizer;
+    id[ID_BACKUP] = s->backup != NULL;
+}
+
+// The counters kept across a restart.
+enum { CT_VERSION, CT_APPLIED, CT_ANSWERED, CT_WAITED, CT_BYTES_IN, CT_BYTES_OUT, CT_REJECTED, CT_DUPLICATES,
+       CT_EVICTIONS, CT_REJOINS, CT_SKIPPED, CT_BSP_CLOCK, CT_COUNT_ };
+
+int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err_len) {
+    size_t nw = s->cfg.n_workers, n = s->n;
+    uint64_t id[ID_COUNT_], counters[CT_COUNT_] = {
+        s->stats.version, s->stats.pushes_applied, s->stats.pulls_answered, s->stats.pulls_waited, s->stats.bytes_in,
+        s->stats.bytes_out, s->stats.rejected, s->stats.duplicates, s->stats.evictions, s->stats.rejoins,
+        s->stats.rounds_skipped, s->bsp_clock};
+    identity_of(s, id);
+    ckpt_writer_t *w = ckpt_writer_open(path, err, err_len);
+    if (!w) return -1;
+    ckpt_writer_section(w, "ps.identity", id, sizeof id);
+    ckpt_writer_section(w, "ps.endpoint", s->endpoint, strlen(s->endpoint));
+    ckpt_writer_section(w, "ps.counters", counters, sizeof counters);
+    ckpt_writer_section(w, "ps.values", s->w, n * sizeof *s->w);
+    if (s->h) ckpt_writer_section(w, "ps.adagrad", s->h, n * sizeof *s->h);
+    ckpt_writer_section(w, "ps.clock", s->clocks.clock, nw * sizeof *s->clocks.clock);
+    ckpt_writer_section(w, "ps.joined", s->clocks.joined, nw);
+    ckpt_writer_section(w, "ps.left", s->clocks.left, nw);
+    ckpt_writer_section(w, "ps.evicted", s->clocks.evicted, nw);
+    ckpt_writer_section(w, "ps.pushes", s->clocks.pushes, nw * sizeof *s->clocks.pushes);
+    ckpt_writer_section(w, "ps.pushes_total", s->clocks.pushes_total, nw * sizeof *s->clocks.pushes_total);
+    ckpt_writer_section(w, "ps.read_min", s->read_min_clock, nw * sizeof *s->read_min_clock);
+    ckpt_writer_section(w, "ps.stale_clocks", &s->stats.staleness_clocks, sizeof s->stats.staleness_clocks);
+    ckpt_writer_section(w, "ps.stale_vers", &s->stats.staleness_updates, sizeof s->stats.staleness_updates);
+    if (s->bsp_grad) {
+        ckpt_writer_section(w, "bsp.grad", s->bsp_grad, nw * n * sizeof *s->bsp_grad);
+        ckpt_writer_section(w, "bsp.examples", s->bsp_examples, nw * sizeof *s->bsp_examples);
+        ckpt_writer_section(w, "bsp.version", s->bsp_version, nw * sizeof *s->bsp_version);
+    }
+    if (s->backup) ckpt_writer_section(w, "dc.backup", s->backup, nw * n * sizeof *s->backup);
+    return ckpt_writer_commit(&w, err, err_len);
+}
+
+static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t endpoint_len, char *err,
+                   size_t err_len) {
+    size_t nw = s->cfg.n_workers, n = s->n;
+    uint64_t want[ID_COUNT_], have[ID_COUNT_], counters[CT_COUNT_];
+    identity_of(s, want);
+    if (ckpt_file_get(f, "ps.identity", have, sizeof have, err, err_len) != 0) return -1;
+    for (int i = 0; i < ID_COUNT_; i++) {
+        if (have[i] == want[i]) continue;
+        snprintf(err, err_len, "%s: a checkpoint of another run or layout: its %s is %llu, this server's %llu",
+                 ckpt_file_path(f), id_names[i], (unsigned long long)have[i], (unsigned long long)want[i]);
+        return -1;
+    }
+    size_t len = 0;
+    const char *ep = ckpt_file_section(f, "ps.endpoint", &len);
+    if (!ep || len == 0 || len >= endpoint_len) {
+        snprintf(err, err_len, "%s: no valid section 'ps.endpoint'", ckpt_file_path(f));
+        return -1;
+    }
+    memcpy(endpoint, ep, len);
+    endpoint[len] = '\0';
+    if (ckpt_file_get(f, "ps.counters", counters, sizeof counters, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.values", s->w, n * sizeof *s->w, err, err_len) != 0 ||
+        (s->h && ckpt_file_get(f, "ps.adagrad", s->h, n * sizeof *s->h, err, err_len) != 0) ||
+        ckpt_file_get(f, "ps.clock", s->clocks.clock, nw * sizeof *s->clocks.clock, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.joined", s->clocks.joined, nw, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.left", s->clocks.left, nw, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.evicted", s->clocks.evicted, nw, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.pushes", s->clocks.pushes, nw * sizeof *s->clocks.pushes, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.pushes_total", s->clocks.pushes_total, nw * sizeof *s->clocks.pushes_total, err,
+                      err_len) != 0 ||
+        ckpt_file_get(f, "ps.read_min", s->read_min_clock, nw * sizeof *s->read_min_clock, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.stale_clocks", &s->stats.staleness_clocks, sizeof s->stats.staleness_clocks, err,
+                      err_len) != 0 ||
+        ckpt_file_get(f, "ps.stale_vers", &s->stats.staleness_updates, sizeof s->stats.staleness_updates, err,
+                      err_len) != 0)
+        return -1;
+    if (s->bsp_grad && (ckpt_file_get(f, "bsp.grad", s->bsp_grad, nw * n * sizeof *s->bsp_grad, err, err_len) != 0 ||
+                        ckpt_file_get(f, "bsp.examples", s->bsp_examples, nw * sizeof *s->bsp_examples, err,
+                                      err_len) != 0 ||
+                        ckpt_file_get(f, "bsp.version", s->bsp_version, nw * sizeof *s->bsp_version, err,
+                                      err_len) != 0))
+        return -1;
+    if (s->backup && ckpt_file_get(f, "dc.backup", s->backup, nw * n * sizeof *s->backup, err, err_len) != 0)
+        return -1;
+    s->stats.version = counters[CT_VERSION];
+    s->stats.pushes_applied = counters[CT_APPLIED];
+    s->stats.pulls_answered = counters[CT_ANSWERED];
+    s->stats.pulls_waited = counters[CT_WAITED];
+    s->stats.bytes_in = counters[CT_BYTES_IN];
+    s->stats.bytes_out = counters[CT_BYTES_OUT];
+    s->stats.rejected = counters[CT_REJECTED];
+    s->stats.duplicates = counters[CT_DUPLICATES];
+    s->stats.evictions = counters[CT_EVICTIONS];
+    s->stats.rejoins = counters[CT_REJOINS];
+    s->stats.rounds_skipped = counters[CT_SKIPPED];
+    s->bsp_clock = counters[CT_BSP_CLOCK];
+    s->stats.resumed_version = s->stats.version;
+    s->resumed = 1;
+    return 0;
+}
+
+ps_server_t *ps_server_resume(void *zmq_ctx, const ps_config_t *c, const char *endpoint, const char *path, char *err,
+                              size_t err_len) {
+    ckpt_file_t *f = ckpt_file_read(path, err, err_len);
+    if (!f) return NULL;
+    ps_server_t *s = server_alloc(c, NULL, err, err_len);
+    char saved[256];
+    if (s && restore(s, f, saved, sizeof saved, err, err_len) != 0) ps_server_destroy(&s);
+    ckpt_file_free(&f);
+    if (s && server_bind(s, zmq_ctx, endpoint ? endpoint : saved, 5.0, err, err_len) != 0) ps_server_destroy(&s);
+    return s;
+}
+
+// Writes a checkpoint when one is due. A failure (a full disk) is reported and
+// the shard goes on serving; the previous checkpoint stays as it was.
+static void maybe_checkpoint(ps_server_t *s, double now) {
+    if (s->cfg.checkpoint_every_s <= 0 || !s->cfg.checkpoint_path || now < s->next_checkpoint) return;
+    char err[512];
+    if (ps_server_save(s, s->cfg.checkpoint_path, err, sizeof err) == 0) {
+        s->stats.checkpoints++;
+    } else {
+        s->stats.checkpoint_failures++;
+        fprintf(stderr, "asgd server %zu: checkpoint not written: %s\n", s->cfg.shard, err);
+    }
+    s->next_checkpoint = now_s() + s->cfg.checkpoint_every_s;
 }
 
 void ps_server_destroy(ps_server_t **sp) {
@@ -144,12 +324,15 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->w);
     free(s->h);
     free(s->read_min_clock);
+    free(s->last_heard);
+    free(s->told_diverged);
     free(s->bsp_grad);
     free(s->bsp_examples);
     free(s->bsp_version);
     free(s->bsp_sum);
     free(s->scratch_idx);
     free(s->scratch_g);
+    free(s->decoded);
     free(s->backup);
     free(s);
     *sp = NULL;
@@ -161,6 +344,7 @@ void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end) {
     *end = s->end;
 }
 const uint64_t *ps_server_pushes_per_worker(const ps_server_t *s) { return s->clocks.pushes; }
+const uint64_t *ps_server_pushes_total_per_worker(const ps_server_t *s) { return s->clocks.pushes_total; }
 const uint64_t *ps_server_clocks(const ps_server_t *s) { return s->clocks.clock; }
 const float *ps_server_values(const ps_server_t *s) { return s->w; }
 
@@ -184,11 +368,24 @@ static wire_header_t reply_header(const ps_server_t *s, uint16_t type) {
 static int send_simple(ps_server_t *s, zmq_msg_t *identity, uint16_t type, uint32_t aux, char *err, size_t err_len) {
     wire_header_t h = reply_header(s, type);
     h.aux = aux;
-    if (type == MSG_TYPE_WELCOME) {
-        h.offset = s->begin;
-        h.count = 0;
-        h.aux = (uint32_t)s->n;  // the range length travels in aux: a WELCOME has no payload
-    }
+    return zmsg_send(s->sock, identity, &h, NULL, 0, 0, err, err_len);
+}
+
+// WELCOME: the shard's range (its length travels in aux: a WELCOME has no
+// payload) and the clock the worker is to continue from.
+static int send_welcome(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, char *err, size_t err_len) {
+    wire_header_t h = reply_header(s, MSG_TYPE_WELCOME);
+    h.offset = s->begin;
+    h.aux = (uint32_t)s->n;
+    h.clock = s->clocks.clock[worker];
+    return zmsg_send(s->sock, identity, &h, NULL, 0, 0, err, err_len);
+}
+
+// PUSH_ACK names the push it acknowledges by its clock, so that a worker that
+// retried a push can tell the acknowledgement of a retry from a later one's.
+static int send_push_ack(ps_server_t *s, zmq_msg_t *identity, uint64_t push_clock, char *err, size_t err_len) {
+    wire_header_t h = reply_header(s, MSG_TYPE_PUSH_ACK);
+    h.offset = push_clock;
     return zmsg_send(s->sock, identity, &h, NULL, 0, 0, err, err_len);
 }
 
@@ -272,6 +469,13 @@ static void record_staleness(ps_server_t *s, uint32_t worker, uint64_t round, ui
     staleness_hist_add(&s->stats.staleness_updates, v > computed_from_version ? v - computed_from_version : 0);
 }
 
+// The step for the next update: lr, or during warm-up lr * (version + 1) / warmup.
+static float warmed_up_lr(const ps_server_t *s) {
+    uint64_t w = s->cfg.warmup, v = s->stats.version;
+    if (w == 0 || v + 1 >= w) return s->cfg.lr;
+    return (float)((double)s->cfg.lr * (double)(v + 1) / (double)w);
+}
+
 static void apply_dense(ps_server_t *s, const float *g, float lr) {
     if (s->h) adagrad_update_cpu(s->n, lr, s->cfg.adagrad_eps, g, s->h, s->w);
     else sgd_update_cpu(s->n, lr, g, s->w);
@@ -279,23 +483,24 @@ static void apply_dense(ps_server_t *s, const float *g, float lr) {
 
 // Range checks of a push's payload against this shard; fills a dense view.
 static wire_status_t check_push(const ps_server_t *s, const wire_header_t *h, zmsg_t *m) {
-    if (h->payload_kind == PAYLOAD_KIND_DENSE) {
+    if (h->payload_kind == PAYLOAD_KIND_DENSE || h->payload_kind == PAYLOAD_KIND_ENCODED) {
         if (h->offset != s->begin || h->count != s->n) return WIRE_STATUS_BAD_RANGE;
         return WIRE_STATUS_OK;
     }
     if (h->payload_kind == PAYLOAD_KIND_SPARSE) {
+        // Strictly ascending within the shard (docs/protocol.md), hence never
+        // more pairs than the shard has parameters.
         const uint32_t *idx = zmsg_payload(m, 0);
         for (uint32_t k = 0; k < h->count; k++)
-            if (idx[k] < s->begin || idx[k] >= s->end) return WIRE_STATUS_BAD_RANGE;
+            if (idx[k] < s->begin || idx[k] >= s->end || (k > 0 && idx[k] <= idx[k - 1])) return WIRE_STATUS_BAD_RANGE;
         return WIRE_STATUS_OK;
     }
     return WIRE_STATUS_BAD_KIND;
 }
 
-// BSP: once every live worker has pushed the current clock, one weighted sum in
-// worker order, applied once.
-static void bsp_maybe_apply(ps_server_t *s) {
-    if (clock_table_min(&s->clocks) <= s->bsp_clock) return;
+// BSP: the weighted sum of the gradients buffered for the current clock, in
+// worker order, applied once; then the next clock is aggregated.
+static void bsp_apply_round(ps_server_t *s) {
     uint32_t total = 0;
     for (size_t k = 0; k < s->cfg.n_workers; k++) total += s->bsp_examples[k];
     if (total > 0) {
@@ -306,11 +511,59 @@ static void bsp_maybe_apply(ps_server_t *s) {
             axpy_cpu(s->n, weight, s->bsp_grad + k * s->n, s->bsp_sum);
             record_staleness(s, (uint32_t)k, s->bsp_clock, s->bsp_version[k]);
         }
-        apply_dense(s, s->bsp_sum, s->cfg.lr);
+        apply_dense(s, s->bsp_sum, warmed_up_lr(s));
         s->stats.version++;
     }
     memset(s->bsp_examples, 0, s->cfg.n_workers * sizeof *s->bsp_examples);
     s->bsp_clock++;
+}
+
+// Applies the round once every live worker has pushed it (evicted workers are
+// not waited for; a gradient one of them pushed before it went silent still
+// counts: it was acknowledged).
+static void bsp_maybe_apply(ps_server_t *s) {
+    if (s->cfg.mode != SYNC_MODE_BSP) return;
+    while (clock_table_min(&s->clocks) > s->bsp_clock && clock_table_live(&s->clocks) > 0) bsp_apply_round(s);
+}
+
+// A resumed shard restored round r from its checkpoint, but before it stopped
+// it had applied rounds up to c - 1 as well, and the workers have moved on to
+// c: those rounds are lost with it. The gradients buffered for round r (pushed
+// before the checkpoint) are applied as they are, and every clock moves to c.
+static void bsp_skip_to(ps_server_t *s, uint64_t c) {
+    // Rounds [bsp_clock, c) as the workers saw them are lost; the restored
+    // round is among them (applied here with only the gradients that were in
+    // the checkpoint).
+    if (!s->cfg.quiet)
+        fprintf(stderr, "asgd server %zu: resumed at round %llu but the workers are at round %llu: rounds applied "
+                        "after the checkpoint were lost\n",
+                s->cfg.shard, (unsigned long long)s->bsp_clock, (unsigned long long)c);
+    s->stats.rounds_skipped += c - s->bsp_clock;
+    int buffered = 0;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) buffered |= s->bsp_examples[k] != 0;
+    if (buffered) bsp_apply_round(s);
+    s->bsp_clock = c;
+    for (size_t k = 0; k < s->cfg.n_workers; k++)
+        if (s->clocks.clock[k] < c) s->clocks.clock[k] = c;
+}
+
+// The run has diverged: NaN or Inf reached an update. The shard keeps its
+// parameters as they were before that push and refuses everything from now on.
+static void mark_diverged(ps_server_t *s, const wire_header_t *h) {
+    if (s->diverged) return;
+    s->diverged = 1;
+    s->diverged_at = now_s();
+    snprintf(s->diverged_msg, sizeof s->diverged_msg,
+             "worker %u pushed an update holding NaN or Inf (its clock %llu): the run diverged; the shard kept its "
+             "parameters from before that push (lower --lr or --server-lr)",
+             h->sender, (unsigned long long)h->clock);
+    if (!s->cfg.quiet) fprintf(stderr, "asgd server %zu: %s\n", s->cfg.shard, s->diverged_msg);
+}
+
+static int push_is_finite(zmsg_t *m) {
+    const wire_header_t *h = &m->h;
+    const void *values = zmsg_payload(m, h->payload_kind == PAYLOAD_KIND_SPARSE ? 1 : 0);
+    return all_finite_cpu(values, h->count);
 }
 
 static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
@@ -320,14 +573,41 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     if (why != WIRE_STATUS_OK) return reject(s, &m->identity, why, h, err, err_len);
     int sum = (h->flags & WIRE_FLAG_SUM) != 0;
     if (sum != (s->cfg.mode == SYNC_MODE_BSP)) return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
+    // A worker's pushes carry increasing clocks, and one is sent only once the
+    // previous one was acknowledged, so a clock below the worker's is a retry of
+    // a push applied already (its acknowledgement was lost): acknowledged again.
+    if (h->clock < s->clocks.clock[k]) {
+        s->stats.duplicates++;
+        return send_push_ack(s, &m->identity, h->clock, err, err_len);
+    }
+    if (sum && s->resumed && h->clock > s->bsp_clock) bsp_skip_to(s, h->clock);
     // BSP: one gradient per worker per clock, for the clock being aggregated.
     if (sum && (h->clock != s->clocks.clock[k] || h->clock != s->bsp_clock))
         return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
-    s->stats.bytes_in += h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);  // accepted pushes only
+    // A dense update: as sent, or decoded (a compressed push, whose decoder
+    // refuses values that are not finite along with everything malformed).
+    const float *dense = h->payload_kind == PAYLOAD_KIND_DENSE ? zmsg_payload(m, 0) : NULL;
+    if (h->payload_kind == PAYLOAD_KIND_ENCODED) {
+        char detail[256];
+        if (compress_decode(zmsg_payload(m, 0), zmq_msg_size(&m->frames[0]), s->n, s->decoded, detail, sizeof detail) != 0) {
+            if (!s->cfg.quiet && !s->warned[WIRE_STATUS_BAD_ENCODING])
+                fprintf(stderr, "asgd server %zu: refused a push from worker %u: %s (further ones are counted, not shown)\n",
+                        s->cfg.shard, k, detail);
+            s->warned[WIRE_STATUS_BAD_ENCODING] = 1;
+            return reject(s, &m->identity, WIRE_STATUS_BAD_ENCODING, h, err, err_len);
+        }
+        dense = s->decoded;
+    } else if (!push_is_finite(m)) {
+        mark_diverged(s, h);
+        s->told_diverged[k] = 1;
+        return reject(s, &m->identity, WIRE_STATUS_NOT_FINITE, h, err, err_len);
+    }
+    s->stats.bytes_in += h->payload_kind == PAYLOAD_KIND_ENCODED ? zmq_msg_size(&m->frames[0])
+                         : h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);  // accepted pushes only
     if (sum) {
         float *g = s->bsp_grad + (size_t)k * s->n;
-        if (h->payload_kind == PAYLOAD_KIND_DENSE) {
-            memcpy(g, zmsg_payload(m, 0), s->n * sizeof *g);
+        if (dense) {
+            memcpy(g, dense, s->n * sizeof *g);
         } else {
             memset(g, 0, s->n * sizeof *g);
             const uint32_t *idx = zmsg_payload(m, 0);
@@ -338,18 +618,19 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         s->bsp_version[k] = h->param_version;
         s->clocks.clock[k] = h->clock + 1;
         s->clocks.pushes[k]++;
+        s->clocks.pushes_total[k]++;
         s->stats.pushes_applied++;
         bsp_maybe_apply(s);
     } else {
         record_staleness(s, k, h->clock, h->param_version);
         uint64_t tau = s->stats.version > h->param_version ? s->stats.version - h->param_version : 0;
-        float lr = stale_update_lr(&s->cfg.stale, s->cfg.lr, tau);
+        float lr = stale_update_lr(&s->cfg.stale, warmed_up_lr(s), tau);
         // An ASP/SSP push sums the gradients of aux local steps (at least 1):
         // the compensation, made for one gradient, is spread over them.
         float lambda = (float)(s->cfg.stale.dc_lambda / (double)(h->aux ? h->aux : 1));
         const float *backup = s->backup ? s->backup + (size_t)k * s->n : NULL;
-        if (h->payload_kind == PAYLOAD_KIND_DENSE) {
-            const float *g = zmsg_payload(m, 0);
+        if (dense) {
+            const float *g = dense;
             if (backup) {
                 memcpy(s->scratch_g, g, s->n * sizeof *g);
                 dc_asgd_compensate(s->scratch_g, s->w, backup, s->n, lambda);
@@ -360,18 +641,6 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
             // The kernels index by parameter; shift the indices into the shard.
             const uint32_t *idx = zmsg_payload(m, 0);
             const float *v = zmsg_payload(m, 1);
-            if (h->count > s->scratch_cap) {
-                // Repeated indices can make a push longer than the shard.
-                uint32_t *grown = realloc(s->scratch_idx, h->count * sizeof *grown);
-                float *grown_g = grown ? realloc(s->scratch_g, h->count * sizeof *grown_g) : NULL;
-                if (grown) s->scratch_idx = grown;
-                if (!grown || !grown_g) {
-                    snprintf(err, err_len, "server: out of memory for a push of %u values", h->count);
-                    return -1;
-                }
-                s->scratch_g = grown_g;
-                s->scratch_cap = h->count;
-            }
             uint32_t *local = s->scratch_idx;
             for (uint32_t j = 0; j < h->count; j++) local[j] = idx[j] - (uint32_t)s->begin;
             if (backup) {
@@ -385,11 +654,12 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
             else sgd_update_sparse_cpu(h->count, lr, local, v, s->w);
         }
         s->stats.version++;
-        if (h->clock + 1 > s->clocks.clock[k]) s->clocks.clock[k] = h->clock + 1;
+        s->clocks.clock[k] = h->clock + 1;
         s->clocks.pushes[k]++;
+        s->clocks.pushes_total[k]++;
         s->stats.pushes_applied++;
     }
-    if (send_simple(s, &m->identity, MSG_TYPE_PUSH_ACK, 0, err, err_len) != 0) return -1;
+    if (send_push_ack(s, &m->identity, h->clock, err, err_len) != 0) return -1;
     return serve_pending(s, err, err_len);
 }
 
@@ -399,23 +669,34 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     if (h->payload_kind == PAYLOAD_KIND_KEYS) {
         keys = zmsg_payload(m, 0);
         for (uint32_t j = 0; j < h->count; j++)
-            if (keys[j] < s->begin || keys[j] >= s->end)
+            if (keys[j] < s->begin || keys[j] >= s->end || (j > 0 && keys[j] <= keys[j - 1]))
                 return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
     } else if (h->payload_kind != PAYLOAD_KIND_NONE) {
         return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
     }
     if (h->clock <= clock_table_min(&s->clocks)) return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
-    if (s->n_pending == s->cap_pending) {
-        size_t cap = s->cap_pending ? 2 * s->cap_pending : 8;
-        pending_pull_t *p = realloc(s->pending, cap * sizeof *p);
-        if (!p) {
-            snprintf(err, err_len, "server: out of memory queueing a pull");
-            return -1;
-        }
-        s->pending = p;
-        s->cap_pending = cap;
+    // A worker waits on one pull at a time: a second one is its retry, and replaces the first.
+    pending_pull_t *p = NULL;
+    for (size_t i = 0; i < s->n_pending && !p; i++) {
+        if (s->pending[i].worker != h->sender) continue;
+        p = &s->pending[i];
+        zmq_msg_close(&p->identity);
+        free(p->keys);
     }
-    pending_pull_t *p = &s->pending[s->n_pending];
+    if (!p) {
+        if (s->n_pending == s->cap_pending) {
+            size_t cap = s->cap_pending ? 2 * s->cap_pending : 8;
+            pending_pull_t *grown = realloc(s->pending, cap * sizeof *grown);
+            if (!grown) {
+                snprintf(err, err_len, "server: out of memory queueing a pull");
+                return -1;
+            }
+            s->pending = grown;
+            s->cap_pending = cap;
+        }
+        p = &s->pending[s->n_pending++];
+        s->stats.pulls_waited++;
+    }
     zmq_msg_init(&p->identity);
     zmq_msg_copy(&p->identity, &m->identity);
     p->worker = h->sender;
@@ -425,22 +706,92 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     if (keys) {
         p->keys = malloc((h->count ? h->count : 1) * sizeof *p->keys);
         if (!p->keys) {
-            zmq_msg_close(&p->identity);
+            // Keep the entry well-formed (a whole-shard pull) before failing.
             snprintf(err, err_len, "server: out of memory queueing a pull");
             return -1;
         }
         memcpy(p->keys, keys, h->count * sizeof *keys);
         p->n_keys = h->count;
     }
-    s->n_pending++;
-    s->stats.pulls_waited++;
     return 0;
 }
 
-static int all_left(const ps_server_t *s) {
-    for (size_t k = 0; k < s->cfg.n_workers; k++)
-        if (!s->clocks.joined[k] || !s->clocks.left[k]) return 0;
-    return 1;
+// Drops the pulls worker k is waiting on (it was evicted: nobody is there to answer).
+static void drop_pending_of(ps_server_t *s, uint32_t k) {
+    size_t kept = 0;
+    for (size_t i = 0; i < s->n_pending; i++) {
+        pending_pull_t *p = &s->pending[i];
+        if (p->worker == k) {
+            zmq_msg_close(&p->identity);
+            free(p->keys);
+        } else {
+            s->pending[kept++] = *p;
+        }
+    }
+    s->n_pending = kept;
+}
+
+// Done when every worker has joined and left; with a worker timeout, also once
+// none is live and a further timeout passed without a rejoin.
+static int run_finished(const ps_server_t *s, double now) {
+    int all_left = 1, none_live = 1;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) {
+        if (!s->clocks.joined[k]) return 0;
+        all_left &= s->clocks.left[k];
+        none_live &= !clock_table_is_live(&s->clocks, k);
+    }
+    if (all_left) return 1;
+    return s->cfg.worker_timeout_ms > 0 && none_live && (now - s->quiet_since) * 1000.0 >= s->cfg.worker_timeout_ms;
+}
+
+static void note_not_live(ps_server_t *s, double now) {
+    if (clock_table_live(&s->clocks) == 0) s->quiet_since = now;
+}
+
+// Evicts every joined, live worker silent for longer than the worker timeout:
+// the minimum clock no longer counts it, so SSP waits and BSP rounds go on.
+static int evict_silent(ps_server_t *s, double now, char *err, size_t err_len) {
+    if (s->cfg.worker_timeout_ms <= 0) return 0;
+    int evicted = 0;
+    for (uint32_t k = 0; k < s->cfg.n_workers; k++) {
+        if (!s->clocks.joined[k] || !clock_table_is_live(&s->clocks, k)) continue;
+        double silent = now - s->last_heard[k];
+        if (silent * 1000.0 <= s->cfg.worker_timeout_ms) continue;
+        s->clocks.evicted[k] = 1;
+        s->stats.evictions++;
+        drop_pending_of(s, k);
+        evicted = 1;
+        note_not_live(s, now);
+        if (!s->cfg.quiet)
+            fprintf(stderr, "asgd server %zu: worker %u silent for %.1f s (--worker-timeout %d ms): evicted at clock %llu; "
+                            "the others no longer wait for it, and it may rejoin\n",
+                    s->cfg.shard, k, silent, s->cfg.worker_timeout_ms, (unsigned long long)s->clocks.clock[k]);
+    }
+    if (!evicted) return 0;
+    bsp_maybe_apply(s);
+    return serve_pending(s, err, err_len);
+}
+
+// HELLO from a worker that joined before (a restarted process, or one that was
+// evicted) is a rejoin: it continues from the latest of its own clock, the
+// clock it proposes (what another shard told it) and the slowest live worker's,
+// so it neither holds the others back nor repeats rounds; its count of pushes
+// since joining starts again.
+static void rejoin(ps_server_t *s, uint32_t k, uint64_t proposed) {
+    uint64_t c = s->clocks.clock[k];
+    if (proposed > c) c = proposed;
+    uint64_t others = clock_table_min_others(&s->clocks, k);
+    if (others != UINT64_MAX && others > c) c = others;
+    if (s->cfg.mode == SYNC_MODE_BSP && s->bsp_clock > c) c = s->bsp_clock;
+    if (!s->cfg.quiet)
+        fprintf(stderr, "asgd server %zu: worker %u rejoined%s at clock %llu (it had pushed %llu rounds)\n", s->cfg.shard,
+                k, s->clocks.evicted[k] ? " after eviction" : "", (unsigned long long)c,
+                (unsigned long long)s->clocks.clock[k]);
+    s->clocks.clock[k] = c;
+    s->clocks.evicted[k] = 0;
+    s->clocks.left[k] = 0;
+    s->clocks.pushes[k] = 0;
+    s->stats.rejoins++;
 }
 
 static void count_dropped(ps_server_t *s, wire_status_t why) {
@@ -453,7 +804,7 @@ static void count_dropped(ps_server_t *s, wire_status_t why) {
     }
 }
 
-static int handle(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
+static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_len) {
     const wire_header_t *h = &m->h;
     // A message for another shard, or from no worker of this run, is not ours to answer.
     if (h->sender >= s->cfg.n_workers || h->shard != s->cfg.shard) {
@@ -461,22 +812,41 @@ static int handle(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         return 0;
     }
     uint32_t k = h->sender;
+    if (h->type == MSG_TYPE_HEARTBEAT) {
+        if (s->clocks.joined[k] && clock_table_is_live(&s->clocks, k)) s->last_heard[k] = now;
+        return 0;
+    }
+    if (s->diverged && h->type != MSG_TYPE_BYE) {
+        s->told_diverged[k] = 1;
+        return reject(s, &m->identity, WIRE_STATUS_NOT_FINITE, h, err, err_len);
+    }
     switch (h->type) {
     case MSG_TYPE_HELLO:
         if (h->count != 0 || h->offset != s->cfg.n_params)
             return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+        if (s->clocks.joined[k]) rejoin(s, k, h->clock);
         s->clocks.joined[k] = 1;
-        return send_simple(s, &m->identity, MSG_TYPE_WELCOME, 0, err, err_len);
+        s->last_heard[k] = now;
+        if (send_welcome(s, &m->identity, k, err, err_len) != 0) return -1;
+        // A raised clock can complete a round or answer a waiting pull.
+        bsp_maybe_apply(s);
+        return serve_pending(s, err, err_len);
     case MSG_TYPE_PUSH:
         if (!s->clocks.joined[k] || s->clocks.left[k]) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+        if (s->clocks.evicted[k]) return reject(s, &m->identity, WIRE_STATUS_EVICTED, h, err, err_len);
+        s->last_heard[k] = now;
         return handle_push(s, m, err, err_len);
     case MSG_TYPE_PULL:
         if (!s->clocks.joined[k]) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+        if (s->clocks.evicted[k]) return reject(s, &m->identity, WIRE_STATUS_EVICTED, h, err, err_len);
+        s->last_heard[k] = now;
         return handle_pull(s, m, err, err_len);
     case MSG_TYPE_BYE:
+        // Idempotent: a retried BYE is answered again.
         s->clocks.left[k] = 1;
+        note_not_live(s, now);
         if (send_simple(s, &m->identity, MSG_TYPE_BYE_ACK, 0, err, err_len) != 0) return -1;
-        if (s->cfg.mode == SYNC_MODE_BSP) bsp_maybe_apply(s);
+        bsp_maybe_apply(s);
         return serve_pending(s, err, err_len);
     default:
         count_dropped(s, WIRE_STATUS_BAD_TYPE);
@@ -484,17 +854,32 @@ static int handle(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     }
 }
 
+// After a divergence the shard goes on refusing for a moment, so that every
+// live worker learns why the run stops instead of timing out, then fails.
+static int diverged_done(const ps_server_t *s, double now) {
+    if (now - s->diverged_at > 2.0) return 1;
+    for (size_t k = 0; k < s->cfg.n_workers; k++)
+        if (clock_table_is_live(&s->clocks, k) && s->clocks.joined[k] && !s->told_diverged[k]) return 0;
+    return 1;
+}
+
 int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
     zmq_pollitem_t item = {.socket = s->sock, .events = ZMQ_POLLIN};
+    double now = now_s();
+    // Eviction counts silence from when this shard started serving (a resumed
+    // shard's workers get a full timeout to reach it).
+    for (size_t k = 0; k < s->cfg.n_workers; k++) s->last_heard[k] = now;
+    s->quiet_since = now;
+    s->next_checkpoint = now + s->cfg.checkpoint_every_s;
     while (!(stop && atomic_load(stop))) {
         int rc = zmq_poll(&item, 1, 100);
         if (rc < 0) {
             if (errno == EINTR) continue;
             return ZMQ_FAIL("server: zmq_poll", err, err_len);
         }
-        if (rc == 0) continue;
+        now = now_s();
         // Drain what is queued before polling again.
-        for (;;) {
+        while (rc > 0) {
             int events = 0;
             size_t len = sizeof events;
             if (zmq_getsockopt(s->sock, ZMQ_EVENTS, &events, &len) != 0)
@@ -508,11 +893,21 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
             }
             int hrc = 0;
             if (got == 0) count_dropped(s, m.status);
-            else hrc = handle(s, &m, err, err_len);
+            else hrc = handle(s, &m, now, err, err_len);
             zmsg_close(&m);
             if (hrc != 0) return -1;
-            if (all_left(s)) return 0;
+            if (run_finished(s, now) && !s->diverged) return 0;
         }
+        if (s->diverged) {
+            if (diverged_done(s, now)) {
+                snprintf(err, err_len, "%s", s->diverged_msg);
+                return -1;
+            }
+            continue;
+        }
+        if (evict_silent(s, now, err, err_len) != 0) return -1;
+        maybe_checkpoint(s, now);
+        if (run_finished(s, now)) return 0;
     }
     return 0;
 }

@@ -11,6 +11,14 @@
 // c is answered only when every live worker has pushed c rounds, which is how
 // SSP and BSP workers wait.
 //
+// Failures (docs/reliability.md): a worker silent (no message, no heartbeat)
+// for longer than worker_timeout_ms is evicted — it no longer holds anyone back
+// — and a HELLO from a worker that joined before is a rejoin: it continues from
+// the slowest live worker's clock (or its own, if later). A push whose clock is
+// below the worker's clock here was applied already (a retry): it is
+// acknowledged again and not applied, so a retried push is applied once. A
+// push holding NaN or Inf is refused and the shard stops: the run diverged.
+//
 // The server is single-threaded: ps_server_run is its whole life, and it owns
 // its ROUTER socket.
 #include <signal.h>
@@ -38,8 +46,14 @@ typedef struct ps_config {
     uint64_t staleness;   // SSP bound (sync_mode_bound gives the effective one)
     server_optimizer_t optimizer;
     float lr;
+    uint64_t warmup;      // > 0: the step grows linearly over the first `warmup` updates applied (--warmup)
     float adagrad_eps;
     int heartbeat_ms;     // ZMTP heartbeats on the server socket; 0 = off
+    int worker_timeout_ms;  // evict a joined worker silent this long; 0 = never
+    // Every checkpoint_every_s seconds (> 0) the shard writes its whole state
+    // to checkpoint_path (ps_server_save), which ps_server_resume restores.
+    const char *checkpoint_path;
+    double checkpoint_every_s;
     // ASP/SSP: what is done to a stale update before it is applied: the step
     // divided by its staleness in versions, and/or DC-ASGD's compensation
     // against the shard as the worker last pulled it whole.
@@ -56,6 +70,11 @@ typedef struct ps_stats {
     uint64_t dropped[WIRE_STATUS_COUNT_];  // invalid messages, by reason
     uint64_t dropped_total;
     uint64_t rejected;                     // valid on the wire but refused (REJECT sent)
+    uint64_t duplicates;                   // retried pushes acknowledged again, not applied
+    uint64_t evictions, rejoins;           // workers evicted for silence; HELLOs from workers seen before
+    uint64_t rounds_skipped;               // BSP rounds a resumed shard had lost (applied after its checkpoint)
+    uint64_t checkpoints, checkpoint_failures;
+    uint64_t resumed_version;              // the version a resumed shard was restored at (0: not resumed)
     uint64_t min_clock, max_clock;
     staleness_hist_t staleness_clocks;     // per update: its round - min clock when its params were read
     staleness_hist_t staleness_updates;    // per update: shard version at apply - version it was computed from
@@ -70,18 +89,35 @@ ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endp
                            char *err, size_t err_len);
 void ps_server_destroy(ps_server_t **s);
 
+// Writes the shard's whole state — parameters, optimizer state, every
+// worker's clock, liveness and push counts, BSP's buffered gradients, the
+// counters and the bound endpoint — to path atomically (a checkpoint file,
+// datasets/checkpoint_file.h). Returns 0, or -1 with err.
+int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err_len);
+// A shard restored from a checkpoint ps_server_save wrote for the same run
+// (run id, layout, mode and optimizer are checked). It binds `endpoint`, or
+// when NULL the endpoint it had, so that its workers' connections find it
+// again. Updates it applied after that checkpoint are lost (docs/reliability.md).
+ps_server_t *ps_server_resume(void *zmq_ctx, const ps_config_t *c, const char *endpoint, const char *path, char *err,
+                              size_t err_len);
+
 // The bound endpoint with the port resolved, e.g. "tcp://127.0.0.1:40123".
 const char *ps_server_endpoint(const ps_server_t *s);
 // The shard's range of parameters, [begin, end).
 void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end);
 
 // Serves until every worker has joined and left, or *stop becomes non-zero
-// (checked at least every 100 ms), or the socket fails. Returns 0, or -1 with err.
+// (checked at least every 100 ms), or the socket fails. With a worker timeout,
+// it also ends once every worker has left or been evicted and one more timeout
+// has passed without a rejoin. Returns 0, or -1 with err (also when a worker
+// pushed NaN or Inf: the run diverged).
 int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len);
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out);
-// Per-worker counters (n_workers entries each): pushes applied and final clocks.
+// Per-worker counters (n_workers entries each): pushes applied since the
+// worker last joined, pushes applied over all its joins, and final clocks.
 const uint64_t *ps_server_pushes_per_worker(const ps_server_t *s);
+const uint64_t *ps_server_pushes_total_per_worker(const ps_server_t *s);
 const uint64_t *ps_server_clocks(const ps_server_t *s);
 // The shard's current values (range entries).
 const float *ps_server_values(const ps_server_t *s);

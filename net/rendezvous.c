@@ -10,6 +10,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "net/curve_auth.h"  // defines: net_security_get
 #include "net/zmsg.h"  // defines: zmsg_recv, zmsg_send, zmsg_header, zmsg_socket_defaults, ZMQ_FAIL
 
 // One line of text is at most two uint32s, two blanks, an endpoint and '\n'.
@@ -238,11 +239,8 @@ static void *actor(void *arg) {
             zmq_setsockopt(router, ZMQ_ROUTER_MANDATORY, &one, sizeof one) != 0)
             ZMQ_FAIL("zmq_setsockopt(ZMQ_ROUTER_MANDATORY)", err, sizeof err);
     }
-    if (router && !err[0] && zmq_bind(router, s->bind_to) != 0) {
-        char what[300];
-        snprintf(what, sizeof what, "zmq_bind(%s)", s->bind_to);
-        ZMQ_FAIL(what, err, sizeof err);
-    }
+    // A join is one line of text: nothing longer is taken from anyone.
+    if (router && !err[0]) zmsg_bind(router, s->bind_to, RDV_LINE_MAX, err, sizeof err);
     size_t len = sizeof s->bound;
     if (router && !err[0] && zmq_getsockopt(router, ZMQ_LAST_ENDPOINT, s->bound, &len) != 0)
         ZMQ_FAIL("zmq_getsockopt(ZMQ_LAST_ENDPOINT)", err, sizeof err);
@@ -345,8 +343,13 @@ rdv_server_t *rdv_server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks
 
     // The pipe's two ends are made here so that a failure is reported here;
     // thread creation is the memory barrier that hands the actor its end.
+    // A name never used before in this process: libzmq frees a closed inproc
+    // endpoint's name asynchronously, so a coordinator made right after
+    // another was destroyed (often at the same address) could find it taken.
+    static atomic_uint_least64_t pipes_made;
     char name[64];
-    snprintf(name, sizeof name, "inproc://rendezvous-%p", (void *)s);
+    snprintf(name, sizeof name, "inproc://rendezvous-%llu",
+             (unsigned long long)atomic_fetch_add(&pipes_made, 1));
     s->pipe = zmq_socket(zmq_ctx, ZMQ_PAIR);
     if (!s->pipe) {
         ZMQ_FAIL("zmq_socket(ZMQ_PAIR)", err, err_len);
@@ -460,8 +463,7 @@ void rdv_server_destroy(rdv_server_t **sp) {
 
 // ---- a process joining -------------------------------------------------------
 
-// Parses a table of n entries and checks that it has ranks 0..n-1 in order.
-static int parse_table(const char *text, size_t len, size_t n, rdv_entry_t *out, char *why, size_t why_len) {
+int rdv_table_parse(const char *text, size_t len, size_t n, rdv_entry_t *out, char *why, size_t why_len) {
     const char *p = text, *end = text + len;
     for (size_t i = 0; i < n; i++) {
         if (parse_entry(&p, end, &out[i]) != 0) {
@@ -503,12 +505,8 @@ int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_
     }
     int rc = -1;
     if (zmsg_socket_defaults(sock, 0, err, err_len) != 0) goto done;
-    if (zmq_connect(sock, coordinator) != 0) {
-        char what[300];
-        snprintf(what, sizeof what, "zmq_connect(%s)", coordinator);
-        ZMQ_FAIL(what, err, err_len);
-        goto done;
-    }
+    // The table is n_ranks lines: nothing longer is taken from the coordinator.
+    if (zmsg_connect(sock, coordinator, n_ranks * RDV_LINE_MAX, err, err_len) != 0) goto done;
     char line[RDV_LINE_MAX + 1];
     size_t line_len = format_entry(me, line);
 
@@ -558,7 +556,7 @@ int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_
                     zmsg_close(&m);
                     goto done;
                 }
-                if (parse_table(text, m.h.count, n_ranks, out, why, sizeof why) != 0) {
+                if (rdv_table_parse(text, m.h.count, n_ranks, out, why, sizeof why) != 0) {
                     snprintf(err, err_len, "rdv_join: malformed table from %s: %s", coordinator, why);
                     zmsg_close(&m);
                     goto done;
@@ -580,8 +578,12 @@ int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_
         if (timeout_ms >= 0 && now_ms() >= end) {
             snprintf(err, err_len,
                      "rdv_join: no table from the coordinator %s within %d ms (rank %u sent %u joins): is rank 0 "
-                     "running it there, for the same run id %016llx and %zu ranks, and have all ranks started?",
-                     coordinator, timeout_ms, me->rank, sends, (unsigned long long)run_id, n_ranks);
+                     "running it there, for the same run id %016llx and %zu ranks, and have all ranks started?%s",
+                     coordinator, timeout_ms, me->rank, sends, (unsigned long long)run_id, n_ranks,
+                     net_security_get()->curve ? " With CURVE a refused key looks like this too: is this process's "
+                                                 "public key on the coordinator's --curve-allow list, and does "
+                                                 "--curve-server-key name the run's server key?"
+                                               : "");
             goto done;
         }
     }
@@ -603,11 +605,7 @@ int net_bind_ephemeral(void *sock, const char *host, char *endpoint_out, size_t 
         snprintf(err, err_len, "net_bind_ephemeral: host \"%s\" is too long", host);
         return -1;
     }
-    if (zmq_bind(sock, ep) != 0) {
-        char what[340];
-        snprintf(what, sizeof what, "zmq_bind(%s)", ep);
-        return ZMQ_FAIL(what, err, err_len);
-    }
+    if (zmsg_bind(sock, ep, 0, err, err_len) != 0) return -1;  // the caller sets what it takes
     char got[256];
     size_t got_len = sizeof got;
     if (zmq_getsockopt(sock, ZMQ_LAST_ENDPOINT, got, &got_len) != 0)

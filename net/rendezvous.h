@@ -67,12 +67,18 @@ void rdv_server_destroy(rdv_server_t **s);
 int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, size_t n_ranks,
              rdv_entry_t **table, int timeout_ms, char *err, size_t err_len);
 
+// Parses a table's text of n entries (n lines "RANK ROLE ENDPOINT\n", ranks
+// 0..n-1 in order, nothing after them) into out[0..n). Returns 0, or -1 with
+// why naming the line that is wrong.
+int rdv_table_parse(const char *text, size_t len, size_t n, rdv_entry_t *out, char *why, size_t why_len);
+
 // ---- endpoints -----------------------------------------------------------------
 // Binds sock to tcp://host:* and writes the endpoint libzmq chose
 // (ZMQ_LAST_ENDPOINT, e.g. "tcp://127.0.0.1:40123") to endpoint_out. A host of
 // "*" or "0.0.0.0" binds every interface, and the endpoint then names 0.0.0.0,
 // which is no address for another machine: advertise the host's name instead.
-// Returns 0 or -1 with err.
+// The bind follows zmsg_bind's security rules; a caller that limits frame
+// sizes sets ZMQ_MAXMSGSIZE on sock first. Returns 0 or -1 with err.
 int net_bind_ephemeral(void *sock, const char *host, char *endpoint_out, size_t len, char *err, size_t err_len);
 
 #endif

@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "datasets/split.h"  // defines: shard_range
+#include "net/compress.h"    // defines: compress_encode_fp16, compress_check, compress_decode
 #include "net/zmsg.h"        // defines: zmsg_t, zmsg_send, zmsg_recv, zmsg_close, zmsg_header, ZMQ_FAIL
 
 // Messages queued per direction before a send waits: with 1 MiB sub-chunks,
@@ -34,8 +35,10 @@ struct ring {
     char endpoint[256];
     char next_endpoint[256];
     size_t sub;  // floats per sub-chunk
+    size_t max_count;  // the most values a call may have: the receiving socket takes no more
     int zero_copy;
     uint64_t seq;  // calls started: the clock of the current call's messages
+    size_t fp16_count;  // this call: elements [0, fp16_count) travel as fp16
     ring_stats_t stats;
     // Payload frames handed to libzmq and not yet released by it (it releases
     // a frame once the whole frame is in the kernel's socket buffer). A call
@@ -46,10 +49,12 @@ struct ring {
 };
 
 // Where one direction of a call stands: step (0 .. 2n-3), sub-chunk k of that
-// step's chunk [begin, end).
+// step's chunk [begin, end). A chunk that straddles the end of an fp16 prefix
+// is also cut there (at mid), so that only the float32 tail travels as float32.
 typedef struct cursor {
     size_t step, k;
-    size_t begin, end, n_subs;
+    size_t begin, mid, end, n_subs;
+    size_t subs_before_mid;
 } cursor_t;
 
 static double now_ms(void) {
@@ -68,7 +73,9 @@ static void cursor_load(const ring_t *r, size_t count, int recv, cursor_t *c) {
     for (; c->step < n_steps(r); c->step++) {
         size_t chunk = (r->rank + 2 * r->n - c->step - (recv ? 1 : 0)) % r->n;
         shard_range(count, r->n, chunk, &c->begin, &c->end);
-        c->n_subs = (c->end - c->begin + r->sub - 1) / r->sub;
+        c->mid = c->begin < r->fp16_count && r->fp16_count < c->end ? r->fp16_count : c->end;
+        c->subs_before_mid = (c->mid - c->begin + r->sub - 1) / r->sub;
+        c->n_subs = c->subs_before_mid + (c->end - c->mid + r->sub - 1) / r->sub;
         if (c->n_subs) return;  // an empty chunk (count < n) has no messages
     }
 }
@@ -87,10 +94,13 @@ static void cursor_next(const ring_t *r, size_t count, int recv, cursor_t *c) {
     cursor_load(r, count, recv, c);
 }
 
-static size_t cursor_offset(const ring_t *r, const cursor_t *c) { return c->begin + c->k * r->sub; }
+static size_t cursor_offset(const ring_t *r, const cursor_t *c) {
+    if (c->k < c->subs_before_mid) return c->begin + c->k * r->sub;
+    return c->mid + (c->k - c->subs_before_mid) * r->sub;
+}
 static size_t cursor_len(const ring_t *r, const cursor_t *c) {
-    size_t a = cursor_offset(r, c);
-    return (c->end - a < r->sub) ? c->end - a : r->sub;
+    size_t a = cursor_offset(r, c), stop = c->k < c->subs_before_mid ? c->mid : c->end;
+    return (stop - a < r->sub) ? stop - a : r->sub;
 }
 
 // A send at step s >= 1 forwards what arrived at step s - 1 (same chunk, same
@@ -153,11 +163,11 @@ static void abandon_sends(ring_t *r) {
     wait_released(r, 0);
     char ignored[256];
     r->push = push_socket(r, ignored, sizeof ignored);
-    if (r->push && r->next_endpoint[0]) zmq_connect(r->push, r->next_endpoint);
+    if (r->push && r->next_endpoint[0]) zmsg_connect(r->push, r->next_endpoint, WIRE_HEADER_SIZE, ignored, sizeof ignored);
 }
 
-ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, const char *bind_host, char *err,
-                 size_t err_len) {
+ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, size_t max_count, const char *bind_host,
+                 char *err, size_t err_len) {
     if (n == 0 || rank >= n || n > WIRE_NO_ID || !zmq_ctx || !bind_host || !bind_host[0]) {
         snprintf(err, err_len, "ring_new: need rank < n, 1 <= n < 2^32, a context and a bind host (rank %zu, n %zu)",
                  rank, n);
@@ -173,6 +183,7 @@ ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, const ch
     r->n = n;
     r->run_id = run_id;
     r->sub = RING_SUB_CHUNK_DEFAULT;
+    r->max_count = max_count;
     r->zero_copy = RING_ZERO_COPY_DEFAULT;
     atomic_init(&r->in_flight, 0);
 
@@ -198,10 +209,11 @@ ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, const ch
     char bind_ep[300];
     if (strcmp(bind_host, "ipc") == 0) snprintf(bind_ep, sizeof bind_ep, "ipc://*");
     else snprintf(bind_ep, sizeof bind_ep, "tcp://%s:*", bind_host);
-    if (zmq_bind(r->pull, bind_ep) != 0) {
-        char what[360];
-        snprintf(what, sizeof what, "ring_new: rank %zu: zmq_bind(%s)", rank, bind_ep);
-        ZMQ_FAIL(what, err, err_len);
+    // Whatever the sub-chunk size, no legitimate frame is larger than a whole
+    // call's values (a RING_GATHER carries one rank's encoded vector).
+    char why[400];
+    if (zmsg_bind(r->pull, bind_ep, zmsg_max_frame(max_count), why, sizeof why) != 0) {
+        snprintf(err, err_len, "ring_new: rank %zu: %s", rank, why);
         ring_destroy(&r);
         return NULL;
     }
@@ -233,11 +245,10 @@ int ring_connect(ring_t *r, const char *next_endpoint, char *err, size_t err_len
                  next_rank(r));
         return -1;
     }
-    if (zmq_connect(r->push, next_endpoint) != 0) {
-        char what[360];
-        snprintf(what, sizeof what, "ring_connect: rank %zu: zmq_connect(%s) to rank %zu", r->rank, next_endpoint,
-                 next_rank(r));
-        return ZMQ_FAIL(what, err, err_len);
+    char why[400];  // a PUSH socket receives nothing: no frame of the peer's is legitimate
+    if (zmsg_connect(r->push, next_endpoint, WIRE_HEADER_SIZE, why, sizeof why) != 0) {
+        snprintf(err, err_len, "ring_connect: rank %zu, to rank %zu: %s", r->rank, next_rank(r), why);
+        return -1;
     }
     snprintf(r->next_endpoint, sizeof r->next_endpoint, "%s", next_endpoint);
     return 0;
@@ -270,14 +281,49 @@ void ring_destroy(ring_t **rp) {
 
 // Sends sub-chunk [a, a + len) of the step. Returns 0, 1 when the socket would
 // block (nothing was sent), or -1.
-static int send_sub(ring_t *r, const float *data, size_t count, const cursor_t *c, char *err, size_t err_len) {
-    size_t a = cursor_offset(r, c), len = cursor_len(r, c), bytes = len * sizeof(float);
+// Sends one payload frame that libzmq borrows (buf, released through `release`
+// once libzmq is done with it; in_flight counts it until then) behind header h,
+// without blocking. Returns 0, 1 when the socket would block (nothing was
+// sent, buf released), or -1.
+static int send_frame(ring_t *r, wire_header_t *h, void *buf, size_t bytes, void (*release)(void *, void *), char *err,
+                      size_t err_len) {
     zmq_msg_t frame;
+    atomic_fetch_add_explicit(&r->in_flight, 1, memory_order_relaxed);
+    if (zmq_msg_init_data(&frame, buf, bytes, release, r) != 0) {
+        int e = errno;
+        release(buf, r);
+        errno = e;
+        return ZMQ_FAIL("ring: zmq_msg_init_data", err, err_len);
+    }
+    if (zmsg_send(r->push, NULL, h, &frame, 1, 1, err, err_len) != 0) return errno == EAGAIN ? 1 : -1;
+    r->stats.msgs_sent++;
+    r->stats.bytes_sent += bytes;
+    return 0;
+}
+
+// Whether the sub-chunk [a, a + len) travels as fp16 in this call.
+static int sub_is_fp16(const ring_t *r, size_t a, size_t len) { return a + len <= r->fp16_count; }
+
+static int send_sub(ring_t *r, float *data, size_t count, const cursor_t *c, char *err, size_t err_len) {
+    size_t a = cursor_offset(r, c), len = cursor_len(r, c), bytes = len * sizeof(float);
+    int half = sub_is_fp16(r, a, len);
     // Frames are the ring's own buffers (not zmsg_frame_alloc's) so that
     // libzmq tells us when it is done with each one.
     void *buf;
     void (*release)(void *, void *);
-    if (r->zero_copy && bytes >= RING_ZERO_COPY_MIN_BYTES) {
+    if (half) {
+        // The first allgather step sends the sum this rank just finished: it
+        // keeps what the others will decode, so that every rank holds the same bits.
+        if (c->step == r->n - 1) compress_round_fp16(data + a, len);
+        bytes = COMPRESS_DESCRIPTOR_BYTES + 2 * len;
+        buf = malloc(bytes);
+        if (!buf) {
+            snprintf(err, err_len, "ring: rank %zu: out of memory for a %zu-byte frame", r->rank, bytes);
+            return -1;
+        }
+        compress_encode_fp16(data + a, len, buf);
+        release = release_copy;
+    } else if (r->zero_copy && bytes >= RING_ZERO_COPY_MIN_BYTES) {
         // Safe because nothing writes this range again before the next rank
         // has received it (docs/allreduce.md), and the call waits for the
         // release of every frame before it returns.
@@ -292,13 +338,6 @@ static int send_sub(ring_t *r, const float *data, size_t count, const cursor_t *
         memcpy(buf, data + a, bytes);
         release = release_copy;
     }
-    atomic_fetch_add_explicit(&r->in_flight, 1, memory_order_relaxed);
-    if (zmq_msg_init_data(&frame, buf, bytes, release, r) != 0) {
-        int e = errno;
-        release(buf, r);
-        errno = e;
-        return ZMQ_FAIL("ring: zmq_msg_init_data", err, err_len);
-    }
     wire_header_t h = zmsg_header(MSG_TYPE_RING_CHUNK, r->run_id);
     h.sender = (uint32_t)r->rank;
     h.shard = WIRE_NO_ID;
@@ -306,15 +345,9 @@ static int send_sub(ring_t *r, const float *data, size_t count, const cursor_t *
     h.param_version = count;
     h.offset = a;
     h.count = (uint32_t)len;
-    h.payload_kind = PAYLOAD_KIND_DENSE;
+    h.payload_kind = half ? PAYLOAD_KIND_ENCODED : PAYLOAD_KIND_DENSE;
     h.aux = (uint32_t)c->step;
-    if (zmsg_send(r->push, NULL, &h, &frame, 1, 1, err, err_len) != 0) {
-        if (errno == EAGAIN) return 1;
-        return -1;
-    }
-    r->stats.msgs_sent++;
-    r->stats.bytes_sent += bytes;
-    return 0;
+    return send_frame(r, &h, buf, bytes, release, err, err_len);
 }
 
 // Unaligned loads: a received payload may start anywhere in libzmq's buffer.
@@ -337,7 +370,8 @@ typedef struct mismatch {
 static int take(ring_t *r, zmsg_t *m, float *data, size_t count, const cursor_t *c, mismatch_t *mm, char *err,
                 size_t err_len) {
     const wire_header_t *h = &m->h;
-    if (h->type != MSG_TYPE_RING_CHUNK || h->payload_kind != PAYLOAD_KIND_DENSE || h->sender != prev_rank(r) ||
+    if (h->type != MSG_TYPE_RING_CHUNK ||
+        (h->payload_kind != PAYLOAD_KIND_DENSE && h->payload_kind != PAYLOAD_KIND_ENCODED) || h->sender != prev_rank(r) ||
         h->clock != r->seq) {
         r->stats.dropped++;
         return 0;
@@ -355,11 +389,39 @@ static int take(ring_t *r, zmsg_t *m, float *data, size_t count, const cursor_t 
         r->stats.dropped++;
         return 0;
     }
+    int half = sub_is_fp16(r, a, len);
+    if ((h->payload_kind == PAYLOAD_KIND_ENCODED) != half) {
+        snprintf(err, err_len,
+                 "ring: rank %zu: rank %u sent elements [%zu, %zu) of call %llu as %s but this rank expects %s: do all "
+                 "ranks use the same --compress?",
+                 r->rank, h->sender, a, a + len, (unsigned long long)r->seq, half ? "float32" : "an encoding",
+                 half ? "fp16" : "float32");
+        return -1;
+    }
     const unsigned char *p = zmsg_payload(m, 0);
-    if (c->step + 1 < r->n) add_into(data + a, p, len);  // reduce-scatter: add our values
-    else memcpy(data + a, p, len * sizeof(float));       // allgather: a finished sum
+    size_t plen = zmq_msg_size(&m->frames[0]);
+    if (half) {
+        char why[256];
+        if (compress_check(p, plen, len, why, sizeof why) != 0) {
+            snprintf(err, err_len, "ring: rank %zu: a chunk from rank %u in call %llu: %s", r->rank, h->sender,
+                     (unsigned long long)r->seq, why);
+            return -1;
+        }
+        if (p[0] != COMPRESS_KIND_FP16) {
+            snprintf(err, err_len,
+                     "ring: rank %zu: rank %u sent a %s chunk in call %llu; an allreduce carries fp16 or float32 only",
+                     r->rank, h->sender, compress_kind_name((compress_kind_t)p[0]), (unsigned long long)r->seq);
+            return -1;
+        }
+        if (c->step + 1 < r->n) compress_decode_add(p, plen, len, data + a, why, sizeof why);
+        else compress_decode(p, plen, len, data + a, why, sizeof why);
+    } else if (c->step + 1 < r->n) {
+        add_into(data + a, p, len);  // reduce-scatter: add our values
+    } else {
+        memcpy(data + a, p, len * sizeof(float));  // allgather: a finished sum
+    }
     r->stats.msgs_recv++;
-    r->stats.bytes_recv += len * sizeof(float);
+    r->stats.bytes_recv += plen;
     return 1;
 }
 
@@ -459,8 +521,19 @@ static int allreduce(ring_t *r, float *data, size_t count, int timeout_ms, char 
 }
 
 int ring_allreduce_sum(ring_t *r, float *data, size_t count, int timeout_ms, char *err, size_t err_len) {
+    return ring_allreduce_sum_fp16(r, data, count, 0, timeout_ms, err, err_len);
+}
+
+int ring_allreduce_sum_fp16(ring_t *r, float *data, size_t count, size_t fp16_count, int timeout_ms, char *err,
+                            size_t err_len) {
     r->seq++;
     r->stats.calls++;
+    r->fp16_count = fp16_count < count ? fp16_count : count;
+    if (count > r->max_count) {
+        snprintf(err, err_len, "ring_allreduce_sum: rank %zu: %zu values, but the ring was made for at most %zu", r->rank,
+                 count, r->max_count);
+        return -1;
+    }
     if (r->n == 1 || count == 0) return 0;
     if (!r->next_endpoint[0]) {
         snprintf(err, err_len, "ring_allreduce_sum: rank %zu is not connected to rank %zu (call ring_connect first)",
@@ -478,6 +551,174 @@ int ring_allreduce_sum(ring_t *r, float *data, size_t count, int timeout_ms, cha
     if (rc == 0 && wait_released(r, timeout_ms) != 0) {
         snprintf(err, err_len,
                  "ring: rank %zu: rank %zu (next) did not take the last sub-chunks of allreduce call %llu within %d ms",
+                 r->rank, next_rank(r), (unsigned long long)r->seq, timeout_ms);
+        rc = -1;
+    }
+    if (rc != 0) abandon_sends(r);
+    return rc;
+}
+
+// ---- allgather of encoded vectors ------------------------------------------------------
+
+uint64_t ring_allreduce_bytes_sent(const ring_t *r, size_t count) {
+    if (r->n == 1) return 0;
+    uint64_t bytes = 0;
+    for (size_t step = 0; step < n_steps(r); step++) {
+        size_t begin, end;
+        shard_range(count, r->n, (r->rank + 2 * r->n - step) % r->n, &begin, &end);
+        bytes += (end - begin) * sizeof(float);
+    }
+    return bytes;
+}
+
+typedef struct gather_call {
+    uint8_t *blobs;
+    size_t cap, count;
+    size_t *lens;
+    uint32_t *weights;
+} gather_call_t;
+
+// At step s a rank forwards the vector of rank (rank - s) mod n and receives
+// that of rank (rank - s - 1) mod n: its own first, then what just arrived.
+static size_t gather_origin(const ring_t *r, size_t step, int recv) {
+    return (r->rank + 2 * r->n - step - (recv ? 1 : 0)) % r->n;
+}
+
+// Sends one vector straight from its slot (nothing writes a slot once it is
+// filled, and the call waits for every frame's release). 0, 1 = would block, -1.
+static int gather_send(ring_t *r, const gather_call_t *g, size_t origin, char *err, size_t err_len) {
+    wire_header_t h = zmsg_header(MSG_TYPE_RING_GATHER, r->run_id);
+    h.sender = (uint32_t)r->rank;
+    h.shard = WIRE_NO_ID;
+    h.clock = r->seq;
+    h.offset = origin;
+    h.count = (uint32_t)g->count;
+    h.payload_kind = PAYLOAD_KIND_ENCODED;
+    h.aux = g->weights[origin];
+    return send_frame(r, &h, g->blobs + origin * g->cap, g->lens[origin], release_borrowed, err, err_len);
+}
+
+// 1: the vector due (stored), 0: dropped (another call, another sender), -1: fatal.
+static int gather_take(ring_t *r, zmsg_t *m, const gather_call_t *g, size_t origin, char *err, size_t err_len) {
+    const wire_header_t *h = &m->h;
+    if (h->type != MSG_TYPE_RING_GATHER || h->sender != prev_rank(r) || h->clock != r->seq) {
+        r->stats.dropped++;
+        return 0;
+    }
+    if (h->payload_kind != PAYLOAD_KIND_ENCODED || h->offset != origin || h->count != g->count) {
+        snprintf(err, err_len,
+                 "ring: rank %zu: rank %u sent rank %llu's vector of %u values (payload kind %u) in allgather call %llu "
+                 "where rank %zu's encoded vector of %zu values was due: do all ranks make the same calls?",
+                 r->rank, h->sender, (unsigned long long)h->offset, h->count, h->payload_kind,
+                 (unsigned long long)r->seq, origin, g->count);
+        return -1;
+    }
+    const uint8_t *p = zmsg_payload(m, 0);
+    size_t len = zmq_msg_size(&m->frames[0]);
+    char why[256];
+    if (len > g->cap) {
+        snprintf(err, err_len,
+                 "ring: rank %zu: rank %zu's encoded vector (from rank %u) has %zu bytes, more than the %zu this rank "
+                 "expects: do all ranks use the same --compress?",
+                 r->rank, origin, h->sender, len, g->cap);
+        return -1;
+    }
+    if (compress_check(p, len, g->count, why, sizeof why) != 0) {
+        snprintf(err, err_len, "ring: rank %zu: rank %zu's vector (from rank %u) in allgather call %llu: %s", r->rank,
+                 origin, h->sender, (unsigned long long)r->seq, why);
+        return -1;
+    }
+    memcpy(g->blobs + origin * g->cap, p, len);
+    g->lens[origin] = len;
+    g->weights[origin] = h->aux;
+    r->stats.msgs_recv++;
+    r->stats.bytes_recv += len;
+    return 1;
+}
+
+static int allgather(ring_t *r, const gather_call_t *g, int timeout_ms, char *err, size_t err_len) {
+    size_t steps = r->n - 1, sent = 0, got = 0;
+    double last = now_ms();
+    while (sent < steps || got < steps) {
+        int progressed = 0, send_blocked = 0, drained = 0;
+        // Step s forwards what arrived at step s - 1.
+        while (sent < steps && sent <= got) {
+            int events = 0;
+            size_t elen = sizeof events;
+            if (zmq_getsockopt(r->push, ZMQ_EVENTS, &events, &elen) != 0)
+                return ZMQ_FAIL("ring: zmq_getsockopt(PUSH, ZMQ_EVENTS)", err, err_len);
+            int s = (events & ZMQ_POLLOUT) ? gather_send(r, g, gather_origin(r, sent, 0), err, err_len) : 1;
+            if (s < 0) return -1;
+            if (s > 0) {
+                send_blocked = 1;
+                break;
+            }
+            sent++;
+            progressed = 1;
+        }
+        if (got < steps) {
+            zmsg_t m;
+            int rc = zmsg_recv(r->pull, 0, r->run_id, &m, err, err_len);
+            if (rc < 0) {
+                if (errno != EAGAIN) return -1;
+                err[0] = '\0';
+            } else {
+                int t = rc == 0 ? 0 : gather_take(r, &m, g, gather_origin(r, got, 1), err, err_len);
+                if (rc == 0) r->stats.dropped++;
+                zmsg_close(&m);
+                if (t < 0) return -1;
+                if (t > 0) {
+                    got++;
+                    progressed = 1;
+                } else {
+                    drained = 1;
+                }
+            }
+        }
+        double t = now_ms();
+        if (progressed) {
+            last = t;
+            continue;
+        }
+        if (timeout_ms > 0 && t - last >= timeout_ms) {
+            snprintf(err, err_len,
+                     "ring: rank %zu: %s rank %zu (%s) for %d ms in allgather call %llu (sent %zu of %zu, received %zu "
+                     "of %zu): is it gone or not calling?",
+                     r->rank, send_blocked ? "nothing accepted by" : "nothing from",
+                     send_blocked ? next_rank(r) : prev_rank(r), send_blocked ? "next" : "previous", timeout_ms,
+                     (unsigned long long)r->seq, sent, steps, got, steps);
+            return -1;
+        }
+        if (drained) continue;
+        zmq_pollitem_t items[2];
+        int n_items = 0;
+        if (got < steps) items[n_items++] = (zmq_pollitem_t){r->pull, 0, ZMQ_POLLIN, 0};
+        if (send_blocked) items[n_items++] = (zmq_pollitem_t){r->push, 0, ZMQ_POLLOUT, 0};
+        long wait = timeout_ms > 0 ? (long)(timeout_ms - (t - last)) + 1 : -1;
+        if (zmq_poll(items, n_items, wait) < 0 && errno != EINTR) return ZMQ_FAIL("ring: zmq_poll", err, err_len);
+    }
+    return 0;
+}
+
+int ring_allgather_encoded(ring_t *r, uint8_t *blobs, size_t cap, size_t *lens, uint32_t *weights, size_t count,
+                           int timeout_ms, char *err, size_t err_len) {
+    r->seq++;
+    r->stats.calls++;
+    if (count > UINT32_MAX || count > r->max_count || lens[r->rank] > cap || lens[r->rank] < COMPRESS_DESCRIPTOR_BYTES) {
+        snprintf(err, err_len, "ring_allgather_encoded: rank %zu: a vector of %zu values in %zu bytes (slots of %zu)",
+                 r->rank, count, lens[r->rank], cap);
+        return -1;
+    }
+    if (r->n == 1) return 0;
+    if (!r->next_endpoint[0] || !r->push) {
+        snprintf(err, err_len, "ring_allgather_encoded: rank %zu is not connected to rank %zu", r->rank, next_rank(r));
+        return -1;
+    }
+    gather_call_t g = {blobs, cap, count, lens, weights};
+    int rc = allgather(r, &g, timeout_ms, err, err_len);
+    if (rc == 0 && wait_released(r, timeout_ms) != 0) {
+        snprintf(err, err_len, "ring: rank %zu: rank %zu (next) did not take the last vectors of allgather call %llu "
+                               "within %d ms",
                  r->rank, next_rank(r), (unsigned long long)r->seq, timeout_ms);
         rc = -1;
     }

@@ -26,10 +26,12 @@ typedef struct ring ring_t;
 
 // Rank `rank` of n (rank < n, n >= 1). Binds its receiving socket right away on
 // tcp://<bind_host>:* (an ephemeral port), or, with bind_host "ipc", on a fresh
-// ipc:// path in the temporary directory (same host only). The context is the
-// caller's and must outlive the ring. Returns NULL with err filled.
-ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, const char *bind_host, char *err,
-                 size_t err_len);
+// ipc:// path in the temporary directory (same host only), taking frames of
+// at most what a call of max_count values can send (zmsg_max_frame: a larger
+// one costs its sender the connection). The context is the caller's and must
+// outlive the ring. Returns NULL with err filled.
+ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, size_t max_count, const char *bind_host,
+                 char *err, size_t err_len);
 
 // The endpoint actually bound, e.g. "tcp://127.0.0.1:40213", for the rendezvous.
 // Owned by the ring. After a wildcard bind ("*", "0.0.0.0") it names the
@@ -40,7 +42,8 @@ const char *ring_endpoint(const ring_t *r);
 // Returns 0 or -1.
 int ring_connect(ring_t *r, const char *next_endpoint, char *err, size_t err_len);
 
-// In place: data[0..count) becomes the elementwise sum over all ranks. Every
+// In place: data[0..count) becomes the elementwise sum over all ranks
+// (count <= the ring's max_count). Every
 // rank ends with bit-identical results: chunk c's sum is accumulated in one
 // fixed order (rank c's values, plus rank c+1's, ...) and the finished sum is
 // copied around unchanged. count may be anything (0, less than n, not
@@ -52,6 +55,37 @@ int ring_connect(ring_t *r, const char *next_endpoint, char *err, size_t err_len
 // Returns 0, or -1 with err filled. After a failure the ring's neighbours may
 // be mid-call; the run should rebuild its rings rather than call again.
 int ring_allreduce_sum(ring_t *r, float *data, size_t count, int timeout_ms, char *err, size_t err_len);
+
+// ring_allreduce_sum with data[0..fp16_count) on the wire as fp16 (sub-chunks
+// are cut at fp16_count; those before it travel as ENCODED fp16 payloads,
+// the others as float32): every partial sum is rounded to fp16 when
+// it is sent and added in float32 when it arrives, and each finished sum is
+// rounded to fp16 by the rank that completed it before it goes round, so every
+// rank still ends with the same bits. Elements from fp16_count on (e.g. an
+// example count that must stay exact) travel as float32. Every rank must pass
+// the same fp16_count; a rank that sends the other form is reported as such.
+int ring_allreduce_sum_fp16(ring_t *r, float *data, size_t count, size_t fp16_count, int timeout_ms, char *err,
+                            size_t err_len);
+
+// Allgather of one encoded vector (net/compress.h) per rank, each of `count`
+// values, e.g. compressed gradients that cannot be summed on the way (topk,
+// qsgd). blobs holds n slots of cap bytes; before the call, slot `rank` holds
+// this rank's encoding, lens[rank] its length and weights[rank] a number that
+// travels with it (the examples behind a gradient). On return every slot,
+// length and weight is filled, identically on every rank. Each received
+// encoding is checked (compress_check): an unknown encoding, a malformed one or
+// one longer than cap fails the call with an error naming the rank it came
+// from. Messages are MSG_TYPE_RING_GATHER with an ENCODED payload: sender =
+// rank, clock = the call's sequence number (shared with allreduce calls),
+// offset = the rank whose vector it is, count = values, aux = its weight.
+// timeout_ms as in ring_allreduce_sum. Returns 0, or -1 with err filled.
+int ring_allgather_encoded(ring_t *r, uint8_t *blobs, size_t cap, size_t *lens, uint32_t *weights, size_t count,
+                           int timeout_ms, char *err, size_t err_len);
+
+// Payload bytes this rank sends in a float32 ring_allreduce_sum of count
+// values (2(n-1) chunks of about count/n each): the reference a compressed
+// exchange is measured against.
+uint64_t ring_allreduce_bytes_sent(const ring_t *r, size_t count);
 
 void ring_destroy(ring_t **r);  // accepts NULL and nulls the pointer
 

@@ -162,6 +162,7 @@ void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1) 
     case PAYLOAD_KIND_SPARSE: *frame0 = 4 * c; *frame1 = 4 * c; break;
     case PAYLOAD_KIND_KEYS: *frame0 = 4 * c; break;
     case PAYLOAD_KIND_TEXT: *frame0 = c; break;
+    case PAYLOAD_KIND_ENCODED: *frame0 = WIRE_ENCODED_MIN_BYTES; break;
     default: break;
     }
 }
@@ -181,6 +182,28 @@ void wire_seal(wire_header_t *h, const void *frame0, size_t len0, const void *fr
     h->checksum = c;
 }
 
+int wire_kind_allowed(uint16_t type, uint16_t kind) {
+#define KIND(k) (1u << PAYLOAD_KIND_##k)
+    static const unsigned allowed[MSG_TYPE_MAX_] = {
+        [MSG_TYPE_HELLO] = KIND(NONE),
+        [MSG_TYPE_WELCOME] = KIND(NONE),
+        [MSG_TYPE_PUSH] = KIND(DENSE) | KIND(SPARSE) | KIND(ENCODED),
+        [MSG_TYPE_PUSH_ACK] = KIND(NONE),
+        [MSG_TYPE_PULL] = KIND(NONE) | KIND(KEYS),
+        [MSG_TYPE_PARAMS] = KIND(DENSE) | KIND(SPARSE),
+        [MSG_TYPE_BYE] = KIND(NONE),
+        [MSG_TYPE_BYE_ACK] = KIND(NONE),
+        [MSG_TYPE_REJECT] = KIND(NONE),
+        [MSG_TYPE_RING_CHUNK] = KIND(DENSE) | KIND(ENCODED),
+        [MSG_TYPE_RDV_JOIN] = KIND(TEXT),
+        [MSG_TYPE_RDV_TABLE] = KIND(TEXT),
+        [MSG_TYPE_HEARTBEAT] = KIND(NONE),
+        [MSG_TYPE_RING_GATHER] = KIND(ENCODED),
+    };
+#undef KIND
+    return type < MSG_TYPE_MAX_ && kind < PAYLOAD_KIND_MAX_ && (allowed[type] >> kind & 1u);
+}
+
 wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header_len, uint64_t run_id,
                                             const size_t *frame_lens, size_t n_frames, wire_header_t *out) {
     if (header_len != WIRE_HEADER_SIZE) return WIRE_STATUS_BAD_SIZE;
@@ -189,11 +212,12 @@ wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header
     if (out->version != WIRE_VERSION) return WIRE_STATUS_BAD_VERSION;
     if (out->type == 0 || out->type >= MSG_TYPE_MAX_) return WIRE_STATUS_BAD_TYPE;
     if (out->run_id != run_id) return WIRE_STATUS_BAD_RUN;
-    if (out->payload_kind >= PAYLOAD_KIND_MAX_) return WIRE_STATUS_BAD_KIND;
+    if (!wire_kind_allowed(out->type, out->payload_kind)) return WIRE_STATUS_BAD_KIND;
     if (out->payload_kind == PAYLOAD_KIND_NONE && out->count != 0) return WIRE_STATUS_BAD_SIZE;
     if (n_frames != payload_frames(out->payload_kind)) return WIRE_STATUS_BAD_SIZE;
     size_t want[2];
     wire_payload_sizes(out, &want[0], &want[1]);
+    if (out->payload_kind == PAYLOAD_KIND_ENCODED) return frame_lens[0] >= want[0] ? WIRE_STATUS_OK : WIRE_STATUS_BAD_SIZE;
     for (size_t f = 0; f < n_frames; f++)
         if (frame_lens[f] != want[f]) return WIRE_STATUS_BAD_SIZE;
     return WIRE_STATUS_OK;
@@ -212,13 +236,15 @@ wire_status_t wire_validate(const uint8_t *header, size_t header_len, uint64_t r
 const char *wire_status_name(wire_status_t s) {
     static const char *const names[WIRE_STATUS_COUNT_] = {
         "ok", "bad size", "bad magic", "bad version", "bad type", "foreign run id", "bad range", "bad checksum",
-        "bad payload kind"};
+        "bad payload kind", "evicted", "not finite",
+        "bad gradient encoding"};
     return (unsigned)s < WIRE_STATUS_COUNT_ ? names[s] : "unknown";
 }
 
 const char *msg_type_name(uint16_t type) {
     static const char *const names[MSG_TYPE_MAX_] = {"?",      "hello", "welcome", "push",    "push-ack",
                                                      "pull",   "params", "bye",    "bye-ack", "reject",
-                                                     "ring-chunk", "rdv-join", "rdv-table"};
+                                                     "ring-chunk", "rdv-join", "rdv-table", "heartbeat",
+                                                     "ring-gather"};
     return type > 0 && type < MSG_TYPE_MAX_ ? names[type] : "unknown";
 }

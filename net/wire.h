@@ -8,6 +8,8 @@
 //   PAYLOAD_KIND_DENSE   one frame: count float32, parameters [offset, offset + count)
 //   PAYLOAD_KIND_SPARSE  two frames: count uint32 indices, then count float32 values
 //   PAYLOAD_KIND_KEYS    one frame: count uint32 indices (a sparse pull's key set)
+//   PAYLOAD_KIND_ENCODED one frame: count values compressed (net/compress.h): an
+//                        8-byte descriptor naming the encoding, then its body
 // The header's checksum covers every payload frame, in order. Every received
 // message goes through wire_validate before anything reads its payload.
 #include <stddef.h>
@@ -31,7 +33,9 @@ typedef enum msg_type {
     MSG_TYPE_RING_CHUNK = 10,  // allreduce: a chunk between ring neighbours
     MSG_TYPE_RDV_JOIN = 11,    // process -> coordinator: rank, role, endpoint (payload: text)
     MSG_TYPE_RDV_TABLE = 12,   // coordinator -> process: every endpoint (payload: text)
-    MSG_TYPE_MAX_ = 13,
+    MSG_TYPE_HEARTBEAT = 13,   // worker -> server: still alive (no answer)
+    MSG_TYPE_RING_GATHER = 14, // allgather: one rank's encoded gradient between ring neighbours
+    MSG_TYPE_MAX_ = 15,
 } msg_type_t;
 
 typedef enum payload_kind {
@@ -40,7 +44,8 @@ typedef enum payload_kind {
     PAYLOAD_KIND_SPARSE = 2,
     PAYLOAD_KIND_KEYS = 3,
     PAYLOAD_KIND_TEXT = 4,  // one frame of count bytes (rendezvous tables)
-    PAYLOAD_KIND_MAX_ = 5,
+    PAYLOAD_KIND_ENCODED = 5,  // one frame: count values in a self-described encoding (net/compress.h)
+    PAYLOAD_KIND_MAX_ = 6,
 } payload_kind_t;
 
 // Header flags.
@@ -53,9 +58,10 @@ typedef struct wire_header {
     uint64_t run_id;         // every process of one run shares it; others are dropped
     uint32_t sender;         // worker id (or shard id when a server sends)
     uint32_t shard;          // the shard addressed or answering
-    uint64_t clock;          // sender's clock (worker: pushes done; server: min worker clock)
+    uint64_t clock;          // sender's clock (worker: pushes done; server: min worker clock); HELLO: the
+                             // clock proposed on a rejoin; WELCOME: the clock the worker continues from
     uint64_t param_version;  // PUSH: version the update was computed from; PARAMS: version sent
-    uint64_t offset;         // DENSE: first parameter index of the range
+    uint64_t offset;         // DENSE: first parameter index of the range; PUSH_ACK: the acknowledged push's clock
     uint32_t count;          // elements in the payload (0 for NONE)
     uint16_t payload_kind;   // payload_kind_t
     uint16_t flags;          // WIRE_FLAG_*
@@ -73,7 +79,10 @@ typedef enum wire_status {
     WIRE_STATUS_BAD_RUN,       // run id is not ours
     WIRE_STATUS_BAD_RANGE,     // offset/count or an index outside what the receiver holds
     WIRE_STATUS_BAD_CHECKSUM,
-    WIRE_STATUS_BAD_KIND,      // unknown payload kind, or one the receiver does not accept for this message
+    WIRE_STATUS_BAD_KIND,      // unknown payload kind, one the message's type does not carry, or (REJECT) one the receiver does not take
+    WIRE_STATUS_EVICTED,       // REJECT: the worker was silent too long and was evicted; it must rejoin (HELLO)
+    WIRE_STATUS_NOT_FINITE,    // REJECT: the update holds NaN or Inf; the run has diverged and stops
+    WIRE_STATUS_BAD_ENCODING,  // an ENCODED payload the receiver cannot decode (unknown encoding, malformed)
     WIRE_STATUS_COUNT_,
 } wire_status_t;
 
@@ -110,11 +119,24 @@ uint32_t wire_checksum_end(wire_checksum_stream_t *st);
 // through memory instead of two): the same value wire_checksum(src, n, seed) gives.
 uint32_t wire_checksum_copy(void *dst, const void *src, size_t n, uint32_t seed);
 
-// Payload bytes a header announces, per frame (0 when the frame is absent).
+// An ENCODED frame holds at least its descriptor; the descriptor, not the
+// header, gives its exact size, which the receiver checks when it decodes
+// (after the checksum), with compress_check.
+#define WIRE_ENCODED_MIN_BYTES 8u
+
+// Payload bytes a header announces, per frame (0 when the frame is absent);
+// for ENCODED, the least the frame may hold (WIRE_ENCODED_MIN_BYTES).
 void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1);
 
+// Whether a message of this type may carry this payload kind: HELLO, WELCOME,
+// PUSH_ACK, BYE, BYE_ACK, REJECT and HEARTBEAT none; PUSH DENSE, SPARSE or
+// ENCODED; PARAMS DENSE or SPARSE; PULL NONE or KEYS; RING_CHUNK DENSE or
+// ENCODED; RING_GATHER ENCODED; RDV_JOIN and RDV_TABLE TEXT.
+int wire_kind_allowed(uint16_t type, uint16_t kind);
+
 // Checks a received message: header size, magic, version, type, run id,
-// payload frame count and sizes against count/kind, and checksum. `frames`
+// payload kind against the type (wire_kind_allowed), payload frame count and
+// sizes against count/kind, and checksum. `frames`
 // holds the payload frames (after the header) and their sizes. Range checks
 // need the receiver's state and are its own. Returns WIRE_STATUS_OK or why not.
 wire_status_t wire_validate(const uint8_t *header, size_t header_len, uint64_t run_id, const void *const *frames,

@@ -6,6 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "net/compress.h"    // defines: compress_max_encoded_bytes
+#include "net/curve_auth.h"  // defines: net_security_listen, net_security_dial
+
 int zmsg_fail(const char *what, const char *file, int line, char *err, size_t err_len) {
     int e = errno;
     snprintf(err, err_len, "%s failed at %s:%d: %s", what, file, line, zmq_strerror(e));
@@ -231,6 +234,51 @@ int zmsg_socket_defaults(void *sock, int heartbeat_ms, char *err, size_t err_len
             return ZMQ_FAIL("zmq_setsockopt(ZMQ_HEARTBEAT_TIMEOUT)", err, err_len);
         if (zmq_setsockopt(sock, ZMQ_HEARTBEAT_TTL, &timeout, sizeof timeout) != 0)
             return ZMQ_FAIL("zmq_setsockopt(ZMQ_HEARTBEAT_TTL)", err, err_len);
+    }
+    return 0;
+}
+
+size_t zmsg_max_frame(size_t n_values) {
+    size_t most = compress_max_encoded_bytes(n_values);
+    if (n_values <= SIZE_MAX / 4 && 4 * n_values > most) most = 4 * n_values;
+    return most > WIRE_HEADER_SIZE ? most : WIRE_HEADER_SIZE;
+}
+
+// libzmq applies ZMQ_MAXMSGSIZE to every frame on the wire: the handshake's
+// commands too (CURVE's INITIATE carries the peer's metadata: a few hundred
+// bytes), and under CURVE each message frame travels inside a MESSAGE command
+// (33 bytes more). The limit therefore never goes below a handshake's needs
+// and carries the per-frame overhead; memory stays bounded all the same.
+#define ZMSG_HANDSHAKE_FRAME_MAX 4096
+#define ZMSG_FRAME_OVERHEAD 64
+
+static int limit_frames(void *sock, size_t max_frame, char *err, size_t err_len) {
+    if (max_frame == 0) return 0;
+    if (max_frame < ZMSG_HANDSHAKE_FRAME_MAX) max_frame = ZMSG_HANDSHAKE_FRAME_MAX;
+    int64_t limit = max_frame > INT64_MAX - ZMSG_FRAME_OVERHEAD ? INT64_MAX : (int64_t)(max_frame + ZMSG_FRAME_OVERHEAD);
+    if (zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &limit, sizeof limit) != 0)
+        return ZMQ_FAIL("zmq_setsockopt(ZMQ_MAXMSGSIZE)", err, err_len);
+    return 0;
+}
+
+int zmsg_bind(void *sock, const char *endpoint, size_t max_frame, char *err, size_t err_len) {
+    if (limit_frames(sock, max_frame, err, err_len) != 0) return -1;
+    if (net_security_listen(sock, endpoint, err, err_len) != 0) return -1;
+    if (zmq_bind(sock, endpoint) != 0) {
+        char what[300];
+        snprintf(what, sizeof what, "zmq_bind(%.250s)", endpoint);
+        return ZMQ_FAIL(what, err, err_len);
+    }
+    return 0;
+}
+
+int zmsg_connect(void *sock, const char *endpoint, size_t max_frame, char *err, size_t err_len) {
+    if (limit_frames(sock, max_frame, err, err_len) != 0) return -1;
+    if (net_security_dial(sock, err, err_len) != 0) return -1;
+    if (zmq_connect(sock, endpoint) != 0) {
+        char what[300];
+        snprintf(what, sizeof what, "zmq_connect(%.250s)", endpoint);
+        return ZMQ_FAIL(what, err, err_len);
     }
     return 0;
 }

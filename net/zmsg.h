@@ -74,4 +74,23 @@ wire_header_t zmsg_header(uint16_t type, uint64_t run_id);
 // a timeout of 3 intervals. Returns 0 or -1.
 int zmsg_socket_defaults(void *sock, int heartbeat_ms, char *err, size_t err_len);
 
+// The largest payload frame a message about n values can legitimately hold:
+// n float32/uint32 values, or an ENCODED vector of n values in the widest
+// encoding (compress_max_encoded_bytes) — and at least a header.
+size_t zmsg_max_frame(size_t n_values);
+
+// Binds sock, a socket that receives from peers, to endpoint. First
+// ZMQ_MAXMSGSIZE = max_frame (plus CURVE's per-frame overhead, and at least
+// what the handshake needs, 4 KiB): libzmq drops the connection of a peer that
+// announces a larger frame before allocating anything for it, so a peer
+// cannot make this process allocate more than a legitimate message needs
+// (max_frame 0: no limit, for inproc pipes between our own threads). Then
+// the process's transport security (net/curve_auth.h): CURVE server, and no
+// listening beyond loopback without CURVE or --insecure. Returns 0 or -1 with
+// err naming the endpoint.
+int zmsg_bind(void *sock, const char *endpoint, size_t max_frame, char *err, size_t err_len);
+// Connects sock to endpoint, with the same ZMQ_MAXMSGSIZE (for what the peer
+// sends back) and, under CURVE, as a client of the run's server key.
+int zmsg_connect(void *sock, const char *endpoint, size_t max_frame, char *err, size_t err_len);
+
 #endif

@@ -3,18 +3,19 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const names[] = {"bsp", "ssp", "asp", "allreduce"};
+static const char *const names[] = {"bsp", "ssp", "asp", "allreduce", "hybrid"};
+#define N_MODES (sizeof names / sizeof names[0])
 
-const char *sync_mode_name(sync_mode_t m) { return (unsigned)m < 4 ? names[m] : "unknown"; }
+const char *sync_mode_name(sync_mode_t m) { return (unsigned)m < N_MODES ? names[m] : "unknown"; }
 
 int sync_mode_parse(const char *s, sync_mode_t *out, char *err, size_t err_len) {
-    for (unsigned i = 0; i < 4; i++) {
+    for (unsigned i = 0; i < N_MODES; i++) {
         if (strcmp(s, names[i]) == 0) {
             *out = (sync_mode_t)i;
             return 0;
         }
     }
-    snprintf(err, err_len, "--sync: '%s' is not one of bsp|ssp|asp|allreduce", s);
+    snprintf(err, err_len, "--sync: '%s' is not one of bsp|ssp|asp|allreduce|hybrid", s);
     return -1;
 }
 

@@ -5,7 +5,9 @@
 // Worker clocks count push rounds. A worker that has pushed c rounds may compute
 // round c (its (c+1)-th) only while the slowest live worker has pushed at least
 // c - s rounds. BSP is s = 0; ASP is s = infinity; allreduce has no server and
-// no staleness at all (every worker applies the same summed gradient).
+// no staleness at all (every worker applies the same summed gradient); hybrid
+// splits a model: its sparse part through the servers under ASP or SSP, its
+// dense part by allreduce.
 #include <stddef.h>
 #include <stdint.h>
 
@@ -14,11 +16,12 @@ typedef enum sync_mode {
     SYNC_MODE_SSP,
     SYNC_MODE_ASP,
     SYNC_MODE_ALLREDUCE,
+    SYNC_MODE_HYBRID,  // sparse parameters through the servers (asp or ssp), dense ones by ring allreduce
 } sync_mode_t;
 
 #define STALENESS_INFINITE UINT64_MAX
 
-// "bsp", "ssp", "asp", "allreduce".
+// "bsp", "ssp", "asp", "allreduce", "hybrid".
 const char *sync_mode_name(sync_mode_t m);
 // Parses a name; returns 0, or -1 with err naming the accepted values.
 int sync_mode_parse(const char *s, sync_mode_t *out, char *err, size_t err_len);

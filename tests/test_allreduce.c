@@ -6,6 +6,11 @@
 // serial sum and that all ranks' results are bit-identical. Messages from a
 // foreign run or of a stale call are dropped and counted. Last, one rank exits
 // before the call: the others must fail within their timeout, naming a rank.
+// Compressed exchanges: fp16 on the wire (ring_allreduce_sum_fp16) stays
+// within fp16's rounding of the serial sum with an exact float32 tail, and an
+// allgather of qsgd encodings sums to exactly what each rank encoded; both
+// bit-identical on every rank. A rank that sends an encoding the others do not
+// know, or fp16 where they expect float32, fails their call with a clear error.
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -17,6 +22,7 @@
 #include <zmq.h>
 
 #include "datasets/rng.h"  // defines: rng_t, rng_seed, rng_uniform
+#include "net/compress.h"  // defines: compressor_new, compress_encode, compress_decode_add
 #include "net/ring.h"      // defines: ring_new, ring_connect, ring_allreduce_sum, ring_tune, ring_destroy
 #include "net/zmsg.h"      // defines: zmsg_send, zmsg_header
 #include "test_support.h"
@@ -26,12 +32,54 @@
 #define EP_LEN 256
 #define CALL_TIMEOUT_MS 10000
 #define DEAD_TIMEOUT_MS 300
+#define ODD_TIMEOUT_MS 2000
+
+typedef enum call_kind {
+    CALL_KIND_SUM = 0,     // ring_allreduce_sum
+    CALL_KIND_FP16,        // ring_allreduce_sum_fp16, the last element in float32
+    CALL_KIND_GATHER,      // ring_allgather_encoded of qsgd:4 encodings, decoded and summed in rank order
+} call_kind_t;
 
 typedef struct call {
     size_t count;
     size_t sub;  // floats per sub-chunk
     int zero_copy;
+    call_kind_t kind;
+    int rank0_odd;  // rank 0 sends what the others refuse: encoding 99 (gather) or fp16 where they expect float32
 } call_t;
+
+#define GATHER_SPEC "qsgd:4"
+#define GATHER_SEED 555
+
+// The allgather call: this rank's qsgd encoding of x goes round; x becomes the
+// rank-order sum of every rank's decoded vector. Returns the ring's answer.
+static int gather_call(ring_t *r, size_t rank, size_t n, float *x, size_t count, int odd, int timeout_ms, char *err,
+                       size_t err_len) {
+    compress_spec_t spec;
+    CHECK_OK(compress_spec_parse(GATHER_SPEC, &spec, err, err_len), err);
+    compressor_t *c = compressor_new(&spec, count, GATHER_SEED, rank, err, err_len);
+    CHECK(c);
+    size_t cap = compress_encoded_bytes(&spec, count);
+    uint8_t *blobs = malloc(n * cap);
+    size_t lens[MAX_RANKS];
+    uint32_t weights[MAX_RANKS];
+    CHECK(blobs);
+    CHECK_OK(compress_encode(c, x, count, NULL, NULL, blobs + rank * cap, cap, err, err_len), err);
+    lens[rank] = cap;
+    weights[rank] = (uint32_t)(rank + 1);
+    if (odd && rank == 0) blobs[0] = 99;
+    int rc = ring_allgather_encoded(r, blobs, cap, lens, weights, count, timeout_ms, err, err_len);
+    if (rc == 0 && !(odd && rank == 0)) {
+        memset(x, 0, count * sizeof *x);
+        for (size_t k = 0; k < n; k++) {
+            CHECK(weights[k] == k + 1 && lens[k] == cap);
+            CHECK_OK(compress_decode_add(blobs + k * cap, lens[k], count, x, err, err_len), err);
+        }
+    }
+    free(blobs);
+    compressor_destroy(&c);
+    return rc;
+}
 
 // What a child reports besides its results (in memory shared with the parent).
 typedef struct child_report {
@@ -113,7 +161,10 @@ static void child_main(size_t rank, size_t n, int up, int down, const call_t *ca
     char err[512] = "";
     void *ctx = zmq_ctx_new();
     CHECK(ctx);
-    ring_t *r = ring_new(ctx, rank, n, RUN, "127.0.0.1", err, sizeof err);
+    size_t max_count = 0;
+    for (size_t j = 0; j < n_calls; j++)
+        if (calls[j].count > max_count) max_count = calls[j].count;
+    ring_t *r = ring_new(ctx, rank, n, RUN, max_count, "127.0.0.1", err, sizeof err);
     CHECK_OK(r == NULL, err);
     char ep[EP_LEN] = {0};
     snprintf(ep, sizeof ep, "%s", ring_endpoint(r));
@@ -131,8 +182,15 @@ static void child_main(size_t rank, size_t n, int up, int down, const call_t *ca
         fill(x, calls[j].count, 1000 + j, rank);
         CHECK_OK(ring_tune(r, calls[j].sub, calls[j].zero_copy, err, sizeof err), err);
         double t0 = now_ms();
-        int rc = ring_allreduce_sum(r, x, calls[j].count, expect_fail ? DEAD_TIMEOUT_MS : CALL_TIMEOUT_MS, err,
-                                    sizeof err);
+        // A refused call (odd) ends by the refusal; a rank whose neighbour
+        // gave up first (dropping what it had queued) ends by its timeout.
+        int odd = calls[j].rank0_odd;
+        int timeout = odd ? ODD_TIMEOUT_MS : expect_fail ? DEAD_TIMEOUT_MS : CALL_TIMEOUT_MS;
+        int rc;
+        if (calls[j].kind == CALL_KIND_GATHER) rc = gather_call(r, rank, n, x, calls[j].count, odd, timeout, err, sizeof err);
+        else if (calls[j].kind == CALL_KIND_FP16 && !(odd && rank > 0))
+            rc = ring_allreduce_sum_fp16(r, x, calls[j].count, calls[j].count - 1, timeout, err, sizeof err);
+        else rc = ring_allreduce_sum(r, x, calls[j].count, timeout, err, sizeof err);
         rep->ms = now_ms() - t0;
         rep->rc = rc;
         snprintf(rep->err, sizeof rep->err, "%s", rc ? err : "");
@@ -210,10 +268,13 @@ static void test_ring(size_t n) {
     // Copied sends first, then zero-copy ones; the last call is a large one, so
     // that ranks close their rings and exit right after sending many frames.
     const call_t calls[] = {
-        {1, D, 0},     {n - 1, D, 0},   {1001, D, 0},  {3000001, S, 0},  // the sizes asked for
-        {1001, D, 0},  {1001, D, 0},    {1001, D, 0},  {5, D, 0},        // back to back
-        {1001, 97, 0}, {5000, 97, 0},                                    // many small sub-chunks
-        {1001, D, 1},  {2, D, 1},       {3000001, D, 1},                 // zero-copy sends
+        {1, D, 0, CALL_KIND_SUM, 0},     {n - 1, D, 0, CALL_KIND_SUM, 0},   {1001, D, 0, CALL_KIND_SUM, 0},  {3000001, S, 0, CALL_KIND_SUM, 0},  // the sizes asked for
+        {1001, D, 0, CALL_KIND_SUM, 0},  {1001, D, 0, CALL_KIND_SUM, 0},    {1001, D, 0, CALL_KIND_SUM, 0},  {5, D, 0, CALL_KIND_SUM, 0},        // back to back
+        {1001, 97, 0, CALL_KIND_SUM, 0}, {5000, 97, 0, CALL_KIND_SUM, 0},                                    // many small sub-chunks
+        {1001, D, 1, CALL_KIND_SUM, 0},  {2, D, 1, CALL_KIND_SUM, 0},                                        // zero-copy sends
+        {1001, D, 1, CALL_KIND_FP16, 0}, {5000, 97, 1, CALL_KIND_FP16, 0},  // fp16 on the wire
+        {1001, D, 1, CALL_KIND_GATHER, 0}, {3, D, 1, CALL_KIND_GATHER, 0},  // allgather of qsgd encodings
+        {3000001, D, 1, CALL_KIND_SUM, 0},
     };
     size_t n_calls = sizeof calls / sizeof calls[0], per_rank = 0;
     for (size_t j = 0; j < n_calls; j++) per_rank += calls[j].count;
@@ -239,8 +300,32 @@ static void test_ring(size_t n) {
             for (size_t i = 0; i < c; i++) sum[i] += x[i];
         }
         const float *r0 = out + off;
+        if (calls[j].kind == CALL_KIND_GATHER) {
+            // Exactly the rank-order sum of what each rank encoded.
+            char err[256];
+            compress_spec_t spec;
+            CHECK_OK(compress_spec_parse(GATHER_SPEC, &spec, err, sizeof err), err);
+            float *want = calloc(c, sizeof *want);
+            size_t cap = compress_encoded_bytes(&spec, c);
+            uint8_t *enc = malloc(cap);
+            CHECK(want && enc);
+            for (size_t r = 0; r < n; r++) {
+                compressor_t *cr = compressor_new(&spec, c, GATHER_SEED, r, err, sizeof err);
+                CHECK(cr);
+                fill(x, c, 1000 + j, r);
+                CHECK_OK(compress_encode(cr, x, c, NULL, NULL, enc, cap, err, sizeof err), err);
+                CHECK_OK(compress_decode_add(enc, cap, c, want, err, sizeof err), err);
+                compressor_destroy(&cr);
+            }
+            CHECK(memcmp(want, r0, c * sizeof *want) == 0);
+            free(want);
+            free(enc);
+        }
+        // fp16: each hop rounds a partial sum (relative 2^-11), the last element is exact.
+        double tol = calls[j].kind == CALL_KIND_FP16 ? (double)n * 0x1p-11 : calls[j].kind == CALL_KIND_GATHER ? 0.5 : 1e-5;
         for (size_t i = 0; i < c; i++) {
-            if (!(fabs(r0[i] - sum[i]) <= 1e-5 * fabs(sum[i]))) {
+            double t = calls[j].kind == CALL_KIND_FP16 && i + 1 == c ? 1e-5 : tol;
+            if (!(fabs(r0[i] - sum[i]) <= t * fabs(sum[i]))) {
                 fprintf(stderr, "ring of %zu, call %zu (count %zu): element %zu is %.9g, serial sum %.9g\n", n, j, c,
                         i, r0[i], sum[i]);
                 exit(1);
@@ -277,7 +362,7 @@ static void test_ring(size_t n) {
 // With zero-copy sends, the rank before the gap has frames queued for the gone
 // rank that point into its array: they must be dropped before the call returns.
 static void test_dead_neighbour(size_t n, size_t dead, int zero_copy) {
-    const call_t calls[] = {{100000, RING_SUB_CHUNK_DEFAULT, zero_copy}};
+    const call_t calls[] = {{100000, RING_SUB_CHUNK_DEFAULT, zero_copy, CALL_KIND_SUM, 0}};
     float *out = shared_alloc(n * calls[0].count * sizeof(float));
     child_report_t *reps = shared_alloc(n * sizeof *reps);
     run_ring(n, calls, 1, out, calls[0].count, reps, (long)dead, 1);
@@ -298,16 +383,42 @@ static void test_dead_neighbour(size_t n, size_t dead, int zero_copy) {
     munmap(reps, n * sizeof *reps);
 }
 
+// Rank 0 sends what rank 1 cannot take. A rank that sees it fails at once
+// with an error naming the other rank and what is wrong. Under fp16 both
+// ranks see it (each expects the other form), and the first to fail drops
+// what it had not sent yet (linger 0), so either may be the one to report it;
+// an unknown encoding only rank 1 can see.
+static void test_refused(call_kind_t kind, const char *want) {
+    const call_t calls[] = {{1001, 97, 1, kind, 1}};
+    float *out = shared_alloc(2 * calls[0].count * sizeof(float));
+    child_report_t *reps = shared_alloc(2 * sizeof *reps);
+    run_ring(2, calls, 1, out, calls[0].count, reps, -1, 1);
+    int seen = 0;
+    for (int r = 0; r < 2; r++) {
+        const char *other = r == 0 ? "rank 1" : "rank 0";
+        int here = reps[r].rc == -1 && strstr(reps[r].err, want) && strstr(reps[r].err, other) &&
+                   !strstr(reps[r].err, "is it gone");
+        if (here)
+            printf("ring of 2, rank 0 odd (%s): rank %d refused it after %.0f ms: %s\n",
+                   kind == CALL_KIND_FP16 ? "fp16" : "gather", r, reps[r].ms, reps[r].err);
+        seen |= here;
+    }
+    CHECK(seen);
+    if (kind == CALL_KIND_GATHER) CHECK(reps[1].rc == -1 && strstr(reps[1].err, want));
+    munmap(out, 2 * calls[0].count * sizeof(float));
+    munmap(reps, 2 * sizeof *reps);
+}
+
 static void test_bad_arguments(void) {
     char err[256];
     void *ctx = zmq_ctx_new();
     CHECK(ctx);
-    CHECK(ring_new(ctx, 3, 3, RUN, "127.0.0.1", err, sizeof err) == NULL);
+    CHECK(ring_new(ctx, 3, 3, RUN, 4, "127.0.0.1", err, sizeof err) == NULL);
     CHECK(strstr(err, "rank") != NULL);
-    CHECK(ring_new(ctx, 0, 0, RUN, "127.0.0.1", err, sizeof err) == NULL);
-    CHECK(ring_new(ctx, 0, 2, RUN, "not a host", err, sizeof err) == NULL);
-    CHECK(strstr(err, "zmq_bind") != NULL);
-    ring_t *r = ring_new(ctx, 0, 2, RUN, "127.0.0.1", err, sizeof err);
+    CHECK(ring_new(ctx, 0, 0, RUN, 4, "127.0.0.1", err, sizeof err) == NULL);
+    CHECK(ring_new(ctx, 0, 2, RUN, 4, "not a host", err, sizeof err) == NULL);
+    CHECK(strstr(err, "not a host") != NULL);
+    ring_t *r = ring_new(ctx, 0, 2, RUN, 4, "127.0.0.1", err, sizeof err);
     CHECK_OK(r == NULL, err);
     CHECK(ring_tune(r, 0, 0, err, sizeof err) == -1);
     float x[4] = {1, 2, 3, 4};
@@ -318,7 +429,7 @@ static void test_bad_arguments(void) {
     ring_destroy(&r);
     ring_destroy(NULL);
     // The ipc transport binds a fresh path.
-    r = ring_new(ctx, 0, 1, RUN, "ipc", err, sizeof err);
+    r = ring_new(ctx, 0, 1, RUN, 4, "ipc", err, sizeof err);
     CHECK_OK(r == NULL, err);
     CHECK(strncmp(ring_endpoint(r), "ipc://", 6) == 0);
     CHECK_OK(ring_connect(r, ring_endpoint(r), err, sizeof err), err);
@@ -334,6 +445,8 @@ int main(void) {
     for (size_t n = 1; n <= MAX_RANKS; n++) test_ring(n);
     test_dead_neighbour(4, 2, 1);
     test_dead_neighbour(2, 0, 0);
+    test_refused(CALL_KIND_GATHER, "unknown gradient encoding 99");
+    test_refused(CALL_KIND_FP16, "do all ranks use the same --compress?");
     printf("test_allreduce: ok (%.1f s)\n", (now_ms() - t0) / 1e3);
     return 0;
 }

@@ -18,61 +18,8 @@
 #include "datasets/text_io.h"  // defines: text_file_read
 #include "test_support.h"
 
-extern char **environ;
-static char dir[] = "/tmp/asgd_downpour_XXXXXX";
-
-static char *slurp(const char *path) {
-    char *text, err[256];
-    size_t len;
-    return text_file_read(path, &text, &len, err, sizeof err) == 0 ? text : calloc(1, 1);
-}
-
-// Runs asgd with a NULL-terminated argument list; stderr goes to dir/stderr.
-static int run_asgd(const char *const *args) {
-    const char *argv[80] = {ASGD_BINARY};
-    int n = 1;
-    for (; args[n - 1] && n < 79; n++) argv[n] = args[n - 1];
-    argv[n] = NULL;
-    char out_path[256], err_path[256];
-    snprintf(out_path, sizeof out_path, "%s/stdout", dir);
-    snprintf(err_path, sizeof err_path, "%s/stderr", dir);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid;
-    CHECK(posix_spawn(&pid, ASGD_BINARY, &fa, NULL, (char **)argv, environ) == 0);
-    posix_spawn_file_actions_destroy(&fa);
-    int status;
-    CHECK(waitpid(pid, &status, 0) == pid);
-    CHECK(WIFEXITED(status));
-    if (WEXITSTATUS(status) != 0) {
-        char *e = slurp(err_path);
-        fprintf(stderr, "asgd %s exited %d:\n%s\n", args[0], WEXITSTATUS(status), e);
-        free(e);
-    }
-    return WEXITSTATUS(status);
-}
-
-static double field(const char *json, const char *key) {
-    char pattern[128];
-    snprintf(pattern, sizeof pattern, "\"%s\":", key);
-    const char *p = strstr(json, pattern);
-    if (!p) {
-        fprintf(stderr, "no \"%s\" in %s\n", key, json);
-        exit(1);
-    }
-    p += strlen(pattern);
-    return strncmp(p, "null", 4) == 0 ? NAN : strtod(p, NULL);
-}
-
-static const char *section(const char *json, const char *key) {
-    char pattern[128];
-    snprintf(pattern, sizeof pattern, "\"%s\":", key);
-    const char *p = strstr(json, pattern);
-    CHECK(p);
-    return p;
-}
+static char dir[] = "/tmp/asgd_downpour_XXXXXX";  // read by launch_support.h
+#include "launch_support.h"  // defines: launch_run, launch_slurp, launch_field, launch_section
 
 static float *load_model(const char *path, size_t *n) {
     FILE *f = fopen(path, "rb");
@@ -114,7 +61,7 @@ static char *run_dir(const char *name) {
 static char *summary_of(const char *rd) {
     char path[400];
     snprintf(path, sizeof path, "%s/summary.json", rd);
-    return slurp(path);
+    return launch_slurp(path);
 }
 
 // ---- BSP and allreduce equal single-process synchronous SGD ---------------------
@@ -132,7 +79,7 @@ static void check_equivalent(const char *label, const char *const *model_args, c
     const char *tail1[] = {"--mode", "sync", "--threads", threads_single, "--quiet", "--save-model", single, NULL};
     for (const char *const *t = tail1; *t; t++) a[n++] = *t;
     a[n] = NULL;
-    CHECK(run_asgd(a) == 0);
+    CHECK(launch_run(a) == 0);
     n = 0;
     a[n++] = "launch";
     for (const char *const *m = model_args; *m; m++) a[n++] = *m;
@@ -140,7 +87,7 @@ static void check_equivalent(const char *label, const char *const *model_args, c
                            "--quiet", "--save-model", dist, "--run-dir", rd, NULL};
     for (const char *const *t = tail2; *t; t++) a[n++] = *t;
     a[n] = NULL;
-    CHECK(run_asgd(a) == 0);
+    CHECK(launch_run(a) == 0);
     double diff = model_diff(single, dist);
     printf("%-10s %-9s %s workers x %s threads vs %s threads: largest relative difference %.3g (tolerance %.3g)\n",
            label, sync, workers, threads_each, threads_single, diff, tolerance);
@@ -148,7 +95,7 @@ static void check_equivalent(const char *label, const char *const *model_args, c
     char *s = summary_of(rd);
     if (strcmp(sync, "bsp") == 0) {
         CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
-        CHECK(field(section(s, "staleness_clocks"), "max") == 0.0);
+        CHECK(launch_field(launch_section(s, "staleness_clocks"), "max") == 0.0);
     }
     free(s);
 }
@@ -158,12 +105,12 @@ static void check_equivalent(const char *label, const char *const *model_args, c
 static void check_replicas_agree(const char *rd, int workers) {
     char path[400];
     snprintf(path, sizeof path, "%s/worker-0.json", rd);
-    char *first = slurp(path);
-    double loss0 = field(first, "final_test_loss");
+    char *first = launch_slurp(path);
+    double loss0 = launch_field(first, "final_test_loss");
     for (int k = 1; k < workers; k++) {
         snprintf(path, sizeof path, "%s/worker-%d.json", rd, k);
-        char *other = slurp(path);
-        CHECK(field(other, "final_test_loss") == loss0);
+        char *other = launch_slurp(path);
+        CHECK(launch_field(other, "final_test_loss") == loss0);
         free(other);
     }
     free(first);
@@ -195,22 +142,26 @@ static void check_staleness(void) {
         a[n++] = "--run-dir";
         a[n++] = rd;
         a[n] = NULL;
-        CHECK(run_asgd(a) == 0);
+        CHECK(launch_run(a) == 0);
         char *s = summary_of(rd);
-        double max = field(section(s, "staleness_clocks"), "max");
+        double max = launch_field(launch_section(s, "staleness_clocks"), "max");
         double fast_wait = 0.0;
         for (int k = 1; k < 3; k++) {
             char path[400];
             snprintf(path, sizeof path, "%s/worker-%d.json", rd, k);
-            char *w = slurp(path);
-            fast_wait += field(w, "wait_s");
+            char *w = launch_slurp(path);
+            fast_wait += launch_field(w, "wait_s");
             free(w);
         }
         printf("%-4s bound %-3s: staleness max %g clocks, fast workers waited %.3f s, samples/s %.0f, accuracy %.3f\n",
-               runs[r].sync, runs[r].bound ? runs[r].bound : "inf", max, fast_wait, field(s, "samples_per_s"),
-               field(s, "final_test_accuracy"));
+               runs[r].sync, runs[r].bound ? runs[r].bound : "inf", max, fast_wait, launch_field(s, "samples_per_s"),
+               launch_field(s, "final_test_accuracy"));
         CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
-        CHECK(field(s, "final_test_accuracy") > 0.6);  // it learned (majority class: 0.50)
+        CHECK(launch_field(s, "final_test_accuracy") > 0.6);  // it learned (majority class: 0.50)
+        const char *config = launch_section(s, "config");
+        CHECK(launch_field(config, "train_examples") == 27000.0);  // 30,000 generated, 10% held out
+        CHECK(strstr(config, runs[r].bound ? "\"staleness\":" : "\"staleness\":null"));
+        if (runs[r].bound) CHECK(launch_field(config, "staleness") == atof(runs[r].bound));
         if (runs[r].bound) {
             CHECK(max <= atof(runs[r].bound));
             CHECK(fast_wait > 0.0);  // the straggler held the others back
@@ -227,10 +178,10 @@ static void check_staleness(void) {
 static void check_failure_named(void) {
     const char *a[] = {"launch", "--model", "logreg", "--data", "/nonexistent/train.svm", "--workers", "2",
                        "--run-dir", run_dir("fail"), NULL};
-    CHECK(run_asgd(a) == 1);
+    CHECK(launch_run(a) == 1);
     char path[400];
     snprintf(path, sizeof path, "%s/stderr", dir);
-    char *err = slurp(path);
+    char *err = launch_slurp(path);
     printf("failure: %s", strstr(err, "asgd launch:") ? strstr(err, "asgd launch:") : err);
     CHECK(strstr(err, "failed: exit status 1"));
     CHECK(strstr(err, "/nonexistent/train.svm"));
@@ -293,12 +244,12 @@ int main(void) {
                              "500", "--batch", "8", "--epochs", "2", "--sync", "asp", "--servers", "2", "--workers", "2",
                              "--push-every", "4", "--fetch-every", "4", "--server-lr", "0.025", "--quiet", "--run-dir", rd,
                              NULL};
-        CHECK(run_asgd(asp) == 0);
+        CHECK(launch_run(asp) == 0);
         char *sum = summary_of(rd);
-        printf("mlp asp: accuracy %.3f, pushes %g, acked pushes applied once: %s\n", field(sum, "final_test_accuracy"),
-               field(sum, "pushes"), strstr(sum, "\"acked_pushes_applied_once\":true") ? "yes" : "no");
+        printf("mlp asp: accuracy %.3f, pushes %g, acked pushes applied once: %s\n", launch_field(sum, "final_test_accuracy"),
+               launch_field(sum, "pushes"), strstr(sum, "\"acked_pushes_applied_once\":true") ? "yes" : "no");
         CHECK(strstr(sum, "\"acked_pushes_applied_once\":true"));
-        CHECK(field(sum, "pushes") > 0 && field(sum, "final_test_accuracy") > 0.6);  // 10 classes: chance is 0.1
+        CHECK(launch_field(sum, "pushes") > 0 && launch_field(sum, "final_test_accuracy") > 0.6);  // 10 classes: chance is 0.1
         free(sum);
     } else {
         printf("Fashion-MNIST not installed: the dense (MLP) equivalence cases are skipped\n");

@@ -76,6 +76,36 @@ int main(void) {
         model_destroy(&svm);
     }
 
+    // A sparse embedding feeding a dense layer: both parts checked (the
+    // embedding rows of the examples' features and every dense weight).
+    for (int l2 = 0; l2 <= 1; l2++) {
+        model_t *emb = model_new_embmlp(&sp, &sp, 3, 5, l2 ? 0.1 : 0.0, err, sizeof err);
+        CHECK(emb);
+        CHECK(model_num_sparse_params(emb) == 60 * 3 && model_num_params(emb) == 60 * 3 + 5 * 3 + 2 * 5 + 1);
+        gradcheck(l2 ? "embmlp 60x3-5-1 (l2 0.1)" : "embmlp 60x3-5-1", emb, 6, 1e-3, 1e-3);
+        // The sparse keys of a minibatch are exactly the sparse coordinates its gradient touches.
+        size_t S = model_num_sparse_params(emb), p = model_num_params(emb);
+        uint32_t idx[4] = {0, 5, 9, 5}, keys[60 * 3];
+        uint8_t mark[60 * 3] = {0};
+        size_t nk = model_sparse_keys(emb, idx, 4, mark, keys);
+        grad_t g;
+        CHECK_OK(grad_init(&g, p, 0, err, sizeof err), err);
+        param_t *w = params_new(p, err, sizeof err);
+        model_ws_t *ws = model_ws_new(emb, 4, err, sizeof err);
+        CHECK(w && ws);
+        model_init_params(emb, w, 1);
+        model_loss_grad(emb, w, idx, 4, &g, ws);
+        size_t touched_sparse = 0;
+        for (size_t k = 0; k < g.n_touched; k++) touched_sparse += g.touched[k] < S;
+        CHECK(nk == touched_sparse && nk > 0);
+        for (size_t k = 0; k < nk; k++) CHECK(keys[k] < S && g.is_touched[keys[k]]);
+        for (size_t k = 0; k < S; k++) CHECK(mark[k] == 0);
+        grad_free(&g);
+        params_free(&w);
+        model_ws_destroy(&ws);
+        model_destroy(&emb);
+    }
+
     dense_dataset_t dn;
     make_dense(&dn, 40, 9, 4, 3);
     size_t hidden[2] = {7, 5};

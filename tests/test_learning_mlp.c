@@ -19,7 +19,9 @@ int main(void) {
         // sync averages 2 sub-batches of 16 into one step of 32: by the linear scaling
         // rule its step size doubles to keep the per-example step the same.
         double lr = modes[i] == TRAIN_MODE_SYNC ? 0.1 : 0.05;
-        train_result_t r = train(m, modes[i], 2, 16, 3, lr, 0.0, &before);
+        // A mild inverse-time decay settles the final iterate, which at a constant step
+        // swings by a few points between evaluations (0.7975 to 0.849 seen).
+        train_result_t r = train(m, modes[i], 2, 16, 3, lr, 2e-4, &before);
         printf("mlp 784-256-128-10 %-8s 2 threads, 3 epochs of 12000: accuracy %.4f -> %.4f (%.0f samples/s)\n",
                train_mode_name(modes[i]), before, r.last.test_metric, r.samples_per_s);
         CHECK(r.samples == 36000);

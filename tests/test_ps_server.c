@@ -25,6 +25,7 @@
 
 #include "datasets/rng.h"    // defines: rng_seed, rng_uniform, rng_below
 #include "datasets/split.h"  // defines: shard_range
+#include "net/compress.h"    // defines: compressor_new, compress_encode, compress_encoded_bytes
 #include "net/ps_client.h"   // defines: ps_client_new, ps_client_push_frames, ps_client_pull, ...
 #include "net/ps_server.h"   // defines: ps_server_new, ps_server_run, ps_server_stats, ...
 #include "net/wire.h"        // defines: wire_header_t, wire_header_encode, wire_seal
@@ -283,8 +284,8 @@ static void test_asp_sgd(void *ctx) {
     CHECK_OK(ps_client_wait_acks(c, err, sizeof err), err);
     for (size_t k = 0; k < NNZ; k++) want[idx[k]] = want[idx[k]] - lr * val[k];
 
-    // Duplicate indices under ASP are applied one after the other.
-    static const uint32_t dup[] = {10, 10, 600, 600, 600};
+    // A second sparse push, over both shards' interiors.
+    static const uint32_t dup[] = {10, 11, 600, 601, 602};
     static const float dval[] = {0.75f, -0.125f, 0.5f, 0.25f, -1.5f};
     CHECK_OK(ps_client_push_sparse(c, dup, dval, 5, 2, 1, 0, err, sizeof err), err);
     CHECK_OK(ps_client_wait_acks(c, err, sizeof err), err);
@@ -310,7 +311,10 @@ static void test_asp_sgd(void *ctx) {
     CHECK(strstr(err, "5000") != NULL);
     static const uint32_t unordered[] = {600, 5};
     CHECK(ps_client_pull_keys(c, unordered, 2, kv, err, sizeof err) == -1);
-    CHECK(strstr(err, "not ascending") != NULL);
+    CHECK(strstr(err, "not strictly ascending") != NULL);
+    static const uint32_t repeated[] = {5, 5};  // each index once: a repeat is refused too
+    CHECK(ps_client_pull_keys(c, repeated, 2, kv, err, sizeof err) == -1);
+    CHECK(strstr(err, "not strictly ascending") != NULL);
     static const uint32_t one_key[] = {3};
     float one = 0.0f;
     CHECK_OK(ps_client_pull_keys(c, one_key, 1, &one, err, sizeof err), err);
@@ -321,6 +325,7 @@ static void test_asp_sgd(void *ctx) {
     CHECK(ps_client_push_sparse(c, bad_idx, bad_val, 2, 3, 1, 0, err, sizeof err) == -1);
     CHECK(strstr(err, "2000") != NULL);
     CHECK(ps_client_push_sparse(c, unordered, bad_val, 2, 3, 1, 0, err, sizeof err) == -1);
+    CHECK(ps_client_push_sparse(c, repeated, bad_val, 2, 3, 1, 0, err, sizeof err) == -1);
 
     // The whole model.
     CHECK_OK(ps_client_pull(c, 0, got, &min_clock, err, sizeof err), err);
@@ -396,8 +401,8 @@ static void test_asp_adagrad(void *ctx) {
     CHECK_BITS(got, w, A_N, "adagrad after two dense pushes");
     CHECK(got[0] != init[0]);
 
-    // Sparse Adagrad, with a repeated index, over both shards.
-    static const uint32_t idx[] = {0, 0, 400, 500, 501, 1000, 1000};
+    // Sparse Adagrad over both shards, their first and last indices included.
+    static const uint32_t idx[] = {0, 1, 400, 500, 501, 999, 1000};
     static const float val[] = {0.5f, -0.25f, 2.0f, 1e-3f, -3.0f, 0.125f, 0.125f};
     CHECK_OK(ps_client_push_sparse(c, idx, val, 7, 2, 1, 0, err, sizeof err), err);
     for (size_t k = 0; k < 7; k++) {
@@ -895,7 +900,15 @@ static void test_malformed(void *ctx) {
                                                MSG_TYPE_BYE_ACK, MSG_TYPE_REJECT,   MSG_TYPE_RING_CHUNK};
     for (size_t i = 0; i < sizeof not_for_servers / sizeof not_for_servers[0]; i++) {
         h = req(not_for_servers[i], 1, S);
-        raw_send(d1, &h, NULL, NULL, 0);
+        if (wire_kind_allowed(h.type, PAYLOAD_KIND_NONE)) {
+            raw_send(d1, &h, NULL, NULL, 0);
+        } else {  // PARAMS, RING_CHUNK: with the values they carry
+            h.payload_kind = PAYLOAD_KIND_DENSE;
+            h.offset = 51;
+            h.count = 50;
+            wire_seal(&h, gd, sizeof gd, NULL, 0);
+            raw_send(d1, &h, pf, pl, 1);
+        }
         dropped[WIRE_STATUS_BAD_TYPE]++;
     }
 
@@ -931,6 +944,32 @@ static void test_malformed(void *ctx) {
         raw_send(d1, &h, (const void *[]){sidx, sval}, (size_t[]){8, 8}, 2);
         raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
         rejected++;
+        // Indices are strictly ascending: a repeat or a step back is refused,
+        // whatever else is right about the push.
+        static const uint32_t not_ascending[2][2] = {{60, 60}, {61, 60}};
+        for (int i = 0; i < 2; i++) {
+            wire_seal(&h, not_ascending[i], 8, sval, sizeof sval);
+            raw_send(d1, &h, (const void *[]){not_ascending[i], sval}, (size_t[]){8, 8}, 2);
+            raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
+            rejected++;
+        }
+        // More pairs than the shard has parameters cannot be ascending.
+        uint32_t many_idx[51];
+        float many_val[51];
+        for (int i = 0; i < 51; i++) many_idx[i] = 51 + (uint32_t)(i < 50 ? i : 49), many_val[i] = 1.0f;
+        h.count = 51;
+        wire_seal(&h, many_idx, sizeof many_idx, many_val, sizeof many_val);
+        raw_send(d1, &h, (const void *[]){many_idx, many_val}, (size_t[]){sizeof many_idx, sizeof many_val}, 2);
+        raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
+        rejected++;
+        uint32_t repeated_keys[2] = {70, 70};  // a keyed pull with a repeat
+        h = req(MSG_TYPE_PULL, 1, S);
+        h.payload_kind = PAYLOAD_KIND_KEYS;
+        h.count = 2;
+        wire_seal(&h, repeated_keys, sizeof repeated_keys, NULL, 0);
+        raw_send(d1, &h, (const void *[]){repeated_keys}, (size_t[]){8}, 1);
+        raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
+        rejected++;
     }
     h = push;  // a BSP gradient under ASP
     h.flags = WIRE_FLAG_SUM;
@@ -939,26 +978,36 @@ static void test_malformed(void *ctx) {
     raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_KIND, S);
     rejected++;
     {
+        // A payload kind the message type does not carry is invalid on the
+        // wire (wire_kind_allowed): dropped and counted, not answered.
         uint32_t keys[2] = {60, 61};
         h = req(MSG_TYPE_PUSH, 1, S);  // a push of keys
         h.payload_kind = PAYLOAD_KIND_KEYS;
         h.count = 2;
         wire_seal(&h, keys, sizeof keys, NULL, 0);
         raw_send(d1, &h, (const void *[]){keys}, (size_t[]){8}, 1);
-        raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_KIND, S);
-        rejected++;
+        dropped[WIRE_STATUS_BAD_KIND]++;
         h = req(MSG_TYPE_PUSH, 1, S);  // a push of nothing
         raw_send(d1, &h, NULL, NULL, 0);
-        raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_KIND, S);
-        rejected++;
+        dropped[WIRE_STATUS_BAD_KIND]++;
         h = req(MSG_TYPE_PULL, 1, S);  // a pull carrying values
         h.payload_kind = PAYLOAD_KIND_DENSE;
         h.offset = 51;
         h.count = 50;
         wire_seal(&h, gd, sizeof gd, NULL, 0);
         raw_send(d1, &h, pf, pl, 1);
-        raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_KIND, S);
-        rejected++;
+        dropped[WIRE_STATUS_BAD_KIND]++;
+        h = req(MSG_TYPE_HELLO, 1, S);  // a hello with a payload
+        h.offset = E_N;
+        h.payload_kind = PAYLOAD_KIND_TEXT;
+        raw_send(d1, &h, (const void *[]){""}, (size_t[]){0}, 1);
+        dropped[WIRE_STATUS_BAD_KIND]++;
+        h = req(MSG_TYPE_BYE, 1, S);  // a goodbye with one
+        h.payload_kind = PAYLOAD_KIND_KEYS;
+        h.count = 2;
+        wire_seal(&h, keys, sizeof keys, NULL, 0);
+        raw_send(d1, &h, (const void *[]){keys}, (size_t[]){8}, 1);
+        dropped[WIRE_STATUS_BAD_KIND]++;
         keys[0] = 10;  // a keyed pull of shard 0's keys
         h = req(MSG_TYPE_PULL, 1, S);
         h.payload_kind = PAYLOAD_KIND_KEYS;
@@ -1150,8 +1199,11 @@ static void test_failures(void *ctx) {
         CHECK(ps_server_new(ctx, &cfg, "tcp://127.0.0.1:*", init, err, sizeof err) == NULL);
         CHECK(strstr(err, "allreduce") != NULL);
         cfg = config(1, 4, 1, SYNC_MODE_ASP);
+        CHECK(ps_server_new(ctx, &cfg, "tcp://127.0.0.300:*", init, err, sizeof err) == NULL);
+        CHECK(strstr(err, "zmq_bind(tcp://127.0.0.300:*)") != NULL);
+        // Beyond loopback without CURVE or --insecure: refused before binding.
         CHECK(ps_server_new(ctx, &cfg, "tcp://not-an-address:*", init, err, sizeof err) == NULL);
-        CHECK(strstr(err, "zmq_bind(tcp://not-an-address:*)") != NULL);
+        CHECK(strstr(err, "tcp://not-an-address:*: refusing to listen beyond this machine") != NULL);
         ps_server_destroy(NULL);
         ps_server_t *none = NULL;
         ps_server_destroy(&none);
@@ -1218,6 +1270,91 @@ static void test_stale_rules(void *ctx) {
     printf("stale rules: staleness-aware and DC-ASGD updates exact\n");
 }
 
+// ---- g) compressed pushes ----------------------------------------------------------------
+
+// Encodes g's shard ranges with `spec` into the client's ENCODED frames and
+// commits; dec receives what the servers should decode. corrupt_shard >= 0:
+// that shard's frame names encoding 99.
+static void push_encoded(ps_client_t *c, const cluster_t *cl, size_t n_params, const float *g, const char *spec_text,
+                         uint64_t clock, float *dec, long corrupt_shard, size_t *bytes_total) {
+    char err[256];
+    compress_spec_t spec;
+    CHECK_OK(compress_spec_parse(spec_text, &spec, err, sizeof err), err);
+    compressor_t *z = compressor_new(&spec, n_params, 3, 4, err, sizeof err);
+    CHECK(z);
+    size_t bytes[MAX_SHARDS];
+    for (size_t k = 0; k < cl->n_shards; k++) {
+        size_t begin, end;
+        shard_range(n_params, cl->n_shards, k, &begin, &end);
+        bytes[k] = compress_encoded_bytes(&spec, end - begin);
+    }
+    uint8_t *const *frames = ps_client_push_encoded_frames(c, bytes, err, sizeof err);
+    CHECK_OK(frames == NULL, err);
+    *bytes_total = 0;
+    for (size_t k = 0; k < cl->n_shards; k++) {
+        size_t begin, end;
+        shard_range(n_params, cl->n_shards, k, &begin, &end);
+        CHECK_OK(compress_encode(z, g + begin, end - begin, NULL, dec + begin, frames[k], bytes[k], err, sizeof err), err);
+        if ((long)k == corrupt_shard) frames[k][0] = 99;
+        *bytes_total += bytes[k];
+    }
+    CHECK_OK(ps_client_push_commit(c, clock, 1, 0, err, sizeof err), err);
+    compressor_destroy(&z);
+}
+
+static void test_encoded_push(void *ctx) {
+    char err[256];
+    const float lr = 0.5f;
+    float init[A_N], want[A_N], got[A_N], g[A_N], dec[A_N];
+    random_values(init, A_N, 12, 1);
+    memcpy(want, init, sizeof want);
+    ps_config_t cfg = config(2, A_N, 1, SYNC_MODE_ASP);
+    cfg.lr = lr;
+    cluster_t cl;
+    cluster_start(&cl, ctx, &cfg, init);
+    ps_client_t *c = client(ctx, 0, &cl, A_N);
+    // Every encoding is decoded and applied as the dense update it stands for.
+    const char *specs[] = {"fp16", "qsgd:4", "topk:0.05", "randk:0.1"};
+    size_t sent = 0, bytes;
+    for (size_t i = 0; i < 4; i++) {
+        random_values(g, A_N, 12, 2 + i);
+        push_encoded(c, &cl, A_N, g, specs[i], i, dec, -1, &bytes);
+        sent += bytes;
+        CHECK_OK(ps_client_wait_acks(c, err, sizeof err), err);
+        for (size_t j = 0; j < A_N; j++) want[j] = want[j] - lr * dec[j];
+        CHECK_OK(ps_client_pull(c, 0, got, NULL, err, sizeof err), err);
+        CHECK_BITS(got, want, A_N, specs[i]);
+    }
+    // A dense push after encoded ones still works (frames change kind).
+    random_values(g, A_N, 12, 9);
+    push_dense(c, &cl, A_N, g, 4, 1, 0);
+    CHECK_OK(ps_client_wait_acks(c, err, sizeof err), err);
+    for (size_t j = 0; j < A_N; j++) want[j] = want[j] - lr * g[j];
+    ps_client_stats_t cs;
+    ps_client_get_stats(c, &cs);
+    CHECK(cs.bytes_out == sent + 4u * A_N);
+    // Shard 1 gets an encoding it does not know: refused, nothing applied there.
+    push_encoded(c, &cl, A_N, g, "qsgd:4", 5, dec, 1, &bytes);
+    CHECK(ps_client_wait_acks(c, err, sizeof err) == -1);
+    printf("encoded push with an unknown encoding: %s\n", err);
+    CHECK(strstr(err, "server shard 1 refused") && strstr(err, "bad gradient encoding"));
+    for (size_t j = 0; j < 501; j++) want[j] = want[j] - lr * dec[j];
+    atomic_store(&cl.stop, 1);
+    for (size_t k = 0; k < 2; k++) {
+        CHECK(pthread_join(cl.st[k].tid, NULL) == 0);
+        CHECK_OK(cl.st[k].rc, cl.st[k].err);
+        size_t begin, end;
+        ps_server_range(cl.st[k].s, &begin, &end);
+        CHECK_BITS(ps_server_values(cl.st[k].s), want + begin, end - begin, "after the refused push");
+        ps_stats_t st;
+        ps_server_stats(cl.st[k].s, &st);
+        CHECK(st.rejected == (k == 1 ? 1u : 0u) && st.pushes_applied == (k == 1 ? 5u : 6u));
+    }
+    ps_client_destroy(&c);
+    cluster_destroy(&cl);
+    printf("encoded pushes (fp16, qsgd, topk, randk) applied as decoded, bit for bit; an unknown encoding refused\n");
+}
+
 int main(void) {
     void *ctx = zmq_ctx_new();
     CHECK(ctx != NULL);
@@ -1230,6 +1367,7 @@ int main(void) {
     test_stale_rules(ctx);
     test_malformed(ctx);
     test_failures(ctx);
+    test_encoded_push(ctx);
     CHECK(zmq_ctx_term(ctx) == 0);
     printf("test_ps_server: ok\n");
     return 0;

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "staleness/clock_table.h"  // defines: clock_table_t, clock_table_min, clock_table_max, clock_table_live
-#include "staleness/delay.h"        // defines: delay_spec_parse
+#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_draw, step_delay_mean
 #include "staleness/histogram.h"    // defines: staleness_hist_t, staleness_hist_quantile
 #include "staleness/sync_mode.h"    // defines: sync_mode_parse, sync_mode_bound, ssp_may_advance
 #include "test_support.h"
@@ -19,14 +19,14 @@ static void test_sync_mode(void) {
         const char *name;
         sync_mode_t mode;
     } modes[] = {{"bsp", SYNC_MODE_BSP}, {"ssp", SYNC_MODE_SSP}, {"asp", SYNC_MODE_ASP},
-                 {"allreduce", SYNC_MODE_ALLREDUCE}};
+                 {"allreduce", SYNC_MODE_ALLREDUCE}, {"hybrid", SYNC_MODE_HYBRID}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         sync_mode_t m = (sync_mode_t)99;
         CHECK_OK(sync_mode_parse(modes[i].name, &m, err, sizeof err), err);
         CHECK(m == modes[i].mode);
         CHECK(strcmp(sync_mode_name(m), modes[i].name) == 0);
     }
-    CHECK(strcmp(sync_mode_name((sync_mode_t)4), "unknown") == 0);
+    CHECK(strcmp(sync_mode_name((sync_mode_t)5), "unknown") == 0);
     CHECK(strcmp(sync_mode_name((sync_mode_t)-1), "unknown") == 0);
 
     // Names are exact: no case folding, no prefixes, no trailing blanks.
@@ -37,7 +37,7 @@ static void test_sync_mode(void) {
         CHECK(sync_mode_parse(bad[i], &m, err, sizeof err) == -1);
         CHECK(m == SYNC_MODE_SSP);  // untouched on failure
         char want[128];
-        snprintf(want, sizeof want, "--sync: '%s' is not one of bsp|ssp|asp|allreduce", bad[i]);
+        snprintf(want, sizeof want, "--sync: '%s' is not one of bsp|ssp|asp|allreduce|hybrid", bad[i]);
         CHECK(strcmp(err, want) == 0);
     }
 
@@ -271,54 +271,117 @@ static void test_histogram(void) {
 
 // ---- --delay-worker ------------------------------------------------------------
 
+#define NOT_ITEM "' is not ID:MS, ID:uniform:A,B or ID:exp:MEAN (e.g. 1:5 delays worker 1 by 5 ms a step)"
+#define BAD_MS "': the delay must be 0..60000 ms (uniform:A,B with A <= B)"
+
+static int is_fixed(const step_delay_t *d, double ms) { return d->kind == STEP_DELAY_FIXED && d->a == ms; }
+
 static void test_delay_spec(void) {
     char err[256];
-    double ms[4];
-    const double untouched = -7.0;
+    step_delay_t ms[4];
+    const step_delay_t untouched = {STEP_DELAY_FIXED, -7.0, 0.0};
     for (int i = 0; i < 4; i++) ms[i] = untouched;
 
     // Good lists; workers not named keep their value.
     CHECK_OK(delay_spec_parse("1:5", 4, ms, err, sizeof err), err);
-    CHECK(ms[0] == untouched && ms[1] == 5.0 && ms[2] == untouched && ms[3] == untouched);
+    CHECK(is_fixed(&ms[0], -7.0) && is_fixed(&ms[1], 5.0) && is_fixed(&ms[2], -7.0) && is_fixed(&ms[3], -7.0));
     CHECK_OK(delay_spec_parse("0:2.5,3:0,2:60000", 4, ms, err, sizeof err), err);
-    CHECK(ms[0] == 2.5 && ms[1] == 5.0 && ms[2] == 60000.0 && ms[3] == 0.0);
+    CHECK(is_fixed(&ms[0], 2.5) && is_fixed(&ms[1], 5.0) && is_fixed(&ms[2], 60000.0) && is_fixed(&ms[3], 0.0));
     CHECK_OK(delay_spec_parse("1:1e2", 4, ms, err, sizeof err), err);
-    CHECK(ms[1] == 100.0);
+    CHECK(is_fixed(&ms[1], 100.0));
     CHECK_OK(delay_spec_parse("1:3,1:4", 4, ms, err, sizeof err), err);  // the last one wins
-    CHECK(ms[1] == 4.0);
+    CHECK(is_fixed(&ms[1], 4.0));
     CHECK_OK(delay_spec_parse("", 4, ms, err, sizeof err), err);  // nothing named
-    CHECK(ms[0] == 2.5 && ms[1] == 4.0 && ms[2] == 60000.0 && ms[3] == 0.0);
+    CHECK(is_fixed(&ms[0], 2.5) && is_fixed(&ms[1], 4.0) && is_fixed(&ms[2], 60000.0) && is_fixed(&ms[3], 0.0));
+
+    // Random delays: uniform:A,B (its comma belongs to the item) and exp:MEAN, mixed with fixed ones.
+    CHECK_OK(delay_spec_parse("0:uniform:1,3,2:exp:4.5,3:7", 4, ms, err, sizeof err), err);
+    CHECK(ms[0].kind == STEP_DELAY_UNIFORM && ms[0].a == 1.0 && ms[0].b == 3.0);
+    CHECK(is_fixed(&ms[1], 4.0));
+    CHECK(ms[2].kind == STEP_DELAY_EXP && ms[2].a == 4.5);
+    CHECK(is_fixed(&ms[3], 7.0));
+    CHECK_OK(delay_spec_parse("1:uniform:2,2", 4, ms, err, sizeof err), err);  // A == B: fixed in effect
+    CHECK(ms[1].kind == STEP_DELAY_UNIFORM && ms[1].a == 2.0 && ms[1].b == 2.0);
+    CHECK(step_delay_mean(&ms[0]) == 2.0 && step_delay_mean(&ms[2]) == 4.5 && step_delay_mean(&ms[3]) == 7.0);
+    CHECK(step_delay_active(&ms[0]) && step_delay_active(&ms[2]));
+    step_delay_t zero_u = {STEP_DELAY_UNIFORM, 0, 0}, zero_e = {STEP_DELAY_EXP, 0, 0}, zero_f = {STEP_DELAY_FIXED, 0, 0};
+    CHECK(!step_delay_active(&zero_u) && !step_delay_active(&zero_e) && !step_delay_active(&zero_f));
+
+    // Draws: in range, seeded (the same seed and stream give the same sequence), means close.
+    {
+        rng_t r1, r2;
+        rng_seed(&r1, 42, 7);
+        rng_seed(&r2, 42, 7);
+        double sum_u = 0, sum_e = 0, lo = 1e9, hi = -1;
+        const int n = 200000;
+        for (int i = 0; i < n; i++) {
+            double u = step_delay_draw(&ms[0], &r1);
+            CHECK(u == step_delay_draw(&ms[0], &r2));
+            if (u < lo) lo = u;
+            if (u > hi) hi = u;
+            sum_u += u;
+            double e = step_delay_draw(&ms[2], &r1);
+            CHECK(e == step_delay_draw(&ms[2], &r2));
+            CHECK(e >= 0 && e <= STEP_DELAY_MAX_MS);
+            sum_e += e;
+            CHECK(step_delay_draw(&ms[3], &r1) == 7.0);  // fixed: no draw
+            (void)step_delay_draw(&ms[3], &r2);
+        }
+        CHECK(lo >= 1.0 && hi < 3.0 && lo < 1.01 && hi > 2.99);
+        CHECK(fabs(sum_u / n - 2.0) < 0.01);
+        CHECK(fabs(sum_e / n - 4.5) < 0.05);
+        rng_seed(&r2, 42, 8);  // another stream: another sequence
+        rng_seed(&r1, 42, 7);
+        CHECK(step_delay_draw(&ms[0], &r1) != step_delay_draw(&ms[0], &r2));
+        step_delay_t huge = {STEP_DELAY_EXP, 60000.0, 0};
+        for (int i = 0; i < 1000; i++) CHECK(step_delay_draw(&huge, &r1) <= STEP_DELAY_MAX_MS);  // capped
+    }
 
     // Bad items, with the exact text (the item quoted is the one that failed).
     static const struct {
         const char *spec;
         const char *want;
     } bad[] = {
-        {"x:5", "--delay-worker: 'x:5' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
-        {"15", "--delay-worker: '15' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
-        {":5", "--delay-worker: ':5' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
-        {"-1:5", "--delay-worker: '-1:5' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
-        {"1;5", "--delay-worker: '1;5' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
-        {"99999999999999999999999:1",
-         "--delay-worker: '99999999999999999999999:1' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
-        {"1:", "--delay-worker: '1:': the delay must be 0..60000 ms"},
-        {"1:-1", "--delay-worker: '1:-1': the delay must be 0..60000 ms"},
-        {"1:60000.5", "--delay-worker: '1:60000.5': the delay must be 0..60000 ms"},
-        {"1:nan", "--delay-worker: '1:nan': the delay must be 0..60000 ms"},
-        {"1:inf", "--delay-worker: '1:inf': the delay must be 0..60000 ms"},
-        {"1:5ms", "--delay-worker: '1:5ms': the delay must be 0..60000 ms"},
-        {"1:5;2:3", "--delay-worker: '1:5;2:3': the delay must be 0..60000 ms"},
+        {"x:5", "--delay-worker: 'x:5" NOT_ITEM},
+        {"15", "--delay-worker: '15" NOT_ITEM},
+        {":5", "--delay-worker: ':5" NOT_ITEM},
+        {"-1:5", "--delay-worker: '-1:5" NOT_ITEM},
+        {"1;5", "--delay-worker: '1;5" NOT_ITEM},
+        {"99999999999999999999999:1", "--delay-worker: '99999999999999999999999:1" NOT_ITEM},
+        {"1:", "--delay-worker: '1:" BAD_MS},
+        {"1:-1", "--delay-worker: '1:-1" BAD_MS},
+        {"1:60000.5", "--delay-worker: '1:60000.5" BAD_MS},
+        {"1:nan", "--delay-worker: '1:nan" BAD_MS},
+        {"1:inf", "--delay-worker: '1:inf" BAD_MS},
+        {"1:5ms", "--delay-worker: '1:5ms" BAD_MS},
+        {"1:5;2:3", "--delay-worker: '1:5;2:3" BAD_MS},
+        // Random delays.
+        {"1:uniform:3", "--delay-worker: '1:uniform:3" BAD_MS},
+        {"1:uniform:3,", "--delay-worker: '1:uniform:3," BAD_MS},
+        {"1:uniform:3,2", "--delay-worker: '1:uniform:3,2" BAD_MS},  // A > B
+        {"1:uniform:-1,2", "--delay-worker: '1:uniform:-1,2" BAD_MS},
+        {"1:uniform:1,60001", "--delay-worker: '1:uniform:1,60001" BAD_MS},
+        {"1:uniform:1;2", "--delay-worker: '1:uniform:1;2" BAD_MS},
+        {"1:uniform:", "--delay-worker: '1:uniform:" BAD_MS},
+        {"1:exp:", "--delay-worker: '1:exp:" BAD_MS},
+        {"1:exp:-2", "--delay-worker: '1:exp:-2" BAD_MS},
+        {"1:exp:nan", "--delay-worker: '1:exp:nan" BAD_MS},
+        {"1:exp:2:3", "--delay-worker: '1:exp:2:3" BAD_MS},
+        {"1:gauss:2", "--delay-worker: '1:gauss:2" BAD_MS},
+        {"0:uniform:1,2,x:3", "--delay-worker: 'x:3" NOT_ITEM},
         // Later items: the message names the failing item alone, not the rest of the list.
-        {"0:1,x:2", "--delay-worker: 'x:2' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
-        {"0:1,2:abc,3:4", "--delay-worker: '2:abc': the delay must be 0..60000 ms"},
-        {"x:1,2:3", "--delay-worker: 'x:1' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
-        {"0:1,,2:3", "--delay-worker: '' is not ID:MS (e.g. 1:5 delays worker 1 by 5 ms a step)"},
+        {"0:1,x:2", "--delay-worker: 'x:2" NOT_ITEM},
+        {"0:1,2:abc,3:4", "--delay-worker: '2:abc" BAD_MS},
+        {"x:1,2:3", "--delay-worker: 'x:1" NOT_ITEM},
+        {"0:1,,2:3", "--delay-worker: '" NOT_ITEM},
         // Worker ids out of range.
         {"4:1", "--delay-worker: worker 4 does not exist (workers are 0..3)"},
         {"0:1,17:2", "--delay-worker: worker 17 does not exist (workers are 0..3)"},
+        {"0:1,17:uniform:1,2", "--delay-worker: worker 17 does not exist (workers are 0..3)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        double v[4] = {1, 2, 3, 4};
+        step_delay_t v[4] = {{STEP_DELAY_FIXED, 1, 0}, {STEP_DELAY_FIXED, 2, 0}, {STEP_DELAY_FIXED, 3, 0},
+                             {STEP_DELAY_FIXED, 4, 0}};
         err[0] = '\0';
         CHECK(delay_spec_parse(bad[i].spec, 4, v, err, sizeof err) == -1);
         if (strcmp(err, bad[i].want) != 0) {
@@ -326,16 +389,16 @@ static void test_delay_spec(void) {
                     bad[i].want);
             CHECK(!"error text");
         }
-        CHECK(v[1] == 2 && v[2] == 3 && v[3] == 4);  // bad items write nothing
+        CHECK(is_fixed(&v[1], 2) && is_fixed(&v[2], 3) && is_fixed(&v[3], 4));  // bad items write nothing
     }
 
     // One worker: only id 0 exists.
-    double one = 0;
+    step_delay_t one = {STEP_DELAY_FIXED, 0, 0};
     CHECK_OK(delay_spec_parse("0:12.25", 1, &one, err, sizeof err), err);
-    CHECK(one == 12.25);
+    CHECK(is_fixed(&one, 12.25));
     CHECK(delay_spec_parse("1:1", 1, &one, err, sizeof err) == -1);
     CHECK(strcmp(err, "--delay-worker: worker 1 does not exist (workers are 0..0)") == 0);
-    CHECK(one == 12.25);
+    CHECK(is_fixed(&one, 12.25));
 }
 
 int main(void) {

@@ -344,6 +344,21 @@ static void test_validate(void) {
     size_t kl[1] = {sizeof idx};
     EXPECT(validate(keys, 0, kf, kl, 1, NULL), WIRE_STATUS_OK);
 
+    // ENCODED: one frame of at least the 8-byte descriptor; the header's count
+    // is the values it decodes to, so the frame's exact size is not checked here.
+    wire_header_t en = h;
+    en.payload_kind = PAYLOAD_KIND_ENCODED, en.flags = 0;
+    uint8_t enc[WIRE_ENCODED_MIN_BYTES + 3] = {1, 0, 0, 0, 0, 0, 0, 0, 9, 9, 9};
+    const void *ef[1] = {enc};
+    size_t el[1] = {sizeof enc};
+    EXPECT(validate(en, 0, ef, el, 1, NULL), WIRE_STATUS_OK);
+    el[0] = WIRE_ENCODED_MIN_BYTES;
+    EXPECT(validate(en, 0, ef, el, 1, NULL), WIRE_STATUS_OK);
+    el[0] = WIRE_ENCODED_MIN_BYTES - 1;
+    EXPECT(validate(en, 0, ef, el, 1, NULL), WIRE_STATUS_BAD_SIZE);
+    el[0] = sizeof enc;
+    EXPECT(validate(en, 0, ef, el, 0, NULL), WIRE_STATUS_BAD_SIZE);
+
     wire_header_t tx = zmsg_header(MSG_TYPE_RDV_JOIN, RUN);
     tx.count = (uint32_t)strlen(text), tx.payload_kind = PAYLOAD_KIND_TEXT;
     const void *tf[1] = {text};
@@ -354,12 +369,32 @@ static void test_validate(void) {
     none.sender = 3;
     EXPECT(validate(none, 0, NULL, NULL, 0, &out), WIRE_STATUS_OK);
     CHECK(out.checksum == 0 && out.sender == 3);
+    // Each type carries only the payload kinds of the message table in
+    // docs/protocol.md; any other kind, well-formed or not, is BAD_KIND.
+    static const char *const kinds_of[MSG_TYPE_MAX_] = {
+        [MSG_TYPE_HELLO] = "N",      [MSG_TYPE_WELCOME] = "N",       [MSG_TYPE_PUSH] = "DSE",
+        [MSG_TYPE_PUSH_ACK] = "N",   [MSG_TYPE_PULL] = "NK",         [MSG_TYPE_PARAMS] = "DS",
+        [MSG_TYPE_BYE] = "N",        [MSG_TYPE_BYE_ACK] = "N",       [MSG_TYPE_REJECT] = "N",
+        [MSG_TYPE_RING_CHUNK] = "DE", [MSG_TYPE_RDV_JOIN] = "T",     [MSG_TYPE_RDV_TABLE] = "T",
+        [MSG_TYPE_HEARTBEAT] = "N",  [MSG_TYPE_RING_GATHER] = "E"};
+    static const char kind_letter[PAYLOAD_KIND_MAX_] = {'N', 'D', 'S', 'K', 'T', 'E'};
     for (uint16_t t = 1; t < MSG_TYPE_MAX_; t++) {
-        none.type = t;
-        EXPECT(validate(none, 0, NULL, NULL, 0, NULL), WIRE_STATUS_OK);
         CHECK(strcmp(msg_type_name(t), "unknown") != 0);
+        for (uint16_t k = 0; k < PAYLOAD_KIND_MAX_; k++) {
+            wire_header_t any = zmsg_header(t, RUN);
+            any.payload_kind = k;
+            any.count = k == PAYLOAD_KIND_NONE ? 0 : k == PAYLOAD_KIND_TEXT ? (uint32_t)strlen(text) : C;
+            const void *f[2] = {k == PAYLOAD_KIND_TEXT ? (const void *)text : k == PAYLOAD_KIND_DENSE ? (const void *)values : (const void *)idx,
+                                values};
+            size_t fl[2] = {k == PAYLOAD_KIND_TEXT ? strlen(text) : sizeof idx, sizeof values};
+            size_t nf = k == PAYLOAD_KIND_NONE ? 0 : k == PAYLOAD_KIND_SPARSE ? 2 : 1;
+            int allowed = strchr(kinds_of[t], kind_letter[k]) != NULL;
+            CHECK(wire_kind_allowed(t, k) == allowed);
+            EXPECT(validate(any, 0, f, fl, nf, NULL), allowed ? WIRE_STATUS_OK : WIRE_STATUS_BAD_KIND);
+        }
+        CHECK(!wire_kind_allowed(t, PAYLOAD_KIND_MAX_) && !wire_kind_allowed(t, 0xffff));
     }
-    none.type = MSG_TYPE_BYE;
+    CHECK(!wire_kind_allowed(0, PAYLOAD_KIND_NONE) && !wire_kind_allowed(MSG_TYPE_MAX_, PAYLOAD_KIND_NONE));
     CHECK(strcmp(msg_type_name(0), "unknown") == 0 && strcmp(msg_type_name(MSG_TYPE_MAX_), "unknown") == 0);
 
     // Empty payloads still travel as one (or two) empty frames.
@@ -493,7 +528,7 @@ static void test_validate(void) {
     size_t s0, s1;
     wire_header_t ph = h;
     ph.count = 5;
-    const size_t want[PAYLOAD_KIND_MAX_][2] = {{0, 0}, {20, 0}, {20, 20}, {20, 0}, {5, 0}};
+    const size_t want[PAYLOAD_KIND_MAX_][2] = {{0, 0}, {20, 0}, {20, 20}, {20, 0}, {5, 0}, {WIRE_ENCODED_MIN_BYTES, 0}};
     for (uint16_t k = 0; k < PAYLOAD_KIND_MAX_; k++) {
         ph.payload_kind = k;
         wire_payload_sizes(&ph, &s0, &s1);

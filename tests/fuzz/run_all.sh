@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer harness of a -DASGD_FUZZ=ON build for a bounded time
+# each, starting from its seed corpus (tests/fuzz/<harness>/, read only; new
+# inputs go to a scratch directory), and prints the executions per harness.
+# Fails when a harness finds a crash, leak or broken invariant; the input is
+# left in $ARTIFACTS (default: fuzz-artifacts/) — replay it with
+# build-fuzz/fuzz_<harness> FILE, fix, and add it as tests/fuzz/<harness>/regress-*.
+#
+#   tests/fuzz/run_all.sh BUILD_DIR SECONDS_PER_HARNESS
+set -euo pipefail
+build=${1:?usage: run_all.sh BUILD_DIR SECONDS}
+seconds=${2:?usage: run_all.sh BUILD_DIR SECONDS}
+here=$(cd "$(dirname "$0")" && pwd)
+artifacts=${ARTIFACTS:-fuzz-artifacts}
+mkdir -p "$artifacts"
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+failed=0
+printf '%-10s %12s %10s  %s\n' harness executions exec/s result
+for program in "$build"/fuzz_*; do
+    [ -x "$program" ] || continue
+    name=${program##*/fuzz_}
+    mkdir -p "$scratch/$name"
+    log="$scratch/$name.log"
+    # -close_fd_mask=3: the parsers' own messages are expected; libFuzzer's report still shows.
+    if "$program" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=3 \
+        -artifact_prefix="$artifacts/$name-" "$scratch/$name" "$here/$name" >"$log" 2>&1; then
+        result=ok
+    else
+        result=FAILED
+        failed=1
+    fi
+    runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1/p' "$log" | tail -n 1)
+    secs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\2/p' "$log" | tail -n 1)
+    printf '%-10s %12s %10s  %s\n' "$name" "${runs:-?}" "$(( ${runs:-0} / (${secs:-1} > 0 ? ${secs:-1} : 1) ))" "$result"
+    if [ "$result" = FAILED ]; then
+        grep -E 'ERROR|SUMMARY|fuzz invariant|Test unit written' "$log" | head -n 20 || true
+    fi
+done
+exit $failed

@@ -1,0 +1,86 @@
+#ifndef ASGD_TESTS_LAUNCH_SUPPORT_H
+#define ASGD_TESTS_LAUNCH_SUPPORT_H
+// Running the asgd binary from a test and reading its JSON outputs: for tests
+// that start whole distributed runs with `asgd launch`. The including file
+// defines `dir`, the test's scratch directory, before including this (stdout
+// and stderr of the last run land there).
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "datasets/text_io.h"  // defines: text_file_read
+#include "test_support.h"
+
+extern char **environ;
+
+static inline char *launch_slurp(const char *path) {
+    char *text, err[256];
+    size_t len;
+    return text_file_read(path, &text, &len, err, sizeof err) == 0 ? text : calloc(1, 1);
+}
+
+// Runs asgd with a NULL-terminated argument list; returns its exit status
+// (printing its stderr when that is not 0).
+static inline int launch_run(const char *const *args) {
+    const char *argv[100] = {ASGD_BINARY};
+    int n = 1;
+    for (; args[n - 1] && n < 99; n++) argv[n] = args[n - 1];
+    argv[n] = NULL;
+    char out_path[256], err_path[256];
+    snprintf(out_path, sizeof out_path, "%s/stdout", dir);
+    snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid;
+    CHECK(posix_spawn(&pid, ASGD_BINARY, &fa, NULL, (char **)argv, environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    int status;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status));  // never a crash
+    if (WEXITSTATUS(status) != 0) {
+        char *e = launch_slurp(err_path);
+        fprintf(stderr, "asgd %s exited %d:\n%s\n", args[0], WEXITSTATUS(status), e);
+        free(e);
+    }
+    return WEXITSTATUS(status);
+}
+
+// The last run's stderr (caller frees).
+static inline char *launch_stderr(void) {
+    char path[256];
+    snprintf(path, sizeof path, "%s/stderr", dir);
+    return launch_slurp(path);
+}
+
+// The number after "key": (NaN for null); a missing key fails the test.
+static inline double launch_field(const char *json, const char *key) {
+    char pattern[128];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    const char *p = strstr(json, pattern);
+    if (!p) {
+        fprintf(stderr, "no \"%s\" in %s\n", key, json);
+        exit(1);
+    }
+    p += strlen(pattern);
+    return strncmp(p, "null", 4) == 0 ? NAN : strtod(p, NULL);
+}
+
+static inline const char *launch_section(const char *json, const char *key) {
+    char pattern[128];
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    const char *p = strstr(json, pattern);
+    CHECK(p);
+    return p;
+}
+
+// dir/name/file, read whole (caller frees).
+static inline char *launch_file(const char *name, const char *file) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s/%s", dir, name, file);
+    return launch_slurp(path);
+}
+
+#endif

@@ -1,0 +1,122 @@
+#ifndef ASGD_TESTS_PROC_SUPPORT_H
+#define ASGD_TESTS_PROC_SUPPORT_H
+// Helpers for tests that run real asgd processes: start one with its output in
+// files, wait for it with a deadline, read the files and the JSON they hold.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "datasets/text_io.h"  // defines: text_file_read
+#include "test_support.h"
+
+extern char **environ;
+
+static inline double proc_now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static inline void proc_sleep_ms(int ms) {
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&t, &t) != 0) {
+    }
+}
+
+// The whole file (empty when missing); the caller frees.
+static inline char *proc_slurp(const char *path) {
+    char *text, err[256];
+    size_t len;
+    return text_file_read(path, &text, &len, err, sizeof err) == 0 ? text : calloc(1, 1);
+}
+
+// Starts argv (argv[0] is the program path) with stdout and stderr appended to
+// out_path and err_path. Returns the pid.
+static inline pid_t proc_start(const char *const *argv, const char *out_path, const char *err_path) {
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_APPEND, 0644);
+    pid_t pid;
+    CHECK(posix_spawn(&pid, argv[0], &fa, NULL, (char **)argv, environ) == 0);
+    posix_spawn_file_actions_destroy(&fa);
+    return pid;
+}
+
+// Waits up to timeout_s for pid; returns its exit status (128 + signal when
+// killed), or -1 after killing it when it did not end in time.
+static inline int proc_wait(pid_t pid, double timeout_s) {
+    double until = proc_now_s() + timeout_s;
+    for (;;) {
+        int st;
+        pid_t got = waitpid(pid, &st, WNOHANG);
+        if (got == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        if (proc_now_s() > until) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1;
+        }
+        proc_sleep_ms(20);
+    }
+}
+
+// Waits up to timeout_s until the file holds `needle`; returns 1 if it does.
+static inline int proc_wait_for_text(const char *path, const char *needle, double timeout_s) {
+    double until = proc_now_s() + timeout_s;
+    do {
+        char *text = proc_slurp(path);
+        int found = strstr(text, needle) != NULL;
+        free(text);
+        if (found) return 1;
+        proc_sleep_ms(20);
+    } while (proc_now_s() < until);
+    return 0;
+}
+
+// Lines in a file (0 when missing).
+static inline size_t proc_count_lines(const char *path) {
+    char *text = proc_slurp(path);
+    size_t n = 0;
+    for (const char *p = text; *p; p++) n += *p == '\n';
+    free(text);
+    return n;
+}
+
+// The number after "key": in our JSON (after `from` when not NULL); NaN when absent or null.
+static inline double proc_json_number(const char *json, const char *section, const char *key) {
+    char pattern[128];
+    const char *p = json;
+    if (section) {
+        snprintf(pattern, sizeof pattern, "\"%s\":", section);
+        p = strstr(json, pattern);
+        if (!p) return NAN;
+    }
+    snprintf(pattern, sizeof pattern, "\"%s\":", key);
+    p = strstr(p, pattern);
+    if (!p) return NAN;
+    p += strlen(pattern);
+    return strncmp(p, "null", 4) == 0 ? NAN : strtod(p, NULL);
+}
+
+// A TCP port on 127.0.0.1 free at the time of asking.
+static inline int proc_free_port(void) {
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    socklen_t len = sizeof a;
+    CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+#endif

@@ -1,0 +1,281 @@
+// A parameter-server shard's handling of failures, message by message: the
+// shard runs ps_server_run in a thread on 127.0.0.1, the workers are raw
+// DEALER sockets (so that the test decides exactly what is sent and when) or
+// ps_heartbeat threads.
+//
+//   a) a push sent twice (a retry) is applied once and acknowledged twice,
+//      each acknowledgement naming the push's clock;
+//   b) a silent worker is evicted after the worker timeout: an SSP pull that
+//      waited for it is answered, its next push is refused as EVICTED, and its
+//      HELLO rejoins it at the slowest live worker's clock;
+//   c) heartbeats keep a worker that sends nothing else from being evicted;
+//   d) a push holding NaN is refused, the values stay as they were, and the
+//      shard stops with an error saying the run diverged;
+//   e) the shard ends once every worker has left or been evicted and one more
+//      timeout has passed.
+#include <pthread.h>
+#include <stdatomic.h>
+#include <zmq.h>
+
+#include "net/ps_heartbeat.h"  // defines: ps_heartbeat_start, ps_heartbeat_stop
+#include "net/ps_server.h"     // defines: ps_server_new, ps_server_run, ps_server_stats
+#include "net/zmsg.h"          // defines: zmsg_header, zmsg_recv, zmsg_send
+#include "proc_support.h"      // defines: proc_now_s, proc_sleep_ms
+
+#define RUN_ID 0x7e57000fa0170001ull
+#define N 8
+#define TIMEOUT_MS 5000
+
+typedef struct shard {
+    ps_server_t *s;
+    pthread_t tid;
+    atomic_int stop, returned;
+    int rc;
+    char err[256];
+} shard_t;
+
+static void *serve(void *arg) {
+    shard_t *sh = arg;
+    sh->rc = ps_server_run(sh->s, &sh->stop, sh->err, sizeof sh->err);
+    atomic_store(&sh->returned, 1);
+    return NULL;
+}
+
+static void shard_start(shard_t *sh, void *ctx, sync_mode_t mode, size_t workers, int worker_timeout_ms,
+                        const float *init) {
+    ps_config_t c;
+    memset(&c, 0, sizeof c);
+    c.run_id = RUN_ID;
+    c.n_shards = 1;
+    c.n_params = N;
+    c.n_workers = workers;
+    c.mode = mode;
+    c.staleness = 0;
+    c.lr = 0.5f;
+    c.adagrad_eps = 1e-8f;
+    c.worker_timeout_ms = worker_timeout_ms;
+    c.quiet = 1;
+    char err[256];
+    memset(sh, 0, sizeof *sh);
+    sh->s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err);
+    CHECK_OK(sh->s == NULL, err);
+    atomic_init(&sh->stop, 0);
+    atomic_init(&sh->returned, 0);
+    CHECK(pthread_create(&sh->tid, NULL, serve, sh) == 0);
+}
+
+static void shard_join(shard_t *sh) {
+    CHECK(pthread_join(sh->tid, NULL) == 0);
+}
+
+static void *dealer(void *ctx, const ps_server_t *s, uint32_t worker) {
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    char id[16];
+    int n = snprintf(id, sizeof id, "w%u", worker), zero = 0, timeout = TIMEOUT_MS;
+    CHECK(zmq_setsockopt(d, ZMQ_ROUTING_ID, id, (size_t)n) == 0);
+    CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero) == 0);
+    CHECK(zmq_setsockopt(d, ZMQ_RCVTIMEO, &timeout, sizeof timeout) == 0);
+    CHECK(zmq_connect(d, ps_server_endpoint(s)) == 0);
+    return d;
+}
+
+static void send_msg(void *d, wire_header_t h, const float *values) {
+    char err[256];
+    zmq_msg_t frame;
+    if (values) {
+        CHECK_OK(zmsg_frame_alloc(&frame, N * sizeof(float), err, sizeof err), err);
+        memcpy(zmq_msg_data(&frame), values, N * sizeof(float));
+        h.payload_kind = PAYLOAD_KIND_DENSE;
+        h.count = N;
+    }
+    CHECK_OK(zmsg_send(d, NULL, &h, values ? &frame : NULL, values ? 1 : 0, 0, err, sizeof err), err);
+}
+
+static wire_header_t header(uint16_t type, uint32_t worker, uint64_t clock) {
+    wire_header_t h = zmsg_header(type, RUN_ID);
+    h.sender = worker;
+    h.shard = 0;
+    h.clock = clock;
+    if (type == MSG_TYPE_HELLO) h.offset = N;
+    return h;
+}
+
+// The next reply, which must be of `type` (and aux `aux` for a REJECT).
+static wire_header_t expect(void *d, uint16_t type, uint32_t aux) {
+    char err[256];
+    zmsg_t m;
+    int got = zmsg_recv(d, 0, RUN_ID, &m, err, sizeof err);
+    if (got != 1) {
+        fprintf(stderr, "no valid reply (want %s): %s\n", msg_type_name(type), got < 0 ? err : "invalid");
+        exit(1);
+    }
+    wire_header_t h = m.h;
+    zmsg_close(&m);
+    if (h.type != type || (type == MSG_TYPE_REJECT && h.aux != aux)) {
+        fprintf(stderr, "got %s (aux %u), want %s (aux %u)\n", msg_type_name(h.type), h.aux, msg_type_name(type), aux);
+        exit(1);
+    }
+    return h;
+}
+
+// Nothing arrives within ms.
+static void expect_nothing(void *d, int ms) {
+    zmq_pollitem_t item = {d, 0, ZMQ_POLLIN, 0};
+    CHECK(zmq_poll(&item, 1, ms) == 0);
+}
+
+static void bye(void *d, uint32_t worker) {
+    send_msg(d, header(MSG_TYPE_BYE, worker, 0), NULL);
+    expect(d, MSG_TYPE_BYE_ACK, 0);
+}
+
+// a) a retried push is applied once.
+static void test_duplicate_push(void *ctx) {
+    float init[N], g[N], want[N];
+    for (int j = 0; j < N; j++) init[j] = (float)j, g[j] = 0.25f * (float)(j + 1), want[j] = init[j] - 0.5f * g[j];
+    shard_t sh;
+    shard_start(&sh, ctx, SYNC_MODE_ASP, 1, 0, init);
+    void *d = dealer(ctx, sh.s, 0);
+    send_msg(d, header(MSG_TYPE_HELLO, 0, 0), NULL);
+    CHECK(expect(d, MSG_TYPE_WELCOME, 0).clock == 0);
+    send_msg(d, header(MSG_TYPE_PUSH, 0, 0), g);
+    send_msg(d, header(MSG_TYPE_PUSH, 0, 0), g);  // its retry
+    CHECK(expect(d, MSG_TYPE_PUSH_ACK, 0).offset == 0);
+    CHECK(expect(d, MSG_TYPE_PUSH_ACK, 0).offset == 0);
+    expect_nothing(d, 100);  // one acknowledgement per message, nothing more
+    send_msg(d, header(MSG_TYPE_PUSH, 0, 3), g);  // a later push (rounds 1-2 in between carried nothing)
+    CHECK(expect(d, MSG_TYPE_PUSH_ACK, 0).offset == 3);
+    for (int j = 0; j < N; j++) want[j] -= 0.5f * g[j];
+    bye(d, 0);
+    shard_join(&sh);
+    CHECK_OK(sh.rc, sh.err);
+    ps_stats_t st;
+    ps_server_stats(sh.s, &st);
+    printf("duplicate: 3 pushes sent, %llu applied, %llu acknowledged again\n", (unsigned long long)st.pushes_applied,
+           (unsigned long long)st.duplicates);
+    CHECK(st.pushes_applied == 2 && st.duplicates == 1 && st.version == 2);
+    CHECK(memcmp(ps_server_values(sh.s), want, sizeof want) == 0);
+    CHECK(ps_server_clocks(sh.s)[0] == 4);
+    zmq_close(d);
+    ps_server_destroy(&sh.s);
+}
+
+// b) eviction and rejoin; e) the end after everyone is gone.
+static void test_evict_and_rejoin(void *ctx) {
+    float init[N] = {0}, g[N];
+    for (int j = 0; j < N; j++) g[j] = 1.0f;
+    shard_t sh;
+    shard_start(&sh, ctx, SYNC_MODE_SSP, 2, 300, init);
+    void *d0 = dealer(ctx, sh.s, 0), *d1 = dealer(ctx, sh.s, 1);
+    send_msg(d0, header(MSG_TYPE_HELLO, 0, 0), NULL);
+    expect(d0, MSG_TYPE_WELCOME, 0);
+    send_msg(d1, header(MSG_TYPE_HELLO, 1, 0), NULL);
+    expect(d1, MSG_TYPE_WELCOME, 0);
+    // Worker 0 pushes rounds 0 and 1 and asks for parameters with every worker past round 1:
+    // worker 1 (silent from now on) holds it until it is evicted.
+    send_msg(d0, header(MSG_TYPE_PUSH, 0, 0), g);
+    expect(d0, MSG_TYPE_PUSH_ACK, 0);
+    send_msg(d0, header(MSG_TYPE_PUSH, 0, 1), g);
+    expect(d0, MSG_TYPE_PUSH_ACK, 0);
+    double t0 = proc_now_s();
+    send_msg(d0, header(MSG_TYPE_PULL, 0, 2), NULL);
+    // Worker 0 itself keeps talking (heartbeats), so only worker 1 goes silent.
+    for (int i = 0; i < 10; i++) {
+        send_msg(d0, header(MSG_TYPE_HEARTBEAT, 0, 0), NULL);
+        proc_sleep_ms(50);
+    }
+    wire_header_t p = expect(d0, MSG_TYPE_PARAMS, 0);
+    double waited = proc_now_s() - t0;
+    printf("eviction: the pull waiting on the silent worker was answered after %.2f s (timeout 0.3 s), min clock %llu\n",
+           waited, (unsigned long long)p.clock);
+    CHECK(waited >= 0.3 && p.clock == 2);
+    // The evicted worker's push is refused, and its HELLO rejoins it at round 2.
+    send_msg(d1, header(MSG_TYPE_PUSH, 1, 0), g);
+    expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_EVICTED);
+    send_msg(d1, header(MSG_TYPE_HELLO, 1, 0), NULL);
+    CHECK(expect(d1, MSG_TYPE_WELCOME, 0).clock == 2);
+    send_msg(d1, header(MSG_TYPE_PUSH, 1, 2), g);
+    CHECK(expect(d1, MSG_TYPE_PUSH_ACK, 0).offset == 2);
+    ps_stats_t st;
+    // Both leave... worker 0 says goodbye, worker 1 goes silent again: evicted, then the shard ends by itself.
+    bye(d0, 0);
+    t0 = proc_now_s();
+    for (int i = 0; i < 300 && !atomic_load(&sh.returned); i++) proc_sleep_ms(10);
+    CHECK(atomic_load(&sh.returned));
+    shard_join(&sh);
+    CHECK_OK(sh.rc, sh.err);
+    ps_server_stats(sh.s, &st);
+    printf("eviction: evictions %llu, rejoins %llu; the shard ended %.2f s after the last worker left\n",
+           (unsigned long long)st.evictions, (unsigned long long)st.rejoins, proc_now_s() - t0);
+    CHECK(st.evictions == 2 && st.rejoins == 1 && st.pushes_applied == 3);
+    CHECK(ps_server_pushes_per_worker(sh.s)[1] == 1 && ps_server_pushes_total_per_worker(sh.s)[1] == 1);
+    CHECK(ps_server_clocks(sh.s)[1] == 3);
+    zmq_close(d0);
+    zmq_close(d1);
+    ps_server_destroy(&sh.s);
+}
+
+// c) heartbeats alone keep a worker live.
+static void test_heartbeats(void *ctx) {
+    float init[N] = {0};
+    char err[256];
+    shard_t sh;
+    shard_start(&sh, ctx, SYNC_MODE_SSP, 1, 200, init);
+    void *d = dealer(ctx, sh.s, 0);
+    send_msg(d, header(MSG_TYPE_HELLO, 0, 0), NULL);
+    expect(d, MSG_TYPE_WELCOME, 0);
+    const char *ep[1] = {ps_server_endpoint(sh.s)};
+    ps_heartbeat_t *hb = ps_heartbeat_start(ctx, RUN_ID, 0, ep, 1, 50, err, sizeof err);
+    CHECK_OK(hb == NULL, err);
+    proc_sleep_ms(800);  // four timeouts of silence but for the heartbeats
+    ps_heartbeat_stop(&hb);
+    CHECK(hb == NULL);
+    send_msg(d, header(MSG_TYPE_PULL, 0, 0), NULL);
+    expect(d, MSG_TYPE_PARAMS, 0);  // not EVICTED
+    bye(d, 0);
+    shard_join(&sh);
+    CHECK_OK(sh.rc, sh.err);
+    ps_stats_t st;
+    ps_server_stats(sh.s, &st);
+    printf("heartbeats: 0.8 s of heartbeats only, timeout 0.2 s: evictions %llu\n", (unsigned long long)st.evictions);
+    CHECK(st.evictions == 0);
+    zmq_close(d);
+    ps_server_destroy(&sh.s);
+}
+
+// d) NaN in a push: refused, the shard keeps its values and fails with the reason.
+static void test_not_finite(void *ctx) {
+    float init[N], g[N];
+    for (int j = 0; j < N; j++) init[j] = (float)j, g[j] = 1.0f;
+    g[5] = NAN;
+    shard_t sh;
+    shard_start(&sh, ctx, SYNC_MODE_ASP, 2, 0, init);
+    void *d0 = dealer(ctx, sh.s, 0), *d1 = dealer(ctx, sh.s, 1);
+    send_msg(d0, header(MSG_TYPE_HELLO, 0, 0), NULL);
+    expect(d0, MSG_TYPE_WELCOME, 0);
+    send_msg(d1, header(MSG_TYPE_HELLO, 1, 0), NULL);
+    expect(d1, MSG_TYPE_WELCOME, 0);
+    send_msg(d0, header(MSG_TYPE_PUSH, 0, 0), g);
+    expect(d0, MSG_TYPE_REJECT, WIRE_STATUS_NOT_FINITE);
+    send_msg(d1, header(MSG_TYPE_PULL, 1, 0), NULL);  // the other worker learns it too
+    expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_NOT_FINITE);
+    shard_join(&sh);
+    printf("not finite: the shard stopped with: %s\n", sh.err);
+    CHECK(sh.rc == -1 && strstr(sh.err, "NaN or Inf") && strstr(sh.err, "worker 0"));
+    CHECK(memcmp(ps_server_values(sh.s), init, sizeof init) == 0);
+    zmq_close(d0);
+    zmq_close(d1);
+    ps_server_destroy(&sh.s);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    void *ctx = zmq_ctx_new();
+    CHECK(ctx);
+    test_duplicate_push(ctx);
+    test_evict_and_rejoin(ctx);
+    test_heartbeats(ctx);
+    test_not_finite(ctx);
+    CHECK(zmq_ctx_term(ctx) == 0);
+    return 0;
+}
