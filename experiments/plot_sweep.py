@@ -261,7 +261,10 @@ def plots(d, title, runs, target):
                        title=f"{w} worker(s): staleness in {what.split(' ')[0]}")
                 ax.grid(alpha=0.3)
                 ax.legend(fontsize=7)
-        fig.suptitle(title + " (first seed)")
+        # One column per worker count can be narrower than the title: wrap it.
+        import textwrap
+        fig.suptitle("\n".join(textwrap.wrap(title + " (first seed)", width=int(11 * 5.5 * len(workers)))),
+                     fontsize=10)
         fig.tight_layout()
         path = os.path.join(d, "staleness.png")
         fig.savefig(path, dpi=100)

@@ -52,11 +52,13 @@ def metric_of(summary):
 
 def epochs_to_target(summary, rows, target):
     """Epochs at the first evaluation that met the target (train: the summary's
-    samples_to_target; launch: worker 0's rows, whose epoch counts passes of the
-    whole run), or None."""
+    samples_to_target; launch: the summary's epochs_to_target for its own target,
+    else worker 0's rows, whose epoch counts passes of the whole run), or None."""
     if not summary.get("launch"):
         n_train = summary["config"]["train_examples"]
         return summary["samples_to_target"] / n_train if summary.get("samples_to_target") is not None else None
+    if "epochs_to_target" in summary and (target is None or target == (summary.get("config") or {}).get("target")):
+        return summary["epochs_to_target"]  # asgd launch's own count (runs since it records one)
     if target is None:
         return None
     rmse = metric_of(summary) == "rmse"
