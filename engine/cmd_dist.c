@@ -376,30 +376,9 @@ static void write_server_json(FILE *out, size_t id, const dist_args_t *d, const 
     json_uint(&j, "min_clock", st.min_clock);
     json_uint(&j, "max_clock", st.max_clock);
     // Since each worker's last (re)join: what its own count of acknowledged pushes is compared with.
-    json_object(&j, "pushes_by_worker");
-    const uint64_t *pushes = ps_server_pushes_per_worker(s);
-    for (size_t k = 0; k < d->workers; k++) {
-        char key[32];
-        snprintf(key, sizeof key, "%zu", k);
-        json_uint(&j, key, pushes[k]);
-    }
-    json_object_end(&j);
-    json_object(&j, "clocks");
-    const uint64_t *clocks = ps_server_clocks(s);
-    for (size_t k = 0; k < d->workers; k++) {
-        char key[32];
-        snprintf(key, sizeof key, "%zu", k);
-        json_uint(&j, key, clocks[k]);
-    }
-    json_object_end(&j);
-    json_object(&j, "pushes_total_by_worker");
-    const uint64_t *total = ps_server_pushes_total_per_worker(s);
-    for (size_t k = 0; k < d->workers; k++) {
-        char key[32];
-        snprintf(key, sizeof key, "%zu", k);
-        json_uint(&j, key, total[k]);
-    }
-    json_object_end(&j);
+    json_uint_by_index(&j, "pushes_by_worker", ps_server_pushes_per_worker(s), d->workers);
+    json_uint_by_index(&j, "clocks", ps_server_clocks(s), d->workers);
+    json_uint_by_index(&j, "pushes_total_by_worker", ps_server_pushes_total_per_worker(s), d->workers);
     dist_json_staleness(&j, "staleness_clocks", &st.staleness_clocks);
     dist_json_staleness(&j, "staleness_updates", &st.staleness_updates);
     json_end(&j);

@@ -60,6 +60,16 @@ void json_uint(json_writer_t *j, const char *k, uint64_t value) {
     fprintf(j->out, "%" PRIu64, value);
 }
 
+void json_uint_by_index(json_writer_t *j, const char *k, const uint64_t *values, size_t n) {
+    json_object(j, k);
+    for (size_t i = 0; i < n; i++) {
+        char index[24];
+        snprintf(index, sizeof index, "%zu", i);
+        json_uint(j, index, values[i]);
+    }
+    json_object_end(j);
+}
+
 void json_bool(json_writer_t *j, const char *k, int value) {
     key(j, k);
     fputs(value ? "true" : "false", j->out);
