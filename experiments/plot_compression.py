@@ -10,12 +10,11 @@ compression.png. Bytes per epoch are per worker (the mean over workers): sent
 bsp: the float32 pulls). "vs none" compares with the uncompressed run of the
 same link and sync mode.
 """
-import csv
 import os
 import re
 import sys
 
-from plot_common import fmt, load_summary, pyplot, worker0_curve
+from plot_common import command_line, fmt, load_summary, pyplot, save_figure, worker0_curve, write_tables
 
 
 def load(out):
@@ -32,12 +31,10 @@ def load(out):
 
 
 def main():
-    args = sys.argv[1:]
-    if not args or args[0] in ("-h", "--help"):
-        print(__doc__)
+    cli = command_line(__doc__)
+    if not cli:
         return 0
-    out = args[0]
-    cpus = args[args.index("--cpus") + 1] if "--cpus" in args else str(os.cpu_count())
+    out, cpus = cli
     runs = load(out)
     if not runs:
         print("plot_compression: no runs under %s" % out, file=sys.stderr)
@@ -61,11 +58,6 @@ def main():
     order = ["none", "fp16"]
     rows.sort(key=lambda x: (x["link"], x["sync"], x["method"] not in order,
                              order.index(x["method"]) if x["method"] in order else 0, x["method"], x["error_feedback"]))
-    with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
     s0 = runs[0]["s"]
     lines = ["%s CPUs; 2 workers x 1 thread; target accuracy %s; bytes per worker per epoch; \"vs none\": this run's "
              "time / the uncompressed run's (below 1: faster)." % (cpus, s0["config"]["target"]), "",
@@ -78,9 +70,7 @@ def main():
             fmt(row["mb_out_per_epoch"], ".2f"), fmt(row["mb_in_per_epoch"], ".2f"), fmt(row["wall_s"], ".2f"),
             fmt(row["wall_vs_none"], ".2f"), fmt(row["time_to_target_s"], ".2f"), fmt(row["ttt_vs_none"], ".2f"),
             fmt(row["final_test_accuracy"], ".4f")))
-    with open(os.path.join(out, "summary.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_tables(out, rows, lines)
     plt = pyplot("plot_compression")
     if not plt:
         return 0
@@ -108,9 +98,7 @@ def main():
         ax[gi][2].legend(fontsize=7)
         for a in ax[gi]:
             a.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "compression.png"), dpi=100)
-    print("wrote %s" % os.path.join(out, "compression.png"))
+    save_figure(fig, out, "compression.png", 100)
     return 0
 
 

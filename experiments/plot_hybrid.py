@@ -9,22 +9,19 @@ summary.md and hybrid.png: bytes per worker per epoch (sent, received), wall
 time and time to target, and test accuracy against training seconds, one row
 of plots per link.
 """
-import csv
 import os
 import sys
 
-from plot_common import fmt, load_summary, pyplot, worker0_curve
+from plot_common import command_line, fmt, load_summary, pyplot, save_figure, worker0_curve, write_tables
 
 MODES = ["hybrid", "asp", "ssp", "bsp", "allreduce"]
 
 
 def main():
-    args = sys.argv[1:]
-    if not args or args[0] in ("-h", "--help"):
-        print(__doc__)
+    cli = command_line(__doc__)
+    if not cli:
         return 0
-    out = args[0]
-    cpus = args[args.index("--cpus") + 1] if "--cpus" in args else str(os.cpu_count())
+    out, cpus = cli
     runs = []
     links = sorted({d.rsplit("-", 1)[0] for d in os.listdir(out) if os.path.isdir(os.path.join(out, d)) and "-" in d})
     for link in links:
@@ -45,11 +42,6 @@ def main():
                      "samples_per_s": s["samples_per_s"], "mb_out_per_epoch": s["bytes_out"] / w / e / 1e6,
                      "mb_in_per_epoch": s["bytes_in"] / w / e / 1e6, "time_to_target_s": s["time_to_target_s"],
                      "final_test_accuracy": s["final_test_accuracy"]})
-    with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
-        wr = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        wr.writeheader()
-        for row in rows:
-            wr.writerow({k: ("" if v is None else v) for k, v in row.items()})
     s0 = runs[0][2]
     lines = ["%s CPUs, %d workers x 1 thread (+ %d server shard(s) where used), all on this machine; data %s; "
              "bytes per worker per epoch; ttt = time to the row's target accuracy." %
@@ -61,9 +53,7 @@ def main():
             row["link"], row["mode"], row["epochs"], row["target"], fmt(row["wall_s"], ".2f"), fmt(row["samples_per_s"], ".0f"),
             fmt(row["mb_out_per_epoch"], ".1f"), fmt(row["mb_in_per_epoch"], ".1f"),
             fmt(row["time_to_target_s"], ".2f"), fmt(row["final_test_accuracy"], ".4f")))
-    with open(os.path.join(out, "summary.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_tables(out, rows, lines)
     plt = pyplot("plot_hybrid")
     if not plt:
         return 0
@@ -93,9 +83,7 @@ def main():
         ax[2].legend()
         for a in ax:
             a.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "hybrid.png"), dpi=100)
-    print("wrote %s" % os.path.join(out, "hybrid.png"))
+    save_figure(fig, out, "hybrid.png", 100)
     return 0
 
 

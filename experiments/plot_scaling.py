@@ -12,13 +12,12 @@ efficiency compare each run with the 1-worker run of the same mode and rule:
 speedup = wall(1) / wall(N) for the same epochs, efficiency = speedup / N;
 time-to-target speedup = ttt(1) / ttt(N) (empty when either missed the target).
 """
-import csv
 import json
 import os
 import re
 import sys
 
-from plot_common import fmt, load_summary, median, pyplot, worker0_curve
+from plot_common import command_line, fmt, load_summary, median, pyplot, save_figure, worker0_curve, write_tables
 
 
 def load(out):
@@ -57,12 +56,10 @@ def load(out):
 
 
 def main():
-    args = sys.argv[1:]
-    if not args or args[0] in ("-h", "--help"):
-        print(__doc__)
+    cli = command_line(__doc__)
+    if not cli:
         return 0
-    out = args[0]
-    cpus = args[args.index("--cpus") + 1] if "--cpus" in args else str(os.cpu_count())
+    out, cpus = cli
     runs = load(out)
     if not runs:
         print("plot_scaling: no runs under %s" % out, file=sys.stderr)
@@ -84,11 +81,6 @@ def main():
             "bytes_out_per_worker": s["bytes_out"] / r["n"] if s["bytes_out"] is not None else None,
             "compress": s["config"].get("compress", "none"),
         })
-    with open(os.path.join(out, "summary.csv"), "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        for row in rows:
-            w.writerow({k: ("" if v is None else v) for k, v in row.items()})
     target = runs[0]["s"]["config"]["target"]
     lines = ["Machine: %s CPUs; every worker is a process on it, so runs with more than %s workers share the cores "
              "(oversubscribed). Target accuracy %s; speedup = wall(1 worker) / wall(N) for the same epochs, "
@@ -105,9 +97,7 @@ def main():
             fmt(row["speedup"], ".2f"), fmt(row["efficiency"], ".2f"), fmt(row["time_to_target_s"], ".2f"),
             fmt(row["ttt_speedup"], ".2f"), fmt(row["final_test_accuracy"], ".4f"),
             fmt(row["bytes_out_per_worker"] / 1e6 if row["bytes_out_per_worker"] is not None else None, ".1f")))
-    with open(os.path.join(out, "summary.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_tables(out, rows, lines)
     plt = pyplot("plot_scaling")
     if not plt:
         return 0
@@ -139,9 +129,7 @@ def main():
     ax[0].set_xscale("log", base=2)
     ax[1].set_xscale("log", base=2)
     ax[2].set_xscale("log", base=2)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "scaling.png"), dpi=110)
-    print("wrote %s" % os.path.join(out, "scaling.png"))
+    save_figure(fig, out, "scaling.png", 110)
     return 0
 
 
