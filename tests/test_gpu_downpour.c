@@ -12,6 +12,9 @@
 #include "kernels/gpu.h"       // defines: gpu_device_count
 #include "test_support.h"
 
+static char dir[] = "/tmp/asgd_gpu_downpour_XXXXXX";
+#include "launch_support.h"  // defines: launch_field
+
 #ifndef ASGD_HAVE_CUDA
 int main(void) {
     printf("SKIP: built without CUDA\n");
@@ -19,23 +22,10 @@ int main(void) {
 }
 #else
 
-static char dir[] = "/tmp/asgd_gpu_downpour_XXXXXX";
-
 #define COMMON                                                                                          \
     "--model logreg --data gen:sparse:n=40000,dim=20000,nnz=30,noise=0 --epochs 2 --workers 2 --servers 1 " \
     "--lr 0.5 --seed 5 --quiet"
 #define DOWNPOUR "--server-lr 0.25 --push-every 500 --fetch-every 500 "
-
-static double field(const char *json, const char *key) {
-    char pattern[128];
-    snprintf(pattern, sizeof pattern, "\"%s\":", key);
-    const char *p = strstr(json, pattern);
-    if (!p) {
-        fprintf(stderr, "no \"%s\" in %s\n", key, json);
-        exit(1);
-    }
-    return strtod(p + strlen(pattern), NULL);
-}
 
 // Runs one launch; returns its summary.json (caller frees) or NULL if it failed.
 static char *launch(const char *name, const char *flags) {
@@ -74,10 +64,10 @@ int main(void) {
             fprintf(stderr, "%s failed; see %s/%s.err\n", runs[i].name, dir, runs[i].name);
             return 1;
         }
-        double acc = field(s, "final_test_accuracy"), pushes = field(s, "pushes");
-        double stale_max = field(strstr(s, "\"staleness_clocks\":"), "max");
+        double acc = launch_field(s, "final_test_accuracy"), pushes = launch_field(s, "pushes");
+        double stale_max = launch_field(strstr(s, "\"staleness_clocks\":"), "max");
         printf("%-15s accuracy %.4f, %g pushes, clock staleness max %g, %.0f samples/s\n", runs[i].name, acc, pushes,
-               stale_max, field(s, "samples_per_s"));
+               stale_max, launch_field(s, "samples_per_s"));
         CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
         CHECK(pushes >= 2);
         // The majority class is about 0.5; the CPU run reached 0.82 in three runs here. ASP runs vary by a
