@@ -48,6 +48,21 @@ static inline int launch_run(const char *const *args) {
     return WEXITSTATUS(status);
 }
 
+// A model written by --save-model (raw float32); *n its length. Caller frees.
+static inline float *launch_load_model(const char *path, size_t *n) {
+    FILE *f = fopen(path, "rb");
+    CHECK(f);
+    fseek(f, 0, SEEK_END);
+    long bytes = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    CHECK(bytes > 0 && bytes % 4 == 0);
+    float *w = malloc((size_t)bytes);
+    CHECK(w && fread(w, 1, (size_t)bytes, f) == (size_t)bytes);
+    fclose(f);
+    *n = (size_t)bytes / 4;
+    return w;
+}
+
 // The last run's stderr (caller frees).
 static inline char *launch_stderr(void) {
     char path[256];

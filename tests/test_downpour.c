@@ -19,26 +19,12 @@
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_downpour_XXXXXX";  // read by launch_support.h
-#include "launch_support.h"  // defines: launch_run, launch_slurp, launch_field, launch_section
-
-static float *load_model(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f);
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    CHECK(bytes > 0 && bytes % 4 == 0);
-    float *w = malloc((size_t)bytes);
-    CHECK(fread(w, 1, (size_t)bytes, f) == (size_t)bytes);
-    fclose(f);
-    *n = (size_t)bytes / 4;
-    return w;
-}
+#include "launch_support.h"  // defines: launch_run, launch_slurp, launch_field, launch_section, launch_load_model
 
 // Largest |a - b| / max(1, |a|) over the two saved models.
 static double model_diff(const char *a_path, const char *b_path) {
     size_t na, nb;
-    float *a = load_model(a_path, &na), *b = load_model(b_path, &nb);
+    float *a = launch_load_model(a_path, &na), *b = launch_load_model(b_path, &nb);
     CHECK(na == nb);
     double worst = 0.0;
     for (size_t i = 0; i < na; i++) {

@@ -159,20 +159,6 @@ static void test_launch_allreduce(void) {
     }
 }
 
-static float *load_floats(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f);
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    CHECK(bytes > 0 && bytes % 4 == 0);
-    float *w = malloc((size_t)bytes);
-    CHECK(w && fread(w, 1, (size_t)bytes, f) == (size_t)bytes);
-    fclose(f);
-    *n = (size_t)bytes / 4;
-    return w;
-}
-
 static void test_bsp_server_warmup(void) {
     char single[300], dist[300], rd[300];
     snprintf(single, sizeof single, "%s/single.bin", dir);
@@ -187,13 +173,13 @@ static void test_bsp_server_warmup(void) {
                        dist, "--run-dir", rd, NULL};
     CHECK(launch_run(b) == 0);
     size_t n1, n2;
-    float *w1 = load_floats(single, &n1), *w2 = load_floats(dist, &n2);
+    float *w1 = launch_load_model(single, &n1), *w2 = launch_load_model(dist, &n2);
     CHECK(n1 == n2 && memcmp(w1, w2, n1 * sizeof *w1) == 0);
     // And the warm-up did something: without it the model differs.
     const char *c[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--batch", "4",
                        "--lr", "0.5", "--mode", "sync", "--threads", "2", "--quiet", "--save-model", single, NULL};
     CHECK(launch_run(c) == 0);
-    float *w3 = load_floats(single, &n1);
+    float *w3 = launch_load_model(single, &n1);
     CHECK(memcmp(w1, w3, n1 * sizeof *w1) != 0);
     printf("bsp --warmup 100 on the servers: bit-identical to sync SGD with the same warm-up (%zu parameters)\n", n1);
     free(w1);
