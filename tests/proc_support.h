@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -16,6 +17,21 @@
 #include "test_support.h"
 
 extern char **environ;
+
+// "dir/name" with name printf-formatted, in one of 8 rotating buffers: a call
+// may take a few paths at once (a process's .out and .err).
+__attribute__((format(printf, 2, 3))) static inline char *proc_path(const char *dir, const char *fmt, ...) {
+    static char paths[8][600];
+    static int next;
+    char *p = paths[next++ % 8];
+    char name[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    snprintf(p, 600, "%s/%s", dir, name);
+    return p;
+}
 
 static inline double proc_now_s(void) {
     struct timespec t;

@@ -30,13 +30,7 @@
 
 static char dir[] = "/tmp/asgd_checkpoint_XXXXXX";
 
-static char *path_of(const char *name) {
-    static char paths[8][600];
-    static int next;
-    char *p = paths[next++ % 8];
-    snprintf(p, 600, "%s/%s", dir, name);
-    return p;
-}
+static char *path_of(const char *name) { return proc_path(dir, "%s", name); }
 
 static void write_bytes(const char *path, const uint8_t *bytes, size_t len) {
     FILE *f = fopen(path, "wb");

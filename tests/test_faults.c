@@ -37,19 +37,6 @@ typedef struct run {
     pid_t server, workers[WORKERS];
 } run_t;
 
-static char *path_in(const run_t *r, const char *fmt, ...) {
-    static char paths[8][600];
-    static int next;
-    char *p = paths[next++ % 8];
-    char name[128];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    snprintf(p, 600, "%s/%s", r->rd, name);
-    return p;
-}
-
 // The flags every process of the run gets.
 static int common_args(const run_t *r, const char **a) {
     const char *common[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--servers", "1",
@@ -94,7 +81,7 @@ static pid_t start_worker(const run_t *r, int id) {
     a[n++] = "--id";
     a[n++] = id_text;
     a[n] = NULL;
-    return proc_start(a, path_in(r, "worker-%d.out", id), path_in(r, "worker-%d.err", id));
+    return proc_start(a, proc_path(r->rd, "worker-%d.out", id), proc_path(r->rd, "worker-%d.err", id));
 }
 
 static void start_run(run_t *r, const char *name, const char *sync, const char *worker_timeout) {
@@ -114,13 +101,13 @@ static void start_run(run_t *r, const char *name, const char *sync, const char *
     a[n++] = "--host-coordinator";
     a[n++] = host;
     a[n] = NULL;
-    r->server = proc_start(a, path_in(r, "server-0.out"), path_in(r, "server-0.err"));
+    r->server = proc_start(a, proc_path(r->rd, "server-0.out"), proc_path(r->rd, "server-0.err"));
     for (int k = 0; k < WORKERS; k++) r->workers[k] = start_worker(r, k);
 }
 
 // Kills worker k once it is training (its log has an evaluation after the first).
 static void kill_when_training(run_t *r, int k) {
-    const char *csv = path_in(r, "worker-%d.csv", k);
+    const char *csv = proc_path(r->rd, "worker-%d.csv", k);
     double until = proc_now_s() + 30.0;
     while (proc_count_lines(csv) < 3 && proc_now_s() < until) proc_sleep_ms(10);
     CHECK(proc_count_lines(csv) >= 3);
@@ -129,7 +116,7 @@ static void kill_when_training(run_t *r, int k) {
 }
 
 static void show_stderr(const run_t *r, const char *name) {
-    char *text = proc_slurp(path_in(r, "%s", name));
+    char *text = proc_slurp(proc_path(r->rd, "%s", name));
     fprintf(stderr, "---- %s:\n%s\n", name, text);
     free(text);
 }
@@ -149,7 +136,7 @@ static void expect_exit(const run_t *r, pid_t pid, const char *name, double time
 // Each worker's acknowledged pushes (since it last joined) were applied once:
 // the server counts the same number for it. Returns the server's JSON.
 static char *check_accounting(const run_t *r, int skip_worker) {
-    char *server = proc_slurp(path_in(r, "server-0.json"));
+    char *server = proc_slurp(proc_path(r->rd, "server-0.json"));
     CHECK(server[0]);
     double total = 0;
     for (int k = 0; k < WORKERS; k++) {
@@ -157,7 +144,7 @@ static char *check_accounting(const run_t *r, int skip_worker) {
         snprintf(key, sizeof key, "%d", k);
         total += proc_json_number(server, "pushes_total_by_worker", key);
         if (k == skip_worker) continue;
-        char *w = proc_slurp(path_in(r, "worker-%d.json", k));
+        char *w = proc_slurp(proc_path(r->rd, "worker-%d.json", k));
         double acked = proc_json_number(w, NULL, "push_messages_acked");
         double applied = proc_json_number(server, "pushes_by_worker", key);
         printf("  worker %d: %.0f pushes acknowledged, %.0f applied since it joined\n", k, acked, applied);
@@ -180,7 +167,7 @@ static void ssp_dead_worker(void) {
     start_run(&r, "ssp-dead", "ssp", "800");
     kill_when_training(&r, 2);
     double killed_at = proc_now_s();
-    CHECK(proc_wait_for_text(path_in(&r, "server-0.err"), "worker 2 silent", 20.0));
+    CHECK(proc_wait_for_text(proc_path(r.rd, "server-0.err"), "worker 2 silent", 20.0));
     printf("ssp: worker 2 killed; evicted after %.2f s\n", proc_now_s() - killed_at);
     expect_exit(&r, r.workers[0], "worker-0", 60.0);
     expect_exit(&r, r.workers[1], "worker-1", 60.0);
@@ -191,7 +178,7 @@ static void ssp_dead_worker(void) {
     CHECK(proc_json_number(server, NULL, "evictions") == 1);
     // Alive, the dead worker would have held them within 2 rounds of its clock.
     CHECK(clock_of(server, 0) > clock_of(server, 2) + 2 && clock_of(server, 1) > clock_of(server, 2) + 2);
-    char *w0 = proc_slurp(path_in(&r, "worker-0.json"));
+    char *w0 = proc_slurp(proc_path(r.rd, "worker-0.json"));
     CHECK(proc_json_number(w0, NULL, "global_test_accuracy") > 0.6);  // majority class: about 0.5
     free(w0);
     free(server);
@@ -202,7 +189,7 @@ static void bsp_restarted_worker(void) {
     run_t r;
     start_run(&r, "bsp-rejoin", "bsp", "800");
     kill_when_training(&r, 2);
-    CHECK(proc_wait_for_text(path_in(&r, "server-0.err"), "worker 2 silent", 20.0));
+    CHECK(proc_wait_for_text(proc_path(r.rd, "server-0.err"), "worker 2 silent", 20.0));
     r.workers[2] = start_worker(&r, 2);  // the same command line
     for (int k = 0; k < WORKERS; k++) {
         char name[16];
@@ -212,7 +199,7 @@ static void bsp_restarted_worker(void) {
     expect_exit(&r, r.server, "server-0", 30.0);
     printf("bsp: worker 2 killed, evicted, restarted\n");
     char *server = check_accounting(&r, -1);
-    char *w2 = proc_slurp(path_in(&r, "worker-2.json"));
+    char *w2 = proc_slurp(proc_path(r.rd, "worker-2.json"));
     double start = proc_json_number(w2, NULL, "start_clock");
     printf("  it rejoined at round %.0f; final rounds %.0f, %.0f, %.0f; evictions %.0f, rejoins %.0f\n", start,
            clock_of(server, 0), clock_of(server, 1), clock_of(server, 2), proc_json_number(server, NULL, "evictions"),
@@ -240,7 +227,7 @@ static void asp_quick_restart(void) {
     expect_exit(&r, r.server, "server-0", 30.0);
     printf("asp: worker 1 killed and restarted at once\n");
     char *server = check_accounting(&r, -1);
-    char *w1 = proc_slurp(path_in(&r, "worker-1.json"));
+    char *w1 = proc_slurp(proc_path(r.rd, "worker-1.json"));
     printf("  it rejoined at clock %.0f; evictions %.0f, rejoins %.0f\n", proc_json_number(w1, NULL, "start_clock"),
            proc_json_number(server, NULL, "evictions"), proc_json_number(server, NULL, "rejoins"));
     CHECK(proc_json_number(w1, NULL, "start_clock") > 0);
@@ -272,33 +259,33 @@ static void bsp_restarted_server(void) {
     a[n++] = "--host-coordinator";
     a[n++] = host;
     a[n] = NULL;
-    r.server = proc_start(a, path_in(&r, "server-0.out"), path_in(&r, "server-0.err"));
+    r.server = proc_start(a, proc_path(r.rd, "server-0.out"), proc_path(r.rd, "server-0.err"));
     for (int k = 0; k < WORKERS; k++) r.workers[k] = start_worker(&r, k);
     // Killed once it has checkpointed and the workers are well into the run.
-    const char *csv = path_in(&r, "worker-0.csv");
+    const char *csv = proc_path(r.rd, "worker-0.csv");
     double until = proc_now_s() + 30.0;
     while (proc_count_lines(csv) < 4 && proc_now_s() < until) proc_sleep_ms(10);
-    CHECK(proc_count_lines(csv) >= 4 && access(path_in(&r, "ck/server-0.ckpt"), R_OK) == 0);
+    CHECK(proc_count_lines(csv) >= 4 && access(proc_path(r.rd, "ck/server-0.ckpt"), R_OK) == 0);
     CHECK(kill(r.server, SIGKILL) == 0);
     CHECK(proc_wait(r.server, 10.0) == 128 + SIGKILL);
     proc_sleep_ms(300);  // the workers find it gone, and retry
     tail[0] = "--resume";  // the same command, resumed (no coordinator: the run has met already)
     tail[1] = ckdir;
-    r.server = proc_start(a, path_in(&r, "server-0.out"), path_in(&r, "server-0.err"));
+    r.server = proc_start(a, proc_path(r.rd, "server-0.out"), proc_path(r.rd, "server-0.err"));
     for (int k = 0; k < WORKERS; k++) {
         char name[16];
         snprintf(name, sizeof name, "worker-%d", k);
         expect_exit(&r, r.workers[k], name, 60.0);
     }
     expect_exit(&r, r.server, "server-0", 30.0);
-    char *server = proc_slurp(path_in(&r, "server-0.json"));
+    char *server = proc_slurp(proc_path(r.rd, "server-0.json"));
     printf("bsp: server killed, resumed at version %.0f; %.0f rounds it had applied after that were lost and skipped\n",
            proc_json_number(server, NULL, "resumed_version"), proc_json_number(server, NULL, "rounds_skipped"));
     CHECK(proc_json_number(server, NULL, "resumed_version") > 0);
     for (int k = 0; k < WORKERS; k++) {
         char key[8];
         snprintf(key, sizeof key, "%d", k);
-        char *w = proc_slurp(path_in(&r, "worker-%d.json", k));
+        char *w = proc_slurp(proc_path(r.rd, "worker-%d.json", k));
         double acked = proc_json_number(w, NULL, "push_messages_acked");
         double applied = proc_json_number(server, "pushes_by_worker", key);
         printf("  worker %d: %.0f pushes acknowledged, %.0f of them in the final model (%.0f lost with the server), "

@@ -91,19 +91,6 @@ static void make_network(void) {
     exit(1);
 }
 
-static char *path_in(const char *fmt, ...) {
-    static char paths[8][600];
-    static int next;
-    char *p = paths[next++ % 8];
-    char name[128];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    snprintf(p, 600, "%s/%s", dir, name);
-    return p;
-}
-
 static pid_t start(int host, const char *role, int id) {
     char ns[64], id_text[8];
     snprintf(ns, sizeof ns, "%s-h%d", prefix, host);
@@ -125,14 +112,14 @@ static pid_t start(int host, const char *role, int id) {
     char out[64], err[64];
     snprintf(out, sizeof out, "%s-%d.out", role, id);
     snprintf(err, sizeof err, "%s-%d.err", role, id);
-    return proc_start(a, path_in("%s", out), path_in("%s", err));
+    return proc_start(a, proc_path(dir, "%s", out), proc_path(dir, "%s", err));
 }
 
 static void expect_exit(pid_t *pid, const char *name) {
     int st = proc_wait(*pid, 120.0);
     *pid = 0;
     if (st != 0) {
-        char *e = proc_slurp(path_in("%s.err", name)), *s = proc_slurp(path_in("server-0.err"));
+        char *e = proc_slurp(proc_path(dir, "%s.err", name)), *s = proc_slurp(proc_path(dir, "server-0.err"));
         fprintf(stderr, "%s exited with %d:\n%s\n---- server:\n%s\n", name, st, e, s);
         free(e);
         free(s);
@@ -158,18 +145,18 @@ int main(void) {
     procs[1] = start(1, "worker", 0);
     procs[2] = start(2, "worker", 1);
     // Hosts: the server is h0 (10.61.0.1), worker 0 is h1, worker 1 is h2.
-    const char *csv = path_in("worker-0.csv");
+    const char *csv = proc_path(dir, "worker-0.csv");
     double until = proc_now_s() + 60.0;
     while (proc_count_lines(csv) < 3 && proc_now_s() < until) proc_sleep_ms(20);
     CHECK(proc_count_lines(csv) >= 3);
 
     // 1. Worker 0's link down for longer than the worker timeout.
     SH("ip -n %s-h1 link set eth0 down", prefix);
-    CHECK(proc_wait_for_text(path_in("server-0.err"), "worker 0 silent", 15.0));
+    CHECK(proc_wait_for_text(proc_path(dir, "server-0.err"), "worker 0 silent", 15.0));
     proc_sleep_ms(500);
     SH("ip -n %s-h1 link set eth0 up", prefix);
     printf("partition 1: worker 0's link down until the server evicted it, then up\n");
-    CHECK(proc_wait_for_text(path_in("server-0.err"), "worker 0 rejoined", 30.0));
+    CHECK(proc_wait_for_text(proc_path(dir, "server-0.err"), "worker 0 rejoined", 30.0));
     // 2. The server drops all of worker 1's packets for 1.2 s: under the worker
     // timeout, over ZeroMQ's heartbeat timeout (0.6 s), which closes the connection.
     SH("ip netns exec %s-h0 nft add table inet afcut", prefix);
@@ -182,7 +169,7 @@ int main(void) {
     expect_exit(&procs[1], "worker-0");
     expect_exit(&procs[2], "worker-1");
     expect_exit(&procs[0], "server-0");
-    char *server = proc_slurp(path_in("server-0.json"));
+    char *server = proc_slurp(proc_path(dir, "server-0.json"));
     printf("server: %.0f pushes applied, %.0f retried copies acknowledged again, %.0f evictions, %.0f rejoins\n",
            proc_json_number(server, NULL, "pushes_applied"), proc_json_number(server, NULL, "duplicates"),
            proc_json_number(server, NULL, "evictions"), proc_json_number(server, NULL, "rejoins"));
@@ -190,7 +177,7 @@ int main(void) {
     for (int k = 0; k < 2; k++) {
         char key[8];
         snprintf(key, sizeof key, "%d", k);
-        char *w = proc_slurp(path_in("worker-%d.json", k));
+        char *w = proc_slurp(proc_path(dir, "worker-%d.json", k));
         double acked = proc_json_number(w, NULL, "push_messages_acked");
         double applied = proc_json_number(server, "pushes_by_worker", key);
         printf("worker %d: %.0f pushes acknowledged, %.0f applied since it joined; %.0f requests resent, %.0f "
