@@ -767,6 +767,16 @@ static wire_header_t req(uint16_t type, uint32_t sender, uint32_t shard) {
     return h;
 }
 
+// Sends a message of this type from worker 1 carrying two keys (sealed, so
+// only what the message means can be wrong).
+static void send_two_keys(void *d, uint16_t type, uint32_t shard, const uint32_t keys[2]) {
+    wire_header_t h = req(type, 1, shard);
+    h.payload_kind = PAYLOAD_KIND_KEYS;
+    h.count = 2;
+    wire_seal(&h, keys, 2 * sizeof *keys, NULL, 0);
+    raw_send(d, &h, (const void *[]){keys}, (size_t[]){2 * sizeof *keys}, 1);
+}
+
 static void test_malformed(void *ctx) {
     char err[256];
     const float lr = 0.5f;
@@ -963,11 +973,7 @@ static void test_malformed(void *ctx) {
         raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
         rejected++;
         uint32_t repeated_keys[2] = {70, 70};  // a keyed pull with a repeat
-        h = req(MSG_TYPE_PULL, 1, S);
-        h.payload_kind = PAYLOAD_KIND_KEYS;
-        h.count = 2;
-        wire_seal(&h, repeated_keys, sizeof repeated_keys, NULL, 0);
-        raw_send(d1, &h, (const void *[]){repeated_keys}, (size_t[]){8}, 1);
+        send_two_keys(d1, MSG_TYPE_PULL, S, repeated_keys);
         raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
         rejected++;
     }
@@ -981,11 +987,7 @@ static void test_malformed(void *ctx) {
         // A payload kind the message type does not carry is invalid on the
         // wire (wire_kind_allowed): dropped and counted, not answered.
         uint32_t keys[2] = {60, 61};
-        h = req(MSG_TYPE_PUSH, 1, S);  // a push of keys
-        h.payload_kind = PAYLOAD_KIND_KEYS;
-        h.count = 2;
-        wire_seal(&h, keys, sizeof keys, NULL, 0);
-        raw_send(d1, &h, (const void *[]){keys}, (size_t[]){8}, 1);
+        send_two_keys(d1, MSG_TYPE_PUSH, S, keys);  // a push of keys
         dropped[WIRE_STATUS_BAD_KIND]++;
         h = req(MSG_TYPE_PUSH, 1, S);  // a push of nothing
         raw_send(d1, &h, NULL, NULL, 0);
@@ -1002,18 +1004,10 @@ static void test_malformed(void *ctx) {
         h.payload_kind = PAYLOAD_KIND_TEXT;
         raw_send(d1, &h, (const void *[]){""}, (size_t[]){0}, 1);
         dropped[WIRE_STATUS_BAD_KIND]++;
-        h = req(MSG_TYPE_BYE, 1, S);  // a goodbye with one
-        h.payload_kind = PAYLOAD_KIND_KEYS;
-        h.count = 2;
-        wire_seal(&h, keys, sizeof keys, NULL, 0);
-        raw_send(d1, &h, (const void *[]){keys}, (size_t[]){8}, 1);
+        send_two_keys(d1, MSG_TYPE_BYE, S, keys);  // a goodbye with one
         dropped[WIRE_STATUS_BAD_KIND]++;
         keys[0] = 10;  // a keyed pull of shard 0's keys
-        h = req(MSG_TYPE_PULL, 1, S);
-        h.payload_kind = PAYLOAD_KIND_KEYS;
-        h.count = 2;
-        wire_seal(&h, keys, sizeof keys, NULL, 0);
-        raw_send(d1, &h, (const void *[]){keys}, (size_t[]){8}, 1);
+        send_two_keys(d1, MSG_TYPE_PULL, S, keys);
         raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
         rejected++;
     }
