@@ -14,6 +14,7 @@
 #include "datasets/split.h"         // defines: shard_range
 #include "engine/commands.h"
 #include "engine/dist.h"
+#include "engine/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/json_writer.h"     // defines: json_*
 #include "engine/replica.h"         // defines: replica_train
 #include "engine/run_report.h"      // defines: run_report_new
@@ -44,6 +45,15 @@ void dist_args_defaults(dist_args_t *d) {
     d->worker_timeout_ms = 10000;
     d->retry_ms = 1000;
     d->compress = "none";
+    d->worker_eval = 1;
+}
+
+const char dist_curve_columns[] =
+    "wall_s,epoch,samples,updates,samples_per_s,lr,train_loss,test_loss,test_accuracy,test_rmse,"
+    "staleness_versions_mean,staleness_versions_max,staleness_clocks_mean,staleness_clocks_max,wait_s";
+
+int dist_global_on_servers(int sync) {
+    return sync == SYNC_MODE_ASP || sync == SYNC_MODE_SSP || sync == SYNC_MODE_BSP;
 }
 
 size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
@@ -76,6 +86,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"error-feedback", FLAG_TYPE_CHOICE, &d->error_feedback, "on|off", "add what compression left out to the next exchange (default off)", 0, 0, "off|on", 0},
         {"hybrid-sparse", FLAG_TYPE_CHOICE, &d->hybrid_sparse, "MODE", "--sync hybrid: the sparse parameters through the servers under asp, or ssp with --staleness (default asp)", 0, 0, "asp|ssp", 0},
         {"scaling", FLAG_TYPE_CHOICE, &d->scaling, "MODE", "weak: --batch is each worker's (the total grows with --workers); strong: --batch is the total, each worker takes --batch / workers (default weak)", 0, 0, "weak|strong", 0},
+        {"worker-eval", FLAG_TYPE_CHOICE, &d->worker_eval, "on|off", "workers also evaluate their own local copies at every evaluation point, pausing their training (worker-K.csv); off: at start and end only (default on; the global model is evaluated either way)", 0, 0, "off|on", 0},
         {"lr-scaling", FLAG_TYPE_CHOICE, &d->lr_scaling, "RULE", "multiply --lr and --server-lr by the workers (linear) or its square root (sqrt); with --warmup for large batches (default none)", 0, 0, "none|linear|sqrt", 0},
     };
     memcpy(specs, table, sizeof table);
@@ -406,6 +417,64 @@ static int write_server_files(size_t id, const dist_args_t *d, const ps_server_t
     return 0;
 }
 
+static void csv_value(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, ",%.9g", v);
+    else fputc(',', f);
+}
+
+// The global model's curve: dist_curve_columns, then each evaluation's own cost.
+static int write_global_csv(const char *dir, const global_eval_t *ge, const model_t *m, char *err, size_t err_len) {
+    FILE *f = dist_file_open(dir, "global.csv", err, err_len);
+    if (!f) return -1;
+    fprintf(f, "%s,eval_s\n", dist_curve_columns);
+    size_t n = 0;
+    const global_eval_row_t *rows = global_eval_rows(ge, &n);
+    int rmse = model_metric(m) == METRIC_KIND_RMSE;
+    double n_train = (double)model_num_train(m);
+    for (size_t i = 0; i < n; i++) {
+        const global_eval_row_t *r = &rows[i];
+        fprintf(f, "%.6f,%.6f,%llu,%llu", r->wall_s, (double)r->samples / n_train, (unsigned long long)r->samples,
+                (unsigned long long)r->updates);
+        csv_value(f, r->wall_s > 0 ? (double)r->samples / r->wall_s : NAN);
+        csv_value(f, NAN);  // lr: the servers' rule, in the config
+        csv_value(f, NAN);  // train_loss: the workers'
+        csv_value(f, r->test_loss);
+        csv_value(f, rmse ? NAN : r->test_metric);
+        csv_value(f, rmse ? r->test_metric : NAN);
+        csv_value(f, r->staleness_versions_mean);
+        csv_value(f, r->staleness_versions_max);
+        csv_value(f, r->staleness_clocks_mean);
+        csv_value(f, r->staleness_clocks_max);
+        csv_value(f, r->wait_s);
+        csv_value(f, r->eval_s);
+        fputc('\n', f);
+    }
+    return dist_file_close(f, dir, "global.csv", err, err_len);
+}
+
+// Shard 0's process evaluates the global model beside serving (asp, ssp, bsp;
+// global_eval.h) when the run keeps files. NULL, with err empty, when it does not.
+static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                                        const ps_server_t *s, const rdv_entry_t *table, const char **endpoints,
+                                        global_eval_config_t *gc, uint64_t run_id, char *err, size_t err_len) {
+    if (!d->run_dir || !table || !dist_global_on_servers(d->sync)) return NULL;
+    for (size_t k = 0; k < d->servers; k++) endpoints[k] = table[k].endpoint;
+    *gc = (global_eval_config_t){
+        .zmq_ctx = ctx,
+        .run_id = run_id,
+        .servers = endpoints,
+        .n_servers = d->servers,
+        .n_params = model_num_params(m),
+        .model = m,
+        .eval_limit = t->eval_limit,
+        .every_samples = t->eval_every ? t->eval_every : model_num_train(m),
+        .every_s = t->eval_every_s,
+        .shard = s,
+        .timeout_ms = (int)d->timeout_ms,
+    };
+    return global_eval_start(gc, err, err_len);
+}
+
 static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                       const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
     // Under hybrid the servers hold the sparse part only, the first S parameters.
@@ -421,8 +490,11 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     float *values = init ? malloc(n * sizeof *values) : NULL;
     ps_server_t *s = NULL;
     rdv_entry_t *table = NULL;
+    global_eval_t *ge = NULL;
+    global_eval_config_t gc;
+    const char **endpoints = calloc(d->servers, sizeof *endpoints);
     int rc = -1;
-    if (!values) {
+    if (!values || !endpoints) {
         if (init) snprintf(err, err_len, "server: out of memory for %zu parameters", n);
         goto out;
     }
@@ -446,6 +518,8 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
         .quiet = 0,
         .stale = {d->server_staleness_aware, d->server_dc_lambda},
         .warmup = t->warmup,
+        // ASP/SSP pushes count local steps of --batch examples; BSP's and hybrid's count examples.
+        .samples_per_step = d->sync == SYNC_MODE_BSP || hybrid ? 0 : t->batch,
     };
     char ckpt_path[1100];
     const char *ckpt_dir = t->checkpoint_dir ? t->checkpoint_dir : d->run_dir;
@@ -486,7 +560,17 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (!t->quiet)
         fprintf(stderr, "asgd server %zu: parameters [%zu, %zu) of %zu at %s, %s\n", id, begin, end, n,
                 ps_server_endpoint(s), sync_mode_name((sync_mode_t)d->sync));
-    if (ps_server_run(s, &stop_requested, err, err_len) != 0) goto out;
+    if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, run_id, err, err_len)) && err[0])
+        goto out;
+    int served = ps_server_run(s, &stop_requested, err, err_len);
+    char eval_err[ERR_LEN] = "";
+    int evaluated = ge ? global_eval_stop(ge, eval_err, sizeof eval_err) : 0;
+    if (served != 0) goto out;
+    if (evaluated != 0) {
+        snprintf(err, err_len, "server %zu: %s", id, eval_err);
+        goto out;
+    }
+    if (ge && write_global_csv(d->run_dir, ge, m, err, err_len) != 0) goto out;
     if (atomic_load(&stop_requested)) {
         snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
         write_server_files(id, d, s, err + strlen(err), 0);
@@ -495,6 +579,8 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (write_server_files(id, d, s, err, err_len) != 0) goto out;
     rc = 0;
 out:
+    global_eval_destroy(&ge);
+    free(endpoints);
     free(table);
     ps_server_destroy(&s);
     free(values);
@@ -639,6 +725,18 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     };
     train_config_t tc;
     train_args_train_config(t, &tc);
+    // --eval-every counts the samples of all workers: each evaluates its own
+    // copy every N / workers samples of its own.
+    if (t->eval_every) tc.eval_every = (t->eval_every + d->workers - 1) / d->workers;
+    // Under allreduce and hybrid worker 0's evaluations are the global model's
+    // curve; --worker-eval off spares the others (and, under asp/ssp/bsp, all
+    // workers: the evaluator beside shard 0 reads the global model) their pauses.
+    // --stop-at-target is decided by each worker on its own copy.
+    int global_here = !dist_global_on_servers(d->sync) && id == 0;
+    if (!d->worker_eval && !global_here && !t->stop_at_target) {
+        tc.eval_every = (size_t)1 << 62;  // the starting and final evaluations only
+        tc.eval_every_s = 0;
+    }
     if (train_config_check(&tc, model_num_train(m), err, err_len) != 0) goto out;
     char log_path[1024];
     const char *log = t->log;

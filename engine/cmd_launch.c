@@ -16,6 +16,7 @@
 #include "engine/commands.h"
 #include "engine/dist.h"            // defines: dist_args_t, dist_run_role
 #include "engine/json_writer.h"     // defines: json_*
+#include "engine/launch_curve.h"    // defines: global_curve_load, global_curve_write_merged
 #include "net/curve_auth.h"         // defines: zap_handler_destroy
 #include "net/launch_env.h"         // defines: launch_env_detect
 #include "net/rendezvous.h"         // defines: rdv_server_new
@@ -97,31 +98,6 @@ static const char *json_section(const char *text, const char *key) {
     return strstr(text, pattern);
 }
 
-static int merge_csvs(const char *dir, size_t workers, char *err, size_t err_len) {
-    char path[1024];
-    FILE *out = dist_file_open(dir, "merged.csv", err, err_len);
-    if (!out) return -1;
-    int header_done = 0;
-    for (size_t k = 0; k < workers; k++) {
-        snprintf(path, sizeof path, "%s/worker-%zu.csv", dir, k);
-        char *text = read_text(path);
-        if (!text) continue;
-        char *save = NULL;
-        int first = 1;
-        for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-            if (first) {
-                if (!header_done) fprintf(out, "process,%s\n", line);
-                header_done = 1;
-                first = 0;
-                continue;
-            }
-            fprintf(out, "worker-%zu,%s\n", k, line);
-        }
-        free(text);
-    }
-    return dist_file_close(out, dir, "merged.csv", err, err_len);
-}
-
 // Sums the shards' staleness histograms into staleness.csv and h_clocks/h_updates.
 static void merge_staleness(const char *dir, size_t servers, staleness_hist_t *h_clocks, staleness_hist_t *h_updates) {
     staleness_hist_init(h_clocks);
@@ -161,9 +137,63 @@ static void merge_staleness(const char *dir, size_t servers, staleness_hist_t *h
     dist_file_close(f, dir, "staleness.csv", err, sizeof err);
 }
 
-static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s) {
+// One figure of the run: a number, or null when there is none.
+static void json_number_or_null(json_writer_t *j, const char *key, double v) {
+    if (isnan(v)) json_null(j, key);
+    else json_number(j, key, v);
+}
+
+// The global model's time, samples and epochs to the target, and its final metric.
+static void json_global_figures(json_writer_t *j, const global_curve_t *gc, double target, int rmse) {
+    const curve_point_t *hit = global_curve_at_target(gc, target, rmse);
+    const curve_point_t *last = global_curve_last(gc);
+    json_number_or_null(j, rmse ? "final_test_rmse" : "final_test_accuracy",
+                        last ? last->v[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY] : NAN);
+    json_number_or_null(j, "final_test_loss", last ? last->v[CURVE_TEST_LOSS] : NAN);
+    json_number_or_null(j, "time_to_target_s", hit ? hit->v[CURVE_WALL_S] : NAN);
+    if (hit) json_uint(j, "samples_to_target", (uint64_t)hit->v[CURVE_SAMPLES]);
+    else json_null(j, "samples_to_target");
+    json_number_or_null(j, "epochs_to_target", hit ? hit->v[CURVE_EPOCH] : NAN);
+    json_string(j, "global_curve", gc->source);
+    json_uint(j, "global_evaluations", gc->evals);
+    json_number(j, "global_eval_s", gc->eval_s);
+}
+
+// The run's last point of the global model: the servers' model as the worker
+// that finished last pulled and evaluated it after its last push (every
+// other worker had finished before), at the longest worker's training time.
+static void read_curve_final(const char *dir, const dist_args_t *d, int rmse, const staleness_hist_t *hc,
+                             const staleness_hist_t *hu, curve_final_t *fin, double *train_examples) {
+    memset(fin, 0, sizeof *fin);
+    *train_examples = NAN;
+    char *last_text = NULL;
+    for (size_t k = 0; k < d->workers; k++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/worker-%zu.json", dir, k);
+        char *text = read_text(path);
+        fin->samples += json_field(text, "samples");
+        double w = json_field(text, "wall_s");
+        if (k == 0) *train_examples = json_field(text, "train_examples");
+        if (w > fin->wall_s || !last_text) {
+            fin->wall_s = w;
+            free(last_text);
+            last_text = text;
+        } else {
+            free(text);
+        }
+    }
+    fin->test_metric = json_field(last_text, rmse ? "global_test_rmse" : "global_test_accuracy");
+    fin->test_loss = json_field(last_text, "global_test_loss");
+    free(last_text);
+    fin->staleness_versions_mean = staleness_hist_mean(hu);
+    fin->staleness_versions_max = hu->count ? (double)hu->max : NAN;
+    fin->staleness_clocks_mean = staleness_hist_mean(hc);
+    fin->staleness_clocks_max = hc->count ? (double)hc->max : NAN;
+}
+
+static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
+                          const global_curve_t *gc, const staleness_hist_t *hc, const staleness_hist_t *hu) {
     double samples = 0, wall = 0, wait = 0, pushes = 0, own_rates = 0;
-    size_t last = 0;  // the worker that finished last: its final pull saw the most complete global model
     int consistent = 1;
     char **wtext = calloc(d->workers, sizeof *wtext);
     char **stext = calloc(d->servers ? d->servers : 1, sizeof *stext);
@@ -173,10 +203,7 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
         wtext[k] = read_text(path);
         samples += json_field(wtext[k], "samples");
         double w = json_field(wtext[k], "wall_s");
-        if (w > wall) {
-            wall = w;
-            last = k;
-        }
+        if (w > wall) wall = w;
         wait += json_field(wtext[k], "wait_s");
         own_rates += json_field(wtext[k], "samples_per_s");
         pushes += json_field(wtext[k], "pushes");
@@ -193,8 +220,6 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
         for (size_t s = 0; s < d->servers; s++) applied += json_field(json_section(stext[s], "pushes_by_worker"), key);
         if (!(acked == applied)) consistent = 0;
     }
-    staleness_hist_t hc, hu;
-    merge_staleness(dir, d->servers, &hc, &hu);
     const char *w0 = wtext ? wtext[0] : NULL;
     int rmse = json_section(w0, "final_test_rmse") != NULL;
     json_writer_t j;
@@ -220,27 +245,14 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     // workers run, which a fixed share per worker hides behind the slowest one.
     json_number(&j, "worker_samples_per_s", own_rates);
     json_number(&j, "launch_wall_s", launch_wall_s);
-    // With servers the final model is theirs, evaluated by the last worker to
-    // finish; with allreduce every replica holds it.
-    const char *wl = wtext ? wtext[last] : NULL;
+    // The global model's figures (launch_curve.h says where its curve comes
+    // from); worker 0's own copy's, named as such.
     const char *metric_key = rmse ? "final_test_rmse" : "final_test_accuracy";
-    double final_metric = json_field(wl, rmse ? "global_test_rmse" : "global_test_accuracy");
-    double final_loss = json_field(wl, "global_test_loss");
-    if (isnan(final_metric)) {
-        final_metric = json_field(w0, metric_key);
-        final_loss = json_field(w0, "final_test_loss");
-    }
-    json_number(&j, metric_key, final_metric);
-    json_number(&j, "final_test_loss", final_loss);
-    json_number(&j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", json_field(w0, metric_key));
-    json_number(&j, "time_to_target_s", json_field(w0, "time_to_target_s"));
-    double to_target = json_field(w0, "samples_to_target");
+    json_global_figures(&j, gc, t->model == MODEL_MF ? t->target_rmse : t->target_acc, rmse);
     double train_examples = json_field(w0, "train_examples");
-    if (isnan(to_target)) json_null(&j, "samples_to_target");
-    else json_uint(&j, "samples_to_target", (uint64_t)to_target);
-    // As merged.csv counts epochs: worker 0's samples scaled by the workers, over the training set.
-    if (isnan(to_target) || !(train_examples > 0)) json_null(&j, "epochs_to_target");
-    else json_number(&j, "epochs_to_target", to_target * (double)d->workers / train_examples);
+    json_number_or_null(&j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", json_field(w0, metric_key));
+    json_number_or_null(&j, "worker0_time_to_target_s", json_field(w0, "time_to_target_s"));
+    json_number_or_null(&j, "worker0_samples_to_target", json_field(w0, "samples_to_target"));
     json_number(&j, "worker_wait_s", wait);
     json_uint(&j, "pushes", (uint64_t)pushes);
     // Bytes each worker sent and received (payloads), and what its sends
@@ -266,8 +278,8 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_number(&j, "compression_ratio", out_total > 0 ? raw_total / out_total : NAN);
     if (d->servers) json_bool(&j, "acked_pushes_applied_once", consistent);
     if (d->servers) {
-        dist_json_staleness(&j, "staleness_clocks", &hc);
-        dist_json_staleness(&j, "staleness_updates", &hu);
+        dist_json_staleness(&j, "staleness_clocks", hc);
+        dist_json_staleness(&j, "staleness_updates", hu);
     }
     json_string(&j, "run_dir", dir);
     json_object(&j, "config");
@@ -313,14 +325,26 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
 
 static int finish_run_dir(const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
                           char *err, size_t err_len) {
-    if (merge_csvs(dir, d->workers, err, err_len) != 0) return -1;
+    staleness_hist_t hc, hu;
+    merge_staleness(dir, d->servers, &hc, &hu);
+    int rmse = t->model == MODEL_MF;
+    curve_final_t fin;
+    double train_examples;
+    read_curve_final(dir, d, rmse, &hc, &hu, &fin, &train_examples);
+    global_curve_t gc;
+    if (global_curve_load(dir, d, train_examples, &fin, rmse, &gc, err, err_len) != 0) return -1;
+    int rc = -1;
+    if (global_curve_write_merged(dir, &gc, d->workers, err, err_len) != 0) goto out;
     FILE *f = dist_file_open(dir, "summary.json", err, err_len);
-    if (!f) return -1;
-    write_summary(f, dir, t, d, launch_wall_s);
-    if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) return -1;
-    write_summary(stdout, dir, t, d, launch_wall_s);
+    if (!f) goto out;
+    write_summary(f, dir, t, d, launch_wall_s, &gc, &hc, &hu);
+    if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) goto out;
+    write_summary(stdout, dir, t, d, launch_wall_s, &gc, &hc, &hu);
     fflush(stdout);
-    return 0;
+    rc = 0;
+out:
+    global_curve_free(&gc);
+    return rc;
 }
 
 // ---- local launch ----------------------------------------------------------------

@@ -19,8 +19,24 @@
 #include "net/compress.h"       // defines: compress_spec_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 29
+#define DIST_N_FLAGS 30
 #define DIST_DEFAULT_PORT 29517
+
+// The columns of a run's global.csv (the global model's curve, written by the
+// process serving shard 0) and, after a `process` column, of merged.csv.
+// Staleness and wait are totals so far; a worker's rows leave them empty.
+extern const char dist_curve_columns[];
+enum {
+    CURVE_WALL_S, CURVE_EPOCH, CURVE_SAMPLES, CURVE_UPDATES, CURVE_SAMPLES_PER_S, CURVE_LR, CURVE_TRAIN_LOSS,
+    CURVE_TEST_LOSS, CURVE_TEST_ACCURACY, CURVE_TEST_RMSE, CURVE_STALENESS_VERSIONS_MEAN, CURVE_STALENESS_VERSIONS_MAX,
+    CURVE_STALENESS_CLOCKS_MEAN, CURVE_STALENESS_CLOCKS_MAX, CURVE_WAIT_S,
+    CURVE_N_COLUMNS,
+};
+
+// Whether a mode's global model lives on the servers (asp, ssp, bsp: read by
+// the evaluator beside shard 0) or in every replica (allreduce, hybrid: worker
+// 0's evaluations are of the global model).
+int dist_global_on_servers(int sync);
 
 typedef struct dist_args {
     size_t servers, workers;
@@ -53,6 +69,7 @@ typedef struct dist_args {
     int scaling;              // dist_scaling_t
     int lr_scaling;           // dist_lr_scaling_t
     int hybrid_sparse;        // --sync hybrid: the sparse part under 0 asp, 1 ssp (--staleness)
+    int worker_eval;          // workers evaluate their own copies at every evaluation point (else at start and end)
     // Filled by dist_apply_scaling: the flags as given, before scaling.
     size_t requested_batch;
     double requested_lr;

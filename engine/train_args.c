@@ -78,6 +78,7 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"adagrad-eps", FLAG_TYPE_DOUBLE, &a->adagrad_eps, "E", "Adagrad denominator guard (default 1e-8)", 1e-30, 1, NULL, 0},
         {"seed", FLAG_TYPE_U64, &a->seed, "S", "seed for data order, initialisation and generators (default 1)", 0, 0, NULL, 0},
         {"eval-every", FLAG_TYPE_SIZE, &a->eval_every, "N", "evaluate every N training samples (default: once per epoch)", 0, 0, NULL, 0},
+        {"eval-every-s", FLAG_TYPE_DOUBLE, &a->eval_every_s, "S", "also evaluate every S seconds of training (evaluation excluded; in a distributed run, the global model; default off)", 1e-3, 1e9, NULL, 0},
         {"eval-limit", FLAG_TYPE_SIZE, &a->eval_limit, "N", "evaluate on the first N test examples (0: all)", 0, 0, NULL, 0},
         {"target-acc", FLAG_TYPE_DOUBLE, &a->target_acc, "A", "report time to reach this test accuracy", 0, 1, NULL, 0},
         {"target-rmse", FLAG_TYPE_DOUBLE, &a->target_rmse, "R", "report time to reach this test RMSE (mf)", 1e-12, 1e12, NULL, 0},
@@ -206,6 +207,7 @@ void train_args_train_config(const train_args_t *a, train_config_t *tc) {
     tc->batch = a->batch;
     tc->seed = a->seed;
     tc->eval_every = a->eval_every;
+    tc->eval_every_s = a->eval_every_s;
     tc->eval_limit = a->eval_limit;
     tc->target = a->model == MODEL_MF ? a->target_rmse : a->target_acc;
     tc->stop_at_target = a->stop_at_target;

@@ -13,7 +13,7 @@
 #include "engine/trainer.h"      // defines: train_config_t
 
 #define TRAIN_ARGS_MAX_HIDDEN 7
-#define TRAIN_ARGS_N_FLAGS 42
+#define TRAIN_ARGS_N_FLAGS 43
 
 enum { MODEL_LOGREG, MODEL_SVM, MODEL_SOFTMAX, MODEL_MLP, MODEL_MF, MODEL_EMBMLP };
 extern const char *const train_model_names[];
@@ -37,6 +37,7 @@ typedef struct train_args {
     int schedule;
     uint64_t seed;
     size_t eval_every, eval_limit;
+    double eval_every_s;  // > 0: also evaluate every S training seconds
     double target_acc, target_rmse;
     int stop_at_target, pin, quiet;
     double time_limit;

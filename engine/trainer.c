@@ -898,6 +898,9 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     double checkpoint_at = c->checkpoint_every_s > 0 ? (c->start ? c->start->wall_s : 0.0) + c->checkpoint_every_s
                                                      : INFINITY;
     int checkpoint_due = 0;
+    // Evaluations by training time too (--eval-every-s), on a fixed grid.
+    double eval_at = c->eval_every_s > 0 ? (c->start ? c->start->wall_s : 0.0) + c->eval_every_s : INFINITY;
+    int eval_due = 0;
     // The starting point, so every curve begins at the initial parameters.
     int stop = eval_point(&tr, eval_ws, &clk, cb, out);
 
@@ -925,9 +928,11 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
                 checkpoint_at = tr.position.wall_s + c->checkpoint_every_s;
             }
             // An evaluation when one is due (the pause may have been only for a checkpoint).
-            if (!stop_now && (read_totals(&tr).samples >= atomic_load(&tr.next_eval_samples) ||
+            if (!stop_now && (read_totals(&tr).samples >= atomic_load(&tr.next_eval_samples) || eval_due ||
                               out->stopped_at_time_limit)) {
+                eval_due = 0;
                 int at_target = eval_point(&tr, eval_ws, &clk, cb, out);
+                while (eval_at <= out->last.wall_s) eval_at += c->eval_every_s;
                 out->stopped_at_target |= at_target;
                 stop_now = at_target || out->stopped_at_time_limit;
             }
@@ -938,6 +943,11 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
         double now = now_s();
         if (!checkpoint_due && now - clk.start - clk.paused >= checkpoint_at) {
             checkpoint_due = 1;
+            atomic_store_explicit(&tr.pause_requested, 1, memory_order_release);
+            continue;
+        }
+        if (!eval_due && now - clk.start - clk.paused >= eval_at) {
+            eval_due = 1;
             atomic_store_explicit(&tr.pause_requested, 1, memory_order_release);
             continue;
         }
@@ -962,6 +972,7 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
         struct timespec deadline;
         double wake = next_progress;
         if (clk.start + clk.paused + checkpoint_at < wake) wake = clk.start + clk.paused + checkpoint_at;
+        if (clk.start + clk.paused + eval_at < wake) wake = clk.start + clk.paused + eval_at;
         if (c->time_limit_s > 0 && !out->stopped_at_time_limit) {
             double limit_at = clk.start + clk.paused + c->time_limit_s;
             if (limit_at < wake) wake = limit_at;

@@ -102,6 +102,7 @@ typedef struct train_config {
     size_t batch;               // examples per step, per thread
     uint64_t seed;              // data order (initial permutation and per-epoch shuffles)
     size_t eval_every;          // training samples between evaluations; 0 = once per epoch
+    double eval_every_s;        // > 0: also evaluate every this many training seconds (a fixed grid)
     size_t eval_limit;          // test examples per evaluation; 0 = the whole test set
     double target;              // NaN: none; else accuracy >= target, or RMSE <= target
     int stop_at_target;         // end the run at the first evaluation that meets the target

@@ -2,6 +2,7 @@
 #include "net/ps_client.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,7 @@ struct ps_client {
     float *pull_values;
     wire_status_t refusal;
     ps_client_stats_t stats;
+    const atomic_int *abort;  // a wait ends early once it is non-zero (NULL: never)
 };
 
 static double now_s(void) {
@@ -284,6 +286,10 @@ static void list_silent(const ps_client_t *c, double started, double now, char *
 static int pump(ps_client_t *c, int (*done)(const ps_client_t *), const char *what, char *err, size_t err_len) {
     double started = now_s();
     while (!done(c)) {
+        if (c->abort && atomic_load_explicit(c->abort, memory_order_relaxed)) {
+            snprintf(err, err_len, "stopped while %s", what);
+            return -1;
+        }
         int rc = zmq_poll(c->items, (int)c->n_shards, 50);
         if (rc < 0) {
             if (errno == EINTR) continue;
@@ -384,9 +390,10 @@ static int join(ps_client_t *c, char *err, size_t err_len) {
     return 0;
 }
 
-ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, const char *const *endpoints,
-                           size_t n_shards, size_t n_params, int heartbeat_ms, int timeout_ms, char *err,
-                           size_t err_len) {
+// Connects a DEALER to every shard; the caller then joins (a worker) or not (an observer).
+static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t worker, const char *const *endpoints,
+                                   size_t n_shards, size_t n_params, int heartbeat_ms, int timeout_ms, char *err,
+                                   size_t err_len) {
     ps_client_t *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, err_len, "worker: out of memory");
@@ -409,7 +416,8 @@ ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, cons
         return NULL;
     }
     char identity[32];
-    int id_len = snprintf(identity, sizeof identity, "w%u", worker);
+    int id_len = worker == WIRE_NO_ID ? snprintf(identity, sizeof identity, "observer")
+                                      : snprintf(identity, sizeof identity, "w%u", worker);
     double now = now_s();
     for (size_t k = 0; k < n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
@@ -440,12 +448,24 @@ ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, cons
         c->items[k].socket = s->sock;
         c->items[k].events = ZMQ_POLLIN;
     }
-    if (join(c, err, err_len) != 0) {
-        ps_client_destroy(&c);
-        return NULL;
-    }
     return c;
 }
+
+ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, const char *const *endpoints,
+                           size_t n_shards, size_t n_params, int heartbeat_ms, int timeout_ms, char *err,
+                           size_t err_len) {
+    ps_client_t *c =
+        client_connect(zmq_ctx, run_id, worker, endpoints, n_shards, n_params, heartbeat_ms, timeout_ms, err, err_len);
+    if (c && join(c, err, err_len) != 0) ps_client_destroy(&c);
+    return c;
+}
+
+ps_client_t *ps_client_new_observer(void *zmq_ctx, uint64_t run_id, const char *const *endpoints, size_t n_shards,
+                                    size_t n_params, int timeout_ms, char *err, size_t err_len) {
+    return client_connect(zmq_ctx, run_id, WIRE_NO_ID, endpoints, n_shards, n_params, 0, timeout_ms, err, err_len);
+}
+
+void ps_client_set_abort(ps_client_t *c, const atomic_int *abort) { c->abort = abort; }
 
 void ps_client_destroy(ps_client_t **cp) {
     if (!cp || !*cp) return;

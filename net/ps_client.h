@@ -17,6 +17,7 @@
 // case a restarted shard lost it. Replies to requests already answered are
 // dropped. A shard that stays silent for timeout_ms while a request waits is
 // an error (docs/reliability.md).
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -43,6 +44,17 @@ ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, cons
                            size_t n_shards, size_t n_params, int heartbeat_ms, int timeout_ms, char *err,
                            size_t err_len);
 void ps_client_destroy(ps_client_t **c);
+
+// A reader of the global model (the run's evaluator), not a worker: it says no
+// hello and may only pull (ps_client_pull); the shards answer it without
+// changing any worker's state (ps_server.h, observers).
+ps_client_t *ps_client_new_observer(void *zmq_ctx, uint64_t run_id, const char *const *endpoints, size_t n_shards,
+                                    size_t n_params, int timeout_ms, char *err, size_t err_len);
+
+// Every later wait ends with an error ("stopped while ...") once *abort is
+// non-zero (checked at least every 50 ms): for a thread that must be able to
+// stop while a shard may already be gone. NULL: never.
+void ps_client_set_abort(ps_client_t *c, const atomic_int *abort);
 
 // The clock this worker continues from: 0 on a first join, on a rejoin what
 // the shards gave it (docs/reliability.md).

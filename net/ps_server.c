@@ -21,6 +21,7 @@ typedef struct pending_pull {
     uint64_t need;     // answer once the min clock reaches this
     uint32_t *keys;    // NULL: the whole shard
     uint32_t n_keys;
+    double since;      // when it started waiting
 } pending_pull_t;
 
 struct ps_server {
@@ -56,6 +57,10 @@ struct ps_server {
     double next_checkpoint;
     ps_stats_t stats;
     int warned[WIRE_STATUS_COUNT_];
+    // Progress, kept by the serving thread and published for ps_server_progress.
+    uint64_t samples;          // examples behind the updates applied
+    double wait_s;             // workers' conditional pulls, time waited
+    _Atomic uint64_t pub_samples, pub_version, pub_min_clock, pub_wait_ns;
 };
 
 static double now_s(void) {
@@ -123,6 +128,10 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     for (size_t k = 0; s->backup && k < nw; k++) memcpy(s->backup + k * n, s->w, s->n * sizeof *s->w);
     staleness_hist_init(&s->stats.staleness_clocks);
     staleness_hist_init(&s->stats.staleness_updates);
+    atomic_init(&s->pub_samples, 0);
+    atomic_init(&s->pub_version, 0);
+    atomic_init(&s->pub_min_clock, 0);
+    atomic_init(&s->pub_wait_ns, 0);
     return s;
 }
 
@@ -348,6 +357,23 @@ const uint64_t *ps_server_pushes_total_per_worker(const ps_server_t *s) { return
 const uint64_t *ps_server_clocks(const ps_server_t *s) { return s->clocks.clock; }
 const float *ps_server_values(const ps_server_t *s) { return s->w; }
 
+// Single writer (the serving thread), relaxed readers: the figures are
+// approximate the moment they are read, and each is a value the shard had.
+static void publish_progress(ps_server_t *s) {
+    atomic_store_explicit(&s->pub_samples, s->samples, memory_order_relaxed);
+    atomic_store_explicit(&s->pub_version, s->stats.version, memory_order_relaxed);
+    atomic_store_explicit(&s->pub_min_clock, clock_table_min(&s->clocks), memory_order_relaxed);
+    atomic_store_explicit(&s->pub_wait_ns, (uint64_t)(s->wait_s * 1e9), memory_order_relaxed);
+}
+
+void ps_server_progress(const ps_server_t *s, ps_progress_t *out) {
+    ps_server_t *m = (ps_server_t *)s;  // atomic loads take non-const pointers in C11
+    out->samples = atomic_load_explicit(&m->pub_samples, memory_order_relaxed);
+    out->version = atomic_load_explicit(&m->pub_version, memory_order_relaxed);
+    out->min_clock = atomic_load_explicit(&m->pub_min_clock, memory_order_relaxed);
+    out->wait_s = 1e-9 * (double)atomic_load_explicit(&m->pub_wait_ns, memory_order_relaxed);
+}
+
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out) {
     *out = s->stats;
     out->min_clock = clock_table_min(&s->clocks);
@@ -414,10 +440,14 @@ static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, con
         // checksummed in the same pass.
         if (zmsg_frame_alloc(&frames[0], s->n * sizeof(float), err, err_len) != 0) return -1;
         h.checksum = wire_checksum_copy(zmq_msg_data(&frames[0]), s->w, s->n * sizeof(float), 0);
-        if (s->backup) memcpy(s->backup + (size_t)worker * s->n, s->w, s->n * sizeof(float));
-        s->stats.bytes_out += 4u * h.count;
-        s->stats.pulls_answered++;
-        s->read_min_clock[worker] = clock_table_min(&s->clocks);
+        if (worker == WIRE_NO_ID) {
+            s->stats.observer_pulls++;  // a reader of the global model: no worker's state changes
+        } else {
+            if (s->backup) memcpy(s->backup + (size_t)worker * s->n, s->w, s->n * sizeof(float));
+            s->stats.bytes_out += 4u * h.count;
+            s->stats.pulls_answered++;
+            s->read_min_clock[worker] = clock_table_min(&s->clocks);
+        }
         return zmsg_send_sealed(s->sock, identity, &h, frames, 1, 0, err, err_len);
     } else {
         h.payload_kind = PAYLOAD_KIND_SPARSE;
@@ -446,6 +476,7 @@ static int serve_pending(ps_server_t *s, char *err, size_t err_len) {
     for (size_t i = 0; i < s->n_pending; i++) {
         pending_pull_t *p = &s->pending[i];
         if (p->need <= min && rc == 0) {
+            if (p->worker != WIRE_NO_ID) s->wait_s += now_s() - p->since;
             rc = send_params(s, &p->identity, p->worker, p->keys, p->n_keys, err, err_len);
             zmq_msg_close(&p->identity);
             free(p->keys);
@@ -513,6 +544,7 @@ static void bsp_apply_round(ps_server_t *s) {
         }
         apply_dense(s, s->bsp_sum, warmed_up_lr(s));
         s->stats.version++;
+        s->samples += total;
     }
     memset(s->bsp_examples, 0, s->cfg.n_workers * sizeof *s->bsp_examples);
     s->bsp_clock++;
@@ -654,6 +686,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
             else sgd_update_sparse_cpu(h->count, lr, local, v, s->w);
         }
         s->stats.version++;
+        s->samples += s->cfg.samples_per_step ? (uint64_t)h->aux * s->cfg.samples_per_step : h->aux;
         s->clocks.clock[k] = h->clock + 1;
         s->clocks.pushes[k]++;
         s->clocks.pushes_total[k]++;
@@ -695,7 +728,8 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
             s->cap_pending = cap;
         }
         p = &s->pending[s->n_pending++];
-        s->stats.pulls_waited++;
+        p->since = now_s();
+        if (h->sender != WIRE_NO_ID) s->stats.pulls_waited++;
     }
     zmq_msg_init(&p->identity);
     zmq_msg_copy(&p->identity, &m->identity);
@@ -806,6 +840,10 @@ static void count_dropped(ps_server_t *s, wire_status_t why) {
 
 static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_len) {
     const wire_header_t *h = &m->h;
+    // An observer reads the model and nothing else (ps_server.h).
+    if (h->sender == WIRE_NO_ID && h->type == MSG_TYPE_PULL && h->shard == s->cfg.shard &&
+        h->payload_kind == PAYLOAD_KIND_NONE)
+        return handle_pull(s, m, err, err_len);
     // A message for another shard, or from no worker of this run, is not ours to answer.
     if (h->sender >= s->cfg.n_workers || h->shard != s->cfg.shard) {
         count_dropped(s, WIRE_STATUS_BAD_RANGE);
@@ -895,6 +933,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
             if (got == 0) count_dropped(s, m.status);
             else hrc = handle(s, &m, now, err, err_len);
             zmsg_close(&m);
+            publish_progress(s);
             if (hrc != 0) return -1;
             if (run_finished(s, now) && !s->diverged) return 0;
         }

@@ -11,6 +11,12 @@
 // c is answered only when every live worker has pushed c rounds, which is how
 // SSP and BSP workers wait.
 //
+// Observers: a PULL whose sender is WIRE_NO_ID comes from a reader of the
+// global model (the run's evaluator), not a worker. It needs no HELLO, may
+// name a clock like a worker's pull, and changes nothing: no worker's read
+// clock, no DC-ASGD backup, no worker counters (it is counted in
+// observer_pulls).
+//
 // Failures (docs/reliability.md): a worker silent (no message, no heartbeat)
 // for longer than worker_timeout_ms is evicted — it no longer holds anyone back
 // — and a HELLO from a worker that joined before is a rejoin: it continues from
@@ -58,6 +64,10 @@ typedef struct ps_config {
     // divided by its staleness in versions, and/or DC-ASGD's compensation
     // against the shard as the worker last pulled it whole.
     stale_update_config_t stale;
+    // Examples one local step of an ASP/SSP worker takes (its --batch): a push's
+    // aux counts steps, so the shard's count of samples applied is aux times this.
+    // 0: aux counts examples (BSP gradients, hybrid's sparse pushes).
+    size_t samples_per_step;
     int quiet;            // no per-message warnings on stderr
 } ps_config_t;
 
@@ -66,6 +76,7 @@ typedef struct ps_stats {
     uint64_t pushes_applied;               // all workers
     uint64_t pulls_answered;
     uint64_t pulls_waited;                 // pulls that had to wait for slower workers
+    uint64_t observer_pulls;               // pulls answered to observers (the global-model evaluator)
     uint64_t bytes_in, bytes_out;          // payload bytes
     uint64_t dropped[WIRE_STATUS_COUNT_];  // invalid messages, by reason
     uint64_t dropped_total;
@@ -81,6 +92,16 @@ typedef struct ps_stats {
 } ps_stats_t;
 
 typedef struct ps_server ps_server_t;
+
+// Where the shard stands, for another thread of the same process (the run's
+// global-model evaluator, engine/global_eval.h): published by the serving
+// thread with relaxed atomic stores after every message it handles.
+typedef struct ps_progress {
+    uint64_t samples;     // training examples behind the updates applied (see samples_per_step)
+    uint64_t version;     // updates applied
+    uint64_t min_clock;   // the slowest live worker's clock
+    double wait_s;        // time workers' conditional pulls (SSP, BSP) waited here, summed
+} ps_progress_t;
 
 // Binds the server's ROUTER to `endpoint` ("tcp://127.0.0.1:*" picks a free
 // port) and takes a copy of the shard's initial values init[0..range).
@@ -114,6 +135,8 @@ void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end);
 int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len);
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out);
+// Safe to call from any thread while ps_server_run serves.
+void ps_server_progress(const ps_server_t *s, ps_progress_t *out);
 // Per-worker counters (n_workers entries each): pushes applied since the
 // worker last joined, pushes applied over all its joins, and final clocks.
 const uint64_t *ps_server_pushes_per_worker(const ps_server_t *s);
