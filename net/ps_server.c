@@ -60,7 +60,9 @@ struct ps_server {
     // Progress, kept by the serving thread and published for ps_server_progress.
     uint64_t samples;          // examples behind the updates applied
     double wait_s;             // workers' conditional pulls, time waited
-    _Atomic uint64_t pub_samples, pub_version, pub_min_clock, pub_wait_ns;
+    // A sequence lock: odd while a publication is being written, so that a
+    // reader takes the four figures from one publication.
+    _Atomic uint64_t pub_seq, pub_samples, pub_version, pub_min_clock, pub_wait_ns;
 };
 
 static double now_s(void) {
@@ -128,6 +130,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     for (size_t k = 0; s->backup && k < nw; k++) memcpy(s->backup + k * n, s->w, s->n * sizeof *s->w);
     staleness_hist_init(&s->stats.staleness_clocks);
     staleness_hist_init(&s->stats.staleness_updates);
+    atomic_init(&s->pub_seq, 0);
     atomic_init(&s->pub_samples, 0);
     atomic_init(&s->pub_version, 0);
     atomic_init(&s->pub_min_clock, 0);
@@ -357,21 +360,31 @@ const uint64_t *ps_server_pushes_total_per_worker(const ps_server_t *s) { return
 const uint64_t *ps_server_clocks(const ps_server_t *s) { return s->clocks.clock; }
 const float *ps_server_values(const ps_server_t *s) { return s->w; }
 
-// Single writer (the serving thread), relaxed readers: the figures are
-// approximate the moment they are read, and each is a value the shard had.
+// Single writer (the serving thread); readers see the figures of one
+// publication (a sequence lock), a state the shard was in after some message.
 static void publish_progress(ps_server_t *s) {
+    uint64_t seq = atomic_load_explicit(&s->pub_seq, memory_order_relaxed);
+    atomic_store_explicit(&s->pub_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&s->pub_samples, s->samples, memory_order_relaxed);
     atomic_store_explicit(&s->pub_version, s->stats.version, memory_order_relaxed);
     atomic_store_explicit(&s->pub_min_clock, clock_table_min(&s->clocks), memory_order_relaxed);
     atomic_store_explicit(&s->pub_wait_ns, (uint64_t)(s->wait_s * 1e9), memory_order_relaxed);
+    atomic_store_explicit(&s->pub_seq, seq + 2, memory_order_release);
 }
 
 void ps_server_progress(const ps_server_t *s, ps_progress_t *out) {
     ps_server_t *m = (ps_server_t *)s;  // atomic loads take non-const pointers in C11
-    out->samples = atomic_load_explicit(&m->pub_samples, memory_order_relaxed);
-    out->version = atomic_load_explicit(&m->pub_version, memory_order_relaxed);
-    out->min_clock = atomic_load_explicit(&m->pub_min_clock, memory_order_relaxed);
-    out->wait_s = 1e-9 * (double)atomic_load_explicit(&m->pub_wait_ns, memory_order_relaxed);
+    uint64_t before, after;
+    do {
+        before = atomic_load_explicit(&m->pub_seq, memory_order_acquire);
+        out->samples = atomic_load_explicit(&m->pub_samples, memory_order_relaxed);
+        out->version = atomic_load_explicit(&m->pub_version, memory_order_relaxed);
+        out->min_clock = atomic_load_explicit(&m->pub_min_clock, memory_order_relaxed);
+        out->wait_s = 1e-9 * (double)atomic_load_explicit(&m->pub_wait_ns, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        after = atomic_load_explicit(&m->pub_seq, memory_order_relaxed);
+    } while ((before & 1) || before != after);
 }
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out) {
