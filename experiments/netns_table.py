@@ -2,22 +2,23 @@
 """Table and plot of a network sweep (experiments/netns_sweep): every run directory
 <rate>-<delay>ms-<mode>-seed<S>/ directly under SWEEP_DIR holding summary.json.
 
-Prints the table and writes SWEEP_DIR/summary.csv (one row per run), summary.md
-(mean over seeds, min..max where several) and, with matplotlib, network.png:
-samples/s and time to target per link, one bar per consistency model (seeds as
-min..max error bars).
+Prints the table and writes SWEEP_DIR/summary.csv (the numbers, one row per run;
+columns in experiments/README.md), summary.md (mean over seeds, min..max where
+several) and, with matplotlib, network.png: samples/s and time to target per
+link, one bar per consistency model (seeds as min..max error bars).
 
 Columns: RTT = mean ping host 1 -> host 0 before the run (netns_cluster --ping);
 samples/s = all samples / the slowest worker's training time; time and epochs to
-target are worker 0's replica (summary.json; epochs from worker 0's rows of
-merged.csv); final acc is the global model's; wait s = training held (SSP bound,
+target and the final metric are the global model's (the `global` rows of
+merged.csv and summary.json; a run without global rows, from an older asgd,
+falls back to worker 0's with a warning); wait s = training held (SSP bound,
 BSP's round), summed over workers; pull wait s = the workers' communication
 threads blocked in pulls, summed (overlaps training under ASP/SSP); MB/worker =
 bytes a worker sent; staleness in clocks (mean/max) and in versions (mean).
-Allreduce workers record neither bytes nor waiting (only comm_s): '-'.
+Allreduce workers record neither bytes nor waiting (only comm_s): '-' in the
+table, empty in summary.csv.
 """
 import argparse
-import csv
 import json
 import math
 import os
@@ -26,6 +27,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ in experiments/
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import plot_common as pc  # noqa: E402
 import summarize  # noqa: E402
 
 MODE_ORDER = {"asp": 0, "ssp": 1, "bsp": 2, "allreduce": 3}
@@ -64,11 +66,12 @@ def load_runs(d):
                 workers.append(json.load(f))
         target = (s.get("config") or {}).get("target")
         ring = s["sync"] == "allreduce"
+        tt = summarize.targets(s, rows, target)
         runs.append(dict(
             name=name, rate=m.group("rate"), delay=float(m.group("delay")), mode=m.group("mode"),
-            seed=int(m.group("seed")), rtt=ping_rtt_ms(p),
+            seed=int(m.group("seed")), rtt=ping_rtt_ms(p), s=s,
             samples_per_s=s["samples_per_s"], worker_samples_per_s=s.get("worker_samples_per_s"),
-            tt=s.get("time_to_target_s"), et=summarize.epochs_to_target(s, rows, target),
+            tt=tt["time_to_target_s"], et=tt["epochs_to_target"], st=tt["samples_to_target"],
             acc=s.get("final_test_accuracy", s.get("final_test_rmse")), train_s=s["wall_s"],
             # The ring records neither bytes nor its waiting apart from comm_s: '-' rather than 0.
             wait=None if ring else sum(w.get("wait_s", 0) for w in workers),
@@ -121,22 +124,28 @@ def main():
                 staleness = json.load(f).get("staleness_bound")
     target = next((r["target"] for r in runs if r["target"] is not None), None)
 
-    raw_header = ["run", "rate", "delay_ms", "rtt_ms", "mode", "seed", "samples_per_s", "worker_samples_per_s",
-                  "time_to_target_s", "epochs_to_target", "final_metric", "train_s", "stopped_at_time_limit",
-                  "wait_s", "pull_wait_s", "mb_out_per_worker", "stale_clk_mean", "stale_clk_max", "stale_ver_mean"]
-    with open(os.path.join(a.sweep_dir, "summary.csv"), "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(raw_header)
-        for r in runs:
-            c, v = r["clk"] or {}, r["ver"] or {}
-            w.writerow([r["name"], r["rate"], r["delay"], r["rtt"], r["mode"], r["seed"], r["samples_per_s"],
-                        r["worker_samples_per_s"], r["tt"], r["et"], r["acc"], r["train_s"], r["stopped"],
-                        r["wait"], r["pull_wait"], r["mb_out"], c.get("mean"), c.get("max"), v.get("mean")])
+    metric = "final_test_" + summarize.metric_of(runs[0]["s"])
+    data = []
+    for r in runs:
+        s = r["s"]
+        bits = rate_bits(r["rate"])
+        row = {"run": r["name"], "rate": r["rate"], "rate_bit_per_s": bits if math.isfinite(bits) else None,
+               "delay_ms": r["delay"], "rtt_ms": r["rtt"], "mode": r["mode"],
+               "staleness_bound": s.get("staleness_bound") if r["mode"] == "ssp" else None, "seed": r["seed"],
+               "workers": s["workers"], "samples_per_s": r["samples_per_s"],
+               "worker_samples_per_s": r["worker_samples_per_s"], "target": r["target"],
+               "time_to_target_s": r["tt"], "samples_to_target": r["st"], "epochs_to_target": r["et"],
+               metric: r["acc"], "final_test_loss": s.get("final_test_loss"), "wall_s": r["train_s"],
+               "stopped_at_time_limit": r["stopped"], "worker_wait_s": r["wait"], "pull_wait_s": r["pull_wait"],
+               "mb_out_per_worker": r["mb_out"], **summarize.staleness_columns(s)}
+        row.update(pc.worker0_fields(s))
+        row["curve_process"] = s["curve_process"]
+        data.append(row)
 
     groups = {}
     for r in runs:
         groups.setdefault((r["rate"], r["delay"], r["mode"]), []).append(r)
-    header = ["link", "RTT ms", "mode", "samples/s", "time to target s", "epochs to target", "final acc",
+    header = ["link", "RTT ms", "mode", "samples/s", "time to target s", "epochs to target", "final " + metric[6:],
               "train s", "wait s", "pull wait s", "MB/worker", "stale clk mean/max", "stale ver mean"]
     table = []
     for (rate, delay, mode), rs in groups.items():
@@ -153,22 +162,12 @@ def main():
     seeds = sorted({r["seed"] for r in runs})
     title = a.title + (f" (target test accuracy {target})" if target is not None else "") + \
         (f"; mean (min..max) over seeds {seeds}" if len(seeds) > 1 else f"; seed {seeds[0]}")
-    widths = [max(len(str(x[i])) for x in [header] + table) for i in range(len(header))]
-    print(title)
-    for row in [header] + table:
-        print("  ".join(str(c).rjust(wd) for c, wd in zip(row, widths)))
-    with open(os.path.join(a.sweep_dir, "summary.md"), "w") as f:
-        f.write(f"### {title}\n\n| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
-        for row in table:
-            f.write("| " + " | ".join(str(c) for c in row) + " |\n")
+    pc.write_tables(a.sweep_dir, data, [f"### {title}", ""] + pc.md_table(header, table),
+                    terminal=[title] + pc.text_table(header, table))
     if a.no_plot:
         return 0
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("netns_table: matplotlib not installed (apt-get install python3-matplotlib); no plot", file=sys.stderr)
+    plt = pc.pyplot("netns_table")
+    if not plt:
         return 0
     links = []
     for r in runs:
@@ -177,6 +176,7 @@ def main():
     modes = sorted({r["mode"] for r in runs}, key=lambda m: MODE_ORDER.get(m, 9))
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.4))
     width = 0.8 / len(modes)
+    hatches = ["", "//", "..", "xx", "\\\\", "oo"]
     for i, mode in enumerate(modes):
         for ax, key in zip(axes, ("samples_per_s", "tt")):
             xs, ys, lo, hi = [], [], [], []
@@ -190,23 +190,21 @@ def main():
                 lo.append(m - min(vals))
                 hi.append(max(vals) - m)
             label = mode_label({"mode": mode}, staleness)
+            k = MODE_ORDER.get(mode, 4)
             ax.bar(xs, ys, width, yerr=[lo, hi] if len(seeds) > 1 else None, capsize=3, label=label,
-                   color=f"C{MODE_ORDER.get(mode, 4)}")
+                   color=pc.color(k), hatch=hatches[k % len(hatches)], edgecolor="white", linewidth=0)
     for ax in axes:
         ax.set_xticks(range(len(links)))
         ax.set_xticklabels([f"{rate}\n{delay:g} ms one-way" for rate, delay in links])
         ax.set_yscale("log")
         ax.grid(alpha=0.3, axis="y")
-        ax.legend()
+    pc.legend_right(axes[1])
     axes[0].set(ylabel="samples / s (log scale)", title="throughput")
     axes[1].set(ylabel="seconds (log scale)",
-                title="time to target (worker 0)" + (f", test accuracy {target}" if target is not None else "")
+                title="time to target (global model)" + (f", test accuracy {target}" if target is not None else "")
                 + "; no bar: not reached")
     fig.suptitle(a.title)
-    fig.tight_layout()
-    path = os.path.join(a.sweep_dir, "network.png")
-    fig.savefig(path, dpi=110)
-    print(f"wrote {a.sweep_dir}/summary.csv, summary.md, network.png")
+    pc.save_figure(fig, a.sweep_dir, "network.png", 110)
     return 0
 
 
