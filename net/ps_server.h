@@ -20,7 +20,8 @@
 // push holding NaN or Inf is refused and the shard stops: the run diverged.
 //
 // The server is single-threaded: ps_server_run is its whole life, and it owns
-// its ROUTER socket.
+// its ROUTER socket; only ps_server_live_stats may be called from other threads
+// while it runs.
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -76,9 +77,22 @@ typedef struct ps_stats {
     uint64_t checkpoints, checkpoint_failures;
     uint64_t resumed_version;              // the version a resumed shard was restored at (0: not resumed)
     uint64_t min_clock, max_clock;
-    staleness_hist_t staleness_clocks;     // per update: its round - min clock when its params were read
-    staleness_hist_t staleness_updates;    // per update: shard version at apply - version it was computed from
+    // Per update (docs/distributed.md, "Staleness, measured"): in clocks, the
+    // first round it covers minus the min clock reported with the oldest
+    // parameters it read; in versions, the shard's version at apply minus that
+    // of the oldest parameters it read. BSP: 0 and 0.
+    staleness_hist_t staleness_clocks;
+    staleness_hist_t staleness_updates;
 } ps_stats_t;
+
+// Running totals, readable from another thread while the shard serves.
+typedef struct ps_live_stats {
+    uint64_t version;          // updates applied to this shard
+    uint64_t pushes_applied;   // all workers (under BSP, gradients taken into a round)
+    uint64_t staleness_count;  // updates whose staleness was recorded (BSP: one per gradient of a round)
+    uint64_t staleness_versions_sum, staleness_versions_max;  // mean = sum / staleness_count
+    uint64_t staleness_clocks_sum, staleness_clocks_max;
+} ps_live_stats_t;
 
 typedef struct ps_server ps_server_t;
 
@@ -114,6 +128,11 @@ void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end);
 int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len);
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out);
+// A snapshot of the running totals, safe to take from any thread of the
+// process while ps_server_run serves (each field is read atomically; the
+// fields are not one consistent snapshot). Costs the serving thread a few
+// relaxed stores per push.
+void ps_server_live_stats(const ps_server_t *s, ps_live_stats_t *out);
 // Per-worker counters (n_workers entries each): pushes applied since the
 // worker last joined, pushes applied over all its joins, and final clocks.
 const uint64_t *ps_server_pushes_per_worker(const ps_server_t *s);
