@@ -63,6 +63,7 @@ static int evaluate_at(global_eval_t *g, const ps_progress_t *at, double sent_at
     if (g->cfg.eval_limit && g->cfg.eval_limit < limit) limit = g->cfg.eval_limit;
     eval_sums_t sums = {0.0, 0.0, 0};
     model_evaluate(g->cfg.model, g->w, 0, limit, g->ws, &sums);
+    double n = (double)at->staleness_count;
     global_eval_row_t row = {
         .wall_s = sent_at - g->t0,
         .samples = at->samples,
@@ -70,10 +71,10 @@ static int evaluate_at(global_eval_t *g, const ps_progress_t *at, double sent_at
         .test_loss = sums.count ? sums.loss_sum / (double)sums.count : NAN,
         .test_metric = eval_metric_value(model_metric(g->cfg.model), &sums),
         .wait_s = at->wait_s,
-        .staleness_versions_mean = NAN,
-        .staleness_versions_max = NAN,
-        .staleness_clocks_mean = NAN,
-        .staleness_clocks_max = NAN,
+        .staleness_versions_mean = n ? (double)at->staleness_versions_sum / n : NAN,
+        .staleness_versions_max = n ? (double)at->staleness_versions_max : NAN,
+        .staleness_clocks_mean = n ? (double)at->staleness_clocks_sum / n : NAN,
+        .staleness_clocks_max = n ? (double)at->staleness_clocks_max : NAN,
         .eval_s = now_s() - sent_at,
     };
     return append_row(g, &row);

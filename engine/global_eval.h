@@ -28,7 +28,7 @@ typedef struct global_eval_row {
     uint64_t updates;       // shard 0's version then
     double test_loss, test_metric;
     double wait_s;          // workers' conditional pulls at shard 0 so far (SSP, BSP)
-    // Staleness of the updates shard 0 applied so far (NaN: not known).
+    // Staleness of the updates shard 0 applied so far (NaN: none yet).
     double staleness_versions_mean, staleness_versions_max, staleness_clocks_mean, staleness_clocks_max;
     double eval_s;          // the pull and evaluation's own time (not a training cost)
 } global_eval_row_t;

@@ -19,6 +19,16 @@
 
 #define ERR_LEN 512
 #define PUSH_BLOCK 2048  // floats: 8 KiB, well inside L1
+#define GEN_RING 64      // rebases whose shard versions a push may still carry
+
+// asp/ssp: the steps one thread's next push will carry, from `first`, the
+// first step not complete at the last cut, and the rebase generation that
+// step read: exact once seen (known), until then the generation current when
+// it was last seen not started (it reads that one or a later one).
+typedef struct step_window {
+    uint64_t first, gen;
+    int known;
+} step_window_t;
 
 typedef struct replica {
     const replica_config_t *rc;
@@ -56,6 +66,13 @@ typedef struct replica {
     uint64_t clock;   // push rounds done
     uint64_t g_read;  // min worker clock when the local copy was last rebased
     uint64_t steps_pushed;  // replica steps covered by the pushes so far
+    uint64_t gate_bound;    // asp/ssp: the bound the threads are held to (infinite under asp)
+    // asp/ssp: which parameters the steps a push sums had read. The
+    // communication thread raises `generation` at every rebase; each step
+    // records the value it read (train_link_t.generation).
+    _Atomic uint64_t generation;
+    uint64_t *gen_versions;  // (GEN_RING, n_servers) shard versions rebase g installed, at g % GEN_RING
+    step_window_t *win;      // (threads)
     replica_stats_t stats;
     char err[ERR_LEN];
 } replica_t;
@@ -75,6 +92,73 @@ static uint64_t replica_steps(const replica_t *r) {
     uint64_t total = 0;
     for (size_t t = 0; t < r->threads; t++) total += atomic_load_explicit(&r->progress[t].steps, memory_order_relaxed);
     return total;
+}
+
+// The threads' step allowance when the local copy was read at min clock g:
+// every step of the rounds up to ssp_last_round(g, bound).
+static uint64_t allowance_for(uint64_t g, uint64_t bound, uint64_t quota) {
+    uint64_t last = ssp_last_round(g, bound);
+    if (last == UINT64_MAX || last + 1 > UINT64_MAX / quota) return UINT64_MAX;
+    return (last + 1) * quota;
+}
+
+// Notes the first step of each window that has started since last seen.
+static void windows_observe(replica_t *r) {
+    uint64_t now = atomic_load_explicit(&r->generation, memory_order_relaxed);
+    for (size_t t = 0; t < r->threads; t++) {
+        step_window_t *w = &r->win[t];
+        if (w->known) continue;
+        uint64_t x = atomic_load_explicit(&r->progress[t].read_gen, memory_order_acquire);
+        uint32_t ahead = (uint32_t)x - (uint32_t)w->first;  // the last step started, past the window's first
+        if (ahead == 0) {
+            w->gen = x >> 32;
+            w->known = 1;
+        } else if (ahead < 0x80000000u) {
+            w->known = 1;  // started and passed unseen: its generation is the bound held
+        } else {
+            w->gen = now;  // not started yet
+        }
+    }
+}
+
+// Cuts the push being made: returns the oldest generation read by a step
+// whose writes it may carry, and starts each thread's next window. A step in
+// flight at the cut has written part of its update: it belongs to this push
+// and to the next. A thread with no step since the last cut keeps its window.
+static uint64_t windows_cut(replica_t *r) {
+    windows_observe(r);
+    uint64_t now = atomic_load_explicit(&r->generation, memory_order_relaxed), oldest = UINT64_MAX;
+    for (size_t t = 0; t < r->threads; t++) {
+        step_window_t *w = &r->win[t];
+        // read_gen (acquire) first: the count read after it covers every step before that one.
+        uint64_t x = atomic_load_explicit(&r->progress[t].read_gen, memory_order_acquire);
+        uint64_t c = atomic_load_explicit(&r->progress[t].steps, memory_order_relaxed);
+        if (!w->known && (uint32_t)x == (uint32_t)w->first) {
+            w->gen = x >> 32;
+            w->known = 1;
+        }
+        if (!w->known && c == w->first) continue;
+        if (w->gen < oldest) oldest = w->gen;
+        w->first = c;
+        w->known = (uint32_t)x == (uint32_t)c;  // step c in flight
+        w->gen = w->known ? x >> 32 : now;
+    }
+    return oldest == UINT64_MAX ? now : oldest;
+}
+
+// Whether one more rebase keeps every generation a push may still carry.
+static int gen_ring_has_room(const replica_t *r) {
+    uint64_t now = atomic_load_explicit(&r->generation, memory_order_relaxed), oldest = now;
+    for (size_t t = 0; t < r->threads; t++)
+        if (r->win[t].gen < oldest) oldest = r->win[t].gen;
+    return now + 1 - oldest < GEN_RING;
+}
+
+// The shard versions generation g read (the oldest kept, should g have left the ring).
+static const uint64_t *gen_versions_of(const replica_t *r, uint64_t g) {
+    uint64_t now = atomic_load_explicit(&r->generation, memory_order_relaxed);
+    if (now - g >= GEN_RING) g = now - GEN_RING + 1;
+    return r->gen_versions + (g % GEN_RING) * r->rc->n_servers;
 }
 
 // A dense update g (the whole model) pushed to every shard as its range's
@@ -106,6 +190,8 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     // overstates): the server's delay compensation scales by it.
     uint64_t steps_now = replica_steps(r);
     uint64_t steps = steps_now - r->steps_pushed;
+    // It carries, per shard, the version of the oldest parameters its steps read.
+    ps_client_carry_versions(r->client, gen_versions_of(r, windows_cut(r)));
     uint32_t steps_aux = steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps;
     float inv_lr = 1.0f / r->lr;
     const float *snap = NULL;  // the GPU's parameters, copied to the host
@@ -185,13 +271,18 @@ static int pull_and_rebase(replica_t *r, uint64_t need) {
     }
     r->g_read = min_clock;
     r->stats.pulls++;
+    // A new generation: steps that start from now on read at least these parameters.
+    uint64_t g = atomic_load_explicit(&r->generation, memory_order_relaxed) + 1;
+    ps_client_pulled_versions(r->client, r->gen_versions + (g % GEN_RING) * r->rc->n_servers);
+    atomic_store_explicit(&r->generation, g, memory_order_release);
+    windows_observe(r);
     return 0;
 }
 
 static void *comm_main(void *arg) {
     replica_t *r = arg;
     const replica_config_t *rc = r->rc;
-    uint64_t bound = sync_mode_bound(rc->mode, rc->staleness);
+    uint64_t bound = r->gate_bound;
     uint64_t quota = (rc->push_every + r->threads - 1) / r->threads;  // per-thread steps per round
     if (quota == 0) quota = 1;
     uint64_t next_fetch = rc->fetch_every;
@@ -209,6 +300,7 @@ static void *comm_main(void *arg) {
             if (s < min_steps) min_steps = s;
         }
         if (done || min_steps == UINT64_MAX) break;
+        windows_observe(r);
         double t0 = now_s();
         int worked = 0;
         if (min_steps >= (r->clock + 1) * quota) {
@@ -219,21 +311,19 @@ static void *comm_main(void *arg) {
             if (push_delta(r, 0) != 0) goto fail;
             worked = 1;
         }
-        if (bound != STALENESS_INFINITE &&
-                   min_steps >= atomic_load_explicit(&r->allowance, memory_order_relaxed)) {
-            // The threads wait for round g_read + bound + 1: it may start once
-            // every worker has pushed g_read + 1 rounds, with parameters read then.
-            if (pull_and_rebase(r, r->g_read + 1) != 0) goto fail;
+        uint64_t last = ssp_last_round(r->g_read, bound);
+        if (last != UINT64_MAX && min_steps >= atomic_load_explicit(&r->allowance, memory_order_relaxed)) {
+            // The threads wait for round last + 1: the pull that lets it start.
+            if (pull_and_rebase(r, ssp_pull_clock(last + 1, bound)) != 0) goto fail;
             worked = 1;
-        } else if (total >= next_fetch) {
+        } else if (total >= next_fetch && gen_ring_has_room(r)) {
             if (pull_and_rebase(r, 0) != 0) goto fail;
             while (next_fetch <= total) next_fetch += rc->fetch_every;
             worked = 1;
         }
-        // Rounds up to g_read + bound may start: the slowest worker had pushed
-        // g_read rounds when the local copy was last rebased.
+        // The slowest worker had pushed g_read rounds when the local copy was last rebased.
         if (bound != STALENESS_INFINITE)
-            atomic_store_explicit(&r->allowance, (r->g_read + bound + 1) * quota, memory_order_release);
+            atomic_store_explicit(&r->allowance, allowance_for(r->g_read, bound, quota), memory_order_release);
         if (worked) {
             busy += now_s() - t0;
         } else {
@@ -298,7 +388,8 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     r->stats.pushes++;
     uint64_t min_clock;
     double wait_from = now_s();
-    if (ps_client_pull(r->client, r->clock, r->pulled, &min_clock, r->err, sizeof r->err) != 0) return -1;
+    if (ps_client_pull(r->client, ssp_pull_clock(r->clock, 0), r->pulled, &min_clock, r->err, sizeof r->err) != 0)
+        return -1;
     r->stats.wait_s += now_s() - wait_from;  // the round ends when the slowest worker's gradient is in
     r->stats.pulls++;
     for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);
@@ -387,7 +478,7 @@ static int prepare_hybrid(void *ctx, const uint32_t *examples, size_t count, par
     double t0 = now_s();
     size_t nk = model_sparse_keys(r->model, examples, count, r->mark, r->keys);
     qsort(r->keys, nk, sizeof *r->keys, cmp_u32);
-    uint64_t need = ssp_required_min_clock(r->clock, r->sparse_bound);
+    uint64_t need = ssp_pull_clock(r->clock, r->sparse_bound);
     if (ps_client_pull_keys_at(r->client, need, r->keys, nk, r->pulled, r->err, sizeof r->err) != 0) return -1;
     for (size_t k = 0; k < nk; k++) param_set(&w[r->keys[k]], r->pulled[k]);
     r->stats.pulls++;
@@ -476,6 +567,8 @@ static void replica_free(replica_t *r) {
     free(r->val);
     free(r->ring_buf);
     free(r->progress);
+    free(r->gen_versions);
+    free(r->win);
     compressor_destroy(&r->comp);
     ef_residual_free(&r->resid);
     free(r->enc_bytes);
@@ -539,6 +632,12 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     int hybrid = rc->mode == SYNC_MODE_HYBRID;
     r.ps_n = hybrid ? model_num_sparse_params(m) : r.n;
     r.sparse_bound = rc->hybrid_ssp ? rc->staleness : STALENESS_INFINITE;
+    r.gate_bound = sync_mode_bound(rc->mode, rc->staleness);
+    // Test only (tests/test_ssp_bound.c): ASGD_TEST_SSP_GATE_OFF=1 lets the
+    // threads run as under asp while the run stays ssp, so that a test can
+    // show the bound it checks is one the gate enforces.
+    const char *gate_off = getenv("ASGD_TEST_SSP_GATE_OFF");
+    if (gate_off && strcmp(gate_off, "1") == 0) r.gate_bound = r.sparse_bound = STALENESS_INFINITE;
     if (hybrid && (r.ps_n == 0 || r.ps_n >= r.n)) {
         char desc[160];
         model_describe(m, desc, sizeof desc);
@@ -579,8 +678,12 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
         r.keys = malloc(r.ps_n * sizeof *r.keys);
         r.mark = calloc(r.ps_n, 1);
     }
+    if (async) {
+        r.gen_versions = calloc(GEN_RING * rc->n_servers, sizeof *r.gen_versions);
+        r.win = calloc(r.threads, sizeof *r.win);
+    }
     if (!r.w || !r.base || !r.pulled || !r.idx || !r.val || !r.progress || ((!server_mode || hybrid) && !r.ring_buf) ||
-        (hybrid && (!r.keys || !r.mark))) {
+        (hybrid && (!r.keys || !r.mark)) || (async && (!r.gen_versions || !r.win))) {
         if (r.w) snprintf(err, err_len, "worker: out of memory for a replica of %zu parameters", r.n);
         goto out;
     }
@@ -588,13 +691,14 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
         atomic_init(&r.progress[t].steps, 0);
         atomic_init(&r.progress[t].wait_ns, 0);
         atomic_init(&r.progress[t].finished, 0);
+        atomic_init(&r.progress[t].read_gen, 0);
     }
     atomic_init(&r.abort, 0);
     atomic_init(&r.training_done, 0);
-    uint64_t bound = sync_mode_bound(rc->mode, rc->staleness);
+    atomic_init(&r.generation, 0);
     uint64_t quota = (rc->push_every + r.threads - 1) / r.threads;
     if (quota == 0) quota = 1;
-    atomic_init(&r.allowance, bound == STALENESS_INFINITE || !async ? UINT64_MAX : (bound + 1) * quota);
+    atomic_init(&r.allowance, async ? allowance_for(0, r.gate_bound, quota) : UINT64_MAX);
 
     if (server_mode) {
         r.client = ps_client_new(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->servers, rc->n_servers, r.ps_n,
@@ -613,6 +717,7 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
         for (size_t j = 0; j < r.ps_n; j++) param_set(&r.w[j], r.pulled[j]);
         memcpy(r.base, r.pulled, r.ps_n * sizeof *r.base);
         r.g_read = min_clock;
+        if (async) ps_client_pulled_versions(r.client, r.gen_versions);  // generation 0
         // A rejoining worker takes the clock the servers gave it, and its
         // threads start where that clock puts them in the data order.
         r.clock = ps_client_join_clock(r.client);
@@ -633,7 +738,12 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
             r.steps_pushed = replica_steps(&r);
             tc.start = &start;
         }
-        if (async && bound != STALENESS_INFINITE) atomic_store(&r.allowance, (r.g_read + bound + 1) * quota);
+        if (async) atomic_store(&r.allowance, allowance_for(r.g_read, r.gate_bound, quota));
+        // Each thread's first window starts at its first step; none has started.
+        for (size_t t = 0; async && t < r.threads; t++) {
+            r.win[t].first = atomic_load(&r.progress[t].steps);
+            atomic_store(&r.progress[t].read_gen, (uint32_t)(r.win[t].first - 1));
+        }
     } else {
         model_init_params(m, r.w, init_seed);
     }
@@ -654,6 +764,7 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     r.link.ranks = rc->n_workers;
     r.link.step_allowance = &r.allowance;
     r.link.progress = r.progress;
+    r.link.generation = async ? &r.generation : NULL;
     r.link.abort = &r.abort;
     r.link.ctx = &r;
     r.link.exchange = rc->mode == SYNC_MODE_BSP ? exchange_bsp : hybrid ? exchange_hybrid : exchange_allreduce;

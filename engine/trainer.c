@@ -345,6 +345,13 @@ static int wait_for_allowance(trainer_t *tr, size_t id, uint64_t my_steps) {
     return stopping;
 }
 
+// A step starts: it records the link generation it reads (see train_link_t).
+static inline void note_step_start(const train_link_t *link, size_t id, uint64_t step) {
+    if (!link || !link->generation) return;
+    uint64_t g = atomic_load_explicit(link->generation, memory_order_acquire);
+    atomic_store_explicit(&link->progress[id].read_gen, g << 32 | (uint32_t)step, memory_order_release);
+}
+
 static void *async_worker(void *arg) {
     worker_t *wk = arg;
     trainer_t *tr = wk->tr;
@@ -385,6 +392,7 @@ static void *async_worker(void *arg) {
         for (size_t pos = epoch == skip_epochs ? skip_pos : 0; pos < len; pos += c->batch) {
             if (check_pause(tr)) goto done;
             if (c->link && wait_for_allowance(tr, wk->id, my_updates)) goto done;
+            note_step_start(c->link, wk->id, my_updates);
             size_t count = len - pos < c->batch ? len - pos : c->batch;
             // Step-size schedules count global updates; each thread sees about 1/T of them.
             float lr = optimizer_lr(tr->opt, (double)my_updates * (double)c->threads, epoch);
@@ -480,6 +488,7 @@ static void *gpu_worker(void *arg) {
                 if (allowed > my_updates && allowed - my_updates < count) count = (size_t)(allowed - my_updates);
             }
             float lr = optimizer_lr(tr->opt, (double)my_updates, epoch);
+            note_step_start(link, wk->id, my_updates);
             if (!(ok = gpu_model_step(tr->gpu, pos, count, lr, err, sizeof err) == 0)) goto done;
             uint64_t updates = hogwild ? count : 1;
             my_updates += updates;

@@ -38,6 +38,9 @@ typedef struct train_thread_progress {
     _Alignas(64) _Atomic uint64_t steps;  // steps this thread has taken
     _Atomic uint64_t wait_ns;             // time it spent held by step_allowance
     _Atomic int finished;                 // it has finished its epochs (or stopped)
+    // With a link generation: (generation << 32) | (step index mod 2^32) of the
+    // step this thread started last, stored (release) once per step at its start.
+    _Atomic uint64_t read_gen;
 } train_thread_progress_t;
 
 // How one replica of a distributed run (engine/replica.h) hooks into the
@@ -53,6 +56,11 @@ typedef struct train_link {
     // while k < *step_allowance; the link raises it (SSP/BSP waiting).
     _Atomic uint64_t *step_allowance;
     train_thread_progress_t *progress;  // (threads)
+    // Optional, hogwild: a counter the link raises each time it rewrites the
+    // shared parameters (a rebase); every step records the value it read at its
+    // start in progress[thread].read_gen, so the link knows how old the
+    // parameters were that each step it sends on had read.
+    _Atomic uint64_t *generation;
     // sync: called by thread 0 once per round, when `sum` holds this replica's
     // averaged gradient over `examples` examples (possibly 0). Either the
     // global update has been applied to w (a parameter server did it: set

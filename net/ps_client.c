@@ -29,6 +29,7 @@ typedef struct shard_conn {
     const char *endpoint;
     size_t begin, end;
     uint64_t version;     // of the parameters last pulled from it
+    uint64_t carry_version;  // the next push's computed-from version, when the client carries set ones
     uint64_t min_clock;   // the min worker clock it reported last
     uint64_t welcome_clock;  // the clock its WELCOME said this worker continues from
     // The last push (a copy of its frames shares their buffers), until the next
@@ -64,6 +65,7 @@ struct ps_client {
     uint8_t **encoded;   // (n_shards) the same frames' bytes when they hold encodings
     int frames_ready;
     int frames_encoded;  // the frames being filled are ENCODED, not DENSE
+    int carry;           // the next push carries shards[k].carry_version (ps_client_carry_versions)
     // The pull in progress.
     float *pull_out;
     float *pull_values;
@@ -567,6 +569,20 @@ static int send_push(ps_client_t *c, size_t k, const wire_header_t *h, zmq_msg_t
     return 0;
 }
 
+void ps_client_pulled_versions(const ps_client_t *c, uint64_t *versions) {
+    for (size_t k = 0; k < c->n_shards; k++) versions[k] = c->shards[k].version;
+}
+
+void ps_client_carry_versions(ps_client_t *c, const uint64_t *versions) {
+    for (size_t k = 0; k < c->n_shards; k++) c->shards[k].carry_version = versions[k];
+    c->carry = 1;
+}
+
+// The version a push to shard s says it was computed from.
+static uint64_t pushed_version(const ps_client_t *c, const shard_conn_t *s) {
+    return c->carry ? s->carry_version : s->version;
+}
+
 // A push waits for the previous one's acknowledgement: with one in flight per
 // shard, a clock below the shard's record can only be a retry.
 static int wait_previous_push(ps_client_t *c, char *err, size_t err_len) {
@@ -591,7 +607,7 @@ int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int
         }
         wire_header_t h = request(c, MSG_TYPE_PUSH, k);
         h.clock = clock;
-        h.param_version = s->version;
+        h.param_version = pushed_version(c, s);
         h.payload_kind = encoded ? PAYLOAD_KIND_ENCODED : PAYLOAD_KIND_DENSE;
         h.offset = s->begin;
         h.count = (uint32_t)(s->end - s->begin);
@@ -603,6 +619,7 @@ int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int
         rc = send_push(c, k, &h, &c->frames[k], 1, err, err_len);
         if (rc == 0) c->stats.bytes_out += frame_bytes;
     }
+    c->carry = 0;
     return rc;
 }
 
@@ -631,7 +648,7 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
         size_t n = pos - first;
         wire_header_t h = request(c, MSG_TYPE_PUSH, k);
         h.clock = clock;
-        h.param_version = s->version;
+        h.param_version = pushed_version(c, s);
         h.payload_kind = PAYLOAD_KIND_SPARSE;
         h.count = (uint32_t)n;
         h.aux = examples;
@@ -648,6 +665,7 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
         if (send_push(c, k, &h, frames, 2, err, err_len) != 0) return -1;
         c->stats.bytes_out += 8u * n;
     }
+    c->carry = 0;
     if (pos != nnz) {
         snprintf(err, err_len, "worker: sparse push index %u is not strictly ascending or not below %zu", idx[pos], c->n_params);
         return -1;

@@ -87,6 +87,14 @@ uint8_t *const *ps_client_push_encoded_frames(ps_client_t *c, const size_t *byte
 int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val, size_t nnz, uint64_t clock,
                           uint32_t examples, int bsp, char *err, size_t err_len);
 
+// The shard versions of the parameters this client received last
+// (versions[0..n_shards)).
+void ps_client_pulled_versions(const ps_client_t *c, uint64_t *versions);
+// The versions the next push (only) carries as computed-from, one per shard:
+// the oldest parameters any step it sums read (docs/distributed.md, "Staleness,
+// measured"). Without this call a push carries the versions received last.
+void ps_client_carry_versions(ps_client_t *c, const uint64_t *versions);
+
 // Pulls the whole model into out[0..n_params), answered once every live worker
 // has pushed `need_clock` rounds (0: at once). Returns 0 or -1.
 // *min_clock (may be NULL) receives the smallest min clock the shards reported.

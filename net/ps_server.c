@@ -15,6 +15,10 @@
 #include "net/zmsg.h"               // defines: zmsg_recv, zmsg_send, ZMQ_FAIL
 #include "staleness/clock_table.h"  // defines: clock_table_t
 
+// Versions remembered per worker: more than the rebases a worker's push can
+// reach back over (replica.c keeps its own history of 64 rebases).
+#define SENT_HISTORY 128
+
 typedef struct pending_pull {
     zmq_msg_t identity;
     uint32_t worker;
@@ -34,6 +38,11 @@ struct ps_server {
     uint64_t bound;        // effective staleness bound
     clock_table_t clocks;
     uint64_t *read_min_clock;  // (n_workers) min clock when the worker last pulled
+    // What was sent to each worker: (version, min clock) of its last SENT_HISTORY
+    // distinct versions, oldest first from sent_head, so that a push's clock
+    // staleness is measured from the min clock that came with the version it carries.
+    uint64_t *sent_version, *sent_clock;  // (n_workers, SENT_HISTORY)
+    uint32_t *sent_head, *sent_len;       // (n_workers)
     // BSP: each worker's gradient for the current clock, summed once all arrived.
     float *bsp_grad;           // (n_workers, n)
     uint32_t *bsp_examples;    // (n_workers) 0 = no gradient yet this clock
@@ -63,6 +72,7 @@ struct ps_server {
     // A sequence lock: odd while a publication is being written, so that a
     // reader takes the four figures from one publication.
     _Atomic uint64_t pub_seq, pub_samples, pub_version, pub_min_clock, pub_wait_ns;
+    _Atomic uint64_t pub_stale_count, pub_stale_v_sum, pub_stale_v_max, pub_stale_c_sum, pub_stale_c_max;
 };
 
 static double now_s(void) {
@@ -101,6 +111,10 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     size_t nw = c->n_workers, n = s->n ? s->n : 1;
     s->w = malloc(n * sizeof *s->w);
     s->read_min_clock = calloc(nw, sizeof *s->read_min_clock);
+    s->sent_version = malloc(nw * SENT_HISTORY * sizeof *s->sent_version);
+    s->sent_clock = malloc(nw * SENT_HISTORY * sizeof *s->sent_clock);
+    s->sent_head = calloc(nw, sizeof *s->sent_head);
+    s->sent_len = calloc(nw, sizeof *s->sent_len);
     s->last_heard = calloc(nw, sizeof *s->last_heard);
     s->told_diverged = calloc(nw, 1);
     s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
@@ -115,7 +129,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         s->bsp_version = calloc(nw, sizeof *s->bsp_version);
         s->bsp_sum = calloc(n, sizeof *s->bsp_sum);
     }
-    if (!s->w || !s->read_min_clock || !s->last_heard || !s->told_diverged || !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
+    if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged || !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_examples || !s->bsp_version || !s->bsp_sum))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
         ps_server_destroy(&s);
@@ -135,6 +149,11 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     atomic_init(&s->pub_version, 0);
     atomic_init(&s->pub_min_clock, 0);
     atomic_init(&s->pub_wait_ns, 0);
+    atomic_init(&s->pub_stale_count, 0);
+    atomic_init(&s->pub_stale_v_sum, 0);
+    atomic_init(&s->pub_stale_v_max, 0);
+    atomic_init(&s->pub_stale_c_sum, 0);
+    atomic_init(&s->pub_stale_c_max, 0);
     return s;
 }
 
@@ -336,6 +355,10 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->w);
     free(s->h);
     free(s->read_min_clock);
+    free(s->sent_version);
+    free(s->sent_clock);
+    free(s->sent_head);
+    free(s->sent_len);
     free(s->last_heard);
     free(s->told_diverged);
     free(s->bsp_grad);
@@ -370,6 +393,12 @@ static void publish_progress(ps_server_t *s) {
     atomic_store_explicit(&s->pub_version, s->stats.version, memory_order_relaxed);
     atomic_store_explicit(&s->pub_min_clock, clock_table_min(&s->clocks), memory_order_relaxed);
     atomic_store_explicit(&s->pub_wait_ns, (uint64_t)(s->wait_s * 1e9), memory_order_relaxed);
+    const staleness_hist_t *hv = &s->stats.staleness_updates, *hc = &s->stats.staleness_clocks;
+    atomic_store_explicit(&s->pub_stale_count, hc->count, memory_order_relaxed);
+    atomic_store_explicit(&s->pub_stale_v_sum, (uint64_t)hv->sum, memory_order_relaxed);
+    atomic_store_explicit(&s->pub_stale_v_max, hv->max, memory_order_relaxed);
+    atomic_store_explicit(&s->pub_stale_c_sum, (uint64_t)hc->sum, memory_order_relaxed);
+    atomic_store_explicit(&s->pub_stale_c_max, hc->max, memory_order_relaxed);
     atomic_store_explicit(&s->pub_seq, seq + 2, memory_order_release);
 }
 
@@ -382,6 +411,11 @@ void ps_server_progress(const ps_server_t *s, ps_progress_t *out) {
         out->version = atomic_load_explicit(&m->pub_version, memory_order_relaxed);
         out->min_clock = atomic_load_explicit(&m->pub_min_clock, memory_order_relaxed);
         out->wait_s = 1e-9 * (double)atomic_load_explicit(&m->pub_wait_ns, memory_order_relaxed);
+        out->staleness_count = atomic_load_explicit(&m->pub_stale_count, memory_order_relaxed);
+        out->staleness_versions_sum = atomic_load_explicit(&m->pub_stale_v_sum, memory_order_relaxed);
+        out->staleness_versions_max = atomic_load_explicit(&m->pub_stale_v_max, memory_order_relaxed);
+        out->staleness_clocks_sum = atomic_load_explicit(&m->pub_stale_c_sum, memory_order_relaxed);
+        out->staleness_clocks_max = atomic_load_explicit(&m->pub_stale_c_max, memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);
         after = atomic_load_explicit(&m->pub_seq, memory_order_relaxed);
     } while ((before & 1) || before != after);
@@ -439,6 +473,33 @@ static int reject(ps_server_t *s, zmq_msg_t *identity, wire_status_t why, const 
     return send_simple(s, identity, MSG_TYPE_REJECT, why, err, err_len);
 }
 
+// Worker k was sent parameters of `version` with min clock `min_clock`. A
+// version sent again keeps the clock it was first sent with (the min clock can
+// rise without an update only when a worker leaves, is evicted or rejoins).
+static void note_sent(ps_server_t *s, uint32_t worker, uint64_t version, uint64_t min_clock) {
+    s->read_min_clock[worker] = min_clock;
+    uint64_t *v = s->sent_version + (size_t)worker * SENT_HISTORY, *c = s->sent_clock + (size_t)worker * SENT_HISTORY;
+    uint32_t head = s->sent_head[worker], len = s->sent_len[worker];
+    if (len > 0 && v[(head + len - 1) % SENT_HISTORY] == version) return;
+    if (len == SENT_HISTORY) head = s->sent_head[worker] = (head + 1) % SENT_HISTORY;
+    else s->sent_len[worker] = ++len;
+    v[(head + len - 1) % SENT_HISTORY] = version;
+    c[(head + len - 1) % SENT_HISTORY] = min_clock;
+}
+
+// The min clock this shard reported with version `version` when it sent it to
+// `worker`: that of the latest version sent at or below it; when every version
+// remembered is newer, the oldest one's; when none is (a shard restored from a
+// checkpoint), the one reported with the worker's last pull.
+static uint64_t read_clock_of(const ps_server_t *s, uint32_t worker, uint64_t version) {
+    const uint64_t *v = s->sent_version + (size_t)worker * SENT_HISTORY, *c = s->sent_clock + (size_t)worker * SENT_HISTORY;
+    uint32_t head = s->sent_head[worker], len = s->sent_len[worker];
+    if (len == 0) return s->read_min_clock[worker];
+    for (uint32_t i = len; i-- > 0;)
+        if (v[(head + i) % SENT_HISTORY] <= version) return c[(head + i) % SENT_HISTORY];
+    return c[head];
+}
+
 // Sends parameters: the whole shard, or the values at `keys` (global indices).
 static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, const uint32_t *keys, uint32_t n_keys,
                        char *err, size_t err_len) {
@@ -459,7 +520,7 @@ static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, con
             if (s->backup) memcpy(s->backup + (size_t)worker * s->n, s->w, s->n * sizeof(float));
             s->stats.bytes_out += 4u * h.count;
             s->stats.pulls_answered++;
-            s->read_min_clock[worker] = clock_table_min(&s->clocks);
+            note_sent(s, worker, h.param_version, h.clock);
         }
         return zmsg_send_sealed(s->sock, identity, &h, frames, 1, 0, err, err_len);
     } else {
@@ -477,7 +538,7 @@ static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, con
     }
     s->stats.bytes_out += h.count * (n_frames == 2 ? 8u : 4u);
     s->stats.pulls_answered++;
-    s->read_min_clock[worker] = clock_table_min(&s->clocks);
+    note_sent(s, worker, h.param_version, h.clock);
     return zmsg_send(s->sock, identity, &h, frames, n_frames, 0, err, err_len);
 }
 
@@ -488,7 +549,7 @@ static int serve_pending(ps_server_t *s, char *err, size_t err_len) {
     int rc = 0;
     for (size_t i = 0; i < s->n_pending; i++) {
         pending_pull_t *p = &s->pending[i];
-        if (p->need <= min && rc == 0) {
+        if (ssp_pull_ready(p->need, min) && rc == 0) {
             if (p->worker != WIRE_NO_ID) s->wait_s += now_s() - p->since;
             rc = send_params(s, &p->identity, p->worker, p->keys, p->n_keys, err, err_len);
             zmq_msg_close(&p->identity);
@@ -503,14 +564,16 @@ static int serve_pending(ps_server_t *s, char *err, size_t err_len) {
 
 // ---- updates -----------------------------------------------------------------
 
-// In clocks: the update belongs to round `round`, and was computed from
-// parameters read when the slowest worker had pushed `read` rounds; SSP keeps
-// round - read <= s. In versions: updates applied since the ones it read.
-static void record_staleness(ps_server_t *s, uint32_t worker, uint64_t round, uint64_t computed_from_version) {
-    uint64_t read = s->read_min_clock[worker];
-    staleness_hist_add(&s->stats.staleness_clocks, round > read ? round - read : 0);
-    uint64_t v = s->stats.version;
-    staleness_hist_add(&s->stats.staleness_updates, v > computed_from_version ? v - computed_from_version : 0);
+// Records an update's staleness (docs/distributed.md, "Staleness, measured"):
+// in clocks, `round` (the first round the update covers: the rounds its worker
+// had pushed before it) minus the min clock this shard reported with the
+// oldest parameters the update was computed from, version `version`; in
+// versions, this shard's version now minus `version`.
+static void record_staleness(ps_server_t *s, uint32_t worker, uint64_t round, uint64_t version) {
+    uint64_t read = read_clock_of(s, worker, version), v = s->stats.version;
+    uint64_t in_clocks = round > read ? round - read : 0, in_versions = v > version ? v - version : 0;
+    staleness_hist_add(&s->stats.staleness_clocks, in_clocks);
+    staleness_hist_add(&s->stats.staleness_updates, in_versions);
 }
 
 // The step for the next update: lr, or during warm-up lr * (version + 1) / warmup.
@@ -667,7 +730,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         s->stats.pushes_applied++;
         bsp_maybe_apply(s);
     } else {
-        record_staleness(s, k, h->clock, h->param_version);
+        record_staleness(s, k, s->clocks.clock[k], h->param_version);
         uint64_t tau = s->stats.version > h->param_version ? s->stats.version - h->param_version : 0;
         float lr = stale_update_lr(&s->cfg.stale, warmed_up_lr(s), tau);
         // An ASP/SSP push sums the gradients of aux local steps (at least 1):
@@ -720,7 +783,7 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     } else if (h->payload_kind != PAYLOAD_KIND_NONE) {
         return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
     }
-    if (h->clock <= clock_table_min(&s->clocks)) return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
+    if (ssp_pull_ready(h->clock, clock_table_min(&s->clocks))) return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
     // A worker waits on one pull at a time: a second one is its retry, and replaces the first.
     pending_pull_t *p = NULL;
     for (size_t i = 0; i < s->n_pending && !p; i++) {
@@ -922,6 +985,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
     for (size_t k = 0; k < s->cfg.n_workers; k++) s->last_heard[k] = now;
     s->quiet_since = now;
     s->next_checkpoint = now + s->cfg.checkpoint_every_s;
+    publish_progress(s);  // a resumed shard's counts
     while (!(stop && atomic_load(stop))) {
         int rc = zmq_poll(&item, 1, 100);
         if (rc < 0) {
@@ -958,6 +1022,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
             continue;
         }
         if (evict_silent(s, now, err, err_len) != 0) return -1;
+        publish_progress(s);  // an eviction can complete a BSP round
         maybe_checkpoint(s, now);
         if (run_finished(s, now)) return 0;
     }

@@ -26,7 +26,8 @@
 // push holding NaN or Inf is refused and the shard stops: the run diverged.
 //
 // The server is single-threaded: ps_server_run is its whole life, and it owns
-// its ROUTER socket.
+// its ROUTER socket; only ps_server_progress may be called from other threads
+// while it runs.
 #include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -87,20 +88,29 @@ typedef struct ps_stats {
     uint64_t checkpoints, checkpoint_failures;
     uint64_t resumed_version;              // the version a resumed shard was restored at (0: not resumed)
     uint64_t min_clock, max_clock;
-    staleness_hist_t staleness_clocks;     // per update: its round - min clock when its params were read
-    staleness_hist_t staleness_updates;    // per update: shard version at apply - version it was computed from
+    // Per update (docs/distributed.md, "Staleness, measured"): in clocks, the
+    // first round it covers minus the min clock reported with the oldest
+    // parameters it read; in versions, the shard's version at apply minus that
+    // of the oldest parameters it read. BSP: 0 and 0.
+    staleness_hist_t staleness_clocks;
+    staleness_hist_t staleness_updates;
 } ps_stats_t;
 
 typedef struct ps_server ps_server_t;
 
 // Where the shard stands, for another thread of the same process (the run's
 // global-model evaluator, engine/global_eval.h): published by the serving
-// thread with relaxed atomic stores after every message it handles.
+// thread after every message it handles, read as one publication.
 typedef struct ps_progress {
     uint64_t samples;     // training examples behind the updates applied (see samples_per_step)
     uint64_t version;     // updates applied
     uint64_t min_clock;   // the slowest live worker's clock
     double wait_s;        // time workers' conditional pulls (SSP, BSP) waited here, summed
+    // Staleness of the updates applied so far (docs/distributed.md), in
+    // versions and in clocks: mean = sum / count (BSP: one per gradient of a round).
+    uint64_t staleness_count;
+    uint64_t staleness_versions_sum, staleness_versions_max;
+    uint64_t staleness_clocks_sum, staleness_clocks_max;
 } ps_progress_t;
 
 // Binds the server's ROUTER to `endpoint` ("tcp://127.0.0.1:*" picks a free

@@ -26,3 +26,15 @@ uint64_t sync_mode_bound(sync_mode_t m, uint64_t ssp_bound) {
     default: return STALENESS_INFINITE;
     }
 }
+
+uint64_t ssp_last_round(uint64_t min_clock, uint64_t bound) {
+    if (bound == STALENESS_INFINITE || min_clock > UINT64_MAX - bound) return UINT64_MAX;
+    return min_clock + bound;
+}
+
+uint64_t ssp_pull_clock(uint64_t round, uint64_t bound) {
+    if (bound == STALENESS_INFINITE || round <= bound) return 0;
+    return round - bound;
+}
+
+int ssp_pull_ready(uint64_t need, uint64_t min_clock) { return need <= min_clock; }

@@ -3,8 +3,8 @@
 // The consistency models of a distributed run, and the SSP rule that bounds them.
 //
 // Worker clocks count push rounds. A worker that has pushed c rounds may compute
-// round c (its (c+1)-th) only while the slowest live worker has pushed at least
-// c - s rounds. BSP is s = 0; ASP is s = infinity; allreduce has no server and
+// round c (its (c+1)-th) only with parameters read while the slowest live worker
+// had pushed at least c - s rounds (the gate below). BSP is s = 0; ASP is s = infinity; allreduce has no server and
 // no staleness at all (every worker applies the same summed gradient); hybrid
 // splits a model: its sparse part through the servers under ASP or SSP, its
 // dense part by allreduce.
@@ -29,17 +29,23 @@ int sync_mode_parse(const char *s, sync_mode_t *out, char *err, size_t err_len);
 // The staleness bound a mode enforces: 0 for BSP, `ssp_bound` for SSP, infinite for ASP.
 uint64_t sync_mode_bound(sync_mode_t m, uint64_t ssp_bound);
 
-// May a worker that has completed `own_clock` rounds start the next one, when
-// the slowest live worker has completed `min_clock`?
-static inline int ssp_may_advance(uint64_t own_clock, uint64_t min_clock, uint64_t bound) {
-    if (bound == STALENESS_INFINITE) return 1;
-    return own_clock <= min_clock || own_clock - min_clock <= bound;  // min_clock + bound could wrap
-}
+// The SSP gate: the one statement of the rule, used by the workers (replica.c:
+// their threads' step allowance, the conditional pull that raises it, hybrid's
+// sparse reads, BSP's round pull) and by the servers (answering that pull).
+// Rounds are numbered from 0; a worker that has pushed c rounds computes round c.
 
-// The smallest min clock that lets a worker at own_clock go on (0 if any will).
-static inline uint64_t ssp_required_min_clock(uint64_t own_clock, uint64_t bound) {
-    if (bound == STALENESS_INFINITE || own_clock <= bound) return 0;
-    return own_clock - bound;
-}
+// The last round a worker may start when the parameters it holds were read
+// while the slowest live worker had pushed `min_clock` rounds: min_clock + bound
+// (UINT64_MAX when the bound is infinite or the sum would not fit).
+uint64_t ssp_last_round(uint64_t min_clock, uint64_t bound);
+
+// The clock a conditional pull must name so that its answer lets the worker
+// start round `round`: round - bound, or 0 (answered at once) when the bound is
+// infinite or at least `round`. Under BSP (bound 0) it is the round itself.
+uint64_t ssp_pull_clock(uint64_t round, uint64_t bound);
+
+// Whether a pull naming clock `need` may be answered now that the slowest live
+// worker has pushed `min_clock` rounds.
+int ssp_pull_ready(uint64_t need, uint64_t min_clock);
 
 #endif

@@ -95,6 +95,12 @@ static void test_asp(void) {
         CHECK(fabs(g.v[i][EPOCH] - g.v[i][SAMPLES] / train) < 1e-5);
     }
     CHECK(g.v[g.n - 1][SAMPLES] == total);
+    // Staleness so far: running maxima, present once updates were applied; the
+    // last row's are the run's (summary.json).
+    for (size_t i = 2; i < g.n; i++)
+        CHECK(g.v[i][SV_MAX] >= g.v[i - 1][SV_MAX] && g.v[i][SC_MAX] >= g.v[i - 1][SC_MAX]);
+    CHECK(g.v[g.n - 1][SV_MAX] == launch_field(launch_section(summary, "staleness_updates"), "max"));
+    CHECK(g.v[g.n - 1][SC_MAX] == launch_field(launch_section(summary, "staleness_clocks"), "max"));
     // Summary figures are the global rows': the first row at the target, the last row.
     size_t hit = 0;
     while (hit < g.n && !(g.v[hit][ACC] >= 0.75)) hit++;

@@ -8,7 +8,7 @@
 #include "staleness/clock_table.h"  // defines: clock_table_t, clock_table_min, clock_table_max, clock_table_live
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_draw, step_delay_mean
 #include "staleness/histogram.h"    // defines: staleness_hist_t, staleness_hist_quantile
-#include "staleness/sync_mode.h"    // defines: sync_mode_parse, sync_mode_bound, ssp_may_advance
+#include "staleness/sync_mode.h"    // defines: sync_mode_parse, sync_mode_bound, ssp_last_round, ssp_pull_clock, ssp_pull_ready
 #include "test_support.h"
 
 // ---- sync modes --------------------------------------------------------------
@@ -52,56 +52,55 @@ static void test_sync_mode(void) {
     CHECK(sync_mode_bound(SYNC_MODE_ALLREDUCE, 3) == STALENESS_INFINITE);
 }
 
-// ---- the SSP rule ------------------------------------------------------------
+// ---- the SSP gate -------------------------------------------------------------
+// The functions replica.c (allowance, gate pull, hybrid and BSP pulls) and
+// ps_server.c (answering pulls) call.
 
-static void test_ssp_rule(void) {
-    // BSP (bound 0): a worker may start round c only when everyone has done c rounds.
-    CHECK(ssp_may_advance(0, 0, 0));
-    CHECK(ssp_may_advance(5, 5, 0));
-    CHECK(!ssp_may_advance(6, 5, 0));
-    CHECK(ssp_may_advance(4, 5, 0));  // behind the minimum (it has left and rejoined, or min is stale)
-    CHECK(ssp_required_min_clock(0, 0) == 0);
-    CHECK(ssp_required_min_clock(6, 0) == 6);
+static void test_ssp_gate(void) {
+    // BSP (bound 0): round c needs every worker to have pushed c rounds.
+    CHECK(ssp_last_round(0, 0) == 0);
+    CHECK(ssp_last_round(5, 0) == 5);
+    CHECK(ssp_pull_clock(0, 0) == 0);
+    CHECK(ssp_pull_clock(6, 0) == 6);
+    CHECK(ssp_pull_ready(6, 6) && ssp_pull_ready(6, 7) && !ssp_pull_ready(6, 5));
+    CHECK(ssp_pull_ready(0, 0));  // a pull naming no clock is answered at once
 
     // SSP bound 3: up to 3 rounds ahead of the slowest.
-    CHECK(ssp_may_advance(3, 0, 3));
-    CHECK(!ssp_may_advance(4, 0, 3));
-    CHECK(ssp_may_advance(13, 10, 3));
-    CHECK(!ssp_may_advance(14, 10, 3));
-    // Own clock <= bound: nothing to wait for.
-    CHECK(ssp_required_min_clock(0, 3) == 0);
-    CHECK(ssp_required_min_clock(3, 3) == 0);
-    CHECK(ssp_required_min_clock(4, 3) == 1);
-    CHECK(ssp_required_min_clock(100, 3) == 97);
+    CHECK(ssp_last_round(0, 3) == 3);
+    CHECK(ssp_last_round(10, 3) == 13);
+    CHECK(ssp_pull_clock(0, 3) == 0);
+    CHECK(ssp_pull_clock(3, 3) == 0);
+    CHECK(ssp_pull_clock(4, 3) == 1);
+    CHECK(ssp_pull_clock(100, 3) == 97);
+    // The replica's gate pull: held at round g + s + 1, it names g + 1.
+    CHECK(ssp_pull_clock(ssp_last_round(10, 3) + 1, 3) == 11);
 
     // ASP: never waits, whatever the clocks.
-    CHECK(ssp_may_advance(UINT64_MAX, 0, STALENESS_INFINITE));
-    CHECK(ssp_may_advance(1000000, 0, STALENESS_INFINITE));
-    CHECK(ssp_required_min_clock(UINT64_MAX, STALENESS_INFINITE) == 0);
-    CHECK(ssp_required_min_clock(12345, STALENESS_INFINITE) == 0);
+    CHECK(ssp_last_round(0, STALENESS_INFINITE) == UINT64_MAX);
+    CHECK(ssp_last_round(12345, STALENESS_INFINITE) == UINT64_MAX);
+    CHECK(ssp_pull_clock(UINT64_MAX, STALENESS_INFINITE) == 0);
+    CHECK(ssp_pull_clock(12345, STALENESS_INFINITE) == 0);
 
-    // The two functions agree: the required min clock is exactly the smallest
-    // min clock that lets the worker advance.
+    // The three agree: a pull naming ssp_pull_clock(c, s) is answered exactly
+    // when the min clock lets round c start (c <= ssp_last_round(min, s)).
     static const uint64_t bounds[] = {0, 1, 2, 5};
     for (size_t b = 0; b < sizeof bounds / sizeof bounds[0]; b++) {
-        for (uint64_t own = 0; own < 20; own++) {
-            uint64_t need = ssp_required_min_clock(own, bounds[b]);
-            CHECK(ssp_may_advance(own, need, bounds[b]));
-            if (need > 0) CHECK(!ssp_may_advance(own, need - 1, bounds[b]));
+        for (uint64_t round = 0; round < 20; round++) {
+            uint64_t need = ssp_pull_clock(round, bounds[b]);
             for (uint64_t min = 0; min < 25; min++)
-                CHECK(ssp_may_advance(own, min, bounds[b]) == (min >= need));
+                CHECK(ssp_pull_ready(need, min) == (round <= ssp_last_round(min, bounds[b])));
         }
     }
 
-    // Very large (finite) bounds and clocks: the rule must not wrap around.
+    // Very large (finite) bounds and clocks: nothing wraps around.
     uint64_t huge = UINT64_MAX - 1;
-    CHECK(ssp_required_min_clock(UINT64_MAX, huge) == 1);
-    CHECK(ssp_may_advance(UINT64_MAX - 1, 0, huge));
-    CHECK(!ssp_may_advance(UINT64_MAX, 0, huge));
-    CHECK(ssp_may_advance(UINT64_MAX, 1, huge));
-    CHECK(ssp_may_advance(10, 5, huge));  // min + bound would overflow
-    CHECK(!ssp_may_advance(UINT64_MAX, 5, 3));
-    CHECK(ssp_may_advance(UINT64_MAX, UINT64_MAX - 3, 3));
+    CHECK(ssp_pull_clock(UINT64_MAX, huge) == 1);
+    CHECK(ssp_last_round(0, huge) == UINT64_MAX - 1);
+    CHECK(ssp_last_round(1, huge) == UINT64_MAX);
+    CHECK(ssp_last_round(5, huge) == UINT64_MAX);  // min + bound would overflow: saturates
+    CHECK(ssp_last_round(UINT64_MAX - 3, 3) == UINT64_MAX);
+    CHECK(ssp_pull_clock(UINT64_MAX, 3) == UINT64_MAX - 3);
+    CHECK(ssp_pull_ready(UINT64_MAX - 3, UINT64_MAX - 3));
 }
 
 // ---- the vector clock --------------------------------------------------------
@@ -403,7 +402,7 @@ static void test_delay_spec(void) {
 
 int main(void) {
     test_sync_mode();
-    test_ssp_rule();
+    test_ssp_gate();
     test_clock_table();
     test_histogram();
     test_delay_spec();
