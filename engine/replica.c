@@ -806,7 +806,11 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
         }
         if (ps_client_bye(r.client, err, err_len) != 0) goto out;
     }
-    if (final_w) params_read(r.w, r.n, final_w);
+    // The model that matters: under asp/ssp the servers' (as evaluate_global
+    // pulled it after this replica's last push), not the local copy; under
+    // bsp, allreduce and hybrid the replica holds the global model.
+    if (final_w && async) memcpy(final_w, r.pulled, r.n * sizeof *final_w);
+    else if (final_w) params_read(r.w, r.n, final_w);
     {
         // The dense part's bits (the whole model when it has no sparse part):
         // replicas that apply the same updates report the same checksum.

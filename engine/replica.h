@@ -80,7 +80,8 @@ typedef struct replica_stats {
 // init_seed for allreduce) with train_run; tc->mode is set from the sync mode.
 // A replica of a worker the servers have seen before rejoins: it starts at the
 // clock they give it, skipping the steps (rounds) that clock stands for.
-// final_w (may be NULL) receives the replica's final parameters.
+// final_w (may be NULL) receives the final global model: under asp/ssp the
+// servers' parameters pulled after this replica's last push, else the replica's.
 int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, const optimizer_config_t *oc,
                   const train_config_t *tc, uint64_t init_seed, const train_callbacks_t *cb, train_result_t *out,
                   replica_stats_t *stats, float *final_w, char *err, size_t err_len);
