@@ -704,6 +704,7 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
         r.client = ps_client_new(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->servers, rc->n_servers, r.ps_n,
                                  rc->heartbeat_ms, rc->timeout_ms, err, err_len);
         if (!r.client) goto out;
+        ps_client_count_pushes(r.client, rc->push_counts);
         if (rc->retry_ms > 0) ps_client_set_retry_ms(r.client, rc->retry_ms);
         if (rc->heartbeat_ms > 0) {
             r.heartbeat = ps_heartbeat_start(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->servers, rc->n_servers,

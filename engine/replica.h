@@ -54,6 +54,9 @@ typedef struct replica_config {
     int error_feedback;
     uint64_t compress_seed;        // stochastic encodings draw from (seed, worker)
     int hybrid_ssp;                // hybrid: sparse reads under the SSP bound `staleness` (else asp)
+    // (n_servers) where the client adds its pushes sent and acknowledged per
+    // shard (ps_client_count_pushes); NULL: not counted.
+    struct ps_push_count *push_counts;
 } replica_config_t;
 
 typedef struct replica_stats {

@@ -72,6 +72,7 @@ struct ps_client {
     wire_status_t refusal;
     ps_client_stats_t stats;
     const atomic_int *abort;  // a wait ends early once it is non-zero (NULL: never)
+    ps_push_count_t *counts;  // (n_shards) the caller's, or NULL
 };
 
 static double now_s(void) {
@@ -211,6 +212,7 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
         }
         s->push_acked = 1;
         c->stats.pushes_acked++;
+        if (c->counts) c->counts[k].acked++;
         return 0;
     case MSG_TYPE_PARAMS:
         if (s->req != REQUEST_PULL || s->answered || h->clock < s->req_h.clock) {
@@ -564,6 +566,7 @@ static int send_push(ps_client_t *c, size_t k, const wire_header_t *h, zmq_msg_t
     s->push_h = *h;
     s->push_acked = 0;
     sent_now(c, s);
+    if (c->counts) c->counts[k].sent++;  // before it can arrive anywhere
     if (zmsg_send_sealed(s->sock, NULL, h, frames, n_frames, 0, err, err_len) != 0) return -1;
     c->stats.pushes_sent++;
     return 0;
@@ -747,3 +750,5 @@ int ps_client_bye(ps_client_t *c, char *err, size_t err_len) {
 }
 
 void ps_client_get_stats(const ps_client_t *c, ps_client_stats_t *out) { *out = c->stats; }
+
+void ps_client_count_pushes(ps_client_t *c, ps_push_count_t *counts) { c->counts = counts; }

@@ -119,4 +119,17 @@ wire_status_t ps_client_refusal(const ps_client_t *c);
 
 void ps_client_get_stats(const ps_client_t *c, ps_client_stats_t *out);
 
+// What a worker knows of its pushes to one shard, for the run's exactly-once
+// check (docs/reliability.md): distinct push messages sent (counted before the
+// first send, so a process killed at once has counted it) and acknowledged (at
+// the first acknowledgement; a retry's or a late copy's is not counted again).
+// sent - acked are the pushes whose fate this worker never learned.
+typedef struct ps_push_count {
+    uint64_t sent, acked;
+} ps_push_count_t;
+// From now on adds this client's pushes to counts[0..n_shards) (which may live
+// in a counter_file.h mapping, so that they survive a SIGKILL); NULL stops.
+// The caller keeps counts alive while the client lives.
+void ps_client_count_pushes(ps_client_t *c, ps_push_count_t *counts);
+
 #endif
