@@ -8,6 +8,7 @@
 #include <zmq.h>
 
 #include "datasets/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*
+#include "datasets/counter_file.h"  // defines: counter_file_create, counter_file_read
 #include "datasets/split.h"         // defines: shard_range
 #include "kernels/finite.h"         // defines: all_finite_cpu
 #include "kernels/update.h"         // defines: sgd_update_cpu, adagrad_update_cpu, axpy_cpu
@@ -64,6 +65,18 @@ struct ps_server {
     uint8_t *told_diverged;    // (n_workers) refused with NOT_FINITE at least once
     char diverged_msg[256];
     double next_checkpoint;
+    // The exactly-once record (docs/reliability.md), per worker, over the whole run.
+    uint64_t *duplicates_by;   // (n_workers) pushes acknowledged again and not applied
+    uint64_t *lost_by;         // (n_workers) applied, then lost with a crash (after the checkpoint resumed from)
+    uint64_t *resumed_by;      // (n_workers) its pushes the checkpoint held at the last resume
+    uint64_t *resend_clock;    // (n_workers) after a resume: 1 + the clock of the last push applied before the
+                               // crash and lost, until the worker's next push or HELLO; 0: none
+    // Per worker: applications ever (2k, never rolled back) and 1 + the clock
+    // of the last one (2k + 1): mapped from CHECKPOINT.ledger when the shard
+    // checkpoints, so that a resume knows what the crash lost; else own_ledger.
+    uint64_t *ledger;
+    uint64_t *own_ledger;
+    counter_file_t ledger_file;
     ps_stats_t stats;
     int warned[WIRE_STATUS_COUNT_];
     // Progress, kept by the serving thread and published for ps_server_progress.
@@ -117,6 +130,11 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     s->sent_len = calloc(nw, sizeof *s->sent_len);
     s->last_heard = calloc(nw, sizeof *s->last_heard);
     s->told_diverged = calloc(nw, 1);
+    s->duplicates_by = calloc(nw, sizeof *s->duplicates_by);
+    s->lost_by = calloc(nw, sizeof *s->lost_by);
+    s->resumed_by = calloc(nw, sizeof *s->resumed_by);
+    s->resend_clock = calloc(nw, sizeof *s->resend_clock);
+    s->ledger = s->own_ledger = calloc(2 * nw, sizeof *s->own_ledger);
     s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
     s->scratch_g = malloc(n * sizeof *s->scratch_g);
     s->decoded = malloc(n * sizeof *s->decoded);
@@ -129,7 +147,9 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         s->bsp_version = calloc(nw, sizeof *s->bsp_version);
         s->bsp_sum = calloc(n, sizeof *s->bsp_sum);
     }
-    if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged || !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
+    if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged ||
+        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->resend_clock || !s->own_ledger ||
+        !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_examples || !s->bsp_version || !s->bsp_sum))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
         ps_server_destroy(&s);
@@ -193,9 +213,33 @@ static int server_bind(ps_server_t *s, void *zmq_ctx, const char *endpoint, doub
     return 0;
 }
 
+static const char ledger_magic[8] = {'A', 'S', 'G', 'D', 'A', 'P', 'P', 'L'};
+
+static void ledger_path(char *out, size_t len, const char *checkpoint_path) {
+    snprintf(out, len, "%s.ledger", checkpoint_path);
+}
+
+// With checkpoints, the ledger moves into CHECKPOINT.ledger, holding `values`
+// (2 n_workers counters).
+static int ledger_open(ps_server_t *s, const uint64_t *values, char *err, size_t err_len) {
+    if (!s->cfg.checkpoint_path) return 0;
+    char path[1100];
+    ledger_path(path, sizeof path, s->cfg.checkpoint_path);
+    size_t n = 2 * s->cfg.n_workers;
+    char why[1200];
+    if (counter_file_create(&s->ledger_file, path, ledger_magic, n, 0, why, sizeof why) != 0) {
+        snprintf(err, err_len, "server: %s", why);
+        return -1;
+    }
+    memcpy(s->ledger_file.v, values, n * sizeof *values);
+    s->ledger = s->ledger_file.v;
+    return 0;
+}
+
 ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endpoint, const float *shard_init,
                            char *err, size_t err_len) {
     ps_server_t *s = server_alloc(c, shard_init, err, err_len);
+    if (s && ledger_open(s, s->own_ledger, err, err_len) != 0) ps_server_destroy(&s);
     if (s && server_bind(s, zmq_ctx, endpoint, 0.0, err, err_len) != 0) ps_server_destroy(&s);
     return s;
 }
@@ -244,6 +288,10 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
     ckpt_writer_section(w, "ps.pushes", s->clocks.pushes, nw * sizeof *s->clocks.pushes);
     ckpt_writer_section(w, "ps.pushes_total", s->clocks.pushes_total, nw * sizeof *s->clocks.pushes_total);
     ckpt_writer_section(w, "ps.read_min", s->read_min_clock, nw * sizeof *s->read_min_clock);
+    ckpt_writer_section(w, "ps.duplicates", s->duplicates_by, nw * sizeof *s->duplicates_by);
+    ckpt_writer_section(w, "ps.lost", s->lost_by, nw * sizeof *s->lost_by);
+    ckpt_writer_section(w, "ps.resend", s->resend_clock, nw * sizeof *s->resend_clock);
+    ckpt_writer_section(w, "ps.ledger", s->ledger, 2 * nw * sizeof *s->ledger);
     ckpt_writer_section(w, "ps.stale_clocks", &s->stats.staleness_clocks, sizeof s->stats.staleness_clocks);
     ckpt_writer_section(w, "ps.stale_vers", &s->stats.staleness_updates, sizeof s->stats.staleness_updates);
     if (s->bsp_grad) {
@@ -255,8 +303,9 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
     return ckpt_writer_commit(&w, err, err_len);
 }
 
-static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t endpoint_len, char *err,
-                   size_t err_len) {
+// ledger_at_checkpoint (2 n_workers) receives the ledger as the checkpoint saw it.
+static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t endpoint_len,
+                   uint64_t *ledger_at_checkpoint, char *err, size_t err_len) {
     size_t nw = s->cfg.n_workers, n = s->n;
     uint64_t want[ID_COUNT_], have[ID_COUNT_], counters[CT_COUNT_];
     identity_of(s, want);
@@ -286,6 +335,10 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
         ckpt_file_get(f, "ps.pushes_total", s->clocks.pushes_total, nw * sizeof *s->clocks.pushes_total, err,
                       err_len) != 0 ||
         ckpt_file_get(f, "ps.read_min", s->read_min_clock, nw * sizeof *s->read_min_clock, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.duplicates", s->duplicates_by, nw * sizeof *s->duplicates_by, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.lost", s->lost_by, nw * sizeof *s->lost_by, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.resend", s->resend_clock, nw * sizeof *s->resend_clock, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.ledger", ledger_at_checkpoint, 2 * nw * sizeof *ledger_at_checkpoint, err, err_len) != 0 ||
         ckpt_file_get(f, "ps.stale_clocks", &s->stats.staleness_clocks, sizeof s->stats.staleness_clocks, err,
                       err_len) != 0 ||
         ckpt_file_get(f, "ps.stale_vers", &s->stats.staleness_updates, sizeof s->stats.staleness_updates, err,
@@ -316,14 +369,48 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
     return 0;
 }
 
+// What the crash lost: the ledger the previous shard kept until it stopped
+// (PATH.ledger, beside the checkpoint resumed from) counts every push it
+// applied; those beyond the checkpoint's count are lost. The last of them may
+// come again (its acknowledgement lost with the shard): resend_clock knows it.
+static void count_lost(ps_server_t *s, const char *path, uint64_t *at_checkpoint) {
+    size_t nw = s->cfg.n_workers;
+    char lpath[1100], why[1200];
+    ledger_path(lpath, sizeof lpath, path);
+    uint64_t *now = s->own_ledger;  // the ledger at the crash, read into own memory
+    int known = counter_file_read(lpath, ledger_magic, 2 * nw, now, why, sizeof why) == 0;
+    for (size_t k = 0; known && k < nw; k++) known = now[2 * k] >= at_checkpoint[2 * k];
+    if (!known) {
+        s->stats.lost_unknown = 1;
+        if (!s->cfg.quiet)
+            fprintf(stderr, "asgd server %zu: %s; the pushes applied after the checkpoint and lost cannot be "
+                            "counted\n", s->cfg.shard, known ? "its ledger is of another run" : why);
+        memcpy(now, at_checkpoint, 2 * nw * sizeof *now);
+    }
+    for (size_t k = 0; k < nw; k++) {
+        uint64_t after = now[2 * k] - at_checkpoint[2 * k];
+        s->lost_by[k] += after;
+        if (after > 0) s->resend_clock[k] = now[2 * k + 1];
+        s->resumed_by[k] = s->clocks.pushes_total[k];
+    }
+}
+
 ps_server_t *ps_server_resume(void *zmq_ctx, const ps_config_t *c, const char *endpoint, const char *path, char *err,
                               size_t err_len) {
     ckpt_file_t *f = ckpt_file_read(path, err, err_len);
     if (!f) return NULL;
     ps_server_t *s = server_alloc(c, NULL, err, err_len);
+    uint64_t *at_checkpoint = calloc(2 * c->n_workers + 1, sizeof *at_checkpoint);
     char saved[256];
-    if (s && restore(s, f, saved, sizeof saved, err, err_len) != 0) ps_server_destroy(&s);
+    if (s && !at_checkpoint) {
+        snprintf(err, err_len, "server: out of memory");
+        ps_server_destroy(&s);
+    }
+    if (s && restore(s, f, saved, sizeof saved, at_checkpoint, err, err_len) != 0) ps_server_destroy(&s);
     ckpt_file_free(&f);
+    if (s) count_lost(s, path, at_checkpoint);
+    free(at_checkpoint);
+    if (s && ledger_open(s, s->own_ledger, err, err_len) != 0) ps_server_destroy(&s);
     if (s && server_bind(s, zmq_ctx, endpoint ? endpoint : saved, 5.0, err, err_len) != 0) ps_server_destroy(&s);
     return s;
 }
@@ -361,6 +448,12 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->sent_len);
     free(s->last_heard);
     free(s->told_diverged);
+    free(s->duplicates_by);
+    free(s->lost_by);
+    free(s->resumed_by);
+    free(s->resend_clock);
+    free(s->own_ledger);
+    counter_file_close(&s->ledger_file);
     free(s->bsp_grad);
     free(s->bsp_examples);
     free(s->bsp_version);
@@ -381,6 +474,9 @@ void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end) {
 const uint64_t *ps_server_pushes_per_worker(const ps_server_t *s) { return s->clocks.pushes; }
 const uint64_t *ps_server_pushes_total_per_worker(const ps_server_t *s) { return s->clocks.pushes_total; }
 const uint64_t *ps_server_clocks(const ps_server_t *s) { return s->clocks.clock; }
+const uint64_t *ps_server_duplicates_per_worker(const ps_server_t *s) { return s->duplicates_by; }
+const uint64_t *ps_server_lost_per_worker(const ps_server_t *s) { return s->lost_by; }
+const uint64_t *ps_server_resumed_pushes_per_worker(const ps_server_t *s) { return s->resumed_by; }
 const float *ps_server_values(const ps_server_t *s) { return s->w; }
 
 // Single writer (the serving thread); readers see the figures of one
@@ -674,6 +770,17 @@ static int push_is_finite(zmsg_t *m) {
     return all_finite_cpu(values, h->count);
 }
 
+// Worker k's push of `clock` was applied (under BSP: buffered for its round).
+static void count_applied(ps_server_t *s, uint32_t k, uint64_t clock, int resent_lost) {
+    s->clocks.clock[k] = clock + 1;
+    s->clocks.pushes[k]++;
+    s->clocks.pushes_total[k]++;
+    s->stats.pushes_applied++;
+    s->ledger[2 * k]++;  // a store into the mapped ledger: it survives a crash
+    s->ledger[2 * k + 1] = clock + 1;
+    if (resent_lost && s->lost_by[k] > 0) s->lost_by[k]--;
+}
+
 static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     const wire_header_t *h = &m->h;
     uint32_t k = h->sender;
@@ -684,8 +791,14 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     // A worker's pushes carry increasing clocks, and one is sent only once the
     // previous one was acknowledged, so a clock below the worker's is a retry of
     // a push applied already (its acknowledgement was lost): acknowledged again.
+    // After a resume the worker's first push may instead resend the push this
+    // shard applied last before the crash, lost with it: applied again, it is
+    // no longer lost.
+    int resent_lost = s->resend_clock[k] != 0 && h->clock + 1 == s->resend_clock[k];
+    s->resend_clock[k] = 0;
     if (h->clock < s->clocks.clock[k]) {
         s->stats.duplicates++;
+        s->duplicates_by[k]++;
         return send_push_ack(s, &m->identity, h->clock, err, err_len);
     }
     if (sum && s->resumed && h->clock > s->bsp_clock) bsp_skip_to(s, h->clock);
@@ -724,10 +837,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         }
         s->bsp_examples[k] = h->aux;
         s->bsp_version[k] = h->param_version;
-        s->clocks.clock[k] = h->clock + 1;
-        s->clocks.pushes[k]++;
-        s->clocks.pushes_total[k]++;
-        s->stats.pushes_applied++;
+        count_applied(s, k, h->clock, resent_lost);
         bsp_maybe_apply(s);
     } else {
         record_staleness(s, k, s->clocks.clock[k], h->param_version);
@@ -763,10 +873,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         }
         s->stats.version++;
         s->samples += s->cfg.samples_per_step ? (uint64_t)h->aux * s->cfg.samples_per_step : h->aux;
-        s->clocks.clock[k] = h->clock + 1;
-        s->clocks.pushes[k]++;
-        s->clocks.pushes_total[k]++;
-        s->stats.pushes_applied++;
+        count_applied(s, k, h->clock, resent_lost);
     }
     if (send_push_ack(s, &m->identity, h->clock, err, err_len) != 0) return -1;
     return serve_pending(s, err, err_len);
@@ -939,6 +1046,7 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
         if (h->count != 0 || h->offset != s->cfg.n_params)
             return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
         if (s->clocks.joined[k]) rejoin(s, k, h->clock);
+        s->resend_clock[k] = 0;  // a new client: the lost push is not resent
         s->clocks.joined[k] = 1;
         s->last_heard[k] = now;
         if (send_welcome(s, &m->identity, k, err, err_len) != 0) return -1;

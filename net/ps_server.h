@@ -87,6 +87,7 @@ typedef struct ps_stats {
     uint64_t rounds_skipped;               // BSP rounds a resumed shard had lost (applied after its checkpoint)
     uint64_t checkpoints, checkpoint_failures;
     uint64_t resumed_version;              // the version a resumed shard was restored at (0: not resumed)
+    uint64_t lost_unknown;                 // 1: resumed without the ledger of what the crash lost
     uint64_t min_clock, max_clock;
     // Per update (docs/distributed.md, "Staleness, measured"): in clocks, the
     // first round it covers minus the min clock reported with the oldest
@@ -152,6 +153,15 @@ void ps_server_progress(const ps_server_t *s, ps_progress_t *out);
 const uint64_t *ps_server_pushes_per_worker(const ps_server_t *s);
 const uint64_t *ps_server_pushes_total_per_worker(const ps_server_t *s);
 const uint64_t *ps_server_clocks(const ps_server_t *s);
+// Per worker, over the whole run (kept in checkpoints): retried pushes
+// acknowledged again and not applied; pushes applied and then lost with a
+// crash (applied after the checkpoint a resume restored, and not applied
+// again since); and the pushes the checkpoint held at the last resume.
+// pushes_total_per_worker + lost_per_worker is every push the shard applied
+// once (docs/reliability.md).
+const uint64_t *ps_server_duplicates_per_worker(const ps_server_t *s);
+const uint64_t *ps_server_lost_per_worker(const ps_server_t *s);
+const uint64_t *ps_server_resumed_pushes_per_worker(const ps_server_t *s);
 // The shard's current values (range entries).
 const float *ps_server_values(const ps_server_t *s);
 
