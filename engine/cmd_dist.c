@@ -11,13 +11,16 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "datasets/counter_file.h"  // defines: counter_file_create, counter_file_read
 #include "datasets/split.h"         // defines: shard_range
+#include "datasets/text_io.h"       // defines: text_file_read
 #include "engine/commands.h"
 #include "engine/dist.h"
 #include "engine/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/json_writer.h"     // defines: json_*
 #include "engine/replica.h"         // defines: replica_train
 #include "engine/run_report.h"      // defines: run_report_new
+#include "net/ps_client.h"          // defines: ps_push_count_t
 #include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
 #include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
 #include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
@@ -292,6 +295,124 @@ void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist
     json_object_end(j);
 }
 
+// ---- the workers' push ledgers ---------------------------------------------------
+
+static const char push_ledger_magic[8] = {'A', 'S', 'G', 'D', 'P', 'U', 'S', 'H'};
+#define PUSH_LEDGER_MAX 100000  // incarnations of one worker looked for
+
+static void push_ledger_path(char *out, size_t len, const char *dir, size_t worker, size_t incarnation) {
+    snprintf(out, len, "%s/worker-%zu.pushes.%zu", dir, worker, incarnation);
+}
+
+int dist_push_ledger_open(const char *dir, size_t worker, size_t n_shards, counter_file_t *f, size_t *incarnation,
+                          char *err, size_t err_len) {
+    char path[1100];
+    for (size_t n = 0; n < PUSH_LEDGER_MAX; n++) {
+        push_ledger_path(path, sizeof path, dir, worker, n);
+        // A ps_push_count_t is two u64 counters: sent, acked.
+        if (counter_file_create(f, path, push_ledger_magic, 2 * n_shards, 1, err, err_len) == 0) {
+            *incarnation = n;
+            return 0;
+        }
+        if (errno != EEXIST) return -1;
+    }
+    snprintf(err, err_len, "%s: %d incarnations of worker %zu already", dir, PUSH_LEDGER_MAX, worker);
+    return -1;
+}
+
+ps_push_count_t *dist_push_ledger_counts(const counter_file_t *f) { return (ps_push_count_t *)f->v; }
+
+int dist_push_ledger_sum(const char *dir, size_t worker, size_t n_shards, ps_push_count_t *sums, size_t *incarnations,
+                         char *err, size_t err_len) {
+    memset(sums, 0, n_shards * sizeof *sums);
+    *incarnations = 0;
+    uint64_t *one = malloc(2 * n_shards * sizeof *one);
+    if (!one) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    char path[1100];
+    int rc = 0;
+    for (size_t n = 0; n < PUSH_LEDGER_MAX; n++) {
+        push_ledger_path(path, sizeof path, dir, worker, n);
+        if (access(path, F_OK) != 0) break;
+        if (counter_file_read(path, push_ledger_magic, 2 * n_shards, one, err, err_len) != 0) {
+            rc = -1;
+            break;
+        }
+        for (size_t k = 0; k < n_shards; k++) {
+            sums[k].sent += one[2 * k];
+            sums[k].acked += one[2 * k + 1];
+        }
+        (*incarnations)++;
+    }
+    free(one);
+    if (rc == 0 && *incarnations == 0) {
+        push_ledger_path(path, sizeof path, dir, worker, 0);
+        snprintf(err, err_len, "%s: missing: worker %zu counted no pushes", path, worker);
+        rc = -1;
+    }
+    return rc;
+}
+
+// The run's exactly-once check (dist.h, docs/reliability.md).
+// Shard s's count for worker k in object `section` of its server-S.json text
+// (NaN when absent).
+static double shard_count(const char *text, const char *section, size_t k) {
+    char pattern[128];
+    snprintf(pattern, sizeof pattern, "\"%s\":", section);
+    const char *p = strstr(text, pattern);
+    if (!p) return NAN;
+    snprintf(pattern, sizeof pattern, "\"%zu\":", k);
+    p = strstr(p, pattern);
+    return p ? strtod(p + strlen(pattern), NULL) : NAN;
+}
+
+int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t workers, char *why, size_t why_len) {
+    ps_push_count_t *acks = calloc(servers ? servers : 1, sizeof *acks);
+    char **text = calloc(servers ? servers : 1, sizeof *text);
+    char path[1024], err[1200];
+    int rc = acks && text ? 0 : -1;
+    if (rc != 0) snprintf(why, why_len, "out of memory");
+    for (size_t s = 0; rc == 0 && s < servers; s++) {
+        snprintf(path, sizeof path, "%s/server-%zu.json", dir, s);
+        size_t len;
+        if (text_file_read(path, &text[s], &len, err, sizeof err) != 0) text[s] = NULL;
+        if (!text[s] || !strstr(text[s], "\"pushes_lost_by_worker\":")) {
+            snprintf(why, why_len, "%s: missing, or without pushes_lost_by_worker", path);
+            rc = -1;
+        } else if (strstr(text[s], "\"pushes_lost_known\":false")) {
+            snprintf(why, why_len, "server %zu was resumed without the ledger beside its checkpoint "
+                     "(server-%zu.ckpt.ledger): the pushes its crash lost cannot be counted", s, s);
+            rc = -1;
+        }
+    }
+    for (size_t k = 0; rc == 0 && k < workers; k++) {
+        size_t incarnations = 0;
+        if (dist_push_ledger_sum(dir, k, servers, acks, &incarnations, err, sizeof err) != 0) {
+            snprintf(why, why_len, "%s", err);
+            rc = -1;
+            break;
+        }
+        for (size_t s = 0; rc == 0 && s < servers; s++) {
+            double total = shard_count(text[s], "pushes_total_by_worker", k);
+            double lost = shard_count(text[s], "pushes_lost_by_worker", k);
+            double applied = total + lost, acked = (double)acks[s].acked, sent = (double)acks[s].sent;
+            if (acked <= applied && applied <= sent) continue;
+            snprintf(why, why_len, "worker %zu, shard %zu: %s: its %zu incarnation%s sent %.0f pushes and were "
+                     "acknowledged for %.0f; the shard applied %.0f (%.0f of them lost with a restart)", k, s,
+                     acked > applied ? "a push was acknowledged but not applied"
+                                     : "more pushes were applied than were sent (one applied twice)",
+                     incarnations, incarnations == 1 ? "" : "s", sent, acked, applied, lost);
+            rc = 1;
+        }
+    }
+    for (size_t s = 0; text && s < servers; s++) free(text[s]);
+    free(text);
+    free(acks);
+    return rc;
+}
+
 // ---- security --------------------------------------------------------------------
 
 int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler **zap, char *err, size_t err_len) {
@@ -386,10 +507,16 @@ static void write_server_json(FILE *out, size_t id, const dist_args_t *d, const 
     json_uint(&j, "resumed_version", st.resumed_version);
     json_uint(&j, "min_clock", st.min_clock);
     json_uint(&j, "max_clock", st.max_clock);
-    // Since each worker's last (re)join: what its own count of acknowledged pushes is compared with.
+    // Since each worker's last (re)join.
     json_uint_by_index(&j, "pushes_by_worker", ps_server_pushes_per_worker(s), d->workers);
     json_uint_by_index(&j, "clocks", ps_server_clocks(s), d->workers);
+    // Over the whole run (restored on --resume): what the exactly-once check
+    // compares with the workers' acknowledged pushes (docs/reliability.md).
     json_uint_by_index(&j, "pushes_total_by_worker", ps_server_pushes_total_per_worker(s), d->workers);
+    json_uint_by_index(&j, "pushes_lost_by_worker", ps_server_lost_per_worker(s), d->workers);
+    json_bool(&j, "pushes_lost_known", !st.lost_unknown);
+    json_uint_by_index(&j, "duplicates_by_worker", ps_server_duplicates_per_worker(s), d->workers);
+    json_uint_by_index(&j, "resumed_pushes_by_worker", ps_server_resumed_pushes_per_worker(s), d->workers);
     dist_json_staleness(&j, "staleness_clocks", &st.staleness_clocks);
     dist_json_staleness(&j, "staleness_updates", &st.staleness_updates);
     json_end(&j);
@@ -590,8 +717,20 @@ out:
 
 // ---- worker --------------------------------------------------------------------
 
+// This incarnation's pushes per shard: sent, or acknowledged.
+static void json_push_counts(json_writer_t *j, const char *key, const ps_push_count_t *counts, size_t n, int acked) {
+    json_object(j, key);
+    for (size_t k = 0; k < n; k++) {
+        char index[24];
+        snprintf(index, sizeof index, "%zu", k);
+        json_uint(j, index, acked ? counts[k].acked : counts[k].sent);
+    }
+    json_object_end(j);
+}
+
 static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                              const train_result_t *r, const replica_stats_t *rs, unsigned rejoins) {
+                              const train_result_t *r, const replica_stats_t *rs, unsigned rejoins,
+                              const ps_push_count_t *counts, size_t incarnation) {
     metric_kind_t metric = model_metric(m);
     json_writer_t j;
     json_begin(&j, out);
@@ -628,6 +767,12 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_uint(&j, "clock", rs->clock);
     json_uint(&j, "pushes", rs->pushes);
     json_uint(&j, "push_messages_acked", rs->pushes_acked);  // since its last (re)join
+    if (counts) {
+        // This process's (every rejoin of it), as its ledger worker-K.pushes.N holds them.
+        json_uint(&j, "incarnation", incarnation);
+        json_push_counts(&j, "push_messages_sent_by_shard", counts, d->servers, 0);
+        json_push_counts(&j, "push_messages_acked_by_shard", counts, d->servers, 1);
+    }
     json_uint(&j, "start_clock", rs->start_clock);
     json_uint(&j, "rejoins_after_eviction", rejoins);
     json_uint(&j, "retries", rs->retries);
@@ -675,6 +820,10 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     run_report_t *report = NULL;
     float *final_w = NULL;
     step_delay_t *delays = calloc(d->workers, sizeof *delays);
+    counter_file_t ledger = {0};
+    ps_push_count_t *own_counts = NULL;  // without a run directory
+    ps_push_count_t *counts = NULL;
+    size_t incarnation = 0;
     int rc = -1;
     if (!delays) {
         snprintf(err, err_len, "worker: out of memory");
@@ -723,6 +872,17 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         .compress_seed = t->seed,
         .hybrid_ssp = d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse,
     };
+    if (d->servers > 0) {
+        // Counted from the first push on, in a file that outlives a SIGKILL.
+        if (d->run_dir) {
+            if (dist_push_ledger_open(d->run_dir, id, d->servers, &ledger, &incarnation, err, err_len) != 0) goto out;
+            counts = dist_push_ledger_counts(&ledger);
+        } else if (!(counts = own_counts = calloc(d->servers, sizeof *counts))) {
+            snprintf(err, err_len, "worker: out of memory");
+            goto out;
+        }
+        rc_cfg.push_counts = counts;
+    }
     train_config_t tc;
     train_args_train_config(t, &tc);
     // --eval-every counts the samples of all workers: each evaluates its own
@@ -774,14 +934,14 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         err[0] = '\0';
     }
     if (run_report_close(&report, err, err_len) != 0) goto out;
-    write_worker_json(stdout, id, t, d, m, &result, &rs, rejoins);
+    write_worker_json(stdout, id, t, d, m, &result, &rs, rejoins, counts, incarnation);
     fflush(stdout);
     if (d->run_dir) {
         char name[64];
         snprintf(name, sizeof name, "worker-%zu.json", id);
         FILE *f = dist_file_open(d->run_dir, name, err, err_len);
         if (!f) goto out;
-        write_worker_json(f, id, t, d, m, &result, &rs, rejoins);
+        write_worker_json(f, id, t, d, m, &result, &rs, rejoins, counts, incarnation);
         if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) goto out;
     }
     if (d->save_model && save_model(d->save_model, final_w, n, err, err_len) != 0) goto out;
@@ -796,6 +956,8 @@ out:
     free(table);
     ring_destroy(&ring);
     free(delays);
+    counter_file_close(&ledger);
+    free(own_counts);
     return rc;
 }
 

@@ -212,14 +212,9 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
         snprintf(path, sizeof path, "%s/server-%zu.json", dir, s);
         stext[s] = read_text(path);
     }
-    // Every push message a worker was acknowledged for was applied once by its shard.
-    for (size_t k = 0; wtext && stext && k < d->workers && d->servers > 0; k++) {
-        double acked = json_field(wtext[k], "push_messages_acked"), applied = 0;
-        char key[32];
-        snprintf(key, sizeof key, "%zu", k);
-        for (size_t s = 0; s < d->servers; s++) applied += json_field(json_section(stext[s], "pushes_by_worker"), key);
-        if (!(acked == applied)) consistent = 0;
-    }
+    // Every push a worker was acknowledged for was applied once (docs/reliability.md).
+    char why[600];
+    if (d->servers > 0) consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
     const char *w0 = wtext ? wtext[0] : NULL;
     int rmse = json_section(w0, "final_test_rmse") != NULL;
     json_writer_t j;
@@ -341,6 +336,8 @@ static int finish_run_dir(const char *dir, const train_args_t *t, const dist_arg
     if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) goto out;
     write_summary(stdout, dir, t, d, launch_wall_s, &gc, &hc, &hu);
     fflush(stdout);
+    // The summary says whether it held; the run fails when it did not.
+    if (d->servers > 0 && dist_check_pushes_applied_once(dir, d->servers, d->workers, err, err_len) != 0) goto out;
     rc = 0;
 out:
     global_curve_free(&gc);

@@ -148,4 +148,32 @@ void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist
 // The run id every process derives from the coordinator's address when none is given.
 uint64_t dist_default_run_id(const char *coordinator);
 
+// ---- every acknowledged push applied exactly once (docs/reliability.md) ----------
+// Each process started as worker K (each incarnation) counts its pushes to
+// every shard (ps_push_count_t: sent, acknowledged) in its own file
+// DIR/worker-K.pushes.N, N the first number not taken (0, 1, ...), mapped so
+// that the counts survive the process being killed. Opens the next one for
+// n_shards shards, its counts zero; *incarnation gets N. Returns 0, or -1 with err.
+struct counter_file;
+struct ps_push_count;
+int dist_push_ledger_open(const char *dir, size_t worker, size_t n_shards, struct counter_file *f,
+                          size_t *incarnation, char *err, size_t err_len);
+// The pushes counted in f (n_shards entries): a view into its mapping.
+struct ps_push_count *dist_push_ledger_counts(const struct counter_file *f);
+// Sums the counts of every incarnation of worker K into sums[0..n_shards);
+// *incarnations gets how many there were. Returns 0, or -1 with err (none
+// found, or one unreadable).
+int dist_push_ledger_sum(const char *dir, size_t worker, size_t n_shards, struct ps_push_count *sums,
+                         size_t *incarnations, char *err, size_t err_len);
+// The run's check, from the workers' push ledgers and the shards'
+// server-S.json: for every worker K and shard S, the pushes K was
+// acknowledged for, over all its incarnations, are at most the pushes S
+// applied from K over the whole run plus those it applied and then lost with
+// a restart from a checkpoint, which are at most the pushes K sent it (the
+// difference: pushes whose acknowledgement K never received, e.g. in flight
+// when it was killed). Returns 0 when it holds, 1 with why naming the worker,
+// the shard and the counts when it does not, -1 with why when a file is
+// missing or unreadable.
+int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t workers, char *why, size_t why_len);
+
 #endif
