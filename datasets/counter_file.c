@@ -46,8 +46,10 @@ void counter_file_close(counter_file_t *f) {
     memset(f, 0, sizeof *f);
 }
 
-int counter_file_read(const char *path, const char magic[8], size_t n, uint64_t *out, char *err, size_t err_len) {
+int counter_file_read(const char *path, const char magic[8], size_t n, uint64_t *out, size_t *held, char *err,
+                      size_t err_len) {
     memset(out, 0, n * sizeof *out);
+    *held = 0;
     FILE *in = fopen(path, "rb");
     if (!in) {
         snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
@@ -62,12 +64,15 @@ int counter_file_read(const char *path, const char magic[8], size_t n, uint64_t 
     } else if (got != sizeof head || memcmp(head, magic, 8) != 0) {
         snprintf(err, err_len, "%s: not a counter file of this kind", path);
         rc = -1;
-    } else if (memcpy(&count, head + 8, sizeof count), count != n) {
-        snprintf(err, err_len, "%s: holds %llu counters; expected %zu", path, (unsigned long long)count, n);
-        rc = -1;
-    } else if (fread(out, sizeof *out, n, in) != n) {
-        snprintf(err, err_len, "%s: truncated", path);
-        rc = -1;
+    } else {
+        memcpy(&count, head + 8, sizeof count);
+        size_t want = count < n ? (size_t)count : n;
+        if (fread(out, sizeof *out, want, in) != want) {
+            snprintf(err, err_len, "%s: truncated", path);
+            rc = -1;
+        } else {
+            *held = (size_t)count;
+        }
     }
     fclose(in);
     return rc;

@@ -25,9 +25,12 @@ int counter_file_create(counter_file_t *f, const char *path, const char magic[8]
                         size_t err_len);
 // Unmaps (the counters stay in the file). Accepts a file never created.
 void counter_file_close(counter_file_t *f);
-// Copies the n counters of PATH into out. A file of zero bytes (its writer was
-// stopped before it sized it) reads as zeros. Returns 0, or -1 with err
-// naming the file and the problem (missing, another magic or count, short).
-int counter_file_read(const char *path, const char magic[8], size_t n, uint64_t *out, char *err, size_t err_len);
+// Copies the first counters of PATH, at most n, into out (the rest zero) and
+// sets *held to how many the file holds: the caller judges the count. A file
+// of zero bytes (its writer was stopped before it sized it) holds none.
+// Returns 0, or -1 with err naming the file and the problem (missing, another
+// magic, short).
+int counter_file_read(const char *path, const char magic[8], size_t n, uint64_t *out, size_t *held, char *err,
+                      size_t err_len);
 
 #endif

@@ -304,13 +304,16 @@ static void push_ledger_path(char *out, size_t len, const char *dir, size_t work
     snprintf(out, len, "%s/worker-%zu.pushes.%zu", dir, worker, incarnation);
 }
 
-int dist_push_ledger_open(const char *dir, size_t worker, size_t n_shards, counter_file_t *f, size_t *incarnation,
-                          char *err, size_t err_len) {
+// Counter 0 is the run id (a run directory used again holds an earlier run's
+// ledgers, which are not this run's); then per shard a ps_push_count_t, two
+// counters: sent, acked.
+int dist_push_ledger_open(const char *dir, uint64_t run_id, size_t worker, size_t n_shards, counter_file_t *f,
+                          size_t *incarnation, char *err, size_t err_len) {
     char path[1100];
     for (size_t n = 0; n < PUSH_LEDGER_MAX; n++) {
         push_ledger_path(path, sizeof path, dir, worker, n);
-        // A ps_push_count_t is two u64 counters: sent, acked.
-        if (counter_file_create(f, path, push_ledger_magic, 2 * n_shards, 1, err, err_len) == 0) {
+        if (counter_file_create(f, path, push_ledger_magic, 1 + 2 * n_shards, 1, err, err_len) == 0) {
+            f->v[0] = run_id;
             *incarnation = n;
             return 0;
         }
@@ -320,13 +323,14 @@ int dist_push_ledger_open(const char *dir, size_t worker, size_t n_shards, count
     return -1;
 }
 
-ps_push_count_t *dist_push_ledger_counts(const counter_file_t *f) { return (ps_push_count_t *)f->v; }
+ps_push_count_t *dist_push_ledger_counts(const counter_file_t *f) { return (ps_push_count_t *)(f->v + 1); }
 
-int dist_push_ledger_sum(const char *dir, size_t worker, size_t n_shards, ps_push_count_t *sums, size_t *incarnations,
-                         char *err, size_t err_len) {
+int dist_push_ledger_sum(const char *dir, uint64_t run_id, size_t worker, size_t n_shards, ps_push_count_t *sums,
+                         size_t *incarnations, char *err, size_t err_len) {
     memset(sums, 0, n_shards * sizeof *sums);
     *incarnations = 0;
-    uint64_t *one = malloc(2 * n_shards * sizeof *one);
+    size_t n_counters = 1 + 2 * n_shards, held;
+    uint64_t *one = malloc(n_counters * sizeof *one);
     if (!one) {
         snprintf(err, err_len, "out of memory");
         return -1;
@@ -336,20 +340,26 @@ int dist_push_ledger_sum(const char *dir, size_t worker, size_t n_shards, ps_pus
     for (size_t n = 0; n < PUSH_LEDGER_MAX; n++) {
         push_ledger_path(path, sizeof path, dir, worker, n);
         if (access(path, F_OK) != 0) break;
-        if (counter_file_read(path, push_ledger_magic, 2 * n_shards, one, err, err_len) != 0) {
+        if (counter_file_read(path, push_ledger_magic, n_counters, one, &held, err, err_len) != 0) {
+            rc = -1;
+            break;
+        }
+        if (held == 0 || one[0] != run_id) continue;  // never sized, or another run's
+        if (held != n_counters) {
+            snprintf(err, err_len, "%s: holds %zu counters; this run's ledgers hold %zu", path, held, n_counters);
             rc = -1;
             break;
         }
         for (size_t k = 0; k < n_shards; k++) {
-            sums[k].sent += one[2 * k];
-            sums[k].acked += one[2 * k + 1];
+            sums[k].sent += one[1 + 2 * k];
+            sums[k].acked += one[2 + 2 * k];
         }
         (*incarnations)++;
     }
     free(one);
     if (rc == 0 && *incarnations == 0) {
         push_ledger_path(path, sizeof path, dir, worker, 0);
-        snprintf(err, err_len, "%s: missing: worker %zu counted no pushes", path, worker);
+        snprintf(err, err_len, "%s: missing (or of another run): worker %zu counted no pushes", path, worker);
         rc = -1;
     }
     return rc;
@@ -369,6 +379,7 @@ static double shard_count(const char *text, const char *section, size_t k) {
 }
 
 int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t workers, char *why, size_t why_len) {
+    uint64_t run_id = 0;
     ps_push_count_t *acks = calloc(servers ? servers : 1, sizeof *acks);
     char **text = calloc(servers ? servers : 1, sizeof *text);
     char path[1024], err[1200];
@@ -381,6 +392,9 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
         if (!text[s] || !strstr(text[s], "\"pushes_lost_by_worker\":")) {
             snprintf(why, why_len, "%s: missing, or without pushes_lost_by_worker", path);
             rc = -1;
+        } else if (s == 0) {
+            const char *id = strstr(text[s], "\"run_id\":");
+            run_id = id ? strtoull(id + strlen("\"run_id\":"), NULL, 10) : 0;
         } else if (strstr(text[s], "\"pushes_lost_known\":false")) {
             snprintf(why, why_len, "server %zu was resumed without the ledger beside its checkpoint "
                      "(server-%zu.ckpt.ledger): the pushes its crash lost cannot be counted", s, s);
@@ -389,7 +403,7 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
     }
     for (size_t k = 0; rc == 0 && k < workers; k++) {
         size_t incarnations = 0;
-        if (dist_push_ledger_sum(dir, k, servers, acks, &incarnations, err, sizeof err) != 0) {
+        if (dist_push_ledger_sum(dir, run_id, k, servers, acks, &incarnations, err, sizeof err) != 0) {
             snprintf(why, why_len, "%s", err);
             rc = -1;
             break;
@@ -477,7 +491,7 @@ int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler 
 
 // ---- server --------------------------------------------------------------------
 
-static void write_server_json(FILE *out, size_t id, const dist_args_t *d, const ps_server_t *s) {
+static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s) {
     ps_stats_t st;
     ps_server_stats(s, &st);
     size_t begin, end;
@@ -487,6 +501,7 @@ static void write_server_json(FILE *out, size_t id, const dist_args_t *d, const 
     json_string(&j, "asgd", ASGD_VERSION);
     json_string(&j, "role", "server");
     json_uint(&j, "id", id);
+    json_uint(&j, "run_id", run_id);  // what the workers' push ledgers are matched by
     json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
     json_uint(&j, "range_begin", begin);
     json_uint(&j, "range_end", end);
@@ -523,13 +538,14 @@ static void write_server_json(FILE *out, size_t id, const dist_args_t *d, const 
     fputc('\n', out);
 }
 
-static int write_server_files(size_t id, const dist_args_t *d, const ps_server_t *s, char *err, size_t err_len) {
+static int write_server_files(size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s, char *err,
+                              size_t err_len) {
     if (!d->run_dir) return 0;
     char name[64];
     snprintf(name, sizeof name, "server-%zu.json", id);
     FILE *f = dist_file_open(d->run_dir, name, err, err_len);
     if (!f) return -1;
-    write_server_json(f, id, d, s);
+    write_server_json(f, id, run_id, d, s);
     if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) return -1;
     ps_stats_t st;
     ps_server_stats(s, &st);
@@ -700,10 +716,10 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (ge && write_global_csv(d->run_dir, ge, m, err, err_len) != 0) goto out;
     if (atomic_load(&stop_requested)) {
         snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
-        write_server_files(id, d, s, err + strlen(err), 0);
+        write_server_files(id, run_id, d, s, err + strlen(err), 0);
         goto out;
     }
-    if (write_server_files(id, d, s, err, err_len) != 0) goto out;
+    if (write_server_files(id, run_id, d, s, err, err_len) != 0) goto out;
     rc = 0;
 out:
     global_eval_destroy(&ge);
@@ -875,7 +891,8 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (d->servers > 0) {
         // Counted from the first push on, in a file that outlives a SIGKILL.
         if (d->run_dir) {
-            if (dist_push_ledger_open(d->run_dir, id, d->servers, &ledger, &incarnation, err, err_len) != 0) goto out;
+            if (dist_push_ledger_open(d->run_dir, run_id, id, d->servers, &ledger, &incarnation, err, err_len) != 0)
+                goto out;
             counts = dist_push_ledger_counts(&ledger);
         } else if (!(counts = own_counts = calloc(d->servers, sizeof *counts))) {
             snprintf(err, err_len, "worker: out of memory");

@@ -152,21 +152,23 @@ uint64_t dist_default_run_id(const char *coordinator);
 // Each process started as worker K (each incarnation) counts its pushes to
 // every shard (ps_push_count_t: sent, acknowledged) in its own file
 // DIR/worker-K.pushes.N, N the first number not taken (0, 1, ...), mapped so
-// that the counts survive the process being killed. Opens the next one for
-// n_shards shards, its counts zero; *incarnation gets N. Returns 0, or -1 with err.
+// that the counts survive the process being killed, with the run's id. Opens
+// the next one for n_shards shards, its counts zero; *incarnation gets N.
+// Returns 0, or -1 with err.
 struct counter_file;
 struct ps_push_count;
-int dist_push_ledger_open(const char *dir, size_t worker, size_t n_shards, struct counter_file *f,
+int dist_push_ledger_open(const char *dir, uint64_t run_id, size_t worker, size_t n_shards, struct counter_file *f,
                           size_t *incarnation, char *err, size_t err_len);
 // The pushes counted in f (n_shards entries): a view into its mapping.
 struct ps_push_count *dist_push_ledger_counts(const struct counter_file *f);
-// Sums the counts of every incarnation of worker K into sums[0..n_shards);
-// *incarnations gets how many there were. Returns 0, or -1 with err (none
-// found, or one unreadable).
-int dist_push_ledger_sum(const char *dir, size_t worker, size_t n_shards, struct ps_push_count *sums,
+// Sums the counts of every incarnation of worker K in run run_id (ledgers of
+// other runs in DIR are passed over) into sums[0..n_shards); *incarnations
+// gets how many there were. Returns 0, or -1 with err (none found, or one
+// unreadable).
+int dist_push_ledger_sum(const char *dir, uint64_t run_id, size_t worker, size_t n_shards, struct ps_push_count *sums,
                          size_t *incarnations, char *err, size_t err_len);
-// The run's check, from the workers' push ledgers and the shards'
-// server-S.json: for every worker K and shard S, the pushes K was
+// The run's check, from the shards' server-S.json (server 0's names the run)
+// and the workers' push ledgers of that run: for every worker K and shard S, the pushes K was
 // acknowledged for, over all its incarnations, are at most the pushes S
 // applied from K over the whole run plus those it applied and then lost with
 // a restart from a checkpoint, which are at most the pushes K sent it (the

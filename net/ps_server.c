@@ -378,7 +378,12 @@ static void count_lost(ps_server_t *s, const char *path, uint64_t *at_checkpoint
     char lpath[1100], why[1200];
     ledger_path(lpath, sizeof lpath, path);
     uint64_t *now = s->own_ledger;  // the ledger at the crash, read into own memory
-    int known = counter_file_read(lpath, ledger_magic, 2 * nw, now, why, sizeof why) == 0;
+    size_t held = 0;
+    int known = counter_file_read(lpath, ledger_magic, 2 * nw, now, &held, why, sizeof why) == 0;
+    if (known && held != 2 * nw) {
+        snprintf(why, sizeof why, "%s: holds %zu counters, not %zu", lpath, held, 2 * nw);
+        known = 0;
+    }
     for (size_t k = 0; known && k < nw; k++) known = now[2 * k] >= at_checkpoint[2 * k];
     if (!known) {
         s->stats.lost_unknown = 1;

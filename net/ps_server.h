@@ -123,13 +123,18 @@ void ps_server_destroy(ps_server_t **s);
 
 // Writes the shard's whole state — parameters, optimizer state, every
 // worker's clock, liveness and push counts, BSP's buffered gradients, the
-// counters and the bound endpoint — to path atomically (a checkpoint file,
-// datasets/checkpoint_file.h). Returns 0, or -1 with err.
+// counters, the ledger as it stands and the bound endpoint — to path
+// atomically (a checkpoint file, datasets/checkpoint_file.h). Returns 0, or
+// -1 with err. A shard configured with checkpoint_path keeps its ledger
+// (every push applied, per worker) in CHECKPOINT_PATH.ledger, updated at each
+// push, so that a resume counts what the crash lost.
 int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err_len);
 // A shard restored from a checkpoint ps_server_save wrote for the same run
 // (run id, layout, mode and optimizer are checked). It binds `endpoint`, or
 // when NULL the endpoint it had, so that its workers' connections find it
-// again. Updates it applied after that checkpoint are lost (docs/reliability.md).
+// again. Updates it applied after that checkpoint are lost, and counted per
+// worker from the ledger PATH.ledger the crashed shard left
+// (ps_server_lost_per_worker; docs/reliability.md).
 ps_server_t *ps_server_resume(void *zmq_ctx, const ps_config_t *c, const char *endpoint, const char *path, char *err,
                               size_t err_len);
 
