@@ -80,7 +80,7 @@ static void wait_file(const run_t *r, const char *name) {
 // ---- servers ------------------------------------------------------------------------
 
 static pid_t start_server(const run_t *r, int s, int resume) {
-    char id[8], host[80];
+    char id[16], host[80];
     snprintf(id, sizeof id, "%d", s);
     snprintf(host, sizeof host, "tcp://127.0.0.1:%d", r->port);
     const char *a[64] = {ASGD_BINARY, "server", "--model", "logreg", "--data", "gen:sparse:n=64,dim=63,nnz=4",
@@ -302,7 +302,7 @@ static void expect_shard(const run_t *r, int s, const uint64_t want[WORKERS][3])
     CHECK(json[0]);
     CHECK(strstr(json, "\"pushes_lost_known\":true"));
     for (int k = 0; k < WORKERS; k++) {
-        char key[8];
+        char key[16];
         snprintf(key, sizeof key, "%d", k);
         double applied = proc_json_number(json, "pushes_total_by_worker", key);
         double lost = proc_json_number(json, "pushes_lost_by_worker", key);
