@@ -264,7 +264,9 @@ static void bsp_restarted_server(void) {
     // Killed once it has checkpointed and the workers are well into the run.
     const char *csv = proc_path(r.rd, "worker-0.csv");
     double until = proc_now_s() + 30.0;
-    while (proc_count_lines(csv) < 4 && proc_now_s() < until) proc_sleep_ms(10);
+    while ((proc_count_lines(csv) < 4 || access(proc_path(r.rd, "ck/server-0.ckpt"), R_OK) != 0) &&
+           proc_now_s() < until)
+        proc_sleep_ms(10);
     CHECK(proc_count_lines(csv) >= 4 && access(proc_path(r.rd, "ck/server-0.ckpt"), R_OK) == 0);
     CHECK(kill(r.server, SIGKILL) == 0);
     CHECK(proc_wait(r.server, 10.0) == 128 + SIGKILL);
