@@ -361,8 +361,9 @@ int model_file_join(const char *const *paths, size_t n, model_file_t *out, char 
     }
     for (uint64_t j = 0; j < out->info.n_params; j++) {
         if (!covered[j]) {
-            snprintf(err, err_len, "%s: the %zu files give no value for parameter %llu of %llu", paths[0], n,
-                     (unsigned long long)j, (unsigned long long)out->info.n_params);
+            snprintf(err, err_len, "%s: parameter %llu of %llu is in none of the %zu file(s): a server's file is one "
+                     "part of the model; give every part, comma-separated", paths[0], (unsigned long long)j,
+                     (unsigned long long)out->info.n_params, n);
             goto fail;
         }
     }
