@@ -18,6 +18,7 @@
 #include "engine/dist.h"
 #include "engine/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/json_writer.h"     // defines: json_*
+#include "engine/model_file.h"      // defines: model_file_info_of, model_file_write
 #include "engine/replica.h"         // defines: replica_train
 #include "engine/run_report.h"      // defines: run_report_new
 #include "net/ps_client.h"          // defines: ps_push_count_t
@@ -618,6 +619,22 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
     return global_eval_start(gc, err, err_len);
 }
 
+// --save-model: parameters [first, first + count) of model m (all of them, or
+// a server's shard) as a model file (model_file.h).
+static int save_model(const char *path, const model_t *m, size_t first, size_t count, const float *values, char *err,
+                      size_t err_len) {
+    model_file_info_t *info = malloc(sizeof *info);
+    int rc = -1;
+    if (!info) snprintf(err, err_len, "--save-model %s: out of memory", path);
+    else if (model_file_info_of(m, info, err, err_len) == 0) {
+        info->first = first;
+        info->count = count;
+        rc = model_file_write(path, "--save-model", info, values, err, err_len);
+    }
+    free(info);
+    return rc;
+}
+
 static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                       const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
     // Under hybrid the servers hold the sparse part only, the first S parameters.
@@ -719,6 +736,10 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
         write_server_files(id, run_id, d, s, err + strlen(err), 0);
         goto out;
     }
+    // Every worker has left: the shard's values are final (before server-K.json,
+    // which tells a launcher the shard is done).
+    if (d->save_model && save_model(d->save_model, m, begin, end - begin, ps_server_values(s), err, err_len) != 0)
+        goto out;
     if (write_server_files(id, run_id, d, s, err, err_len) != 0) goto out;
     rc = 0;
 out:
@@ -811,20 +832,6 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     if (d->sync == SYNC_MODE_HYBRID) json_string(&j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
     json_end(&j);
     fputc('\n', out);
-}
-
-static int save_model(const char *path, const float *w, size_t n, char *err, size_t err_len) {
-    FILE *f = fopen(path, "wb");
-    if (!f) {
-        snprintf(err, err_len, "--save-model %s: cannot open for writing: %s", path, strerror(errno));
-        return -1;
-    }
-    size_t wrote = fwrite(w, sizeof *w, n, f);
-    if (fclose(f) != 0 || wrote != n) {
-        snprintf(err, err_len, "--save-model %s: writing failed: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
 }
 
 static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
@@ -951,6 +958,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         err[0] = '\0';
     }
     if (run_report_close(&report, err, err_len) != 0) goto out;
+    if (d->save_model && save_model(d->save_model, m, 0, n, final_w, err, err_len) != 0) goto out;
     write_worker_json(stdout, id, t, d, m, &result, &rs, rejoins, counts, incarnation);
     fflush(stdout);
     if (d->run_dir) {
@@ -961,7 +969,6 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         write_worker_json(f, id, t, d, m, &result, &rs, rejoins, counts, incarnation);
         if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) goto out;
     }
-    if (d->save_model && save_model(d->save_model, final_w, n, err, err_len) != 0) goto out;
     rc = 0;
 out:
     if (report) {
@@ -1060,7 +1067,7 @@ size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
     n += dist_args_flags(&a->d, specs + n);
     specs[n++] = (flag_spec_t){"id", FLAG_TYPE_SIZE, &a->id, "K", "this process's shard or worker id", 0, 4096, NULL, 0};
     specs[n++] = (flag_spec_t){"host-coordinator", FLAG_TYPE_STRING, &a->host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0};
-    specs[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE", "worker: write the final parameters (float32) to FILE", 0, 0, NULL, 0};
+    specs[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE", "worker: write its final model to FILE; server: its shard's final values, a part of the model (docs/model_file.md)", 0, 0, NULL, 0};
     return n;
 }
 

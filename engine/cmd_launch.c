@@ -17,6 +17,7 @@
 #include "engine/dist.h"            // defines: dist_args_t, dist_run_role
 #include "engine/json_writer.h"     // defines: json_*
 #include "engine/launch_curve.h"    // defines: global_curve_load, global_curve_write_merged
+#include "engine/model_file.h"      // defines: model_file_join, model_file_write
 #include "net/curve_auth.h"         // defines: zap_handler_destroy
 #include "net/launch_env.h"         // defines: launch_env_detect
 #include "net/rendezvous.h"         // defines: rdv_server_new
@@ -41,6 +42,7 @@ typedef struct child {
     char line[2][1024];  // partial lines being assembled
     size_t line_len[2];
     char last_err[1024];
+    char save_path[1100];  // the --save-model part it writes (part_path)
     int status;
     int exited;
 } child_t;
@@ -344,6 +346,51 @@ out:
     return rc;
 }
 
+// ---- --save-model: the global model ----------------------------------------------
+
+// Where process (role, id) writes its part of the run's model under
+// --save-model, or NULL: each server its final shard, in the run directory;
+// worker 0 the user's file under allreduce (every replica holds the global
+// model), or under hybrid its replica in the run directory (whose sparse part
+// the servers' shards then replace).
+static const char *part_path(dist_role_t role, size_t id, const dist_args_t *d, const char *dir, const char *save_model,
+                             char *buf, size_t len) {
+    if (!save_model) return NULL;
+    if (role == DIST_ROLE_SERVER) snprintf(buf, len, "%s/server-%zu.model", dir, id);
+    else if (id != 0) return NULL;
+    else if (d->sync == SYNC_MODE_ALLREDUCE) return save_model;
+    else if (d->sync == SYNC_MODE_HYBRID) snprintf(buf, len, "%s/worker-0.model", dir);
+    else return NULL;
+    return buf;
+}
+
+// After the run: the parts joined in order into the user's file.
+static int save_global_model(const char *dir, const dist_args_t *d, const char *save_model, char *err,
+                             size_t err_len) {
+    if (!save_model || d->sync == SYNC_MODE_ALLREDUCE) return 0;
+    size_t n = 0, max = d->servers + 1;
+    char (*buf)[1024] = calloc(max, sizeof *buf);
+    const char **paths = calloc(max, sizeof *paths);
+    model_file_t f;
+    model_file_init(&f);
+    int rc = -1;
+    if (!buf || !paths) {
+        snprintf(err, err_len, "--save-model %s: out of memory", save_model);
+        goto out;
+    }
+    if (d->sync == SYNC_MODE_HYBRID)
+        paths[n] = part_path(DIST_ROLE_WORKER, 0, d, dir, save_model, buf[n], sizeof buf[n]), n++;
+    for (size_t k = 0; k < d->servers; k++)
+        paths[n] = part_path(DIST_ROLE_SERVER, k, d, dir, save_model, buf[n], sizeof buf[n]), n++;
+    if (model_file_join(paths, n, &f, err, err_len) == 0)
+        rc = model_file_write(save_model, "--save-model", &f.info, f.params, err, err_len);
+out:
+    model_file_free(&f);
+    free(paths);
+    free(buf);
+    return rc;
+}
+
 // ---- local launch ----------------------------------------------------------------
 
 // Shows a child's output line by line, prefixed with who wrote it.
@@ -491,9 +538,10 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
     args[a++] = (char *)dir;
     // Every process is on this machine: the ring is faster over ipc:// (docs/allreduce.md).
     if ((d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) && !d->ring_ipc) args[a++] = "--ring-ipc";
-    if (save_model && c->role == DIST_ROLE_WORKER && c->id == 0) {
+    const char *part = part_path(c->role, c->id, d, dir, save_model, c->save_path, sizeof c->save_path);
+    if (part) {
         args[a++] = "--save-model";
-        args[a++] = (char *)save_model;
+        args[a++] = (char *)part;
     }
     args[a] = NULL;
     return spawn(c, exe, args);
@@ -664,7 +712,8 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     } else if (rdv_server_wait(rdv, 1000, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         status = 1;
-    } else if (finish_run_dir(dir, t, d, now_s() - t0, err, sizeof err) != 0) {
+    } else if (finish_run_dir(dir, t, d, now_s() - t0, err, sizeof err) != 0 ||
+               save_global_model(dir, d, save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         status = 1;
     }
@@ -720,6 +769,9 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     }
     dist_role_t role = launch_role_of_rank(env->rank, d->servers) == LAUNCH_ROLE_SERVER ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
     size_t id = role == DIST_ROLE_SERVER ? env->rank : env->rank - d->servers;
+    const char *save_model = d->save_model;
+    char part[1100];
+    d->save_model = part_path(role, id, d, d->run_dir, save_model, part, sizeof part);
     double t0 = now_s();
     int status = dist_run_role(role, id, t, d, env->rank == 0 ? host_bind : NULL);
     if (status != 0 || env->rank != 0) return status;
@@ -737,7 +789,8 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
         struct timespec nap = {0, 50000000};
         nanosleep(&nap, NULL);
     }
-    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, err, sizeof err) != 0) {
+    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, err, sizeof err) != 0 ||
+        save_global_model(d->run_dir, d, save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
     }
@@ -754,7 +807,7 @@ int cmd_launch(int argc, char **argv) {
     flag_spec_t flags[TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4];
     size_t n = train_args_flags(&t, flags, 0);
     n += dist_args_flags(&d, flags + n);
-    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "write worker 0's final parameters (float32) to FILE", 0, 0, NULL, 0};
+    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
     flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, &restart_workers, "N", "start a worker that dies again (it rejoins the run), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
     int parsed = flags_command("asgd launch", usage, description, flags, n, argc, argv);
     if (parsed >= 0) return parsed;

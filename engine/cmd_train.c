@@ -14,6 +14,7 @@
 #include "engine/flags.h"        // defines: flags_parse
 #include "engine/json_writer.h"  // defines: json_*
 #include "engine/model.h"        // defines: model_new_*
+#include "engine/model_file.h"   // defines: model_file_info_of, model_file_write
 #include "engine/optimizer.h"    // defines: optimizer_new
 #include "engine/run_report.h"   // defines: run_report_new, run_report_callbacks
 #include "engine/simulate.h"     // defines: simulate_config_t, simulate_fresh
@@ -238,7 +239,7 @@ int cmd_train(int argc, char **argv) {
     flag_spec_t flags[TRAIN_ARGS_N_FLAGS + 1 + SIM_N_FLAGS];
     size_t n_flags = train_args_flags(&a, flags, 1);
     flags[n_flags++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE",
-                                     "write the final parameters (float32, little-endian) to FILE", 0, 0, NULL, 0};
+                                     "write the final model to FILE (docs/model_file.md; asgd predict, asgd eval read it)", 0, 0, NULL, 0};
     n_flags += sim_args_flags(&sim, flags + n_flags);
     char err[ERR_LEN] = "";
     int parsed = flags_command("asgd train", usage, description, flags, n_flags, argc, argv);
@@ -263,6 +264,7 @@ int cmd_train(int argc, char **argv) {
     data_bundle_init(&data);
     int status = 1;
     float *final_w = NULL;
+    model_file_info_t *save_info = NULL;  // --save-model: the file's header
     run_report_t *report = NULL;
     FILE *summary_file = NULL;
     if (train_args_build(&a, &data, &model, err, sizeof err) != 0) goto fail;
@@ -313,10 +315,11 @@ int cmd_train(int argc, char **argv) {
     if (!(report = run_report_new(a.log, model_metric(model), a.quiet ? NULL : stderr, total, err, sizeof err))) goto fail;
     train_callbacks_t cb = run_report_callbacks(report);
     train_result_t result;
-    if (save_model && !(final_w = malloc(n_params * sizeof *final_w))) {
+    if (save_model && (!(final_w = malloc(n_params * sizeof *final_w)) || !(save_info = malloc(sizeof *save_info)))) {
         snprintf(err, sizeof err, "out of memory for the final parameters");
         goto fail;
     }
+    if (save_info && model_file_info_of(model, save_info, err, sizeof err) != 0) goto fail;
     if (sim.on) {
         if (!(sim_result = malloc(sizeof *sim_result))) {
             snprintf(err, sizeof err, "out of memory for the simulation's result");
@@ -335,14 +338,7 @@ int cmd_train(int argc, char **argv) {
             goto fail;
         }
     }
-    if (save_model) {
-        FILE *f = fopen(save_model, "wb");
-        size_t wrote = f ? fwrite(final_w, sizeof *final_w, n_params, f) : 0;
-        if (!f || fclose(f) != 0 || wrote != n_params) {
-            snprintf(err, sizeof err, "--save-model %.300s: cannot write: %s", save_model, strerror(errno));
-            goto fail;
-        }
-    }
+    if (save_info && model_file_write(save_model, "--save-model", save_info, final_w, err, sizeof err) != 0) goto fail;
     if (run_report_close(&report, err, sizeof err) != 0) goto fail;
     write_summary(stdout, &a, model_desc, n_params, &data, model_metric(model), &result,
                   sim.on ? &sc : NULL, sim_result);
@@ -364,6 +360,7 @@ fail:
     char ignored[8];
     run_report_close(&report, ignored, sizeof ignored);
     free(final_w);
+    free(save_info);
     free(sim_result);
     model_destroy(&model);
     data_bundle_free(&data);

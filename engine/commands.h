@@ -9,6 +9,8 @@ int cmd_server(int argc, char **argv);
 int cmd_worker(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
 
 // The startup banner's shared part: version, BLAS kernels, CPUs.
 void print_banner(FILE *out, const char *command);

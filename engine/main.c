@@ -18,6 +18,8 @@ static void print_usage(FILE *out) {
             "  launch    a distributed run: parameter servers and worker replicas (here, or under srun/mpirun)\n"
             "  server    one parameter-server shard of a distributed run\n"
             "  worker    one worker replica of a distributed run\n"
+            "  predict   apply a saved model (--save-model) to data: one prediction per example\n"
+            "  eval      a saved model's test loss and accuracy (or RMSE) on data, as JSON\n"
             "  gen       write a generated dataset (sparse libsvm or ratings) to a file\n"
             "  keygen    make a CURVE key pair to encrypt and authenticate a distributed run\n"
             "  help      show this help\n"
@@ -48,6 +50,8 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (strcmp(command, "train") == 0) return cmd_train(argc - 2, argv + 2);
+    if (strcmp(command, "predict") == 0) return cmd_predict(argc - 2, argv + 2);
+    if (strcmp(command, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
     if (strcmp(command, "gen") == 0) return cmd_gen(argc - 2, argv + 2);
     if (strcmp(command, "keygen") == 0) return cmd_keygen(argc - 2, argv + 2);
     if (strcmp(command, "launch") == 0) return cmd_launch(argc - 2, argv + 2);

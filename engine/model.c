@@ -68,6 +68,18 @@ void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end
     m->ops->evaluate(m, w, begin, end, ws, sums);
 }
 
+size_t model_num_outputs(const model_t *m) {
+    model_layout_t l;
+    model_layout(m, &l);
+    return l.kind == MODEL_KIND_MLP ? l.width[l.n_layers] : 1;
+}
+
+void model_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, double *out) {
+    if (end > m->num_test) end = m->num_test;
+    if (begin >= end) return;
+    m->ops->predict(m, w, begin, end, ws, out);
+}
+
 double eval_metric_value(metric_kind_t kind, const eval_sums_t *sums) {
     if (sums->count == 0) return NAN;
     if (kind == METRIC_KIND_ACCURACY) return sums->metric_sum / (double)sums->count;

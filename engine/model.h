@@ -157,6 +157,14 @@ void model_layout(const model_t *m, model_layout_t *out);
 void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
                     eval_sums_t *sums);
 
+// The model's outputs for test examples [begin, end), the same forward pass
+// model_evaluate measures: model_num_outputs(m) values per example, written to
+// out[(i - begin) * outputs + k]. Linear models and embmlp: the score (>= 0
+// predicts +1; logreg and embmlp: P(+1) = 1 / (1 + exp(-score))); mlp and
+// softmax: the logits of the classes; mf: the predicted rating.
+size_t model_num_outputs(const model_t *m);
+void model_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, double *out);
+
 // The metric value from sums: accuracy in [0,1] or RMSE.
 double eval_metric_value(metric_kind_t kind, const eval_sums_t *sums);
 

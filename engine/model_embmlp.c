@@ -168,6 +168,12 @@ static void embmlp_evaluate(const model_t *m, const param_t *w, size_t begin, si
     }
 }
 
+static void embmlp_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *wsp,
+                           double *out) {
+    const embmlp_model_t *e = (const embmlp_model_t *)m;
+    for (size_t row = begin; row < end; row++) out[row - begin] = forward(e, e->test, row, w, (embmlp_ws_t *)wsp);
+}
+
 static size_t embmlp_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark,
                                  uint32_t *keys) {
     const embmlp_model_t *e = (const embmlp_model_t *)m;
@@ -205,6 +211,7 @@ static const model_ops_t embmlp_ops = {
     .ws_destroy = embmlp_ws_destroy,
     .loss_grad = embmlp_loss_grad,
     .evaluate = embmlp_evaluate,
+    .predict = embmlp_predict,
     .destroy = embmlp_destroy,
     .layout = embmlp_layout,
     .sparse_keys = embmlp_sparse_keys,

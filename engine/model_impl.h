@@ -14,6 +14,8 @@ typedef struct model_ops {
                         model_ws_t *ws);
     void (*evaluate)(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
                      eval_sums_t *sums);
+    // Outputs for test examples (see model_predict in model.h).
+    void (*predict)(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, double *out);
     void (*destroy)(model_t *m);
     void (*layout)(const model_t *m, model_layout_t *out);
     // Optional: the gradient handed over in blocks (see model.h).

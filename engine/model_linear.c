@@ -138,6 +138,13 @@ static void linear_evaluate(const model_t *m, const param_t *w, size_t begin, si
     }
 }
 
+static void linear_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
+                           double *out) {
+    (void)ws;
+    const linear_model_t *lm = (const linear_model_t *)m;
+    for (size_t row = begin; row < end; row++) out[row - begin] = margin_of(lm, lm->test, row, w);
+}
+
 static void linear_destroy(model_t *m) { free(m); }
 
 static void linear_layout(const model_t *m, model_layout_t *out) {
@@ -158,6 +165,7 @@ static const model_ops_t linear_ops = {
     .ws_destroy = linear_ws_destroy,
     .loss_grad = linear_loss_grad,
     .evaluate = linear_evaluate,
+    .predict = linear_predict,
     .destroy = linear_destroy,
     .layout = linear_layout,
     .sgd_step_one = linear_sgd_step_one,

@@ -124,6 +124,13 @@ static void mf_evaluate(const model_t *m, const param_t *w, size_t begin, size_t
     }
 }
 
+static void mf_predict_test(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
+                            double *out) {
+    (void)ws;
+    const mf_model_t *mf = (const mf_model_t *)m;
+    for (size_t i = begin; i < end; i++) out[i - begin] = mf_predict(mf, w, mf->test->user[i], mf->test->item[i]);
+}
+
 static void mf_destroy(model_t *m) { free(m); }
 
 static void mf_layout(const model_t *m, model_layout_t *out) {
@@ -146,6 +153,7 @@ static const model_ops_t mf_ops = {
     .ws_destroy = mf_ws_destroy,
     .loss_grad = mf_loss_grad,
     .evaluate = mf_evaluate,
+    .predict = mf_predict_test,
     .destroy = mf_destroy,
     .layout = mf_layout,
     .sgd_step_one = mf_sgd_step_one,

@@ -205,6 +205,21 @@ static void mlp_evaluate(const model_t *m, const param_t *w, size_t begin, size_
     }
 }
 
+static void mlp_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *p, double *out) {
+    const mlp_model_t *mm = (const mlp_model_t *)m;
+    mlp_ws_t *ws = (mlp_ws_t *)p;
+    const dense_dataset_t *d = mm->test;
+    size_t classes = mm->width[mm->n_layers];
+    params_read(w, mm->num_params, ws->w);
+    for (size_t start = begin; start < end; start += ws->rows) {
+        int rows = (int)(end - start < ws->rows ? end - start : ws->rows);
+        memcpy(ws->act[0], d->x + start * d->dim, (size_t)rows * d->dim * sizeof(float));
+        mlp_forward(mm, ws, rows);
+        const float *logits = ws->act[mm->n_layers];
+        for (size_t k = 0; k < (size_t)rows * classes; k++) out[(start - begin) * classes + k] = logits[k];
+    }
+}
+
 static void mlp_destroy(model_t *m) { free(m); }
 
 static void mlp_layout(const model_t *m, model_layout_t *out) {
@@ -227,6 +242,7 @@ static const model_ops_t mlp_ops = {
     .ws_destroy = mlp_ws_destroy,
     .loss_grad = mlp_loss_grad,
     .evaluate = mlp_evaluate,
+    .predict = mlp_predict,
     .destroy = mlp_destroy,
     .layout = mlp_layout,
     .loss_grad_apply = mlp_loss_grad_apply,

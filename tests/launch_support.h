@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "datasets/text_io.h"  // defines: text_file_read
+#include "engine/model_file.h"  // defines: model_file_read
 #include "test_support.h"
 
 extern char **environ;
@@ -48,19 +49,18 @@ static inline int launch_run(const char *const *args) {
     return WEXITSTATUS(status);
 }
 
-// A model written by --save-model (raw float32); *n its length. Caller frees.
+// The parameters of a whole model written by --save-model (docs/model_file.md):
+// its header, size and checksum checked; *n their count. Caller frees.
 static inline float *launch_load_model(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f);
-    fseek(f, 0, SEEK_END);
-    long bytes = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    CHECK(bytes > 0 && bytes % 4 == 0);
-    float *w = malloc((size_t)bytes);
-    CHECK(w && fread(w, 1, (size_t)bytes, f) == (size_t)bytes);
-    fclose(f);
-    *n = (size_t)bytes / 4;
-    return w;
+    model_file_t f;
+    char err[512];
+    if (model_file_read(path, &f, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        exit(1);
+    }
+    CHECK(f.info.first == 0 && f.info.count == f.info.n_params && f.info.n_params > 0);
+    *n = (size_t)f.info.count;
+    return f.params;
 }
 
 // The last run's stderr (caller frees).

@@ -9,6 +9,7 @@
 
 #include "engine/data_source.h"      // defines: data_bundle_load
 #include "engine/model.h"            // defines: model_new_*
+#include "engine/model_file.h"       // defines: MODEL_FILE_HEADER_BYTES
 #include "engine/simulate.h"         // defines: simulate_fresh
 #include "engine/trainer.h"          // defines: train_fresh
 #include "staleness/delay_model.h"   // defines: delay_model_parse, delay_sampler_*
@@ -405,7 +406,8 @@ static void test_cli(void) {
     CHECK(run_cli(dir, "--simulate-workers 8 --delay straggler:slow=4,n=1", "d.bin") == 0);
     size_t la, lb, lc, ld;
     char *a = slurp(dir, "a.bin", &la), *b = slurp(dir, "b.bin", &lb), *c = slurp(dir, "c.bin", &lc);
-    CHECK(la == 501 * sizeof(float) && la == lb && memcmp(a, b, la) == 0);
+    // A model file (docs/model_file.md): header, 2 labels, 501 parameters, CRC.
+    CHECK(la == MODEL_FILE_HEADER_BYTES + 2 * 4 + 501 * sizeof(float) + 4 && la == lb && memcmp(a, b, la) == 0);
     CHECK(lc == la && memcmp(a, c, la) != 0);
     char *j = slurp(dir, "a.bin.json", &la);
     CHECK(strstr(j, "\"mode\":\"simulate\"") && strstr(j, "\"delay\":\"uniform:0,16\""));
