@@ -801,6 +801,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
     json_number(&j, "global_test_loss", rs->global_test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse", rs->global_test_metric);
+    json_uint(&j, "global_versions", rs->global_versions);
     json_uint(&j, "clock", rs->clock);
     json_uint(&j, "pushes", rs->pushes);
     json_uint(&j, "push_messages_acked", rs->pushes_acked);  // since its last (re)join

@@ -162,22 +162,26 @@ static void json_global_figures(json_writer_t *j, const global_curve_t *gc, doub
 }
 
 // The run's last point of the global model: the servers' model as the worker
-// that finished last pulled and evaluated it after its last push (every
-// other worker had finished before), at the longest worker's training time.
+// whose final pull came last pulled and evaluated it after its last push —
+// every other worker had pushed its last by then, so that pull saw the final
+// model; it is the pull that saw the most shard versions (global_versions) —
+// at the longest worker's training time.
 static void read_curve_final(const char *dir, const dist_args_t *d, int rmse, const staleness_hist_t *hc,
                              const staleness_hist_t *hu, curve_final_t *fin, double *train_examples) {
     memset(fin, 0, sizeof *fin);
     *train_examples = NAN;
     char *last_text = NULL;
+    double last_versions = -1;
     for (size_t k = 0; k < d->workers; k++) {
         char path[1024];
         snprintf(path, sizeof path, "%s/worker-%zu.json", dir, k);
         char *text = read_text(path);
         fin->samples += json_field(text, "samples");
-        double w = json_field(text, "wall_s");
+        double w = json_field(text, "wall_s"), versions = json_field(text, "global_versions");
         if (k == 0) *train_examples = json_field(text, "train_examples");
-        if (w > fin->wall_s || !last_text) {
-            fin->wall_s = w;
+        if (w > fin->wall_s) fin->wall_s = w;
+        if (versions > last_versions || !last_text) {
+            last_versions = versions;
             free(last_text);
             last_text = text;
         } else {

@@ -551,6 +551,19 @@ static int evaluate_global(replica_t *r, size_t eval_limit, replica_stats_t *sta
     model_evaluate(r->model, global, 0, limit, ws, &sums);
     stats->global_test_loss = sums.count ? sums.loss_sum / (double)sums.count : NAN;
     stats->global_test_metric = eval_metric_value(model_metric(r->model), &sums);
+    // Of several workers' final pulls, the one that saw the most shard
+    // versions (they only grow) came last.
+    uint64_t *versions = calloc(r->rc->n_servers, sizeof *versions);
+    if (!versions) {
+        snprintf(err, err_len, "worker: out of memory");
+        model_ws_destroy(&ws);
+        params_free(&global);
+        return -1;
+    }
+    ps_client_pulled_versions(r->client, versions);
+    stats->global_versions = 0;
+    for (size_t k = 0; k < r->rc->n_servers; k++) stats->global_versions += versions[k];
+    free(versions);
     model_ws_destroy(&ws);
     params_free(&global);
     return 0;

@@ -77,6 +77,7 @@ typedef struct replica_stats {
     // The global model at the end (pulled from the servers after this replica's
     // last push; NaN for allreduce, whose replicas all hold the global model).
     double global_test_loss, global_test_metric;
+    uint64_t global_versions;      // the shards' versions of that pull, summed (0 without servers)
 } replica_stats_t;
 
 // Trains a fresh replica (parameters from the servers, or initialised with
