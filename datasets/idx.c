@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "datasets/gunzip.h"  // defines: gz_read_file, gz_inflate_buffer
+#include "datasets/data_input.h"  // defines: data_input_open, data_input_read
 
 #ifndef ASGD_FASHION_MNIST_DIR
 #define ASGD_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -41,138 +41,188 @@ static int check_magic(const char *path, const uint8_t *data, size_t len, uint32
     return 0;
 }
 
-static int parse_images(const char *path, const uint8_t *data, size_t len, idx_header_t *h, char *err, size_t err_len) {
-    if (check_magic(path, data, len, IDX_MAGIC_IMAGES, "uint8 images", err, err_len) != 0) return -1;
-    if (len < IMAGES_HEADER) {
-        snprintf(err, err_len, "%s: file is %zu bytes, too short for the %d-byte IDX images header", path, len, IMAGES_HEADER);
+// Reads up to n bytes into a buffer that grows with what actually arrives (so a
+// header that claims more than the file holds allocates no more than the file),
+// then looks for bytes beyond n: *extra is how many (at most TRAILING_PROBE).
+#define TRAILING_PROBE 4096
+static int read_bounded(data_input_t *in, uint64_t n, uint8_t **out, size_t *len, size_t *extra, char *err, size_t err_len) {
+    *out = NULL;
+    *len = *extra = 0;
+    size_t cap = 0, have = 0;
+    uint8_t *buf = NULL;
+    for (;;) {
+        if (have == n) break;
+        if (have == cap) {
+            uint64_t next = cap ? (uint64_t)cap * 2 : (uint64_t)1 << 20;
+            if (next > n) next = n;
+            uint8_t *bigger = next <= SIZE_MAX ? realloc(buf, (size_t)next) : NULL;
+            if (!bigger) {
+                free(buf);
+                return -2;  // out of memory: the caller words it
+            }
+            buf = bigger;
+            cap = (size_t)next;
+        }
+        size_t got;
+        if (data_input_read(in, buf + have, cap - have, &got, err, err_len) != 0) {
+            free(buf);
+            return -1;
+        }
+        have += got;
+        if (have < cap) break;  // the end of the data
+    }
+    if (have == n) {
+        uint8_t probe[TRAILING_PROBE];
+        if (data_input_read(in, probe, sizeof probe, extra, err, err_len) != 0) {
+            free(buf);
+            return -1;
+        }
+    }
+    *out = buf;
+    *len = have;
+    return 0;
+}
+
+// One IDX file: the header (parsed into h), then exactly the payload it declares
+// into *payload (the caller frees it). Reads no more than the header allows
+// (and TRAILING_PROBE bytes to find out whether the file ends there).
+static int read_idx(data_input_t *in, const char *path, int images, idx_header_t *h, uint8_t **payload, char *err,
+                    size_t err_len) {
+    *payload = NULL;
+    const size_t header_len = images ? IMAGES_HEADER : LABELS_HEADER;
+    uint8_t header[IMAGES_HEADER];
+    size_t len;
+    if (data_input_read(in, header, header_len, &len, err, err_len) != 0) return -1;
+    if (check_magic(path, header, len, images ? IDX_MAGIC_IMAGES : IDX_MAGIC_LABELS, images ? "uint8 images" : "uint8 labels", err,
+                    err_len) != 0)
+        return -1;
+    if (len < header_len) {
+        snprintf(err, err_len, "%s: file is %zu bytes, too short for the %zu-byte IDX %s header", path, len, header_len,
+                 images ? "images" : "labels");
         return -1;
     }
-    h->n = load_be32(data + 4);
-    h->rows = load_be32(data + 8);
-    h->cols = load_be32(data + 12);
+    h->n = load_be32(header + 4);
+    h->rows = images ? load_be32(header + 8) : 1;
+    h->cols = images ? load_be32(header + 12) : 1;
     static const char *const field[3] = {"image count", "rows", "cols"};
     const uint32_t dims[3] = {h->n, h->rows, h->cols};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < (images ? 3 : 1); i++) {
         if (dims[i] == 0) {
-            snprintf(err, err_len, "%s: %s is 0 at byte offset %d (expected a positive dimension)", path, field[i], 4 + 4 * i);
+            if (images)
+                snprintf(err, err_len, "%s: %s is 0 at byte offset %d (expected a positive dimension)", path, field[i], 4 + 4 * i);
+            else
+                snprintf(err, err_len, "%s: label count is 0 at byte offset 4 (expected a positive count)", path);
             return -1;
         }
     }
     // Two 32-bit factors fit in 64 bits; the third is checked by division so that
     // a header claiming 2^96 bytes is caught without forming the product.
-    const uint64_t pixels = (uint64_t)h->rows * h->cols, payload = len - IMAGES_HEADER;
-    if (payload / pixels < h->n) {
-        char need[48];
-        if (h->n > UINT64_MAX / pixels)
-            snprintf(need, sizeof need, "more than 2^64");
+    const uint64_t pixels = (uint64_t)h->rows * h->cols;
+    const int overflow = h->n > UINT64_MAX / pixels;
+    const uint64_t need = overflow ? UINT64_MAX : pixels * h->n;
+    uint8_t *data;
+    size_t got, extra;
+    int rc = read_bounded(in, need, &data, &got, &extra, err, err_len);
+    if (rc == -2) {
+        snprintf(err, err_len, "%s: out of memory for the %llu bytes its header declares", path, (unsigned long long)need);
+        return -1;
+    }
+    if (rc != 0) return -1;
+    if (got < need) {
+        if (!images) {
+            snprintf(err, err_len, "%s: truncated: header says %u labels but the file has %zu bytes after the %d-byte header (expected exactly %u)",
+                     path, h->n, got, LABELS_HEADER, h->n);
+        } else {
+            char need_text[48];
+            if (overflow)
+                snprintf(need_text, sizeof need_text, "more than 2^64");
+            else
+                snprintf(need_text, sizeof need_text, "%llu", (unsigned long long)need);
+            snprintf(err, err_len,
+                     "%s: truncated: header says %u images of %u x %u pixels (%s bytes after the %d-byte header) but the file has only "
+                     "%zu",
+                     path, h->n, h->rows, h->cols, need_text, IMAGES_HEADER, got);
+        }
+        free(data);
+        return -1;
+    }
+    if (extra > 0) {
+        char count[32];
+        snprintf(count, sizeof count, extra < TRAILING_PROBE ? "%zu" : "at least %zu", extra);
+        if (images)
+            snprintf(err, err_len,
+                     "%s: %s trailing byte(s) after the %u images of %u x %u pixels the header declares (expected the file to end at "
+                     "byte offset %llu)",
+                     path, count, h->n, h->rows, h->cols, (unsigned long long)(IMAGES_HEADER + need));
         else
-            snprintf(need, sizeof need, "%llu", (unsigned long long)(pixels * h->n));
-        snprintf(err, err_len,
-                 "%s: truncated: header says %u images of %u x %u pixels (%s bytes after the %d-byte header) but the file has only "
-                 "%llu",
-                 path, h->n, h->rows, h->cols, need, IMAGES_HEADER, (unsigned long long)payload);
+            snprintf(err, err_len, "%s: trailing bytes: header says %u labels but %s more byte(s) follow them (expected the file to end at byte offset %llu)",
+                     path, h->n, count, (unsigned long long)(LABELS_HEADER + need));
+        free(data);
         return -1;
     }
-    if (payload != pixels * h->n) {
-        snprintf(err, err_len,
-                 "%s: %llu trailing byte(s) after the %u images of %u x %u pixels the header declares (expected the file to end at "
-                 "byte offset %llu)",
-                 path, (unsigned long long)(payload - pixels * h->n), h->n, h->rows, h->cols,
-                 (unsigned long long)(IMAGES_HEADER + pixels * h->n));
-        return -1;
-    }
-    return 0;
-}
-
-static int parse_labels(const char *path, const uint8_t *data, size_t len, idx_header_t *h, char *err, size_t err_len) {
-    if (check_magic(path, data, len, IDX_MAGIC_LABELS, "uint8 labels", err, err_len) != 0) return -1;
-    if (len < LABELS_HEADER) {
-        snprintf(err, err_len, "%s: file is %zu bytes, too short for the %d-byte IDX labels header", path, len, LABELS_HEADER);
-        return -1;
-    }
-    h->n = load_be32(data + 4);
-    h->rows = h->cols = 1;
-    if (h->n == 0) {
-        snprintf(err, err_len, "%s: label count is 0 at byte offset 4 (expected a positive count)", path);
-        return -1;
-    }
-    if (len - LABELS_HEADER != h->n) {
-        snprintf(err, err_len, "%s: %s: header says %u labels but the file has %zu bytes after the %d-byte header (expected exactly %u)",
-                 path, len - LABELS_HEADER < h->n ? "truncated" : "trailing bytes", h->n, len - LABELS_HEADER, LABELS_HEADER, h->n);
-        return -1;
-    }
-    for (uint32_t i = 0; i < h->n; i++) {
-        uint8_t y = data[LABELS_HEADER + i];
-        if (y >= IDX_N_CLASSES) {
-            snprintf(err, err_len, "%s: label %u of example %u at byte offset %u is out of range (expected 0..%d)", path, y, i,
-                     LABELS_HEADER + i, IDX_N_CLASSES - 1);
-            return -1;
+    if (!images) {
+        for (uint32_t i = 0; i < h->n; i++) {
+            if (data[i] >= IDX_N_CLASSES) {
+                snprintf(err, err_len, "%s: label %u of example %u at byte offset %u is out of range (expected 0..%d)", path, data[i], i,
+                         LABELS_HEADER + i, IDX_N_CLASSES - 1);
+                free(data);
+                return -1;
+            }
         }
     }
+    *payload = data;
     return 0;
 }
 
-// Parses both files' bytes (already inflated) into out.
-static int build(const char *images_path, const uint8_t *images, size_t images_len, const char *labels_path,
-                 const uint8_t *labels, size_t labels_len, size_t limit, dense_dataset_t *out, char *err, size_t err_len) {
+// Reads both files and builds out from them.
+static int load(data_input_t *images_in, const char *images_path, data_input_t *labels_in, const char *labels_path, size_t limit,
+                dense_dataset_t *out, char *err, size_t err_len) {
     idx_header_t ih, lh;
-    if (parse_images(images_path, images, images_len, &ih, err, err_len) != 0) return -1;
-    if (parse_labels(labels_path, labels, labels_len, &lh, err, err_len) != 0) return -1;
+    uint8_t *px = NULL, *labels = NULL;
+    int rc = -1;
+    if (read_idx(images_in, images_path, 1, &ih, &px, err, err_len) != 0) goto done;
+    if (read_idx(labels_in, labels_path, 0, &lh, &labels, err, err_len) != 0) goto done;
     if (ih.n != lh.n) {
         snprintf(err, err_len, "%s has %u images but %s has %u labels (expected the same count)", images_path, ih.n, labels_path, lh.n);
-        return -1;
+        goto done;
     }
     // Both sizes are now bounded by the bytes actually read, so allocating is safe.
     size_t n = limit > 0 && limit < ih.n ? limit : ih.n, dim = (size_t)ih.rows * ih.cols;
     dense_dataset_t d;
-    if (dense_dataset_alloc(&d, n, dim, IDX_N_CLASSES, err, err_len) != 0) return -1;
+    if (dense_dataset_alloc(&d, n, dim, IDX_N_CLASSES, err, err_len) != 0) goto done;
     float scale[256];  // exact value/255 for every byte, cheaper than dividing per pixel
     for (int v = 0; v < 256; v++) scale[v] = (float)v / 255.0f;
-    const uint8_t *px = images + IMAGES_HEADER;
     for (size_t i = 0; i < n * dim; i++) d.x[i] = scale[px[i]];
-    for (size_t i = 0; i < n; i++) d.y[i] = labels[LABELS_HEADER + i];
+    for (size_t i = 0; i < n; i++) d.y[i] = labels[i];
     *out = d;
-    return 0;
-}
-
-int idx_load(const char *images_path, const char *labels_path, size_t limit, dense_dataset_t *out, char *err, size_t err_len) {
-    dense_dataset_init(out);
-    uint8_t *images = NULL, *labels = NULL;
-    size_t images_len = 0, labels_len = 0;
-    int rc = -1;
-    if (gz_read_file(images_path, &images, &images_len, err, err_len) == 0 &&
-        gz_read_file(labels_path, &labels, &labels_len, err, err_len) == 0)
-        rc = build(images_path, images, images_len, labels_path, labels, labels_len, limit, out, err, err_len);
-    free(images);
+    rc = 0;
+done:
+    free(px);
     free(labels);
     return rc;
 }
 
-// Bytes as stored: inflated into *owned when they start with the gzip magic,
-// else used in place.
-static int stored_bytes(const char *name, const uint8_t *data, size_t len, uint8_t **owned, const uint8_t **bytes,
-                        size_t *n, char *err, size_t err_len) {
-    *owned = NULL;
-    *bytes = data;
-    *n = len;
-    if (len < 2 || data[0] != 0x1f || data[1] != 0x8b) return 0;
-    if (gz_inflate_buffer(data, len, name, owned, n, err, err_len) != 0) return -1;
-    *bytes = *owned;
-    return 0;
+int idx_load(const char *images_path, const char *labels_path, size_t limit, dense_dataset_t *out, char *err, size_t err_len) {
+    dense_dataset_init(out);
+    data_input_t *images = NULL, *labels = NULL;
+    int rc = -1;
+    if (data_input_open(&images, images_path, err, err_len) == 0 && data_input_open(&labels, labels_path, err, err_len) == 0)
+        rc = load(images, images_path, labels, labels_path, limit, out, err, err_len);
+    data_input_close(images);
+    data_input_close(labels);
+    return rc;
 }
 
 int idx_parse(const char *images_name, const uint8_t *images, size_t images_len, const char *labels_name,
               const uint8_t *labels, size_t labels_len, size_t limit, dense_dataset_t *out, char *err, size_t err_len) {
     dense_dataset_init(out);
-    uint8_t *images_owned = NULL, *labels_owned = NULL;
-    const uint8_t *ib, *lb;
-    size_t in, ln;
+    data_input_t *ii = NULL, *li = NULL;
     int rc = -1;
-    if (stored_bytes(images_name, images, images_len, &images_owned, &ib, &in, err, err_len) == 0 &&
-        stored_bytes(labels_name, labels, labels_len, &labels_owned, &lb, &ln, err, err_len) == 0)
-        rc = build(images_name, ib, in, labels_name, lb, ln, limit, out, err, err_len);
-    free(images_owned);
-    free(labels_owned);
+    if (data_input_open_memory(&ii, images_name, images, images_len, err, err_len) == 0 &&
+        data_input_open_memory(&li, labels_name, labels, labels_len, err, err_len) == 0)
+        rc = load(ii, images_name, li, labels_name, limit, out, err, err_len);
+    data_input_close(ii);
+    data_input_close(li);
     return rc;
 }
 

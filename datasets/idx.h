@@ -1,6 +1,8 @@
 #ifndef ASGD_DATASETS_IDX_H
 #define ASGD_DATASETS_IDX_H
-// IDX image/label files (MNIST, Fashion-MNIST), raw or gzipped.
+// IDX image/label files (MNIST, Fashion-MNIST), raw or gzipped (read through
+// datasets/data_input.h: a .gz file is inflated no further than its header's
+// dimensions allow, plus a few KiB to see whether it ends there).
 // Both loaders return 0 on success and -1 on error with one line in err naming
 // the file and what was wrong; out is initialised first and stays empty on error.
 // On success the caller owns out's arrays and releases them with dense_dataset_free.
@@ -15,7 +17,9 @@
 
 // Loads images (magic 0x00000803: uint8, 3-D n x rows x cols) and labels
 // (magic 0x00000801: uint8, 1-D n). Each file must be exactly as long as its
-// header says; the two counts must agree and every label must be < IDX_N_CLASSES.
+// header says (a shorter or longer one is refused naming the file before more
+// than the declared bytes are read); the two counts must agree and every label
+// must be < IDX_N_CLASSES.
 // limit > 0 keeps the first `limit` examples (0 = all). Pixels become value/255
 // in [0, 1]; out->dim = rows * cols.
 int idx_load(const char *images_path, const char *labels_path, size_t limit, dense_dataset_t *out, char *err, size_t err_len);

@@ -7,7 +7,8 @@
 // 1 -> +1), written in any decimal form ("+1", "1", "-1", "0", "1.0", ...).
 // The optional qid:N token right after the label is ignored. Blank lines, `#`
 // comments, CRLF line ends and a UTF-8 BOM are accepted; lines may be of any
-// length.
+// length. The file may be gzip-compressed (datasets/data_input.h: read
+// transparently, bounded, a regular file only).
 //
 // libsvm_load and libsvm_write return 0 on success and -1 on error with ONE line in err:
 // "file:line:column: what was expected" for bad input (columns count bytes from
@@ -32,8 +33,8 @@
 // owns its arrays (sparse_dataset_free).
 int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, size_t err_len);
 
-// libsvm_load over len bytes in memory (a file's contents; they need not end in
-// '\n' or a NUL); name stands for the path in messages.
+// libsvm_load over len bytes in memory (a file's contents, plain or gzipped;
+// they need not end in '\n' or a NUL); name stands for the path in messages.
 int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, sparse_dataset_t *out, char *err,
                  size_t err_len);
 

@@ -9,7 +9,9 @@
 // and is skipped. `#` starts a comment; blank lines, CRLF and a UTF-8 BOM are
 // fine. Ids are any non-negative integers (up to 2^64 - 1); they are remapped
 // to dense 0-based ids in order of first appearance, users and items separately.
-// Ratings must be finite and within float range.
+// Ratings must be finite and within float range. The file may be
+// gzip-compressed (datasets/data_input.h: read transparently, bounded, a
+// regular file only).
 //
 // Both functions return 0 on success and -1 on error with ONE line in err:
 // "file:line:column: what was expected" for bad input, "file: what failed:
@@ -22,8 +24,8 @@
 // arrays (ratings_free). A file with no ratings is an error.
 int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len);
 
-// ratings_load over len bytes in memory (a file's contents); name stands for
-// the path in messages.
+// ratings_load over len bytes in memory (a file's contents, plain or gzipped);
+// name stands for the path in messages.
 int ratings_parse(const char *name, const char *text, size_t len, ratings_t *out, char *err, size_t err_len);
 
 // Writes CSV `user,item,rating` with the dense ids, ratings as printf's "%.9g"

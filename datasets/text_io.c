@@ -6,61 +6,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 // ---- reading a whole text file ----
 
 int text_file_read(const char *path, char **out, size_t *out_len, char *err, size_t err_len) {
     *out = NULL;
     *out_len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    // The size is only a first guess (the file may be a pipe or still growing);
-    // the loop below grows the buffer until fread reports the end.
-    struct stat st;
-    size_t cap = 1 << 16;
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && (uintmax_t)st.st_size < SIZE_MAX / 2)
-        cap = (size_t)st.st_size + 2;  // + the NUL, + 1 so that fread can report the end without a realloc
+    data_input_t *in;
+    if (data_input_open(&in, path, err, err_len) != 0) return -1;
+    // The buffer grows until a read stops short (the end of the data).
+    size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
-    size_t len = 0;
-    int read_errno = 0;
-    while (buf) {
-        if (cap - len < 2) {
+    for (;;) {
+        if (buf && cap - len < 2) {
             char *bigger = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (!bigger) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
+            if (!bigger) free(buf);
             buf = bigger;
             cap *= 2;
         }
-        size_t got = fread(buf + len, 1, cap - len - 1, f);
-        len += got;
-        if (got == 0) {
-            if (ferror(f)) read_errno = errno ? errno : EIO;
-            break;
+        if (!buf) {
+            snprintf(err, err_len, "%s: out of memory reading the file (%zu bytes so far)", path, len);
+            data_input_close(in);
+            return -1;
         }
+        size_t want = cap - len - 1, got;
+        if (data_input_read(in, buf + len, want, &got, err, err_len) != 0) {
+            free(buf);
+            data_input_close(in);
+            return -1;
+        }
+        len += got;
+        if (got < want) break;
     }
-    fclose(f);
-    if (!buf) {
-        snprintf(err, err_len, "%s: out of memory reading the file (%zu bytes so far)", path, len);
-        return -1;
-    }
-    if (read_errno) {
-        snprintf(err, err_len, "%s: read error: %s", path, strerror(read_errno));
-        free(buf);
-        return -1;
-    }
+    data_input_close(in);
     buf[len] = '\0';
-    if (len >= 2 && (unsigned char)buf[0] == 0x1f && (unsigned char)buf[1] == 0x8b) {
-        snprintf(err, err_len, "%s: the file is gzip-compressed; decompress it first (gunzip -k)", path);
-        free(buf);
-        return -1;
-    }
     const char *nul = memchr(buf, '\0', len);
     if (nul) {
         size_t line = 1;
@@ -76,15 +55,10 @@ int text_file_read(const char *path, char **out, size_t *out_len, char *err, siz
     return 0;
 }
 
-int text_reader_open(text_reader_t *r, const char *path, char *err, size_t err_len) {
-    memset(r, 0, sizeof *r);
+// cap: the first block's size (grown for a longer line).
+static int reader_start(text_reader_t *r, const char *path, size_t cap, char *err, size_t err_len) {
     r->path = path;
-    r->file = fopen(path, "rb");
-    if (!r->file) {
-        snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    r->cap = 1 << 20;
+    r->cap = cap;
     r->buf = malloc(r->cap);
     if (!r->buf) {
         snprintf(err, err_len, "%s: out of memory for a read buffer", path);
@@ -94,19 +68,20 @@ int text_reader_open(text_reader_t *r, const char *path, char *err, size_t err_l
     return 0;
 }
 
+int text_reader_open(text_reader_t *r, const char *path, char *err, size_t err_len) {
+    memset(r, 0, sizeof *r);
+    if (data_input_open(&r->in, path, err, err_len) != 0) return -1;
+    return reader_start(r, path, (size_t)1 << 20, err, err_len);
+}
+
 int text_reader_open_memory(text_reader_t *r, const char *name, const void *data, size_t len, char *err,
                             size_t err_len) {
     memset(r, 0, sizeof *r);
-    r->path = name;
-    if (len > SIZE_MAX - 1 || !(r->buf = malloc(len + 1))) {
-        snprintf(err, err_len, "%s: out of memory for a copy of %zu bytes", name, len);
-        return -1;
-    }
-    if (len) memcpy(r->buf, data, len);
-    r->cap = len + 1;
-    r->len = len;
-    r->at_eof = 1;  // nothing to read: the whole text is in buf
-    return 0;
+    if (data_input_open_memory(&r->in, name, data, len, err, err_len) != 0) return -1;
+    // Plain bytes need no more room than they take (a parser may be called
+    // millions of times on small inputs); compressed ones start at 64 KiB.
+    size_t cap = data_input_compressed(r->in) ? (size_t)1 << 16 : len < ((size_t)1 << 20) ? len + 2 : (size_t)1 << 20;
+    return reader_start(r, name, cap, err, err_len);
 }
 
 int text_reader_next(text_reader_t *r, const char **block, size_t *len, char *err, size_t err_len) {
@@ -120,23 +95,11 @@ int text_reader_next(text_reader_t *r, const char **block, size_t *len, char *er
         r->given = 0;
     }
     for (;;) {
-        while (!r->at_eof && r->len < r->cap - 1) {
-            size_t got = fread(r->buf + r->len, 1, r->cap - 1 - r->len, r->file);
+        if (!r->at_eof && r->len < r->cap - 1) {
+            size_t want = r->cap - 1 - r->len, got;
+            if (data_input_read(r->in, r->buf + r->len, want, &got, err, err_len) != 0) return -1;
             r->len += got;
-            if (got == 0) {
-                if (ferror(r->file)) {
-                    snprintf(err, err_len, "%s: read error: %s", r->path, strerror(errno ? errno : EIO));
-                    return -1;
-                }
-                r->at_eof = 1;
-            }
-        }
-        if (!r->started) {
-            r->started = 1;
-            if (r->len >= 2 && (unsigned char)r->buf[0] == 0x1f && (unsigned char)r->buf[1] == 0x8b) {
-                snprintf(err, err_len, "%s: the file is gzip-compressed; decompress it first (gunzip -k)", r->path);
-                return -1;
-            }
+            if (got < want) r->at_eof = 1;
         }
         size_t end = r->len;
         while (end > 0 && r->buf[end - 1] != '\n') end--;
@@ -163,7 +126,7 @@ int text_reader_next(text_reader_t *r, const char **block, size_t *len, char *er
 }
 
 void text_reader_close(text_reader_t *r) {
-    if (r->file) fclose(r->file);
+    data_input_close(r->in);
     free(r->buf);
     memset(r, 0, sizeof *r);
 }

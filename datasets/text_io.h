@@ -6,18 +6,22 @@
 #include <stddef.h>
 #include <stdio.h>
 
-// Reads the whole file at path into a NUL-terminated buffer; the caller owns
-// *out (free). Refuses gzip-compressed files and files containing NUL bytes
-// (with file:line:column), so that a caller may treat '\0' as the end.
+#include "datasets/data_input.h"  // defines: data_input_t
+
+// Reads the whole file at path (plain or gzip-compressed: datasets/data_input.h)
+// into a NUL-terminated buffer; the caller owns *out (free). Refuses files
+// containing NUL bytes (with file:line:column), so that a caller may treat '\0'
+// as the end.
 int text_file_read(const char *path, char **out, size_t *out_len, char *err, size_t err_len);
 
 // Reads a file in blocks of whole lines: each block ends just after a '\n' (the
 // file's last line may lack one) and has a '\0' after its end, so a parser can
 // scan it with a sentinel. Memory stays at one block (1 MiB, or more for a
 // longer line) however large the file. A '\0' before the end of a block is a
-// NUL byte in the file; the parser reports it where it finds it.
+// NUL byte in the file; the parser reports it where it finds it. The file may
+// be gzip-compressed (read transparently, within data_input.h's bounds).
 typedef struct text_reader {
-    FILE *file;
+    data_input_t *in;
     const char *path;
     char *buf;      // (cap)
     size_t cap;     // bytes allocated; one is kept for the '\0'
@@ -25,12 +29,11 @@ typedef struct text_reader {
     size_t given;   // bytes of buf handed out as the current block
     char cut;       // the byte the '\0' replaced at buf[given]
     int at_eof;
-    int started;    // the first block has been checked for gzip
 } text_reader_t;
 
 int text_reader_open(text_reader_t *r, const char *path, char *err, size_t err_len);
-// The same reader over len bytes already in memory (copied: data need not
-// outlive the reader); name stands for the path in messages.
+// The same reader over len bytes in memory (plain or gzip-compressed), which
+// must outlive the reader; name stands for the path in messages.
 int text_reader_open_memory(text_reader_t *r, const char *name, const void *data, size_t len, char *err,
                             size_t err_len);
 // 1 with the next block in *block (len bytes, NUL-terminated; valid until the

@@ -20,7 +20,7 @@ typedef struct harness {
 
 static const harness_t harnesses[] = {
     {"libsvm", fuzz_libsvm}, {"ratings", fuzz_ratings}, {"idx", fuzz_idx},
-    {"gunzip", fuzz_gunzip}, {"flags", fuzz_flags},     {"wire", fuzz_wire},
+    {"gz", fuzz_gz},         {"flags", fuzz_flags},     {"wire", fuzz_wire},
 };
 
 static uint8_t *read_all(const char *path, size_t *len) {

@@ -1,7 +1,7 @@
 // IDX reader (datasets/idx.c), raw or gzipped: the input is a little-endian
 // uint32 L, then the images file (its first L bytes, fewer if the input is
 // shorter), then the labels file (the rest).
-#include "datasets/gunzip.h"  // defines: GZ_MAX_OUTPUT
+#include "datasets/data_input.h"  // defines: data_input_max_inflated
 #include "datasets/idx.h"     // defines: idx_parse, IDX_N_CLASSES
 #include "tests/fuzz/fuzz.h"
 
@@ -17,7 +17,7 @@ int fuzz_idx(const uint8_t *data, size_t size, char *err, size_t err_len) {
     if (rc != 0) return rc;
     FUZZ_ASSERT(d.n > 0 && d.dim > 0 && d.n_classes == IDX_N_CLASSES);
     // Every pixel came from a byte of the (inflated) images file.
-    FUZZ_ASSERT(d.n * d.dim <= GZ_MAX_OUTPUT);
+    FUZZ_ASSERT(d.n * d.dim <= images_len || d.n * d.dim <= data_input_max_inflated());
     for (size_t i = 0; i < d.n * d.dim; i++) FUZZ_ASSERT(d.x[i] >= 0.0f && d.x[i] <= 1.0f);
     for (size_t i = 0; i < d.n; i++) FUZZ_ASSERT(d.y[i] >= 0 && d.y[i] < IDX_N_CLASSES);
     // A limit keeps a prefix.

@@ -5,6 +5,7 @@ Inputs found by fuzzing (regress-*) are kept; the seeds are rewritten.
 
     python3 tests/fuzz/make_seeds.py
 """
+import gzip
 import os
 import shutil
 import struct
@@ -81,17 +82,19 @@ def idx_corpus():
             write(d, "bad-" + stripped(name), pair(images, data))
     write(d, "bad-empty", b"")
     write(d, "bad-claims-2e31-images", pair(struct.pack(">IIII", 0x803, 1 << 31, 28, 28) + bytes(16), labels))
+    # The good images gzip'd, then a second member of 1 MiB of zeros: refused
+    # after the bytes the header declares, without inflating the rest.
+    write(d, "bad-gz-then-1mib-zeros", pair(gzip.compress(images, mtime=0) + gzip.compress(bytes(1 << 20), mtime=0), labels))
 
 
-# ---- gzip: the gzip test's corpus -------------------------------------------
-def gunzip_corpus():
-    d = reset("gunzip")
+# ---- gzip input: tests/data/gz/'s .gz files ---------------------------------
+def gz_corpus():
+    d = reset("gz")
     src = os.path.join(DATA, "gz")
     for name in sorted(os.listdir(src)):
         if name.endswith(".gz"):
             kind = "bad" if name.startswith("bad") else "good"
             write(d, kind + "-" + name.split("bad-", 1)[-1], read(os.path.join(src, name)))
-    write(d, "bad-empty", b"")
 
 
 # ---- flags: a mode byte (low 3 bits the parser, the rest a parameter), then NUL-separated strings
@@ -230,6 +233,6 @@ if __name__ == "__main__":
     text_corpus("libsvm", "libsvm")
     text_corpus("ratings", "ratings")
     idx_corpus()
-    gunzip_corpus()
+    gz_corpus()
     flags_corpus()
     wire_corpus()
