@@ -63,11 +63,13 @@ static int parse_count(const char *name, const char *s, uint64_t max, uint64_t *
 static int rank_and_size(launch_env_t *e, const char *rank_name, const char *rank_s, const char *size_name,
                          const char *size_s, char *err, size_t err_len) {
     if (!rank_s) {
-        snprintf(err, err_len, "%s=%s is set but %s is not", size_name, size_s, rank_name);
+        snprintf(err, err_len, "%s=%s is set but %s is not (expected this process's rank, a decimal number below %s)",
+                 size_name, size_s, rank_name, size_name);
         return -1;
     }
     if (!size_s) {
-        snprintf(err, err_len, "%s=%s is set but %s is not", rank_name, rank_s, size_name);
+        snprintf(err, err_len, "%s=%s is set but %s is not (expected the number of processes, a decimal number)",
+                 rank_name, rank_s, size_name);
         return -1;
     }
     uint64_t rank, size;
