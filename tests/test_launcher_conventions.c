@@ -11,6 +11,7 @@
 // one process. A process with DMLC_ROLE=bogus (or RANK without WORLD_SIZE)
 // fails at once with one line naming the variable, and starts nothing.
 #include <math.h>
+#include <sys/stat.h>
 
 #include "proc_support.h"  // defines: proc_start, proc_wait, proc_free_port, proc_slurp
 #include "test_support.h"
@@ -164,11 +165,12 @@ static void test_torchrun(void) {
 
 static void test_pslite(void) {
     int port = free_port_pair();
-    char run_dir[300], root_port[40];
+    char run_dir[300], root_port[40], model[320];
     snprintf(run_dir, sizeof run_dir, "%s/pslite", dir);
     snprintf(root_port, sizeof root_port, "DMLC_PS_ROOT_PORT=%d", port);
+    snprintf(model, sizeof model, "%s/pslite.model", dir);
     // No --servers/--workers: DMLC_NUM_SERVER/DMLC_NUM_WORKER size the run.
-    const char *args[] = {"--sync", "asp", TRAIN_FLAGS, "--run-dir", run_dir, NULL};
+    const char *args[] = {"--sync", "asp", TRAIN_FLAGS, "--run-dir", run_dir, "--save-model", model, NULL};
     const char *tags[4] = {"pslite-scheduler", "pslite-server", "pslite-worker-a", "pslite-worker-b"};
     const char *roles[4] = {"DMLC_ROLE=scheduler", "DMLC_ROLE=server", "DMLC_ROLE=worker", "DMLC_ROLE=worker"};
     // A shuffled start order (Fisher-Yates, seeded by the pid: shown for a rerun).
@@ -189,6 +191,9 @@ static void test_pslite(void) {
     }
     for (int k = 0; k < 4; k++) expect_success(tags[k], pids[k]);
     check_run("pslite", tags, 4, "pslite-scheduler");
+    // The scheduler also joined the server's part of --save-model into the file.
+    struct stat st;
+    CHECK(stat(model, &st) == 0 && st.st_size > 500 * 4);  // at least the 500 weights
     // Each worker was given its own id, once: 0 and 1 between them.
     int ids_seen[2] = {0, 0};
     for (int k = 2; k < 4; k++) {
