@@ -19,6 +19,18 @@ const char *launcher_kind_name(launcher_kind_t kind) {
     case LAUNCHER_KIND_SLURM: return "slurm";
     case LAUNCHER_KIND_OPENMPI: return "openmpi";
     case LAUNCHER_KIND_PMI: return "pmi";
+    case LAUNCHER_KIND_TORCHRUN: return "torchrun";
+    case LAUNCHER_KIND_PSLITE: return "pslite";
+    }
+    return "unknown";
+}
+
+const char *launch_env_role_name(launch_env_role_t role) {
+    switch (role) {
+    case LAUNCH_ENV_BY_RANK: return "rank";
+    case LAUNCH_ENV_SCHEDULER: return "scheduler";
+    case LAUNCH_ENV_SERVER: return "server";
+    case LAUNCH_ENV_WORKER: return "worker";
     }
     return "unknown";
 }
@@ -51,11 +63,13 @@ static int parse_count(const char *name, const char *s, uint64_t max, uint64_t *
 static int rank_and_size(launch_env_t *e, const char *rank_name, const char *rank_s, const char *size_name,
                          const char *size_s, char *err, size_t err_len) {
     if (!rank_s) {
-        snprintf(err, err_len, "%s=%s is set but %s is not", size_name, size_s, rank_name);
+        snprintf(err, err_len, "%s=%s is set but %s is not (expected this process's rank, a decimal number below %s)",
+                 size_name, size_s, rank_name, size_name);
         return -1;
     }
     if (!size_s) {
-        snprintf(err, err_len, "%s=%s is set but %s is not", rank_name, rank_s, size_name);
+        snprintf(err, err_len, "%s=%s is set but %s is not (expected the number of processes, a decimal number)",
+                 rank_name, rank_s, size_name);
         return -1;
     }
     uint64_t rank, size;
@@ -71,6 +85,117 @@ static int rank_and_size(launch_env_t *e, const char *rank_name, const char *ran
     }
     e->rank = (size_t)rank;
     e->size = (size_t)size;
+    return 0;
+}
+
+// A hostname character as SLURM's hostlist accepts it outside brackets (and
+// as a host name or IPv4 address in MASTER_ADDR / DMLC_PS_ROOT_URI).
+static int host_char(char c) {
+    return isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.';
+}
+
+// A host a launcher names (MASTER_ADDR, DMLC_PS_ROOT_URI) into out.
+static int parse_host(const char *name, const char *s, char *out, size_t out_len, char *err, size_t err_len) {
+    size_t n = strlen(s);
+    int ok = n > 0 && n < out_len;
+    for (size_t i = 0; ok && i < n; i++) ok = host_char(s[i]);
+    if (!ok) {
+        snprintf(err, err_len, "%s=\"%s\" is not a host (expected a host name or IPv4 address, e.g. node01)", name, s);
+        return -1;
+    }
+    memcpy(out, s, n + 1);
+    return 0;
+}
+
+// A port a launcher names; max is below 65535 where the next port is used too.
+static int parse_port(const char *name, const char *s, unsigned max, int *out, char *err, size_t err_len) {
+    uint64_t v;
+    char why[160];
+    if (parse_count(name, s, max, &v, why, sizeof why) != 0 || v == 0) {
+        snprintf(err, err_len, "%s=\"%s\" is not a port (expected a decimal number in 1..%u)", name, s, max);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+// torchrun: RANK and WORLD_SIZE (required), LOCAL_RANK, MASTER_ADDR and
+// MASTER_PORT (checked when set). The coordinator listens on MASTER_PORT + 1:
+// torchrun's agent on the master node may run its own store on MASTER_PORT.
+static int detect_torchrun(launch_env_t *e, launch_getenv_fn getenv_fn, void *ctx, char *err, size_t err_len) {
+    const char *r = getenv_fn("RANK", ctx), *s = getenv_fn("WORLD_SIZE", ctx), *l = getenv_fn("LOCAL_RANK", ctx);
+    e->kind = LAUNCHER_KIND_TORCHRUN;
+    if (!r && !s) {
+        snprintf(err, err_len, "LOCAL_RANK=%s is set but RANK and WORLD_SIZE are not (torchrun sets all three: the "
+                               "global rank and the number of processes, decimal)", l);
+        return -1;
+    }
+    if (rank_and_size(e, "RANK", r, "WORLD_SIZE", s, err, err_len) != 0) return -1;
+    uint64_t local;
+    if (l && parse_count("LOCAL_RANK", l, UINT32_MAX - 1, &local, err, err_len) != 0) return -1;
+    const char *addr = getenv_fn("MASTER_ADDR", ctx), *port = getenv_fn("MASTER_PORT", ctx);
+    if (addr && parse_host("MASTER_ADDR", addr, e->coord_host, sizeof e->coord_host, err, err_len) != 0) return -1;
+    if (port) {
+        if (parse_port("MASTER_PORT", port, 65534, &e->coord_port, err, err_len) != 0) return -1;
+        e->coord_port++;
+    }
+    return 0;
+}
+
+// ps-lite: DMLC_ROLE, DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER and
+// DMLC_NUM_WORKER, all required. `seen` names one that is set, for messages.
+static int detect_pslite(launch_env_t *e, launch_getenv_fn getenv_fn, void *ctx, const char *seen, char *err,
+                         size_t err_len) {
+    e->kind = LAUNCHER_KIND_PSLITE;
+    static const struct {
+        const char *name, *form;
+    } vars[5] = {
+        {"DMLC_ROLE", "scheduler, server or worker"},
+        {"DMLC_PS_ROOT_URI", "the scheduler's host name or IPv4 address"},
+        {"DMLC_PS_ROOT_PORT", "the scheduler's port, 1..65534"},
+        {"DMLC_NUM_SERVER", "the number of servers, 0..1024"},
+        {"DMLC_NUM_WORKER", "the number of workers, 1..4096"},
+    };
+    const char *v[5];
+    for (int i = 0; i < 5; i++) {
+        v[i] = getenv_fn(vars[i].name, ctx);
+        if (!v[i]) {
+            snprintf(err, err_len, "%s is set but %s is not (ps-lite sets it to %s)", seen, vars[i].name, vars[i].form);
+            return -1;
+        }
+    }
+    if (strcmp(v[0], "scheduler") == 0) e->role = LAUNCH_ENV_SCHEDULER;
+    else if (strcmp(v[0], "server") == 0) e->role = LAUNCH_ENV_SERVER;
+    else if (strcmp(v[0], "worker") == 0) e->role = LAUNCH_ENV_WORKER;
+    else {
+        snprintf(err, err_len, "DMLC_ROLE=\"%s\" is not a ps-lite role (expected scheduler, server or worker)", v[0]);
+        return -1;
+    }
+    if (parse_host(vars[1].name, v[1], e->coord_host, sizeof e->coord_host, err, err_len) != 0) return -1;
+    // The coordinator uses DMLC_PS_ROOT_PORT and the port after it (docs/launch.md).
+    if (parse_port(vars[2].name, v[2], 65534, &e->coord_port, err, err_len) != 0) return -1;
+    uint64_t servers, workers;
+    char why[160];
+    if (parse_count(vars[3].name, v[3], 1024, &servers, why, sizeof why) != 0) {
+        snprintf(err, err_len, "%s (expected %s)", why, vars[3].form);
+        return -1;
+    }
+    if (parse_count(vars[4].name, v[4], 4096, &workers, why, sizeof why) != 0) {
+        snprintf(err, err_len, "%s (expected %s)", why, vars[4].form);
+        return -1;
+    }
+    if (workers == 0) {
+        snprintf(err, err_len, "DMLC_NUM_WORKER=0: a run has at least one worker (expected %s)", vars[4].form);
+        return -1;
+    }
+    if (e->role == LAUNCH_ENV_SERVER && servers == 0) {
+        snprintf(err, err_len, "DMLC_ROLE=server but DMLC_NUM_SERVER=0 (expected at least 1 server when one runs)");
+        return -1;
+    }
+    e->servers = (size_t)servers;
+    e->workers = (size_t)workers;
+    e->size = e->servers + e->workers;
+    e->rank = 0;
     return 0;
 }
 
@@ -102,6 +227,19 @@ int launch_env_detect(launch_env_t *e, launch_getenv_fn getenv_fn, void *ctx, ch
             snprintf(err, err_len, "%s: %s", list_name, why);
             return -1;
         }
+    }
+
+    // The innermost launcher first (launch_env.h).
+    if (getenv_fn("RANK", ctx) || getenv_fn("WORLD_SIZE", ctx) || getenv_fn("LOCAL_RANK", ctx))
+        return detect_torchrun(e, getenv_fn, ctx, err, err_len);
+    static const char *const dmlc[] = {"DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_SERVER",
+                                       "DMLC_NUM_WORKER"};
+    for (size_t i = 0; i < sizeof dmlc / sizeof dmlc[0]; i++) {
+        const char *v = getenv_fn(dmlc[i], ctx);
+        if (!v) continue;
+        char seen[160];
+        snprintf(seen, sizeof seen, "%s=%.100s", dmlc[i], v);
+        return detect_pslite(e, getenv_fn, ctx, seen, err, err_len);
     }
 
     const char *r = getenv_fn("OMPI_COMM_WORLD_RANK", ctx), *s = getenv_fn("OMPI_COMM_WORLD_SIZE", ctx);
@@ -176,11 +314,6 @@ static int bracket_group(const char *list, const char **pp, const char **first, 
     return -1;
 }
 
-// A hostname character as SLURM's hostlist accepts it outside brackets.
-static int host_char(char c) {
-    return isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.';
-}
-
 int slurm_first_host(const char *nodelist, char *out, size_t out_len, char *err, size_t err_len) {
     if (!nodelist || !*nodelist) {
         snprintf(err, err_len, "empty node list");
@@ -249,6 +382,25 @@ int launch_coordinator_endpoint(const launch_env_t *e, const char *explicit_host
         int w = snprintf(out, out_len, "tcp://%.*s:%u", (int)(colon - hp), hp, (unsigned)port);
         if (w < 0 || (size_t)w >= out_len) {
             snprintf(err, err_len, "coordinator \"%s\" is too long", explicit_host_port);
+            return -1;
+        }
+        return 0;
+    }
+    if (e && (e->kind == LAUNCHER_KIND_TORCHRUN || e->kind == LAUNCHER_KIND_PSLITE)) {
+        int torchrun = e->kind == LAUNCHER_KIND_TORCHRUN;
+        const char *missing = !e->coord_host[0] ? (torchrun ? "MASTER_ADDR" : "DMLC_PS_ROOT_URI")
+                              : !e->coord_port  ? (torchrun ? "MASTER_PORT" : "DMLC_PS_ROOT_PORT")
+                                                : NULL;
+        if (missing) {
+            snprintf(err, err_len, "launched by %s, but %s is not set: set it (%s) or pass --coordinator host:port",
+                     launcher_kind_name(e->kind), missing,
+                     torchrun ? "MASTER_ADDR=host of rank 0, MASTER_PORT=a port whose next one is free there"
+                              : "the scheduler's host and port");
+            return -1;
+        }
+        int w = snprintf(out, out_len, "tcp://%s:%d", e->coord_host, e->coord_port);
+        if (w < 0 || (size_t)w >= out_len) {
+            snprintf(err, err_len, "coordinator endpoint for host \"%s\" is too long", e->coord_host);
             return -1;
         }
         return 0;

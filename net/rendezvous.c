@@ -13,8 +13,8 @@
 #include "net/curve_auth.h"  // defines: net_security_get
 #include "net/zmsg.h"  // defines: zmsg_recv, zmsg_send, zmsg_header, zmsg_socket_defaults, ZMQ_FAIL
 
-// One line of text is at most two uint32s, two blanks, an endpoint and '\n'.
-#define RDV_LINE_MAX (10 + 1 + 10 + 1 + RDV_ENDPOINT_MAX + 1)
+// One line of text is at most two uint32s, three blanks, an endpoint, a name and '\n'.
+#define RDV_LINE_MAX (10 + 1 + 10 + 1 + RDV_ENDPOINT_MAX + 1 + RDV_NAME_MAX + 1)
 #define RDV_RESEND_MS 1000
 #define RDV_FLUSH_MS 500  // how long a stopping coordinator lets queued tables drain
 
@@ -53,34 +53,65 @@ static int parse_u32(const char **pp, const char *end, uint32_t *out) {
     return 0;
 }
 
-// Parses "RANK ROLE ENDPOINT\n" at *pp, strictly: one blank between fields, an
-// endpoint of visible ASCII characters. Moves *pp past the newline.
-static int parse_entry(const char **pp, const char *end, rdv_entry_t *e) {
-    const char *p = *pp;
-    if (parse_u32(&p, end, &e->rank) != 0 || p == end || *p++ != ' ') return -1;
-    if (parse_u32(&p, end, &e->role) != 0 || p == end || *p++ != ' ') return -1;
-    const char *ep = p;
+// One word of visible ASCII characters at *pp, shorter than max, into out.
+static int parse_word(const char **pp, const char *end, char *out, size_t max) {
+    const char *p = *pp, *w = p;
     while (p < end && *p > ' ' && *p < 0x7f) p++;
-    size_t len = (size_t)(p - ep);
-    if (len == 0 || len >= RDV_ENDPOINT_MAX || p == end || *p != '\n') return -1;
-    memcpy(e->endpoint, ep, len);
-    e->endpoint[len] = '\0';
+    size_t len = (size_t)(p - w);
+    if (len == 0 || len >= max) return -1;
+    memcpy(out, w, len);
+    out[len] = '\0';
+    *pp = p;
+    return 0;
+}
+
+// Parses "RANK ROLE ENDPOINT[ NAME]\n" at *pp, strictly: one blank between
+// fields, words of visible ASCII characters. With any_ok, RANK may be "*" (a
+// join for any rank of the role, which must carry a NAME): *any is then set
+// and e->rank is WIRE_NO_ID. Moves *pp past the newline.
+static int parse_entry_any(const char **pp, const char *end, rdv_entry_t *e, int any_ok, int *any) {
+    const char *p = *pp;
+    *any = 0;
+    if (any_ok && end - p >= 2 && p[0] == '*' && p[1] == ' ') {
+        *any = 1;
+        e->rank = WIRE_NO_ID;
+        p += 2;
+    } else if (parse_u32(&p, end, &e->rank) != 0 || p == end || *p++ != ' ') {
+        return -1;
+    }
+    if (parse_u32(&p, end, &e->role) != 0 || p == end || *p++ != ' ') return -1;
+    if (parse_word(&p, end, e->endpoint, RDV_ENDPOINT_MAX) != 0 || p == end) return -1;
+    e->name[0] = '\0';
+    if (*p == ' ') {
+        p++;
+        if (parse_word(&p, end, e->name, RDV_NAME_MAX) != 0 || p == end) return -1;
+    }
+    if (*p != '\n' || (*any && !e->name[0])) return -1;
     *pp = p + 1;
     return 0;
 }
 
+static int parse_entry(const char **pp, const char *end, rdv_entry_t *e) {
+    int any;
+    return parse_entry_any(pp, end, e, 0, &any);
+}
+
 static size_t format_entry(const rdv_entry_t *e, char *out) {
+    if (e->name[0])
+        return (size_t)snprintf(out, RDV_LINE_MAX + 1, "%u %u %s %s\n", e->rank, e->role, e->endpoint, e->name);
     return (size_t)snprintf(out, RDV_LINE_MAX + 1, "%u %u %s\n", e->rank, e->role, e->endpoint);
 }
 
-// An endpoint goes into one line as one word.
-static int endpoint_ok(const char *ep) {
-    size_t n = strnlen(ep, RDV_ENDPOINT_MAX);
-    if (n == 0 || n >= RDV_ENDPOINT_MAX) return 0;
+// An endpoint (or a name) goes into one line as one word.
+static int word_ok(const char *w, size_t max) {
+    size_t n = strnlen(w, max);
+    if (n == 0 || n >= max) return 0;
     for (size_t i = 0; i < n; i++)
-        if (ep[i] <= ' ' || ep[i] >= 0x7f) return 0;
+        if (w[i] <= ' ' || w[i] >= 0x7f) return 0;
     return 1;
 }
+
+static int endpoint_ok(const char *ep) { return word_ok(ep, RDV_ENDPOINT_MAX); }
 
 // Sends a text payload as one protocol message (to `identity` when routing).
 static int send_text(void *sock, zmq_msg_t *identity, wire_header_t *h, const char *text, size_t len, char *err,
@@ -101,8 +132,10 @@ typedef enum rdv_drop {
     RDV_DROP_BODY,                       // the text does not parse or disagrees with the header
     RDV_DROP_RANK,                       // rank >= n_ranks
     RDV_DROP_SIZE,                       // the joiner expects another number of ranks
-    RDV_DROP_CONFLICT,                   // the rank was taken by another endpoint or role
+    RDV_DROP_CONFLICT,                   // the rank was taken by another endpoint, role or name
     RDV_DROP_RECV,                       // the socket failed mid-message
+    RDV_DROP_ROLE,                       // a role the layout does not have, or not the rank's
+    RDV_DROP_FULL,                       // an any-rank join when every rank of its role is taken
     RDV_DROP_COUNT_,
 } rdv_drop_t;
 
@@ -113,6 +146,9 @@ struct rdv_server {
     pthread_t thread;
     size_t n_ranks;
     uint64_t run_id;
+    size_t n_roles;           // 0: no layout (any-rank joins are dropped)
+    size_t *role_first;       // (n_roles) role r owns ranks [role_first[r], role_first[r] + role_count[r])
+    size_t *role_count;
     char bind_to[256];   // as asked
     char endpoint[256];  // as bound: the caller's copy, from the actor's ready message
     int done;                 // the caller saw the actor's "done"
@@ -136,7 +172,8 @@ static void drop(rdv_server_t *s, int reason, const char *detail) {
     s->reported[reason] = 1;
     static const char *const why[RDV_DROP_COUNT_ - WIRE_STATUS_COUNT_] = {
         "not a join", "malformed join text", "rank out of range", "wrong rank count",
-        "rank already joined with another endpoint or role", "receive failed"};
+        "rank already joined with another endpoint, role or name", "receive failed",
+        "role unknown to this coordinator or not the rank's", "no rank of the role left"};
     const char *name = reason < WIRE_STATUS_COUNT_ ? wire_status_name((wire_status_t)reason)
                                                    : why[reason - WIRE_STATUS_COUNT_];
     fprintf(stderr, "rendezvous %s: dropped a message (%s%s%s); further ones like it are only counted\n",
@@ -158,7 +195,7 @@ static void answer(rdv_server_t *s, void *router, size_t r, const char *text, si
     if (!s->has_who[r]) return;
     wire_header_t h = zmsg_header(MSG_TYPE_RDV_TABLE, s->run_id);
     h.aux = (uint32_t)s->n_ranks;
-    h.sender = WIRE_NO_ID;
+    h.sender = (uint32_t)r;  // the rank this answer is for: how an any-rank joiner learns its own
     char err[256];
     if (send_text(router, &s->who[r], &h, text, len, err, sizeof err) != 0) return;
     if (!s->answered[r]) {
@@ -179,11 +216,41 @@ static void on_join(rdv_server_t *s, void *router, zmsg_t *m) {
         return;
     }
     rdv_entry_t e;
+    int any;
     const char *p = zmsg_payload(m, 0), *end = p ? p + m->h.count : NULL;
-    if (m->h.payload_kind != PAYLOAD_KIND_TEXT || !p || parse_entry(&p, end, &e) != 0 || p != end ||
+    if (m->h.payload_kind != PAYLOAD_KIND_TEXT || !p || parse_entry_any(&p, end, &e, 1, &any) != 0 || p != end ||
         e.rank != m->h.sender) {
         drop(s, RDV_DROP_BODY, NULL);
         return;
+    }
+    if (s->n_roles && (e.role >= s->n_roles || (!any && e.rank < s->n_ranks &&
+                                                (e.rank < s->role_first[e.role] ||
+                                                 e.rank - s->role_first[e.role] >= s->role_count[e.role])))) {
+        char d[96];
+        if (any) snprintf(d, sizeof d, "role %u for any rank", e.role);
+        else snprintf(d, sizeof d, "role %u for rank %u", e.role, e.rank);
+        drop(s, RDV_DROP_ROLE, d);
+        return;
+    }
+    if (any) {
+        // The same name again is a retry; else the role's first free rank.
+        if (!s->n_roles) {
+            drop(s, RDV_DROP_ROLE, "an any-rank join, but this coordinator has no role layout");
+            return;
+        }
+        size_t found = s->n_ranks;
+        for (size_t i = 0; i < s->n_ranks && found == s->n_ranks; i++)
+            if (atomic_load(&s->present[i]) && strcmp(s->table[i].name, e.name) == 0) found = i;
+        for (size_t i = 0; i < s->role_count[e.role] && found == s->n_ranks; i++)
+            if (!atomic_load(&s->present[s->role_first[e.role] + i])) found = s->role_first[e.role] + i;
+        if (found == s->n_ranks) {
+            char d[RDV_NAME_MAX + 64];
+            snprintf(d, sizeof d, "%s asks for role %u, whose %zu ranks are taken", e.name, e.role,
+                     s->role_count[e.role]);
+            drop(s, RDV_DROP_FULL, d);
+            return;
+        }
+        e.rank = (uint32_t)found;
     }
     if (e.rank >= s->n_ranks) {
         char d[64];
@@ -193,10 +260,12 @@ static void on_join(rdv_server_t *s, void *router, zmsg_t *m) {
     }
     size_t r = e.rank;
     if (atomic_load(&s->present[r])) {
-        if (strcmp(s->table[r].endpoint, e.endpoint) != 0 || s->table[r].role != e.role) {
-            char d[2 * RDV_ENDPOINT_MAX + 64];
-            snprintf(d, sizeof d, "rank %zu is role %u at %s, not role %u at %s", r, s->table[r].role,
-                     s->table[r].endpoint, e.role, e.endpoint);
+        if (strcmp(s->table[r].endpoint, e.endpoint) != 0 || s->table[r].role != e.role ||
+            strcmp(s->table[r].name, e.name) != 0) {
+            char d[2 * (RDV_ENDPOINT_MAX + RDV_NAME_MAX) + 64];
+            snprintf(d, sizeof d, "rank %zu is role %u at %s%s%s, not role %u at %s%s%s", r, s->table[r].role,
+                     s->table[r].endpoint, s->table[r].name[0] ? " named " : "", s->table[r].name, e.role,
+                     e.endpoint, e.name[0] ? " named " : "", e.name);
             drop(s, RDV_DROP_CONFLICT, d);
             return;
         }
@@ -305,11 +374,13 @@ static void server_free(rdv_server_t *s) {
     free(s->who);
     free(s->has_who);
     free(s->answered);
+    free(s->role_first);
+    free(s->role_count);
     free(s);
 }
 
-rdv_server_t *rdv_server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, uint64_t run_id, char *err,
-                             size_t err_len) {
+static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, uint64_t run_id,
+                                const size_t *role_counts, size_t n_roles, char *err, size_t err_len) {
     if (n_ranks == 0 || n_ranks > UINT32_MAX) {
         snprintf(err, err_len, "rdv_server_new: n_ranks %zu is not in 1..%u", n_ranks, UINT32_MAX);
         return NULL;
@@ -326,6 +397,20 @@ rdv_server_t *rdv_server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks
     s->ctx = zmq_ctx;
     s->n_ranks = n_ranks;
     s->run_id = run_id;
+    if (n_roles) {
+        s->role_first = malloc(n_roles * sizeof *s->role_first);
+        s->role_count = malloc(n_roles * sizeof *s->role_count);
+        if (!s->role_first || !s->role_count) {
+            snprintf(err, err_len, "rdv_server_new: out of memory for %zu roles", n_roles);
+            server_free(s);
+            return NULL;
+        }
+        s->n_roles = n_roles;
+        for (size_t r = 0, first = 0; r < n_roles; first += role_counts[r++]) {
+            s->role_first[r] = first;
+            s->role_count[r] = role_counts[r];
+        }
+    }
     snprintf(s->bind_to, sizeof s->bind_to, "%s", endpoint);
     atomic_init(&s->dropped, 0);
     atomic_init(&s->joined, 0);
@@ -391,6 +476,28 @@ rdv_server_t *rdv_server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks
     pthread_join(s->thread, NULL);
     server_free(s);
     return NULL;
+}
+
+rdv_server_t *rdv_server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, uint64_t run_id, char *err,
+                             size_t err_len) {
+    return server_new(zmq_ctx, endpoint, n_ranks, run_id, NULL, 0, err, err_len);
+}
+
+rdv_server_t *rdv_server_new_roles(void *zmq_ctx, const char *endpoint, const size_t *role_counts, size_t n_roles,
+                                   uint64_t run_id, char *err, size_t err_len) {
+    size_t n = 0;
+    for (size_t r = 0; r < n_roles; r++) {
+        if (role_counts[r] > UINT32_MAX - n) {
+            snprintf(err, err_len, "rdv_server_new_roles: more than %u ranks", UINT32_MAX);
+            return NULL;
+        }
+        n += role_counts[r];
+    }
+    if (n_roles == 0 || n_roles > UINT32_MAX) {
+        snprintf(err, err_len, "rdv_server_new_roles: no roles");
+        return NULL;
+    }
+    return server_new(zmq_ctx, endpoint, n, run_id, role_counts, n_roles, err, err_len);
 }
 
 const char *rdv_server_endpoint(const rdv_server_t *s) {
@@ -482,15 +589,26 @@ int rdv_table_parse(const char *text, size_t len, size_t n, rdv_entry_t *out, ch
     return 0;
 }
 
-int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, size_t n_ranks,
-             rdv_entry_t **table, int timeout_ms, char *err, size_t err_len) {
+// Is the table's entry `got` the one this process sent (its rank aside)?
+static int entry_is_mine(const rdv_entry_t *got, const rdv_entry_t *me) {
+    return got->role == me->role && strcmp(got->endpoint, me->endpoint) == 0 && strcmp(got->name, me->name) == 0;
+}
+
+// rdv_join and rdv_join_any: `any` asks for any rank of me->role and sets *rank.
+static int join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, int any,
+                size_t n_ranks, rdv_entry_t **table, uint32_t *rank, int timeout_ms, char *err, size_t err_len) {
     *table = NULL;
-    if (n_ranks == 0 || n_ranks > UINT32_MAX || me->rank >= n_ranks) {
+    if (n_ranks == 0 || n_ranks > UINT32_MAX || (!any && me->rank >= n_ranks)) {
         snprintf(err, err_len, "rdv_join: rank %u is not below n_ranks %zu", me->rank, n_ranks);
         return -1;
     }
     if (!endpoint_ok(me->endpoint)) {
         snprintf(err, err_len, "rdv_join: rank %u's endpoint is empty, too long or contains blanks", me->rank);
+        return -1;
+    }
+    if (any ? !word_ok(me->name, RDV_NAME_MAX) : (me->name[0] && !word_ok(me->name, RDV_NAME_MAX))) {
+        snprintf(err, err_len, "rdv_join: the joiner's name is %s, too long or contains blanks",
+                 any ? "empty" : "not empty but");
         return -1;
     }
     rdv_entry_t *out = malloc(n_ranks * sizeof *out);
@@ -508,7 +626,8 @@ int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_
     // The table is n_ranks lines: nothing longer is taken from the coordinator.
     if (zmsg_connect(sock, coordinator, n_ranks * RDV_LINE_MAX, err, err_len) != 0) goto done;
     char line[RDV_LINE_MAX + 1];
-    size_t line_len = format_entry(me, line);
+    size_t line_len = any ? (size_t)snprintf(line, sizeof line, "* %u %s %s\n", me->role, me->endpoint, me->name)
+                          : format_entry(me, line);
 
     int64_t start = now_ms(), end = start + (timeout_ms < 0 ? 0 : timeout_ms), next_send = start;
     unsigned sends = 0;
@@ -518,7 +637,7 @@ int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_
             // Until the coordinator is up libzmq queues these on the
             // connecting pipe; a full queue (EAGAIN) just skips one retry.
             wire_header_t h = zmsg_header(MSG_TYPE_RDV_JOIN, run_id);
-            h.sender = me->rank;
+            h.sender = any ? WIRE_NO_ID : me->rank;
             h.aux = (uint32_t)n_ranks;
             char serr[256];
             if (send_text(sock, NULL, &h, line, line_len, serr, sizeof serr) != 0 && errno != EAGAIN) {
@@ -561,15 +680,20 @@ int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_
                     zmsg_close(&m);
                     goto done;
                 }
+                uint32_t at = any ? m.h.sender : me->rank;
                 zmsg_close(&m);
-                const rdv_entry_t *mine = &out[me->rank];
-                if (mine->role != me->role || strcmp(mine->endpoint, me->endpoint) != 0) {
+                // An any-rank joiner finds itself by its name, once, at the rank the answer is for.
+                size_t named = 0;
+                for (size_t i = 0; any && i < n_ranks; i++) named += strcmp(out[i].name, me->name) == 0;
+                if (at >= n_ranks || (any && named != 1) || !entry_is_mine(&out[at], me)) {
                     snprintf(err, err_len,
-                             "rdv_join: the table from %s gives rank %u as role %u at %s, but this process joined "
-                             "as role %u at %s (two processes with one rank?)",
-                             coordinator, me->rank, mine->role, mine->endpoint, me->role, me->endpoint);
+                             "rdv_join: the table from %s does not hold this process (rank %s%u, role %u at %s%s%s) "
+                             "as it joined (two processes with one rank or name?)",
+                             coordinator, any ? "assigned " : "", at, me->role, me->endpoint,
+                             me->name[0] ? " named " : "", me->name);
                     goto done;
                 }
+                if (rank) *rank = at;
                 rc = 0;
                 goto done;
             }
@@ -577,9 +701,11 @@ int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_
         }
         if (timeout_ms >= 0 && now_ms() >= end) {
             snprintf(err, err_len,
-                     "rdv_join: no table from the coordinator %s within %d ms (rank %u sent %u joins): is rank 0 "
-                     "running it there, for the same run id %016llx and %zu ranks, and have all ranks started?%s",
-                     coordinator, timeout_ms, me->rank, sends, (unsigned long long)run_id, n_ranks,
+                     "rdv_join: no table from the coordinator %s within %d ms (%s %u sent %u joins): is rank 0 "
+                     "(or the scheduler) running it there, for the same run id %016llx and %zu ranks, and have all "
+                     "ranks started?%s",
+                     coordinator, timeout_ms, any ? "a joiner of role" : "rank", any ? me->role : me->rank, sends,
+                     (unsigned long long)run_id, n_ranks,
                      net_security_get()->curve ? " With CURVE a refused key looks like this too: is this process's "
                                                  "public key on the coordinator's --curve-allow list, and does "
                                                  "--curve-server-key name the run's server key?"
@@ -594,6 +720,16 @@ done:
     else
         free(out);
     return rc;
+}
+
+int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, size_t n_ranks,
+             rdv_entry_t **table, int timeout_ms, char *err, size_t err_len) {
+    return join(zmq_ctx, coordinator, run_id, me, 0, n_ranks, table, NULL, timeout_ms, err, err_len);
+}
+
+int rdv_join_any(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, size_t n_ranks,
+                 rdv_entry_t **table, uint32_t *rank, int timeout_ms, char *err, size_t err_len) {
+    return join(zmq_ctx, coordinator, run_id, me, 1, n_ranks, table, rank, timeout_ms, err, err_len);
 }
 
 // ---- endpoints -----------------------------------------------------------------

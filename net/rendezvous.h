@@ -9,21 +9,33 @@
 // processes may start in any order: a joiner resends its join every second
 // until the table arrives or its timeout passes.
 //
+// A process that has no rank (ps-lite numbers no one) joins for "any rank of
+// my role" instead, under a name of its own that no other joiner uses: a
+// coordinator with a role layout (rdv_server_new_roles) gives it the role's
+// lowest free rank, first come first served, and the same name again (a
+// retry) the same rank. The joiner finds itself in the table by that name,
+// not by its endpoint: several joiners may advertise the same one ("-").
+//
 // On the wire (protocol messages, wire.h; payload PAYLOAD_KIND_TEXT):
-//   RDV_JOIN   sender = rank, aux = n_ranks, payload "RANK ROLE ENDPOINT\n"
-//   RDV_TABLE  aux = n_ranks, payload n lines "RANK ROLE ENDPOINT\n", ranks 0..n-1 in order
+//   RDV_JOIN   sender = rank, aux = n_ranks, payload "RANK ROLE ENDPOINT[ NAME]\n"
+//              any rank: sender = WIRE_NO_ID, payload "* ROLE ENDPOINT NAME\n"
+//   RDV_TABLE  sender = the rank it answers, aux = n_ranks,
+//              payload n lines "RANK ROLE ENDPOINT[ NAME]\n", ranks 0..n-1 in order
 // RANK and ROLE are decimal; ENDPOINT is one word (no blanks) shorter than
-// RDV_ENDPOINT_MAX. Messages with another run id, a bad checksum or a body
-// that does not parse are dropped by whoever receives them.
+// RDV_ENDPOINT_MAX, NAME one shorter than RDV_NAME_MAX (a line has it when
+// its joiner gave one). Messages with another run id, a bad checksum or a
+// body that does not parse are dropped by whoever receives them.
 #include <stddef.h>
 #include <stdint.h>
 
 #define RDV_ENDPOINT_MAX 200
+#define RDV_NAME_MAX 64
 
 typedef struct rdv_entry {
     uint32_t rank;
-    uint32_t role;                    // the caller's (launch_role_t); carried, not interpreted
+    uint32_t role;                    // the caller's (launch_role_t); carried, not interpreted (but see _roles)
     char endpoint[RDV_ENDPOINT_MAX];  // where this rank can be reached, e.g. "tcp://node01:40123"
+    char name[RDV_NAME_MAX];          // the joiner's own name, "" for none (required by rdv_join_any)
 } rdv_entry_t;
 
 // ---- the coordinator ---------------------------------------------------------
@@ -33,13 +45,24 @@ typedef struct rdv_server rdv_server_t;
 // one) and serves from its own thread, which owns the socket until
 // rdv_server_destroy. Messages that are not a well-formed join of this run —
 // another run id, garbage, a rank >= n_ranks, a joiner expecting another
-// n_ranks, a rank already taken by a different endpoint — are dropped and
+// n_ranks, a rank already taken by a different endpoint, role or name, an
+// any-rank join (this coordinator has no role layout) — are dropped and
 // counted, each reason reported once on stderr. The same rank joining again
-// with the same endpoint is a retry: it is answered (again, once the table is
-// complete), never counted twice. zmq_ctx stays the caller's and must outlive
-// the server. Returns NULL with err filled on failure (bad endpoint, port in use).
+// with the same endpoint, role and name is a retry: it is answered (again,
+// once the table is complete), never counted twice. zmq_ctx stays the caller's
+// and must outlive the server. Returns NULL with err filled on failure (bad
+// endpoint, port in use).
 rdv_server_t *rdv_server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, uint64_t run_id, char *err,
                              size_t err_len);
+
+// A coordinator with a role layout: role r (0 <= r < n_roles) owns the next
+// role_counts[r] ranks (role 0 ranks 0..role_counts[0]-1, and so on; n_ranks
+// is their sum). Besides everything rdv_server_new takes, it answers any-rank
+// joins (rdv_join_any), and it drops a join whose role is not in the layout
+// or, for a fixed rank, not that rank's role, and an any-rank join when every
+// rank of its role is taken by other names.
+rdv_server_t *rdv_server_new_roles(void *zmq_ctx, const char *endpoint, const size_t *role_counts, size_t n_roles,
+                                   uint64_t run_id, char *err, size_t err_len);
 
 // The bound endpoint with its port resolved, e.g. "tcp://127.0.0.1:41873".
 const char *rdv_server_endpoint(const rdv_server_t *s);
@@ -67,7 +90,15 @@ void rdv_server_destroy(rdv_server_t **s);
 int rdv_join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, size_t n_ranks,
              rdv_entry_t **table, int timeout_ms, char *err, size_t err_len);
 
-// Parses a table's text of n entries (n lines "RANK ROLE ENDPOINT\n", ranks
+// rdv_join for any rank of me->role (me->rank is ignored; me->name must be set,
+// one word, and no other joiner's): on success *rank is the rank the
+// coordinator assigned, and (*table)[*rank] is *me with that rank — the only
+// entry with me->name. Fails as rdv_join does, and when the table does not
+// hold this process's name exactly once, at the rank the answer names.
+int rdv_join_any(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, size_t n_ranks,
+                 rdv_entry_t **table, uint32_t *rank, int timeout_ms, char *err, size_t err_len);
+
+// Parses a table's text of n entries (n lines "RANK ROLE ENDPOINT[ NAME]\n", ranks
 // 0..n-1 in order, nothing after them) into out[0..n). Returns 0, or -1 with
 // why naming the line that is wrong.
 int rdv_table_parse(const char *text, size_t len, size_t n, rdv_entry_t *out, char *why, size_t why_len);

@@ -33,6 +33,28 @@ static void detect_fails(const char *const *vars, const char *var) {
     CHECK(!strchr(err, '\n'));
 }
 
+// As detect_fails, and the error also says what is expected (`form`).
+static void detect_fails_with(const char *const *vars, const char *var, const char *form) {
+    launch_env_t e;
+    char err[256] = "";
+    CHECK(launch_env_detect(&e, fake_getenv, (void *)vars, err, sizeof err) == -1);
+    if (!strstr(err, var) || !strstr(err, form)) {
+        fprintf(stderr, "error \"%s\" does not name %s and \"%s\"\n", err, var, form);
+        exit(1);
+    }
+    CHECK(!strchr(err, '\n'));
+}
+
+// The coordinator endpoint for *e (no explicit one) is `want`.
+static void coordinator_is(const launch_env_t *e, const char *want) {
+    char out[300], err[256] = "";
+    CHECK_OK(launch_coordinator_endpoint(e, NULL, 7711, out, sizeof out, err, sizeof err), err);
+    if (strcmp(out, want) != 0) {
+        fprintf(stderr, "coordinator %s, want %s\n", out, want);
+        exit(1);
+    }
+}
+
 static void test_launchers(void) {
     const char *none[] = {"HOME=/root", NULL};
     launch_env_t e = detect_ok(none);
@@ -93,6 +115,160 @@ static void test_launchers(void) {
     CHECK(strcmp(launcher_kind_name(LAUNCHER_KIND_OPENMPI), "openmpi") == 0);
     CHECK(strcmp(launcher_kind_name(LAUNCHER_KIND_PMI), "pmi") == 0);
     CHECK(strcmp(launcher_kind_name(LAUNCHER_KIND_NONE), "none") == 0);
+}
+
+static void test_torchrun(void) {
+    const char *all[] = {"RANK=2", "WORLD_SIZE=4", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=node07",
+                         "MASTER_PORT=29500", "TORCHELASTIC_RUN_ID=none", NULL};
+    launch_env_t e = detect_ok(all);
+    CHECK(e.kind == LAUNCHER_KIND_TORCHRUN && e.role == LAUNCH_ENV_BY_RANK && e.rank == 2 && e.size == 4);
+    CHECK(strcmp(e.coord_host, "node07") == 0 && e.coord_port == 29501);  // torchrun's store may hold 29500
+    coordinator_is(&e, "tcp://node07:29501");
+    char out[300], err[256];
+    CHECK_OK(launch_coordinator_endpoint(&e, "head:9000", 7711, out, sizeof out, err, sizeof err), err);
+    CHECK(strcmp(out, "tcp://head:9000") == 0);  // --coordinator still wins
+
+    // srun torchrun: SLURM's variables describe the agent (task 0 of 2), not this worker.
+    const char *under_srun[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=n[1-2]",
+                                "RANK=5", "WORLD_SIZE=8", "LOCAL_RANK=1", "MASTER_ADDR=n1", "MASTER_PORT=1234", NULL};
+    e = detect_ok(under_srun);
+    CHECK(e.kind == LAUNCHER_KIND_TORCHRUN && e.rank == 5 && e.size == 8 && strcmp(e.first_host, "n1") == 0);
+    coordinator_is(&e, "tcp://n1:1235");
+    // mpirun torchrun, and an MPI launcher's PMI variables: torchrun's still win.
+    const char *under_mpirun[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "PMI_RANK=1", "PMI_SIZE=2",
+                                  "RANK=3", "WORLD_SIZE=4", "MASTER_ADDR=10.0.0.5", "MASTER_PORT=29500", NULL};
+    e = detect_ok(under_mpirun);
+    CHECK(e.kind == LAUNCHER_KIND_TORCHRUN && e.rank == 3 && e.size == 4);
+    coordinator_is(&e, "tcp://10.0.0.5:29501");
+
+    // Without MASTER_ADDR / MASTER_PORT, detection succeeds but the coordinator
+    // needs them, or --coordinator.
+    const char *no_master[] = {"RANK=0", "WORLD_SIZE=2", NULL};
+    e = detect_ok(no_master);
+    CHECK(e.kind == LAUNCHER_KIND_TORCHRUN && e.coord_host[0] == '\0' && e.coord_port == 0);
+    CHECK(launch_coordinator_endpoint(&e, NULL, 7711, out, sizeof out, err, sizeof err) == -1);
+    CHECK(strstr(err, "MASTER_ADDR") && strstr(err, "--coordinator") && !strchr(err, '\n'));
+    CHECK_OK(launch_coordinator_endpoint(&e, "127.0.0.1:4000", 7711, out, sizeof out, err, sizeof err), err);
+    const char *no_port[] = {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=localhost", NULL};
+    e = detect_ok(no_port);
+    CHECK(launch_coordinator_endpoint(&e, NULL, 7711, out, sizeof out, err, sizeof err) == -1);
+    CHECK(strstr(err, "MASTER_PORT"));
+    const char *single[] = {"RANK=0", "WORLD_SIZE=1", "MASTER_ADDR=localhost", "MASTER_PORT=65534", NULL};
+    e = detect_ok(single);
+    coordinator_is(&e, "tcp://localhost:65535");
+
+    CHECK(strcmp(launcher_kind_name(LAUNCHER_KIND_TORCHRUN), "torchrun") == 0);
+}
+
+static void test_pslite(void) {
+    const char *worker[] = {"DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=10.1.2.3", "DMLC_PS_ROOT_PORT=9091",
+                            "DMLC_NUM_SERVER=2", "DMLC_NUM_WORKER=3", "DMLC_INTERFACE=eth0", NULL};
+    launch_env_t e = detect_ok(worker);
+    CHECK(e.kind == LAUNCHER_KIND_PSLITE && e.role == LAUNCH_ENV_WORKER);
+    CHECK(e.servers == 2 && e.workers == 3 && e.size == 5 && e.rank == 0);
+    CHECK(strcmp(e.coord_host, "10.1.2.3") == 0 && e.coord_port == 9091);
+    coordinator_is(&e, "tcp://10.1.2.3:9091");
+
+    const char *server[] = {"DMLC_ROLE=server", "DMLC_PS_ROOT_URI=head", "DMLC_PS_ROOT_PORT=9091",
+                            "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1", NULL};
+    CHECK(detect_ok(server).role == LAUNCH_ENV_SERVER);
+    // dmlc-submit --cluster mpi / slurm: the tracker's variables ride on mpirun's and srun's.
+    const char *scheduler_in_mpi[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=4", "SLURM_PROCID=0",
+                                      "SLURM_NTASKS=4", "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=n[1-2]",
+                                      "DMLC_ROLE=scheduler", "DMLC_PS_ROOT_URI=n2", "DMLC_PS_ROOT_PORT=9000",
+                                      "DMLC_NUM_SERVER=0", "DMLC_NUM_WORKER=3", NULL};
+    e = detect_ok(scheduler_in_mpi);
+    CHECK(e.kind == LAUNCHER_KIND_PSLITE && e.role == LAUNCH_ENV_SCHEDULER && e.servers == 0 && e.size == 3);
+    coordinator_is(&e, "tcp://n2:9000");  // not the SLURM first host
+    // torchrun's variables, when both are set, are the innermost launcher's.
+    const char *both[] = {"RANK=1", "WORLD_SIZE=2", "DMLC_ROLE=worker", NULL};
+    CHECK(detect_ok(both).kind == LAUNCHER_KIND_TORCHRUN);
+
+    CHECK(strcmp(launcher_kind_name(LAUNCHER_KIND_PSLITE), "pslite") == 0);
+    CHECK(strcmp(launch_env_role_name(LAUNCH_ENV_SCHEDULER), "scheduler") == 0);
+    CHECK(strcmp(launch_env_role_name(LAUNCH_ENV_SERVER), "server") == 0);
+    CHECK(strcmp(launch_env_role_name(LAUNCH_ENV_WORKER), "worker") == 0);
+    CHECK(strcmp(launch_env_role_name(LAUNCH_ENV_BY_RANK), "rank") == 0);
+}
+
+// Under torchrun and ps-lite, every missing or malformed variable is an error
+// that names it and the form expected — never a silent whole run per process.
+static void test_launcher_conventions_malformed(void) {
+    const char *rank_no_size[] = {"RANK=0", "MASTER_ADDR=h", "MASTER_PORT=1", NULL};
+    detect_fails(rank_no_size, "WORLD_SIZE");
+    const char *size_no_rank[] = {"WORLD_SIZE=2", NULL};
+    detect_fails(size_no_rank, "RANK");
+    const char *local_alone[] = {"LOCAL_RANK=0", NULL};
+    detect_fails_with(local_alone, "RANK and WORLD_SIZE", "decimal");
+    const char *rank_ge[] = {"RANK=4", "WORLD_SIZE=4", NULL};
+    detect_fails(rank_ge, "RANK=4");
+    const char *rank_word[] = {"RANK=zero", "WORLD_SIZE=4", NULL};
+    detect_fails_with(rank_word, "RANK", "decimal");
+    const char *size_zero[] = {"RANK=0", "WORLD_SIZE=0", NULL};
+    detect_fails(size_zero, "WORLD_SIZE");
+    const char *local_neg[] = {"RANK=0", "WORLD_SIZE=2", "LOCAL_RANK=-1", NULL};
+    detect_fails_with(local_neg, "LOCAL_RANK", "decimal");
+    const char *bad_ports[][4] = {{"RANK=0", "WORLD_SIZE=2", "MASTER_PORT=0", NULL},
+                                  {"RANK=0", "WORLD_SIZE=2", "MASTER_PORT=65535", NULL},
+                                  {"RANK=0", "WORLD_SIZE=2", "MASTER_PORT=29500x", NULL},
+                                  {"RANK=0", "WORLD_SIZE=2", "MASTER_PORT=", NULL}};
+    for (size_t i = 0; i < 4; i++) detect_fails_with(bad_ports[i], "MASTER_PORT", "1..65534");
+    const char *bad_addrs[][4] = {{"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=", NULL},
+                                  {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=a b", NULL},
+                                  {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=tcp://h", NULL}};
+    for (size_t i = 0; i < 3; i++) detect_fails_with(bad_addrs[i], "MASTER_ADDR", "host name or IPv4 address");
+
+#define PS(role, uri, port, ns, nw) {role, uri, port, ns, nw, NULL}
+    const char *bogus[][6] = {PS("DMLC_ROLE=bogus", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
+                                 "DMLC_NUM_WORKER=1"),
+                              PS("DMLC_ROLE=", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
+                                 "DMLC_NUM_WORKER=1"),
+                              PS("DMLC_ROLE=Worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9",
+                                 "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1")};
+    for (size_t i = 0; i < 3; i++) detect_fails_with(bogus[i], "DMLC_ROLE", "scheduler, server or worker");
+    // Each of the five missing in turn (the others set).
+    const char *full[5] = {"DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
+                           "DMLC_NUM_WORKER=1"};
+    const char *names[5] = {"DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER"};
+    for (size_t miss = 0; miss < 5; miss++) {
+        const char *vars[6];
+        size_t k = 0;
+        for (size_t i = 0; i < 5; i++)
+            if (i != miss) vars[k++] = full[i];
+        vars[k] = NULL;
+        detect_fails_with(vars, names[miss], "is not (ps-lite sets it to");
+    }
+    const char *malformed[][6] = {
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=0", "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=65535", "DMLC_NUM_SERVER=1",
+           "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=port", "DMLC_NUM_SERVER=1",
+           "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h:9", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
+           "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=one",
+           "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=2000",
+           "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
+           "DMLC_NUM_WORKER=0"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
+           "DMLC_NUM_WORKER=-2"),
+        PS("DMLC_ROLE=server", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=0",
+           "DMLC_NUM_WORKER=2"),
+    };
+#undef PS
+    const char *want_var[] = {"DMLC_PS_ROOT_PORT", "DMLC_PS_ROOT_PORT", "DMLC_PS_ROOT_PORT", "DMLC_PS_ROOT_URI",
+                              "DMLC_PS_ROOT_URI", "DMLC_NUM_SERVER", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER",
+                              "DMLC_NUM_WORKER", "DMLC_NUM_SERVER"};
+    const char *want_form[] = {"1..65534", "1..65534", "1..65534", "host name", "host name", "0..1024", "0..1024",
+                               "1..4096", "1..4096", "at least 1"};
+    for (size_t i = 0; i < sizeof want_var / sizeof want_var[0]; i++)
+        detect_fails_with(malformed[i], want_var[i], want_form[i]);
+    // One DMLC variable alone (a stray export) is a half-set launcher, not nothing.
+    const char *stray[] = {"DMLC_NUM_WORKER=2", NULL};
+    detect_fails(stray, "DMLC_ROLE");
 }
 
 static void test_malformed(void) {
@@ -224,6 +400,9 @@ static void test_roles(void) {
 int main(void) {
     test_launchers();
     test_malformed();
+    test_torchrun();
+    test_pslite();
+    test_launcher_conventions_malformed();
     test_node_lists();
     test_coordinator();
     test_roles();

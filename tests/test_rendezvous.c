@@ -285,6 +285,112 @@ static void test_drops(void) {
     printf("drops: %zu foreign or malformed messages dropped and counted\n", dropped);
 }
 
+// ---- any rank of a role (ps-lite: no process knows its rank) -------------------
+
+// Receives one table on sock within timeout_ms; returns the rank it answers
+// (the header's sender) and fills text, or fails the test.
+static uint32_t recv_table_for(void *sock, char *text, size_t cap, int timeout_ms) {
+    zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
+    CHECK(zmq_poll(&item, 1, timeout_ms) == 1);
+    zmsg_t m;
+    char err[256];
+    CHECK(zmsg_recv(sock, 0, RUN_ID, &m, err, sizeof err) == 1);
+    CHECK(m.h.type == MSG_TYPE_RDV_TABLE && m.h.payload_kind == PAYLOAD_KIND_TEXT && m.h.count < cap);
+    memcpy(text, zmsg_payload(&m, 0), m.h.count);
+    text[m.h.count] = '\0';
+    uint32_t sender = m.h.sender;
+    zmsg_close(&m);
+    return sender;
+}
+
+static void test_any_rank(void) {
+    char err[512], text[4096];
+    void *ctx = zmq_ctx_new();
+    const size_t counts[2] = {1, 3};  // role 0: rank 0 (a server); role 1: ranks 1..3 (workers)
+    rdv_server_t *s = rdv_server_new_roles(ctx, "tcp://127.0.0.1:0", counts, 2, RUN_ID, err, sizeof err);
+    CHECK_OK(s ? 0 : -1, err);
+    const char *ep = rdv_server_endpoint(s);
+    void *raw = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(raw, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_connect(raw, ep) == 0);
+
+    // One connection delivers in order: first come, first served. Every
+    // worker advertises "-": only its name tells it apart.
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - w-first\n");   // rank 1
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - w-first\n");   // a retry: rank 1 again, not a second rank
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - w-second\n");  // rank 2
+    size_t dropped = 0;
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 -\n");                 // any rank without a name
+    send_join(raw, RUN_ID, 3, 4, "* 1 - w-x\n");                     // any rank, but the header names rank 3
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 2 - w-y\n");            // role 2 is not in the layout
+    send_join(raw, RUN_ID, 0, 4, "0 1 tcp://127.0.0.1:1000\n");      // rank 0 is role 0's, not role 1's
+    send_join(raw, RUN_ID, 1, 4, "1 1 - w-other\n");                 // rank 1 is w-first's
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - a b\n");            // a name is one word
+    dropped += 6;
+    send_join(raw, RUN_ID, 0, 4, "0 0 tcp://127.0.0.1:1000\n");      // a fixed-rank join, as ever
+
+    // The last worker joins from here and is told rank 3.
+    rdv_entry_t me = {.rank = 0, .role = 1}, *table = NULL;
+    snprintf(me.endpoint, sizeof me.endpoint, "-");
+    snprintf(me.name, sizeof me.name, "w-third");
+    uint32_t rank = 99;
+    CHECK_OK(rdv_join_any(ctx, ep, RUN_ID, &me, 4, &table, &rank, 5000, err, sizeof err), err);
+    CHECK(rank == 3);
+    const char *want = "0 0 tcp://127.0.0.1:1000\n1 1 - w-first\n2 1 - w-second\n3 1 - w-third\n";
+    const char *names[4] = {"", "w-first", "w-second", "w-third"};
+    for (uint32_t i = 0; i < 4; i++) {
+        CHECK(table[i].rank == i && table[i].role == (i ? 1u : 0u) && strcmp(table[i].name, names[i]) == 0);
+        CHECK(strcmp(table[i].endpoint, i ? "-" : "tcp://127.0.0.1:1000") == 0);
+    }
+    free(table);
+    CHECK_OK(rdv_server_wait(s, 5000, err, sizeof err), err);
+    CHECK(rdv_server_dropped(s) == dropped);
+
+    // Ranks 0, 1 and 2 joined over `raw`: one table each, naming the rank it answers.
+    int seen[3] = {0, 0, 0};
+    for (int i = 0; i < 3; i++) {
+        uint32_t to = recv_table_for(raw, text, sizeof text, 2000);
+        CHECK(to < 3 && strcmp(text, want) == 0);
+        seen[to]++;
+    }
+    CHECK(seen[0] == 1 && seen[1] == 1 && seen[2] == 1);
+    // Every worker rank is taken: a fourth name is dropped; a known one gets its rank again.
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - w-late\n");
+    dropped++;
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - w-second\n");
+    CHECK(recv_table_for(raw, text, sizeof text, 2000) == 2 && strcmp(text, want) == 0);
+    CHECK(rdv_server_dropped(s) == dropped);
+    zmq_close(raw);
+    rdv_server_destroy(&s);
+
+    // A coordinator without a role layout drops any-rank joins.
+    s = rdv_server_new(ctx, "tcp://127.0.0.1:0", 2, RUN_ID, err, sizeof err);
+    CHECK_OK(s ? 0 : -1, err);
+    raw = zmq_socket(ctx, ZMQ_DEALER);
+    zmq_setsockopt(raw, ZMQ_LINGER, &zero, sizeof zero);
+    CHECK(zmq_connect(raw, rdv_server_endpoint(s)) == 0);
+    send_join(raw, RUN_ID, WIRE_NO_ID, 2, "* 1 - w-first\n");
+    send_join(raw, RUN_ID, 0, 2, "0 0 tcp://127.0.0.1:1000\n");
+    send_join(raw, RUN_ID, 1, 2, "1 1 tcp://127.0.0.1:1001 named-too\n");  // a fixed rank may carry a name
+    for (int i = 0; i < 2; i++) {
+        uint32_t to = recv_table_for(raw, text, sizeof text, 2000);
+        CHECK(to < 2 && strcmp(text, "0 0 tcp://127.0.0.1:1000\n1 1 tcp://127.0.0.1:1001 named-too\n") == 0);
+    }
+    CHECK(rdv_server_dropped(s) == 1);
+    zmq_close(raw);
+    rdv_server_destroy(&s);
+
+    // Bad arguments fail at once: a name is required, one word, short enough.
+    me.name[0] = '\0';
+    CHECK(rdv_join_any(ctx, ep, RUN_ID, &me, 4, &table, &rank, 5000, err, sizeof err) == -1 && strstr(err, "name"));
+    snprintf(me.name, sizeof me.name, "two words");
+    CHECK(rdv_join_any(ctx, ep, RUN_ID, &me, 4, &table, &rank, 5000, err, sizeof err) == -1 && strstr(err, "name"));
+    CHECK(rdv_server_new_roles(ctx, "tcp://127.0.0.1:0", counts, 0, RUN_ID, err, sizeof err) == NULL);
+    zmq_ctx_term(ctx);
+    printf("any rank: first come first served within a role, retries keep their rank, %zu drops counted\n", dropped);
+}
+
 // ---- failures are reported, not waited on forever ------------------------------
 
 static void test_failures(void) {
@@ -346,6 +452,7 @@ static void test_failures(void) {
 int main(void) {
     int64_t t0 = now_ms();
     test_drops();
+    test_any_rank();
     test_failures();
     test_processes();
     printf("rendezvous: ok in %" PRId64 " ms\n", now_ms() - t0);
