@@ -111,7 +111,9 @@ static void check_run(const char *name, const char *const *tags, size_t n_tags, 
     CHECK(proc_json_number(summary, NULL, "servers") == 1 && proc_json_number(summary, NULL, "workers") == 2);
     double acc = proc_json_number(summary, NULL, "final_test_accuracy");
     printf("%s: final_test_accuracy %.3f, samples %.0f\n", name, acc, proc_json_number(summary, NULL, "samples"));
-    CHECK(acc > 0.6);
+    // Seen 0.80-0.84 after 3 epochs; the untrained model (w = 0) and the
+    // majority class score about 0.5 on this balanced data.
+    CHECK(acc > 0.75);
     CHECK(proc_json_number(summary, NULL, "samples") >= 2 * 4000 * 0.9);  // 3 epochs of 90% of 4000, split in two
     CHECK(strstr(summary, "\"acked_pushes_applied_once\":true"));
     free(summary);
