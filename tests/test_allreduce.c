@@ -5,7 +5,8 @@
 // zero-copy sub-chunks). The parent checks every rank's result against a
 // serial sum and that all ranks' results are bit-identical. Messages from a
 // foreign run or of a stale call are dropped and counted. Last, one rank exits
-// before the call: the others must fail within their timeout, naming a rank.
+// before the call: the others must fail by their timeout (the message says
+// which wait ran out), naming a rank. No check depends on elapsed time.
 // Compressed exchanges: fp16 on the wire (ring_allreduce_sum_fp16) stays
 // within fp16's rounding of the serial sum with an exact float32 tail, and an
 // allgather of qsgd encodings sums to exactly what each rank encoded; both
@@ -84,7 +85,7 @@ static int gather_call(ring_t *r, size_t rank, size_t n, float *x, size_t count,
 // What a child reports besides its results (in memory shared with the parent).
 typedef struct child_report {
     int rc;             // of the failing call in the dead-rank test
-    double ms;          // how long that call took
+    double ms;          // how long that call took (printed only)
     uint64_t dropped;   // messages its ring refused
     char err[512];
 } child_report_t;
@@ -357,8 +358,9 @@ static void test_ring(size_t n) {
     munmap(reps, n * sizeof *reps);
 }
 
-// Rank `dead` leaves after connecting; every other rank's call must fail
-// within about its timeout, and the one after the gap must name the gone rank.
+// Rank `dead` leaves after connecting; every other rank's call must fail by
+// its timeout (not by anything else: the message names the wait that ran
+// out), and the one after the gap must name the gone rank.
 // With zero-copy sends, the rank before the gap has frames queued for the gone
 // rank that point into its array: they must be dropped before the call returns.
 static void test_dead_neighbour(size_t n, size_t dead, int zero_copy) {
@@ -372,9 +374,8 @@ static void test_dead_neighbour(size_t n, size_t dead, int zero_copy) {
                zero_copy ? " (zero-copy)" : "", r, reps[r].ms,
                reps[r].err);
         CHECK(reps[r].rc == -1);
-        CHECK(reps[r].ms >= DEAD_TIMEOUT_MS * 0.9);
-        CHECK(reps[r].ms < DEAD_TIMEOUT_MS + 3000);
         CHECK(strstr(reps[r].err, "for 300 ms") != NULL);
+        CHECK(strstr(reps[r].err, "nothing from rank") || strstr(reps[r].err, "accepted nothing"));
     }
     char want[64];
     snprintf(want, sizeof want, "nothing from rank %zu (previous)", dead);

@@ -185,6 +185,28 @@ static void expected(float *w, const float *init, int count) {
         for (size_t j = 0; j < N; j++) w[j] = w[j] - LR * grad(i, j);
 }
 
+// The version (pushes applied) of the newest checkpoint at path that holds
+// at least PUSHES_BEFORE of them, waiting up to timeout_s (a hang bound) for
+// the shard to write one; -1 if none came.
+static long checkpoint_version(const char *path, double timeout_s) {
+    double until = proc_now_s() + timeout_s;
+    long v = -1;
+    do {
+        char err[512];
+        ckpt_file_t *f = ckpt_file_read(path, err, sizeof err);  // written whole and renamed: never half
+        if (f) {
+            size_t size;
+            const uint64_t *counters = ckpt_file_section(f, "ps.counters", &size);
+            CHECK(counters && size >= sizeof *counters);
+            v = (long)counters[0];  // the first counter is the version
+            ckpt_file_free(&f);
+            if (v >= PUSHES_BEFORE) return v;
+        }
+        proc_sleep_ms(5);
+    } while (proc_now_s() < until);
+    return v;
+}
+
 static void test_server_restart(void *ctx) {
     char err[512];
     float init[N], want[N], got[N];
@@ -211,14 +233,14 @@ static void test_server_restart(void *ctx) {
     ps_client_t *client = ps_client_new(ctx, c.run_id, 0, eps, 1, N, 0, 5000, err, sizeof err);
     CHECK_OK(client == NULL, err);
     ps_client_set_retry_ms(client, 100);
-    // Pushes 0..19, then two checkpoint intervals of quiet (a checkpoint is
-    // surely written with all of them), then pushes 20..29 at full speed and
-    // the crash right after: a checkpoint may or may not have caught them.
+    // Pushes 0..19, then quiet until a checkpoint holding all of them is on
+    // disk, then pushes 20..29 at full speed and the crash right after: a
+    // checkpoint may or may not have caught them.
     for (int i = 0; i < PUSHES; i++) {
         push(client, i);
         if (i == PUSHES_BEFORE - 1) {
             CHECK_OK(ps_client_wait_acks(client, err, sizeof err), err);
-            proc_sleep_ms(150);
+            CHECK(checkpoint_version(ckpt, 60.0) >= PUSHES_BEFORE);
         }
     }
     CHECK_OK(ps_client_wait_acks(client, err, sizeof err), err);
@@ -401,12 +423,10 @@ int main(void) {
     const char *logreg_sync[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=100000,dim=20000,nnz=30",
                                  "--threads", "2", "--mode", "sync", "--batch", "4", "--epochs", "2", "--quiet", NULL};
     check_resume_identical("sync-2", logreg_sync);
-    if (access(ASGD_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0) {
+    if (test_have_fashion_mnist("test_checkpoint: the MLP resume case")) {
         const char *mlp[] = {"train", "--model", "mlp", "--hidden", "32", "--train-limit", "6000", "--test-limit", "500",
                              "--threads", "2", "--mode", "sync", "--momentum", "0.9", "--epochs", "2", "--quiet", NULL};
         check_resume_identical("mlp-sync-2", mlp);
-    } else {
-        printf("Fashion-MNIST not installed: the MLP resume case is skipped\n");
     }
     test_divergence();
     char command[400];

@@ -3,7 +3,8 @@
 // starts, must become 1 server and 3 workers that find each other (mpirun:
 // through --coordinator; srun: through the first host of the SLURM node list)
 // and finish an SSP run whose merged summary rank 0 writes.
-// Skipped (77) unless root with openmpi-bin, slurm-wlm and munge installed.
+// Skipped (77) unless root with openmpi-bin, slurm-wlm and munge installed;
+// under ASGD_REQUIRE_ALL=1 that is a failure.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,8 +26,15 @@ static void check_summary(const char *launcher) {
     CHECK(strstr(text, "\"workers\":3,"));
     CHECK(strstr(text, "\"sync\":\"ssp\""));
     CHECK(strstr(text, "\"acked_pushes_applied_once\":true"));
-    const char *acc = strstr(text, "\"final_test_accuracy\":");
-    CHECK(acc && atof(acc + strlen("\"final_test_accuracy\":")) > 0.6);
+    const char *acc = strstr(text, "\"final_test_accuracy\":"), *loss = strstr(text, "\"final_test_loss\":");
+    CHECK(acc && loss);
+    // It learned. On this data (an 800-example test set, 52.1% positive) the
+    // untrained model scores 0.521 with loss ln 2 = 0.693, and no constant
+    // predictor beats 0.521 / 0.692. Measured over 10 runs (5 per launcher):
+    // accuracy 0.795-0.8525, loss 0.521-0.525; the bounds leave 0.1 / 0.055
+    // below the worst run and 0.18 / 0.112 above a model that did not learn.
+    CHECK(atof(acc + strlen("\"final_test_accuracy\":")) > 0.70);
+    CHECK(atof(loss + strlen("\"final_test_loss\":")) < 0.58);
     const char *st = strstr(text, "\"staleness_clocks\":");
     const char *max = st ? strstr(st, "\"max\":") : NULL;
     CHECK(max && atof(max + 6) <= 2.0);
@@ -52,10 +60,7 @@ int main(void) {
     while (fgets(line, sizeof line, p)) fputs(line, stdout);
     int status = pclose(p);
     CHECK(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 77) {
-        printf("skipped: the cluster launchers cannot run here (see above)\n");
-        return TEST_SKIP;
-    }
+    if (WEXITSTATUS(status) == 77) return test_skip("test_cluster_launch: the cluster launchers cannot run here (see above)");
     CHECK(WEXITSTATUS(status) == 0);
     check_summary("mpi");
     check_summary("slurm");

@@ -144,8 +144,7 @@ int main(void) {
     CHECK(mkdtemp(dir));
     check_refused();
     check_allreduce_topk();
-    if (access(ASGD_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0) check_dense();
-    else printf("Fashion-MNIST not installed: the dense (MLP) cases are skipped\n");
+    if (test_have_fashion_mnist("test_compress_launch: the dense (MLP) cases")) check_dense();
     char command[400];
     snprintf(command, sizeof command, "rm -rf %s", dir);
     CHECK(system(command) == 0);

@@ -4,7 +4,8 @@
 //     gives with the same global batch, seed and data order (dense and sparse);
 //   - ring allreduce gives it too (to float rounding), and every replica ends equal;
 //   - SSP keeps the measured staleness within its bound while a slowed worker
-//     makes the fast ones wait, and ASP never waits;
+//     makes the fast ones wait (the server held some of their pulls), and
+//     under ASP the server holds no pull;
 //   - every push a worker was acknowledged for was applied exactly once;
 //   - a failing process is named and the others are stopped, and Ctrl-C stops all.
 #include <fcntl.h>
@@ -86,19 +87,35 @@ static void check_equivalent(const char *label, const char *const *model_args, c
     free(s);
 }
 
-// Every replica of an allreduce run ends with the same model: their final
-// evaluations print identically.
-static void check_replicas_agree(const char *rd, int workers) {
+// A worker's dense_params_checksum (8 hex digits: the wire checksum of its
+// final parameters); the caller frees.
+static char *checksum_of(const char *rd, int k) {
     char path[400];
-    snprintf(path, sizeof path, "%s/worker-0.json", rd);
-    char *first = launch_slurp(path);
-    double loss0 = launch_field(first, "final_test_loss");
+    snprintf(path, sizeof path, "%s/worker-%d.json", rd, k);
+    char *w = launch_slurp(path);
+    const char *key = "\"dense_params_checksum\":\"";
+    const char *p = strstr(w, key);
+    CHECK(p);
+    p += strlen(key);
+    CHECK(strspn(p, "0123456789abcdef") == 8 && p[8] == '"');
+    char *sum = calloc(9, 1);
+    memcpy(sum, p, 8);
+    free(w);
+    return sum;
+}
+
+// Every replica of an allreduce run ends with the same model, bit for bit.
+static void check_replicas_agree(const char *rd, int workers) {
+    char *first = checksum_of(rd, 0);
     for (int k = 1; k < workers; k++) {
-        snprintf(path, sizeof path, "%s/worker-%d.json", rd, k);
-        char *other = launch_slurp(path);
-        CHECK(launch_field(other, "final_test_loss") == loss0);
+        char *other = checksum_of(rd, k);
+        if (strcmp(other, first) != 0) {
+            fprintf(stderr, "%s: worker %d's parameters have checksum %s, worker 0's %s\n", rd, k, other, first);
+            exit(1);
+        }
         free(other);
     }
+    printf("%s: %d replicas, one model (checksum %s)\n", rd, workers, first);
     free(first);
 }
 
@@ -131,30 +148,38 @@ static void check_staleness(void) {
         CHECK(launch_run(a) == 0);
         char *s = summary_of(rd);
         double max = launch_field(launch_section(s, "staleness_clocks"), "max");
-        double fast_wait = 0.0;
-        for (int k = 1; k < 3; k++) {
-            char path[400];
-            snprintf(path, sizeof path, "%s/worker-%d.json", rd, k);
-            char *w = launch_slurp(path);
-            fast_wait += launch_field(w, "wait_s");
-            free(w);
-        }
-        printf("%-4s bound %-3s: staleness max %g clocks, fast workers waited %.3f s, samples/s %.0f, accuracy %.3f\n",
-               runs[r].sync, runs[r].bound ? runs[r].bound : "inf", max, fast_wait, launch_field(s, "samples_per_s"),
-               launch_field(s, "final_test_accuracy"));
+        char path[400];
+        snprintf(path, sizeof path, "%s/server-0.json", rd);
+        char *server = launch_slurp(path);
+        // Pulls the server could not answer at once: a worker asked for a
+        // round the slowest worker had not pushed yet.
+        double waited = launch_field(server, "pulls_waited"), answered = launch_field(server, "pulls_answered");
+        double acc = launch_field(s, "final_test_accuracy"), loss = launch_field(s, "final_test_loss");
+        printf("%-4s bound %-3s: staleness max %g clocks, %g of %g pulls waited at the server, accuracy %.3f, test loss "
+               "%.4f\n",
+               runs[r].sync, runs[r].bound ? runs[r].bound : "inf", max, waited, answered, acc, loss);
         CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
-        CHECK(launch_field(s, "final_test_accuracy") > 0.6);  // it learned (majority class: 0.50)
+        // It learned. On this data (test set: 50.4% positive) the untrained
+        // model scores 0.504 with loss ln 2 = 0.693, and no constant predictor
+        // beats 0.504 / 0.693. Measured: ASP (7 runs) 0.866-0.873, loss
+        // 0.365-0.374; SSP bound 0 (3 runs) 0.869-0.871, 0.369; SSP bound 2
+        // (9 runs) 0.767-0.852, 0.381-0.456. The bounds leave 0.07 / 0.09 below
+        // the worst run and 0.2 / 0.14 above a model that did not learn.
+        CHECK(acc > 0.70);
+        CHECK(loss < 0.55);
         const char *config = launch_section(s, "config");
         CHECK(launch_field(config, "train_examples") == 27000.0);  // 30,000 generated, 10% held out
         CHECK(strstr(config, runs[r].bound ? "\"staleness\":" : "\"staleness\":null"));
         if (runs[r].bound) CHECK(launch_field(config, "staleness") == atof(runs[r].bound));
+        CHECK(answered > 0);
         if (runs[r].bound) {
             CHECK(max <= atof(runs[r].bound));
-            CHECK(fast_wait > 0.0);  // the straggler held the others back
+            CHECK(waited > 0);  // the straggler held the others back
         } else {
-            CHECK(fast_wait == 0.0);  // ASP never waits
-            CHECK(max > 2.0);         // and its staleness is not bounded by anything but the straggler
+            CHECK(waited == 0);  // ASP pulls never ask for a round
+            CHECK(max > 2.0);    // and its staleness is not bounded by anything but the straggler
         }
+        free(server);
         free(s);
     }
 }
@@ -211,14 +236,15 @@ int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
     // Sparse logistic regression on generated data always runs; the dense (MLP)
-    // cases need Fashion-MNIST and are skipped, saying so, without it.
+    // cases need Fashion-MNIST and are skipped, saying so, without it (a
+    // failure under ASGD_REQUIRE_ALL=1).
     const char *sparse[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--batch", "4",
                             "--lr", "0.5", NULL};
     check_equivalent("logreg", sparse, "3", "3", "1", "bsp", 0.0);
     check_equivalent("logreg", sparse, "4", "2", "2", "bsp", 1e-5);
     check_equivalent("logreg", sparse, "3", "3", "1", "allreduce", 1e-5);
     check_replicas_agree(run_dir("logreg-allreduce"), 3);
-    if (access(ASGD_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0) {
+    if (test_have_fashion_mnist("test_downpour: the dense (MLP) cases")) {
         const char *dense[] = {"--model", "mlp", "--hidden", "16", "--train-limit", "1200", "--test-limit", "200",
                                "--batch", "8", NULL};
         check_equivalent("mlp", dense, "2", "2", "1", "bsp", 0.0);
@@ -237,8 +263,6 @@ int main(void) {
         CHECK(strstr(sum, "\"acked_pushes_applied_once\":true"));
         CHECK(launch_field(sum, "pushes") > 0 && launch_field(sum, "final_test_accuracy") > 0.6);  // 10 classes: chance is 0.1
         free(sum);
-    } else {
-        printf("Fashion-MNIST not installed: the dense (MLP) equivalence cases are skipped\n");
     }
     check_staleness();
     check_failure_named();

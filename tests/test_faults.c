@@ -18,13 +18,20 @@
 //      launcher starts it again, it rejoins, and the run's summary says every
 //      acknowledged push was applied once.
 // In every run each worker's acknowledged pushes (since it last joined) equal
-// the pushes the server applied from it, and the model learned.
+// the pushes the server applied from it, a restarted worker's earlier pushes
+// are still counted in its total, and the model learned.
+//
+// No check depends on how fast anything runs: a live worker's heartbeats
+// come every 0.1 s and a worker is evicted after WORKER_TIMEOUT of silence
+// (30 heartbeats missed, which no live process on a loaded machine or under
+// TSan misses); every wait on an event is bounded only to end a hang.
 #include <stdarg.h>
 #include <sys/stat.h>
 
 #include "proc_support.h"
 
 #define WORKERS 3
+#define WORKER_TIMEOUT "3000"  // ms
 
 static char dir[] = "/tmp/asgd_faults_XXXXXX";
 
@@ -134,25 +141,48 @@ static void expect_exit(const run_t *r, pid_t pid, const char *name, double time
 }
 
 // Each worker's acknowledged pushes (since it last joined) were applied once:
-// the server counts the same number for it. Returns the server's JSON.
-static char *check_accounting(const run_t *r, int skip_worker) {
+// the server counts the same number for it. A worker that was restarted (or,
+// dead, has no JSON of its own) pushed before: its total over the run counts
+// those pushes too, the others' totals are their pushes since joining.
+// Returns the server's JSON.
+static char *check_accounting(const run_t *r, int dead_worker, int restarted_worker) {
     char *server = proc_slurp(proc_path(r->rd, "server-0.json"));
     CHECK(server[0]);
-    double total = 0;
     for (int k = 0; k < WORKERS; k++) {
         char key[8];
         snprintf(key, sizeof key, "%d", k);
-        total += proc_json_number(server, "pushes_total_by_worker", key);
-        if (k == skip_worker) continue;
+        double total = proc_json_number(server, "pushes_total_by_worker", key);
+        double applied = proc_json_number(server, "pushes_by_worker", key);
+        if (k == dead_worker) {
+            printf("  worker %d (dead): %.0f pushes applied\n", k, total);
+            CHECK(total > 0 && applied == total);
+            continue;
+        }
         char *w = proc_slurp(proc_path(r->rd, "worker-%d.json", k));
         double acked = proc_json_number(w, NULL, "push_messages_acked");
-        double applied = proc_json_number(server, "pushes_by_worker", key);
-        printf("  worker %d: %.0f pushes acknowledged, %.0f applied since it joined\n", k, acked, applied);
+        printf("  worker %d: %.0f pushes acknowledged, %.0f applied since it joined, %.0f in all\n", k, acked, applied,
+               total);
         CHECK(acked > 0 && acked == applied);
+        if (k == restarted_worker) CHECK(total > applied);  // its first life's pushes (it trained before the kill)
+        else CHECK(total == applied);
         free(w);
     }
-    CHECK(total == proc_json_number(server, NULL, "pushes_applied"));
     return server;
+}
+
+// The model learned: a worker's evaluation of the global model. On this data
+// (a 300-example test set, 45% positive) the untrained model scores 0.45 with
+// loss ln 2 = 0.693, and no constant predictor beats 0.55 / 0.688. Measured
+// (3 runs of each case): SSP 0.823-0.830 (loss 0.443-0.444), BSP with a
+// restarted worker 0.763-0.767 (0.503-0.504), ASP 0.843-0.850 (0.416-0.417),
+// BSP with a resumed server 0.717-0.737 (0.522-0.528). The bounds sit 0.07
+// under the worst run and about 0.1 above what a model that did not learn
+// scores.
+static void check_learned(const char *worker_json) {
+    double acc = proc_json_number(worker_json, NULL, "global_test_accuracy");
+    double loss = proc_json_number(worker_json, NULL, "global_test_loss");
+    printf("  global model: accuracy %.3f, test loss %.4f\n", acc, loss);
+    CHECK(acc > 0.65 && loss < 0.60);
 }
 
 static double clock_of(const char *server, int k) {
@@ -164,7 +194,7 @@ static double clock_of(const char *server, int k) {
 // a) SSP: the others finish without the dead worker.
 static void ssp_dead_worker(void) {
     run_t r;
-    start_run(&r, "ssp-dead", "ssp", "800");
+    start_run(&r, "ssp-dead", "ssp", WORKER_TIMEOUT);
     kill_when_training(&r, 2);
     double killed_at = proc_now_s();
     CHECK(proc_wait_for_text(proc_path(r.rd, "server-0.err"), "worker 2 silent", 20.0));
@@ -172,14 +202,14 @@ static void ssp_dead_worker(void) {
     expect_exit(&r, r.workers[0], "worker-0", 60.0);
     expect_exit(&r, r.workers[1], "worker-1", 60.0);
     expect_exit(&r, r.server, "server-0", 30.0);  // once the dead worker had a timeout more to come back
-    char *server = check_accounting(&r, 2);
+    char *server = check_accounting(&r, 2, -1);
     printf("  clocks: %.0f, %.0f, dead worker's %.0f; evictions %.0f\n", clock_of(server, 0), clock_of(server, 1),
            clock_of(server, 2), proc_json_number(server, NULL, "evictions"));
     CHECK(proc_json_number(server, NULL, "evictions") == 1);
     // Alive, the dead worker would have held them within 2 rounds of its clock.
     CHECK(clock_of(server, 0) > clock_of(server, 2) + 2 && clock_of(server, 1) > clock_of(server, 2) + 2);
     char *w0 = proc_slurp(proc_path(r.rd, "worker-0.json"));
-    CHECK(proc_json_number(w0, NULL, "global_test_accuracy") > 0.6);  // majority class: about 0.5
+    check_learned(w0);
     free(w0);
     free(server);
 }
@@ -187,7 +217,7 @@ static void ssp_dead_worker(void) {
 // b) BSP: evicted, restarted, rejoined at the current round.
 static void bsp_restarted_worker(void) {
     run_t r;
-    start_run(&r, "bsp-rejoin", "bsp", "800");
+    start_run(&r, "bsp-rejoin", "bsp", WORKER_TIMEOUT);
     kill_when_training(&r, 2);
     CHECK(proc_wait_for_text(proc_path(r.rd, "server-0.err"), "worker 2 silent", 20.0));
     r.workers[2] = start_worker(&r, 2);  // the same command line
@@ -198,7 +228,7 @@ static void bsp_restarted_worker(void) {
     }
     expect_exit(&r, r.server, "server-0", 30.0);
     printf("bsp: worker 2 killed, evicted, restarted\n");
-    char *server = check_accounting(&r, -1);
+    char *server = check_accounting(&r, -1, 2);
     char *w2 = proc_slurp(proc_path(r.rd, "worker-2.json"));
     double start = proc_json_number(w2, NULL, "start_clock");
     printf("  it rejoined at round %.0f; final rounds %.0f, %.0f, %.0f; evictions %.0f, rejoins %.0f\n", start,
@@ -208,7 +238,7 @@ static void bsp_restarted_worker(void) {
     CHECK(proc_json_number(server, NULL, "evictions") == 1 && proc_json_number(server, NULL, "rejoins") >= 1);
     // It skipped exactly the rounds it missed: everyone ends at the same round.
     CHECK(clock_of(server, 0) == clock_of(server, 1) && clock_of(server, 1) == clock_of(server, 2));
-    CHECK(proc_json_number(w2, NULL, "global_test_accuracy") > 0.6);
+    check_learned(w2);
     free(w2);
     free(server);
 }
@@ -216,7 +246,7 @@ static void bsp_restarted_worker(void) {
 // c) ASP: killed and restarted before the server noticed.
 static void asp_quick_restart(void) {
     run_t r;
-    start_run(&r, "asp-restart", "asp", "10000");
+    start_run(&r, "asp-restart", "asp", "60000");  // no eviction: the restart comes long before
     kill_when_training(&r, 1);
     r.workers[1] = start_worker(&r, 1);
     for (int k = 0; k < WORKERS; k++) {
@@ -226,11 +256,12 @@ static void asp_quick_restart(void) {
     }
     expect_exit(&r, r.server, "server-0", 30.0);
     printf("asp: worker 1 killed and restarted at once\n");
-    char *server = check_accounting(&r, -1);
+    char *server = check_accounting(&r, -1, 1);
     char *w1 = proc_slurp(proc_path(r.rd, "worker-1.json"));
     printf("  it rejoined at clock %.0f; evictions %.0f, rejoins %.0f\n", proc_json_number(w1, NULL, "start_clock"),
            proc_json_number(server, NULL, "evictions"), proc_json_number(server, NULL, "rejoins"));
     CHECK(proc_json_number(w1, NULL, "start_clock") > 0);
+    check_learned(w1);
     CHECK(proc_json_number(server, NULL, "evictions") == 0 && proc_json_number(server, NULL, "rejoins") >= 1);
     free(w1);
     free(server);
@@ -245,7 +276,7 @@ static void bsp_restarted_server(void) {
     snprintf(ckdir, sizeof ckdir, "%s/ck", r.rd);
     CHECK(mkdir(r.rd, 0755) == 0);
     r.sync = "bsp";
-    r.worker_timeout = "5000";
+    r.worker_timeout = WORKER_TIMEOUT;
     r.checkpoint_dir = ckdir;
     int port = proc_free_port();
     snprintf(r.coordinator, sizeof r.coordinator, "127.0.0.1:%d", port);
@@ -270,7 +301,6 @@ static void bsp_restarted_server(void) {
     CHECK(proc_count_lines(csv) >= 4 && access(proc_path(r.rd, "ck/server-0.ckpt"), R_OK) == 0);
     CHECK(kill(r.server, SIGKILL) == 0);
     CHECK(proc_wait(r.server, 10.0) == 128 + SIGKILL);
-    proc_sleep_ms(300);  // the workers find it gone, and retry
     tail[0] = "--resume";  // the same command, resumed (no coordinator: the run has met already)
     tail[1] = ckdir;
     r.server = proc_start(a, proc_path(r.rd, "server-0.out"), proc_path(r.rd, "server-0.err"));
@@ -297,7 +327,7 @@ static void bsp_restarted_server(void) {
         // one if the worker's push for the checkpoint's own round was in it).
         double skipped = proc_json_number(server, NULL, "rounds_skipped");
         CHECK(applied > 0 && acked - applied <= skipped && acked - applied >= skipped - 1);
-        CHECK(proc_json_number(w, NULL, "global_test_accuracy") > 0.6);
+        check_learned(w);
         free(w);
     }
     CHECK(clock_of(server, 0) == clock_of(server, 1) && clock_of(server, 1) == clock_of(server, 2));
@@ -312,7 +342,7 @@ static void launch_restarts_worker(void) {
     snprintf(err_path, sizeof err_path, "%s.err", rd);
     const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
                        "--workers", "3", "--sync", "ssp", "--staleness", "2", "--epochs", "3", "--eval-every", "300",
-                       "--delay-worker", "0:0.5,1:0.5,2:0.5", "--heartbeat-ms", "100", "--worker-timeout", "800",
+                       "--delay-worker", "0:0.5,1:0.5,2:0.5", "--heartbeat-ms", "100", "--worker-timeout", WORKER_TIMEOUT,
                        "--retry-ms", "200", "--restart-workers", "1", "--quiet", "--run-dir", rd, NULL};
     pid_t launcher = proc_start(a, out, err_path);
     char csv[450];

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "datasets/idx.h"  // defines: idx_load, fashion_mnist_load, IDX_N_CLASSES
+#include "test_support.h"  // defines: test_skip, test_have_fashion_mnist
 
 #define SEED_DIR ASGD_TEST_DATA_DIR "/idx"
 #define N 5
@@ -237,11 +238,7 @@ static void check_fashion(const dense_dataset_t *d, size_t n, const int32_t *fir
 }
 
 static int test_real_fashion_mnist(void) {
-    struct stat st;
-    if (stat(ASGD_FASHION_MNIST_DIR, &st) != 0) {
-        printf("real Fashion-MNIST: SKIPPED, %s does not exist (apt-get install dataset-fashion-mnist)\n", ASGD_FASHION_MNIST_DIR);
-        return 0;
-    }
+    if (!test_have_fashion_mnist("test_idx: the real Fashion-MNIST part")) return 0;
     printf("real Fashion-MNIST from %s\n", ASGD_FASHION_MNIST_DIR);
     dense_dataset_t train, test, few;
     char err[512] = "";
@@ -304,7 +301,7 @@ static void test_in_memory(void) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);  // keep stdout and stderr in order in ctest logs
     have_gzip = system("command -v gzip > /dev/null 2>&1") == 0;
-    if (!have_gzip) printf("note: no `gzip` on PATH, so the gzipped variants are not built or checked\n");
+    if (!have_gzip) test_skip("test_idx: no `gzip` on PATH, so the gzipped variants are not built or checked");
     char tmpdir[] = "/tmp/asgd_test_idx_XXXXXX";
     assert(mkdtemp(tmpdir));
 

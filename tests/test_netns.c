@@ -14,7 +14,14 @@
 // The run completes, and for each worker the pushes it was acknowledged
 // equal the pushes the server applied from it (since it last joined).
 //
-// Needs root and a kernel that lets it make namespaces; otherwise skipped (77).
+// Needs root and a kernel that lets it make namespaces; otherwise skipped (77),
+// or failed under ASGD_REQUIRE_ALL=1.
+//
+// Nothing is timed: each step waits for what the server logs (bounded only to
+// end a hang). The one timed step is cut 2, which must outlast the workers'
+// retry interval (0.3 s) and ZeroMQ's heartbeat timeout (0.6 s) and stay under
+// the worker timeout (8 s): it lasts 1.2 s, leaving 6.8 s for a loaded
+// machine to oversleep.
 #include <stdarg.h>
 #include <sys/stat.h>
 
@@ -61,11 +68,6 @@ static const char *find_ip(void) {
     return NULL;
 }
 
-static int skip(const char *why) {
-    printf("skipped: %s\n", why);
-    return TEST_SKIP;
-}
-
 // Host h (0: the server, 1 and 2: workers) at SUBNET(h+1), on eth0 in its namespace.
 static void make_network(void) {
     SH("ip netns add %s-br", prefix);
@@ -99,7 +101,7 @@ static pid_t start(int host, const char *role, int id) {
                          "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--epochs", "3", "--push-every", "5", "--fetch-every", "5",
                          "--servers", "1", "--workers", "2", "--threads", "1", "--sync", "ssp", "--staleness", "4",
                          "--eval-every", "300", "--delay-worker", "0:2,1:2", "--heartbeat-ms", "200",
-                         "--worker-timeout", "3000", "--retry-ms", "300", "--timeout-ms", "60000",
+                         "--worker-timeout", "8000", "--retry-ms", "300", "--timeout-ms", "60000",
                          "--coordinator", SUBNET "1:29517", "--bind-host", SUBNET "1", "--insecure", "--run-id", "6161",
                          "--run-dir", dir, "--quiet"};
     int n = 0;
@@ -129,11 +131,13 @@ static void expect_exit(pid_t *pid, const char *name) {
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (geteuid() != 0) return skip("needs root to make network namespaces");
-    if (!(ip_path = find_ip())) return skip("no ip command (iproute2)");
-    if (sh("command -v tc iptables nft ping >/dev/null 2>&1") != 0) return skip("needs tc, iptables, nft and ping");
+    if (geteuid() != 0) return test_skip("test_netns: needs root to make network namespaces");
+    if (!(ip_path = find_ip())) return test_skip("test_netns: no ip command (iproute2)");
+    if (sh("command -v tc iptables nft ping >/dev/null 2>&1") != 0)
+        return test_skip("test_netns: needs tc, iptables, nft and ping");
     snprintf(prefix, sizeof prefix, "af-%d", (int)(getpid() % 100000));
-    if (sh("ip netns add %s-probe 2>/dev/null", prefix) != 0) return skip("ip netns add is not permitted here");
+    if (sh("ip netns add %s-probe 2>/dev/null", prefix) != 0)
+        return test_skip("test_netns: ip netns add is not permitted here");
     sh("ip netns del %s-probe", prefix);
     CHECK(mkdtemp(dir));
     atexit(cleanup);
@@ -180,11 +184,18 @@ int main(void) {
         char *w = proc_slurp(proc_path(dir, "worker-%d.json", k));
         double acked = proc_json_number(w, NULL, "push_messages_acked");
         double applied = proc_json_number(server, "pushes_by_worker", key);
+        double acc = proc_json_number(w, NULL, "global_test_accuracy");
+        double loss = proc_json_number(w, NULL, "global_test_loss");
         printf("worker %d: %.0f pushes acknowledged, %.0f applied since it joined; %.0f requests resent, %.0f "
-               "rejoins after eviction, accuracy %.3f\n", k, acked, applied, proc_json_number(w, NULL, "retries"),
-               proc_json_number(w, NULL, "rejoins_after_eviction"), proc_json_number(w, NULL, "global_test_accuracy"));
+               "rejoins after eviction, accuracy %.3f, test loss %.4f\n", k, acked, applied,
+               proc_json_number(w, NULL, "retries"), proc_json_number(w, NULL, "rejoins_after_eviction"), acc, loss);
         CHECK(acked > 0 && acked == applied);
-        CHECK(proc_json_number(w, NULL, "global_test_accuracy") > 0.6);
+        // It learned: on this data (a 300-example test set, 45% positive) the
+        // untrained model scores 0.45 with loss ln 2 = 0.693, and no constant
+        // predictor beats 0.55 / 0.688. Measured over 11 runs: accuracy
+        // 0.760-0.853, loss 0.418-0.449; the bounds leave 0.08 / 0.1 below the
+        // worst run and 0.13 / 0.14 above a model that did not learn.
+        CHECK(acc > 0.68 && loss < 0.55);
         if (k == 0) CHECK(proc_json_number(w, NULL, "rejoins_after_eviction") == 1);
         if (k == 1) CHECK(proc_json_number(w, NULL, "retries") >= 1);  // it waited through the cut and resent
         free(w);

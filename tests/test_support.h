@@ -3,14 +3,47 @@
 // Small helpers shared by the C tests: checks that print what failed and where,
 // and tiny in-memory datasets built from a seed.
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "datasets/dataset.h"
 #include "datasets/rng.h"
 
 #define TEST_SKIP 77
+
+// What a test (or a part of one) cannot do here: says why on stderr and
+// returns TEST_SKIP, so `return test_skip(...)` skips the test and a bare
+// `test_skip(...)` drops the part and goes on. Under ASGD_REQUIRE_ALL=1 (CI)
+// nothing may be left out: it fails the test instead. GPU tests without a GPU
+// skip with TEST_SKIP directly.
+__attribute__((format(printf, 1, 2))) static inline int test_skip(const char *fmt, ...) {
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    const char *all = getenv("ASGD_REQUIRE_ALL");
+    if (all && strcmp(all, "1") == 0) {
+        fprintf(stderr, "FAILED: cannot run here, and ASGD_REQUIRE_ALL=1 forbids skipping: %s\n", why);
+        exit(1);
+    }
+    fprintf(stderr, "skipped: %s\n", why);
+    fflush(stdout);
+    return TEST_SKIP;
+}
+
+// 1 when Fashion-MNIST is installed; otherwise test_skip(part: why) and 0.
+static inline int test_have_fashion_mnist(const char *part) {
+    if (access(ASGD_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0 &&
+        access(ASGD_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK) == 0)
+        return 1;
+    test_skip("%s: Fashion-MNIST is not installed in " ASGD_FASHION_MNIST_DIR " (apt-get install dataset-fashion-mnist)",
+              part);
+    return 0;
+}
 
 #define CHECK(cond)                                                                      \
     do {                                                                                 \
