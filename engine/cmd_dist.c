@@ -231,7 +231,7 @@ uint64_t dist_default_run_id(const char *coordinator) {
 
 // ---- helpers -------------------------------------------------------------------
 
-int dist_make_run_dir(const char *dir, char *err, size_t err_len) {
+static int make_dir(const char *dir, const char *flag, char *err, size_t err_len) {
     if (!dir) return 0;
     char path[1024];
     snprintf(path, sizeof path, "%s", dir);
@@ -240,13 +240,30 @@ int dist_make_run_dir(const char *dir, char *err, size_t err_len) {
         if (*p == '/' || last) {
             *p = '\0';
             if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-                snprintf(err, err_len, "--run-dir %.300s: cannot create %.300s: %s", dir, path, strerror(errno));
+                snprintf(err, err_len, "%s %.300s: cannot create %.300s: %s", flag, dir, path, strerror(errno));
                 return -1;
             }
             if (last) break;
             *p = '/';
         }
     }
+    return 0;
+}
+
+int dist_make_run_dir(const char *dir, char *err, size_t err_len) { return make_dir(dir, "--run-dir", err, err_len); }
+
+int dist_check_writable_dir(const char *dir, const char *flag, char *err, size_t err_len) {
+    if (make_dir(dir, flag, err, err_len) != 0) return -1;
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s/.asgd-write-check.XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        snprintf(err, err_len, "%s %.300s: cannot write there (%s): no checkpoint could be written", flag, dir,
+                 strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(probe);
     return 0;
 }
 
@@ -511,6 +528,7 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_uint(&j, "rejected", st.rejected);
     json_uint(&j, "duplicates", st.duplicates);
     json_uint(&j, "evictions", st.evictions);
+    json_uint(&j, "stalls", st.stalls);
     json_uint(&j, "rejoins", st.rejoins);
     json_uint(&j, "rounds_skipped", st.rounds_skipped);
     json_uint(&j, "checkpoints", st.checkpoints);
@@ -684,7 +702,8 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
             snprintf(err, err_len, "--checkpoint-every: needs --checkpoint-dir DIR (or --run-dir) to write to");
             goto out;
         }
-        if (dist_make_run_dir(ckpt_dir, err, err_len) != 0) goto out;
+        if (dist_check_writable_dir(ckpt_dir, t->checkpoint_dir ? "--checkpoint-dir" : "--run-dir", err, err_len) != 0)
+            goto out;
         snprintf(ckpt_path, sizeof ckpt_path, "%s/server-%zu.ckpt", ckpt_dir, id);
         c.checkpoint_path = ckpt_path;
         c.checkpoint_every_s = t->checkpoint_every;

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "engine/commands.h"
-#include "engine/dist.h"         // defines: dist_make_run_dir
+#include "engine/dist.h"         // defines: dist_check_writable_dir
 #include "engine/train_checkpoint.h"  // defines: train_checkpoint_save, train_checkpoint_load
 #include "engine/data_source.h"  // defines: data_bundle_load
 #include "engine/flags.h"        // defines: flags_parse
@@ -281,7 +281,9 @@ int cmd_train(int argc, char **argv) {
     if (a.checkpoint_dir) {
         snprintf(ckpt_path, sizeof ckpt_path, "%s/train.ckpt", a.checkpoint_dir);
         snprintf(ckpt.path, sizeof ckpt.path, "%s", ckpt_path);
-        if (a.checkpoint_every > 0 && dist_make_run_dir(a.checkpoint_dir, err, sizeof err) != 0) goto fail;
+        if (a.checkpoint_every > 0 && dist_check_writable_dir(a.checkpoint_dir, a.checkpoint_dir == a.resume ?
+                                                                  "--resume" : "--checkpoint-dir", err, sizeof err) != 0)
+            goto fail;
     }
     ckpt.id = (train_identity_t){(uint64_t)a.model, model_num_params(model), model_num_train(model), (uint64_t)tc.mode,
                                  tc.threads, tc.batch, tc.seed, (uint64_t)oc.kind, oc.momentum > 0};
@@ -336,9 +338,10 @@ int cmd_train(int argc, char **argv) {
         resumable_job_t job = {model, tc, &cb, &result, a.resume ? resume_path : NULL, &ckpt.id};
         if (run_on_fresh_params(model, &oc, a.seed, final_w, run_resumable, &job, err, sizeof err) != 0) {
             // A run that stops (diverged, or failed) keeps its last good checkpoint: say where it is.
-            if (ckpt_path[0] && access(ckpt_path, R_OK) == 0) {
+            // (Not when that file is the one refused.)
+            if (ckpt_path[0] && access(ckpt_path, R_OK) == 0 && strncmp(err, ckpt_path, strlen(ckpt_path)) != 0) {
                 size_t len = strlen(err);
-                snprintf(err + len, sizeof err - len, "; the last good checkpoint is %s", ckpt_path);
+                snprintf(err + len, sizeof err - len, "; the last good checkpoint is %.300s", ckpt_path);
             }
             goto fail;
         }
