@@ -557,6 +557,11 @@ static void describe_exit(int status, char *out, size_t len);
 
 static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
                         size_t restart_workers) {
+    if (restart_workers > 0 && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID)) {
+        fprintf(stderr, "asgd launch: --restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
+                        "flag (or use --sync asp, ssp or bsp)\n", sync_mode_name((sync_mode_t)d->sync));
+        return 2;
+    }
     char err[ERR_LEN] = "";
     char dir[512];
     if (d->run_dir) {

@@ -9,6 +9,8 @@
 //   c) a server SIGSTOPped for three times --worker-timeout while its workers
 //      train, then SIGCONTed: it evicts nobody (the gap is its own stall,
 //      counted in "stalls"), and the run completes.
+//   d) asgd launch --sync allreduce --restart-workers N is refused (it was
+//      silently ignored).
 #include <errno.h>
 #include <sys/stat.h>
 
@@ -192,12 +194,28 @@ static void stalled_server(void) {
     }
 }
 
+// d) --restart-workers under allreduce is refused, not ignored.
+static void restart_under_allreduce(void) {
+    const char *l[40] = {"launch"};
+    int n = add_args(l, 1, data_args);
+    const char *more[] = {"--workers", "2", "--sync", "allreduce", "--restart-workers", "3", NULL};
+    n = add_args(l, n, more);
+    l[n] = NULL;
+    char *err;
+    int st = run("d-launch", l, &err);
+    printf("d) launch --sync allreduce --restart-workers 3: exit %d: %s", st, err);
+    CHECK(st == 2);
+    expect(err, "--restart-workers: the ring of --sync allreduce cannot take a restarted worker back");
+    free(err);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
     checkpoint_dir_unwritable();
     fifo_checkpoints();
     stalled_server();
+    restart_under_allreduce();
     char command[400];
     snprintf(command, sizeof command, "chmod -R u+w %s; rm -rf %s", dir, dir);
     CHECK(system(command) == 0);
