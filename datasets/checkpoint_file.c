@@ -87,12 +87,17 @@ ckpt_writer_t *ckpt_writer_open(const char *path, char *err, size_t err_len) {
     }
     snprintf(w->path, sizeof w->path, "%s", path);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
-    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (w->fd < 0) {
-        snprintf(err, err_len, "%s: cannot create: %s", w->tmp, strerror(errno));
+    // O_NONBLOCK: a FIFO in the file's place must not hang the open; it is refused.
+    w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
+    struct stat st;
+    if (w->fd < 0 || fstat(w->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        if (w->fd < 0 && errno != ENXIO) snprintf(err, err_len, "%s: cannot create: %s", w->tmp, strerror(errno));
+        else snprintf(err, err_len, "%s: cannot create: something other than a regular file is there", w->tmp);
+        if (w->fd >= 0) close(w->fd);
         free(w);
         return NULL;
     }
+    (void)fcntl(w->fd, F_SETFL, fcntl(w->fd, F_GETFL) & ~O_NONBLOCK);
     uint8_t header[HEADER_SIZE] = {0};
     memcpy(header, file_magic, sizeof file_magic);
     put_u32(header + 8, CKPT_FORMAT_VERSION);
@@ -211,17 +216,19 @@ void ckpt_file_free(ckpt_file_t **fp) {
 }
 
 static int read_whole(ckpt_file_t *f, const char *path, char *err, size_t err_len) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO must not wait for a writer before it is refused.
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) {
         snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        snprintf(err, err_len, "%s: not a regular file", path);
+        snprintf(err, err_len, "%s: not a regular file (a checkpoint is read from a regular file only)", path);
         close(fd);
         return -1;
     }
+    (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     f->len = (size_t)st.st_size;
     f->bytes = malloc(f->len ? f->len : 1);
     if (!f->bytes) {

@@ -25,6 +25,7 @@
 #include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
 #include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
 #include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
+#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
 #include "net/ring.h"               // defines: ring_new, ring_connect
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
 #include "staleness/histogram.h"    // defines: staleness_hist_*
@@ -230,13 +231,7 @@ uint64_t dist_default_run_id(const char *coordinator) {
 
 // ---- helpers -------------------------------------------------------------------
 
-static atomic_int stop_requested;
-static void on_stop_signal(int sig) {
-    (void)sig;
-    atomic_store(&stop_requested, 1);
-}
-
-int dist_make_run_dir(const char *dir, char *err, size_t err_len) {
+static int make_dir(const char *dir, const char *flag, char *err, size_t err_len) {
     if (!dir) return 0;
     char path[1024];
     snprintf(path, sizeof path, "%s", dir);
@@ -245,13 +240,30 @@ int dist_make_run_dir(const char *dir, char *err, size_t err_len) {
         if (*p == '/' || last) {
             *p = '\0';
             if (mkdir(path, 0777) != 0 && errno != EEXIST) {
-                snprintf(err, err_len, "--run-dir %.300s: cannot create %.300s: %s", dir, path, strerror(errno));
+                snprintf(err, err_len, "%s %.300s: cannot create %.300s: %s", flag, dir, path, strerror(errno));
                 return -1;
             }
             if (last) break;
             *p = '/';
         }
     }
+    return 0;
+}
+
+int dist_make_run_dir(const char *dir, char *err, size_t err_len) { return make_dir(dir, "--run-dir", err, err_len); }
+
+int dist_check_writable_dir(const char *dir, const char *flag, char *err, size_t err_len) {
+    if (make_dir(dir, flag, err, err_len) != 0) return -1;
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s/.asgd-write-check.XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        snprintf(err, err_len, "%s %.300s: cannot write there (%s): no checkpoint could be written", flag, dir,
+                 strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(probe);
     return 0;
 }
 
@@ -516,10 +528,12 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_uint(&j, "rejected", st.rejected);
     json_uint(&j, "duplicates", st.duplicates);
     json_uint(&j, "evictions", st.evictions);
+    json_uint(&j, "stalls", st.stalls);
     json_uint(&j, "rejoins", st.rejoins);
     json_uint(&j, "rounds_skipped", st.rounds_skipped);
     json_uint(&j, "checkpoints", st.checkpoints);
     json_uint(&j, "checkpoint_failures", st.checkpoint_failures);
+    json_bool(&j, "interrupted", stop_signal_received() != 0);
     json_uint(&j, "resumed_version", st.resumed_version);
     json_uint(&j, "min_clock", st.min_clock);
     json_uint(&j, "max_clock", st.max_clock);
@@ -688,7 +702,8 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
             snprintf(err, err_len, "--checkpoint-every: needs --checkpoint-dir DIR (or --run-dir) to write to");
             goto out;
         }
-        if (dist_make_run_dir(ckpt_dir, err, err_len) != 0) goto out;
+        if (dist_check_writable_dir(ckpt_dir, t->checkpoint_dir ? "--checkpoint-dir" : "--run-dir", err, err_len) != 0)
+            goto out;
         snprintf(ckpt_path, sizeof ckpt_path, "%s/server-%zu.ckpt", ckpt_dir, id);
         c.checkpoint_path = ckpt_path;
         c.checkpoint_every_s = t->checkpoint_every;
@@ -722,7 +737,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
                 ps_server_endpoint(s), sync_mode_name((sync_mode_t)d->sync));
     if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, run_id, err, err_len)) && err[0])
         goto out;
-    int served = ps_server_run(s, &stop_requested, err, err_len);
+    int served = ps_server_run(s, stop_signal_flag(), err, err_len);
     char eval_err[ERR_LEN] = "";
     int evaluated = ge ? global_eval_stop(ge, eval_err, sizeof eval_err) : 0;
     if (served != 0) goto out;
@@ -731,7 +746,8 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
         goto out;
     }
     if (ge && write_global_csv(d->run_dir, ge, m, err, err_len) != 0) goto out;
-    if (atomic_load(&stop_requested)) {
+    if (stop_signal_received()) {
+        // server-K.json says interrupted; the shard's values are not final (no --save-model).
         snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
         write_server_files(id, run_id, d, s, err + strlen(err), 0);
         goto out;
@@ -799,6 +815,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
     json_number(&j, "final_epoch", r->last.epoch);
     json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
+    json_bool(&j, "interrupted", r->interrupted);
     json_number(&j, "global_test_loss", rs->global_test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse", rs->global_test_metric);
     json_uint(&j, "global_versions", rs->global_versions);
@@ -1014,8 +1031,10 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
                         "the endpoint it had); drop the flag\n");
         return 2;
     }
-    signal(SIGTERM, on_stop_signal);
-    signal(SIGINT, on_stop_signal);
+    // SIGTERM, SIGINT, SIGHUP: every wait below ends early, a worker stops
+    // training at its next step and leaves; the summary says interrupted, the
+    // exit status is 128 + the signal. A second signal kills.
+    stop_signal_install();
     data_bundle_t data;
     data_bundle_init(&data);
     model_t *model = NULL;
@@ -1042,7 +1061,14 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     if (rdv && rdv_server_wait(rdv, (int)d->timeout_ms, err, sizeof err) != 0) goto out;
     status = 0;
 out:
-    if (status != 0) fprintf(stderr, "asgd %s %zu: %s\n", what, id, err);
+    if (stop_signal_received()) {
+        int sig = stop_signal_received();
+        if (status != 0) fprintf(stderr, "asgd %s %zu: stopped by signal %d (%s): %s\n", what, id, sig, strsignal(sig), err);
+        else fprintf(stderr, "asgd %s %zu: stopped by signal %d (%s)\n", what, id, sig, strsignal(sig));
+        status = 128 + sig;
+    } else if (status != 0) {
+        fprintf(stderr, "asgd %s %zu: %s\n", what, id, err);
+    }
     rdv_server_destroy(&rdv);
     zap_handler_destroy(&zap);
     if (ctx) zmq_ctx_term(ctx);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -49,11 +50,8 @@ typedef struct child {
     int exited;
 } child_t;
 
-static volatile sig_atomic_t interrupted;
-static void on_interrupt(int sig) {
-    (void)sig;
-    interrupted = 1;
-}
+static volatile sig_atomic_t interrupted;  // the signal's number
+static void on_interrupt(int sig) { interrupted = sig; }
 
 static const char *role_name(dist_role_t r) { return r == DIST_ROLE_SERVER ? "server" : "worker"; }
 
@@ -437,9 +435,13 @@ static int spawn(child_t *c, const char *exe, char **args) {
         close(out[1]);
         return -1;
     }
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) return -1;
     if (pid == 0) {
+        // The child dies with the launcher, however the launcher ends (SIGKILL
+        // included); a launcher gone before the prctl shows as a new parent.
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent) _exit(127);
         dup2(out[1], STDOUT_FILENO);
         dup2(errp[1], STDERR_FILENO);
         close(out[0]);
@@ -557,6 +559,11 @@ static void describe_exit(int status, char *out, size_t len);
 
 static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
                         size_t restart_workers) {
+    if (restart_workers > 0 && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID)) {
+        fprintf(stderr, "asgd launch: --restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
+                        "flag (or use --sync asp, ssp or bsp)\n", sync_mode_name((sync_mode_t)d->sync));
+        return 2;
+    }
     char err[ERR_LEN] = "";
     char dir[512];
     if (d->run_dir) {
@@ -616,6 +623,7 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     }
     signal(SIGINT, on_interrupt);
     signal(SIGTERM, on_interrupt);
+    signal(SIGHUP, on_interrupt);  // a closed terminal stops the run as SIGTERM does
     double t0 = now_s();
     int failed = 0;
     size_t started = 0;
@@ -702,9 +710,10 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     }
     int status = 0;
     if (interrupted) {
-        fprintf(stderr, "asgd launch: interrupted; stopping every process\n");
+        fprintf(stderr, "asgd launch: interrupted by signal %d (%s); stopping every process\n", (int)interrupted,
+                strsignal(interrupted));
         stop_children(kids, started);
-        status = 130;
+        status = 128 + interrupted;
     } else if (failed) {
         stop_children(kids, started);
         if (culprit) {

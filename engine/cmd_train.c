@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "engine/commands.h"
-#include "engine/dist.h"         // defines: dist_make_run_dir
+#include "engine/dist.h"         // defines: dist_check_writable_dir
 #include "engine/train_checkpoint.h"  // defines: train_checkpoint_save, train_checkpoint_load
 #include "engine/data_source.h"  // defines: data_bundle_load
 #include "engine/flags.h"        // defines: flags_parse
@@ -21,6 +21,7 @@
 #include "engine/train_args.h"   // defines: train_args_t, train_args_build
 #include "engine/trainer.h"      // defines: train_run
 #include "kernels/blas_runtime.h"  // defines: blas_core_name
+#include "net/stop_signal.h"   // defines: stop_signal_install, stop_signal_received
 
 #define ERR_LEN 512
 
@@ -189,6 +190,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     else json_uint(&j, "samples_to_target", r->samples_to_target);
     json_bool(&j, "stopped_at_target", r->stopped_at_target);
     json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
+    json_bool(&j, "interrupted", r->interrupted);
     json_uint(&j, "checkpoints", r->checkpoints);
     json_number(&j, "final_train_loss", r->last.train_loss);
     json_number(&j, "final_test_loss", r->last.test_loss);
@@ -258,6 +260,9 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "asgd train: --checkpoint-every: needs --checkpoint-dir DIR (or --resume DIR) to write to\n");
         return 2;
     }
+    // SIGTERM, SIGINT, SIGHUP: training stops at the next step boundary and the
+    // summary is written, marked interrupted; a second signal kills.
+    stop_signal_install();
     const optimizer_config_t oc = a.opt;
     data_bundle_t data;
     model_t *model = NULL;
@@ -276,7 +281,9 @@ int cmd_train(int argc, char **argv) {
     if (a.checkpoint_dir) {
         snprintf(ckpt_path, sizeof ckpt_path, "%s/train.ckpt", a.checkpoint_dir);
         snprintf(ckpt.path, sizeof ckpt.path, "%s", ckpt_path);
-        if (a.checkpoint_every > 0 && dist_make_run_dir(a.checkpoint_dir, err, sizeof err) != 0) goto fail;
+        if (a.checkpoint_every > 0 && dist_check_writable_dir(a.checkpoint_dir, a.checkpoint_dir == a.resume ?
+                                                                  "--resume" : "--checkpoint-dir", err, sizeof err) != 0)
+            goto fail;
     }
     ckpt.id = (train_identity_t){(uint64_t)a.model, model_num_params(model), model_num_train(model), (uint64_t)tc.mode,
                                  tc.threads, tc.batch, tc.seed, (uint64_t)oc.kind, oc.momentum > 0};
@@ -331,9 +338,10 @@ int cmd_train(int argc, char **argv) {
         resumable_job_t job = {model, tc, &cb, &result, a.resume ? resume_path : NULL, &ckpt.id};
         if (run_on_fresh_params(model, &oc, a.seed, final_w, run_resumable, &job, err, sizeof err) != 0) {
             // A run that stops (diverged, or failed) keeps its last good checkpoint: say where it is.
-            if (ckpt_path[0] && access(ckpt_path, R_OK) == 0) {
+            // (Not when that file is the one refused.)
+            if (ckpt_path[0] && access(ckpt_path, R_OK) == 0 && strncmp(err, ckpt_path, strlen(ckpt_path)) != 0) {
                 size_t len = strlen(err);
-                snprintf(err + len, sizeof err - len, "; the last good checkpoint is %s", ckpt_path);
+                snprintf(err + len, sizeof err - len, "; the last good checkpoint is %.300s", ckpt_path);
             }
             goto fail;
         }
@@ -354,8 +362,18 @@ int cmd_train(int argc, char **argv) {
         summary_file = NULL;
     }
     status = 0;
+    if (result.interrupted) {
+        fprintf(stderr, "asgd train: stopped by signal %d (%s) after %llu samples\n", stop_signal_received(),
+                strsignal(stop_signal_received()), (unsigned long long)result.samples);
+        status = 128 + stop_signal_received();
+    }
 fail:
-    if (status != 0) fprintf(stderr, "asgd train: %s\n", err);
+    if (status == 1 && stop_signal_received() && !strstr(err, "signal")) {
+        size_t len = strlen(err);
+        snprintf(err + len, sizeof err - len, " (after signal %d, %s)", stop_signal_received(),
+                 strsignal(stop_signal_received()));
+    }
+    if (status == 1) fprintf(stderr, "asgd train: %s\n", err);
     if (summary_file) fclose(summary_file);
     char ignored[8];
     run_report_close(&report, ignored, sizeof ignored);

@@ -136,6 +136,11 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
 // or -1 with err naming the directory that could not be made.
 int dist_make_run_dir(const char *dir, char *err, size_t err_len);
 
+// Creates dir as dist_make_run_dir does, then makes and removes a file there:
+// a directory no checkpoint could be written to is refused before training,
+// err naming `flag` and dir. Returns 0 or -1.
+int dist_check_writable_dir(const char *dir, const char *flag, char *err, size_t err_len);
+
 // A file of the run directory, written under a temporary name and renamed when
 // closed, so whoever merges the directory (rank 0, the launcher, a script)
 // never reads half a file. Both return NULL / -1 with err naming the path.

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/stop_signal.h"  // defines: stop_signal_flag
+
 const char *const train_model_names[] = {"logreg", "svm", "softmax", "mlp", "mf", "embmlp"};
 
 static int parse_hidden(const char *s, size_t *out, size_t *n, char *err, size_t err_len) {
@@ -216,4 +218,5 @@ void train_args_train_config(const train_args_t *a, train_config_t *tc) {
     tc->progress_interval_s = a->quiet ? 0.0 : 0.5;
     tc->gpu = a->device ? &a->gpu : NULL;
     tc->clip_grad_norm = a->clip_grad_norm;
+    tc->interrupt = stop_signal_flag();  // set once the command installed stop_signal_install
 }

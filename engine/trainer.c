@@ -945,6 +945,7 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
                 out->stopped_at_target |= at_target;
                 stop_now = at_target || out->stopped_at_time_limit;
             }
+            stop_now |= out->interrupted;
             pthread_mutex_lock(&tr.mu);
             resume_workers_locked(&tr, stop_now);
             continue;
@@ -957,6 +958,12 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
         }
         if (!eval_due && now - clk.start - clk.paused >= eval_at) {
             eval_due = 1;
+            atomic_store_explicit(&tr.pause_requested, 1, memory_order_release);
+            continue;
+        }
+        if (c->interrupt && !out->interrupted && atomic_load(c->interrupt)) {
+            // Asked to stop: park everyone at the next step boundary and end there.
+            out->interrupted = 1;
             atomic_store_explicit(&tr.pause_requested, 1, memory_order_release);
             continue;
         }

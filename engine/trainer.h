@@ -115,6 +115,10 @@ typedef struct train_config {
     double target;              // NaN: none; else accuracy >= target, or RMSE <= target
     int stop_at_target;         // end the run at the first evaluation that meets the target
     double time_limit_s;        // > 0: stop after this many training seconds (evaluation excluded)
+    // Not NULL: once *interrupt is non-zero (a stop signal, net/stop_signal.h)
+    // the run stops at the next step boundary, as at a time limit, and the
+    // result says interrupted. Looked at every progress_interval_s (0.25 s when 0).
+    const atomic_int *interrupt;
     int pin;                    // pin thread t to CPU t mod (online CPUs)
     double progress_interval_s; // 0: no progress callbacks
     double clip_grad_norm;      // > 0: each thread's minibatch gradient is scaled down to this L2 norm when
@@ -169,6 +173,7 @@ typedef struct train_result {
     size_t n_evals;
     int stopped_at_target;
     int stopped_at_time_limit;
+    int interrupted;           // stopped early by train_config.interrupt
     uint64_t checkpoints;      // written (train_config.checkpoint), the final one included
     train_point_t last;        // the final evaluation
 } train_result_t;

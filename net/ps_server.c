@@ -1090,6 +1090,8 @@ static int diverged_done(const ps_server_t *s, double now) {
     return 1;
 }
 
+#define STALL_S 0.5  // a gap between the serving loop's turns longer than this is the shard's own stall
+
 int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
     zmq_pollitem_t item = {.socket = s->sock, .events = ZMQ_POLLIN};
     double now = now_s();
@@ -1099,6 +1101,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
     s->quiet_since = now;
     s->next_checkpoint = now + s->cfg.checkpoint_every_s;
     publish_progress(s);  // a resumed shard's counts
+    double turn_end = now;
     while (!(stop && atomic_load(stop))) {
         int rc = zmq_poll(&item, 1, 100);
         if (rc < 0) {
@@ -1106,6 +1109,18 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
             return ZMQ_FAIL("server: zmq_poll", err, err_len);
         }
         now = now_s();
+        // A turn of this loop waits at most 100 ms. A longer gap is the shard's
+        // own stall (SIGSTOP, a host swapping, a long turn): its workers'
+        // messages of that time are still on their way in, so the gap does not
+        // count as their silence (docs/reliability.md).
+        if (now - turn_end > STALL_S) {
+            double gap = now - turn_end;
+            for (size_t k = 0; k < s->cfg.n_workers; k++)
+                s->last_heard[k] = s->last_heard[k] + gap < now ? s->last_heard[k] + gap : now;
+            s->quiet_since = s->quiet_since + gap < now ? s->quiet_since + gap : now;
+            s->stats.stalls++;
+        }
+        turn_end = now;
         // Drain what is queued before polling again.
         while (rc > 0) {
             int events = 0;

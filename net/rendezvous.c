@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "net/curve_auth.h"  // defines: net_security_get
+#include "net/stop_signal.h"  // defines: stop_signal_received
 #include "net/zmsg.h"  // defines: zmsg_recv, zmsg_send, zmsg_header, zmsg_socket_defaults, ZMQ_FAIL
 
 // One line of text is at most two uint32s, three blanks, an endpoint, a name and '\n'.
@@ -34,6 +35,21 @@ static int poll_retry(zmq_pollitem_t *items, int n, int timeout_ms) {
             int64_t left = end - now_ms();
             timeout_ms = left > 0 ? (int)left : 0;
         }
+    }
+}
+
+// poll_retry for a process's own wait, in slices of at most 100 ms: a stop
+// signal (net/stop_signal.h) ends it, -1 with errno EINTR.
+static int poll_or_stop(zmq_pollitem_t *items, int n, int timeout_ms) {
+    int64_t end = timeout_ms < 0 ? 0 : now_ms() + timeout_ms;
+    for (;;) {
+        if (stop_signal_received()) {
+            errno = EINTR;
+            return -1;
+        }
+        int left = timeout_ms < 0 ? 100 : (int)(end - now_ms());
+        int rc = poll_retry(items, n, left < 0 ? 0 : left > 100 ? 100 : left);
+        if (rc != 0 || (timeout_ms >= 0 && left <= 100)) return rc;
     }
 }
 
@@ -518,7 +534,7 @@ int rdv_server_wait(rdv_server_t *s, int timeout_ms, char *err, size_t err_len) 
             left = l > 0 ? (int)l : 0;
         }
         zmq_pollitem_t item = {s->pipe, 0, ZMQ_POLLIN, 0};
-        int rc = poll_retry(&item, 1, left);
+        int rc = poll_or_stop(&item, 1, left);
         if (rc < 0) return ZMQ_FAIL("zmq_poll (rendezvous actor pipe)", err, err_len);
         if (rc > 0) {
             char msg[200];
@@ -651,7 +667,7 @@ static int join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const r
         if (timeout_ms >= 0 && end < until) until = end;
         int wait = until > now ? (int)(until - now) : 0;
         zmq_pollitem_t item = {sock, 0, ZMQ_POLLIN, 0};
-        int prc = poll_retry(&item, 1, wait);
+        int prc = poll_or_stop(&item, 1, wait);
         if (prc < 0) {
             ZMQ_FAIL("zmq_poll (rendezvous join)", err, err_len);
             goto done;
