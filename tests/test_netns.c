@@ -11,8 +11,9 @@
 //      worker timeout but longer than ZeroMQ's heartbeat timeout, which
 //      closes the connection and loses what was in flight:
 //      the worker resends, and no push is applied twice.
-// The run completes, and for each worker the pushes it was acknowledged
-// equal the pushes the server applied from it (since it last joined).
+// The run completes, and the launcher's exactly-once check holds over the
+// whole run (every push a worker was acknowledged for, across its eviction
+// and rejoin, was applied by the server once: dist_check_pushes_applied_once).
 //
 // Needs root and a kernel that lets it make namespaces; otherwise skipped (77),
 // or failed under ASGD_REQUIRE_ALL=1.
@@ -25,6 +26,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
+#include "engine/dist.h"  // defines: dist_check_pushes_applied_once
 #include "proc_support.h"
 
 #define SUBNET "10.61.0."
@@ -178,6 +180,10 @@ int main(void) {
            proc_json_number(server, NULL, "pushes_applied"), proc_json_number(server, NULL, "duplicates"),
            proc_json_number(server, NULL, "evictions"), proc_json_number(server, NULL, "rejoins"));
     CHECK(proc_json_number(server, NULL, "evictions") == 1);
+    char why[512];
+    int once = dist_check_pushes_applied_once(dir, 1, 2, why, sizeof why);
+    if (once != 0) fprintf(stderr, "exactly-once check: %s\n", why);
+    CHECK(once == 0);
     for (int k = 0; k < 2; k++) {
         char key[8];
         snprintf(key, sizeof key, "%d", k);
@@ -189,7 +195,7 @@ int main(void) {
         printf("worker %d: %.0f pushes acknowledged, %.0f applied since it joined; %.0f requests resent, %.0f "
                "rejoins after eviction, accuracy %.3f, test loss %.4f\n", k, acked, applied,
                proc_json_number(w, NULL, "retries"), proc_json_number(w, NULL, "rejoins_after_eviction"), acc, loss);
-        CHECK(acked > 0 && acked == applied);
+        CHECK(acked > 0);
         // It learned: on this data (a 300-example test set, 45% positive) the
         // untrained model scores 0.45 with loss ln 2 = 0.693, and no constant
         // predictor beats 0.55 / 0.688. Measured over 11 runs: accuracy
