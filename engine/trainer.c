@@ -520,10 +520,12 @@ done:
 //              the coordinates and applies the result (a reduce-scatter; no
 //              serial phase).
 // Dense models without a link keep the model in the threads' parameter
-// copies, which they compute on: the reduce writes each new value into every
-// copy, and w is written from them when the threads park or finish (nothing
-// reads w in between). With a link, the replica's average goes to the
-// exchange (thread 0) and the update to w, which the steps then read.
+// copies, which they compute on: the reduce writes the new values of a
+// thread's coordinates into its own copy, each thread copies the other
+// threads' coordinates from theirs before its next step (after barrier A), and
+// w is written from the copies when the threads park or finish (nothing reads
+// w in between). With a link, the replica's average goes to the exchange
+// (thread 0) and the update to w, which the steps then read.
 
 #define SYNC_CHUNK 1024  // coordinates a thread sums and applies at a time (4 KB, in L1)
 
@@ -562,7 +564,7 @@ static void sync_range(const trainer_t *tr, size_t id, size_t *begin, size_t *en
 // threads' gradients weighted by their share of the round's examples and
 // summed in thread order from 0.0f (the order single-process sync and the
 // replicas' BSP/allreduce rely on), one cache-resident chunk at a time. Then
-// either the update goes into every thread's copy (tr->keep_copies), or the
+// either the update goes into this thread's copy (tr->keep_copies), or the
 // average is left in tr->sum (a link exchanges it) or applied to w.
 static void sync_reduce_dense(trainer_t *tr, size_t id, size_t total, float lr) {
     const train_config_t *c = &tr->cfg;
@@ -576,8 +578,9 @@ static void sync_reduce_dense(trainer_t *tr, size_t id, size_t total, float lr) 
         for (size_t t = 0; t < active; t++)
             add_scaled(s, tr->workers[t].grad.value + off, (float)sync_count(total, c->batch, t) / (float)total, n);
         if (tr->keep_copies) {
-            optimizer_step_values(tr->opt, off, n, tr->copies[id] + off, s, lr);
-            for (size_t t = 0; t < T; t++) memcpy(tr->copies[t] + off, s, n * sizeof *s);
+            float *copy = tr->copies[id] + off;
+            optimizer_step_values(tr->opt, off, n, copy, s, lr);
+            memcpy(copy, s, n * sizeof *s);
         } else if (!c->link) {
             optimizer_apply_range(tr->opt, tr->w, tr->sum.value, off, off + n, lr);
         }
@@ -601,6 +604,16 @@ static void sync_reduce_sparse(trainer_t *tr, size_t id, size_t total, float lr)
         }
     }
     if (!c->link) optimizer_apply_and_clear(tr->opt, tr->w, part, lr);
+}
+
+// keep_copies: brings this thread's copy up to date from the other threads'
+// copies, each the owner of its coordinates (read, not written, across cores).
+static void sync_pull(trainer_t *tr, size_t id) {
+    for (size_t t = 0; t < tr->cfg.threads; t++) {
+        size_t begin, end;
+        sync_range(tr, t, &begin, &end);
+        if (t != id) memcpy(tr->copies[id] + begin, tr->copies[t] + begin, (end - begin) * sizeof(float));
+    }
 }
 
 // Writes this thread's coordinates of the model from its copy to w (keep_copies).
@@ -665,6 +678,7 @@ static void *sync_worker(void *arg) {
     size_t replica_size = T * c->batch, round_size = ranks * replica_size;
     int dense = tr->sum.dense, store = dense && model_has_loss_grad_apply(tr->model);
     int unflushed = 0;  // keep_copies: w is behind this thread's copy in its range
+    int behind = 0;     // keep_copies: the other threads' ranges of this thread's copy are a round behind
     rng_t rng;
     rng_seed(&rng, c->seed, STREAM_SHUFFLE);  // only thread 0 draws from it
     rng_t delay_rng;  // only thread 0 sleeps
@@ -676,7 +690,7 @@ static void *sync_worker(void *arg) {
     size_t skip_epochs = (size_t)(rounds / rounds_per_epoch);
     size_t skip_base = (size_t)(rounds % rounds_per_epoch) * round_size;
     if (wait_at_gate(tr)) goto done;
-    // Every copy starts as w; from then on the reduce keeps them all current.
+    // Every copy starts as w; from then on each round's reduce and pull keep it current.
     if (tr->keep_copies) params_read(tr->w, tr->n_params, tr->copies[id]);
     for (size_t epoch = 0; epoch < c->epochs; epoch++) {
         if (id == 0) rng_shuffle_u32(&rng, tr->order, n);
@@ -714,6 +728,8 @@ static void *sync_worker(void *arg) {
             if (count) {
                 const uint32_t *idx = tr->order + base + mine + id * c->batch;
                 if (store) {
+                    if (behind) sync_pull(tr, id);
+                    behind = 0;
                     if (tr->keep_copies) model_ws_mark_copy_current(wk->ws);
                     loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, store_block, wk->grad.value);
                 } else {
@@ -731,7 +747,7 @@ static void *sync_worker(void *arg) {
             spin_barrier_wait(&tr->barrier);  // B
             if (dense) sync_reduce_dense(tr, id, total, lr);
             else sync_reduce_sparse(tr, id, total, lr);
-            unflushed = tr->keep_copies;
+            unflushed = behind = tr->keep_copies;
             if (link && sync_exchange(tr, id, total, rounds, lr)) {
                 atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
                 goto done;
