@@ -6,6 +6,12 @@
 // Prints a table; timings are medians of --reps runs. Not part of the test suite.
 //
 //   bench_engine [--threads N] [--reps R] [--quick]
+//   bench_engine --sync-vs-hogwild [--threads N] [--reps R] [--batches B1,B2]
+//
+// --sync-vs-hogwild times only the MLP's sync and hogwild modes at N threads
+// (default 2) and the same per-thread batch (default 16 and 64), one epoch
+// each, the two alternating R times (default 3), so that a shared machine's
+// load falls on both alike; prints every run, the medians and their ratio.
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
@@ -72,26 +78,33 @@ typedef struct measured {
     double samples_per_s, updates_per_s, accuracy;
 } measured_t;
 
+// One run from the same initial parameters, evaluated at the start and the end only.
+static train_result_t train_once(const model_t *m, train_mode_t mode, size_t threads, size_t batch, double lr,
+                                 size_t epochs) {
+    char err[256];
+    optimizer_config_t oc;
+    optimizer_config_default(&oc);
+    oc.lr = lr;
+    train_config_t c;
+    train_config_default(&c);
+    c.mode = mode;
+    c.threads = threads;
+    c.batch = batch;
+    c.epochs = epochs;
+    c.eval_every = model_num_train(m) * epochs;
+    train_result_t res;
+    if (train_fresh(m, &oc, &c, 1, NULL, &res, NULL, err, sizeof err) != 0) {
+        fprintf(stderr, "bench: %s\n", err);
+        exit(1);
+    }
+    return res;
+}
+
 static measured_t measure(const model_t *m, train_mode_t mode, size_t threads, size_t batch, double lr, size_t epochs,
                           int reps) {
-    char err[256];
     double sps[9], ups[9], acc[9];
     for (int r = 0; r < reps; r++) {
-        optimizer_config_t oc;
-        optimizer_config_default(&oc);
-        oc.lr = lr;
-        train_config_t c;
-        train_config_default(&c);
-        c.mode = mode;
-        c.threads = threads;
-        c.batch = batch;
-        c.epochs = epochs;
-        c.eval_every = model_num_train(m) * epochs;  // evaluate at the start and the end only
-        train_result_t res;
-        if (train_fresh(m, &oc, &c, 1, NULL, &res, NULL, err, sizeof err) != 0) {
-            fprintf(stderr, "bench: %s\n", err);
-            exit(1);
-        }
+        train_result_t res = train_once(m, mode, threads, batch, lr, epochs);
         sps[r] = res.samples_per_s;
         ups[r] = res.updates_per_s;
         acc[r] = res.last.test_metric;
@@ -157,6 +170,48 @@ static int sgemm_peaks(const char *self, int reps, double *peak1, double *peak2)
     return pclose(p) == 0 && got == 2 ? 0 : -1;
 }
 
+static model_t *load_mlp(data_bundle_t *md, char *err, size_t err_len) {
+    data_options_t mo = {"fashion-mnist", NULL, 0, 0, 0.1, 1};
+    if (data_bundle_load(&mo, DATA_KIND_DENSE, md, err, err_len) != 0) return NULL;
+    size_t hidden[2] = {256, 128};
+    model_t *mlp = model_new_mlp(&md->dense_train, &md->dense_test, hidden, 2, 0.0, err, err_len);
+    if (!mlp) data_bundle_free(md);
+    return mlp;
+}
+
+// The MLP's sync against hogwild at the same threads and per-thread batch,
+// alternating, one epoch per run.
+static int sync_vs_hogwild(size_t threads, int reps, const size_t *batches, size_t n_batches) {
+    char err[512];
+    data_bundle_t md;
+    model_t *mlp = load_mlp(&md, err, sizeof err);
+    if (!mlp) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 1;
+    }
+    printf("mlp 784-256-128-10 on Fashion-MNIST, lr 0.05, 1 epoch per run, %zu threads; hogwild and sync alternate, "
+           "%d runs each\n\n", threads, reps);
+    printf("%6s %4s %14s %14s %8s %10s %10s\n", "batch", "run", "hogwild/s", "sync/s", "sync/hog", "hog acc", "sync acc");
+    for (size_t b = 0; b < n_batches; b++) {
+        double hog[9], syn[9], ratio[9];
+        for (int r = 0; r < reps; r++) {
+            train_result_t h = train_once(mlp, TRAIN_MODE_HOGWILD, threads, batches[b], 0.05, 1);
+            train_result_t s = train_once(mlp, TRAIN_MODE_SYNC, threads, batches[b], 0.05, 1);
+            hog[r] = h.samples_per_s;
+            syn[r] = s.samples_per_s;
+            ratio[r] = syn[r] / hog[r];
+            printf("%6zu %4d %14.0f %14.0f %7.2fx %10.4f %10.4f\n", batches[b], r + 1, hog[r], syn[r], ratio[r],
+                   h.last.test_metric, s.last.test_metric);
+        }
+        double mh = bench_median(hog, reps), ms = bench_median(syn, reps), mr = bench_median(ratio, reps);
+        printf("%6zu %4s %14.0f %14.0f %7.2fx   (median of the pairs' ratios %.2fx)\n\n", batches[b], "med", mh, ms,
+               ms / mh, mr);
+    }
+    model_destroy(&mlp);
+    data_bundle_free(&md);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--sgemm-peak") == 0) {
         blas_prepare_process(argv, 1);
@@ -166,13 +221,17 @@ int main(int argc, char **argv) {
         return 0;
     }
     blas_prepare_process(argv, 0);
-    int max_threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 3, quick = 0;
+    int max_threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 3, quick = 0, compare = 0, threads_given = 0;
+    size_t batches[8] = {16, 64}, n_batches = 2;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) max_threads = atoi(argv[++i]);
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) max_threads = atoi(argv[++i]), threads_given = 1;
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
+        else if (strcmp(argv[i], "--sync-vs-hogwild") == 0) compare = 1;
+        else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) n_batches = bench_parse_list("bench_engine", argv[++i], batches, 8);
         else {
-            fprintf(stderr, "usage: bench_engine [--threads N] [--reps R (1..9)] [--quick]\n");
+            fprintf(stderr, "usage: bench_engine [--threads N] [--reps R (1..9)] [--quick]\n"
+                            "       bench_engine --sync-vs-hogwild [--threads N] [--reps R (1..9)] [--batches B1,B2]\n");
             return 2;
         }
     }
@@ -181,6 +240,7 @@ int main(int argc, char **argv) {
     char blas[256], err[512];
     blas_describe(blas, sizeof blas);
     printf("bench_engine | %s | %ld CPUs | medians of %d runs\n\n", blas, sysconf(_SC_NPROCESSORS_ONLN), reps);
+    if (compare) return sync_vs_hogwild(threads_given ? (size_t)max_threads : 2, reps, batches, n_batches);
 
     double peak1 = 0, peak2 = 0;
     char self[512];
@@ -231,14 +291,12 @@ int main(int argc, char **argv) {
     data_bundle_free(&sd);
 
     // ---- MLP on Fashion-MNIST ----
-    data_options_t mo = {"fashion-mnist", NULL, 0, 0, 0.1, 1};
     data_bundle_t md;
-    if (data_bundle_load(&mo, DATA_KIND_DENSE, &md, err, sizeof err) != 0) {
+    model_t *mlp = load_mlp(&md, err, sizeof err);
+    if (!mlp) {
         printf("MLP part skipped: %s\n", err);
         return 0;
     }
-    size_t hidden[2] = {256, 128};
-    model_t *mlp = model_new_mlp(&md.dense_train, &md.dense_test, hidden, 2, 0.0, err, sizeof err);
     double flops = model_flops_per_example(mlp);
     printf("mlp 784-256-128-10 on Fashion-MNIST, batch 16, lr 0.05: %.3f MFLOP per sample (fwd 2*MACs, bwd weight\n"
            "grads 2*MACs, input grads 2*MACs except the first layer)\n\n", flops / 1e6);

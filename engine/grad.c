@@ -42,13 +42,6 @@ void grad_clear(grad_t *g) {
     g->n_touched = 0;
 }
 
-void grad_accumulate(grad_t *dst, const grad_t *src, float weight) {
-    for (size_t k = 0; k < src->n_touched; k++) {
-        uint32_t i = src->touched[k];
-        grad_add(dst, i, weight * src->value[i]);
-    }
-}
-
 double grad_clip_norm(grad_t *g, double max_norm) {
     double sum = 0.0;
     if (g->dense) {

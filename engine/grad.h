@@ -32,10 +32,6 @@ static inline void grad_add(grad_t *g, uint32_t i, float v) {
 // Zeroes the gradient (touched entries only, when sparse).
 void grad_clear(grad_t *g);
 
-// dst += weight * src over src's touched entries; both sparse, of the same dim.
-// (Dense gradients are summed by range in the trainer, one thread per range.)
-void grad_accumulate(grad_t *dst, const grad_t *src, float weight);
-
 // Gradient-norm clipping: when the L2 norm of g is above max_norm, scales g
 // down to that norm (every coordinate by the same factor, so the direction is
 // kept; up to float rounding). Returns the norm before clipping. A NaN or

@@ -93,9 +93,10 @@ float optimizer_lr(const optimizer_t *o, double updates, size_t epoch) {
     return (float)lr;
 }
 
-// One coordinate's update, returning the value written; the single place the
-// three rules are written.
-static inline float update_one(const optimizer_t *o, param_t *w, size_t i, float g, float lr) {
+// One coordinate's update from its current value: the new value (the
+// optimizer's state for coordinate i is updated). The single place the three
+// rules are written.
+static inline float update_value(const optimizer_t *o, size_t i, float value, float g, float lr) {
     float step;
     if (o->config.kind == OPTIMIZER_KIND_ADAGRAD) {
         float h = param_get(&o->state[i]) + g * g;
@@ -108,9 +109,23 @@ static inline float update_one(const optimizer_t *o, param_t *w, size_t i, float
     } else {
         step = lr * g;
     }
-    float value = param_get(&w[i]) - step;
+    return value - step;
+}
+
+// The same applied to w[i], returning the value written.
+static inline float update_one(const optimizer_t *o, param_t *w, size_t i, float g, float lr) {
+    float value = update_value(o, i, param_get(&w[i]), g, lr);
     param_set(&w[i], value);
     return value;
+}
+
+void optimizer_step_values(optimizer_t *o, size_t offset, size_t n, const float *cur, float *g, float lr) {
+    if (o->config.kind == OPTIMIZER_KIND_SGD && !o->state) {
+        // Plain floats on both sides: the compiler vectorises this loop.
+        for (size_t i = 0; i < n; i++) g[i] = cur[i] - lr * g[i];
+        return;
+    }
+    for (size_t i = 0; i < n; i++) g[i] = update_value(o, offset + i, cur[i], g[i], lr);
 }
 
 void optimizer_apply_range(optimizer_t *o, param_t *w, const float *g, size_t begin, size_t end, float lr) {

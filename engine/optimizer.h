@@ -55,6 +55,13 @@ void optimizer_apply_and_clear(optimizer_t *o, param_t *w, grad_t *g, float lr);
 // Leaves g as it was.
 void optimizer_apply_range(optimizer_t *o, param_t *w, const float *g, size_t begin, size_t end, float lr);
 
+// Synchronous training on plain copies of the parameters: for coordinates
+// [offset, offset + n), whose current values are cur[0..n) and gradient
+// g[0..n), writes the new values over g (the arithmetic of
+// optimizer_apply_range, bit for bit) and updates the optimizer's state.
+// w itself is not written: the caller stores the values where they belong.
+void optimizer_step_values(optimizer_t *o, size_t offset, size_t n, const float *cur, float *g, float lr);
+
 // Applies a block of a dense gradient, g[0..n) for parameters [offset, offset+n),
 // and writes each new value into copy[offset + i] as well: the Hogwild! thread's
 // next private copy of the parameters.

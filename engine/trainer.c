@@ -74,9 +74,12 @@ struct trainer {
 
     // Sync mode.
     spin_barrier_t barrier;
-    grad_t sum;               // the averaged gradient of a round
-    size_t *sub_count;        // (threads) examples each thread took this round
+    grad_t sum;               // the averaged gradient of a round (dense; sparse with a link)
+    grad_t *sum_part;         // (threads) sparse: sum's values and flags, each thread's own touched list
+    int keep_copies;          // dense, no link: the model lives in the threads' copies between parks
+    float **copies;           // (threads) keep_copies: each thread's parameter copy
     int round_park;           // thread 0's reading of pause_requested for this round
+    int round_stop;           // distributed: thread 0 saw the link fail; every thread stops
     int round_applied;        // distributed: the link applied this round's update itself
 
     // GPU: the model the steps run on, and the first failure of the thread driving it.
@@ -515,6 +518,164 @@ done:
 }
 
 // ---- sync ----
+//
+// A round takes two barriers. Thread 0 first decides for everyone whether the
+// round parks or stops (and, distributed, prepares the parameters); then
+//   barrier A: the previous round's update is in place and its gradients have
+//              been read; the decision and the (reshuffled) order are visible;
+//   compute:   each thread its sub-batch's gradient, into its own buffer;
+//   barrier B: every gradient of the round is ready;
+//   reduce:    each thread sums every thread's gradient over its own slice of
+//              the coordinates and applies the result (a reduce-scatter; no
+//              serial phase).
+// Dense models without a link keep the model in the threads' parameter
+// copies, which they compute on: the reduce writes the new values of a
+// thread's coordinates into its own copy, each thread copies the other
+// threads' coordinates from theirs before its next step (after barrier A), and
+// w is written from the copies when the threads park or finish (nothing reads
+// w in between). With a link, the replica's average goes to the exchange
+// (thread 0) and the update to w, which the steps then read.
+
+#define SYNC_CHUNK 1024  // coordinates a thread sums and applies at a time (4 KB, in L1)
+
+// Thread t's share of a round of `total` examples (this replica's): examples
+// [t * batch, t * batch + count) of it.
+static size_t sync_count(size_t total, size_t batch, size_t t) {
+    size_t begin = t * batch;
+    if (begin >= total) return 0;
+    return total - begin < batch ? total - begin : batch;
+}
+
+// The threads with examples in a round of `total`: 0 .. sync_active - 1.
+static size_t sync_active(size_t total, size_t batch, size_t threads) {
+    size_t active = (total + batch - 1) / batch;
+    return active < threads ? active : threads;
+}
+
+// Where a dense model's step puts its gradient in sync mode: stored block by
+// block into the thread's buffer. The blocks cover every coordinate once, so
+// the buffer is never cleared.
+static void store_block(void *ctx, size_t offset, const float *g, size_t n) {
+    memcpy((float *)ctx + offset, g, n * sizeof *g);
+}
+
+static void add_scaled(float *restrict s, const float *restrict g, float weight, size_t n) {
+    for (size_t i = 0; i < n; i++) s[i] += weight * g[i];
+}
+
+// This thread's coordinates of the model.
+static void sync_range(const trainer_t *tr, size_t id, size_t *begin, size_t *end) {
+    *begin = tr->n_params * id / tr->cfg.threads;
+    *end = tr->n_params * (id + 1) / tr->cfg.threads;
+}
+
+// Dense: this thread's coordinates of the round's averaged gradient, the
+// threads' gradients weighted by their share of the round's examples and
+// summed in thread order from 0.0f (the order single-process sync and the
+// replicas' BSP/allreduce rely on), one cache-resident chunk at a time. Then
+// either the update goes into this thread's copy (tr->keep_copies), or the
+// average is left in tr->sum (a link exchanges it) or applied to w.
+static void sync_reduce_dense(trainer_t *tr, size_t id, size_t total, float lr) {
+    const train_config_t *c = &tr->cfg;
+    size_t T = c->threads, active = sync_active(total, c->batch, T), begin, end;
+    sync_range(tr, id, &begin, &end);
+    float chunk[SYNC_CHUNK];
+    for (size_t off = begin; off < end; off += SYNC_CHUNK) {
+        size_t n = end - off < SYNC_CHUNK ? end - off : SYNC_CHUNK;
+        float *s = tr->keep_copies ? chunk : tr->sum.value + off;
+        for (size_t i = 0; i < n; i++) s[i] = 0.0f;
+        for (size_t t = 0; t < active; t++)
+            add_scaled(s, tr->workers[t].grad.value + off, (float)sync_count(total, c->batch, t) / (float)total, n);
+        if (tr->keep_copies) {
+            float *copy = tr->copies[id] + off;
+            optimizer_step_values(tr->opt, off, n, copy, s, lr);
+            memcpy(copy, s, n * sizeof *s);
+        } else if (!c->link) {
+            optimizer_apply_range(tr->opt, tr->w, tr->sum.value, off, off + n, lr);
+        }
+    }
+}
+
+// Sparse: the same sums over the touched coordinates in this thread's range,
+// into its part of tr->sum (tr->sum's values and flags, its own touched
+// list); without a link applied (and cleared) at once.
+static void sync_reduce_sparse(trainer_t *tr, size_t id, size_t total, float lr) {
+    const train_config_t *c = &tr->cfg;
+    size_t active = sync_active(total, c->batch, c->threads), begin, end;
+    sync_range(tr, id, &begin, &end);
+    grad_t *part = &tr->sum_part[id];
+    for (size_t t = 0; t < active; t++) {
+        const grad_t *g = &tr->workers[t].grad;
+        float weight = (float)sync_count(total, c->batch, t) / (float)total;
+        for (size_t k = 0; k < g->n_touched; k++) {
+            uint32_t i = g->touched[k];
+            if (i >= begin && i < end) grad_add(part, i, weight * g->value[i]);
+        }
+    }
+    if (!c->link) optimizer_apply_and_clear(tr->opt, tr->w, part, lr);
+}
+
+// keep_copies: brings this thread's copy up to date from the other threads'
+// copies, each the owner of its coordinates (read, not written, across cores).
+static void sync_pull(trainer_t *tr, size_t id) {
+    for (size_t t = 0; t < tr->cfg.threads; t++) {
+        size_t begin, end;
+        sync_range(tr, t, &begin, &end);
+        if (t != id) memcpy(tr->copies[id] + begin, tr->copies[t] + begin, (end - begin) * sizeof(float));
+    }
+}
+
+// Writes this thread's coordinates of the model from its copy to w (keep_copies).
+static void sync_flush(trainer_t *tr, size_t id) {
+    size_t begin, end;
+    sync_range(tr, id, &begin, &end);
+    const float *copy = tr->copies[id];
+    for (size_t i = begin; i < end; i++) param_set(&tr->w[i], copy[i]);
+}
+
+// Distributed, after the reduce: thread 0 hands the replica's average to the
+// exchange, and the global update is applied (dense: by every thread to its
+// range; sparse: by thread 0, while the others go on to the next round's
+// barrier). Returns 1 if the run stops.
+static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds, float lr) {
+    const train_link_t *link = tr->cfg.link;
+    int dense = tr->sum.dense;
+    spin_barrier_wait(&tr->barrier);  // the replica's averaged gradient is complete
+    if (id == 0) {
+        grad_t *sum = &tr->sum;
+        if (!dense) {
+            // The parts' touched lists become the sum's (their values and flags are the sum's already).
+            sum->n_touched = 0;
+            for (size_t t = 0; t < tr->cfg.threads; t++) {
+                grad_t *part = &tr->sum_part[t];
+                memcpy(sum->touched + sum->n_touched, part->touched, part->n_touched * sizeof *part->touched);
+                sum->n_touched += part->n_touched;
+                part->n_touched = 0;
+            }
+        }
+        int applied = 0;
+        if (!atomic_load_explicit(link->abort, memory_order_relaxed) &&
+            link->exchange(link->ctx, sum, total, lr, tr->w, &applied) != 0)
+            atomic_store_explicit(link->abort, 1, memory_order_relaxed);
+        tr->round_applied = applied;
+        tr->round_stop = atomic_load_explicit(link->abort, memory_order_relaxed);
+        if (!dense && !tr->round_stop) {
+            if (!applied) optimizer_apply_and_clear(tr->opt, tr->w, sum, lr);
+            else grad_clear(sum);
+        }
+    }
+    if (dense) spin_barrier_wait(&tr->barrier);  // the global gradient (or model) is here, and round_stop
+    if (dense && tr->round_stop) return 1;
+    if (dense && !tr->round_applied) {
+        size_t begin, end;
+        sync_range(tr, id, &begin, &end);
+        optimizer_apply_range(tr->opt, tr->w, tr->sum.value, begin, end, lr);
+    }
+    if (id == 0 && !tr->round_stop) atomic_store_explicit(&link->progress[0].steps, rounds + 1, memory_order_relaxed);
+    // A prepare writes w, which the other threads may still be updating (dense).
+    if (dense && link->prepare) spin_barrier_wait(&tr->barrier);
+    return 0;
+}
 
 static void *sync_worker(void *arg) {
     worker_t *wk = arg;
@@ -524,6 +685,9 @@ static void *sync_worker(void *arg) {
     size_t T = c->threads, id = wk->id, n = tr->n_train;
     size_t rank = link ? link->rank : 0, ranks = link ? link->ranks : 1;
     size_t replica_size = T * c->batch, round_size = ranks * replica_size;
+    int dense = tr->sum.dense, store = dense && model_has_loss_grad_apply(tr->model);
+    int unflushed = 0;  // keep_copies: w is behind this thread's copy in its range
+    int behind = 0;     // keep_copies: the other threads' ranges of this thread's copy are a round behind
     rng_t rng;
     rng_seed(&rng, c->seed, STREAM_SHUFFLE);  // only thread 0 draws from it
     rng_t delay_rng;  // only thread 0 sleeps
@@ -534,9 +698,9 @@ static void *sync_worker(void *arg) {
     size_t rounds_per_epoch = (n + round_size - 1) / round_size;
     size_t skip_epochs = (size_t)(rounds / rounds_per_epoch);
     size_t skip_base = (size_t)(rounds % rounds_per_epoch) * round_size;
-    // Each thread applies the averaged gradient to its own slice of a dense model.
-    size_t range_begin = tr->n_params * id / T, range_end = tr->n_params * (id + 1) / T;
     if (wait_at_gate(tr)) goto done;
+    // Every copy starts as w; from then on each round's reduce and pull keep it current.
+    if (tr->keep_copies) params_read(tr->w, tr->n_params, tr->copies[id]);
     for (size_t epoch = 0; epoch < c->epochs; epoch++) {
         if (id == 0) rng_shuffle_u32(&rng, tr->order, n);
         if (epoch < skip_epochs) continue;
@@ -553,9 +717,14 @@ static void *sync_worker(void *arg) {
                     if (mine && link->prepare(link->ctx, tr->order + base + from, mine, tr->w) != 0)
                         atomic_store_explicit(link->abort, 1, memory_order_relaxed);
                 }
+                tr->round_stop = link && atomic_load_explicit(link->abort, memory_order_relaxed);
+                if (tr->round_stop) atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
             }
-            spin_barrier_wait(&tr->barrier);  // A: order shuffled, round_park set, parameters prepared
+            spin_barrier_wait(&tr->barrier);  // A
+            if (tr->round_stop) goto done;
             if (tr->round_park) {
+                if (unflushed) sync_flush(tr, id);
+                unflushed = 0;
                 park(tr);
                 if (atomic_load_explicit(&tr->stop_requested, memory_order_acquire)) goto done;
             }
@@ -563,68 +732,42 @@ static void *sync_worker(void *arg) {
             size_t round_total = n - base < round_size ? n - base : round_size;
             size_t mine = rank * replica_size, total = 0;
             if (mine < round_total) total = round_total - mine < replica_size ? round_total - mine : replica_size;
-            size_t begin = id * c->batch, count = 0;
-            if (begin < total) count = total - begin < c->batch ? total - begin : c->batch;
-            tr->sub_count[id] = count;
+            size_t count = sync_count(total, c->batch, id);
             double loss = 0.0;
             if (count) {
-                loss = model_loss_grad(tr->model, tr->w, tr->order + base + mine + begin, count, &wk->grad, wk->ws);
+                const uint32_t *idx = tr->order + base + mine + id * c->batch;
+                if (store) {
+                    if (behind) sync_pull(tr, id);
+                    behind = 0;
+                    if (tr->keep_copies) model_ws_mark_copy_current(wk->ws);
+                    loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, store_block, wk->grad.value);
+                } else {
+                    grad_clear(&wk->grad);  // the reduce only read it
+                    loss = model_loss_grad(tr->model, tr->w, idx, count, &wk->grad, wk->ws);
+                }
                 // Each thread's part is clipped; their weighted mean is then no longer either.
                 if (c->clip_grad_norm > 0) grad_clip_norm(&wk->grad, c->clip_grad_norm);
+                // The round goes on (every thread must meet at its barriers); the
+                // threads park and stop at the next round boundary.
+                check_diverged(tr, id, rounds, loss);
             }
-            // The round goes on (every thread must meet at its barriers); the
-            // threads park and stop at the next round boundary.
-            if (count) check_diverged(tr, id, rounds, loss);
             float lr = optimizer_lr(tr->opt, (double)rounds, epoch);
             if (id == 0) step_delay_sleep(link, &delay_rng);
-            spin_barrier_wait(&tr->barrier);  // B: every gradient of the round is ready
-            if (tr->sum.dense) {
-                // This thread alone reads and clears its range of every thread's gradient.
-                for (size_t j = range_begin; j < range_end; j++) {
-                    float s = 0.0f;
-                    for (size_t t = 0; t < T; t++) {
-                        float *g = &tr->workers[t].grad.value[j];
-                        if (tr->sub_count[t]) s += ((float)tr->sub_count[t] / (float)total) * *g;
-                        *g = 0.0f;
-                    }
-                    tr->sum.value[j] = s;
-                }
-                if (!link) optimizer_apply_range(tr->opt, tr->w, tr->sum.value, range_begin, range_end, lr);
-            } else if (id == 0) {
-                for (size_t t = 0; t < T; t++)
-                    if (tr->sub_count[t]) grad_accumulate(&tr->sum, &tr->workers[t].grad, (float)tr->sub_count[t] / (float)total);
-                if (!link) optimizer_apply_and_clear(tr->opt, tr->w, &tr->sum, lr);
-            }
-            if (link) {
-                spin_barrier_wait(&tr->barrier);  // the replica's averaged gradient is complete
-                if (id == 0) {
-                    int applied = 0;
-                    if (!atomic_load_explicit(link->abort, memory_order_relaxed) &&
-                        link->exchange(link->ctx, &tr->sum, total, lr, tr->w, &applied) != 0)
-                        atomic_store_explicit(link->abort, 1, memory_order_relaxed);
-                    tr->round_applied = applied;
-                }
-                spin_barrier_wait(&tr->barrier);  // the global gradient (or model) is here
-                if (atomic_load_explicit(link->abort, memory_order_relaxed)) {
-                    atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
-                    goto done;
-                }
-                if (tr->sum.dense) {
-                    if (!tr->round_applied) optimizer_apply_range(tr->opt, tr->w, tr->sum.value, range_begin, range_end, lr);
-                } else if (id == 0) {
-                    if (!tr->round_applied) optimizer_apply_and_clear(tr->opt, tr->w, &tr->sum, lr);
-                    else grad_clear(&tr->sum);
-                }
-                if (id == 0) atomic_store_explicit(&link->progress[0].steps, rounds + 1, memory_order_relaxed);
+            spin_barrier_wait(&tr->barrier);  // B
+            if (dense) sync_reduce_dense(tr, id, total, lr);
+            else sync_reduce_sparse(tr, id, total, lr);
+            unflushed = behind = tr->keep_copies;
+            if (link && sync_exchange(tr, id, total, rounds, lr)) {
+                atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
+                goto done;
             }
             rounds++;
             samples += total;
             publish(&tr->stats[id], count, loss, lr, id == 0 ? 1 : 0);
-            spin_barrier_wait(&tr->barrier);  // C: update applied; gradients may be reused
-            if (!wk->grad.dense && count) grad_clear(&wk->grad);
         }
     }
 done:
+    if (unflushed) sync_flush(tr, id);
     mark_finished(tr);
     return NULL;
 }
@@ -685,14 +828,41 @@ static void free_trainer(trainer_t *tr) {
             grad_free(&tr->workers[i].grad);
         }
     }
+    for (size_t i = 0; tr->sum_part && i < tr->cfg.threads; i++) free(tr->sum_part[i].touched);
+    free(tr->sum_part);
+    free(tr->copies);
     grad_free(&tr->sum);
     free(tr->workers);
     free(tr->stats);
     free(tr->order);
-    free(tr->sub_count);
     free(tr->position.samples);
     free(tr->position.updates);
     free(tr->position.loss_sum);
+}
+
+static int prepare_sync(trainer_t *tr, int dense, char *err, size_t err_len) {
+    size_t T = tr->cfg.threads;
+    if (grad_init(&tr->sum, tr->n_params, dense, err, err_len) != 0) return -1;
+    tr->keep_copies = dense && !tr->cfg.link && model_has_loss_grad_apply(tr->model);
+    if (tr->keep_copies) {
+        if (!(tr->copies = calloc(T, sizeof *tr->copies))) goto oom;
+        for (size_t i = 0; i < T; i++) tr->keep_copies &= (tr->copies[i] = model_ws_param_copy(tr->workers[i].ws)) != NULL;
+    }
+    if (!dense) {
+        if (!(tr->sum_part = calloc(T, sizeof *tr->sum_part))) goto oom;
+        for (size_t i = 0; i < T; i++) {
+            grad_t *part = &tr->sum_part[i];
+            size_t begin, end;
+            sync_range(tr, i, &begin, &end);
+            *part = tr->sum;
+            part->n_touched = 0;
+            if (!(part->touched = malloc((end > begin ? end - begin : 1) * sizeof *part->touched))) goto oom;
+        }
+    }
+    return 0;
+oom:
+    snprintf(err, err_len, "trainer: allocating the sync state for %zu threads: %s", T, strerror(errno));
+    return -1;
 }
 
 static int prepare(trainer_t *tr, char *err, size_t err_len) {
@@ -701,11 +871,10 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
     tr->order = malloc(tr->n_train * sizeof *tr->order);
     tr->workers = calloc(T, sizeof *tr->workers);
     tr->stats = aligned_alloc(64, T * sizeof *tr->stats);
-    tr->sub_count = calloc(T, sizeof *tr->sub_count);
     tr->position.samples = calloc(T, sizeof *tr->position.samples);
     tr->position.updates = calloc(T, sizeof *tr->position.updates);
     tr->position.loss_sum = calloc(T, sizeof *tr->position.loss_sum);
-    if (!tr->order || !tr->workers || !tr->stats || !tr->sub_count || !tr->position.samples || !tr->position.updates ||
+    if (!tr->order || !tr->workers || !tr->stats || !tr->position.samples || !tr->position.updates ||
         !tr->position.loss_sum) {
         snprintf(err, err_len, "trainer: allocating state for %zu threads: %s", T, strerror(errno));
         return -1;
@@ -733,7 +902,7 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
         wk->ws = model_ws_new(tr->model, tr->cfg.batch, err, err_len);
         if (!wk->ws || grad_init(&wk->grad, tr->n_params, dense, err, err_len) != 0) return -1;
     }
-    if (tr->cfg.mode == TRAIN_MODE_SYNC && grad_init(&tr->sum, tr->n_params, dense, err, err_len) != 0) return -1;
+    if (tr->cfg.mode == TRAIN_MODE_SYNC) return prepare_sync(tr, dense, err, err_len);
     return 0;
 }
 

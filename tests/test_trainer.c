@@ -10,12 +10,18 @@ typedef struct run_out {
     size_t evals;
     double last_wall;
     int wall_monotonic;
+    uint64_t samples_at[4];  // the first evaluation points
+    double loss_at[4];
 } run_out_t;
 
 static void count_eval(const train_point_t *p, void *ctx) {
     run_out_t *o = ctx;
     if (p->wall_s < o->last_wall) o->wall_monotonic = 0;
     o->last_wall = p->wall_s;
+    if (o->evals < 4) {
+        o->samples_at[o->evals] = p->samples;
+        o->loss_at[o->evals] = p->test_loss;
+    }
     o->evals++;
 }
 
@@ -75,6 +81,18 @@ static void check_modes(const char *label, const model_t *m, const optimizer_con
         CHECK(sync.result.updates == single.result.updates);
         CHECK(sync.result.samples == 2 * n);
         CHECK(memcmp(sync.w, again.w, sync.n_params * sizeof(float)) == 0);  // sync is deterministic
+        // An evaluation sees the model of its round boundary: the one after the
+        // first epoch (sync's default evaluation point) is the one-epoch run's
+        // final model, and pausing for it changes nothing. (A run's final
+        // evaluation uses the library's own BLAS threads, the others one: the
+        // losses agree to float rounding, far closer than one round's update.)
+        run_out_t one = run(m, TRAIN_MODE_SYNC, threads, batch, 1, oc, 0);
+        run_out_t unpaused = run(m, TRAIN_MODE_SYNC, threads, batch, 2, oc, 2 * n);
+        double final_loss = one.result.last.test_loss;
+        CHECK(sync.evals == 3 && sync.samples_at[1] == n && fabs(sync.loss_at[1] - final_loss) <= 1e-6 * final_loss);
+        CHECK(unpaused.evals == 2 && memcmp(sync.w, unpaused.w, sync.n_params * sizeof(float)) == 0);
+        free(one.w);
+        free(unpaused.w);
         free(single.w);
         free(sync.w);
         free(again.w);
