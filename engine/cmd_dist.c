@@ -33,7 +33,7 @@
 #define ERR_LEN 512
 #define MAX_REJOINS 16  // evictions a worker process survives before it gives up
 
-static const char sync_choices[] = "bsp|ssp|asp|allreduce|hybrid";
+static const char sync_choices[] = "bsp|ssp|asp|allreduce|hybrid|local";
 
 void dist_args_defaults(dist_args_t *d) {
     memset(d, 0, sizeof *d);
@@ -60,6 +60,12 @@ const char dist_curve_columns[] =
 int dist_global_on_servers(int sync) {
     return sync == SYNC_MODE_ASP || sync == SYNC_MODE_SSP || sync == SYNC_MODE_BSP;
 }
+
+int dist_uses_ring(int sync) {
+    return sync == SYNC_MODE_ALLREDUCE || sync == SYNC_MODE_HYBRID || sync == SYNC_MODE_LOCAL;
+}
+
+int dist_without_servers(int sync) { return sync == SYNC_MODE_ALLREDUCE || sync == SYNC_MODE_LOCAL; }
 
 size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
     const flag_spec_t table[DIST_N_FLAGS] = {
@@ -92,6 +98,8 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"hybrid-sparse", FLAG_TYPE_CHOICE, &d->hybrid_sparse, "MODE", "--sync hybrid: the sparse parameters through the servers under asp, or ssp with --staleness (default asp)", 0, 0, "asp|ssp", 0},
         {"scaling", FLAG_TYPE_CHOICE, &d->scaling, "MODE", "weak: --batch is each worker's (the total grows with --workers); strong: --batch is the total, each worker takes --batch / workers (default weak)", 0, 0, "weak|strong", 0},
         {"worker-eval", FLAG_TYPE_CHOICE, &d->worker_eval, "on|off", "workers also evaluate their own local copies at every evaluation point, pausing their training (worker-K.csv); off: at start and end only (default on; the global model is evaluated either way)", 0, 0, "off|on", 0},
+        {"backup-workers", FLAG_TYPE_SIZE, &d->backup_workers, "B", "--sync bsp: apply each round once the first workers - B gradients are in, dropping the late ones (Chen et al. 2016; default 0)", 0, 4095, NULL, 0},
+        {"local-steps", FLAG_TYPE_SIZE, &d->local_steps, "H", "--sync local: each worker takes H steps alone, then the workers average their models by ring allreduce (local SGD)", 1, 1e9, NULL, 0},
         {"lr-scaling", FLAG_TYPE_CHOICE, &d->lr_scaling, "RULE", "multiply --lr and --server-lr by the workers (linear) or its square root (sqrt); with --warmup for large batches (default none)", 0, 0, "none|linear|sqrt", 0},
     };
     memcpy(specs, table, sizeof table);
@@ -116,20 +124,40 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command)
                 command, d->bind_host);
         return 2;
     }
-    if (d->sync == SYNC_MODE_ALLREDUCE) {
+    if (dist_without_servers(d->sync)) {
         d->servers = 0;
     } else if (d->servers == 0) {
         fprintf(stderr, "%s: --servers: --sync %s needs at least one parameter-server shard\n", command,
                 sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
-    if (d->sync == SYNC_MODE_BSP || d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) {
+    if (d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
         if ((d->push_every != 1 || d->fetch_every != 1)) {
             fprintf(stderr, "%s: --push-every/--fetch-every apply to asp and ssp; bsp, allreduce and hybrid exchange "
-                            "every round\n",
+                            "every round, local every --local-steps\n",
                     command);
             return 2;
         }
+    }
+    if (d->backup_workers > 0 && (d->sync != SYNC_MODE_BSP || d->backup_workers >= d->workers)) {
+        fprintf(stderr, "%s: --backup-workers %zu: applies to --sync bsp, and must be below --workers (%zu)\n", command,
+                d->backup_workers, d->workers);
+        return 2;
+    }
+    if ((d->sync == SYNC_MODE_LOCAL) != (d->local_steps > 0)) {
+        fprintf(stderr, "%s: %s\n", command,
+                d->local_steps > 0 ? "--local-steps applies to --sync local"
+                                   : "--sync local needs --local-steps H (the steps between model averages)");
+        return 2;
+    }
+    if (d->sync == SYNC_MODE_LOCAL && (t->opt.kind != OPTIMIZER_KIND_SGD || t->opt.momentum > 0)) {
+        fprintf(stderr, "%s: --sync local: the workers step with plain SGD (no --momentum, --optimizer sgd); their "
+                        "models are averaged, not their optimizer states\n", command);
+        return 2;
+    }
+    if (d->sync == SYNC_MODE_LOCAL && strcmp(d->compress, "none") != 0) {
+        fprintf(stderr, "%s: --compress: --sync local averages models, sent as float32\n", command);
+        return 2;
     }
     if (d->sync == SYNC_MODE_HYBRID && t->model != MODEL_EMBMLP) {
         fprintf(stderr, "%s: --sync hybrid needs a model with a sparse and a dense part (--model embmlp); %s has no "
@@ -141,7 +169,7 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command)
                 command);
         return 2;
     }
-    if ((d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) && (t->time_limit > 0 || t->stop_at_target)) {
+    if (dist_uses_ring(d->sync) && (t->time_limit > 0 || t->stop_at_target)) {
         fprintf(stderr, "%s: --time-limit/--stop-at-target: %s replicas must run the same rounds; "
                         "stop them by --epochs\n", command, sync_mode_name((sync_mode_t)d->sync));
         return 2;
@@ -150,7 +178,7 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command)
         fprintf(stderr, "%s: --server-staleness-aware/--server-dc-asgd: only asp and ssp updates are stale\n", command);
         return 2;
     }
-    if (d->worker_timeout_ms > 0 && d->sync != SYNC_MODE_ALLREDUCE &&
+    if (d->worker_timeout_ms > 0 && !dist_without_servers(d->sync) &&
         (d->heartbeat_ms == 0 || d->worker_timeout_ms < 3 * d->heartbeat_ms)) {
         fprintf(stderr, "%s: --worker-timeout %zu: needs heartbeats at least 3 times as often (--heartbeat-ms %zu), "
                         "or a busy worker is taken for a dead one; --worker-timeout 0 turns eviction off\n",
@@ -547,6 +575,12 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_bool(&j, "pushes_lost_known", !st.lost_unknown);
     json_uint_by_index(&j, "duplicates_by_worker", ps_server_duplicates_per_worker(s), d->workers);
     json_uint_by_index(&j, "resumed_pushes_by_worker", ps_server_resumed_pushes_per_worker(s), d->workers);
+    if (d->sync == SYNC_MODE_BSP) {
+        // Backup workers: gradients that came after their round was applied (among the pushes above).
+        json_uint(&j, "backup_workers", d->backup_workers);
+        json_uint(&j, "rounds_applied", st.version);
+        json_uint_by_index(&j, "late_gradients_dropped", ps_server_late_per_worker(s), d->workers);
+    }
     dist_json_staleness(&j, "staleness_clocks", &st.staleness_clocks);
     dist_json_staleness(&j, "staleness_updates", &st.staleness_updates);
     json_end(&j);
@@ -694,6 +728,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
         .warmup = t->warmup,
         // ASP/SSP pushes count local steps of --batch examples; BSP's and hybrid's count examples.
         .samples_per_step = d->sync == SYNC_MODE_BSP || hybrid ? 0 : t->batch,
+        .backup_workers = d->sync == SYNC_MODE_BSP ? d->backup_workers : 0,
     };
     char ckpt_path[1100];
     const char *ckpt_dir = t->checkpoint_dir ? t->checkpoint_dir : d->run_dir;
@@ -848,6 +883,8 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     snprintf(sum_hex, sizeof sum_hex, "%08x", rs->dense_checksum);
     json_string(&j, "dense_params_checksum", sum_hex);
     if (d->sync == SYNC_MODE_HYBRID) json_string(&j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
+    if (d->sync == SYNC_MODE_BSP) json_uint(&j, "backup_workers", d->backup_workers);
+    if (d->sync == SYNC_MODE_LOCAL) json_uint(&j, "local_steps", d->local_steps);  // `pushes` counts the averages
     json_end(&j);
     fputc('\n', out);
 }
@@ -876,7 +913,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     me.rank = (uint32_t)(d->servers + id);
     me.role = DIST_ROLE_WORKER;
     snprintf(me.endpoint, sizeof me.endpoint, "-");
-    if (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) {
+    if (dist_uses_ring(d->sync)) {
         // + 1: an allreduce carries the examples behind the sum after the values (replica.c).
         ring = ring_new(ctx, id, d->workers, run_id, model_num_params(m) + 1, d->ring_ipc ? "ipc" : d->bind_host, err,
                         err_len);
@@ -912,6 +949,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         .error_feedback = d->error_feedback,
         .compress_seed = t->seed,
         .hybrid_ssp = d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse,
+        .local_steps = d->local_steps,
     };
     if (d->servers > 0) {
         // Counted from the first push on, in a file that outlives a SIGKILL.

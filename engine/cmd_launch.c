@@ -26,7 +26,7 @@
 
 #define ERR_LEN 512
 
-static const char usage[] = "asgd launch [--servers M] [--workers N] [--threads T] [--sync bsp|ssp|asp|allreduce|hybrid] [train flags]";
+static const char usage[] = "asgd launch [--servers M] [--workers N] [--threads T] [--sync bsp|ssp|asp|allreduce|hybrid|local] [train flags]";
 static const char description[] =
     "Runs one model with N worker replicas (each T Hogwild threads) and M parameter-server shards.\n"
     "On its own it starts every process on this machine, shows their progress as one view, stops\n"
@@ -278,6 +278,24 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_number(&j, "bytes_out_uncompressed", raw_total);
     json_number(&j, "compression_ratio", out_total > 0 ? raw_total / out_total : NAN);
     if (d->servers) json_bool(&j, "acked_pushes_applied_once", consistent);
+    if (d->sync == SYNC_MODE_BSP) {
+        // Backup workers: late gradients each shard dropped, summed over the shards.
+        double late = 0;
+        json_object(&j, "late_gradients_dropped_by_worker");
+        for (size_t k = 0; k < d->workers; k++) {
+            char key[32];
+            snprintf(key, sizeof key, "%zu", k);
+            double by = 0;
+            for (size_t s = 0; stext && s < d->servers; s++) {
+                double v = json_field(json_section(stext[s], "late_gradients_dropped"), key);
+                if (!isnan(v)) by += v;
+            }
+            json_uint(&j, key, (uint64_t)by);
+            late += by;
+        }
+        json_object_end(&j);
+        json_uint(&j, "late_gradients_dropped", (uint64_t)late);
+    }
     if (d->servers) {
         dist_json_staleness(&j, "staleness_clocks", hc);
         dist_json_staleness(&j, "staleness_updates", hu);
@@ -305,6 +323,8 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_number(&j, "server_dc_asgd", d->server_dc_lambda);
     json_string(&j, "delay_worker", d->delay_worker);
     if (d->sync == SYNC_MODE_HYBRID) json_string(&j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
+    if (d->sync == SYNC_MODE_BSP) json_uint(&j, "backup_workers", d->backup_workers);
+    if (d->sync == SYNC_MODE_LOCAL) json_uint(&j, "local_steps", d->local_steps);
     json_string(&j, "scaling", d->scaling ? "strong" : "weak");
     json_string(&j, "lr_scaling", dist_lr_scaling_name(d->lr_scaling));
     json_uint(&j, "warmup", t->warmup);
@@ -362,7 +382,7 @@ static const char *part_path(dist_role_t role, size_t id, const dist_args_t *d, 
     if (!save_model) return NULL;
     if (role == DIST_ROLE_SERVER) snprintf(buf, len, "%s/server-%zu.model", dir, id);
     else if (id != 0) return NULL;
-    else if (d->sync == SYNC_MODE_ALLREDUCE) return save_model;
+    else if (dist_without_servers(d->sync)) return save_model;
     else if (d->sync == SYNC_MODE_HYBRID) snprintf(buf, len, "%s/worker-0.model", dir);
     else return NULL;
     return buf;
@@ -371,7 +391,7 @@ static const char *part_path(dist_role_t role, size_t id, const dist_args_t *d, 
 // After the run: the parts joined in order into the user's file.
 static int save_global_model(const char *dir, const dist_args_t *d, const char *save_model, char *err,
                              size_t err_len) {
-    if (!save_model || d->sync == SYNC_MODE_ALLREDUCE) return 0;
+    if (!save_model || dist_without_servers(d->sync)) return 0;
     size_t n = 0, max = d->servers + 1;
     char (*buf)[1024] = calloc(max, sizeof *buf);
     const char **paths = calloc(max, sizeof *paths);
@@ -545,7 +565,7 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
     args[a++] = "--run-dir";
     args[a++] = (char *)dir;
     // Every process is on this machine: the ring is faster over ipc:// (docs/allreduce.md).
-    if ((d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) && !d->ring_ipc) args[a++] = "--ring-ipc";
+    if (dist_uses_ring(d->sync) && !d->ring_ipc) args[a++] = "--ring-ipc";
     const char *part = part_path(c->role, c->id, d, dir, save_model, c->save_path, sizeof c->save_path);
     if (part) {
         args[a++] = "--save-model";
@@ -685,7 +705,7 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
                 // A failed worker is started again, with the same command: it
                 // rejoins the run at the clock the servers give it.
                 // (Not in allreduce or hybrid runs: their ring cannot take a member back.)
-                if (c->role == DIST_ROLE_WORKER && d->sync != SYNC_MODE_ALLREDUCE && d->sync != SYNC_MODE_HYBRID &&
+                if (c->role == DIST_ROLE_WORKER && !dist_uses_ring(d->sync) &&
                     restarts < restart_workers) {
                     char how[128];
                     describe_exit(st, how, sizeof how);

@@ -19,7 +19,7 @@
 #include "net/compress.h"       // defines: compress_spec_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 30
+#define DIST_N_FLAGS 32
 #define DIST_DEFAULT_PORT 29517
 
 // The columns of a run's global.csv (the global model's curve, written by the
@@ -37,6 +37,10 @@ enum {
 // the evaluator beside shard 0) or in every replica (allreduce, hybrid: worker
 // 0's evaluations are of the global model).
 int dist_global_on_servers(int sync);
+// Whether a mode's workers form a ring (allreduce, hybrid, local), and whether
+// it runs with no server at all (allreduce, local).
+int dist_uses_ring(int sync);
+int dist_without_servers(int sync);
 
 typedef struct dist_args {
     size_t servers, workers;
@@ -70,6 +74,8 @@ typedef struct dist_args {
     int lr_scaling;           // dist_lr_scaling_t
     int hybrid_sparse;        // --sync hybrid: the sparse part under 0 asp, 1 ssp (--staleness)
     int worker_eval;          // workers evaluate their own copies at every evaluation point (else at start and end)
+    size_t backup_workers;    // --sync bsp: a round is applied once workers - backup_workers gradients are in
+    size_t local_steps;       // --sync local: steps between model averages (0: not given)
     // Filled by dist_apply_scaling: the flags as given, before scaling.
     size_t requested_batch;
     double requested_lr;

@@ -30,6 +30,24 @@ typedef struct step_window {
     int known;
 } step_window_t;
 
+// Local SGD: evaluations of the averaged model, by a thread beside training.
+typedef struct avg_eval {
+    pthread_t thread;
+    int inited, started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int busy;            // a snapshot is waiting or being evaluated
+    int stop;
+    param_t *snap;       // (n) the averaged model to evaluate
+    model_ws_t *ws;
+    train_point_t point; // its point; test fields filled by the thread
+    size_t limit;        // test examples per evaluation
+    uint64_t every, next;       // this replica's examples between points, and the next point
+    double every_s, next_s;     // > 0: points by training time too
+    double t0;           // when training started (the trainer's first evaluation ended)
+    const train_callbacks_t *user;  // forwarded to, one call at a time
+} avg_eval_t;
+
 typedef struct replica {
     const replica_config_t *rc;
     const model_t *model;
@@ -73,6 +91,12 @@ typedef struct replica {
     _Atomic uint64_t generation;
     uint64_t *gen_versions;  // (GEN_RING, n_servers) shard versions rebase g installed, at g % GEN_RING
     step_window_t *win;      // (threads)
+    // Local SGD.
+    optimizer_t *opt;         // the replica's optimizer (applies the averaging round's own step)
+    uint64_t last_round;      // rounds the run has: the last one is always followed by an average
+    uint64_t since_avg;       // examples this replica took since the last average
+    uint64_t samples;         // examples this replica took
+    avg_eval_t ae;
     replica_stats_t stats;
     char err[ERR_LEN];
 } replica_t;
@@ -469,6 +493,157 @@ static int exchange_allreduce(void *ctx, grad_t *sum, size_t examples, float lr,
     return 0;
 }
 
+// ---- local SGD: models averaged every H steps ------------------------------------
+
+static void *avg_eval_main(void *arg) {
+    replica_t *r = arg;
+    avg_eval_t *e = &r->ae;
+    pthread_mutex_lock(&e->mu);
+    for (;;) {
+        while (!e->busy && !e->stop) pthread_cond_wait(&e->cv, &e->mu);
+        if (!e->busy) break;
+        pthread_mutex_unlock(&e->mu);
+        eval_sums_t sums = {0.0, 0.0, 0};
+        model_evaluate(r->model, e->snap, 0, e->limit, e->ws, &sums);
+        e->point.test_loss = sums.count ? sums.loss_sum / (double)sums.count : NAN;
+        e->point.test_metric = eval_metric_value(model_metric(r->model), &sums);
+        pthread_mutex_lock(&e->mu);
+        if (e->user && e->user->on_eval) e->user->on_eval(&e->point, e->user->ctx);
+        e->busy = 0;
+        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
+}
+
+// The trainer's callbacks, forwarded one at a time (the evaluator thread
+// reports too); its own evaluations (the first and the last) wait for the
+// evaluator to finish, so rows stay in order.
+static void avg_eval_on_eval(const train_point_t *p, void *ctx) {
+    replica_t *r = ctx;
+    avg_eval_t *e = &r->ae;
+    pthread_mutex_lock(&e->mu);
+    while (e->busy) pthread_cond_wait(&e->cv, &e->mu);
+    if (e->user && e->user->on_eval) e->user->on_eval(p, e->user->ctx);
+    pthread_mutex_unlock(&e->mu);
+    if (e->t0 == 0.0) e->t0 = now_s();  // the first evaluation is done: training starts
+}
+
+static void avg_eval_on_progress(const train_point_t *p, double eta_s, void *ctx) {
+    replica_t *r = ctx;
+    avg_eval_t *e = &r->ae;
+    pthread_mutex_lock(&e->mu);
+    if (e->user && e->user->on_progress) e->user->on_progress(p, eta_s, e->user->ctx);
+    pthread_mutex_unlock(&e->mu);
+}
+
+// Right after an average (thread 0, the other threads at the round's barrier):
+// hands the averaged model to the evaluator when a point is due and it is free.
+static void avg_eval_offer(replica_t *r, const param_t *w, float lr) {
+    avg_eval_t *e = &r->ae;
+    if (!e->started || r->clock == r->last_round) return;  // the trainer's last evaluation is of this average
+    double now = now_s(), wall = now - e->t0;
+    int due = r->samples >= e->next || (e->every_s > 0 && wall >= e->next_s);
+    if (!due) return;
+    pthread_mutex_lock(&e->mu);
+    if (!e->busy) {
+        for (size_t j = 0; j < r->n; j++) param_set(&e->snap[j], param_get(&w[j]));
+        train_point_t *p = &e->point;
+        p->wall_s = wall;
+        p->samples = r->samples;
+        p->updates = r->clock;
+        p->epoch = (double)r->samples * (double)r->rc->n_workers / (double)model_num_train(r->model);
+        p->samples_per_s = wall > 0 ? (double)r->samples / wall : 0.0;
+        p->lr = lr;
+        p->train_loss = NAN;  // the threads' losses are the trainer's
+        p->test_loss = p->test_metric = NAN;
+        e->busy = 1;
+        while (e->next <= r->samples) e->next = (r->samples / e->every + 1) * e->every;
+        while (e->every_s > 0 && e->next_s <= wall) e->next_s += e->every_s;
+        pthread_cond_broadcast(&e->cv);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+// Takes over the trainer's evaluation points (tc: the trainer's config, which
+// keeps only its first and last) and starts the evaluator. Returns 0, or -1.
+static int avg_eval_start(replica_t *r, train_config_t *tc, const train_callbacks_t *user, train_callbacks_t *wrapped,
+                          char *err, size_t err_len) {
+    avg_eval_t *e = &r->ae;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    e->inited = 1;
+    size_t every = tc->eval_every ? tc->eval_every : model_num_train(r->model) / r->rc->n_workers;
+    e->every = every ? every : 1;
+    e->next = e->every;
+    e->every_s = tc->eval_every_s;
+    e->next_s = e->every_s;
+    e->user = user;
+    size_t limit = model_num_test(r->model);
+    if (tc->eval_limit && tc->eval_limit < limit) limit = tc->eval_limit;
+    e->limit = limit;
+    tc->eval_every = (size_t)1 << 62;  // the trainer evaluates at its start and end only
+    tc->eval_every_s = 0;
+    *wrapped = (train_callbacks_t){avg_eval_on_eval, avg_eval_on_progress, r};
+    if (e->every >= ((uint64_t)1 << 62) && e->every_s <= 0) return 0;  // no point in between
+    e->snap = params_new(r->n, err, err_len);
+    if (!e->snap || !(e->ws = model_ws_new(r->model, 1, err, err_len))) return -1;
+    int prc = pthread_create(&e->thread, NULL, avg_eval_main, r);
+    if (prc != 0) {
+        snprintf(err, err_len, "worker: starting the evaluator thread: %s", strerror(prc));
+        return -1;
+    }
+    e->started = 1;
+    return 0;
+}
+
+static void avg_eval_stop(replica_t *r) {
+    avg_eval_t *e = &r->ae;
+    if (e->started) {
+        pthread_mutex_lock(&e->mu);
+        e->stop = 1;
+        pthread_cond_broadcast(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->thread, NULL);
+        e->started = 0;
+    }
+    model_ws_destroy(&e->ws);
+    params_free(&e->snap);
+    if (e->inited) {
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->cv);
+        e->inited = 0;
+    }
+}
+
+// A round of local SGD. Between averages the trainer applies this replica's
+// own averaged gradient (its step alone). Every local_steps rounds, and after
+// the run's last, the replica applies its step here and the replicas average
+// their models: each sends its parameters times the examples it took since the
+// last average, the ring sums them with those counts, and every replica
+// divides, so all hold the same bits.
+static int exchange_local(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
+    replica_t *r = ctx;
+    r->clock++;
+    r->since_avg += examples;
+    r->samples += examples;
+    if (r->clock % r->rc->local_steps != 0 && r->clock != r->last_round) return 0;
+    double t0 = now_s();
+    if (sum->dense) optimizer_apply_range(r->opt, w, sum->value, 0, r->n, lr);
+    else optimizer_apply_and_clear(r->opt, w, sum, lr);
+    *applied = 1;
+    float *buf = r->ring_buf, ex = (float)r->since_avg, total;
+    for (size_t j = 0; j < r->n; j++) buf[j] = param_get(&w[j]) * ex;
+    if (ring_sum_weighted(r, buf, r->n, r->since_avg, &total) != 0) return -1;
+    if (total > 0.0f)
+        for (size_t j = 0; j < r->n; j++) param_set(&w[j], buf[j] / total);
+    r->since_avg = 0;
+    r->stats.pushes++;  // averages
+    r->stats.comm_s += now_s() - t0;
+    avg_eval_offer(r, w, lr);
+    return 0;
+}
+
 // ---- hybrid: sparse rows through the servers, the dense part by allreduce ------------
 
 // Before a round: the embedding rows its examples read, pulled from the
@@ -640,7 +815,8 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     r.lr = (float)oc->lr;
     memset(stats, 0, sizeof *stats);
     train_config_t tc = *tc_in;
-    int server_mode = rc->mode != SYNC_MODE_ALLREDUCE;
+    int local = rc->mode == SYNC_MODE_LOCAL;
+    int server_mode = rc->mode != SYNC_MODE_ALLREDUCE && !local;
     int async = rc->mode == SYNC_MODE_ASP || rc->mode == SYNC_MODE_SSP;
     int hybrid = rc->mode == SYNC_MODE_HYBRID;
     r.ps_n = hybrid ? model_num_sparse_params(m) : r.n;
@@ -664,6 +840,10 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
                  "--sync %s: workers push their accumulated gradients, which needs plain SGD with a constant step "
                  "locally; choose the update rule on the servers with --server-optimizer",
                  sync_mode_name(rc->mode));
+        return -1;
+    }
+    if (local && (rc->local_steps == 0 || oc->kind != OPTIMIZER_KIND_SGD || oc->momentum > 0.0)) {
+        snprintf(err, err_len, "--sync local: needs --local-steps H >= 1 and plain SGD (no momentum) on the workers");
         return -1;
     }
     if (rc->gpu && !async) {
@@ -768,6 +948,16 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     if (async) local_oc.warmup = 0;
     opt = optimizer_new(&local_oc, r.n, err, err_len);
     if (!opt) goto out;
+    r.opt = opt;
+    train_callbacks_t local_cb;
+    if (local) {
+        // Rounds of the run: every replica runs all of them (no time limit, no
+        // early stop under local SGD), and the last is followed by an average.
+        size_t n_train = model_num_train(m), round_size = rc->n_workers * r.threads * tc.batch;
+        r.last_round = (uint64_t)tc.epochs * ((n_train + round_size - 1) / round_size);
+        if (avg_eval_start(&r, &tc, cb, &local_cb, err, err_len) != 0) goto out;
+        cb = &local_cb;
+    }
     if (rc->gpu) {
         if (!(r.gpu = gpu_model_new(m, &local_oc, rc->gpu, tc.batch, err, err_len))) goto out;
         tc.gpu = rc->gpu;
@@ -781,7 +971,10 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     r.link.generation = async ? &r.generation : NULL;
     r.link.abort = &r.abort;
     r.link.ctx = &r;
-    r.link.exchange = rc->mode == SYNC_MODE_BSP ? exchange_bsp : hybrid ? exchange_hybrid : exchange_allreduce;
+    r.link.exchange = rc->mode == SYNC_MODE_BSP ? exchange_bsp
+                      : hybrid                  ? exchange_hybrid
+                      : local                   ? exchange_local
+                                                : exchange_allreduce;
     if (hybrid) {
         r.link.prepare = prepare_hybrid;
         r.link.refresh = refresh_hybrid;
@@ -866,6 +1059,7 @@ out:
     free(start.samples);
     free(start.updates);
     free(start.loss_sum);
+    avg_eval_stop(&r);
     optimizer_destroy(&opt);
     replica_free(&r);
     return rc_status;

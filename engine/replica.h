@@ -19,6 +19,12 @@
 //             and applies it once, and every replica pulls the result.
 //   allreduce the same rounds without a server: the replicas sum their
 //             gradients with a ring allreduce and apply the identical update.
+//   local     local SGD: each replica's threads step alone (plain SGD, rounds
+//             as in sync mode over its slice of the data), and every H steps
+//             (and after the last) the replicas average their models by ring
+//             allreduce, weighted by the examples each took since the last
+//             average. Evaluations in between are of the model right after an
+//             average (see replica_train).
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,6 +60,7 @@ typedef struct replica_config {
     int error_feedback;
     uint64_t compress_seed;        // stochastic encodings draw from (seed, worker)
     int hybrid_ssp;                // hybrid: sparse reads under the SSP bound `staleness` (else asp)
+    size_t local_steps;            // local: steps (rounds) between model averages, H >= 1
     // (n_servers) where the client adds its pushes sent and acknowledged per
     // shard (ps_client_count_pushes); NULL: not counted.
     struct ps_push_count *push_counts;
@@ -86,6 +93,12 @@ typedef struct replica_stats {
 // clock they give it, skipping the steps (rounds) that clock stands for.
 // final_w (may be NULL) receives the final global model: under asp/ssp the
 // servers' parameters pulled after this replica's last push, else the replica's.
+// Under local SGD the replica's evaluation points between its first and last
+// (tc->eval_every, tc->eval_every_s) are taken at the first average at or
+// after each point, of the averaged model, by a thread of the replica beside
+// training (sharing the cores, not pausing the threads), and reported through
+// cb->on_eval like the trainer's own; an average falling while the previous
+// evaluation still runs passes the point to the next one.
 int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, const optimizer_config_t *oc,
                   const train_config_t *tc, uint64_t init_seed, const train_callbacks_t *cb, train_result_t *out,
                   replica_stats_t *stats, float *final_w, char *err, size_t err_len);

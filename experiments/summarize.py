@@ -83,6 +83,11 @@ def mode_label(summary):
         return summary["mode"]
     if summary["sync"] == "ssp":
         return "ssp s=%d" % summary["staleness_bound"]
+    config = summary.get("config") or {}
+    if summary["sync"] == "bsp" and config.get("backup_workers"):
+        return "bsp b=%d" % config["backup_workers"]
+    if summary["sync"] == "local":
+        return "local H=%d" % config.get("local_steps", 0)
     return summary["sync"]
 
 

@@ -69,6 +69,7 @@ struct ps_server {
     uint64_t *duplicates_by;   // (n_workers) pushes acknowledged again and not applied
     uint64_t *lost_by;         // (n_workers) applied, then lost with a crash (after the checkpoint resumed from)
     uint64_t *resumed_by;      // (n_workers) its pushes the checkpoint held at the last resume
+    uint64_t *late_by;         // (n_workers) BSP with backup workers: gradients dropped for coming late
     uint64_t *resend_clock;    // (n_workers) after a resume: 1 + the clock of the last push applied before the
                                // crash and lost, until the worker's next push or HELLO; 0: none
     // Per worker: applications ever (2k, never rolled back) and 1 + the clock
@@ -112,6 +113,11 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         snprintf(err, err_len, "server: --sync allreduce runs without parameter servers");
         return NULL;
     }
+    if (c->backup_workers > 0 && (c->mode != SYNC_MODE_BSP || c->backup_workers >= c->n_workers)) {
+        snprintf(err, err_len, "server: --backup-workers %zu: applies to bsp, and must be below the %zu workers",
+                 c->backup_workers, c->n_workers);
+        return NULL;
+    }
     ps_server_t *s = calloc(1, sizeof *s);
     if (!s) {
         snprintf(err, err_len, "server: out of memory");
@@ -133,6 +139,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     s->duplicates_by = calloc(nw, sizeof *s->duplicates_by);
     s->lost_by = calloc(nw, sizeof *s->lost_by);
     s->resumed_by = calloc(nw, sizeof *s->resumed_by);
+    s->late_by = calloc(nw, sizeof *s->late_by);
     s->resend_clock = calloc(nw, sizeof *s->resend_clock);
     s->ledger = s->own_ledger = calloc(2 * nw, sizeof *s->own_ledger);
     s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
@@ -148,7 +155,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         s->bsp_sum = calloc(n, sizeof *s->bsp_sum);
     }
     if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged ||
-        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->resend_clock || !s->own_ledger ||
+        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->own_ledger ||
         !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_examples || !s->bsp_version || !s->bsp_sum))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
@@ -456,6 +463,7 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->duplicates_by);
     free(s->lost_by);
     free(s->resumed_by);
+    free(s->late_by);
     free(s->resend_clock);
     free(s->own_ledger);
     counter_file_close(&s->ledger_file);
@@ -482,6 +490,14 @@ const uint64_t *ps_server_clocks(const ps_server_t *s) { return s->clocks.clock;
 const uint64_t *ps_server_duplicates_per_worker(const ps_server_t *s) { return s->duplicates_by; }
 const uint64_t *ps_server_lost_per_worker(const ps_server_t *s) { return s->lost_by; }
 const uint64_t *ps_server_resumed_pushes_per_worker(const ps_server_t *s) { return s->resumed_by; }
+const uint64_t *ps_server_late_per_worker(const ps_server_t *s) { return s->late_by; }
+
+// The clock conditional pulls wait on: the slowest live worker's; under BSP
+// with backup workers, the rounds applied (a round completes without the late).
+static uint64_t ready_clock(const ps_server_t *s) {
+    if (s->cfg.backup_workers > 0) return s->bsp_clock;
+    return clock_table_min(&s->clocks);
+}
 const float *ps_server_values(const ps_server_t *s) { return s->w; }
 
 // Single writer (the serving thread); readers see the figures of one
@@ -492,7 +508,7 @@ static void publish_progress(ps_server_t *s) {
     atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&s->pub_samples, s->samples, memory_order_relaxed);
     atomic_store_explicit(&s->pub_version, s->stats.version, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_min_clock, clock_table_min(&s->clocks), memory_order_relaxed);
+    atomic_store_explicit(&s->pub_min_clock, ready_clock(s), memory_order_relaxed);
     atomic_store_explicit(&s->pub_wait_ns, (uint64_t)(s->wait_s * 1e9), memory_order_relaxed);
     const staleness_hist_t *hv = &s->stats.staleness_updates, *hc = &s->stats.staleness_clocks;
     atomic_store_explicit(&s->pub_stale_count, hc->count, memory_order_relaxed);
@@ -534,7 +550,7 @@ static wire_header_t reply_header(const ps_server_t *s, uint16_t type) {
     wire_header_t h = zmsg_header(type, s->cfg.run_id);
     h.sender = (uint32_t)s->cfg.shard;
     h.shard = (uint32_t)s->cfg.shard;
-    h.clock = clock_table_min(&s->clocks);
+    h.clock = ready_clock(s);
     h.param_version = s->stats.version;
     return h;
 }
@@ -645,7 +661,7 @@ static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, con
 
 // Answers every waiting pull whose clock condition now holds.
 static int serve_pending(ps_server_t *s, char *err, size_t err_len) {
-    uint64_t min = clock_table_min(&s->clocks);
+    uint64_t min = ready_clock(s);
     size_t kept = 0;
     int rc = 0;
     for (size_t i = 0; i < s->n_pending; i++) {
@@ -727,12 +743,22 @@ static void bsp_apply_round(ps_server_t *s) {
     s->bsp_clock++;
 }
 
-// Applies the round once every live worker has pushed it (evicted workers are
-// not waited for; a gradient one of them pushed before it went silent still
-// counts: it was acknowledged).
+// Whether the round being aggregated is complete: every live worker has pushed
+// it (evicted workers are not waited for; a gradient one of them pushed before
+// it went silent still counts: it was acknowledged), or, with b backup workers,
+// N - b workers have.
+static int bsp_round_complete(const ps_server_t *s) {
+    if (clock_table_live(&s->clocks) == 0) return 0;
+    if (clock_table_min(&s->clocks) > s->bsp_clock) return 1;
+    if (s->cfg.backup_workers == 0) return 0;
+    size_t in = 0;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) in += s->clocks.clock[k] > s->bsp_clock;
+    return in >= s->cfg.n_workers - s->cfg.backup_workers;
+}
+
 static void bsp_maybe_apply(ps_server_t *s) {
     if (s->cfg.mode != SYNC_MODE_BSP) return;
-    while (clock_table_min(&s->clocks) > s->bsp_clock && clock_table_live(&s->clocks) > 0) bsp_apply_round(s);
+    while (bsp_round_complete(s)) bsp_apply_round(s);
 }
 
 // A resumed shard restored round r from its checkpoint, but before it stopped
@@ -807,6 +833,16 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         return send_push_ack(s, &m->identity, h->clock, err, err_len);
     }
     if (sum && s->resumed && h->clock > s->bsp_clock) bsp_skip_to(s, h->clock);
+    if (sum && s->cfg.backup_workers > 0 && h->clock == s->clocks.clock[k] && h->clock < s->bsp_clock) {
+        // Late: its round was applied without it. Taken (a retry of it is a
+        // duplicate) and dropped; the worker's pull of the next round is
+        // answered from the model as it is now.
+        s->late_by[k]++;
+        s->stats.late_dropped++;
+        count_applied(s, k, h->clock, resent_lost);
+        if (send_push_ack(s, &m->identity, h->clock, err, err_len) != 0) return -1;
+        return serve_pending(s, err, err_len);
+    }
     // BSP: one gradient per worker per clock, for the clock being aggregated.
     if (sum && (h->clock != s->clocks.clock[k] || h->clock != s->bsp_clock))
         return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
@@ -895,7 +931,7 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     } else if (h->payload_kind != PAYLOAD_KIND_NONE) {
         return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
     }
-    if (ssp_pull_ready(h->clock, clock_table_min(&s->clocks))) return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
+    if (ssp_pull_ready(h->clock, ready_clock(s))) return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
     // A worker waits on one pull at a time: a second one is its retry, and replaces the first.
     pending_pull_t *p = NULL;
     for (size_t i = 0; i < s->n_pending && !p; i++) {

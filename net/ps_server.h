@@ -9,7 +9,11 @@
 // and, once all live workers have pushed it, sums them in worker order weighted
 // by their example counts and applies the sum once. A pull that names a clock
 // c is answered only when every live worker has pushed c rounds, which is how
-// SSP and BSP workers wait.
+// SSP and BSP workers wait. With backup workers b > 0 (Chen et al. 2016) a BSP
+// round is applied once the first N - b of its gradients are in (or every live
+// worker's); a gradient arriving after its round was applied is late: it is
+// acknowledged, counted (ps_server_late_per_worker) and dropped, and a pull
+// naming clock c is answered once round c - 1 is applied.
 //
 // Observers: a PULL whose sender is WIRE_NO_ID comes from a reader of the
 // global model (the run's evaluator), not a worker. It needs no HELLO, may
@@ -69,6 +73,9 @@ typedef struct ps_config {
     // aux counts steps, so the shard's count of samples applied is aux times this.
     // 0: aux counts examples (BSP gradients, hybrid's sparse pushes).
     size_t samples_per_step;
+    // BSP: a round is applied once n_workers - backup_workers gradients of it
+    // arrived (0: every live worker's, the classic rule); < n_workers.
+    size_t backup_workers;
     int quiet;            // no per-message warnings on stderr
 } ps_config_t;
 
@@ -86,6 +93,7 @@ typedef struct ps_stats {
     uint64_t evictions, rejoins;           // workers evicted for silence; HELLOs from workers seen before
     uint64_t stalls;                       // gaps > 0.5 s between serving turns, not counted as workers' silence
     uint64_t rounds_skipped;               // BSP rounds a resumed shard had lost (applied after its checkpoint)
+    uint64_t late_dropped;                 // BSP with backup workers: gradients that came after their round
     uint64_t checkpoints, checkpoint_failures;
     uint64_t resumed_version;              // the version a resumed shard was restored at (0: not resumed)
     uint64_t lost_unknown;                 // 1: resumed without the ledger of what the crash lost
@@ -168,6 +176,10 @@ const uint64_t *ps_server_clocks(const ps_server_t *s);
 const uint64_t *ps_server_duplicates_per_worker(const ps_server_t *s);
 const uint64_t *ps_server_lost_per_worker(const ps_server_t *s);
 const uint64_t *ps_server_resumed_pushes_per_worker(const ps_server_t *s);
+// BSP with backup workers, per worker: gradients that arrived after their round
+// had been applied without them (acknowledged and dropped; they are among the
+// pushes counted above). Since the shard started (not kept in checkpoints).
+const uint64_t *ps_server_late_per_worker(const ps_server_t *s);
 // The shard's current values (range entries).
 const float *ps_server_values(const ps_server_t *s);
 

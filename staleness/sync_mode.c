@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const names[] = {"bsp", "ssp", "asp", "allreduce", "hybrid"};
+static const char *const names[] = {"bsp", "ssp", "asp", "allreduce", "hybrid", "local"};
 #define N_MODES (sizeof names / sizeof names[0])
 
 const char *sync_mode_name(sync_mode_t m) { return (unsigned)m < N_MODES ? names[m] : "unknown"; }
@@ -15,7 +15,7 @@ int sync_mode_parse(const char *s, sync_mode_t *out, char *err, size_t err_len) 
             return 0;
         }
     }
-    snprintf(err, err_len, "--sync: '%s' is not one of bsp|ssp|asp|allreduce|hybrid", s);
+    snprintf(err, err_len, "--sync: '%s' is not one of bsp|ssp|asp|allreduce|hybrid|local", s);
     return -1;
 }
 

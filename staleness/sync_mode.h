@@ -7,7 +7,8 @@
 // had pushed at least c - s rounds (the gate below). BSP is s = 0; ASP is s = infinity; allreduce has no server and
 // no staleness at all (every worker applies the same summed gradient); hybrid
 // splits a model: its sparse part through the servers under ASP or SSP, its
-// dense part by allreduce.
+// dense part by allreduce. Local SGD has no server either: replicas train
+// alone and average their models every H steps.
 #include <stddef.h>
 #include <stdint.h>
 
@@ -17,11 +18,12 @@ typedef enum sync_mode {
     SYNC_MODE_ASP,
     SYNC_MODE_ALLREDUCE,
     SYNC_MODE_HYBRID,  // sparse parameters through the servers (asp or ssp), dense ones by ring allreduce
+    SYNC_MODE_LOCAL,   // local SGD: replicas step alone and average their models by ring allreduce every H steps
 } sync_mode_t;
 
 #define STALENESS_INFINITE UINT64_MAX
 
-// "bsp", "ssp", "asp", "allreduce", "hybrid".
+// "bsp", "ssp", "asp", "allreduce", "hybrid", "local".
 const char *sync_mode_name(sync_mode_t m);
 // Parses a name; returns 0, or -1 with err naming the accepted values.
 int sync_mode_parse(const char *s, sync_mode_t *out, char *err, size_t err_len);

@@ -19,14 +19,14 @@ static void test_sync_mode(void) {
         const char *name;
         sync_mode_t mode;
     } modes[] = {{"bsp", SYNC_MODE_BSP}, {"ssp", SYNC_MODE_SSP}, {"asp", SYNC_MODE_ASP},
-                 {"allreduce", SYNC_MODE_ALLREDUCE}, {"hybrid", SYNC_MODE_HYBRID}};
+                 {"allreduce", SYNC_MODE_ALLREDUCE}, {"hybrid", SYNC_MODE_HYBRID}, {"local", SYNC_MODE_LOCAL}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         sync_mode_t m = (sync_mode_t)99;
         CHECK_OK(sync_mode_parse(modes[i].name, &m, err, sizeof err), err);
         CHECK(m == modes[i].mode);
         CHECK(strcmp(sync_mode_name(m), modes[i].name) == 0);
     }
-    CHECK(strcmp(sync_mode_name((sync_mode_t)5), "unknown") == 0);
+    CHECK(strcmp(sync_mode_name((sync_mode_t)6), "unknown") == 0);
     CHECK(strcmp(sync_mode_name((sync_mode_t)-1), "unknown") == 0);
 
     // Names are exact: no case folding, no prefixes, no trailing blanks.
@@ -37,7 +37,7 @@ static void test_sync_mode(void) {
         CHECK(sync_mode_parse(bad[i], &m, err, sizeof err) == -1);
         CHECK(m == SYNC_MODE_SSP);  // untouched on failure
         char want[128];
-        snprintf(want, sizeof want, "--sync: '%s' is not one of bsp|ssp|asp|allreduce|hybrid", bad[i]);
+        snprintf(want, sizeof want, "--sync: '%s' is not one of bsp|ssp|asp|allreduce|hybrid|local", bad[i]);
         CHECK(strcmp(err, want) == 0);
     }
 
