@@ -5,6 +5,7 @@
 // defines `dir`, the test's scratch directory, before including this (stdout
 // and stderr of the last run land there).
 #include <fcntl.h>
+#include <math.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -89,6 +90,38 @@ static inline const char *launch_section(const char *json, const char *key) {
     const char *p = strstr(json, pattern);
     CHECK(p);
     return p;
+}
+
+// Largest |a - b| / max(1, |a|) over two saved models of the same size.
+static inline double launch_model_diff(const char *a_path, const char *b_path) {
+    size_t na, nb;
+    float *a = launch_load_model(a_path, &na), *b = launch_load_model(b_path, &nb);
+    CHECK(na == nb);
+    double worst = 0.0;
+    for (size_t i = 0; i < na; i++) {
+        double d = fabs((double)a[i] - (double)b[i]) / fmax(1.0, fabs((double)a[i]));
+        if (d > worst) worst = d;
+    }
+    free(a);
+    free(b);
+    return worst;
+}
+
+// Worker k's dense_params_checksum in run directory rd (8 hex digits: the
+// wire checksum of its final dense parameters); the caller frees.
+static inline char *launch_checksum(const char *rd, int k) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/worker-%d.json", rd, k);
+    char *w = launch_slurp(path);
+    const char *key = "\"dense_params_checksum\":\"";
+    const char *p = strstr(w, key);
+    CHECK(p);
+    p += strlen(key);
+    CHECK(strspn(p, "0123456789abcdef") == 8 && p[8] == '"');
+    char *sum = calloc(9, 1);
+    memcpy(sum, p, 8);
+    free(w);
+    return sum;
 }
 
 // dir/name/file, read whole (caller frees).

@@ -20,22 +20,7 @@
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_downpour_XXXXXX";  // read by launch_support.h
-#include "launch_support.h"  // defines: launch_run, launch_slurp, launch_field, launch_section, launch_load_model
-
-// Largest |a - b| / max(1, |a|) over the two saved models.
-static double model_diff(const char *a_path, const char *b_path) {
-    size_t na, nb;
-    float *a = launch_load_model(a_path, &na), *b = launch_load_model(b_path, &nb);
-    CHECK(na == nb);
-    double worst = 0.0;
-    for (size_t i = 0; i < na; i++) {
-        double d = fabs((double)a[i] - (double)b[i]) / fmax(1.0, fabs((double)a[i]));
-        if (d > worst) worst = d;
-    }
-    free(a);
-    free(b);
-    return worst;
-}
+#include "launch_support.h"  // defines: launch_run, launch_slurp, launch_field, launch_section, launch_load_model, launch_model_diff, launch_checksum
 
 static char *run_dir(const char *name) {
     static char path[8][300];
@@ -75,7 +60,7 @@ static void check_equivalent(const char *label, const char *const *model_args, c
     for (const char *const *t = tail2; *t; t++) a[n++] = *t;
     a[n] = NULL;
     CHECK(launch_run(a) == 0);
-    double diff = model_diff(single, dist);
+    double diff = launch_model_diff(single, dist);
     printf("%-10s %-9s %s workers x %s threads vs %s threads: largest relative difference %.3g (tolerance %.3g)\n",
            label, sync, workers, threads_each, threads_single, diff, tolerance);
     CHECK(diff <= tolerance);
@@ -87,28 +72,11 @@ static void check_equivalent(const char *label, const char *const *model_args, c
     free(s);
 }
 
-// A worker's dense_params_checksum (8 hex digits: the wire checksum of its
-// final parameters); the caller frees.
-static char *checksum_of(const char *rd, int k) {
-    char path[400];
-    snprintf(path, sizeof path, "%s/worker-%d.json", rd, k);
-    char *w = launch_slurp(path);
-    const char *key = "\"dense_params_checksum\":\"";
-    const char *p = strstr(w, key);
-    CHECK(p);
-    p += strlen(key);
-    CHECK(strspn(p, "0123456789abcdef") == 8 && p[8] == '"');
-    char *sum = calloc(9, 1);
-    memcpy(sum, p, 8);
-    free(w);
-    return sum;
-}
-
 // Every replica of an allreduce run ends with the same model, bit for bit.
 static void check_replicas_agree(const char *rd, int workers) {
-    char *first = checksum_of(rd, 0);
+    char *first = launch_checksum(rd, 0);
     for (int k = 1; k < workers; k++) {
-        char *other = checksum_of(rd, k);
+        char *other = launch_checksum(rd, k);
         if (strcmp(other, first) != 0) {
             fprintf(stderr, "%s: worker %d's parameters have checksum %s, worker 0's %s\n", rd, k, other, first);
             exit(1);

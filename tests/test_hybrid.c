@@ -20,18 +20,6 @@ static char dir[] = "/tmp/asgd_hybrid_XXXXXX";  // read by launch_support.h
 #define EMBED 4
 #define HIDDEN 16
 
-static char *checksum_of(const char *name, int worker) {
-    char file[32];
-    snprintf(file, sizeof file, "worker-%d.json", worker);
-    char *w = launch_file(name, file);
-    const char *p = strstr(w, "\"dense_params_checksum\":\"");
-    CHECK(p);
-    char *sum = calloc(9, 1);
-    memcpy(sum, p + strlen("\"dense_params_checksum\":\""), 8);
-    free(w);
-    return sum;
-}
-
 static void run_hybrid(const char *name, const char *sparse_mode, const char *staleness) {
     char rd[300];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
@@ -42,10 +30,10 @@ static void run_hybrid(const char *name, const char *sparse_mode, const char *st
     CHECK(launch_run(a) == 0);
     char *s = launch_file(name, "summary.json");
     double acc = launch_field(s, "final_test_accuracy");
-    char *c0 = checksum_of(name, 0);
+    char *c0 = launch_checksum(rd, 0);
     int same = 1;
     for (int k = 1; k < 3; k++) {
-        char *ck = checksum_of(name, k);
+        char *ck = launch_checksum(rd, k);
         same &= strcmp(ck, c0) == 0;
         free(ck);
     }

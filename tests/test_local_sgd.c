@@ -31,33 +31,6 @@ static const char *path_of(const char *name) {
     return s;
 }
 
-// Largest |a - b| / max(1, |a|) over two saved models.
-static double model_diff(const char *a_path, const char *b_path) {
-    size_t na, nb;
-    float *a = launch_load_model(a_path, &na), *b = launch_load_model(b_path, &nb);
-    CHECK(na == nb);
-    double worst = 0.0;
-    for (size_t i = 0; i < na; i++) {
-        double d = fabs((double)a[i] - (double)b[i]) / fmax(1.0, fabs((double)a[i]));
-        if (d > worst) worst = d;
-    }
-    free(a);
-    free(b);
-    return worst;
-}
-
-static char *checksum_of(const char *name, int worker) {
-    char file[32];
-    snprintf(file, sizeof file, "worker-%d.json", worker);
-    char *w = launch_file(name, file);
-    const char *p = strstr(w, "\"dense_params_checksum\":\"");
-    CHECK(p);
-    char *sum = calloc(9, 1);
-    memcpy(sum, p + strlen("\"dense_params_checksum\":\""), 8);
-    free(w);
-    return sum;
-}
-
 // One run: model_args, then --sync sync (local_steps unless NULL), saving the model as name.model.
 static void run(const char *name, const char *const *model_args, const char *sync, const char *local_steps) {
     const char *a[64];
@@ -78,9 +51,9 @@ static void run(const char *name, const char *const *model_args, const char *syn
     a[n] = NULL;
     CHECK(launch_run(a) == 0);
     // Every replica holds the same model at the end.
-    char *c0 = checksum_of(name, 0);
+    char *c0 = launch_checksum(path_of(name), 0);
     for (int k = 1; k < WORKERS; k++) {
-        char *ck = checksum_of(name, k);
+        char *ck = launch_checksum(path_of(name), k);
         CHECK(strcmp(ck, c0) == 0);
         free(ck);
     }
@@ -122,7 +95,7 @@ static void check_equivalence(const char *label, const char *const *model_args, 
     snprintf(m1, sizeof m1, "%s.model", r1);
     snprintf(ma, sizeof ma, "%s.model", ra);
     snprintf(m4, sizeof m4, "%s.model", r4);
-    double d1 = model_diff(path_of(ma), path_of(m1)), d4 = model_diff(path_of(ma), path_of(m4));
+    double d1 = launch_model_diff(path_of(ma), path_of(m1)), d4 = launch_model_diff(path_of(ma), path_of(m4));
     char *s1 = launch_file(r1, "summary.json"), *s4 = launch_file(r4, "summary.json");
     char *w4 = launch_file(r4, "worker-0.json");
     double averages = launch_field(w4, "pushes"), acc = launch_field(s4, "final_test_accuracy");
