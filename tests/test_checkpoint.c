@@ -424,8 +424,10 @@ int main(void) {
                                  "--threads", "2", "--mode", "sync", "--batch", "4", "--epochs", "2", "--quiet", NULL};
     check_resume_identical("sync-2", logreg_sync);
     if (test_have_fashion_mnist("test_checkpoint: the MLP resume case")) {
+        // 20 epochs: sync rounds are fast enough that 2 epochs ended before
+        // the first checkpoint (0.05 s of training) on an idle machine.
         const char *mlp[] = {"train", "--model", "mlp", "--hidden", "32", "--train-limit", "6000", "--test-limit", "500",
-                             "--threads", "2", "--mode", "sync", "--momentum", "0.9", "--epochs", "2", "--quiet", NULL};
+                             "--threads", "2", "--mode", "sync", "--momentum", "0.9", "--epochs", "20", "--quiet", NULL};
         check_resume_identical("mlp-sync-2", mlp);
     }
     test_divergence();

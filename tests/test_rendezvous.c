@@ -344,6 +344,11 @@ static void test_any_rank(void) {
     send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - a b\n");            // a name is one word
     dropped += 6;
     send_join(raw, RUN_ID, 0, 4, "0 0 tcp://127.0.0.1:1000\n");      // a fixed-rank join, as ever
+    // The raw connection's joins are taken in order, but another connection's
+    // may overtake them: wait until the coordinator has taken the drops, which
+    // come after the first two workers' joins.
+    for (int i = 0; i < 10000 && rdv_server_dropped(s) < dropped; i++) usleep(1000);
+    CHECK(rdv_server_dropped(s) >= dropped);
 
     // The last worker joins from here and is told rank 3.
     rdv_entry_t me = {.rank = 0, .role = 1}, *table = NULL;
