@@ -83,18 +83,22 @@ runuser -u munge -- munged --socket="$D/munge/munge.socket" --key-file="$D/munge
 for _ in $(seq 100); do [ -S "$D/munge/munge.socket" ] && break; sleep 0.05; done
 [ -S "$D/munge/munge.socket" ] || fail "munged's socket $D/munge/munge.socket did not appear"
 
-# Two free TCP ports: not listening now according to /proc/net/tcp{,6}.
-listening() {
+# Two free TCP ports: below the kernel's ephemeral range (so no connection of
+# another process can be holding one as its local port by then) and in no
+# state at all now according to /proc/net/tcp{,6}.
+in_use() {
   local hex
   hex=$(printf '%04X' "$1")
-  awk -v p=":$hex" 'NR > 1 && $4 == "0A" && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
+  awk -v p=":$hex" 'NR > 1 && substr($2, length($2) - 4) == p { f = 1 } END { exit !f }' \
     /proc/net/tcp /proc/net/tcp6 2>/dev/null
 }
+ephemeral_low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
 pick_port() {
-  local p
+  local p span=$(( ephemeral_low - 20000 ))
+  [ "$span" -gt 1000 ] || span=12000
   for _ in $(seq 50); do
-    p=$(( 20000 + RANDOM % 30000 ))
-    if ! listening "$p" && [ "$p" != "${1:-}" ]; then echo "$p"; return 0; fi
+    p=$(( 20000 + RANDOM % span ))
+    if ! in_use "$p" && [ "$p" != "${1:-}" ]; then echo "$p"; return 0; fi
   done
   return 1
 }
