@@ -20,7 +20,7 @@ static char dir[] = "/tmp/asgd_conventions_XXXXXX";
 
 #define TRAIN_FLAGS                                                                                                \
     "--model", "logreg", "--data", "gen:sparse:n=4000,dim=500,nnz=10", "--epochs", "3", "--timeout-ms", "60000",   \
-        "--heartbeat-ms", "200", "--worker-timeout", "20000"
+        "--heartbeat-ms", "200", "--worker-timeout", "20000", "--server-lr", "0.25"
 
 // Variables of any launcher, which this test's own environment must not pass on.
 static int launcher_var(const char *kv) {
@@ -111,7 +111,8 @@ static void check_run(const char *name, const char *const *tags, size_t n_tags, 
     CHECK(proc_json_number(summary, NULL, "servers") == 1 && proc_json_number(summary, NULL, "workers") == 2);
     double acc = proc_json_number(summary, NULL, "final_test_accuracy");
     printf("%s: final_test_accuracy %.3f, samples %.0f\n", name, acc, proc_json_number(summary, NULL, "samples"));
-    // Seen 0.80-0.84 after 3 epochs; the untrained model (w = 0) and the
+    // The servers average the 2 workers' deltas (--server-lr = lr / 2; summed,
+    // one ASan run ended at 0.650). The untrained model (w = 0) and the
     // majority class score about 0.5 on this balanced data.
     CHECK(acc > 0.75);
     CHECK(proc_json_number(summary, NULL, "samples") >= 2 * 4000 * 0.9);  // 3 epochs of 90% of 4000, split in two
