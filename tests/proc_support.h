@@ -122,17 +122,33 @@ static inline double proc_json_number(const char *json, const char *section, con
 
 // A TCP port on 127.0.0.1 free at the time of asking.
 static inline int proc_free_port(void) {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    CHECK(fd >= 0);
-    struct sockaddr_in a;
-    memset(&a, 0, sizeof a);
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
-    socklen_t len = sizeof a;
-    CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
-    close(fd);
-    return ntohs(a.sin_port);
+    // Below the kernel's ephemeral range: a port there can be taken in the
+    // meantime by another socket's connection (even a connection to itself,
+    // retrying towards a port nobody listens on yet), one below it cannot.
+    int low = 32768;
+    FILE *range = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (range) {
+        if (fscanf(range, "%d", &low) != 1) low = 32768;
+        fclose(range);
+    }
+    int span = low - 20000 > 1000 ? low - 20000 : 12000;
+    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)time(NULL);
+    for (int tries = 0; tries < 200; tries++) {
+        seed = seed * 1103515245u + 12345u;
+        int port = 20000 + (int)((seed >> 8) % (unsigned)span);
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        CHECK(fd >= 0);
+        struct sockaddr_in a;
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = htons((uint16_t)port);
+        int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        close(fd);
+        if (ok) return port;
+    }
+    fprintf(stderr, "proc_free_port: no free port below %d\n", low);
+    exit(1);
 }
 
 #endif

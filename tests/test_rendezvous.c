@@ -11,6 +11,7 @@
 
 #include "net/rendezvous.h"  // defines: rdv_server_new, rdv_join, net_bind_ephemeral
 #include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, zmsg_header
+#include "proc_support.h"  // defines: proc_free_port
 #include "test_support.h"
 
 #define RUN_ID 0x5eed0000c0ffee11ull
@@ -22,19 +23,8 @@ static int64_t now_ms(void) {
 }
 
 // A port that was free a moment ago, for a coordinator that must be known
-// before it starts. The context is gone before anyone forks.
-static int free_port(void) {
-    char ep[256], err[256];
-    void *ctx = zmq_ctx_new();
-    void *s = zmq_socket(ctx, ZMQ_ROUTER);
-    CHECK_OK(net_bind_ephemeral(s, "127.0.0.1", ep, sizeof ep, err, sizeof err), err);
-    CHECK(strncmp(ep, "tcp://127.0.0.1:", 16) == 0);
-    int port = atoi(ep + 16);
-    CHECK(port > 0 && port < 65536);
-    zmq_close(s);
-    zmq_ctx_term(ctx);
-    return port;
-}
+// before it starts (below the ephemeral range: proc_support.h).
+static int free_port(void) { return proc_free_port(); }
 
 // Sends one JOIN over a raw DEALER; body NULL means the well-formed line.
 static void send_join(void *sock, uint64_t run_id, uint32_t sender, uint32_t n, const char *body) {
