@@ -80,6 +80,10 @@ struct trainer {
     float **copies;           // (threads) keep_copies: each thread's parameter copy
     int round_park;           // thread 0's reading of pause_requested for this round
     int round_stop;           // distributed: thread 0 saw the link fail; every thread stops
+    // The same, as the exchange saw it (written by thread 0 between a round's
+    // barriers B and the exchange's; read after the exchange's barrier, before
+    // the next round's barrier A, while thread 0 may already write round_stop).
+    int exchange_stop;
     int round_applied;        // distributed: the link applied this round's update itself
 
     // GPU: the model the steps run on, and the first failure of the thread driving it.
@@ -658,20 +662,21 @@ static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds
             link->exchange(link->ctx, sum, total, lr, tr->w, &applied) != 0)
             atomic_store_explicit(link->abort, 1, memory_order_relaxed);
         tr->round_applied = applied;
-        tr->round_stop = atomic_load_explicit(link->abort, memory_order_relaxed);
-        if (!dense && !tr->round_stop) {
+        tr->exchange_stop = atomic_load_explicit(link->abort, memory_order_relaxed);
+        if (!dense && !tr->exchange_stop) {
             if (!applied) optimizer_apply_and_clear(tr->opt, tr->w, sum, lr);
             else grad_clear(sum);
         }
     }
-    if (dense) spin_barrier_wait(&tr->barrier);  // the global gradient (or model) is here, and round_stop
-    if (dense && tr->round_stop) return 1;
+    if (dense) spin_barrier_wait(&tr->barrier);  // the global gradient (or model) is here, and exchange_stop
+    if (dense && tr->exchange_stop) return 1;
     if (dense && !tr->round_applied) {
         size_t begin, end;
         sync_range(tr, id, &begin, &end);
         optimizer_apply_range(tr->opt, tr->w, tr->sum.value, begin, end, lr);
     }
-    if (id == 0 && !tr->round_stop) atomic_store_explicit(&link->progress[0].steps, rounds + 1, memory_order_relaxed);
+    if (id == 0 && !tr->exchange_stop)
+        atomic_store_explicit(&link->progress[0].steps, rounds + 1, memory_order_relaxed);
     // A prepare writes w, which the other threads may still be updating (dense).
     if (dense && link->prepare) spin_barrier_wait(&tr->barrier);
     return 0;
