@@ -124,6 +124,16 @@ static inline char *launch_checksum(const char *rd, int k) {
     return sum;
 }
 
+// Runs asgd with args, which must be refused as a usage error (exit 2) with a
+// message on stderr containing needle; prints the message.
+static inline void launch_expect_refusal(const char *const *args, const char *needle) {
+    CHECK(launch_run(args) == 2);
+    char *e = launch_stderr();
+    printf("refused: %s", e);
+    CHECK(strstr(e, needle));
+    free(e);
+}
+
 // dir/name/file, read whole (caller frees).
 static inline char *launch_file(const char *name, const char *file) {
     char path[512];

@@ -121,6 +121,16 @@ static inline double proc_json_number(const char *json, const char *section, con
 }
 
 // A TCP port on 127.0.0.1 free at the time of asking.
+// 127.0.0.1:port as a socket address.
+static inline struct sockaddr_in proc_loopback(int port) {
+    struct sockaddr_in a;
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons((uint16_t)port);
+    return a;
+}
+
 static inline int proc_free_port(void) {
     // Below the kernel's ephemeral range: a port there can be taken in the
     // meantime by another socket's connection (even a connection to itself,
@@ -138,12 +148,8 @@ static inline int proc_free_port(void) {
         int port = 20000 + (int)((seed >> 8) % (unsigned)span);
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         CHECK(fd >= 0);
-        struct sockaddr_in a;
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons((uint16_t)port);
-        int ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        struct sockaddr_in addr = proc_loopback(port);
+        int ok = bind(fd, (struct sockaddr *)&addr, sizeof addr) == 0;
         close(fd);
         if (ok) return port;
     }

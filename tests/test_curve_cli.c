@@ -141,12 +141,8 @@ static void wait_listening(int port) {
     for (;;) {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         CHECK(fd >= 0);
-        struct sockaddr_in a;
-        memset(&a, 0, sizeof a);
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        a.sin_port = htons((uint16_t)port);
-        int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+        struct sockaddr_in addr = proc_loopback(port);
+        int ok = connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0;
         close(fd);
         if (ok) return;
         CHECK(proc_now_s() < until);
