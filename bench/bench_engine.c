@@ -22,10 +22,10 @@
 #include <unistd.h>
 
 #include "bench/bench_support.h"  // defines: bench_now_s, bench_median
-#include "datasets/generate.h"
-#include "datasets/rng.h"
-#include "engine/data_source.h"
-#include "engine/trainer.h"
+#include "engine/data/generate.h"
+#include "kernels/rng.h"
+#include "engine/data/data_source.h"
+#include "engine/core/trainer.h"
 #include "kernels/blas_runtime.h"
 
 static double sgemm_gflops(int threads, int reps) {

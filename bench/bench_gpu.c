@@ -15,10 +15,11 @@
 #include <unistd.h>
 
 #include "bench_support.h"
-#include "datasets/generate.h"   // defines: generate_sparse
-#include "datasets/rng.h"
-#include "engine/data_source.h"  // defines: data_bundle_load
-#include "engine/trainer.h"      // defines: train_fresh
+#include "engine/data/generate.h"   // defines: generate_sparse
+#include "kernels/rng.h"
+#include "engine/data/data_source.h"  // defines: data_bundle_load
+#include "engine/core/trainer.h"      // defines: train_fresh
+#include "engine/gpu/gpu_device.h"   // defines: gpu_device_ops
 #include "kernels/blas_runtime.h"
 #include "kernels/dense.h"
 #include "kernels/gpu.h"
@@ -282,7 +283,8 @@ static train_result_t train_mlp(const model_t *m, size_t batch, size_t threads, 
     c.eval_every = model_num_train(m) * epochs;  // start and end only
     gpu_options_t g;
     gpu_options_default(&g);
-    c.gpu = gpu ? &g : NULL;
+    c.device = gpu ? &gpu_device_ops : NULL;
+    c.device_options = gpu ? &g : NULL;
     train_result_t r;
     DIE_IF(train_fresh(m, &oc, &c, 1, NULL, &r, NULL, err, sizeof err) != 0);
     return r;
@@ -359,7 +361,8 @@ static void sparse_section(size_t cpu_threads) {
             g.scatter_atomic = cfg % 2;
             g.in_flight = in_flight[cfg / 2];
             g.chunk = g.in_flight > 16384 ? g.in_flight : 16384;
-            c.gpu = &g;
+            c.device = &gpu_device_ops;
+            c.device_options = &g;
             snprintf(label, sizeof label, "GPU Hogwild!, %s scatters, %zu in flight", g.scatter_atomic ? "atomic" : "plain",
                      g.in_flight);
         } else {

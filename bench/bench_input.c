@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "bench/bench_support.h"
-#include "datasets/checkpoint_file.h"  // defines: ckpt_crc32
+#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
 #include "datasets/idx.h"              // defines: fashion_mnist_load
 
 int main(int argc, char **argv) {

@@ -11,7 +11,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "net/zmsg.h"  // defines: ZMQ_FAIL
+#include "net/zmq_error.h"  // defines: ZMQ_FAIL
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"  // fixed by RFC 27: one handler per context
 #define ZAP_DOMAIN "asgd"

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "datasets/split.h"  // defines: shard_range
+#include "kernels/partition.h"  // defines: shard_range
 #include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, ZMQ_FAIL
 
 #define RETRY_BACKOFF_MAX 8  // a silent shard is retried at most every 8 retry intervals

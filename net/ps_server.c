@@ -7,9 +7,9 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "datasets/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*
-#include "datasets/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "datasets/split.h"         // defines: shard_range
+#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*
+#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
+#include "kernels/partition.h"  // defines: shard_range
 #include "kernels/finite.h"         // defines: all_finite_cpu
 #include "kernels/update.h"         // defines: sgd_update_cpu, adagrad_update_cpu, axpy_cpu
 #include "net/compress.h"           // defines: compress_decode

@@ -109,7 +109,7 @@ typedef struct ps_stats {
 typedef struct ps_server ps_server_t;
 
 // Where the shard stands, for another thread of the same process (the run's
-// global-model evaluator, engine/global_eval.h): published by the serving
+// global-model evaluator, engine/dist/global_eval.h): published by the serving
 // thread after every message it handles, read as one publication.
 typedef struct ps_progress {
     uint64_t samples;     // training examples behind the updates applied (see samples_per_step)
@@ -133,7 +133,7 @@ void ps_server_destroy(ps_server_t **s);
 // Writes the shard's whole state — parameters, optimizer state, every
 // worker's clock, liveness and push counts, BSP's buffered gradients, the
 // counters, the ledger as it stands and the bound endpoint — to path
-// atomically (a checkpoint file, datasets/checkpoint_file.h). Returns 0, or
+// atomically (a checkpoint file, datasets/storage/checkpoint_file.h). Returns 0, or
 // -1 with err. A shard configured with checkpoint_path keeps its ledger
 // (every push applied, per worker) in CHECKPOINT_PATH.ledger, updated at each
 // push, so that a resume counts what the crash lost.

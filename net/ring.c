@@ -9,7 +9,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "datasets/split.h"  // defines: shard_range
+#include "kernels/partition.h"  // defines: shard_range
 #include "net/compress.h"    // defines: compress_encode_fp16, compress_check, compress_decode
 #include "net/zmsg.h"        // defines: zmsg_t, zmsg_send, zmsg_recv, zmsg_close, zmsg_header, ZMQ_FAIL
 

@@ -9,13 +9,6 @@
 #include "net/compress.h"    // defines: compress_max_encoded_bytes
 #include "net/curve_auth.h"  // defines: net_security_listen, net_security_dial
 
-int zmsg_fail(const char *what, const char *file, int line, char *err, size_t err_len) {
-    int e = errno;
-    snprintf(err, err_len, "%s failed at %s:%d: %s", what, file, line, zmq_strerror(e));
-    errno = e;
-    return -1;
-}
-
 wire_header_t zmsg_header(uint16_t type, uint64_t run_id) {
     wire_header_t h;
     memset(&h, 0, sizeof h);

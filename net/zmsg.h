@@ -11,11 +11,9 @@
 #include <stdint.h>
 #include <zmq.h>
 
+#include "net/zmq_error.h"  // defines: ZMQ_FAIL
 #include "net/wire.h"  // defines: wire_header_t, wire_status_t
 
-// Fills err with "<what> failed at file:line: <zmq_strerror(errno)>" and evaluates to -1.
-#define ZMQ_FAIL(what, err, err_len) zmsg_fail((what), __FILE__, __LINE__, (err), (err_len))
-int zmsg_fail(const char *what, const char *file, int line, char *err, size_t err_len);
 
 // A received message. Payload pointers stay valid until zmsg_close.
 typedef struct zmsg {

@@ -1,6 +1,6 @@
 #ifndef ASGD_STALENESS_DELAY_MODEL_H
 #define ASGD_STALENESS_DELAY_MODEL_H
-// Delay models for the deterministic staleness simulator (engine/simulate.h):
+// Delay models for the deterministic staleness simulator (engine/sim/simulate.h):
 // how many steps late each gradient is applied. Parsed from `--delay SPEC`:
 //
 //   fixed:K               every gradient is applied K steps after it was read
@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/rng.h"  // defines: rng_t, rng_seed, rng_uniform, rng_below
+#include "kernels/rng.h"  // defines: rng_t, rng_seed, rng_uniform, rng_below
 
 #define DELAY_MODEL_MAX 1000000u        // largest delay, bound or worker count accepted
 #define DELAY_MODEL_TIME_UNIT 1024u     // a fast worker's gradient, in virtual time units

@@ -1,7 +1,7 @@
 #ifndef ASGD_TESTS_LEARNING_SUPPORT_H
 #define ASGD_TESTS_LEARNING_SUPPORT_H
 // A training run from fresh parameters for the learning tests.
-#include "engine/trainer.h"
+#include "engine/core/trainer.h"
 #include "test_support.h"
 
 static const train_mode_t modes[] = {TRAIN_MODE_HOGWILD, TRAIN_MODE_LOCKED, TRAIN_MODE_SYNC};

@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "datasets/rng.h"  // defines: rng_t, rng_seed, rng_uniform
+#include "kernels/rng.h"  // defines: rng_t, rng_seed, rng_uniform
 #include "net/compress.h"  // defines: compressor_new, compress_encode, compress_decode_add
 #include "net/ring.h"      // defines: ring_new, ring_connect, ring_allreduce_sum, ring_tune, ring_destroy
 #include "net/zmsg.h"      // defines: zmsg_send, zmsg_header

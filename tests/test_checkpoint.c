@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
-#include "datasets/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*, ckpt_crc32
+#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*, ckpt_crc32
 #include "net/ps_client.h"             // defines: ps_client_new, ps_client_push_frames, ps_client_pull
 #include "net/ps_server.h"             // defines: ps_server_new, ps_server_resume, ps_server_run
 #include "proc_support.h"

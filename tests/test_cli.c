@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "engine/run_report.h"
+#include "engine/core/run_report.h"
 #include "datasets/text_io.h"  // defines: text_file_read, text_format_float
 #include "test_support.h"
 

@@ -4,10 +4,10 @@
 // along the step's own (unclipped) gradient.
 #include <math.h>
 
-#include "engine/grad.h"      // defines: grad_clip_norm
-#include "engine/params.h"    // defines: params_new, params_read
-#include "engine/simulate.h"  // defines: simulate_fresh
-#include "engine/trainer.h"   // defines: train_fresh
+#include "engine/core/grad.h"      // defines: grad_clip_norm
+#include "engine/core/params.h"    // defines: params_new, params_read
+#include "engine/sim/simulate.h"  // defines: simulate_fresh
+#include "engine/core/trainer.h"   // defines: train_fresh
 #include "test_support.h"
 
 #define LR 0.1f

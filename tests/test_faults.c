@@ -28,7 +28,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
-#include "engine/dist.h"  // defines: dist_check_pushes_applied_once
+#include "engine/cli/dist.h"  // defines: dist_check_pushes_applied_once
 #include "proc_support.h"
 
 #define WORKERS 3

@@ -4,7 +4,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "datasets/generate.h"    // defines: gen_sparse(_with_truth), gen_ratings(_with_truth), their configs
+#include "engine/data/generate.h"    // defines: gen_sparse(_with_truth), gen_ratings(_with_truth), their configs
 #include "datasets/libsvm.h"      // defines: libsvm_write
 #include "datasets/ratings_io.h"  // defines: ratings_write
 #include "datasets/text_io.h"  // defines: text_file_read, text_format_float

@@ -7,8 +7,9 @@
 //    as the CPU's learning tests require.
 //  - Configurations the GPU path does not run are refused with the flag named.
 // Skips (77) without a CUDA build or device.
-#include "engine/data_source.h"  // defines: data_bundle_load
-#include "engine/trainer.h"      // defines: train_fresh, train_config_t
+#include "engine/data/data_source.h"  // defines: data_bundle_load
+#include "engine/core/trainer.h"      // defines: train_fresh, train_config_t
+#include "engine/gpu/gpu_device.h"   // defines: gpu_device_ops, gpu_options_t
 #include "kernels/gpu.h"         // defines: gpu_device_count
 #include "learning_support.h"  // defines: train (a CPU run), test_support.h
 #include "twin_check.h"        // defines: twin_rel_err
@@ -34,7 +35,8 @@ static train_config_t config(size_t batch, size_t epochs, const gpu_options_t *g
     train_config_default(&c);
     c.batch = batch;
     c.epochs = epochs;
-    c.gpu = gpu;
+    c.device = gpu ? &gpu_device_ops : NULL;
+    c.device_options = gpu;
     return c;
 }
 
@@ -175,7 +177,8 @@ static void mf_on_gpu(void) {
     train_config_t c = config(4, 1, NULL);
     gpu_options_t g;
     gpu_options_default(&g);
-    c.gpu = &g;
+    c.device = &gpu_device_ops;
+    c.device_options = &g;
     train_result_t r;
     CHECK(train_fresh(m, &oc, &c, 1, NULL, &r, NULL, err, sizeof err) == -1);
     printf("refused: %s\n", err);

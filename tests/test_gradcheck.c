@@ -1,5 +1,5 @@
 // Every model's analytic gradient against central finite differences.
-#include "engine/model.h"
+#include "engine/core/model.h"
 #include "test_support.h"
 
 #define N_EXAMPLES 12

@@ -1,7 +1,7 @@
 // Every mode learns on generated data, through the same data path as the CLI:
 // logistic regression (against the majority-class baseline) and matrix
 // factorisation (RMSE falls). The MLP on Fashion-MNIST is test_learning_mlp.
-#include "engine/data_source.h"
+#include "engine/data/data_source.h"
 
 #include "learning_support.h"
 

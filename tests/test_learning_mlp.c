@@ -3,7 +3,7 @@
 // network without them) trained the same way in the same mode ends with a test
 // loss higher by a clear margin. Skips (exit 77) when dataset-fashion-mnist is
 // not installed (a failure under ASGD_REQUIRE_ALL=1); any other load error fails.
-#include "engine/data_source.h"
+#include "engine/data/data_source.h"
 #include "learning_support.h"
 
 // Measured over 6 runs (2,000 test examples): the MLP's test loss was lower

@@ -1,4 +1,4 @@
-// Model files (engine/model_file.h, docs/model_file.md): the format read back
+// Model files (engine/cli/model_file.h, docs/model_file.md): the format read back
 // exactly and bad files refused by name; `asgd eval` of a saved model gives the
 // numbers `asgd train` reported for it, `asgd predict` agrees with it; and a
 // distributed run's --save-model is its global model (ASP: the servers' final
@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "datasets/idx.h"         // defines: fashion_mnist_load
-#include "engine/model_file.h"
-#include "engine/train_args.h"    // defines: MODEL_*
+#include "engine/cli/model_file.h"
+#include "engine/cli/train_args.h"    // defines: MODEL_*
 #include "test_support.h"         // defines: CHECK, CHECK_OK, CHECK_NEAR
 
 static char dir[] = "/tmp/asgd_model_file_XXXXXX";  // read by launch_support.h

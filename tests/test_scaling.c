@@ -15,8 +15,8 @@
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_scaling_XXXXXX";  // read by launch_support.h
-#include "engine/dist.h"       // defines: dist_args_t, dist_apply_scaling
-#include "engine/optimizer.h"  // defines: optimizer_lr
+#include "engine/cli/dist.h"       // defines: dist_args_t, dist_apply_scaling
+#include "engine/core/optimizer.h"  // defines: optimizer_lr
 #include "launch_support.h"
 
 static void test_warmup_schedule(void) {

@@ -7,11 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/data_source.h"      // defines: data_bundle_load
-#include "engine/model.h"            // defines: model_new_*
-#include "engine/model_file.h"       // defines: MODEL_FILE_HEADER_BYTES
-#include "engine/simulate.h"         // defines: simulate_fresh
-#include "engine/trainer.h"          // defines: train_fresh
+#include "engine/data/data_source.h"      // defines: data_bundle_load
+#include "engine/core/model.h"            // defines: model_new_*
+#include "engine/cli/model_file.h"       // defines: MODEL_FILE_HEADER_BYTES
+#include "engine/sim/simulate.h"         // defines: simulate_fresh
+#include "engine/core/trainer.h"          // defines: train_fresh
 #include "staleness/delay_model.h"   // defines: delay_model_parse, delay_sampler_*
 #include "staleness/stale_update.h"  // defines: stale_update_lr, dc_asgd_compensate
 #include "test_support.h"

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "datasets/dataset.h"
-#include "datasets/rng.h"
+#include "kernels/rng.h"
 
 #define TEST_SKIP 77
 

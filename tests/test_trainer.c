@@ -1,6 +1,6 @@
 // Training modes: equivalences that must hold exactly or within float tolerance,
 // exact sample/update accounting, evaluation points, and stopping at a target.
-#include "engine/trainer.h"
+#include "engine/core/trainer.h"
 #include "test_support.h"
 
 typedef struct run_out {

@@ -1,12 +1,12 @@
-// Command-line parsing (engine/flags.c, engine/train_args.c, engine/cmd_dist.c)
+// Command-line parsing (engine/core/flags.c, engine/cli/train_args.c, engine/cli/cmd_dist.c)
 // and the spec mini-languages inside flag values. The first byte picks the
 // parser (its low 3 bits) and a parameter (the other 5: a worker count for the
 // delay specs, a data kind for --data); the rest is NUL-separated strings
 // (argv, or the spec).
-#include "engine/data_source.h"   // defines: data_spec_parse
-#include "engine/dist.h"          // defines: dist_role_flags, dist_role_finish
-#include "engine/flags.h"         // defines: flags_parse, flags_parse_pairs
-#include "engine/train_args.h"    // defines: TRAIN_ARGS_MAX_HIDDEN
+#include "engine/data/data_source.h"   // defines: data_spec_parse
+#include "engine/cli/dist.h"          // defines: dist_role_flags, dist_role_finish
+#include "engine/core/flags.h"         // defines: flags_parse, flags_parse_pairs
+#include "engine/cli/train_args.h"    // defines: TRAIN_ARGS_MAX_HIDDEN
 #include "net/launch_env.h"       // defines: slurm_first_host
 #include "staleness/delay.h"      // defines: delay_spec_parse
 #include "staleness/delay_model.h"  // defines: delay_model_parse, delay_model_check

@@ -1,0 +1,1160 @@
+// One process of a distributed run: a parameter-server shard or a worker
+// replica (dist.h), and the `asgd server` / `asgd worker` commands.
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
+#include "kernels/partition.h"  // defines: shard_range
+#include "datasets/text_io.h"       // defines: text_file_read
+#include "engine/cli/commands.h"
+#include "engine/cli/dist.h"
+#include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
+#include "engine/core/json_writer.h"     // defines: json_*
+#include "engine/cli/model_file.h"      // defines: model_file_info_of, model_file_write
+#include "engine/dist/replica.h"         // defines: replica_train
+#include "engine/core/run_report.h"      // defines: run_report_new
+#include "net/ps_client.h"          // defines: ps_push_count_t
+#include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
+#include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
+#include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
+#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
+#include "net/ring.h"               // defines: ring_new, ring_connect
+#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
+#include "staleness/histogram.h"    // defines: staleness_hist_*
+
+#define ERR_LEN 512
+#define MAX_REJOINS 16  // evictions a worker process survives before it gives up
+
+static const char sync_choices[] = "bsp|ssp|asp|allreduce|hybrid|local";
+
+void dist_args_defaults(dist_args_t *d) {
+    memset(d, 0, sizeof *d);
+    d->servers = 1;
+    d->workers = 2;
+    d->sync = SYNC_MODE_ASP;
+    d->staleness = 4;
+    d->push_every = 1;
+    d->fetch_every = 1;
+    d->server_lr = NAN;
+    d->bind_host = "127.0.0.1";
+    d->timeout_ms = 60000;
+    d->heartbeat_ms = 1000;
+    d->worker_timeout_ms = 10000;
+    d->retry_ms = 1000;
+    d->compress = "none";
+    d->worker_eval = 1;
+}
+
+const char dist_curve_columns[] =
+    "wall_s,epoch,samples,updates,samples_per_s,lr,train_loss,test_loss,test_accuracy,test_rmse,"
+    "staleness_versions_mean,staleness_versions_max,staleness_clocks_mean,staleness_clocks_max,wait_s";
+
+int dist_global_on_servers(int sync) {
+    return sync == SYNC_MODE_ASP || sync == SYNC_MODE_SSP || sync == SYNC_MODE_BSP;
+}
+
+int dist_uses_ring(int sync) {
+    return sync == SYNC_MODE_ALLREDUCE || sync == SYNC_MODE_HYBRID || sync == SYNC_MODE_LOCAL;
+}
+
+int dist_without_servers(int sync) { return sync == SYNC_MODE_ALLREDUCE || sync == SYNC_MODE_LOCAL; }
+
+size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
+    const flag_spec_t table[DIST_N_FLAGS] = {
+        {"servers", FLAG_TYPE_SIZE, &d->servers, "M", "parameter-server shards (default 1; 0 with --sync allreduce)", 0, 1024, NULL, 0},
+        {"workers", FLAG_TYPE_SIZE, &d->workers, "N", "worker replicas (default 2)", 1, 4096, NULL, 0},
+        {"sync", FLAG_TYPE_CHOICE, &d->sync, "MODE", "consistency model (default asp)", 0, 0, sync_choices, 0},
+        {"staleness", FLAG_TYPE_SIZE, &d->staleness, "S", "ssp: how many push rounds a worker may run ahead of the slowest (default 4)", 0, 1e9, NULL, 0},
+        {"push-every", FLAG_TYPE_SIZE, &d->push_every, "N", "asp/ssp: push accumulated updates every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
+        {"fetch-every", FLAG_TYPE_SIZE, &d->fetch_every, "N", "asp/ssp: pull fresh parameters every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
+        {"server-optimizer", FLAG_TYPE_CHOICE, &d->server_optimizer, "OPT", "update rule on the servers (default sgd)", 0, 0, "sgd|adagrad", 0},
+        {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (default: --lr)", 1e-12, 1e6, NULL, 0},
+        {"server-staleness-aware", FLAG_TYPE_BOOL, &d->server_staleness_aware, NULL, "asp/ssp: servers divide the step by each update's staleness in versions", 0, 0, NULL, 0},
+        {"server-dc-asgd", FLAG_TYPE_DOUBLE, &d->server_dc_lambda, "LAMBDA", "asp/ssp: servers compensate stale updates (DC-ASGD) with this lambda", 0, 1e6, NULL, 0},
+        {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:DELAY", "make worker ID sleep after every step (asp/ssp: each thread's step of --batch examples; bsp/allreduce: each round) — a straggler; DELAY is MS, uniform:A,B or exp:MEAN (ms, drawn per step from a stream seeded by --seed, worker and thread); comma-separated list", 0, 0, NULL, 0},
+        {"coordinator", FLAG_TYPE_STRING, &d->coordinator, "HOST:PORT", "where the processes meet (under srun: the first node, port 29517)", 0, 0, NULL, 0},
+        {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (default: derived from the coordinator)", 0, 0, NULL, 0},
+        {"run-dir", FLAG_TYPE_STRING, &d->run_dir, "DIR", "write this process's CSV and JSON files into DIR", 0, 0, NULL, 0},
+        {"bind-host", FLAG_TYPE_STRING, &d->bind_host, "HOST", "address servers and rings listen on (default 127.0.0.1)", 0, 0, NULL, 0},
+        {"curve-server-key", FLAG_TYPE_STRING, &d->curve_server_key, "FILE", "encrypt and authenticate every connection with CURVE: the run's server key from asgd keygen (FILE.key where this process listens, FILE.pub elsewhere)", 0, 0, NULL, 0},
+        {"curve-key", FLAG_TYPE_STRING, &d->curve_key, "FILE", "this process's own key pair (asgd keygen's FILE.key) for connecting (default: the server key pair)", 0, 0, NULL, 0},
+        {"curve-allow", FLAG_TYPE_STRING, &d->curve_allow, "FILE", "public keys that may connect to this process's sockets, one per line (e.g. the workers' .pub files concatenated)", 0, 0, NULL, 0},
+        {"insecure", FLAG_TYPE_BOOL, &d->insecure, NULL, "let servers, coordinator and rings listen beyond 127.0.0.1 without CURVE (anyone who reaches them can read and alter the run)", 0, 0, NULL, 0},
+        {"ring-ipc", FLAG_TYPE_BOOL, &d->ring_ipc, NULL, "allreduce over ipc:// sockets (all workers on one machine; asgd launch's default there)", 0, 0, NULL, 0},
+        {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up (default 60000)", 100, 1e9, NULL, 0},
+        {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "workers' heartbeats to the servers (and ZMTP's), 0 = off (default 1000)", 0, 1e6, NULL, 0},
+        {"worker-timeout", FLAG_TYPE_SIZE, &d->worker_timeout_ms, "MS", "servers evict a worker silent this long, so ssp/bsp stop waiting for it; 0 = never (default 10000)", 0, 1e9, NULL, 0},
+        {"retry-ms", FLAG_TYPE_SIZE, &d->retry_ms, "MS", "workers resend a request unanswered this long, backing off to 8x (default 1000)", 10, 1e7, NULL, 0},
+        {"compress", FLAG_TYPE_STRING, &d->compress, "METHOD", "compress gradients sent (pushes, allreduce; pulls stay float32): none, fp16, qsgd:BITS, topk:FRACTION or randk:FRACTION (default none; docs/compression.md)", 0, 0, NULL, 0},
+        {"error-feedback", FLAG_TYPE_CHOICE, &d->error_feedback, "on|off", "add what compression left out to the next exchange (default off)", 0, 0, "off|on", 0},
+        {"hybrid-sparse", FLAG_TYPE_CHOICE, &d->hybrid_sparse, "MODE", "--sync hybrid: the sparse parameters through the servers under asp, or ssp with --staleness (default asp)", 0, 0, "asp|ssp", 0},
+        {"scaling", FLAG_TYPE_CHOICE, &d->scaling, "MODE", "weak: --batch is each worker's (the total grows with --workers); strong: --batch is the total, each worker takes --batch / workers (default weak)", 0, 0, "weak|strong", 0},
+        {"worker-eval", FLAG_TYPE_CHOICE, &d->worker_eval, "on|off", "workers also evaluate their own local copies at every evaluation point, pausing their training (worker-K.csv); off: at start and end only (default on; the global model is evaluated either way)", 0, 0, "off|on", 0},
+        {"backup-workers", FLAG_TYPE_SIZE, &d->backup_workers, "B", "--sync bsp: apply each round once the first workers - B gradients are in, dropping the late ones (Chen et al. 2016; default 0)", 0, 4095, NULL, 0},
+        {"local-steps", FLAG_TYPE_SIZE, &d->local_steps, "H", "--sync local: each worker takes H steps alone, then the workers average their models by ring allreduce (local SGD)", 1, 1e9, NULL, 0},
+        {"lr-scaling", FLAG_TYPE_CHOICE, &d->lr_scaling, "RULE", "multiply --lr and --server-lr by the workers (linear) or its square root (sqrt); with --warmup for large batches (default none)", 0, 0, "none|linear|sqrt", 0},
+    };
+    memcpy(specs, table, sizeof table);
+    return DIST_N_FLAGS;
+}
+
+int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command) {
+    if ((d->curve_key || d->curve_allow) && !d->curve_server_key) {
+        fprintf(stderr, "%s: --curve-key/--curve-allow: CURVE is turned on by --curve-server-key FILE (the run's server key)\n",
+                command);
+        return 2;
+    }
+    if (d->curve_server_key && d->insecure) {
+        fprintf(stderr, "%s: --insecure and --curve-server-key: CURVE secures the run; drop --insecure\n", command);
+        return 2;
+    }
+    char bind_ep[300];
+    snprintf(bind_ep, sizeof bind_ep, "tcp://%s:0", d->bind_host);
+    if (!net_endpoint_is_local(bind_ep) && !d->curve_server_key && !d->insecure) {
+        fprintf(stderr, "%s: --bind-host %s: listening beyond this machine needs CURVE (--curve-server-key, --curve-key, "
+                        "--curve-allow; keys from asgd keygen, see docs/security.md) or, on a network you trust, --insecure\n",
+                command, d->bind_host);
+        return 2;
+    }
+    if (dist_without_servers(d->sync)) {
+        d->servers = 0;
+    } else if (d->servers == 0) {
+        fprintf(stderr, "%s: --servers: --sync %s needs at least one parameter-server shard\n", command,
+                sync_mode_name((sync_mode_t)d->sync));
+        return 2;
+    }
+    if (d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
+        if ((d->push_every != 1 || d->fetch_every != 1)) {
+            fprintf(stderr, "%s: --push-every/--fetch-every apply to asp and ssp; bsp, allreduce and hybrid exchange "
+                            "every round, local every --local-steps\n",
+                    command);
+            return 2;
+        }
+    }
+    if (d->backup_workers > 0 && (d->sync != SYNC_MODE_BSP || d->backup_workers >= d->workers)) {
+        fprintf(stderr, "%s: --backup-workers %zu: applies to --sync bsp, and must be below --workers (%zu)\n", command,
+                d->backup_workers, d->workers);
+        return 2;
+    }
+    if ((d->sync == SYNC_MODE_LOCAL) != (d->local_steps > 0)) {
+        fprintf(stderr, "%s: %s\n", command,
+                d->local_steps > 0 ? "--local-steps applies to --sync local"
+                                   : "--sync local needs --local-steps H (the steps between model averages)");
+        return 2;
+    }
+    if (d->sync == SYNC_MODE_LOCAL && (t->opt.kind != OPTIMIZER_KIND_SGD || t->opt.momentum > 0)) {
+        fprintf(stderr, "%s: --sync local: the workers step with plain SGD (no --momentum, --optimizer sgd); their "
+                        "models are averaged, not their optimizer states\n", command);
+        return 2;
+    }
+    if (d->sync == SYNC_MODE_LOCAL && strcmp(d->compress, "none") != 0) {
+        fprintf(stderr, "%s: --compress: --sync local averages models, sent as float32\n", command);
+        return 2;
+    }
+    if (d->sync == SYNC_MODE_HYBRID && t->model != MODEL_EMBMLP) {
+        fprintf(stderr, "%s: --sync hybrid needs a model with a sparse and a dense part (--model embmlp); %s has no "
+                        "such split (use asp/ssp/bsp or allreduce)\n", command, train_model_names[t->model]);
+        return 2;
+    }
+    if (d->sync == SYNC_MODE_BSP && t->schedule != LR_SCHEDULE_CONSTANT) {
+        fprintf(stderr, "%s: --lr-schedule: under bsp the servers apply the update with a constant step (--server-lr)\n",
+                command);
+        return 2;
+    }
+    if (dist_uses_ring(d->sync) && (t->time_limit > 0 || t->stop_at_target)) {
+        fprintf(stderr, "%s: --time-limit/--stop-at-target: %s replicas must run the same rounds; "
+                        "stop them by --epochs\n", command, sync_mode_name((sync_mode_t)d->sync));
+        return 2;
+    }
+    if ((d->server_staleness_aware || d->server_dc_lambda > 0) && d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
+        fprintf(stderr, "%s: --server-staleness-aware/--server-dc-asgd: only asp and ssp updates are stale\n", command);
+        return 2;
+    }
+    if (d->worker_timeout_ms > 0 && !dist_without_servers(d->sync) &&
+        (d->heartbeat_ms == 0 || d->worker_timeout_ms < 3 * d->heartbeat_ms)) {
+        fprintf(stderr, "%s: --worker-timeout %zu: needs heartbeats at least 3 times as often (--heartbeat-ms %zu), "
+                        "or a busy worker is taken for a dead one; --worker-timeout 0 turns eviction off\n",
+                command, d->worker_timeout_ms, d->heartbeat_ms);
+        return 2;
+    }
+    char cerr[ERR_LEN];
+    if (compress_spec_parse(d->compress, &d->compress_spec, cerr, sizeof cerr) != 0) {
+        fprintf(stderr, "%s: %s\n", command, cerr);
+        return 2;
+    }
+    if (d->error_feedback && !compress_is_lossy(&d->compress_spec)) {
+        fprintf(stderr, "%s: --error-feedback on: nothing to feed back without a lossy --compress\n", command);
+        return 2;
+    }
+    if (d->error_feedback && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) &&
+        d->compress_spec.kind == COMPRESS_KIND_FP16) {
+        fprintf(stderr, "%s: --error-feedback on: under allreduce fp16 rounds the ring's partial sums, which no worker "
+                        "owns; feedback applies to qsgd, topk and randk there\n", command);
+        return 2;
+    }
+    int sparse_model = t->model == MODEL_LOGREG || t->model == MODEL_SVM || t->model == MODEL_MF ||
+                       t->model == MODEL_EMBMLP;
+    if (compress_is_lossy(&d->compress_spec) && sparse_model && d->sync != SYNC_MODE_ALLREDUCE &&
+        d->sync != SYNC_MODE_HYBRID) {
+        fprintf(stderr, "%s: --compress %s: %s pushes are already (index, value) pairs of the touched parameters; "
+                        "compression applies to dense models (mlp, softmax) and to --sync allreduce\n",
+                command, d->compress, train_model_names[t->model]);
+        return 2;
+    }
+    if (isnan(d->server_lr)) d->server_lr = t->lr;
+    if (d->delay_worker) {
+        step_delay_t *ms = calloc(d->workers, sizeof *ms);
+        char err[ERR_LEN];
+        int rc = ms ? delay_spec_parse(d->delay_worker, d->workers, ms, err, sizeof err) : -1;
+        free(ms);
+        if (rc != 0) {
+            fprintf(stderr, "%s: %s\n", command, ms ? err : "out of memory");
+            return 2;
+        }
+    }
+    return 0;
+}
+
+const char *dist_lr_scaling_name(int lr_scaling) {
+    return lr_scaling == DIST_LR_SCALING_LINEAR ? "linear" : lr_scaling == DIST_LR_SCALING_SQRT ? "sqrt" : "none";
+}
+
+int dist_apply_scaling(dist_args_t *d, train_args_t *t, const char *command) {
+    if (d->scaling_applied) return 0;
+    size_t n = d->workers;
+    d->requested_batch = t->batch;
+    d->requested_lr = t->lr;
+    if (d->scaling == DIST_SCALING_STRONG) {
+        if (n == 0 || t->batch % n != 0) {
+            fprintf(stderr,
+                    "%s: --scaling strong: --batch %zu is the total, and it does not split evenly over %zu workers\n",
+                    command, t->batch, n);
+            return 2;
+        }
+        t->batch /= n;
+    }
+    double factor = d->lr_scaling == DIST_LR_SCALING_LINEAR ? (double)n
+                    : d->lr_scaling == DIST_LR_SCALING_SQRT ? sqrt((double)n)
+                                                            : 1.0;
+    t->lr *= factor;
+    t->opt.lr = t->lr;
+    d->server_lr *= factor;
+    d->scaling_applied = 1;
+    return 0;
+}
+
+uint64_t dist_default_run_id(const char *coordinator) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (const char *p = coordinator; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+// ---- helpers -------------------------------------------------------------------
+
+static int make_dir(const char *dir, const char *flag, char *err, size_t err_len) {
+    if (!dir) return 0;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1;; p++) {
+        int last = *p == '\0';
+        if (*p == '/' || last) {
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+                snprintf(err, err_len, "%s %.300s: cannot create %.300s: %s", flag, dir, path, strerror(errno));
+                return -1;
+            }
+            if (last) break;
+            *p = '/';
+        }
+    }
+    return 0;
+}
+
+int dist_make_run_dir(const char *dir, char *err, size_t err_len) { return make_dir(dir, "--run-dir", err, err_len); }
+
+int dist_check_writable_dir(const char *dir, const char *flag, char *err, size_t err_len) {
+    if (make_dir(dir, flag, err, err_len) != 0) return -1;
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s/.asgd-write-check.XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        snprintf(err, err_len, "%s %.300s: cannot write there (%s): no checkpoint could be written", flag, dir,
+                 strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+FILE *dist_file_open(const char *dir, const char *name, char *err, size_t err_len) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/.%s.tmp", dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f) snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
+    return f;
+}
+
+int dist_file_close(FILE *f, const char *dir, const char *name, char *err, size_t err_len) {
+    char tmp[1024], path[1024];
+    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        snprintf(err, err_len, "%.300s: writing failed: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+// The endpoint others should dial: a wildcard bind is advertised under this host's name.
+static void advertise(const char *bound, char *out, size_t out_len) {
+    const char *wild = strstr(bound, "0.0.0.0");
+    if (!wild) {
+        snprintf(out, out_len, "%s", bound);
+        return;
+    }
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(out, out_len, "%.*s%s%s", (int)(wild - bound), bound, host, wild + strlen("0.0.0.0"));
+}
+
+void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist_t *h) {
+    json_object(j, key);
+    json_uint(j, "updates", h->count);
+    json_number(j, "mean", staleness_hist_mean(h));
+    json_uint(j, "p50", staleness_hist_quantile(h, 0.5));
+    json_uint(j, "p99", staleness_hist_quantile(h, 0.99));
+    json_uint(j, "max", h->max);
+    json_object_end(j);
+}
+
+// ---- the workers' push ledgers ---------------------------------------------------
+
+static const char push_ledger_magic[8] = {'A', 'S', 'G', 'D', 'P', 'U', 'S', 'H'};
+#define PUSH_LEDGER_MAX 100000  // incarnations of one worker looked for
+
+static void push_ledger_path(char *out, size_t len, const char *dir, size_t worker, size_t incarnation) {
+    snprintf(out, len, "%s/worker-%zu.pushes.%zu", dir, worker, incarnation);
+}
+
+// Counter 0 is the run id (a run directory used again holds an earlier run's
+// ledgers, which are not this run's); then per shard a ps_push_count_t, two
+// counters: sent, acked.
+int dist_push_ledger_open(const char *dir, uint64_t run_id, size_t worker, size_t n_shards, counter_file_t *f,
+                          size_t *incarnation, char *err, size_t err_len) {
+    char path[1100];
+    for (size_t n = 0; n < PUSH_LEDGER_MAX; n++) {
+        push_ledger_path(path, sizeof path, dir, worker, n);
+        if (counter_file_create(f, path, push_ledger_magic, 1 + 2 * n_shards, 1, err, err_len) == 0) {
+            f->v[0] = run_id;
+            *incarnation = n;
+            return 0;
+        }
+        if (errno != EEXIST) return -1;
+    }
+    snprintf(err, err_len, "%s: %d incarnations of worker %zu already", dir, PUSH_LEDGER_MAX, worker);
+    return -1;
+}
+
+ps_push_count_t *dist_push_ledger_counts(const counter_file_t *f) { return (ps_push_count_t *)(f->v + 1); }
+
+int dist_push_ledger_sum(const char *dir, uint64_t run_id, size_t worker, size_t n_shards, ps_push_count_t *sums,
+                         size_t *incarnations, char *err, size_t err_len) {
+    memset(sums, 0, n_shards * sizeof *sums);
+    *incarnations = 0;
+    size_t n_counters = 1 + 2 * n_shards, held;
+    uint64_t *one = malloc(n_counters * sizeof *one);
+    if (!one) {
+        snprintf(err, err_len, "out of memory");
+        return -1;
+    }
+    char path[1100];
+    int rc = 0;
+    for (size_t n = 0; n < PUSH_LEDGER_MAX; n++) {
+        push_ledger_path(path, sizeof path, dir, worker, n);
+        if (access(path, F_OK) != 0) break;
+        if (counter_file_read(path, push_ledger_magic, n_counters, one, &held, err, err_len) != 0) {
+            rc = -1;
+            break;
+        }
+        if (held == 0 || one[0] != run_id) continue;  // never sized, or another run's
+        if (held != n_counters) {
+            snprintf(err, err_len, "%s: holds %zu counters; this run's ledgers hold %zu", path, held, n_counters);
+            rc = -1;
+            break;
+        }
+        for (size_t k = 0; k < n_shards; k++) {
+            sums[k].sent += one[1 + 2 * k];
+            sums[k].acked += one[2 + 2 * k];
+        }
+        (*incarnations)++;
+    }
+    free(one);
+    if (rc == 0 && *incarnations == 0) {
+        push_ledger_path(path, sizeof path, dir, worker, 0);
+        snprintf(err, err_len, "%s: missing (or of another run): worker %zu counted no pushes", path, worker);
+        rc = -1;
+    }
+    return rc;
+}
+
+// The run's exactly-once check (dist.h, docs/reliability.md).
+// Shard s's count for worker k in object `section` of its server-S.json text
+// (NaN when absent).
+static double shard_count(const char *text, const char *section, size_t k) {
+    char pattern[128];
+    snprintf(pattern, sizeof pattern, "\"%s\":", section);
+    const char *p = strstr(text, pattern);
+    if (!p) return NAN;
+    snprintf(pattern, sizeof pattern, "\"%zu\":", k);
+    p = strstr(p, pattern);
+    return p ? strtod(p + strlen(pattern), NULL) : NAN;
+}
+
+int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t workers, char *why, size_t why_len) {
+    uint64_t run_id = 0;
+    ps_push_count_t *acks = calloc(servers ? servers : 1, sizeof *acks);
+    char **text = calloc(servers ? servers : 1, sizeof *text);
+    char path[1024], err[1200];
+    int rc = acks && text ? 0 : -1;
+    if (rc != 0) snprintf(why, why_len, "out of memory");
+    for (size_t s = 0; rc == 0 && s < servers; s++) {
+        snprintf(path, sizeof path, "%s/server-%zu.json", dir, s);
+        size_t len;
+        if (text_file_read(path, &text[s], &len, err, sizeof err) != 0) text[s] = NULL;
+        if (!text[s] || !strstr(text[s], "\"pushes_lost_by_worker\":")) {
+            snprintf(why, why_len, "%s: missing, or without pushes_lost_by_worker", path);
+            rc = -1;
+        } else if (s == 0) {
+            const char *id = strstr(text[s], "\"run_id\":");
+            run_id = id ? strtoull(id + strlen("\"run_id\":"), NULL, 10) : 0;
+        } else if (strstr(text[s], "\"pushes_lost_known\":false")) {
+            snprintf(why, why_len, "server %zu was resumed without the ledger beside its checkpoint "
+                     "(server-%zu.ckpt.ledger): the pushes its crash lost cannot be counted", s, s);
+            rc = -1;
+        }
+    }
+    for (size_t k = 0; rc == 0 && k < workers; k++) {
+        size_t incarnations = 0;
+        if (dist_push_ledger_sum(dir, run_id, k, servers, acks, &incarnations, err, sizeof err) != 0) {
+            snprintf(why, why_len, "%s", err);
+            rc = -1;
+            break;
+        }
+        for (size_t s = 0; rc == 0 && s < servers; s++) {
+            double total = shard_count(text[s], "pushes_total_by_worker", k);
+            double lost = shard_count(text[s], "pushes_lost_by_worker", k);
+            double applied = total + lost, acked = (double)acks[s].acked, sent = (double)acks[s].sent;
+            if (acked <= applied && applied <= sent) continue;
+            snprintf(why, why_len, "worker %zu, shard %zu: %s: its %zu incarnation%s sent %.0f pushes and were "
+                     "acknowledged for %.0f; the shard applied %.0f (%.0f of them lost with a restart)", k, s,
+                     acked > applied ? "a push was acknowledged but not applied"
+                                     : "more pushes were applied than were sent (one applied twice)",
+                     incarnations, incarnations == 1 ? "" : "s", sent, acked, applied, lost);
+            rc = 1;
+        }
+    }
+    for (size_t s = 0; text && s < servers; s++) free(text[s]);
+    free(text);
+    free(acks);
+    return rc;
+}
+
+// ---- security --------------------------------------------------------------------
+
+int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler **zap, char *err, size_t err_len) {
+    *zap = NULL;
+    net_security_t sec;
+    memset(&sec, 0, sizeof sec);
+    sec.insecure = d->insecure;
+    curve_key_t *allowed = NULL;
+    size_t n_allowed = 0;
+    char why[400];
+    if (d->curve_server_key) {
+        sec.curve = 1;
+        if (curve_key_load(d->curve_server_key, &sec.server_public, &sec.server_secret, why, sizeof why) != 0) {
+            snprintf(err, err_len, "--curve-server-key: %s", why);
+            return -1;
+        }
+        if (d->curve_key) {
+            if (curve_key_load(d->curve_key, &sec.client_public, &sec.client_secret, why, sizeof why) != 0) {
+                snprintf(err, err_len, "--curve-key: %s", why);
+                return -1;
+            }
+            if (!sec.client_secret.z85[0]) {
+                snprintf(err, err_len, "--curve-key %s: holds no secret key (give the .key file asgd keygen wrote, not the .pub)",
+                         d->curve_key);
+                return -1;
+            }
+        } else if (sec.server_secret.z85[0]) {
+            sec.client_public = sec.server_public;  // a server connects (to the coordinator) as itself
+            sec.client_secret = sec.server_secret;
+        } else {
+            snprintf(err, err_len, "--curve-key FILE: a process that only has the server's public key connects with "
+                     "its own key pair (make one with asgd keygen --out NAME)");
+            return -1;
+        }
+        if (d->curve_allow) {
+            if (curve_allow_load(d->curve_allow, &allowed, &n_allowed, why, sizeof why) != 0) {
+                snprintf(err, err_len, "--curve-allow: %s", why);
+                return -1;
+            }
+            // Servers join the coordinator with the server key itself.
+            curve_key_t *grown = realloc(allowed, (n_allowed + 1) * sizeof *grown);
+            if (!grown) {
+                free(allowed);
+                snprintf(err, err_len, "--curve-allow: out of memory");
+                return -1;
+            }
+            allowed = grown;
+            allowed[n_allowed++] = sec.server_public;
+        }
+    }
+    if (net_security_set(&sec, err, err_len) != 0) {
+        free(allowed);
+        return -1;
+    }
+    if (allowed) {
+        *zap = zap_handler_new(zmq_ctx, allowed, n_allowed, err, err_len);
+        free(allowed);
+        if (!*zap) return -1;
+    }
+    return 0;
+}
+
+// ---- server --------------------------------------------------------------------
+
+static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s) {
+    ps_stats_t st;
+    ps_server_stats(s, &st);
+    size_t begin, end;
+    ps_server_range(s, &begin, &end);
+    json_writer_t j;
+    json_begin(&j, out);
+    json_string(&j, "asgd", ASGD_VERSION);
+    json_string(&j, "role", "server");
+    json_uint(&j, "id", id);
+    json_uint(&j, "run_id", run_id);  // what the workers' push ledgers are matched by
+    json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
+    json_uint(&j, "range_begin", begin);
+    json_uint(&j, "range_end", end);
+    json_uint(&j, "version", st.version);
+    json_uint(&j, "pushes_applied", st.pushes_applied);
+    json_uint(&j, "pulls_answered", st.pulls_answered);
+    json_uint(&j, "pulls_waited", st.pulls_waited);
+    json_uint(&j, "bytes_in", st.bytes_in);
+    json_uint(&j, "bytes_out", st.bytes_out);
+    json_uint(&j, "dropped", st.dropped_total);
+    json_uint(&j, "rejected", st.rejected);
+    json_uint(&j, "duplicates", st.duplicates);
+    json_uint(&j, "evictions", st.evictions);
+    json_uint(&j, "stalls", st.stalls);
+    json_uint(&j, "rejoins", st.rejoins);
+    json_uint(&j, "rounds_skipped", st.rounds_skipped);
+    json_uint(&j, "checkpoints", st.checkpoints);
+    json_uint(&j, "checkpoint_failures", st.checkpoint_failures);
+    json_bool(&j, "interrupted", stop_signal_received() != 0);
+    json_uint(&j, "resumed_version", st.resumed_version);
+    json_uint(&j, "min_clock", st.min_clock);
+    json_uint(&j, "max_clock", st.max_clock);
+    // Since each worker's last (re)join.
+    json_uint_by_index(&j, "pushes_by_worker", ps_server_pushes_per_worker(s), d->workers);
+    json_uint_by_index(&j, "clocks", ps_server_clocks(s), d->workers);
+    // Over the whole run (restored on --resume): what the exactly-once check
+    // compares with the workers' acknowledged pushes (docs/reliability.md).
+    json_uint_by_index(&j, "pushes_total_by_worker", ps_server_pushes_total_per_worker(s), d->workers);
+    json_uint_by_index(&j, "pushes_lost_by_worker", ps_server_lost_per_worker(s), d->workers);
+    json_bool(&j, "pushes_lost_known", !st.lost_unknown);
+    json_uint_by_index(&j, "duplicates_by_worker", ps_server_duplicates_per_worker(s), d->workers);
+    json_uint_by_index(&j, "resumed_pushes_by_worker", ps_server_resumed_pushes_per_worker(s), d->workers);
+    if (d->sync == SYNC_MODE_BSP) {
+        // Backup workers: gradients that came after their round was applied (among the pushes above).
+        json_uint(&j, "backup_workers", d->backup_workers);
+        json_uint(&j, "rounds_applied", st.version);
+        json_uint_by_index(&j, "late_gradients_dropped", ps_server_late_per_worker(s), d->workers);
+    }
+    dist_json_staleness(&j, "staleness_clocks", &st.staleness_clocks);
+    dist_json_staleness(&j, "staleness_updates", &st.staleness_updates);
+    json_end(&j);
+    fputc('\n', out);
+}
+
+static int write_server_files(size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s, char *err,
+                              size_t err_len) {
+    if (!d->run_dir) return 0;
+    char name[64];
+    snprintf(name, sizeof name, "server-%zu.json", id);
+    FILE *f = dist_file_open(d->run_dir, name, err, err_len);
+    if (!f) return -1;
+    write_server_json(f, id, run_id, d, s);
+    if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) return -1;
+    ps_stats_t st;
+    ps_server_stats(s, &st);
+    snprintf(name, sizeof name, "server-%zu-staleness.csv", id);
+    if (!(f = dist_file_open(d->run_dir, name, err, err_len))) return -1;
+    fprintf(f, "staleness,updates_by_clocks,updates_by_versions\n");
+    for (size_t v = 0; v < STALENESS_HIST_BINS; v++) {
+        uint64_t a = st.staleness_clocks.bins[v], b = st.staleness_updates.bins[v];
+        if (a || b) fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)a, (unsigned long long)b);
+    }
+    if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) return -1;
+    return 0;
+}
+
+static void csv_value(FILE *f, double v) {
+    if (isfinite(v)) fprintf(f, ",%.9g", v);
+    else fputc(',', f);
+}
+
+// The global model's curve: dist_curve_columns, then each evaluation's own cost.
+static int write_global_csv(const char *dir, const global_eval_t *ge, const model_t *m, char *err, size_t err_len) {
+    FILE *f = dist_file_open(dir, "global.csv", err, err_len);
+    if (!f) return -1;
+    fprintf(f, "%s,eval_s\n", dist_curve_columns);
+    size_t n = 0;
+    const global_eval_row_t *rows = global_eval_rows(ge, &n);
+    int rmse = model_metric(m) == METRIC_KIND_RMSE;
+    double n_train = (double)model_num_train(m);
+    for (size_t i = 0; i < n; i++) {
+        const global_eval_row_t *r = &rows[i];
+        fprintf(f, "%.6f,%.6f,%llu,%llu", r->wall_s, (double)r->samples / n_train, (unsigned long long)r->samples,
+                (unsigned long long)r->updates);
+        csv_value(f, r->wall_s > 0 ? (double)r->samples / r->wall_s : NAN);
+        csv_value(f, NAN);  // lr: the servers' rule, in the config
+        csv_value(f, NAN);  // train_loss: the workers'
+        csv_value(f, r->test_loss);
+        csv_value(f, rmse ? NAN : r->test_metric);
+        csv_value(f, rmse ? r->test_metric : NAN);
+        csv_value(f, r->staleness_versions_mean);
+        csv_value(f, r->staleness_versions_max);
+        csv_value(f, r->staleness_clocks_mean);
+        csv_value(f, r->staleness_clocks_max);
+        csv_value(f, r->wait_s);
+        csv_value(f, r->eval_s);
+        fputc('\n', f);
+    }
+    return dist_file_close(f, dir, "global.csv", err, err_len);
+}
+
+// Shard 0's process evaluates the global model beside serving (asp, ssp, bsp;
+// global_eval.h) when the run keeps files. NULL, with err empty, when it does not.
+static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                                        const ps_server_t *s, const rdv_entry_t *table, const char **endpoints,
+                                        global_eval_config_t *gc, uint64_t run_id, char *err, size_t err_len) {
+    if (!d->run_dir || !table || !dist_global_on_servers(d->sync)) return NULL;
+    for (size_t k = 0; k < d->servers; k++) endpoints[k] = table[k].endpoint;
+    *gc = (global_eval_config_t){
+        .zmq_ctx = ctx,
+        .run_id = run_id,
+        .servers = endpoints,
+        .n_servers = d->servers,
+        .n_params = model_num_params(m),
+        .model = m,
+        .eval_limit = t->eval_limit,
+        .every_samples = t->eval_every ? t->eval_every : model_num_train(m),
+        .every_s = t->eval_every_s,
+        .shard = s,
+        .timeout_ms = (int)d->timeout_ms,
+    };
+    return global_eval_start(gc, err, err_len);
+}
+
+// --save-model: parameters [first, first + count) of model m (all of them, or
+// a server's shard) as a model file (model_file.h).
+static int save_model(const char *path, const model_t *m, size_t first, size_t count, const float *values, char *err,
+                      size_t err_len) {
+    model_file_info_t *info = malloc(sizeof *info);
+    int rc = -1;
+    if (!info) snprintf(err, err_len, "--save-model %s: out of memory", path);
+    else if (model_file_info_of(m, info, err, err_len) == 0) {
+        info->first = first;
+        info->count = count;
+        rc = model_file_write(path, "--save-model", info, values, err, err_len);
+    }
+    free(info);
+    return rc;
+}
+
+static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                      const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
+    // Under hybrid the servers hold the sparse part only, the first S parameters.
+    int hybrid = d->sync == SYNC_MODE_HYBRID;
+    size_t n = hybrid ? model_num_sparse_params(m) : model_num_params(m);
+    if (n == 0) {
+        snprintf(err, err_len, "--sync hybrid needs a model with a sparse and a dense part (--model embmlp)");
+        return -1;
+    }
+    // Every shard starts from the same seeded model a single process would
+    // (its first n parameters under hybrid).
+    param_t *init = params_new(model_num_params(m), err, err_len);
+    float *values = init ? malloc(n * sizeof *values) : NULL;
+    ps_server_t *s = NULL;
+    rdv_entry_t *table = NULL;
+    global_eval_t *ge = NULL;
+    global_eval_config_t gc;
+    const char **endpoints = calloc(d->servers, sizeof *endpoints);
+    int rc = -1;
+    if (!values || !endpoints) {
+        if (init) snprintf(err, err_len, "server: out of memory for %zu parameters", n);
+        goto out;
+    }
+    model_init_params(m, init, t->seed);
+    params_read(init, n, values);
+    size_t begin, end;
+    shard_range(n, d->servers, id, &begin, &end);
+    ps_config_t c = {
+        .run_id = run_id,
+        .shard = id,
+        .n_shards = d->servers,
+        .n_params = n,
+        .n_workers = d->workers,
+        .mode = hybrid ? (d->hybrid_sparse ? SYNC_MODE_SSP : SYNC_MODE_ASP) : (sync_mode_t)d->sync,
+        .staleness = d->staleness,
+        .optimizer = (server_optimizer_t)d->server_optimizer,
+        .lr = (float)d->server_lr,
+        .adagrad_eps = (float)t->adagrad_eps,
+        .heartbeat_ms = (int)d->heartbeat_ms,
+        .worker_timeout_ms = (int)d->worker_timeout_ms,
+        .quiet = 0,
+        .stale = {d->server_staleness_aware, d->server_dc_lambda},
+        .warmup = t->warmup,
+        // ASP/SSP pushes count local steps of --batch examples; BSP's and hybrid's count examples.
+        .samples_per_step = d->sync == SYNC_MODE_BSP || hybrid ? 0 : t->batch,
+        .backup_workers = d->sync == SYNC_MODE_BSP ? d->backup_workers : 0,
+    };
+    char ckpt_path[1100];
+    const char *ckpt_dir = t->checkpoint_dir ? t->checkpoint_dir : d->run_dir;
+    if (t->checkpoint_every > 0) {
+        if (!ckpt_dir) {
+            snprintf(err, err_len, "--checkpoint-every: needs --checkpoint-dir DIR (or --run-dir) to write to");
+            goto out;
+        }
+        if (dist_check_writable_dir(ckpt_dir, t->checkpoint_dir ? "--checkpoint-dir" : "--run-dir", err, err_len) != 0)
+            goto out;
+        snprintf(ckpt_path, sizeof ckpt_path, "%s/server-%zu.ckpt", ckpt_dir, id);
+        c.checkpoint_path = ckpt_path;
+        c.checkpoint_every_s = t->checkpoint_every;
+    }
+    if (t->resume) {
+        // A restarted shard binds the endpoint it had, so its workers'
+        // connections find it again; it does not meet the others anew.
+        char path[1100];
+        snprintf(path, sizeof path, "%s/server-%zu.ckpt", t->resume, id);
+        if (!(s = ps_server_resume(ctx, &c, NULL, path, err, err_len))) goto out;
+        ps_stats_t st;
+        ps_server_stats(s, &st);
+        fprintf(stderr, "asgd server %zu: resumed from %s at version %llu (%llu pushes applied), serving at %s\n", id,
+                path, (unsigned long long)st.version, (unsigned long long)st.pushes_applied, ps_server_endpoint(s));
+    } else {
+        char bind[300];
+        snprintf(bind, sizeof bind, "tcp://%s:*", d->bind_host);
+        s = ps_server_new(ctx, &c, bind, values + begin, err, err_len);
+        if (!s) goto out;
+    }
+    rdv_entry_t me;
+    memset(&me, 0, sizeof me);
+    me.rank = (uint32_t)id;
+    me.role = DIST_ROLE_SERVER;
+    advertise(ps_server_endpoint(s), me.endpoint, sizeof me.endpoint);
+    if (!t->resume &&
+        rdv_join(ctx, coordinator, run_id, &me, d->servers + d->workers, &table, (int)d->timeout_ms, err, err_len) != 0)
+        goto out;
+    if (!t->quiet)
+        fprintf(stderr, "asgd server %zu: parameters [%zu, %zu) of %zu at %s, %s\n", id, begin, end, n,
+                ps_server_endpoint(s), sync_mode_name((sync_mode_t)d->sync));
+    if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, run_id, err, err_len)) && err[0])
+        goto out;
+    int served = ps_server_run(s, stop_signal_flag(), err, err_len);
+    char eval_err[ERR_LEN] = "";
+    int evaluated = ge ? global_eval_stop(ge, eval_err, sizeof eval_err) : 0;
+    if (served != 0) goto out;
+    if (evaluated != 0) {
+        snprintf(err, err_len, "server %zu: %s", id, eval_err);
+        goto out;
+    }
+    if (ge && write_global_csv(d->run_dir, ge, m, err, err_len) != 0) goto out;
+    if (stop_signal_received()) {
+        // server-K.json says interrupted; the shard's values are not final (no --save-model).
+        snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
+        write_server_files(id, run_id, d, s, err + strlen(err), 0);
+        goto out;
+    }
+    // Every worker has left: the shard's values are final (before server-K.json,
+    // which tells a launcher the shard is done).
+    if (d->save_model && save_model(d->save_model, m, begin, end - begin, ps_server_values(s), err, err_len) != 0)
+        goto out;
+    if (write_server_files(id, run_id, d, s, err, err_len) != 0) goto out;
+    rc = 0;
+out:
+    global_eval_destroy(&ge);
+    free(endpoints);
+    free(table);
+    ps_server_destroy(&s);
+    free(values);
+    params_free(&init);
+    return rc;
+}
+
+// ---- worker --------------------------------------------------------------------
+
+// This incarnation's pushes per shard: sent, or acknowledged.
+static void json_push_counts(json_writer_t *j, const char *key, const ps_push_count_t *counts, size_t n, int acked) {
+    json_object(j, key);
+    for (size_t k = 0; k < n; k++) {
+        char index[24];
+        snprintf(index, sizeof index, "%zu", k);
+        json_uint(j, index, acked ? counts[k].acked : counts[k].sent);
+    }
+    json_object_end(j);
+}
+
+static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                              const train_result_t *r, const replica_stats_t *rs, unsigned rejoins,
+                              const ps_push_count_t *counts, size_t incarnation) {
+    metric_kind_t metric = model_metric(m);
+    json_writer_t j;
+    json_begin(&j, out);
+    json_string(&j, "asgd", ASGD_VERSION);
+    json_string(&j, "role", "worker");
+    json_uint(&j, "id", id);
+    json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
+    if (d->sync == SYNC_MODE_SSP || (d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse))
+        json_uint(&j, "staleness_bound", d->staleness);
+    else if (d->sync == SYNC_MODE_BSP) json_uint(&j, "staleness_bound", 0);
+    else json_null(&j, "staleness_bound");
+    json_uint(&j, "threads", t->threads);
+    json_uint(&j, "batch", t->batch);  // each thread's step (sync: its share of a round), after --scaling
+    json_number(&j, "lr", t->lr);      // after --lr-scaling
+    json_string(&j, "scaling", d->scaling ? "strong" : "weak");
+    json_string(&j, "lr_scaling", dist_lr_scaling_name(d->lr_scaling));
+    json_uint(&j, "warmup", t->warmup);
+    json_number(&j, "wall_s", r->wall_s);
+    json_number(&j, "eval_s", r->eval_s);
+    json_uint(&j, "samples", r->samples);
+    json_uint(&j, "updates", r->updates);
+    json_uint(&j, "train_examples", model_num_train(m));  // of the whole run; this worker trains on its share
+    json_number(&j, "samples_per_s", r->samples_per_s);
+    json_number(&j, "time_to_target_s", r->time_to_target_s);
+    if (isnan(r->time_to_target_s)) json_null(&j, "samples_to_target");
+    else json_uint(&j, "samples_to_target", r->samples_to_target);
+    json_number(&j, "final_train_loss", r->last.train_loss);
+    json_number(&j, "final_test_loss", r->last.test_loss);
+    json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
+    json_number(&j, "final_epoch", r->last.epoch);
+    json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
+    json_bool(&j, "interrupted", r->interrupted);
+    json_number(&j, "global_test_loss", rs->global_test_loss);
+    json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse", rs->global_test_metric);
+    json_uint(&j, "global_versions", rs->global_versions);
+    json_uint(&j, "clock", rs->clock);
+    json_uint(&j, "pushes", rs->pushes);
+    json_uint(&j, "push_messages_acked", rs->pushes_acked);  // since its last (re)join
+    if (counts) {
+        // This process's (every rejoin of it), as its ledger worker-K.pushes.N holds them.
+        json_uint(&j, "incarnation", incarnation);
+        json_push_counts(&j, "push_messages_sent_by_shard", counts, d->servers, 0);
+        json_push_counts(&j, "push_messages_acked_by_shard", counts, d->servers, 1);
+    }
+    json_uint(&j, "start_clock", rs->start_clock);
+    json_uint(&j, "rejoins_after_eviction", rejoins);
+    json_uint(&j, "retries", rs->retries);
+    json_uint(&j, "pulls", rs->pulls);
+    json_number(&j, "wait_s", rs->wait_s);
+    json_number(&j, "pull_wait_s", rs->pull_wait_s);
+    json_number(&j, "comm_s", rs->comm_s);
+    json_uint(&j, "bytes_out", rs->bytes_out);
+    json_uint(&j, "bytes_in", rs->bytes_in);
+    char spec[64];
+    compress_spec_format(&d->compress_spec, spec, sizeof spec);
+    json_string(&j, "compress", spec);
+    json_bool(&j, "error_feedback", d->error_feedback);
+    json_uint(&j, "bytes_out_uncompressed", rs->bytes_out_raw);
+    json_number(&j, "compression_ratio", rs->bytes_out ? (double)rs->bytes_out_raw / (double)rs->bytes_out : NAN);
+    json_number(&j, "residual_norm", rs->residual_norm);
+    char sum_hex[16];
+    snprintf(sum_hex, sizeof sum_hex, "%08x", rs->dense_checksum);
+    json_string(&j, "dense_params_checksum", sum_hex);
+    if (d->sync == SYNC_MODE_HYBRID) json_string(&j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
+    if (d->sync == SYNC_MODE_BSP) json_uint(&j, "backup_workers", d->backup_workers);
+    if (d->sync == SYNC_MODE_LOCAL) json_uint(&j, "local_steps", d->local_steps);  // `pushes` counts the averages
+    json_end(&j);
+    fputc('\n', out);
+}
+
+static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                      const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
+    size_t n_ranks = d->servers + d->workers;
+    ring_t *ring = NULL;
+    rdv_entry_t *table = NULL;
+    const char **servers = NULL;
+    run_report_t *report = NULL;
+    float *final_w = NULL;
+    step_delay_t *delays = calloc(d->workers, sizeof *delays);
+    counter_file_t ledger = {0};
+    ps_push_count_t *own_counts = NULL;  // without a run directory
+    ps_push_count_t *counts = NULL;
+    size_t incarnation = 0;
+    int rc = -1;
+    if (!delays) {
+        snprintf(err, err_len, "worker: out of memory");
+        goto out;
+    }
+    if (d->delay_worker && delay_spec_parse(d->delay_worker, d->workers, delays, err, err_len) != 0) goto out;
+    rdv_entry_t me;
+    memset(&me, 0, sizeof me);
+    me.rank = (uint32_t)(d->servers + id);
+    me.role = DIST_ROLE_WORKER;
+    snprintf(me.endpoint, sizeof me.endpoint, "-");
+    if (dist_uses_ring(d->sync)) {
+        // + 1: an allreduce carries the examples behind the sum after the values (replica.c).
+        ring = ring_new(ctx, id, d->workers, run_id, model_num_params(m) + 1, d->ring_ipc ? "ipc" : d->bind_host, err,
+                        err_len);
+        if (!ring) goto out;
+        advertise(ring_endpoint(ring), me.endpoint, sizeof me.endpoint);
+    }
+    if (rdv_join(ctx, coordinator, run_id, &me, n_ranks, &table, (int)d->timeout_ms, err, err_len) != 0) goto out;
+    servers = calloc(d->servers ? d->servers : 1, sizeof *servers);
+    if (!servers) {
+        snprintf(err, err_len, "worker: out of memory");
+        goto out;
+    }
+    for (size_t k = 0; k < d->servers; k++) servers[k] = table[k].endpoint;
+    if (ring && ring_connect(ring, table[d->servers + (id + 1) % d->workers].endpoint, err, err_len) != 0) goto out;
+
+    replica_config_t rc_cfg = {
+        .run_id = run_id,
+        .id = id,
+        .n_workers = d->workers,
+        .mode = (sync_mode_t)d->sync,
+        .staleness = d->staleness,
+        .push_every = d->push_every,
+        .fetch_every = d->fetch_every,
+        .servers = servers,
+        .n_servers = d->servers,
+        .ring = ring,
+        .timeout_ms = (int)d->timeout_ms,
+        .heartbeat_ms = (int)d->heartbeat_ms,
+        .retry_ms = (int)d->retry_ms,
+        .delay = delays[id],
+        .gpu = t->device ? &t->gpu : NULL,
+        .compress = d->compress_spec,
+        .error_feedback = d->error_feedback,
+        .compress_seed = t->seed,
+        .hybrid_ssp = d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse,
+        .local_steps = d->local_steps,
+    };
+    if (d->servers > 0) {
+        // Counted from the first push on, in a file that outlives a SIGKILL.
+        if (d->run_dir) {
+            if (dist_push_ledger_open(d->run_dir, run_id, id, d->servers, &ledger, &incarnation, err, err_len) != 0)
+                goto out;
+            counts = dist_push_ledger_counts(&ledger);
+        } else if (!(counts = own_counts = calloc(d->servers, sizeof *counts))) {
+            snprintf(err, err_len, "worker: out of memory");
+            goto out;
+        }
+        rc_cfg.push_counts = counts;
+    }
+    train_config_t tc;
+    train_args_train_config(t, &tc);
+    // --eval-every counts the samples of all workers: each evaluates its own
+    // copy every N / workers samples of its own.
+    if (t->eval_every) tc.eval_every = (t->eval_every + d->workers - 1) / d->workers;
+    // Under allreduce and hybrid worker 0's evaluations are the global model's
+    // curve; --worker-eval off spares the others (and, under asp/ssp/bsp, all
+    // workers: the evaluator beside shard 0 reads the global model) their pauses.
+    // --stop-at-target is decided by each worker on its own copy.
+    int global_here = !dist_global_on_servers(d->sync) && id == 0;
+    if (!d->worker_eval && !global_here && !t->stop_at_target) {
+        tc.eval_every = (size_t)1 << 62;  // the starting and final evaluations only
+        tc.eval_every_s = 0;
+    }
+    if (train_config_check(&tc, model_num_train(m), err, err_len) != 0) goto out;
+    char log_path[1024];
+    const char *log = t->log;
+    if (d->run_dir) {
+        snprintf(log_path, sizeof log_path, "%s/worker-%zu.csv", d->run_dir, id);
+        log = log_path;
+    }
+    double total = (double)model_num_train(m) * (double)t->epochs / (double)d->workers;
+    report = run_report_new(log, model_metric(m), t->quiet ? NULL : stderr, total, err, err_len);
+    if (!report) goto out;
+    if (!t->quiet) {
+        char desc[160];
+        model_describe(m, desc, sizeof desc);
+        fprintf(stderr, "asgd worker %zu of %zu: %s, %s, %zu threads, batch %zu%s%s\n", id, d->workers, desc,
+                sync_mode_name((sync_mode_t)d->sync), t->threads, t->batch,
+                step_delay_active(&delays[id]) ? ", delayed" : "", t->device ? ", on the GPU" : "");
+    }
+    size_t n = model_num_params(m);
+    if (d->save_model && !(final_w = malloc(n * sizeof *final_w))) {
+        snprintf(err, err_len, "worker: out of memory");
+        goto out;
+    }
+    train_callbacks_t cb = run_report_callbacks(report);
+    train_result_t result;
+    replica_stats_t rs;
+    // A worker the servers evicted (cut off for longer than --worker-timeout)
+    // rejoins with a fresh replica: its unpushed progress is lost, its data
+    // order resumes at the clock the servers give it.
+    unsigned rejoins = 0;
+    for (;;) {
+        if (replica_train(ctx, &rc_cfg, m, &t->opt, &tc, t->seed, &cb, &result, &rs, final_w, err, err_len) == 0) break;
+        if (!rs.evicted || rejoins >= MAX_REJOINS) goto out;
+        rejoins++;
+        fprintf(stderr, "asgd worker %zu: %s; rejoining (%u of at most %d)\n", id, err, rejoins, MAX_REJOINS);
+        err[0] = '\0';
+    }
+    if (run_report_close(&report, err, err_len) != 0) goto out;
+    if (d->save_model && save_model(d->save_model, m, 0, n, final_w, err, err_len) != 0) goto out;
+    write_worker_json(stdout, id, t, d, m, &result, &rs, rejoins, counts, incarnation);
+    fflush(stdout);
+    if (d->run_dir) {
+        char name[64];
+        snprintf(name, sizeof name, "worker-%zu.json", id);
+        FILE *f = dist_file_open(d->run_dir, name, err, err_len);
+        if (!f) goto out;
+        write_worker_json(f, id, t, d, m, &result, &rs, rejoins, counts, incarnation);
+        if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) goto out;
+    }
+    rc = 0;
+out:
+    if (report) {
+        char ignored[8];
+        run_report_close(&report, ignored, sizeof ignored);
+    }
+    free(final_w);
+    free(servers);
+    free(table);
+    ring_destroy(&ring);
+    free(delays);
+    counter_file_close(&ledger);
+    free(own_counts);
+    return rc;
+}
+
+// ---- one rank ------------------------------------------------------------------
+
+int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist_args_t *d, const char *host_bind) {
+    char err[ERR_LEN] = "";
+    const char *what = role == DIST_ROLE_SERVER ? "server" : "worker";
+    char coordinator[300];
+    if (!d->coordinator) {
+        fprintf(stderr, "asgd %s: --coordinator HOST:PORT is needed to find the other processes\n", what);
+        return 2;
+    }
+    snprintf(coordinator, sizeof coordinator, "%s%s", strncmp(d->coordinator, "tcp://", 6) == 0 ? "" : "tcp://",
+             d->coordinator);
+    uint64_t run_id = d->run_id ? d->run_id : dist_default_run_id(coordinator);
+    size_t limit = role == DIST_ROLE_SERVER ? d->servers : d->workers;
+    if (id >= limit) {
+        fprintf(stderr, "asgd %s: --id %zu: the run has %zu %ss (ids 0..%zu)\n", what, id, limit, what,
+                limit ? limit - 1 : 0);
+        return 2;
+    }
+    if (t->resume && role == DIST_ROLE_WORKER) {
+        fprintf(stderr, "asgd worker: --resume: a restarted worker rejoins by itself; start it without --resume\n");
+        return 2;
+    }
+    if (t->resume && host_bind) {
+        fprintf(stderr, "asgd server: --host-coordinator: a resumed server does not meet the others again (it binds "
+                        "the endpoint it had); drop the flag\n");
+        return 2;
+    }
+    // SIGTERM, SIGINT, SIGHUP: every wait below ends early, a worker stops
+    // training at its next step and leaves; the summary says interrupted, the
+    // exit status is 128 + the signal. A second signal kills.
+    stop_signal_install();
+    data_bundle_t data;
+    data_bundle_init(&data);
+    model_t *model = NULL;
+    void *ctx = NULL;
+    rdv_server_t *rdv = NULL;
+    zap_handler_t *zap = NULL;
+    int status = 1;
+    if (dist_make_run_dir(d->run_dir, err, sizeof err) != 0) goto out;
+    ctx = zmq_ctx_new();
+    if (!ctx) {
+        snprintf(err, sizeof err, "zmq_ctx_new failed: %s", zmq_strerror(errno));
+        goto out;
+    }
+    // Keys first: a bad key file fails at once, not after the data has loaded.
+    if (dist_security_start(d, ctx, &zap, err, sizeof err) != 0) goto out;
+    if (train_args_build(t, &data, &model, err, sizeof err) != 0) goto out;
+    if (host_bind) {
+        rdv = rdv_server_new(ctx, host_bind, d->servers + d->workers, run_id, err, sizeof err);
+        if (!rdv) goto out;
+    }
+    int rc = role == DIST_ROLE_SERVER ? run_server(ctx, id, t, d, model, coordinator, run_id, err, sizeof err)
+                                      : run_worker(ctx, id, t, d, model, coordinator, run_id, err, sizeof err);
+    if (rc != 0) goto out;
+    if (rdv && rdv_server_wait(rdv, (int)d->timeout_ms, err, sizeof err) != 0) goto out;
+    status = 0;
+out:
+    if (stop_signal_received()) {
+        int sig = stop_signal_received();
+        if (status != 0) fprintf(stderr, "asgd %s %zu: stopped by signal %d (%s): %s\n", what, id, sig, strsignal(sig), err);
+        else fprintf(stderr, "asgd %s %zu: stopped by signal %d (%s)\n", what, id, sig, strsignal(sig));
+        status = 128 + sig;
+    } else if (status != 0) {
+        fprintf(stderr, "asgd %s %zu: %s\n", what, id, err);
+    }
+    rdv_server_destroy(&rdv);
+    zap_handler_destroy(&zap);
+    if (ctx) zmq_ctx_term(ctx);
+    model_destroy(&model);
+    data_bundle_free(&data);
+    return status;
+}
+
+// ---- asgd server / asgd worker -------------------------------------------------
+
+static const char server_usage[] = "asgd server --id K --coordinator HOST:PORT [--servers M --workers N --sync ...] [train flags]";
+static const char worker_usage[] = "asgd worker --id K --coordinator HOST:PORT [--servers M --workers N --sync ...] [train flags]";
+static const char role_description[] =
+    "One process of a distributed run, started by hand or by a script: a parameter-server shard\n"
+    "(asgd server) or a worker replica (asgd worker). Every process of the run must get the same\n"
+    "training and distributed flags. `asgd launch` starts all of them for you.";
+
+size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
+    memset(a, 0, sizeof *a);
+    train_args_defaults(&a->t);
+    dist_args_defaults(&a->d);
+    size_t n = train_args_flags(&a->t, specs, 0);
+    n += dist_args_flags(&a->d, specs + n);
+    specs[n++] = (flag_spec_t){"id", FLAG_TYPE_SIZE, &a->id, "K", "this process's shard or worker id", 0, 4096, NULL, 0};
+    specs[n++] = (flag_spec_t){"host-coordinator", FLAG_TYPE_STRING, &a->host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0};
+    specs[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE", "worker: write its final model to FILE; server: its shard's final values, a part of the model (docs/model_file.md)", 0, 0, NULL, 0};
+    return n;
+}
+
+int dist_role_finish(dist_role_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command) {
+    int usage = train_args_finish(&a->t, specs, n_specs, command);
+    if (usage == 0) usage = dist_args_finish(&a->d, &a->t, command);
+    if (usage == 0) usage = dist_apply_scaling(&a->d, &a->t, command);
+    return usage;
+}
+
+static int cmd_role(dist_role_t role, int argc, char **argv) {
+    dist_role_args_t a;
+    flag_spec_t flags[DIST_ROLE_N_FLAGS];
+    size_t n = dist_role_flags(&a, flags);
+    const char *command = role == DIST_ROLE_SERVER ? "asgd server" : "asgd worker";
+    int parsed = flags_command(command, role == DIST_ROLE_SERVER ? server_usage : worker_usage, role_description,
+                               flags, n, argc, argv);
+    if (parsed >= 0) return parsed;
+    int usage = dist_role_finish(&a, flags, n, command);
+    if (usage != 0) return usage;
+    return dist_run_role(role, a.id, &a.t, &a.d, a.host);
+}
+
+int cmd_server(int argc, char **argv) { return cmd_role(DIST_ROLE_SERVER, argc, argv); }
+int cmd_worker(int argc, char **argv) { return cmd_role(DIST_ROLE_WORKER, argc, argv); }

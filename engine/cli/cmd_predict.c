@@ -1,0 +1,308 @@
+// asgd predict and asgd eval: a model saved by --save-model, applied to data.
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/data/generate.h"    // defines: gen_sparse, gen_ratings
+#include "datasets/idx.h"         // defines: fashion_mnist_load
+#include "datasets/libsvm.h"      // defines: libsvm_load
+#include "datasets/ratings_io.h"  // defines: ratings_load
+#include "engine/cli/commands.h"
+#include "engine/data/data_source.h"   // defines: data_bundle_load, data_spec_parse
+#include "engine/core/flags.h"         // defines: flags_command
+#include "engine/core/json_writer.h"   // defines: json_*
+#include "engine/cli/model_file.h"    // defines: model_file_join, model_file_instantiate
+#include "engine/cli/train_args.h"    // defines: train_model_names
+
+#define ERR_LEN 768
+#define MAX_PARTS 64
+#define PREDICT_CHUNK 1024        // examples per model_predict call
+#define EVAL_SLICES_MAX 64        // as the trainer's evaluation threads
+
+enum { SPLIT_ALL, SPLIT_TEST, SPLIT_TRAIN };
+static const char *const split_names[] = {"all", "test", "train"};
+
+static const char predict_usage[] = "asgd predict --model-file M --data SPEC [--split all|test|train] [--out FILE]";
+static const char eval_usage[] = "asgd eval --model-file M --data SPEC [--split all|test|train] [--threads T]";
+static const char data_description[] =
+    "M is a file written by --save-model (or its parts, comma-separated: the servers' shards of a run,\n"
+    "in order). --data takes what asgd train takes for that kind of model: a libsvm file or gen:sparse\n"
+    "(logreg, svm, embmlp), a ratings file or gen:ratings (mf), fashion-mnist (mlp, softmax).\n"
+    "--split all (the default, except for fashion-mnist) uses every example; --split test the examples\n"
+    "asgd train held out with the same --test-frac, --seed and --test-limit (fashion-mnist: the t10k\n"
+    "files, its default); --split train the others. mf ratings files map user and item ids to the\n"
+    "model's rows in order of first appearance, as training did: use the training file (docs/model_file.md).";
+static const char predict_more[] =
+    "\nWrites one line per example: logreg, embmlp, mlp, softmax: the predicted label and its\n"
+    "probability; svm: the predicted label and the decision value w.x + b; mf: the predicted rating.";
+static const char eval_more[] =
+    "\nPrints the test loss and accuracy (or RMSE) as one JSON line: for the run's test data and\n"
+    "--eval-limit, the numbers asgd train reported as final_test_loss and final_test_accuracy/rmse.";
+
+typedef struct predict_args {
+    const char *model_file, *data, *data_dir, *out;
+    int split;
+    double test_frac;
+    uint64_t seed;
+    size_t train_limit, test_limit, eval_limit, threads, batch;
+} predict_args_t;
+
+// The examples to predict or evaluate, kept in b; *set points at them.
+static int load_examples(const predict_args_t *p, data_kind_t kind, data_bundle_t *b, const void **set, size_t *n,
+                         char *err, size_t err_len) {
+    data_bundle_init(b);
+    b->kind = kind;
+    if (p->split != SPLIT_ALL) {
+        data_options_t o = {p->data, p->data_dir, p->train_limit, p->test_limit, p->test_frac, p->seed};
+        if (data_bundle_load(&o, kind, b, err, err_len) != 0) return -1;
+        int test = p->split == SPLIT_TEST;
+        *set = kind == DATA_KIND_DENSE    ? (const void *)(test ? &b->dense_test : &b->dense_train)
+               : kind == DATA_KIND_SPARSE ? (const void *)(test ? &b->sparse_test : &b->sparse_train)
+                                          : (const void *)(test ? &b->ratings_test : &b->ratings_train);
+        *n = test ? data_bundle_num_test(b) : data_bundle_num_train(b);
+        return 0;
+    }
+    data_spec_t spec;
+    if (data_spec_parse(p->data, kind, p->seed, &spec, err, err_len) != 0) return -1;
+    int rc;
+    int file = spec.source == DATA_SOURCE_FILE;
+    if (spec.source == DATA_SOURCE_FASHION_MNIST) {
+        // Every example: the training files', then the test files'.
+        dense_dataset_t *tr = &b->dense_train, *te = &b->dense_test, all;
+        dense_dataset_init(&all);
+        rc = fashion_mnist_load(p->data_dir, 1, 0, tr, err, err_len);
+        if (rc == 0) rc = fashion_mnist_load(p->data_dir, 0, 0, te, err, err_len);
+        if (rc == 0) rc = dense_dataset_alloc(&all, tr->n + te->n, tr->dim, tr->n_classes, err, err_len);
+        if (rc == 0) {
+            memcpy(all.x, tr->x, tr->n * tr->dim * sizeof *all.x);
+            memcpy(all.x + tr->n * tr->dim, te->x, te->n * te->dim * sizeof *all.x);
+            memcpy(all.y, tr->y, tr->n * sizeof *all.y);
+            memcpy(all.y + tr->n, te->y, te->n * sizeof *all.y);
+            dense_dataset_free(tr);
+            dense_dataset_free(te);
+            *te = all;
+        }
+        *set = te;
+        *n = te->n;
+    } else if (kind == DATA_KIND_SPARSE) {
+        rc = file ? libsvm_load(spec.path, 0, &b->sparse_test, err, err_len)
+                  : gen_sparse(&spec.sparse, &b->sparse_test, err, err_len);
+        *set = &b->sparse_test;
+        *n = b->sparse_test.n;
+    } else {
+        rc = file ? ratings_load(spec.path, &b->ratings_test, err, err_len)
+                  : gen_ratings(&spec.ratings, &b->ratings_test, err, err_len);
+        *set = &b->ratings_test;
+        *n = b->ratings_test.n;
+    }
+    return rc;
+}
+
+// Parses the flags, reads the model and the data, rebuilds the model over them.
+// Returns -1 to go on, else the exit status.
+static int prepare(const char *command, const char *usage, const char *more, int eval, int argc, char **argv,
+                   predict_args_t *p, model_file_t *mf, data_bundle_t *data, model_file_model_t *mm, size_t *n) {
+    memset(p, 0, sizeof *p);
+    p->test_frac = 0.1;
+    p->seed = 1;
+    p->threads = 1;
+    p->batch = 1;
+    flag_spec_t flags[] = {
+        {"model-file", FLAG_TYPE_STRING, &p->model_file, "M", "the model (required): a --save-model file, or parts A,B,...", 0, 0, NULL, 0},
+        {"data", FLAG_TYPE_STRING, &p->data, "SPEC", "the examples (default fashion-mnist for mlp, softmax)", 0, 0, NULL, 0},
+        {"data-dir", FLAG_TYPE_STRING, &p->data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL, 0},
+        {"split", FLAG_TYPE_CHOICE, &p->split, "S", "which examples (default all; fashion-mnist: test)", 0, 0, "all|test|train", 0},
+        {"test-frac", FLAG_TYPE_DOUBLE, &p->test_frac, "F", "--split test|train: the training run's held-out fraction (default 0.1)", 0.0001, 0.9999, NULL, 0},
+        {"seed", FLAG_TYPE_U64, &p->seed, "S", "the training run's seed (its split and generated data; default 1)", 0, 0, NULL, 0},
+        {"train-limit", FLAG_TYPE_SIZE, &p->train_limit, "N", "--split train: the first N (0: all)", 0, 0, NULL, 0},
+        {"test-limit", FLAG_TYPE_SIZE, &p->test_limit, "N", "--split test: the first N (0: all)", 0, 0, NULL, 0},
+        {eval ? "eval-limit" : "out", FLAG_TYPE_STRING, &p->out, "FILE", "write the predictions to FILE (default stdout)", 0, 0, NULL, 0},
+        {"threads", FLAG_TYPE_SIZE, &p->threads, "T", "evaluate in T slices summed in order, as a T-thread asgd train does (default 1)", 1, 1024, NULL, 0},
+        {"batch", FLAG_TYPE_SIZE, &p->batch, "B", "the training run's --batch (mlp evaluates max(B, 256) rows at a time)", 1, 1 << 20, NULL, 0},
+    };
+    size_t n_flags = sizeof flags / sizeof flags[0];
+    if (eval) flags[8] = (flag_spec_t){"eval-limit", FLAG_TYPE_SIZE, &p->eval_limit, "N", "the first N examples only (0: all)", 0, 0, NULL, 0};
+    else n_flags -= 2;  // --threads and --batch are eval's
+    char description[2048], err[ERR_LEN] = "";
+    snprintf(description, sizeof description, "%s%s", data_description, more);
+    int parsed = flags_command(command, usage, description, flags, n_flags, argc, argv);
+    if (parsed >= 0) return parsed;
+    if (!p->model_file) {
+        fprintf(stderr, "%s: --model-file M is required (a file written by --save-model)\n", command);
+        return 2;
+    }
+    // Comma-separated parts, applied in order.
+    char *list = strdup(p->model_file);
+    const char *parts[MAX_PARTS];
+    size_t n_parts = 0;
+    for (char *save = NULL, *tok = list ? strtok_r(list, ",", &save) : NULL; tok && n_parts < MAX_PARTS;
+         tok = strtok_r(NULL, ",", &save))
+        parts[n_parts++] = tok;
+    int rc = n_parts ? model_file_join(parts, n_parts, mf, err, sizeof err) : -1;
+    if (n_parts == 0) snprintf(err, sizeof err, "--model-file '%s': no file named", p->model_file);
+    free(list);
+    if (rc != 0) {
+        fprintf(stderr, "%s: --model-file %s\n", command, err);
+        return 1;
+    }
+    data_kind_t kind = model_file_data_kind(&mf->info);
+    if (!p->data) {
+        if (kind != DATA_KIND_DENSE) {
+            fprintf(stderr, "%s: --data: the model is %s; name its data (a %s file or %s)\n", command,
+                    train_model_names[mf->info.model], kind == DATA_KIND_SPARSE ? "libsvm" : "ratings",
+                    kind == DATA_KIND_SPARSE ? "gen:sparse" : "gen:ratings");
+            return 2;
+        }
+        p->data = "fashion-mnist";
+    }
+    if (!flags_find(flags, n_flags, "split")->seen && kind == DATA_KIND_DENSE) p->split = SPLIT_TEST;
+    const void *set = NULL;
+    if (load_examples(p, kind, data, &set, n, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", command, err);
+        return 1;
+    }
+    char data_name[400];
+    snprintf(data_name, sizeof data_name, "--data %s", p->data);
+    if (model_file_instantiate(mf, set, data_name, mm, err, sizeof err) != 0) {
+        fprintf(stderr, "%s: %s\n", command, err);
+        return 1;
+    }
+    return -1;
+}
+
+static void write_prediction(FILE *out, const model_file_info_t *info, const double *o) {
+    switch (info->model) {
+    case MODEL_MF:
+        fprintf(out, "%.9g\n", o[0]);
+        return;
+    case MODEL_SVM:
+        fprintf(out, "%d %.9g\n", info->labels[o[0] >= 0.0], o[0]);
+        return;
+    case MODEL_LOGREG:
+    case MODEL_EMBMLP: {
+        double p1 = 1.0 / (1.0 + exp(-o[0]));
+        fprintf(out, "%d %.6f\n", info->labels[o[0] >= 0.0], o[0] >= 0.0 ? p1 : 1.0 - p1);
+        return;
+    }
+    default: {
+        size_t best = 0;
+        for (size_t k = 1; k < info->classes; k++)
+            if (o[k] > o[best]) best = k;
+        double sum = 0.0;
+        for (size_t k = 0; k < info->classes; k++) sum += exp(o[k] - o[best]);
+        fprintf(out, "%d %.6f\n", info->labels[best], 1.0 / sum);
+    }
+    }
+}
+
+int cmd_predict(int argc, char **argv) {
+    predict_args_t p;
+    model_file_t mf;
+    data_bundle_t data;
+    model_file_model_t mm;
+    model_file_init(&mf);
+    data_bundle_init(&data);
+    memset(&mm, 0, sizeof mm);
+    data_bundle_init(&mm.shape);
+    size_t n = 0;
+    int status = prepare("asgd predict", predict_usage, predict_more, 0, argc, argv, &p, &mf, &data, &mm, &n);
+    char err[ERR_LEN] = "";
+    FILE *out = stdout;
+    model_ws_t *ws = NULL;
+    double *o = NULL;
+    if (status >= 0) goto done;
+    status = 1;
+    size_t outputs = model_num_outputs(mm.model);
+    if (!(ws = model_ws_new(mm.model, 1, err, sizeof err))) goto fail;
+    if (!(o = malloc(PREDICT_CHUNK * outputs * sizeof *o))) {
+        snprintf(err, sizeof err, "out of memory for the predictions");
+        goto fail;
+    }
+    if (p.out && !(out = fopen(p.out, "w"))) {
+        snprintf(err, sizeof err, "--out %s: cannot open for writing: %s", p.out, strerror(errno));
+        out = stdout;
+        goto fail;
+    }
+    for (size_t start = 0; start < n; start += PREDICT_CHUNK) {
+        size_t end = n - start < PREDICT_CHUNK ? n : start + PREDICT_CHUNK;
+        model_predict(mm.model, mm.w, start, end, ws, o);
+        for (size_t i = 0; i < end - start; i++) write_prediction(out, &mf.info, o + i * outputs);
+    }
+    if (ferror(out) || (out != stdout ? fclose(out) : fflush(out)) != 0) {
+        out = stdout;
+        snprintf(err, sizeof err, "%s%s: writing failed: %s", p.out ? "--out " : "", p.out ? p.out : "stdout",
+                 strerror(errno));
+        goto fail;
+    }
+    out = stdout;
+    status = 0;
+fail:
+    if (status != 0) fprintf(stderr, "asgd predict: %s\n", err);
+    if (out != stdout) fclose(out);
+done:
+    free(o);
+    model_ws_destroy(&ws);
+    model_file_model_free(&mm);
+    data_bundle_free(&data);
+    model_file_free(&mf);
+    return status;
+}
+
+int cmd_eval(int argc, char **argv) {
+    predict_args_t p;
+    model_file_t mf;
+    data_bundle_t data;
+    model_file_model_t mm;
+    model_file_init(&mf);
+    data_bundle_init(&data);
+    memset(&mm, 0, sizeof mm);
+    data_bundle_init(&mm.shape);
+    size_t n = 0;
+    int status = prepare("asgd eval", eval_usage, eval_more, 1, argc, argv, &p, &mf, &data, &mm, &n);
+    char err[ERR_LEN] = "";
+    model_ws_t *ws = NULL;
+    if (status >= 0) goto done;
+    status = 1;
+    if (!(ws = model_ws_new(mm.model, p.batch, err, sizeof err))) {
+        fprintf(stderr, "asgd eval: %s\n", err);
+        goto done;
+    }
+    size_t limit = p.eval_limit && p.eval_limit < n ? p.eval_limit : n;
+    // The trainer's slices, summed in the same order: the same numbers.
+    size_t slices = p.threads < EVAL_SLICES_MAX ? p.threads : EVAL_SLICES_MAX;
+    eval_sums_t sums = {0.0, 0.0, 0};
+    for (size_t i = 0; i < slices; i++) {
+        eval_sums_t s = {0.0, 0.0, 0};
+        model_evaluate(mm.model, mm.w, limit * i / slices, limit * (i + 1) / slices, ws, &s);
+        sums.loss_sum += s.loss_sum;
+        sums.metric_sum += s.metric_sum;
+        sums.count += s.count;
+    }
+    metric_kind_t metric = model_metric(mm.model);
+    char desc[160];
+    model_describe(mm.model, desc, sizeof desc);
+    json_writer_t j;
+    json_begin(&j, stdout);
+    json_string(&j, "asgd", ASGD_VERSION);
+    json_string(&j, "command", "eval");
+    json_string(&j, "model", train_model_names[mf.info.model]);
+    json_string(&j, "model_detail", desc);
+    json_uint(&j, "params", mf.info.n_params);
+    json_string(&j, "model_file", p.model_file);
+    json_string(&j, "data", p.data);
+    json_string(&j, "split", split_names[p.split]);
+    json_uint(&j, "examples", sums.count);
+    json_number(&j, "test_loss", sums.count ? sums.loss_sum / (double)sums.count : NAN);
+    json_number(&j, metric == METRIC_KIND_ACCURACY ? "test_accuracy" : "test_rmse", eval_metric_value(metric, &sums));
+    json_end(&j);
+    fputc('\n', stdout);
+    status = fflush(stdout) == 0 ? 0 : 1;
+done:
+    model_ws_destroy(&ws);
+    model_file_model_free(&mm);
+    data_bundle_free(&data);
+    model_file_free(&mf);
+    return status;
+}

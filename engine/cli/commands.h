@@ -1,0 +1,21 @@
+#ifndef ASGD_ENGINE_CLI_COMMANDS_H
+#define ASGD_ENGINE_CLI_COMMANDS_H
+#include <stdio.h>
+// Subcommands of the asgd binary. Each takes the arguments after its own name
+// and returns the process exit status (0 ok, 1 failure, 2 usage error).
+int cmd_train(int argc, char **argv);
+int cmd_gen(int argc, char **argv);
+int cmd_server(int argc, char **argv);
+int cmd_worker(int argc, char **argv);
+int cmd_launch(int argc, char **argv);
+int cmd_keygen(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+
+// The whole program: dispatches argv[1] to its command (main() is just this call).
+// Before anything else it may restart the process with faster BLAS kernels.
+int asgd_cli_main(int argc, char **argv);
+
+// The startup banner's shared part: version, BLAS kernels, CPUs.
+void print_banner(FILE *out, const char *command);
+#endif

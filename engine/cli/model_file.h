@@ -1,0 +1,92 @@
+#ifndef ASGD_ENGINE_CLI_MODEL_FILE_H
+#define ASGD_ENGINE_CLI_MODEL_FILE_H
+// Model files: what --save-model writes and `asgd predict` / `asgd eval` read.
+// A file names the model's kind, the shapes that rebuild it, its class labels
+// and its float32 parameters (all of them, or one contiguous part: a
+// parameter-server shard's). docs/model_file.md gives the layout, byte by byte:
+//
+//   header  256 bytes: "ASGDMODL", u32 version (1), u32 header size (256),
+//           kind name (16 bytes, NUL-padded), u64 n_params, first, count, dim,
+//           classes, n_hidden, hidden[8], embed_dim, rank, users, items,
+//           f32 mean, zero padding
+//   labels  classes x i32
+//   params  count x f32: parameters [first, first + count) of n_params
+//   crc     u32 CRC-32 (IEEE, as zlib's) of every byte before it
+//
+// All fields little-endian. A file that is not a model file (no magic: for
+// instance the headerless float32 dump of older versions), of another format
+// version, truncated, longer than its header says, inconsistent or corrupt
+// is refused with a message naming the file and what was expected.
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/data/data_source.h"  // defines: data_bundle_t, data_kind_t
+#include "engine/core/model.h"        // defines: model_t
+#include "engine/core/params.h"       // defines: param_t
+
+#define MODEL_FILE_MAGIC "ASGDMODL"
+#define MODEL_FILE_VERSION 1u
+#define MODEL_FILE_HEADER_BYTES 256u
+#define MODEL_FILE_MAX_HIDDEN 8
+#define MODEL_FILE_MAX_CLASSES 1024
+
+typedef struct model_file_info {
+    int model;          // MODEL_LOGREG ... MODEL_EMBMLP (train_args.h)
+    uint64_t n_params;  // the whole model's
+    uint64_t first, count;  // the parameters stored: [first, first + count)
+    uint64_t dim;       // input features (logreg, svm, embmlp: sparse; mlp, softmax: dense); mf: 0
+    uint64_t classes;   // output classes: 2 for the binary models, 0 for mf
+    uint64_t n_hidden, hidden[MODEL_FILE_MAX_HIDDEN];  // mlp's widths; embmlp's one; else 0
+    uint64_t embed_dim;  // embmlp
+    uint64_t rank, users, items;  // mf
+    float mean;          // mf: the training ratings' mean, the prediction's offset
+    int32_t labels[MODEL_FILE_MAX_CLASSES];  // class k's label: -1, +1 (binary); 0..C-1 (mlp)
+} model_file_info_t;
+
+typedef struct model_file {
+    model_file_info_t info;
+    float *params;  // info.count values
+} model_file_t;
+
+// What describes model m (kind, shapes, labels); first = 0, count = n_params.
+// Returns 0, or -1 with err (a model this format does not describe).
+int model_file_info_of(const model_t *m, model_file_info_t *out, char *err, size_t err_len);
+
+// Writes parameters [info->first, info->first + info->count) (values holds
+// exactly those) to path, through path.tmp renamed into place. `flag` names
+// the option in messages ("--save-model"). Returns 0, or -1 with err.
+int model_file_write(const char *path, const char *flag, const model_file_info_t *info, const float *values,
+                     char *err, size_t err_len);
+
+void model_file_init(model_file_t *f);
+void model_file_free(model_file_t *f);
+
+// Reads and checks one file (a whole model or a part). Returns 0, or -1 with
+// err "PATH: what is wrong; what was expected".
+int model_file_read(const char *path, model_file_t *out, char *err, size_t err_len);
+
+// One whole model from n files of the same model, applied in order (a later
+// file's parameters replace an earlier one's where they overlap): the
+// servers' shards of a run, or worker 0's replica then the servers' sparse
+// part under hybrid. Together they must cover every parameter.
+int model_file_join(const char *const *paths, size_t n, model_file_t *out, char *err, size_t err_len);
+
+// The kind of data the model reads.
+data_kind_t model_file_data_kind(const model_file_info_t *info);
+
+// A saved model, rebuilt over test examples to predict or evaluate with.
+typedef struct model_file_model {
+    model_t *model;    // its test set is the caller's
+    param_t *w;        // the file's parameters
+    data_bundle_t shape;  // a one-example training set of the file's shape (the model borrows it)
+} model_file_model_t;
+
+// Builds the model of a whole file f over `test` (dense, sparse or ratings as
+// model_file_data_kind says; borrowed: it must outlive out). Data that do not
+// fit the model (more features, another input width, more classes, unknown
+// users or items) are refused: err names `data_name` and what the model takes.
+int model_file_instantiate(const model_file_t *f, const void *test, const char *data_name, model_file_model_t *out,
+                           char *err, size_t err_len);
+void model_file_model_free(model_file_model_t *mm);
+
+#endif

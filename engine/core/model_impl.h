@@ -1,0 +1,48 @@
+#ifndef ASGD_ENGINE_CORE_MODEL_IMPL_H
+#define ASGD_ENGINE_CORE_MODEL_IMPL_H
+// What each model file provides to model.c's dispatch. Not for users of model.h.
+#include "engine/core/model.h"
+
+typedef struct model_ops {
+    void (*describe)(const model_t *m, char *out, size_t out_len);
+    size_t (*num_params)(const model_t *m);
+    double (*flops_per_example)(const model_t *m);
+    void (*init_params)(const model_t *m, param_t *w, uint64_t seed);
+    model_ws_t *(*ws_new)(const model_t *m, size_t max_batch, char *err, size_t err_len);
+    void (*ws_destroy)(model_ws_t *ws);
+    double (*loss_grad)(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, grad_t *g,
+                        model_ws_t *ws);
+    void (*evaluate)(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
+                     eval_sums_t *sums);
+    // Outputs for test examples (see model_predict in model.h).
+    void (*predict)(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, double *out);
+    void (*destroy)(model_t *m);
+    void (*layout)(const model_t *m, model_layout_t *out);
+    // Optional: the gradient handed over in blocks (see model.h).
+    double (*loss_grad_apply)(const model_t *m, const param_t *w, const uint32_t *idx, size_t count,
+                              model_ws_t *ws, grad_block_fn apply, void *ctx);
+    // Optional: one example's plain-SGD step applied straight to w (see model.h).
+    double (*sgd_step_one)(const model_t *m, param_t *w, uint32_t example, float lr);
+    // Optional: the sparse parameters some examples touch (see model.h).
+    size_t (*sparse_keys)(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys);
+} model_ops_t;
+
+// Every workspace starts with this header.
+typedef struct model_ws_header {
+    const model_ops_t *ops;
+    float *param_copy;  // (num_params) dense models' private copy, else NULL
+    int copy_current;   // the copy already holds w: skip the next refresh
+} model_ws_header_t;
+
+// Every model struct starts with this header.
+struct model {
+    const model_ops_t *ops;
+    const char *name;
+    size_t num_train;
+    size_t num_test;
+    int grad_dense;
+    metric_kind_t metric;
+    size_t sparse_params;  // parameters [0, sparse_params) form a sparse block (model_num_sparse_params)
+};
+
+#endif

@@ -1,0 +1,64 @@
+#ifndef ASGD_ENGINE_DATA_DATA_SOURCE_H
+#define ASGD_ENGINE_DATA_DATA_SOURCE_H
+// Turns a --data spec into train and test sets:
+//   fashion-mnist                 Debian's dataset-fashion-mnist (or --data-dir), official split
+//   gen:sparse[:k=v,...]          generated RCV1-like sparse data (n, dim, nnz, zipf, noise, seed)
+//   gen:ratings[:k=v,...]         generated low-rank ratings (users, items, rank, n, noise, seed)
+//   PATH                          a libsvm file (logreg, svm) or a ratings file (mf)
+// Sets without their own test split are split with --test-frac, seeded.
+#include <stddef.h>
+#include <stdint.h>
+
+#include "datasets/dataset.h"   // defines: dense_dataset_t, sparse_dataset_t, ratings_t
+#include "engine/data/generate.h"  // defines: sparse_gen_config_t, ratings_gen_config_t
+
+typedef enum data_kind {
+    DATA_KIND_DENSE,    // images: mlp, softmax
+    DATA_KIND_SPARSE,   // libsvm: logreg, svm
+    DATA_KIND_RATINGS,  // mf
+} data_kind_t;
+
+typedef struct data_options {
+    const char *spec;
+    const char *data_dir;   // NULL: the default Fashion-MNIST location
+    size_t train_limit;     // 0: all
+    size_t test_limit;      // 0: all
+    double test_fraction;   // for sets without a test split
+    uint64_t seed;          // generators' default seed and the split's seed
+} data_options_t;
+
+typedef struct data_bundle {
+    data_kind_t kind;
+    dense_dataset_t dense_train, dense_test;
+    sparse_dataset_t sparse_train, sparse_test;
+    ratings_t ratings_train, ratings_test;
+    char description[256];
+} data_bundle_t;
+
+// Where a --data spec says the data comes from, before anything is read.
+typedef enum data_source {
+    DATA_SOURCE_FASHION_MNIST,
+    DATA_SOURCE_GEN_SPARSE,
+    DATA_SOURCE_GEN_RATINGS,
+    DATA_SOURCE_FILE,
+} data_source_t;
+
+typedef struct data_spec {
+    data_source_t source;
+    sparse_gen_config_t sparse;    // DATA_SOURCE_GEN_SPARSE: the generator's parameters
+    ratings_gen_config_t ratings;  // DATA_SOURCE_GEN_RATINGS
+    const char *path;              // DATA_SOURCE_FILE: the spec itself
+} data_spec_t;
+
+// Parses a spec for a model that reads `kind` data; seed is the generators'
+// default. Returns 0, or -1 with err naming the spec and what is wrong.
+int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec_t *out, char *err, size_t err_len);
+
+void data_bundle_init(data_bundle_t *b);
+int data_bundle_load(const data_options_t *o, data_kind_t kind, data_bundle_t *b, char *err, size_t err_len);
+void data_bundle_free(data_bundle_t *b);
+
+size_t data_bundle_num_train(const data_bundle_t *b);
+size_t data_bundle_num_test(const data_bundle_t *b);
+
+#endif

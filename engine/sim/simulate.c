@@ -1,0 +1,518 @@
+#include "engine/sim/simulate.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "kernels/rng.h"  // defines: rng_seed, rng_shuffle_u32
+
+// The trainer's rng streams (engine/core/trainer.c): the initial data order, then
+// thread 0's per-epoch shuffles. Using the same ones makes fixed:0 replay
+// `--mode hogwild --threads 1` exactly.
+#define STREAM_ORDER 0x4f524452u
+#define STREAM_SHUFFLE 0x53485546u
+#define CLOCK_CHECK_EVERY 64  // step boundaries between looks at the clock
+
+// One gradient in flight.
+typedef struct pending {
+    uint64_t due;           // step (per-gradient delays) or virtual time (straggler) it is applied at
+    uint64_t seq;           // read order: breaks ties in `due`
+    uint64_t read_version;  // updates applied when its parameters were read
+    size_t epoch;           // the epoch its minibatch came from (for epoch-decay schedules)
+    uint64_t worker;        // straggler: the worker that computed it
+    size_t n, cap;          // sparse: entries used and allocated
+    uint32_t *idx;          // (cap) touched coordinates; NULL when dense
+    float *g;               // (cap) gradient values, or (n_params) when dense
+    float *w_then;          // same shape as g: parameters at read time (DC-ASGD only, else NULL)
+} pending_t;
+
+typedef struct sim {
+    const model_t *model;
+    optimizer_t *opt;
+    param_t *w;
+    simulate_config_t cfg;
+    size_t n_train, n_params;
+    int dense, dc;
+    model_ws_t *ws, *eval_ws;
+    grad_t grad;            // scratch: computed into at a read, scattered into at an apply
+    float *w_now;           // (now_cap) DC-ASGD: current parameters gathered at an apply
+    size_t now_cap;
+
+    // The data stream, in the order of one hogwild thread.
+    uint32_t *order;        // (n_train)
+    rng_t shuffle;
+    size_t epoch, pos;
+    int exhausted;
+
+    // Gradients in flight: a binary min-heap on (due, seq) and a pool of records.
+    pending_t **heap;       // (cap_in_flight)
+    size_t heap_n;
+    pending_t **pool;       // (cap_in_flight) every record allocated so far
+    size_t pool_n;
+    pending_t **spare;      // (cap_in_flight) records not in flight
+    size_t spare_n;
+    size_t cap_in_flight;
+
+    uint64_t seq;           // gradients read
+    uint64_t version;       // updates applied
+    uint64_t samples;
+    double loss_sum;
+    float lr;               // the schedule's step size at the last update (before staleness scaling)
+    staleness_hist_t *hist;
+} sim_t;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void simulate_config_default(simulate_config_t *c) {
+    memset(c, 0, sizeof *c);
+    train_config_default(&c->train);
+    c->delay.kind = DELAY_KIND_FIXED;
+}
+
+int simulate_config_check(const simulate_config_t *c, size_t n_train, char *err, size_t err_len) {
+    if (c->train.threads != 1) {
+        snprintf(err, err_len, "simulate: runs on one thread (threads %zu)", c->train.threads);
+        return -1;
+    }
+    if (c->train.mode != TRAIN_MODE_HOGWILD || c->train.link) {
+        snprintf(err, err_len, "simulate: replaces the training mode; use hogwild with no distributed link");
+        return -1;
+    }
+    if (train_config_check(&c->train, n_train, err, err_len) != 0) return -1;
+    if (delay_model_check(&c->delay, err, err_len) != 0) return -1;
+    return stale_update_config_check(&c->update, err, err_len);
+}
+
+// ---- the gradients in flight ----
+
+static int before(const pending_t *a, const pending_t *b) {
+    return a->due < b->due || (a->due == b->due && a->seq < b->seq);
+}
+
+static void heap_push(sim_t *s, pending_t *p) {
+    size_t i = s->heap_n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!before(p, s->heap[parent])) break;
+        s->heap[i] = s->heap[parent];
+        i = parent;
+    }
+    s->heap[i] = p;
+}
+
+static pending_t *heap_pop(sim_t *s) {
+    pending_t *top = s->heap[0], *last = s->heap[--s->heap_n];
+    size_t i = 0, n = s->heap_n;
+    for (;;) {
+        size_t child = 2 * i + 1;
+        if (child >= n) break;
+        if (child + 1 < n && before(s->heap[child + 1], s->heap[child])) child++;
+        if (!before(s->heap[child], last)) break;
+        s->heap[i] = s->heap[child];
+        i = child;
+    }
+    if (n) s->heap[i] = last;
+    return top;
+}
+
+static void free_record(pending_t *p) {
+    if (!p) return;
+    free(p->idx);
+    free(p->g);
+    free(p->w_then);
+    free(p);
+}
+
+// A record to read into: a spare one, or a new one while fewer than the bound
+// exist (allocation happens only until the peak number in flight is reached).
+static pending_t *take_record(sim_t *s, char *err, size_t err_len) {
+    if (s->spare_n) return s->spare[--s->spare_n];
+    pending_t *p = calloc(1, sizeof *p);
+    if (p && s->dense) {
+        p->g = calloc(s->n_params, sizeof *p->g);
+        if (p->g && s->dc) p->w_then = calloc(s->n_params, sizeof *p->w_then);
+        if (!p->g || (s->dc && !p->w_then)) {
+            free_record(p);
+            p = NULL;
+        }
+    }
+    if (!p || s->pool_n == s->cap_in_flight) {
+        snprintf(err, err_len, "simulate: out of memory for gradient %zu in flight (%zu parameters each): %s",
+                 s->pool_n + 1, s->n_params, strerror(errno ? errno : ENOMEM));
+        free_record(p);
+        return NULL;
+    }
+    s->pool[s->pool_n++] = p;
+    return p;
+}
+
+static int reserve_sparse(pending_t *p, size_t n, int dc) {
+    if (n <= p->cap) return 0;
+    size_t cap = p->cap ? p->cap : 16;
+    while (cap < n) cap *= 2;
+    uint32_t *idx = realloc(p->idx, cap * sizeof *idx);
+    if (idx) p->idx = idx;
+    float *g = realloc(p->g, cap * sizeof *g);
+    if (g) p->g = g;
+    float *wt = dc ? realloc(p->w_then, cap * sizeof *wt) : NULL;
+    if (wt) p->w_then = wt;
+    if (!idx || !g || (dc && !wt)) return -1;
+    p->cap = cap;
+    return 0;
+}
+
+// ---- reading: the next minibatch, its gradient on the current parameters ----
+
+// The next minibatch of the hogwild order, or 0 when every epoch is done.
+static int next_batch(sim_t *s, const uint32_t **idx, size_t *count) {
+    if (s->exhausted) return 0;
+    if (s->pos >= s->n_train) {
+        if (++s->epoch == s->cfg.train.epochs) {
+            s->exhausted = 1;
+            return 0;
+        }
+        rng_shuffle_u32(&s->shuffle, s->order, s->n_train);
+        s->pos = 0;
+    }
+    size_t b = s->cfg.train.batch;
+    *idx = s->order + s->pos;
+    *count = s->n_train - s->pos < b ? s->n_train - s->pos : b;
+    s->pos += *count;
+    if (s->pos >= s->n_train && s->epoch + 1 == s->cfg.train.epochs) s->exhausted = 1;
+    return 1;
+}
+
+// Reads the parameters and computes the next gradient into a record (not yet
+// scheduled). *out is NULL when the data is used up. Returns 0, or -1 on error.
+static int read_gradient(sim_t *s, uint64_t worker, pending_t **out, char *err, size_t err_len) {
+    *out = NULL;
+    const uint32_t *idx;
+    size_t count;
+    if (!next_batch(s, &idx, &count)) return 0;
+    size_t epoch = s->epoch;
+    pending_t *p = take_record(s, err, err_len);
+    if (!p) return -1;
+    double loss = model_loss_grad(s->model, s->w, idx, count, &s->grad, s->ws);
+    if (s->cfg.train.clip_grad_norm > 0) grad_clip_norm(&s->grad, s->cfg.train.clip_grad_norm);
+    if (s->dense) {
+        // Hand the gradient's buffer to the record and take the record's (clear) one.
+        float *clear = p->g;
+        p->g = s->grad.value;
+        s->grad.value = clear;
+        if (s->dc) params_read(s->w, s->n_params, p->w_then);
+    } else {
+        if (reserve_sparse(p, s->grad.n_touched, s->dc) != 0) {
+            snprintf(err, err_len, "simulate: out of memory for a gradient of %zu coordinates", s->grad.n_touched);
+            s->spare[s->spare_n++] = p;
+            return -1;
+        }
+        p->n = s->grad.n_touched;
+        for (size_t k = 0; k < p->n; k++) {
+            uint32_t i = s->grad.touched[k];
+            p->idx[k] = i;
+            p->g[k] = s->grad.value[i];
+            if (s->dc) p->w_then[k] = param_get(&s->w[i]);
+        }
+        grad_clear(&s->grad);
+    }
+    p->seq = s->seq++;
+    p->read_version = s->version;
+    p->epoch = epoch;
+    p->worker = worker;
+    s->samples += count;
+    s->loss_sum += loss * (double)count;
+    *out = p;
+    return 0;
+}
+
+// ---- applying: the update rule for a stale gradient, then the optimizer ----
+
+static int apply_gradient(sim_t *s, pending_t *p, char *err, size_t err_len) {
+    uint64_t staleness = s->version - p->read_version;
+    staleness_hist_add(s->hist, staleness);
+    s->lr = optimizer_lr(s->opt, (double)s->version, p->epoch);
+    float lr = stale_update_lr(&s->cfg.update, s->lr, staleness);
+    float lambda = (float)s->cfg.update.dc_lambda;
+    if (s->dense) {
+        if (s->dc) {
+            params_read(s->w, s->n_params, s->w_now);
+            dc_asgd_compensate(p->g, s->w_now, p->w_then, s->n_params, lambda);
+        }
+        // The record's gradient becomes the scratch gradient; the applied one
+        // (cleared by the optimizer) goes back to the record.
+        float *clear = s->grad.value;
+        s->grad.value = p->g;
+        p->g = clear;
+        optimizer_apply_and_clear(s->opt, s->w, &s->grad, lr);
+    } else {
+        if (s->dc) {
+            if (p->n > s->now_cap) {
+                size_t cap = p->cap;
+                float *now = realloc(s->w_now, cap * sizeof *now);
+                if (!now) {
+                    snprintf(err, err_len, "simulate: out of memory for %zu coordinates", cap);
+                    return -1;
+                }
+                s->w_now = now;
+                s->now_cap = cap;
+            }
+            for (size_t k = 0; k < p->n; k++) s->w_now[k] = param_get(&s->w[p->idx[k]]);
+            dc_asgd_compensate(p->g, s->w_now, p->w_then, p->n, lambda);
+        }
+        for (size_t k = 0; k < p->n; k++) grad_add(&s->grad, p->idx[k], p->g[k]);
+        optimizer_apply_and_clear(s->opt, s->w, &s->grad, lr);
+        p->n = 0;
+    }
+    s->version++;
+    s->spare[s->spare_n++] = p;
+    return 0;
+}
+
+// ---- evaluation and the clock (as the trainer reports them) ----
+
+typedef struct sim_clock {
+    double start, paused;
+    uint64_t samples_at_eval, updates_at_eval;
+    double loss_at_eval;
+    uint64_t next_eval;
+    double next_progress;
+    unsigned ticks;
+} sim_clock_t;
+
+static train_point_t point_now(const sim_t *s, const sim_clock_t *clk, double now) {
+    train_point_t p;
+    p.wall_s = now - clk->start - clk->paused;
+    p.samples = s->samples;
+    p.updates = s->version;
+    p.epoch = (double)s->samples / (double)s->n_train;
+    p.samples_per_s = p.wall_s > 0 ? (double)s->samples / p.wall_s : 0.0;
+    p.lr = s->lr;
+    uint64_t ds = s->samples - clk->samples_at_eval;
+    p.train_loss = ds ? (s->loss_sum - clk->loss_at_eval) / (double)ds : NAN;
+    p.test_loss = p.test_metric = NAN;
+    return p;
+}
+
+static int target_met(const sim_t *s, double metric) {
+    double target = s->cfg.train.target;
+    if (isnan(target) || isnan(metric)) return 0;
+    return model_metric(s->model) == METRIC_KIND_ACCURACY ? metric >= target : metric <= target;
+}
+
+// One evaluation point, off the clock. Returns 1 when the run should stop at the target.
+static int eval_point(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, train_result_t *res) {
+    double begin = now_s();
+    train_point_t p = point_now(s, clk, begin);
+    size_t limit = s->cfg.train.eval_limit ? s->cfg.train.eval_limit : model_num_test(s->model);
+    if (limit > model_num_test(s->model)) limit = model_num_test(s->model);
+    eval_sums_t sums = {0.0, 0.0, 0};
+    model_evaluate(s->model, s->w, 0, limit, s->eval_ws, &sums);
+    p.test_loss = sums.count ? sums.loss_sum / (double)sums.count : NAN;
+    p.test_metric = eval_metric_value(model_metric(s->model), &sums);
+    clk->samples_at_eval = s->samples;
+    clk->updates_at_eval = s->version;
+    clk->loss_at_eval = s->loss_sum;
+    clk->next_eval = (s->samples / s->cfg.train.eval_every + 1) * s->cfg.train.eval_every;
+    res->n_evals++;
+    res->last = p;
+    int reached = target_met(s, p.test_metric);
+    if (reached && isnan(res->time_to_target_s)) {
+        res->time_to_target_s = p.wall_s;
+        res->samples_to_target = p.samples;
+    }
+    if (cb && cb->on_eval) cb->on_eval(&p, cb->ctx);
+    clk->paused += now_s() - begin;
+    return reached && s->cfg.train.stop_at_target;
+}
+
+// At a step boundary: evaluation when due, the time limit, progress. Returns 1 to stop.
+static int step_boundary(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, train_result_t *res) {
+    if (s->samples >= clk->next_eval && eval_point(s, clk, cb, res)) {
+        res->stopped_at_target = 1;
+        return 1;
+    }
+    if (++clk->ticks % CLOCK_CHECK_EVERY) return 0;
+    const train_config_t *c = &s->cfg.train;
+    if (c->time_limit_s <= 0 && !(cb && cb->on_progress && c->progress_interval_s > 0)) return 0;
+    double now = now_s();
+    if (c->time_limit_s > 0 && now - clk->start - clk->paused >= c->time_limit_s) {
+        res->stopped_at_time_limit = 1;
+        return 1;
+    }
+    if (cb && cb->on_progress && c->progress_interval_s > 0 && now >= clk->next_progress) {
+        clk->next_progress = now + c->progress_interval_s;
+        train_point_t p = point_now(s, clk, now);
+        double remaining = (double)s->n_train * (double)c->epochs - (double)s->samples;
+        cb->on_progress(&p, p.samples_per_s > 0 ? remaining / p.samples_per_s : NAN, cb->ctx);
+    }
+    return 0;
+}
+
+// ---- the two drivers ----
+
+// Per-gradient delays: step t reads one gradient, schedules it for t + delay,
+// then applies everything due at t.
+static int run_steps(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, train_result_t *res, char *err,
+                     size_t err_len) {
+    delay_sampler_t sampler;
+    delay_sampler_init(&sampler, &s->cfg.delay, s->cfg.train.seed);
+    for (uint64_t t = 0;; t++) {
+        pending_t *p;
+        if (read_gradient(s, 0, &p, err, err_len) != 0) return -1;
+        if (p) {
+            p->due = t + delay_sampler_next(&sampler);
+            heap_push(s, p);
+        }
+        while (s->heap_n && s->heap[0]->due <= t)
+            if (apply_gradient(s, heap_pop(s), err, err_len) != 0) return -1;
+        if (s->exhausted && !s->heap_n) return 0;
+        if (step_boundary(s, clk, cb, res)) return 0;
+    }
+}
+
+// Straggler: W workers in virtual time; each applies its gradient when its
+// duration has passed, then reads again at once.
+static int run_workers(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, train_result_t *res, char *err,
+                       size_t err_len) {
+    const delay_model_t *m = &s->cfg.delay;
+    for (uint64_t k = 0; k < m->workers; k++) {
+        pending_t *p;
+        if (read_gradient(s, k, &p, err, err_len) != 0) return -1;
+        if (!p) break;
+        p->due = delay_model_duration(m, k);
+        heap_push(s, p);
+    }
+    while (s->heap_n) {
+        pending_t *done = heap_pop(s);
+        uint64_t now = done->due, worker = done->worker;
+        if (apply_gradient(s, done, err, err_len) != 0) return -1;
+        pending_t *p;
+        if (read_gradient(s, worker, &p, err, err_len) != 0) return -1;
+        if (p) {
+            p->due = now + delay_model_duration(m, worker);
+            heap_push(s, p);
+        }
+        if (step_boundary(s, clk, cb, res)) return 0;
+    }
+    return 0;
+}
+
+static void free_sim(sim_t *s) {
+    for (size_t i = 0; i < s->pool_n; i++) free_record(s->pool[i]);
+    free(s->pool);
+    free(s->spare);
+    free(s->heap);
+    free(s->order);
+    free(s->w_now);
+    grad_free(&s->grad);
+    model_ws_destroy(&s->ws);
+    model_ws_destroy(&s->eval_ws);
+}
+
+static int prepare(sim_t *s, char *err, size_t err_len) {
+    // Bound on gradients in flight: the delay bound + 1 (or the workers), and
+    // never more than the run's gradients.
+    const train_config_t *c = &s->cfg.train;
+    uint64_t steps_per_epoch = (s->n_train + c->batch - 1) / c->batch;
+    uint64_t total = steps_per_epoch * (uint64_t)c->epochs;
+    uint64_t bound = delay_model_max_in_flight(&s->cfg.delay) + (s->cfg.delay.kind == DELAY_KIND_STRAGGLER ? 0 : 1);
+    s->cap_in_flight = (size_t)(bound < total ? bound : total);
+    if (s->cap_in_flight == 0) s->cap_in_flight = 1;
+    s->heap = malloc(s->cap_in_flight * sizeof *s->heap);
+    s->pool = malloc(s->cap_in_flight * sizeof *s->pool);
+    s->spare = malloc(s->cap_in_flight * sizeof *s->spare);
+    s->order = malloc(s->n_train * sizeof *s->order);
+    if (s->dense && s->dc) s->w_now = malloc(s->n_params * sizeof *s->w_now);
+    if (!s->heap || !s->pool || !s->spare || !s->order || (s->dense && s->dc && !s->w_now)) {
+        snprintf(err, err_len, "simulate: allocating state for %zu gradients in flight: %s", s->cap_in_flight,
+                 strerror(errno));
+        return -1;
+    }
+    if (!(s->ws = model_ws_new(s->model, c->batch, err, err_len))) return -1;
+    if (!(s->eval_ws = model_ws_new(s->model, c->batch, err, err_len))) return -1;
+    if (grad_init(&s->grad, s->n_params, s->dense, err, err_len) != 0) return -1;
+    // The order of `--mode hogwild --threads 1`: one seeded permutation, then
+    // the thread's own shuffle at the start of every epoch.
+    for (size_t i = 0; i < s->n_train; i++) s->order[i] = (uint32_t)i;
+    rng_t r;
+    rng_seed(&r, c->seed, STREAM_ORDER);
+    rng_shuffle_u32(&r, s->order, s->n_train);
+    rng_seed(&s->shuffle, c->seed, STREAM_SHUFFLE + 0);
+    rng_shuffle_u32(&s->shuffle, s->order, s->n_train);
+    return 0;
+}
+
+int simulate_run(const model_t *m, optimizer_t *opt, param_t *w, const simulate_config_t *c,
+                 const train_callbacks_t *cb, simulate_result_t *out, char *err, size_t err_len) {
+    if (simulate_config_check(c, model_num_train(m), err, err_len) != 0) return -1;
+    sim_t s;
+    memset(&s, 0, sizeof s);
+    s.model = m;
+    s.opt = opt;
+    s.w = w;
+    s.cfg = *c;
+    s.n_train = model_num_train(m);
+    s.n_params = model_num_params(m);
+    s.dense = model_grad_is_dense(m);
+    s.dc = c->update.dc_lambda > 0.0;
+    if (s.cfg.train.eval_every == 0) s.cfg.train.eval_every = s.n_train;
+    memset(out, 0, sizeof *out);
+    staleness_hist_init(&out->staleness);
+    s.hist = &out->staleness;
+    train_result_t *res = &out->train;
+    res->time_to_target_s = NAN;
+    if (prepare(&s, err, err_len) != 0) {
+        free_sim(&s);
+        return -1;
+    }
+    s.lr = optimizer_lr(opt, 0.0, 0);
+    sim_clock_t clk;
+    memset(&clk, 0, sizeof clk);
+    clk.start = now_s();
+    clk.next_progress = clk.start + c->train.progress_interval_s;
+    int rc = 0;
+    if (!eval_point(&s, &clk, cb, res)) {
+        rc = c->delay.kind == DELAY_KIND_STRAGGLER ? run_workers(&s, &clk, cb, res, err, err_len)
+                                                   : run_steps(&s, &clk, cb, res, err, err_len);
+    } else {
+        res->stopped_at_target = 1;
+    }
+    if (rc == 0) {
+        // Updates still in flight when a run stops early are dropped, not applied.
+        if (s.samples != clk.samples_at_eval || s.version != clk.updates_at_eval) eval_point(&s, &clk, cb, res);
+        res->wall_s = res->last.wall_s;
+        res->eval_s = clk.paused;
+        res->samples = s.samples;
+        res->updates = s.version;
+        res->samples_per_s = res->wall_s > 0 ? (double)s.samples / res->wall_s : 0.0;
+        res->updates_per_s = res->wall_s > 0 ? (double)s.version / res->wall_s : 0.0;
+        out->max_in_flight = s.pool_n;
+    }
+    free_sim(&s);
+    return rc;
+}
+
+typedef struct simulate_job {
+    const model_t *m;
+    const simulate_config_t *c;
+    const train_callbacks_t *cb;
+    simulate_result_t *out;
+} simulate_job_t;
+
+static int run_simulate_job(void *ctx, optimizer_t *opt, param_t *w, char *err, size_t err_len) {
+    simulate_job_t *j = ctx;
+    return simulate_run(j->m, opt, w, j->c, j->cb, j->out, err, err_len);
+}
+
+int simulate_fresh(const model_t *m, const optimizer_config_t *oc, const simulate_config_t *c, uint64_t init_seed,
+                   const train_callbacks_t *cb, simulate_result_t *out, float *final_w, char *err, size_t err_len) {
+    simulate_job_t job = {m, c, cb, out};
+    return run_on_fresh_params(m, oc, init_seed, final_w, run_simulate_job, &job, err, err_len);
+}
