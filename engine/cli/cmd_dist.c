@@ -13,12 +13,12 @@
 
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
 #include "kernels/partition.h"  // defines: shard_range
-#include "datasets/text_io.h"       // defines: text_file_read
 #include "engine/cli/commands.h"
 #include "engine/cli/dist.h"
 #include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/core/json_writer.h"     // defines: json_*
 #include "engine/cli/model_file.h"      // defines: model_file_info_of, model_file_write
+#include "engine/cli/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
 #include "engine/dist/replica.h"         // defines: replica_train
 #include "engine/core/run_report.h"      // defines: run_report_new
 #include "net/ps_client.h"          // defines: ps_push_count_t
@@ -406,42 +406,32 @@ int dist_push_ledger_sum(const char *dir, uint64_t run_id, size_t worker, size_t
     return rc;
 }
 
-// The run's exactly-once check (dist.h, docs/reliability.md).
-// Shard s's count for worker k in object `section` of its server-S.json text
-// (NaN when absent).
-static double shard_count(const char *text, const char *section, size_t k) {
-    char pattern[128];
-    snprintf(pattern, sizeof pattern, "\"%s\":", section);
-    const char *p = strstr(text, pattern);
-    if (!p) return NAN;
-    snprintf(pattern, sizeof pattern, "\"%zu\":", k);
-    p = strstr(p, pattern);
-    return p ? strtod(p + strlen(pattern), NULL) : NAN;
-}
-
+// The run's exactly-once check (dist.h, docs/reliability.md), from the
+// shards' result records and the workers' ledgers.
 int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t workers, char *why, size_t why_len) {
-    uint64_t run_id = 0;
     ps_push_count_t *acks = calloc(servers ? servers : 1, sizeof *acks);
-    char **text = calloc(servers ? servers : 1, sizeof *text);
-    char path[1024], err[1200];
-    int rc = acks && text ? 0 : -1;
+    server_result_t *shard = calloc(servers ? servers : 1, sizeof *shard);
+    char err[1200];
+    size_t held = 0;  // records read (freed at the end)
+    int rc = acks && shard ? 0 : -1;
     if (rc != 0) snprintf(why, why_len, "out of memory");
     for (size_t s = 0; rc == 0 && s < servers; s++) {
-        snprintf(path, sizeof path, "%s/server-%zu.json", dir, s);
-        size_t len;
-        if (text_file_read(path, &text[s], &len, err, sizeof err) != 0) text[s] = NULL;
-        if (!text[s] || !strstr(text[s], "\"pushes_lost_by_worker\":")) {
-            snprintf(why, why_len, "%s: missing, or without pushes_lost_by_worker", path);
+        if (run_record_read_server(dir, s, &shard[s], why, why_len) != 0) {
             rc = -1;
-        } else if (s == 0) {
-            const char *id = strstr(text[s], "\"run_id\":");
-            run_id = id ? strtoull(id + strlen("\"run_id\":"), NULL, 10) : 0;
-        } else if (strstr(text[s], "\"pushes_lost_known\":false")) {
+            break;
+        }
+        held++;
+        if (shard[s].workers != workers) {
+            snprintf(why, why_len, "server %zu's result counts %llu workers; the run has %zu", s,
+                     (unsigned long long)shard[s].workers, workers);
+            rc = -1;
+        } else if (!shard[s].lost_known) {
             snprintf(why, why_len, "server %zu was resumed without the ledger beside its checkpoint "
                      "(server-%zu.ckpt.ledger): the pushes its crash lost cannot be counted", s, s);
             rc = -1;
         }
     }
+    uint64_t run_id = held ? shard[0].run_id : 0;  // server 0's names the run
     for (size_t k = 0; rc == 0 && k < workers; k++) {
         size_t incarnations = 0;
         if (dist_push_ledger_sum(dir, run_id, k, servers, acks, &incarnations, err, sizeof err) != 0) {
@@ -450,8 +440,7 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
             break;
         }
         for (size_t s = 0; rc == 0 && s < servers; s++) {
-            double total = shard_count(text[s], "pushes_total_by_worker", k);
-            double lost = shard_count(text[s], "pushes_lost_by_worker", k);
+            double total = (double)shard[s].pushes_total[k], lost = (double)shard[s].pushes_lost[k];
             double applied = total + lost, acked = (double)acks[s].acked, sent = (double)acks[s].sent;
             if (acked <= applied && applied <= sent) continue;
             snprintf(why, why_len, "worker %zu, shard %zu: %s: its %zu incarnation%s sent %.0f pushes and were "
@@ -462,8 +451,8 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
             rc = 1;
         }
     }
-    for (size_t s = 0; text && s < servers; s++) free(text[s]);
-    free(text);
+    for (size_t s = 0; s < held; s++) server_result_free(&shard[s]);
+    free(shard);
     free(acks);
     return rc;
 }
@@ -587,6 +576,23 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     fputc('\n', out);
 }
 
+// The shard's result record (run_record.h), for whoever merges the run directory.
+static int write_server_record(size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s,
+                               const ps_stats_t *st, char *err, size_t err_len) {
+    server_result_t r = {.id = id, .run_id = run_id, .lost_known = !st->lost_unknown};
+    if (server_result_alloc(&r, d->workers, err, err_len) != 0) return -1;
+    size_t bytes = d->workers * sizeof(uint64_t);
+    memcpy(r.pushes_total, ps_server_pushes_total_per_worker(s), bytes);
+    memcpy(r.pushes_lost, ps_server_lost_per_worker(s), bytes);
+    if (d->sync == SYNC_MODE_BSP) memcpy(r.late_dropped, ps_server_late_per_worker(s), bytes);
+    r.staleness_clocks = st->staleness_clocks;
+    r.staleness_updates = st->staleness_updates;
+    int rc = run_record_write_server(d->run_dir, &r, err, err_len);
+    server_result_free(&r);
+    return rc;
+}
+
+// server-K.json, server-K-staleness.csv, then the record (its presence says the shard is done).
 static int write_server_files(size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s, char *err,
                               size_t err_len) {
     if (!d->run_dir) return 0;
@@ -606,7 +612,7 @@ static int write_server_files(size_t id, uint64_t run_id, const dist_args_t *d, 
         if (a || b) fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)a, (unsigned long long)b);
     }
     if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) return -1;
-    return 0;
+    return write_server_record(id, run_id, d, s, &st, err, err_len);
 }
 
 static void csv_value(FILE *f, double v) {
@@ -889,6 +895,33 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     fputc('\n', out);
 }
 
+// The worker's result record (run_record.h): what the merge of the run directory reads.
+static int write_worker_record(const char *dir, size_t id, const model_t *m, const train_result_t *r,
+                               const replica_stats_t *rs, char *err, size_t err_len) {
+    worker_result_t w = {
+        .id = id,
+        .metric_rmse = model_metric(m) == METRIC_KIND_RMSE,
+        .samples = r->samples,
+        .updates = r->updates,
+        .train_examples = model_num_train(m),
+        .pushes = rs->pushes,
+        .global_versions = rs->global_versions,
+        .samples_to_target = r->samples_to_target,
+        .bytes_out = rs->bytes_out,
+        .bytes_in = rs->bytes_in,
+        .bytes_out_uncompressed = rs->bytes_out_raw,
+        .wall_s = r->wall_s,
+        .samples_per_s = r->samples_per_s,
+        .wait_s = rs->wait_s,
+        .final_test_loss = r->last.test_loss,
+        .final_test_metric = r->last.test_metric,
+        .time_to_target_s = r->time_to_target_s,
+        .global_test_loss = rs->global_test_loss,
+        .global_test_metric = rs->global_test_metric,
+    };
+    return run_record_write_worker(dir, &w, err, err_len);
+}
+
 static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                       const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
     size_t n_ranks = d->servers + d->workers;
@@ -1024,6 +1057,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         if (!f) goto out;
         write_worker_json(f, id, t, d, m, &result, &rs, rejoins, counts, incarnation);
         if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) goto out;
+        if (write_worker_record(d->run_dir, id, m, &result, &rs, err, err_len) != 0) goto out;
     }
     rc = 0;
 out:

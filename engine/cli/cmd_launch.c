@@ -19,6 +19,7 @@
 #include "engine/core/json_writer.h"     // defines: json_*
 #include "engine/cli/launch_curve.h"    // defines: global_curve_load, global_curve_write_merged
 #include "engine/cli/model_file.h"      // defines: model_file_join, model_file_write
+#include "engine/cli/run_record.h"      // defines: run_record_read_worker, run_record_read_server
 #include "net/curve_auth.h"         // defines: zap_handler_destroy
 #include "net/launch_env.h"         // defines: launch_env_detect
 #include "net/rendezvous.h"         // defines: rdv_server_new
@@ -57,86 +58,61 @@ static const char *role_name(dist_role_t r) { return r == DIST_ROLE_SERVER ? "se
 
 // ---- the run directory's merged files ---------------------------------------------
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (cap - len < 2) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = grown;
-            cap *= 2;
+// Every process's result record (run_record.h), read once.
+typedef struct run_results {
+    worker_result_t *workers;  // [d->workers]
+    server_result_t *servers;  // [d->servers]
+    size_t n_servers;          // shard records held (to free)
+} run_results_t;
+
+static void run_results_free(run_results_t *r) {
+    for (size_t s = 0; r->servers && s < r->n_servers; s++) server_result_free(&r->servers[s]);
+    free(r->servers);
+    free(r->workers);
+    memset(r, 0, sizeof *r);
+}
+
+// Returns 0, or -1 with err naming the record that is missing or refused.
+static int run_results_load(const char *dir, const dist_args_t *d, run_results_t *r, char *err, size_t err_len) {
+    memset(r, 0, sizeof *r);
+    r->workers = calloc(d->workers ? d->workers : 1, sizeof *r->workers);
+    r->servers = calloc(d->servers ? d->servers : 1, sizeof *r->servers);
+    if (!r->workers || !r->servers) {
+        snprintf(err, err_len, "out of memory for the results of %zu processes", d->servers + d->workers);
+        run_results_free(r);
+        return -1;
+    }
+    for (size_t k = 0; k < d->workers; k++) {
+        if (run_record_read_worker(dir, k, &r->workers[k], err, err_len) != 0) {
+            run_results_free(r);
+            return -1;
         }
     }
-    fclose(f);
-    if (buf) buf[len] = '\0';
-    return buf;
+    for (; r->n_servers < d->servers; r->n_servers++) {
+        if (run_record_read_server(dir, r->n_servers, &r->servers[r->n_servers], err, err_len) != 0) {
+            run_results_free(r);
+            return -1;
+        }
+    }
+    return 0;
 }
 
-// The number after "key": in a flat part of our own JSON (NaN when absent or null).
-static double json_field(const char *text, const char *key) {
-    if (!text) return NAN;
-    char pattern[128];
-    snprintf(pattern, sizeof pattern, "\"%s\":", key);
-    const char *p = strstr(text, pattern);
-    if (!p) return NAN;
-    p += strlen(pattern);
-    if (strncmp(p, "null", 4) == 0) return NAN;
-    return strtod(p, NULL);
-}
-
-static const char *json_section(const char *text, const char *key) {
-    if (!text) return NULL;
-    char pattern[128];
-    snprintf(pattern, sizeof pattern, "\"%s\":", key);
-    return strstr(text, pattern);
-}
-
-// Sums the shards' staleness histograms into staleness.csv and h_clocks/h_updates.
-static void merge_staleness(const char *dir, size_t servers, staleness_hist_t *h_clocks, staleness_hist_t *h_updates) {
+// The shards' staleness histograms summed into h_clocks / h_updates, and staleness.csv.
+static int merge_staleness(const char *dir, const run_results_t *res, size_t servers, staleness_hist_t *h_clocks,
+                           staleness_hist_t *h_updates, char *err, size_t err_len) {
     staleness_hist_init(h_clocks);
     staleness_hist_init(h_updates);
-    for (size_t k = 0; k < servers; k++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/server-%zu-staleness.csv", dir, k);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        char line[256];
-        if (!fgets(line, sizeof line, f)) {
-            fclose(f);
-            continue;
-        }
-        unsigned long long v, a, b;
-        while (fgets(line, sizeof line, f) && sscanf(line, "%llu,%llu,%llu", &v, &a, &b) == 3) {
-            for (unsigned long long i = 0; i < a; i++) staleness_hist_add(h_clocks, v);
-            for (unsigned long long i = 0; i < b; i++) staleness_hist_add(h_updates, v);
-        }
-        fclose(f);
-        // The exact maxima (the CSV's last bin may be an overflow bin).
-        snprintf(path, sizeof path, "%s/server-%zu.json", dir, k);
-        char *text = read_text(path);
-        double mc = json_field(json_section(text, "staleness_clocks"), "max");
-        double mu = json_field(json_section(text, "staleness_updates"), "max");
-        if (!isnan(mc) && mc > (double)h_clocks->max) h_clocks->max = (uint64_t)mc;
-        if (!isnan(mu) && mu > (double)h_updates->max) h_updates->max = (uint64_t)mu;
-        free(text);
+    for (size_t s = 0; s < servers; s++) {
+        staleness_hist_merge(h_clocks, &res->servers[s].staleness_clocks);
+        staleness_hist_merge(h_updates, &res->servers[s].staleness_updates);
     }
-    char err[256];
-    FILE *f = dist_file_open(dir, "staleness.csv", err, sizeof err);
-    if (!f) return;
+    FILE *f = dist_file_open(dir, "staleness.csv", err, err_len);
+    if (!f) return -1;
     fprintf(f, "staleness,updates_by_clocks,updates_by_versions\n");
     for (size_t v = 0; v < STALENESS_HIST_BINS; v++)
         if (h_clocks->bins[v] || h_updates->bins[v])
             fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)h_clocks->bins[v], (unsigned long long)h_updates->bins[v]);
-    dist_file_close(f, dir, "staleness.csv", err, sizeof err);
+    return dist_file_close(f, dir, "staleness.csv", err, err_len);
 }
 
 // One figure of the run: a number, or null when there is none.
@@ -166,207 +142,221 @@ static void json_global_figures(json_writer_t *j, const global_curve_t *gc, doub
 // every other worker had pushed its last by then, so that pull saw the final
 // model; it is the pull that saw the most shard versions (global_versions) —
 // at the longest worker's training time.
-static void read_curve_final(const char *dir, const dist_args_t *d, int rmse, const staleness_hist_t *hc,
-                             const staleness_hist_t *hu, curve_final_t *fin, double *train_examples) {
+static void curve_final_of(const run_results_t *res, size_t workers, const staleness_hist_t *hc,
+                           const staleness_hist_t *hu, curve_final_t *fin) {
     memset(fin, 0, sizeof *fin);
-    *train_examples = NAN;
-    char *last_text = NULL;
-    double last_versions = -1;
-    for (size_t k = 0; k < d->workers; k++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/worker-%zu.json", dir, k);
-        char *text = read_text(path);
-        fin->samples += json_field(text, "samples");
-        double w = json_field(text, "wall_s"), versions = json_field(text, "global_versions");
-        if (k == 0) *train_examples = json_field(text, "train_examples");
-        if (w > fin->wall_s) fin->wall_s = w;
-        if (versions > last_versions || !last_text) {
-            last_versions = versions;
-            free(last_text);
-            last_text = text;
-        } else {
-            free(text);
-        }
+    const worker_result_t *last = NULL;
+    for (size_t k = 0; k < workers; k++) {
+        const worker_result_t *w = &res->workers[k];
+        fin->samples += (double)w->samples;
+        if (w->wall_s > fin->wall_s) fin->wall_s = w->wall_s;
+        if (!last || w->global_versions > last->global_versions) last = w;
     }
-    fin->test_metric = json_field(last_text, rmse ? "global_test_rmse" : "global_test_accuracy");
-    fin->test_loss = json_field(last_text, "global_test_loss");
-    free(last_text);
+    fin->test_metric = last ? last->global_test_metric : NAN;
+    fin->test_loss = last ? last->global_test_loss : NAN;
     fin->staleness_versions_mean = staleness_hist_mean(hu);
     fin->staleness_versions_max = hu->count ? (double)hu->max : NAN;
     fin->staleness_clocks_mean = staleness_hist_mean(hc);
     fin->staleness_clocks_max = hc->count ? (double)hc->max : NAN;
 }
 
-static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
-                          const global_curve_t *gc, const staleness_hist_t *hc, const staleness_hist_t *hu) {
-    double samples = 0, wall = 0, wait = 0, pushes = 0, own_rates = 0;
-    int consistent = 1;
-    char **wtext = calloc(d->workers, sizeof *wtext);
-    char **stext = calloc(d->servers ? d->servers : 1, sizeof *stext);
-    char path[1024];
-    for (size_t k = 0; wtext && k < d->workers; k++) {
-        snprintf(path, sizeof path, "%s/worker-%zu.json", dir, k);
-        wtext[k] = read_text(path);
-        samples += json_field(wtext[k], "samples");
-        double w = json_field(wtext[k], "wall_s");
-        if (w > wall) wall = w;
-        wait += json_field(wtext[k], "wait_s");
-        own_rates += json_field(wtext[k], "samples_per_s");
-        pushes += json_field(wtext[k], "pushes");
-    }
-    for (size_t s = 0; stext && s < d->servers; s++) {
-        snprintf(path, sizeof path, "%s/server-%zu.json", dir, s);
-        stext[s] = read_text(path);
-    }
-    // Every push a worker was acknowledged for was applied once (docs/reliability.md).
-    char why[600];
-    if (d->servers > 0) consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
-    const char *w0 = wtext ? wtext[0] : NULL;
-    int rmse = json_section(w0, "final_test_rmse") != NULL;
-    json_writer_t j;
-    json_begin(&j, out);
-    json_string(&j, "asgd", ASGD_VERSION);
-    json_string(&j, "command", "launch");
-    json_string(&j, "model", train_model_names[t->model]);
-    json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
+// What summary.json says beyond the flags: the records, merged.
+typedef struct run_summary {
+    const run_results_t *res;
+    const global_curve_t *gc;
+    const staleness_hist_t *hc, *hu;
+    double launch_wall_s;
+    int consistent;  // every acknowledged push applied once (servers only)
+} run_summary_t;
+
+// The run's shape: model, sync, processes, batch.
+static void json_run_shape(json_writer_t *j, const train_args_t *t, const dist_args_t *d) {
+    json_string(j, "asgd", ASGD_VERSION);
+    json_string(j, "command", "launch");
+    json_string(j, "model", train_model_names[t->model]);
+    json_string(j, "sync", sync_mode_name((sync_mode_t)d->sync));
     if (d->sync == SYNC_MODE_SSP || (d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse))
-        json_uint(&j, "staleness_bound", d->staleness);
-    else if (d->sync == SYNC_MODE_BSP) json_uint(&j, "staleness_bound", 0);
-    else json_null(&j, "staleness_bound");
-    json_uint(&j, "servers", d->servers);
-    json_uint(&j, "workers", d->workers);
-    json_uint(&j, "threads", t->threads);
-    json_uint(&j, "batch", t->batch);
+        json_uint(j, "staleness_bound", d->staleness);
+    else if (d->sync == SYNC_MODE_BSP) json_uint(j, "staleness_bound", 0);
+    else json_null(j, "staleness_bound");
+    json_uint(j, "servers", d->servers);
+    json_uint(j, "workers", d->workers);
+    json_uint(j, "threads", t->threads);
+    json_uint(j, "batch", t->batch);
     // Examples per round (or per step of every thread) over all workers.
-    json_uint(&j, "total_batch", (uint64_t)d->workers * t->threads * t->batch);
-    json_uint(&j, "samples", (uint64_t)samples);
-    json_number(&j, "wall_s", wall);
-    json_number(&j, "samples_per_s", wall > 0 ? samples / wall : NAN);
-    // Each worker's own rate, summed: what the cluster processes while its
-    // workers run, which a fixed share per worker hides behind the slowest one.
-    json_number(&j, "worker_samples_per_s", own_rates);
-    json_number(&j, "launch_wall_s", launch_wall_s);
-    // The global model's figures (launch_curve.h says where its curve comes
-    // from); worker 0's own copy's, named as such.
-    const char *metric_key = rmse ? "final_test_rmse" : "final_test_accuracy";
-    json_global_figures(&j, gc, t->model == MODEL_MF ? t->target_rmse : t->target_acc, rmse);
-    double train_examples = json_field(w0, "train_examples");
-    json_number_or_null(&j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", json_field(w0, metric_key));
-    json_number_or_null(&j, "worker0_time_to_target_s", json_field(w0, "time_to_target_s"));
-    json_number_or_null(&j, "worker0_samples_to_target", json_field(w0, "samples_to_target"));
-    json_number(&j, "worker_wait_s", wait);
-    json_uint(&j, "pushes", (uint64_t)pushes);
-    // Bytes each worker sent and received (payloads), and what its sends
-    // would have been as float32: the compression ratio is their quotient.
-    double out_total = 0, in_total = 0, raw_total = 0;
-    json_object(&j, "bytes_by_worker");
-    for (size_t k = 0; wtext && k < d->workers; k++) {
-        char key[32];
-        snprintf(key, sizeof key, "%zu", k);
-        double o = json_field(wtext[k], "bytes_out"), i = json_field(wtext[k], "bytes_in");
-        double raw = json_field(wtext[k], "bytes_out_uncompressed");
-        json_object(&j, key);
-        json_number(&j, "out", o);
-        json_number(&j, "in", i);
-        json_number(&j, "compression_ratio", o > 0 ? raw / o : NAN);
-        json_object_end(&j);
-        out_total += o, in_total += i, raw_total += raw;
-    }
-    json_object_end(&j);
-    json_number(&j, "bytes_out", out_total);
-    json_number(&j, "bytes_in", in_total);
-    json_number(&j, "bytes_out_uncompressed", raw_total);
-    json_number(&j, "compression_ratio", out_total > 0 ? raw_total / out_total : NAN);
-    if (d->servers) json_bool(&j, "acked_pushes_applied_once", consistent);
-    if (d->sync == SYNC_MODE_BSP) {
-        // Backup workers: late gradients each shard dropped, summed over the shards.
-        double late = 0;
-        json_object(&j, "late_gradients_dropped_by_worker");
-        for (size_t k = 0; k < d->workers; k++) {
-            char key[32];
-            snprintf(key, sizeof key, "%zu", k);
-            double by = 0;
-            for (size_t s = 0; stext && s < d->servers; s++) {
-                double v = json_field(json_section(stext[s], "late_gradients_dropped"), key);
-                if (!isnan(v)) by += v;
-            }
-            json_uint(&j, key, (uint64_t)by);
-            late += by;
-        }
-        json_object_end(&j);
-        json_uint(&j, "late_gradients_dropped", (uint64_t)late);
-    }
-    if (d->servers) {
-        dist_json_staleness(&j, "staleness_clocks", hc);
-        dist_json_staleness(&j, "staleness_updates", hu);
-    }
-    json_string(&j, "run_dir", dir);
-    json_object(&j, "config");
-    json_string(&j, "model", train_model_names[t->model]);
-    json_string(&j, "data", t->data);
-    if (train_examples > 0) json_uint(&j, "train_examples", (uint64_t)train_examples);
-    else json_null(&j, "train_examples");
-    json_uint(&j, "epochs", t->epochs);
-    json_uint(&j, "batch", t->batch);
-    json_number(&j, "lr", t->lr);
-    json_uint(&j, "seed", t->seed);
-    json_number(&j, "time_limit_s", t->time_limit);
-    json_number(&j, "target", t->model == MODEL_MF ? t->target_rmse : t->target_acc);
-    json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
-    if (d->sync == SYNC_MODE_SSP) json_uint(&j, "staleness", d->staleness);
-    else json_null(&j, "staleness");  // the bound exists under ssp only
-    json_uint(&j, "push_every", d->push_every);
-    json_uint(&j, "fetch_every", d->fetch_every);
-    json_string(&j, "server_optimizer", d->server_optimizer ? "adagrad" : "sgd");
-    json_number(&j, "server_lr", d->server_lr);
-    json_bool(&j, "server_staleness_aware", d->server_staleness_aware);
-    json_number(&j, "server_dc_asgd", d->server_dc_lambda);
-    json_string(&j, "delay_worker", d->delay_worker);
-    if (d->sync == SYNC_MODE_HYBRID) json_string(&j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
-    if (d->sync == SYNC_MODE_BSP) json_uint(&j, "backup_workers", d->backup_workers);
-    if (d->sync == SYNC_MODE_LOCAL) json_uint(&j, "local_steps", d->local_steps);
-    json_string(&j, "scaling", d->scaling ? "strong" : "weak");
-    json_string(&j, "lr_scaling", dist_lr_scaling_name(d->lr_scaling));
-    json_uint(&j, "warmup", t->warmup);
-    json_uint(&j, "batch_requested", d->requested_batch);
-    json_number(&j, "lr_requested", d->requested_lr);
-    json_string(&j, "device", t->device ? "cuda" : "cpu");
-    char spec[64];
-    compress_spec_format(&d->compress_spec, spec, sizeof spec);
-    json_string(&j, "compress", spec);
-    json_bool(&j, "error_feedback", d->error_feedback);
-    json_object_end(&j);
-    json_end(&j);
-    fputc('\n', out);
-    for (size_t k = 0; wtext && k < d->workers; k++) free(wtext[k]);
-    for (size_t s = 0; stext && s < d->servers; s++) free(stext[s]);
-    free(wtext);
-    free(stext);
+    json_uint(j, "total_batch", (uint64_t)d->workers * t->threads * t->batch);
 }
 
+// Samples, time and rates over the workers; the global model's figures, and worker 0's own.
+static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_summary_t *s) {
+    uint64_t samples = 0, pushes = 0;
+    double wall = 0, wait = 0, own_rates = 0;
+    for (size_t k = 0; k < d->workers; k++) {
+        const worker_result_t *w = &s->res->workers[k];
+        samples += w->samples;
+        if (w->wall_s > wall) wall = w->wall_s;
+        wait += w->wait_s;
+        own_rates += w->samples_per_s;
+        pushes += w->pushes;
+    }
+    const worker_result_t *w0 = &s->res->workers[0];
+    int rmse = (int)w0->metric_rmse;
+    json_uint(j, "samples", samples);
+    json_number(j, "wall_s", wall);
+    json_number(j, "samples_per_s", wall > 0 ? (double)samples / wall : NAN);
+    // Each worker's own rate, summed: what the cluster processes while its
+    // workers run, which a fixed share per worker hides behind the slowest one.
+    json_number(j, "worker_samples_per_s", own_rates);
+    json_number(j, "launch_wall_s", s->launch_wall_s);
+    // The global model's figures (launch_curve.h says where its curve comes
+    // from); worker 0's own copy's, named as such.
+    json_global_figures(j, s->gc, t->model == MODEL_MF ? t->target_rmse : t->target_acc, rmse);
+    json_number_or_null(j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", w0->final_test_metric);
+    json_number_or_null(j, "worker0_time_to_target_s", w0->time_to_target_s);
+    json_number_or_null(j, "worker0_samples_to_target",
+                        isnan(w0->time_to_target_s) ? NAN : (double)w0->samples_to_target);
+    json_number(j, "worker_wait_s", wait);
+    json_uint(j, "pushes", pushes);
+}
+
+// Bytes each worker sent and received (payloads), and what its sends would
+// have been as float32: the compression ratio is their quotient.
+static void json_run_bytes(json_writer_t *j, const dist_args_t *d, const run_results_t *res) {
+    double out_total = 0, in_total = 0, raw_total = 0;
+    json_object(j, "bytes_by_worker");
+    for (size_t k = 0; k < d->workers; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        const worker_result_t *w = &res->workers[k];
+        double o = (double)w->bytes_out, i = (double)w->bytes_in, raw = (double)w->bytes_out_uncompressed;
+        json_object(j, key);
+        json_number(j, "out", o);
+        json_number(j, "in", i);
+        json_number(j, "compression_ratio", o > 0 ? raw / o : NAN);
+        json_object_end(j);
+        out_total += o, in_total += i, raw_total += raw;
+    }
+    json_object_end(j);
+    json_number(j, "bytes_out", out_total);
+    json_number(j, "bytes_in", in_total);
+    json_number(j, "bytes_out_uncompressed", raw_total);
+    json_number(j, "compression_ratio", out_total > 0 ? raw_total / out_total : NAN);
+}
+
+// Backup workers (bsp): late gradients each shard dropped, summed over the shards.
+static void json_late_gradients(json_writer_t *j, const dist_args_t *d, const run_results_t *res) {
+    uint64_t late = 0;
+    json_object(j, "late_gradients_dropped_by_worker");
+    for (size_t k = 0; k < d->workers; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        uint64_t by = 0;
+        for (size_t s = 0; s < d->servers; s++) by += res->servers[s].late_dropped[k];
+        json_uint(j, key, by);
+        late += by;
+    }
+    json_object_end(j);
+    json_uint(j, "late_gradients_dropped", late);
+}
+
+// The flags the run was started with (after --scaling and --lr-scaling).
+static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_args_t *d, uint64_t train_examples) {
+    json_object(j, "config");
+    json_string(j, "model", train_model_names[t->model]);
+    json_string(j, "data", t->data);
+    if (train_examples > 0) json_uint(j, "train_examples", train_examples);
+    else json_null(j, "train_examples");
+    json_uint(j, "epochs", t->epochs);
+    json_uint(j, "batch", t->batch);
+    json_number(j, "lr", t->lr);
+    json_uint(j, "seed", t->seed);
+    json_number(j, "time_limit_s", t->time_limit);
+    json_number(j, "target", t->model == MODEL_MF ? t->target_rmse : t->target_acc);
+    json_string(j, "sync", sync_mode_name((sync_mode_t)d->sync));
+    if (d->sync == SYNC_MODE_SSP) json_uint(j, "staleness", d->staleness);
+    else json_null(j, "staleness");  // the bound exists under ssp only
+    json_uint(j, "push_every", d->push_every);
+    json_uint(j, "fetch_every", d->fetch_every);
+    json_string(j, "server_optimizer", d->server_optimizer ? "adagrad" : "sgd");
+    json_number(j, "server_lr", d->server_lr);
+    json_bool(j, "server_staleness_aware", d->server_staleness_aware);
+    json_number(j, "server_dc_asgd", d->server_dc_lambda);
+    json_string(j, "delay_worker", d->delay_worker);
+    if (d->sync == SYNC_MODE_HYBRID) json_string(j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
+    if (d->sync == SYNC_MODE_BSP) json_uint(j, "backup_workers", d->backup_workers);
+    if (d->sync == SYNC_MODE_LOCAL) json_uint(j, "local_steps", d->local_steps);
+    json_string(j, "scaling", d->scaling ? "strong" : "weak");
+    json_string(j, "lr_scaling", dist_lr_scaling_name(d->lr_scaling));
+    json_uint(j, "warmup", t->warmup);
+    json_uint(j, "batch_requested", d->requested_batch);
+    json_number(j, "lr_requested", d->requested_lr);
+    json_string(j, "device", t->device ? "cuda" : "cpu");
+    char spec[64];
+    compress_spec_format(&d->compress_spec, spec, sizeof spec);
+    json_string(j, "compress", spec);
+    json_bool(j, "error_feedback", d->error_feedback);
+    json_object_end(j);
+}
+
+static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d,
+                          const run_summary_t *s) {
+    json_writer_t j;
+    json_begin(&j, out);
+    json_run_shape(&j, t, d);
+    json_run_figures(&j, t, d, s);
+    json_run_bytes(&j, d, s->res);
+    if (d->servers) json_bool(&j, "acked_pushes_applied_once", s->consistent);
+    if (d->sync == SYNC_MODE_BSP) json_late_gradients(&j, d, s->res);
+    if (d->servers) {
+        dist_json_staleness(&j, "staleness_clocks", s->hc);
+        dist_json_staleness(&j, "staleness_updates", s->hu);
+    }
+    json_string(&j, "run_dir", dir);
+    json_run_config(&j, t, d, s->res->workers[0].train_examples);
+    json_end(&j);
+    fputc('\n', out);
+}
+
+// summary.json, once here and once on stdout.
+static int write_summaries(const char *dir, const train_args_t *t, const dist_args_t *d, const run_summary_t *s,
+                           char *err, size_t err_len) {
+    FILE *f = dist_file_open(dir, "summary.json", err, err_len);
+    if (!f) return -1;
+    write_summary(f, dir, t, d, s);
+    if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) return -1;
+    write_summary(stdout, dir, t, d, s);
+    fflush(stdout);
+    return 0;
+}
+
+// Merges the run directory from every process's result record: staleness.csv,
+// merged.csv and summary.json. The run fails when an acknowledged push was not
+// applied exactly once (the summary says so first).
 static int finish_run_dir(const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
                           char *err, size_t err_len) {
+    run_results_t res;
+    if (run_results_load(dir, d, &res, err, err_len) != 0) return -1;
     staleness_hist_t hc, hu;
-    merge_staleness(dir, d->servers, &hc, &hu);
-    int rmse = t->model == MODEL_MF;
+    global_curve_t gc = {0};
+    int rc = -1, rmse = t->model == MODEL_MF;
+    if (merge_staleness(dir, &res, d->servers, &hc, &hu, err, err_len) != 0) goto out;
     curve_final_t fin;
-    double train_examples;
-    read_curve_final(dir, d, rmse, &hc, &hu, &fin, &train_examples);
-    global_curve_t gc;
-    if (global_curve_load(dir, d, train_examples, &fin, rmse, &gc, err, err_len) != 0) return -1;
-    int rc = -1;
+    curve_final_of(&res, d->workers, &hc, &hu, &fin);
+    double train_examples = (double)res.workers[0].train_examples;
+    if (global_curve_load(dir, d, train_examples, &fin, rmse, &gc, err, err_len) != 0) goto out;
     if (global_curve_write_merged(dir, &gc, d->workers, err, err_len) != 0) goto out;
-    FILE *f = dist_file_open(dir, "summary.json", err, err_len);
-    if (!f) goto out;
-    write_summary(f, dir, t, d, launch_wall_s, &gc, &hc, &hu);
-    if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) goto out;
-    write_summary(stdout, dir, t, d, launch_wall_s, &gc, &hc, &hu);
-    fflush(stdout);
-    // The summary says whether it held; the run fails when it did not.
-    if (d->servers > 0 && dist_check_pushes_applied_once(dir, d->servers, d->workers, err, err_len) != 0) goto out;
+    char why[600] = "";
+    run_summary_t s = {&res, &gc, &hc, &hu, launch_wall_s, 1};
+    if (d->servers > 0) s.consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
+    if (write_summaries(dir, t, d, &s, err, err_len) != 0) goto out;
+    if (!s.consistent) {
+        snprintf(err, err_len, "%s", why);
+        goto out;
+    }
     rc = 0;
 out:
     global_curve_free(&gc);
+    run_results_free(&res);
     return rc;
 }
 
@@ -770,15 +760,15 @@ static int is_local_host(const char *endpoint) {
     return strstr(endpoint, "//127.") || strstr(endpoint, "//localhost:");
 }
 
-// Waits briefly until every process's JSON file is in the run directory: each
-// appears complete, under its final name, once that process has finished.
+// Waits briefly until every process's result record is in the run directory:
+// each appears complete, under its final name, once that process has finished.
 static void wait_for_process_files(const dist_args_t *d) {
     for (int tries = 0; tries < 200; tries++) {
         size_t have = 0;
         for (size_t k = 0; k < d->servers + d->workers; k++) {
-            char path[1024];
-            if (k < d->servers) snprintf(path, sizeof path, "%s/server-%zu.json", d->run_dir, k);
-            else snprintf(path, sizeof path, "%s/worker-%zu.json", d->run_dir, k - d->servers);
+            char path[1100];
+            if (k < d->servers) run_record_path(path, sizeof path, d->run_dir, 1, k);
+            else run_record_path(path, sizeof path, d->run_dir, 0, k - d->servers);
             have += access(path, R_OK) == 0;
         }
         if (have == d->servers + d->workers) break;
