@@ -565,7 +565,224 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
     return spawn(c, exe, args);
 }
 
-static void describe_exit(int status, char *out, size_t len);
+// One local run: the coordinator here, every process a child of this one.
+typedef struct local_run {
+    const train_args_t *t;
+    const dist_args_t *d;
+    int argc;
+    char **argv;
+    const char *save_model;
+    size_t restart_workers;
+    char dir[512];
+    void *ctx;
+    zap_handler_t *zap;
+    rdv_server_t *rdv;
+    char coordinator[256], run_id_text[32], id_text[32];
+    char exe[4096];
+    child_t *kids;
+    char **args;           // a child's command line, built by spawn_child
+    size_t n_kids, started, running, restarts;
+    const child_t *culprit; // the child whose failure stopped the run
+} local_run_t;
+
+// The run directory: --run-dir, else runs/launch-DATE-TIME-PID. Returns 0, or 1 after saying why.
+static int local_run_dir(local_run_t *r) {
+    char err[ERR_LEN];
+    if (r->d->run_dir) {
+        snprintf(r->dir, sizeof r->dir, "%s", r->d->run_dir);
+    } else {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        mkdir("runs", 0777);
+        snprintf(r->dir, sizeof r->dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
+    }
+    if (dist_make_run_dir(r->dir, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+// The coordinator (with a fresh run id, so that a straggler from an earlier
+// run is refused), this program's path and the children's table. Returns 0,
+// or 1 after saying why.
+static int local_run_start(local_run_t *r) {
+    char err[ERR_LEN] = "";
+    if (!(r->ctx = zmq_ctx_new())) {
+        fprintf(stderr, "asgd launch: zmq_ctx_new failed: %s\n", zmq_strerror(errno));
+        return 1;
+    }
+    r->n_kids = r->d->servers + r->d->workers;
+    uint64_t run_id = ((uint64_t)time(NULL) << 20) ^ ((uint64_t)getpid() << 1) ^ (uint64_t)(now_s() * 1e9);
+    if (run_id == 0) run_id = 1;
+    // The children get the --curve-* flags too: the coordinator here speaks as they do.
+    if (dist_security_start(r->d, r->ctx, &r->zap, err, sizeof err) != 0 ||
+        !(r->rdv = rdv_server_new(r->ctx, "tcp://127.0.0.1:*", r->n_kids, run_id, err, sizeof err))) {
+        fprintf(stderr, "asgd launch: starting the coordinator: %s\n", err);
+        return 1;
+    }
+    snprintf(r->coordinator, sizeof r->coordinator, "%s", rdv_server_endpoint(r->rdv));
+    snprintf(r->run_id_text, sizeof r->run_id_text, "%llu", (unsigned long long)run_id);
+    ssize_t len = readlink("/proc/self/exe", r->exe, sizeof r->exe - 1);
+    if (len <= 0) {
+        fprintf(stderr, "asgd launch: cannot find this program's path (/proc/self/exe): %s\n", strerror(errno));
+        return 1;
+    }
+    r->exe[len] = '\0';
+    r->kids = calloc(r->n_kids, sizeof *r->kids);
+    r->args = calloc((size_t)r->argc + 16, sizeof *r->args);
+    if (!r->kids || !r->args) {
+        fprintf(stderr, "asgd launch: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
+static void local_run_free(local_run_t *r) {
+    for (size_t i = 0; i < r->started; i++) {
+        if (r->kids[i].out_fd >= 0) close(r->kids[i].out_fd);
+        if (r->kids[i].err_fd >= 0) close(r->kids[i].err_fd);
+    }
+    free(r->kids);
+    free(r->args);
+    rdv_server_destroy(&r->rdv);
+    zap_handler_destroy(&r->zap);
+    if (r->ctx) zmq_ctx_term(r->ctx);
+}
+
+static int local_spawn(local_run_t *r, child_t *c) {
+    return spawn_child(c, r->exe, r->args, r->argc, r->argv, r->d, r->coordinator, r->run_id_text, r->dir,
+                       r->save_model, r->id_text);
+}
+
+// Servers first, then workers. Returns 0, or -1 after naming the one that did not start.
+static int spawn_all(local_run_t *r) {
+    for (size_t i = 0; i < r->n_kids; i++) {
+        child_t *c = &r->kids[i];
+        c->role = i < r->d->servers ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
+        c->id = i < r->d->servers ? i : i - r->d->servers;
+        c->out_fd = c->err_fd = -1;
+        if (local_spawn(r, c) != 0) {
+            fprintf(stderr, "asgd launch: starting %s %zu: %s\n", role_name(c->role), c->id, strerror(errno));
+            return -1;
+        }
+        r->started++;
+    }
+    r->running = r->started;
+    return 0;
+}
+
+// Shows what the children wrote (waiting up to 100 ms for it).
+static void pump_output(local_run_t *r) {
+    struct pollfd fds[2 * 64];
+    child_t *owner[2 * 64];
+    int which[2 * 64];
+    nfds_t nf = 0;
+    for (size_t i = 0; i < r->started && nf + 2 <= 2 * 64; i++) {
+        child_t *c = &r->kids[i];
+        if (c->out_fd >= 0) {
+            fds[nf] = (struct pollfd){c->out_fd, POLLIN, 0};
+            owner[nf] = c;
+            which[nf++] = 0;
+        }
+        if (c->err_fd >= 0) {
+            fds[nf] = (struct pollfd){c->err_fd, POLLIN, 0};
+            owner[nf] = c;
+            which[nf++] = 1;
+        }
+    }
+    if (nf == 0) {
+        struct timespec nap = {0, 50000000};
+        nanosleep(&nap, NULL);
+        return;
+    }
+    int rc = poll(fds, nf, 100);
+    for (nfds_t f = 0; rc > 0 && f < nf; f++)
+        if (fds[f].revents) pump_child(owner[f], which[f]);
+}
+
+// A failed worker is started again, with the same command: it rejoins the run
+// at the clock the servers give it (not under allreduce or hybrid: their ring
+// cannot take a member back), at most --restart-workers times. Returns 0 when
+// it was.
+static int restart_worker(local_run_t *r, child_t *c) {
+    if (c->role != DIST_ROLE_WORKER || dist_uses_ring(r->d->sync) || r->restarts >= r->restart_workers) return -1;
+    char how[128];
+    describe_exit(c->status, how, sizeof how);
+    r->restarts++;
+    fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it (restart %zu of at most %zu)\n", c->id,
+            (int)c->pid, how, r->restarts, r->restart_workers);
+    c->exited = 0;
+    c->line_len[0] = c->line_len[1] = 0;
+    c->last_err[0] = '\0';
+    if (local_spawn(r, c) == 0) return 0;
+    c->exited = 1;
+    return -1;
+}
+
+// Collects the children that ended. Returns -1 when one failed for good (r->culprit), else 0.
+static int reap_children(local_run_t *r) {
+    for (size_t i = 0; i < r->started; i++) {
+        child_t *c = &r->kids[i];
+        int st;
+        if (c->exited || waitpid(c->pid, &st, WNOHANG) != c->pid) continue;
+        // Show what it still had to say.
+        while (c->err_fd >= 0) pump_child(c, 1);
+        while (c->out_fd >= 0) pump_child(c, 0);
+        c->exited = 1;
+        c->status = st;
+        r->running--;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
+        if (restart_worker(r, c) == 0) {
+            r->running++;
+            continue;
+        }
+        r->culprit = c;
+        return -1;
+    }
+    return 0;
+}
+
+// Until every child has ended, one failed, or a signal came. Returns 0 when all ended well.
+static int supervise(local_run_t *r) {
+    while (r->running > 0 && !interrupted) {
+        pump_output(r);
+        if (reap_children(r) != 0) return -1;
+    }
+    return 0;
+}
+
+// The exit status: 128 + the signal, 1 when a child failed (naming it) or the
+// merge did, else 0 with the run directory merged.
+static int local_run_outcome(local_run_t *r, int failed, double t0) {
+    char err[ERR_LEN] = "";
+    if (interrupted) {
+        fprintf(stderr, "asgd launch: interrupted by signal %d (%s); stopping every process\n", (int)interrupted,
+                strsignal(interrupted));
+        stop_children(r->kids, r->started);
+        return 128 + interrupted;
+    }
+    if (failed) {
+        stop_children(r->kids, r->started);
+        const child_t *c = r->culprit;
+        if (c) {
+            char how[128];
+            describe_exit(c->status, how, sizeof how);
+            fprintf(stderr, "asgd launch: %s %zu (pid %d) failed: %s%s%s; stopped the others\n", role_name(c->role),
+                    c->id, (int)c->pid, how, c->last_err[0] ? ": " : "", c->last_err);
+        }
+        return 1;
+    }
+    if (rdv_server_wait(r->rdv, 1000, err, sizeof err) != 0 ||
+        finish_run_dir(r->dir, r->t, r->d, now_s() - t0, err, sizeof err) != 0 ||
+        save_global_model(r->dir, r->d, r->save_model, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
 
 static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
                         size_t restart_workers) {
@@ -574,183 +791,25 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
                         "flag (or use --sync asp, ssp or bsp)\n", sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
-    char err[ERR_LEN] = "";
-    char dir[512];
-    if (d->run_dir) {
-        snprintf(dir, sizeof dir, "%s", d->run_dir);
-    } else {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        mkdir("runs", 0777);
-        snprintf(dir, sizeof dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900, tm.tm_mon + 1,
-                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
-    }
-    if (dist_make_run_dir(dir, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd launch: %s\n", err);
-        return 1;
-    }
-    void *ctx = zmq_ctx_new();
-    if (!ctx) {
-        fprintf(stderr, "asgd launch: zmq_ctx_new failed: %s\n", zmq_strerror(errno));
-        return 1;
-    }
-    size_t n_kids = d->servers + d->workers;
-    // A fresh id per run, so that a straggler from an earlier run is refused.
-    uint64_t run_id = ((uint64_t)time(NULL) << 20) ^ ((uint64_t)getpid() << 1) ^ (uint64_t)(now_s() * 1e9);
-    if (run_id == 0) run_id = 1;
-    // The children get the --curve-* flags too: the coordinator here speaks as they do.
-    zap_handler_t *zap = NULL;
-    rdv_server_t *rdv = NULL;
-    if (dist_security_start(d, ctx, &zap, err, sizeof err) != 0 ||
-        !(rdv = rdv_server_new(ctx, "tcp://127.0.0.1:*", n_kids, run_id, err, sizeof err))) {
-        fprintf(stderr, "asgd launch: starting the coordinator: %s\n", err);
-        zap_handler_destroy(&zap);
-        zmq_ctx_term(ctx);
-        return 1;
-    }
-    char coordinator[256], run_id_text[32];
-    snprintf(coordinator, sizeof coordinator, "%s", rdv_server_endpoint(rdv));
-    snprintf(run_id_text, sizeof run_id_text, "%llu", (unsigned long long)run_id);
-    char exe[4096];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0) {
-        fprintf(stderr, "asgd launch: cannot find this program's path (/proc/self/exe): %s\n", strerror(errno));
-        rdv_server_destroy(&rdv);
-        zmq_ctx_term(ctx);
-        return 1;
-    }
-    exe[len] = '\0';
-    child_t *kids = calloc(n_kids, sizeof *kids);
-    char **args = calloc((size_t)argc + 16, sizeof *args);
-    if (!kids || !args) {
-        fprintf(stderr, "asgd launch: out of memory\n");
-        free(kids);
-        free(args);
-        rdv_server_destroy(&rdv);
-        zmq_ctx_term(ctx);
+    local_run_t r;
+    memset(&r, 0, sizeof r);
+    r.t = t, r.d = d, r.argc = argc, r.argv = argv, r.save_model = save_model, r.restart_workers = restart_workers;
+    if (local_run_dir(&r) != 0) return 1;
+    if (local_run_start(&r) != 0) {
+        local_run_free(&r);
         return 1;
     }
     signal(SIGINT, on_interrupt);
     signal(SIGTERM, on_interrupt);
     signal(SIGHUP, on_interrupt);  // a closed terminal stops the run as SIGTERM does
     double t0 = now_s();
-    int failed = 0;
-    size_t started = 0;
-    char id_text[32];
-    for (size_t i = 0; i < n_kids; i++) {
-        child_t *c = &kids[i];
-        c->role = i < d->servers ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
-        c->id = i < d->servers ? i : i - d->servers;
-        c->out_fd = c->err_fd = -1;
-        if (spawn_child(c, exe, args, argc, argv, d, coordinator, run_id_text, dir, save_model, id_text) != 0) {
-            fprintf(stderr, "asgd launch: starting %s %zu: %s\n", role_name(c->role), c->id, strerror(errno));
-            failed = 1;
-            break;
-        }
-        started++;
-    }
-        if (!t->quiet && !failed)
+    int failed = spawn_all(&r) != 0;
+    if (!t->quiet && !failed)
         fprintf(stderr, "asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n",
-                d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), coordinator, dir);
-    const child_t *culprit = NULL;
-    size_t running = started, restarts = 0;
-    while (!failed && running > 0) {
-        if (interrupted) break;
-        struct pollfd fds[2 * 64];
-        child_t *owner[2 * 64];
-        int which[2 * 64];
-        nfds_t nf = 0;
-        for (size_t i = 0; i < started && nf + 2 <= 2 * 64; i++) {
-            if (kids[i].out_fd >= 0) {
-                fds[nf] = (struct pollfd){kids[i].out_fd, POLLIN, 0};
-                owner[nf] = &kids[i];
-                which[nf++] = 0;
-            }
-            if (kids[i].err_fd >= 0) {
-                fds[nf] = (struct pollfd){kids[i].err_fd, POLLIN, 0};
-                owner[nf] = &kids[i];
-                which[nf++] = 1;
-            }
-        }
-        int rc = nf ? poll(fds, nf, 100) : 0;
-        if (nf == 0) {
-            struct timespec nap = {0, 50000000};
-            nanosleep(&nap, NULL);
-        }
-        for (nfds_t f = 0; rc > 0 && f < nf; f++)
-            if (fds[f].revents) pump_child(owner[f], which[f]);
-        for (size_t i = 0; i < started; i++) {
-            child_t *c = &kids[i];
-            if (c->exited) continue;
-            int st;
-            if (waitpid(c->pid, &st, WNOHANG) != c->pid) continue;
-            // Show what it still had to say.
-            while (c->err_fd >= 0) pump_child(c, 1);
-            while (c->out_fd >= 0) pump_child(c, 0);
-            c->exited = 1;
-            c->status = st;
-            running--;
-            if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-                // A failed worker is started again, with the same command: it
-                // rejoins the run at the clock the servers give it.
-                // (Not in allreduce or hybrid runs: their ring cannot take a member back.)
-                if (c->role == DIST_ROLE_WORKER && !dist_uses_ring(d->sync) &&
-                    restarts < restart_workers) {
-                    char how[128];
-                    describe_exit(st, how, sizeof how);
-                    restarts++;
-                    fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it (restart %zu of at "
-                                    "most %zu)\n", c->id, (int)c->pid, how, restarts, restart_workers);
-                    c->exited = 0;
-                    c->line_len[0] = c->line_len[1] = 0;
-                    c->last_err[0] = '\0';
-                    if (spawn_child(c, exe, args, argc, argv, d, coordinator, run_id_text, dir, save_model,
-                                    id_text) == 0) {
-                        running++;
-                        continue;
-                    }
-                    c->exited = 1;
-                }
-                culprit = c;
-                failed = 1;
-                break;
-            }
-        }
-    }
-    int status = 0;
-    if (interrupted) {
-        fprintf(stderr, "asgd launch: interrupted by signal %d (%s); stopping every process\n", (int)interrupted,
-                strsignal(interrupted));
-        stop_children(kids, started);
-        status = 128 + interrupted;
-    } else if (failed) {
-        stop_children(kids, started);
-        if (culprit) {
-            char how[128];
-            describe_exit(culprit->status, how, sizeof how);
-            fprintf(stderr, "asgd launch: %s %zu (pid %d) failed: %s%s%s; stopped the others\n",
-                    role_name(culprit->role), culprit->id, (int)culprit->pid, how, culprit->last_err[0] ? ": " : "",
-                    culprit->last_err);
-        }
-        status = 1;
-    } else if (rdv_server_wait(rdv, 1000, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd launch: %s\n", err);
-        status = 1;
-    } else if (finish_run_dir(dir, t, d, now_s() - t0, err, sizeof err) != 0 ||
-               save_global_model(dir, d, save_model, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd launch: %s\n", err);
-        status = 1;
-    }
-    for (size_t i = 0; i < started; i++) {
-        if (kids[i].out_fd >= 0) close(kids[i].out_fd);
-        if (kids[i].err_fd >= 0) close(kids[i].err_fd);
-    }
-    free(kids);
-    free(args);
-    rdv_server_destroy(&rdv);
-    zap_handler_destroy(&zap);
-    zmq_ctx_term(ctx);
+                d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), r.coordinator, r.dir);
+    if (!failed) failed = supervise(&r) != 0;
+    int status = local_run_outcome(&r, failed, t0);
+    local_run_free(&r);
     return status;
 }
 
