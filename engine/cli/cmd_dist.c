@@ -13,12 +13,12 @@
 
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
 #include "kernels/partition.h"  // defines: shard_range
-#include "datasets/text_io.h"       // defines: text_file_read
 #include "engine/cli/commands.h"
 #include "engine/cli/dist.h"
 #include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/core/json_writer.h"     // defines: json_*
 #include "engine/cli/model_file.h"      // defines: model_file_info_of, model_file_write
+#include "engine/cli/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
 #include "engine/dist/replica.h"         // defines: replica_train
 #include "engine/core/run_report.h"      // defines: run_report_new
 #include "net/ps_client.h"          // defines: ps_push_count_t
@@ -406,42 +406,32 @@ int dist_push_ledger_sum(const char *dir, uint64_t run_id, size_t worker, size_t
     return rc;
 }
 
-// The run's exactly-once check (dist.h, docs/reliability.md).
-// Shard s's count for worker k in object `section` of its server-S.json text
-// (NaN when absent).
-static double shard_count(const char *text, const char *section, size_t k) {
-    char pattern[128];
-    snprintf(pattern, sizeof pattern, "\"%s\":", section);
-    const char *p = strstr(text, pattern);
-    if (!p) return NAN;
-    snprintf(pattern, sizeof pattern, "\"%zu\":", k);
-    p = strstr(p, pattern);
-    return p ? strtod(p + strlen(pattern), NULL) : NAN;
-}
-
+// The run's exactly-once check (dist.h, docs/reliability.md), from the
+// shards' result records and the workers' ledgers.
 int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t workers, char *why, size_t why_len) {
-    uint64_t run_id = 0;
     ps_push_count_t *acks = calloc(servers ? servers : 1, sizeof *acks);
-    char **text = calloc(servers ? servers : 1, sizeof *text);
-    char path[1024], err[1200];
-    int rc = acks && text ? 0 : -1;
+    server_result_t *shard = calloc(servers ? servers : 1, sizeof *shard);
+    char err[1200];
+    size_t held = 0;  // records read (freed at the end)
+    int rc = acks && shard ? 0 : -1;
     if (rc != 0) snprintf(why, why_len, "out of memory");
     for (size_t s = 0; rc == 0 && s < servers; s++) {
-        snprintf(path, sizeof path, "%s/server-%zu.json", dir, s);
-        size_t len;
-        if (text_file_read(path, &text[s], &len, err, sizeof err) != 0) text[s] = NULL;
-        if (!text[s] || !strstr(text[s], "\"pushes_lost_by_worker\":")) {
-            snprintf(why, why_len, "%s: missing, or without pushes_lost_by_worker", path);
+        if (run_record_read_server(dir, s, &shard[s], why, why_len) != 0) {
             rc = -1;
-        } else if (s == 0) {
-            const char *id = strstr(text[s], "\"run_id\":");
-            run_id = id ? strtoull(id + strlen("\"run_id\":"), NULL, 10) : 0;
-        } else if (strstr(text[s], "\"pushes_lost_known\":false")) {
+            break;
+        }
+        held++;
+        if (shard[s].workers != workers) {
+            snprintf(why, why_len, "server %zu's result counts %llu workers; the run has %zu", s,
+                     (unsigned long long)shard[s].workers, workers);
+            rc = -1;
+        } else if (!shard[s].lost_known) {
             snprintf(why, why_len, "server %zu was resumed without the ledger beside its checkpoint "
                      "(server-%zu.ckpt.ledger): the pushes its crash lost cannot be counted", s, s);
             rc = -1;
         }
     }
+    uint64_t run_id = held ? shard[0].run_id : 0;  // server 0's names the run
     for (size_t k = 0; rc == 0 && k < workers; k++) {
         size_t incarnations = 0;
         if (dist_push_ledger_sum(dir, run_id, k, servers, acks, &incarnations, err, sizeof err) != 0) {
@@ -450,8 +440,7 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
             break;
         }
         for (size_t s = 0; rc == 0 && s < servers; s++) {
-            double total = shard_count(text[s], "pushes_total_by_worker", k);
-            double lost = shard_count(text[s], "pushes_lost_by_worker", k);
+            double total = (double)shard[s].pushes_total[k], lost = (double)shard[s].pushes_lost[k];
             double applied = total + lost, acked = (double)acks[s].acked, sent = (double)acks[s].sent;
             if (acked <= applied && applied <= sent) continue;
             snprintf(why, why_len, "worker %zu, shard %zu: %s: its %zu incarnation%s sent %.0f pushes and were "
@@ -462,8 +451,8 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
             rc = 1;
         }
     }
-    for (size_t s = 0; text && s < servers; s++) free(text[s]);
-    free(text);
+    for (size_t s = 0; s < held; s++) server_result_free(&shard[s]);
+    free(shard);
     free(acks);
     return rc;
 }
@@ -587,6 +576,23 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     fputc('\n', out);
 }
 
+// The shard's result record (run_record.h), for whoever merges the run directory.
+static int write_server_record(size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s,
+                               const ps_stats_t *st, char *err, size_t err_len) {
+    server_result_t r = {.id = id, .run_id = run_id, .lost_known = !st->lost_unknown};
+    if (server_result_alloc(&r, d->workers, err, err_len) != 0) return -1;
+    size_t bytes = d->workers * sizeof(uint64_t);
+    memcpy(r.pushes_total, ps_server_pushes_total_per_worker(s), bytes);
+    memcpy(r.pushes_lost, ps_server_lost_per_worker(s), bytes);
+    if (d->sync == SYNC_MODE_BSP) memcpy(r.late_dropped, ps_server_late_per_worker(s), bytes);
+    r.staleness_clocks = st->staleness_clocks;
+    r.staleness_updates = st->staleness_updates;
+    int rc = run_record_write_server(d->run_dir, &r, err, err_len);
+    server_result_free(&r);
+    return rc;
+}
+
+// server-K.json, server-K-staleness.csv, then the record (its presence says the shard is done).
 static int write_server_files(size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s, char *err,
                               size_t err_len) {
     if (!d->run_dir) return 0;
@@ -606,7 +612,7 @@ static int write_server_files(size_t id, uint64_t run_id, const dist_args_t *d, 
         if (a || b) fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)a, (unsigned long long)b);
     }
     if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) return -1;
-    return 0;
+    return write_server_record(id, run_id, d, s, &st, err, err_len);
 }
 
 static void csv_value(FILE *f, double v) {
@@ -683,11 +689,87 @@ static int save_model(const char *path, const model_t *m, size_t first, size_t c
     return rc;
 }
 
+// The shard's configuration: range `n` parameters of the model (its sparse
+// part under hybrid), and its checkpoints (ckpt_path: their file's buffer).
+static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, const dist_args_t *d, size_t n,
+                            ps_config_t *c, char *ckpt_path, size_t ckpt_len, char *err, size_t err_len) {
+    int hybrid = d->sync == SYNC_MODE_HYBRID;
+    *c = (ps_config_t){
+        .run_id = run_id,
+        .shard = id,
+        .n_shards = d->servers,
+        .n_params = n,
+        .n_workers = d->workers,
+        .mode = hybrid ? (d->hybrid_sparse ? SYNC_MODE_SSP : SYNC_MODE_ASP) : (sync_mode_t)d->sync,
+        .staleness = d->staleness,
+        .optimizer = (server_optimizer_t)d->server_optimizer,
+        .lr = (float)d->server_lr,
+        .adagrad_eps = (float)t->adagrad_eps,
+        .heartbeat_ms = (int)d->heartbeat_ms,
+        .worker_timeout_ms = (int)d->worker_timeout_ms,
+        .quiet = 0,
+        .stale = {d->server_staleness_aware, d->server_dc_lambda},
+        .warmup = t->warmup,
+        // ASP/SSP pushes count local steps of --batch examples; BSP's and hybrid's count examples.
+        .samples_per_step = d->sync == SYNC_MODE_BSP || hybrid ? 0 : t->batch,
+        .backup_workers = d->sync == SYNC_MODE_BSP ? d->backup_workers : 0,
+    };
+    if (t->checkpoint_every <= 0) return 0;
+    const char *ckpt_dir = t->checkpoint_dir ? t->checkpoint_dir : d->run_dir;
+    if (!ckpt_dir) {
+        snprintf(err, err_len, "--checkpoint-every: needs --checkpoint-dir DIR (or --run-dir) to write to");
+        return -1;
+    }
+    if (dist_check_writable_dir(ckpt_dir, t->checkpoint_dir ? "--checkpoint-dir" : "--run-dir", err, err_len) != 0)
+        return -1;
+    snprintf(ckpt_path, ckpt_len, "%s/server-%zu.ckpt", ckpt_dir, id);
+    c->checkpoint_path = ckpt_path;
+    c->checkpoint_every_s = t->checkpoint_every;
+    return 0;
+}
+
+// A new shard serving values, or (--resume) a restarted one: it binds the
+// endpoint it had, so its workers' connections find it again.
+static ps_server_t *server_start(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d,
+                                 const ps_config_t *c, const float *values, char *err, size_t err_len) {
+    if (!t->resume) {
+        char bind[300];
+        snprintf(bind, sizeof bind, "tcp://%s:*", d->bind_host);
+        return ps_server_new(ctx, c, bind, values, err, err_len);
+    }
+    char path[1100];
+    snprintf(path, sizeof path, "%s/server-%zu.ckpt", t->resume, id);
+    ps_server_t *s = ps_server_resume(ctx, c, NULL, path, err, err_len);
+    if (!s) return NULL;
+    ps_stats_t st;
+    ps_server_stats(s, &st);
+    fprintf(stderr, "asgd server %zu: resumed from %s at version %llu (%llu pushes applied), serving at %s\n", id,
+            path, (unsigned long long)st.version, (unsigned long long)st.pushes_applied, ps_server_endpoint(s));
+    return s;
+}
+
+// After serving: the evaluator's curve, the shard's values (--save-model) and
+// its files. A shard stopped by a signal writes its files, marked
+// interrupted, and fails (its values are not final: no --save-model).
+static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const model_t *m, const ps_server_t *s,
+                         const global_eval_t *ge, size_t begin, size_t end, char *err, size_t err_len) {
+    if (ge && write_global_csv(d->run_dir, ge, m, err, err_len) != 0) return -1;
+    if (stop_signal_received()) {
+        snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
+        write_server_files(id, run_id, d, s, err + strlen(err), 0);
+        return -1;
+    }
+    // Every worker has left: the shard's values are final (before its files,
+    // which tell a launcher the shard is done).
+    if (d->save_model && save_model(d->save_model, m, begin, end - begin, ps_server_values(s), err, err_len) != 0)
+        return -1;
+    return write_server_files(id, run_id, d, s, err, err_len);
+}
+
 static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                       const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
     // Under hybrid the servers hold the sparse part only, the first S parameters.
-    int hybrid = d->sync == SYNC_MODE_HYBRID;
-    size_t n = hybrid ? model_num_sparse_params(m) : model_num_params(m);
+    size_t n = d->sync == SYNC_MODE_HYBRID ? model_num_sparse_params(m) : model_num_params(m);
     if (n == 0) {
         snprintf(err, err_len, "--sync hybrid needs a model with a sparse and a dense part (--model embmlp)");
         return -1;
@@ -710,60 +792,16 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     params_read(init, n, values);
     size_t begin, end;
     shard_range(n, d->servers, id, &begin, &end);
-    ps_config_t c = {
-        .run_id = run_id,
-        .shard = id,
-        .n_shards = d->servers,
-        .n_params = n,
-        .n_workers = d->workers,
-        .mode = hybrid ? (d->hybrid_sparse ? SYNC_MODE_SSP : SYNC_MODE_ASP) : (sync_mode_t)d->sync,
-        .staleness = d->staleness,
-        .optimizer = (server_optimizer_t)d->server_optimizer,
-        .lr = (float)d->server_lr,
-        .adagrad_eps = (float)t->adagrad_eps,
-        .heartbeat_ms = (int)d->heartbeat_ms,
-        .worker_timeout_ms = (int)d->worker_timeout_ms,
-        .quiet = 0,
-        .stale = {d->server_staleness_aware, d->server_dc_lambda},
-        .warmup = t->warmup,
-        // ASP/SSP pushes count local steps of --batch examples; BSP's and hybrid's count examples.
-        .samples_per_step = d->sync == SYNC_MODE_BSP || hybrid ? 0 : t->batch,
-        .backup_workers = d->sync == SYNC_MODE_BSP ? d->backup_workers : 0,
-    };
+    ps_config_t c;
     char ckpt_path[1100];
-    const char *ckpt_dir = t->checkpoint_dir ? t->checkpoint_dir : d->run_dir;
-    if (t->checkpoint_every > 0) {
-        if (!ckpt_dir) {
-            snprintf(err, err_len, "--checkpoint-every: needs --checkpoint-dir DIR (or --run-dir) to write to");
-            goto out;
-        }
-        if (dist_check_writable_dir(ckpt_dir, t->checkpoint_dir ? "--checkpoint-dir" : "--run-dir", err, err_len) != 0)
-            goto out;
-        snprintf(ckpt_path, sizeof ckpt_path, "%s/server-%zu.ckpt", ckpt_dir, id);
-        c.checkpoint_path = ckpt_path;
-        c.checkpoint_every_s = t->checkpoint_every;
-    }
-    if (t->resume) {
-        // A restarted shard binds the endpoint it had, so its workers'
-        // connections find it again; it does not meet the others anew.
-        char path[1100];
-        snprintf(path, sizeof path, "%s/server-%zu.ckpt", t->resume, id);
-        if (!(s = ps_server_resume(ctx, &c, NULL, path, err, err_len))) goto out;
-        ps_stats_t st;
-        ps_server_stats(s, &st);
-        fprintf(stderr, "asgd server %zu: resumed from %s at version %llu (%llu pushes applied), serving at %s\n", id,
-                path, (unsigned long long)st.version, (unsigned long long)st.pushes_applied, ps_server_endpoint(s));
-    } else {
-        char bind[300];
-        snprintf(bind, sizeof bind, "tcp://%s:*", d->bind_host);
-        s = ps_server_new(ctx, &c, bind, values + begin, err, err_len);
-        if (!s) goto out;
-    }
+    if (server_ps_config(id, run_id, t, d, n, &c, ckpt_path, sizeof ckpt_path, err, err_len) != 0) goto out;
+    if (!(s = server_start(ctx, id, t, d, &c, values + begin, err, err_len))) goto out;
     rdv_entry_t me;
     memset(&me, 0, sizeof me);
     me.rank = (uint32_t)id;
     me.role = DIST_ROLE_SERVER;
     advertise(ps_server_endpoint(s), me.endpoint, sizeof me.endpoint);
+    // A resumed shard does not meet the others anew.
     if (!t->resume &&
         rdv_join(ctx, coordinator, run_id, &me, d->servers + d->workers, &table, (int)d->timeout_ms, err, err_len) != 0)
         goto out;
@@ -780,18 +818,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
         snprintf(err, err_len, "server %zu: %s", id, eval_err);
         goto out;
     }
-    if (ge && write_global_csv(d->run_dir, ge, m, err, err_len) != 0) goto out;
-    if (stop_signal_received()) {
-        // server-K.json says interrupted; the shard's values are not final (no --save-model).
-        snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
-        write_server_files(id, run_id, d, s, err + strlen(err), 0);
-        goto out;
-    }
-    // Every worker has left: the shard's values are final (before server-K.json,
-    // which tells a launcher the shard is done).
-    if (d->save_model && save_model(d->save_model, m, begin, end - begin, ps_server_values(s), err, err_len) != 0)
-        goto out;
-    if (write_server_files(id, run_id, d, s, err, err_len) != 0) goto out;
+    if (server_finish(id, run_id, d, m, s, ge, begin, end, err, err_len) != 0) goto out;
     rc = 0;
 out:
     global_eval_destroy(&ge);
@@ -889,155 +916,244 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     fputc('\n', out);
 }
 
-static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                      const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
-    size_t n_ranks = d->servers + d->workers;
-    ring_t *ring = NULL;
-    rdv_entry_t *table = NULL;
-    const char **servers = NULL;
-    run_report_t *report = NULL;
-    float *final_w = NULL;
-    step_delay_t *delays = calloc(d->workers, sizeof *delays);
-    counter_file_t ledger = {0};
-    ps_push_count_t *own_counts = NULL;  // without a run directory
-    ps_push_count_t *counts = NULL;
-    size_t incarnation = 0;
-    int rc = -1;
-    if (!delays) {
-        snprintf(err, err_len, "worker: out of memory");
-        goto out;
+// The worker's result record (run_record.h): what the merge of the run directory reads.
+static int write_worker_record(const char *dir, size_t id, const model_t *m, const train_result_t *r,
+                               const replica_stats_t *rs, char *err, size_t err_len) {
+    worker_result_t w = {
+        .id = id,
+        .metric_rmse = model_metric(m) == METRIC_KIND_RMSE,
+        .samples = r->samples,
+        .updates = r->updates,
+        .train_examples = model_num_train(m),
+        .pushes = rs->pushes,
+        .global_versions = rs->global_versions,
+        .samples_to_target = r->samples_to_target,
+        .bytes_out = rs->bytes_out,
+        .bytes_in = rs->bytes_in,
+        .bytes_out_uncompressed = rs->bytes_out_raw,
+        .wall_s = r->wall_s,
+        .samples_per_s = r->samples_per_s,
+        .wait_s = rs->wait_s,
+        .final_test_loss = r->last.test_loss,
+        .final_test_metric = r->last.test_metric,
+        .time_to_target_s = r->time_to_target_s,
+        .global_test_loss = rs->global_test_loss,
+        .global_test_metric = rs->global_test_metric,
+    };
+    return run_record_write_worker(dir, &w, err, err_len);
+}
+
+// What one worker process holds while it runs (freed by worker_free).
+typedef struct worker {
+    size_t id;
+    const train_args_t *t;
+    const dist_args_t *d;
+    const model_t *m;
+    ring_t *ring;
+    rdv_entry_t *table;        // every rank's endpoint, from the coordinator
+    const char **servers;      // the shards' endpoints (into table)
+    step_delay_t *delays;      // --delay-worker, per worker
+    counter_file_t ledger;     // its pushes, in the run directory
+    ps_push_count_t *own_counts;  // ... or here, without a run directory
+    ps_push_count_t *counts;   // whichever of the two (NULL without servers)
+    size_t incarnation;
+    run_report_t *report;
+    float *final_w;            // --save-model
+} worker_t;
+
+static void worker_free(worker_t *w) {
+    if (w->report) {
+        char ignored[8];
+        run_report_close(&w->report, ignored, sizeof ignored);
     }
-    if (d->delay_worker && delay_spec_parse(d->delay_worker, d->workers, delays, err, err_len) != 0) goto out;
+    free(w->final_w);
+    free(w->servers);
+    free(w->table);
+    ring_destroy(&w->ring);
+    free(w->delays);
+    counter_file_close(&w->ledger);
+    free(w->own_counts);
+}
+
+// Meets the others at the coordinator (with its ring's endpoint under
+// allreduce, hybrid and local) and learns the shards' endpoints.
+static int worker_meet(void *ctx, worker_t *w, const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
+    const dist_args_t *d = w->d;
     rdv_entry_t me;
     memset(&me, 0, sizeof me);
-    me.rank = (uint32_t)(d->servers + id);
+    me.rank = (uint32_t)(d->servers + w->id);
     me.role = DIST_ROLE_WORKER;
     snprintf(me.endpoint, sizeof me.endpoint, "-");
     if (dist_uses_ring(d->sync)) {
         // + 1: an allreduce carries the examples behind the sum after the values (replica.c).
-        ring = ring_new(ctx, id, d->workers, run_id, model_num_params(m) + 1, d->ring_ipc ? "ipc" : d->bind_host, err,
-                        err_len);
-        if (!ring) goto out;
-        advertise(ring_endpoint(ring), me.endpoint, sizeof me.endpoint);
+        w->ring = ring_new(ctx, w->id, d->workers, run_id, model_num_params(w->m) + 1,
+                           d->ring_ipc ? "ipc" : d->bind_host, err, err_len);
+        if (!w->ring) return -1;
+        advertise(ring_endpoint(w->ring), me.endpoint, sizeof me.endpoint);
     }
-    if (rdv_join(ctx, coordinator, run_id, &me, n_ranks, &table, (int)d->timeout_ms, err, err_len) != 0) goto out;
-    servers = calloc(d->servers ? d->servers : 1, sizeof *servers);
-    if (!servers) {
+    if (rdv_join(ctx, coordinator, run_id, &me, d->servers + d->workers, &w->table, (int)d->timeout_ms, err,
+                 err_len) != 0)
+        return -1;
+    if (!(w->servers = calloc(d->servers ? d->servers : 1, sizeof *w->servers))) {
         snprintf(err, err_len, "worker: out of memory");
-        goto out;
+        return -1;
     }
-    for (size_t k = 0; k < d->servers; k++) servers[k] = table[k].endpoint;
-    if (ring && ring_connect(ring, table[d->servers + (id + 1) % d->workers].endpoint, err, err_len) != 0) goto out;
+    for (size_t k = 0; k < d->servers; k++) w->servers[k] = w->table[k].endpoint;
+    if (w->ring && ring_connect(w->ring, w->table[d->servers + (w->id + 1) % d->workers].endpoint, err, err_len) != 0)
+        return -1;
+    return 0;
+}
 
-    replica_config_t rc_cfg = {
+// Its pushes are counted from the first on, in a file that outlives a SIGKILL
+// (in memory without a run directory).
+static int worker_open_ledger(worker_t *w, uint64_t run_id, char *err, size_t err_len) {
+    const dist_args_t *d = w->d;
+    if (d->servers == 0) return 0;
+    if (d->run_dir) {
+        if (dist_push_ledger_open(d->run_dir, run_id, w->id, d->servers, &w->ledger, &w->incarnation, err, err_len) != 0)
+            return -1;
+        w->counts = dist_push_ledger_counts(&w->ledger);
+    } else if (!(w->counts = w->own_counts = calloc(d->servers, sizeof *w->counts))) {
+        snprintf(err, err_len, "worker: out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id) {
+    const dist_args_t *d = w->d;
+    return (replica_config_t){
         .run_id = run_id,
-        .id = id,
+        .id = w->id,
         .n_workers = d->workers,
         .mode = (sync_mode_t)d->sync,
         .staleness = d->staleness,
         .push_every = d->push_every,
         .fetch_every = d->fetch_every,
-        .servers = servers,
+        .servers = w->servers,
         .n_servers = d->servers,
-        .ring = ring,
+        .ring = w->ring,
         .timeout_ms = (int)d->timeout_ms,
         .heartbeat_ms = (int)d->heartbeat_ms,
         .retry_ms = (int)d->retry_ms,
-        .delay = delays[id],
-        .gpu = t->device ? &t->gpu : NULL,
+        .delay = w->delays[w->id],
+        .gpu = w->t->device ? &w->t->gpu : NULL,
         .compress = d->compress_spec,
         .error_feedback = d->error_feedback,
-        .compress_seed = t->seed,
+        .compress_seed = w->t->seed,
         .hybrid_ssp = d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse,
         .local_steps = d->local_steps,
+        .push_counts = w->counts,
     };
-    if (d->servers > 0) {
-        // Counted from the first push on, in a file that outlives a SIGKILL.
-        if (d->run_dir) {
-            if (dist_push_ledger_open(d->run_dir, run_id, id, d->servers, &ledger, &incarnation, err, err_len) != 0)
-                goto out;
-            counts = dist_push_ledger_counts(&ledger);
-        } else if (!(counts = own_counts = calloc(d->servers, sizeof *counts))) {
-            snprintf(err, err_len, "worker: out of memory");
-            goto out;
-        }
-        rc_cfg.push_counts = counts;
-    }
-    train_config_t tc;
-    train_args_train_config(t, &tc);
+}
+
+// The training flags as this worker applies them.
+static int worker_train_config(const worker_t *w, train_config_t *tc, char *err, size_t err_len) {
+    const train_args_t *t = w->t;
+    const dist_args_t *d = w->d;
+    train_args_train_config(t, tc);
     // --eval-every counts the samples of all workers: each evaluates its own
     // copy every N / workers samples of its own.
-    if (t->eval_every) tc.eval_every = (t->eval_every + d->workers - 1) / d->workers;
+    if (t->eval_every) tc->eval_every = (t->eval_every + d->workers - 1) / d->workers;
     // Under allreduce and hybrid worker 0's evaluations are the global model's
     // curve; --worker-eval off spares the others (and, under asp/ssp/bsp, all
     // workers: the evaluator beside shard 0 reads the global model) their pauses.
     // --stop-at-target is decided by each worker on its own copy.
-    int global_here = !dist_global_on_servers(d->sync) && id == 0;
+    int global_here = !dist_global_on_servers(d->sync) && w->id == 0;
     if (!d->worker_eval && !global_here && !t->stop_at_target) {
-        tc.eval_every = (size_t)1 << 62;  // the starting and final evaluations only
-        tc.eval_every_s = 0;
+        tc->eval_every = (size_t)1 << 62;  // the starting and final evaluations only
+        tc->eval_every_s = 0;
     }
-    if (train_config_check(&tc, model_num_train(m), err, err_len) != 0) goto out;
+    return train_config_check(tc, model_num_train(w->m), err, err_len);
+}
+
+// Its curve (worker-K.csv in the run directory, else --log) and progress; the start line.
+static int worker_open_report(worker_t *w, char *err, size_t err_len) {
+    const train_args_t *t = w->t;
+    const dist_args_t *d = w->d;
     char log_path[1024];
     const char *log = t->log;
     if (d->run_dir) {
-        snprintf(log_path, sizeof log_path, "%s/worker-%zu.csv", d->run_dir, id);
+        snprintf(log_path, sizeof log_path, "%s/worker-%zu.csv", d->run_dir, w->id);
         log = log_path;
     }
-    double total = (double)model_num_train(m) * (double)t->epochs / (double)d->workers;
-    report = run_report_new(log, model_metric(m), t->quiet ? NULL : stderr, total, err, err_len);
-    if (!report) goto out;
+    double total = (double)model_num_train(w->m) * (double)t->epochs / (double)d->workers;
+    w->report = run_report_new(log, model_metric(w->m), t->quiet ? NULL : stderr, total, err, err_len);
+    if (!w->report) return -1;
     if (!t->quiet) {
         char desc[160];
-        model_describe(m, desc, sizeof desc);
-        fprintf(stderr, "asgd worker %zu of %zu: %s, %s, %zu threads, batch %zu%s%s\n", id, d->workers, desc,
+        model_describe(w->m, desc, sizeof desc);
+        fprintf(stderr, "asgd worker %zu of %zu: %s, %s, %zu threads, batch %zu%s%s\n", w->id, d->workers, desc,
                 sync_mode_name((sync_mode_t)d->sync), t->threads, t->batch,
-                step_delay_active(&delays[id]) ? ", delayed" : "", t->device ? ", on the GPU" : "");
+                step_delay_active(&w->delays[w->id]) ? ", delayed" : "", t->device ? ", on the GPU" : "");
     }
-    size_t n = model_num_params(m);
-    if (d->save_model && !(final_w = malloc(n * sizeof *final_w))) {
+    return 0;
+}
+
+// Trains its replica. A worker the servers evicted (cut off for longer than
+// --worker-timeout) rejoins with a fresh replica: its unpushed progress is
+// lost, its data order resumes at the clock the servers give it.
+static int worker_train(void *ctx, worker_t *w, const replica_config_t *rc, const train_config_t *tc,
+                        train_result_t *result, replica_stats_t *rs, unsigned *rejoins, char *err, size_t err_len) {
+    train_callbacks_t cb = run_report_callbacks(w->report);
+    *rejoins = 0;
+    for (;;) {
+        if (replica_train(ctx, rc, w->m, &w->t->opt, tc, w->t->seed, &cb, result, rs, w->final_w, err, err_len) == 0)
+            return 0;
+        if (!rs->evicted || *rejoins >= MAX_REJOINS) return -1;
+        (*rejoins)++;
+        fprintf(stderr, "asgd worker %zu: %s; rejoining (%u of at most %d)\n", w->id, err, *rejoins, MAX_REJOINS);
+        err[0] = '\0';
+    }
+}
+
+// Its model (--save-model), its JSON on stdout, and in the run directory its
+// JSON and then its result record (whose presence says it is done).
+static int worker_write_results(const worker_t *w, const train_result_t *result, const replica_stats_t *rs,
+                                unsigned rejoins, char *err, size_t err_len) {
+    const dist_args_t *d = w->d;
+    if (d->save_model && save_model(d->save_model, w->m, 0, model_num_params(w->m), w->final_w, err, err_len) != 0)
+        return -1;
+    write_worker_json(stdout, w->id, w->t, d, w->m, result, rs, rejoins, w->counts, w->incarnation);
+    fflush(stdout);
+    if (!d->run_dir) return 0;
+    char name[64];
+    snprintf(name, sizeof name, "worker-%zu.json", w->id);
+    FILE *f = dist_file_open(d->run_dir, name, err, err_len);
+    if (!f) return -1;
+    write_worker_json(f, w->id, w->t, d, w->m, result, rs, rejoins, w->counts, w->incarnation);
+    if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) return -1;
+    return write_worker_record(d->run_dir, w->id, w->m, result, rs, err, err_len);
+}
+
+static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                      const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
+    worker_t w = {.id = id, .t = t, .d = d, .m = m};
+    int rc = -1;
+    if (!(w.delays = calloc(d->workers, sizeof *w.delays))) {
         snprintf(err, err_len, "worker: out of memory");
         goto out;
     }
-    train_callbacks_t cb = run_report_callbacks(report);
+    if (d->delay_worker && delay_spec_parse(d->delay_worker, d->workers, w.delays, err, err_len) != 0) goto out;
+    if (worker_meet(ctx, &w, coordinator, run_id, err, err_len) != 0) goto out;
+    if (worker_open_ledger(&w, run_id, err, err_len) != 0) goto out;
+    replica_config_t rc_cfg = worker_replica_config(&w, run_id);
+    train_config_t tc;
+    if (worker_train_config(&w, &tc, err, err_len) != 0) goto out;
+    if (worker_open_report(&w, err, err_len) != 0) goto out;
+    if (d->save_model && !(w.final_w = malloc(model_num_params(m) * sizeof *w.final_w))) {
+        snprintf(err, err_len, "worker: out of memory");
+        goto out;
+    }
     train_result_t result;
     replica_stats_t rs;
-    // A worker the servers evicted (cut off for longer than --worker-timeout)
-    // rejoins with a fresh replica: its unpushed progress is lost, its data
-    // order resumes at the clock the servers give it.
-    unsigned rejoins = 0;
-    for (;;) {
-        if (replica_train(ctx, &rc_cfg, m, &t->opt, &tc, t->seed, &cb, &result, &rs, final_w, err, err_len) == 0) break;
-        if (!rs.evicted || rejoins >= MAX_REJOINS) goto out;
-        rejoins++;
-        fprintf(stderr, "asgd worker %zu: %s; rejoining (%u of at most %d)\n", id, err, rejoins, MAX_REJOINS);
-        err[0] = '\0';
-    }
-    if (run_report_close(&report, err, err_len) != 0) goto out;
-    if (d->save_model && save_model(d->save_model, m, 0, n, final_w, err, err_len) != 0) goto out;
-    write_worker_json(stdout, id, t, d, m, &result, &rs, rejoins, counts, incarnation);
-    fflush(stdout);
-    if (d->run_dir) {
-        char name[64];
-        snprintf(name, sizeof name, "worker-%zu.json", id);
-        FILE *f = dist_file_open(d->run_dir, name, err, err_len);
-        if (!f) goto out;
-        write_worker_json(f, id, t, d, m, &result, &rs, rejoins, counts, incarnation);
-        if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) goto out;
-    }
+    unsigned rejoins;
+    if (worker_train(ctx, &w, &rc_cfg, &tc, &result, &rs, &rejoins, err, err_len) != 0) goto out;
+    if (run_report_close(&w.report, err, err_len) != 0) goto out;
+    if (worker_write_results(&w, &result, &rs, rejoins, err, err_len) != 0) goto out;
     rc = 0;
 out:
-    if (report) {
-        char ignored[8];
-        run_report_close(&report, ignored, sizeof ignored);
-    }
-    free(final_w);
-    free(servers);
-    free(table);
-    ring_destroy(&ring);
-    free(delays);
-    counter_file_close(&ledger);
-    free(own_counts);
+    worker_free(&w);
     return rc;
 }
 

@@ -19,6 +19,7 @@
 #include "engine/core/json_writer.h"     // defines: json_*
 #include "engine/cli/launch_curve.h"    // defines: global_curve_load, global_curve_write_merged
 #include "engine/cli/model_file.h"      // defines: model_file_join, model_file_write
+#include "engine/cli/run_record.h"      // defines: run_record_read_worker, run_record_read_server
 #include "net/curve_auth.h"         // defines: zap_handler_destroy
 #include "net/launch_env.h"         // defines: launch_env_detect
 #include "net/rendezvous.h"         // defines: rdv_server_new
@@ -57,86 +58,61 @@ static const char *role_name(dist_role_t r) { return r == DIST_ROLE_SERVER ? "se
 
 // ---- the run directory's merged files ---------------------------------------------
 
-static char *read_text(const char *path) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t got;
-    while (buf && (got = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += got;
-        if (cap - len < 2) {
-            char *grown = realloc(buf, cap * 2);
-            if (!grown) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = grown;
-            cap *= 2;
+// Every process's result record (run_record.h), read once.
+typedef struct run_results {
+    worker_result_t *workers;  // [d->workers]
+    server_result_t *servers;  // [d->servers]
+    size_t n_servers;          // shard records held (to free)
+} run_results_t;
+
+static void run_results_free(run_results_t *r) {
+    for (size_t s = 0; r->servers && s < r->n_servers; s++) server_result_free(&r->servers[s]);
+    free(r->servers);
+    free(r->workers);
+    memset(r, 0, sizeof *r);
+}
+
+// Returns 0, or -1 with err naming the record that is missing or refused.
+static int run_results_load(const char *dir, const dist_args_t *d, run_results_t *r, char *err, size_t err_len) {
+    memset(r, 0, sizeof *r);
+    r->workers = calloc(d->workers ? d->workers : 1, sizeof *r->workers);
+    r->servers = calloc(d->servers ? d->servers : 1, sizeof *r->servers);
+    if (!r->workers || !r->servers) {
+        snprintf(err, err_len, "out of memory for the results of %zu processes", d->servers + d->workers);
+        run_results_free(r);
+        return -1;
+    }
+    for (size_t k = 0; k < d->workers; k++) {
+        if (run_record_read_worker(dir, k, &r->workers[k], err, err_len) != 0) {
+            run_results_free(r);
+            return -1;
         }
     }
-    fclose(f);
-    if (buf) buf[len] = '\0';
-    return buf;
+    for (; r->n_servers < d->servers; r->n_servers++) {
+        if (run_record_read_server(dir, r->n_servers, &r->servers[r->n_servers], err, err_len) != 0) {
+            run_results_free(r);
+            return -1;
+        }
+    }
+    return 0;
 }
 
-// The number after "key": in a flat part of our own JSON (NaN when absent or null).
-static double json_field(const char *text, const char *key) {
-    if (!text) return NAN;
-    char pattern[128];
-    snprintf(pattern, sizeof pattern, "\"%s\":", key);
-    const char *p = strstr(text, pattern);
-    if (!p) return NAN;
-    p += strlen(pattern);
-    if (strncmp(p, "null", 4) == 0) return NAN;
-    return strtod(p, NULL);
-}
-
-static const char *json_section(const char *text, const char *key) {
-    if (!text) return NULL;
-    char pattern[128];
-    snprintf(pattern, sizeof pattern, "\"%s\":", key);
-    return strstr(text, pattern);
-}
-
-// Sums the shards' staleness histograms into staleness.csv and h_clocks/h_updates.
-static void merge_staleness(const char *dir, size_t servers, staleness_hist_t *h_clocks, staleness_hist_t *h_updates) {
+// The shards' staleness histograms summed into h_clocks / h_updates, and staleness.csv.
+static int merge_staleness(const char *dir, const run_results_t *res, size_t servers, staleness_hist_t *h_clocks,
+                           staleness_hist_t *h_updates, char *err, size_t err_len) {
     staleness_hist_init(h_clocks);
     staleness_hist_init(h_updates);
-    for (size_t k = 0; k < servers; k++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/server-%zu-staleness.csv", dir, k);
-        FILE *f = fopen(path, "r");
-        if (!f) continue;
-        char line[256];
-        if (!fgets(line, sizeof line, f)) {
-            fclose(f);
-            continue;
-        }
-        unsigned long long v, a, b;
-        while (fgets(line, sizeof line, f) && sscanf(line, "%llu,%llu,%llu", &v, &a, &b) == 3) {
-            for (unsigned long long i = 0; i < a; i++) staleness_hist_add(h_clocks, v);
-            for (unsigned long long i = 0; i < b; i++) staleness_hist_add(h_updates, v);
-        }
-        fclose(f);
-        // The exact maxima (the CSV's last bin may be an overflow bin).
-        snprintf(path, sizeof path, "%s/server-%zu.json", dir, k);
-        char *text = read_text(path);
-        double mc = json_field(json_section(text, "staleness_clocks"), "max");
-        double mu = json_field(json_section(text, "staleness_updates"), "max");
-        if (!isnan(mc) && mc > (double)h_clocks->max) h_clocks->max = (uint64_t)mc;
-        if (!isnan(mu) && mu > (double)h_updates->max) h_updates->max = (uint64_t)mu;
-        free(text);
+    for (size_t s = 0; s < servers; s++) {
+        staleness_hist_merge(h_clocks, &res->servers[s].staleness_clocks);
+        staleness_hist_merge(h_updates, &res->servers[s].staleness_updates);
     }
-    char err[256];
-    FILE *f = dist_file_open(dir, "staleness.csv", err, sizeof err);
-    if (!f) return;
+    FILE *f = dist_file_open(dir, "staleness.csv", err, err_len);
+    if (!f) return -1;
     fprintf(f, "staleness,updates_by_clocks,updates_by_versions\n");
     for (size_t v = 0; v < STALENESS_HIST_BINS; v++)
         if (h_clocks->bins[v] || h_updates->bins[v])
             fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)h_clocks->bins[v], (unsigned long long)h_updates->bins[v]);
-    dist_file_close(f, dir, "staleness.csv", err, sizeof err);
+    return dist_file_close(f, dir, "staleness.csv", err, err_len);
 }
 
 // One figure of the run: a number, or null when there is none.
@@ -166,207 +142,221 @@ static void json_global_figures(json_writer_t *j, const global_curve_t *gc, doub
 // every other worker had pushed its last by then, so that pull saw the final
 // model; it is the pull that saw the most shard versions (global_versions) —
 // at the longest worker's training time.
-static void read_curve_final(const char *dir, const dist_args_t *d, int rmse, const staleness_hist_t *hc,
-                             const staleness_hist_t *hu, curve_final_t *fin, double *train_examples) {
+static void curve_final_of(const run_results_t *res, size_t workers, const staleness_hist_t *hc,
+                           const staleness_hist_t *hu, curve_final_t *fin) {
     memset(fin, 0, sizeof *fin);
-    *train_examples = NAN;
-    char *last_text = NULL;
-    double last_versions = -1;
-    for (size_t k = 0; k < d->workers; k++) {
-        char path[1024];
-        snprintf(path, sizeof path, "%s/worker-%zu.json", dir, k);
-        char *text = read_text(path);
-        fin->samples += json_field(text, "samples");
-        double w = json_field(text, "wall_s"), versions = json_field(text, "global_versions");
-        if (k == 0) *train_examples = json_field(text, "train_examples");
-        if (w > fin->wall_s) fin->wall_s = w;
-        if (versions > last_versions || !last_text) {
-            last_versions = versions;
-            free(last_text);
-            last_text = text;
-        } else {
-            free(text);
-        }
+    const worker_result_t *last = NULL;
+    for (size_t k = 0; k < workers; k++) {
+        const worker_result_t *w = &res->workers[k];
+        fin->samples += (double)w->samples;
+        if (w->wall_s > fin->wall_s) fin->wall_s = w->wall_s;
+        if (!last || w->global_versions > last->global_versions) last = w;
     }
-    fin->test_metric = json_field(last_text, rmse ? "global_test_rmse" : "global_test_accuracy");
-    fin->test_loss = json_field(last_text, "global_test_loss");
-    free(last_text);
+    fin->test_metric = last ? last->global_test_metric : NAN;
+    fin->test_loss = last ? last->global_test_loss : NAN;
     fin->staleness_versions_mean = staleness_hist_mean(hu);
     fin->staleness_versions_max = hu->count ? (double)hu->max : NAN;
     fin->staleness_clocks_mean = staleness_hist_mean(hc);
     fin->staleness_clocks_max = hc->count ? (double)hc->max : NAN;
 }
 
-static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
-                          const global_curve_t *gc, const staleness_hist_t *hc, const staleness_hist_t *hu) {
-    double samples = 0, wall = 0, wait = 0, pushes = 0, own_rates = 0;
-    int consistent = 1;
-    char **wtext = calloc(d->workers, sizeof *wtext);
-    char **stext = calloc(d->servers ? d->servers : 1, sizeof *stext);
-    char path[1024];
-    for (size_t k = 0; wtext && k < d->workers; k++) {
-        snprintf(path, sizeof path, "%s/worker-%zu.json", dir, k);
-        wtext[k] = read_text(path);
-        samples += json_field(wtext[k], "samples");
-        double w = json_field(wtext[k], "wall_s");
-        if (w > wall) wall = w;
-        wait += json_field(wtext[k], "wait_s");
-        own_rates += json_field(wtext[k], "samples_per_s");
-        pushes += json_field(wtext[k], "pushes");
-    }
-    for (size_t s = 0; stext && s < d->servers; s++) {
-        snprintf(path, sizeof path, "%s/server-%zu.json", dir, s);
-        stext[s] = read_text(path);
-    }
-    // Every push a worker was acknowledged for was applied once (docs/reliability.md).
-    char why[600];
-    if (d->servers > 0) consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
-    const char *w0 = wtext ? wtext[0] : NULL;
-    int rmse = json_section(w0, "final_test_rmse") != NULL;
-    json_writer_t j;
-    json_begin(&j, out);
-    json_string(&j, "asgd", ASGD_VERSION);
-    json_string(&j, "command", "launch");
-    json_string(&j, "model", train_model_names[t->model]);
-    json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
+// What summary.json says beyond the flags: the records, merged.
+typedef struct run_summary {
+    const run_results_t *res;
+    const global_curve_t *gc;
+    const staleness_hist_t *hc, *hu;
+    double launch_wall_s;
+    int consistent;  // every acknowledged push applied once (servers only)
+} run_summary_t;
+
+// The run's shape: model, sync, processes, batch.
+static void json_run_shape(json_writer_t *j, const train_args_t *t, const dist_args_t *d) {
+    json_string(j, "asgd", ASGD_VERSION);
+    json_string(j, "command", "launch");
+    json_string(j, "model", train_model_names[t->model]);
+    json_string(j, "sync", sync_mode_name((sync_mode_t)d->sync));
     if (d->sync == SYNC_MODE_SSP || (d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse))
-        json_uint(&j, "staleness_bound", d->staleness);
-    else if (d->sync == SYNC_MODE_BSP) json_uint(&j, "staleness_bound", 0);
-    else json_null(&j, "staleness_bound");
-    json_uint(&j, "servers", d->servers);
-    json_uint(&j, "workers", d->workers);
-    json_uint(&j, "threads", t->threads);
-    json_uint(&j, "batch", t->batch);
+        json_uint(j, "staleness_bound", d->staleness);
+    else if (d->sync == SYNC_MODE_BSP) json_uint(j, "staleness_bound", 0);
+    else json_null(j, "staleness_bound");
+    json_uint(j, "servers", d->servers);
+    json_uint(j, "workers", d->workers);
+    json_uint(j, "threads", t->threads);
+    json_uint(j, "batch", t->batch);
     // Examples per round (or per step of every thread) over all workers.
-    json_uint(&j, "total_batch", (uint64_t)d->workers * t->threads * t->batch);
-    json_uint(&j, "samples", (uint64_t)samples);
-    json_number(&j, "wall_s", wall);
-    json_number(&j, "samples_per_s", wall > 0 ? samples / wall : NAN);
-    // Each worker's own rate, summed: what the cluster processes while its
-    // workers run, which a fixed share per worker hides behind the slowest one.
-    json_number(&j, "worker_samples_per_s", own_rates);
-    json_number(&j, "launch_wall_s", launch_wall_s);
-    // The global model's figures (launch_curve.h says where its curve comes
-    // from); worker 0's own copy's, named as such.
-    const char *metric_key = rmse ? "final_test_rmse" : "final_test_accuracy";
-    json_global_figures(&j, gc, t->model == MODEL_MF ? t->target_rmse : t->target_acc, rmse);
-    double train_examples = json_field(w0, "train_examples");
-    json_number_or_null(&j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", json_field(w0, metric_key));
-    json_number_or_null(&j, "worker0_time_to_target_s", json_field(w0, "time_to_target_s"));
-    json_number_or_null(&j, "worker0_samples_to_target", json_field(w0, "samples_to_target"));
-    json_number(&j, "worker_wait_s", wait);
-    json_uint(&j, "pushes", (uint64_t)pushes);
-    // Bytes each worker sent and received (payloads), and what its sends
-    // would have been as float32: the compression ratio is their quotient.
-    double out_total = 0, in_total = 0, raw_total = 0;
-    json_object(&j, "bytes_by_worker");
-    for (size_t k = 0; wtext && k < d->workers; k++) {
-        char key[32];
-        snprintf(key, sizeof key, "%zu", k);
-        double o = json_field(wtext[k], "bytes_out"), i = json_field(wtext[k], "bytes_in");
-        double raw = json_field(wtext[k], "bytes_out_uncompressed");
-        json_object(&j, key);
-        json_number(&j, "out", o);
-        json_number(&j, "in", i);
-        json_number(&j, "compression_ratio", o > 0 ? raw / o : NAN);
-        json_object_end(&j);
-        out_total += o, in_total += i, raw_total += raw;
-    }
-    json_object_end(&j);
-    json_number(&j, "bytes_out", out_total);
-    json_number(&j, "bytes_in", in_total);
-    json_number(&j, "bytes_out_uncompressed", raw_total);
-    json_number(&j, "compression_ratio", out_total > 0 ? raw_total / out_total : NAN);
-    if (d->servers) json_bool(&j, "acked_pushes_applied_once", consistent);
-    if (d->sync == SYNC_MODE_BSP) {
-        // Backup workers: late gradients each shard dropped, summed over the shards.
-        double late = 0;
-        json_object(&j, "late_gradients_dropped_by_worker");
-        for (size_t k = 0; k < d->workers; k++) {
-            char key[32];
-            snprintf(key, sizeof key, "%zu", k);
-            double by = 0;
-            for (size_t s = 0; stext && s < d->servers; s++) {
-                double v = json_field(json_section(stext[s], "late_gradients_dropped"), key);
-                if (!isnan(v)) by += v;
-            }
-            json_uint(&j, key, (uint64_t)by);
-            late += by;
-        }
-        json_object_end(&j);
-        json_uint(&j, "late_gradients_dropped", (uint64_t)late);
-    }
-    if (d->servers) {
-        dist_json_staleness(&j, "staleness_clocks", hc);
-        dist_json_staleness(&j, "staleness_updates", hu);
-    }
-    json_string(&j, "run_dir", dir);
-    json_object(&j, "config");
-    json_string(&j, "model", train_model_names[t->model]);
-    json_string(&j, "data", t->data);
-    if (train_examples > 0) json_uint(&j, "train_examples", (uint64_t)train_examples);
-    else json_null(&j, "train_examples");
-    json_uint(&j, "epochs", t->epochs);
-    json_uint(&j, "batch", t->batch);
-    json_number(&j, "lr", t->lr);
-    json_uint(&j, "seed", t->seed);
-    json_number(&j, "time_limit_s", t->time_limit);
-    json_number(&j, "target", t->model == MODEL_MF ? t->target_rmse : t->target_acc);
-    json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
-    if (d->sync == SYNC_MODE_SSP) json_uint(&j, "staleness", d->staleness);
-    else json_null(&j, "staleness");  // the bound exists under ssp only
-    json_uint(&j, "push_every", d->push_every);
-    json_uint(&j, "fetch_every", d->fetch_every);
-    json_string(&j, "server_optimizer", d->server_optimizer ? "adagrad" : "sgd");
-    json_number(&j, "server_lr", d->server_lr);
-    json_bool(&j, "server_staleness_aware", d->server_staleness_aware);
-    json_number(&j, "server_dc_asgd", d->server_dc_lambda);
-    json_string(&j, "delay_worker", d->delay_worker);
-    if (d->sync == SYNC_MODE_HYBRID) json_string(&j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
-    if (d->sync == SYNC_MODE_BSP) json_uint(&j, "backup_workers", d->backup_workers);
-    if (d->sync == SYNC_MODE_LOCAL) json_uint(&j, "local_steps", d->local_steps);
-    json_string(&j, "scaling", d->scaling ? "strong" : "weak");
-    json_string(&j, "lr_scaling", dist_lr_scaling_name(d->lr_scaling));
-    json_uint(&j, "warmup", t->warmup);
-    json_uint(&j, "batch_requested", d->requested_batch);
-    json_number(&j, "lr_requested", d->requested_lr);
-    json_string(&j, "device", t->device ? "cuda" : "cpu");
-    char spec[64];
-    compress_spec_format(&d->compress_spec, spec, sizeof spec);
-    json_string(&j, "compress", spec);
-    json_bool(&j, "error_feedback", d->error_feedback);
-    json_object_end(&j);
-    json_end(&j);
-    fputc('\n', out);
-    for (size_t k = 0; wtext && k < d->workers; k++) free(wtext[k]);
-    for (size_t s = 0; stext && s < d->servers; s++) free(stext[s]);
-    free(wtext);
-    free(stext);
+    json_uint(j, "total_batch", (uint64_t)d->workers * t->threads * t->batch);
 }
 
+// Samples, time and rates over the workers; the global model's figures, and worker 0's own.
+static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_summary_t *s) {
+    uint64_t samples = 0, pushes = 0;
+    double wall = 0, wait = 0, own_rates = 0;
+    for (size_t k = 0; k < d->workers; k++) {
+        const worker_result_t *w = &s->res->workers[k];
+        samples += w->samples;
+        if (w->wall_s > wall) wall = w->wall_s;
+        wait += w->wait_s;
+        own_rates += w->samples_per_s;
+        pushes += w->pushes;
+    }
+    const worker_result_t *w0 = &s->res->workers[0];
+    int rmse = (int)w0->metric_rmse;
+    json_uint(j, "samples", samples);
+    json_number(j, "wall_s", wall);
+    json_number(j, "samples_per_s", wall > 0 ? (double)samples / wall : NAN);
+    // Each worker's own rate, summed: what the cluster processes while its
+    // workers run, which a fixed share per worker hides behind the slowest one.
+    json_number(j, "worker_samples_per_s", own_rates);
+    json_number(j, "launch_wall_s", s->launch_wall_s);
+    // The global model's figures (launch_curve.h says where its curve comes
+    // from); worker 0's own copy's, named as such.
+    json_global_figures(j, s->gc, t->model == MODEL_MF ? t->target_rmse : t->target_acc, rmse);
+    json_number_or_null(j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", w0->final_test_metric);
+    json_number_or_null(j, "worker0_time_to_target_s", w0->time_to_target_s);
+    json_number_or_null(j, "worker0_samples_to_target",
+                        isnan(w0->time_to_target_s) ? NAN : (double)w0->samples_to_target);
+    json_number(j, "worker_wait_s", wait);
+    json_uint(j, "pushes", pushes);
+}
+
+// Bytes each worker sent and received (payloads), and what its sends would
+// have been as float32: the compression ratio is their quotient.
+static void json_run_bytes(json_writer_t *j, const dist_args_t *d, const run_results_t *res) {
+    double out_total = 0, in_total = 0, raw_total = 0;
+    json_object(j, "bytes_by_worker");
+    for (size_t k = 0; k < d->workers; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        const worker_result_t *w = &res->workers[k];
+        double o = (double)w->bytes_out, i = (double)w->bytes_in, raw = (double)w->bytes_out_uncompressed;
+        json_object(j, key);
+        json_number(j, "out", o);
+        json_number(j, "in", i);
+        json_number(j, "compression_ratio", o > 0 ? raw / o : NAN);
+        json_object_end(j);
+        out_total += o, in_total += i, raw_total += raw;
+    }
+    json_object_end(j);
+    json_number(j, "bytes_out", out_total);
+    json_number(j, "bytes_in", in_total);
+    json_number(j, "bytes_out_uncompressed", raw_total);
+    json_number(j, "compression_ratio", out_total > 0 ? raw_total / out_total : NAN);
+}
+
+// Backup workers (bsp): late gradients each shard dropped, summed over the shards.
+static void json_late_gradients(json_writer_t *j, const dist_args_t *d, const run_results_t *res) {
+    uint64_t late = 0;
+    json_object(j, "late_gradients_dropped_by_worker");
+    for (size_t k = 0; k < d->workers; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        uint64_t by = 0;
+        for (size_t s = 0; s < d->servers; s++) by += res->servers[s].late_dropped[k];
+        json_uint(j, key, by);
+        late += by;
+    }
+    json_object_end(j);
+    json_uint(j, "late_gradients_dropped", late);
+}
+
+// The flags the run was started with (after --scaling and --lr-scaling).
+static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_args_t *d, uint64_t train_examples) {
+    json_object(j, "config");
+    json_string(j, "model", train_model_names[t->model]);
+    json_string(j, "data", t->data);
+    if (train_examples > 0) json_uint(j, "train_examples", train_examples);
+    else json_null(j, "train_examples");
+    json_uint(j, "epochs", t->epochs);
+    json_uint(j, "batch", t->batch);
+    json_number(j, "lr", t->lr);
+    json_uint(j, "seed", t->seed);
+    json_number(j, "time_limit_s", t->time_limit);
+    json_number(j, "target", t->model == MODEL_MF ? t->target_rmse : t->target_acc);
+    json_string(j, "sync", sync_mode_name((sync_mode_t)d->sync));
+    if (d->sync == SYNC_MODE_SSP) json_uint(j, "staleness", d->staleness);
+    else json_null(j, "staleness");  // the bound exists under ssp only
+    json_uint(j, "push_every", d->push_every);
+    json_uint(j, "fetch_every", d->fetch_every);
+    json_string(j, "server_optimizer", d->server_optimizer ? "adagrad" : "sgd");
+    json_number(j, "server_lr", d->server_lr);
+    json_bool(j, "server_staleness_aware", d->server_staleness_aware);
+    json_number(j, "server_dc_asgd", d->server_dc_lambda);
+    json_string(j, "delay_worker", d->delay_worker);
+    if (d->sync == SYNC_MODE_HYBRID) json_string(j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
+    if (d->sync == SYNC_MODE_BSP) json_uint(j, "backup_workers", d->backup_workers);
+    if (d->sync == SYNC_MODE_LOCAL) json_uint(j, "local_steps", d->local_steps);
+    json_string(j, "scaling", d->scaling ? "strong" : "weak");
+    json_string(j, "lr_scaling", dist_lr_scaling_name(d->lr_scaling));
+    json_uint(j, "warmup", t->warmup);
+    json_uint(j, "batch_requested", d->requested_batch);
+    json_number(j, "lr_requested", d->requested_lr);
+    json_string(j, "device", t->device ? "cuda" : "cpu");
+    char spec[64];
+    compress_spec_format(&d->compress_spec, spec, sizeof spec);
+    json_string(j, "compress", spec);
+    json_bool(j, "error_feedback", d->error_feedback);
+    json_object_end(j);
+}
+
+static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d,
+                          const run_summary_t *s) {
+    json_writer_t j;
+    json_begin(&j, out);
+    json_run_shape(&j, t, d);
+    json_run_figures(&j, t, d, s);
+    json_run_bytes(&j, d, s->res);
+    if (d->servers) json_bool(&j, "acked_pushes_applied_once", s->consistent);
+    if (d->sync == SYNC_MODE_BSP) json_late_gradients(&j, d, s->res);
+    if (d->servers) {
+        dist_json_staleness(&j, "staleness_clocks", s->hc);
+        dist_json_staleness(&j, "staleness_updates", s->hu);
+    }
+    json_string(&j, "run_dir", dir);
+    json_run_config(&j, t, d, s->res->workers[0].train_examples);
+    json_end(&j);
+    fputc('\n', out);
+}
+
+// summary.json, once here and once on stdout.
+static int write_summaries(const char *dir, const train_args_t *t, const dist_args_t *d, const run_summary_t *s,
+                           char *err, size_t err_len) {
+    FILE *f = dist_file_open(dir, "summary.json", err, err_len);
+    if (!f) return -1;
+    write_summary(f, dir, t, d, s);
+    if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) return -1;
+    write_summary(stdout, dir, t, d, s);
+    fflush(stdout);
+    return 0;
+}
+
+// Merges the run directory from every process's result record: staleness.csv,
+// merged.csv and summary.json. The run fails when an acknowledged push was not
+// applied exactly once (the summary says so first).
 static int finish_run_dir(const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
                           char *err, size_t err_len) {
+    run_results_t res;
+    if (run_results_load(dir, d, &res, err, err_len) != 0) return -1;
     staleness_hist_t hc, hu;
-    merge_staleness(dir, d->servers, &hc, &hu);
-    int rmse = t->model == MODEL_MF;
+    global_curve_t gc = {0};
+    int rc = -1, rmse = t->model == MODEL_MF;
+    if (merge_staleness(dir, &res, d->servers, &hc, &hu, err, err_len) != 0) goto out;
     curve_final_t fin;
-    double train_examples;
-    read_curve_final(dir, d, rmse, &hc, &hu, &fin, &train_examples);
-    global_curve_t gc;
-    if (global_curve_load(dir, d, train_examples, &fin, rmse, &gc, err, err_len) != 0) return -1;
-    int rc = -1;
+    curve_final_of(&res, d->workers, &hc, &hu, &fin);
+    double train_examples = (double)res.workers[0].train_examples;
+    if (global_curve_load(dir, d, train_examples, &fin, rmse, &gc, err, err_len) != 0) goto out;
     if (global_curve_write_merged(dir, &gc, d->workers, err, err_len) != 0) goto out;
-    FILE *f = dist_file_open(dir, "summary.json", err, err_len);
-    if (!f) goto out;
-    write_summary(f, dir, t, d, launch_wall_s, &gc, &hc, &hu);
-    if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) goto out;
-    write_summary(stdout, dir, t, d, launch_wall_s, &gc, &hc, &hu);
-    fflush(stdout);
-    // The summary says whether it held; the run fails when it did not.
-    if (d->servers > 0 && dist_check_pushes_applied_once(dir, d->servers, d->workers, err, err_len) != 0) goto out;
+    char why[600] = "";
+    run_summary_t s = {&res, &gc, &hc, &hu, launch_wall_s, 1};
+    if (d->servers > 0) s.consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
+    if (write_summaries(dir, t, d, &s, err, err_len) != 0) goto out;
+    if (!s.consistent) {
+        snprintf(err, err_len, "%s", why);
+        goto out;
+    }
     rc = 0;
 out:
     global_curve_free(&gc);
+    run_results_free(&res);
     return rc;
 }
 
@@ -575,7 +565,224 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
     return spawn(c, exe, args);
 }
 
-static void describe_exit(int status, char *out, size_t len);
+// One local run: the coordinator here, every process a child of this one.
+typedef struct local_run {
+    const train_args_t *t;
+    const dist_args_t *d;
+    int argc;
+    char **argv;
+    const char *save_model;
+    size_t restart_workers;
+    char dir[512];
+    void *ctx;
+    zap_handler_t *zap;
+    rdv_server_t *rdv;
+    char coordinator[256], run_id_text[32], id_text[32];
+    char exe[4096];
+    child_t *kids;
+    char **args;           // a child's command line, built by spawn_child
+    size_t n_kids, started, running, restarts;
+    const child_t *culprit; // the child whose failure stopped the run
+} local_run_t;
+
+// The run directory: --run-dir, else runs/launch-DATE-TIME-PID. Returns 0, or 1 after saying why.
+static int local_run_dir(local_run_t *r) {
+    char err[ERR_LEN];
+    if (r->d->run_dir) {
+        snprintf(r->dir, sizeof r->dir, "%s", r->d->run_dir);
+    } else {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        mkdir("runs", 0777);
+        snprintf(r->dir, sizeof r->dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900,
+                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
+    }
+    if (dist_make_run_dir(r->dir, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
+
+// The coordinator (with a fresh run id, so that a straggler from an earlier
+// run is refused), this program's path and the children's table. Returns 0,
+// or 1 after saying why.
+static int local_run_start(local_run_t *r) {
+    char err[ERR_LEN] = "";
+    if (!(r->ctx = zmq_ctx_new())) {
+        fprintf(stderr, "asgd launch: zmq_ctx_new failed: %s\n", zmq_strerror(errno));
+        return 1;
+    }
+    r->n_kids = r->d->servers + r->d->workers;
+    uint64_t run_id = ((uint64_t)time(NULL) << 20) ^ ((uint64_t)getpid() << 1) ^ (uint64_t)(now_s() * 1e9);
+    if (run_id == 0) run_id = 1;
+    // The children get the --curve-* flags too: the coordinator here speaks as they do.
+    if (dist_security_start(r->d, r->ctx, &r->zap, err, sizeof err) != 0 ||
+        !(r->rdv = rdv_server_new(r->ctx, "tcp://127.0.0.1:*", r->n_kids, run_id, err, sizeof err))) {
+        fprintf(stderr, "asgd launch: starting the coordinator: %s\n", err);
+        return 1;
+    }
+    snprintf(r->coordinator, sizeof r->coordinator, "%s", rdv_server_endpoint(r->rdv));
+    snprintf(r->run_id_text, sizeof r->run_id_text, "%llu", (unsigned long long)run_id);
+    ssize_t len = readlink("/proc/self/exe", r->exe, sizeof r->exe - 1);
+    if (len <= 0) {
+        fprintf(stderr, "asgd launch: cannot find this program's path (/proc/self/exe): %s\n", strerror(errno));
+        return 1;
+    }
+    r->exe[len] = '\0';
+    r->kids = calloc(r->n_kids, sizeof *r->kids);
+    r->args = calloc((size_t)r->argc + 16, sizeof *r->args);
+    if (!r->kids || !r->args) {
+        fprintf(stderr, "asgd launch: out of memory\n");
+        return 1;
+    }
+    return 0;
+}
+
+static void local_run_free(local_run_t *r) {
+    for (size_t i = 0; i < r->started; i++) {
+        if (r->kids[i].out_fd >= 0) close(r->kids[i].out_fd);
+        if (r->kids[i].err_fd >= 0) close(r->kids[i].err_fd);
+    }
+    free(r->kids);
+    free(r->args);
+    rdv_server_destroy(&r->rdv);
+    zap_handler_destroy(&r->zap);
+    if (r->ctx) zmq_ctx_term(r->ctx);
+}
+
+static int local_spawn(local_run_t *r, child_t *c) {
+    return spawn_child(c, r->exe, r->args, r->argc, r->argv, r->d, r->coordinator, r->run_id_text, r->dir,
+                       r->save_model, r->id_text);
+}
+
+// Servers first, then workers. Returns 0, or -1 after naming the one that did not start.
+static int spawn_all(local_run_t *r) {
+    for (size_t i = 0; i < r->n_kids; i++) {
+        child_t *c = &r->kids[i];
+        c->role = i < r->d->servers ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
+        c->id = i < r->d->servers ? i : i - r->d->servers;
+        c->out_fd = c->err_fd = -1;
+        if (local_spawn(r, c) != 0) {
+            fprintf(stderr, "asgd launch: starting %s %zu: %s\n", role_name(c->role), c->id, strerror(errno));
+            return -1;
+        }
+        r->started++;
+    }
+    r->running = r->started;
+    return 0;
+}
+
+// Shows what the children wrote (waiting up to 100 ms for it).
+static void pump_output(local_run_t *r) {
+    struct pollfd fds[2 * 64];
+    child_t *owner[2 * 64];
+    int which[2 * 64];
+    nfds_t nf = 0;
+    for (size_t i = 0; i < r->started && nf + 2 <= 2 * 64; i++) {
+        child_t *c = &r->kids[i];
+        if (c->out_fd >= 0) {
+            fds[nf] = (struct pollfd){c->out_fd, POLLIN, 0};
+            owner[nf] = c;
+            which[nf++] = 0;
+        }
+        if (c->err_fd >= 0) {
+            fds[nf] = (struct pollfd){c->err_fd, POLLIN, 0};
+            owner[nf] = c;
+            which[nf++] = 1;
+        }
+    }
+    if (nf == 0) {
+        struct timespec nap = {0, 50000000};
+        nanosleep(&nap, NULL);
+        return;
+    }
+    int rc = poll(fds, nf, 100);
+    for (nfds_t f = 0; rc > 0 && f < nf; f++)
+        if (fds[f].revents) pump_child(owner[f], which[f]);
+}
+
+// A failed worker is started again, with the same command: it rejoins the run
+// at the clock the servers give it (not under allreduce or hybrid: their ring
+// cannot take a member back), at most --restart-workers times. Returns 0 when
+// it was.
+static int restart_worker(local_run_t *r, child_t *c) {
+    if (c->role != DIST_ROLE_WORKER || dist_uses_ring(r->d->sync) || r->restarts >= r->restart_workers) return -1;
+    char how[128];
+    describe_exit(c->status, how, sizeof how);
+    r->restarts++;
+    fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it (restart %zu of at most %zu)\n", c->id,
+            (int)c->pid, how, r->restarts, r->restart_workers);
+    c->exited = 0;
+    c->line_len[0] = c->line_len[1] = 0;
+    c->last_err[0] = '\0';
+    if (local_spawn(r, c) == 0) return 0;
+    c->exited = 1;
+    return -1;
+}
+
+// Collects the children that ended. Returns -1 when one failed for good (r->culprit), else 0.
+static int reap_children(local_run_t *r) {
+    for (size_t i = 0; i < r->started; i++) {
+        child_t *c = &r->kids[i];
+        int st;
+        if (c->exited || waitpid(c->pid, &st, WNOHANG) != c->pid) continue;
+        // Show what it still had to say.
+        while (c->err_fd >= 0) pump_child(c, 1);
+        while (c->out_fd >= 0) pump_child(c, 0);
+        c->exited = 1;
+        c->status = st;
+        r->running--;
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
+        if (restart_worker(r, c) == 0) {
+            r->running++;
+            continue;
+        }
+        r->culprit = c;
+        return -1;
+    }
+    return 0;
+}
+
+// Until every child has ended, one failed, or a signal came. Returns 0 when all ended well.
+static int supervise(local_run_t *r) {
+    while (r->running > 0 && !interrupted) {
+        pump_output(r);
+        if (reap_children(r) != 0) return -1;
+    }
+    return 0;
+}
+
+// The exit status: 128 + the signal, 1 when a child failed (naming it) or the
+// merge did, else 0 with the run directory merged.
+static int local_run_outcome(local_run_t *r, int failed, double t0) {
+    char err[ERR_LEN] = "";
+    if (interrupted) {
+        fprintf(stderr, "asgd launch: interrupted by signal %d (%s); stopping every process\n", (int)interrupted,
+                strsignal(interrupted));
+        stop_children(r->kids, r->started);
+        return 128 + interrupted;
+    }
+    if (failed) {
+        stop_children(r->kids, r->started);
+        const child_t *c = r->culprit;
+        if (c) {
+            char how[128];
+            describe_exit(c->status, how, sizeof how);
+            fprintf(stderr, "asgd launch: %s %zu (pid %d) failed: %s%s%s; stopped the others\n", role_name(c->role),
+                    c->id, (int)c->pid, how, c->last_err[0] ? ": " : "", c->last_err);
+        }
+        return 1;
+    }
+    if (rdv_server_wait(r->rdv, 1000, err, sizeof err) != 0 ||
+        finish_run_dir(r->dir, r->t, r->d, now_s() - t0, err, sizeof err) != 0 ||
+        save_global_model(r->dir, r->d, r->save_model, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd launch: %s\n", err);
+        return 1;
+    }
+    return 0;
+}
 
 static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
                         size_t restart_workers) {
@@ -584,183 +791,25 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
                         "flag (or use --sync asp, ssp or bsp)\n", sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
-    char err[ERR_LEN] = "";
-    char dir[512];
-    if (d->run_dir) {
-        snprintf(dir, sizeof dir, "%s", d->run_dir);
-    } else {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        mkdir("runs", 0777);
-        snprintf(dir, sizeof dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900, tm.tm_mon + 1,
-                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
-    }
-    if (dist_make_run_dir(dir, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd launch: %s\n", err);
-        return 1;
-    }
-    void *ctx = zmq_ctx_new();
-    if (!ctx) {
-        fprintf(stderr, "asgd launch: zmq_ctx_new failed: %s\n", zmq_strerror(errno));
-        return 1;
-    }
-    size_t n_kids = d->servers + d->workers;
-    // A fresh id per run, so that a straggler from an earlier run is refused.
-    uint64_t run_id = ((uint64_t)time(NULL) << 20) ^ ((uint64_t)getpid() << 1) ^ (uint64_t)(now_s() * 1e9);
-    if (run_id == 0) run_id = 1;
-    // The children get the --curve-* flags too: the coordinator here speaks as they do.
-    zap_handler_t *zap = NULL;
-    rdv_server_t *rdv = NULL;
-    if (dist_security_start(d, ctx, &zap, err, sizeof err) != 0 ||
-        !(rdv = rdv_server_new(ctx, "tcp://127.0.0.1:*", n_kids, run_id, err, sizeof err))) {
-        fprintf(stderr, "asgd launch: starting the coordinator: %s\n", err);
-        zap_handler_destroy(&zap);
-        zmq_ctx_term(ctx);
-        return 1;
-    }
-    char coordinator[256], run_id_text[32];
-    snprintf(coordinator, sizeof coordinator, "%s", rdv_server_endpoint(rdv));
-    snprintf(run_id_text, sizeof run_id_text, "%llu", (unsigned long long)run_id);
-    char exe[4096];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len <= 0) {
-        fprintf(stderr, "asgd launch: cannot find this program's path (/proc/self/exe): %s\n", strerror(errno));
-        rdv_server_destroy(&rdv);
-        zmq_ctx_term(ctx);
-        return 1;
-    }
-    exe[len] = '\0';
-    child_t *kids = calloc(n_kids, sizeof *kids);
-    char **args = calloc((size_t)argc + 16, sizeof *args);
-    if (!kids || !args) {
-        fprintf(stderr, "asgd launch: out of memory\n");
-        free(kids);
-        free(args);
-        rdv_server_destroy(&rdv);
-        zmq_ctx_term(ctx);
+    local_run_t r;
+    memset(&r, 0, sizeof r);
+    r.t = t, r.d = d, r.argc = argc, r.argv = argv, r.save_model = save_model, r.restart_workers = restart_workers;
+    if (local_run_dir(&r) != 0) return 1;
+    if (local_run_start(&r) != 0) {
+        local_run_free(&r);
         return 1;
     }
     signal(SIGINT, on_interrupt);
     signal(SIGTERM, on_interrupt);
     signal(SIGHUP, on_interrupt);  // a closed terminal stops the run as SIGTERM does
     double t0 = now_s();
-    int failed = 0;
-    size_t started = 0;
-    char id_text[32];
-    for (size_t i = 0; i < n_kids; i++) {
-        child_t *c = &kids[i];
-        c->role = i < d->servers ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
-        c->id = i < d->servers ? i : i - d->servers;
-        c->out_fd = c->err_fd = -1;
-        if (spawn_child(c, exe, args, argc, argv, d, coordinator, run_id_text, dir, save_model, id_text) != 0) {
-            fprintf(stderr, "asgd launch: starting %s %zu: %s\n", role_name(c->role), c->id, strerror(errno));
-            failed = 1;
-            break;
-        }
-        started++;
-    }
-        if (!t->quiet && !failed)
+    int failed = spawn_all(&r) != 0;
+    if (!t->quiet && !failed)
         fprintf(stderr, "asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n",
-                d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), coordinator, dir);
-    const child_t *culprit = NULL;
-    size_t running = started, restarts = 0;
-    while (!failed && running > 0) {
-        if (interrupted) break;
-        struct pollfd fds[2 * 64];
-        child_t *owner[2 * 64];
-        int which[2 * 64];
-        nfds_t nf = 0;
-        for (size_t i = 0; i < started && nf + 2 <= 2 * 64; i++) {
-            if (kids[i].out_fd >= 0) {
-                fds[nf] = (struct pollfd){kids[i].out_fd, POLLIN, 0};
-                owner[nf] = &kids[i];
-                which[nf++] = 0;
-            }
-            if (kids[i].err_fd >= 0) {
-                fds[nf] = (struct pollfd){kids[i].err_fd, POLLIN, 0};
-                owner[nf] = &kids[i];
-                which[nf++] = 1;
-            }
-        }
-        int rc = nf ? poll(fds, nf, 100) : 0;
-        if (nf == 0) {
-            struct timespec nap = {0, 50000000};
-            nanosleep(&nap, NULL);
-        }
-        for (nfds_t f = 0; rc > 0 && f < nf; f++)
-            if (fds[f].revents) pump_child(owner[f], which[f]);
-        for (size_t i = 0; i < started; i++) {
-            child_t *c = &kids[i];
-            if (c->exited) continue;
-            int st;
-            if (waitpid(c->pid, &st, WNOHANG) != c->pid) continue;
-            // Show what it still had to say.
-            while (c->err_fd >= 0) pump_child(c, 1);
-            while (c->out_fd >= 0) pump_child(c, 0);
-            c->exited = 1;
-            c->status = st;
-            running--;
-            if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
-                // A failed worker is started again, with the same command: it
-                // rejoins the run at the clock the servers give it.
-                // (Not in allreduce or hybrid runs: their ring cannot take a member back.)
-                if (c->role == DIST_ROLE_WORKER && !dist_uses_ring(d->sync) &&
-                    restarts < restart_workers) {
-                    char how[128];
-                    describe_exit(st, how, sizeof how);
-                    restarts++;
-                    fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it (restart %zu of at "
-                                    "most %zu)\n", c->id, (int)c->pid, how, restarts, restart_workers);
-                    c->exited = 0;
-                    c->line_len[0] = c->line_len[1] = 0;
-                    c->last_err[0] = '\0';
-                    if (spawn_child(c, exe, args, argc, argv, d, coordinator, run_id_text, dir, save_model,
-                                    id_text) == 0) {
-                        running++;
-                        continue;
-                    }
-                    c->exited = 1;
-                }
-                culprit = c;
-                failed = 1;
-                break;
-            }
-        }
-    }
-    int status = 0;
-    if (interrupted) {
-        fprintf(stderr, "asgd launch: interrupted by signal %d (%s); stopping every process\n", (int)interrupted,
-                strsignal(interrupted));
-        stop_children(kids, started);
-        status = 128 + interrupted;
-    } else if (failed) {
-        stop_children(kids, started);
-        if (culprit) {
-            char how[128];
-            describe_exit(culprit->status, how, sizeof how);
-            fprintf(stderr, "asgd launch: %s %zu (pid %d) failed: %s%s%s; stopped the others\n",
-                    role_name(culprit->role), culprit->id, (int)culprit->pid, how, culprit->last_err[0] ? ": " : "",
-                    culprit->last_err);
-        }
-        status = 1;
-    } else if (rdv_server_wait(rdv, 1000, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd launch: %s\n", err);
-        status = 1;
-    } else if (finish_run_dir(dir, t, d, now_s() - t0, err, sizeof err) != 0 ||
-               save_global_model(dir, d, save_model, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd launch: %s\n", err);
-        status = 1;
-    }
-    for (size_t i = 0; i < started; i++) {
-        if (kids[i].out_fd >= 0) close(kids[i].out_fd);
-        if (kids[i].err_fd >= 0) close(kids[i].err_fd);
-    }
-    free(kids);
-    free(args);
-    rdv_server_destroy(&rdv);
-    zap_handler_destroy(&zap);
-    zmq_ctx_term(ctx);
+                d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), r.coordinator, r.dir);
+    if (!failed) failed = supervise(&r) != 0;
+    int status = local_run_outcome(&r, failed, t0);
+    local_run_free(&r);
     return status;
 }
 
@@ -770,15 +819,15 @@ static int is_local_host(const char *endpoint) {
     return strstr(endpoint, "//127.") || strstr(endpoint, "//localhost:");
 }
 
-// Waits briefly until every process's JSON file is in the run directory: each
-// appears complete, under its final name, once that process has finished.
+// Waits briefly until every process's result record is in the run directory:
+// each appears complete, under its final name, once that process has finished.
 static void wait_for_process_files(const dist_args_t *d) {
     for (int tries = 0; tries < 200; tries++) {
         size_t have = 0;
         for (size_t k = 0; k < d->servers + d->workers; k++) {
-            char path[1024];
-            if (k < d->servers) snprintf(path, sizeof path, "%s/server-%zu.json", d->run_dir, k);
-            else snprintf(path, sizeof path, "%s/worker-%zu.json", d->run_dir, k - d->servers);
+            char path[1100];
+            if (k < d->servers) run_record_path(path, sizeof path, d->run_dir, 1, k);
+            else run_record_path(path, sizeof path, d->run_dir, 0, k - d->servers);
             have += access(path, R_OK) == 0;
         }
         if (have == d->servers + d->workers) break;

@@ -16,6 +16,7 @@
 #include "engine/core/model.h"        // defines: model_new_*
 #include "engine/cli/model_file.h"   // defines: model_file_info_of, model_file_write
 #include "engine/core/optimizer.h"    // defines: optimizer_new
+#include "engine/core/params.h"       // defines: params_new, params_read
 #include "engine/core/run_report.h"   // defines: run_report_new, run_report_callbacks
 #include "engine/sim/simulate.h"     // defines: simulate_config_t, simulate_fresh
 #include "engine/cli/train_args.h"   // defines: train_args_t, train_args_build
@@ -138,29 +139,34 @@ static void write_simulation(json_writer_t *j, const simulate_config_t *sc, cons
 
 // ---- checkpoints and resuming (--checkpoint-every, --checkpoint-dir, --resume) ----
 
-typedef struct resumable_job {
-    const model_t *m;
-    train_config_t tc;
-    const train_callbacks_t *cb;
-    train_result_t *out;
-    const char *resume_path;  // NULL: a fresh run
-    const train_identity_t *id;
-} resumable_job_t;
-
-// train_run on fresh parameters, or on those of the checkpoint being resumed.
-static int run_resumable(void *ctx, optimizer_t *opt, param_t *w, char *err, size_t err_len) {
-    resumable_job_t *j = ctx;
+// Trains fresh parameters (model_init_params with seed), or those of the
+// checkpoint at resume_path (NULL: none), with train_run; final_w (if not
+// NULL) receives them at the end. Returns 0, or -1 with err.
+static int train_or_resume(const model_t *m, const optimizer_config_t *oc, uint64_t seed, const train_config_t *c,
+                           const char *resume_path, const train_identity_t *id, const train_callbacks_t *cb,
+                           train_result_t *out, float *final_w, char *err, size_t err_len) {
+    size_t n = model_num_params(m);
+    param_t *w = params_new(n, err, err_len);
+    optimizer_t *opt = w ? optimizer_new(oc, n, err, err_len) : NULL;
     train_position_t at = {0, NULL, NULL, NULL, 0.0};
-    if (j->resume_path) {
-        if (train_checkpoint_load(j->resume_path, j->id, w, opt, &at, err, err_len) != 0) return -1;
+    train_config_t tc = *c;
+    int rc = -1;
+    if (!opt) goto out;
+    model_init_params(m, w, seed);
+    if (resume_path) {
+        if (train_checkpoint_load(resume_path, id, w, opt, &at, err, err_len) != 0) goto out;
         uint64_t samples = 0;
         for (size_t t = 0; t < at.threads; t++) samples += at.samples[t];
-        fprintf(stderr, "asgd: resumed from %s: %llu samples, %.1f s of training done\n", j->resume_path,
+        fprintf(stderr, "asgd: resumed from %s: %llu samples, %.1f s of training done\n", resume_path,
                 (unsigned long long)samples, at.wall_s);
-        j->tc.start = &at;
+        tc.start = &at;
     }
-    int rc = train_run(j->m, opt, w, &j->tc, j->cb, j->out, err, err_len);
+    rc = train_run(m, opt, w, &tc, cb, out, err, err_len);
+    if (rc == 0 && final_w) params_read(w, n, final_w);
+out:
     train_position_free(&at);
+    optimizer_destroy(&opt);
+    params_free(&w);
     return rc;
 }
 
@@ -233,154 +239,213 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     fputc('\n', out);
 }
 
-int cmd_train(int argc, char **argv) {
+// ---- the command ---------------------------------------------------------------
+
+// What `asgd train` holds from its flags to its summary (train_cmd_free frees it).
+typedef struct train_cmd {
     train_args_t a;
-    train_args_defaults(&a);
-    const char *save_model = NULL;
-    sim_args_t sim = {0, NULL, 0, 0.0, 0};
+    const char *save_model;     // --save-model FILE
+    sim_args_t sim;
+    simulate_config_t sc;       // when sim.on
+    data_bundle_t data;
+    model_t *model;
+    train_config_t tc;
+    train_checkpoint_t ckpt;    // path "" without --checkpoint-dir; the run's identity
+    char resume_path[1100];     // --resume DIR: DIR/train.ckpt
+    run_report_t *report;
+    float *final_w;             // --save-model: the final parameters
+    model_file_info_t *save_info;  // ... and the file's header
+    simulate_result_t *sim_result;
+    train_result_t result;
+    FILE *summary_file;         // --summary FILE
+} train_cmd_t;
+
+// The flags and their checks. Returns -1 to go on, else the exit status (0
+// after --help, 2 after a usage error).
+static int train_cmd_parse(train_cmd_t *c, int argc, char **argv) {
+    train_args_t *a = &c->a;
     flag_spec_t flags[TRAIN_ARGS_N_FLAGS + 1 + SIM_N_FLAGS];
-    size_t n_flags = train_args_flags(&a, flags, 1);
-    flags[n_flags++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE",
+    size_t n_flags = train_args_flags(a, flags, 1);
+    flags[n_flags++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &c->save_model, "FILE",
                                      "write the final model to FILE (docs/model_file.md; asgd predict, asgd eval read it)", 0, 0, NULL, 0};
-    n_flags += sim_args_flags(&sim, flags + n_flags);
-    char err[ERR_LEN] = "";
+    n_flags += sim_args_flags(&c->sim, flags + n_flags);
     int parsed = flags_command("asgd train", usage, description, flags, n_flags, argc, argv);
     if (parsed >= 0) return parsed;
-    int usage_status = train_args_finish(&a, flags, n_flags, "asgd train");
+    int usage_status = train_args_finish(a, flags, n_flags, "asgd train");
+    if (usage_status == 0) usage_status = sim_args_finish(&c->sim, a, flags, n_flags, &c->sc);
     if (usage_status != 0) return usage_status;
-    simulate_config_t sc;
-    simulate_result_t *sim_result = NULL;
-    usage_status = sim_args_finish(&sim, &a, flags, n_flags, &sc);
-    if (usage_status != 0) return usage_status;
-    if ((a.checkpoint_every > 0 || a.resume) && sim.on) {
+    if ((a->checkpoint_every > 0 || a->resume) && c->sim.on) {
         fprintf(stderr, "asgd train: --checkpoint-every/--resume: the staleness simulation does not checkpoint\n");
         return 2;
     }
-    if (a.checkpoint_every > 0 && !a.checkpoint_dir) {
+    if (a->checkpoint_every > 0 && !a->checkpoint_dir) {
         fprintf(stderr, "asgd train: --checkpoint-every: needs --checkpoint-dir DIR (or --resume DIR) to write to\n");
         return 2;
     }
+    return -1;
+}
+
+// --checkpoint-dir, --checkpoint-every and --resume applied to c->tc.
+static int train_cmd_checkpoints(train_cmd_t *c, char *err, size_t err_len) {
+    const train_args_t *a = &c->a;
+    const optimizer_config_t *oc = &a->opt;
+    if (a->checkpoint_dir) {
+        snprintf(c->ckpt.path, sizeof c->ckpt.path, "%s/train.ckpt", a->checkpoint_dir);
+        if (a->checkpoint_every > 0 && dist_check_writable_dir(a->checkpoint_dir, a->checkpoint_dir == a->resume ?
+                                                                   "--resume" : "--checkpoint-dir", err, err_len) != 0)
+            return -1;
+    }
+    c->ckpt.id = (train_identity_t){(uint64_t)a->model, model_num_params(c->model), model_num_train(c->model),
+                                    (uint64_t)c->tc.mode, c->tc.threads, c->tc.batch, c->tc.seed, (uint64_t)oc->kind,
+                                    oc->momentum > 0};
+    c->tc.checkpoint_every_s = a->checkpoint_every;
+    c->tc.checkpoint = train_checkpoint_save;
+    c->tc.checkpoint_ctx = &c->ckpt;
+    if (a->resume) snprintf(c->resume_path, sizeof c->resume_path, "%s/train.ckpt", a->resume);
+    return 0;
+}
+
+// The data, the model, the run's configuration, checked, and --summary opened.
+static int train_cmd_setup(train_cmd_t *c, char *err, size_t err_len) {
+    const train_args_t *a = &c->a;
+    if (train_args_build(a, &c->data, &c->model, err, err_len) != 0) return -1;
+    train_args_train_config(a, &c->tc);
+    if (train_cmd_checkpoints(c, err, err_len) != 0) return -1;
+    if (train_config_check(&c->tc, model_num_train(c->model), err, err_len) != 0) return -1;
+    if (c->sim.on && simulate_config_check(&c->sc, model_num_train(c->model), err, err_len) != 0) return -1;
+    if (a->summary && !(c->summary_file = fopen(a->summary, "w"))) {
+        snprintf(err, err_len, "--summary %s: cannot open for writing: %s", a->summary, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void print_start(const train_cmd_t *c, const char *model_desc) {
+    const train_args_t *a = &c->a;
+    const optimizer_config_t *oc = &a->opt;
+    print_banner(stderr, "train");
+    fprintf(stderr, "asgd: model %s | data %s: %zu train / %zu test\n", model_desc, c->data.description,
+            data_bundle_num_train(&c->data), data_bundle_num_test(&c->data));
+    fprintf(stderr, "asgd: %s%s, %zu threads, batch %zu, %zu epochs, %s lr %g (%s), seed %llu\n",
+            c->sim.on ? "simulate" : train_mode_name(c->tc.mode), a->device ? " on the GPU" : "", c->tc.threads,
+            c->tc.batch, c->tc.epochs, optimizer_kind_name(oc->kind), oc->lr, lr_schedule_name(oc->schedule),
+            (unsigned long long)a->seed);
+    if (c->sim.on) {
+        char desc[160];
+        delay_model_describe(&c->sc.delay, desc, sizeof desc);
+        fprintf(stderr, "asgd: simulation (replaces the mode): delay %s%s", desc,
+                c->sc.update.staleness_aware ? ", staleness-aware steps" : "");
+        if (c->sc.update.dc_lambda > 0) fprintf(stderr, ", DC-ASGD lambda %g", c->sc.update.dc_lambda);
+        fputc('\n', stderr);
+    }
+}
+
+// The progress report (--log) and what --save-model and the simulation need.
+static int train_cmd_open_outputs(train_cmd_t *c, char *err, size_t err_len) {
+    const train_args_t *a = &c->a;
+    double total = (double)model_num_train(c->model) * (double)a->epochs;
+    c->report = run_report_new(a->log, model_metric(c->model), a->quiet ? NULL : stderr, total, err, err_len);
+    if (!c->report) return -1;
+    if (c->save_model && (!(c->final_w = malloc(model_num_params(c->model) * sizeof *c->final_w)) ||
+                          !(c->save_info = malloc(sizeof *c->save_info)))) {
+        snprintf(err, err_len, "out of memory for the final parameters");
+        return -1;
+    }
+    if (c->save_info && model_file_info_of(c->model, c->save_info, err, err_len) != 0) return -1;
+    if (c->sim.on && !(c->sim_result = malloc(sizeof *c->sim_result))) {
+        snprintf(err, err_len, "out of memory for the simulation's result");
+        return -1;
+    }
+    return 0;
+}
+
+// Trains (or simulates) into c->result and c->final_w.
+static int train_cmd_run(train_cmd_t *c, char *err, size_t err_len) {
+    const train_args_t *a = &c->a;
+    train_callbacks_t cb = run_report_callbacks(c->report);
+    if (c->sim.on) {
+        if (simulate_fresh(c->model, &a->opt, &c->sc, a->seed, &cb, c->sim_result, c->final_w, err, err_len) != 0)
+            return -1;
+        c->result = c->sim_result->train;
+        return 0;
+    }
+    if (train_or_resume(c->model, &a->opt, a->seed, &c->tc, a->resume ? c->resume_path : NULL, &c->ckpt.id, &cb,
+                        &c->result, c->final_w, err, err_len) == 0)
+        return 0;
+    // A run that stops (diverged, or failed) keeps its last good checkpoint: say where it is.
+    // (Not when that file is the one refused.)
+    const char *ckpt = c->ckpt.path;
+    if (ckpt[0] && access(ckpt, R_OK) == 0 && strncmp(err, ckpt, strlen(ckpt)) != 0) {
+        size_t len = strlen(err);
+        snprintf(err + len, err_len - len, "; the last good checkpoint is %.300s", ckpt);
+    }
+    return -1;
+}
+
+// --save-model, the report closed, and the summary on stdout and in --summary.
+static int train_cmd_write_results(train_cmd_t *c, const char *model_desc, char *err, size_t err_len) {
+    const train_args_t *a = &c->a;
+    if (c->save_info && model_file_write(c->save_model, "--save-model", c->save_info, c->final_w, err, err_len) != 0)
+        return -1;
+    if (run_report_close(&c->report, err, err_len) != 0) return -1;
+    const simulate_config_t *sc = c->sim.on ? &c->sc : NULL;
+    size_t n_params = model_num_params(c->model);
+    metric_kind_t metric = model_metric(c->model);
+    write_summary(stdout, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result);
+    fflush(stdout);
+    if (!c->summary_file) return 0;
+    write_summary(c->summary_file, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result);
+    int closed = fclose(c->summary_file);
+    c->summary_file = NULL;
+    if (closed != 0) {
+        snprintf(err, err_len, "--summary %s: writing failed: %s", a->summary, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void train_cmd_free(train_cmd_t *c) {
+    if (c->summary_file) fclose(c->summary_file);
+    char ignored[8];
+    run_report_close(&c->report, ignored, sizeof ignored);
+    free(c->final_w);
+    free(c->save_info);
+    free(c->sim_result);
+    model_destroy(&c->model);
+    data_bundle_free(&c->data);
+}
+
+int cmd_train(int argc, char **argv) {
+    train_cmd_t c;
+    memset(&c, 0, sizeof c);
+    train_args_defaults(&c.a);
+    data_bundle_init(&c.data);
+    int status = train_cmd_parse(&c, argc, argv);
+    if (status >= 0) return status;
     // SIGTERM, SIGINT, SIGHUP: training stops at the next step boundary and the
     // summary is written, marked interrupted; a second signal kills.
     stop_signal_install();
-    const optimizer_config_t oc = a.opt;
-    data_bundle_t data;
-    model_t *model = NULL;
-    data_bundle_init(&data);
-    int status = 1;
-    float *final_w = NULL;
-    model_file_info_t *save_info = NULL;  // --save-model: the file's header
-    run_report_t *report = NULL;
-    FILE *summary_file = NULL;
-    if (train_args_build(&a, &data, &model, err, sizeof err) != 0) goto fail;
-    train_config_t tc;
-    train_args_train_config(&a, &tc);
-    char ckpt_path[1100] = "";
-    train_checkpoint_t ckpt;
-    memset(&ckpt, 0, sizeof ckpt);
-    if (a.checkpoint_dir) {
-        snprintf(ckpt_path, sizeof ckpt_path, "%s/train.ckpt", a.checkpoint_dir);
-        snprintf(ckpt.path, sizeof ckpt.path, "%s", ckpt_path);
-        if (a.checkpoint_every > 0 && dist_check_writable_dir(a.checkpoint_dir, a.checkpoint_dir == a.resume ?
-                                                                  "--resume" : "--checkpoint-dir", err, sizeof err) != 0)
-            goto fail;
+    char err[ERR_LEN] = "", model_desc[160] = "";
+    status = 1;
+    if (train_cmd_setup(&c, err, sizeof err) == 0) {
+        model_describe(c.model, model_desc, sizeof model_desc);
+        if (!c.a.quiet) print_start(&c, model_desc);
+        if (train_cmd_open_outputs(&c, err, sizeof err) == 0 && train_cmd_run(&c, err, sizeof err) == 0 &&
+            train_cmd_write_results(&c, model_desc, err, sizeof err) == 0)
+            status = 0;
     }
-    ckpt.id = (train_identity_t){(uint64_t)a.model, model_num_params(model), model_num_train(model), (uint64_t)tc.mode,
-                                 tc.threads, tc.batch, tc.seed, (uint64_t)oc.kind, oc.momentum > 0};
-    tc.checkpoint_every_s = a.checkpoint_every;
-    tc.checkpoint = train_checkpoint_save;
-    tc.checkpoint_ctx = &ckpt;
-    char resume_path[1100];
-    if (a.resume) snprintf(resume_path, sizeof resume_path, "%s/train.ckpt", a.resume);
-    if (train_config_check(&tc, model_num_train(model), err, sizeof err) != 0) goto fail;
-    if (sim.on && simulate_config_check(&sc, model_num_train(model), err, sizeof err) != 0) goto fail;
-    size_t n_params = model_num_params(model);
-    if (a.summary && !(summary_file = fopen(a.summary, "w"))) {
-        snprintf(err, sizeof err, "--summary %s: cannot open for writing: %s", a.summary, strerror(errno));
-        goto fail;
-    }
-    char model_desc[160];
-    model_describe(model, model_desc, sizeof model_desc);
-    if (!a.quiet) {
-        print_banner(stderr, "train");
-        fprintf(stderr, "asgd: model %s | data %s: %zu train / %zu test\n", model_desc, data.description,
-                data_bundle_num_train(&data), data_bundle_num_test(&data));
-        fprintf(stderr, "asgd: %s%s, %zu threads, batch %zu, %zu epochs, %s lr %g (%s), seed %llu\n",
-                sim.on ? "simulate" : train_mode_name(tc.mode), a.device ? " on the GPU" : "", tc.threads, tc.batch, tc.epochs,
-                optimizer_kind_name(oc.kind), oc.lr,
-                lr_schedule_name(oc.schedule), (unsigned long long)a.seed);
-        if (sim.on) {
-            char desc[160];
-            delay_model_describe(&sc.delay, desc, sizeof desc);
-            fprintf(stderr, "asgd: simulation (replaces the mode): delay %s%s", desc,
-                    sc.update.staleness_aware ? ", staleness-aware steps" : "");
-            if (sc.update.dc_lambda > 0) fprintf(stderr, ", DC-ASGD lambda %g", sc.update.dc_lambda);
-            fputc('\n', stderr);
+    int sig = stop_signal_received();
+    if (status == 0 && c.result.interrupted) {
+        fprintf(stderr, "asgd train: stopped by signal %d (%s) after %llu samples\n", sig, strsignal(sig),
+                (unsigned long long)c.result.samples);
+        status = 128 + sig;
+    } else if (status == 1) {
+        if (sig && !strstr(err, "signal")) {
+            size_t len = strlen(err);
+            snprintf(err + len, sizeof err - len, " (after signal %d, %s)", sig, strsignal(sig));
         }
+        fprintf(stderr, "asgd train: %s\n", err);
     }
-    double total = (double)model_num_train(model) * (double)a.epochs;
-    if (!(report = run_report_new(a.log, model_metric(model), a.quiet ? NULL : stderr, total, err, sizeof err))) goto fail;
-    train_callbacks_t cb = run_report_callbacks(report);
-    train_result_t result;
-    if (save_model && (!(final_w = malloc(n_params * sizeof *final_w)) || !(save_info = malloc(sizeof *save_info)))) {
-        snprintf(err, sizeof err, "out of memory for the final parameters");
-        goto fail;
-    }
-    if (save_info && model_file_info_of(model, save_info, err, sizeof err) != 0) goto fail;
-    if (sim.on) {
-        if (!(sim_result = malloc(sizeof *sim_result))) {
-            snprintf(err, sizeof err, "out of memory for the simulation's result");
-            goto fail;
-        }
-        if (simulate_fresh(model, &oc, &sc, a.seed, &cb, sim_result, final_w, err, sizeof err) != 0) goto fail;
-        result = sim_result->train;
-    } else {
-        resumable_job_t job = {model, tc, &cb, &result, a.resume ? resume_path : NULL, &ckpt.id};
-        if (run_on_fresh_params(model, &oc, a.seed, final_w, run_resumable, &job, err, sizeof err) != 0) {
-            // A run that stops (diverged, or failed) keeps its last good checkpoint: say where it is.
-            // (Not when that file is the one refused.)
-            if (ckpt_path[0] && access(ckpt_path, R_OK) == 0 && strncmp(err, ckpt_path, strlen(ckpt_path)) != 0) {
-                size_t len = strlen(err);
-                snprintf(err + len, sizeof err - len, "; the last good checkpoint is %.300s", ckpt_path);
-            }
-            goto fail;
-        }
-    }
-    if (save_info && model_file_write(save_model, "--save-model", save_info, final_w, err, sizeof err) != 0) goto fail;
-    if (run_report_close(&report, err, sizeof err) != 0) goto fail;
-    write_summary(stdout, &a, model_desc, n_params, &data, model_metric(model), &result,
-                  sim.on ? &sc : NULL, sim_result);
-    fflush(stdout);
-    if (summary_file) {
-        write_summary(summary_file, &a, model_desc, n_params, &data, model_metric(model), &result,
-                  sim.on ? &sc : NULL, sim_result);
-        if (fclose(summary_file) != 0) {
-            summary_file = NULL;
-            snprintf(err, sizeof err, "--summary %s: writing failed: %s", a.summary, strerror(errno));
-            goto fail;
-        }
-        summary_file = NULL;
-    }
-    status = 0;
-    if (result.interrupted) {
-        fprintf(stderr, "asgd train: stopped by signal %d (%s) after %llu samples\n", stop_signal_received(),
-                strsignal(stop_signal_received()), (unsigned long long)result.samples);
-        status = 128 + stop_signal_received();
-    }
-fail:
-    if (status == 1 && stop_signal_received() && !strstr(err, "signal")) {
-        size_t len = strlen(err);
-        snprintf(err + len, sizeof err - len, " (after signal %d, %s)", stop_signal_received(),
-                 strsignal(stop_signal_received()));
-    }
-    if (status == 1) fprintf(stderr, "asgd train: %s\n", err);
-    if (summary_file) fclose(summary_file);
-    char ignored[8];
-    run_report_close(&report, ignored, sizeof ignored);
-    free(final_w);
-    free(save_info);
-    free(sim_result);
-    model_destroy(&model);
-    data_bundle_free(&data);
+    train_cmd_free(&c);
     return status;
 }

@@ -178,7 +178,7 @@ struct ps_push_count *dist_push_ledger_counts(const struct counter_file *f);
 // unreadable).
 int dist_push_ledger_sum(const char *dir, uint64_t run_id, size_t worker, size_t n_shards, struct ps_push_count *sums,
                          size_t *incarnations, char *err, size_t err_len);
-// The run's check, from the shards' server-S.json (server 0's names the run)
+// The run's check, from the shards' result records server-S.result (run_record.h; server 0's names the run)
 // and the workers' push ledgers of that run: for every worker K and shard S, the pushes K was
 // acknowledged for, over all its incarnations, are at most the pushes S
 // applied from K over the whole run plus those it applied and then lost with
