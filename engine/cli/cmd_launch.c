@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 #include "engine/cli/dist.h"            // defines: dist_args_t, dist_run_role
 #include "engine/core/json_writer.h"     // defines: json_*
 #include "engine/cli/launch_curve.h"    // defines: global_curve_load, global_curve_write_merged
+#include "engine/cli/launch_job.h"      // defines: launch_job_outcome_t
 #include "engine/cli/model_file.h"      // defines: model_file_join, model_file_write
 #include "engine/cli/run_record.h"      // defines: run_record_read_worker, run_record_read_server
 #include "net/curve_auth.h"         // defines: zap_handler_destroy
@@ -49,6 +51,7 @@ typedef struct child {
     char save_path[1100];  // the --save-model part it writes (part_path)
     int status;
     int exited;
+    int echo;  // show its lines on stderr (not under launch_job_run)
 } child_t;
 
 static volatile sig_atomic_t interrupted;  // the signal's number
@@ -332,8 +335,33 @@ static int write_summaries(const char *dir, const train_args_t *t, const dist_ar
 // Merges the run directory from every process's result record: staleness.csv,
 // merged.csv and summary.json. The run fails when an acknowledged push was not
 // applied exactly once (the summary says so first).
+// The outcome's figures and curve: the global model's, as summary.json has them.
+static int outcome_of(const run_results_t *res, const global_curve_t *gc, const train_args_t *t,
+                      const dist_args_t *d, launch_job_outcome_t *o, char *err, size_t err_len) {
+    int rmse = t->model == MODEL_MF;
+    snprintf(o->model, sizeof o->model, "%s", train_model_names[t->model]);
+    o->rmse = rmse;
+    for (size_t k = 0; k < d->workers; k++) {
+        const worker_result_t *w = &res->workers[k];
+        o->samples += w->samples;
+        o->pushes += w->pushes;
+        if (w->wall_s > o->wall_s) o->wall_s = w->wall_s;
+    }
+    o->samples_per_s = o->wall_s > 0 ? (double)o->samples / o->wall_s : NAN;
+    const curve_point_t *hit = global_curve_at_target(gc, rmse ? t->target_rmse : t->target_acc, rmse);
+    o->time_to_target_s = hit ? hit->v[CURVE_WALL_S] : NAN;
+    o->samples_to_target = hit ? (uint64_t)hit->v[CURVE_SAMPLES] : 0;
+    if (gc->n && !(o->points = malloc(gc->n * sizeof *o->points))) {
+        snprintf(err, err_len, "out of memory for the run's curve");
+        return -1;
+    }
+    if (gc->n) memcpy(o->points, gc->points, gc->n * sizeof *o->points);
+    o->n_points = gc->n;
+    return 0;
+}
+
 static int finish_run_dir(const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
-                          char *err, size_t err_len) {
+                          launch_job_outcome_t *outcome, char *err, size_t err_len) {
     run_results_t res;
     if (run_results_load(dir, d, &res, err, err_len) != 0) return -1;
     staleness_hist_t hc, hu;
@@ -353,6 +381,7 @@ static int finish_run_dir(const char *dir, const train_args_t *t, const dist_arg
         snprintf(err, err_len, "%s", why);
         goto out;
     }
+    if (outcome && outcome_of(&res, &gc, t, d, outcome, err, err_len) != 0) goto out;
     rc = 0;
 out:
     global_curve_free(&gc);
@@ -432,7 +461,7 @@ static void pump_child(child_t *c, int which) {
         if (c->line_len[which] == 0) continue;
         c->line[which][c->line_len[which]] = '\0';
         if (which == 1) snprintf(c->last_err, sizeof c->last_err, "%s", c->line[which]);
-        fprintf(stderr, "[%s %zu] %s\n", role_name(c->role), c->id, c->line[which]);
+        if (c->echo) fprintf(stderr, "[%s %zu] %s\n", role_name(c->role), c->id, c->line[which]);
         c->line_len[which] = 0;
     }
 }
@@ -583,7 +612,21 @@ typedef struct local_run {
     char **args;           // a child's command line, built by spawn_child
     size_t n_kids, started, running, restarts;
     const child_t *culprit; // the child whose failure stopped the run
+    launch_job_outcome_t *outcome;  // launch_job_run: nothing on stderr, the first failure in err, figures here
+    char err[ERR_LEN];
 } local_run_t;
+
+// "asgd launch: <what>" on stderr, or under launch_job_run the first such
+// message kept in r->err.
+__attribute__((format(printf, 2, 3))) static void launch_say(local_run_t *r, const char *fmt, ...) {
+    char msg[ERR_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!r->outcome) fprintf(stderr, "asgd launch: %s\n", msg);
+    else if (!r->err[0]) snprintf(r->err, sizeof r->err, "%s", msg);
+}
 
 // The run directory: --run-dir, else runs/launch-DATE-TIME-PID. Returns 0, or 1 after saying why.
 static int local_run_dir(local_run_t *r) {
@@ -599,7 +642,7 @@ static int local_run_dir(local_run_t *r) {
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
     }
     if (dist_make_run_dir(r->dir, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd launch: %s\n", err);
+        launch_say(r, "%s", err);
         return 1;
     }
     return 0;
@@ -611,7 +654,7 @@ static int local_run_dir(local_run_t *r) {
 static int local_run_start(local_run_t *r) {
     char err[ERR_LEN] = "";
     if (!(r->ctx = zmq_ctx_new())) {
-        fprintf(stderr, "asgd launch: zmq_ctx_new failed: %s\n", zmq_strerror(errno));
+        launch_say(r, "zmq_ctx_new failed: %s", zmq_strerror(errno));
         return 1;
     }
     r->n_kids = r->d->servers + r->d->workers;
@@ -620,21 +663,21 @@ static int local_run_start(local_run_t *r) {
     // The children get the --curve-* flags too: the coordinator here speaks as they do.
     if (dist_security_start(r->d, r->ctx, &r->zap, err, sizeof err) != 0 ||
         !(r->rdv = rdv_server_new(r->ctx, "tcp://127.0.0.1:*", r->n_kids, run_id, err, sizeof err))) {
-        fprintf(stderr, "asgd launch: starting the coordinator: %s\n", err);
+        launch_say(r, "starting the coordinator: %s", err);
         return 1;
     }
     snprintf(r->coordinator, sizeof r->coordinator, "%s", rdv_server_endpoint(r->rdv));
     snprintf(r->run_id_text, sizeof r->run_id_text, "%llu", (unsigned long long)run_id);
     ssize_t len = readlink("/proc/self/exe", r->exe, sizeof r->exe - 1);
     if (len <= 0) {
-        fprintf(stderr, "asgd launch: cannot find this program's path (/proc/self/exe): %s\n", strerror(errno));
+        launch_say(r, "cannot find this program's path (/proc/self/exe): %s", strerror(errno));
         return 1;
     }
     r->exe[len] = '\0';
     r->kids = calloc(r->n_kids, sizeof *r->kids);
     r->args = calloc((size_t)r->argc + 16, sizeof *r->args);
     if (!r->kids || !r->args) {
-        fprintf(stderr, "asgd launch: out of memory\n");
+        launch_say(r, "out of memory");
         return 1;
     }
     return 0;
@@ -664,8 +707,9 @@ static int spawn_all(local_run_t *r) {
         c->role = i < r->d->servers ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
         c->id = i < r->d->servers ? i : i - r->d->servers;
         c->out_fd = c->err_fd = -1;
+        c->echo = !r->outcome;
         if (local_spawn(r, c) != 0) {
-            fprintf(stderr, "asgd launch: starting %s %zu: %s\n", role_name(c->role), c->id, strerror(errno));
+            launch_say(r, "starting %s %zu: %s", role_name(c->role), c->id, strerror(errno));
             return -1;
         }
         r->started++;
@@ -712,7 +756,8 @@ static int restart_worker(local_run_t *r, child_t *c) {
     char how[128];
     describe_exit(c->status, how, sizeof how);
     r->restarts++;
-    fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it (restart %zu of at most %zu)\n", c->id,
+    if (!r->outcome)
+        fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it (restart %zu of at most %zu)\n", c->id,
             (int)c->pid, how, r->restarts, r->restart_workers);
     c->exited = 0;
     c->line_len[0] = c->line_len[1] = 0;
@@ -759,7 +804,7 @@ static int supervise(local_run_t *r) {
 static int local_run_outcome(local_run_t *r, int failed, double t0) {
     char err[ERR_LEN] = "";
     if (interrupted) {
-        fprintf(stderr, "asgd launch: interrupted by signal %d (%s); stopping every process\n", (int)interrupted,
+        launch_say(r, "interrupted by signal %d (%s); stopping every process", (int)interrupted,
                 strsignal(interrupted));
         stop_children(r->kids, r->started);
         return 128 + interrupted;
@@ -770,45 +815,50 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
         if (c) {
             char how[128];
             describe_exit(c->status, how, sizeof how);
-            fprintf(stderr, "asgd launch: %s %zu (pid %d) failed: %s%s%s; stopped the others\n", role_name(c->role),
+            launch_say(r, "%s %zu (pid %d) failed: %s%s%s; stopped the others", role_name(c->role),
                     c->id, (int)c->pid, how, c->last_err[0] ? ": " : "", c->last_err);
         }
         return 1;
     }
     if (rdv_server_wait(r->rdv, 1000, err, sizeof err) != 0 ||
-        finish_run_dir(r->dir, r->t, r->d, now_s() - t0, err, sizeof err) != 0 ||
+        finish_run_dir(r->dir, r->t, r->d, now_s() - t0, r->outcome, err, sizeof err) != 0 ||
         save_global_model(r->dir, r->d, r->save_model, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd launch: %s\n", err);
+        launch_say(r, "%s", err);
         return 1;
     }
     return 0;
 }
 
 static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
-                        size_t restart_workers) {
+                        size_t restart_workers, launch_job_outcome_t *outcome, char *err, size_t err_len) {
     if (restart_workers > 0 && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID)) {
-        fprintf(stderr, "asgd launch: --restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
-                        "flag (or use --sync asp, ssp or bsp)\n", sync_mode_name((sync_mode_t)d->sync));
+        snprintf(err, err_len, "--restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
+                               "flag (or use --sync asp, ssp or bsp)", sync_mode_name((sync_mode_t)d->sync));
+        if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
         return 2;
     }
     local_run_t r;
     memset(&r, 0, sizeof r);
     r.t = t, r.d = d, r.argc = argc, r.argv = argv, r.save_model = save_model, r.restart_workers = restart_workers;
-    if (local_run_dir(&r) != 0) return 1;
-    if (local_run_start(&r) != 0) {
-        local_run_free(&r);
-        return 1;
+    r.outcome = outcome;
+    int status = 1;
+    if (local_run_dir(&r) != 0 || local_run_start(&r) != 0) goto out;
+    if (!outcome) {
+        // A program calling launch_job_run keeps its own signal handling.
+        signal(SIGINT, on_interrupt);
+        signal(SIGTERM, on_interrupt);
+        signal(SIGHUP, on_interrupt);  // a closed terminal stops the run as SIGTERM does
     }
-    signal(SIGINT, on_interrupt);
-    signal(SIGTERM, on_interrupt);
-    signal(SIGHUP, on_interrupt);  // a closed terminal stops the run as SIGTERM does
     double t0 = now_s();
     int failed = spawn_all(&r) != 0;
-    if (!t->quiet && !failed)
+    if (!t->quiet && !failed && !outcome)
         fprintf(stderr, "asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n",
                 d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), r.coordinator, r.dir);
     if (!failed) failed = supervise(&r) != 0;
-    int status = local_run_outcome(&r, failed, t0);
+    status = local_run_outcome(&r, failed, t0);
+    if (outcome) snprintf(outcome->run_dir, sizeof outcome->run_dir, "%s", r.dir);
+out:
+    snprintf(err, err_len, "%s", r.err);
     local_run_free(&r);
     return status;
 }
@@ -882,7 +932,7 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     if (status != 0 || env->rank != 0) return status;
     // Rank 0 writes the run's merged files once every process has written its own.
     wait_for_process_files(d);
-    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, err, sizeof err) != 0 ||
+    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, err, sizeof err) != 0 ||
         save_global_model(d->run_dir, d, save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
@@ -1038,7 +1088,7 @@ static int pslite_scheduler(const train_args_t *t, const dist_args_t *d, const c
     }
     if (failed) goto out;
     wait_for_process_files(d);
-    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, err, sizeof err) != 0 ||
+    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, err, sizeof err) != 0 ||
         save_global_model(d->run_dir, d, d->save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         goto out;
@@ -1145,5 +1195,43 @@ int cmd_launch(int argc, char **argv) {
     usage_status = dist_apply_scaling(&d, &t, "asgd launch");
     if (usage_status != 0) return usage_status;
     if (!t.quiet) print_banner(stderr, "launch");
-    return launch_local(argc, argv, &t, &d, save_model, restart_workers);
+    return launch_local(argc, argv, &t, &d, save_model, restart_workers, NULL, err, sizeof err);
+}
+
+int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    train_args_t t;
+    dist_args_t d;
+    const char *save_model = NULL;
+    train_args_defaults(&t);
+    dist_args_defaults(&d);
+    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 1];
+    size_t n = train_args_flags(&t, flags, 0);
+    n += dist_args_flags(&d, flags + n);
+    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "", 0, 0, NULL, 0};
+    flags_status_t parsed = flags_parse("asgd launch", flags, n, argc, argv, err, err_len);
+    if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd launch: --help is not a job's flag");
+    if (parsed != FLAGS_STATUS_OK) return -1;
+    if (train_args_finish(&t, flags, n, "asgd launch") != 0 || dist_args_finish(&d, &t, "asgd launch") != 0 ||
+        dist_apply_scaling(&d, &t, "asgd launch") != 0) {
+        snprintf(err, err_len, "asgd launch: the job's flags were refused (the reason is on stderr)");
+        return -1;
+    }
+    if (t.resume) {
+        snprintf(err, err_len, "asgd launch: --resume: a launch does not resume; restart a server with asgd server --resume");
+        return -1;
+    }
+    d.save_model = save_model;
+    char why[ERR_LEN] = "";
+    int status = launch_local(argc, argv, &t, &d, save_model, 0, out, why, sizeof why);
+    if (status == 0) return 0;
+    snprintf(err, err_len, "asgd launch: %s", why[0] ? why : "the run failed");
+    launch_job_outcome_free(out);
+    return -1;
+}
+
+void launch_job_outcome_free(launch_job_outcome_t *o) {
+    free(o->points);
+    o->points = NULL;
+    o->n_points = 0;
 }

@@ -20,6 +20,7 @@
 #include "engine/core/run_report.h"   // defines: run_report_new, run_report_callbacks
 #include "engine/sim/simulate.h"     // defines: simulate_config_t, simulate_fresh
 #include "engine/cli/train_args.h"   // defines: train_args_t, train_args_build
+#include "engine/cli/train_job.h"    // defines: train_job_outcome_t
 #include "engine/core/trainer.h"      // defines: train_run
 #include "kernels/blas_runtime.h"  // defines: blas_core_name
 #include "net/stop_signal.h"   // defines: stop_signal_install, stop_signal_received
@@ -258,19 +259,21 @@ typedef struct train_cmd {
     simulate_result_t *sim_result;
     train_result_t result;
     FILE *summary_file;         // --summary FILE
+    train_job_outcome_t *outcome;  // called through train_job_run: no output on stdout/stderr; the curve here
 } train_cmd_t;
 
-// The flags and their checks. Returns -1 to go on, else the exit status (0
-// after --help, 2 after a usage error).
-static int train_cmd_parse(train_cmd_t *c, int argc, char **argv) {
-    train_args_t *a = &c->a;
-    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + 1 + SIM_N_FLAGS];
-    size_t n_flags = train_args_flags(a, flags, 1);
+// The command's flags, pointing into c; returns how many.
+#define TRAIN_CMD_MAX_FLAGS (TRAIN_ARGS_N_FLAGS + 1 + SIM_N_FLAGS)
+static size_t train_cmd_flags(train_cmd_t *c, flag_spec_t *flags) {
+    size_t n_flags = train_args_flags(&c->a, flags, 1);
     flags[n_flags++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &c->save_model, "FILE",
                                      "write the final model to FILE (docs/model_file.md; asgd predict, asgd eval read it)", 0, 0, NULL, 0};
-    n_flags += sim_args_flags(&c->sim, flags + n_flags);
-    int parsed = flags_command("asgd train", usage, description, flags, n_flags, argc, argv);
-    if (parsed >= 0) return parsed;
+    return n_flags + sim_args_flags(&c->sim, flags + n_flags);
+}
+
+// The checks across flags, after parsing. Returns 0, or 2 after a usage error.
+static int train_cmd_finish_flags(train_cmd_t *c, const flag_spec_t *flags, size_t n_flags) {
+    train_args_t *a = &c->a;
     int usage_status = train_args_finish(a, flags, n_flags, "asgd train");
     if (usage_status == 0) usage_status = sim_args_finish(&c->sim, a, flags, n_flags, &c->sc);
     if (usage_status != 0) return usage_status;
@@ -282,7 +285,18 @@ static int train_cmd_parse(train_cmd_t *c, int argc, char **argv) {
         fprintf(stderr, "asgd train: --checkpoint-every: needs --checkpoint-dir DIR (or --resume DIR) to write to\n");
         return 2;
     }
-    return -1;
+    return 0;
+}
+
+// The flags and their checks. Returns -1 to go on, else the exit status (0
+// after --help, 2 after a usage error).
+static int train_cmd_parse(train_cmd_t *c, int argc, char **argv) {
+    flag_spec_t flags[TRAIN_CMD_MAX_FLAGS];
+    size_t n_flags = train_cmd_flags(c, flags);
+    int parsed = flags_command("asgd train", usage, description, flags, n_flags, argc, argv);
+    if (parsed >= 0) return parsed;
+    int usage_status = train_cmd_finish_flags(c, flags, n_flags);
+    return usage_status != 0 ? usage_status : -1;
 }
 
 // --checkpoint-dir, --checkpoint-every and --resume applied to c->tc.
@@ -344,7 +358,8 @@ static void print_start(const train_cmd_t *c, const char *model_desc) {
 static int train_cmd_open_outputs(train_cmd_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     double total = (double)model_num_train(c->model) * (double)a->epochs;
-    c->report = run_report_new(a->log, model_metric(c->model), a->quiet ? NULL : stderr, total, err, err_len);
+    c->report = run_report_new(a->log, model_metric(c->model), a->quiet || c->outcome ? NULL : stderr, total, err,
+                               err_len);
     if (!c->report) return -1;
     if (c->save_model && (!(c->final_w = malloc(model_num_params(c->model) * sizeof *c->final_w)) ||
                           !(c->save_info = malloc(sizeof *c->save_info)))) {
@@ -359,10 +374,37 @@ static int train_cmd_open_outputs(train_cmd_t *c, char *err, size_t err_len) {
     return 0;
 }
 
+// train_job_run's callbacks: each evaluation into the outcome's curve, then
+// to the report (--log).
+typedef struct curve_sink {
+    train_job_outcome_t *out;
+    train_callbacks_t report;
+} curve_sink_t;
+
+static void curve_sink_on_eval(const train_point_t *p, void *ctx) {
+    curve_sink_t *k = ctx;
+    train_job_outcome_t *o = k->out;
+    if (o->n_points == o->cap_points) {
+        size_t cap = o->cap_points ? 2 * o->cap_points : 64;
+        train_point_t *grown = realloc(o->points, cap * sizeof *grown);
+        if (!grown) o->points_lost = 1;
+        else o->points = grown, o->cap_points = cap;
+    }
+    if (o->n_points < o->cap_points) o->points[o->n_points++] = *p;
+    if (k->report.on_eval) k->report.on_eval(p, k->report.ctx);
+}
+
+static void curve_sink_on_progress(const train_point_t *p, double eta_s, void *ctx) {
+    curve_sink_t *k = ctx;
+    if (k->report.on_progress) k->report.on_progress(p, eta_s, k->report.ctx);
+}
+
 // Trains (or simulates) into c->result and c->final_w.
 static int train_cmd_run(train_cmd_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     train_callbacks_t cb = run_report_callbacks(c->report);
+    curve_sink_t sink = {c->outcome, cb};
+    if (c->outcome) cb = (train_callbacks_t){curve_sink_on_eval, curve_sink_on_progress, &sink};
     if (c->sim.on) {
         if (simulate_fresh(c->model, &a->opt, &c->sc, a->seed, &cb, c->sim_result, c->final_w, err, err_len) != 0)
             return -1;
@@ -391,8 +433,10 @@ static int train_cmd_write_results(train_cmd_t *c, const char *model_desc, char 
     const simulate_config_t *sc = c->sim.on ? &c->sc : NULL;
     size_t n_params = model_num_params(c->model);
     metric_kind_t metric = model_metric(c->model);
-    write_summary(stdout, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result);
-    fflush(stdout);
+    if (!c->outcome) {
+        write_summary(stdout, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result);
+        fflush(stdout);
+    }
     if (!c->summary_file) return 0;
     write_summary(c->summary_file, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result);
     int closed = fclose(c->summary_file);
@@ -448,4 +492,41 @@ int cmd_train(int argc, char **argv) {
     }
     train_cmd_free(&c);
     return status;
+}
+
+int train_job_run(int argc, char **argv, train_job_outcome_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    train_cmd_t c;
+    memset(&c, 0, sizeof c);
+    train_args_defaults(&c.a);
+    data_bundle_init(&c.data);
+    c.outcome = out;
+    flag_spec_t flags[TRAIN_CMD_MAX_FLAGS];
+    size_t n_flags = train_cmd_flags(&c, flags);
+    flags_status_t parsed = flags_parse("asgd train", flags, n_flags, argc, argv, err, err_len);
+    int rc = -1;
+    if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd train: --help is not a job's flag");
+    else if (parsed == FLAGS_STATUS_OK && train_cmd_finish_flags(&c, flags, n_flags) != 0)
+        snprintf(err, err_len, "asgd train: the job's flags were refused (the reason is on stderr)");
+    else if (parsed == FLAGS_STATUS_OK && train_cmd_setup(&c, err, err_len) == 0) {
+        model_describe(c.model, out->model, sizeof out->model);
+        out->metric = model_metric(c.model);
+        if (train_cmd_open_outputs(&c, err, err_len) == 0 && train_cmd_run(&c, err, err_len) == 0 &&
+            train_cmd_write_results(&c, out->model, err, err_len) == 0) {
+            out->result = c.result;
+            rc = 0;
+        }
+    }
+    if (rc == 0 && out->points_lost) {
+        snprintf(err, err_len, "out of memory for the run's curve");
+        rc = -1;
+    }
+    if (rc != 0) train_job_outcome_free(out);
+    train_cmd_free(&c);
+    return rc;
+}
+
+void train_job_outcome_free(train_job_outcome_t *o) {
+    free(o->points);
+    memset(o, 0, sizeof *o);
 }

@@ -1,0 +1,65 @@
+// custom_model: trains a model asgd does not ship ("sqhinge",
+// sqhinge_model.c) with Hogwild! threads, then as a distributed run of one
+// parameter server and two workers under ASP, and prints both results.
+//
+//   custom_model              both runs, a table on stdout
+//   custom_model train ...    the asgd command line, with sqhinge among --model
+#include <asgd/asgd.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "sqhinge_model.h"
+
+static int set_all(asgd_job_t *job, const char *const *pairs, char *err, size_t err_len) {
+    for (size_t i = 0; pairs[i]; i += 2)
+        if (asgd_job_set(job, pairs[i], pairs[i + 1], err, err_len) != 0) return -1;
+    return 0;
+}
+
+static void print_row(const char *how, const asgd_result_t *r) {
+    printf("%-22s %9.3f %10.4f %12llu %12.0f\n", how, r->final.test_metric, r->final.test_loss,
+           (unsigned long long)r->samples, r->samples_per_s);
+}
+
+int main(int argc, char **argv) {
+    char err[512];
+    // First, before anything reads the registry; the distributed run starts
+    // this program again as its servers and workers, which need it too.
+    if (sqhinge_register(err, sizeof err) != 0) {
+        fprintf(stderr, "custom_model: %s\n", err);
+        return 1;
+    }
+    int status;
+    if (asgd_run_role(argc, argv, &status)) return status;
+    if (argc > 1) return asgd_main(argc, argv);
+
+    static const char *const common[] = {"model", "sqhinge", "margin", "1", "data",
+                                         "gen:sparse:n=6000,dim=2000,nnz=20,seed=3", "epochs", "3", "lr", "0.05",
+                                         "seed", "1", NULL};
+    static const char *const hogwild[] = {"threads", "2", "mode", "hogwild", NULL};
+    static const char *const downpour[] = {"servers", "1", "workers", "2", "threads", "1", "sync", "asp", NULL};
+    asgd_result_t local = {0}, dist = {0};
+    asgd_job_t *job = asgd_job_new(err, sizeof err);
+    int ok = job && set_all(job, common, err, sizeof err) == 0 && set_all(job, hogwild, err, sizeof err) == 0 &&
+             asgd_train(job, &local, err, sizeof err) == 0;
+    asgd_job_destroy(&job);
+    if (ok) {
+        job = asgd_job_new(err, sizeof err);
+        ok = job && set_all(job, common, err, sizeof err) == 0 && set_all(job, downpour, err, sizeof err) == 0 &&
+             asgd_launch(job, &dist, err, sizeof err) == 0;
+        asgd_job_destroy(&job);
+    }
+    if (!ok) {
+        fprintf(stderr, "custom_model: %s\n", err);
+        asgd_result_free(&local);
+        return 1;
+    }
+    printf("asgd %s, model %s\n", asgd_version(), local.model);
+    printf("%-22s %9s %10s %12s %12s\n", "run", local.metric, "test loss", "samples", "samples/s");
+    print_row("hogwild, 2 threads", &local);
+    print_row("asp, 1 server 2 workers", &dist);
+    asgd_result_free(&local);
+    asgd_result_free(&dist);
+    return 0;
+}

@@ -1,0 +1,106 @@
+// `cmake --install` into a temporary prefix, then, with nothing but that
+// prefix: experiments/custom_model (copied out of the tree) configures with
+// find_package(asgd), builds, and trains its own model with Hogwild! threads
+// and through a 2-worker ASP launch; a one-file program builds with
+// `pkg-config --cflags --libs asgd` and links the shared library.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proc_support.h"
+
+static char work[256], prefix[300];
+
+// Runs a shell command with its output in dir/log; returns its exit status.
+static int run(const char *log, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int run(const char *log, const char *fmt, ...) {
+    char cmd[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    char full[4400];
+    snprintf(full, sizeof full, "(%s) > %s/%s 2>&1", cmd, work, log);
+    int st = system(full);
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    if (code != 0) {
+        char *text = proc_slurp(proc_path(work, "%s", log));
+        fprintf(stderr, "command failed (%d): %s\n%s\n", code, cmd, text);
+        free(text);
+    }
+    return code;
+}
+
+// The value in the row starting with `row`, column col (0: the first number).
+static double row_value(const char *table, const char *row, int col) {
+    const char *p = strstr(table, row);
+    CHECK(p != NULL);
+    p += strlen(row);
+    double v = NAN;
+    for (int i = 0; i <= col; i++) v = strtod(p, (char **)&p);
+    return v;
+}
+
+int main(void) {
+    if (system("command -v pkg-config > /dev/null") != 0)
+        return test_skip("pkg-config is not installed (apt-get install pkg-config)");
+    snprintf(work, sizeof work, "/tmp/asgd-test-install-XXXXXX");
+    CHECK(mkdtemp(work) != NULL);
+    snprintf(prefix, sizeof prefix, "%s/prefix", work);
+    CHECK(run("install.log", "%s --install %s --prefix %s", ASGD_CMAKE_COMMAND, ASGD_BUILD_DIR, prefix) == 0);
+
+    // Installed: the program, both libraries, the headers, pkg-config and the CMake package.
+    const char *installed[] = {"bin/asgd", "lib/libasgd.a", "lib/libasgd.so", "include/asgd/asgd.h",
+                               "include/asgd/engine/core/model_impl.h", "lib/pkgconfig/asgd.pc",
+                               "lib/cmake/asgd/asgdConfig.cmake", "lib/cmake/asgd/asgdTargets.cmake"};
+    for (size_t i = 0; i < sizeof installed / sizeof installed[0]; i++) {
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", prefix, installed[i]);
+        if (access(path, R_OK) != 0) fprintf(stderr, "not installed: %s\n", installed[i]);
+        CHECK(access(path, R_OK) == 0);
+    }
+
+    // The example, away from the source tree, against the prefix alone.
+    CHECK(run("copy.log", "cp -r %s/experiments/custom_model %s/example", ASGD_SOURCE_DIR, work) == 0);
+    CHECK(run("configure.log",
+              "%s -S %s/example -B %s/example-build -DCMAKE_PREFIX_PATH=%s -DCMAKE_C_COMPILER=%s "
+              "-DCMAKE_C_FLAGS='%s' -DCMAKE_EXE_LINKER_FLAGS='%s'",
+              ASGD_CMAKE_COMMAND, work, work, prefix, ASGD_C_COMPILER, ASGD_EXTRA_FLAGS, ASGD_EXTRA_FLAGS) == 0);
+    CHECK(run("build.log", "%s --build %s/example-build", ASGD_CMAKE_COMMAND, work) == 0);
+    char *conf = proc_slurp(proc_path(work, "example-build/CMakeCache.txt"));
+    CHECK(strstr(conf, ASGD_SOURCE_DIR "/") == NULL);  // nothing of the tree was found
+    free(conf);
+
+    // Its model is on its command line...
+    CHECK(run("help.log", "LD_LIBRARY_PATH=%s/lib %s/example-build/custom_model train --help", prefix, work) == 0);
+    char *help = proc_slurp(proc_path(work, "help.log"));
+    CHECK(strstr(help, "sqhinge") != NULL && strstr(help, "--margin") != NULL);
+    free(help);
+
+    // ...and it learns, on threads and in a distributed run.
+    CHECK(run("run.log", "LD_LIBRARY_PATH=%s/lib %s/example-build/custom_model", prefix, work) == 0);
+    char *table = proc_slurp(proc_path(work, "run.log"));
+    printf("%s", table);
+    double hogwild_acc = row_value(table, "hogwild, 2 threads", 0);
+    double asp_acc = row_value(table, "asp, 1 server 2 workers", 0);
+    double hogwild_samples = row_value(table, "hogwild, 2 threads", 2);
+    double asp_samples = row_value(table, "asp, 1 server 2 workers", 2);
+    CHECK(hogwild_acc >= 0.85 && asp_acc >= 0.85);
+    CHECK(hogwild_samples == 3 * 4800.0 && asp_samples == hogwild_samples);  // 3 epochs of 6000 less the test fifth
+    free(table);
+
+    // pkg-config: a one-file program against the shared library.
+    FILE *f = fopen(proc_path(work, "version.c"), "w");
+    CHECK(f != NULL);
+    fputs("#include <asgd/asgd.h>\n#include <stdio.h>\n#include <string.h>\n"
+          "int main(void) { puts(asgd_version()); return strcmp(asgd_version(), \"" ASGD_VERSION "\") != 0; }\n",
+          f);
+    CHECK(fclose(f) == 0);
+    CHECK(run("pkg.log",
+              "PKG_CONFIG_PATH=%s/lib/pkgconfig %s %s %s/version.c -o %s/version $(PKG_CONFIG_PATH=%s/lib/pkgconfig "
+              "pkg-config --cflags --libs asgd) && LD_LIBRARY_PATH=%s/lib %s/version",
+              prefix, ASGD_C_COMPILER, ASGD_EXTRA_FLAGS, work, work, prefix, prefix, work) == 0);
+    CHECK(run("cleanup.log", "rm -rf %s", work) == 0);
+    printf("installed, built against the prefix alone, and trained\n");
+    return 0;
+}
