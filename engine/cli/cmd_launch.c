@@ -227,7 +227,7 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_begin(&j, out);
     json_string(&j, "asgd", ASGD_VERSION);
     json_string(&j, "command", "launch");
-    json_string(&j, "model", train_model_names[t->model]);
+    json_string(&j, "model", train_args_model(t)->name);
     json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
     if (d->sync == SYNC_MODE_SSP || (d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse))
         json_uint(&j, "staleness_bound", d->staleness);
@@ -249,7 +249,7 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     // The global model's figures (launch_curve.h says where its curve comes
     // from); worker 0's own copy's, named as such.
     const char *metric_key = rmse ? "final_test_rmse" : "final_test_accuracy";
-    json_global_figures(&j, gc, t->model == MODEL_MF ? t->target_rmse : t->target_acc, rmse);
+    json_global_figures(&j, gc, train_args_target(t), rmse);
     double train_examples = json_field(w0, "train_examples");
     json_number_or_null(&j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", json_field(w0, metric_key));
     json_number_or_null(&j, "worker0_time_to_target_s", json_field(w0, "time_to_target_s"));
@@ -302,7 +302,7 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     }
     json_string(&j, "run_dir", dir);
     json_object(&j, "config");
-    json_string(&j, "model", train_model_names[t->model]);
+    json_string(&j, "model", train_args_model(t)->name);
     json_string(&j, "data", t->data);
     if (train_examples > 0) json_uint(&j, "train_examples", (uint64_t)train_examples);
     else json_null(&j, "train_examples");
@@ -311,7 +311,7 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_number(&j, "lr", t->lr);
     json_uint(&j, "seed", t->seed);
     json_number(&j, "time_limit_s", t->time_limit);
-    json_number(&j, "target", t->model == MODEL_MF ? t->target_rmse : t->target_acc);
+    json_number(&j, "target", train_args_target(t));
     json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
     if (d->sync == SYNC_MODE_SSP) json_uint(&j, "staleness", d->staleness);
     else json_null(&j, "staleness");  // the bound exists under ssp only
@@ -348,7 +348,7 @@ static int finish_run_dir(const char *dir, const train_args_t *t, const dist_arg
                           char *err, size_t err_len) {
     staleness_hist_t hc, hu;
     merge_staleness(dir, d->servers, &hc, &hu);
-    int rmse = t->model == MODEL_MF;
+    int rmse = train_args_model(t)->metric == METRIC_KIND_RMSE;
     curve_final_t fin;
     double train_examples;
     read_curve_final(dir, d, rmse, &hc, &hu, &fin, &train_examples);

@@ -14,7 +14,7 @@
 #include "engine/core/flags.h"         // defines: flags_command
 #include "engine/core/json_writer.h"   // defines: json_*
 #include "engine/cli/model_file.h"    // defines: model_file_join, model_file_instantiate
-#include "engine/cli/train_args.h"    // defines: train_model_names
+#include "engine/models/model_registry.h"  // defines: model_descriptor_t
 
 #define ERR_LEN 768
 #define MAX_PARTS 64
@@ -151,7 +151,7 @@ static int prepare(const char *command, const char *usage, const char *more, int
     if (!p->data) {
         if (kind != DATA_KIND_DENSE) {
             fprintf(stderr, "%s: --data: the model is %s; name its data (a %s file or %s)\n", command,
-                    train_model_names[mf->info.model], kind == DATA_KIND_SPARSE ? "libsvm" : "ratings",
+                    mf->info.model->name, kind == DATA_KIND_SPARSE ? "libsvm" : "ratings",
                     kind == DATA_KIND_SPARSE ? "gen:sparse" : "gen:ratings");
             return 2;
         }
@@ -173,20 +173,19 @@ static int prepare(const char *command, const char *usage, const char *more, int
 }
 
 static void write_prediction(FILE *out, const model_file_info_t *info, const double *o) {
-    switch (info->model) {
-    case MODEL_MF:
+    switch (info->model->output) {
+    case MODEL_OUTPUT_VALUE:
         fprintf(out, "%.9g\n", o[0]);
         return;
-    case MODEL_SVM:
+    case MODEL_OUTPUT_MARGIN:
         fprintf(out, "%d %.9g\n", info->labels[o[0] >= 0.0], o[0]);
         return;
-    case MODEL_LOGREG:
-    case MODEL_EMBMLP: {
+    case MODEL_OUTPUT_LOGISTIC: {
         double p1 = 1.0 / (1.0 + exp(-o[0]));
         fprintf(out, "%d %.6f\n", info->labels[o[0] >= 0.0], o[0] >= 0.0 ? p1 : 1.0 - p1);
         return;
     }
-    default: {
+    case MODEL_OUTPUT_CLASS_LOGITS: {
         size_t best = 0;
         for (size_t k = 1; k < info->classes; k++)
             if (o[k] > o[best]) best = k;
@@ -287,7 +286,7 @@ int cmd_eval(int argc, char **argv) {
     json_begin(&j, stdout);
     json_string(&j, "asgd", ASGD_VERSION);
     json_string(&j, "command", "eval");
-    json_string(&j, "model", train_model_names[mf.info.model]);
+    json_string(&j, "model", mf.info.model->name);
     json_string(&j, "model_detail", desc);
     json_uint(&j, "params", mf.info.n_params);
     json_string(&j, "model_file", p.model_file);
