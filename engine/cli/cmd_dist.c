@@ -696,7 +696,8 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     int hybrid = d->sync == SYNC_MODE_HYBRID;
     size_t n = hybrid ? model_num_sparse_params(m) : model_num_params(m);
     if (n == 0) {
-        snprintf(err, err_len, "--sync hybrid needs a model with a sparse and a dense part (--model embmlp)");
+        snprintf(err, err_len, "--sync hybrid needs a model with a sparse and a dense part, not %s",
+                 train_args_model(t)->name);
         return -1;
     }
     // Every shard starts from the same seeded model a single process would
@@ -1155,8 +1156,8 @@ static int cmd_role(dist_role_t role, int argc, char **argv) {
     flag_spec_t flags[DIST_ROLE_N_FLAGS];
     size_t n = dist_role_flags(&a, flags);
     const char *command = role == DIST_ROLE_SERVER ? "asgd server" : "asgd worker";
-    int parsed = flags_command(command, role == DIST_ROLE_SERVER ? server_usage : worker_usage, role_description,
-                               flags, n, argc, argv);
+    int parsed = train_args_command(&a.t, command, role == DIST_ROLE_SERVER ? server_usage : worker_usage,
+                                    role_description, flags, n, argc, argv);
     if (parsed >= 0) return parsed;
     int usage = dist_role_finish(&a, flags, n, command);
     if (usage != 0) return usage;

@@ -63,7 +63,7 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"eval-every-s", FLAG_TYPE_DOUBLE, &a->eval_every_s, "S", "also evaluate every S seconds of training (evaluation excluded; in a distributed run, the global model; default off)", 1e-3, 1e9, NULL, 0},
         {"eval-limit", FLAG_TYPE_SIZE, &a->eval_limit, "N", "evaluate on the first N test examples (0: all)", 0, 0, NULL, 0},
         {"target-acc", FLAG_TYPE_DOUBLE, &a->target_acc, "A", "report time to reach this test accuracy", 0, 1, NULL, 0},
-        {"target-rmse", FLAG_TYPE_DOUBLE, &a->target_rmse, "R", "report time to reach this test RMSE (mf)", 1e-12, 1e12, NULL, 0},
+        {"target-rmse", FLAG_TYPE_DOUBLE, &a->target_rmse, "R", "report time to reach this test RMSE (models measured by RMSE)", 1e-12, 1e12, NULL, 0},
         {"stop-at-target", FLAG_TYPE_BOOL, &a->stop_at_target, NULL, "stop at the first evaluation that meets the target", 0, 0, NULL, 0},
         {"time-limit", FLAG_TYPE_DOUBLE, &a->time_limit, "S", "stop after S seconds of training (evaluation excluded), even mid-epoch", 0, 1e9, NULL, 0},
         {"pin", FLAG_TYPE_BOOL, &a->pin, NULL, "pin thread t to CPU t mod #CPUs", 0, 0, NULL, 0},
@@ -130,11 +130,12 @@ static const char *data_kind_text(data_kind_t kind) {
 
 void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, const char *description,
                            const flag_spec_t *specs, size_t n_specs) {
-    flag_spec_t shared[TRAIN_ARGS_N_FLAGS + 64];
+    flag_spec_t *shared = malloc((n_specs ? n_specs : 1) * sizeof *shared);
     size_t n = 0;
-    for (size_t i = 0; i < n_specs && n < sizeof shared / sizeof shared[0]; i++)
+    for (size_t i = 0; shared && i < n_specs; i++)
         if (!is_model_flag(a, &specs[i])) shared[n++] = specs[i];
-    flags_print_help(out, usage, description, shared, n);
+    flags_print_help(out, usage, description, shared ? shared : specs, shared ? n : n_specs);
+    free(shared);
     fprintf(out, "\nmodels (--model M), each with its defaults and its own flags:\n");
     for (size_t i = 0; i < model_registry_count(); i++) {
         const model_descriptor_t *d = model_registry_at(i);
@@ -201,7 +202,7 @@ static int model_flags_finish(train_args_t *a, const flag_spec_t *specs, size_t 
     return 0;
 }
 
-// "mf" or "mf, foo": the models measured by RMSE.
+// For the list of the models measured by RMSE.
 static int measured_by_rmse(const model_descriptor_t *d) { return d->metric == METRIC_KIND_RMSE; }
 
 int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command) {
