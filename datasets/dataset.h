@@ -6,6 +6,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+// Which of the three sets below a model reads.
+typedef enum data_kind {
+    DATA_KIND_DENSE,    // dense_dataset_t: images
+    DATA_KIND_SPARSE,   // sparse_dataset_t: libsvm
+    DATA_KIND_RATINGS,  // ratings_t
+} data_kind_t;
+
 // Dense labelled examples (images).
 typedef struct dense_dataset {
     size_t n;          // examples

@@ -11,7 +11,7 @@
 
 #include "datasets/idx.h"         // defines: fashion_mnist_load
 #include "engine/cli/model_file.h"
-#include "engine/cli/train_args.h"    // defines: MODEL_*
+#include "engine/models/model_registry.h"  // defines: model_registry_find
 #include "test_support.h"         // defines: CHECK, CHECK_OK, CHECK_NEAR
 
 static char dir[] = "/tmp/asgd_model_file_XXXXXX";  // read by launch_support.h
@@ -52,7 +52,7 @@ static void test_format(void) {
     char err[768];
     model_file_info_t *info = calloc(1, sizeof *info);
     CHECK(info);
-    info->model = MODEL_MLP;
+    info->model = model_registry_find("mlp");
     info->dim = 6;
     info->n_hidden = 2;
     info->hidden[0] = 5;
@@ -68,7 +68,7 @@ static void test_format(void) {
     CHECK_OK(model_file_write(whole, "--save-model", info, w, err, sizeof err), err);
     model_file_t f;
     CHECK_OK(model_file_read(whole, &f, err, sizeof err), err);
-    CHECK(f.info.model == MODEL_MLP && f.info.n_params == 74 && f.info.first == 0 && f.info.count == 74);
+    CHECK(f.info.model == model_registry_find("mlp") && f.info.n_params == 74 && f.info.first == 0 && f.info.count == 74);
     CHECK(f.info.dim == 6 && f.info.n_hidden == 2 && f.info.hidden[1] == 4 && f.info.classes == 3);
     CHECK(f.info.labels[2] == 2 && memcmp(f.params, w, sizeof w) == 0);
     model_file_free(&f);
@@ -371,7 +371,7 @@ static void test_hybrid(void) {
     CHECK_OK(model_file_read(path_of("hy/server-0.model"), &p0, err, sizeof err), err);
     CHECK_OK(model_file_read(path_of("hy/server-1.model"), &p1, err, sizeof err), err);
     size_t S = p0.info.count + p1.info.count, n = whole.info.n_params;
-    CHECK(whole.info.model == MODEL_EMBMLP && p0.info.first == 0 && p1.info.first == p0.info.count && S < n);
+    CHECK(whole.info.model == model_registry_find("embmlp") && p0.info.first == 0 && p1.info.first == p0.info.count && S < n);
     CHECK(S == whole.info.dim * whole.info.embed_dim);  // the embedding: the sparse part
     // Sparse part: the servers'; dense part: worker 0's replica.
     CHECK(memcmp(whole.params, p0.params, p0.info.count * 4) == 0);

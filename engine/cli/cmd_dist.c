@@ -106,6 +106,9 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
     return DIST_N_FLAGS;
 }
 
+static int has_split(const model_descriptor_t *m) { return m->split; }
+static int on_dense_data(const model_descriptor_t *m) { return m->data == DATA_KIND_DENSE; }
+
 int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command) {
     if ((d->curve_key || d->curve_allow) && !d->curve_server_key) {
         fprintf(stderr, "%s: --curve-key/--curve-allow: CURVE is turned on by --curve-server-key FILE (the run's server key)\n",
@@ -159,9 +162,11 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command)
         fprintf(stderr, "%s: --compress: --sync local averages models, sent as float32\n", command);
         return 2;
     }
-    if (d->sync == SYNC_MODE_HYBRID && t->model != MODEL_EMBMLP) {
-        fprintf(stderr, "%s: --sync hybrid needs a model with a sparse and a dense part (--model embmlp); %s has no "
-                        "such split (use asp/ssp/bsp or allreduce)\n", command, train_model_names[t->model]);
+    if (d->sync == SYNC_MODE_HYBRID && !train_args_model(t)->split) {
+        char split[200];
+        model_registry_names(split, sizeof split, ", ", has_split);
+        fprintf(stderr, "%s: --sync hybrid needs a model with a sparse and a dense part (--model %s); %s has no "
+                        "such split (use asp/ssp/bsp or allreduce)\n", command, split, train_args_model(t)->name);
         return 2;
     }
     if (d->sync == SYNC_MODE_BSP && t->schedule != LR_SCHEDULE_CONSTANT) {
@@ -200,13 +205,15 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command)
                         "owns; feedback applies to qsgd, topk and randk there\n", command);
         return 2;
     }
-    int sparse_model = t->model == MODEL_LOGREG || t->model == MODEL_SVM || t->model == MODEL_MF ||
-                       t->model == MODEL_EMBMLP;
+    // Models on sparse data or ratings push sparse gradients.
+    int sparse_model = train_args_model(t)->data != DATA_KIND_DENSE;
     if (compress_is_lossy(&d->compress_spec) && sparse_model && d->sync != SYNC_MODE_ALLREDUCE &&
         d->sync != SYNC_MODE_HYBRID) {
+        char dense[200];
+        model_registry_names(dense, sizeof dense, ", ", on_dense_data);
         fprintf(stderr, "%s: --compress %s: %s pushes are already (index, value) pairs of the touched parameters; "
-                        "compression applies to dense models (mlp, softmax) and to --sync allreduce\n",
-                command, d->compress, train_model_names[t->model]);
+                        "compression applies to dense models (%s) and to --sync allreduce\n",
+                command, d->compress, train_args_model(t)->name, dense);
         return 2;
     }
     if (isnan(d->server_lr)) d->server_lr = t->lr;
@@ -771,7 +778,8 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     // Under hybrid the servers hold the sparse part only, the first S parameters.
     size_t n = d->sync == SYNC_MODE_HYBRID ? model_num_sparse_params(m) : model_num_params(m);
     if (n == 0) {
-        snprintf(err, err_len, "--sync hybrid needs a model with a sparse and a dense part (--model embmlp)");
+        snprintf(err, err_len, "--sync hybrid needs a model with a sparse and a dense part, not %s",
+                 train_args_model(t)->name);
         return -1;
     }
     // Every shard starts from the same seeded model a single process would
@@ -1264,8 +1272,8 @@ static int cmd_role(dist_role_t role, int argc, char **argv) {
     flag_spec_t flags[DIST_ROLE_N_FLAGS];
     size_t n = dist_role_flags(&a, flags);
     const char *command = role == DIST_ROLE_SERVER ? "asgd server" : "asgd worker";
-    int parsed = flags_command(command, role == DIST_ROLE_SERVER ? server_usage : worker_usage, role_description,
-                               flags, n, argc, argv);
+    int parsed = train_args_command(&a.t, command, role == DIST_ROLE_SERVER ? server_usage : worker_usage,
+                                    role_description, flags, n, argc, argv);
     if (parsed >= 0) return parsed;
     int usage = dist_role_finish(&a, flags, n, command);
     if (usage != 0) return usage;

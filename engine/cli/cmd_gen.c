@@ -13,8 +13,8 @@
 static const char usage[] = "asgd gen sparse|ratings --out FILE [flags]";
 static const char description[] =
     "Writes a seeded synthetic dataset; the same seed gives the same bytes on any machine.\n"
-    "  sparse   RCV1-like binary classification data in libsvm format (for logreg/svm)\n"
-    "  ratings  low-rank user x item ratings as CSV user,item,rating (for mf)";
+    "  sparse   RCV1-like binary classification data in libsvm format (for models on sparse features)\n"
+    "  ratings  low-rank user x item ratings as CSV user,item,rating (for models on ratings)";
 
 int cmd_gen(int argc, char **argv) {
     sparse_gen_config_t sc;

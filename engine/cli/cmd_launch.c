@@ -176,7 +176,7 @@ typedef struct run_summary {
 static void json_run_shape(json_writer_t *j, const train_args_t *t, const dist_args_t *d) {
     json_string(j, "asgd", ASGD_VERSION);
     json_string(j, "command", "launch");
-    json_string(j, "model", train_model_names[t->model]);
+    json_string(j, "model", train_args_model(t)->name);
     json_string(j, "sync", sync_mode_name((sync_mode_t)d->sync));
     if (d->sync == SYNC_MODE_SSP || (d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse))
         json_uint(j, "staleness_bound", d->staleness);
@@ -213,7 +213,7 @@ static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist
     json_number(j, "launch_wall_s", s->launch_wall_s);
     // The global model's figures (launch_curve.h says where its curve comes
     // from); worker 0's own copy's, named as such.
-    json_global_figures(j, s->gc, t->model == MODEL_MF ? t->target_rmse : t->target_acc, rmse);
+    json_global_figures(j, s->gc, train_args_target(t), rmse);
     json_number_or_null(j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", w0->final_test_metric);
     json_number_or_null(j, "worker0_time_to_target_s", w0->time_to_target_s);
     json_number_or_null(j, "worker0_samples_to_target",
@@ -265,7 +265,7 @@ static void json_late_gradients(json_writer_t *j, const dist_args_t *d, const ru
 // The flags the run was started with (after --scaling and --lr-scaling).
 static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_args_t *d, uint64_t train_examples) {
     json_object(j, "config");
-    json_string(j, "model", train_model_names[t->model]);
+    json_string(j, "model", train_args_model(t)->name);
     json_string(j, "data", t->data);
     if (train_examples > 0) json_uint(j, "train_examples", train_examples);
     else json_null(j, "train_examples");
@@ -274,7 +274,7 @@ static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_
     json_number(j, "lr", t->lr);
     json_uint(j, "seed", t->seed);
     json_number(j, "time_limit_s", t->time_limit);
-    json_number(j, "target", t->model == MODEL_MF ? t->target_rmse : t->target_acc);
+    json_number(j, "target", train_args_target(t));
     json_string(j, "sync", sync_mode_name((sync_mode_t)d->sync));
     if (d->sync == SYNC_MODE_SSP) json_uint(j, "staleness", d->staleness);
     else json_null(j, "staleness");  // the bound exists under ssp only
@@ -338,8 +338,8 @@ static int write_summaries(const char *dir, const train_args_t *t, const dist_ar
 // The outcome's figures and curve: the global model's, as summary.json has them.
 static int outcome_of(const run_results_t *res, const global_curve_t *gc, const train_args_t *t,
                       const dist_args_t *d, launch_job_outcome_t *o, char *err, size_t err_len) {
-    int rmse = t->model == MODEL_MF;
-    snprintf(o->model, sizeof o->model, "%s", train_model_names[t->model]);
+    int rmse = train_args_model(t)->metric == METRIC_KIND_RMSE;
+    snprintf(o->model, sizeof o->model, "%s", train_args_model(t)->name);
     o->rmse = rmse;
     for (size_t k = 0; k < d->workers; k++) {
         const worker_result_t *w = &res->workers[k];
@@ -366,7 +366,7 @@ static int finish_run_dir(const char *dir, const train_args_t *t, const dist_arg
     if (run_results_load(dir, d, &res, err, err_len) != 0) return -1;
     staleness_hist_t hc, hu;
     global_curve_t gc = {0};
-    int rc = -1, rmse = t->model == MODEL_MF;
+    int rc = -1, rmse = train_args_model(t)->metric == METRIC_KIND_RMSE;
     if (merge_staleness(dir, &res, d->servers, &hc, &hu, err, err_len) != 0) goto out;
     curve_final_t fin;
     curve_final_of(&res, d->workers, &hc, &hu, &fin);
@@ -1170,7 +1170,7 @@ int cmd_launch(int argc, char **argv) {
     n += dist_args_flags(&d, flags + n);
     flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
     flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, &restart_workers, "N", "start a worker that dies again (it rejoins the run), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
-    int parsed = flags_command("asgd launch", usage, description, flags, n, argc, argv);
+    int parsed = train_args_command(&t, "asgd launch", usage, description, flags, n, argc, argv);
     if (parsed >= 0) return parsed;
     // Under a launcher whose variables do not say what this process is, it
     // stops here: never a whole local run per process.

@@ -14,7 +14,7 @@
 #include "engine/core/flags.h"         // defines: flags_command
 #include "engine/core/json_writer.h"   // defines: json_*
 #include "engine/cli/model_file.h"    // defines: model_file_join, model_file_instantiate
-#include "engine/cli/train_args.h"    // defines: train_model_names
+#include "engine/models/model_registry.h"  // defines: model_descriptor_t
 
 #define ERR_LEN 768
 #define MAX_PARTS 64
@@ -28,15 +28,17 @@ static const char predict_usage[] = "asgd predict --model-file M --data SPEC [--
 static const char eval_usage[] = "asgd eval --model-file M --data SPEC [--split all|test|train] [--threads T]";
 static const char data_description[] =
     "M is a file written by --save-model (or its parts, comma-separated: the servers' shards of a run,\n"
-    "in order). --data takes what asgd train takes for that kind of model: a libsvm file or gen:sparse\n"
-    "(logreg, svm, embmlp), a ratings file or gen:ratings (mf), fashion-mnist (mlp, softmax).\n"
+    "in order). --data takes what asgd train takes for that kind of model (asgd train --help lists each\n"
+    "model's data): a libsvm file or gen:sparse for sparse features, a ratings file or gen:ratings for\n"
+    "ratings, fashion-mnist for dense images.\n"
     "--split all (the default, except for fashion-mnist) uses every example; --split test the examples\n"
     "asgd train held out with the same --test-frac, --seed and --test-limit (fashion-mnist: the t10k\n"
-    "files, its default); --split train the others. mf ratings files map user and item ids to the\n"
+    "files, its default); --split train the others. Ratings files map user and item ids to the\n"
     "model's rows in order of first appearance, as training did: use the training file (docs/model_file.md).";
 static const char predict_more[] =
-    "\nWrites one line per example: logreg, embmlp, mlp, softmax: the predicted label and its\n"
-    "probability; svm: the predicted label and the decision value w.x + b; mf: the predicted rating.";
+    "\nWrites one line per example, as the model's outputs go (asgd train --help): a classifier's\n"
+    "predicted label and its probability, or for a margin classifier the label and the decision value\n"
+    "w.x + b; a regression's predicted value (a rating).";
 static const char eval_more[] =
     "\nPrints the test loss and accuracy (or RMSE) as one JSON line: for the run's test data and\n"
     "--eval-limit, the numbers asgd train reported as final_test_loss and final_test_accuracy/rmse.";
@@ -111,7 +113,7 @@ static int prepare(const char *command, const char *usage, const char *more, int
     p->batch = 1;
     flag_spec_t flags[] = {
         {"model-file", FLAG_TYPE_STRING, &p->model_file, "M", "the model (required): a --save-model file, or parts A,B,...", 0, 0, NULL, 0},
-        {"data", FLAG_TYPE_STRING, &p->data, "SPEC", "the examples (default fashion-mnist for mlp, softmax)", 0, 0, NULL, 0},
+        {"data", FLAG_TYPE_STRING, &p->data, "SPEC", "the examples (default fashion-mnist for models on dense images)", 0, 0, NULL, 0},
         {"data-dir", FLAG_TYPE_STRING, &p->data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL, 0},
         {"split", FLAG_TYPE_CHOICE, &p->split, "S", "which examples (default all; fashion-mnist: test)", 0, 0, "all|test|train", 0},
         {"test-frac", FLAG_TYPE_DOUBLE, &p->test_frac, "F", "--split test|train: the training run's held-out fraction (default 0.1)", 0.0001, 0.9999, NULL, 0},
@@ -120,7 +122,7 @@ static int prepare(const char *command, const char *usage, const char *more, int
         {"test-limit", FLAG_TYPE_SIZE, &p->test_limit, "N", "--split test: the first N (0: all)", 0, 0, NULL, 0},
         {eval ? "eval-limit" : "out", FLAG_TYPE_STRING, &p->out, "FILE", "write the predictions to FILE (default stdout)", 0, 0, NULL, 0},
         {"threads", FLAG_TYPE_SIZE, &p->threads, "T", "evaluate in T slices summed in order, as a T-thread asgd train does (default 1)", 1, 1024, NULL, 0},
-        {"batch", FLAG_TYPE_SIZE, &p->batch, "B", "the training run's --batch (mlp evaluates max(B, 256) rows at a time)", 1, 1 << 20, NULL, 0},
+        {"batch", FLAG_TYPE_SIZE, &p->batch, "B", "the training run's --batch (dense models evaluate max(B, 256) rows at a time)", 1, 1 << 20, NULL, 0},
     };
     size_t n_flags = sizeof flags / sizeof flags[0];
     if (eval) flags[8] = (flag_spec_t){"eval-limit", FLAG_TYPE_SIZE, &p->eval_limit, "N", "the first N examples only (0: all)", 0, 0, NULL, 0};
@@ -151,7 +153,7 @@ static int prepare(const char *command, const char *usage, const char *more, int
     if (!p->data) {
         if (kind != DATA_KIND_DENSE) {
             fprintf(stderr, "%s: --data: the model is %s; name its data (a %s file or %s)\n", command,
-                    train_model_names[mf->info.model], kind == DATA_KIND_SPARSE ? "libsvm" : "ratings",
+                    mf->info.model->name, kind == DATA_KIND_SPARSE ? "libsvm" : "ratings",
                     kind == DATA_KIND_SPARSE ? "gen:sparse" : "gen:ratings");
             return 2;
         }
@@ -173,20 +175,19 @@ static int prepare(const char *command, const char *usage, const char *more, int
 }
 
 static void write_prediction(FILE *out, const model_file_info_t *info, const double *o) {
-    switch (info->model) {
-    case MODEL_MF:
+    switch (info->model->output) {
+    case MODEL_OUTPUT_VALUE:
         fprintf(out, "%.9g\n", o[0]);
         return;
-    case MODEL_SVM:
+    case MODEL_OUTPUT_MARGIN:
         fprintf(out, "%d %.9g\n", info->labels[o[0] >= 0.0], o[0]);
         return;
-    case MODEL_LOGREG:
-    case MODEL_EMBMLP: {
+    case MODEL_OUTPUT_LOGISTIC: {
         double p1 = 1.0 / (1.0 + exp(-o[0]));
         fprintf(out, "%d %.6f\n", info->labels[o[0] >= 0.0], o[0] >= 0.0 ? p1 : 1.0 - p1);
         return;
     }
-    default: {
+    case MODEL_OUTPUT_CLASS_LOGITS: {
         size_t best = 0;
         for (size_t k = 1; k < info->classes; k++)
             if (o[k] > o[best]) best = k;
@@ -287,7 +288,7 @@ int cmd_eval(int argc, char **argv) {
     json_begin(&j, stdout);
     json_string(&j, "asgd", ASGD_VERSION);
     json_string(&j, "command", "eval");
-    json_string(&j, "model", train_model_names[mf.info.model]);
+    json_string(&j, "model", mf.info.model->name);
     json_string(&j, "model_detail", desc);
     json_uint(&j, "params", mf.info.n_params);
     json_string(&j, "model_file", p.model_file);

@@ -13,7 +13,7 @@
 #include "engine/data/data_source.h"  // defines: data_bundle_load
 #include "engine/core/flags.h"        // defines: flags_parse
 #include "engine/core/json_writer.h"  // defines: json_*
-#include "engine/core/model.h"        // defines: model_new_*
+#include "engine/core/model.h"        // defines: model_describe
 #include "engine/cli/model_file.h"   // defines: model_file_info_of, model_file_write
 #include "engine/core/optimizer.h"    // defines: optimizer_new
 #include "engine/core/params.h"       // defines: params_new, params_read
@@ -30,12 +30,11 @@
 static const char usage[] = "asgd train [--model M] [--data SPEC] [--mode hogwild|locked|sync] [--threads T] ...";
 static const char description[] =
     "Trains one model on one machine with T threads and reports loss and accuracy (or RMSE)\n"
-    "over time. --data SPEC is one of: fashion-mnist (default for mlp/softmax); gen:sparse[:n=,dim=,nnz=,\n"
-    "zipf=,noise=,seed=] (default for logreg/svm); gen:ratings[:users=,items=,rank=,n=,noise=,seed=]\n"
-    "(default for mf); or a file: libsvm for logreg/svm, ratings (CSV/TSV/MovieLens ::) for mf.\n"
+    "over time. --data SPEC is one of: fashion-mnist (dense images); gen:sparse[:n=,dim=,nnz=,\n"
+    "zipf=,noise=,seed=]; gen:ratings[:users=,items=,rank=,n=,noise=,seed=]; or a file: libsvm\n"
+    "for models on sparse features, ratings (CSV/TSV/MovieLens ::) for models on ratings. Each\n"
+    "model's data, defaults (--data, --lr, --batch, --l2) and own flags are listed below.\n"
     "Prints a startup line and progress on stderr, and a one-line JSON summary on stdout.\n"
-    "Per-model defaults: lr 0.05 (mlp, softmax, mf) or 0.5 (logreg, svm); batch 16 (mlp, softmax)\n"
-    "or 1 (logreg, svm, mf); l2 0.01 for mf, 0 otherwise.\n"
     "--delay or --simulate-workers runs the deterministic staleness simulator instead (one thread;\n"
     "docs/simulation.md): --delay fixed:K | uniform:A,B | geometric:P[,max=M] | straggler:slow=F[,n=S].";
 
@@ -179,7 +178,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_begin(&j, out);
     json_string(&j, "asgd", ASGD_VERSION);
     json_string(&j, "command", "train");
-    json_string(&j, "model", train_model_names[a->model]);
+    json_string(&j, "model", train_args_model(a)->name);
     json_string(&j, "mode", mode);
     json_uint(&j, "threads", a->threads);
     json_number(&j, "samples_per_s", r->samples_per_s);
@@ -204,7 +203,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
     if (sc) write_simulation(&j, sc, sr);
     json_object(&j, "config");
-    json_string(&j, "model", train_model_names[a->model]);
+    json_string(&j, "model", train_args_model(a)->name);
     json_string(&j, "model_detail", model_desc);
     json_uint(&j, "params", n_params);
     json_string(&j, "data", data->description);
@@ -293,7 +292,7 @@ static int train_cmd_finish_flags(train_cmd_t *c, const flag_spec_t *flags, size
 static int train_cmd_parse(train_cmd_t *c, int argc, char **argv) {
     flag_spec_t flags[TRAIN_CMD_MAX_FLAGS];
     size_t n_flags = train_cmd_flags(c, flags);
-    int parsed = flags_command("asgd train", usage, description, flags, n_flags, argc, argv);
+    int parsed = train_args_command(&c->a, "asgd train", usage, description, flags, n_flags, argc, argv);
     if (parsed >= 0) return parsed;
     int usage_status = train_cmd_finish_flags(c, flags, n_flags);
     return usage_status != 0 ? usage_status : -1;

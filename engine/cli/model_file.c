@@ -7,10 +7,9 @@
 #include <string.h>
 
 #include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "engine/cli/train_args.h"         // defines: MODEL_*, train_model_names
 
 #define KIND_BYTES 16
-#define N_KINDS 6
+_Static_assert(MODEL_NAME_MAX < KIND_BYTES, "a model's name fits the kind field");
 
 // Offsets of the header's fields.
 enum {
@@ -67,78 +66,62 @@ static size_t file_bytes(const model_file_info_t *info) {
     return MODEL_FILE_HEADER_BYTES + 4 * (size_t)info->classes + 4 * (size_t)info->count + 4;
 }
 
+// The header's shape fields to and from the descriptor's form.
+static void shape_of_info(const model_file_info_t *i, model_shape_t *s) {
+    memset(s, 0, sizeof *s);
+    s->dim = i->dim;
+    s->classes = i->classes;
+    s->n_hidden = i->n_hidden;
+    memcpy(s->hidden, i->hidden, sizeof s->hidden);
+    s->embed_dim = i->embed_dim;
+    s->rank = i->rank;
+    s->users = i->users;
+    s->items = i->items;
+    s->mean = i->mean;
+    memcpy(s->labels, i->labels, sizeof s->labels);
+}
+
+static void info_of_shape(const model_shape_t *s, model_file_info_t *i) {
+    i->dim = s->dim;
+    i->classes = s->classes;
+    i->n_hidden = s->n_hidden;
+    memcpy(i->hidden, s->hidden, sizeof i->hidden);
+    i->embed_dim = s->embed_dim;
+    i->rank = s->rank;
+    i->users = s->users;
+    i->items = s->items;
+    i->mean = s->mean;
+    memcpy(i->labels, s->labels, sizeof i->labels);
+}
+
 // The parameter count the shapes imply; 0 when they make no model.
 static uint64_t implied_params(const model_file_info_t *i) {
-    switch (i->model) {
-    case MODEL_LOGREG:
-    case MODEL_SVM:
-        return i->dim + 1;
-    case MODEL_SOFTMAX:
-    case MODEL_MLP: {
-        uint64_t n = 0, in = i->dim;
-        for (uint64_t l = 0; l <= i->n_hidden; l++) {
-            uint64_t out = l < i->n_hidden ? i->hidden[l] : i->classes;
-            n += out * in + out;
-            in = out;
-        }
-        return n;
-    }
-    case MODEL_MF:
-        return (i->users + i->items) * i->rank;
-    case MODEL_EMBMLP:
-        return i->n_hidden == 1 ? i->dim * i->embed_dim + i->hidden[0] * i->embed_dim + 2 * i->hidden[0] + 1 : 0;
-    }
-    return 0;
+    model_shape_t s;
+    shape_of_info(i, &s);
+    return i->model->shape_params(&s);
 }
 
 int model_file_info_of(const model_t *m, model_file_info_t *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
-    model_layout_t l;
-    model_layout(m, &l);
+    out->model = model_registry_find(model_name(m));
     out->n_params = model_num_params(m);
     out->count = out->n_params;
-    switch (l.kind) {
-    case MODEL_KIND_LINEAR:
-        out->model = l.loss == LINEAR_LOSS_HINGE ? MODEL_SVM : MODEL_LOGREG;
-        out->dim = l.dim;
-        break;
-    case MODEL_KIND_MLP:
-        if (l.n_layers > MODEL_FILE_MAX_HIDDEN + 1 || l.width[l.n_layers] > MODEL_FILE_MAX_CLASSES) {
-            snprintf(err, err_len, "model file: an mlp of %zu layers and %zu classes does not fit the format",
-                     l.n_layers, l.width[l.n_layers]);
-            return -1;
-        }
-        out->model = l.n_layers == 1 ? MODEL_SOFTMAX : MODEL_MLP;
-        out->dim = l.width[0];
-        out->n_hidden = l.n_layers - 1;
-        for (size_t k = 0; k + 1 < l.n_layers; k++) out->hidden[k] = l.width[k + 1];
-        out->classes = l.width[l.n_layers];
-        for (uint64_t c = 0; c < out->classes; c++) out->labels[c] = (int32_t)c;
-        break;
-    case MODEL_KIND_MF:
-        out->model = MODEL_MF;
-        out->rank = l.rank;
-        out->users = l.n_users;
-        out->items = l.n_items;
-        out->mean = l.mean;
-        break;
-    case MODEL_KIND_EMBMLP:
-        // n = dim k + H k + 2 H + 1 (model.h): the hidden width from the count.
-        out->model = MODEL_EMBMLP;
-        out->dim = l.dim;
-        out->embed_dim = l.rank;
-        out->n_hidden = 1;
-        out->hidden[0] = (out->n_params - 1 - l.dim * l.rank) / (l.rank + 2);
-        break;
+    if (!out->model || !out->model->shape_of) {
+        snprintf(err, err_len, "model file: %s has no model-file form", model_name(m));
+        return -1;
     }
-    if (out->model == MODEL_LOGREG || out->model == MODEL_SVM || out->model == MODEL_EMBMLP) {
-        out->classes = 2;
-        out->labels[0] = -1;
-        out->labels[1] = +1;
+    model_shape_t s;
+    memset(&s, 0, sizeof s);
+    if (out->model->shape_of(m, &s, err, err_len) != 0) return -1;
+    if (s.n_hidden > MODEL_FILE_MAX_HIDDEN || s.classes > MODEL_FILE_MAX_CLASSES) {
+        snprintf(err, err_len, "model file: %s with %llu hidden layers and %llu classes does not fit the format",
+                 out->model->name, (unsigned long long)s.n_hidden, (unsigned long long)s.classes);
+        return -1;
     }
+    info_of_shape(&s, out);
     if (implied_params(out) != out->n_params) {
-        snprintf(err, err_len, "model file: %s with %llu parameters does not match its shapes",
-                 train_model_names[out->model], (unsigned long long)out->n_params);
+        snprintf(err, err_len, "model file: %s with %llu parameters does not match its shapes", out->model->name,
+                 (unsigned long long)out->n_params);
         return -1;
     }
     return 0;
@@ -151,7 +134,7 @@ int model_file_write(const char *path, const char *flag, const model_file_info_t
     memcpy(h + AT_MAGIC, MODEL_FILE_MAGIC, 8);
     put_u32(h + AT_VERSION, MODEL_FILE_VERSION);
     put_u32(h + AT_HEADER_BYTES, MODEL_FILE_HEADER_BYTES);
-    snprintf((char *)h + AT_KIND, KIND_BYTES, "%s", train_model_names[info->model]);
+    snprintf((char *)h + AT_KIND, KIND_BYTES, "%s", info->model->name);
     put_u64(h + AT_N_PARAMS, info->n_params);
     put_u64(h + AT_FIRST, info->first);
     put_u64(h + AT_COUNT, info->count);
@@ -207,15 +190,17 @@ static int check_header(const model_file_info_t *i, char *err, size_t err_len) {
         return -1;
     }
     if (i->n_hidden > MODEL_FILE_MAX_HIDDEN || i->classes > MODEL_FILE_MAX_CLASSES ||
-        (i->model == MODEL_MF ? i->classes != 0 : i->classes < 2) || implied_params(i) != i->n_params) {
+        (i->model->metric == METRIC_KIND_RMSE ? i->classes != 0 : i->classes < 2) || implied_params(i) != i->n_params) {
         snprintf(err, err_len, "its shapes (dim %llu, %llu classes, %llu hidden layers, rank %llu) do not make a %s "
                  "of %llu parameters", (unsigned long long)i->dim, (unsigned long long)i->classes,
-                 (unsigned long long)i->n_hidden, (unsigned long long)i->rank, train_model_names[i->model],
+                 (unsigned long long)i->n_hidden, (unsigned long long)i->rank, i->model->name,
                  (unsigned long long)i->n_params);
         return -1;
     }
     return 0;
 }
+
+static int has_file_form(const model_descriptor_t *d) { return d->shape_params != NULL; }
 
 int model_file_read(const char *path, model_file_t *out, char *err, size_t err_len) {
     model_file_init(out);
@@ -252,11 +237,11 @@ int model_file_read(const char *path, model_file_t *out, char *err, size_t err_l
     char kind[KIND_BYTES + 1];
     memcpy(kind, h + AT_KIND, KIND_BYTES);
     kind[KIND_BYTES] = '\0';
-    i->model = -1;
-    for (int k = 0; k < N_KINDS; k++)
-        if (strcmp(kind, train_model_names[k]) == 0) i->model = k;
-    if (i->model < 0) {
-        snprintf(what, sizeof what, "unknown model kind '%.16s' (expected logreg, svm, softmax, mlp, mf or embmlp)", kind);
+    i->model = model_registry_find(kind);
+    if (!i->model || !i->model->shape_params) {
+        char names[200];
+        model_registry_names(names, sizeof names, ", ", has_file_form);
+        snprintf(what, sizeof what, "unknown model kind '%.16s' (expected one of %s)", kind, names);
         goto out;
     }
     i->n_params = get_u64(h + AT_N_PARAMS);
@@ -281,7 +266,7 @@ int model_file_read(const char *path, model_file_t *out, char *err, size_t err_l
     size_t want = file_bytes(i);
     if (size < 0 || (size_t)size != want) {
         snprintf(what, sizeof what, "%s: %ld bytes, but its header (%s, %llu parameters) makes %zu",
-                 size >= 0 && (size_t)size < want ? "truncated" : "wrong size", size, train_model_names[i->model],
+                 size >= 0 && (size_t)size < want ? "truncated" : "wrong size", size, i->model->name,
                  (unsigned long long)i->count, want);
         goto out;
     }
@@ -376,16 +361,7 @@ fail:
     return -1;
 }
 
-data_kind_t model_file_data_kind(const model_file_info_t *info) {
-    switch (info->model) {
-    case MODEL_SOFTMAX:
-    case MODEL_MLP:
-        return DATA_KIND_DENSE;
-    case MODEL_MF:
-        return DATA_KIND_RATINGS;
-    }
-    return DATA_KIND_SPARSE;
-}
+data_kind_t model_file_data_kind(const model_file_info_t *info) { return info->model->data; }
 
 void model_file_model_free(model_file_model_t *mm) {
     model_destroy(&mm->model);
@@ -407,52 +383,57 @@ int model_file_instantiate(const model_file_t *f, const void *test, const char *
         return -1;
     }
     // Each model takes its shapes from its training set: one example of the file's.
-    size_t hidden[MODEL_FILE_MAX_HIDDEN];
-    for (int k = 0; k < MODEL_FILE_MAX_HIDDEN; k++) hidden[k] = i->hidden[k];
+    const model_descriptor_t *d = i->model;
+    const void *shape_train;
     if (kind == DATA_KIND_SPARSE) {
         const sparse_dataset_t *t = test;
         if (t->dim > i->dim) {
-            snprintf(err, err_len, "%s: features up to %zu; the model (%s) takes %llu", data_name, t->dim,
-                     train_model_names[i->model], (unsigned long long)i->dim);
+            snprintf(err, err_len, "%s: features up to %zu; the model (%s) takes %llu", data_name, t->dim, d->name,
+                     (unsigned long long)i->dim);
             return -1;
         }
         sparse_dataset_t *s = &out->shape.sparse_train;
         if (sparse_dataset_alloc(s, 1, i->dim, 0, err, err_len) != 0) goto fail;
         s->row_ptr[0] = s->row_ptr[1] = 0;
         s->y[0] = 1.0f;
-        out->model = i->model == MODEL_EMBMLP
-                         ? model_new_embmlp(s, t, i->embed_dim, i->hidden[0], 0.0, err, err_len)
-                         : model_new_linear(i->model == MODEL_SVM ? LINEAR_LOSS_HINGE : LINEAR_LOSS_LOGISTIC, s, t,
-                                            0.0, err, err_len);
+        shape_train = s;
     } else if (kind == DATA_KIND_DENSE) {
         const dense_dataset_t *t = test;
         if (t->dim != i->dim || t->n_classes > i->classes) {
             snprintf(err, err_len, "%s: %zu features per example and %zu classes; the model (%s) takes %llu features "
-                     "and %llu classes", data_name, t->dim, t->n_classes, train_model_names[i->model],
-                     (unsigned long long)i->dim, (unsigned long long)i->classes);
+                     "and %llu classes", data_name, t->dim, t->n_classes, d->name, (unsigned long long)i->dim,
+                     (unsigned long long)i->classes);
             return -1;
         }
         dense_dataset_t *s = &out->shape.dense_train;
         if (dense_dataset_alloc(s, 1, i->dim, i->classes, err, err_len) != 0) goto fail;
         memset(s->x, 0, i->dim * sizeof *s->x);
         s->y[0] = 0;
-        out->model = model_new_mlp(s, t, hidden, i->n_hidden, 0.0, err, err_len);
+        shape_train = s;
     } else {
         const ratings_t *t = test;
         if (t->n_users > i->users || t->n_items > i->items) {
-            snprintf(err, err_len, "%s: %zu users and %zu items; the model (mf) knows %llu users and %llu items",
-                     data_name, t->n_users, t->n_items, (unsigned long long)i->users, (unsigned long long)i->items);
+            snprintf(err, err_len, "%s: %zu users and %zu items; the model (%s) knows %llu users and %llu items",
+                     data_name, t->n_users, t->n_items, d->name, (unsigned long long)i->users,
+                     (unsigned long long)i->items);
             return -1;
         }
         ratings_t *s = &out->shape.ratings_train;
         if (ratings_alloc(s, 1, i->users, i->items, err, err_len) != 0) goto fail;
         s->user[0] = s->item[0] = 0;
         s->rating[0] = i->mean;  // the model's mean is its training set's: exactly this float
-        out->model = model_new_mf(s, t, i->rank, 0.0, err, err_len);
+        shape_train = s;
     }
+    model_options_t opts;
+    flag_spec_t specs[MODEL_MAX_FLAGS];
+    model_shape_t shape;
+    model_options_init(d, &opts, specs);
+    shape_of_info(i, &shape);
+    d->options_of_shape(&shape, &opts);
+    out->model = d->create(shape_train, test, &opts, 0.0, 0, err, err_len);
     if (!out->model) goto fail;
     if (model_num_params(out->model) != i->n_params) {
-        snprintf(err, err_len, "the rebuilt %s has %zu parameters, the file %llu", train_model_names[i->model],
+        snprintf(err, err_len, "the rebuilt %s has %zu parameters, the file %llu", d->name,
                  model_num_params(out->model), (unsigned long long)i->n_params);
         goto fail;
     }

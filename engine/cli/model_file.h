@@ -1,7 +1,8 @@
 #ifndef ASGD_ENGINE_CLI_MODEL_FILE_H
 #define ASGD_ENGINE_CLI_MODEL_FILE_H
 // Model files: what --save-model writes and `asgd predict` / `asgd eval` read.
-// A file names the model's kind, the shapes that rebuild it, its class labels
+// A file names the model's kind (its name in the model registry, whose
+// descriptor describes and rebuilds it), the shapes that rebuild it, its class labels
 // and its float32 parameters (all of them, or one contiguous part: a
 // parameter-server shard's). docs/model_file.md gives the layout, byte by byte:
 //
@@ -23,15 +24,16 @@
 #include "engine/data/data_source.h"  // defines: data_bundle_t, data_kind_t
 #include "engine/core/model.h"        // defines: model_t
 #include "engine/core/params.h"       // defines: param_t
+#include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_shape_t
 
 #define MODEL_FILE_MAGIC "ASGDMODL"
 #define MODEL_FILE_VERSION 1u
 #define MODEL_FILE_HEADER_BYTES 256u
-#define MODEL_FILE_MAX_HIDDEN 8
-#define MODEL_FILE_MAX_CLASSES 1024
+#define MODEL_FILE_MAX_HIDDEN MODEL_SHAPE_MAX_HIDDEN
+#define MODEL_FILE_MAX_CLASSES MODEL_SHAPE_MAX_CLASSES
 
 typedef struct model_file_info {
-    int model;          // MODEL_LOGREG ... MODEL_EMBMLP (train_args.h)
+    const model_descriptor_t *model;  // the kind: a registered model (model_registry.h)
     uint64_t n_params;  // the whole model's
     uint64_t first, count;  // the parameters stored: [first, first + count)
     uint64_t dim;       // input features (logreg, svm, embmlp: sparse; mlp, softmax: dense); mf: 0
@@ -49,7 +51,8 @@ typedef struct model_file {
 } model_file_t;
 
 // What describes model m (kind, shapes, labels); first = 0, count = n_params.
-// Returns 0, or -1 with err (a model this format does not describe).
+// Returns 0, or -1 with err (a model this format does not describe: one whose
+// descriptor has no model-file hooks).
 int model_file_info_of(const model_t *m, model_file_info_t *out, char *err, size_t err_len);
 
 // Writes parameters [info->first, info->first + info->count) (values holds

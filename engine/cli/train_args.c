@@ -8,42 +8,19 @@
 
 #include "net/stop_signal.h"  // defines: stop_signal_flag
 
-const char *const train_model_names[] = {"logreg", "svm", "softmax", "mlp", "mf", "embmlp"};
-
-static int parse_hidden(const char *s, size_t *out, size_t *n, char *err, size_t err_len) {
-    *n = 0;
-    if (strcmp(s, "none") == 0 || *s == '\0') return 0;
-    const char *p = s;
-    while (*p) {
-        char *end;
-        unsigned long v = strtoul(p, &end, 10);
-        if (end == p || (*end != ',' && *end != '\0') || v == 0 || v > (1ul << 20) || *p == '-') {
-            snprintf(err, err_len, "--hidden: '%s' is not a comma-separated list of layer widths (e.g. 256,128)", s);
-            return -1;
-        }
-        if (*n == TRAIN_ARGS_MAX_HIDDEN) {
-            snprintf(err, err_len, "--hidden: more than %d layers", TRAIN_ARGS_MAX_HIDDEN);
-            return -1;
-        }
-        out[(*n)++] = v;
-        p = *end ? end + 1 : end;
-    }
-    return 0;
+const model_descriptor_t *train_args_model(const train_args_t *a) {
+    const model_descriptor_t *d = model_registry_at((size_t)a->model);
+    return d ? d : model_registry_default();
 }
 
-static data_kind_t data_kind_for(int model) {
-    return model == MODEL_LOGREG || model == MODEL_SVM || model == MODEL_EMBMLP ? DATA_KIND_SPARSE
-           : model == MODEL_MF                         ? DATA_KIND_RATINGS
-                                                       : DATA_KIND_DENSE;
+double train_args_target(const train_args_t *a) {
+    return train_args_model(a)->metric == METRIC_KIND_RMSE ? a->target_rmse : a->target_acc;
 }
 
 void train_args_defaults(train_args_t *a) {
     memset(a, 0, sizeof *a);
-    a->model = MODEL_MLP;
+    a->model = model_registry_index(model_registry_default());
     a->test_frac = 0.1;
-    a->hidden = "256,128";
-    a->rank = 16;
-    a->embed_dim = 8;
     a->l2 = NAN;
     a->threads = 1;
     a->epochs = 1;
@@ -52,20 +29,23 @@ void train_args_defaults(train_args_t *a) {
     a->seed = 1;
     a->target_acc = NAN;
     a->target_rmse = NAN;
+    // The default model's options, for callers that build without parsing flags.
+    const model_descriptor_t *d = train_args_model(a);
+    flag_spec_t specs[MODEL_MAX_FLAGS];
+    char err[256];
+    model_options_init(d, &a->model_opts, specs);
+    if (d->options_finish) d->options_finish(&a->model_opts, specs, err, sizeof err);
 }
 
 size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
     const flag_spec_t table[] = {
-        {"model", FLAG_TYPE_CHOICE, &a->model, "M", "model to train (default mlp)", 0, 0, "logreg|svm|softmax|mlp|mf|embmlp", 0},
+        {"model", FLAG_TYPE_CHOICE, &a->model, "M", a->model_help, 0, 0, a->model_choices, 0},
         {"data", FLAG_TYPE_STRING, &a->data, "SPEC", "data source, see above", 0, 0, NULL, 0},
         {"data-dir", FLAG_TYPE_STRING, &a->data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL, 0},
         {"train-limit", FLAG_TYPE_SIZE, &a->train_limit, "N", "use only the first N training examples (0: all)", 0, 0, NULL, 0},
         {"test-limit", FLAG_TYPE_SIZE, &a->test_limit, "N", "use only the first N test examples (0: all)", 0, 0, NULL, 0},
         {"test-frac", FLAG_TYPE_DOUBLE, &a->test_frac, "F", "held-out fraction for data without a test split (default 0.1)", 0.0001, 0.9999, NULL, 0},
-        {"hidden", FLAG_TYPE_STRING, &a->hidden, "W1,W2", "mlp hidden layer widths (default 256,128); embmlp: one width (default 32)", 0, 0, NULL, 0},
-        {"embed-dim", FLAG_TYPE_SIZE, &a->embed_dim, "K", "embmlp: embedding width per feature (default 8)", 1, 4096, NULL, 0},
-        {"rank", FLAG_TYPE_SIZE, &a->rank, "K", "mf factor rank (default 16)", 1, 4096, NULL, 0},
-        {"l2", FLAG_TYPE_DOUBLE, &a->l2, "X", "L2 regularisation strength", 0, 1e6, NULL, 0},
+        {"l2", FLAG_TYPE_DOUBLE, &a->l2, "X", "L2 regularisation strength (default: the model's)", 0, 1e6, NULL, 0},
         {"mode", FLAG_TYPE_CHOICE, &a->mode, "MODE", "how threads share the model (default hogwild)", 0, 0, "hogwild|locked|sync", 0},
         {"threads", FLAG_TYPE_SIZE, &a->threads, "T", "training threads (default 1)", 1, 1024, NULL, 0},
         {"epochs", FLAG_TYPE_SIZE, &a->epochs, "E", "passes over the training set (default 1)", 1, 1e6, NULL, 0},
@@ -83,7 +63,7 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"eval-every-s", FLAG_TYPE_DOUBLE, &a->eval_every_s, "S", "also evaluate every S seconds of training (evaluation excluded; in a distributed run, the global model; default off)", 1e-3, 1e9, NULL, 0},
         {"eval-limit", FLAG_TYPE_SIZE, &a->eval_limit, "N", "evaluate on the first N test examples (0: all)", 0, 0, NULL, 0},
         {"target-acc", FLAG_TYPE_DOUBLE, &a->target_acc, "A", "report time to reach this test accuracy", 0, 1, NULL, 0},
-        {"target-rmse", FLAG_TYPE_DOUBLE, &a->target_rmse, "R", "report time to reach this test RMSE (mf)", 1e-12, 1e12, NULL, 0},
+        {"target-rmse", FLAG_TYPE_DOUBLE, &a->target_rmse, "R", "report time to reach this test RMSE (models measured by RMSE)", 1e-12, 1e12, NULL, 0},
         {"stop-at-target", FLAG_TYPE_BOOL, &a->stop_at_target, NULL, "stop at the first evaluation that meets the target", 0, 0, NULL, 0},
         {"time-limit", FLAG_TYPE_DOUBLE, &a->time_limit, "S", "stop after S seconds of training (evaluation excluded), even mid-epoch", 0, 1e9, NULL, 0},
         {"pin", FLAG_TYPE_BOOL, &a->pin, NULL, "pin thread t to CPU t mod #CPUs", 0, 0, NULL, 0},
@@ -99,29 +79,149 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"gpu-chunk", FLAG_TYPE_SIZE, &a->gpu_chunk, "N", "--device cuda, sparse Hogwild!: examples per kernel launch (default 16384)", 1, 1 << 26, NULL, 0},
         {"gpu-in-flight", FLAG_TYPE_SIZE, &a->gpu_in_flight, "N", "--device cuda, sparse Hogwild!: examples under way at once, the degree of asynchrony (default 256; 0: the whole chunk)", 0, 1 << 26, NULL, 0},
     };
+    _Static_assert(sizeof table / sizeof table[0] + MODEL_REGISTRY_MAX_FLAGS <= TRAIN_ARGS_N_FLAGS, "flag table");
+    model_registry_names(a->model_choices, sizeof a->model_choices, "|", NULL);
+    snprintf(a->model_help, sizeof a->model_help, "model to train (default %s)", model_registry_default()->name);
     size_t n = 0;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (!with_mode && strcmp(table[i].name, "mode") == 0) continue;
         specs[n++] = table[i];
     }
+    // The models' own flags, each name once, kept as text until the model is
+    // known (models may share a name: --hidden); help names who reads it.
+    const char *names[MODEL_REGISTRY_MAX_FLAGS];
+    flag_spec_t first[MODEL_REGISTRY_MAX_FLAGS];
+    size_t n_names = model_registry_flag_names(names, first);
+    for (size_t k = 0; k < n_names; k++) {
+        if (flags_find(table, sizeof table / sizeof table[0], names[k])) continue;  // a shared flag's name: refused at use
+        char *help = a->model_flag_help[k];
+        size_t at = 0;
+        help[0] = '\0';
+        for (size_t i = 0; i < model_registry_count(); i++) {
+            const model_descriptor_t *d = model_registry_at(i);
+            model_options_t scratch;
+            flag_spec_t own[MODEL_MAX_FLAGS];
+            model_options_init(d, &scratch, own);
+            const flag_spec_t *f = flags_find(own, d->n_flags, names[k]);
+            if (f && at < TRAIN_ARGS_HELP_LEN) {
+                int w = snprintf(help + at, TRAIN_ARGS_HELP_LEN - at, "%s%s: %s", at ? "; " : "", d->name, f->help);
+                at += w > 0 ? (size_t)w : 0;
+            }
+        }
+        int is_bool = first[k].type == FLAG_TYPE_BOOL;
+        specs[n++] = (flag_spec_t){names[k], is_bool ? FLAG_TYPE_BOOL : FLAG_TYPE_STRING,
+                                   is_bool ? (void *)&a->model_flag_bool[k] : (void *)&a->model_flag_text[k],
+                                   first[k].value_name, help, 0, 0, NULL, 0};
+    }
     return n;
 }
 
-int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command) {
+// Whether spec is one of a's model-flag slots (train_args_flags' tail).
+static int is_model_flag(const train_args_t *a, const flag_spec_t *spec) {
+    for (size_t k = 0; k < MODEL_REGISTRY_MAX_FLAGS; k++)
+        if (spec->target == (const void *)&a->model_flag_text[k] || spec->target == (const void *)&a->model_flag_bool[k])
+            return 1;
+    return 0;
+}
+
+static const char *data_kind_text(data_kind_t kind) {
+    return kind == DATA_KIND_DENSE ? "dense images" : kind == DATA_KIND_SPARSE ? "sparse features (libsvm)" : "ratings";
+}
+
+void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, const char *description,
+                           const flag_spec_t *specs, size_t n_specs) {
+    flag_spec_t *shared = malloc((n_specs ? n_specs : 1) * sizeof *shared);
+    size_t n = 0;
+    for (size_t i = 0; shared && i < n_specs; i++)
+        if (!is_model_flag(a, &specs[i])) shared[n++] = specs[i];
+    flags_print_help(out, usage, description, shared ? shared : specs, shared ? n : n_specs);
+    free(shared);
+    fprintf(out, "\nmodels (--model M), each with its defaults and its own flags:\n");
+    for (size_t i = 0; i < model_registry_count(); i++) {
+        const model_descriptor_t *d = model_registry_at(i);
+        fprintf(out, "  %-10s %s\n", d->name, d->summary ? d->summary : "");
+        fprintf(out, "  %-10s data: %s (default --data %s); measured by %s%s\n", "", data_kind_text(d->data),
+                d->defaults.data, d->metric == METRIC_KIND_RMSE ? "test RMSE (--target-rmse)" : "test accuracy (--target-acc)",
+                d->gpu ? "" : "; CPU only");
+        fprintf(out, "  %-10s defaults: --lr %g --batch %zu --l2 %g\n", "", d->defaults.lr, d->defaults.batch,
+                d->defaults.l2);
+        model_options_t scratch;
+        flag_spec_t own[MODEL_MAX_FLAGS];
+        model_options_init(d, &scratch, own);
+        flags_print_specs(out, "    ", own, d->n_flags);
+    }
+}
+
+int train_args_command(const train_args_t *a, const char *command, const char *usage, const char *description,
+                       flag_spec_t *specs, size_t n_specs, int argc, char **argv) {
     char err[512];
-    int sparse = a->model == MODEL_LOGREG || a->model == MODEL_SVM || a->model == MODEL_EMBMLP;
-    if (isnan(a->lr)) a->lr = sparse ? 0.5 : 0.05;
-    if (a->batch == 0)
-        a->batch = (a->model == MODEL_MLP || a->model == MODEL_SOFTMAX || a->model == MODEL_EMBMLP) ? 16 : 1;
-    if (isnan(a->l2)) a->l2 = a->model == MODEL_MF ? 0.01 : 0.0;
-    if (!a->data) a->data = sparse ? "gen:sparse" : a->model == MODEL_MF ? "gen:ratings" : "fashion-mnist";
-    if (!a->checkpoint_dir) a->checkpoint_dir = a->resume;
-    if (a->model == MODEL_MF && !isnan(a->target_acc)) {
-        fprintf(stderr, "%s: --target-acc: mf is measured by RMSE; use --target-rmse\n", command);
+    flags_status_t st = flags_parse(command, specs, n_specs, argc, argv, err, sizeof err);
+    if (st == FLAGS_STATUS_HELP) {
+        train_args_print_help(stdout, a, usage, description, specs, n_specs);
+        return 0;
+    }
+    if (st == FLAGS_STATUS_ERROR) {
+        fprintf(stderr, "%s\n", err);
         return 2;
     }
-    if (a->model != MODEL_MF && !isnan(a->target_rmse)) {
-        fprintf(stderr, "%s: --target-rmse: only mf is measured by RMSE; use --target-acc\n", command);
+    return -1;
+}
+
+// Every model's own flags from their text: the chosen model's into
+// a->model_opts, the others' into scratch (so that a bad value is refused
+// whichever model is chosen, as for any flag). Returns 0, or -1 with err.
+static int model_flags_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command,
+                              char *err, size_t err_len) {
+    const model_descriptor_t *chosen = train_args_model(a);
+    for (size_t i = 0; i < model_registry_count(); i++) {
+        const model_descriptor_t *d = model_registry_at(i);
+        model_options_t scratch;
+        void *opts = d == chosen ? (void *)&a->model_opts : (void *)&scratch;
+        flag_spec_t own[MODEL_MAX_FLAGS];
+        model_options_init(d, opts, own);
+        for (size_t k = 0; k < d->n_flags; k++) {
+            const flag_spec_t *given = flags_find(specs, n_specs, own[k].name);
+            if (!given || !given->seen) continue;
+            if (!is_model_flag(a, given)) {
+                snprintf(err, err_len, "%s: model %s: its flag --%s has a training flag's name", command, d->name,
+                         own[k].name);
+                return -1;
+            }
+            const char *text = given->type == FLAG_TYPE_BOOL ? (*(const int *)given->target ? "true" : "false")
+                                                              : *(const char *const *)given->target;
+            if (flags_set(command, &own[k], text, err, err_len) != 0) return -1;
+        }
+        if (d == chosen && d->options_finish) {
+            char why[400];
+            if (d->options_finish(opts, own, why, sizeof why) != 0) {
+                snprintf(err, err_len, "%s: %s", command, why);
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+// For the list of the models measured by RMSE.
+static int measured_by_rmse(const model_descriptor_t *d) { return d->metric == METRIC_KIND_RMSE; }
+
+int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command) {
+    char err[512];
+    const model_descriptor_t *d = train_args_model(a);
+    if (isnan(a->lr)) a->lr = d->defaults.lr;
+    if (a->batch == 0) a->batch = d->defaults.batch;
+    if (isnan(a->l2)) a->l2 = d->defaults.l2;
+    if (!a->data) a->data = d->defaults.data;
+    if (!a->checkpoint_dir) a->checkpoint_dir = a->resume;
+    if (d->metric == METRIC_KIND_RMSE && !isnan(a->target_acc)) {
+        fprintf(stderr, "%s: --target-acc: %s is measured by RMSE; use --target-rmse\n", command, d->name);
+        return 2;
+    }
+    if (d->metric != METRIC_KIND_RMSE && !isnan(a->target_rmse)) {
+        char names[256];
+        size_t n = model_registry_names(names, sizeof names, ", ", measured_by_rmse);
+        fprintf(stderr, "%s: --target-rmse: only %s %s measured by RMSE; use --target-acc\n", command,
+                n ? names : "no model", n > 1 ? "are" : "is");
         return 2;
     }
     if (a->stop_at_target && isnan(a->target_acc) && isnan(a->target_rmse)) {
@@ -143,21 +243,13 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
     a->gpu.scatter_atomic = a->gpu_scatter;
     if (a->gpu_chunk) a->gpu.chunk = a->gpu_chunk;
     if (flags_find(specs, n_specs, "gpu-in-flight")->seen) a->gpu.in_flight = a->gpu_in_flight;
-    if (a->model == MODEL_MLP && parse_hidden(a->hidden, a->hidden_widths, &a->n_hidden, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", command, err);
+    if (model_flags_finish(a, specs, n_specs, command, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
         return 2;
     }
-    if (a->model == MODEL_EMBMLP) {
-        if (!flags_find(specs, n_specs, "hidden")->seen) a->hidden = "32";
-        if (parse_hidden(a->hidden, a->hidden_widths, &a->n_hidden, err, sizeof err) != 0 || a->n_hidden != 1) {
-            fprintf(stderr, "%s: --hidden '%s': embmlp has one hidden layer; give one width, e.g. --hidden 32\n",
-                    command, a->hidden);
-            return 2;
-        }
-        if (a->device) {
-            fprintf(stderr, "%s: --device cuda: embmlp runs on the CPU only\n", command);
-            return 2;
-        }
+    if (a->device && !d->gpu) {
+        fprintf(stderr, "%s: --device cuda: %s runs on the CPU only\n", command, d->name);
+        return 2;
     }
     optimizer_config_default(&a->opt);
     a->opt.kind = (optimizer_kind_t)a->optimizer;
@@ -178,26 +270,16 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
 
 int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model, char *err, size_t err_len) {
     *model = NULL;
+    const model_descriptor_t *d = train_args_model(a);
     data_options_t dopt = {a->data, a->data_dir, a->train_limit, a->test_limit, a->test_frac, a->seed};
-    if (data_bundle_load(&dopt, data_kind_for(a->model), data, err, err_len) != 0) return -1;
-    switch (a->model) {
-    case MODEL_LOGREG:
-    case MODEL_SVM:
-        *model = model_new_linear(a->model == MODEL_SVM ? LINEAR_LOSS_HINGE : LINEAR_LOSS_LOGISTIC, &data->sparse_train,
-                                 &data->sparse_test, a->l2, err, err_len);
-        break;
-    case MODEL_SOFTMAX:
-    case MODEL_MLP:
-        *model = model_new_mlp(&data->dense_train, &data->dense_test, a->hidden_widths, a->n_hidden, a->l2, err, err_len);
-        break;
-    case MODEL_MF:
-        *model = model_new_mf(&data->ratings_train, &data->ratings_test, a->rank, a->l2, err, err_len);
-        break;
-    case MODEL_EMBMLP:
-        *model = model_new_embmlp(&data->sparse_train, &data->sparse_test, a->embed_dim, a->hidden_widths[0], a->l2,
-                                  err, err_len);
-        break;
-    }
+    if (data_bundle_load(&dopt, d->data, data, err, err_len) != 0) return -1;
+    const void *train = d->data == DATA_KIND_DENSE    ? (const void *)&data->dense_train
+                        : d->data == DATA_KIND_SPARSE ? (const void *)&data->sparse_train
+                                                      : (const void *)&data->ratings_train;
+    const void *test = d->data == DATA_KIND_DENSE    ? (const void *)&data->dense_test
+                       : d->data == DATA_KIND_SPARSE ? (const void *)&data->sparse_test
+                                                     : (const void *)&data->ratings_test;
+    *model = d->create(train, test, &a->model_opts, a->l2, a->seed, err, err_len);
     return *model ? 0 : -1;
 }
 
@@ -211,7 +293,7 @@ void train_args_train_config(const train_args_t *a, train_config_t *tc) {
     tc->eval_every = a->eval_every;
     tc->eval_every_s = a->eval_every_s;
     tc->eval_limit = a->eval_limit;
-    tc->target = a->model == MODEL_MF ? a->target_rmse : a->target_acc;
+    tc->target = train_args_target(a);
     tc->stop_at_target = a->stop_at_target;
     tc->time_limit_s = a->time_limit;
     tc->pin = a->pin;

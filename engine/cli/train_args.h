@@ -5,6 +5,7 @@
 // run, so that all of them build the same model from the same data.
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "engine/data/data_source.h"  // defines: data_bundle_t
 #include "engine/core/flags.h"        // defines: flag_spec_t
@@ -12,22 +13,17 @@
 #include "engine/core/optimizer.h"    // defines: optimizer_config_t
 #include "engine/core/trainer.h"      // defines: train_config_t
 #include "engine/gpu/gpu_device.h"   // defines: gpu_options_t, gpu_device_ops
+#include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_options_t
 
-#define TRAIN_ARGS_MAX_HIDDEN 7
-#define TRAIN_ARGS_N_FLAGS 43
-
-enum { MODEL_LOGREG, MODEL_SVM, MODEL_SOFTMAX, MODEL_MLP, MODEL_MF, MODEL_EMBMLP };
-extern const char *const train_model_names[];
+#define TRAIN_ARGS_N_FLAGS (40 + MODEL_REGISTRY_MAX_FLAGS)
+#define TRAIN_ARGS_HELP_LEN 200
 
 typedef struct train_args {
-    int model;
+    int model;  // position in the model registry (model_registry_at)
     const char *data;
     const char *data_dir;
     size_t train_limit, test_limit;
     double test_frac;
-    const char *hidden;
-    size_t rank;
-    size_t embed_dim;  // embmlp: embedding width
     double l2;
     int mode;
     size_t threads, epochs, batch;
@@ -49,16 +45,28 @@ typedef struct train_args {
     int device;  // 0 cpu, 1 cuda
     int gpu_scatter;
     size_t gpu_chunk, gpu_index, gpu_in_flight;
+    // The models' own flags as given (each model reads them in train_args_finish).
+    const char *model_flag_text[MODEL_REGISTRY_MAX_FLAGS];
+    int model_flag_bool[MODEL_REGISTRY_MAX_FLAGS];
+    char model_flag_help[MODEL_REGISTRY_MAX_FLAGS][TRAIN_ARGS_HELP_LEN];
+    char model_choices[MODEL_REGISTRY_MAX * (MODEL_NAME_MAX + 1)], model_help[TRAIN_ARGS_HELP_LEN];
     // Filled by train_args_finish.
-    size_t hidden_widths[TRAIN_ARGS_MAX_HIDDEN], n_hidden;
+    model_options_t model_opts;  // the model's own options, for its descriptor's create
     optimizer_config_t opt;
     gpu_options_t gpu;
 } train_args_t;
 
 void train_args_defaults(train_args_t *a);
-// Writes the TRAIN_ARGS_N_FLAGS training flags into specs[0..TRAIN_ARGS_N_FLAGS).
+// Writes the training flags into specs[0..TRAIN_ARGS_N_FLAGS) and returns how
+// many: the shared ones, then every registered model's own (each name once).
 // with_mode: include --mode (single-node runs only).
 size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode);
+// flags_command for a command whose flags include train_args_flags': its
+// --help lists the shared flags, then each model with its own flags.
+int train_args_command(const train_args_t *a, const char *command, const char *usage, const char *description,
+                       flag_spec_t *specs, size_t n_specs, int argc, char **argv);
+void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, const char *description,
+                           const flag_spec_t *specs, size_t n_specs);
 // After parsing: per-model defaults and checks across flags. Returns 0, or 2
 // after printing a usage error prefixed with `command`.
 int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command);
@@ -68,5 +76,10 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
 // Loads the data and builds the model (the caller frees both). Returns 0 or -1.
 int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model, char *err, size_t err_len);
 void train_args_train_config(const train_args_t *a, train_config_t *tc);
+
+// The model --model names.
+const model_descriptor_t *train_args_model(const train_args_t *a);
+// --target-acc or --target-rmse, whichever the model's metric takes.
+double train_args_target(const train_args_t *a);
 
 #endif

@@ -110,6 +110,12 @@ static int set_value(const char *command, flag_spec_t *f, const char *value, cha
     return -1;
 }
 
+int flags_set(const char *command, flag_spec_t *spec, const char *value, char *err, size_t err_len) {
+    if (set_value(command, spec, value, err, err_len) != 0) return -1;
+    spec->seen = 1;
+    return 0;
+}
+
 const flag_spec_t *flags_find(const flag_spec_t *specs, size_t n_specs, const char *name) {
     for (size_t i = 0; i < n_specs; i++)
         if (strcmp(specs[i].name, name) == 0) return &specs[i];
@@ -175,6 +181,11 @@ int flags_command(const char *command, const char *usage, const char *descriptio
 void flags_print_help(FILE *out, const char *usage, const char *description, const flag_spec_t *specs,
                       size_t n_specs) {
     fprintf(out, "usage: %s\n\n%s\n\nflags:\n", usage, description);
+    flags_print_specs(out, "  ", specs, n_specs);
+    fprintf(out, "  %-24s %s\n", "--help", "show this help");
+}
+
+void flags_print_specs(FILE *out, const char *indent, const flag_spec_t *specs, size_t n_specs) {
     for (size_t i = 0; i < n_specs; i++) {
         const flag_spec_t *f = &specs[i];
         char left[64];
@@ -184,11 +195,10 @@ void flags_print_help(FILE *out, const char *usage, const char *description, con
             snprintf(left, sizeof left, "--%s %s", f->name, f->value_name ? f->value_name : "CHOICE");
         else
             snprintf(left, sizeof left, "--%s %s", f->name, f->value_name ? f->value_name : "VALUE");
-        fprintf(out, "  %-24s %s", left, f->help);
+        fprintf(out, "%s%-24s %s", indent, left, f->help);
         if (f->type == FLAG_TYPE_CHOICE) fprintf(out, " (%s)", f->choices);
         fputc('\n', out);
     }
-    fprintf(out, "  %-24s %s\n", "--help", "show this help");
 }
 
 int flags_parse_pairs(const char *list, int (*fn)(const char *key, const char *value, void *ctx, char *err,

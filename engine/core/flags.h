@@ -46,6 +46,13 @@ int flags_command(const char *command, const char *usage, const char *descriptio
 void flags_print_help(FILE *out, const char *usage, const char *description, const flag_spec_t *specs,
                       size_t n_specs);
 
+// Sets one flag from its value's text as flags_parse would (range checks and
+// messages included) and marks it seen. Returns 0, or -1 with err.
+int flags_set(const char *command, flag_spec_t *spec, const char *value, char *err, size_t err_len);
+
+// One line per spec, as flags_print_help lists them, each after `indent`.
+void flags_print_specs(FILE *out, const char *indent, const flag_spec_t *specs, size_t n_specs);
+
 // The spec called `name`, or NULL.
 const flag_spec_t *flags_find(const flag_spec_t *specs, size_t n_specs, const char *name);
 

@@ -10,6 +10,7 @@ void model_destroy(model_t **m) {
 }
 
 void model_describe(const model_t *m, char *out, size_t out_len) { m->ops->describe(m, out, out_len); }
+const char *model_name(const model_t *m) { return m->name; }
 size_t model_num_params(const model_t *m) { return m->ops->num_params(m); }
 size_t model_num_train(const model_t *m) { return m->num_train; }
 size_t model_num_test(const model_t *m) { return m->num_test; }
@@ -22,7 +23,7 @@ size_t model_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, ui
 
 void model_layout(const model_t *m, model_layout_t *out) {
     memset(out, 0, sizeof *out);
-    m->ops->layout(m, out);
+    if (m->ops->layout) m->ops->layout(m, out);
 }
 metric_kind_t model_metric(const model_t *m) { return m->metric; }
 double model_flops_per_example(const model_t *m) { return m->ops->flops_per_example(m); }

@@ -63,6 +63,10 @@ model_t *model_new_embmlp(const sparse_dataset_t *train, const sparse_dataset_t 
 void model_destroy(model_t **m);
 
 void model_describe(const model_t *m, char *out, size_t out_len);  // e.g. "mlp 784-256-128-10"
+// The name of its kind: its descriptor's in the model registry
+// (engine/models/model_registry.h), e.g. "mlp", or "softmax" for an mlp
+// without hidden layers.
+const char *model_name(const model_t *m);
 size_t model_num_params(const model_t *m);
 size_t model_num_train(const model_t *m);
 size_t model_num_test(const model_t *m);
@@ -129,8 +133,10 @@ void model_ws_mark_copy_current(model_ws_t *ws);
 
 // What a model is made of, for code that runs it elsewhere (engine/gpu/gpu_model.c):
 // its kind, shapes, where each block of parameters starts, and its training
-// data (borrowed from the model). Fields of the other kinds are zero.
-typedef enum model_kind { MODEL_KIND_LINEAR, MODEL_KIND_MLP, MODEL_KIND_MF, MODEL_KIND_EMBMLP } model_kind_t;
+// data (borrowed from the model). Fields of the other kinds are zero. The
+// kinds are the parameter layouts the GPU steps know; OTHER (a model without
+// a layout op) runs on the CPU only.
+typedef enum model_kind { MODEL_KIND_OTHER, MODEL_KIND_LINEAR, MODEL_KIND_MLP, MODEL_KIND_MF, MODEL_KIND_EMBMLP } model_kind_t;
 
 typedef struct model_layout {
     model_kind_t kind;

@@ -1,6 +1,8 @@
 #ifndef ASGD_ENGINE_CORE_MODEL_IMPL_H
 #define ASGD_ENGINE_CORE_MODEL_IMPL_H
-// What each model file provides to model.c's dispatch. Not for users of model.h.
+// What each model provides to model.c's dispatch: for code that implements a
+// model (engine/models/, or a program's own model registered at run time via
+// engine/models/model_registry.h), not for users of model.h.
 #include "engine/core/model.h"
 
 typedef struct model_ops {
@@ -17,7 +19,7 @@ typedef struct model_ops {
     // Outputs for test examples (see model_predict in model.h).
     void (*predict)(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, double *out);
     void (*destroy)(model_t *m);
-    void (*layout)(const model_t *m, model_layout_t *out);
+    void (*layout)(const model_t *m, model_layout_t *out);  // optional: MODEL_KIND_OTHER
     // Optional: the gradient handed over in blocks (see model.h).
     double (*loss_grad_apply)(const model_t *m, const param_t *w, const uint32_t *idx, size_t count,
                               model_ws_t *ws, grad_block_fn apply, void *ctx);
@@ -37,7 +39,7 @@ typedef struct model_ws_header {
 // Every model struct starts with this header.
 struct model {
     const model_ops_t *ops;
-    const char *name;
+    const char *name;  // its descriptor's name (model_registry.h)
     size_t num_train;
     size_t num_test;
     int grad_dense;

@@ -153,8 +153,8 @@ int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec
     }
     if (strncmp(spec, "gen:", 4) == 0) {
         snprintf(err, err_len, "--data %s: %s", spec,
-                 kind == DATA_KIND_SPARSE ? "logreg and svm use gen:sparse (or a libsvm file)"
-                                          : "mf uses gen:ratings (or a ratings file)");
+                 kind == DATA_KIND_SPARSE ? "models on sparse features use gen:sparse (or a libsvm file)"
+                                          : "models on ratings use gen:ratings (or a ratings file)");
         return -1;
     }
     out->source = DATA_SOURCE_FILE;

@@ -9,14 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/dataset.h"   // defines: dense_dataset_t, sparse_dataset_t, ratings_t
+#include "datasets/dataset.h"   // defines: data_kind_t, dense_dataset_t, sparse_dataset_t, ratings_t
 #include "engine/data/generate.h"  // defines: sparse_gen_config_t, ratings_gen_config_t
-
-typedef enum data_kind {
-    DATA_KIND_DENSE,    // images: mlp, softmax
-    DATA_KIND_SPARSE,   // libsvm: logreg, svm
-    DATA_KIND_RATINGS,  // mf
-} data_kind_t;
 
 typedef struct data_options {
     const char *spec;

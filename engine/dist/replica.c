@@ -775,7 +775,7 @@ static int compression_setup(replica_t *r, int server_mode, char *err, size_t er
     if (server_mode && r->sparse && !hybrid) {
         snprintf(err, err_len,
                  "--compress %s: this model's pushes are already (index, value) pairs of the touched parameters; "
-                 "compression applies to dense models (mlp, softmax) and to allreduce",
+                 "compression applies to dense models and to allreduce",
                  compress_kind_name(rc->compress.kind));
         return -1;
     }
@@ -830,8 +830,7 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     if (hybrid && (r.ps_n == 0 || r.ps_n >= r.n)) {
         char desc[160];
         model_describe(m, desc, sizeof desc);
-        snprintf(err, err_len, "--sync hybrid needs a model with a sparse and a dense part (--model embmlp), not %s",
-                 desc);
+        snprintf(err, err_len, "--sync hybrid needs a model with a sparse and a dense part, not %s", desc);
         return -1;
     }
     tc.mode = async ? TRAIN_MODE_HOGWILD : TRAIN_MODE_SYNC;

@@ -132,6 +132,11 @@ static void *device_copy_of(const void *host, size_t bytes, const char *what, ch
 static int check_supported(const model_layout_t *L, const optimizer_config_t *oc, size_t max_batch, char *err,
                            size_t err_len) {
     int plain_sgd = oc->kind == OPTIMIZER_KIND_SGD && oc->momentum == 0.0;
+    // The layouts the GPU steps below run; a model of any other layout stays on the CPU.
+    if (L->kind != MODEL_KIND_MLP && L->kind != MODEL_KIND_LINEAR && L->kind != MODEL_KIND_MF) {
+        snprintf(err, err_len, "--device cuda: this model has no GPU steps; use --device cpu");
+        return -1;
+    }
     if (L->kind != MODEL_KIND_MLP && !plain_sgd) {
         snprintf(err, err_len, "--device cuda: sparse models train with plain SGD on the GPU (no --momentum or "
                                "--optimizer adagrad); dense models take every optimizer");

@@ -16,6 +16,7 @@
 
 #include "kernels/rng.h"
 #include "engine/core/model_impl.h"
+#include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_parse_widths
 #include "kernels/sparse_sgd.h"  // defines: linear_example_loss
 
 typedef struct embmlp_model {
@@ -262,3 +263,90 @@ model_t *model_new_embmlp(const sparse_dataset_t *train, const sparse_dataset_t 
     e->l2 = (float)l2;
     return &e->base;
 }
+
+// ---- descriptor ----
+
+typedef struct embmlp_options {
+    const char *hidden;  // --hidden: one width
+    size_t embed_dim;    // --embed-dim
+    size_t width;        // parsed --hidden
+} embmlp_options_t;
+_Static_assert(sizeof(embmlp_options_t) <= MODEL_OPTIONS_BYTES, "embmlp options");
+
+static void embmlp_options_default(void *opts) {
+    embmlp_options_t *o = opts;
+    o->hidden = "32";
+    o->embed_dim = 8;
+}
+
+static void embmlp_flags(void *opts, flag_spec_t *specs) {
+    embmlp_options_t *o = opts;
+    specs[0] = (flag_spec_t){"hidden", FLAG_TYPE_STRING, &o->hidden, "W", "the one hidden layer's width (default 32)",
+                             0, 0, NULL, 0};
+    specs[1] = (flag_spec_t){"embed-dim", FLAG_TYPE_SIZE, &o->embed_dim, "K",
+                             "embedding width per feature (default 8)", 1, 4096, NULL, 0};
+}
+
+static int embmlp_options_finish(void *opts, const flag_spec_t *specs, char *err, size_t err_len) {
+    (void)specs;
+    embmlp_options_t *o = opts;
+    size_t widths[MODEL_SHAPE_MAX_HIDDEN], n = 0;
+    if (model_parse_widths("--hidden", o->hidden, widths, MODEL_SHAPE_MAX_HIDDEN, &n, err, err_len) != 0 || n != 1) {
+        snprintf(err, err_len, "--hidden '%s': embmlp has one hidden layer; give one width, e.g. --hidden 32",
+                 o->hidden);
+        return -1;
+    }
+    o->width = widths[0];
+    return 0;
+}
+
+static model_t *embmlp_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
+                              char *err, size_t err_len) {
+    (void)seed;
+    const embmlp_options_t *o = opts;
+    return model_new_embmlp(train, test, o->embed_dim, o->width, l2, err, err_len);
+}
+
+static int embmlp_shape_of(const model_t *m, model_shape_t *out, char *err, size_t err_len) {
+    (void)err, (void)err_len;
+    const embmlp_model_t *e = (const embmlp_model_t *)m;
+    out->dim = e->dim;
+    out->embed_dim = e->k;
+    out->n_hidden = 1;
+    out->hidden[0] = e->hidden;
+    out->classes = 2;
+    out->labels[0] = -1;
+    out->labels[1] = +1;
+    return 0;
+}
+
+static uint64_t embmlp_shape_params(const model_shape_t *s) {
+    return s->n_hidden == 1 ? s->dim * s->embed_dim + s->hidden[0] * s->embed_dim + 2 * s->hidden[0] + 1 : 0;
+}
+
+static void embmlp_options_of_shape(const model_shape_t *s, void *opts) {
+    embmlp_options_t *o = opts;
+    o->embed_dim = s->embed_dim;
+    o->width = s->hidden[0];
+}
+
+const model_descriptor_t model_embmlp_descriptor = {
+    .name = "embmlp",
+    .summary = "sparse feature embedding into a one-hidden-layer MLP, logistic loss, labels -1/+1 "
+               "(a sparse and a dense part: --sync hybrid)",
+    .data = DATA_KIND_SPARSE,
+    .metric = METRIC_KIND_ACCURACY,
+    .output = MODEL_OUTPUT_LOGISTIC,
+    .defaults = {.lr = 0.5, .batch = 16, .l2 = 0.0, .data = "gen:sparse"},
+    .options_size = sizeof(embmlp_options_t),
+    .n_flags = 2,
+    .options_default = embmlp_options_default,
+    .flags = embmlp_flags,
+    .options_finish = embmlp_options_finish,
+    .create = embmlp_create,
+    .gpu = 0,
+    .split = 1,
+    .shape_of = embmlp_shape_of,
+    .shape_params = embmlp_shape_params,
+    .options_of_shape = embmlp_options_of_shape,
+};

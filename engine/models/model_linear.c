@@ -7,6 +7,7 @@
 
 #include "kernels/rng.h"
 #include "engine/core/model_impl.h"
+#include "engine/models/model_registry.h"  // defines: model_descriptor_t
 #include "kernels/sparse_sgd.h"  // defines: linear_example_loss
 
 typedef struct linear_model {
@@ -204,3 +205,45 @@ model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, con
     lm->l2 = (float)l2;
     return &lm->base;
 }
+
+// ---- descriptors: logreg and svm ----
+
+static model_t *logreg_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
+                              char *err, size_t err_len) {
+    (void)opts, (void)seed;
+    return model_new_linear(LINEAR_LOSS_LOGISTIC, train, test, l2, err, err_len);
+}
+
+static model_t *svm_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
+                           char *err, size_t err_len) {
+    (void)opts, (void)seed;
+    return model_new_linear(LINEAR_LOSS_HINGE, train, test, l2, err, err_len);
+}
+
+static int linear_shape_of(const model_t *m, model_shape_t *out, char *err, size_t err_len) {
+    (void)err, (void)err_len;
+    out->dim = ((const linear_model_t *)m)->dim;
+    out->classes = 2;
+    out->labels[0] = -1;
+    out->labels[1] = +1;
+    return 0;
+}
+
+static uint64_t linear_shape_params(const model_shape_t *s) { return s->dim + 1; }
+
+static void linear_options_of_shape(const model_shape_t *s, void *opts) { (void)s, (void)opts; }
+
+#define LINEAR_DESCRIPTOR(NAME, SUMMARY, OUTPUT, CREATE)                                                 \
+    {                                                                                                     \
+        .name = NAME, .summary = SUMMARY, .data = DATA_KIND_SPARSE, .metric = METRIC_KIND_ACCURACY,     \
+        .output = OUTPUT, .defaults = {.lr = 0.5, .batch = 1, .l2 = 0.0, .data = "gen:sparse"},         \
+        .create = CREATE, .gpu = 1, .shape_of = linear_shape_of, .shape_params = linear_shape_params,    \
+        .options_of_shape = linear_options_of_shape,                                                     \
+    }
+
+const model_descriptor_t model_logreg_descriptor =
+    LINEAR_DESCRIPTOR("logreg", "logistic regression on sparse features, labels -1/+1 (lazy L2)",
+                      MODEL_OUTPUT_LOGISTIC, logreg_create);
+const model_descriptor_t model_svm_descriptor =
+    LINEAR_DESCRIPTOR("svm", "linear SVM (hinge loss) on sparse features, labels -1/+1 (lazy L2)",
+                      MODEL_OUTPUT_MARGIN, svm_create);

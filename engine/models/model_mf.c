@@ -7,6 +7,7 @@
 
 #include "kernels/rng.h"
 #include "engine/core/model_impl.h"
+#include "engine/models/model_registry.h"  // defines: model_descriptor_t
 
 typedef struct mf_model {
     model_t base;
@@ -201,3 +202,54 @@ model_t *model_new_mf(const ratings_t *train, const ratings_t *test, size_t rank
     mf->l2 = (float)l2;
     return &mf->base;
 }
+
+// ---- descriptor ----
+
+typedef struct mf_options {
+    size_t rank;  // --rank
+} mf_options_t;
+
+static void mf_options_default(void *opts) { ((mf_options_t *)opts)->rank = 16; }
+
+static void mf_flags(void *opts, flag_spec_t *specs) {
+    specs[0] = (flag_spec_t){"rank", FLAG_TYPE_SIZE, &((mf_options_t *)opts)->rank, "K", "factor rank (default 16)",
+                             1, 4096, NULL, 0};
+}
+
+static model_t *mf_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
+                          char *err, size_t err_len) {
+    (void)seed;
+    return model_new_mf(train, test, ((const mf_options_t *)opts)->rank, l2, err, err_len);
+}
+
+static int mf_shape_of(const model_t *m, model_shape_t *out, char *err, size_t err_len) {
+    (void)err, (void)err_len;
+    const mf_model_t *mf = (const mf_model_t *)m;
+    out->rank = mf->rank;
+    out->users = mf->n_users;
+    out->items = mf->n_items;
+    out->mean = mf->mean;
+    return 0;
+}
+
+static uint64_t mf_shape_params(const model_shape_t *s) { return (s->users + s->items) * s->rank; }
+
+static void mf_options_of_shape(const model_shape_t *s, void *opts) { ((mf_options_t *)opts)->rank = s->rank; }
+
+const model_descriptor_t model_mf_descriptor = {
+    .name = "mf",
+    .summary = "matrix factorisation of ratings: mean + U[u].V[i], squared loss",
+    .data = DATA_KIND_RATINGS,
+    .metric = METRIC_KIND_RMSE,
+    .output = MODEL_OUTPUT_VALUE,
+    .defaults = {.lr = 0.05, .batch = 1, .l2 = 0.01, .data = "gen:ratings"},
+    .options_size = sizeof(mf_options_t),
+    .n_flags = 1,
+    .options_default = mf_options_default,
+    .flags = mf_flags,
+    .create = mf_create,
+    .gpu = 1,
+    .shape_of = mf_shape_of,
+    .shape_params = mf_shape_params,
+    .options_of_shape = mf_options_of_shape,
+};

@@ -7,6 +7,7 @@
 
 #include "kernels/rng.h"
 #include "engine/core/model_impl.h"
+#include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_parse_widths
 #include "kernels/dense.h"  // defines: dense_*_cpu, softmax_xent_cpu, relu_*_cpu
 
 #define MLP_EVAL_ROWS 256      // test rows per forward pass when evaluating
@@ -304,3 +305,79 @@ model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test
     mm->num_params = at;
     return &mm->base;
 }
+
+// ---- descriptors: softmax and mlp ----
+
+typedef struct mlp_options {
+    const char *hidden;                        // --hidden
+    size_t widths[MODEL_SHAPE_MAX_HIDDEN], n;  // parsed
+} mlp_options_t;
+_Static_assert(sizeof(mlp_options_t) <= MODEL_OPTIONS_BYTES, "mlp options");
+
+static void mlp_options_default(void *opts) { ((mlp_options_t *)opts)->hidden = "256,128"; }
+
+static void mlp_flags(void *opts, flag_spec_t *specs) {
+    specs[0] = (flag_spec_t){"hidden", FLAG_TYPE_STRING, &((mlp_options_t *)opts)->hidden, "W1,W2",
+                             "hidden layer widths (default 256,128; none: softmax regression)", 0, 0, NULL, 0};
+}
+
+static int mlp_options_finish(void *opts, const flag_spec_t *specs, char *err, size_t err_len) {
+    (void)specs;
+    mlp_options_t *o = opts;
+    return model_parse_widths("--hidden", o->hidden, o->widths, MODEL_MAX_LAYERS - 1, &o->n, err, err_len);
+}
+
+static model_t *mlp_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
+                           char *err, size_t err_len) {
+    (void)seed;
+    const mlp_options_t *o = opts;
+    return model_new_mlp(train, test, o->widths, o->n, l2, err, err_len);
+}
+
+static int mlp_shape_of(const model_t *m, model_shape_t *out, char *err, size_t err_len) {
+    const mlp_model_t *mm = (const mlp_model_t *)m;
+    size_t top = mm->n_layers;
+    if (top > MODEL_SHAPE_MAX_HIDDEN + 1 || mm->width[top] > MODEL_SHAPE_MAX_CLASSES) {
+        snprintf(err, err_len, "model file: an mlp of %zu layers and %zu classes does not fit the format", top,
+                 mm->width[top]);
+        return -1;
+    }
+    out->dim = mm->width[0];
+    out->n_hidden = top - 1;
+    for (size_t k = 0; k + 1 < top; k++) out->hidden[k] = mm->width[k + 1];
+    out->classes = mm->width[top];
+    for (uint64_t c = 0; c < out->classes; c++) out->labels[c] = (int32_t)c;
+    return 0;
+}
+
+static uint64_t mlp_shape_params(const model_shape_t *s) {
+    uint64_t n = 0, in = s->dim;
+    for (uint64_t l = 0; l <= s->n_hidden; l++) {
+        uint64_t out = l < s->n_hidden ? s->hidden[l] : s->classes;
+        n += out * in + out;
+        in = out;
+    }
+    return n;
+}
+
+static void mlp_options_of_shape(const model_shape_t *s, void *opts) {
+    mlp_options_t *o = opts;
+    o->n = s->n_hidden < MODEL_SHAPE_MAX_HIDDEN ? s->n_hidden : MODEL_SHAPE_MAX_HIDDEN;
+    for (size_t k = 0; k < o->n; k++) o->widths[k] = s->hidden[k];
+}
+
+#define MLP_DESCRIPTOR(NAME, SUMMARY, N_FLAGS)                                                                \
+    {                                                                                                          \
+        .name = NAME, .summary = SUMMARY, .data = DATA_KIND_DENSE, .metric = METRIC_KIND_ACCURACY,           \
+        .output = MODEL_OUTPUT_CLASS_LOGITS, .defaults = {.lr = 0.05, .batch = 16, .l2 = 0.0, .data = "fashion-mnist"}, \
+        .options_size = sizeof(mlp_options_t), .n_flags = N_FLAGS, .options_default = mlp_options_default,    \
+        .flags = mlp_flags, .options_finish = N_FLAGS ? mlp_options_finish : NULL, .create = mlp_create,      \
+        .gpu = 1, .shape_of = mlp_shape_of, .shape_params = mlp_shape_params,                                 \
+        .options_of_shape = mlp_options_of_shape,                                                             \
+    }
+
+// softmax has no --hidden: its options stay at zero layers.
+const model_descriptor_t model_softmax_descriptor =
+    MLP_DESCRIPTOR("softmax", "softmax regression on dense images (one dense layer, cross-entropy)", 0);
+const model_descriptor_t model_mlp_descriptor =
+    MLP_DESCRIPTOR("mlp", "dense MLP on images: ReLU hidden layers, softmax cross-entropy (sgemm)", 1);

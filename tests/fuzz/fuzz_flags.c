@@ -6,7 +6,7 @@
 #include "engine/data/data_source.h"   // defines: data_spec_parse
 #include "engine/cli/dist.h"          // defines: dist_role_flags, dist_role_finish
 #include "engine/core/flags.h"         // defines: flags_parse, flags_parse_pairs
-#include "engine/cli/train_args.h"    // defines: TRAIN_ARGS_MAX_HIDDEN
+#include "engine/cli/train_args.h"    // defines: train_args_model
 #include "net/launch_env.h"       // defines: slurm_first_host
 #include "staleness/delay.h"      // defines: delay_spec_parse
 #include "staleness/delay_model.h"  // defines: delay_model_parse, delay_model_check
@@ -41,7 +41,7 @@ static int fuzz_command_line(int argc, char **argv, char *err, size_t err_len) {
         snprintf(err, err_len, "usage error (printed)");
         return -1;
     }
-    FUZZ_ASSERT(a.t.n_hidden <= TRAIN_ARGS_MAX_HIDDEN && a.t.threads >= 1 && a.t.batch >= 1 && a.t.lr > 0);
+    FUZZ_ASSERT(train_args_model(&a.t) == model_registry_at((size_t)a.t.model) && a.t.threads >= 1 && a.t.batch >= 1 && a.t.lr > 0);
     FUZZ_ASSERT(a.d.workers >= 1 && (a.d.servers >= 1 || a.d.sync == SYNC_MODE_ALLREDUCE));
     return 0;
 }
