@@ -88,13 +88,6 @@ static void predict(const model_t *m, const param_t *w, size_t begin, size_t end
     for (size_t row = begin; row < end; row++) out[row - begin] = score(s, s->test, row, w);
 }
 
-static void layout(const model_t *m, model_layout_t *out) {
-    const sqhinge_t *s = (const sqhinge_t *)m;
-    out->kind = MODEL_KIND_OTHER;
-    out->l2 = s->l2;
-    out->dim = s->train->dim;
-}
-
 static void destroy(model_t *m) { free(m); }
 
 static const model_ops_t sqhinge_ops = {
@@ -108,7 +101,6 @@ static const model_ops_t sqhinge_ops = {
     .evaluate = evaluate,
     .predict = predict,
     .destroy = destroy,
-    .layout = layout,
 };
 
 static model_t *create(const void *train, const void *test, const void *opts, double l2, uint64_t seed, char *err,
