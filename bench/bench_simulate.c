@@ -5,7 +5,11 @@
 // median updates/s of each and sim/trainer, both as the ratio of the medians
 // and as the median of the per-round ratios. Not part of the test suite.
 //
-//   bench_simulate [--reps R] [--epochs E] [--only sparse|mlp]
+//   bench_simulate [--reps R] [--epochs E] [--only sparse|mlp] [--delay SPEC] [--alone]
+//
+// --delay SPEC times only that one of the delays below (with the trainer).
+// --alone runs only that delay (or, without --delay, only the trainer), R
+// times, for a profiler: perf record bench_simulate --only sparse --delay fixed:64 --alone
 //
 // sparse: logistic regression on --data gen:sparse (the CLI's defaults: 180,000
 //   training examples x 100,000 features, ~60 non-zeros), batch 1, lr 0.5.
@@ -35,6 +39,8 @@ static const sim_case_t cases[] = {
     {"fixed:0", 0}, {"fixed:4", 0}, {"fixed:64", 0}, {"uniform:0,32", 0}, {"straggler:slow=4,n=1", 8},
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
+static const char *only_delay;  // --delay: time just this case
+static int alone;               // --alone: no trainer runs (or only them, without --delay)
 
 typedef struct problem {
     const char *name;
@@ -100,8 +106,9 @@ static void bench_problem(const problem_t *p, int reps) {
     printf("%s: %zu training examples, batch %zu, lr %g, %zu epoch(s) per run, %d rounds\n", p->name,
            model_num_train(p->model), p->batch, p->lr, p->epochs, reps);
     for (int r = 0; r < reps; r++) {
-        trainer[r] = run_trainer(p, &trainer_loss);
+        trainer[r] = alone && only_delay ? 1.0 : run_trainer(p, &trainer_loss);
         for (size_t k = 0; k < N_CASES; k++) {
+            if ((only_delay && strcmp(only_delay, cases[k].delay)) || (alone && !only_delay)) continue;
             sim[k][r] = run_sim(p, &cases[k], &sim_loss[k]);
             ratio[k][r] = sim[k][r] / trainer[r];
         }
@@ -110,6 +117,7 @@ static void bench_problem(const problem_t *p, int reps) {
     printf("  %-40s %14s %10s %12s %10s\n", "run", "updates/s", "sim/train", "per-round", "test loss");
     printf("  %-40s %14.0f %10s %12s %10.4f\n", "trainer --threads 1", t, "", "", trainer_loss);
     for (size_t k = 0; k < N_CASES; k++) {
+        if ((only_delay && strcmp(only_delay, cases[k].delay)) || (alone && !only_delay)) continue;
         char label[64];
         if (cases[k].workers) snprintf(label, sizeof label, "--delay %s (%llu workers)", cases[k].delay,
                                        (unsigned long long)cases[k].workers);
@@ -145,7 +153,8 @@ static int make_clusters(dense_dataset_t *d, size_t n, size_t dim, size_t classe
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench_simulate [--reps R (1..%d)] [--epochs E] [--only sparse|mlp]\n", MAX_REPS);
+    fprintf(stderr, "usage: bench_simulate [--reps R (1..%d)] [--epochs E] [--only sparse|mlp] [--delay SPEC] [--alone]\n",
+            MAX_REPS);
     exit(2);
 }
 
@@ -157,9 +166,14 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = (size_t)atol(argv[++i]);
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--delay") && i + 1 < argc) only_delay = argv[++i];
+        else if (!strcmp(argv[i], "--alone")) alone = 1;
         else usage();
     }
     if (reps < 1 || reps > MAX_REPS || (only && strcmp(only, "sparse") && strcmp(only, "mlp"))) usage();
+    int known = !only_delay;
+    for (size_t k = 0; k < N_CASES; k++) known |= only_delay && !strcmp(only_delay, cases[k].delay);
+    if (!known) usage();
     char err[512];
     if (!only || !strcmp(only, "sparse")) {
         data_options_t o = {"gen:sparse", NULL, 0, 0, 0.1, 1};
