@@ -390,6 +390,7 @@ typedef struct sim_clock {
     double start, paused;
     uint64_t samples_at_eval, updates_at_eval;
     double loss_at_eval;
+    double train_loss;  // the last point's train loss (NaN before the first read)
     uint64_t next_eval;
     double next_progress;
     unsigned ticks;
@@ -404,7 +405,7 @@ static train_point_t point_now(const sim_t *s, const sim_clock_t *clk, double no
     p.samples_per_s = p.wall_s > 0 ? (double)s->samples / p.wall_s : 0.0;
     p.lr = s->lr;
     uint64_t ds = s->samples - clk->samples_at_eval;
-    p.train_loss = ds ? (s->loss_sum - clk->loss_at_eval) / (double)ds : NAN;
+    p.train_loss = ds ? (s->loss_sum - clk->loss_at_eval) / (double)ds : clk->train_loss;
     p.test_loss = p.test_metric = NAN;
     return p;
 }
@@ -428,6 +429,7 @@ static int eval_point(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, t
     clk->samples_at_eval = s->samples;
     clk->updates_at_eval = s->version;
     clk->loss_at_eval = s->loss_sum;
+    clk->train_loss = p.train_loss;
     clk->next_eval = (s->samples / s->cfg.train.eval_every + 1) * s->cfg.train.eval_every;
     res->n_evals++;
     res->last = p;
@@ -589,6 +591,8 @@ int simulate_run(const model_t *m, optimizer_t *opt, param_t *w, const simulate_
     if (s.cfg.train.eval_every == 0) s.cfg.train.eval_every = s.n_train;
     memset(out, 0, sizeof *out);
     staleness_hist_init(&out->staleness);
+    out->workers = c->delay.workers;
+    out->time_model = out->workers ? SIMULATE_TIME_WORKERS : SIMULATE_TIME_PER_GRADIENT;
     s.hist = &out->staleness;
     train_result_t *res = &out->train;
     res->time_to_target_s = NAN;
@@ -599,6 +603,7 @@ int simulate_run(const model_t *m, optimizer_t *opt, param_t *w, const simulate_
     s.lr = optimizer_lr(opt, 0.0, 0);
     sim_clock_t clk;
     memset(&clk, 0, sizeof clk);
+    clk.train_loss = NAN;
     clk.start = now_s();
     clk.next_progress = clk.start + c->train.progress_interval_s;
     int rc = 0;
