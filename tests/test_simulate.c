@@ -347,6 +347,56 @@ static void test_staleness_and_determinism(void) {
     sparse_dataset_free(&ste);
 }
 
+// The summary's figures at their source: the last point's train loss is the
+// last window's (the point after the in-flight gradients were applied reads
+// no minibatch), and the model of time with its workers.
+typedef struct points {
+    size_t n;
+    train_point_t p[16];
+} points_t;
+
+static void record_point(const train_point_t *p, void *ctx) {
+    points_t *pts = ctx;
+    if (pts->n < 16) pts->p[pts->n++] = *p;
+}
+
+static void test_summary_figures(void) {
+    char err[256];
+    sparse_dataset_t str, ste;
+    make_sparse(&str, 900, 300, 10, 7);
+    make_sparse(&ste, 200, 300, 10, 8);
+    model_t *lin = model_new_linear(LINEAR_LOSS_LOGISTIC, &str, &ste, 0.0, err, sizeof err);
+    CHECK(lin);
+    run_opts_t o = {OPTIMIZER_KIND_SGD, 0.0, LR_SCHEDULE_CONSTANT, 1, 2};
+    optimizer_config_t oc = opt_config(&o, 0.3);
+    const char *delays[] = {"fixed:16", "straggler:slow=3", "fixed:0"};
+    const uint64_t workers[] = {0, 4, 0};
+    for (size_t i = 0; i < 3; i++) {
+        simulate_config_t c;
+        simulate_config_default(&c);
+        c.train.batch = 1;
+        c.train.epochs = 2;
+        c.train.seed = 3;
+        c.train.eval_every = 600;  // points at 0, 600, 1200, 1800 samples, then the end
+        c.delay = parse_ok(delays[i]);
+        c.delay.workers = workers[i];
+        points_t pts = {0, {{0}}};
+        train_callbacks_t cb = {record_point, NULL, &pts};
+        simulate_result_t r;
+        CHECK_OK(simulate_fresh(lin, &oc, &c, 3, &cb, &r, NULL, err, sizeof err), err);
+        CHECK(pts.n >= 4 && isnan(pts.p[0].train_loss));
+        const train_point_t *last = &pts.p[pts.n - 1], *before = &pts.p[pts.n - 2];
+        CHECK(isfinite(r.train.last.train_loss) && r.train.last.train_loss == last->train_loss);
+        CHECK(last->samples == 1800 && last->updates == 1800);
+        if (before->samples == last->samples) CHECK(last->train_loss == before->train_loss);
+        if (workers[i]) CHECK(r.workers == workers[i] && strcmp(r.time_model, SIMULATE_TIME_WORKERS) == 0);
+        else CHECK(r.workers == 0 && strcmp(r.time_model, SIMULATE_TIME_PER_GRADIENT) == 0);
+    }
+    model_destroy(&lin);
+    sparse_dataset_free(&str);
+    sparse_dataset_free(&ste);
+}
+
 // A large fixed delay hurts plain SGD on sparse logistic regression (the bias
 // and the popular features see 64 stale steps at once); staleness-aware steps
 // recover. Seeded, so deterministic.
@@ -412,9 +462,12 @@ static void test_cli(void) {
     char *j = slurp(dir, "a.bin.json", &la);
     CHECK(strstr(j, "\"mode\":\"simulate\"") && strstr(j, "\"delay\":\"uniform:0,16\""));
     CHECK(strstr(j, "\"staleness_aware\":true") && strstr(j, "\"p99\":"));
+    CHECK(strstr(j, "\"time_model\":\"per-gradient\"") && strstr(j, "\"workers\":null"));
+    CHECK(strstr(j, "\"final_train_loss\":") && !strstr(j, "\"final_train_loss\":null"));
     free(j);
     j = slurp(dir, "d.bin.json", &ld);
     CHECK(strstr(j, "\"workers\":8") && strstr(j, "straggler:slow=4,n=1 (8 workers)"));
+    CHECK(strstr(j, "\"time_model\":\"workers\"") && !strstr(j, "\"final_train_loss\":null"));
     free(j);
     free(a);
     free(b);
@@ -445,6 +498,7 @@ int main(void) {
     test_update_rules();
     test_equivalences();
     test_staleness_and_determinism();
+    test_summary_figures();
     test_learning();
     test_cli();
     printf("test_simulate: ok\n");

@@ -122,7 +122,9 @@ static void write_simulation(json_writer_t *j, const simulate_config_t *sc, cons
     char desc[160];
     delay_model_describe(&sc->delay, desc, sizeof desc);
     json_object(j, "simulation");
-    json_uint(j, "workers", sc->delay.workers);  // 0: a per-gradient delay model, no workers
+    json_string(j, "time_model", sr->time_model);
+    if (sr->workers) json_uint(j, "workers", sr->workers);
+    else json_null(j, "workers");  // a per-gradient delay model has no workers
     json_string(j, "delay", desc);
     json_bool(j, "staleness_aware", sc->update.staleness_aware);
     json_number(j, "dc_asgd_lambda", sc->update.dc_lambda);

@@ -37,9 +37,16 @@ typedef struct sim {
     size_t n_train, n_params;
     int dense, dc;
     model_ws_t *ws, *eval_ws;
-    grad_t grad;            // scratch: computed into at a read, scattered into at an apply
+    grad_t grad;            // scratch: a sparse gradient is computed into it at a read
     float *w_now;           // (now_cap) DC-ASGD: current parameters gathered at an apply
     size_t now_cap;
+    // Fused steps for a gradient applied as soon as it is read (as the trainer
+    // takes them, engine/core/trainer.c): one-example plain-SGD steps, or a
+    // dense model's gradient applied block by block as it is computed.
+    int step_one;           // model_sgd_step_one applies
+    float *copy;            // dense: the workspace's parameter copy (NULL without loss_grad_apply)
+    int fuse_dense;         // dense: fresh gradients go to w block by block (copy, no clipping)
+    int copy_current;       // dense: every write to w since the copy was refreshed also went to it
 
     // The data stream, in the order of one hogwild thread.
     uint32_t *order;        // (n_train)
@@ -57,6 +64,7 @@ typedef struct sim {
     size_t cap_in_flight;
 
     uint64_t seq;           // gradients read
+    uint64_t max_in_flight; // most gradients pending at once, the one being read included
     uint64_t version;       // updates applied
     uint64_t samples;
     double loss_sum;
@@ -189,6 +197,45 @@ static int next_batch(sim_t *s, const uint32_t **idx, size_t *count) {
     return 1;
 }
 
+// Where a dense gradient goes block by block at a read: into its record.
+// 0 + g, not g: the arithmetic of model_loss_grad on a clear gradient, signed
+// zeros included.
+static void store_block(void *ctx, size_t offset, const float *g, size_t n) {
+    float *dst = (float *)ctx + offset;
+    for (size_t i = 0; i < n; i++) dst[i] = 0.0f + g[i];
+}
+
+// Where a dense gradient goes block by block in a fused step: straight into w,
+// and into the workspace's copy of it (as the trainer's Hogwild! step).
+typedef struct block_apply {
+    optimizer_t *opt;
+    param_t *w;
+    float lr;
+    float *copy;
+} block_apply_t;
+
+static void apply_block(void *ctx, size_t offset, const float *g, size_t n) {
+    block_apply_t *b = ctx;
+    optimizer_apply_block(b->opt, b->w, offset, g, n, b->lr, b->copy);
+}
+
+// Before a dense model's gradient is computed: its workspace copy of w needs
+// no refresh when every write since the last one also went to the copy.
+static void before_dense_read(sim_t *s) {
+    if (s->copy && s->copy_current) model_ws_mark_copy_current(s->ws);
+}
+
+// After it: the copy holds w (the model refreshed it, or it already did).
+static void after_dense_read(sim_t *s) { s->copy_current = s->copy != NULL; }
+
+// Counts a gradient read: its minibatch, its loss, its place in the read order.
+static void count_read(sim_t *s, size_t count, double loss) {
+    s->seq++;
+    s->samples += count;
+    s->loss_sum += loss * (double)count;
+    if (s->heap_n + 1 > s->max_in_flight) s->max_in_flight = s->heap_n + 1;
+}
+
 // Reads the parameters and computes the next gradient into a record (not yet
 // scheduled). *out is NULL when the data is used up. Returns 0, or -1 on error.
 static int read_gradient(sim_t *s, uint64_t worker, pending_t **out, char *err, size_t err_len) {
@@ -199,15 +246,28 @@ static int read_gradient(sim_t *s, uint64_t worker, pending_t **out, char *err, 
     size_t epoch = s->epoch;
     pending_t *p = take_record(s, err, err_len);
     if (!p) return -1;
-    double loss = model_loss_grad(s->model, s->w, idx, count, &s->grad, s->ws);
-    if (s->cfg.train.clip_grad_norm > 0) grad_clip_norm(&s->grad, s->cfg.train.clip_grad_norm);
+    double loss;
     if (s->dense) {
-        // Hand the gradient's buffer to the record and take the record's (clear) one.
-        float *clear = p->g;
-        p->g = s->grad.value;
-        s->grad.value = clear;
         if (s->dc) params_read(s->w, s->n_params, p->w_then);
+        if (s->copy) {
+            // The blocks go straight into the record; it need not be clear.
+            before_dense_read(s);
+            loss = model_loss_grad_apply(s->model, s->w, idx, count, s->ws, store_block, p->g);
+            after_dense_read(s);
+        } else {
+            // Hand the gradient's buffer to the record and take the record's (clear) one.
+            loss = model_loss_grad(s->model, s->w, idx, count, &s->grad, s->ws);
+            float *clear = p->g;
+            p->g = s->grad.value;
+            s->grad.value = clear;
+        }
+        if (s->cfg.train.clip_grad_norm > 0) {
+            grad_t whole = {s->n_params, 1, p->g, NULL, 0, NULL};
+            grad_clip_norm(&whole, s->cfg.train.clip_grad_norm);
+        }
     } else {
+        loss = model_loss_grad(s->model, s->w, idx, count, &s->grad, s->ws);
+        if (s->cfg.train.clip_grad_norm > 0) grad_clip_norm(&s->grad, s->cfg.train.clip_grad_norm);
         if (reserve_sparse(p, s->grad.n_touched, s->dc) != 0) {
             snprintf(err, err_len, "simulate: out of memory for a gradient of %zu coordinates", s->grad.n_touched);
             s->spare[s->spare_n++] = p;
@@ -222,14 +282,42 @@ static int read_gradient(sim_t *s, uint64_t worker, pending_t **out, char *err, 
         }
         grad_clear(&s->grad);
     }
-    p->seq = s->seq++;
+    p->seq = s->seq;
     p->read_version = s->version;
     p->epoch = epoch;
     p->worker = worker;
-    s->samples += count;
-    s->loss_sum += loss * (double)count;
+    count_read(s, count, loss);
     *out = p;
     return 0;
+}
+
+// A gradient applied as soon as it is read, with no other update due before
+// it: staleness 0, so neither stale-update rule changes it, and it takes the
+// trainer's path (engine/core/trainer.c), bit for bit: a fused one-example
+// SGD step, a dense gradient applied block by block as it is computed, or
+// the gradient computed and applied at once. The data must not be used up.
+static void fresh_step(sim_t *s) {
+    const uint32_t *idx;
+    size_t count;
+    if (!next_batch(s, &idx, &count)) return;
+    staleness_hist_add(s->hist, 0);
+    s->lr = optimizer_lr(s->opt, (double)s->version, s->epoch);
+    double loss;
+    if (s->step_one && count == 1) {
+        loss = model_sgd_step_one(s->model, s->w, idx[0], s->lr);
+    } else if (s->fuse_dense) {
+        block_apply_t sink = {s->opt, s->w, s->lr, s->copy};
+        before_dense_read(s);
+        loss = model_loss_grad_apply(s->model, s->w, idx, count, s->ws, apply_block, &sink);
+        s->copy_current = 1;
+    } else {
+        loss = model_loss_grad(s->model, s->w, idx, count, &s->grad, s->ws);
+        if (s->cfg.train.clip_grad_norm > 0) grad_clip_norm(&s->grad, s->cfg.train.clip_grad_norm);
+        optimizer_apply_and_clear(s->opt, s->w, &s->grad, s->lr);
+        s->copy_current = 0;
+    }
+    count_read(s, count, loss);
+    s->version++;
 }
 
 // ---- applying: the update rule for a stale gradient, then the optimizer ----
@@ -242,15 +330,23 @@ static int apply_gradient(sim_t *s, pending_t *p, char *err, size_t err_len) {
     float lambda = (float)s->cfg.update.dc_lambda;
     if (s->dense) {
         if (s->dc) {
-            params_read(s->w, s->n_params, s->w_now);
+            if (s->copy && s->copy_current) memcpy(s->w_now, s->copy, s->n_params * sizeof *s->w_now);
+            else params_read(s->w, s->n_params, s->w_now);
             dc_asgd_compensate(p->g, s->w_now, p->w_then, s->n_params, lambda);
         }
-        // The record's gradient becomes the scratch gradient; the applied one
-        // (cleared by the optimizer) goes back to the record.
-        float *clear = s->grad.value;
-        s->grad.value = p->g;
-        p->g = clear;
-        optimizer_apply_and_clear(s->opt, s->w, &s->grad, lr);
+        if (s->copy) {
+            // The update goes to w and to the workspace's copy, which then
+            // holds w and needs no refresh before the next read.
+            optimizer_apply_block(s->opt, s->w, 0, p->g, s->n_params, lr, s->copy);
+            s->copy_current = 1;
+        } else {
+            // The record's gradient becomes the scratch gradient; the applied
+            // one (cleared by the optimizer) goes back to the record.
+            float *clear = s->grad.value;
+            s->grad.value = p->g;
+            p->g = clear;
+            optimizer_apply_and_clear(s->opt, s->w, &s->grad, lr);
+        }
     } else {
         if (s->dc) {
             if (p->n > s->now_cap) {
@@ -266,8 +362,21 @@ static int apply_gradient(sim_t *s, pending_t *p, char *err, size_t err_len) {
             for (size_t k = 0; k < p->n; k++) s->w_now[k] = param_get(&s->w[p->idx[k]]);
             dc_asgd_compensate(p->g, s->w_now, p->w_then, p->n, lambda);
         }
-        for (size_t k = 0; k < p->n; k++) grad_add(&s->grad, p->idx[k], p->g[k]);
-        optimizer_apply_and_clear(s->opt, s->w, &s->grad, lr);
+        // optimizer_apply_and_clear's arithmetic over the record's coordinates
+        // (each listed once), without scattering them into a gradient first.
+        if (optimizer_is_plain_sgd(s->opt)) {
+            for (size_t k = 0; k < p->n; k++) {
+                param_t *wi = &s->w[p->idx[k]];
+                param_set(wi, param_get(wi) - lr * p->g[k]);
+            }
+        } else {
+            for (size_t k = 0; k < p->n; k++) {
+                param_t *wi = &s->w[p->idx[k]];
+                float value = param_get(wi);
+                optimizer_step_values(s->opt, p->idx[k], 1, &value, &p->g[k], lr);
+                param_set(wi, p->g[k]);
+            }
+        }
         p->n = 0;
     }
     s->version++;
@@ -281,6 +390,7 @@ typedef struct sim_clock {
     double start, paused;
     uint64_t samples_at_eval, updates_at_eval;
     double loss_at_eval;
+    double train_loss;  // the last point's train loss (NaN before the first read)
     uint64_t next_eval;
     double next_progress;
     unsigned ticks;
@@ -295,7 +405,7 @@ static train_point_t point_now(const sim_t *s, const sim_clock_t *clk, double no
     p.samples_per_s = p.wall_s > 0 ? (double)s->samples / p.wall_s : 0.0;
     p.lr = s->lr;
     uint64_t ds = s->samples - clk->samples_at_eval;
-    p.train_loss = ds ? (s->loss_sum - clk->loss_at_eval) / (double)ds : NAN;
+    p.train_loss = ds ? (s->loss_sum - clk->loss_at_eval) / (double)ds : clk->train_loss;
     p.test_loss = p.test_metric = NAN;
     return p;
 }
@@ -319,6 +429,7 @@ static int eval_point(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, t
     clk->samples_at_eval = s->samples;
     clk->updates_at_eval = s->version;
     clk->loss_at_eval = s->loss_sum;
+    clk->train_loss = p.train_loss;
     clk->next_eval = (s->samples / s->cfg.train.eval_every + 1) * s->cfg.train.eval_every;
     res->n_evals++;
     res->last = p;
@@ -363,12 +474,22 @@ static int run_steps(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, tr
                      size_t err_len) {
     delay_sampler_t sampler;
     delay_sampler_init(&sampler, &s->cfg.delay, s->cfg.train.seed);
+    // Without delay compensation a gradient due at once, with nothing else
+    // due before it, is applied as it is computed (fresh_step).
+    int fuse = !s->dc;
     for (uint64_t t = 0;; t++) {
-        pending_t *p;
-        if (read_gradient(s, 0, &p, err, err_len) != 0) return -1;
-        if (p) {
-            p->due = t + delay_sampler_next(&sampler);
-            heap_push(s, p);
+        if (!s->exhausted) {
+            uint64_t delay = delay_sampler_next(&sampler);
+            if (fuse && delay == 0 && (!s->heap_n || s->heap[0]->due > t)) {
+                fresh_step(s);
+            } else {
+                pending_t *p;
+                if (read_gradient(s, 0, &p, err, err_len) != 0) return -1;
+                if (p) {
+                    p->due = t + delay;
+                    heap_push(s, p);
+                }
+            }
         }
         while (s->heap_n && s->heap[0]->due <= t)
             if (apply_gradient(s, heap_pop(s), err, err_len) != 0) return -1;
@@ -430,6 +551,7 @@ static int prepare(sim_t *s, char *err, size_t err_len) {
     s->spare = malloc(s->cap_in_flight * sizeof *s->spare);
     s->order = malloc(s->n_train * sizeof *s->order);
     if (s->dense && s->dc) s->w_now = malloc(s->n_params * sizeof *s->w_now);
+    int clip = c->clip_grad_norm > 0;
     if (!s->heap || !s->pool || !s->spare || !s->order || (s->dense && s->dc && !s->w_now)) {
         snprintf(err, err_len, "simulate: allocating state for %zu gradients in flight: %s", s->cap_in_flight,
                  strerror(errno));
@@ -438,6 +560,10 @@ static int prepare(sim_t *s, char *err, size_t err_len) {
     if (!(s->ws = model_ws_new(s->model, c->batch, err, err_len))) return -1;
     if (!(s->eval_ws = model_ws_new(s->model, c->batch, err, err_len))) return -1;
     if (grad_init(&s->grad, s->n_params, s->dense, err, err_len) != 0) return -1;
+    // The trainer's conditions for its fused steps (engine/core/trainer.c).
+    s->step_one = !clip && c->batch == 1 && optimizer_is_plain_sgd(s->opt) && model_has_sgd_step_one(s->model);
+    s->copy = s->dense && model_has_loss_grad_apply(s->model) ? model_ws_param_copy(s->ws) : NULL;
+    s->fuse_dense = s->copy && !clip;
     // The order of `--mode hogwild --threads 1`: one seeded permutation, then
     // the thread's own shuffle at the start of every epoch.
     for (size_t i = 0; i < s->n_train; i++) s->order[i] = (uint32_t)i;
@@ -465,6 +591,8 @@ int simulate_run(const model_t *m, optimizer_t *opt, param_t *w, const simulate_
     if (s.cfg.train.eval_every == 0) s.cfg.train.eval_every = s.n_train;
     memset(out, 0, sizeof *out);
     staleness_hist_init(&out->staleness);
+    out->workers = c->delay.workers;
+    out->time_model = out->workers ? SIMULATE_TIME_WORKERS : SIMULATE_TIME_PER_GRADIENT;
     s.hist = &out->staleness;
     train_result_t *res = &out->train;
     res->time_to_target_s = NAN;
@@ -475,6 +603,7 @@ int simulate_run(const model_t *m, optimizer_t *opt, param_t *w, const simulate_
     s.lr = optimizer_lr(opt, 0.0, 0);
     sim_clock_t clk;
     memset(&clk, 0, sizeof clk);
+    clk.train_loss = NAN;
     clk.start = now_s();
     clk.next_progress = clk.start + c->train.progress_interval_s;
     int rc = 0;
@@ -493,7 +622,7 @@ int simulate_run(const model_t *m, optimizer_t *opt, param_t *w, const simulate_
         res->updates = s.version;
         res->samples_per_s = res->wall_s > 0 ? (double)s.samples / res->wall_s : 0.0;
         res->updates_per_s = res->wall_s > 0 ? (double)s.version / res->wall_s : 0.0;
-        out->max_in_flight = s.pool_n;
+        out->max_in_flight = s.max_in_flight;
     }
     free_sim(&s);
     return rc;

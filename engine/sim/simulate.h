@@ -24,10 +24,18 @@
 // the first K updates (0, 1, ..., K-1: fewer updates existed to be missed).
 //
 // Minibatches are taken in exactly the order of `asgd train --mode hogwild
-// --threads 1` (same seed, same batch), and each update is model_loss_grad
-// then optimizer_apply_and_clear, so fixed:0 reproduces that run bit for bit.
+// --threads 1` (same seed, same batch), and each update has the arithmetic of
+// model_loss_grad then optimizer_apply_and_clear; a gradient applied as soon
+// as it is read, with no other update due before it, takes the trainer's own
+// fused step (the same arithmetic, cheaper), so fixed:0 reproduces that run
+// bit for bit at its speed. Dense gradients are stored as the model hands
+// them over (model_loss_grad_apply) and applied with the workspace's copy of
+// the parameters kept current; sparse ones as (index, value) pairs.
 // Evaluation happens every eval_every samples, off the clock, through the
 // trainer's train_point_t / train_callbacks_t, so run_report works unchanged.
+// A point's train_loss is the mean loss of the minibatches read since the
+// previous point; the last point, after the gradients still in flight when the
+// data ran out were applied, read none and repeats the previous point's.
 #include <stddef.h>
 #include <stdint.h>
 
@@ -51,7 +59,16 @@ typedef struct simulate_result {
     train_result_t train;        // as train_run reports it; updates == gradients computed
     staleness_hist_t staleness;  // measured staleness of every applied update
     uint64_t max_in_flight;      // most gradients pending at once
+    // The model of time: SIMULATE_TIME_WORKERS with `workers` simulated workers
+    // (straggler, or round-robin workers given as fixed:W-1 with delay.workers
+    // = W), or SIMULATE_TIME_PER_GRADIENT (fixed, uniform, geometric: each
+    // update's delay is drawn, there are no workers; `workers` is 0).
+    const char *time_model;
+    uint64_t workers;
 } simulate_result_t;
+
+#define SIMULATE_TIME_WORKERS "workers"
+#define SIMULATE_TIME_PER_GRADIENT "per-gradient"
 
 void simulate_config_default(simulate_config_t *c);
 int simulate_config_check(const simulate_config_t *c, size_t n_train, char *err, size_t err_len);
