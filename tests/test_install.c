@@ -78,15 +78,21 @@ int main(void) {
     free(help);
 
     // ...and it learns, on threads and in a distributed run.
-    CHECK(run("run.log", "LD_LIBRARY_PATH=%s/lib %s/example-build/custom_model", prefix, work) == 0);
+    // (From the work directory: the launch's run directory goes under runs/ there.)
+    CHECK(run("run.log", "cd %s && LD_LIBRARY_PATH=%s/lib %s/example-build/custom_model", work, prefix, work) == 0);
     char *table = proc_slurp(proc_path(work, "run.log"));
     printf("%s", table);
     double hogwild_acc = row_value(table, "hogwild, 2 threads", 0);
     double asp_acc = row_value(table, "asp, 1 server 2 workers", 0);
     double hogwild_samples = row_value(table, "hogwild, 2 threads", 2);
     double asp_samples = row_value(table, "asp, 1 server 2 workers", 2);
-    CHECK(hogwild_acc >= 0.85 && asp_acc >= 0.85);
-    CHECK(hogwild_samples == 3 * 4800.0 && asp_samples == hogwild_samples);  // 3 epochs of 6000 less the test fifth
+    // Built-in svm and logreg reach 0.81 on this noisy data; an untrained or
+    // wrongly signed model predicts one class (about 0.5).
+    CHECK(hogwild_acc >= 0.8 && asp_acc >= 0.8);
+    // 3 epochs of 5,400 (6,000 less the tenth held out for testing); the
+    // launch's workers split them, so together they saw as many.
+    CHECK(hogwild_samples == 3 * 5400.0 && asp_samples == hogwild_samples);
+    CHECK(strstr(table, "{\"asgd\"") == NULL);  // the library printed no summary
     free(table);
 
     // pkg-config: a one-file program against the shared library.

@@ -321,12 +321,14 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
 }
 
 // summary.json, once here and once on stdout.
+// summary.json, and (with_stdout) the same line on stdout.
 static int write_summaries(const char *dir, const train_args_t *t, const dist_args_t *d, const run_summary_t *s,
-                           char *err, size_t err_len) {
+                           int with_stdout, char *err, size_t err_len) {
     FILE *f = dist_file_open(dir, "summary.json", err, err_len);
     if (!f) return -1;
     write_summary(f, dir, t, d, s);
     if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) return -1;
+    if (!with_stdout) return 0;
     write_summary(stdout, dir, t, d, s);
     fflush(stdout);
     return 0;
@@ -376,7 +378,7 @@ static int finish_run_dir(const char *dir, const train_args_t *t, const dist_arg
     char why[600] = "";
     run_summary_t s = {&res, &gc, &hc, &hu, launch_wall_s, 1};
     if (d->servers > 0) s.consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
-    if (write_summaries(dir, t, d, &s, err, err_len) != 0) goto out;
+    if (write_summaries(dir, t, d, &s, !outcome, err, err_len) != 0) goto out;
     if (!s.consistent) {
         snprintf(err, err_len, "%s", why);
         goto out;
