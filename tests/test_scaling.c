@@ -56,6 +56,7 @@ static void test_apply_scaling(void) {
         {DIST_SCALING_STRONG, DIST_LR_SCALING_LINEAR, 8, 64, 8, 8.0},
         {DIST_SCALING_WEAK, DIST_LR_SCALING_SQRT, 2, 16, 16, sqrt(2.0)},
     };
+    char err[512];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         train_args_t t;
         dist_args_t d;
@@ -67,13 +68,13 @@ static void test_apply_scaling(void) {
         d.workers = cases[i].workers;
         d.scaling = cases[i].scaling;
         d.lr_scaling = cases[i].lr_scaling;
-        CHECK(dist_apply_scaling(&d, &t, "test") == 0);
+        CHECK(dist_apply_scaling(&d, &t, "test", err, sizeof err) == 0);
         CHECK(t.batch == cases[i].want_batch);
         CHECK(fabs(t.lr - 0.1 * cases[i].want_factor) < 1e-15 && t.opt.lr == t.lr);
         CHECK(fabs(d.server_lr - 0.05 * cases[i].want_factor) < 1e-15);
         CHECK(d.requested_batch == cases[i].batch && d.requested_lr == 0.1);
         // Once only: the launcher and its ranks may both call it.
-        CHECK(dist_apply_scaling(&d, &t, "test") == 0);
+        CHECK(dist_apply_scaling(&d, &t, "test", err, sizeof err) == 0);
         CHECK(t.batch == cases[i].want_batch && fabs(t.lr - 0.1 * cases[i].want_factor) < 1e-15);
     }
     train_args_t t;
@@ -83,7 +84,8 @@ static void test_apply_scaling(void) {
     t.batch = 32;
     d.workers = 3;
     d.scaling = DIST_SCALING_STRONG;
-    CHECK(dist_apply_scaling(&d, &t, "test") == 2);  // prints the usage error
+    CHECK(dist_apply_scaling(&d, &t, "test", err, sizeof err) == 2);
+    CHECK(strstr(err, "--scaling strong") != NULL && strstr(err, "split evenly") != NULL);
     printf("scaling: %zu flag combinations give the batch and step they should; 32 over 3 workers refused\n",
            sizeof cases / sizeof cases[0]);
 }

@@ -109,100 +109,100 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
 static int has_split(const model_descriptor_t *m) { return m->split; }
 static int on_dense_data(const model_descriptor_t *m) { return m->data == DATA_KIND_DENSE; }
 
-int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command) {
+int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len) {
     if ((d->curve_key || d->curve_allow) && !d->curve_server_key) {
-        fprintf(stderr, "%s: --curve-key/--curve-allow: CURVE is turned on by --curve-server-key FILE (the run's server key)\n",
+        snprintf(err, err_len, "%s: --curve-key/--curve-allow: CURVE is turned on by --curve-server-key FILE (the run's server key)",
                 command);
         return 2;
     }
     if (d->curve_server_key && d->insecure) {
-        fprintf(stderr, "%s: --insecure and --curve-server-key: CURVE secures the run; drop --insecure\n", command);
+        snprintf(err, err_len, "%s: --insecure and --curve-server-key: CURVE secures the run; drop --insecure", command);
         return 2;
     }
     char bind_ep[300];
     snprintf(bind_ep, sizeof bind_ep, "tcp://%s:0", d->bind_host);
     if (!net_endpoint_is_local(bind_ep) && !d->curve_server_key && !d->insecure) {
-        fprintf(stderr, "%s: --bind-host %s: listening beyond this machine needs CURVE (--curve-server-key, --curve-key, "
-                        "--curve-allow; keys from asgd keygen, see docs/security.md) or, on a network you trust, --insecure\n",
+        snprintf(err, err_len, "%s: --bind-host %s: listening beyond this machine needs CURVE (--curve-server-key, --curve-key, "
+                        "--curve-allow; keys from asgd keygen, see docs/security.md) or, on a network you trust, --insecure",
                 command, d->bind_host);
         return 2;
     }
     if (dist_without_servers(d->sync)) {
         d->servers = 0;
     } else if (d->servers == 0) {
-        fprintf(stderr, "%s: --servers: --sync %s needs at least one parameter-server shard\n", command,
+        snprintf(err, err_len, "%s: --servers: --sync %s needs at least one parameter-server shard", command,
                 sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
     if (d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
         if ((d->push_every != 1 || d->fetch_every != 1)) {
-            fprintf(stderr, "%s: --push-every/--fetch-every apply to asp and ssp; bsp, allreduce and hybrid exchange "
-                            "every round, local every --local-steps\n",
+            snprintf(err, err_len, "%s: --push-every/--fetch-every apply to asp and ssp; bsp, allreduce and hybrid exchange "
+                            "every round, local every --local-steps",
                     command);
             return 2;
         }
     }
     if (d->backup_workers > 0 && (d->sync != SYNC_MODE_BSP || d->backup_workers >= d->workers)) {
-        fprintf(stderr, "%s: --backup-workers %zu: applies to --sync bsp, and must be below --workers (%zu)\n", command,
+        snprintf(err, err_len, "%s: --backup-workers %zu: applies to --sync bsp, and must be below --workers (%zu)", command,
                 d->backup_workers, d->workers);
         return 2;
     }
     if ((d->sync == SYNC_MODE_LOCAL) != (d->local_steps > 0)) {
-        fprintf(stderr, "%s: %s\n", command,
+        snprintf(err, err_len, "%s: %s", command,
                 d->local_steps > 0 ? "--local-steps applies to --sync local"
                                    : "--sync local needs --local-steps H (the steps between model averages)");
         return 2;
     }
     if (d->sync == SYNC_MODE_LOCAL && (t->opt.kind != OPTIMIZER_KIND_SGD || t->opt.momentum > 0)) {
-        fprintf(stderr, "%s: --sync local: the workers step with plain SGD (no --momentum, --optimizer sgd); their "
-                        "models are averaged, not their optimizer states\n", command);
+        snprintf(err, err_len, "%s: --sync local: the workers step with plain SGD (no --momentum, --optimizer sgd); their "
+                        "models are averaged, not their optimizer states", command);
         return 2;
     }
     if (d->sync == SYNC_MODE_LOCAL && strcmp(d->compress, "none") != 0) {
-        fprintf(stderr, "%s: --compress: --sync local averages models, sent as float32\n", command);
+        snprintf(err, err_len, "%s: --compress: --sync local averages models, sent as float32", command);
         return 2;
     }
     if (d->sync == SYNC_MODE_HYBRID && !train_args_model(t)->split) {
         char split[200];
         model_registry_names(split, sizeof split, ", ", has_split);
-        fprintf(stderr, "%s: --sync hybrid needs a model with a sparse and a dense part (--model %s); %s has no "
-                        "such split (use asp/ssp/bsp or allreduce)\n", command, split, train_args_model(t)->name);
+        snprintf(err, err_len, "%s: --sync hybrid needs a model with a sparse and a dense part (--model %s); %s has no "
+                        "such split (use asp/ssp/bsp or allreduce)", command, split, train_args_model(t)->name);
         return 2;
     }
     if (d->sync == SYNC_MODE_BSP && t->schedule != LR_SCHEDULE_CONSTANT) {
-        fprintf(stderr, "%s: --lr-schedule: under bsp the servers apply the update with a constant step (--server-lr)\n",
+        snprintf(err, err_len, "%s: --lr-schedule: under bsp the servers apply the update with a constant step (--server-lr)",
                 command);
         return 2;
     }
     if (dist_uses_ring(d->sync) && (t->time_limit > 0 || t->stop_at_target)) {
-        fprintf(stderr, "%s: --time-limit/--stop-at-target: %s replicas must run the same rounds; "
-                        "stop them by --epochs\n", command, sync_mode_name((sync_mode_t)d->sync));
+        snprintf(err, err_len, "%s: --time-limit/--stop-at-target: %s replicas must run the same rounds; "
+                        "stop them by --epochs", command, sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
     if ((d->server_staleness_aware || d->server_dc_lambda > 0) && d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
-        fprintf(stderr, "%s: --server-staleness-aware/--server-dc-asgd: only asp and ssp updates are stale\n", command);
+        snprintf(err, err_len, "%s: --server-staleness-aware/--server-dc-asgd: only asp and ssp updates are stale", command);
         return 2;
     }
     if (d->worker_timeout_ms > 0 && !dist_without_servers(d->sync) &&
         (d->heartbeat_ms == 0 || d->worker_timeout_ms < 3 * d->heartbeat_ms)) {
-        fprintf(stderr, "%s: --worker-timeout %zu: needs heartbeats at least 3 times as often (--heartbeat-ms %zu), "
-                        "or a busy worker is taken for a dead one; --worker-timeout 0 turns eviction off\n",
+        snprintf(err, err_len, "%s: --worker-timeout %zu: needs heartbeats at least 3 times as often (--heartbeat-ms %zu), "
+                        "or a busy worker is taken for a dead one; --worker-timeout 0 turns eviction off",
                 command, d->worker_timeout_ms, d->heartbeat_ms);
         return 2;
     }
     char cerr[ERR_LEN];
     if (compress_spec_parse(d->compress, &d->compress_spec, cerr, sizeof cerr) != 0) {
-        fprintf(stderr, "%s: %s\n", command, cerr);
+        snprintf(err, err_len, "%s: %s", command, cerr);
         return 2;
     }
     if (d->error_feedback && !compress_is_lossy(&d->compress_spec)) {
-        fprintf(stderr, "%s: --error-feedback on: nothing to feed back without a lossy --compress\n", command);
+        snprintf(err, err_len, "%s: --error-feedback on: nothing to feed back without a lossy --compress", command);
         return 2;
     }
     if (d->error_feedback && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) &&
         d->compress_spec.kind == COMPRESS_KIND_FP16) {
-        fprintf(stderr, "%s: --error-feedback on: under allreduce fp16 rounds the ring's partial sums, which no worker "
-                        "owns; feedback applies to qsgd, topk and randk there\n", command);
+        snprintf(err, err_len, "%s: --error-feedback on: under allreduce fp16 rounds the ring's partial sums, which no worker "
+                        "owns; feedback applies to qsgd, topk and randk there", command);
         return 2;
     }
     // Models on sparse data or ratings push sparse gradients.
@@ -211,19 +211,19 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command)
         d->sync != SYNC_MODE_HYBRID) {
         char dense[200];
         model_registry_names(dense, sizeof dense, ", ", on_dense_data);
-        fprintf(stderr, "%s: --compress %s: %s pushes are already (index, value) pairs of the touched parameters; "
-                        "compression applies to dense models (%s) and to --sync allreduce\n",
+        snprintf(err, err_len, "%s: --compress %s: %s pushes are already (index, value) pairs of the touched parameters; "
+                        "compression applies to dense models (%s) and to --sync allreduce",
                 command, d->compress, train_args_model(t)->name, dense);
         return 2;
     }
     if (isnan(d->server_lr)) d->server_lr = t->lr;
     if (d->delay_worker) {
         step_delay_t *ms = calloc(d->workers, sizeof *ms);
-        char err[ERR_LEN];
-        int rc = ms ? delay_spec_parse(d->delay_worker, d->workers, ms, err, sizeof err) : -1;
+        char why[ERR_LEN] = "--delay-worker: out of memory";
+        int rc = ms ? delay_spec_parse(d->delay_worker, d->workers, ms, why, sizeof why) : -1;
         free(ms);
         if (rc != 0) {
-            fprintf(stderr, "%s: %s\n", command, ms ? err : "out of memory");
+            snprintf(err, err_len, "%s: %s", command, why);
             return 2;
         }
     }
@@ -234,15 +234,14 @@ const char *dist_lr_scaling_name(int lr_scaling) {
     return lr_scaling == DIST_LR_SCALING_LINEAR ? "linear" : lr_scaling == DIST_LR_SCALING_SQRT ? "sqrt" : "none";
 }
 
-int dist_apply_scaling(dist_args_t *d, train_args_t *t, const char *command) {
+int dist_apply_scaling(dist_args_t *d, train_args_t *t, const char *command, char *err, size_t err_len) {
     if (d->scaling_applied) return 0;
     size_t n = d->workers;
     d->requested_batch = t->batch;
     d->requested_lr = t->lr;
     if (d->scaling == DIST_SCALING_STRONG) {
         if (n == 0 || t->batch % n != 0) {
-            fprintf(stderr,
-                    "%s: --scaling strong: --batch %zu is the total, and it does not split evenly over %zu workers\n",
+            snprintf(err, err_len, "%s: --scaling strong: --batch %zu is the total, and it does not split evenly over %zu workers",
                     command, t->batch, n);
             return 2;
         }
@@ -1261,9 +1260,11 @@ size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
 }
 
 int dist_role_finish(dist_role_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command) {
-    int usage = train_args_finish(&a->t, specs, n_specs, command);
-    if (usage == 0) usage = dist_args_finish(&a->d, &a->t, command);
-    if (usage == 0) usage = dist_apply_scaling(&a->d, &a->t, command);
+    char err[ERR_LEN];
+    int usage = train_args_finish(&a->t, specs, n_specs, command, err, sizeof err);
+    if (usage == 0) usage = dist_args_finish(&a->d, &a->t, command, err, sizeof err);
+    if (usage == 0) usage = dist_apply_scaling(&a->d, &a->t, command, err, sizeof err);
+    if (usage != 0) fprintf(stderr, "%s\n", err);
     return usage;
 }
 

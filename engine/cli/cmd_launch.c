@@ -904,8 +904,11 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
         return 2;
     }
     d->workers = env->size - d->servers;
-    int scaled = dist_apply_scaling(d, t, "asgd launch");  // with the number of workers known
-    if (scaled != 0) return scaled;
+    int scaled = dist_apply_scaling(d, t, "asgd launch", err, sizeof err);  // with the number of workers known
+    if (scaled != 0) {
+        fprintf(stderr, "%s\n", err);
+        return scaled;
+    }
     if (launch_coordinator_endpoint(env, d->coordinator, DIST_DEFAULT_PORT, coordinator, sizeof coordinator, err,
                                     sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
@@ -1137,8 +1140,11 @@ static int pslite_counts(const launch_env_t *env, dist_args_t *d, const flag_spe
 
 static int launch_pslite(const launch_env_t *env, train_args_t *t, dist_args_t *d) {
     char err[ERR_LEN], ids_ep[300], run_ep[320], dir[512];
-    int scaled = dist_apply_scaling(d, t, "asgd launch");  // with the number of workers known
-    if (scaled != 0) return scaled;
+    int scaled = dist_apply_scaling(d, t, "asgd launch", err, sizeof err);  // with the number of workers known
+    if (scaled != 0) {
+        fprintf(stderr, "%s\n", err);
+        return scaled;
+    }
     if (launch_coordinator_endpoint(env, d->coordinator, DIST_DEFAULT_PORT, ids_ep, sizeof ids_ep, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 2;
@@ -1183,9 +1189,12 @@ int cmd_launch(int argc, char **argv) {
         return 2;
     }
     if (env.kind == LAUNCHER_KIND_PSLITE && pslite_counts(&env, &d, flags, n) != 0) return 2;
-    int usage_status = train_args_finish(&t, flags, n, "asgd launch");
-    if (usage_status == 0) usage_status = dist_args_finish(&d, &t, "asgd launch");
-    if (usage_status != 0) return usage_status;
+    int usage_status = train_args_finish(&t, flags, n, "asgd launch", err, sizeof err);
+    if (usage_status == 0) usage_status = dist_args_finish(&d, &t, "asgd launch", err, sizeof err);
+    if (usage_status != 0) {
+        fprintf(stderr, "%s\n", err);
+        return usage_status;
+    }
     if (t.resume) {
         fprintf(stderr, "asgd launch: --resume: restart a failed server by hand with asgd server --id K --resume DIR "
                         "(its workers reconnect by themselves)\n");
@@ -1194,8 +1203,11 @@ int cmd_launch(int argc, char **argv) {
     d.save_model = save_model;
     if (env.kind == LAUNCHER_KIND_PSLITE) return launch_pslite(&env, &t, &d);
     if (env.kind != LAUNCHER_KIND_NONE) return launch_as_rank(&env, &t, &d);
-    usage_status = dist_apply_scaling(&d, &t, "asgd launch");
-    if (usage_status != 0) return usage_status;
+    usage_status = dist_apply_scaling(&d, &t, "asgd launch", err, sizeof err);
+    if (usage_status != 0) {
+        fprintf(stderr, "%s\n", err);
+        return usage_status;
+    }
     if (!t.quiet) print_banner(stderr, "launch");
     return launch_local(argc, argv, &t, &d, save_model, restart_workers, NULL, err, sizeof err);
 }
@@ -1214,11 +1226,10 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
     flags_status_t parsed = flags_parse("asgd launch", flags, n, argc, argv, err, err_len);
     if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd launch: --help is not a job's flag");
     if (parsed != FLAGS_STATUS_OK) return -1;
-    if (train_args_finish(&t, flags, n, "asgd launch") != 0 || dist_args_finish(&d, &t, "asgd launch") != 0 ||
-        dist_apply_scaling(&d, &t, "asgd launch") != 0) {
-        snprintf(err, err_len, "asgd launch: the job's flags were refused (the reason is on stderr)");
+    if (train_args_finish(&t, flags, n, "asgd launch", err, err_len) != 0 ||
+        dist_args_finish(&d, &t, "asgd launch", err, err_len) != 0 ||
+        dist_apply_scaling(&d, &t, "asgd launch", err, err_len) != 0)
         return -1;
-    }
     if (t.resume) {
         snprintf(err, err_len, "asgd launch: --resume: a launch does not resume; restart a server with asgd server --resume");
         return -1;

@@ -68,28 +68,28 @@ static size_t sim_args_flags(sim_args_t *s, flag_spec_t *specs) {
 // Checks the simulation flags against the training flags and fills sc.
 // Returns 0, or 2 after printing a usage error.
 static int sim_args_finish(sim_args_t *s, const train_args_t *a, const flag_spec_t *flags, size_t n_flags,
-                           simulate_config_t *sc) {
-    char err[ERR_LEN];
+                           simulate_config_t *sc, char *err, size_t err_len) {
+    char why[ERR_LEN];
     s->on = s->delay || s->workers;
     if (!s->on) {
         if (s->staleness_aware || flags_find(flags, n_flags, "dc-asgd")->seen) {
-            fprintf(stderr, "asgd train: --staleness-aware/--dc-asgd: need --delay or --simulate-workers "
-                            "(only the simulator applies them so far)\n");
+            snprintf(err, err_len, "asgd train: --staleness-aware/--dc-asgd: need --delay or --simulate-workers "
+                            "(only the simulator applies them so far)");
             return 2;
         }
         return 0;
     }
     if (a->device) {
-        fprintf(stderr, "asgd train: --device cuda: the simulation (--delay/--simulate-workers) runs on the CPU\n");
+        snprintf(err, err_len, "asgd train: --device cuda: the simulation (--delay/--simulate-workers) runs on the CPU");
         return 2;
     }
     if (a->threads != 1) {
-        fprintf(stderr, "asgd train: --threads: %zu; the simulation (--delay/--simulate-workers) runs on one thread\n",
+        snprintf(err, err_len, "asgd train: --threads: %zu; the simulation (--delay/--simulate-workers) runs on one thread",
                 a->threads);
         return 2;
     }
     if (flags_find(flags, n_flags, "mode")->seen && a->mode != TRAIN_MODE_HOGWILD) {
-        fprintf(stderr, "asgd train: --mode: the simulation (--delay/--simulate-workers) replaces the mode; drop --mode\n");
+        snprintf(err, err_len, "asgd train: --mode: the simulation (--delay/--simulate-workers) replaces the mode; drop --mode");
         return 2;
     }
     simulate_config_default(sc);
@@ -99,20 +99,20 @@ static int sim_args_finish(sim_args_t *s, const train_args_t *a, const flag_spec
         sc->delay.kind = DELAY_KIND_FIXED;
         sc->delay.lo = sc->delay.hi = s->workers - 1;
         sc->delay.workers = s->workers;  // reported only
-    } else if (delay_model_parse(s->delay, &sc->delay, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd train: %s\n", err);
+    } else if (delay_model_parse(s->delay, &sc->delay, why, sizeof why) != 0) {
+        snprintf(err, err_len, "asgd train: %s", why);
         return 2;
     } else if (sc->delay.kind == DELAY_KIND_STRAGGLER) {
         sc->delay.workers = s->workers;
     } else if (s->workers) {
-        fprintf(stderr, "asgd train: --simulate-workers: --delay %s sets each update's delay itself; "
-                        "W workers go with --delay straggler (or alone, for fixed:W-1)\n", s->delay);
+        snprintf(err, err_len, "asgd train: --simulate-workers: --delay %s sets each update's delay itself; "
+                        "W workers go with --delay straggler (or alone, for fixed:W-1)", s->delay);
         return 2;
     }
     sc->update.staleness_aware = s->staleness_aware;
     sc->update.dc_lambda = s->dc_lambda;
-    if (delay_model_check(&sc->delay, err, sizeof err) != 0 || stale_update_config_check(&sc->update, err, sizeof err) != 0) {
-        fprintf(stderr, "asgd train: %s\n", err);
+    if (delay_model_check(&sc->delay, why, sizeof why) != 0 || stale_update_config_check(&sc->update, why, sizeof why) != 0) {
+        snprintf(err, err_len, "asgd train: %s", why);
         return 2;
     }
     return 0;
@@ -272,18 +272,19 @@ static size_t train_cmd_flags(train_cmd_t *c, flag_spec_t *flags) {
     return n_flags + sim_args_flags(&c->sim, flags + n_flags);
 }
 
-// The checks across flags, after parsing. Returns 0, or 2 after a usage error.
-static int train_cmd_finish_flags(train_cmd_t *c, const flag_spec_t *flags, size_t n_flags) {
+// The checks across flags, after parsing. Returns 0, or 2 with the usage error in err.
+static int train_cmd_finish_flags(train_cmd_t *c, const flag_spec_t *flags, size_t n_flags, char *err,
+                                  size_t err_len) {
     train_args_t *a = &c->a;
-    int usage_status = train_args_finish(a, flags, n_flags, "asgd train");
-    if (usage_status == 0) usage_status = sim_args_finish(&c->sim, a, flags, n_flags, &c->sc);
+    int usage_status = train_args_finish(a, flags, n_flags, "asgd train", err, err_len);
+    if (usage_status == 0) usage_status = sim_args_finish(&c->sim, a, flags, n_flags, &c->sc, err, err_len);
     if (usage_status != 0) return usage_status;
     if ((a->checkpoint_every > 0 || a->resume) && c->sim.on) {
-        fprintf(stderr, "asgd train: --checkpoint-every/--resume: the staleness simulation does not checkpoint\n");
+        snprintf(err, err_len, "asgd train: --checkpoint-every/--resume: the staleness simulation does not checkpoint");
         return 2;
     }
     if (a->checkpoint_every > 0 && !a->checkpoint_dir) {
-        fprintf(stderr, "asgd train: --checkpoint-every: needs --checkpoint-dir DIR (or --resume DIR) to write to\n");
+        snprintf(err, err_len, "asgd train: --checkpoint-every: needs --checkpoint-dir DIR (or --resume DIR) to write to");
         return 2;
     }
     return 0;
@@ -296,7 +297,9 @@ static int train_cmd_parse(train_cmd_t *c, int argc, char **argv) {
     size_t n_flags = train_cmd_flags(c, flags);
     int parsed = train_args_command(&c->a, "asgd train", usage, description, flags, n_flags, argc, argv);
     if (parsed >= 0) return parsed;
-    int usage_status = train_cmd_finish_flags(c, flags, n_flags);
+    char err[ERR_LEN];
+    int usage_status = train_cmd_finish_flags(c, flags, n_flags, err, sizeof err);
+    if (usage_status != 0) fprintf(stderr, "%s\n", err);
     return usage_status != 0 ? usage_status : -1;
 }
 
@@ -507,9 +510,9 @@ int train_job_run(int argc, char **argv, train_job_outcome_t *out, char *err, si
     flags_status_t parsed = flags_parse("asgd train", flags, n_flags, argc, argv, err, err_len);
     int rc = -1;
     if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd train: --help is not a job's flag");
-    else if (parsed == FLAGS_STATUS_OK && train_cmd_finish_flags(&c, flags, n_flags) != 0)
-        snprintf(err, err_len, "asgd train: the job's flags were refused (the reason is on stderr)");
-    else if (parsed == FLAGS_STATUS_OK && train_cmd_setup(&c, err, err_len) == 0) {
+    else if (parsed == FLAGS_STATUS_OK && train_cmd_finish_flags(&c, flags, n_flags, err, err_len) != 0) {
+        // err says why
+    } else if (parsed == FLAGS_STATUS_OK && train_cmd_setup(&c, err, err_len) == 0) {
         model_describe(c.model, out->model, sizeof out->model);
         out->metric = model_metric(c.model);
         if (train_cmd_open_outputs(&c, err, err_len) == 0 && train_cmd_run(&c, err, err_len) == 0 &&

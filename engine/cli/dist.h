@@ -95,15 +95,15 @@ typedef enum dist_lr_scaling {
 
 void dist_args_defaults(dist_args_t *d);
 size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs);
-// Checks across flags (after parsing); prints a usage error and returns 2, or 0.
-int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command);
+// Checks across flags (after parsing): 0, or 2 with the usage error in err.
+int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len);
 
 // --scaling and --lr-scaling, once the number of workers is final: strong
 // scaling divides --batch (the total) by the workers (it must divide evenly),
 // weak keeps it per worker; --lr and --server-lr are multiplied by workers
 // (linear) or its square root (sqrt). Applied once (later calls do nothing);
-// prints a usage error and returns 2, or 0.
-int dist_apply_scaling(dist_args_t *d, train_args_t *t, const char *command);
+// returns 0, or 2 with the usage error in err.
+int dist_apply_scaling(dist_args_t *d, train_args_t *t, const char *command, char *err, size_t err_len);
 const char *dist_lr_scaling_name(int lr_scaling);
 
 // Applies the --curve-*/--insecure flags to this process (net_security_set)

@@ -205,8 +205,9 @@ static int model_flags_finish(train_args_t *a, const flag_spec_t *specs, size_t 
 // For the list of the models measured by RMSE.
 static int measured_by_rmse(const model_descriptor_t *d) { return d->metric == METRIC_KIND_RMSE; }
 
-int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command) {
-    char err[512];
+int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command, char *err,
+                      size_t err_len) {
+    char why[512];
     const model_descriptor_t *d = train_args_model(a);
     if (isnan(a->lr)) a->lr = d->defaults.lr;
     if (a->batch == 0) a->batch = d->defaults.batch;
@@ -214,28 +215,28 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
     if (!a->data) a->data = d->defaults.data;
     if (!a->checkpoint_dir) a->checkpoint_dir = a->resume;
     if (d->metric == METRIC_KIND_RMSE && !isnan(a->target_acc)) {
-        fprintf(stderr, "%s: --target-acc: %s is measured by RMSE; use --target-rmse\n", command, d->name);
+        snprintf(err, err_len, "%s: --target-acc: %s is measured by RMSE; use --target-rmse", command, d->name);
         return 2;
     }
     if (d->metric != METRIC_KIND_RMSE && !isnan(a->target_rmse)) {
         char names[256];
         size_t n = model_registry_names(names, sizeof names, ", ", measured_by_rmse);
-        fprintf(stderr, "%s: --target-rmse: only %s %s measured by RMSE; use --target-acc\n", command,
+        snprintf(err, err_len, "%s: --target-rmse: only %s %s measured by RMSE; use --target-acc", command,
                 n ? names : "no model", n > 1 ? "are" : "is");
         return 2;
     }
     if (a->stop_at_target && isnan(a->target_acc) && isnan(a->target_rmse)) {
-        fprintf(stderr, "%s: --stop-at-target needs --target-acc or --target-rmse\n", command);
+        snprintf(err, err_len, "%s: --stop-at-target needs --target-acc or --target-rmse", command);
         return 2;
     }
     if (a->device == 0 && (flags_find(specs, n_specs, "gpu")->seen || flags_find(specs, n_specs, "gpu-scatter")->seen ||
                            flags_find(specs, n_specs, "gpu-chunk")->seen ||
                            flags_find(specs, n_specs, "gpu-in-flight")->seen)) {
-        fprintf(stderr, "%s: --gpu/--gpu-scatter/--gpu-chunk/--gpu-in-flight apply to --device cuda\n", command);
+        snprintf(err, err_len, "%s: --gpu/--gpu-scatter/--gpu-chunk/--gpu-in-flight apply to --device cuda", command);
         return 2;
     }
     if (a->device && a->clip_grad_norm > 0) {
-        fprintf(stderr, "%s: --clip-grad-norm: the GPU steps do not clip yet; use --device cpu\n", command);
+        snprintf(err, err_len, "%s: --clip-grad-norm: the GPU steps do not clip yet; use --device cpu", command);
         return 2;
     }
     gpu_options_default(&a->gpu);
@@ -243,12 +244,12 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
     a->gpu.scatter_atomic = a->gpu_scatter;
     if (a->gpu_chunk) a->gpu.chunk = a->gpu_chunk;
     if (flags_find(specs, n_specs, "gpu-in-flight")->seen) a->gpu.in_flight = a->gpu_in_flight;
-    if (model_flags_finish(a, specs, n_specs, command, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
+    if (model_flags_finish(a, specs, n_specs, command, why, sizeof why) != 0) {
+        snprintf(err, err_len, "%s", why);
         return 2;
     }
     if (a->device && !d->gpu) {
-        fprintf(stderr, "%s: --device cuda: %s runs on the CPU only\n", command, d->name);
+        snprintf(err, err_len, "%s: --device cuda: %s runs on the CPU only", command, d->name);
         return 2;
     }
     optimizer_config_default(&a->opt);
@@ -261,8 +262,8 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
     a->opt.epsilon = a->adagrad_eps;
     if (a->opt.schedule == LR_SCHEDULE_EPOCH_DECAY && !flags_find(specs, n_specs, "lr-decay")->seen) a->opt.decay = 0.5;
     a->lr_decay = a->opt.decay;
-    if (optimizer_config_check(&a->opt, err, sizeof err) != 0) {
-        fprintf(stderr, "%s: %s\n", command, err);
+    if (optimizer_config_check(&a->opt, why, sizeof why) != 0) {
+        snprintf(err, err_len, "%s: %s", command, why);
         return 2;
     }
     return 0;

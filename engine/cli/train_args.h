@@ -68,8 +68,9 @@ int train_args_command(const train_args_t *a, const char *command, const char *u
 void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, const char *description,
                            const flag_spec_t *specs, size_t n_specs);
 // After parsing: per-model defaults and checks across flags. Returns 0, or 2
-// after printing a usage error prefixed with `command`.
-int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command);
+// with the usage error, prefixed with `command`, in err.
+int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command, char *err,
+                      size_t err_len);
 // train_args_train_config points tc->device_options at a->gpu under --device cuda: the
 // arguments must outlive the config.
 
