@@ -68,8 +68,10 @@ int main(void) {
     CHECK(r.points[0].samples == 0 && r.points[r.n_points - 1].samples == r.samples);
     for (size_t i = 1; i < r.n_points; i++) CHECK(r.points[i].samples > r.points[i - 1].samples);
     CHECK(r.final.test_metric == r.points[r.n_points - 1].test_metric);
-    CHECK(r.final.test_metric > 0.75 && r.points[0].test_metric < r.final.test_metric);
-    printf("train: %s %.3f after %llu samples, %zu points\n", r.metric, r.final.test_metric,
+    // Untrained (all zeros) it predicts one class; trained it is well above that.
+    CHECK(r.final.test_metric > 0.7 && r.final.test_metric > r.points[0].test_metric + 0.15);
+    printf("train: %s %.3f (at the start %.3f) after %llu samples, %zu points\n", r.metric, r.final.test_metric,
+           r.points[0].test_metric,
            (unsigned long long)r.samples, r.n_points);
     asgd_result_free(&r);
     CHECK(r.points == NULL && r.n_points == 0);
