@@ -119,9 +119,9 @@ static uint64_t replica_steps(const replica_t *r) {
 }
 
 // The threads' step allowance when the local copy was read at min clock g:
-// every step of the rounds up to ssp_last_round(g, bound).
+// every step of the rounds up to the gate's last round for g.
 static uint64_t allowance_for(uint64_t g, uint64_t bound, uint64_t quota) {
-    uint64_t last = ssp_last_round(g, bound);
+    uint64_t last = ssp_gate(0, g, bound).last_round;
     if (last == UINT64_MAX || last + 1 > UINT64_MAX / quota) return UINT64_MAX;
     return (last + 1) * quota;
 }
@@ -335,10 +335,10 @@ static void *comm_main(void *arg) {
             if (push_delta(r, 0) != 0) goto fail;
             worked = 1;
         }
-        uint64_t last = ssp_last_round(r->g_read, bound);
-        if (last != UINT64_MAX && min_steps >= atomic_load_explicit(&r->allowance, memory_order_relaxed)) {
-            // The threads wait for round last + 1: the pull that lets it start.
-            if (pull_and_rebase(r, ssp_pull_clock(last + 1, bound)) != 0) goto fail;
+        uint64_t allowed = atomic_load_explicit(&r->allowance, memory_order_relaxed);
+        if (allowed != UINT64_MAX && min_steps >= allowed) {
+            // The threads are held at the start of round allowed / quota: the pull that lets it start.
+            if (pull_and_rebase(r, ssp_gate(allowed / quota, r->g_read, bound).pull_clock) != 0) goto fail;
             worked = 1;
         } else if (total >= next_fetch && gen_ring_has_room(r)) {
             if (pull_and_rebase(r, 0) != 0) goto fail;
@@ -412,7 +412,7 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     r->stats.pushes++;
     uint64_t min_clock;
     double wait_from = now_s();
-    if (ps_client_pull(r->client, ssp_pull_clock(r->clock, 0), r->pulled, &min_clock, r->err, sizeof r->err) != 0)
+    if (ps_client_pull(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pulled, &min_clock, r->err, sizeof r->err) != 0)
         return -1;
     r->stats.wait_s += now_s() - wait_from;  // the round ends when the slowest worker's gradient is in
     r->stats.pulls++;
@@ -653,7 +653,7 @@ static int prepare_hybrid(void *ctx, const uint32_t *examples, size_t count, par
     double t0 = now_s();
     size_t nk = model_sparse_keys(r->model, examples, count, r->mark, r->keys);
     qsort(r->keys, nk, sizeof *r->keys, cmp_u32);
-    uint64_t need = ssp_pull_clock(r->clock, r->sparse_bound);
+    uint64_t need = ssp_gate(r->clock, 0, r->sparse_bound).pull_clock;
     if (ps_client_pull_keys_at(r->client, need, r->keys, nk, r->pulled, r->err, sizeof r->err) != 0) return -1;
     for (size_t k = 0; k < nk; k++) param_set(&w[r->keys[k]], r->pulled[k]);
     r->stats.pulls++;
