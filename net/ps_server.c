@@ -932,7 +932,8 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
     }
     // The worker took the staleness bound off the clock it names (ssp_gate's pull_clock).
-    if (ssp_gate(h->clock, ready_clock(s), 0).proceed) return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
+    if (ssp_gate(h->clock, ready_clock(s), 0).proceed)
+        return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
     // A worker waits on one pull at a time: a second one is its retry, and replaces the first.
     pending_pull_t *p = NULL;
     for (size_t i = 0; i < s->n_pending && !p; i++) {
