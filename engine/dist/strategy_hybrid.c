@@ -3,7 +3,6 @@
 // SSP once every worker has pushed the rounds the bound asks), and after it
 // pushes its share of their average. Its dense part is every replica's: its
 // gradient is summed by ring allreduce and applied by each (sync_strategy.h).
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
