@@ -666,7 +666,7 @@ static int serve_pending(ps_server_t *s, char *err, size_t err_len) {
     int rc = 0;
     for (size_t i = 0; i < s->n_pending; i++) {
         pending_pull_t *p = &s->pending[i];
-        if (ssp_pull_ready(p->need, min) && rc == 0) {
+        if (ssp_gate(p->need, min, 0).proceed && rc == 0) {
             if (p->worker != WIRE_NO_ID) s->wait_s += now_s() - p->since;
             rc = send_params(s, &p->identity, p->worker, p->keys, p->n_keys, err, err_len);
             zmq_msg_close(&p->identity);
@@ -931,7 +931,9 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     } else if (h->payload_kind != PAYLOAD_KIND_NONE) {
         return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
     }
-    if (ssp_pull_ready(h->clock, ready_clock(s))) return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
+    // The worker took the staleness bound off the clock it names (ssp_gate's pull_clock).
+    if (ssp_gate(h->clock, ready_clock(s), 0).proceed)
+        return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
     // A worker waits on one pull at a time: a second one is its retry, and replaces the first.
     pending_pull_t *p = NULL;
     for (size_t i = 0; i < s->n_pending && !p; i++) {

@@ -27,14 +27,11 @@ uint64_t sync_mode_bound(sync_mode_t m, uint64_t ssp_bound) {
     }
 }
 
-uint64_t ssp_last_round(uint64_t min_clock, uint64_t bound) {
-    if (bound == STALENESS_INFINITE || min_clock > UINT64_MAX - bound) return UINT64_MAX;
-    return min_clock + bound;
+ssp_gate_t ssp_gate(uint64_t round, uint64_t min_clock, uint64_t bound) {
+    ssp_gate_t g;
+    int unbounded = bound == STALENESS_INFINITE;
+    g.last_round = unbounded || min_clock > UINT64_MAX - bound ? UINT64_MAX : min_clock + bound;
+    g.pull_clock = unbounded || round <= bound ? 0 : round - bound;
+    g.proceed = round <= g.last_round;
+    return g;
 }
-
-uint64_t ssp_pull_clock(uint64_t round, uint64_t bound) {
-    if (bound == STALENESS_INFINITE || round <= bound) return 0;
-    return round - bound;
-}
-
-int ssp_pull_ready(uint64_t need, uint64_t min_clock) { return need <= min_clock; }

@@ -31,23 +31,31 @@ int sync_mode_parse(const char *s, sync_mode_t *out, char *err, size_t err_len);
 // The staleness bound a mode enforces: 0 for BSP, `ssp_bound` for SSP, infinite for ASP.
 uint64_t sync_mode_bound(sync_mode_t m, uint64_t ssp_bound);
 
-// The SSP gate: the one statement of the rule, used by the workers (replica.c:
+// The SSP gate: the one statement of the rule, used by the workers (replica:
 // their threads' step allowance, the conditional pull that raises it, hybrid's
 // sparse reads, BSP's round pull) and by the servers (answering that pull).
 // Rounds are numbered from 0; a worker that has pushed c rounds computes round c.
+//
+// ssp_gate(round, min_clock, bound) answers for a worker about to compute
+// `round` with parameters read while the slowest live worker had pushed
+// `min_clock` rounds, under staleness bound `bound` (STALENESS_INFINITE: asp):
+//   proceed     it may: round <= last_round;
+//   last_round  the last round those parameters allow: min_clock + bound
+//               (UINT64_MAX when the bound is infinite or the sum would not fit);
+//   pull_clock  what it must pull first when it may not: the parameters as of
+//               a slowest clock of at least this, round - bound (0 when the
+//               bound is infinite or at least `round`: any parameters do).
+//               It does not depend on min_clock (a worker that has not pulled
+//               yet names it too). Under BSP (bound 0) it is the round itself.
+// Parameters read at min_clock >= pull_clock let the round proceed, and none
+// read earlier do. A server holds a pull naming clock `need` until
+// ssp_gate(need, min_clock, 0).proceed: the worker took the bound off already.
+typedef struct ssp_gate {
+    int proceed;
+    uint64_t last_round;
+    uint64_t pull_clock;
+} ssp_gate_t;
 
-// The last round a worker may start when the parameters it holds were read
-// while the slowest live worker had pushed `min_clock` rounds: min_clock + bound
-// (UINT64_MAX when the bound is infinite or the sum would not fit).
-uint64_t ssp_last_round(uint64_t min_clock, uint64_t bound);
-
-// The clock a conditional pull must name so that its answer lets the worker
-// start round `round`: round - bound, or 0 (answered at once) when the bound is
-// infinite or at least `round`. Under BSP (bound 0) it is the round itself.
-uint64_t ssp_pull_clock(uint64_t round, uint64_t bound);
-
-// Whether a pull naming clock `need` may be answered now that the slowest live
-// worker has pushed `min_clock` rounds.
-int ssp_pull_ready(uint64_t need, uint64_t min_clock);
+ssp_gate_t ssp_gate(uint64_t round, uint64_t min_clock, uint64_t bound);
 
 #endif

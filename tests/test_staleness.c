@@ -8,7 +8,7 @@
 #include "staleness/clock_table.h"  // defines: clock_table_t, clock_table_min, clock_table_max, clock_table_live
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_draw, step_delay_mean
 #include "staleness/histogram.h"    // defines: staleness_hist_t, staleness_hist_quantile
-#include "staleness/sync_mode.h"    // defines: sync_mode_parse, sync_mode_bound, ssp_last_round, ssp_pull_clock, ssp_pull_ready
+#include "staleness/sync_mode.h"    // defines: sync_mode_parse, sync_mode_bound, ssp_gate
 #include "test_support.h"
 
 // ---- sync modes --------------------------------------------------------------
@@ -53,54 +53,66 @@ static void test_sync_mode(void) {
 }
 
 // ---- the SSP gate -------------------------------------------------------------
-// The functions replica.c (allowance, gate pull, hybrid and BSP pulls) and
-// ps_server.c (answering pulls) call.
+// ssp_gate: the one rule the replica (allowance, gate pull, hybrid and BSP
+// pulls) and ps_server.c (answering pulls) apply.
+
+// The gate's contract, for one (round, min clock, bound).
+static void check_gate_contract(uint64_t round, uint64_t min, uint64_t s) {
+    ssp_gate_t g = ssp_gate(round, min, s);
+    CHECK(g.proceed == (round <= g.last_round));
+    CHECK(g.pull_clock == ssp_gate(round, 0, s).pull_clock);  // what to pull does not depend on the min clock
+    CHECK(ssp_gate(round, g.pull_clock, s).proceed);           // parameters that fresh let the round start
+    if (g.pull_clock > 0) CHECK(!ssp_gate(round, g.pull_clock - 1, s).proceed);  // and none older do
+    // The server answers the pull (bound 0 on the clock it names) exactly when the round may start.
+    CHECK(ssp_gate(g.pull_clock, min, 0).proceed == g.proceed);
+}
 
 static void test_ssp_gate(void) {
     // BSP (bound 0): round c needs every worker to have pushed c rounds.
-    CHECK(ssp_last_round(0, 0) == 0);
-    CHECK(ssp_last_round(5, 0) == 5);
-    CHECK(ssp_pull_clock(0, 0) == 0);
-    CHECK(ssp_pull_clock(6, 0) == 6);
-    CHECK(ssp_pull_ready(6, 6) && ssp_pull_ready(6, 7) && !ssp_pull_ready(6, 5));
-    CHECK(ssp_pull_ready(0, 0));  // a pull naming no clock is answered at once
+    CHECK(ssp_gate(0, 0, 0).last_round == 0);
+    CHECK(ssp_gate(0, 5, 0).last_round == 5);
+    CHECK(ssp_gate(0, 0, 0).pull_clock == 0);
+    CHECK(ssp_gate(6, 0, 0).pull_clock == 6);
+    CHECK(ssp_gate(6, 6, 0).proceed && ssp_gate(6, 7, 0).proceed && !ssp_gate(6, 5, 0).proceed);
+    CHECK(ssp_gate(0, 0, 0).proceed);  // a pull naming no clock is answered at once
 
     // SSP bound 3: up to 3 rounds ahead of the slowest.
-    CHECK(ssp_last_round(0, 3) == 3);
-    CHECK(ssp_last_round(10, 3) == 13);
-    CHECK(ssp_pull_clock(0, 3) == 0);
-    CHECK(ssp_pull_clock(3, 3) == 0);
-    CHECK(ssp_pull_clock(4, 3) == 1);
-    CHECK(ssp_pull_clock(100, 3) == 97);
+    CHECK(ssp_gate(0, 0, 3).last_round == 3);
+    CHECK(ssp_gate(0, 10, 3).last_round == 13);
+    CHECK(ssp_gate(13, 10, 3).proceed && !ssp_gate(14, 10, 3).proceed);
+    CHECK(ssp_gate(0, 0, 3).pull_clock == 0);
+    CHECK(ssp_gate(3, 0, 3).pull_clock == 0);
+    CHECK(ssp_gate(4, 0, 3).pull_clock == 1);
+    CHECK(ssp_gate(100, 0, 3).pull_clock == 97);
     // The replica's gate pull: held at round g + s + 1, it names g + 1.
-    CHECK(ssp_pull_clock(ssp_last_round(10, 3) + 1, 3) == 11);
+    CHECK(ssp_gate(ssp_gate(0, 10, 3).last_round + 1, 10, 3).pull_clock == 11);
 
     // ASP: never waits, whatever the clocks.
-    CHECK(ssp_last_round(0, STALENESS_INFINITE) == UINT64_MAX);
-    CHECK(ssp_last_round(12345, STALENESS_INFINITE) == UINT64_MAX);
-    CHECK(ssp_pull_clock(UINT64_MAX, STALENESS_INFINITE) == 0);
-    CHECK(ssp_pull_clock(12345, STALENESS_INFINITE) == 0);
+    CHECK(ssp_gate(0, 0, STALENESS_INFINITE).last_round == UINT64_MAX);
+    CHECK(ssp_gate(0, 12345, STALENESS_INFINITE).last_round == UINT64_MAX);
+    CHECK(ssp_gate(UINT64_MAX, 0, STALENESS_INFINITE).pull_clock == 0);
+    CHECK(ssp_gate(UINT64_MAX, 0, STALENESS_INFINITE).proceed);
+    CHECK(ssp_gate(12345, 0, STALENESS_INFINITE).pull_clock == 0);
 
-    // The three agree: a pull naming ssp_pull_clock(c, s) is answered exactly
-    // when the min clock lets round c start (c <= ssp_last_round(min, s)).
-    static const uint64_t bounds[] = {0, 1, 2, 5};
-    for (size_t b = 0; b < sizeof bounds / sizeof bounds[0]; b++) {
-        for (uint64_t round = 0; round < 20; round++) {
-            uint64_t need = ssp_pull_clock(round, bounds[b]);
-            for (uint64_t min = 0; min < 25; min++)
-                CHECK(ssp_pull_ready(need, min) == (round <= ssp_last_round(min, bounds[b])));
-        }
-    }
+    // The contract over small clocks and bounds, ASP's included.
+    static const uint64_t bounds[] = {0, 1, 2, 5, STALENESS_INFINITE};
+    for (size_t b = 0; b < sizeof bounds / sizeof bounds[0]; b++)
+        for (uint64_t round = 0; round < 20; round++)
+            for (uint64_t min = 0; min < 25; min++) check_gate_contract(round, min, bounds[b]);
 
     // Very large (finite) bounds and clocks: nothing wraps around.
     uint64_t huge = UINT64_MAX - 1;
-    CHECK(ssp_pull_clock(UINT64_MAX, huge) == 1);
-    CHECK(ssp_last_round(0, huge) == UINT64_MAX - 1);
-    CHECK(ssp_last_round(1, huge) == UINT64_MAX);
-    CHECK(ssp_last_round(5, huge) == UINT64_MAX);  // min + bound would overflow: saturates
-    CHECK(ssp_last_round(UINT64_MAX - 3, 3) == UINT64_MAX);
-    CHECK(ssp_pull_clock(UINT64_MAX, 3) == UINT64_MAX - 3);
-    CHECK(ssp_pull_ready(UINT64_MAX - 3, UINT64_MAX - 3));
+    CHECK(ssp_gate(UINT64_MAX, 0, huge).pull_clock == 1);
+    CHECK(ssp_gate(0, 0, huge).last_round == UINT64_MAX - 1);
+    CHECK(ssp_gate(0, 1, huge).last_round == UINT64_MAX);
+    CHECK(ssp_gate(0, 5, huge).last_round == UINT64_MAX);  // min + bound would overflow: saturates
+    CHECK(ssp_gate(0, UINT64_MAX - 3, 3).last_round == UINT64_MAX);
+    CHECK(ssp_gate(UINT64_MAX, 0, 3).pull_clock == UINT64_MAX - 3);
+    CHECK(ssp_gate(UINT64_MAX - 3, UINT64_MAX - 3, 0).proceed);
+    CHECK(!ssp_gate(UINT64_MAX, 0, huge).proceed && ssp_gate(UINT64_MAX, 1, huge).proceed);
+    check_gate_contract(UINT64_MAX, 0, huge);
+    check_gate_contract(UINT64_MAX, UINT64_MAX - 4, 3);
+    check_gate_contract(UINT64_MAX, UINT64_MAX, 0);
 }
 
 // ---- the vector clock --------------------------------------------------------

@@ -91,7 +91,11 @@ struct trainer {
     const train_device_ops_t *dev_ops;
     void *dev;
     char gpu_err[512];
+    void *own_dev;              // the device train_run made (not a borrowed one)
     train_position_t position;  // filled for each checkpoint
+    model_ws_t *eval_ws[EVAL_THREADS_MAX];  // the evaluation threads' workspaces
+    size_t n_eval_ws;
+    int sync_inited;            // mu, the condition variables and update_lock exist
 };
 
 static double now_s(void) {
@@ -361,13 +365,169 @@ static inline void note_step_start(const train_link_t *link, size_t id, uint64_t
     atomic_store_explicit(&link->progress[id].read_gen, g << 32 | (uint32_t)step, memory_order_release);
 }
 
+// ---- the worker skeleton ----
+//
+// Every worker thread runs one skeleton (run_epochs): the epochs, each begun
+// by the mode's epoch_begin (its shuffle, drawn for the epochs a resumed run
+// skips too, so that the order goes on as it was), then the epoch's steps from
+// where the run stands, one call of the mode's step function each:
+//   hogwild/locked  hogwild_step: a minibatch of this thread's shard
+//   a device        device_step: a chunk of the shard queued to the device
+//   sync            sync_round: a round, every thread at its barriers
+// Threads that step alone (the first two) share the step's frame: the pause
+// check and the link's allowance before it (solo_step_gate), the counters, the
+// link's progress, the injected delay and the evaluation check after it
+// (solo_step_done). What a thread keeps from step to step is in its loop_t
+// (inside the mode's own struct), on its stack: the skeleton adds no
+// allocation, lock or system call to a step, only the call of the mode's step.
+
+typedef struct loop loop_t;
+
+typedef struct loop_mode {
+    // The start of an epoch: 0, or -1 to stop.
+    int (*epoch_begin)(loop_t *L, size_t epoch);
+    // One step at position pos of the epoch: returns the positions it took, 0 to stop.
+    size_t (*step)(loop_t *L, size_t epoch, size_t pos);
+} loop_mode_t;
+
+struct loop {
+    worker_t *wk;
+    trainer_t *tr;
+    const train_config_t *c;
+    const train_link_t *link;
+    size_t id;
+    uint32_t *data;       // what an epoch runs over: this thread's shard, or (sync) the whole order
+    size_t len;           // its positions
+    size_t stride;        // the positions of a whole step (sync: round)
+    uint64_t done;        // steps (sync: rounds) taken before this run, which it skips
+    uint64_t updates;     // steps (sync: rounds) so far, those skipped included
+    uint64_t samples;     // examples so far (sync: all threads')
+    uint64_t next_check;  // the sample count at which to look whether an evaluation is due
+    rng_t rng;            // the epochs' shuffles
+    rng_t delay_rng;      // injected delays
+};
+
+static void loop_init(loop_t *L, worker_t *wk, uint32_t *data, size_t len, size_t stride, uint64_t done) {
+    trainer_t *tr = wk->tr;
+    L->wk = wk;
+    L->tr = tr;
+    L->c = &tr->cfg;
+    L->link = tr->cfg.link;
+    L->id = wk->id;
+    L->data = data;
+    L->len = len;
+    L->stride = stride;
+    L->done = L->updates = done;
+    L->samples = atomic_load_explicit(&tr->stats[wk->id].samples, memory_order_relaxed);
+    L->next_check = L->samples + tr->cfg.eval_every / tr->cfg.threads;
+    rng_seed(&L->rng, tr->cfg.seed, STREAM_SHUFFLE + wk->id);
+    step_delay_seed(&L->delay_rng, &tr->cfg, wk->id);
+}
+
+// The epochs, from where the run stands (L->done whole steps in), until they
+// are done or a step says stop.
+static void run_epochs(loop_t *L, const loop_mode_t *mode) {
+    size_t per_epoch = (L->len + L->stride - 1) / L->stride;
+    size_t skip_epochs = per_epoch ? (size_t)(L->done / per_epoch) : L->c->epochs;
+    size_t skip_pos = per_epoch ? (size_t)(L->done % per_epoch) * L->stride : 0;
+    for (size_t epoch = 0; epoch < L->c->epochs; epoch++) {
+        if (mode->epoch_begin(L, epoch) != 0) return;
+        if (epoch < skip_epochs) continue;
+        for (size_t pos = epoch == skip_epochs ? skip_pos : 0; pos < L->len;) {
+            size_t took = mode->step(L, epoch, pos);
+            if (took == 0) return;
+            pos += took;
+        }
+    }
+}
+
+// A thread stepping alone shuffles its shard.
+static int shuffle_shard(loop_t *L, size_t epoch) {
+    (void)epoch;
+    rng_shuffle_u32(&L->rng, L->data, L->len);
+    return 0;
+}
+
+// Before a step of a thread stepping alone: the pause check, then the link's
+// allowance. Returns 1 if the thread must stop.
+static int solo_step_gate(loop_t *L) {
+    if (check_pause(L->tr)) return 1;
+    return L->link && wait_for_allowance(L->tr, L->id, L->updates);
+}
+
+// After it: the counters, the link's progress and delay, and whether an
+// evaluation is due.
+static void solo_step_done(loop_t *L, size_t count, double loss, float lr, uint64_t updates) {
+    L->updates += updates;
+    L->samples += count;
+    publish(&L->tr->stats[L->id], count, loss, lr, updates);
+    if (L->link) {
+        atomic_store_explicit(&L->link->progress[L->id].steps, L->updates, memory_order_relaxed);
+        step_delay_sleep(L->link, &L->delay_rng);
+    }
+    if (L->samples >= L->next_check) L->next_check = maybe_request_eval(L->tr, L->samples);
+}
+
+// A thread stepping alone is done (its epochs, or stopped).
+static void solo_finished(loop_t *L) {
+    if (L->link) atomic_store_explicit(&L->link->progress[L->id].finished, 1, memory_order_release);
+}
+
+// ---- hogwild and locked: the steps ----
+
+typedef struct hogwild_loop {
+    loop_t loop;
+    int locked;
+    int clip;
+    float *copy;  // fused dense steps: the thread's parameter copy (see async_worker)
+    int direct;   // one-example plain-SGD steps without the gradient buffer
+} hogwild_loop_t;
+
+// One minibatch's gradient, applied to the shared model. Returns its loss.
+static double hogwild_apply(hogwild_loop_t *H, const uint32_t *idx, size_t count, float lr) {
+    trainer_t *tr = H->loop.tr;
+    worker_t *wk = H->loop.wk;
+    if (H->direct) return model_sgd_step_one(tr->model, tr->w, idx[0], lr);
+    if (H->copy) {
+        block_apply_t sink = {tr->opt, tr->w, lr, H->copy};
+        double loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, apply_block, &sink);
+        if (!H->locked) model_ws_mark_copy_current(wk->ws);
+        return loss;
+    }
+    double loss = model_loss_grad(tr->model, tr->w, idx, count, &wk->grad, wk->ws);
+    if (H->clip) grad_clip_norm(&wk->grad, H->loop.c->clip_grad_norm);
+    optimizer_apply_and_clear(tr->opt, tr->w, &wk->grad, lr);
+    return loss;
+}
+
+static size_t hogwild_step(loop_t *L, size_t epoch, size_t pos) {
+    hogwild_loop_t *H = (hogwild_loop_t *)L;
+    trainer_t *tr = L->tr;
+    const train_config_t *c = L->c;
+    if (solo_step_gate(L)) return 0;
+    note_step_start(L->link, L->id, L->updates);
+    size_t count = L->len - pos < c->batch ? L->len - pos : c->batch;
+    // Step-size schedules count global updates; each thread sees about 1/T of them.
+    float lr = optimizer_lr(tr->opt, (double)L->updates * (double)c->threads, epoch);
+    if (H->locked) pthread_mutex_lock(&tr->update_lock);
+    double loss = hogwild_apply(H, L->data + pos, count, lr);
+    if (H->locked) pthread_mutex_unlock(&tr->update_lock);
+    if (check_diverged(tr, L->id, L->updates, loss)) return 0;
+    solo_step_done(L, count, loss, lr, 1);
+    return count;
+}
+
+static const loop_mode_t hogwild_mode = {shuffle_shard, hogwild_step};
+
 static void *async_worker(void *arg) {
     worker_t *wk = arg;
     trainer_t *tr = wk->tr;
     const train_config_t *c = &tr->cfg;
-    uint32_t *shard = tr->order + wk->shard_begin;
-    size_t len = wk->shard_end - wk->shard_begin;
-    int locked = c->mode == TRAIN_MODE_LOCKED;
+    hogwild_loop_t H;
+    // A resumed thread skips the steps it took before.
+    loop_init(&H.loop, wk, tr->order + wk->shard_begin, wk->shard_end - wk->shard_begin, c->batch,
+              start_updates(tr, wk->id));
+    H.locked = c->mode == TRAIN_MODE_LOCKED;
     // Dense models hand their gradient over in cache-sized blocks that go straight
     // into the shared model (no model-sized gradient buffer). Under Hogwild! the
     // thread's private parameter copy is refreshed during that write instead of
@@ -376,62 +536,13 @@ static void *async_worker(void *arg) {
     // mode re-reads it (other threads' steps come between this thread's) to stay
     // serialisable.
     // Clipping needs the whole gradient before any of it is applied: the fused
-    // paths below, which apply it as it is computed, are for unclipped steps.
-    int clip = c->clip_grad_norm > 0;
-    float *copy = !clip && wk->grad.dense && model_has_loss_grad_apply(tr->model) ? model_ws_param_copy(wk->ws) : NULL;
+    // paths, which apply it as it is computed, are for unclipped steps.
+    H.clip = c->clip_grad_norm > 0;
+    H.copy = !H.clip && wk->grad.dense && model_has_loss_grad_apply(tr->model) ? model_ws_param_copy(wk->ws) : NULL;
     // One-example plain-SGD steps skip the gradient buffer (bit-identical result).
-    int direct = !clip && c->batch == 1 && optimizer_is_plain_sgd(tr->opt) && model_has_sgd_step_one(tr->model);
-    rng_t rng;
-    rng_seed(&rng, c->seed, STREAM_SHUFFLE + wk->id);
-    rng_t delay_rng;
-    step_delay_seed(&delay_rng, c, wk->id);
-    uint64_t my_updates = start_updates(tr, wk->id);
-    uint64_t my_samples = atomic_load_explicit(&tr->stats[wk->id].samples, memory_order_relaxed);
-    uint64_t next_check = my_samples + c->eval_every / c->threads;
-    // A resumed thread skips the steps it took before: whole epochs (their
-    // shuffles still drawn, so the order continues as it was), then the
-    // minibatches of the epoch it was in.
-    size_t steps_per_epoch = (len + c->batch - 1) / c->batch;
-    size_t skip_epochs = steps_per_epoch ? (size_t)(my_updates / steps_per_epoch) : c->epochs;
-    size_t skip_pos = steps_per_epoch ? (size_t)(my_updates % steps_per_epoch) * c->batch : 0;
-    if (wait_at_gate(tr)) goto done;
-    for (size_t epoch = 0; epoch < c->epochs; epoch++) {
-        rng_shuffle_u32(&rng, shard, len);
-        if (epoch < skip_epochs) continue;
-        for (size_t pos = epoch == skip_epochs ? skip_pos : 0; pos < len; pos += c->batch) {
-            if (check_pause(tr)) goto done;
-            if (c->link && wait_for_allowance(tr, wk->id, my_updates)) goto done;
-            note_step_start(c->link, wk->id, my_updates);
-            size_t count = len - pos < c->batch ? len - pos : c->batch;
-            // Step-size schedules count global updates; each thread sees about 1/T of them.
-            float lr = optimizer_lr(tr->opt, (double)my_updates * (double)c->threads, epoch);
-            if (locked) pthread_mutex_lock(&tr->update_lock);
-            double loss;
-            if (direct) {
-                loss = model_sgd_step_one(tr->model, tr->w, shard[pos], lr);
-            } else if (copy) {
-                block_apply_t sink = {tr->opt, tr->w, lr, copy};
-                loss = model_loss_grad_apply(tr->model, tr->w, shard + pos, count, wk->ws, apply_block, &sink);
-                if (!locked) model_ws_mark_copy_current(wk->ws);
-            } else {
-                loss = model_loss_grad(tr->model, tr->w, shard + pos, count, &wk->grad, wk->ws);
-                if (clip) grad_clip_norm(&wk->grad, c->clip_grad_norm);
-                optimizer_apply_and_clear(tr->opt, tr->w, &wk->grad, lr);
-            }
-            if (locked) pthread_mutex_unlock(&tr->update_lock);
-            if (check_diverged(tr, wk->id, my_updates, loss)) goto done;
-            my_updates++;
-            my_samples += count;
-            publish(&tr->stats[wk->id], count, loss, lr, 1);
-            if (c->link) {
-                atomic_store_explicit(&c->link->progress[wk->id].steps, my_updates, memory_order_relaxed);
-                step_delay_sleep(c->link, &delay_rng);
-            }
-            if (my_samples >= next_check) next_check = maybe_request_eval(tr, my_samples);
-        }
-    }
-done:
-    if (c->link) atomic_store_explicit(&c->link->progress[wk->id].finished, 1, memory_order_release);
+    H.direct = !H.clip && c->batch == 1 && optimizer_is_plain_sgd(tr->opt) && model_has_sgd_step_one(tr->model);
+    if (!wait_at_gate(tr)) run_epochs(&H.loop, &hogwild_mode);
+    solo_finished(&H.loop);
     mark_finished(tr);
     return NULL;
 }
@@ -454,70 +565,70 @@ static int gpu_sync(trainer_t *tr, worker_stats_t *s, int params, char *err, siz
     return params ? tr->dev_ops->get_params(tr->dev, tr->w, err, err_len) : 0;
 }
 
-// The async worker's loop for one thread driving the GPU: the same data order,
-// evaluation pauses, link (allowance, progress, delays) and counters. Sparse
-// models under Hogwild! take a chunk of examples per step, each example one
-// update; the chunk ends at the link's allowance.
+typedef struct device_loop {
+    loop_t loop;
+    worker_stats_t *stats;
+    int hogwild;         // sparse models under Hogwild!: a step is a chunk of examples, each one update
+    size_t step_max;     // examples per step
+    uint64_t unsynced;   // steps since the last read of their loss
+    int ok;              // no failure yet (else err says what)
+    char err[512];
+} device_loop_t;
+
+static int device_epoch_begin(loop_t *L, size_t epoch) {
+    device_loop_t *D = (device_loop_t *)L;
+    shuffle_shard(L, epoch);
+    D->ok = L->tr->dev_ops->set_order(L->tr->dev, L->data, L->len, D->err, sizeof D->err) == 0;
+    return D->ok ? 0 : -1;
+}
+
+// One step queued to the device: the same data order, evaluation pauses,
+// link (allowance, progress, delays) and counters as hogwild_step; a chunk
+// ends at the link's allowance.
+static size_t device_step(loop_t *L, size_t epoch, size_t pos) {
+    device_loop_t *D = (device_loop_t *)L;
+    trainer_t *tr = L->tr;
+    const train_link_t *link = L->link;
+    // The main thread evaluates tr->w once this thread has parked: bring it up to date first.
+    if (!(link && atomic_load_explicit(link->abort, memory_order_relaxed)) &&
+        atomic_load_explicit(&tr->pause_requested, memory_order_acquire)) {
+        if (!(D->ok = gpu_sync(tr, D->stats, 1, D->err, sizeof D->err) == 0)) return 0;
+        D->unsynced = 0;
+    }
+    if (solo_step_gate(L)) return 0;
+    size_t count = L->len - pos < D->step_max ? L->len - pos : D->step_max;
+    if (D->hogwild && link) {
+        uint64_t allowed = atomic_load_explicit(link->step_allowance, memory_order_acquire);
+        if (allowed > L->updates && allowed - L->updates < count) count = (size_t)(allowed - L->updates);
+    }
+    float lr = optimizer_lr(tr->opt, (double)L->updates, epoch);
+    note_step_start(link, L->id, L->updates);
+    if (!(D->ok = tr->dev_ops->step(tr->dev, pos, count, lr, D->err, sizeof D->err) == 0)) return 0;
+    solo_step_done(L, count, 0.0, lr, D->hogwild ? count : 1);  // the loss comes with the next sync
+    if (++D->unsynced >= GPU_LOSS_EVERY) {
+        if (!(D->ok = gpu_sync(tr, D->stats, 0, D->err, sizeof D->err) == 0)) return 0;
+        D->unsynced = 0;
+    }
+    return count;
+}
+
+static const loop_mode_t device_mode = {device_epoch_begin, device_step};
+
+// The thread driving the device.
 static void *gpu_worker(void *arg) {
     worker_t *wk = arg;
     trainer_t *tr = wk->tr;
-    const train_config_t *c = &tr->cfg;
-    const train_link_t *link = c->link;
-    worker_stats_t *stats = &tr->stats[wk->id];
-    uint32_t *shard = tr->order + wk->shard_begin;
-    size_t len = wk->shard_end - wk->shard_begin;
-    char err[512];
-    int ok = tr->dev_ops->bind_thread(tr->dev, err, sizeof err) == 0;
-    int hogwild = tr->dev_ops->is_hogwild(tr->dev);
-    size_t step_max = hogwild ? tr->dev_ops->hogwild_chunk(tr->dev) : c->batch;
-    rng_t rng, delay_rng;
-    rng_seed(&rng, c->seed, STREAM_SHUFFLE + wk->id);
-    step_delay_seed(&delay_rng, c, wk->id);
-    uint64_t my_updates = 0, my_samples = 0, next_check = c->eval_every, unsynced = 0;
-    if (!ok || wait_at_gate(tr)) goto done;
-    for (size_t epoch = 0; epoch < c->epochs; epoch++) {
-        rng_shuffle_u32(&rng, shard, len);
-        if (!(ok = tr->dev_ops->set_order(tr->dev, shard, len, err, sizeof err) == 0)) goto done;
-        size_t count;
-        for (size_t pos = 0; pos < len; pos += count) {
-            if (link && atomic_load_explicit(link->abort, memory_order_relaxed)) {
-                atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
-                goto done;
-            }
-            // The main thread evaluates tr->w once this thread has parked: bring it up to date first.
-            if (atomic_load_explicit(&tr->pause_requested, memory_order_acquire)) {
-                if (!(ok = gpu_sync(tr, stats, 1, err, sizeof err) == 0)) goto done;
-                unsynced = 0;
-                if (check_pause(tr)) goto done;
-            }
-            if (link && wait_for_allowance(tr, wk->id, my_updates)) goto done;
-            count = len - pos < step_max ? len - pos : step_max;
-            if (hogwild && link) {
-                uint64_t allowed = atomic_load_explicit(link->step_allowance, memory_order_acquire);
-                if (allowed > my_updates && allowed - my_updates < count) count = (size_t)(allowed - my_updates);
-            }
-            float lr = optimizer_lr(tr->opt, (double)my_updates, epoch);
-            note_step_start(link, wk->id, my_updates);
-            if (!(ok = tr->dev_ops->step(tr->dev, pos, count, lr, err, sizeof err) == 0)) goto done;
-            uint64_t updates = hogwild ? count : 1;
-            my_updates += updates;
-            my_samples += count;
-            publish(stats, count, 0.0, lr, updates);  // the loss comes with the next sync
-            if (++unsynced >= GPU_LOSS_EVERY) {
-                if (!(ok = gpu_sync(tr, stats, 0, err, sizeof err) == 0)) goto done;
-                unsynced = 0;
-            }
-            if (link) {
-                atomic_store_explicit(&link->progress[wk->id].steps, my_updates, memory_order_relaxed);
-                step_delay_sleep(link, &delay_rng);
-            }
-            if (my_samples >= next_check) next_check = maybe_request_eval(tr, my_samples);
-        }
-    }
-done:
-    if (ok) ok = gpu_sync(tr, stats, 1, err, sizeof err) == 0;
-    if (!ok) gpu_fail(tr, err);
-    if (link) atomic_store_explicit(&link->progress[wk->id].finished, 1, memory_order_release);
+    device_loop_t D;
+    D.stats = &tr->stats[wk->id];
+    D.ok = tr->dev_ops->bind_thread(tr->dev, D.err, sizeof D.err) == 0;
+    D.hogwild = tr->dev_ops->is_hogwild(tr->dev);
+    D.step_max = D.hogwild ? tr->dev_ops->hogwild_chunk(tr->dev) : tr->cfg.batch;
+    D.unsynced = 0;
+    loop_init(&D.loop, wk, tr->order + wk->shard_begin, wk->shard_end - wk->shard_begin, D.step_max, 0);
+    if (D.ok && !wait_at_gate(tr)) run_epochs(&D.loop, &device_mode);
+    if (D.ok) D.ok = gpu_sync(tr, D.stats, 1, D.err, sizeof D.err) == 0;
+    if (!D.ok) gpu_fail(tr, D.err);
+    solo_finished(&D.loop);
     tr->dev_ops->unbind_thread();
     mark_finished(tr);
     return NULL;
@@ -684,97 +795,126 @@ static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds
     return 0;
 }
 
+typedef struct sync_loop {
+    loop_t loop;
+    size_t rank, replica_size;  // this replica's slice of a round: [rank * replica_size, + replica_size)
+    int dense, store;           // store: a dense model's step stores its gradient block by block
+    int unflushed;  // keep_copies: w is behind this thread's copy in its range
+    int behind;     // keep_copies: the other threads' ranges of this thread's copy are a round behind
+} sync_loop_t;
+
+// Thread 0 shuffles the whole order (the others wait for it at barrier A).
+static int sync_epoch_begin(loop_t *L, size_t epoch) {
+    (void)epoch;
+    if (L->id == 0) rng_shuffle_u32(&L->rng, L->data, L->len);
+    return 0;
+}
+
+// Thread 0, before barrier A: whether the round parks or stops (it knows the
+// exact count at a round boundary) and, distributed, the link's preparation
+// of the parameters the replica's examples of the round read.
+static void sync_round_decide(sync_loop_t *S, size_t base) {
+    trainer_t *tr = S->loop.tr;
+    const train_link_t *link = S->loop.link;
+    size_t n = S->loop.len, round_size = S->loop.stride;
+    if (S->loop.samples >= atomic_load_explicit(&tr->next_eval_samples, memory_order_acquire))
+        atomic_store_explicit(&tr->pause_requested, 1, memory_order_release);
+    tr->round_park = atomic_load_explicit(&tr->pause_requested, memory_order_acquire);
+    if (link && link->prepare && !atomic_load_explicit(link->abort, memory_order_relaxed)) {
+        size_t round_examples = n - base < round_size ? n - base : round_size, from = S->rank * S->replica_size;
+        size_t mine = from < round_examples ? round_examples - from : 0;
+        if (mine > S->replica_size) mine = S->replica_size;
+        if (mine && link->prepare(link->ctx, tr->order + base + from, mine, tr->w) != 0)
+            atomic_store_explicit(link->abort, 1, memory_order_relaxed);
+    }
+    tr->round_stop = link && atomic_load_explicit(link->abort, memory_order_relaxed);
+    if (tr->round_stop) atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
+}
+
+// This thread's gradient of its `count` examples idx, into its own buffer. Returns its loss.
+static double sync_compute(sync_loop_t *S, const uint32_t *idx, size_t count) {
+    trainer_t *tr = S->loop.tr;
+    worker_t *wk = S->loop.wk;
+    double loss;
+    if (S->store) {
+        if (S->behind) sync_pull(tr, S->loop.id);
+        S->behind = 0;
+        if (tr->keep_copies) model_ws_mark_copy_current(wk->ws);
+        loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, store_block, wk->grad.value);
+    } else {
+        grad_clear(&wk->grad);  // the reduce only read it
+        loss = model_loss_grad(tr->model, tr->w, idx, count, &wk->grad, wk->ws);
+    }
+    // Each thread's part is clipped; their weighted mean is then no longer either.
+    if (S->loop.c->clip_grad_norm > 0) grad_clip_norm(&wk->grad, S->loop.c->clip_grad_norm);
+    // The round goes on (every thread must meet at its barriers); the
+    // threads park and stop at the next round boundary.
+    check_diverged(tr, S->loop.id, S->loop.updates, loss);
+    return loss;
+}
+
+// One round starting at position `base` of the order.
+static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
+    sync_loop_t *S = (sync_loop_t *)L;
+    trainer_t *tr = L->tr;
+    const train_config_t *c = L->c;
+    size_t id = L->id;
+    if (id == 0) sync_round_decide(S, base);
+    spin_barrier_wait(&tr->barrier);  // A
+    if (tr->round_stop) return 0;
+    if (tr->round_park) {
+        if (S->unflushed) sync_flush(tr, id);
+        S->unflushed = 0;
+        park(tr);
+        if (atomic_load_explicit(&tr->stop_requested, memory_order_acquire)) return 0;
+    }
+    // This replica's part of the round: [mine, mine + total) of the order.
+    size_t round_total = L->len - base < L->stride ? L->len - base : L->stride;
+    size_t mine = S->rank * S->replica_size, total = 0;
+    if (mine < round_total) total = round_total - mine < S->replica_size ? round_total - mine : S->replica_size;
+    size_t count = sync_count(total, c->batch, id);
+    double loss = count ? sync_compute(S, tr->order + base + mine + id * c->batch, count) : 0.0;
+    float lr = optimizer_lr(tr->opt, (double)L->updates, epoch);
+    if (id == 0) step_delay_sleep(L->link, &L->delay_rng);
+    spin_barrier_wait(&tr->barrier);  // B
+    if (S->dense) sync_reduce_dense(tr, id, total, lr);
+    else sync_reduce_sparse(tr, id, total, lr);
+    S->unflushed = S->behind = tr->keep_copies;
+    if (L->link && sync_exchange(tr, id, total, L->updates, lr)) {
+        atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
+        return 0;
+    }
+    L->updates++;
+    L->samples += total;
+    publish(&tr->stats[id], count, loss, lr, id == 0 ? 1 : 0);
+    return L->stride;
+}
+
+static const loop_mode_t sync_mode = {sync_epoch_begin, sync_round};
+
 static void *sync_worker(void *arg) {
     worker_t *wk = arg;
     trainer_t *tr = wk->tr;
     const train_config_t *c = &tr->cfg;
     const train_link_t *link = c->link;
-    size_t T = c->threads, id = wk->id, n = tr->n_train;
-    size_t rank = link ? link->rank : 0, ranks = link ? link->ranks : 1;
-    size_t replica_size = T * c->batch, round_size = ranks * replica_size;
-    int dense = tr->sum.dense, store = dense && model_has_loss_grad_apply(tr->model);
-    int unflushed = 0;  // keep_copies: w is behind this thread's copy in its range
-    int behind = 0;     // keep_copies: the other threads' ranges of this thread's copy are a round behind
-    rng_t rng;
-    rng_seed(&rng, c->seed, STREAM_SHUFFLE);  // only thread 0 draws from it
-    rng_t delay_rng;  // only thread 0 sleeps
-    step_delay_seed(&delay_rng, c, id);
-    uint64_t rounds = start_updates(tr, 0), samples = 0;
-    for (size_t t = 0; t < T; t++) samples += atomic_load_explicit(&tr->stats[t].samples, memory_order_relaxed);
-    // A resumed run skips the rounds done before, replaying the epochs' shuffles.
-    size_t rounds_per_epoch = (n + round_size - 1) / round_size;
-    size_t skip_epochs = (size_t)(rounds / rounds_per_epoch);
-    size_t skip_base = (size_t)(rounds % rounds_per_epoch) * round_size;
-    if (wait_at_gate(tr)) goto done;
-    // Every copy starts as w; from then on each round's reduce and pull keep it current.
-    if (tr->keep_copies) params_read(tr->w, tr->n_params, tr->copies[id]);
-    for (size_t epoch = 0; epoch < c->epochs; epoch++) {
-        if (id == 0) rng_shuffle_u32(&rng, tr->order, n);
-        if (epoch < skip_epochs) continue;
-        for (size_t base = epoch == skip_epochs ? skip_base : 0; base < n; base += round_size) {
-            if (id == 0) {
-                // Thread 0 knows the exact count at a round boundary.
-                if (samples >= atomic_load_explicit(&tr->next_eval_samples, memory_order_acquire))
-                    atomic_store_explicit(&tr->pause_requested, 1, memory_order_release);
-                tr->round_park = atomic_load_explicit(&tr->pause_requested, memory_order_acquire);
-                if (link && link->prepare && !atomic_load_explicit(link->abort, memory_order_relaxed)) {
-                    size_t round_examples = n - base < round_size ? n - base : round_size, from = rank * replica_size;
-                    size_t mine = from < round_examples ? round_examples - from : 0;
-                    if (mine > replica_size) mine = replica_size;
-                    if (mine && link->prepare(link->ctx, tr->order + base + from, mine, tr->w) != 0)
-                        atomic_store_explicit(link->abort, 1, memory_order_relaxed);
-                }
-                tr->round_stop = link && atomic_load_explicit(link->abort, memory_order_relaxed);
-                if (tr->round_stop) atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
-            }
-            spin_barrier_wait(&tr->barrier);  // A
-            if (tr->round_stop) goto done;
-            if (tr->round_park) {
-                if (unflushed) sync_flush(tr, id);
-                unflushed = 0;
-                park(tr);
-                if (atomic_load_explicit(&tr->stop_requested, memory_order_acquire)) goto done;
-            }
-            // This replica's part of the round: [mine, mine + total) of the order.
-            size_t round_total = n - base < round_size ? n - base : round_size;
-            size_t mine = rank * replica_size, total = 0;
-            if (mine < round_total) total = round_total - mine < replica_size ? round_total - mine : replica_size;
-            size_t count = sync_count(total, c->batch, id);
-            double loss = 0.0;
-            if (count) {
-                const uint32_t *idx = tr->order + base + mine + id * c->batch;
-                if (store) {
-                    if (behind) sync_pull(tr, id);
-                    behind = 0;
-                    if (tr->keep_copies) model_ws_mark_copy_current(wk->ws);
-                    loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, store_block, wk->grad.value);
-                } else {
-                    grad_clear(&wk->grad);  // the reduce only read it
-                    loss = model_loss_grad(tr->model, tr->w, idx, count, &wk->grad, wk->ws);
-                }
-                // Each thread's part is clipped; their weighted mean is then no longer either.
-                if (c->clip_grad_norm > 0) grad_clip_norm(&wk->grad, c->clip_grad_norm);
-                // The round goes on (every thread must meet at its barriers); the
-                // threads park and stop at the next round boundary.
-                check_diverged(tr, id, rounds, loss);
-            }
-            float lr = optimizer_lr(tr->opt, (double)rounds, epoch);
-            if (id == 0) step_delay_sleep(link, &delay_rng);
-            spin_barrier_wait(&tr->barrier);  // B
-            if (dense) sync_reduce_dense(tr, id, total, lr);
-            else sync_reduce_sparse(tr, id, total, lr);
-            unflushed = behind = tr->keep_copies;
-            if (link && sync_exchange(tr, id, total, rounds, lr)) {
-                atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
-                goto done;
-            }
-            rounds++;
-            samples += total;
-            publish(&tr->stats[id], count, loss, lr, id == 0 ? 1 : 0);
-        }
+    sync_loop_t S;
+    S.rank = link ? link->rank : 0;
+    S.replica_size = c->threads * c->batch;
+    // A resumed run skips the rounds done before (thread 0's count), replaying the epochs' shuffles.
+    size_t round_size = (link ? link->ranks : 1) * S.replica_size;
+    loop_init(&S.loop, wk, tr->order, tr->n_train, round_size, start_updates(tr, 0));
+    S.loop.samples = 0;
+    for (size_t t = 0; t < c->threads; t++)
+        S.loop.samples += atomic_load_explicit(&tr->stats[t].samples, memory_order_relaxed);
+    S.dense = tr->sum.dense;
+    S.store = S.dense && model_has_loss_grad_apply(tr->model);
+    S.unflushed = S.behind = 0;
+    if (!wait_at_gate(tr)) {
+        // Every copy starts as w; from then on each round's reduce and pull keep it current.
+        if (tr->keep_copies) params_read(tr->w, tr->n_params, tr->copies[wk->id]);
+        run_epochs(&S.loop, &sync_mode);
     }
-done:
-    if (unflushed) sync_flush(tr, id);
+    if (S.unflushed) sync_flush(tr, wk->id);
     mark_finished(tr);
     return NULL;
 }
@@ -1028,194 +1168,252 @@ static int take_checkpoint(trainer_t *tr, clock_state_t *clk, train_result_t *ou
     return rc;
 }
 
-int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
-              const train_callbacks_t *cb, train_result_t *out, char *err, size_t err_len) {
-    if (train_config_check(c, model_num_train(m), err, err_len) != 0) return -1;
-    trainer_t tr;
-    memset(&tr, 0, sizeof tr);
-    tr.model = m;
-    tr.opt = opt;
-    tr.w = w;
-    tr.cfg = *c;
-    tr.n_train = model_num_train(m);
-    tr.n_params = model_num_params(m);
-    if (tr.cfg.eval_every == 0) tr.cfg.eval_every = c->link ? tr.n_train / c->link->ranks : tr.n_train;
-    if (tr.cfg.eval_every == 0) tr.cfg.eval_every = 1;
-    model_ws_t *eval_ws[EVAL_THREADS_MAX] = {NULL};
-    size_t n_eval_ws = c->threads < EVAL_THREADS_MAX ? c->threads : EVAL_THREADS_MAX;
-    void *own_dev = NULL;
-    tr.dev_ops = c->device;
-    tr.dev = c->device ? c->device_handle : NULL;
-    if (c->device && !tr.dev &&
-        !(tr.dev = own_dev = c->device->create(c->device_options, m, optimizer_config(opt), c->batch, err, err_len)))
-        return -1;
-    int prepared = !tr.dev || (tr.dev_ops->bind_thread(tr.dev, err, err_len) == 0 &&
-                               tr.dev_ops->set_params(tr.dev, w, err, err_len) == 0);
-    prepared = prepared && prepare(&tr, err, err_len) == 0;
-    for (size_t i = 0; prepared && i < n_eval_ws; i++) prepared = (eval_ws[i] = model_ws_new(m, c->batch, err, err_len)) != NULL;
-    if (!prepared) {
-        for (size_t i = 0; i < n_eval_ws; i++) model_ws_destroy(&eval_ws[i]);
-        free_trainer(&tr);
-        if (own_dev) c->device->destroy(own_dev);
-        return -1;
+// ---- train_run's phases ----
+
+// Everything made before the threads start: the trainer's state, the device
+// (made or borrowed) holding w, the evaluation workspaces, and the locks. A
+// failure leaves w untouched. Returns 0, or -1 with err filled.
+static int trainer_open(trainer_t *tr, const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
+                        char *err, size_t err_len) {
+    memset(tr, 0, sizeof *tr);
+    tr->model = m;
+    tr->opt = opt;
+    tr->w = w;
+    tr->cfg = *c;
+    tr->n_train = model_num_train(m);
+    tr->n_params = model_num_params(m);
+    if (tr->cfg.eval_every == 0) tr->cfg.eval_every = c->link ? tr->n_train / c->link->ranks : tr->n_train;
+    if (tr->cfg.eval_every == 0) tr->cfg.eval_every = 1;
+    tr->n_eval_ws = c->threads < EVAL_THREADS_MAX ? c->threads : EVAL_THREADS_MAX;
+    tr->dev_ops = c->device;
+    tr->dev = c->device ? c->device_handle : NULL;
+    if (c->device && !tr->dev) {
+        tr->dev = tr->own_dev = c->device->create(c->device_options, m, optimizer_config(opt), c->batch, err, err_len);
+        if (!tr->dev) return -1;
     }
-    pthread_mutex_init(&tr.update_lock, NULL);
-    pthread_mutex_init(&tr.mu, NULL);
+    int prepared = !tr->dev || (tr->dev_ops->bind_thread(tr->dev, err, err_len) == 0 &&
+                                tr->dev_ops->set_params(tr->dev, w, err, err_len) == 0);
+    prepared = prepared && prepare(tr, err, err_len) == 0;
+    for (size_t i = 0; prepared && i < tr->n_eval_ws; i++)
+        prepared = (tr->eval_ws[i] = model_ws_new(m, c->batch, err, err_len)) != NULL;
+    if (!prepared) return -1;
+    pthread_mutex_init(&tr->update_lock, NULL);
+    pthread_mutex_init(&tr->mu, NULL);
     // The main thread's timed waits use the same monotonic clock as now_s().
     pthread_condattr_t monotonic;
     pthread_condattr_init(&monotonic);
     pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
-    pthread_cond_init(&tr.cv_parked, &monotonic);
+    pthread_cond_init(&tr->cv_parked, &monotonic);
     pthread_condattr_destroy(&monotonic);
-    pthread_cond_init(&tr.cv_resume, NULL);
+    pthread_cond_init(&tr->cv_resume, NULL);
+    tr->sync_inited = 1;
     long online_cpus = sysconf(_SC_NPROCESSORS_ONLN);
     int oversubscribed = online_cpus > 0 && c->threads > (size_t)online_cpus;
-    spin_barrier_init(&tr.barrier, (unsigned)c->threads, oversubscribed ? 0 : SPIN_BARRIER_SPINS);
-    atomic_init(&tr.pause_requested, 0);
-    atomic_init(&tr.stop_requested, 0);
-    atomic_init(&tr.next_eval_samples, tr.cfg.eval_every);
-    atomic_init(&tr.diverged, 0);
+    spin_barrier_init(&tr->barrier, (unsigned)c->threads, oversubscribed ? 0 : SPIN_BARRIER_SPINS);
+    atomic_init(&tr->pause_requested, 0);
+    atomic_init(&tr->stop_requested, 0);
+    atomic_init(&tr->next_eval_samples, tr->cfg.eval_every);
+    atomic_init(&tr->diverged, 0);
+    return 0;
+}
 
+static void trainer_close(trainer_t *tr) {
+    if (tr->sync_inited) {
+        pthread_cond_destroy(&tr->cv_resume);
+        pthread_cond_destroy(&tr->cv_parked);
+        pthread_mutex_destroy(&tr->mu);
+        pthread_mutex_destroy(&tr->update_lock);
+    }
+    for (size_t i = 0; i < tr->n_eval_ws; i++) model_ws_destroy(&tr->eval_ws[i]);
+    free_trainer(tr);
+    if (tr->own_dev) tr->cfg.device->destroy(tr->own_dev);
+}
+
+// The main thread's schedule: training time (evaluation and checkpoint
+// pauses excluded), and when the next checkpoint, timed evaluation (on a
+// fixed grid) and progress report fall due.
+typedef struct schedule {
+    clock_state_t clk;
+    double checkpoint_at;
+    int checkpoint_due;
+    double eval_at;
+    int eval_due;
+    double progress_every, next_progress;
+} schedule_t;
+
+static void schedule_init(schedule_t *sc, const train_config_t *c) {
+    memset(sc, 0, sizeof *sc);
+    double resumed_s = c->start ? c->start->wall_s : 0.0;
+    sc->clk.start = now_s() - resumed_s;
+    sc->checkpoint_at = c->checkpoint_every_s > 0 ? resumed_s + c->checkpoint_every_s : INFINITY;
+    sc->eval_at = c->eval_every_s > 0 ? resumed_s + c->eval_every_s : INFINITY;
+    sc->progress_every = c->progress_interval_s > 0 ? c->progress_interval_s : 0.25;
+}
+
+// With every worker parked (or finished): the checkpoint and the evaluation
+// that are due (the pause may have been for either). Returns whether the run
+// stops; a failed checkpoint sets *rc.
+static int at_pause(trainer_t *tr, schedule_t *sc, const train_callbacks_t *cb, train_result_t *out, int *rc,
+                    char *err, size_t err_len) {
+    const train_config_t *c = &tr->cfg;
+    int stop = atomic_load(&tr->diverged);
+    if (!stop && sc->checkpoint_due) {
+        sc->checkpoint_due = 0;
+        if (take_checkpoint(tr, &sc->clk, out, err, err_len) != 0) {
+            *rc = -1;
+            stop = 1;
+        }
+        sc->checkpoint_at = tr->position.wall_s + c->checkpoint_every_s;
+    }
+    if (!stop && (read_totals(tr).samples >= atomic_load(&tr->next_eval_samples) || sc->eval_due ||
+                  out->stopped_at_time_limit)) {
+        sc->eval_due = 0;
+        int at_target = eval_point(tr, tr->eval_ws, &sc->clk, cb, out);
+        while (sc->eval_at <= out->last.wall_s) sc->eval_at += c->eval_every_s;
+        out->stopped_at_target |= at_target;
+        stop = at_target || out->stopped_at_time_limit;
+    }
+    return stop || out->interrupted;
+}
+
+// Asks the workers to park when a checkpoint or a timed evaluation falls
+// due, the run is interrupted (it ends at the next step boundary), or it is
+// out of time (a last evaluation, then the end). Returns 1 if it asked.
+static int ask_pause_if_due(trainer_t *tr, schedule_t *sc, train_result_t *out, double now) {
+    const train_config_t *c = &tr->cfg;
+    double trained = now - sc->clk.start - sc->clk.paused;
+    if (!sc->checkpoint_due && trained >= sc->checkpoint_at) sc->checkpoint_due = 1;
+    else if (!sc->eval_due && trained >= sc->eval_at) sc->eval_due = 1;
+    else if (c->interrupt && !out->interrupted && atomic_load(c->interrupt)) out->interrupted = 1;
+    else if (c->time_limit_s > 0 && !out->stopped_at_time_limit && trained >= c->time_limit_s)
+        out->stopped_at_time_limit = 1;
+    else return 0;
+    atomic_store_explicit(&tr->pause_requested, 1, memory_order_release);
+    return 1;
+}
+
+static void report_progress(trainer_t *tr, const schedule_t *sc, const train_callbacks_t *cb, double now) {
+    totals_t t = read_totals(tr);
+    train_point_t p = point_at(tr, &sc->clk, &t, now);
+    double remaining = (double)tr->n_train * (double)tr->cfg.epochs - (double)t.samples;
+    cb->on_progress(&p, p.samples_per_s > 0 ? remaining / p.samples_per_s : NAN, cb->ctx);
+}
+
+// Sleeps (tr->mu held) until a worker signals or the next thing falls due.
+static void sleep_until_due(trainer_t *tr, const schedule_t *sc, const train_result_t *out) {
+    const clock_state_t *clk = &sc->clk;
+    double wake = sc->next_progress;
+    if (clk->start + clk->paused + sc->checkpoint_at < wake) wake = clk->start + clk->paused + sc->checkpoint_at;
+    if (clk->start + clk->paused + sc->eval_at < wake) wake = clk->start + clk->paused + sc->eval_at;
+    if (tr->cfg.time_limit_s > 0 && !out->stopped_at_time_limit) {
+        double limit_at = clk->start + clk->paused + tr->cfg.time_limit_s;
+        if (limit_at < wake) wake = limit_at;
+    }
+    struct timespec deadline;
+    deadline.tv_sec = (time_t)wake;
+    deadline.tv_nsec = (long)((wake - (double)deadline.tv_sec) * 1e9);
+    pthread_cond_timedwait(&tr->cv_parked, &tr->mu, &deadline);
+}
+
+// The main thread while the `started` workers run: it sleeps until a worker
+// asks for a pause (an evaluation, or a stop), all finish, or something
+// falls due, and serves each pause. Returns rc, or -1 if a checkpoint failed.
+static int supervise(trainer_t *tr, schedule_t *sc, size_t started, const train_callbacks_t *cb,
+                     train_result_t *out, int rc, char *err, size_t err_len) {
+    sc->next_progress = now_s() + sc->progress_every;
+    pthread_mutex_lock(&tr->mu);
+    while (tr->finished < started) {
+        if (atomic_load_explicit(&tr->pause_requested, memory_order_acquire)) {
+            while (tr->parked + tr->finished < started) pthread_cond_wait(&tr->cv_parked, &tr->mu);
+            pthread_mutex_unlock(&tr->mu);
+            int stop = at_pause(tr, sc, cb, out, &rc, err, err_len);
+            pthread_mutex_lock(&tr->mu);
+            resume_workers_locked(tr, stop);
+            continue;
+        }
+        double now = now_s();
+        if (ask_pause_if_due(tr, sc, out, now)) continue;
+        if (now >= sc->next_progress) {
+            sc->next_progress = now + sc->progress_every;
+            if (cb && cb->on_progress && tr->cfg.progress_interval_s > 0) {
+                pthread_mutex_unlock(&tr->mu);
+                report_progress(tr, sc, cb, now);
+                pthread_mutex_lock(&tr->mu);
+            }
+            continue;
+        }
+        sleep_until_due(tr, sc, out);
+    }
+    pthread_mutex_unlock(&tr->mu);
+    return rc;
+}
+
+// Once the workers are joined: whether the run failed (the device, a
+// divergence, the link). Returns rc, or -1 with err filled.
+static int run_outcome(trainer_t *tr, int rc, char *err, size_t err_len) {
+    if (rc == 0 && tr->gpu_err[0]) {
+        snprintf(err, err_len, "%s", tr->gpu_err);
+        rc = -1;
+    }
+    if (rc == 0 && atomic_load(&tr->diverged)) {
+        totals_t t = read_totals(tr);
+        snprintf(err, err_len,
+                 "training diverged: thread %zu's minibatch loss was %s at its step %llu (after %llu samples in all); "
+                 "stopped without saving the parameters (a smaller --lr may help)",
+                 tr->diverged_thread, isnan(tr->diverged_loss) ? "NaN" : tr->diverged_loss > 0 ? "+Inf" : "-Inf",
+                 (unsigned long long)tr->diverged_step, (unsigned long long)t.samples);
+        rc = -1;
+    }
+    if (rc == 0 && tr->cfg.link && atomic_load_explicit(tr->cfg.link->abort, memory_order_relaxed)) {
+        snprintf(err, err_len, "training stopped: this worker lost its connection to the run");
+        rc = -1;
+    }
+    return rc;
+}
+
+// A good run's end: a last evaluation (unless the last point is of the final
+// parameters already), the result's figures, and the final checkpoint.
+static int finish_result(trainer_t *tr, schedule_t *sc, const train_callbacks_t *cb, train_result_t *out, char *err,
+                         size_t err_len) {
+    totals_t t = read_totals(tr);
+    if (t.samples != out->last.samples) eval_point(tr, tr->eval_ws, &sc->clk, cb, out);
+    out->wall_s = out->last.wall_s;
+    out->eval_s = sc->clk.paused;
+    out->samples = t.samples;
+    out->updates = t.updates;
+    out->samples_per_s = out->wall_s > 0 ? (double)t.samples / out->wall_s : 0.0;
+    out->updates_per_s = out->wall_s > 0 ? (double)t.updates / out->wall_s : 0.0;
+    // The end is a checkpoint too: resuming a finished run has nothing left to do.
+    if (tr->cfg.checkpoint_every_s > 0 && take_checkpoint(tr, &sc->clk, out, err, err_len) != 0) return -1;
+    return 0;
+}
+
+int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
+              const train_callbacks_t *cb, train_result_t *out, char *err, size_t err_len) {
+    if (train_config_check(c, model_num_train(m), err, err_len) != 0) return -1;
+    trainer_t tr;
+    if (trainer_open(&tr, m, opt, w, c, err, err_len) != 0) {
+        trainer_close(&tr);
+        return -1;
+    }
     memset(out, 0, sizeof *out);
     out->time_to_target_s = NAN;
-    clock_state_t clk;
-    memset(&clk, 0, sizeof clk);
-    clk.start = now_s() - (c->start ? c->start->wall_s : 0.0);
-    // Checkpoints are due by training time (evaluation and checkpoint pauses excluded).
-    double checkpoint_at = c->checkpoint_every_s > 0 ? (c->start ? c->start->wall_s : 0.0) + c->checkpoint_every_s
-                                                     : INFINITY;
-    int checkpoint_due = 0;
-    // Evaluations by training time too (--eval-every-s), on a fixed grid.
-    double eval_at = c->eval_every_s > 0 ? (c->start ? c->start->wall_s : 0.0) + c->eval_every_s : INFINITY;
-    int eval_due = 0;
+    schedule_t sc;
+    schedule_init(&sc, c);
     // The starting point, so every curve begins at the initial parameters.
-    int stop = eval_point(&tr, eval_ws, &clk, cb, out);
-
+    int stop = eval_point(&tr, tr.eval_ws, &sc.clk, cb, out);
     // Our threads are the parallelism; OpenBLAS threads inside them would oversubscribe the cores.
     int saved_blas_threads = blas_get_threads();
     blas_set_threads(1);
     size_t started = 0;
     int rc = stop ? 0 : start_threads(&tr, &started, err, err_len);
     open_gate(&tr, rc != 0);
-    // Sleep until a worker asks for an evaluation, all finish, or progress is due.
-    double progress_every = c->progress_interval_s > 0 ? c->progress_interval_s : 0.25;
-    double next_progress = now_s() + progress_every;
-    pthread_mutex_lock(&tr.mu);
-    while (tr.finished < started) {
-        if (atomic_load_explicit(&tr.pause_requested, memory_order_acquire)) {
-            while (tr.parked + tr.finished < started) pthread_cond_wait(&tr.cv_parked, &tr.mu);
-            pthread_mutex_unlock(&tr.mu);
-            int stop_now = atomic_load(&tr.diverged);
-            if (!stop_now && checkpoint_due) {
-                checkpoint_due = 0;
-                if (take_checkpoint(&tr, &clk, out, err, err_len) != 0) {
-                    rc = -1;
-                    stop_now = 1;
-                }
-                checkpoint_at = tr.position.wall_s + c->checkpoint_every_s;
-            }
-            // An evaluation when one is due (the pause may have been only for a checkpoint).
-            if (!stop_now && (read_totals(&tr).samples >= atomic_load(&tr.next_eval_samples) || eval_due ||
-                              out->stopped_at_time_limit)) {
-                eval_due = 0;
-                int at_target = eval_point(&tr, eval_ws, &clk, cb, out);
-                while (eval_at <= out->last.wall_s) eval_at += c->eval_every_s;
-                out->stopped_at_target |= at_target;
-                stop_now = at_target || out->stopped_at_time_limit;
-            }
-            stop_now |= out->interrupted;
-            pthread_mutex_lock(&tr.mu);
-            resume_workers_locked(&tr, stop_now);
-            continue;
-        }
-        double now = now_s();
-        if (!checkpoint_due && now - clk.start - clk.paused >= checkpoint_at) {
-            checkpoint_due = 1;
-            atomic_store_explicit(&tr.pause_requested, 1, memory_order_release);
-            continue;
-        }
-        if (!eval_due && now - clk.start - clk.paused >= eval_at) {
-            eval_due = 1;
-            atomic_store_explicit(&tr.pause_requested, 1, memory_order_release);
-            continue;
-        }
-        if (c->interrupt && !out->interrupted && atomic_load(c->interrupt)) {
-            // Asked to stop: park everyone at the next step boundary and end there.
-            out->interrupted = 1;
-            atomic_store_explicit(&tr.pause_requested, 1, memory_order_release);
-            continue;
-        }
-        if (c->time_limit_s > 0 && !out->stopped_at_time_limit && now - clk.start - clk.paused >= c->time_limit_s) {
-            // Out of time: a last evaluation at the next step boundary, then stop.
-            out->stopped_at_time_limit = 1;
-            atomic_store_explicit(&tr.pause_requested, 1, memory_order_release);
-            continue;
-        }
-        if (now >= next_progress) {
-            next_progress = now + progress_every;
-            if (cb && cb->on_progress && c->progress_interval_s > 0) {
-                pthread_mutex_unlock(&tr.mu);
-                totals_t t = read_totals(&tr);
-                train_point_t p = point_at(&tr, &clk, &t, now);
-                double remaining = (double)tr.n_train * (double)c->epochs - (double)t.samples;
-                cb->on_progress(&p, p.samples_per_s > 0 ? remaining / p.samples_per_s : NAN, cb->ctx);
-                pthread_mutex_lock(&tr.mu);
-            }
-            continue;
-        }
-        struct timespec deadline;
-        double wake = next_progress;
-        if (clk.start + clk.paused + checkpoint_at < wake) wake = clk.start + clk.paused + checkpoint_at;
-        if (clk.start + clk.paused + eval_at < wake) wake = clk.start + clk.paused + eval_at;
-        if (c->time_limit_s > 0 && !out->stopped_at_time_limit) {
-            double limit_at = clk.start + clk.paused + c->time_limit_s;
-            if (limit_at < wake) wake = limit_at;
-        }
-        deadline.tv_sec = (time_t)wake;
-        deadline.tv_nsec = (long)((wake - (double)deadline.tv_sec) * 1e9);
-        pthread_cond_timedwait(&tr.cv_parked, &tr.mu, &deadline);
-    }
-    pthread_mutex_unlock(&tr.mu);
+    rc = supervise(&tr, &sc, started, cb, out, rc, err, err_len);
     for (size_t i = 0; i < started; i++) pthread_join(tr.workers[i].thread, NULL);
     blas_set_threads(saved_blas_threads);
-    if (rc == 0 && tr.gpu_err[0]) {
-        snprintf(err, err_len, "%s", tr.gpu_err);
-        rc = -1;
-    }
-    if (rc == 0 && atomic_load(&tr.diverged)) {
-        totals_t t = read_totals(&tr);
-        snprintf(err, err_len,
-                 "training diverged: thread %zu's minibatch loss was %s at its step %llu (after %llu samples in all); "
-                 "stopped without saving the parameters (a smaller --lr may help)",
-                 tr.diverged_thread, isnan(tr.diverged_loss) ? "NaN" : tr.diverged_loss > 0 ? "+Inf" : "-Inf",
-                 (unsigned long long)tr.diverged_step,
-                 (unsigned long long)t.samples);
-        rc = -1;
-    }
-    if (rc == 0 && c->link && atomic_load_explicit(c->link->abort, memory_order_relaxed)) {
-        snprintf(err, err_len, "training stopped: this worker lost its connection to the run");
-        rc = -1;
-    }
-
-    if (rc == 0) {
-        totals_t t = read_totals(&tr);
-        if (t.samples != out->last.samples) eval_point(&tr, eval_ws, &clk, cb, out);
-        out->wall_s = out->last.wall_s;
-        out->eval_s = clk.paused;
-        out->samples = t.samples;
-        out->updates = t.updates;
-        out->samples_per_s = out->wall_s > 0 ? (double)t.samples / out->wall_s : 0.0;
-        out->updates_per_s = out->wall_s > 0 ? (double)t.updates / out->wall_s : 0.0;
-        // The end is a checkpoint too: resuming a finished run has nothing left to do.
-        if (c->checkpoint_every_s > 0 && take_checkpoint(&tr, &clk, out, err, err_len) != 0) rc = -1;
-    }
-    pthread_cond_destroy(&tr.cv_resume);
-    pthread_cond_destroy(&tr.cv_parked);
-    pthread_mutex_destroy(&tr.mu);
-    pthread_mutex_destroy(&tr.update_lock);
-    for (size_t i = 0; i < n_eval_ws; i++) model_ws_destroy(&eval_ws[i]);
-    free_trainer(&tr);
-    if (own_dev) c->device->destroy(own_dev);
+    rc = run_outcome(&tr, rc, err, err_len);
+    if (rc == 0) rc = finish_result(&tr, &sc, cb, out, err, err_len);
+    trainer_close(&tr);
     return rc;
 }
 

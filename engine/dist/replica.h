@@ -25,6 +25,10 @@
 //             allreduce, weighted by the examples each took since the last
 //             average. Evaluations in between are of the model right after an
 //             average (see replica_train).
+//   hybrid    sparse rows through the servers (asp or ssp), the dense part by
+//             ring allreduce.
+// Each family of modes is one strategy (engine/dist/sync_strategy.h), chosen
+// once from the mode; replica_train takes one path for all of them.
 #include <stddef.h>
 #include <stdint.h>
 
