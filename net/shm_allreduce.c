@@ -35,8 +35,15 @@ typedef struct shm_header {
     uint64_t max_count;
     uint64_t run_id;
     uint64_t bytes;        // the segment's size
-    _Atomic uint32_t failed_by;  // 0, or 1 + the first rank whose call failed
+    // 0, or the first failure: (1 + the rank that found it) | (1 + the rank
+    // at fault) << 24 | why << 48 (fail_why_t).
+    _Atomic uint64_t failed;
 } shm_header_t;
+
+typedef enum fail_why { FAIL_EXITED = 1, FAIL_STUCK, FAIL_ABSENT, FAIL_COUNT } fail_why_t;
+static const char *const fail_text[] = {"", "has exited", "did not take its next step in time",
+                                        "never attached", "passed another count"};
+#define SHM_MAX_RANKS ((1u << 24) - 2)
 
 // Rank r's line. Written only by rank r, except sleepers.
 typedef struct shm_slot {
@@ -63,7 +70,8 @@ struct shm_allreduce {
 
 _Static_assert(sizeof(shm_header_t) <= SHM_LINE, "header fits its line");
 _Static_assert(sizeof(shm_slot_t) <= SHM_LINE, "slot fits its line");
-_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "lock-free 32-bit atomics: they are shared between processes");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2,
+               "lock-free atomics: they are shared between processes");
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
 
@@ -185,9 +193,9 @@ static int attach_locked(shm_allreduce_t *s, uint64_t run_id, char *err, size_t 
                  "%llu values, not %zu of %zu)",
                  s->rank, s->name, s->hdr->n, (unsigned long long)s->hdr->max_count, s->n, s->max_count);
         return -1;
-    } else if (atomic_load(&s->hdr->failed_by) != 0) {
-        snprintf(err, err_len, "shm allreduce: rank %zu: the group on /dev/shm%s has failed (rank %u); start a new run",
-                 s->rank, s->name, atomic_load(&s->hdr->failed_by) - 1);
+    } else if (atomic_load(&s->hdr->failed) != 0) {
+        snprintf(err, err_len, "shm allreduce: rank %zu: the group on /dev/shm%s has failed; start a new run",
+                 s->rank, s->name);
         return -1;
     } else if (atomic_load(&slot(s, s->rank)->pid) != 0) {
         int held = rank_alive(s, s->rank);
@@ -219,7 +227,7 @@ static void detach(shm_allreduce_t *s) {
 
 shm_allreduce_t *shm_allreduce_new(uint64_t run_id, size_t rank, size_t n, size_t max_count, char *err,
                                    size_t err_len) {
-    if (n == 0 || rank >= n || n > UINT32_MAX) {
+    if (n == 0 || rank >= n || n > SHM_MAX_RANKS) {
         snprintf(err, err_len, "shm allreduce: rank %zu of %zu ranks is not a rank", rank, n);
         return NULL;
     }
@@ -314,10 +322,20 @@ static void post_step(shm_allreduce_t *s, uint32_t step) {
 }
 
 // Marks the group failed (the first failure wins) and wakes every sleeper.
-static void mark_failed(shm_allreduce_t *s) {
-    uint32_t none = 0;
-    atomic_compare_exchange_strong(&s->hdr->failed_by, &none, (uint32_t)s->rank + 1);
+static void mark_failed(shm_allreduce_t *s, size_t culprit, fail_why_t why) {
+    uint64_t none = 0, mark = (uint64_t)(s->rank + 1) | (uint64_t)(culprit + 1) << 24 | (uint64_t)why << 48;
+    atomic_compare_exchange_strong(&s->hdr->failed, &none, mark);
     for (size_t r = 0; r < s->n; r++) futex_wake(&slot(s, r)->step);
+}
+
+// The error of a rank that finds the group failed by another.
+static int report_failed(const shm_allreduce_t *s, uint64_t mark, char *err, size_t err_len) {
+    size_t by = (size_t)(mark & 0xffffff) - 1, culprit = (size_t)(mark >> 24 & 0xffffff) - 1;
+    unsigned why = (unsigned)(mark >> 48 & 0xff);
+    snprintf(err, err_len, "shm allreduce: rank %zu: call %llu failed: rank %zu found that rank %zu (pid %d) %s",
+             s->rank, (unsigned long long)s->seq, by, culprit, (int)atomic_load(&slot(s, culprit)->pid),
+             why < sizeof fail_text / sizeof *fail_text ? fail_text[why] : "failed");
+    return -1;
 }
 
 static const char *const step_names[] = {"", "its input", "its slice's sum"};
@@ -337,12 +355,8 @@ static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size
     }
     double start = now_ms();
     for (;;) {
-        uint32_t failed = atomic_load(&s->hdr->failed_by);
-        if (failed != 0) {
-            snprintf(err, err_len, "shm allreduce: rank %zu: rank %u failed in call %llu; see its error", s->rank,
-                     failed - 1, (unsigned long long)s->seq);
-            return -1;
-        }
+        uint64_t failed = atomic_load(&s->hdr->failed);
+        if (failed != 0) return report_failed(s, failed, err, err_len);
         int32_t pid = atomic_load(&peer->pid);
         if (pid != 0 && !rank_alive(s, j)) {
             // It may have done its part just before it left.
@@ -350,7 +364,7 @@ static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size
             snprintf(err, err_len, "shm allreduce: rank %zu: rank %zu (pid %d) has exited; call %llu of %zu floats "
                      "was waiting for %s", s->rank, j, (int)pid, (unsigned long long)s->seq, count,
                      step_names[kind]);
-            mark_failed(s);
+            mark_failed(s, j, FAIL_EXITED);
             return -1;
         }
         double waited = now_ms() - start;
@@ -362,7 +376,7 @@ static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size
                 snprintf(err, err_len, "shm allreduce: rank %zu: nothing from rank %zu (pid %d) for %d ms in call "
                          "%llu of %zu floats (waiting for %s): is it stuck or not calling?", s->rank, j, (int)pid,
                          timeout_ms, (unsigned long long)s->seq, count, step_names[kind]);
-            mark_failed(s);
+            mark_failed(s, j, pid == 0 ? FAIL_ABSENT : FAIL_STUCK);
             return -1;
         }
         int ms = SHM_SLEEP_MS;
@@ -401,13 +415,9 @@ int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout
                  count, s->max_count);
         return -1;
     }
-    uint32_t failed = atomic_load(&s->hdr->failed_by);
-    if (failed != 0) {
-        snprintf(err, err_len, "shm allreduce: rank %zu: the group failed earlier (rank %u); rebuild it", s->rank,
-                 failed - 1);
-        return -1;
-    }
     s->seq++;
+    uint64_t failed = atomic_load(&s->hdr->failed);
+    if (failed != 0) return report_failed(s, failed, err, err_len);
     uint32_t in_step = (uint32_t)(2 * s->seq - 1), sum_step = (uint32_t)(2 * s->seq);
     size_t n = s->n, me = s->rank, b, e;
     shard_range(count, n, me, &b, &e);
@@ -432,7 +442,7 @@ int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout
         if (rc == 0 && slot(s, j)->count != count) {
             snprintf(err, err_len, "shm allreduce: rank %zu: rank %zu passed %llu values to call %llu, this rank %zu",
                      me, j, (unsigned long long)slot(s, j)->count, (unsigned long long)s->seq, count);
-            mark_failed(s);
+            mark_failed(s, j, FAIL_COUNT);
             rc = -1;
         }
     }
