@@ -50,7 +50,7 @@ typedef struct shm_slot {
     _Atomic uint32_t step;      // 2c - 1: call c's input is in place; 2c: call c's slice is summed
     _Atomic uint32_t sleepers;  // peers asleep on step's futex: the poster wakes them
     _Atomic int32_t pid;        // set when the rank attaches (0: never attached)
-    uint32_t pad_;
+    _Atomic int32_t cpu;        // the CPU the rank ran on when it last posted a step
     uint64_t count;             // the current call's count, for the peers to compare
 } shm_slot_t;
 
@@ -321,6 +321,7 @@ static void futex_wake(_Atomic uint32_t *word) {
 // step or this rank sees the sleeper.
 static void post_step(shm_allreduce_t *s, uint32_t step) {
     shm_slot_t *me = slot(s, s->rank);
+    atomic_store_explicit(&me->cpu, (int32_t)sched_getcpu(), memory_order_relaxed);
     atomic_store(&me->step, step);
     if (atomic_load(&me->sleepers) != 0) futex_wake(&me->step);
 }
@@ -349,7 +350,9 @@ static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size
                      char *err, size_t err_len) {
     shm_slot_t *peer = slot(s, j);
     if (reached(atomic_load_explicit(&peer->step, memory_order_acquire), want)) return 0;
-    for (unsigned i = 0; i < s->spins; i++) {
+    // A peer last seen on this CPU is not running while this rank spins.
+    unsigned spins = atomic_load_explicit(&peer->cpu, memory_order_relaxed) == sched_getcpu() ? 0 : s->spins;
+    for (unsigned i = 0; i < spins; i++) {
         cpu_pause();
         if (reached(atomic_load_explicit(&peer->step, memory_order_acquire), want)) return 0;
     }
