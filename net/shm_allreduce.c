@@ -462,7 +462,7 @@ int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout
     // Safe to overwrite: every peer finished reading this area in the last call
     // before it posted that call's sum step, which this rank waited for.
     float *mine = input(s, me);
-    if (data != mine) {
+    if (data != mine && count > 0) {
         memcpy(mine, data, b * sizeof *data);
         memcpy(mine + e, data + e, (count - e) * sizeof *data);
     }
@@ -493,7 +493,7 @@ int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout
         size_t j = (me + k) % n, jb, je;
         rc = wait_step(s, j, sum_step, 2, count, timeout_ms, err, err_len);
         shard_range(count, n, j, &jb, &je);
-        if (rc == 0) memcpy(data + jb, s->result + jb, (je - jb) * sizeof *data);
+        if (rc == 0 && je > jb) memcpy(data + jb, s->result + jb, (je - jb) * sizeof *data);
     }
     return rc;
 }
