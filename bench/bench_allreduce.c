@@ -1,15 +1,19 @@
-// Ring allreduce benchmark (net/ring.h) against Open MPI's MPI_Allreduce on the
-// same machine in the same run. For R ranks (forked processes talking over
-// tcp://127.0.0.1 or ipc://) and each size, a few warm-up calls, then timed
+// Ring allreduce (net/ring.h) and shared-memory allreduce (net/shm_allreduce.h)
+// benchmark against Open MPI's MPI_Allreduce on the same machine in the same
+// run. For R ranks (forked processes talking over tcp://127.0.0.1 or ipc://,
+// or through a /dev/shm segment) and each size, a few warm-up calls, then timed
 // calls; the figure is the slowest rank's median time per call, and the bus
 // bandwidth is 2(R-1)/R * bytes / time (what each rank's link carries). The
 // reference, bench/mpi/mpi_allreduce_bench.c, is timed the same way under
 // mpirun, with Open MPI's default transports (shared memory on one node) and
 // with its TCP transport over loopback. Prints a table. Not part of the tests.
 //
-//   bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64] [--warmup 3] [--iters 10]
-//                   [--transport tcp|ipc|both] [--zero-copy 0|1|both] [--sub FLOATS]
-//                   [--io-threads K] [--rounds K] [--no-mpi]
+//   bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64 | --sizes-bytes 940584,...]
+//                   [--warmup 3] [--iters 10] [--transport tcp|ipc|both|none]
+//                   [--zero-copy 0|1|both] [--sub FLOATS] [--io-threads K] [--rounds K]
+//                   [--no-mpi] [--no-shm]
+// Default sizes: 940,584 bytes (the MLP's gradient, docs/benchmarks.md), 1, 16
+// and 64 MiB.
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -23,6 +27,7 @@
 
 #include "bench/bench_support.h"  // defines: bench_now_s, bench_median
 #include "net/ring.h"  // defines: ring_new, ring_connect, ring_tune, ring_allreduce_sum, ring_destroy
+#include "net/shm_allreduce.h"  // defines: shm_allreduce_new, shm_allreduce_sum, shm_allreduce_buffer
 
 #define RUN 0xbe9c400000000001ull
 #define MAX_LIST 8
@@ -32,15 +37,25 @@
 
 typedef struct opts {
     size_t ranks[MAX_LIST], n_ranks;
-    size_t mb[MAX_LIST], n_sizes;
+    size_t bytes[MAX_LIST], n_sizes;
     int warmup, iters;
     int tcp, ipc;      // transports to run
     int copy, zc;      // send modes to run
     size_t sub;
     int io_threads;
     int mpi;
+    int shm;
     int rounds;
 } opts_t;
+
+// What one forked rank runs: the ring over a transport, or the shared-memory
+// allreduce from the rank's own array or from its buffer in the segment.
+typedef struct impl_cfg {
+    const char *transport;  // "tcp", "ipc", or NULL for shared memory
+    int zero_copy;          // ring: zero-copy sends
+    int in_segment;         // shm: the data live in shm_allreduce_buffer()
+    uint64_t run;           // shm: the segment's run id
+} impl_cfg_t;
 
 typedef struct record {
     double sec;  // median time of the timed calls; < 0 when the rank failed
@@ -74,48 +89,63 @@ static int read_all(int fd, void *p, size_t n) {
 }
 
 // One rank: rendezvous, then for every size warm-up, timed calls and one checked call.
-static void rank_main(size_t rank, size_t n, const opts_t *o, const char *transport, int zero_copy, int up,
-                      int down) {
+static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *cfg, int up, int down) {
     alarm(600);
     char err[512];
-    void *ctx = zmq_ctx_new();
-    if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, o->io_threads) != 0) die("zmq_ctx_new");
     size_t max_count = 0;
     for (size_t s = 0; s < o->n_sizes; s++)
-        if (o->mb[s] * (1u << 20) / sizeof(float) > max_count) max_count = o->mb[s] * (1u << 20) / sizeof(float);
-    ring_t *r = ring_new(ctx, rank, n, RUN, max_count, strcmp(transport, "ipc") == 0 ? "ipc" : "127.0.0.1", err,
-                         sizeof err);
-    if (!r || ring_tune(r, o->sub, zero_copy, err, sizeof err) != 0) {
-        fprintf(stderr, "rank %zu: %s\n", rank, err);
-        exit(1);
-    }
+        if (o->bytes[s] / sizeof(float) > max_count) max_count = o->bytes[s] / sizeof(float);
+    void *ctx = NULL;
+    ring_t *r = NULL;
+    shm_allreduce_t *shm = NULL;
     char ep[EP_LEN] = {0};
-    snprintf(ep, sizeof ep, "%s", ring_endpoint(r));
+    if (cfg->transport) {
+        ctx = zmq_ctx_new();
+        if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, o->io_threads) != 0) die("zmq_ctx_new");
+        r = ring_new(ctx, rank, n, RUN, max_count, strcmp(cfg->transport, "ipc") == 0 ? "ipc" : "127.0.0.1", err,
+                     sizeof err);
+        if (!r || ring_tune(r, o->sub, cfg->zero_copy, err, sizeof err) != 0) {
+            fprintf(stderr, "rank %zu: %s\n", rank, err);
+            exit(1);
+        }
+        snprintf(ep, sizeof ep, "%s", ring_endpoint(r));
+    } else {
+        shm = shm_allreduce_new(cfg->run, rank, n, max_count, err, sizeof err);
+        if (!shm) {
+            fprintf(stderr, "rank %zu: %s\n", rank, err);
+            exit(1);
+        }
+    }
     write_all(up, ep, sizeof ep);
     if (read_all(down, ep, sizeof ep) != 0) exit(1);
-    if (ring_connect(r, ep, err, sizeof err) != 0) {
+    if (r && ring_connect(r, ep, err, sizeof err) != 0) {
         fprintf(stderr, "rank %zu: %s\n", rank, err);
         exit(1);
     }
     double *times = calloc((size_t)o->iters, sizeof *times);
     if (!times) die("calloc");
     for (size_t s = 0; s < o->n_sizes; s++) {
-        size_t count = o->mb[s] * (1u << 20) / sizeof(float);
+        size_t count = o->bytes[s] / sizeof(float);
         // Zeros stay zeros however often they are summed (no overflow, no
         // denormals), as in the MPI reference.
-        float *x = calloc(count, sizeof *x);
-        record_t rec = {-1.0, 0};
+        float *own = cfg->in_segment ? NULL : calloc(count ? count : 1, sizeof *own);
+        float *x = cfg->in_segment ? shm_allreduce_buffer(shm) : own;
         if (!x) die("calloc");
+        if (cfg->in_segment) memset(x, 0, count * sizeof *x);
+        record_t rec = {-1.0, 0};
+#define CALL() (r ? ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
+                  : shm_allreduce_sum(shm, x, count, CALL_TIMEOUT_MS, err, sizeof err))
         int rc = 0;
-        for (int i = 0; i < o->warmup && rc == 0; i++) rc = ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err);
+        for (int i = 0; i < o->warmup && rc == 0; i++) rc = CALL();
         for (int i = 0; i < o->iters && rc == 0; i++) {
             double t0 = bench_now_s();
-            rc = ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err);
+            rc = CALL();
             times[i] = bench_now_s() - t0;
         }
         double t = bench_median(times, o->iters);
         for (size_t i = 0; i < count; i++) x[i] = (float)(rank + 1);
-        if (rc == 0) rc = ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err);
+        if (rc == 0) rc = CALL();
+#undef CALL
         if (rc == 0) {
             float want = (float)n * (float)(n + 1) / 2.0f;
             rec.ok = 1;
@@ -125,17 +155,18 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const char *transp
             fprintf(stderr, "rank %zu: %s\n", rank, err);
         }
         write_all(up, &rec, sizeof rec);
-        free(x);
+        free(own);
         if (rc != 0) break;
     }
     free(times);
     ring_destroy(&r);
-    zmq_ctx_term(ctx);
+    shm_allreduce_destroy(&shm);
+    if (ctx) zmq_ctx_term(ctx);
     exit(0);
 }
 
-// Runs every size on a ring of n ranks; sec[s] gets the slowest rank's time (< 0: failed).
-static void run_ours(size_t n, const opts_t *o, const char *transport, int zero_copy, double *sec) {
+// Runs every size on a group of n ranks; sec[s] gets the slowest rank's time (< 0: failed).
+static void run_ours(size_t n, const opts_t *o, const impl_cfg_t *cfg, double *sec) {
     int up[MAX_RANKS][2], down[MAX_RANKS][2];
     pid_t pid[MAX_RANKS];
     fflush(stdout);
@@ -147,7 +178,7 @@ static void run_ours(size_t n, const opts_t *o, const char *transport, int zero_
             for (size_t k = 0; k < i; k++) close(up[k][0]), close(down[k][1]);
             close(up[i][0]);
             close(down[i][1]);
-            rank_main(i, n, o, transport, zero_copy, up[i][1], down[i][0]);
+            rank_main(i, n, o, cfg, up[i][1], down[i][0]);
         }
         close(up[i][1]);
         close(down[i][0]);
@@ -202,7 +233,7 @@ static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mp
                       bench, o->warmup, o->iters);
     for (size_t s = 0; s < o->n_sizes; s++) {
         sec[s] = -1;
-        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %zu", o->mb[s] << 20);
+        at += snprintf(cmd + at, sizeof cmd - (size_t)at, " %zu", o->bytes[s]);
     }
     snprintf(cmd + at, sizeof cmd - (size_t)at, " 2>&1");
     fflush(stdout);
@@ -216,7 +247,7 @@ static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mp
         char check[16];
         if (sscanf(line, "mpi_allreduce ranks=%d bytes=%zu seconds=%lf check=%15s", &ranks, &bytes, &t, check) == 4) {
             for (size_t s = 0; s < o->n_sizes; s++)
-                if (bytes == o->mb[s] << 20) sec[s] = strcmp(check, "ok") == 0 ? t : -1;
+                if (bytes == o->bytes[s]) sec[s] = strcmp(check, "ok") == 0 ? t : -1;
         } else {
             fprintf(stderr, "mpirun: %s", line);
         }
@@ -225,9 +256,10 @@ static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mp
 }
 
 #define MAX_ROUNDS 16
-enum { IMPL_TCP, IMPL_TCP_ZC, IMPL_IPC, IMPL_IPC_ZC, IMPL_MPI_SM, IMPL_MPI_TCP, IMPL_COUNT_ };
+enum { IMPL_TCP, IMPL_TCP_ZC, IMPL_IPC, IMPL_IPC_ZC, IMPL_SHM, IMPL_SHM_SEG, IMPL_MPI_SM, IMPL_MPI_TCP, IMPL_COUNT_ };
 static const char *const impl_names[IMPL_COUNT_] = {"asgd ring tcp", "asgd ring tcp zc", "asgd ring ipc",
-                                                    "asgd ring ipc zc", "Open MPI sm", "Open MPI tcp"};
+                                                    "asgd ring ipc zc", "asgd shm",         "asgd shm in-seg",
+                                                    "Open MPI sm",   "Open MPI tcp"};
 
 // The median over rounds of one measurement (< 0 when any round failed);
 // *lo and *hi get the fastest and slowest round.
@@ -243,49 +275,58 @@ static double over_rounds(const double *v, int rounds, double *lo, double *hi) {
     return bench_median(tmp, rounds);
 }
 
-static void row(size_t n, size_t mb, const char *who, const double *v, int rounds, double mpi_sm, double mpi_tcp) {
+static void row(size_t n, size_t bytes, const char *who, const double *v, int rounds, double mpi_sm,
+                double mpi_tcp) {
     double lo, hi, sec = over_rounds(v, rounds, &lo, &hi);
+    char size[32];
+    if (bytes % (1u << 20) == 0) snprintf(size, sizeof size, "%zu MiB", bytes >> 20);
+    else snprintf(size, sizeof size, "%zu B", bytes);
     if (sec < 0) {
-        printf("| %5zu | %4zu MiB | %-16s | %9s | %17s | %8s | %7s | %8s |\n", n, mb, who, "failed", "-", "-", "-",
-               "-");
+        printf("| %5zu | %9s | %-16s | %9s | %17s | %8s | %7s | %8s |\n", n, size, who, "failed", "-", "-", "-", "-");
         return;
     }
-    double bus = 2.0 * (double)(n - 1) / (double)n * (double)(mb << 20) / sec / 1e9;
+    double bus = 2.0 * (double)(n - 1) / (double)n * (double)bytes / sec / 1e9;
     char r1[32] = "-", r2[32] = "-", range[48];
     if (mpi_sm > 0) snprintf(r1, sizeof r1, "%.2f", sec / mpi_sm);
     if (mpi_tcp > 0) snprintf(r2, sizeof r2, "%.2f", sec / mpi_tcp);
     snprintf(range, sizeof range, "%.2f-%.2f", lo * 1e3, hi * 1e3);
-    printf("| %5zu | %4zu MiB | %-16s | %9.2f | %17s | %8.2f | %7s | %8s |\n", n, mb, who, sec * 1e3, range, bus, r1,
+    printf("| %5zu | %9s | %-16s | %9.3f | %17s | %8.2f | %7s | %8s |\n", n, size, who, sec * 1e3, range, bus, r1,
            r2);
 }
 
 int main(int argc, char **argv) {
-    opts_t o = {.ranks = {2, 4}, .n_ranks = 2, .mb = {1, 16, 64}, .n_sizes = 3, .warmup = 3, .iters = 10,
-                .tcp = 1, .ipc = 1, .copy = 1, .zc = 1, .sub = RING_SUB_CHUNK_DEFAULT, .io_threads = 1, .mpi = 1,
-                .rounds = 1};
+    opts_t o = {.ranks = {2, 4}, .n_ranks = 2, .bytes = {940584, 1u << 20, 16u << 20, 64u << 20}, .n_sizes = 4,
+                .warmup = 3, .iters = 10, .tcp = 1, .ipc = 1, .copy = 1, .zc = 1, .sub = RING_SUB_CHUNK_DEFAULT,
+                .io_threads = 1, .mpi = 1, .shm = 1, .rounds = 1};
     for (int a = 1; a < argc; a++) {
         const char *v = a + 1 < argc ? argv[a + 1] : "";
         if (strcmp(argv[a], "--ranks") == 0) o.n_ranks = bench_parse_list("bench_allreduce", v, o.ranks, MAX_LIST), a++;
-        else if (strcmp(argv[a], "--sizes-mb") == 0) o.n_sizes = bench_parse_list("bench_allreduce", v, o.mb, MAX_LIST), a++;
+        else if (strcmp(argv[a], "--sizes-mb") == 0) {
+            o.n_sizes = bench_parse_list("bench_allreduce", v, o.bytes, MAX_LIST), a++;
+            for (size_t i = 0; i < o.n_sizes; i++) o.bytes[i] <<= 20;
+        } else if (strcmp(argv[a], "--sizes-bytes") == 0) {
+            o.n_sizes = bench_parse_list("bench_allreduce", v, o.bytes, MAX_LIST), a++;
+        }
         else if (strcmp(argv[a], "--warmup") == 0) o.warmup = atoi(v), a++;
         else if (strcmp(argv[a], "--iters") == 0) o.iters = atoi(v), a++;
         else if (strcmp(argv[a], "--sub") == 0) o.sub = strtoull(v, NULL, 10), a++;
         else if (strcmp(argv[a], "--io-threads") == 0) o.io_threads = atoi(v), a++;
         else if (strcmp(argv[a], "--rounds") == 0) o.rounds = atoi(v), a++;
         else if (strcmp(argv[a], "--transport") == 0) {
-            o.tcp = strcmp(v, "ipc") != 0;
-            o.ipc = strcmp(v, "tcp") != 0;
+            o.tcp = strcmp(v, "ipc") != 0 && strcmp(v, "none") != 0;
+            o.ipc = strcmp(v, "tcp") != 0 && strcmp(v, "none") != 0;
             a++;
         } else if (strcmp(argv[a], "--zero-copy") == 0) {
             o.copy = strcmp(v, "1") != 0;
             o.zc = strcmp(v, "0") != 0;
             a++;
         } else if (strcmp(argv[a], "--no-mpi") == 0) o.mpi = 0;
+        else if (strcmp(argv[a], "--no-shm") == 0) o.shm = 0;
         else {
             fprintf(stderr,
-                    "usage: bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64] [--warmup 3] [--iters 10]\n"
-                    "       [--transport tcp|ipc|both] [--zero-copy 0|1|both] [--sub FLOATS] [--io-threads K] "
-                    "[--rounds K] [--no-mpi]\n");
+                    "usage: bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64 | --sizes-bytes 940584,...]\n"
+                    "       [--warmup 3] [--iters 10] [--transport tcp|ipc|both|none] [--zero-copy 0|1|both]\n"
+                    "       [--sub FLOATS] [--io-threads K] [--rounds K] [--no-mpi] [--no-shm]\n");
             return 2;
         }
     }
@@ -315,8 +356,8 @@ int main(int argc, char **argv) {
     printf("figures: median over %d round(s), the implementations taking turns in each; range: fastest and "
            "slowest round\nratio columns: our time / MPI's time (below 1: faster than MPI)\n\n",
            o.rounds);
-    printf("| ranks |     size | implementation   |   ms/call | range ms (rounds) | bus GB/s | /MPI sm | /MPI tcp |\n");
-    printf("|------:|---------:|------------------|----------:|------------------:|---------:|--------:|---------:|\n");
+    printf("| ranks |      size | implementation   |   ms/call | range ms (rounds) | bus GB/s | /MPI sm | /MPI tcp |\n");
+    printf("|------:|----------:|------------------|----------:|------------------:|---------:|--------:|---------:|\n");
 
     // (implementation, ranks, size, round) -> seconds per call; < 0: failed.
     static double t[IMPL_COUNT_][MAX_LIST][MAX_LIST][MAX_ROUNDS];
@@ -331,9 +372,16 @@ int main(int argc, char **argv) {
                     if (!have_mpi) continue;
                     run_mpi(n, &o, mpi_bench, mpiexec,
                             k == IMPL_MPI_SM ? "" : "--mca btl self,tcp --mca btl_tcp_if_include lo", sec);
+                } else if (k == IMPL_SHM || k == IMPL_SHM_SEG) {
+                    if (!o.shm) continue;
+                    // A run id of its own per group: no group meets another's segment.
+                    impl_cfg_t cfg = {NULL, 0, k == IMPL_SHM_SEG, RUN ^ ((uint64_t)getpid() << 16) ^ (uint64_t)(
+                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k)};
+                    run_ours(n, &o, &cfg, sec);
                 } else {
                     if (!(tr ? o.tcp : o.ipc) || !(zc ? o.zc : o.copy)) continue;
-                    run_ours(n, &o, tr ? "tcp" : "ipc", zc, sec);
+                    impl_cfg_t cfg = {tr ? "tcp" : "ipc", zc, 0, 0};
+                    run_ours(n, &o, &cfg, sec);
                 }
                 ran[k] = 1;
                 for (size_t s = 0; s < o.n_sizes; s++) t[k][ri][s][round] = sec[s];
@@ -346,7 +394,7 @@ int main(int argc, char **argv) {
             if (ran[IMPL_MPI_SM]) sm = over_rounds(t[IMPL_MPI_SM][ri][s], o.rounds, &lo, &hi);
             if (ran[IMPL_MPI_TCP]) tcp = over_rounds(t[IMPL_MPI_TCP][ri][s], o.rounds, &lo, &hi);
             for (int k = 0; k < IMPL_COUNT_; k++)
-                if (ran[k]) row(o.ranks[ri], o.mb[s], impl_names[k], t[k][ri][s], o.rounds, sm, tcp);
+                if (ran[k]) row(o.ranks[ri], o.bytes[s], impl_names[k], t[k][ri][s], o.rounds, sm, tcp);
         }
     }
     return 0;
