@@ -301,25 +301,6 @@ int dist_check_writable_dir(const char *dir, const char *flag, char *err, size_t
     return 0;
 }
 
-FILE *dist_file_open(const char *dir, const char *name, char *err, size_t err_len) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/.%s.tmp", dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f) snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
-    return f;
-}
-
-int dist_file_close(FILE *f, const char *dir, const char *name, char *err, size_t err_len) {
-    char tmp[1024], path[1024];
-    snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    snprintf(path, sizeof path, "%s/%s", dir, name);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        snprintf(err, err_len, "%.300s: writing failed: %s", path, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
 // The endpoint others should dial: a wildcard bind is advertised under this host's name.
 static void advertise(const char *bound, char *out, size_t out_len) {
     const char *wild = strstr(bound, "0.0.0.0");

@@ -1,11 +1,9 @@
 // asgd COMMAND: the subcommands, their usage and the banner every run prints.
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "engine/cli/commands.h"
 #include "kernels/blas_runtime.h"  // defines: blas_prepare_process, blas_describe
-#include "kernels/cuda_info.h"     // defines: cuda_device_summary
 
 static void print_usage(FILE *out) {
     fprintf(out,
@@ -25,14 +23,6 @@ static void print_usage(FILE *out) {
             "  help      show this help\n"
             "  version   print the version\n",
             ASGD_VERSION);
-}
-
-void print_banner(FILE *out, const char *command) {
-    char blas[256], cuda[256];
-    blas_describe(blas, sizeof blas);
-    cuda_device_summary(cuda, sizeof cuda);
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    fprintf(out, "asgd %s %s | %s | %ld CPUs | %s\n", ASGD_VERSION, command, blas, cpus, cuda);
 }
 
 int asgd_cli_main(int argc, char **argv) {

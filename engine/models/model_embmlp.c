@@ -16,7 +16,8 @@
 
 #include "kernels/rng.h"
 #include "engine/core/model_impl.h"
-#include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_parse_widths
+#include "engine/models/layer_widths.h"    // defines: model_parse_widths
+#include "engine/models/model_registry.h"  // defines: model_descriptor_t
 #include "kernels/sparse_sgd.h"  // defines: linear_example_loss
 
 typedef struct embmlp_model {

@@ -7,7 +7,8 @@
 
 #include "kernels/rng.h"
 #include "engine/core/model_impl.h"
-#include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_parse_widths
+#include "engine/models/layer_widths.h"    // defines: model_parse_widths
+#include "engine/models/model_registry.h"  // defines: model_descriptor_t
 #include "kernels/dense.h"  // defines: dense_*_cpu, softmax_xent_cpu, relu_*_cpu
 
 #define MLP_EVAL_ROWS 256      // test rows per forward pass when evaluating

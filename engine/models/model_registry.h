@@ -131,9 +131,4 @@ size_t model_registry_names(char *out, size_t out_len, const char *sep, int (*ke
 // opts): what the command line parses a model's flags into.
 void model_options_init(const model_descriptor_t *d, void *opts, flag_spec_t *specs);
 
-// Helper for models: a comma-separated list of layer widths ("256,128"; "none"
-// or "" for none), at most max of them, each in 1..2^20. `flag` names the flag
-// in messages. Returns 0, or -1 with err.
-int model_parse_widths(const char *flag, const char *s, size_t *out, size_t max, size_t *n, char *err, size_t err_len);
-
 #endif
