@@ -15,6 +15,7 @@
 #include "kernels/partition.h"  // defines: shard_range
 #include "engine/cli/commands.h"
 #include "engine/cli/dist.h"
+#include "engine/dist/collective.h"      // defines: collective_open, collective_name
 #include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/core/json_writer.h"     // defines: json_*
 #include "engine/cli/model_file.h"      // defines: model_file_info_of, model_file_write
@@ -27,6 +28,7 @@
 #include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
 #include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
 #include "net/ring.h"               // defines: ring_new, ring_connect
+#include "net/shm_allreduce.h"      // defines: shm_allreduce_destroy
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
 #include "staleness/histogram.h"    // defines: staleness_hist_*
 
@@ -89,6 +91,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"curve-allow", FLAG_TYPE_STRING, &d->curve_allow, "FILE", "public keys that may connect to this process's sockets, one per line (e.g. the workers' .pub files concatenated)", 0, 0, NULL, 0},
         {"insecure", FLAG_TYPE_BOOL, &d->insecure, NULL, "let servers, coordinator and rings listen beyond 127.0.0.1 without CURVE (anyone who reaches them can read and alter the run)", 0, 0, NULL, 0},
         {"ring-ipc", FLAG_TYPE_BOOL, &d->ring_ipc, NULL, "allreduce over ipc:// sockets (all workers on one machine; asgd launch's default there)", 0, 0, NULL, 0},
+        {"collective", FLAG_TYPE_CHOICE, &d->collective, "auto|shm|ring", "allreduce, local, hybrid: sum through shared memory (every worker on this host) or the ZeroMQ ring; auto: shared memory when the workers' ring endpoints are all on one host and nothing is compressed (default auto)", 0, 0, "auto|shm|ring", 0},
         {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up (default 60000)", 100, 1e9, NULL, 0},
         {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "workers' heartbeats to the servers (and ZMTP's), 0 = off (default 1000)", 0, 1e6, NULL, 0},
         {"worker-timeout", FLAG_TYPE_SIZE, &d->worker_timeout_ms, "MS", "servers evict a worker silent this long, so ssp/bsp stop waiting for it; 0 = never (default 10000)", 0, 1e9, NULL, 0},
@@ -193,6 +196,16 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command,
     char cerr[ERR_LEN];
     if (compress_spec_parse(d->compress, &d->compress_spec, cerr, sizeof cerr) != 0) {
         snprintf(err, err_len, "%s: %s", command, cerr);
+        return 2;
+    }
+    if (d->collective != COLLECTIVE_AUTO && !dist_uses_ring(d->sync)) {
+        snprintf(err, err_len, "%s: --collective %s: applies to --sync allreduce, local and hybrid", command,
+                 collective_name((collective_choice_t)d->collective));
+        return 2;
+    }
+    if (d->collective == COLLECTIVE_SHM && d->compress_spec.kind != COMPRESS_KIND_NONE) {
+        snprintf(err, err_len, "%s: --collective shm: compressed exchanges (--compress %s) go round the ring; use "
+                 "--collective ring or auto", command, d->compress);
         return 2;
     }
     if (d->error_feedback && !compress_is_lossy(&d->compress_spec)) {
@@ -869,6 +882,8 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_number(&j, "global_test_loss", rs->global_test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse", rs->global_test_metric);
     json_uint(&j, "global_versions", rs->global_versions);
+    if (rs->collective) json_string(&j, "collective", rs->collective);
+    else json_null(&j, "collective");
     json_uint(&j, "clock", rs->clock);
     json_uint(&j, "pushes", rs->pushes);
     json_uint(&j, "push_messages_acked", rs->pushes_acked);  // since its last (re)join
@@ -938,6 +953,7 @@ typedef struct worker {
     const dist_args_t *d;
     const model_t *m;
     ring_t *ring;
+    shm_allreduce_t *shm;      // the ring modes' sums through shared memory (collective.h), or NULL
     rdv_entry_t *table;        // every rank's endpoint, from the coordinator
     const char **servers;      // the shards' endpoints (into table)
     step_delay_t *delays;      // --delay-worker, per worker
@@ -957,6 +973,7 @@ static void worker_free(worker_t *w) {
     free(w->final_w);
     free(w->servers);
     free(w->table);
+    shm_allreduce_destroy(&w->shm);
     ring_destroy(&w->ring);
     free(w->delays);
     counter_file_close(&w->ledger);
@@ -988,6 +1005,14 @@ static int worker_meet(void *ctx, worker_t *w, const char *coordinator, uint64_t
     }
     for (size_t k = 0; k < d->servers; k++) w->servers[k] = w->table[k].endpoint;
     if (w->ring && ring_connect(w->ring, w->table[d->servers + (w->id + 1) % d->workers].endpoint, err, err_len) != 0)
+        return -1;
+    // With every worker on this host the uncompressed sums go through shared
+    // memory, the ring staying for compressed ones. All decide alike: from the
+    // same table.
+    if (w->ring &&
+        collective_open((collective_choice_t)d->collective, d->compress_spec.kind != COMPRESS_KIND_NONE,
+                        w->table + d->servers, d->workers, w->id, run_id, model_num_params(w->m) + 1, &w->shm, err,
+                        err_len) != 0)
         return -1;
     return 0;
 }
@@ -1021,6 +1046,7 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
         .servers = w->servers,
         .n_servers = d->servers,
         .ring = w->ring,
+        .shm = w->shm,
         .timeout_ms = (int)d->timeout_ms,
         .heartbeat_ms = (int)d->heartbeat_ms,
         .retry_ms = (int)d->retry_ms,
@@ -1071,8 +1097,8 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
     if (!t->quiet) {
         char desc[160];
         model_describe(w->m, desc, sizeof desc);
-        fprintf(stderr, "asgd worker %zu of %zu: %s, %s, %zu threads, batch %zu%s%s\n", w->id, d->workers, desc,
-                sync_mode_name((sync_mode_t)d->sync), t->threads, t->batch,
+        fprintf(stderr, "asgd worker %zu of %zu: %s, %s%s, %zu threads, batch %zu%s%s\n", w->id, d->workers, desc,
+                sync_mode_name((sync_mode_t)d->sync), w->shm ? " in shared memory" : "", t->threads, t->batch,
                 step_delay_active(&w->delays[w->id]) ? ", delayed" : "", t->device ? ", on the GPU" : "");
     }
     return 0;

@@ -19,7 +19,7 @@
 #include "net/compress.h"       // defines: compress_spec_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 32
+#define DIST_N_FLAGS 33
 #define DIST_DEFAULT_PORT 29517
 
 // The columns of a run's global.csv (the global model's curve, written by the
@@ -57,6 +57,7 @@ typedef struct dist_args {
     const char *run_dir;
     const char *bind_host;
     int ring_ipc;             // allreduce over ipc:// (one machine) instead of tcp
+    int collective;           // collective_choice_t (engine/dist/collective.h): --collective auto|shm|ring
     size_t timeout_ms;
     size_t heartbeat_ms;
     size_t worker_timeout_ms; // servers evict a worker silent this long; 0 = never

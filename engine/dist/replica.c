@@ -16,6 +16,7 @@
 #include "net/ps_client.h"  // defines: ps_client_new, ps_client_push_*, ps_client_pull
 #include "net/ps_heartbeat.h"  // defines: ps_heartbeat_start, ps_heartbeat_stop
 #include "net/ring.h"       // defines: ring_get_stats
+#include "net/shm_allreduce.h"  // defines: shm_allreduce_buffer
 #include "net/wire.h"       // defines: wire_checksum
 
 // ---- the common path -----------------------------------------------------------------
@@ -47,8 +48,12 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
                                "replicas run on the CPU");
         return -1;
     }
-    if (s->ring && !rc->ring) {
+    if (s->ring && !rc->ring && !rc->shm) {
         snprintf(err, err_len, "--sync %s needs a ring of workers", sync_mode_name(rc->mode));
+        return -1;
+    }
+    if (rc->shm && rc->compress.kind != COMPRESS_KIND_NONE) {
+        snprintf(err, err_len, "--compress: compressed exchanges go round the ring, not through shared memory");
         return -1;
     }
     // Test only (tests/test_ssp_bound.c): ASGD_TEST_SSP_GATE_OFF=1 lets the
@@ -74,7 +79,10 @@ static int replica_alloc(replica_t *r, char *err, size_t err_len) {
         atomic_init(&r->progress[t].finished, 0);
         atomic_init(&r->progress[t].read_gen, 0);
     }
-    if (r->strategy->ring) r->ring_buf = malloc((r->n + 1) * sizeof *r->ring_buf);
+    // In shared memory the buffer is this rank's input area of the segment,
+    // which saves the sum its copy in (net/shm_allreduce.h).
+    if (r->strategy->ring && r->rc->shm) r->ring_buf = shm_allreduce_buffer(r->rc->shm);
+    else if (r->strategy->ring) r->ring_buf = malloc((r->n + 1) * sizeof *r->ring_buf);
     if (!r->base || !r->pulled || !r->idx || !r->val || !r->progress || (r->strategy->ring && !r->ring_buf))
         return replica_out_of_memory(r, err, err_len);
     atomic_init(&r->abort, 0);
@@ -228,6 +236,7 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
     for (size_t t = 0; r->progress && t < r->threads; t++)
         stats->wait_s += 1e-9 * (double)atomic_load_explicit(&r->progress[t].wait_ns, memory_order_relaxed);
     stats->clock = r->clock;
+    stats->collective = !r->strategy || !r->strategy->ring ? NULL : r->rc->shm ? "shm" : "ring";
     stats->pushes = r->stats.pushes;
     stats->pulls = r->stats.pulls;
     stats->comm_s = r->stats.comm_s;
@@ -264,7 +273,7 @@ static void replica_free(replica_t *r) {
     free(r->pulled);
     free(r->idx);
     free(r->val);
-    free(r->ring_buf);
+    if (!r->rc->shm) free(r->ring_buf);
     free(r->progress);
     free(r->gen_versions);
     free(r->win);

@@ -40,6 +40,7 @@
 #include "staleness/sync_mode.h"   // defines: sync_mode_t
 
 typedef struct ring ring_t;
+struct shm_allreduce;
 
 typedef struct replica_config {
     uint64_t run_id;
@@ -50,6 +51,10 @@ typedef struct replica_config {
     const char *const *servers;    // (n_servers) endpoints, shard order
     size_t n_servers;
     ring_t *ring;                  // allreduce: connected ring (borrowed)
+    // Ring modes, set when the workers share this host (engine/dist/collective.h):
+    // the uncompressed exchanges go through this shared-memory group instead of
+    // the ring (borrowed; NULL: the ring). Not with compression.
+    struct shm_allreduce *shm;
     int timeout_ms;                // longest wait for any peer
     int heartbeat_ms;              // ZMTP heartbeats, and this worker's heartbeats to the servers; 0 = off
     int retry_ms;                  // resend an unanswered request after this long; 0 = the client's default
@@ -90,6 +95,7 @@ typedef struct replica_stats {
     // last push; NaN for allreduce, whose replicas all hold the global model).
     double global_test_loss, global_test_metric;
     uint64_t global_versions;      // the shards' versions of that pull, summed (0 without servers)
+    const char *collective;        // ring modes: "shm" or "ring", what summed the exchanges; else NULL
 } replica_stats_t;
 
 // Trains a fresh replica (parameters from the servers, or initialised with

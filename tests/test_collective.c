@@ -1,0 +1,186 @@
+// The ring modes' two collectives (--collective, engine/dist/collective.h):
+//   - the rule: workers whose ring endpoints are all ipc:// or loopback, or
+//     all tcp:// on one host name, are on one host; any other table is not,
+//     and a forced shm then fails naming --collective and the worker elsewhere;
+//     auto falls back to the ring there and under compression;
+//   - `asgd launch` (every worker here) sums through shared memory under
+//     auto: the workers say "collective":"shm" and send no byte; with
+//     --compress it stays on the ring;
+//   - shm and ring runs of one seed: with 2 workers the final models are
+//     bit-identical (each element is x_0 + x_1 in shared memory, x_0 + x_1 or
+//     x_1 + x_0 round the ring, and float addition commutes), under allreduce
+//     (sparse logreg, and the dense MLP when Fashion-MNIST is installed) and
+//     local SGD; with 3 workers the ring sums chunk c from rank c on, a
+//     different order, so they agree within float rounding (1e-5 relative);
+//     every run's replicas end with the same bits;
+//   - --collective shm with --compress, and --collective under asp, are refused.
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/dist/collective.h"
+#include "test_support.h"
+
+static char dir[] = "/tmp/asgd_collective_XXXXXX";  // read by launch_support.h
+#include "launch_support.h"
+
+#define TOLERANCE 1e-5
+
+static const char *path_of(const char *name) {
+    static char p[8][400];
+    static int next;
+    char *s = p[next++ % 8];
+    snprintf(s, 400, "%s/%s", dir, name);
+    return s;
+}
+
+static void table(rdv_entry_t *t, size_t n, const char *const *eps) {
+    memset(t, 0, n * sizeof *t);
+    for (size_t k = 0; k < n; k++) snprintf(t[k].endpoint, sizeof t[k].endpoint, "%s", eps[k]);
+}
+
+static void check_rule(void) {
+    struct {
+        const char *eps[3];
+        int one_host;
+    } cases[] = {
+        {{"ipc:///tmp/a", "ipc:///tmp/b", "ipc:///tmp/c"}, 1},
+        {{"tcp://127.0.0.1:4000", "tcp://localhost:4001", "tcp://127.0.0.2:4002"}, 1},
+        {{"tcp://node1:4000", "tcp://node1:4001", "tcp://node1:4002"}, 1},
+        {{"tcp://10.0.0.5:4000", "tcp://10.0.0.5:4001", "tcp://10.0.0.5:4002"}, 1},
+        {{"tcp://node1:4000", "tcp://node1:4001", "tcp://node2:4000"}, 0},
+        {{"tcp://node1:4000", "tcp://node10:4001", "tcp://node1:4002"}, 0},
+        {{"tcp://127.0.0.1:4000", "tcp://node1:4001", "tcp://127.0.0.1:4002"}, 0},
+        {{"ipc:///tmp/a", "tcp://node1:4001", "tcp://node1:4002"}, 0},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rdv_entry_t t[3];
+        table(t, 3, cases[i].eps);
+        CHECK(collective_one_host(t, 3) == cases[i].one_host);
+        CHECK(collective_one_host(t, 1) == 1);
+    }
+    rdv_entry_t t[3];
+    const char *apart[] = {"tcp://node1:4000", "tcp://node1:4001", "tcp://node2:4000"};
+    table(t, 3, apart);
+    struct shm_allreduce *shm = (struct shm_allreduce *)t;  // must be cleared
+    char err[512] = "";
+    CHECK(collective_open(COLLECTIVE_AUTO, 0, t, 3, 0, 42, 10, &shm, err, sizeof err) == 0 && !shm);
+    CHECK(collective_open(COLLECTIVE_RING, 0, t, 3, 0, 42, 10, &shm, err, sizeof err) == 0 && !shm);
+    CHECK(collective_open(COLLECTIVE_SHM, 0, t, 3, 0, 42, 10, &shm, err, sizeof err) == -1 && !shm);
+    printf("refused: %s\n", err);
+    CHECK(strstr(err, "--collective shm") && strstr(err, "worker 2's at tcp://node2:4000"));
+    const char *here[] = {"tcp://127.0.0.1:4000", "tcp://127.0.0.1:4001", "tcp://127.0.0.1:4002"};
+    table(t, 3, here);
+    CHECK(collective_open(COLLECTIVE_AUTO, 1, t, 3, 0, 42, 10, &shm, err, sizeof err) == 0 && !shm);
+    CHECK(collective_open(COLLECTIVE_SHM, 1, t, 3, 0, 42, 10, &shm, err, sizeof err) == -1 && !shm);
+    CHECK(strstr(err, "--compress"));
+    printf("rule: one host decided from the ring endpoints\n");
+}
+
+// A run of model_args with --sync sync on `workers` workers and --collective
+// collective (NULL: auto), then extra (NULL-terminated, may be NULL); its model
+// is name.model. Checks its replicas end with the same bits and that it used
+// `expect` ("shm" or "ring"), which sends no byte in shared memory.
+static void run(const char *name, const char *const *model_args, const char *sync, const char *workers,
+                const char *collective, const char *const *extra, const char *expect) {
+    const char *a[64];
+    int n = 0;
+    a[n++] = "launch";
+    for (const char *const *m = model_args; *m; m++) a[n++] = *m;
+    const char *tail[] = {"--sync", sync, "--workers", workers, "--quiet", "--worker-eval", "off", "--run-dir",
+                          path_of(name), NULL};
+    for (const char *const *t = tail; *t; t++) a[n++] = *t;
+    for (const char *const *t = extra; t && *t; t++) a[n++] = *t;
+    if (collective) {
+        a[n++] = "--collective";
+        a[n++] = collective;
+    }
+    char model[64];
+    snprintf(model, sizeof model, "%s.model", name);
+    a[n++] = "--save-model";
+    a[n++] = path_of(model);
+    a[n] = NULL;
+    CHECK(launch_run(a) == 0);
+    int w = atoi(workers);
+    char *c0 = launch_checksum(path_of(name), 0);
+    for (int k = 0; k < w; k++) {
+        char file[32], want[32];
+        snprintf(file, sizeof file, "worker-%d.json", k);
+        char *json = launch_file(name, file), *ck = launch_checksum(path_of(name), k);
+        CHECK(strcmp(ck, c0) == 0);
+        snprintf(want, sizeof want, "\"collective\":\"%s\"", expect);
+        CHECK(strstr(json, want));
+        if (strcmp(expect, "shm") == 0) CHECK(launch_field(json, "bytes_out") == 0);
+        else CHECK(launch_field(json, "bytes_out") > 0);
+        free(ck);
+        free(json);
+    }
+    free(c0);
+}
+
+static int same_bits(const char *a_name, const char *b_name) {
+    char a[64], b[64];
+    snprintf(a, sizeof a, "%s.model", a_name);
+    snprintf(b, sizeof b, "%s.model", b_name);
+    size_t na, nb;
+    float *x = launch_load_model(path_of(a), &na), *y = launch_load_model(path_of(b), &nb);
+    int same = na == nb && memcmp(x, y, na * sizeof *x) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
+// shm against ring with 2 workers (bit for bit) and, unless three is NULL, 3
+// workers (within TOLERANCE).
+static void compare(const char *label, const char *const *model_args, const char *sync, const char *const *extra,
+                    int three) {
+    char s[64], r[64];
+    snprintf(s, sizeof s, "%s-2-shm", label);
+    snprintf(r, sizeof r, "%s-2-ring", label);
+    run(s, model_args, sync, "2", "shm", extra, "shm");
+    run(r, model_args, sync, "2", "ring", extra, "ring");
+    CHECK(same_bits(s, r));
+    printf("%s --sync %s, 2 workers: shm and ring models bit-identical\n", label, sync);
+    if (!three) return;
+    snprintf(s, sizeof s, "%s-3-shm", label);
+    snprintf(r, sizeof r, "%s-3-ring", label);
+    run(s, model_args, sync, "3", "shm", extra, "shm");
+    run(r, model_args, sync, "3", "ring", extra, "ring");
+    char sm[80], rm[80];
+    snprintf(sm, sizeof sm, "%s.model", s);
+    snprintf(rm, sizeof rm, "%s.model", r);
+    double d = launch_model_diff(path_of(sm), path_of(rm));
+    printf("%s --sync %s, 3 workers: shm vs ring largest relative difference %.3g (tolerance %.1g), bits %s\n", label,
+           sync, d, TOLERANCE, same_bits(s, r) ? "equal" : "differ");
+    CHECK(d <= TOLERANCE);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CHECK(mkdtemp(dir));
+    check_rule();
+    // 5400 training examples, rounds of 8 per worker.
+    const char *sparse[] = {"--model", "logreg", "--data", "gen:sparse:n=6000,dim=1000,nnz=20", "--batch", "8",
+                            "--lr", "0.5", "--epochs", "2", NULL};
+    compare("logreg", sparse, "allreduce", NULL, 1);
+    const char *local[] = {"--local-steps", "3", NULL};
+    compare("logreg-local", sparse, "local", local, 0);
+    // Auto: shared memory here; compressed, the ring.
+    run("auto", sparse, "allreduce", "2", NULL, NULL, "shm");
+    const char *fp16[] = {"--compress", "fp16", NULL};
+    run("auto-fp16", sparse, "allreduce", "2", NULL, fp16, "ring");
+    if (test_have_fashion_mnist("the dense (MLP) comparison")) {
+        const char *dense[] = {"--model", "mlp", "--hidden", "16", "--train-limit", "1200", "--test-limit", "200",
+                               "--batch", "8", "--threads", "2", NULL};
+        compare("mlp", dense, "allreduce", NULL, 0);
+    }
+    const char *base[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=600,dim=100,nnz=5", "--workers", "2"};
+    const char *shm_fp16[] = {base[0], base[1], base[2], base[3], base[4], base[5], base[6], "--sync", "allreduce",
+                              "--collective", "shm", "--compress", "fp16", NULL};
+    launch_expect_refusal(shm_fp16, "--collective shm: compressed exchanges");
+    const char *asp[] = {base[0], base[1], base[2], base[3], base[4], base[5], base[6], "--sync", "asp",
+                         "--collective", "ring", NULL};
+    launch_expect_refusal(asp, "--collective ring: applies to --sync allreduce");
+    printf("collective tests passed\n");
+    return 0;
+}
