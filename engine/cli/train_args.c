@@ -133,6 +133,10 @@ static const char *data_kind_text(data_kind_t kind) {
 
 void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, const char *description,
                            const flag_spec_t *specs, size_t n_specs) {
+    if (flags_help_hooked()) {  // asgd help --man/--completion: every flag, the models' included
+        flags_print_help(out, usage, description, specs, n_specs);
+        return;
+    }
     flag_spec_t *shared = malloc((n_specs ? n_specs : 1) * sizeof *shared);
     size_t n = 0;
     for (size_t i = 0; shared && i < n_specs; i++)
