@@ -217,16 +217,16 @@ typedef struct parse_state {
     uint32_t *item;  // (cap)
     float *rating;   // (cap)
     size_t n, cap;
-    id_map_t users, items;
+    id_map_t *users, *items;  // shared by the files read together (ratings_load_pair)
 } parse_state_t;
 
 static void state_free(parse_state_t *s) {
     free(s->user);
     free(s->item);
     free(s->rating);
-    id_map_free(&s->users);
-    id_map_free(&s->items);
-    memset(s, 0, sizeof *s);
+    s->user = s->item = NULL;
+    s->rating = NULL;
+    s->n = s->cap = 0;
 }
 
 static int state_grow(parse_state_t *s) {
@@ -243,10 +243,14 @@ static int state_grow(parse_state_t *s) {
     return 0;
 }
 
-// Parses everything the reader holds into out and closes the reader.
-static int parse_all(text_reader_t *reader, const char *path, ratings_t *out, char *err, size_t err_len) {
+// Parses everything the reader holds into out and closes the reader; ids are
+// numbered through the maps (which may already hold another file's).
+static int parse_with(text_reader_t *reader, const char *path, id_map_t *users, id_map_t *items, ratings_t *out,
+                      char *err, size_t err_len) {
     parse_state_t s;
     memset(&s, 0, sizeof s);
+    s.users = users;
+    s.items = items;
     parse_error_t e_store = {NULL, ""}, *e = &e_store;
     size_t line = 0, content_lines = 0, block_len;
     const char *block, *line_start = NULL;
@@ -262,7 +266,7 @@ static int parse_all(text_reader_t *reader, const char *path, ratings_t *out, ch
                 uint64_t user, item;
                 float rating;
                 if (parse_line(&p, &user, &item, &rating, e) != 0) goto fail;
-                int64_t du = id_map_get(&s.users, user), di = du >= 0 ? id_map_get(&s.items, item) : du;
+                int64_t du = id_map_get(s.users, user), di = du >= 0 ? id_map_get(s.items, item) : du;
                 if (du < 0 || di < 0) {
                     e->at = line_start;
                     snprintf(e->detail, sizeof e->detail, "%s",
@@ -303,13 +307,11 @@ static int parse_all(text_reader_t *reader, const char *path, ratings_t *out, ch
     if ((t = realloc(s.item, s.n * sizeof *s.item))) s.item = t;
     if ((t = realloc(s.rating, s.n * sizeof *s.rating))) s.rating = t;
     out->n = s.n;
-    out->n_users = s.users.count;
-    out->n_items = s.items.count;
+    out->n_users = s.users->count;
+    out->n_items = s.items->count;
     out->user = s.user;
     out->item = s.item;
     out->rating = s.rating;
-    id_map_free(&s.users);
-    id_map_free(&s.items);
     return 0;
 fail:
     snprintf(err, err_len, "%s:%zu:%zu: %s", path, line, (size_t)(e->at - line_start) + 1, e->detail);
@@ -318,11 +320,39 @@ fail:
     return -1;
 }
 
+static int parse_all(text_reader_t *reader, const char *path, ratings_t *out, char *err, size_t err_len) {
+    id_map_t users, items;
+    memset(&users, 0, sizeof users);
+    memset(&items, 0, sizeof items);
+    int rc = parse_with(reader, path, &users, &items, out, err, err_len);
+    id_map_free(&users);
+    id_map_free(&items);
+    return rc;
+}
+
 int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len) {
     ratings_init(out);
     text_reader_t reader;
     if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
     return parse_all(&reader, path, out, err, err_len);
+}
+
+int ratings_load_pair(const char *path, const char *second_path, ratings_t *out, ratings_t *second, char *err,
+                      size_t err_len) {
+    ratings_init(out);
+    ratings_init(second);
+    id_map_t users, items;
+    memset(&users, 0, sizeof users);
+    memset(&items, 0, sizeof items);
+    text_reader_t reader;
+    int rc = text_reader_open(&reader, path, err, err_len);
+    if (rc == 0) rc = parse_with(&reader, path, &users, &items, out, err, err_len);
+    if (rc == 0) rc = text_reader_open(&reader, second_path, err, err_len);
+    if (rc == 0) rc = parse_with(&reader, second_path, &users, &items, second, err, err_len);
+    if (rc != 0) ratings_free(out);
+    id_map_free(&users);
+    id_map_free(&items);
+    return rc;
 }
 
 int ratings_parse(const char *name, const char *text, size_t len, ratings_t *out, char *err, size_t err_len) {

@@ -24,6 +24,13 @@
 // arrays (ratings_free). A file with no ratings is an error.
 int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len);
 
+// Two files whose ids mean the same users and items (a training file and its
+// test file): second's ids are numbered after out's, so an id in both files is
+// one user (item); second's n_users/n_items count both files' ids. Errors as
+// ratings_load's, naming the file at fault; on error neither is filled.
+int ratings_load_pair(const char *path, const char *second_path, ratings_t *out, ratings_t *second, char *err,
+                      size_t err_len);
+
 // ratings_load over len bytes in memory (a file's contents, plain or gzipped);
 // name stands for the path in messages.
 int ratings_parse(const char *name, const char *text, size_t len, ratings_t *out, char *err, size_t err_len);

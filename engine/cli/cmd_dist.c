@@ -1282,10 +1282,10 @@ static int cmd_role(dist_role_t role, int argc, char **argv) {
     const char *command = role == DIST_ROLE_SERVER ? "asgd server" : "asgd worker";
     int parsed = train_args_command(&a.t, command, role == DIST_ROLE_SERVER ? server_usage : worker_usage,
                                     role_description, flags, n, argc, argv);
-    if (parsed >= 0) return parsed;
-    int usage = dist_role_finish(&a, flags, n, command);
-    if (usage != 0) return usage;
-    return dist_run_role(role, a.id, &a.t, &a.d, a.host);
+    int status = parsed >= 0 ? parsed : dist_role_finish(&a, flags, n, command);
+    if (parsed < 0 && status == 0) status = dist_run_role(role, a.id, &a.t, &a.d, a.host);
+    train_args_release(&a.t);
+    return status;
 }
 
 int cmd_server(int argc, char **argv) { return cmd_role(DIST_ROLE_SERVER, argc, argv); }

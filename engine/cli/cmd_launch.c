@@ -570,7 +570,7 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
         int skip = 0;
         if (is_flag(argv, argc, k, "--run-dir", &skip) || is_flag(argv, argc, k, "--save-model", &skip) ||
             is_flag(argv, argc, k, "--coordinator", &skip) || is_flag(argv, argc, k, "--run-id", &skip) ||
-            is_flag(argv, argc, k, "--restart-workers", &skip)) {
+            is_flag(argv, argc, k, "--restart-workers", &skip) || is_flag(argv, argc, k, "--config", &skip)) {
             k += skip - 1;
             continue;
         }
@@ -643,7 +643,7 @@ static int local_run_dir(local_run_t *r) {
         snprintf(r->dir, sizeof r->dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900,
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
     }
-    if (dist_make_run_dir(r->dir, err, sizeof err) != 0) {
+    if (dist_make_run_dir(r->dir, err, sizeof err) != 0 || train_args_write_run_config(r->t, r->dir, err, sizeof err) != 0) {
         launch_say(r, "%s", err);
         return 1;
     }
@@ -923,7 +923,8 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     snprintf(host_bind, sizeof host_bind, "tcp://%s%s", local ? "127.0.0.1" : "0.0.0.0", port ? port : ":29517");
     char dir[512];
     default_run_dir(env, d, dir, sizeof dir);
-    if (env->rank == 0 && dist_make_run_dir(d->run_dir, err, sizeof err) != 0) {
+    if (env->rank == 0 && (dist_make_run_dir(d->run_dir, err, sizeof err) != 0 ||
+                           train_args_write_run_config(t, d->run_dir, err, sizeof err) != 0)) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
     }
@@ -1037,7 +1038,7 @@ static int pslite_scheduler(const train_args_t *t, const dist_args_t *d, const c
     size_t n = d->servers + d->workers, counts[2] = {d->servers, d->workers};  // roles DIST_ROLE_SERVER, _WORKER
     uint64_t run_id = d->run_id ? d->run_id : dist_default_run_id(run_ep);
     double t0 = now_s();
-    if (dist_make_run_dir(d->run_dir, err, sizeof err) != 0) {
+    if (dist_make_run_dir(d->run_dir, err, sizeof err) != 0 || train_args_write_run_config(t, d->run_dir, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
     }
@@ -1167,7 +1168,7 @@ static int launch_pslite(const launch_env_t *env, train_args_t *t, dist_args_t *
 }
 
 int cmd_launch(int argc, char **argv) {
-    train_args_t t;
+    train_args_t t __attribute__((cleanup(train_args_release)));  // string flags point into t.words
     dist_args_t d;
     const char *save_model = NULL;
     size_t restart_workers = 0;
@@ -1209,12 +1210,12 @@ int cmd_launch(int argc, char **argv) {
         return usage_status;
     }
     if (!t.quiet) print_banner(stderr, "launch");
-    return launch_local(argc, argv, &t, &d, save_model, restart_workers, NULL, err, sizeof err);
+    return launch_local(t.words.argc, t.words.argv, &t, &d, save_model, restart_workers, NULL, err, sizeof err);
 }
 
 int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
-    train_args_t t;
+    train_args_t t __attribute__((cleanup(train_args_release)));
     dist_args_t d;
     const char *save_model = NULL;
     train_args_defaults(&t);
@@ -1223,7 +1224,7 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
     size_t n = train_args_flags(&t, flags, 0);
     n += dist_args_flags(&d, flags + n);
     flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "", 0, 0, NULL, 0};
-    flags_status_t parsed = flags_parse("asgd launch", flags, n, argc, argv, err, err_len);
+    flags_status_t parsed = train_args_parse(&t, "asgd launch", flags, n, argc, argv, err, err_len);
     if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd launch: --help is not a job's flag");
     if (parsed != FLAGS_STATUS_OK) return -1;
     if (train_args_finish(&t, flags, n, "asgd launch", err, err_len) != 0 ||
@@ -1236,7 +1237,7 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
     }
     d.save_model = save_model;
     char why[ERR_LEN] = "";
-    int status = launch_local(argc, argv, &t, &d, save_model, 0, out, why, sizeof why);
+    int status = launch_local(t.words.argc, t.words.argv, &t, &d, save_model, 0, out, why, sizeof why);
     if (status == 0) return 0;
     snprintf(err, err_len, "asgd launch: %s", why[0] ? why : "the run failed");
     launch_job_outcome_free(out);

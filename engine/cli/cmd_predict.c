@@ -57,7 +57,7 @@ static int load_examples(const predict_args_t *p, data_kind_t kind, data_bundle_
     data_bundle_init(b);
     b->kind = kind;
     if (p->split != SPLIT_ALL) {
-        data_options_t o = {p->data, p->data_dir, p->train_limit, p->test_limit, p->test_frac, p->seed};
+        data_options_t o = {p->data, p->data_dir, p->train_limit, p->test_limit, p->test_frac, p->seed, NULL};
         if (data_bundle_load(&o, kind, b, err, err_len) != 0) return -1;
         int test = p->split == SPLIT_TEST;
         *set = kind == DATA_KIND_DENSE    ? (const void *)(test ? &b->dense_test : &b->dense_train)

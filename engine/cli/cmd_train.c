@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "engine/cli/commands.h"
@@ -323,7 +324,19 @@ static int train_cmd_checkpoints(train_cmd_t *c, char *err, size_t err_len) {
     return 0;
 }
 
-// The data, the model, the run's configuration, checked, and --summary opened.
+// The flags given, as a flag file next to --summary FILE (else --log FILE):
+// FILE.config, unless FILE is no regular file (/dev/stdout).
+static int train_cmd_write_config(const train_cmd_t *c, char *err, size_t err_len) {
+    const char *base = c->a.summary ? c->a.summary : c->a.log;
+    struct stat st;
+    if (!base || (stat(base, &st) == 0 && !S_ISREG(st.st_mode))) return 0;
+    char path[1100];
+    snprintf(path, sizeof path, "%s.config", base);
+    return train_args_write_given(&c->a, "asgd train", path, err, err_len);
+}
+
+// The data, the model, the run's configuration, checked, --summary opened and
+// the flags written next to it.
 static int train_cmd_setup(train_cmd_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     if (train_args_build(a, &c->data, &c->model, err, err_len) != 0) return -1;
@@ -335,7 +348,7 @@ static int train_cmd_setup(train_cmd_t *c, char *err, size_t err_len) {
         snprintf(err, err_len, "--summary %s: cannot open for writing: %s", a->summary, strerror(errno));
         return -1;
     }
-    return 0;
+    return train_cmd_write_config(c, err, err_len);
 }
 
 static void print_start(const train_cmd_t *c, const char *model_desc) {
@@ -453,6 +466,7 @@ static int train_cmd_write_results(train_cmd_t *c, const char *model_desc, char 
 }
 
 static void train_cmd_free(train_cmd_t *c) {
+    train_args_release(&c->a);
     if (c->summary_file) fclose(c->summary_file);
     char ignored[8];
     run_report_close(&c->report, ignored, sizeof ignored);
@@ -469,7 +483,10 @@ int cmd_train(int argc, char **argv) {
     train_args_defaults(&c.a);
     data_bundle_init(&c.data);
     int status = train_cmd_parse(&c, argc, argv);
-    if (status >= 0) return status;
+    if (status >= 0) {
+        train_args_release(&c.a);
+        return status;
+    }
     // SIGTERM, SIGINT, SIGHUP: training stops at the next step boundary and the
     // summary is written, marked interrupted; a second signal kills.
     stop_signal_install();
@@ -507,7 +524,7 @@ int train_job_run(int argc, char **argv, train_job_outcome_t *out, char *err, si
     c.outcome = out;
     flag_spec_t flags[TRAIN_CMD_MAX_FLAGS];
     size_t n_flags = train_cmd_flags(&c, flags);
-    flags_status_t parsed = flags_parse("asgd train", flags, n_flags, argc, argv, err, err_len);
+    flags_status_t parsed = train_args_parse(&c.a, "asgd train", flags, n_flags, argc, argv, err, err_len);
     int rc = -1;
     if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd train: --help is not a job's flag");
     else if (parsed == FLAGS_STATUS_OK && train_cmd_finish_flags(&c, flags, n_flags, err, err_len) != 0) {

@@ -1,5 +1,6 @@
 #ifndef ASGD_ENGINE_CLI_COMMANDS_H
 #define ASGD_ENGINE_CLI_COMMANDS_H
+#include <stddef.h>
 #include <stdio.h>
 // Subcommands of the asgd binary. Each takes the arguments after its own name
 // and returns the process exit status (0 ok, 1 failure, 2 usage error).
@@ -11,6 +12,19 @@ int cmd_launch(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+
+// asgd help --man [COMMAND] | --completion bash: the manual pages and the
+// bash completion, rendered from the commands' own flag tables.
+int cmd_help(int argc, char **argv);
+
+// The subcommands, in the order `asgd help` lists them (run is NULL for help
+// and version, which the dispatcher answers itself).
+typedef struct cli_command {
+    const char *name;
+    const char *summary;  // one line
+    int (*run)(int argc, char **argv);
+} cli_command_t;
+const cli_command_t *cli_commands(size_t *n);
 
 // The whole program: dispatches argv[1] to its command (main() is just this call).
 // Before anything else it may restart the process with faster BLAS kernels.

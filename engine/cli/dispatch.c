@@ -11,24 +11,18 @@ static void print_usage(FILE *out) {
             "\n"
             "usage: asgd COMMAND [flags]     (asgd COMMAND --help for its flags)\n"
             "\n"
-            "commands:\n"
-            "  train     train a model on this machine: hogwild, locked or sync threads\n"
-            "  launch    a distributed run: parameter servers and worker replicas (here, or under srun/mpirun)\n"
-            "  server    one parameter-server shard of a distributed run\n"
-            "  worker    one worker replica of a distributed run\n"
-            "  predict   apply a saved model (--save-model) to data: one prediction per example\n"
-            "  eval      a saved model's test loss and accuracy (or RMSE) on data, as JSON\n"
-            "  gen       write a generated dataset (sparse libsvm or ratings) to a file\n"
-            "  keygen    make a CURVE key pair to encrypt and authenticate a distributed run\n"
-            "  help      show this help\n"
-            "  version   print the version\n",
+            "commands:\n",
             ASGD_VERSION);
+    size_t n;
+    const cli_command_t *c = cli_commands(&n);
+    for (size_t i = 0; i < n; i++) fprintf(out, "  %-9s %s\n", c[i].name, c[i].summary);
 }
 
 int asgd_cli_main(int argc, char **argv) {
     // Before anything else: this may restart the process with faster BLAS kernels.
     blas_prepare_process(argv, 0);
-    if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    if (argc < 2 || (strcmp(argv[1], "help") == 0 && argc == 2) || strcmp(argv[1], "--help") == 0 ||
+        strcmp(argv[1], "-h") == 0) {
         print_usage(stdout);
         return argc < 2 ? 2 : 0;
     }
@@ -39,14 +33,11 @@ int asgd_cli_main(int argc, char **argv) {
         printf("asgd %s (%s)\n", ASGD_VERSION, blas);
         return 0;
     }
-    if (strcmp(command, "train") == 0) return cmd_train(argc - 2, argv + 2);
-    if (strcmp(command, "predict") == 0) return cmd_predict(argc - 2, argv + 2);
-    if (strcmp(command, "eval") == 0) return cmd_eval(argc - 2, argv + 2);
-    if (strcmp(command, "gen") == 0) return cmd_gen(argc - 2, argv + 2);
-    if (strcmp(command, "keygen") == 0) return cmd_keygen(argc - 2, argv + 2);
-    if (strcmp(command, "launch") == 0) return cmd_launch(argc - 2, argv + 2);
-    if (strcmp(command, "server") == 0) return cmd_server(argc - 2, argv + 2);
-    if (strcmp(command, "worker") == 0) return cmd_worker(argc - 2, argv + 2);
+    if (strcmp(command, "help") == 0) return cmd_help(argc - 2, argv + 2);
+    size_t n;
+    const cli_command_t *c = cli_commands(&n);
+    for (size_t i = 0; i < n; i++)
+        if (c[i].run && strcmp(command, c[i].name) == 0) return c[i].run(argc - 2, argv + 2);
     fprintf(stderr, "asgd: unknown command '%s' (see asgd help)\n", command);
     return 2;
 }

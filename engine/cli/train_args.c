@@ -1,6 +1,7 @@
 // Training-job flags shared by every command that trains (train_args.h).
 #include "engine/cli/train_args.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,10 +42,12 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
     const flag_spec_t table[] = {
         {"model", FLAG_TYPE_CHOICE, &a->model, "M", a->model_help, 0, 0, a->model_choices, 0},
         {"data", FLAG_TYPE_STRING, &a->data, "SPEC", "data source, see above", 0, 0, NULL, 0},
+        {"test-data", FLAG_TYPE_STRING, &a->test_data, "FILE", "the test set: a libsvm or ratings file, or for dense models a directory of t10k IDX files; the training data is then used whole", 0, 0, NULL, 0},
+        {"config", FLAG_TYPE_STRING, &a->config, "FILE", "read flags from FILE (name = value lines; docs/cli.md) before the command line's, which override them", 0, 0, NULL, 0},
         {"data-dir", FLAG_TYPE_STRING, &a->data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL, 0},
         {"train-limit", FLAG_TYPE_SIZE, &a->train_limit, "N", "use only the first N training examples (0: all)", 0, 0, NULL, 0},
         {"test-limit", FLAG_TYPE_SIZE, &a->test_limit, "N", "use only the first N test examples (0: all)", 0, 0, NULL, 0},
-        {"test-frac", FLAG_TYPE_DOUBLE, &a->test_frac, "F", "held-out fraction for data without a test split (default 0.1)", 0.0001, 0.9999, NULL, 0},
+        {"test-frac", FLAG_TYPE_DOUBLE, &a->test_frac, "F", "held-out fraction for data without a test split (default 0.1; 0 with --test-data)", 0, 0.9999, NULL, 0},
         {"l2", FLAG_TYPE_DOUBLE, &a->l2, "X", "L2 regularisation strength (default: the model's)", 0, 1e6, NULL, 0},
         {"mode", FLAG_TYPE_CHOICE, &a->mode, "MODE", "how threads share the model (default hogwild)", 0, 0, "hogwild|locked|sync", 0},
         {"threads", FLAG_TYPE_SIZE, &a->threads, "T", "training threads (default 1)", 1, 1024, NULL, 0},
@@ -130,6 +133,10 @@ static const char *data_kind_text(data_kind_t kind) {
 
 void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, const char *description,
                            const flag_spec_t *specs, size_t n_specs) {
+    if (flags_help_hooked()) {  // asgd help --man/--completion: every flag, the models' included
+        flags_print_help(out, usage, description, specs, n_specs);
+        return;
+    }
     flag_spec_t *shared = malloc((n_specs ? n_specs : 1) * sizeof *shared);
     size_t n = 0;
     for (size_t i = 0; shared && i < n_specs; i++)
@@ -152,10 +159,56 @@ void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, 
     }
 }
 
-int train_args_command(const train_args_t *a, const char *command, const char *usage, const char *description,
+flags_status_t train_args_parse(train_args_t *a, const char *command, flag_spec_t *specs, size_t n_specs, int argc,
+                                char **argv, char *err, size_t err_len) {
+    flags_argv_free(&a->words);
+    free(a->given);
+    a->given = NULL;
+    if (flags_file_merge(command, "config", specs, n_specs, argc, argv, &a->words, err, err_len) != 0)
+        return FLAGS_STATUS_ERROR;
+    flags_status_t st = flags_parse(command, specs, n_specs, a->words.argc, a->words.argv, err, err_len);
+    if (st != FLAGS_STATUS_OK) return st;
+    static const char *const not_repeated[] = {"config", "run-dir", NULL};
+    char why[256];
+    if (!(a->given = flags_file_format(specs, n_specs, not_repeated, why, sizeof why))) {
+        snprintf(err, err_len, "%s: %s", command, why);
+        return FLAGS_STATUS_ERROR;
+    }
+    return FLAGS_STATUS_OK;
+}
+
+void train_args_release(train_args_t *a) {
+    flags_argv_free(&a->words);
+    free(a->given);
+    a->given = NULL;
+}
+
+int train_args_write_given(const train_args_t *a, const char *command, const char *path, char *err, size_t err_len) {
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "# %s %s: the flags this run was given (--config and the command line); %s --config FILE repeats it\n",
+            command, ASGD_VERSION, command);
+    fputs(a->given ? a->given : "", f);
+    if (ferror(f) | (fclose(f) != 0)) {
+        snprintf(err, err_len, "%.300s: writing failed: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int train_args_write_run_config(const train_args_t *a, const char *dir, char *err, size_t err_len) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/config", dir);
+    return train_args_write_given(a, "asgd launch", path, err, err_len);
+}
+
+int train_args_command(train_args_t *a, const char *command, const char *usage, const char *description,
                        flag_spec_t *specs, size_t n_specs, int argc, char **argv) {
     char err[512];
-    flags_status_t st = flags_parse(command, specs, n_specs, argc, argv, err, sizeof err);
+    flags_status_t st = train_args_parse(a, command, specs, n_specs, argc, argv, err, sizeof err);
     if (st == FLAGS_STATUS_HELP) {
         train_args_print_help(stdout, a, usage, description, specs, n_specs);
         return 0;
@@ -214,6 +267,15 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
     if (isnan(a->l2)) a->l2 = d->defaults.l2;
     if (!a->data) a->data = d->defaults.data;
     if (!a->checkpoint_dir) a->checkpoint_dir = a->resume;
+    if (a->config && !a->words.argv) {
+        snprintf(err, err_len, "%s: --config: this caller reads no flag file; give the flags themselves", command);
+        return 2;
+    }
+    if (a->test_data && a->test_frac != 0.0 && flags_find(specs, n_specs, "test-frac")->seen) {
+        snprintf(err, err_len, "%s: --test-frac: with --test-data the test set is that file and the training data "
+                 "is used whole; drop --test-frac (or give 0)", command);
+        return 2;
+    }
     if (d->metric == METRIC_KIND_RMSE && !isnan(a->target_acc)) {
         snprintf(err, err_len, "%s: --target-acc: %s is measured by RMSE; use --target-rmse", command, d->name);
         return 2;
@@ -272,7 +334,7 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
 int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model, char *err, size_t err_len) {
     *model = NULL;
     const model_descriptor_t *d = train_args_model(a);
-    data_options_t dopt = {a->data, a->data_dir, a->train_limit, a->test_limit, a->test_frac, a->seed};
+    data_options_t dopt = {a->data, a->data_dir, a->train_limit, a->test_limit, a->test_frac, a->seed, a->test_data};
     if (data_bundle_load(&dopt, d->data, data, err, err_len) != 0) return -1;
     const void *train = d->data == DATA_KIND_DENSE    ? (const void *)&data->dense_train
                         : d->data == DATA_KIND_SPARSE ? (const void *)&data->sparse_train

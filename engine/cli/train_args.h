@@ -9,18 +9,20 @@
 
 #include "engine/data/data_source.h"  // defines: data_bundle_t
 #include "engine/core/flags.h"        // defines: flag_spec_t
+#include "engine/core/flags_file.h"   // defines: flags_argv_t
 #include "engine/core/model.h"        // defines: model_t
 #include "engine/core/optimizer.h"    // defines: optimizer_config_t
 #include "engine/core/trainer.h"      // defines: train_config_t
 #include "engine/gpu/gpu_device.h"   // defines: gpu_options_t, gpu_device_ops
 #include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_options_t
 
-#define TRAIN_ARGS_N_FLAGS (40 + MODEL_REGISTRY_MAX_FLAGS)
+#define TRAIN_ARGS_N_FLAGS (44 + MODEL_REGISTRY_MAX_FLAGS)
 #define TRAIN_ARGS_HELP_LEN 200
 
 typedef struct train_args {
     int model;  // position in the model registry (model_registry_at)
     const char *data;
+    const char *test_data;  // --test-data: the test set (the training data is then used whole)
     const char *data_dir;
     size_t train_limit, test_limit;
     double test_frac;
@@ -50,6 +52,9 @@ typedef struct train_args {
     int model_flag_bool[MODEL_REGISTRY_MAX_FLAGS];
     char model_flag_help[MODEL_REGISTRY_MAX_FLAGS][TRAIN_ARGS_HELP_LEN];
     char model_choices[MODEL_REGISTRY_MAX * (MODEL_NAME_MAX + 1)], model_help[TRAIN_ARGS_HELP_LEN];
+    const char *config;      // --config FILE: flags read before the command line's
+    flags_argv_t words;      // the words parsed: --config's flags, then the command line's (train_args_parse)
+    char *given;             // the flags given, as a flag file (train_args_parse; NULL before)
     // Filled by train_args_finish.
     model_options_t model_opts;  // the model's own options, for its descriptor's create
     optimizer_config_t opt;
@@ -61,9 +66,20 @@ void train_args_defaults(train_args_t *a);
 // many: the shared ones, then every registered model's own (each name once).
 // with_mode: include --mode (single-node runs only).
 size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode);
+// flags_parse after reading --config FILE into the words (kept in a->words:
+// string flags point into them) and a->given filled with the flags given,
+// less --config and --run-dir. Same statuses as flags_parse.
+flags_status_t train_args_parse(train_args_t *a, const char *command, flag_spec_t *specs, size_t n_specs, int argc,
+                                char **argv, char *err, size_t err_len);
+// Frees what train_args_parse kept.
+void train_args_release(train_args_t *a);
+// Writes a->given (with a comment line saying what wrote it) to path. Returns 0, or -1 with err.
+int train_args_write_given(const train_args_t *a, const char *command, const char *path, char *err, size_t err_len);
+// asgd launch's copy: DIR/config.
+int train_args_write_run_config(const train_args_t *a, const char *dir, char *err, size_t err_len);
 // flags_command for a command whose flags include train_args_flags': its
 // --help lists the shared flags, then each model with its own flags.
-int train_args_command(const train_args_t *a, const char *command, const char *usage, const char *description,
+int train_args_command(train_args_t *a, const char *command, const char *usage, const char *description,
                        flag_spec_t *specs, size_t n_specs, int argc, char **argv);
 void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, const char *description,
                            const flag_spec_t *specs, size_t n_specs);

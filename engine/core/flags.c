@@ -178,8 +178,22 @@ int flags_command(const char *command, const char *usage, const char *descriptio
     return -1;
 }
 
+static flags_help_hook_t help_hook;
+static void *help_hook_ctx;
+
+void flags_set_help_hook(flags_help_hook_t hook, void *ctx) {
+    help_hook = hook;
+    help_hook_ctx = ctx;
+}
+
+int flags_help_hooked(void) { return help_hook != NULL; }
+
 void flags_print_help(FILE *out, const char *usage, const char *description, const flag_spec_t *specs,
                       size_t n_specs) {
+    if (help_hook) {
+        help_hook(usage, description, specs, n_specs, help_hook_ctx);
+        return;
+    }
     fprintf(out, "usage: %s\n\n%s\n\nflags:\n", usage, description);
     flags_print_specs(out, "  ", specs, n_specs);
     fprintf(out, "  %-24s %s\n", "--help", "show this help");

@@ -50,6 +50,13 @@ void flags_print_help(FILE *out, const char *usage, const char *description, con
 // messages included) and marks it seen. Returns 0, or -1 with err.
 int flags_set(const char *command, flag_spec_t *spec, const char *value, char *err, size_t err_len);
 
+// While a hook is set, flags_print_help hands the command's help to it instead
+// of printing (asgd help --man / --completion render the same tables).
+typedef void (*flags_help_hook_t)(const char *usage, const char *description, const flag_spec_t *specs,
+                                  size_t n_specs, void *ctx);
+void flags_set_help_hook(flags_help_hook_t hook, void *ctx);  // NULL: print again
+int flags_help_hooked(void);
+
 // One line per spec, as flags_print_help lists them, each after `indent`.
 void flags_print_specs(FILE *out, const char *indent, const flag_spec_t *specs, size_t n_specs);
 

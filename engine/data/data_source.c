@@ -93,6 +93,15 @@ static const char *gen_params(const char *spec, const char *prefix) {
 static int split_limited(size_t n, const data_options_t *o, uint32_t **train_idx, size_t *n_train, uint32_t **test_idx,
                          size_t *n_test, char *err, size_t err_len) {
     if (split_train_test(n, o->test_fraction, o->seed, train_idx, n_train, test_idx, n_test, err, err_len) != 0) return -1;
+    if (*n_test == 0 || *n_train == 0) {
+        snprintf(err, err_len, "--test-frac %g of %zu examples leaves no %s example; %s", o->test_fraction, n,
+                 *n_test == 0 ? "test" : "training",
+                 *n_test == 0 ? "raise --test-frac or name a test set with --test-data FILE" : "lower --test-frac");
+        free(*train_idx);
+        free(*test_idx);
+        *train_idx = *test_idx = NULL;
+        return -1;
+    }
     if (o->train_limit && o->train_limit < *n_train) *n_train = o->train_limit;
     if (o->test_limit && o->test_limit < *n_test) *n_test = o->test_limit;
     return 0;
@@ -119,6 +128,57 @@ static int split_ratings(const ratings_t *all, const data_options_t *o, data_bun
     free(train_idx);
     free(test_idx);
     return rc;
+}
+
+// The first `limit` examples of a set used whole (0: all).
+static int first_indices(size_t n, size_t limit, uint32_t **idx, size_t *count, char *err, size_t err_len) {
+    *count = limit && limit < n ? limit : n;
+    if (!(*idx = malloc((*count ? *count : 1) * sizeof **idx))) {
+        snprintf(err, err_len, "out of memory for %zu example indices", *count);
+        return -1;
+    }
+    for (size_t i = 0; i < *count; i++) (*idx)[i] = (uint32_t)i;
+    return 0;
+}
+
+static int limit_sparse(sparse_dataset_t *set, size_t limit, char *err, size_t err_len) {
+    if (!limit || limit >= set->n) return 0;
+    uint32_t *idx;
+    size_t n;
+    sparse_dataset_t part;
+    sparse_dataset_init(&part);
+    if (first_indices(set->n, limit, &idx, &n, err, err_len) != 0) return -1;
+    int rc = sparse_dataset_subset(set, idx, n, &part, err, err_len);
+    free(idx);
+    if (rc != 0) return -1;
+    sparse_dataset_free(set);
+    *set = part;
+    return 0;
+}
+
+static int limit_ratings(ratings_t *set, size_t limit, char *err, size_t err_len) {
+    if (!limit || limit >= set->n) return 0;
+    uint32_t *idx;
+    size_t n;
+    ratings_t part;
+    ratings_init(&part);
+    if (first_indices(set->n, limit, &idx, &n, err, err_len) != 0) return -1;
+    int rc = ratings_subset(set, idx, n, &part, err, err_len);
+    free(idx);
+    if (rc != 0) return -1;
+    ratings_free(set);
+    *set = part;
+    return 0;
+}
+
+// "--test-data " before a reader's message (which names the file and line).
+static void prefix_test_data(char *err, size_t err_len) {
+    static const char prefix[] = "--test-data ";
+    size_t len = strlen(err), plen = sizeof prefix - 1;
+    if (len + plen + 1 > err_len) len = err_len - plen - 1;
+    memmove(err + plen, err, len);
+    err[plen + len] = '\0';
+    memcpy(err, prefix, plen);
 }
 
 int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec_t *out, char *err, size_t err_len) {
@@ -162,11 +222,15 @@ int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec
 }
 
 static int load_dense(const data_options_t *o, data_bundle_t *b, char *err, size_t err_len) {
-    if (fashion_mnist_load(o->data_dir, 1, o->train_limit, &b->dense_train, err, err_len) != 0 ||
-        fashion_mnist_load(o->data_dir, 0, o->test_limit, &b->dense_test, err, err_len) != 0)
+    if (fashion_mnist_load(o->data_dir, 1, o->train_limit, &b->dense_train, err, err_len) != 0) return -1;
+    if (fashion_mnist_load(o->test_spec ? o->test_spec : o->data_dir, 0, o->test_limit, &b->dense_test, err,
+                           err_len) != 0) {
+        if (o->test_spec) prefix_test_data(err, err_len);
         return -1;
-    snprintf(b->description, sizeof b->description, "fashion-mnist (%s)",
-             o->data_dir ? o->data_dir : ASGD_FASHION_MNIST_DIR);
+    }
+    snprintf(b->description, sizeof b->description, "fashion-mnist (%s)%s%.100s",
+             o->data_dir ? o->data_dir : ASGD_FASHION_MNIST_DIR, o->test_spec ? "; test " : "",
+             o->test_spec ? o->test_spec : "");
     return 0;
 }
 
@@ -182,9 +246,21 @@ static int load_sparse(const data_options_t *o, const data_spec_t *spec, data_bu
         if (libsvm_load(spec->path, 0, &all, err, err_len) != 0) return -1;
         snprintf(b->description, sizeof b->description, "%s (libsvm)", spec->path);
     }
-    int rc = split_sparse(&all, o, b, err, err_len);
-    sparse_dataset_free(&all);
-    return rc;
+    if (!o->test_spec) {
+        int rc = split_sparse(&all, o, b, err, err_len);
+        sparse_dataset_free(&all);
+        return rc;
+    }
+    // The training data whole; the test file at its width.
+    b->sparse_train = all;
+    if (libsvm_load(o->test_spec, all.dim, &b->sparse_test, err, err_len) != 0) {
+        prefix_test_data(err, err_len);
+        return -1;
+    }
+    size_t len = strlen(b->description);
+    snprintf(b->description + len, sizeof b->description - len, "; test %.120s (libsvm)", o->test_spec);
+    if (limit_sparse(&b->sparse_train, o->train_limit, err, err_len) != 0) return -1;
+    return limit_sparse(&b->sparse_test, o->test_limit, err, err_len);
 }
 
 static int load_ratings(const data_options_t *o, const data_spec_t *spec, data_bundle_t *b, char *err, size_t err_len) {
@@ -195,6 +271,16 @@ static int load_ratings(const data_options_t *o, const data_spec_t *spec, data_b
         if (gen_ratings(c, &all, err, err_len) != 0) return -1;
         snprintf(b->description, sizeof b->description, "gen:ratings users=%zu items=%zu rank=%zu n=%zu noise=%g seed=%llu",
                  c->n_users, c->n_items, c->rank, c->n_ratings, c->noise_std, (unsigned long long)c->seed);
+    } else if (o->test_spec) {
+        // The two files' ids name the same users and items.
+        if (ratings_load_pair(spec->path, o->test_spec, &b->ratings_train, &b->ratings_test, err, err_len) != 0) {
+            if (strncmp(err, o->test_spec, strlen(o->test_spec)) == 0) prefix_test_data(err, err_len);
+            return -1;
+        }
+        snprintf(b->description, sizeof b->description, "%.100s (ratings); test %.100s (ratings)", spec->path,
+                 o->test_spec);
+        if (limit_ratings(&b->ratings_train, o->train_limit, err, err_len) != 0) return -1;
+        return limit_ratings(&b->ratings_test, o->test_limit, err, err_len);
     } else {
         if (ratings_load(spec->path, &all, err, err_len) != 0) return -1;
         snprintf(b->description, sizeof b->description, "%s (ratings)", spec->path);
@@ -209,8 +295,21 @@ int data_bundle_load(const data_options_t *o, data_kind_t kind, data_bundle_t *b
     b->kind = kind;
     data_spec_t spec;
     if (data_spec_parse(o->spec, kind, o->seed, &spec, err, err_len) != 0) return -1;
-    if (!(o->test_fraction > 0.0 && o->test_fraction < 1.0) && kind != DATA_KIND_DENSE) {
-        snprintf(err, err_len, "--test-frac: %g; expected a fraction in (0, 1)", o->test_fraction);
+    if (o->test_spec && !*o->test_spec) {
+        snprintf(err, err_len, "--test-data: no file named");
+        return -1;
+    }
+    if (o->test_spec && kind == DATA_KIND_RATINGS && spec.source != DATA_SOURCE_FILE) {
+        snprintf(err, err_len, "--test-data %s: a ratings test file needs a ratings training file (--data FILE): "
+                 "the two files' ids are matched", o->test_spec);
+        return -1;
+    }
+    if (!o->test_spec && !(o->test_fraction > 0.0 && o->test_fraction < 1.0) && kind != DATA_KIND_DENSE) {
+        if (o->test_fraction == 0.0)
+            snprintf(err, err_len, "--test-frac 0: the test set would be empty; give a fraction in (0, 1) or name "
+                     "the test set with --test-data FILE");
+        else
+            snprintf(err, err_len, "--test-frac: %g; expected a fraction in (0, 1)", o->test_fraction);
         return -1;
     }
     int rc;

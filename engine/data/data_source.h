@@ -5,7 +5,13 @@
 //   gen:sparse[:k=v,...]          generated RCV1-like sparse data (n, dim, nnz, zipf, noise, seed)
 //   gen:ratings[:k=v,...]         generated low-rank ratings (users, items, rank, n, noise, seed)
 //   PATH                          a libsvm file (logreg, svm) or a ratings file (mf)
-// Sets without their own test split are split with --test-frac, seeded.
+// Sets without their own test split are split with --test-frac, seeded, unless
+// --test-data names the test set: then the training data is used whole and the
+// test set is that file (a libsvm or ratings file, read by the same parser), or
+// for dense models a directory of IDX files (t10k-images-idx3-ubyte[.gz] and
+// t10k-labels-idx1-ubyte[.gz]). A libsvm test file is read at the training
+// data's width (an index beyond it is an error at its file:line:column; a
+// narrower file is fine); a ratings test file shares the training file's ids.
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +25,7 @@ typedef struct data_options {
     size_t test_limit;      // 0: all
     double test_fraction;   // for sets without a test split
     uint64_t seed;          // generators' default seed and the split's seed
+    const char *test_spec;  // --test-data: the test set (NULL: split the data with test_fraction)
 } data_options_t;
 
 typedef struct data_bundle {
