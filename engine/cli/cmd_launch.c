@@ -1166,6 +1166,29 @@ static int launch_pslite(const launch_env_t *env, train_args_t *t, dist_args_t *
     return pslite_member(env, t, d, ids_ep, ids_id);
 }
 
+#define LAUNCH_MAX_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4)
+
+// The command's flags: the training ones, the distributed ones and its own.
+static size_t launch_flags(train_args_t *t, dist_args_t *d, const char **save_model, size_t *restart_workers,
+                           flag_spec_t *flags) {
+    size_t n = train_args_flags(t, flags, 0);
+    n += dist_args_flags(d, flags + n);
+    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
+    flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, restart_workers, "N", "start a worker that dies again (it rejoins the run), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
+    return n;
+}
+
+int cmd_launch_has_flag(const char *name) {
+    train_args_t *t = calloc(1, sizeof *t);
+    dist_args_t d;
+    const char *save_model = NULL;
+    size_t restart_workers = 0;
+    flag_spec_t flags[LAUNCH_MAX_FLAGS];
+    int has = t && flags_find(flags, launch_flags(t, &d, &save_model, &restart_workers, flags), name) != NULL;
+    free(t);
+    return has;
+}
+
 int cmd_launch(int argc, char **argv) {
     train_args_t t;
     dist_args_t d;
@@ -1173,11 +1196,8 @@ int cmd_launch(int argc, char **argv) {
     size_t restart_workers = 0;
     train_args_defaults(&t);
     dist_args_defaults(&d);
-    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4];
-    size_t n = train_args_flags(&t, flags, 0);
-    n += dist_args_flags(&d, flags + n);
-    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
-    flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, &restart_workers, "N", "start a worker that dies again (it rejoins the run), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
+    flag_spec_t flags[LAUNCH_MAX_FLAGS];
+    size_t n = launch_flags(&t, &d, &save_model, &restart_workers, flags);
     int parsed = train_args_command(&t, "asgd launch", usage, description, flags, n, argc, argv);
     if (parsed >= 0) return parsed;
     // Under a launcher whose variables do not say what this process is, it

@@ -272,6 +272,14 @@ static size_t train_cmd_flags(train_cmd_t *c, flag_spec_t *flags) {
     return n_flags + sim_args_flags(&c->sim, flags + n_flags);
 }
 
+int cmd_train_has_flag(const char *name) {
+    train_cmd_t *c = calloc(1, sizeof *c);
+    flag_spec_t flags[TRAIN_CMD_MAX_FLAGS];
+    int has = c && flags_find(flags, train_cmd_flags(c, flags), name) != NULL;
+    free(c);
+    return has;
+}
+
 // The checks across flags, after parsing. Returns 0, or 2 with the usage error in err.
 static int train_cmd_finish_flags(train_cmd_t *c, const flag_spec_t *flags, size_t n_flags, char *err,
                                   size_t err_len) {

@@ -12,6 +12,10 @@ int cmd_keygen(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 
+// Whether the command takes --name (for an unknown flag's message elsewhere).
+int cmd_train_has_flag(const char *name);
+int cmd_launch_has_flag(const char *name);
+
 // The whole program: dispatches argv[1] to its command (main() is just this call).
 // Before anything else it may restart the process with faster BLAS kernels.
 int asgd_cli_main(int argc, char **argv);
