@@ -1,6 +1,7 @@
 // One process of a distributed run: a parameter-server shard or a worker
 // replica (dist.h), and the `asgd server` / `asgd worker` commands.
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -109,7 +110,25 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
 static int has_split(const model_descriptor_t *m) { return m->split; }
 static int on_dense_data(const model_descriptor_t *m) { return m->data == DATA_KIND_DENSE; }
 
-int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len) {
+int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *specs, size_t n_specs,
+                     const char *command, char *err, size_t err_len) {
+    const flag_spec_t *servers = flags_find(specs, n_specs, "servers"), *staleness = flags_find(specs, n_specs, "staleness");
+    if (t->summary) {
+        snprintf(err, err_len, "%s: --summary: a distributed run writes summary.json into --run-dir (asgd launch) and "
+                 "each process's JSON on stdout; drop --summary", command);
+        return 2;
+    }
+    if (dist_without_servers(d->sync) && servers && servers->seen && d->servers > 0) {
+        snprintf(err, err_len, "%s: --servers %zu: --sync %s runs without parameter servers; drop --servers", command,
+                 d->servers, sync_mode_name((sync_mode_t)d->sync));
+        return 2;
+    }
+    if (staleness && staleness->seen && d->sync != SYNC_MODE_SSP && !(d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse)) {
+        snprintf(err, err_len, "%s: --staleness: bounds --sync ssp (and hybrid with --hybrid-sparse ssp); --sync %s has "
+                 "no such bound; drop --staleness", command,
+                 d->sync == SYNC_MODE_HYBRID ? "hybrid --hybrid-sparse asp" : sync_mode_name((sync_mode_t)d->sync));
+        return 2;
+    }
     if ((d->curve_key || d->curve_allow) && !d->curve_server_key) {
         snprintf(err, err_len, "%s: --curve-key/--curve-allow: CURVE is turned on by --curve-server-key FILE (the run's server key)",
                 command);
@@ -292,12 +311,31 @@ int dist_check_writable_dir(const char *dir, const char *flag, char *err, size_t
     snprintf(probe, sizeof probe, "%s/.asgd-write-check.XXXXXX", dir);
     int fd = mkstemp(probe);
     if (fd < 0) {
-        snprintf(err, err_len, "%s %.300s: cannot write there (%s): no checkpoint could be written", flag, dir,
-                 strerror(errno));
+        snprintf(err, err_len, "%s %.300s: cannot write there (%s)", flag, dir, strerror(errno));
         return -1;
     }
     close(fd);
     unlink(probe);
+    return 0;
+}
+
+int dist_check_writable_file(const char *path, const char *flag, char *err, size_t err_len) {
+    if (!path) return 0;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, err_len, "%s %.300s: is a directory; expected a file to write", flag, path);
+        return -1;
+    }
+    // Created and removed when new, opened without truncating when not: the
+    // check leaves the file system as it was.
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644), created = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, err_len, "%s %.300s: cannot write there: %s", flag, path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    if (created) unlink(path);
     return 0;
 }
 
@@ -1184,7 +1222,11 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     rdv_server_t *rdv = NULL;
     zap_handler_t *zap = NULL;
     int status = 1;
-    if (dist_make_run_dir(d->run_dir, err, sizeof err) != 0) goto out;
+    // Every file this process will write, checked before the data loads.
+    if ((d->run_dir && dist_check_writable_dir(d->run_dir, "--run-dir", err, sizeof err) != 0) ||
+        dist_check_writable_file(d->save_model, "--save-model", err, sizeof err) != 0 ||
+        (role == DIST_ROLE_WORKER && !d->run_dir && dist_check_writable_file(t->log, "--log", err, sizeof err) != 0))
+        goto out;
     ctx = zmq_ctx_new();
     if (!ctx) {
         snprintf(err, sizeof err, "zmq_ctx_new failed: %s", zmq_strerror(errno));
@@ -1243,7 +1285,7 @@ size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
 int dist_role_finish(dist_role_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command) {
     char err[ERR_LEN];
     int usage = train_args_finish(&a->t, specs, n_specs, command, err, sizeof err);
-    if (usage == 0) usage = dist_args_finish(&a->d, &a->t, command, err, sizeof err);
+    if (usage == 0) usage = dist_args_finish(&a->d, &a->t, specs, n_specs, command, err, sizeof err);
     if (usage == 0) usage = dist_apply_scaling(&a->d, &a->t, command, err, sizeof err);
     if (usage != 0) fprintf(stderr, "%s\n", err);
     return usage;

@@ -52,6 +52,7 @@ typedef struct child {
     int status;
     int exited;
     int echo;  // show its lines on stderr (not under launch_job_run)
+    int echo_stdout;  // ... its stdout's (its JSON) too (not under --quiet)
 } child_t;
 
 static volatile sig_atomic_t interrupted;  // the signal's number
@@ -463,7 +464,7 @@ static void pump_child(child_t *c, int which) {
         if (c->line_len[which] == 0) continue;
         c->line[which][c->line_len[which]] = '\0';
         if (which == 1) snprintf(c->last_err, sizeof c->last_err, "%s", c->line[which]);
-        if (c->echo) fprintf(stderr, "[%s %zu] %s\n", role_name(c->role), c->id, c->line[which]);
+        if (c->echo && (which == 1 || c->echo_stdout)) fprintf(stderr, "[%s %zu] %s\n", role_name(c->role), c->id, c->line[which]);
         c->line_len[which] = 0;
     }
 }
@@ -608,6 +609,7 @@ typedef struct local_run {
     void *ctx;
     zap_handler_t *zap;
     rdv_server_t *rdv;
+    char coordinator_bind[300];  // where the coordinator listens: --coordinator's port, else any
     char coordinator[256], run_id_text[32], id_text[32];
     char exe[4096];
     child_t *kids;
@@ -643,7 +645,7 @@ static int local_run_dir(local_run_t *r) {
         snprintf(r->dir, sizeof r->dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900,
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
     }
-    if (dist_make_run_dir(r->dir, err, sizeof err) != 0) {
+    if (dist_check_writable_dir(r->dir, "--run-dir", err, sizeof err) != 0) {
         launch_say(r, "%s", err);
         return 1;
     }
@@ -664,7 +666,7 @@ static int local_run_start(local_run_t *r) {
     if (run_id == 0) run_id = 1;
     // The children get the --curve-* flags too: the coordinator here speaks as they do.
     if (dist_security_start(r->d, r->ctx, &r->zap, err, sizeof err) != 0 ||
-        !(r->rdv = rdv_server_new(r->ctx, "tcp://127.0.0.1:*", r->n_kids, run_id, err, sizeof err))) {
+        !(r->rdv = rdv_server_new(r->ctx, r->coordinator_bind, r->n_kids, run_id, err, sizeof err))) {
         launch_say(r, "starting the coordinator: %s", err);
         return 1;
     }
@@ -710,6 +712,7 @@ static int spawn_all(local_run_t *r) {
         c->id = i < r->d->servers ? i : i - r->d->servers;
         c->out_fd = c->err_fd = -1;
         c->echo = !r->outcome;
+        c->echo_stdout = !r->t->quiet;
         if (local_spawn(r, c) != 0) {
             launch_say(r, "starting %s %zu: %s", role_name(c->role), c->id, strerror(errno));
             return -1;
@@ -831,6 +834,28 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
     return 0;
 }
 
+// Where a local run's coordinator listens: on 127.0.0.1, at --coordinator's
+// port when given (its host must be this machine's loopback), else at any
+// free port. Returns 0, or -1 with err.
+static int local_coordinator(const char *given, char *bind, size_t bind_len, char *err, size_t err_len) {
+    if (!given) {
+        snprintf(bind, bind_len, "tcp://127.0.0.1:*");
+        return 0;
+    }
+    const char *host = strncmp(given, "tcp://", 6) == 0 ? given + 6 : given;
+    const char *colon = strrchr(host, ':');
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    int loopback = colon && ((colon - host == 9 && strncmp(host, "localhost", 9) == 0) || strncmp(host, "127.", 4) == 0);
+    if (!colon || *end != '\0' || port <= 0 || port > 65535 || !loopback) {
+        snprintf(err, err_len, "--coordinator %s: a local launch hosts the coordinator on this machine; give "
+                 "127.0.0.1:PORT (or drop the flag for any free port)", given);
+        return -1;
+    }
+    snprintf(bind, bind_len, "tcp://127.0.0.1:%ld", port);
+    return 0;
+}
+
 static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
                         size_t restart_workers, launch_job_outcome_t *outcome, char *err, size_t err_len) {
     if (restart_workers > 0 && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID)) {
@@ -843,7 +868,19 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     memset(&r, 0, sizeof r);
     r.t = t, r.d = d, r.argc = argc, r.argv = argv, r.save_model = save_model, r.restart_workers = restart_workers;
     r.outcome = outcome;
+    if (local_coordinator(d->coordinator, r.coordinator_bind, sizeof r.coordinator_bind, err, err_len) != 0) {
+        if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
+        return 2;
+    }
     int status = 1;
+    // Every file the run will write, checked before any process starts.
+    char why[ERR_LEN];
+    if (dist_check_writable_file(save_model, "--save-model", why, sizeof why) != 0 ||
+        (t->checkpoint_every > 0 && t->checkpoint_dir &&
+         dist_check_writable_dir(t->checkpoint_dir, "--checkpoint-dir", why, sizeof why) != 0)) {
+        launch_say(&r, "%s", why);
+        goto out;
+    }
     if (local_run_dir(&r) != 0 || local_run_start(&r) != 0) goto out;
     if (!outcome) {
         // A program calling launch_job_run keeps its own signal handling.
@@ -923,7 +960,9 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     snprintf(host_bind, sizeof host_bind, "tcp://%s%s", local ? "127.0.0.1" : "0.0.0.0", port ? port : ":29517");
     char dir[512];
     default_run_dir(env, d, dir, sizeof dir);
-    if (env->rank == 0 && dist_make_run_dir(d->run_dir, err, sizeof err) != 0) {
+    // Rank 0 writes the run's merged files and model: checked before anyone trains.
+    if (env->rank == 0 && (dist_check_writable_dir(d->run_dir, "--run-dir", err, sizeof err) != 0 ||
+                           dist_check_writable_file(d->save_model, "--save-model", err, sizeof err) != 0)) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
     }
@@ -1166,6 +1205,14 @@ static int launch_pslite(const launch_env_t *env, train_args_t *t, dist_args_t *
     return pslite_member(env, t, d, ids_ep, ids_id);
 }
 
+// --log: every process's curve goes into the run directory. Returns 0, or 2 with err.
+static int launch_refuse_log(const train_args_t *t, char *err, size_t err_len) {
+    if (!t->log) return 0;
+    snprintf(err, err_len, "asgd launch: --log: a launch writes each worker's CSV into --run-dir (worker-K.csv, and "
+             "global.csv, merged.csv); drop --log");
+    return 2;
+}
+
 #define LAUNCH_MAX_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4)
 
 // The command's flags: the training ones, the distributed ones and its own.
@@ -1210,7 +1257,8 @@ int cmd_launch(int argc, char **argv) {
     }
     if (env.kind == LAUNCHER_KIND_PSLITE && pslite_counts(&env, &d, flags, n) != 0) return 2;
     int usage_status = train_args_finish(&t, flags, n, "asgd launch", err, sizeof err);
-    if (usage_status == 0) usage_status = dist_args_finish(&d, &t, "asgd launch", err, sizeof err);
+    if (usage_status == 0) usage_status = dist_args_finish(&d, &t, flags, n, "asgd launch", err, sizeof err);
+    if (usage_status == 0) usage_status = launch_refuse_log(&t, err, sizeof err);
     if (usage_status != 0) {
         fprintf(stderr, "%s\n", err);
         return usage_status;
@@ -1247,7 +1295,8 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
     if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd launch: --help is not a job's flag");
     if (parsed != FLAGS_STATUS_OK) return -1;
     if (train_args_finish(&t, flags, n, "asgd launch", err, err_len) != 0 ||
-        dist_args_finish(&d, &t, "asgd launch", err, err_len) != 0 ||
+        dist_args_finish(&d, &t, flags, n, "asgd launch", err, err_len) != 0 ||
+        launch_refuse_log(&t, err, err_len) != 0 ||
         dist_apply_scaling(&d, &t, "asgd launch", err, err_len) != 0)
         return -1;
     if (t.resume) {

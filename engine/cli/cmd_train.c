@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "engine/cli/commands.h"
-#include "engine/cli/dist.h"         // defines: dist_check_writable_dir
+#include "engine/cli/dist.h"         // defines: dist_check_writable_dir, dist_check_writable_file
 #include "engine/core/train_checkpoint.h"  // defines: train_checkpoint_save, train_checkpoint_load
 #include "engine/data/data_source.h"  // defines: data_bundle_load
 #include "engine/core/flags.h"        // defines: flags_parse
@@ -315,12 +315,7 @@ static int train_cmd_parse(train_cmd_t *c, int argc, char **argv) {
 static int train_cmd_checkpoints(train_cmd_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     const optimizer_config_t *oc = &a->opt;
-    if (a->checkpoint_dir) {
-        snprintf(c->ckpt.path, sizeof c->ckpt.path, "%s/train.ckpt", a->checkpoint_dir);
-        if (a->checkpoint_every > 0 && dist_check_writable_dir(a->checkpoint_dir, a->checkpoint_dir == a->resume ?
-                                                                   "--resume" : "--checkpoint-dir", err, err_len) != 0)
-            return -1;
-    }
+    if (a->checkpoint_dir) snprintf(c->ckpt.path, sizeof c->ckpt.path, "%s/train.ckpt", a->checkpoint_dir);
     c->ckpt.id = (train_identity_t){(uint64_t)a->model, model_num_params(c->model), model_num_train(c->model),
                                     (uint64_t)c->tc.mode, c->tc.threads, c->tc.batch, c->tc.seed, (uint64_t)oc->kind,
                                     oc->momentum > 0};
@@ -331,9 +326,24 @@ static int train_cmd_checkpoints(train_cmd_t *c, char *err, size_t err_len) {
     return 0;
 }
 
+// Every file and directory the run will write, checked before the data loads.
+static int train_cmd_check_outputs(const train_cmd_t *c, char *err, size_t err_len) {
+    const train_args_t *a = &c->a;
+    if (dist_check_writable_file(a->summary, "--summary", err, err_len) != 0 ||
+        dist_check_writable_file(a->log, "--log", err, err_len) != 0 ||
+        dist_check_writable_file(c->save_model, "--save-model", err, err_len) != 0)
+        return -1;
+    if (a->checkpoint_every > 0 && a->checkpoint_dir &&
+        dist_check_writable_dir(a->checkpoint_dir, a->checkpoint_dir == a->resume ? "--resume" : "--checkpoint-dir",
+                                err, err_len) != 0)
+        return -1;
+    return 0;
+}
+
 // The data, the model, the run's configuration, checked, and --summary opened.
 static int train_cmd_setup(train_cmd_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
+    if (train_cmd_check_outputs(c, err, err_len) != 0) return -1;
     if (train_args_build(a, &c->data, &c->model, err, err_len) != 0) return -1;
     train_args_train_config(a, &c->tc);
     if (train_cmd_checkpoints(c, err, err_len) != 0) return -1;
