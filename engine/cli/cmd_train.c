@@ -141,6 +141,12 @@ static void write_simulation(json_writer_t *j, const simulate_config_t *sc, cons
 
 // ---- checkpoints and resuming (--checkpoint-every, --checkpoint-dir, --resume) ----
 
+// train_identity_t.model is the model's place in the registry.
+static const char *model_name_of(uint64_t model) {
+    const model_descriptor_t *d = model_registry_at((size_t)model);
+    return d ? d->name : NULL;
+}
+
 // Trains fresh parameters (model_init_params with seed), or those of the
 // checkpoint at resume_path (NULL: none), with train_run; final_w (if not
 // NULL) receives them at the end. Returns 0, or -1 with err.
@@ -156,7 +162,7 @@ static int train_or_resume(const model_t *m, const optimizer_config_t *oc, uint6
     if (!opt) goto out;
     model_init_params(m, w, seed);
     if (resume_path) {
-        if (train_checkpoint_load(resume_path, id, w, opt, &at, err, err_len) != 0) goto out;
+        if (train_checkpoint_load(resume_path, id, model_name_of, w, opt, &at, err, err_len) != 0) goto out;
         uint64_t samples = 0;
         for (size_t t = 0; t < at.threads; t++) samples += at.samples[t];
         fprintf(stderr, "asgd: resumed from %s: %llu samples, %.1f s of training done\n", resume_path,
