@@ -1,5 +1,6 @@
 #ifndef ASGD_ENGINE_CLI_COMMANDS_H
 #define ASGD_ENGINE_CLI_COMMANDS_H
+#include <stddef.h>
 #include <stdio.h>
 // Subcommands of the asgd binary. Each takes the arguments after its own name
 // and returns the process exit status (0 ok, 1 failure, 2 usage error).
@@ -20,6 +21,11 @@ int cmd_launch_has_flag(const char *name);
 // Before anything else it may restart the process with faster BLAS kernels.
 int asgd_cli_main(int argc, char **argv);
 
-// The startup banner's shared part: version, BLAS kernels, CPUs.
+// The startup banner's shared part: version, BLAS kernels, CPUs, GPU.
 void print_banner(FILE *out, const char *command);
+// The banner's GPU part: device 0 when there is one, else "no GPU" (or "no
+// GPU (CUDA not built)"); with details, the CUDA runtime's own answer (why
+// there is none). Details are wanted when ASGD_CUDA_DETAILS is set and not 0.
+void cuda_banner_part(char *out, size_t out_len, int details);
+int cuda_details_wanted(void);
 #endif

@@ -24,7 +24,7 @@ static void print_usage(FILE *out) {
             "  gen       write a generated dataset (sparse libsvm or ratings) to a file\n"
             "  keygen    make a CURVE key pair to encrypt and authenticate a distributed run\n"
             "  help      show this help\n"
-            "  version   print the version\n",
+            "  version   print the version (--verbose: and what CUDA says about this machine)\n",
             ASGD_VERSION);
 }
 
@@ -67,6 +67,15 @@ int asgd_cli_main(int argc, char **argv) {
         char blas[256];
         blas_describe(blas, sizeof blas);
         printf("asgd %s (%s)\n", ASGD_VERSION, blas);
+        // --verbose: what CUDA says, in full (the banner says only "no GPU").
+        if (argc > 2 && strcmp(argv[2], "--verbose") == 0) {
+            char cuda[256];
+            cuda_banner_part(cuda, sizeof cuda, 1);
+            printf("%s\n", cuda);
+        } else if (argc > 2) {
+            fprintf(stderr, "asgd version: unexpected argument '%s' (expected --verbose)\n", argv[2]);
+            return 2;
+        }
         return 0;
     }
     if (strcmp(command, "train") == 0) return cmd_train(argc - 2, argv + 2);
