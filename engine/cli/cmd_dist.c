@@ -645,17 +645,11 @@ static void csv_value(FILE *f, double v) {
     else fputc(',', f);
 }
 
-// The global model's curve: dist_curve_columns, then each evaluation's own cost.
-static int write_global_csv(const char *dir, const global_eval_t *ge, const model_t *m, char *err, size_t err_len) {
-    FILE *f = dist_file_open(dir, "global.csv", err, err_len);
-    if (!f) return -1;
-    fprintf(f, "%s,eval_s\n", dist_curve_columns);
-    size_t n = 0;
-    const global_eval_row_t *rows = global_eval_rows(ge, &n);
+// One row of the global model's curve (global.csv, global-progress.csv).
+static void global_csv_row(FILE *f, const global_eval_row_t *r, const model_t *m) {
     int rmse = model_metric(m) == METRIC_KIND_RMSE;
     double n_train = (double)model_num_train(m);
-    for (size_t i = 0; i < n; i++) {
-        const global_eval_row_t *r = &rows[i];
+    {
         fprintf(f, "%.6f,%.6f,%llu,%llu", r->wall_s, (double)r->samples / n_train, (unsigned long long)r->samples,
                 (unsigned long long)r->updates);
         csv_value(f, r->wall_s > 0 ? (double)r->samples / r->wall_s : NAN);
@@ -672,16 +666,49 @@ static int write_global_csv(const char *dir, const global_eval_t *ge, const mode
         csv_value(f, r->eval_s);
         fputc('\n', f);
     }
+}
+
+// The global model's curve: dist_curve_columns, then each evaluation's own cost.
+static int write_global_csv(const char *dir, const global_eval_t *ge, const model_t *m, char *err, size_t err_len) {
+    FILE *f = dist_file_open(dir, "global.csv", err, err_len);
+    if (!f) return -1;
+    fprintf(f, "%s,eval_s\n", dist_curve_columns);
+    size_t n = 0;
+    const global_eval_row_t *rows = global_eval_rows(ge, &n);
+    for (size_t i = 0; i < n; i++) global_csv_row(f, &rows[i], m);
     return dist_file_close(f, dir, "global.csv", err, err_len);
+}
+
+// global-progress.csv: global.csv's rows as they are made, each flushed, for
+// whoever shows the run's progress (asgd launch); global.csv stays the record.
+typedef struct global_progress {
+    FILE *f;
+    const model_t *m;
+} global_progress_t;
+
+static void global_progress_row(const global_eval_row_t *row, void *ctx) {
+    global_progress_t *p = ctx;
+    global_csv_row(p->f, row, p->m);
+    fflush(p->f);
 }
 
 // Shard 0's process evaluates the global model beside serving (asp, ssp, bsp;
 // global_eval.h) when the run keeps files. NULL, with err empty, when it does not.
 static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const dist_args_t *d, const model_t *m,
                                         const ps_server_t *s, const rdv_entry_t *table, const char **endpoints,
-                                        global_eval_config_t *gc, uint64_t run_id, char *err, size_t err_len) {
+                                        global_eval_config_t *gc, global_progress_t *gp, uint64_t run_id,
+                                        char *err, size_t err_len) {
     if (!d->run_dir || !table || !dist_global_on_servers(d->sync)) return NULL;
     for (size_t k = 0; k < d->servers; k++) endpoints[k] = table[k].endpoint;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/global-progress.csv", d->run_dir);
+    if (!(gp->f = fopen(path, "w"))) {
+        snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
+        return NULL;
+    }
+    gp->m = m;
+    fprintf(gp->f, "%s,eval_s\n", dist_curve_columns);
+    fflush(gp->f);
     *gc = (global_eval_config_t){
         .zmq_ctx = ctx,
         .run_id = run_id,
@@ -694,6 +721,8 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
         .every_s = t->eval_every_s,
         .shard = s,
         .timeout_ms = (int)d->timeout_ms,
+        .on_row = global_progress_row,
+        .on_row_ctx = gp,
     };
     return global_eval_start(gc, err, err_len);
 }
@@ -808,6 +837,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     rdv_entry_t *table = NULL;
     global_eval_t *ge = NULL;
     global_eval_config_t gc;
+    global_progress_t gp = {NULL, NULL};
     const char **endpoints = calloc(d->servers, sizeof *endpoints);
     int rc = -1;
     if (!values || !endpoints) {
@@ -834,7 +864,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (!t->quiet)
         fprintf(stderr, "asgd server %zu: parameters [%zu, %zu) of %zu at %s, %s\n", id, begin, end, n,
                 ps_server_endpoint(s), sync_mode_name((sync_mode_t)d->sync));
-    if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, run_id, err, err_len)) && err[0])
+    if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, &gp, run_id, err, err_len)) && err[0])
         goto out;
     int served = ps_server_run(s, stop_signal_flag(), err, err_len);
     char eval_err[ERR_LEN] = "";
@@ -847,7 +877,8 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (server_finish(id, run_id, d, m, s, ge, begin, end, err, err_len) != 0) goto out;
     rc = 0;
 out:
-    global_eval_destroy(&ge);
+    global_eval_destroy(&ge);  // its thread joined: the progress file is no longer written
+    if (gp.f) fclose(gp.f);
     free(endpoints);
     free(table);
     ps_server_destroy(&s);

@@ -56,6 +56,7 @@ typedef struct child {
 } child_t;
 
 static volatile sig_atomic_t interrupted;  // the signal's number
+static int progress_on_screen;  // a terminal shows an unfinished progress line
 static void on_interrupt(int sig) { interrupted = sig; }
 
 static const char *role_name(dist_role_t r) { return r == DIST_ROLE_SERVER ? "server" : "worker"; }
@@ -464,7 +465,11 @@ static void pump_child(child_t *c, int which) {
         if (c->line_len[which] == 0) continue;
         c->line[which][c->line_len[which]] = '\0';
         if (which == 1) snprintf(c->last_err, sizeof c->last_err, "%s", c->line[which]);
-        if (c->echo && (which == 1 || c->echo_stdout)) fprintf(stderr, "[%s %zu] %s\n", role_name(c->role), c->id, c->line[which]);
+        if (c->echo && (which == 1 || c->echo_stdout)) {
+            if (progress_on_screen) fputs("\r\033[K", stderr);  // the progress line is redrawn at its next tick
+            progress_on_screen = 0;
+            fprintf(stderr, "[%s %zu] %s\n", role_name(c->role), c->id, c->line[which]);
+        }
         c->line_len[which] = 0;
     }
 }
@@ -571,7 +576,7 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
         int skip = 0;
         if (is_flag(argv, argc, k, "--run-dir", &skip) || is_flag(argv, argc, k, "--save-model", &skip) ||
             is_flag(argv, argc, k, "--coordinator", &skip) || is_flag(argv, argc, k, "--run-id", &skip) ||
-            is_flag(argv, argc, k, "--restart-workers", &skip)) {
+            is_flag(argv, argc, k, "--restart-workers", &skip) || is_flag(argv, argc, k, "--progress-every", &skip)) {
             k += skip - 1;
             continue;
         }
@@ -617,6 +622,9 @@ typedef struct local_run {
     size_t n_kids, started, running, restarts;
     const child_t *culprit; // the child whose failure stopped the run
     launch_job_outcome_t *outcome;  // launch_job_run: nothing on stderr, the first failure in err, figures here
+    double progress_every;  // seconds between progress lines (0: none, --quiet)
+    int progress_tty;       // stderr is a terminal: one line rewritten in place
+    double next_progress;   // when the next one is due
     char err[ERR_LEN];
 } local_run_t;
 
@@ -795,11 +803,100 @@ static int reap_children(local_run_t *r) {
     return 0;
 }
 
+// ---- the live progress line ----------------------------------------------------------
+
+// The last complete row of a curve file (the run directory's CSVs: global.csv's
+// columns, or a worker's first ten of them) into v[0..n) (NaN: empty or
+// missing). Reads the file's last 4 KiB only. Returns 1 when there was a row.
+static int last_curve_row(const char *path, double *v, size_t n) {
+    for (size_t i = 0; i < n; i++) v[i] = NAN;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char buf[4097];
+    long at = 0;
+    if (fseek(f, 0, SEEK_END) == 0 && (at = ftell(f)) > 4096) fseek(f, at - 4096, SEEK_SET);
+    else rewind(f);
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    char *end = strrchr(buf, '\n');  // a row being written has no newline yet
+    if (!end) return 0;
+    *end = '\0';
+    char *line = strrchr(buf, '\n');
+    line = line ? line + 1 : buf;
+    if (!(*line >= '0' && *line <= '9')) return 0;  // the header: no row yet
+    for (size_t i = 0; i < n && line; i++) {
+        if (*line != ',' && *line) v[i] = strtod(line, NULL);
+        line = strchr(line, ',');
+        if (line) line++;
+    }
+    return 1;
+}
+
+// The run's progress from the files its processes keep in the run directory:
+// the workers' own rows (samples, rates) and the global model's latest
+// evaluation (global-progress.csv, written beside shard 0; under allreduce,
+// hybrid and local, worker 0's rows are the global model's). Returns 0 when
+// there is nothing to show yet.
+static int progress_text(const local_run_t *r, char *out, size_t len) {
+    const dist_args_t *d = r->d;
+    double samples = 0, rate = 0, wall = 0, w[CURVE_N_COLUMNS], g[CURVE_N_COLUMNS];
+    size_t rows = 0;
+    for (size_t k = 0; k < d->workers; k++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/worker-%zu.csv", r->dir, k);
+        if (!last_curve_row(path, w, CURVE_N_COLUMNS)) continue;
+        rows++;
+        if (isfinite(w[CURVE_SAMPLES])) samples += w[CURVE_SAMPLES];
+        if (isfinite(w[CURVE_SAMPLES_PER_S])) rate += w[CURVE_SAMPLES_PER_S];
+        if (w[CURVE_WALL_S] > wall) wall = w[CURVE_WALL_S];
+        if (k == 0) memcpy(g, w, sizeof g);
+    }
+    if (rows == 0) return 0;
+    if (dist_global_on_servers(d->sync)) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/global-progress.csv", r->dir);
+        last_curve_row(path, g, CURVE_N_COLUMNS);
+    }
+    int rmse = train_args_model(r->t)->metric == METRIC_KIND_RMSE;
+    double metric = g[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY];
+    int at = snprintf(out, len, "asgd launch: %.1f s of training, %.0f samples, %.0f samples/s over %zu workers, global %s ",
+                      wall, samples, rate, rows, rmse ? "test_rmse" : "test_acc");
+    if (at < 0 || (size_t)at >= len) return 1;
+    at += isfinite(metric) ? snprintf(out + at, len - (size_t)at, "%.4f", metric)
+                           : snprintf(out + at, len - (size_t)at, "-");
+    if (at < 0 || (size_t)at >= len) return 1;
+    if (isfinite(g[CURVE_STALENESS_VERSIONS_MEAN]))
+        at += snprintf(out + at, len - (size_t)at, ", staleness %.2f", g[CURVE_STALENESS_VERSIONS_MEAN]);
+    if (at >= 0 && (size_t)at < len && dist_global_on_servers(d->sync) && isfinite(g[CURVE_WAIT_S]))
+        snprintf(out + at, len - (size_t)at, ", wait %.2f s", g[CURVE_WAIT_S]);
+    return 1;
+}
+
+// Shows the progress line when it is due (or, final, at once: the run's last
+// figures, ending the line on a terminal).
+static void progress_tick(local_run_t *r, int final) {
+    if (r->progress_every <= 0) return;
+    double now = now_s();
+    if (!final && now < r->next_progress) return;
+    r->next_progress = now + r->progress_every;
+    char line[400];
+    if (!progress_text(r, line, sizeof line)) return;
+    if (r->progress_tty) {
+        fprintf(stderr, "\r\033[K%s%s", line, final ? "\n" : "");
+        progress_on_screen = !final;
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+}
+
 // Until every child has ended, one failed, or a signal came. Returns 0 when all ended well.
 static int supervise(local_run_t *r) {
     while (r->running > 0 && !interrupted) {
         pump_output(r);
         if (reap_children(r) != 0) return -1;
+        progress_tick(r, 0);
     }
     return 0;
 }
@@ -857,7 +954,8 @@ static int local_coordinator(const char *given, char *bind, size_t bind_len, cha
 }
 
 static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
-                        size_t restart_workers, launch_job_outcome_t *outcome, char *err, size_t err_len) {
+                        size_t restart_workers, double progress_every, launch_job_outcome_t *outcome, char *err,
+                        size_t err_len) {
     if (restart_workers > 0 && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID)) {
         snprintf(err, err_len, "--restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
                                "flag (or use --sync asp, ssp or bsp)", sync_mode_name((sync_mode_t)d->sync));
@@ -868,6 +966,9 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     memset(&r, 0, sizeof r);
     r.t = t, r.d = d, r.argc = argc, r.argv = argv, r.save_model = save_model, r.restart_workers = restart_workers;
     r.outcome = outcome;
+    r.progress_tty = isatty(STDERR_FILENO);
+    r.progress_every = t->quiet || outcome ? 0 : progress_every > 0 ? progress_every : r.progress_tty ? 0.5 : 5.0;
+    r.next_progress = now_s() + r.progress_every;
     if (local_coordinator(d->coordinator, r.coordinator_bind, sizeof r.coordinator_bind, err, err_len) != 0) {
         if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
         return 2;
@@ -894,6 +995,9 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
         fprintf(stderr, "asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n",
                 d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), r.coordinator, r.dir);
     if (!failed) failed = supervise(&r) != 0;
+    if (!failed && !interrupted) progress_tick(&r, 1);
+    else if (progress_on_screen) fputc('\n', stderr);
+    progress_on_screen = 0;
     status = local_run_outcome(&r, failed, t0);
     if (outcome) snprintf(outcome->run_dir, sizeof outcome->run_dir, "%s", r.dir);
 out:
@@ -1213,14 +1317,15 @@ static int launch_refuse_log(const train_args_t *t, char *err, size_t err_len) {
     return 2;
 }
 
-#define LAUNCH_MAX_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4)
+#define LAUNCH_MAX_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 5)
 
 // The command's flags: the training ones, the distributed ones and its own.
 static size_t launch_flags(train_args_t *t, dist_args_t *d, const char **save_model, size_t *restart_workers,
-                           flag_spec_t *flags) {
+                           double *progress_every, flag_spec_t *flags) {
     size_t n = train_args_flags(t, flags, 0);
     n += dist_args_flags(d, flags + n);
     flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
+    flags[n++] = (flag_spec_t){"progress-every", FLAG_TYPE_DOUBLE, progress_every, "S", "a local run's progress line on stderr every S seconds (default 0.5 on a terminal, rewritten in place; else 5)", 0.001, 1e6, NULL, 0};
     flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, restart_workers, "N", "start a worker that dies again (it rejoins the run), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
     return n;
 }
@@ -1230,8 +1335,9 @@ int cmd_launch_has_flag(const char *name) {
     dist_args_t d;
     const char *save_model = NULL;
     size_t restart_workers = 0;
+    double progress_every = 0;
     flag_spec_t flags[LAUNCH_MAX_FLAGS];
-    int has = t && flags_find(flags, launch_flags(t, &d, &save_model, &restart_workers, flags), name) != NULL;
+    int has = t && flags_find(flags, launch_flags(t, &d, &save_model, &restart_workers, &progress_every, flags), name) != NULL;
     free(t);
     return has;
 }
@@ -1241,10 +1347,11 @@ int cmd_launch(int argc, char **argv) {
     dist_args_t d;
     const char *save_model = NULL;
     size_t restart_workers = 0;
+    double progress_every = 0;
     train_args_defaults(&t);
     dist_args_defaults(&d);
     flag_spec_t flags[LAUNCH_MAX_FLAGS];
-    size_t n = launch_flags(&t, &d, &save_model, &restart_workers, flags);
+    size_t n = launch_flags(&t, &d, &save_model, &restart_workers, &progress_every, flags);
     int parsed = train_args_command(&t, "asgd launch", usage, description, flags, n, argc, argv);
     if (parsed >= 0) return parsed;
     // Under a launcher whose variables do not say what this process is, it
@@ -1277,7 +1384,7 @@ int cmd_launch(int argc, char **argv) {
         return usage_status;
     }
     if (!t.quiet) print_banner(stderr, "launch");
-    return launch_local(argc, argv, &t, &d, save_model, restart_workers, NULL, err, sizeof err);
+    return launch_local(argc, argv, &t, &d, save_model, restart_workers, progress_every, NULL, err, sizeof err);
 }
 
 int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, size_t err_len) {
@@ -1305,7 +1412,7 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
     }
     d.save_model = save_model;
     char why[ERR_LEN] = "";
-    int status = launch_local(argc, argv, &t, &d, save_model, 0, out, why, sizeof why);
+    int status = launch_local(argc, argv, &t, &d, save_model, 0, 0, out, why, sizeof why);
     if (status == 0) return 0;
     snprintf(err, err_len, "asgd launch: %s", why[0] ? why : "the run failed");
     launch_job_outcome_free(out);
