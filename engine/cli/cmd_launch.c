@@ -973,6 +973,7 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
         if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
         return 2;
     }
+    if (!t->quiet && !outcome) print_banner(stderr, "launch");
     int status = 1;
     // Every file the run will write, checked before any process starts.
     char why[ERR_LEN];
@@ -1383,7 +1384,6 @@ int cmd_launch(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return usage_status;
     }
-    if (!t.quiet) print_banner(stderr, "launch");
     return launch_local(argc, argv, &t, &d, save_model, restart_workers, progress_every, NULL, err, sizeof err);
 }
 
