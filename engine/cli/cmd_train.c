@@ -165,9 +165,8 @@ static int train_or_resume(const model_t *m, const optimizer_config_t *oc, uint6
         if (train_checkpoint_load(resume_path, id, model_name_of, w, opt, &at, err, err_len) != 0) goto out;
         uint64_t samples = 0;
         for (size_t t = 0; t < at.threads; t++) samples += at.samples[t];
-        if (c->progress_interval_s > 0)  // not under --quiet
-            fprintf(stderr, "asgd: resumed from %s: %llu samples, %.1f s of training done\n", resume_path,
-                    (unsigned long long)samples, at.wall_s);
+        fprintf(stderr, "asgd: resumed from %s: %llu samples, %.1f s of training done\n", resume_path,
+                (unsigned long long)samples, at.wall_s);
         tc.start = &at;
     }
     rc = train_run(m, opt, w, &tc, cb, out, err, err_len);
