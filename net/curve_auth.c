@@ -345,8 +345,7 @@ static void answer_one(zap_handler_t *z) {
         zmq_send(z->rep, status, 3, ZMQ_SNDMORE) < 0 || zmq_send(z->rep, text, strlen(text), ZMQ_SNDMORE) < 0 ||
         zmq_send(z->rep, "", 0, ZMQ_SNDMORE) < 0 ||  // user id
         zmq_send(z->rep, "", 0, 0) < 0)              // metadata
-        fprintf(stderr, "asgd: ZAP handler: sending a reply failed at %s:%d: %s\n", __FILE__, __LINE__,
-                zmq_strerror(errno));
+        fprintf(stderr, "asgd: ZAP handler: sending a reply failed: %s\n", zmq_strerror(errno));
     for (int i = 0; i < n && i < 7; i++) zmq_msg_close(&part[i]);
 }
 
@@ -399,7 +398,7 @@ zap_handler_t *zap_handler_new(void *zmq_ctx, const curve_key_t *allowed, size_t
     // finds its handler there. Thread creation hands the socket over.
     int prc = pthread_create(&z->thread, NULL, zap_main, z);
     if (prc != 0) {
-        snprintf(err, err_len, "ZAP handler: pthread_create failed at %s:%d: %s", __FILE__, __LINE__, strerror(prc));
+        snprintf(err, err_len, "ZAP handler: cannot start its thread: %s", strerror(prc));
         zmq_close(z->rep);
         free(z->allowed);
         free(z);

@@ -270,6 +270,14 @@ static void identity_of(const ps_server_t *s, uint64_t id[ID_COUNT_]) {
     id[ID_BACKUP] = s->backup != NULL;
 }
 
+// An identity field's value as the flags say it: modes and optimizers by name.
+static void identity_value(int field, uint64_t v, char *out, size_t len) {
+    if (field == ID_MODE) snprintf(out, len, "%s", sync_mode_name((sync_mode_t)v));
+    else if (field == ID_OPTIMIZER) snprintf(out, len, "%s", server_optimizer_name((server_optimizer_t)v));
+    else if (field == ID_BACKUP) snprintf(out, len, "%s", v ? "on" : "off");
+    else snprintf(out, len, "%llu", (unsigned long long)v);
+}
+
 // The counters kept across a restart.
 enum { CT_VERSION, CT_APPLIED, CT_ANSWERED, CT_WAITED, CT_BYTES_IN, CT_BYTES_OUT, CT_REJECTED, CT_DUPLICATES,
        CT_EVICTIONS, CT_REJOINS, CT_SKIPPED, CT_BSP_CLOCK, CT_COUNT_ };
@@ -319,8 +327,11 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
     if (ckpt_file_get(f, "ps.identity", have, sizeof have, err, err_len) != 0) return -1;
     for (int i = 0; i < ID_COUNT_; i++) {
         if (have[i] == want[i]) continue;
-        snprintf(err, err_len, "%s: a checkpoint of another run or layout: its %s is %llu, this server's %llu",
-                 ckpt_file_path(f), id_names[i], (unsigned long long)have[i], (unsigned long long)want[i]);
+        char its[48], ours[48];
+        identity_value(i, have[i], its, sizeof its);
+        identity_value(i, want[i], ours, sizeof ours);
+        snprintf(err, err_len, "%s: a checkpoint of another run or layout: its %s is %s, this server's %s",
+                 ckpt_file_path(f), id_names[i], its, ours);
         return -1;
     }
     size_t len = 0;

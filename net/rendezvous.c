@@ -468,7 +468,7 @@ static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ra
     }
     int prc = pthread_create(&s->thread, NULL, actor, s);
     if (prc != 0) {
-        snprintf(err, err_len, "pthread_create failed at %s:%d: %s", __FILE__, __LINE__, strerror(prc));
+        snprintf(err, err_len, "coordinator: cannot start its thread: %s", strerror(prc));
         zmq_close(s->actor_pipe);
         server_free(s);
         return NULL;

@@ -55,7 +55,8 @@ static void check_equivalent(const char *label, const char *const *model_args, c
     n = 0;
     a[n++] = "launch";
     for (const char *const *m = model_args; *m; m++) a[n++] = *m;
-    const char *tail2[] = {"--sync", sync, "--servers", "2", "--workers", workers, "--threads", threads_each,
+    const char *servers = strcmp(sync, "allreduce") == 0 ? "0" : "2";  // allreduce refuses servers
+    const char *tail2[] = {"--sync", sync, "--servers", servers, "--workers", workers, "--threads", threads_each,
                            "--quiet", "--save-model", dist, "--run-dir", rd, NULL};
     for (const char *const *t = tail2; *t; t++) a[n++] = *t;
     a[n] = NULL;

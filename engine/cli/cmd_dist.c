@@ -1,6 +1,7 @@
 // One process of a distributed run: a parameter-server shard or a worker
 // replica (dist.h), and the `asgd server` / `asgd worker` commands.
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -112,7 +113,25 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
 static int has_split(const model_descriptor_t *m) { return m->split; }
 static int on_dense_data(const model_descriptor_t *m) { return m->data == DATA_KIND_DENSE; }
 
-int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len) {
+int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *specs, size_t n_specs,
+                     const char *command, char *err, size_t err_len) {
+    const flag_spec_t *servers = flags_find(specs, n_specs, "servers"), *staleness = flags_find(specs, n_specs, "staleness");
+    if (t->summary) {
+        snprintf(err, err_len, "%s: --summary: a distributed run writes summary.json into --run-dir (asgd launch) and "
+                 "each process's JSON on stdout; drop --summary", command);
+        return 2;
+    }
+    if (dist_without_servers(d->sync) && servers && servers->seen && d->servers > 0) {
+        snprintf(err, err_len, "%s: --servers %zu: --sync %s runs without parameter servers; drop --servers", command,
+                 d->servers, sync_mode_name((sync_mode_t)d->sync));
+        return 2;
+    }
+    if (staleness && staleness->seen && d->sync != SYNC_MODE_SSP && !(d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse)) {
+        snprintf(err, err_len, "%s: --staleness: bounds --sync ssp (and hybrid with --hybrid-sparse ssp); --sync %s has "
+                 "no such bound; drop --staleness", command,
+                 d->sync == SYNC_MODE_HYBRID ? "hybrid --hybrid-sparse asp" : sync_mode_name((sync_mode_t)d->sync));
+        return 2;
+    }
     if ((d->curve_key || d->curve_allow) && !d->curve_server_key) {
         snprintf(err, err_len, "%s: --curve-key/--curve-allow: CURVE is turned on by --curve-server-key FILE (the run's server key)",
                 command);
@@ -305,12 +324,31 @@ int dist_check_writable_dir(const char *dir, const char *flag, char *err, size_t
     snprintf(probe, sizeof probe, "%s/.asgd-write-check.XXXXXX", dir);
     int fd = mkstemp(probe);
     if (fd < 0) {
-        snprintf(err, err_len, "%s %.300s: cannot write there (%s): no checkpoint could be written", flag, dir,
-                 strerror(errno));
+        snprintf(err, err_len, "%s %.300s: cannot write there (%s)", flag, dir, strerror(errno));
         return -1;
     }
     close(fd);
     unlink(probe);
+    return 0;
+}
+
+int dist_check_writable_file(const char *path, const char *flag, char *err, size_t err_len) {
+    if (!path) return 0;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, err_len, "%s %.300s: is a directory; expected a file to write", flag, path);
+        return -1;
+    }
+    // Created and removed when new, opened without truncating when not: the
+    // check leaves the file system as it was.
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644), created = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, err_len, "%s %.300s: cannot write there: %s", flag, path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    if (created) unlink(path);
     return 0;
 }
 
@@ -620,17 +658,11 @@ static void csv_value(FILE *f, double v) {
     else fputc(',', f);
 }
 
-// The global model's curve: dist_curve_columns, then each evaluation's own cost.
-static int write_global_csv(const char *dir, const global_eval_t *ge, const model_t *m, char *err, size_t err_len) {
-    FILE *f = dist_file_open(dir, "global.csv", err, err_len);
-    if (!f) return -1;
-    fprintf(f, "%s,eval_s\n", dist_curve_columns);
-    size_t n = 0;
-    const global_eval_row_t *rows = global_eval_rows(ge, &n);
+// One row of the global model's curve (global.csv, global-progress.csv).
+static void global_csv_row(FILE *f, const global_eval_row_t *r, const model_t *m) {
     int rmse = model_metric(m) == METRIC_KIND_RMSE;
     double n_train = (double)model_num_train(m);
-    for (size_t i = 0; i < n; i++) {
-        const global_eval_row_t *r = &rows[i];
+    {
         fprintf(f, "%.6f,%.6f,%llu,%llu", r->wall_s, (double)r->samples / n_train, (unsigned long long)r->samples,
                 (unsigned long long)r->updates);
         csv_value(f, r->wall_s > 0 ? (double)r->samples / r->wall_s : NAN);
@@ -647,16 +679,49 @@ static int write_global_csv(const char *dir, const global_eval_t *ge, const mode
         csv_value(f, r->eval_s);
         fputc('\n', f);
     }
+}
+
+// The global model's curve: dist_curve_columns, then each evaluation's own cost.
+static int write_global_csv(const char *dir, const global_eval_t *ge, const model_t *m, char *err, size_t err_len) {
+    FILE *f = dist_file_open(dir, "global.csv", err, err_len);
+    if (!f) return -1;
+    fprintf(f, "%s,eval_s\n", dist_curve_columns);
+    size_t n = 0;
+    const global_eval_row_t *rows = global_eval_rows(ge, &n);
+    for (size_t i = 0; i < n; i++) global_csv_row(f, &rows[i], m);
     return dist_file_close(f, dir, "global.csv", err, err_len);
+}
+
+// global-progress.csv: global.csv's rows as they are made, each flushed, for
+// whoever shows the run's progress (asgd launch); global.csv stays the record.
+typedef struct global_progress {
+    FILE *f;
+    const model_t *m;
+} global_progress_t;
+
+static void global_progress_row(const global_eval_row_t *row, void *ctx) {
+    global_progress_t *p = ctx;
+    global_csv_row(p->f, row, p->m);
+    fflush(p->f);
 }
 
 // Shard 0's process evaluates the global model beside serving (asp, ssp, bsp;
 // global_eval.h) when the run keeps files. NULL, with err empty, when it does not.
 static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const dist_args_t *d, const model_t *m,
                                         const ps_server_t *s, const rdv_entry_t *table, const char **endpoints,
-                                        global_eval_config_t *gc, uint64_t run_id, char *err, size_t err_len) {
+                                        global_eval_config_t *gc, global_progress_t *gp, uint64_t run_id,
+                                        char *err, size_t err_len) {
     if (!d->run_dir || !table || !dist_global_on_servers(d->sync)) return NULL;
     for (size_t k = 0; k < d->servers; k++) endpoints[k] = table[k].endpoint;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/global-progress.csv", d->run_dir);
+    if (!(gp->f = fopen(path, "w"))) {
+        snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
+        return NULL;
+    }
+    gp->m = m;
+    fprintf(gp->f, "%s,eval_s\n", dist_curve_columns);
+    fflush(gp->f);
     *gc = (global_eval_config_t){
         .zmq_ctx = ctx,
         .run_id = run_id,
@@ -669,6 +734,8 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
         .every_s = t->eval_every_s,
         .shard = s,
         .timeout_ms = (int)d->timeout_ms,
+        .on_row = global_progress_row,
+        .on_row_ctx = gp,
     };
     return global_eval_start(gc, err, err_len);
 }
@@ -783,6 +850,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     rdv_entry_t *table = NULL;
     global_eval_t *ge = NULL;
     global_eval_config_t gc;
+    global_progress_t gp = {NULL, NULL};
     const char **endpoints = calloc(d->servers, sizeof *endpoints);
     int rc = -1;
     if (!values || !endpoints) {
@@ -809,7 +877,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (!t->quiet)
         fprintf(stderr, "asgd server %zu: parameters [%zu, %zu) of %zu at %s, %s\n", id, begin, end, n,
                 ps_server_endpoint(s), sync_mode_name((sync_mode_t)d->sync));
-    if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, run_id, err, err_len)) && err[0])
+    if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, &gp, run_id, err, err_len)) && err[0])
         goto out;
     int served = ps_server_run(s, stop_signal_flag(), err, err_len);
     char eval_err[ERR_LEN] = "";
@@ -822,7 +890,8 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (server_finish(id, run_id, d, m, s, ge, begin, end, err, err_len) != 0) goto out;
     rc = 0;
 out:
-    global_eval_destroy(&ge);
+    global_eval_destroy(&ge);  // its thread joined: the progress file is no longer written
+    if (gp.f) fclose(gp.f);
     free(endpoints);
     free(table);
     ps_server_destroy(&s);
@@ -1210,7 +1279,11 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     rdv_server_t *rdv = NULL;
     zap_handler_t *zap = NULL;
     int status = 1;
-    if (dist_make_run_dir(d->run_dir, err, sizeof err) != 0) goto out;
+    // Every file this process will write, checked before the data loads.
+    if ((d->run_dir && dist_check_writable_dir(d->run_dir, "--run-dir", err, sizeof err) != 0) ||
+        dist_check_writable_file(d->save_model, "--save-model", err, sizeof err) != 0 ||
+        (role == DIST_ROLE_WORKER && !d->run_dir && dist_check_writable_file(t->log, "--log", err, sizeof err) != 0))
+        goto out;
     ctx = zmq_ctx_new();
     if (!ctx) {
         snprintf(err, sizeof err, "zmq_ctx_new failed: %s", zmq_strerror(errno));
@@ -1269,7 +1342,7 @@ size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
 int dist_role_finish(dist_role_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command) {
     char err[ERR_LEN];
     int usage = train_args_finish(&a->t, specs, n_specs, command, err, sizeof err);
-    if (usage == 0) usage = dist_args_finish(&a->d, &a->t, command, err, sizeof err);
+    if (usage == 0) usage = dist_args_finish(&a->d, &a->t, specs, n_specs, command, err, sizeof err);
     if (usage == 0) usage = dist_apply_scaling(&a->d, &a->t, command, err, sizeof err);
     if (usage != 0) fprintf(stderr, "%s\n", err);
     return usage;

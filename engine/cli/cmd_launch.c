@@ -52,9 +52,11 @@ typedef struct child {
     int status;
     int exited;
     int echo;  // show its lines on stderr (not under launch_job_run)
+    int echo_stdout;  // ... its stdout's (its JSON) too (not under --quiet)
 } child_t;
 
 static volatile sig_atomic_t interrupted;  // the signal's number
+static int progress_on_screen;  // a terminal shows an unfinished progress line
 static void on_interrupt(int sig) { interrupted = sig; }
 
 static const char *role_name(dist_role_t r) { return r == DIST_ROLE_SERVER ? "server" : "worker"; }
@@ -463,7 +465,11 @@ static void pump_child(child_t *c, int which) {
         if (c->line_len[which] == 0) continue;
         c->line[which][c->line_len[which]] = '\0';
         if (which == 1) snprintf(c->last_err, sizeof c->last_err, "%s", c->line[which]);
-        if (c->echo) fprintf(stderr, "[%s %zu] %s\n", role_name(c->role), c->id, c->line[which]);
+        if (c->echo && (which == 1 || c->echo_stdout)) {
+            if (progress_on_screen) fputs("\r\033[K", stderr);  // the progress line is redrawn at its next tick
+            progress_on_screen = 0;
+            fprintf(stderr, "[%s %zu] %s\n", role_name(c->role), c->id, c->line[which]);
+        }
         c->line_len[which] = 0;
     }
 }
@@ -570,7 +576,8 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
         int skip = 0;
         if (is_flag(argv, argc, k, "--run-dir", &skip) || is_flag(argv, argc, k, "--save-model", &skip) ||
             is_flag(argv, argc, k, "--coordinator", &skip) || is_flag(argv, argc, k, "--run-id", &skip) ||
-            is_flag(argv, argc, k, "--restart-workers", &skip) || is_flag(argv, argc, k, "--config", &skip)) {
+            is_flag(argv, argc, k, "--restart-workers", &skip) || is_flag(argv, argc, k, "--config", &skip) ||
+            is_flag(argv, argc, k, "--progress-every", &skip)) {
             k += skip - 1;
             continue;
         }
@@ -608,6 +615,7 @@ typedef struct local_run {
     void *ctx;
     zap_handler_t *zap;
     rdv_server_t *rdv;
+    char coordinator_bind[300];  // where the coordinator listens: --coordinator's port, else any
     char coordinator[256], run_id_text[32], id_text[32];
     char exe[4096];
     child_t *kids;
@@ -615,6 +623,9 @@ typedef struct local_run {
     size_t n_kids, started, running, restarts;
     const child_t *culprit; // the child whose failure stopped the run
     launch_job_outcome_t *outcome;  // launch_job_run: nothing on stderr, the first failure in err, figures here
+    double progress_every;  // seconds between progress lines (0: none, --quiet)
+    int progress_tty;       // stderr is a terminal: one line rewritten in place
+    double next_progress;   // when the next one is due
     char err[ERR_LEN];
 } local_run_t;
 
@@ -643,7 +654,8 @@ static int local_run_dir(local_run_t *r) {
         snprintf(r->dir, sizeof r->dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900,
                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
     }
-    if (dist_make_run_dir(r->dir, err, sizeof err) != 0 || train_args_write_run_config(r->t, r->dir, err, sizeof err) != 0) {
+    if (dist_check_writable_dir(r->dir, "--run-dir", err, sizeof err) != 0 ||
+        train_args_write_run_config(r->t, r->dir, err, sizeof err) != 0) {
         launch_say(r, "%s", err);
         return 1;
     }
@@ -664,7 +676,7 @@ static int local_run_start(local_run_t *r) {
     if (run_id == 0) run_id = 1;
     // The children get the --curve-* flags too: the coordinator here speaks as they do.
     if (dist_security_start(r->d, r->ctx, &r->zap, err, sizeof err) != 0 ||
-        !(r->rdv = rdv_server_new(r->ctx, "tcp://127.0.0.1:*", r->n_kids, run_id, err, sizeof err))) {
+        !(r->rdv = rdv_server_new(r->ctx, r->coordinator_bind, r->n_kids, run_id, err, sizeof err))) {
         launch_say(r, "starting the coordinator: %s", err);
         return 1;
     }
@@ -710,6 +722,7 @@ static int spawn_all(local_run_t *r) {
         c->id = i < r->d->servers ? i : i - r->d->servers;
         c->out_fd = c->err_fd = -1;
         c->echo = !r->outcome;
+        c->echo_stdout = !r->t->quiet;
         if (local_spawn(r, c) != 0) {
             launch_say(r, "starting %s %zu: %s", role_name(c->role), c->id, strerror(errno));
             return -1;
@@ -792,11 +805,100 @@ static int reap_children(local_run_t *r) {
     return 0;
 }
 
+// ---- the live progress line ----------------------------------------------------------
+
+// The last complete row of a curve file (the run directory's CSVs: global.csv's
+// columns, or a worker's first ten of them) into v[0..n) (NaN: empty or
+// missing). Reads the file's last 4 KiB only. Returns 1 when there was a row.
+static int last_curve_row(const char *path, double *v, size_t n) {
+    for (size_t i = 0; i < n; i++) v[i] = NAN;
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    char buf[4097];
+    long at = 0;
+    if (fseek(f, 0, SEEK_END) == 0 && (at = ftell(f)) > 4096) fseek(f, at - 4096, SEEK_SET);
+    else rewind(f);
+    size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    char *end = strrchr(buf, '\n');  // a row being written has no newline yet
+    if (!end) return 0;
+    *end = '\0';
+    char *line = strrchr(buf, '\n');
+    line = line ? line + 1 : buf;
+    if (!(*line >= '0' && *line <= '9')) return 0;  // the header: no row yet
+    for (size_t i = 0; i < n && line; i++) {
+        if (*line != ',' && *line) v[i] = strtod(line, NULL);
+        line = strchr(line, ',');
+        if (line) line++;
+    }
+    return 1;
+}
+
+// The run's progress from the files its processes keep in the run directory:
+// the workers' own rows (samples, rates) and the global model's latest
+// evaluation (global-progress.csv, written beside shard 0; under allreduce,
+// hybrid and local, worker 0's rows are the global model's). Returns 0 when
+// there is nothing to show yet.
+static int progress_text(const local_run_t *r, char *out, size_t len) {
+    const dist_args_t *d = r->d;
+    double samples = 0, rate = 0, wall = 0, w[CURVE_N_COLUMNS], g[CURVE_N_COLUMNS];
+    size_t rows = 0;
+    for (size_t k = 0; k < d->workers; k++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/worker-%zu.csv", r->dir, k);
+        if (!last_curve_row(path, w, CURVE_N_COLUMNS)) continue;
+        rows++;
+        if (isfinite(w[CURVE_SAMPLES])) samples += w[CURVE_SAMPLES];
+        if (isfinite(w[CURVE_SAMPLES_PER_S])) rate += w[CURVE_SAMPLES_PER_S];
+        if (w[CURVE_WALL_S] > wall) wall = w[CURVE_WALL_S];
+        if (k == 0) memcpy(g, w, sizeof g);
+    }
+    if (rows == 0) return 0;
+    if (dist_global_on_servers(d->sync)) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/global-progress.csv", r->dir);
+        last_curve_row(path, g, CURVE_N_COLUMNS);
+    }
+    int rmse = train_args_model(r->t)->metric == METRIC_KIND_RMSE;
+    double metric = g[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY];
+    int at = snprintf(out, len, "asgd launch: %.1f s of training, %.0f samples, %.0f samples/s over %zu workers, global %s ",
+                      wall, samples, rate, rows, rmse ? "test_rmse" : "test_acc");
+    if (at < 0 || (size_t)at >= len) return 1;
+    at += isfinite(metric) ? snprintf(out + at, len - (size_t)at, "%.4f", metric)
+                           : snprintf(out + at, len - (size_t)at, "-");
+    if (at < 0 || (size_t)at >= len) return 1;
+    if (isfinite(g[CURVE_STALENESS_VERSIONS_MEAN]))
+        at += snprintf(out + at, len - (size_t)at, ", staleness %.2f", g[CURVE_STALENESS_VERSIONS_MEAN]);
+    if (at >= 0 && (size_t)at < len && dist_global_on_servers(d->sync) && isfinite(g[CURVE_WAIT_S]))
+        snprintf(out + at, len - (size_t)at, ", wait %.2f s", g[CURVE_WAIT_S]);
+    return 1;
+}
+
+// Shows the progress line when it is due (or, final, at once: the run's last
+// figures, ending the line on a terminal).
+static void progress_tick(local_run_t *r, int final) {
+    if (r->progress_every <= 0) return;
+    double now = now_s();
+    if (!final && now < r->next_progress) return;
+    r->next_progress = now + r->progress_every;
+    char line[400];
+    if (!progress_text(r, line, sizeof line)) return;
+    if (r->progress_tty) {
+        fprintf(stderr, "\r\033[K%s%s", line, final ? "\n" : "");
+        progress_on_screen = !final;
+    } else {
+        fprintf(stderr, "%s\n", line);
+    }
+    fflush(stderr);
+}
+
 // Until every child has ended, one failed, or a signal came. Returns 0 when all ended well.
 static int supervise(local_run_t *r) {
     while (r->running > 0 && !interrupted) {
         pump_output(r);
         if (reap_children(r) != 0) return -1;
+        progress_tick(r, 0);
     }
     return 0;
 }
@@ -831,8 +933,31 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
     return 0;
 }
 
+// Where a local run's coordinator listens: on 127.0.0.1, at --coordinator's
+// port when given (its host must be this machine's loopback), else at any
+// free port. Returns 0, or -1 with err.
+static int local_coordinator(const char *given, char *bind, size_t bind_len, char *err, size_t err_len) {
+    if (!given) {
+        snprintf(bind, bind_len, "tcp://127.0.0.1:*");
+        return 0;
+    }
+    const char *host = strncmp(given, "tcp://", 6) == 0 ? given + 6 : given;
+    const char *colon = strrchr(host, ':');
+    char *end = NULL;
+    long port = colon ? strtol(colon + 1, &end, 10) : 0;
+    int loopback = colon && ((colon - host == 9 && strncmp(host, "localhost", 9) == 0) || strncmp(host, "127.", 4) == 0);
+    if (!colon || *end != '\0' || port <= 0 || port > 65535 || !loopback) {
+        snprintf(err, err_len, "--coordinator %s: a local launch hosts the coordinator on this machine; give "
+                 "127.0.0.1:PORT (or drop the flag for any free port)", given);
+        return -1;
+    }
+    snprintf(bind, bind_len, "tcp://127.0.0.1:%ld", port);
+    return 0;
+}
+
 static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
-                        size_t restart_workers, launch_job_outcome_t *outcome, char *err, size_t err_len) {
+                        size_t restart_workers, double progress_every, launch_job_outcome_t *outcome, char *err,
+                        size_t err_len) {
     if (restart_workers > 0 && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID)) {
         snprintf(err, err_len, "--restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
                                "flag (or use --sync asp, ssp or bsp)", sync_mode_name((sync_mode_t)d->sync));
@@ -843,7 +968,23 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     memset(&r, 0, sizeof r);
     r.t = t, r.d = d, r.argc = argc, r.argv = argv, r.save_model = save_model, r.restart_workers = restart_workers;
     r.outcome = outcome;
+    r.progress_tty = isatty(STDERR_FILENO);
+    r.progress_every = t->quiet || outcome ? 0 : progress_every > 0 ? progress_every : r.progress_tty ? 0.5 : 5.0;
+    r.next_progress = now_s() + r.progress_every;
+    if (local_coordinator(d->coordinator, r.coordinator_bind, sizeof r.coordinator_bind, err, err_len) != 0) {
+        if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
+        return 2;
+    }
+    if (!t->quiet && !outcome) print_banner(stderr, "launch");
     int status = 1;
+    // Every file the run will write, checked before any process starts.
+    char why[ERR_LEN];
+    if (dist_check_writable_file(save_model, "--save-model", why, sizeof why) != 0 ||
+        (t->checkpoint_every > 0 && t->checkpoint_dir &&
+         dist_check_writable_dir(t->checkpoint_dir, "--checkpoint-dir", why, sizeof why) != 0)) {
+        launch_say(&r, "%s", why);
+        goto out;
+    }
     if (local_run_dir(&r) != 0 || local_run_start(&r) != 0) goto out;
     if (!outcome) {
         // A program calling launch_job_run keeps its own signal handling.
@@ -857,6 +998,9 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
         fprintf(stderr, "asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n",
                 d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), r.coordinator, r.dir);
     if (!failed) failed = supervise(&r) != 0;
+    if (!failed && !interrupted) progress_tick(&r, 1);
+    else if (progress_on_screen) fputc('\n', stderr);
+    progress_on_screen = 0;
     status = local_run_outcome(&r, failed, t0);
     if (outcome) snprintf(outcome->run_dir, sizeof outcome->run_dir, "%s", r.dir);
 out:
@@ -923,7 +1067,9 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     snprintf(host_bind, sizeof host_bind, "tcp://%s%s", local ? "127.0.0.1" : "0.0.0.0", port ? port : ":29517");
     char dir[512];
     default_run_dir(env, d, dir, sizeof dir);
-    if (env->rank == 0 && (dist_make_run_dir(d->run_dir, err, sizeof err) != 0 ||
+    // Rank 0 writes the run's merged files and model: checked before anyone trains.
+    if (env->rank == 0 && (dist_check_writable_dir(d->run_dir, "--run-dir", err, sizeof err) != 0 ||
+                           dist_check_writable_file(d->save_model, "--save-model", err, sizeof err) != 0 ||
                            train_args_write_run_config(t, d->run_dir, err, sizeof err) != 0)) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
@@ -1167,18 +1313,49 @@ static int launch_pslite(const launch_env_t *env, train_args_t *t, dist_args_t *
     return pslite_member(env, t, d, ids_ep, ids_id);
 }
 
+// --log: every process's curve goes into the run directory. Returns 0, or 2 with err.
+static int launch_refuse_log(const train_args_t *t, char *err, size_t err_len) {
+    if (!t->log) return 0;
+    snprintf(err, err_len, "asgd launch: --log: a launch writes each worker's CSV into --run-dir (worker-K.csv, and "
+             "global.csv, merged.csv); drop --log");
+    return 2;
+}
+
+#define LAUNCH_MAX_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 5)
+
+// The command's flags: the training ones, the distributed ones and its own.
+static size_t launch_flags(train_args_t *t, dist_args_t *d, const char **save_model, size_t *restart_workers,
+                           double *progress_every, flag_spec_t *flags) {
+    size_t n = train_args_flags(t, flags, 0);
+    n += dist_args_flags(d, flags + n);
+    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
+    flags[n++] = (flag_spec_t){"progress-every", FLAG_TYPE_DOUBLE, progress_every, "S", "a local run's progress line on stderr every S seconds (default 0.5 on a terminal, rewritten in place; else 5)", 0.001, 1e6, NULL, 0};
+    flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, restart_workers, "N", "start a worker that dies again (it rejoins the run), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
+    return n;
+}
+
+int cmd_launch_has_flag(const char *name) {
+    train_args_t *t = calloc(1, sizeof *t);
+    dist_args_t d;
+    const char *save_model = NULL;
+    size_t restart_workers = 0;
+    double progress_every = 0;
+    flag_spec_t flags[LAUNCH_MAX_FLAGS];
+    int has = t && flags_find(flags, launch_flags(t, &d, &save_model, &restart_workers, &progress_every, flags), name) != NULL;
+    free(t);
+    return has;
+}
+
 int cmd_launch(int argc, char **argv) {
     train_args_t t __attribute__((cleanup(train_args_release)));  // string flags point into t.words
     dist_args_t d;
     const char *save_model = NULL;
     size_t restart_workers = 0;
+    double progress_every = 0;
     train_args_defaults(&t);
     dist_args_defaults(&d);
-    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4];
-    size_t n = train_args_flags(&t, flags, 0);
-    n += dist_args_flags(&d, flags + n);
-    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
-    flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, &restart_workers, "N", "start a worker that dies again (it rejoins the run), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
+    flag_spec_t flags[LAUNCH_MAX_FLAGS];
+    size_t n = launch_flags(&t, &d, &save_model, &restart_workers, &progress_every, flags);
     int parsed = train_args_command(&t, "asgd launch", usage, description, flags, n, argc, argv);
     if (parsed >= 0) return parsed;
     // Under a launcher whose variables do not say what this process is, it
@@ -1191,7 +1368,8 @@ int cmd_launch(int argc, char **argv) {
     }
     if (env.kind == LAUNCHER_KIND_PSLITE && pslite_counts(&env, &d, flags, n) != 0) return 2;
     int usage_status = train_args_finish(&t, flags, n, "asgd launch", err, sizeof err);
-    if (usage_status == 0) usage_status = dist_args_finish(&d, &t, "asgd launch", err, sizeof err);
+    if (usage_status == 0) usage_status = dist_args_finish(&d, &t, flags, n, "asgd launch", err, sizeof err);
+    if (usage_status == 0) usage_status = launch_refuse_log(&t, err, sizeof err);
     if (usage_status != 0) {
         fprintf(stderr, "%s\n", err);
         return usage_status;
@@ -1209,8 +1387,8 @@ int cmd_launch(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return usage_status;
     }
-    if (!t.quiet) print_banner(stderr, "launch");
-    return launch_local(t.words.argc, t.words.argv, &t, &d, save_model, restart_workers, NULL, err, sizeof err);
+    return launch_local(t.words.argc, t.words.argv, &t, &d, save_model, restart_workers, progress_every, NULL, err,
+                        sizeof err);
 }
 
 int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, size_t err_len) {
@@ -1228,7 +1406,8 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
     if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd launch: --help is not a job's flag");
     if (parsed != FLAGS_STATUS_OK) return -1;
     if (train_args_finish(&t, flags, n, "asgd launch", err, err_len) != 0 ||
-        dist_args_finish(&d, &t, "asgd launch", err, err_len) != 0 ||
+        dist_args_finish(&d, &t, flags, n, "asgd launch", err, err_len) != 0 ||
+        launch_refuse_log(&t, err, err_len) != 0 ||
         dist_apply_scaling(&d, &t, "asgd launch", err, err_len) != 0)
         return -1;
     if (t.resume) {
@@ -1237,7 +1416,7 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
     }
     d.save_model = save_model;
     char why[ERR_LEN] = "";
-    int status = launch_local(t.words.argc, t.words.argv, &t, &d, save_model, 0, out, why, sizeof why);
+    int status = launch_local(t.words.argc, t.words.argv, &t, &d, save_model, 0, 0, out, why, sizeof why);
     if (status == 0) return 0;
     snprintf(err, err_len, "asgd launch: %s", why[0] ? why : "the run failed");
     launch_job_outcome_free(out);

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "engine/cli/commands.h"
-#include "engine/cli/dist.h"         // defines: dist_check_writable_dir
+#include "engine/cli/dist.h"         // defines: dist_check_writable_dir, dist_check_writable_file
 #include "engine/core/train_checkpoint.h"  // defines: train_checkpoint_save, train_checkpoint_load
 #include "engine/data/data_source.h"  // defines: data_bundle_load
 #include "engine/core/flags.h"        // defines: flags_parse
@@ -142,6 +142,12 @@ static void write_simulation(json_writer_t *j, const simulate_config_t *sc, cons
 
 // ---- checkpoints and resuming (--checkpoint-every, --checkpoint-dir, --resume) ----
 
+// train_identity_t.model is the model's place in the registry.
+static const char *model_name_of(uint64_t model) {
+    const model_descriptor_t *d = model_registry_at((size_t)model);
+    return d ? d->name : NULL;
+}
+
 // Trains fresh parameters (model_init_params with seed), or those of the
 // checkpoint at resume_path (NULL: none), with train_run; final_w (if not
 // NULL) receives them at the end. Returns 0, or -1 with err.
@@ -157,7 +163,7 @@ static int train_or_resume(const model_t *m, const optimizer_config_t *oc, uint6
     if (!opt) goto out;
     model_init_params(m, w, seed);
     if (resume_path) {
-        if (train_checkpoint_load(resume_path, id, w, opt, &at, err, err_len) != 0) goto out;
+        if (train_checkpoint_load(resume_path, id, model_name_of, w, opt, &at, err, err_len) != 0) goto out;
         uint64_t samples = 0;
         for (size_t t = 0; t < at.threads; t++) samples += at.samples[t];
         fprintf(stderr, "asgd: resumed from %s: %llu samples, %.1f s of training done\n", resume_path,
@@ -273,6 +279,14 @@ static size_t train_cmd_flags(train_cmd_t *c, flag_spec_t *flags) {
     return n_flags + sim_args_flags(&c->sim, flags + n_flags);
 }
 
+int cmd_train_has_flag(const char *name) {
+    train_cmd_t *c = calloc(1, sizeof *c);
+    flag_spec_t flags[TRAIN_CMD_MAX_FLAGS];
+    int has = c && flags_find(flags, train_cmd_flags(c, flags), name) != NULL;
+    free(c);
+    return has;
+}
+
 // The checks across flags, after parsing. Returns 0, or 2 with the usage error in err.
 static int train_cmd_finish_flags(train_cmd_t *c, const flag_spec_t *flags, size_t n_flags, char *err,
                                   size_t err_len) {
@@ -308,12 +322,7 @@ static int train_cmd_parse(train_cmd_t *c, int argc, char **argv) {
 static int train_cmd_checkpoints(train_cmd_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     const optimizer_config_t *oc = &a->opt;
-    if (a->checkpoint_dir) {
-        snprintf(c->ckpt.path, sizeof c->ckpt.path, "%s/train.ckpt", a->checkpoint_dir);
-        if (a->checkpoint_every > 0 && dist_check_writable_dir(a->checkpoint_dir, a->checkpoint_dir == a->resume ?
-                                                                   "--resume" : "--checkpoint-dir", err, err_len) != 0)
-            return -1;
-    }
+    if (a->checkpoint_dir) snprintf(c->ckpt.path, sizeof c->ckpt.path, "%s/train.ckpt", a->checkpoint_dir);
     c->ckpt.id = (train_identity_t){(uint64_t)a->model, model_num_params(c->model), model_num_train(c->model),
                                     (uint64_t)c->tc.mode, c->tc.threads, c->tc.batch, c->tc.seed, (uint64_t)oc->kind,
                                     oc->momentum > 0};
@@ -335,10 +344,25 @@ static int train_cmd_write_config(const train_cmd_t *c, char *err, size_t err_le
     return train_args_write_given(&c->a, "asgd train", path, err, err_len);
 }
 
+// Every file and directory the run will write, checked before the data loads.
+static int train_cmd_check_outputs(const train_cmd_t *c, char *err, size_t err_len) {
+    const train_args_t *a = &c->a;
+    if (dist_check_writable_file(a->summary, "--summary", err, err_len) != 0 ||
+        dist_check_writable_file(a->log, "--log", err, err_len) != 0 ||
+        dist_check_writable_file(c->save_model, "--save-model", err, err_len) != 0)
+        return -1;
+    if (a->checkpoint_every > 0 && a->checkpoint_dir &&
+        dist_check_writable_dir(a->checkpoint_dir, a->checkpoint_dir == a->resume ? "--resume" : "--checkpoint-dir",
+                                err, err_len) != 0)
+        return -1;
+    return 0;
+}
+
 // The data, the model, the run's configuration, checked, --summary opened and
 // the flags written next to it.
 static int train_cmd_setup(train_cmd_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
+    if (train_cmd_check_outputs(c, err, err_len) != 0) return -1;
     if (train_args_build(a, &c->data, &c->model, err, err_len) != 0) return -1;
     train_args_train_config(a, &c->tc);
     if (train_cmd_checkpoints(c, err, err_len) != 0) return -1;

@@ -25,11 +25,19 @@ typedef struct cli_command {
     int (*run)(int argc, char **argv);
 } cli_command_t;
 const cli_command_t *cli_commands(size_t *n);
+// Whether the command takes --name (for an unknown flag's message elsewhere).
+int cmd_train_has_flag(const char *name);
+int cmd_launch_has_flag(const char *name);
 
 // The whole program: dispatches argv[1] to its command (main() is just this call).
 // Before anything else it may restart the process with faster BLAS kernels.
 int asgd_cli_main(int argc, char **argv);
 
-// The startup banner's shared part: version, BLAS kernels, CPUs.
+// The startup banner's shared part: version, BLAS kernels, CPUs, GPU.
 void print_banner(FILE *out, const char *command);
+// The banner's GPU part: device 0 when there is one, else "no GPU" (or "no
+// GPU (CUDA not built)"); with details, the CUDA runtime's own answer (why
+// there is none). Details are wanted when ASGD_CUDA_DETAILS is set and not 0.
+void cuda_banner_part(char *out, size_t out_len, int details);
+int cuda_details_wanted(void);
 #endif

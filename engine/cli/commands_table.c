@@ -12,7 +12,7 @@ static const cli_command_t commands[] = {
     {"gen", "write a generated dataset (sparse libsvm or ratings) to a file", cmd_gen},
     {"keygen", "make a CURVE key pair to encrypt and authenticate a distributed run", cmd_keygen},
     {"help", "show this help (help --man [COMMAND], help --completion bash: the manual and bash completion)", NULL},
-    {"version", "print the version", NULL},
+    {"version", "print the version (--verbose: and what CUDA says about this machine)", NULL},
 };
 
 const cli_command_t *cli_commands(size_t *n) {

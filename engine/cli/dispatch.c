@@ -1,8 +1,11 @@
 // asgd COMMAND: the subcommands, their usage and the banner every run prints.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/cli/commands.h"
+#include "engine/cli/dist.h"       // defines: dist_role_flags
+#include "engine/core/flags.h"     // defines: flags_set_owner_lookup, flags_find
 #include "kernels/blas_runtime.h"  // defines: blas_prepare_process, blas_describe
 
 static void print_usage(FILE *out) {
@@ -18,6 +21,32 @@ static void print_usage(FILE *out) {
     for (size_t i = 0; i < n; i++) fprintf(out, "  %-9s %s\n", c[i].name, c[i].summary);
 }
 
+static int role_has_flag(const char *name) {
+    dist_role_args_t *a = malloc(sizeof *a);
+    flag_spec_t flags[DIST_ROLE_N_FLAGS];
+    int has = a && flags_find(flags, dist_role_flags(a, flags), name) != NULL;
+    free(a);
+    return has;
+}
+
+// flags_owner_fn: the commands other than `command` that take --name.
+static size_t flag_owners(const char *command, const char *name, char *owners, size_t owners_len) {
+    static const char *const names[] = {"asgd train", "asgd launch", "asgd server", "asgd worker"};
+    int has[4] = {cmd_train_has_flag(name), cmd_launch_has_flag(name), role_has_flag(name), 0};
+    has[3] = has[2];  // server and worker take the same flags
+    const char *found[4];
+    size_t n = 0;
+    for (size_t i = 0; i < 4; i++)
+        if (has[i] && strcmp(names[i], command) != 0) found[n++] = names[i];
+    size_t at = 0;
+    owners[0] = '\0';
+    for (size_t i = 0; i < n && at < owners_len; i++) {
+        int w = snprintf(owners + at, owners_len - at, "%s%s", i == 0 ? "" : i + 1 == n ? " and " : ", ", found[i]);
+        at += w > 0 ? (size_t)w : 0;
+    }
+    return n;
+}
+
 int asgd_cli_main(int argc, char **argv) {
     // Before anything else: this may restart the process with faster BLAS kernels.
     blas_prepare_process(argv, 0);
@@ -26,11 +55,21 @@ int asgd_cli_main(int argc, char **argv) {
         print_usage(stdout);
         return argc < 2 ? 2 : 0;
     }
+    flags_set_owner_lookup(flag_owners);
     const char *command = argv[1];
     if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {
         char blas[256];
         blas_describe(blas, sizeof blas);
         printf("asgd %s (%s)\n", ASGD_VERSION, blas);
+        // --verbose: what CUDA says, in full (the banner says only "no GPU").
+        if (argc > 2 && strcmp(argv[2], "--verbose") == 0) {
+            char cuda[256];
+            cuda_banner_part(cuda, sizeof cuda, 1);
+            printf("%s\n", cuda);
+        } else if (argc > 2) {
+            fprintf(stderr, "asgd version: unexpected argument '%s' (expected --verbose)\n", argv[2]);
+            return 2;
+        }
         return 0;
     }
     if (strcmp(command, "help") == 0) return cmd_help(argc - 2, argv + 2);

@@ -96,8 +96,10 @@ typedef enum dist_lr_scaling {
 
 void dist_args_defaults(dist_args_t *d);
 size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs);
-// Checks across flags (after parsing): 0, or 2 with the usage error in err.
-int dist_args_finish(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len);
+// Checks across flags (after parsing; specs: the parsed table, for the flags
+// given that the mode would ignore): 0, or 2 with the usage error in err.
+int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *specs, size_t n_specs,
+                     const char *command, char *err, size_t err_len);
 
 // --scaling and --lr-scaling, once the number of workers is final: strong
 // scaling divides --batch (the total) by the workers (it must divide evenly),
@@ -147,6 +149,12 @@ int dist_make_run_dir(const char *dir, char *err, size_t err_len);
 // a directory no checkpoint could be written to is refused before training,
 // err naming `flag` and dir. Returns 0 or -1.
 int dist_check_writable_dir(const char *dir, const char *flag, char *err, size_t err_len);
+
+// Whether the file an output flag names (--save-model, --summary, --log) can
+// be written, checked before any training: the file is created and removed (or,
+// when it exists, opened for writing without being truncated). Returns 0 (path
+// NULL included), or -1 with err naming `flag`, path and why.
+int dist_check_writable_file(const char *path, const char *flag, char *err, size_t err_len);
 
 // A file of the run directory, written under a temporary name and renamed when
 // closed, so whoever merges the directory (rank 0, the launcher, a script)

@@ -287,6 +287,11 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
                 n ? names : "no model", n > 1 ? "are" : "is");
         return 2;
     }
+    if (a->data_dir && d->data != DATA_KIND_DENSE) {
+        snprintf(err, err_len, "%s: --data-dir: %s reads %s from --data; --data-dir applies to models on dense images",
+                 command, d->name, data_kind_text(d->data));
+        return 2;
+    }
     if (a->stop_at_target && isnan(a->target_acc) && isnan(a->target_rmse)) {
         snprintf(err, err_len, "%s: --stop-at-target needs --target-acc or --target-rmse", command);
         return 2;
@@ -336,6 +341,11 @@ int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model
     const model_descriptor_t *d = train_args_model(a);
     data_options_t dopt = {a->data, a->data_dir, a->train_limit, a->test_limit, a->test_frac, a->seed, a->test_data};
     if (data_bundle_load(&dopt, d->data, data, err, err_len) != 0) return -1;
+    if (data_bundle_num_test(data) == 0) {  // every evaluation would be NaN
+        snprintf(err, err_len, "--data %s: no test examples (%zu training examples; --test-frac %g leaves none): give "
+                 "more examples or a larger --test-frac", a->data, data_bundle_num_train(data), a->test_frac);
+        return -1;
+    }
     const void *train = d->data == DATA_KIND_DENSE    ? (const void *)&data->dense_train
                         : d->data == DATA_KIND_SPARSE ? (const void *)&data->sparse_train
                                                       : (const void *)&data->ratings_train;

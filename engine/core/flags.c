@@ -122,6 +122,58 @@ const flag_spec_t *flags_find(const flag_spec_t *specs, size_t n_specs, const ch
     return NULL;
 }
 
+// Edit distance (insertions, deletions, substitutions) between a and b, both
+// shorter than 64 characters (flag names).
+static size_t edit_distance(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b), row[64];
+    if (la >= 64 || lb >= 64) return SIZE_MAX;
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+const char *flags_suggest(const flag_spec_t *specs, size_t n_specs, const char *name) {
+    size_t len = strlen(name);
+    size_t limit = len < 4 ? 1 : len < 9 ? 2 : 3;  // a slip, not another word
+    const char *best = NULL;
+    size_t best_d = limit + 1;
+    for (size_t i = 0; i < n_specs; i++) {
+        size_t d = edit_distance(name, specs[i].name);
+        if (d < best_d) best = specs[i].name, best_d = d;
+    }
+    return best;
+}
+
+static flags_owner_fn owner_lookup;
+
+void flags_set_owner_lookup(flags_owner_fn fn) { owner_lookup = fn; }
+
+// "unknown flag --NAME", with the command that takes it or the nearest name.
+static void unknown_flag(const char *command, const flag_spec_t *specs, size_t n_specs, const char *name, char *err,
+                         size_t err_len) {
+    char owners[160] = "";
+    const char *near = NULL;
+    if (owner_lookup && owner_lookup(command, name, owners, sizeof owners) > 0)
+        snprintf(err, err_len, "%s: --%s is a flag of %s, not of %s (see %s --help)", command, name, owners, command,
+                 command);
+    else if ((near = flags_suggest(specs, n_specs, name)) != NULL)
+        snprintf(err, err_len, "%s: unknown flag --%s; did you mean --%s? (see %s --help)", command, name, near,
+                 command);
+    else
+        snprintf(err, err_len, "%s: unknown flag --%s (see %s --help)", command, name, command);
+}
+
 flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_specs, int argc, char **argv,
                            char *err, size_t err_len) {
     for (int i = 0; i < argc; i++) {
@@ -139,7 +191,7 @@ flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_spe
         name[name_len] = '\0';
         flag_spec_t *f = (flag_spec_t *)flags_find(specs, n_specs, name);
         if (!f) {
-            snprintf(err, err_len, "%s: unknown flag --%s (see %s --help)", command, name, command);
+            unknown_flag(command, specs, n_specs, name, err, err_len);
             return FLAGS_STATUS_ERROR;
         }
         if (f->seen) {

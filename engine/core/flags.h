@@ -63,6 +63,18 @@ void flags_print_specs(FILE *out, const char *indent, const flag_spec_t *specs, 
 // The spec called `name`, or NULL.
 const flag_spec_t *flags_find(const flag_spec_t *specs, size_t n_specs, const char *name);
 
+// The name in specs nearest to `name` by edit distance, when it is near enough
+// to be a slip (at most 1 edit for names under 4 characters, 2 under 9, else 3);
+// else NULL. An unknown flag's message suggests it ("did you mean --epochs?").
+const char *flags_suggest(const flag_spec_t *specs, size_t n_specs, const char *name);
+
+// The program's other commands, for an unknown flag's message: writes into
+// owners the commands (other than `command`) that take --name, e.g. "asgd
+// launch, asgd server and asgd worker", and returns how many. Set once, before
+// any parsing; the message then says "--workers is a flag of asgd launch ...".
+typedef size_t (*flags_owner_fn)(const char *command, const char *name, char *owners, size_t owners_len);
+void flags_set_owner_lookup(flags_owner_fn fn);
+
 // "key=value,key=value" lists (used inside --data specs). Calls fn for each pair;
 // stops with -1 on a malformed item or when fn fails.
 int flags_parse_pairs(const char *list, int (*fn)(const char *key, const char *value, void *ctx, char *err,

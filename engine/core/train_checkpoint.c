@@ -1,6 +1,7 @@
 // Checkpoints of a single-node training run (train_checkpoint.h).
 #include "engine/core/train_checkpoint.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,8 +47,22 @@ void train_position_free(train_position_t *at) {
     memset(at, 0, sizeof *at);
 }
 
-int train_checkpoint_load(const char *path, const train_identity_t *id, param_t *w, optimizer_t *opt,
-                          train_position_t *at, char *err, size_t err_len) {
+// An identity field's value as the flags say it: names for the model, the
+// mode and the optimizer, on/off for momentum, else the number.
+static void id_value(size_t field, uint64_t v, train_model_name_fn name_model, char *out, size_t len) {
+    size_t at = field * sizeof(uint64_t);
+    const char *name = NULL;
+    if (at == offsetof(train_identity_t, model) && name_model) name = name_model(v);
+    else if (at == offsetof(train_identity_t, mode) && v <= TRAIN_MODE_SYNC) name = train_mode_name((train_mode_t)v);
+    else if (at == offsetof(train_identity_t, optimizer) && v <= OPTIMIZER_KIND_ADAGRAD)
+        name = optimizer_kind_name((optimizer_kind_t)v);
+    else if (at == offsetof(train_identity_t, momentum)) name = v ? "on" : "off";
+    if (name) snprintf(out, len, "%s", name);
+    else snprintf(out, len, "%llu", (unsigned long long)v);
+}
+
+int train_checkpoint_load(const char *path, const train_identity_t *id, train_model_name_fn name_model, param_t *w,
+                          optimizer_t *opt, train_position_t *at, char *err, size_t err_len) {
     memset(at, 0, sizeof *at);
     ckpt_file_t *f = ckpt_file_read(path, err, err_len);
     if (!f) return -1;
@@ -58,9 +73,12 @@ int train_checkpoint_load(const char *path, const train_identity_t *id, param_t 
     const uint64_t *a = (const uint64_t *)&have, *b = (const uint64_t *)id;
     for (size_t i = 0; i < ID_FIELDS; i++) {
         if (a[i] == b[i]) continue;
+        char was[64], is[64];
+        id_value(i, a[i], name_model, was, sizeof was);
+        id_value(i, b[i], name_model, is, sizeof is);
         snprintf(err, err_len,
-                 "%s: the checkpointed run's %s was %llu, this run's is %llu: resume with the flags it was started "
-                 "with", path, id_names[i], (unsigned long long)a[i], (unsigned long long)b[i]);
+                 "%s: the checkpointed run's %s was %s, this run's is %s: resume with the flags it was started "
+                 "with", path, id_names[i], was, is);
         goto out;
     }
     size_t n = id->n_params, n_state = optimizer_state_len(opt), T = id->threads;

@@ -34,8 +34,12 @@ int train_checkpoint_save(void *ctx, const train_position_t *at, const param_t *
 // Reads path, checks it against id, and restores w, opt and *at (whose
 // arrays are allocated here for id->threads threads; free with
 // train_position_free). Returns 0, or -1 with err naming the file and the problem.
-int train_checkpoint_load(const char *path, const train_identity_t *id, param_t *w, optimizer_t *opt,
-                          train_position_t *at, char *err, size_t err_len);
+// The name of a model number (train_identity_t.model) for messages, or NULL.
+typedef const char *(*train_model_name_fn)(uint64_t model);
+// A mismatch names the field and both values (models by name_model when not
+// NULL, modes and optimizers by name).
+int train_checkpoint_load(const char *path, const train_identity_t *id, train_model_name_fn name_model, param_t *w,
+                          optimizer_t *opt, train_position_t *at, char *err, size_t err_len);
 void train_position_free(train_position_t *at);
 
 #endif

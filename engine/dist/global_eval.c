@@ -49,6 +49,7 @@ static int append_row(global_eval_t *g, const global_eval_row_t *row) {
         g->cap_rows = cap;
     }
     g->rows[g->n_rows++] = *row;
+    if (g->cfg.on_row) g->cfg.on_row(row, g->cfg.on_row_ctx);
     return 0;
 }
 

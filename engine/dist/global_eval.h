@@ -45,6 +45,10 @@ typedef struct global_eval_config {
     double every_s;              // 0: by samples only
     const ps_server_t *shard;    // shard 0, served by another thread of this process (borrowed)
     int timeout_ms;              // longest wait for a shard's answer
+    // Called on the evaluator's thread with each row as it is made (NULL: none),
+    // e.g. to show the run's progress while it trains.
+    void (*on_row)(const global_eval_row_t *row, void *ctx);
+    void *on_row_ctx;
 } global_eval_config_t;
 
 // Starts the evaluator thread; its first row is the model as the run starts.
