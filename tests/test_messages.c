@@ -150,7 +150,7 @@ static void ignored_flags(void) {
     FILE *f = fopen(two, "w");
     CHECK(f && fputs("1 1:1\n-1 2:1\n", f) >= 0 && fclose(f) == 0);
     const char *g[] = {"train", "--model", "logreg", "--data", two, "--quiet", NULL};
-    expect_failure("d-empty-test", g, 1, "no test examples (2 training examples");
+    expect_failure("d-empty-test", g, 1, "--test-frac 0.1 of 2 examples leaves no test example");
 }
 
 static void quiet_and_banner(void) {
