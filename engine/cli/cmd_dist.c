@@ -833,6 +833,22 @@ static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const
     return write_server_files(id, run_id, d, s, err, err_len);
 }
 
+// A resumed shard 0 that evaluates the global model needs every shard's
+// endpoint again. Its join, with the endpoint it had, is a retry the
+// coordinator answers for as long as it lives (under asgd launch
+// --restart-servers it does); one that is gone leaves *table NULL after
+// RESUMED_TABLE_MS, and the shard serves without the evaluator.
+#define RESUMED_TABLE_MS 1500
+static void resumed_table(void *ctx, const train_args_t *t, const dist_args_t *d, const char *coordinator,
+                          uint64_t run_id, const rdv_entry_t *me, rdv_entry_t **table) {
+    if (!d->run_dir || !dist_global_on_servers(d->sync)) return;
+    char why[ERR_LEN];
+    if (rdv_join(ctx, coordinator, run_id, me, d->servers + d->workers, table, RESUMED_TABLE_MS, why, sizeof why) == 0)
+        return;
+    if (!t->quiet)
+        fprintf(stderr, "asgd server 0: resumed without the coordinator (%s): no global model curve from here on\n", why);
+}
+
 static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                       const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
     // Under hybrid the servers hold the sparse part only, the first S parameters.
@@ -874,6 +890,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (!t->resume &&
         rdv_join(ctx, coordinator, run_id, &me, d->servers + d->workers, &table, (int)d->timeout_ms, err, err_len) != 0)
         goto out;
+    if (t->resume && id == 0) resumed_table(ctx, t, d, coordinator, run_id, &me, &table);
     if (!t->quiet)
         fprintf(stderr, "asgd server %zu: parameters [%zu, %zu) of %zu at %s, %s\n", id, begin, end, n,
                 ps_server_endpoint(s), sync_mode_name((sync_mode_t)d->sync));

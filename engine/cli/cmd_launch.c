@@ -53,6 +53,7 @@ typedef struct child {
     int exited;
     int echo;  // show its lines on stderr (not under launch_job_run)
     int echo_stdout;  // ... its stdout's (its JSON) too (not under --quiet)
+    const char *resume;  // a restarted server: the checkpoint directory it resumes from
 } child_t;
 
 static volatile sig_atomic_t interrupted;  // the signal's number
@@ -172,6 +173,7 @@ typedef struct run_summary {
     const staleness_hist_t *hc, *hu;
     double launch_wall_s;
     int consistent;  // every acknowledged push applied once (servers only)
+    const size_t *server_restarts;  // [d->servers] by the local launcher, or NULL: none
 } run_summary_t;
 
 // The run's shape: model, sync, processes, batch.
@@ -303,6 +305,35 @@ static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_
     json_object_end(j);
 }
 
+// Server restarts (--restart-servers), and the acknowledged pushes each shard
+// had applied after its last checkpoint and lost with a crash (the shards'
+// records count them from their ledgers; docs/reliability.md), by shard and in all.
+static void json_server_restarts(json_writer_t *j, const dist_args_t *d, const run_summary_t *s) {
+    uint64_t restarts = 0, lost = 0;
+    json_object(j, "server_restarts_by_shard");
+    for (size_t k = 0; k < d->servers; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        uint64_t n = s->server_restarts ? s->server_restarts[k] : 0;
+        json_uint(j, key, n);
+        restarts += n;
+    }
+    json_object_end(j);
+    json_uint(j, "server_restarts", restarts);
+    json_object(j, "pushes_lost_by_shard");
+    for (size_t k = 0; k < d->servers; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "%zu", k);
+        const server_result_t *r = &s->res->servers[k];
+        uint64_t n = 0;
+        for (size_t w = 0; w < r->workers; w++) n += r->pushes_lost[w];
+        json_uint(j, key, n);
+        lost += n;
+    }
+    json_object_end(j);
+    json_uint(j, "pushes_lost", lost);
+}
+
 static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d,
                           const run_summary_t *s) {
     json_writer_t j;
@@ -311,6 +342,7 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_run_figures(&j, t, d, s);
     json_run_bytes(&j, d, s->res);
     if (d->servers) json_bool(&j, "acked_pushes_applied_once", s->consistent);
+    if (d->servers) json_server_restarts(&j, d, s);
     if (d->sync == SYNC_MODE_BSP) json_late_gradients(&j, d, s->res);
     if (d->servers) {
         dist_json_staleness(&j, "staleness_clocks", s->hc);
@@ -365,7 +397,7 @@ static int outcome_of(const run_results_t *res, const global_curve_t *gc, const 
 }
 
 static int finish_run_dir(const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
-                          launch_job_outcome_t *outcome, char *err, size_t err_len) {
+                          const size_t *server_restarts, launch_job_outcome_t *outcome, char *err, size_t err_len) {
     run_results_t res;
     if (run_results_load(dir, d, &res, err, err_len) != 0) return -1;
     staleness_hist_t hc, hu;
@@ -378,7 +410,7 @@ static int finish_run_dir(const char *dir, const train_args_t *t, const dist_arg
     if (global_curve_load(dir, d, train_examples, &fin, rmse, &gc, err, err_len) != 0) goto out;
     if (global_curve_write_merged(dir, &gc, d->workers, err, err_len) != 0) goto out;
     char why[600] = "";
-    run_summary_t s = {&res, &gc, &hc, &hu, launch_wall_s, 1};
+    run_summary_t s = {&res, &gc, &hc, &hu, launch_wall_s, 1, server_restarts};
     if (d->servers > 0) s.consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
     if (write_summaries(dir, t, d, &s, !outcome, err, err_len) != 0) goto out;
     if (!s.consistent) {
@@ -577,7 +609,7 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
         if (is_flag(argv, argc, k, "--run-dir", &skip) || is_flag(argv, argc, k, "--save-model", &skip) ||
             is_flag(argv, argc, k, "--coordinator", &skip) || is_flag(argv, argc, k, "--run-id", &skip) ||
             is_flag(argv, argc, k, "--restart-workers", &skip) || is_flag(argv, argc, k, "--config", &skip) ||
-            is_flag(argv, argc, k, "--progress-every", &skip)) {
+            is_flag(argv, argc, k, "--progress-every", &skip) || is_flag(argv, argc, k, "--restart-servers", &skip)) {
             k += skip - 1;
             continue;
         }
@@ -599,6 +631,10 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
         args[a++] = "--save-model";
         args[a++] = (char *)part;
     }
+    if (c->resume) {
+        args[a++] = "--resume";
+        args[a++] = (char *)c->resume;
+    }
     args[a] = NULL;
     return spawn(c, exe, args);
 }
@@ -611,6 +647,9 @@ typedef struct local_run {
     char **argv;
     const char *save_model;
     size_t restart_workers;
+    size_t restart_servers, server_restarts_done;
+    size_t *server_restarts;  // [d->servers]: each shard's restarts, for the summary
+    char ckpt_dir[512];       // where the servers checkpoint: --checkpoint-dir, else the run directory
     char dir[512];
     void *ctx;
     zap_handler_t *zap;
@@ -690,7 +729,9 @@ static int local_run_start(local_run_t *r) {
     r->exe[len] = '\0';
     r->kids = calloc(r->n_kids, sizeof *r->kids);
     r->args = calloc((size_t)r->argc + 16, sizeof *r->args);
-    if (!r->kids || !r->args) {
+    r->server_restarts = calloc(r->d->servers + 1, sizeof *r->server_restarts);
+    snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s", r->t->checkpoint_dir ? r->t->checkpoint_dir : r->dir);
+    if (!r->kids || !r->args || !r->server_restarts) {
         launch_say(r, "out of memory");
         return 1;
     }
@@ -704,6 +745,7 @@ static void local_run_free(local_run_t *r) {
     }
     free(r->kids);
     free(r->args);
+    free(r->server_restarts);
     rdv_server_destroy(&r->rdv);
     zap_handler_destroy(&r->zap);
     if (r->ctx) zmq_ctx_term(r->ctx);
@@ -782,6 +824,41 @@ static int restart_worker(local_run_t *r, child_t *c) {
     return -1;
 }
 
+// A failed server is started again from its last checkpoint (--resume), at
+// most --restart-servers times in all: it binds the endpoint it had, its
+// workers reconnect by themselves and resend what it had not answered, and
+// it counts the pushes it had applied after that checkpoint, lost. Returns 0
+// when it was; -1 (after saying why, when the flag is on) when not.
+static int restart_server(local_run_t *r, child_t *c) {
+    if (c->role != DIST_ROLE_SERVER || r->restart_servers == 0) return -1;
+    if (r->server_restarts_done >= r->restart_servers) {
+        launch_say(r, "server %zu failed again: --restart-servers %zu used up", c->id, r->restart_servers);
+        return -1;
+    }
+    char ckpt[1100], how[128];
+    snprintf(ckpt, sizeof ckpt, "%s/server-%zu.ckpt", r->ckpt_dir, c->id);
+    if (access(ckpt, R_OK) != 0) {
+        launch_say(r, "server %zu failed before its first checkpoint (%s: %s): nothing to restart it from", c->id,
+                   ckpt, strerror(errno));
+        return -1;
+    }
+    describe_exit(c->status, how, sizeof how);
+    r->server_restarts_done++;
+    if (!r->outcome)
+        fprintf(stderr, "asgd launch: server %zu (pid %d) failed: %s; restarting it from %s (restart %zu of at most "
+                        "%zu)\n", c->id, (int)c->pid, how, ckpt, r->server_restarts_done, r->restart_servers);
+    c->exited = 0;
+    c->line_len[0] = c->line_len[1] = 0;
+    c->last_err[0] = '\0';
+    c->resume = r->ckpt_dir;
+    if (local_spawn(r, c) == 0) {
+        r->server_restarts[c->id]++;
+        return 0;
+    }
+    c->exited = 1;
+    return -1;
+}
+
 // Collects the children that ended. Returns -1 when one failed for good (r->culprit), else 0.
 static int reap_children(local_run_t *r) {
     for (size_t i = 0; i < r->started; i++) {
@@ -795,7 +872,7 @@ static int reap_children(local_run_t *r) {
         c->status = st;
         r->running--;
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
-        if (restart_worker(r, c) == 0) {
+        if (restart_worker(r, c) == 0 || restart_server(r, c) == 0) {
             r->running++;
             continue;
         }
@@ -925,7 +1002,7 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
         return 1;
     }
     if (rdv_server_wait(r->rdv, 1000, err, sizeof err) != 0 ||
-        finish_run_dir(r->dir, r->t, r->d, now_s() - t0, r->outcome, err, sizeof err) != 0 ||
+        finish_run_dir(r->dir, r->t, r->d, now_s() - t0, r->server_restarts, r->outcome, err, sizeof err) != 0 ||
         save_global_model(r->dir, r->d, r->save_model, err, sizeof err) != 0) {
         launch_say(r, "%s", err);
         return 1;
@@ -955,9 +1032,31 @@ static int local_coordinator(const char *given, char *bind, size_t bind_len, cha
     return 0;
 }
 
+// --restart-servers needs servers that checkpoint. Returns 0, or 2 with err.
+static int check_restart_servers(const train_args_t *t, const dist_args_t *d, size_t restart_servers, char *err,
+                                 size_t err_len) {
+    if (restart_servers == 0) return 0;
+    if (d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP && d->sync != SYNC_MODE_BSP) {
+        snprintf(err, err_len, "--restart-servers: --sync %s %s; drop the flag (or use --sync asp, ssp or bsp)",
+                 sync_mode_name((sync_mode_t)d->sync),
+                 dist_without_servers(d->sync) ? "runs without servers" : "does not restart its servers");
+        return 2;
+    }
+    if (t->checkpoint_every <= 0) {
+        snprintf(err, err_len, "--restart-servers: a server restarts from its last checkpoint: add --checkpoint-every "
+                               "S (and --checkpoint-dir DIR, else they go to the run directory)");
+        return 2;
+    }
+    return 0;
+}
+
 static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
-                        size_t restart_workers, double progress_every, launch_job_outcome_t *outcome, char *err,
-                        size_t err_len) {
+                        size_t restart_workers, size_t restart_servers, double progress_every,
+                        launch_job_outcome_t *outcome, char *err, size_t err_len) {
+    if (check_restart_servers(t, d, restart_servers, err, err_len) != 0) {
+        if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
+        return 2;
+    }
     if (restart_workers > 0 && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID)) {
         snprintf(err, err_len, "--restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
                                "flag (or use --sync asp, ssp or bsp)", sync_mode_name((sync_mode_t)d->sync));
@@ -967,6 +1066,7 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     local_run_t r;
     memset(&r, 0, sizeof r);
     r.t = t, r.d = d, r.argc = argc, r.argv = argv, r.save_model = save_model, r.restart_workers = restart_workers;
+    r.restart_servers = restart_servers;
     r.outcome = outcome;
     r.progress_tty = isatty(STDERR_FILENO);
     r.progress_every = t->quiet || outcome ? 0 : progress_every > 0 ? progress_every : r.progress_tty ? 0.5 : 5.0;
@@ -1084,7 +1184,7 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     if (status != 0 || env->rank != 0) return status;
     // Rank 0 writes the run's merged files once every process has written its own.
     wait_for_process_files(d);
-    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, err, sizeof err) != 0 ||
+    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, NULL, err, sizeof err) != 0 ||
         save_global_model(d->run_dir, d, save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
@@ -1240,7 +1340,7 @@ static int pslite_scheduler(const train_args_t *t, const dist_args_t *d, const c
     }
     if (failed) goto out;
     wait_for_process_files(d);
-    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, err, sizeof err) != 0 ||
+    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, NULL, err, sizeof err) != 0 ||
         save_global_model(d->run_dir, d, d->save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         goto out;
@@ -1325,12 +1425,13 @@ static int launch_refuse_log(const train_args_t *t, char *err, size_t err_len) {
 
 // The command's flags: the training ones, the distributed ones and its own.
 static size_t launch_flags(train_args_t *t, dist_args_t *d, const char **save_model, size_t *restart_workers,
-                           double *progress_every, flag_spec_t *flags) {
+                           size_t *restart_servers, double *progress_every, flag_spec_t *flags) {
     size_t n = train_args_flags(t, flags, 0);
     n += dist_args_flags(d, flags + n);
     flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
     flags[n++] = (flag_spec_t){"progress-every", FLAG_TYPE_DOUBLE, progress_every, "S", "a local run's progress line on stderr every S seconds (default 0.5 on a terminal, rewritten in place; else 5)", 0.001, 1e6, NULL, 0};
     flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, restart_workers, "N", "start a worker that dies again (it rejoins the run), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
+    flags[n++] = (flag_spec_t){"restart-servers", FLAG_TYPE_SIZE, restart_servers, "N", "start a server that dies again from its last checkpoint (needs --checkpoint-every; asp, ssp, bsp), at most N times in all; the pushes it applied after that checkpoint are lost and counted (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
     return n;
 }
 
@@ -1338,10 +1439,10 @@ int cmd_launch_has_flag(const char *name) {
     train_args_t *t = calloc(1, sizeof *t);
     dist_args_t d;
     const char *save_model = NULL;
-    size_t restart_workers = 0;
+    size_t restart_workers = 0, restart_servers = 0;
     double progress_every = 0;
     flag_spec_t flags[LAUNCH_MAX_FLAGS];
-    int has = t && flags_find(flags, launch_flags(t, &d, &save_model, &restart_workers, &progress_every, flags), name) != NULL;
+    int has = t && flags_find(flags, launch_flags(t, &d, &save_model, &restart_workers, &restart_servers, &progress_every, flags), name) != NULL;
     free(t);
     return has;
 }
@@ -1350,12 +1451,12 @@ int cmd_launch(int argc, char **argv) {
     train_args_t t __attribute__((cleanup(train_args_release)));  // string flags point into t.words
     dist_args_t d;
     const char *save_model = NULL;
-    size_t restart_workers = 0;
+    size_t restart_workers = 0, restart_servers = 0;
     double progress_every = 0;
     train_args_defaults(&t);
     dist_args_defaults(&d);
     flag_spec_t flags[LAUNCH_MAX_FLAGS];
-    size_t n = launch_flags(&t, &d, &save_model, &restart_workers, &progress_every, flags);
+    size_t n = launch_flags(&t, &d, &save_model, &restart_workers, &restart_servers, &progress_every, flags);
     int parsed = train_args_command(&t, "asgd launch", usage, description, flags, n, argc, argv);
     if (parsed >= 0) return parsed;
     // Under a launcher whose variables do not say what this process is, it
@@ -1380,6 +1481,12 @@ int cmd_launch(int argc, char **argv) {
         return 2;
     }
     d.save_model = save_model;
+    if (restart_servers > 0 && env.kind != LAUNCHER_KIND_NONE) {
+        fprintf(stderr, "asgd launch: --restart-servers: only a launch that starts every process itself restarts them "
+                        "(under %s restart a server by hand with asgd server --id K --resume DIR)\n",
+                launcher_kind_name(env.kind));
+        return 2;
+    }
     if (env.kind == LAUNCHER_KIND_PSLITE) return launch_pslite(&env, &t, &d);
     if (env.kind != LAUNCHER_KIND_NONE) return launch_as_rank(&env, &t, &d);
     usage_status = dist_apply_scaling(&d, &t, "asgd launch", err, sizeof err);
@@ -1387,8 +1494,8 @@ int cmd_launch(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return usage_status;
     }
-    return launch_local(t.words.argc, t.words.argv, &t, &d, save_model, restart_workers, progress_every, NULL, err,
-                        sizeof err);
+    return launch_local(t.words.argc, t.words.argv, &t, &d, save_model, restart_workers, restart_servers,
+                        progress_every, NULL, err, sizeof err);
 }
 
 int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, size_t err_len) {
@@ -1416,7 +1523,7 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
     }
     d.save_model = save_model;
     char why[ERR_LEN] = "";
-    int status = launch_local(t.words.argc, t.words.argv, &t, &d, save_model, 0, 0, out, why, sizeof why);
+    int status = launch_local(t.words.argc, t.words.argv, &t, &d, save_model, 0, 0, 0, out, why, sizeof why);
     if (status == 0) return 0;
     snprintf(err, err_len, "asgd launch: %s", why[0] ? why : "the run failed");
     launch_job_outcome_free(out);
