@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/data/generate.h"    // defines: gen_sparse, gen_ratings and their configs
+#include "datasets/csv.h"         // defines: csv_load
 #include "datasets/idx.h"         // defines: fashion_mnist_load
 #include "datasets/libsvm.h"      // defines: libsvm_load
 #include "datasets/ratings_io.h"  // defines: ratings_load
@@ -121,6 +122,21 @@ static int split_ratings(const ratings_t *all, const data_options_t *o, data_bun
     return rc;
 }
 
+data_kind_t data_spec_kind(const char *spec, data_kind_t model_kind, int also_sparse) {
+    if (model_kind == DATA_KIND_DENSE && also_sparse && spec && strcmp(spec, "fashion-mnist") != 0)
+        return DATA_KIND_SPARSE;
+    return model_kind;
+}
+
+// A CSV file: "csv:PATH", or a name ending .csv or .tsv (then optionally .gz).
+static const char *csv_path(const char *spec) {
+    if (strncmp(spec, "csv:", 4) == 0) return spec + 4;
+    size_t n = strlen(spec);
+    if (n > 3 && strcmp(spec + n - 3, ".gz") == 0) n -= 3;
+    if (n > 4 && (strncmp(spec + n - 4, ".csv", 4) == 0 || strncmp(spec + n - 4, ".tsv", 4) == 0)) return spec;
+    return NULL;
+}
+
 int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec_t *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
     out->path = spec;
@@ -158,6 +174,10 @@ int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec
         return -1;
     }
     out->source = DATA_SOURCE_FILE;
+    if (kind == DATA_KIND_SPARSE && csv_path(spec)) {
+        out->source = DATA_SOURCE_CSV;
+        out->path = csv_path(spec);
+    }
     return 0;
 }
 
@@ -178,6 +198,10 @@ static int load_sparse(const data_options_t *o, const data_spec_t *spec, data_bu
         if (gen_sparse(c, &all, err, err_len) != 0) return -1;
         snprintf(b->description, sizeof b->description, "gen:sparse n=%zu dim=%zu nnz=%zu zipf=%g noise=%g seed=%llu",
                  c->n_examples, c->dim, c->nnz_per_example, c->zipf_exponent, c->label_noise, (unsigned long long)c->seed);
+    } else if (spec->source == DATA_SOURCE_CSV) {
+        csv_options_t co = {o->label_column, o->csv_header, NULL, 0};
+        if (csv_load(spec->path, &co, &all, err, err_len) != 0) return -1;
+        snprintf(b->description, sizeof b->description, "%s (csv)", spec->path);
     } else {
         if (libsvm_load(spec->path, 0, &all, err, err_len) != 0) return -1;
         snprintf(b->description, sizeof b->description, "%s (libsvm)", spec->path);
