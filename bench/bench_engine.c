@@ -171,7 +171,7 @@ static int sgemm_peaks(const char *self, int reps, double *peak1, double *peak2)
 }
 
 static model_t *load_mlp(data_bundle_t *md, char *err, size_t err_len) {
-    data_options_t mo = {"fashion-mnist", NULL, 0, 0, 0.1, 1, NULL};
+    data_options_t mo = {"fashion-mnist", NULL, 0, 0, 0.1, 1, NULL, NULL, 0};
     if (data_bundle_load(&mo, DATA_KIND_DENSE, md, err, err_len) != 0) return NULL;
     size_t hidden[2] = {256, 128};
     model_t *mlp = model_new_mlp(&md->dense_train, &md->dense_test, hidden, 2, 0.0, err, err_len);
@@ -258,7 +258,7 @@ int main(int argc, char **argv) {
            "(2 threads)\n\n", peak1, peak2);
 
     // ---- sparse logistic regression ----
-    data_options_t so = {quick ? "gen:sparse:n=50000" : "gen:sparse", NULL, 0, 0, 0.1, 1, NULL};
+    data_options_t so = {quick ? "gen:sparse:n=50000" : "gen:sparse", NULL, 0, 0, 0.1, 1, NULL, NULL, 0};
     data_bundle_t sd;
     if (data_bundle_load(&so, DATA_KIND_SPARSE, &sd, err, sizeof err) != 0) {
         fprintf(stderr, "bench: %s\n", err);

@@ -336,7 +336,7 @@ static void mlp_section(double peak, size_t cpu_threads, size_t epochs) {
 
 // ---- 4. sparse Hogwild! ----
 static void sparse_section(size_t cpu_threads) {
-    data_options_t o = {"gen:sparse", NULL, 0, 0, 0.1, 7, NULL};
+    data_options_t o = {"gen:sparse", NULL, 0, 0, 0.1, 7, NULL, NULL, 0};
     data_bundle_t d;
     DIE_IF(data_bundle_load(&o, DATA_KIND_SPARSE, &d, err, sizeof err) != 0);
     model_t *m = model_new_linear(LINEAR_LOSS_LOGISTIC, &d.sparse_train, &d.sparse_test, 0.0, err, sizeof err);

@@ -176,7 +176,7 @@ int main(int argc, char **argv) {
     if (!known) usage();
     char err[512];
     if (!only || !strcmp(only, "sparse")) {
-        data_options_t o = {"gen:sparse", NULL, 0, 0, 0.1, 1, NULL};
+        data_options_t o = {"gen:sparse", NULL, 0, 0, 0.1, 1, NULL, NULL, 0};
         data_bundle_t data;
         data_bundle_init(&data);
         if (data_bundle_load(&o, DATA_KIND_SPARSE, &data, err, sizeof err) != 0) {

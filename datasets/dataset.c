@@ -66,7 +66,112 @@ void sparse_dataset_free(sparse_dataset_t *d) {
     free(d->col);
     free(d->val);
     free(d->y);
+    free(d->labels);
+    free(d->cls);
     sparse_dataset_init(d);
+}
+
+int sparse_dataset_set_classes(sparse_dataset_t *d, const int32_t *labels, size_t k, char *err, size_t err_len) {
+    int32_t *l = alloc_array(k ? k : 1, sizeof *l, "class labels", err, err_len);
+    int32_t *c = l ? alloc_array(d->n ? d->n : 1, sizeof *c, "classes", err, err_len) : NULL;
+    if (!c) {
+        free(l);
+        return -1;
+    }
+    memcpy(l, labels, k * sizeof *l);
+    free(d->labels);
+    free(d->cls);
+    d->labels = l;
+    d->cls = c;
+    d->n_classes = k;
+    for (size_t i = 0; i < d->n; i++) {
+        c[i] = 0;
+        d->y[i] = dataset_binary_y(l, k, 0);
+    }
+    return 0;
+}
+
+int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, size_t k, const char *name, char *err,
+                         size_t err_len) {
+    if (!d->cls) return 0;
+    int32_t map[DATASET_MAX_CLASSES];
+    for (size_t c = 0; c < d->n_classes && c < DATASET_MAX_CLASSES; c++) {
+        map[c] = dataset_label_class(labels, k, d->labels[c]);
+        if (map[c] < 0) {
+            char known[160];
+            dataset_labels_text(labels, k, known, sizeof known);
+            snprintf(err, err_len, "%s: label %d is not among the model's labels (%s)", name, (int)d->labels[c], known);
+            return -1;
+        }
+    }
+    int32_t *copy = alloc_array(k ? k : 1, sizeof *copy, "class labels", err, err_len);
+    if (!copy) return -1;
+    memcpy(copy, labels, k * sizeof *copy);
+    for (size_t i = 0; i < d->n; i++) {
+        d->cls[i] = map[d->cls[i]];
+        d->y[i] = dataset_binary_y(copy, k, d->cls[i]);
+    }
+    free(d->labels);
+    d->labels = copy;
+    d->n_classes = k;
+    return 0;
+}
+
+int32_t dataset_label_class(const int32_t *labels, size_t k, int32_t label) {
+    size_t lo = 0, hi = k;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (labels[mid] < label) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < k && labels[lo] == label ? (int32_t)lo : -1;
+}
+
+static int compare_i32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int dataset_classes_of(const char *name, int32_t *raw, size_t n, int32_t **labels, size_t *k, char *err,
+                       size_t err_len) {
+    *labels = NULL;
+    *k = 0;
+    int32_t *sorted = alloc_array(n ? n : 1, sizeof *sorted, "class labels", err, err_len);
+    if (!sorted) return -1;
+    memcpy(sorted, raw, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, compare_i32);
+    size_t distinct = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i == 0 || sorted[i] != sorted[distinct - 1]) sorted[distinct++] = sorted[i];
+    if (distinct > DATASET_MAX_CLASSES) {
+        char shown[160];
+        dataset_labels_text(sorted, distinct, shown, sizeof shown);
+        snprintf(err, err_len, "%s: %zu distinct labels (%s); at most %d classes are read (labels are class ids, "
+                 "not values to regress on)", name, distinct, shown, DATASET_MAX_CLASSES);
+        free(sorted);
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) raw[i] = dataset_label_class(sorted, distinct, raw[i]);
+    int32_t *t = realloc(sorted, (distinct ? distinct : 1) * sizeof *t);
+    *labels = t ? t : sorted;
+    *k = distinct;
+    return 0;
+}
+
+float dataset_binary_y(const int32_t *labels, size_t k, int32_t cls) {
+    if (k == 2) return cls ? 1.0f : -1.0f;
+    return labels[cls] > 0 ? 1.0f : -1.0f;
+}
+
+void dataset_labels_text(const int32_t *labels, size_t k, char *out, size_t out_len) {
+    size_t at = 0;
+    if (out_len) out[0] = '\0';
+    for (size_t i = 0; i < k && at < out_len; i++) {
+        int w = i == 16 ? snprintf(out + at, out_len - at, ", ...") : snprintf(out + at, out_len - at, "%s%d", i ? ", " : "", labels[i]);
+        if (w < 0) return;
+        at += (size_t)w;
+        if (i == 16) return;
+    }
 }
 
 void ratings_init(ratings_t *r) { memset(r, 0, sizeof *r); }
@@ -116,6 +221,16 @@ int sparse_dataset_subset(const sparse_dataset_t *src, const uint32_t *idx, size
         at += len;
         dst->row_ptr[i + 1] = at;
         dst->y[i] = src->y[idx[i]];
+    }
+    if (src->cls) {
+        if (sparse_dataset_set_classes(dst, src->labels, src->n_classes, err, err_len) != 0) {
+            sparse_dataset_free(dst);
+            return -1;
+        }
+        for (size_t i = 0; i < count; i++) {
+            dst->cls[i] = src->cls[idx[i]];
+            dst->y[i] = src->y[idx[i]];
+        }
     }
     return 0;
 }

@@ -43,6 +43,7 @@ static const char *show_token(const char *p, char buf[48]) {
 typedef struct parse_state {
     size_t *row_ptr;  // (rows + 1)
     float *y;         // (rows)
+    int32_t *cls;     // (rows) the label, or with a given mapping its class
     uint32_t *col;    // (nnz)
     float *val;       // (nnz)
     size_t rows, nnz, row_cap, nnz_cap;
@@ -51,6 +52,7 @@ typedef struct parse_state {
 static void state_free(parse_state_t *s) {
     free(s->row_ptr);
     free(s->y);
+    free(s->cls);
     free(s->col);
     free(s->val);
     memset(s, 0, sizeof *s);
@@ -149,37 +151,38 @@ static int parse_features(const char **pp, size_t dim, parse_state_t *s, size_t 
     return 0;
 }
 
-// Label conventions: {-1,+1} or {0,1}; a line labelled 1 fits both.
-enum { LABELS_UNKNOWN, LABELS_PLUS_MINUS, LABELS_ZERO_ONE };
+// The training set's classes, when a second file must use them.
+typedef struct label_map {
+    const int32_t *labels;  // ascending; NULL: the file's own labels make the classes
+    size_t k;
+} label_map_t;
 
-static int parse_label(const char *p, const char **end_out, float *y, int *convention, size_t *convention_line, size_t line,
-                       parse_error_t *e) {
+// Reads an integer label into *label, or with a mapping its class.
+static int parse_label(const char *p, const char **end_out, int32_t *label, const label_map_t *map, parse_error_t *e) {
     char shown[48];
-    double label;
-    const char *end = text_parse_double(p, &label);
+    double value;
+    const char *end = text_parse_double(p, &value);
     if (end == p || !ends_token(*end))
-        FAIL_AT(p, "expected a label (-1, +1, 0 or 1), got '%s'", show_token(p, shown));
-    int this_convention = label == -1.0 ? LABELS_PLUS_MINUS : label == 0.0 ? LABELS_ZERO_ONE : LABELS_UNKNOWN;
-    if (label != 1.0 && this_convention == LABELS_UNKNOWN)
-        FAIL_AT(p, "label '%s' is not one of -1, +1, 0, 1", show_token(p, shown));
-    if (this_convention != LABELS_UNKNOWN) {
-        if (*convention == LABELS_UNKNOWN) {
-            *convention = this_convention;
-            *convention_line = line;
-        } else if (*convention != this_convention) {
-            FAIL_AT(p, "label '%s' is from the %s convention but line %zu used %s (mixed label conventions)",
-                    show_token(p, shown), this_convention == LABELS_ZERO_ONE ? "{0,1}" : "{-1,+1}", *convention_line,
-                    this_convention == LABELS_ZERO_ONE ? "-1" : "0");
+        FAIL_AT(p, "expected a label (an integer class id, such as -1, +1, 0, 1 or 7), got '%s'", show_token(p, shown));
+    if (!(value == floor(value) && value >= -2147483648.0 && value <= 2147483647.0))
+        FAIL_AT(p, "label '%s' is not an integer (labels are class ids)", show_token(p, shown));
+    *label = (int32_t)value;
+    if (map->labels) {
+        int32_t c = dataset_label_class(map->labels, map->k, *label);
+        if (c < 0) {
+            char known[160];
+            dataset_labels_text(map->labels, map->k, known, sizeof known);
+            FAIL_AT(p, "label %d is not among the training data's labels (%s)", (int)*label, known);
         }
+        *label = c;
     }
-    *y = label > 0.0 ? 1.0f : -1.0f;
     *end_out = end;
     return 0;
 }
 
 // Parses everything the reader holds into out and closes the reader.
-static int parse_all(text_reader_t *reader, const char *path, size_t dim, sparse_dataset_t *out, char *err,
-                     size_t err_len) {
+static int parse_all(text_reader_t *reader, const char *path, size_t dim, const label_map_t *map,
+                     sparse_dataset_t *out, char *err, size_t err_len) {
     if (dim > LIBSVM_MAX_DIM) {
         snprintf(err, err_len, "%s: a dimension of %zu features is more than the %zu accepted", path, dim, LIBSVM_MAX_DIM);
         text_reader_close(reader);
@@ -188,9 +191,10 @@ static int parse_all(text_reader_t *reader, const char *path, size_t dim, sparse
     parse_state_t s;
     memset(&s, 0, sizeof s);
     parse_error_t e = {NULL, ""};
-    size_t line = 0, max_index = 0, convention_line = 0, block_len;
-    int convention = LABELS_UNKNOWN, got;
+    size_t line = 0, max_index = 0, block_len;
+    int got;
     const char *block, *line_start = NULL;
+    void *t;
     for (int first = 1; (got = text_reader_next(reader, &block, &block_len, err, err_len)) == 1; first = 0) {
         const char *p = block, *block_end = block + block_len;
         if (first && strncmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;  // a UTF-8 byte order mark
@@ -200,12 +204,13 @@ static int parse_all(text_reader_t *reader, const char *path, size_t dim, sparse
             while (is_blank(*p)) p++;
             if (*p != '\n' && *p != '#' && *p != '\0') {
                 if (s.rows + 2 > s.row_cap &&
-                    grow_pair((void **)&s.row_ptr, sizeof *s.row_ptr, (void **)&s.y, sizeof *s.y, &s.row_cap, s.rows + 2) != 0) {
+                    (grow_pair((void **)&s.row_ptr, sizeof *s.row_ptr, (void **)&s.y, sizeof *s.y, &s.row_cap, s.rows + 2) != 0 ||
+                     !(t = realloc(s.cls, s.row_cap * sizeof *s.cls)) || !(s.cls = t))) {
                     e.at = p;
                     snprintf(e.detail, sizeof e.detail, "out of memory after %zu examples", s.rows);
                     goto fail;
                 }
-                if (parse_label(p, &p, &s.y[s.rows], &convention, &convention_line, line, &e) != 0) goto fail;
+                if (parse_label(p, &p, &s.cls[s.rows], map, &e) != 0) goto fail;
                 if (parse_features(&p, dim, &s, &max_index, &e) != 0) goto fail;
                 s.row_ptr[0] = 0;
                 s.rows++;
@@ -230,15 +235,32 @@ static int parse_all(text_reader_t *reader, const char *path, size_t dim, sparse
         state_free(&s);
         return -1;
     }
+    // Labels to classes: the given mapping's (already applied), or the file's own.
+    int32_t *labels = NULL;
+    size_t k = map->k;
+    if (map->labels) {
+        labels = malloc(k * sizeof *labels);
+        if (labels) memcpy(labels, map->labels, k * sizeof *labels);
+    } else if (dataset_classes_of(path, s.cls, s.rows, &labels, &k, err, err_len) != 0) {
+        state_free(&s);
+        return -1;
+    }
+    if (!labels) {
+        snprintf(err, err_len, "%s: out of memory", path);
+        state_free(&s);
+        return -1;
+    }
+    for (size_t i = 0; i < s.rows; i++) s.y[i] = dataset_binary_y(labels, k, s.cls[i]);
     // Hand the parse arrays over, trimmed to size (a failed trim keeps the larger block).
-    void *t;
     if ((t = realloc(s.row_ptr, (s.rows + 1) * sizeof *s.row_ptr))) s.row_ptr = t;
     if ((t = realloc(s.y, s.rows * sizeof *s.y))) s.y = t;
+    if ((t = realloc(s.cls, s.rows * sizeof *s.cls))) s.cls = t;
     if (s.nnz == 0) {
         // Examples without features: keep valid pointers, as sparse_dataset_alloc does.
         if ((!s.col && !(s.col = malloc(sizeof *s.col))) || (!s.val && !(s.val = malloc(sizeof *s.val)))) {
             snprintf(err, err_len, "%s: out of memory", path);
             state_free(&s);
+            free(labels);
             return -1;
         }
     } else {
@@ -252,6 +274,9 @@ static int parse_all(text_reader_t *reader, const char *path, size_t dim, sparse
     out->col = s.col;
     out->val = s.val;
     out->y = s.y;
+    out->cls = s.cls;
+    out->labels = labels;
+    out->n_classes = k;
     return 0;
 fail:
     snprintf(err, err_len, "%s:%zu:%zu: %s", path, line, (size_t)(e.at - line_start) + 1, e.detail);
@@ -261,10 +286,16 @@ fail:
 }
 
 int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, size_t err_len) {
+    return libsvm_load_mapped(path, dim, NULL, 0, out, err, err_len);
+}
+
+int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, size_t k, sparse_dataset_t *out,
+                       char *err, size_t err_len) {
     sparse_dataset_init(out);
     text_reader_t reader;
     if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
-    return parse_all(&reader, path, dim, out, err, err_len);
+    label_map_t map = {labels, labels ? k : 0};
+    return parse_all(&reader, path, dim, &map, out, err, err_len);
 }
 
 int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, sparse_dataset_t *out, char *err,
@@ -272,7 +303,8 @@ int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, spa
     sparse_dataset_init(out);
     text_reader_t reader;
     if (text_reader_open_memory(&reader, name, text, len, err, err_len) != 0) return -1;
-    return parse_all(&reader, name, dim, out, err, err_len);
+    label_map_t map = {NULL, 0};
+    return parse_all(&reader, name, dim, &map, out, err, err_len);
 }
 
 // ---- the writer ----
@@ -302,8 +334,12 @@ int libsvm_write(const char *path, const sparse_dataset_t *d, char *err, size_t 
     size_t len = 0;
     int failed = 0, saved = 0;
     for (size_t i = 0; i < d->n && !failed; i++) {
-        memcpy(buf + len, d->y[i] > 0 ? "+1" : "-1", 2);
-        len += 2;
+        if (d->cls) {
+            len += (size_t)snprintf(buf + len, ROOM, "%d", (int)d->labels[d->cls[i]]);
+        } else {
+            memcpy(buf + len, d->y[i] > 0 ? "+1" : "-1", 2);
+            len += 2;
+        }
         for (size_t k = d->row_ptr[i]; k < d->row_ptr[i + 1]; k++) {
             if (len > BUF - ROOM) {
                 if (fwrite(buf, 1, len, f) != len) failed = 1, saved = errno;

@@ -3,8 +3,10 @@
 // libsvm / svmlight sparse text format, one example per line:
 //   label [qid:N] index:value index:value ... [# comment]
 // Indices are 1-based in the file and stored 0-based; within a line they must be
-// strictly increasing. Labels are all in {-1,+1} or all in {0,1} (0 -> -1,
-// 1 -> +1), written in any decimal form ("+1", "1", "-1", "0", "1.0", ...).
+// strictly increasing. Labels are integer class ids in any decimal form
+// ("+1", "1", "-1", "0", "1.0", "7"): the distinct labels, ascending, become
+// classes 0..K-1 (at most DATASET_MAX_CLASSES), recorded in the set's labels[];
+// the binary view y maps two labels to -1 (the lower) and +1 (datasets/dataset.h).
 // The optional qid:N token right after the label is ignored. Blank lines, `#`
 // comments, CRLF line ends and a UTF-8 BOM are accepted; lines may be of any
 // length. The file may be gzip-compressed (datasets/data_input.h: read
@@ -14,6 +16,7 @@
 // "file:line:column: what was expected" for bad input (columns count bytes from
 // 1), "file: what failed: strerror" for I/O errors.
 #include <stddef.h>
+#include <stdint.h>
 
 #include "datasets/dataset.h"  // defines: sparse_dataset_t, sparse_dataset_free
 
@@ -33,12 +36,19 @@
 // owns its arrays (sparse_dataset_free).
 int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, size_t err_len);
 
+// libsvm_load with the classes of another set (a training set's labels[0..k),
+// ascending): a label not among them is an error at its line. labels NULL:
+// libsvm_load.
+int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, size_t k, sparse_dataset_t *out,
+                       char *err, size_t err_len);
+
 // libsvm_load over len bytes in memory (a file's contents, plain or gzipped;
 // they need not end in '\n' or a NUL); name stands for the path in messages.
 int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, sparse_dataset_t *out, char *err,
                  size_t err_len);
 
-// Writes labels as +1/-1 (y > 0 is +1) and values exactly as printf's "%.9g",
+// Writes labels as the set's own (labels[cls[i]]) or, for a set without
+// classes, as +1/-1 (y > 0 is +1), and values exactly as printf's "%.9g",
 // which round-trips every float bit for bit. Creates or truncates path.
 int libsvm_write(const char *path, const sparse_dataset_t *d, char *err, size_t err_len);
 

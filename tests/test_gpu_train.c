@@ -97,7 +97,7 @@ static void mlp_matches_cpu(void) {
 }
 
 static void logreg_on_gpu(void) {
-    data_options_t o = {"gen:sparse:n=30000,dim=20000,nnz=40", NULL, 0, 0, 0.2, 3, NULL};
+    data_options_t o = {"gen:sparse:n=30000,dim=20000,nnz=40", NULL, 0, 0, 0.2, 3, NULL, NULL, 0};
     data_bundle_t d;
     CHECK_OK(data_bundle_load(&o, DATA_KIND_SPARSE, &d, err, sizeof err), err);
     model_t *m = model_new_linear(LINEAR_LOSS_LOGISTIC, &d.sparse_train, &d.sparse_test, 1e-4, err, sizeof err);
@@ -152,7 +152,7 @@ static void logreg_on_gpu(void) {
 }
 
 static void mf_on_gpu(void) {
-    data_options_t o = {"gen:ratings:users=500,items=300,rank=4,n=40000,noise=0.1", NULL, 0, 0, 0.1, 4, NULL};
+    data_options_t o = {"gen:ratings:users=500,items=300,rank=4,n=40000,noise=0.1", NULL, 0, 0, 0.1, 4, NULL, NULL, 0};
     data_bundle_t d;
     CHECK_OK(data_bundle_load(&o, DATA_KIND_RATINGS, &d, err, sizeof err), err);
     model_t *m = model_new_mf(&d.ratings_train, &d.ratings_test, 8, 0.01, err, sizeof err);

@@ -119,6 +119,56 @@ int main(void) {
         model_destroy(&mlp);
     }
 
+    // softmax and mlp over sparse input: the first layer a sparse-dense product
+    // (W0 one row per feature), three classes of arbitrary labels. The mlp's
+    // eps is 1e-3: its inputs are larger than the dense set's, and 1e-2 moves
+    // some ReLU units across their kink.
+    sparse_dataset_t sp3;
+    make_sparse(&sp3, 40, 60, 6, 11);
+    CHECK_OK(sparse_dataset_set_classes(&sp3, (const int32_t[]){-4, 2, 9}, 3, err, sizeof err), err);
+    for (size_t i = 0; i < sp3.n; i++) sp3.cls[i] = (int32_t)(i * 7 % 3);
+    for (int l2 = 0; l2 <= 1; l2++) {
+        model_t *soft = model_new_mlp_sparse(&sp3, &sp3, NULL, 0, l2 ? 0.05 : 0.0, err, sizeof err);
+        model_t *mlp = model_new_mlp_sparse(&sp3, &sp3, hidden, 2, l2 ? 0.05 : 0.0, err, sizeof err);
+        CHECK(soft && mlp);
+        CHECK(model_num_params(soft) == 60 * 3 + 3 && model_num_params(mlp) == 60 * 7 + 7 + 7 * 5 + 5 + 5 * 3 + 3);
+        CHECK(model_num_outputs(mlp) == 3);
+        gradcheck(l2 ? "softmax sparse (l2 0.05)" : "softmax sparse", soft, 7, 1e-2, 1e-3);
+        gradcheck(l2 ? "mlp sparse 60-7-5-3 (l2 0.05)" : "mlp sparse 60-7-5-3", mlp, 8, 1e-3, 1e-3);
+        // A step touches W0 only in the rows of its examples' features.
+        size_t p = model_num_params(mlp);
+        uint32_t idx[3] = {1, 4, 4};
+        grad_t g;
+        CHECK_OK(grad_init(&g, p, model_grad_is_dense(mlp), err, sizeof err), err);
+        param_t *w = params_new(p, err, sizeof err);
+        model_ws_t *ws = model_ws_new(mlp, 3, err, sizeof err);
+        CHECK(w && ws && !model_grad_is_dense(mlp));
+        model_init_params(mlp, w, 1);
+        model_loss_grad(mlp, w, idx, 3, &g, ws);
+        uint8_t present[60] = {0};
+        for (size_t r = 0; r < 3; r++)
+            for (size_t k = sp3.row_ptr[idx[r]]; k < sp3.row_ptr[idx[r] + 1]; k++) present[sp3.col[k]] = 1;
+        size_t rows_touched = 0, n_present = 0;
+        for (size_t j = 0; j < 60; j++) n_present += present[j];
+        for (size_t k = 0; k < g.n_touched; k++) {
+            if (g.touched[k] >= 60 * 7) continue;  // b0 and the dense layers: every step
+            CHECK(present[g.touched[k] / 7]);
+            rows_touched++;
+        }
+        CHECK(rows_touched == n_present * 7 && n_present > 0);
+        CHECK(g.n_touched == rows_touched + (p - 60 * 7));
+        grad_free(&g);
+        params_free(&w);
+        model_ws_destroy(&ws);
+        model_destroy(&soft);
+        model_destroy(&mlp);
+    }
+    // The check notices a sparse gradient 2% off.
+    model_t *soft = model_new_mlp_sparse(&sp3, &sp3, NULL, 0, 0.0, err, sizeof err);
+    CHECK(soft && gradient_error("softmax sparse, gradient x 1.02", soft, 7, 1e-2, 1.02f) > 1e-3);
+    model_destroy(&soft);
+    sparse_dataset_free(&sp3);
+
     ratings_t rt;
     make_ratings(&rt, 60, 8, 6, 3, 5);
     model_t *mf = model_new_mf(&rt, &rt, 3, 0.05, err, sizeof err);

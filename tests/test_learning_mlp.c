@@ -16,7 +16,7 @@
 int main(void) {
     char err[512];
     if (!test_have_fashion_mnist("test_learning_mlp")) return TEST_SKIP;
-    data_options_t o = {"fashion-mnist", NULL, 12000, 2000, 0.1, 1, NULL};
+    data_options_t o = {"fashion-mnist", NULL, 12000, 2000, 0.1, 1, NULL, NULL, 0};
     data_bundle_t d;
     CHECK_OK(data_bundle_load(&o, DATA_KIND_DENSE, &d, err, sizeof err), err);
     size_t hidden[2] = {256, 128};

@@ -136,7 +136,7 @@ typedef struct bad_case {
 } bad_case_t;
 
 static const bad_case_t bad_cases[] = {
-    {"bad_label.svm", 0, "2:1", "label '2' is not one of -1, +1, 0, 1"},
+    {"bad_label.svm", 0, "2:1", "label '2.5' is not an integer"},
     {"bad_index_zero.svm", 0, "1:4", "feature index 0 (indices are 1-based)"},
     {"bad_unsorted.svm", 0, "1:8", "feature index 2 after 3 (indices must be strictly increasing)"},
     {"bad_duplicate.svm", 0, "1:8", "duplicate feature index 1"},
@@ -150,15 +150,77 @@ static const bad_case_t bad_cases[] = {
     {"bad_negative_index.svm", 0, "1:4", "expected a feature index (an integer >= 1) followed by ':', got '-3:1'"},
     {"bad_empty_value.svm", 0, "1:6", "expected a value after '3:', got the end of the line"},
     {"bad_empty_index.svm", 0, "1:4", "expected a feature index (an integer >= 1) followed by ':', got ':5'"},
-    {"bad_mixed_labels.svm", 0, "3:1", "label '-1' is from the {-1,+1} convention but line 2 used 0"},
     {"bad_crlf_comments.svm", 0, "4:10", "duplicate feature index 2"},
     {"bad_qid.svm", 0, "1:8", "expected a query id (digits) after 'qid:', got 'x'"},
     {"bad_index_overflow.svm", 0, "1:4", "feature index 4294967296 is too large"},
-    {"bad_missing_label.svm", 0, "1:1", "expected a label (-1, +1, 0 or 1), got '1:0.5'"},
+    {"bad_missing_label.svm", 0, "1:1", "expected a label (an integer class id, such as -1, +1, 0, 1 or 7), got '1:0.5'"},
     {"bad_nul.svm", 0, "2:7", "NUL byte"},
     {"bad_trailing_junk.svm", 0, "2:13", "expected a number after '7:', got '2.5e-3junk'"},
     {"bad_long_line.svm", 0, "2:148898", "got 'x'"},
 };
+
+// Integer labels of any kind: classes in ascending label order, the mapping
+// kept; a second file read with the first's classes; the binary view y.
+static void multiclass(void) {
+    char err[512];
+    sparse_dataset_t d, t;
+    const char *train = put_text("multi.svm", "7 1:1\n-3 2:1\n0 3:1\n7.0 1:2\n+12 2:2\n");
+    CHECK_OK(libsvm_load(train, 0, &d, err, sizeof err), err);
+    CHECK(d.n == 5 && d.n_classes == 4 && d.cls && d.labels);
+    CHECK(d.labels[0] == -3 && d.labels[1] == 0 && d.labels[2] == 7 && d.labels[3] == 12);
+    const int32_t want_cls[5] = {2, 0, 1, 2, 3};
+    for (size_t i = 0; i < 5; i++) CHECK(d.cls[i] == want_cls[i] && sparse_dataset_class(&d, i) == want_cls[i]);
+    CHECK(d.y[0] == 1.0f && d.y[1] == -1.0f && d.y[2] == -1.0f);  // more than two classes: the sign of the label
+    // A subset keeps the mapping.
+    sparse_dataset_t sub;
+    CHECK_OK(sparse_dataset_subset(&d, (uint32_t[]){4, 1}, 2, &sub, err, sizeof err), err);
+    CHECK(sub.n_classes == 4 && sub.labels[3] == 12 && sub.cls[0] == 3 && sub.cls[1] == 0);
+    sparse_dataset_free(&sub);
+    // The writer writes the labels back.
+    const char *again = put_text("again.svm", "");
+    CHECK_OK(libsvm_write(again, &d, err, sizeof err), err);
+    char *text = NULL;
+    size_t text_len = 0;
+    CHECK_OK(text_file_read(again, &text, &text_len, err, sizeof err), err);
+    CHECK(text && text_len == 32 && memcmp(text, "7 1:1\n-3 2:1\n0 3:1\n7 1:2\n12 2:2\n", 32) == 0);
+    free(text);
+
+    // A test file with the training classes: its own labels are a subset.
+    const char *test = put_text("multi_test.svm", "12 1:1\n-3 1:1\n");
+    CHECK_OK(libsvm_load_mapped(test, 0, d.labels, d.n_classes, &t, err, sizeof err), err);
+    CHECK(t.n_classes == 4 && t.cls[0] == 3 && t.cls[1] == 0 && t.labels[2] == 7);
+    sparse_dataset_free(&t);
+    // A label training never saw: refused at its line.
+    const char *unseen = put_text("unseen.svm", "12 1:1\n\n5 1:1\n");
+    CHECK(libsvm_load_mapped(unseen, 0, d.labels, d.n_classes, &t, err, sizeof err) == -1);
+    printf("%s\n", err);
+    CHECK(strstr(err, "unseen.svm:3:1: label 5 is not among the training data's labels (-3, 0, 7, 12)"));
+    CHECK(t.n == 0 && t.cls == NULL && t.labels == NULL);
+    sparse_dataset_free(&d);
+
+    // Two labels: the lower is -1, the higher +1, whatever they are.
+    CHECK_OK(libsvm_load(put_text("two.svm", "2 1:1\n1 1:1\n2 1:1\n"), 0, &d, err, sizeof err), err);
+    CHECK(d.n_classes == 2 && d.labels[0] == 1 && d.labels[1] == 2);
+    CHECK(d.y[0] == 1.0f && d.y[1] == -1.0f && d.y[2] == 1.0f && d.cls[1] == 0);
+    sparse_dataset_free(&d);
+    // One label: its sign.
+    CHECK_OK(libsvm_load(put_text("one.svm", "0 1:1\n"), 0, &d, err, sizeof err), err);
+    CHECK(d.n_classes == 1 && d.y[0] == -1.0f);
+    sparse_dataset_free(&d);
+    // -1, 0 and +1 together: three classes (no longer a mix of conventions).
+    CHECK_OK(libsvm_load(put_text("three.svm", "+1 1:1\n0 2:1\n-1 3:1\n"), 0, &d, err, sizeof err), err);
+    CHECK(d.n_classes == 3 && d.cls[0] == 2 && d.cls[1] == 1 && d.cls[2] == 0);
+    sparse_dataset_free(&d);
+    // Too many distinct labels (a regression file, say).
+    size_t cap = (DATASET_MAX_CLASSES + 1) * 8, at = 0;
+    char *many = malloc(cap);
+    CHECK(many != NULL);
+    for (int i = 0; i <= DATASET_MAX_CLASSES; i++) at += (size_t)snprintf(many + at, cap - at, "%d 1:1\n", i);
+    CHECK(libsvm_load(put_text("many.svm", many), 0, &d, err, sizeof err) == -1);
+    printf("%s\n", err);
+    CHECK(strstr(err, "many.svm: 1025 distinct labels (0, 1, 2") && strstr(err, "at most 1024 classes"));
+    free(many);
+}
 
 static void bad_files(void) {
     char err[512], want[96];
@@ -304,12 +366,14 @@ int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir) != NULL);
     good_files();
+    multiclass();
     bad_files();
     writer();
     timing();
     // Everything the test wrote lives in dir.
     static const char *const names[] = {"forms.svm", "big_index.svm", "huge_index.svm", "max_index.svm", "long_lines.svm", "long_lines_bad.svm",
-                                        "empty.svm", "data.svm.gz", "round_trip.svm", "timing.svm"};
+                                        "empty.svm", "data.svm.gz", "round_trip.svm", "timing.svm", "multi.svm", "again.svm",
+                                        "multi_test.svm", "unseen.svm", "two.svm", "one.svm", "three.svm", "many.svm"};
     char path[512];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);

@@ -402,7 +402,7 @@ static void test_summary_figures(void) {
 // recover. Seeded, so deterministic.
 static void test_learning(void) {
     char err[256];
-    data_options_t dopt = {"gen:sparse:n=20000,dim=2000", NULL, 0, 0, 0.1, 1, NULL};
+    data_options_t dopt = {"gen:sparse:n=20000,dim=2000", NULL, 0, 0, 0.1, 1, NULL, NULL, 0};
     data_bundle_t data;
     data_bundle_init(&data);
     CHECK_OK(data_bundle_load(&dopt, DATA_KIND_SPARSE, &data, err, sizeof err), err);

@@ -238,7 +238,7 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
         return 2;
     }
     // Models on sparse data or ratings push sparse gradients.
-    int sparse_model = train_args_model(t)->data != DATA_KIND_DENSE;
+    int sparse_model = train_args_data_kind(t) != DATA_KIND_DENSE;
     if (compress_is_lossy(&d->compress_spec) && sparse_model && d->sync != SYNC_MODE_ALLREDUCE &&
         d->sync != SYNC_MODE_HYBRID) {
         char dense[200];

@@ -6,8 +6,9 @@
 #include <string.h>
 
 #include "engine/data/generate.h"    // defines: gen_sparse, gen_ratings
+#include "datasets/csv.h"         // defines: csv_load
 #include "datasets/idx.h"         // defines: fashion_mnist_load
-#include "datasets/libsvm.h"      // defines: libsvm_load
+#include "datasets/libsvm.h"      // defines: libsvm_load_mapped
 #include "datasets/ratings_io.h"  // defines: ratings_load
 #include "engine/cli/commands.h"
 #include "engine/data/data_source.h"   // defines: data_bundle_load, data_spec_parse
@@ -29,8 +30,9 @@ static const char eval_usage[] = "asgd eval --model-file M --data SPEC [--split 
 static const char data_description[] =
     "M is a file written by --save-model (or its parts, comma-separated: the servers' shards of a run,\n"
     "in order). --data takes what asgd train takes for that kind of model (asgd train --help lists each\n"
-    "model's data): a libsvm file or gen:sparse for sparse features, a ratings file or gen:ratings for\n"
-    "ratings, fashion-mnist for dense images.\n"
+    "model's data): a libsvm or CSV file or gen:sparse for sparse features, a ratings file or gen:ratings\n"
+    "for ratings, fashion-mnist for dense images. Labelled examples are read with the model's classes: a\n"
+    "label it was not trained on is refused; predictions print the training data's labels.\n"
     "--split all (the default, except for fashion-mnist) uses every example; --split test the examples\n"
     "asgd train held out with the same --test-frac, --seed and --test-limit (fashion-mnist: the t10k\n"
     "files, its default); --split train the others. Ratings files map user and item ids to the\n"
@@ -45,6 +47,8 @@ static const char eval_more[] =
 
 typedef struct predict_args {
     const char *model_file, *data, *data_dir, *out;
+    const char *label_column;
+    int csv_header;
     int split;
     double test_frac;
     uint64_t seed;
@@ -52,14 +56,24 @@ typedef struct predict_args {
 } predict_args_t;
 
 // The examples to predict or evaluate, kept in b; *set points at them.
-static int load_examples(const predict_args_t *p, data_kind_t kind, data_bundle_t *b, const void **set, size_t *n,
-                         char *err, size_t err_len) {
+// Labelled sparse examples are read with the model's classes (a label it was
+// not trained on is refused).
+static int load_examples(const predict_args_t *p, const model_file_info_t *info, data_bundle_t *b, const void **set,
+                         size_t *n, char *err, size_t err_len) {
+    data_kind_t kind = model_file_data_kind(info);
     data_bundle_init(b);
     b->kind = kind;
+    char data_name[400];
+    snprintf(data_name, sizeof data_name, "--data %s", p->data);
     if (p->split != SPLIT_ALL) {
-        data_options_t o = {p->data, p->data_dir, p->train_limit, p->test_limit, p->test_frac, p->seed, NULL};
+        data_options_t o = {p->data, p->data_dir, p->train_limit, p->test_limit, p->test_frac, p->seed, NULL,
+                            p->label_column, p->csv_header};
         if (data_bundle_load(&o, kind, b, err, err_len) != 0) return -1;
         int test = p->split == SPLIT_TEST;
+        if (kind == DATA_KIND_SPARSE &&
+            sparse_dataset_remap(test ? &b->sparse_test : &b->sparse_train, info->labels, info->classes, data_name,
+                                 err, err_len) != 0)
+            return -1;
         *set = kind == DATA_KIND_DENSE    ? (const void *)(test ? &b->dense_test : &b->dense_train)
                : kind == DATA_KIND_SPARSE ? (const void *)(test ? &b->sparse_test : &b->sparse_train)
                                           : (const void *)(test ? &b->ratings_test : &b->ratings_train);
@@ -89,8 +103,10 @@ static int load_examples(const predict_args_t *p, data_kind_t kind, data_bundle_
         *set = te;
         *n = te->n;
     } else if (kind == DATA_KIND_SPARSE) {
-        rc = file ? libsvm_load(spec.path, 0, &b->sparse_test, err, err_len)
-                  : gen_sparse(&spec.sparse, &b->sparse_test, err, err_len);
+        csv_options_t co = {p->label_column, p->csv_header, info->labels, info->classes};
+        rc = spec.source == DATA_SOURCE_CSV ? csv_load(spec.path, &co, &b->sparse_test, err, err_len)
+             : file ? libsvm_load_mapped(spec.path, 0, info->labels, info->classes, &b->sparse_test, err, err_len)
+                    : gen_sparse(&spec.sparse, &b->sparse_test, err, err_len);
         *set = &b->sparse_test;
         *n = b->sparse_test.n;
     } else {
@@ -115,6 +131,8 @@ static int prepare(const char *command, const char *usage, const char *more, int
         {"model-file", FLAG_TYPE_STRING, &p->model_file, "M", "the model (required): a --save-model file, or parts A,B,...", 0, 0, NULL, 0},
         {"data", FLAG_TYPE_STRING, &p->data, "SPEC", "the examples (default fashion-mnist for models on dense images)", 0, 0, NULL, 0},
         {"data-dir", FLAG_TYPE_STRING, &p->data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL, 0},
+        {"label-column", FLAG_TYPE_STRING, &p->label_column, "N|NAME", "CSV data: the labels' column, by position from 0 or by header name (default 0)", 0, 0, NULL, 0},
+        {"csv-header", FLAG_TYPE_BOOL, &p->csv_header, NULL, "CSV data: the first line names the columns (default: detected)", 0, 0, NULL, 0},
         {"split", FLAG_TYPE_CHOICE, &p->split, "S", "which examples (default all; fashion-mnist: test)", 0, 0, "all|test|train", 0},
         {"test-frac", FLAG_TYPE_DOUBLE, &p->test_frac, "F", "--split test|train: the training run's held-out fraction (default 0.1)", 0.0001, 0.9999, NULL, 0},
         {"seed", FLAG_TYPE_U64, &p->seed, "S", "the training run's seed (its split and generated data; default 1)", 0, 0, NULL, 0},
@@ -125,7 +143,7 @@ static int prepare(const char *command, const char *usage, const char *more, int
         {"batch", FLAG_TYPE_SIZE, &p->batch, "B", "the training run's --batch (dense models evaluate max(B, 256) rows at a time)", 1, 1 << 20, NULL, 0},
     };
     size_t n_flags = sizeof flags / sizeof flags[0];
-    if (eval) flags[8] = (flag_spec_t){"eval-limit", FLAG_TYPE_SIZE, &p->eval_limit, "N", "the first N examples only (0: all)", 0, 0, NULL, 0};
+    if (eval) flags[10] = (flag_spec_t){"eval-limit", FLAG_TYPE_SIZE, &p->eval_limit, "N", "the first N examples only (0: all)", 0, 0, NULL, 0};
     else n_flags -= 2;  // --threads and --batch are eval's
     char description[2048], err[ERR_LEN] = "";
     snprintf(description, sizeof description, "%s%s", data_description, more);
@@ -153,7 +171,7 @@ static int prepare(const char *command, const char *usage, const char *more, int
     if (!p->data) {
         if (kind != DATA_KIND_DENSE) {
             fprintf(stderr, "%s: --data: the model is %s; name its data (a %s file or %s)\n", command,
-                    mf->info.model->name, kind == DATA_KIND_SPARSE ? "libsvm" : "ratings",
+                    mf->info.model->name, kind == DATA_KIND_SPARSE ? "libsvm or CSV" : "ratings",
                     kind == DATA_KIND_SPARSE ? "gen:sparse" : "gen:ratings");
             return 2;
         }
@@ -161,7 +179,7 @@ static int prepare(const char *command, const char *usage, const char *more, int
     }
     if (!flags_find(flags, n_flags, "split")->seen && kind == DATA_KIND_DENSE) p->split = SPLIT_TEST;
     const void *set = NULL;
-    if (load_examples(p, kind, data, &set, n, err, sizeof err) != 0) {
+    if (load_examples(p, &mf->info, data, &set, n, err, sizeof err) != 0) {
         fprintf(stderr, "%s: %s\n", command, err);
         return 1;
     }

@@ -29,7 +29,8 @@ enum {
     AT_USERS = 160,
     AT_ITEMS = 168,
     AT_MEAN = 176,
-    AT_END = 180,  // zero padding up to MODEL_FILE_HEADER_BYTES
+    AT_SPARSE_INPUT = 180,
+    AT_END = 184,  // zero padding up to MODEL_FILE_HEADER_BYTES
 };
 _Static_assert(AT_HIDDEN + 8 * MODEL_FILE_MAX_HIDDEN == AT_EMBED_DIM, "header layout");
 _Static_assert(AT_END <= MODEL_FILE_HEADER_BYTES, "header layout");
@@ -78,6 +79,7 @@ static void shape_of_info(const model_file_info_t *i, model_shape_t *s) {
     s->users = i->users;
     s->items = i->items;
     s->mean = i->mean;
+    s->sparse_input = i->sparse_input;
     memcpy(s->labels, i->labels, sizeof s->labels);
 }
 
@@ -91,6 +93,7 @@ static void info_of_shape(const model_shape_t *s, model_file_info_t *i) {
     i->users = s->users;
     i->items = s->items;
     i->mean = s->mean;
+    i->sparse_input = s->sparse_input;
     memcpy(i->labels, s->labels, sizeof i->labels);
 }
 
@@ -147,6 +150,7 @@ int model_file_write(const char *path, const char *flag, const model_file_info_t
     put_u64(h + AT_USERS, info->users);
     put_u64(h + AT_ITEMS, info->items);
     put_f32(h + AT_MEAN, info->mean);
+    put_u32(h + AT_SPARSE_INPUT, info->sparse_input);
     uint8_t labels[4 * MODEL_FILE_MAX_CLASSES];
     for (uint64_t c = 0; c < info->classes; c++) put_u32(labels + 4 * c, (uint32_t)info->labels[c]);
     size_t label_bytes = 4 * (size_t)info->classes, value_bytes = 4 * (size_t)info->count;
@@ -256,6 +260,12 @@ int model_file_read(const char *path, model_file_t *out, char *err, size_t err_l
     i->users = get_u64(h + AT_USERS);
     i->items = get_u64(h + AT_ITEMS);
     i->mean = get_f32(h + AT_MEAN);
+    i->sparse_input = get_u32(h + AT_SPARSE_INPUT);
+    if (i->sparse_input > 1 || (i->sparse_input && !i->model->create_sparse)) {
+        snprintf(what, sizeof what, "sparse_input %u for a %s (0, or 1 for a model that reads sparse input)",
+                 i->sparse_input, i->model->name);
+        goto out;
+    }
     if (check_header(i, what, sizeof what) != 0) goto out;
     // The size the header promises, against the file's.
     if (fseek(f, 0, SEEK_END) != 0) {
@@ -361,7 +371,9 @@ fail:
     return -1;
 }
 
-data_kind_t model_file_data_kind(const model_file_info_t *info) { return info->model->data; }
+data_kind_t model_file_data_kind(const model_file_info_t *info) {
+    return info->sparse_input ? DATA_KIND_SPARSE : info->model->data;
+}
 
 void model_file_model_free(model_file_model_t *mm) {
     model_destroy(&mm->model);
@@ -396,6 +408,8 @@ int model_file_instantiate(const model_file_t *f, const void *test, const char *
         if (sparse_dataset_alloc(s, 1, i->dim, 0, err, err_len) != 0) goto fail;
         s->row_ptr[0] = s->row_ptr[1] = 0;
         s->y[0] = 1.0f;
+        // The file's classes, for a test set read with them (a generated one has none).
+        if (t->cls && sparse_dataset_set_classes(s, i->labels, i->classes, err, err_len) != 0) goto fail;
         shape_train = s;
     } else if (kind == DATA_KIND_DENSE) {
         const dense_dataset_t *t = test;
@@ -430,7 +444,7 @@ int model_file_instantiate(const model_file_t *f, const void *test, const char *
     model_options_init(d, &opts, specs);
     shape_of_info(i, &shape);
     d->options_of_shape(&shape, &opts);
-    out->model = d->create(shape_train, test, &opts, 0.0, 0, err, err_len);
+    out->model = model_create(d, kind, shape_train, test, &opts, 0.0, 0, err, err_len);
     if (!out->model) goto fail;
     if (model_num_params(out->model) != i->n_params) {
         snprintf(err, err_len, "the rebuilt %s has %zu parameters, the file %llu", d->name,

@@ -9,7 +9,7 @@
 //   header  256 bytes: "ASGDMODL", u32 version (1), u32 header size (256),
 //           kind name (16 bytes, NUL-padded), u64 n_params, first, count, dim,
 //           classes, n_hidden, hidden[8], embed_dim, rank, users, items,
-//           f32 mean, zero padding
+//           f32 mean, u32 sparse_input, zero padding
 //   labels  classes x i32
 //   params  count x f32: parameters [first, first + count) of n_params
 //   crc     u32 CRC-32 (IEEE, as zlib's) of every byte before it
@@ -42,7 +42,8 @@ typedef struct model_file_info {
     uint64_t embed_dim;  // embmlp
     uint64_t rank, users, items;  // mf
     float mean;          // mf: the training ratings' mean, the prediction's offset
-    int32_t labels[MODEL_FILE_MAX_CLASSES];  // class k's label: -1, +1 (binary); 0..C-1 (mlp)
+    uint32_t sparse_input;  // 1: softmax or mlp trained on sparse input (libsvm, CSV); 0 otherwise
+    int32_t labels[MODEL_FILE_MAX_CLASSES];  // class k's label: the training data's (fashion-mnist: 0..9)
 } model_file_info_t;
 
 typedef struct model_file {
@@ -74,7 +75,7 @@ int model_file_read(const char *path, model_file_t *out, char *err, size_t err_l
 // part under hybrid. Together they must cover every parameter.
 int model_file_join(const char *const *paths, size_t n, model_file_t *out, char *err, size_t err_len);
 
-// The kind of data the model reads.
+// The kind of data the model reads (sparse for sparse_input).
 data_kind_t model_file_data_kind(const model_file_info_t *info);
 
 // A saved model, rebuilt over test examples to predict or evaluate with.

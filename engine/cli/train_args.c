@@ -14,6 +14,11 @@ const model_descriptor_t *train_args_model(const train_args_t *a) {
     return d ? d : model_registry_default();
 }
 
+data_kind_t train_args_data_kind(const train_args_t *a) {
+    const model_descriptor_t *d = train_args_model(a);
+    return data_spec_kind(a->data ? a->data : d->defaults.data, d->data, d->create_sparse != NULL);
+}
+
 double train_args_target(const train_args_t *a) {
     return train_args_model(a)->metric == METRIC_KIND_RMSE ? a->target_rmse : a->target_acc;
 }
@@ -48,6 +53,8 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"train-limit", FLAG_TYPE_SIZE, &a->train_limit, "N", "use only the first N training examples (0: all)", 0, 0, NULL, 0},
         {"test-limit", FLAG_TYPE_SIZE, &a->test_limit, "N", "use only the first N test examples (0: all)", 0, 0, NULL, 0},
         {"test-frac", FLAG_TYPE_DOUBLE, &a->test_frac, "F", "held-out fraction for data without a test split (default 0.1; 0 with --test-data)", 0, 0.9999, NULL, 0},
+        {"label-column", FLAG_TYPE_STRING, &a->label_column, "N|NAME", "CSV data: the labels' column, by position from 0 or by its header name (default 0: the first)", 0, 0, NULL, 0},
+        {"csv-header", FLAG_TYPE_BOOL, &a->csv_header, NULL, "CSV data: the first line names the columns (default: detected, as a line with a cell that is not a number)", 0, 0, NULL, 0},
         {"l2", FLAG_TYPE_DOUBLE, &a->l2, "X", "L2 regularisation strength (default: the model's)", 0, 1e6, NULL, 0},
         {"mode", FLAG_TYPE_CHOICE, &a->mode, "MODE", "how threads share the model (default hogwild)", 0, 0, "hogwild|locked|sync", 0},
         {"threads", FLAG_TYPE_SIZE, &a->threads, "T", "training threads (default 1)", 1, 1024, NULL, 0},
@@ -127,8 +134,9 @@ static int is_model_flag(const train_args_t *a, const flag_spec_t *spec) {
     return 0;
 }
 
-static const char *data_kind_text(data_kind_t kind) {
-    return kind == DATA_KIND_DENSE ? "dense images" : kind == DATA_KIND_SPARSE ? "sparse features (libsvm)" : "ratings";
+static const char *data_kind_text(const model_descriptor_t *d) {
+    if (d->data == DATA_KIND_DENSE && d->create_sparse) return "dense images, or sparse features (libsvm, CSV)";
+    return d->data == DATA_KIND_DENSE ? "dense images" : d->data == DATA_KIND_SPARSE ? "sparse features (libsvm, CSV)" : "ratings";
 }
 
 void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, const char *description,
@@ -147,7 +155,7 @@ void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, 
     for (size_t i = 0; i < model_registry_count(); i++) {
         const model_descriptor_t *d = model_registry_at(i);
         fprintf(out, "  %-10s %s\n", d->name, d->summary ? d->summary : "");
-        fprintf(out, "  %-10s data: %s (default --data %s); measured by %s%s\n", "", data_kind_text(d->data),
+        fprintf(out, "  %-10s data: %s (default --data %s); measured by %s%s\n", "", data_kind_text(d),
                 d->defaults.data, d->metric == METRIC_KIND_RMSE ? "test RMSE (--target-rmse)" : "test accuracy (--target-acc)",
                 d->gpu ? "" : "; CPU only");
         fprintf(out, "  %-10s defaults: --lr %g --batch %zu --l2 %g\n", "", d->defaults.lr, d->defaults.batch,
@@ -289,7 +297,7 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
     }
     if (a->data_dir && d->data != DATA_KIND_DENSE) {
         snprintf(err, err_len, "%s: --data-dir: %s reads %s from --data; --data-dir applies to models on dense images",
-                 command, d->name, data_kind_text(d->data));
+                 command, d->name, data_kind_text(d));
         return 2;
     }
     if (a->stop_at_target && isnan(a->target_acc) && isnan(a->target_rmse)) {
@@ -319,6 +327,11 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
         snprintf(err, err_len, "%s: --device cuda: %s runs on the CPU only", command, d->name);
         return 2;
     }
+    if (a->device && train_args_data_kind(a) != d->data) {
+        snprintf(err, err_len, "%s: --device cuda: %s runs on the GPU over dense images only; over sparse input (--data "
+                 "%s) it runs on the CPU (--device cpu)", command, d->name, a->data);
+        return 2;
+    }
     optimizer_config_default(&a->opt);
     a->opt.kind = (optimizer_kind_t)a->optimizer;
     a->opt.lr = a->lr;
@@ -339,20 +352,30 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
 int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model, char *err, size_t err_len) {
     *model = NULL;
     const model_descriptor_t *d = train_args_model(a);
-    data_options_t dopt = {a->data, a->data_dir, a->train_limit, a->test_limit, a->test_frac, a->seed, a->test_data};
-    if (data_bundle_load(&dopt, d->data, data, err, err_len) != 0) return -1;
+    data_kind_t kind = train_args_data_kind(a);
+    data_options_t dopt = {a->data, a->data_dir, a->train_limit, a->test_limit, a->test_frac, a->seed, a->test_data,
+                           a->label_column, a->csv_header};
+    if (data_bundle_load(&dopt, kind, data, err, err_len) != 0) return -1;
     if (data_bundle_num_test(data) == 0) {  // every evaluation would be NaN
         snprintf(err, err_len, "--data %s: no test examples (%zu training examples; --test-frac %g leaves none): give "
                  "more examples or a larger --test-frac", a->data, data_bundle_num_train(data), a->test_frac);
         return -1;
     }
-    const void *train = d->data == DATA_KIND_DENSE    ? (const void *)&data->dense_train
-                        : d->data == DATA_KIND_SPARSE ? (const void *)&data->sparse_train
-                                                      : (const void *)&data->ratings_train;
-    const void *test = d->data == DATA_KIND_DENSE    ? (const void *)&data->dense_test
-                       : d->data == DATA_KIND_SPARSE ? (const void *)&data->sparse_test
-                                                     : (const void *)&data->ratings_test;
-    *model = d->create(train, test, &a->model_opts, a->l2, a->seed, err, err_len);
+    const void *train = kind == DATA_KIND_DENSE    ? (const void *)&data->dense_train
+                        : kind == DATA_KIND_SPARSE ? (const void *)&data->sparse_train
+                                                   : (const void *)&data->ratings_train;
+    const void *test = kind == DATA_KIND_DENSE    ? (const void *)&data->dense_test
+                       : kind == DATA_KIND_SPARSE ? (const void *)&data->sparse_test
+                                                  : (const void *)&data->ratings_test;
+    const sparse_dataset_t *s = &data->sparse_train;
+    if (kind == DATA_KIND_SPARSE && d->output != MODEL_OUTPUT_CLASS_LOGITS && s->cls && s->n_classes > 2) {
+        char shown[160];
+        dataset_labels_text(s->labels, s->n_classes, shown, sizeof shown);
+        snprintf(err, err_len, "--data %s: %zu labels (%s); %s is a binary classifier and takes two (softmax and mlp "
+                 "take more)", a->data, s->n_classes, shown, d->name);
+        return -1;
+    }
+    *model = model_create(d, kind, train, test, &a->model_opts, a->l2, a->seed, err, err_len);
     return *model ? 0 : -1;
 }
 

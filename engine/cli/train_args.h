@@ -16,7 +16,7 @@
 #include "engine/gpu/gpu_device.h"   // defines: gpu_options_t, gpu_device_ops
 #include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_options_t
 
-#define TRAIN_ARGS_N_FLAGS (44 + MODEL_REGISTRY_MAX_FLAGS)
+#define TRAIN_ARGS_N_FLAGS (46 + MODEL_REGISTRY_MAX_FLAGS)
 #define TRAIN_ARGS_HELP_LEN 200
 
 typedef struct train_args {
@@ -26,6 +26,8 @@ typedef struct train_args {
     const char *data_dir;
     size_t train_limit, test_limit;
     double test_frac;
+    const char *label_column;  // CSV data: --label-column
+    int csv_header;            // CSV data: --csv-header
     double l2;
     int mode;
     size_t threads, epochs, batch;
@@ -96,6 +98,9 @@ void train_args_train_config(const train_args_t *a, train_config_t *tc);
 
 // The model --model names.
 const model_descriptor_t *train_args_model(const train_args_t *a);
+// The kind of data it reads from --data (data_spec_kind: softmax and mlp read
+// sparse data from every --data but fashion-mnist).
+data_kind_t train_args_data_kind(const train_args_t *a);
 // --target-acc or --target-rmse, whichever the model's metric takes.
 double train_args_target(const train_args_t *a);
 

@@ -47,6 +47,14 @@ model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, con
 model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test, const size_t *hidden,
                        size_t n_hidden, double l2, char *err, size_t err_len);
 
+// The same over sparse input (libsvm, CSV): classes from the training set's
+// (sparse_dataset_num_classes); the first layer a sparse-dense product, its
+// weights one row of hidden[0] (or classes) per feature: W0 (dim, width1)
+// row-major, then b0, then the layers above as in model_new_mlp. A step
+// touches only its features' rows of W0; L2 on W0 applies lazily to those.
+model_t *model_new_mlp_sparse(const sparse_dataset_t *train, const sparse_dataset_t *test, const size_t *hidden,
+                              size_t n_hidden, double l2, char *err, size_t err_len);
+
 // Matrix factorisation: rating(u, i) ~ mean + U[u] . V[i], with U (users, rank)
 // then V (items, rank); loss 1/2 err^2 + l2/2 (|U[u]|^2 + |V[i]|^2) per rating.
 // `mean` is the training ratings' mean, fixed at creation.

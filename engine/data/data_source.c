@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "engine/data/generate.h"    // defines: gen_sparse, gen_ratings and their configs
+#include "datasets/csv.h"         // defines: csv_load
 #include "datasets/idx.h"         // defines: fashion_mnist_load
 #include "datasets/libsvm.h"      // defines: libsvm_load
 #include "datasets/ratings_io.h"  // defines: ratings_load
@@ -181,6 +182,21 @@ static void prefix_test_data(char *err, size_t err_len) {
     memcpy(err, prefix, plen);
 }
 
+data_kind_t data_spec_kind(const char *spec, data_kind_t model_kind, int also_sparse) {
+    if (model_kind == DATA_KIND_DENSE && also_sparse && spec && strcmp(spec, "fashion-mnist") != 0)
+        return DATA_KIND_SPARSE;
+    return model_kind;
+}
+
+// A CSV file: "csv:PATH", or a name ending .csv or .tsv (then optionally .gz).
+static const char *csv_path(const char *spec) {
+    if (strncmp(spec, "csv:", 4) == 0) return spec + 4;
+    size_t n = strlen(spec);
+    if (n > 3 && strcmp(spec + n - 3, ".gz") == 0) n -= 3;
+    if (n > 4 && (strncmp(spec + n - 4, ".csv", 4) == 0 || strncmp(spec + n - 4, ".tsv", 4) == 0)) return spec;
+    return NULL;
+}
+
 int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec_t *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
     out->path = spec;
@@ -218,6 +234,10 @@ int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec
         return -1;
     }
     out->source = DATA_SOURCE_FILE;
+    if (kind == DATA_KIND_SPARSE && csv_path(spec)) {
+        out->source = DATA_SOURCE_CSV;
+        out->path = csv_path(spec);
+    }
     return 0;
 }
 
@@ -242,6 +262,10 @@ static int load_sparse(const data_options_t *o, const data_spec_t *spec, data_bu
         if (gen_sparse(c, &all, err, err_len) != 0) return -1;
         snprintf(b->description, sizeof b->description, "gen:sparse n=%zu dim=%zu nnz=%zu zipf=%g noise=%g seed=%llu",
                  c->n_examples, c->dim, c->nnz_per_example, c->zipf_exponent, c->label_noise, (unsigned long long)c->seed);
+    } else if (spec->source == DATA_SOURCE_CSV) {
+        csv_options_t co = {o->label_column, o->csv_header, NULL, 0};
+        if (csv_load(spec->path, &co, &all, err, err_len) != 0) return -1;
+        snprintf(b->description, sizeof b->description, "%s (csv)", spec->path);
     } else {
         if (libsvm_load(spec->path, 0, &all, err, err_len) != 0) return -1;
         snprintf(b->description, sizeof b->description, "%s (libsvm)", spec->path);
@@ -251,14 +275,26 @@ static int load_sparse(const data_options_t *o, const data_spec_t *spec, data_bu
         sparse_dataset_free(&all);
         return rc;
     }
-    // The training data whole; the test file at its width.
+    // The training data whole; the test file at its width, with its classes
+    // (a label the training data lacks is an error at its line).
     b->sparse_train = all;
-    if (libsvm_load(o->test_spec, all.dim, &b->sparse_test, err, err_len) != 0) {
+    const char *test_csv = csv_path(o->test_spec);
+    csv_options_t co = {o->label_column, o->csv_header, all.labels, all.n_classes};
+    int rc = test_csv ? csv_load(test_csv, &co, &b->sparse_test, err, err_len)
+                      : libsvm_load_mapped(o->test_spec, all.dim, all.labels, all.n_classes, &b->sparse_test, err,
+                                           err_len);
+    if (rc != 0) {
         prefix_test_data(err, err_len);
         return -1;
     }
+    if (test_csv && b->sparse_test.dim > all.dim) {
+        snprintf(err, err_len, "--test-data %.300s: %zu features; the training data has %zu", test_csv,
+                 b->sparse_test.dim, all.dim);
+        return -1;
+    }
     size_t len = strlen(b->description);
-    snprintf(b->description + len, sizeof b->description - len, "; test %.120s (libsvm)", o->test_spec);
+    snprintf(b->description + len, sizeof b->description - len, "; test %.120s (%s)", o->test_spec,
+             test_csv ? "csv" : "libsvm");
     if (limit_sparse(&b->sparse_train, o->train_limit, err, err_len) != 0) return -1;
     return limit_sparse(&b->sparse_test, o->test_limit, err, err_len);
 }

@@ -4,7 +4,11 @@
 //   fashion-mnist                 Debian's dataset-fashion-mnist (or --data-dir), official split
 //   gen:sparse[:k=v,...]          generated RCV1-like sparse data (n, dim, nnz, zipf, noise, seed)
 //   gen:ratings[:k=v,...]         generated low-rank ratings (users, items, rank, n, noise, seed)
-//   PATH                          a libsvm file (logreg, svm) or a ratings file (mf)
+//   PATH                          a libsvm file (logreg, svm, embmlp, softmax, mlp) or a ratings file (mf)
+//   PATH.csv, PATH.tsv, csv:PATH  a dense CSV file (logreg, svm, embmlp, softmax, mlp; datasets/csv.h),
+//                                 read into the sparse form; .gz after the extension is read too
+// softmax and mlp read sparse data from every spec but fashion-mnist
+// (data_spec_kind).
 // Sets without their own test split are split with --test-frac, seeded, unless
 // --test-data names the test set: then the training data is used whole and the
 // test set is that file (a libsvm or ratings file, read by the same parser), or
@@ -26,6 +30,8 @@ typedef struct data_options {
     double test_fraction;   // for sets without a test split
     uint64_t seed;          // generators' default seed and the split's seed
     const char *test_spec;  // --test-data: the test set (NULL: split the data with test_fraction)
+    const char *label_column;  // CSV: --label-column (NULL: the first column)
+    int csv_header;            // CSV: --csv-header (1: the first line names the columns; 0: detected)
 } data_options_t;
 
 typedef struct data_bundle {
@@ -42,14 +48,20 @@ typedef enum data_source {
     DATA_SOURCE_GEN_SPARSE,
     DATA_SOURCE_GEN_RATINGS,
     DATA_SOURCE_FILE,
+    DATA_SOURCE_CSV,
 } data_source_t;
 
 typedef struct data_spec {
     data_source_t source;
     sparse_gen_config_t sparse;    // DATA_SOURCE_GEN_SPARSE: the generator's parameters
     ratings_gen_config_t ratings;  // DATA_SOURCE_GEN_RATINGS
-    const char *path;              // DATA_SOURCE_FILE: the spec itself
+    const char *path;              // DATA_SOURCE_FILE: the spec itself; DATA_SOURCE_CSV: after any "csv:"
 } data_spec_t;
+
+// The kind of data spec gives a model whose own kind is model_kind; a model
+// that also reads sparse data (also_sparse: its descriptor's create_sparse)
+// reads it from every spec but the dense source, fashion-mnist.
+data_kind_t data_spec_kind(const char *spec, data_kind_t model_kind, int also_sparse);
 
 // Parses a spec for a model that reads `kind` data; seed is the generators'
 // default. Returns 0, or -1 with err naming the spec and what is wrong.

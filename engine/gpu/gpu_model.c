@@ -137,6 +137,11 @@ static int check_supported(const model_layout_t *L, const optimizer_config_t *oc
         snprintf(err, err_len, "--device cuda: this model has no GPU steps; use --device cpu");
         return -1;
     }
+    if (L->kind == MODEL_KIND_MLP && !L->dense_train) {
+        snprintf(err, err_len, "--device cuda: softmax and mlp run on the GPU over dense images only; over sparse "
+                               "input (libsvm, CSV) use --device cpu");
+        return -1;
+    }
     if (L->kind != MODEL_KIND_MLP && !plain_sgd) {
         snprintf(err, err_len, "--device cuda: sparse models train with plain SGD on the GPU (no --momentum or "
                                "--optimizer adagrad); dense models take every optimizer");

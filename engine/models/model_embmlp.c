@@ -225,6 +225,13 @@ model_t *model_new_embmlp(const sparse_dataset_t *train, const sparse_dataset_t 
         snprintf(err, err_len, "embmlp: the training set is empty");
         return NULL;
     }
+    if (train->cls && train->n_classes > 2) {
+        char shown[160];
+        dataset_labels_text(train->labels, train->n_classes, shown, sizeof shown);
+        snprintf(err, err_len, "embmlp: the training data has %zu labels (%s); a binary classifier takes two "
+                 "(softmax and mlp take more)", train->n_classes, shown);
+        return NULL;
+    }
     if (test && test->dim > train->dim) {
         snprintf(err, err_len, "embmlp: test set has %zu features but the training set only %zu", test->dim,
                  train->dim);
@@ -316,8 +323,7 @@ static int embmlp_shape_of(const model_t *m, model_shape_t *out, char *err, size
     out->n_hidden = 1;
     out->hidden[0] = e->hidden;
     out->classes = 2;
-    out->labels[0] = -1;
-    out->labels[1] = +1;
+    sparse_dataset_binary_labels(e->train, out->labels);
     return 0;
 }
 

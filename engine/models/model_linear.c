@@ -178,6 +178,13 @@ model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, con
         snprintf(err, err_len, "linear model: the training set is empty");
         return NULL;
     }
+    if (train->cls && train->n_classes > 2) {
+        char shown[160];
+        dataset_labels_text(train->labels, train->n_classes, shown, sizeof shown);
+        snprintf(err, err_len, "linear model: the training data has %zu labels (%s); a binary classifier takes two "
+                 "(softmax and mlp take more)", train->n_classes, shown);
+        return NULL;
+    }
     if (test && test->dim > train->dim) {
         snprintf(err, err_len, "linear model: test set has %zu features but the training set only %zu", test->dim,
                  train->dim);
@@ -224,8 +231,7 @@ static int linear_shape_of(const model_t *m, model_shape_t *out, char *err, size
     (void)err, (void)err_len;
     out->dim = ((const linear_model_t *)m)->dim;
     out->classes = 2;
-    out->labels[0] = -1;
-    out->labels[1] = +1;
+    sparse_dataset_binary_labels(((const linear_model_t *)m)->train, out->labels);
     return 0;
 }
 

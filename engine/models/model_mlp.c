@@ -335,19 +335,32 @@ static model_t *mlp_create(const void *train, const void *test, const void *opts
     return model_new_mlp(train, test, o->widths, o->n, l2, err, err_len);
 }
 
+static model_t *mlp_create_sparse(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
+                                  char *err, size_t err_len) {
+    (void)seed;
+    const mlp_options_t *o = opts;
+    return model_new_mlp_sparse(train, test, o->widths, o->n, l2, err, err_len);
+}
+
+// Dense and sparse input alike, through the layout: widths, and for sparse
+// input the training set's labels.
 static int mlp_shape_of(const model_t *m, model_shape_t *out, char *err, size_t err_len) {
-    const mlp_model_t *mm = (const mlp_model_t *)m;
-    size_t top = mm->n_layers;
-    if (top > MODEL_SHAPE_MAX_HIDDEN + 1 || mm->width[top] > MODEL_SHAPE_MAX_CLASSES) {
+    model_layout_t L;
+    model_layout(m, &L);
+    size_t top = L.n_layers;
+    if (top > MODEL_SHAPE_MAX_HIDDEN + 1 || L.width[top] > MODEL_SHAPE_MAX_CLASSES) {
         snprintf(err, err_len, "model file: an mlp of %zu layers and %zu classes does not fit the format", top,
-                 mm->width[top]);
+                 L.width[top]);
         return -1;
     }
-    out->dim = mm->width[0];
+    out->dim = L.width[0];
     out->n_hidden = top - 1;
-    for (size_t k = 0; k + 1 < top; k++) out->hidden[k] = mm->width[k + 1];
-    out->classes = mm->width[top];
-    for (uint64_t c = 0; c < out->classes; c++) out->labels[c] = (int32_t)c;
+    for (size_t k = 0; k + 1 < top; k++) out->hidden[k] = L.width[k + 1];
+    out->classes = L.width[top];
+    const sparse_dataset_t *s = L.sparse_train;
+    out->sparse_input = s != NULL;
+    for (uint64_t c = 0; c < out->classes; c++)
+        out->labels[c] = s && s->cls ? s->labels[c] : s ? (c ? +1 : -1) : (int32_t)c;
     return 0;
 }
 
@@ -373,12 +386,13 @@ static void mlp_options_of_shape(const model_shape_t *s, void *opts) {
         .output = MODEL_OUTPUT_CLASS_LOGITS, .defaults = {.lr = 0.05, .batch = 16, .l2 = 0.0, .data = "fashion-mnist"}, \
         .options_size = sizeof(mlp_options_t), .n_flags = N_FLAGS, .options_default = mlp_options_default,    \
         .flags = mlp_flags, .options_finish = N_FLAGS ? mlp_options_finish : NULL, .create = mlp_create,      \
+        .create_sparse = mlp_create_sparse,                                                                   \
         .gpu = 1, .shape_of = mlp_shape_of, .shape_params = mlp_shape_params,                                 \
         .options_of_shape = mlp_options_of_shape,                                                             \
     }
 
 // softmax has no --hidden: its options stay at zero layers.
 const model_descriptor_t model_softmax_descriptor =
-    MLP_DESCRIPTOR("softmax", "softmax regression on dense images (one dense layer, cross-entropy)", 0);
+    MLP_DESCRIPTOR("softmax", "softmax regression (one layer, cross-entropy) on dense images or sparse features", 0);
 const model_descriptor_t model_mlp_descriptor =
-    MLP_DESCRIPTOR("mlp", "dense MLP on images: ReLU hidden layers, softmax cross-entropy (sgemm)", 1);
+    MLP_DESCRIPTOR("mlp", "MLP: ReLU hidden layers, softmax cross-entropy; dense images (sgemm) or sparse features", 1);

@@ -140,3 +140,12 @@ size_t model_registry_names(char *out, size_t out_len, const char *sep, int (*ke
     }
     return count;
 }
+
+model_t *model_create(const model_descriptor_t *d, data_kind_t kind, const void *train, const void *test,
+                      const void *opts, double l2, uint64_t seed, char *err, size_t err_len) {
+    if (kind == d->data) return d->create(train, test, opts, l2, seed, err, err_len);
+    if (kind == DATA_KIND_SPARSE && d->create_sparse) return d->create_sparse(train, test, opts, l2, seed, err, err_len);
+    snprintf(err, err_len, "%s does not read %s data", d->name,
+             kind == DATA_KIND_DENSE ? "dense" : kind == DATA_KIND_SPARSE ? "sparse" : "ratings");
+    return NULL;
+}

@@ -46,8 +46,10 @@ typedef struct model_shape {
     uint64_t embed_dim;
     uint64_t rank, users, items;
     float mean;
+    uint32_t sparse_input;  // 1: a model on dense data built over sparse input (create_sparse)
     int32_t labels[MODEL_SHAPE_MAX_CLASSES];  // class k's label
 } model_shape_t;
+_Static_assert(MODEL_SHAPE_MAX_CLASSES >= DATASET_MAX_CLASSES, "a model file holds every class a file may have");
 
 // Per-model defaults of the shared training flags.
 typedef struct model_defaults {
@@ -81,6 +83,13 @@ typedef struct model_descriptor {
     // initialised separately, by model_init_params). NULL with err on failure.
     model_t *(*create)(const void *train, const void *test, const void *opts, double l2, uint64_t seed, char *err,
                        size_t err_len);
+    // Optional, for a model on dense data that also reads sparse data
+    // (softmax and mlp: libsvm or CSV files, gen:sparse): create over
+    // sparse_dataset_t sets. Such a model reads sparse data from every --data
+    // but its dense source (data_spec_kind, engine/data/data_source.h); the
+    // GPU steps do not run it (`gpu` covers dense input only).
+    model_t *(*create_sparse)(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
+                              char *err, size_t err_len);
 
     // Whether --device cuda runs it (engine/gpu runs the model_layout kinds
     // LINEAR, MLP and MF). 0: refused up front.
@@ -105,6 +114,12 @@ typedef struct model_descriptor {
 // than MODEL_REGISTRY_MAX_FLAGS distinct flag names in all, or a full
 // registry. A model's flags must not reuse a training flag's name (--lr ...). The descriptor must outlive the registry (a static).
 int model_registry_add(const model_descriptor_t *d, char *err, size_t err_len);
+
+// d built over train and test of `kind` (create, or create_sparse for sparse
+// data on a model whose own kind is dense). NULL with err when d does not
+// read that kind.
+model_t *model_create(const model_descriptor_t *d, data_kind_t kind, const void *train, const void *test,
+                      const void *opts, double l2, uint64_t seed, char *err, size_t err_len);
 
 // The model --model defaults to.
 const model_descriptor_t *model_registry_default(void);

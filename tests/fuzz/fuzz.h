@@ -22,6 +22,7 @@ typedef int (*fuzz_harness_fn)(const uint8_t *data, size_t size, char *err, size
 
 int fuzz_libsvm(const uint8_t *data, size_t size, char *err, size_t err_len);
 int fuzz_ratings(const uint8_t *data, size_t size, char *err, size_t err_len);
+int fuzz_csv(const uint8_t *data, size_t size, char *err, size_t err_len);
 int fuzz_idx(const uint8_t *data, size_t size, char *err, size_t err_len);
 int fuzz_gz(const uint8_t *data, size_t size, char *err, size_t err_len);
 int fuzz_flags(const uint8_t *data, size_t size, char *err, size_t err_len);

@@ -7,8 +7,11 @@
 static void check_dataset(const sparse_dataset_t *d) {
     FUZZ_ASSERT(d->n > 0 && d->dim <= LIBSVM_MAX_DIM && (d->dim > 0 || d->nnz == 0));  // labels alone: a bias-only model
     FUZZ_ASSERT(d->row_ptr[0] == 0 && d->row_ptr[d->n] == d->nnz);
+    FUZZ_ASSERT(d->n_classes >= 1 && d->n_classes <= DATASET_MAX_CLASSES && d->labels && d->cls);
+    for (size_t c = 1; c < d->n_classes; c++) FUZZ_ASSERT(d->labels[c - 1] < d->labels[c]);
     for (size_t i = 0; i < d->n; i++) {
         FUZZ_ASSERT(d->y[i] == 1.0f || d->y[i] == -1.0f);
+        FUZZ_ASSERT(d->cls[i] >= 0 && (size_t)d->cls[i] < d->n_classes);
         FUZZ_ASSERT(d->row_ptr[i] <= d->row_ptr[i + 1]);
         for (size_t k = d->row_ptr[i]; k < d->row_ptr[i + 1]; k++) {
             FUZZ_ASSERT(d->col[k] < d->dim);

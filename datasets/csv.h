@@ -1,0 +1,40 @@
+#ifndef ASGD_DATASETS_CSV_H
+#define ASGD_DATASETS_CSV_H
+// Dense CSV (or TSV) files of numbers, one example per line:
+//   label,x1,x2,...        (the label in any column: csv_options_t)
+// Cells are separated by commas, or by tabs when the first line holds a tab
+// and no comma. Every line has as many cells as the first; blanks around a
+// cell, a pair of double quotes around it, CRLF line ends, blank lines and a
+// UTF-8 BOM are accepted. The first line is a header (column names) when
+// asked, or when one of its cells is not a number. The label is an integer
+// class id; the other cells, in order, are the features: finite numbers within
+// float range (an empty cell is an error). The file may be gzip-compressed
+// (datasets/data_input.h).
+//
+// The examples are stored in the sparse form (datasets/dataset.h), zeros
+// dropped, so that every model on sparse features reads them: dim is the
+// number of columns less one. Labels become classes as libsvm files' do
+// (ascending, at most DATASET_MAX_CLASSES; y is the binary view).
+//
+// Returns 0, or -1 with ONE line in err: "file:line:column: column K ('name'):
+// what was expected" for bad input (K counts cells from 0, the column bytes
+// from 1), "file: what failed" otherwise.
+#include <stddef.h>
+#include <stdint.h>
+
+#include "datasets/dataset.h"  // defines: sparse_dataset_t
+
+typedef struct csv_options {
+    const char *label_column;  // NULL: the first; digits: a position from 0; else a header name
+    int header;                // 1: the first line is a header; 0: detected
+    const int32_t *labels;     // non-NULL: read with these classes (a training set's, ascending, k of them);
+    size_t k;                  //   a label not among them is an error at its line
+} csv_options_t;
+
+int csv_load(const char *path, const csv_options_t *o, sparse_dataset_t *out, char *err, size_t err_len);
+
+// csv_load over len bytes in memory; name stands for the path in messages.
+int csv_parse(const char *name, const char *text, size_t len, const csv_options_t *o, sparse_dataset_t *out,
+              char *err, size_t err_len);
+
+#endif
