@@ -912,12 +912,32 @@ static int last_curve_row(const char *path, double *v, size_t n) {
     return 1;
 }
 
+// The last "global" row of merged.csv (process, then the curve's columns) into
+// v[0..n); v is left as it is when there is none.
+static void last_global_row(const char *path, double *v, size_t n) {
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    char line[4096], last[4096] = "";
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "global,", 7) == 0) memcpy(last, line, sizeof last);
+    fclose(f);
+    if (!last[0]) return;
+    const char *p = last + 7;
+    for (size_t i = 0; i < n && p; i++) {
+        v[i] = *p != ',' && *p != '\n' && *p ? strtod(p, NULL) : NAN;
+        p = strchr(p, ',');
+        if (p) p++;
+    }
+}
+
 // The run's progress from the files its processes keep in the run directory:
 // the workers' own rows (samples, rates) and the global model's latest
 // evaluation (global-progress.csv, written beside shard 0; under allreduce,
-// hybrid and local, worker 0's rows are the global model's). Returns 0 when
-// there is nothing to show yet.
-static int progress_text(const local_run_t *r, char *out, size_t len) {
+// hybrid and local, worker 0's rows are the global model's). The final line,
+// once the run directory is merged, shows the global model's last row of
+// merged.csv: the closing pull, with the staleness of the whole run. Returns 0
+// when there is nothing to show yet.
+static int progress_text(const local_run_t *r, int final, char *out, size_t len) {
     const dist_args_t *d = r->d;
     double samples = 0, rate = 0, wall = 0, w[CURVE_N_COLUMNS], g[CURVE_N_COLUMNS];
     size_t rows = 0;
@@ -936,6 +956,11 @@ static int progress_text(const local_run_t *r, char *out, size_t len) {
         char path[1100];
         snprintf(path, sizeof path, "%s/global-progress.csv", r->dir);
         last_curve_row(path, g, CURVE_N_COLUMNS);
+    }
+    if (final) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/merged.csv", r->dir);
+        last_global_row(path, g, CURVE_N_COLUMNS);
     }
     int rmse = train_args_model(r->t)->metric == METRIC_KIND_RMSE;
     double metric = g[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY];
@@ -960,7 +985,7 @@ static void progress_tick(local_run_t *r, int final) {
     if (!final && now < r->next_progress) return;
     r->next_progress = now + r->progress_every;
     char line[400];
-    if (!progress_text(r, line, sizeof line)) return;
+    if (!progress_text(r, final, line, sizeof line)) return;
     if (r->progress_tty) {
         fprintf(stderr, "\r\033[K%s%s", line, final ? "\n" : "");
         progress_on_screen = !final;
@@ -1098,10 +1123,13 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
         fprintf(stderr, "asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n",
                 d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), r.coordinator, r.dir);
     if (!failed) failed = supervise(&r) != 0;
-    if (!failed && !interrupted) progress_tick(&r, 1);
-    else if (progress_on_screen) fputc('\n', stderr);
+    if (progress_on_screen) fputc('\n', stderr);  // the messages below start on a line of their own
     progress_on_screen = 0;
     status = local_run_outcome(&r, failed, t0);
+    if (status == 0) {
+        r.progress_tty = 0;  // the last line stays
+        progress_tick(&r, 1);
+    }
     if (outcome) snprintf(outcome->run_dir, sizeof outcome->run_dir, "%s", r.dir);
 out:
     snprintf(err, err_len, "%s", r.err);
