@@ -23,6 +23,7 @@
 #include "engine/cli/model_file.h"      // defines: model_file_join, model_file_write
 #include "engine/cli/run_record.h"      // defines: run_record_read_worker, run_record_read_server
 #include "net/curve_auth.h"         // defines: zap_handler_destroy, curve_keypair_new
+#include "net/ps_client.h"          // defines: ps_push_count_t
 #include "net/launch_env.h"         // defines: launch_env_detect
 #include "net/rendezvous.h"         // defines: rdv_server_new
 #include "staleness/histogram.h"    // defines: staleness_hist_t
@@ -75,6 +76,23 @@ static void run_results_free(run_results_t *r) {
     memset(r, 0, sizeof *r);
 }
 
+// A worker's record is its last incarnation's (--restart-workers). Its pushes
+// become those of every incarnation: each push goes to every shard, so what
+// the worker's ledgers (worker-K.pushes.N) say were sent to shard 0 over the
+// run. Without a ledger of this run (no servers) the record's count stays.
+static void run_results_count_incarnations(const char *dir, const dist_args_t *d, run_results_t *r) {
+    if (d->servers == 0) return;
+    ps_push_count_t *sums = calloc(d->servers, sizeof *sums);
+    char why[600];
+    for (size_t k = 0; sums && k < d->workers; k++) {
+        size_t incarnations;
+        if (dist_push_ledger_sum(dir, r->servers[0].run_id, k, d->servers, sums, &incarnations, why, sizeof why) == 0 &&
+            sums[0].sent > r->workers[k].pushes)
+            r->workers[k].pushes = sums[0].sent;
+    }
+    free(sums);
+}
+
 // Returns 0, or -1 with err naming the record that is missing or refused.
 static int run_results_load(const char *dir, const dist_args_t *d, run_results_t *r, char *err, size_t err_len) {
     memset(r, 0, sizeof *r);
@@ -97,6 +115,7 @@ static int run_results_load(const char *dir, const dist_args_t *d, run_results_t
             return -1;
         }
     }
+    run_results_count_incarnations(dir, d, r);
     return 0;
 }
 
