@@ -317,8 +317,8 @@ void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist
     json_object(j, key);
     json_uint(j, "updates", h->count);
     json_number(j, "mean", staleness_hist_mean(h));
-    json_uint(j, "p50", staleness_hist_quantile(h, 0.5));
-    json_uint(j, "p99", staleness_hist_quantile(h, 0.99));
+    json_staleness_quantile(j, "p50", h, 0.5);
+    json_staleness_quantile(j, "p99", h, 0.99);
     json_uint(j, "max", h->max);
     json_object_end(j);
 }

@@ -133,8 +133,8 @@ static void write_simulation(json_writer_t *j, const simulate_config_t *sc, cons
     json_object(j, "staleness");
     json_uint(j, "count", sr->staleness.count);
     json_number(j, "mean", staleness_hist_mean(&sr->staleness));
-    json_uint(j, "p50", staleness_hist_quantile(&sr->staleness, 0.5));
-    json_uint(j, "p99", staleness_hist_quantile(&sr->staleness, 0.99));
+    json_staleness_quantile(j, "p50", &sr->staleness, 0.5);
+    json_staleness_quantile(j, "p99", &sr->staleness, 0.99);
     json_uint(j, "max", sr->staleness.max);
     json_object_end(j);
     json_object_end(j);
