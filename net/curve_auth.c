@@ -151,6 +151,15 @@ static int write_new_file(const char *path, mode_t mode, const char *text, char 
     return 0;
 }
 
+int curve_keypair_new(curve_key_t *public_out, curve_key_t *secret_out, char *err, size_t err_len) {
+    if (!zmq_has("curve")) {
+        snprintf(err, err_len, "this libzmq was built without CURVE (zmq_has(\"curve\") is false)");
+        return -1;
+    }
+    if (zmq_curve_keypair(public_out->z85, secret_out->z85) != 0) return ZMQ_FAIL("zmq_curve_keypair", err, err_len);
+    return 0;
+}
+
 int curve_keygen(const char *base, curve_key_t *public_out, char *err, size_t err_len) {
     if (!zmq_has("curve")) {
         snprintf(err, err_len, "asgd keygen: this libzmq was built without CURVE (zmq_has(\"curve\") is false)");

@@ -55,6 +55,9 @@ int net_security_dial(void *sock, char *err, size_t err_len);
 int net_endpoint_is_local(const char *endpoint);
 
 // ---- key files ------------------------------------------------------------------
+// A fresh key pair in memory (a local launch's throwaway keys). Returns 0, or
+// -1 with err when this libzmq lacks CURVE.
+int curve_keypair_new(curve_key_t *public_out, curve_key_t *secret_out, char *err, size_t err_len);
 // Writes a fresh key pair to base.key (created with mode 0600, refused if it
 // exists) and base.pub. Returns 0, or -1 with err naming the file.
 int curve_keygen(const char *base, curve_key_t *public_out, char *err, size_t err_len);

@@ -15,7 +15,8 @@
 //      server lost are skipped, and the run completes with every acknowledged
 //      push applied once, except those after the checkpoint (counted).
 //   e) asgd launch --restart-workers 1: a worker it started is killed, the
-//      launcher starts it again, it rejoins, and the run's summary says every
+//      launcher starts it again, it rejoins, and the run's summary counts the
+//      pushes of both its incarnations and says every
 //      acknowledged push was applied once.
 // In every run each worker's acknowledged pushes (since it last joined) equal
 // the pushes the server applied from it, a restarted worker's earlier pushes
@@ -380,6 +381,17 @@ static void launch_restarts_worker(void) {
     printf("  the run completed; rejoins %.0f; every acknowledged push applied once\n",
            proc_json_number(server, NULL, "rejoins"));
     CHECK(proc_json_number(server, NULL, "rejoins") >= 1);
+    // The summary's pushes count both of worker 1's incarnations: every push
+    // the shard applied, plus at most the one the kill left in flight.
+    double applied = 0;
+    for (int k = 0; k < 3; k++) {
+        char key[8];
+        snprintf(key, sizeof key, "%d", k);
+        applied += proc_json_number(server, "pushes_total_by_worker", key);
+    }
+    double pushes = proc_json_number(summary, NULL, "pushes");
+    printf("  summary: %.0f pushes; the shard applied %.0f\n", pushes, applied);
+    CHECK(applied <= pushes && pushes <= applied + 1);
     free(server);
     free(log);
     free(summary);

@@ -11,6 +11,9 @@
 //      counted in "stalls"), and the run completes.
 //   d) asgd launch --sync allreduce --restart-workers N is refused (it was
 //      silently ignored).
+//   e) a checkpoint that fails mid-run (its path is taken by a directory):
+//      asgd train says so and trains to the end, and --summary is complete
+//      (checkpoints 0); a train run that fails (b) leaves no --summary file.
 #include <errno.h>
 #include <sys/stat.h>
 
@@ -111,13 +114,18 @@ static void fifo_checkpoints(void) {
     CHECK(mkfifo(fifo, 0644) == 0);
     const char *t[32] = {"train"};
     int n = add_args(t, 1, data_args);
-    const char *more[] = {"--resume", rd, NULL};
+    char summary[500];
+    snprintf(summary, sizeof summary, "%s/b.json", rd);
+    const char *more[] = {"--resume", rd, "--summary", summary, NULL};
     n = add_args(t, n, more);
     t[n] = NULL;
     char *err;
     int st = run("b-train", t, &err);
     printf("b) train --resume with a FIFO checkpoint: exit %d: %s", st, err);
     CHECK(st == 1);
+    CHECK(access(summary, F_OK) != 0 && errno == ENOENT);  // no summary rather than an empty one
+    snprintf(summary, sizeof summary, "%s/b.json.tmp", rd);
+    CHECK(access(summary, F_OK) != 0 && errno == ENOENT);
     expect(err, "not a regular file");
     CHECK(!strstr(err, "the last good checkpoint is"));  // not the file just refused
     free(err);
@@ -209,6 +217,35 @@ static void restart_under_allreduce(void) {
     free(err);
 }
 
+// e) a checkpoint that cannot be written does not stop training.
+static void checkpoint_fails_midway(void) {
+    char rd[400], blocker[450], summary[500];
+    snprintf(rd, sizeof rd, "%s/ckfail", dir);
+    snprintf(blocker, sizeof blocker, "%s/train.ckpt", rd);
+    CHECK(mkdir(rd, 0755) == 0 && mkdir(blocker, 0755) == 0);
+    snprintf(summary, sizeof summary, "%s/keep", blocker);  // not empty: no rename can replace it
+    FILE *f = fopen(summary, "w");
+    CHECK(f && fclose(f) == 0);
+    snprintf(summary, sizeof summary, "%s/summary.json", rd);
+    const char *t[32] = {"train", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--threads", "1",
+                         "--epochs", "20", "--checkpoint-dir", rd, "--checkpoint-every", "0.001", "--summary", summary,
+                         "--quiet", NULL};
+    char *err;
+    int st = run("e-train", t, &err);
+    const char *line = strstr(err, "asgd train: checkpoint failed");
+    printf("e) train with its checkpoint path taken by a directory: exit %d: %.*s\n", st,
+           line ? (int)strcspn(line, "\n") : 0, line ? line : "");
+    CHECK(st == 0);
+    CHECK(line && strstr(line, "training goes on (no good checkpoint yet)"));
+    CHECK(!strstr(err, "the last good checkpoint is"));
+    free(err);
+    char *j = proc_slurp(summary);
+    printf("   summary: epochs_done %.0f, checkpoints %.0f\n", proc_json_number(j, NULL, "epochs_done"),
+           proc_json_number(j, NULL, "checkpoints"));
+    CHECK(proc_json_number(j, NULL, "epochs_done") == 20 && proc_json_number(j, NULL, "checkpoints") == 0);
+    free(j);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
@@ -216,6 +253,7 @@ int main(void) {
     fifo_checkpoints();
     stalled_server();
     restart_under_allreduce();
+    checkpoint_fails_midway();
     char command[400];
     snprintf(command, sizeof command, "chmod -R u+w %s; rm -rf %s", dir, dir);
     CHECK(system(command) == 0);

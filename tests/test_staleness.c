@@ -251,9 +251,19 @@ static void test_histogram(void) {
     CHECK(staleness_hist_mean(&o) == (1.0 + 1022.0 + 1023.0 + 5000.0 + 123456789.0) / 5.0);
     CHECK(staleness_hist_quantile(&o, 0.2) == 1);
     CHECK(staleness_hist_quantile(&o, 0.4) == STALENESS_HIST_BINS - 2);
-    CHECK(staleness_hist_quantile(&o, 0.5) == 123456789);  // lands in the overflow bin
-    CHECK(staleness_hist_quantile(&o, 0.99) == 123456789);
-    CHECK(staleness_hist_quantile(&o, 1.0) == 123456789);
+    // The median (1023) lands in the overflow bin: only ">= 1023" is known,
+    // never the maximum (which would put the median above the mean).
+    CHECK(staleness_hist_quantile(&o, 0.5) == STALENESS_HIST_BINS - 1 && !staleness_hist_quantile_exact(&o, 0.5));
+    CHECK(staleness_hist_quantile(&o, 0.5) <= staleness_hist_mean(&o));
+    char text[32];
+    staleness_hist_quantile_text(&o, 0.5, text, sizeof text);
+    CHECK(strcmp(text, ">= 1023") == 0);
+    CHECK(staleness_hist_quantile(&o, 0.4) == STALENESS_HIST_BINS - 2 && staleness_hist_quantile_exact(&o, 0.4));
+    // The top rank is the maximum, known exactly.
+    CHECK(staleness_hist_quantile(&o, 0.99) == 123456789 && staleness_hist_quantile_exact(&o, 0.99));
+    CHECK(staleness_hist_quantile(&o, 1.0) == 123456789 && staleness_hist_quantile_exact(&o, 1.0));
+    staleness_hist_quantile_text(&o, 1.0, text, sizeof text);
+    CHECK(strcmp(text, "123456789") == 0);
     staleness_hist_add(&o, UINT64_MAX);
     CHECK(o.max == UINT64_MAX);
     CHECK(staleness_hist_quantile(&o, 1.0) == UINT64_MAX);

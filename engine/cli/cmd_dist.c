@@ -368,8 +368,8 @@ void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist
     json_object(j, key);
     json_uint(j, "updates", h->count);
     json_number(j, "mean", staleness_hist_mean(h));
-    json_uint(j, "p50", staleness_hist_quantile(h, 0.5));
-    json_uint(j, "p99", staleness_hist_quantile(h, 0.99));
+    json_staleness_quantile(j, "p50", h, 0.5);
+    json_staleness_quantile(j, "p99", h, 0.99);
     json_uint(j, "max", h->max);
     json_object_end(j);
 }
@@ -497,6 +497,12 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
 
 // ---- security --------------------------------------------------------------------
 
+void dist_args_from_launcher(dist_args_t *d) {
+    const char *id = getenv(DIST_ENV_RUN_ID), *pub = getenv(DIST_ENV_KEY_PUBLIC), *sec = getenv(DIST_ENV_KEY_SECRET);
+    if (!d->run_id && id) d->run_id = strtoull(id, NULL, 10);
+    if (!d->curve_server_key && !d->insecure && pub && sec) d->run_key_public = pub, d->run_key_secret = sec;
+}
+
 int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler **zap, char *err, size_t err_len) {
     *zap = NULL;
     net_security_t sec;
@@ -544,6 +550,22 @@ int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler 
             allowed = grown;
             allowed[n_allowed++] = sec.server_public;
         }
+    } else if (d->run_key_secret) {
+        // A local launch's own pair: every process of the run holds it, and it alone is admitted.
+        sec.curve = 1;
+        if (strlen(d->run_key_public) != CURVE_KEY_LEN || strlen(d->run_key_secret) != CURVE_KEY_LEN) {
+            snprintf(err, err_len, "the launcher's key pair (%s, %s) is malformed", DIST_ENV_KEY_PUBLIC, DIST_ENV_KEY_SECRET);
+            return -1;
+        }
+        memcpy(sec.server_public.z85, d->run_key_public, CURVE_KEY_LEN + 1);
+        memcpy(sec.server_secret.z85, d->run_key_secret, CURVE_KEY_LEN + 1);
+        sec.client_public = sec.server_public;
+        sec.client_secret = sec.server_secret;
+        if (!(allowed = malloc(sizeof *allowed))) {
+            snprintf(err, err_len, "out of memory");
+            return -1;
+        }
+        allowed[n_allowed++] = sec.server_public;
     }
     if (net_security_set(&sec, err, err_len) != 0) {
         free(allowed);
@@ -1359,6 +1381,7 @@ size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
 int dist_role_finish(dist_role_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command) {
     char err[ERR_LEN];
     int usage = train_args_finish(&a->t, specs, n_specs, command, err, sizeof err);
+    if (usage == 0) dist_args_from_launcher(&a->d);
     if (usage == 0) usage = dist_args_finish(&a->d, &a->t, specs, n_specs, command, err, sizeof err);
     if (usage == 0) usage = dist_apply_scaling(&a->d, &a->t, command, err, sizeof err);
     if (usage != 0) fprintf(stderr, "%s\n", err);

@@ -22,7 +22,8 @@
 #include "engine/cli/launch_job.h"      // defines: launch_job_outcome_t
 #include "engine/cli/model_file.h"      // defines: model_file_join, model_file_write
 #include "engine/cli/run_record.h"      // defines: run_record_read_worker, run_record_read_server
-#include "net/curve_auth.h"         // defines: zap_handler_destroy
+#include "net/curve_auth.h"         // defines: zap_handler_destroy, curve_keypair_new
+#include "net/ps_client.h"          // defines: ps_push_count_t
 #include "net/launch_env.h"         // defines: launch_env_detect
 #include "net/rendezvous.h"         // defines: rdv_server_new
 #include "staleness/histogram.h"    // defines: staleness_hist_t
@@ -78,6 +79,23 @@ static void run_results_free(run_results_t *r) {
     memset(r, 0, sizeof *r);
 }
 
+// A worker's record is its last incarnation's (--restart-workers). Its pushes
+// become those of every incarnation: each push goes to every shard, so what
+// the worker's ledgers (worker-K.pushes.N) say were sent to shard 0 over the
+// run. Without a ledger of this run (no servers) the record's count stays.
+static void run_results_count_incarnations(const char *dir, const dist_args_t *d, run_results_t *r) {
+    if (d->servers == 0) return;
+    ps_push_count_t *sums = calloc(d->servers, sizeof *sums);
+    char why[600];
+    for (size_t k = 0; sums && k < d->workers; k++) {
+        size_t incarnations;
+        if (dist_push_ledger_sum(dir, r->servers[0].run_id, k, d->servers, sums, &incarnations, why, sizeof why) == 0 &&
+            sums[0].sent > r->workers[k].pushes)
+            r->workers[k].pushes = sums[0].sent;
+    }
+    free(sums);
+}
+
 // Returns 0, or -1 with err naming the record that is missing or refused.
 static int run_results_load(const char *dir, const dist_args_t *d, run_results_t *r, char *err, size_t err_len) {
     memset(r, 0, sizeof *r);
@@ -100,6 +118,7 @@ static int run_results_load(const char *dir, const dist_args_t *d, run_results_t
             return -1;
         }
     }
+    run_results_count_incarnations(dir, d, r);
     return 0;
 }
 
@@ -506,7 +525,7 @@ static void pump_child(child_t *c, int which) {
     }
 }
 
-static int spawn(child_t *c, const char *exe, char **args) {
+static int spawn(child_t *c, const char *exe, char **args, char **envp) {
     int out[2], errp[2];
     if (pipe(out) != 0) return -1;
     if (pipe(errp) != 0) {
@@ -528,7 +547,7 @@ static int spawn(child_t *c, const char *exe, char **args) {
         close(errp[0]);
         close(errp[1]);
         signal(SIGINT, SIG_IGN);  // Ctrl-C goes to the launcher, which stops everyone in order
-        execv(exe, args);
+        execve(exe, args, envp);
         fprintf(stderr, "exec %s failed: %s\n", exe, strerror(errno));
         _exit(127);
     }
@@ -598,8 +617,8 @@ static double now_s(void) {
 
 // Starts (or restarts) child c with the launcher's own flags replaced by its
 // role, id and the run's coordinator, run id and directory.
-static int spawn_child(child_t *c, const char *exe, char **args, int argc, char **argv, const dist_args_t *d,
-                       const char *coordinator, const char *run_id_text, const char *dir, const char *save_model,
+static int spawn_child(child_t *c, const char *exe, char **args, char **envp, int argc, char **argv,
+                       const dist_args_t *d, const char *coordinator, const char *dir, const char *save_model,
                        char *id_text) {
     size_t a = 0;
     args[a++] = (char *)exe;
@@ -620,8 +639,6 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
     args[a++] = id_text;
     args[a++] = "--coordinator";
     args[a++] = (char *)coordinator;
-    args[a++] = "--run-id";
-    args[a++] = (char *)run_id_text;
     args[a++] = "--run-dir";
     args[a++] = (char *)dir;
     // Every process is on this machine: the ring is faster over ipc:// (docs/allreduce.md).
@@ -636,7 +653,7 @@ static int spawn_child(child_t *c, const char *exe, char **args, int argc, char 
         args[a++] = (char *)c->resume;
     }
     args[a] = NULL;
-    return spawn(c, exe, args);
+    return spawn(c, exe, args, envp);
 }
 
 // One local run: the coordinator here, every process a child of this one.
@@ -655,7 +672,12 @@ typedef struct local_run {
     zap_handler_t *zap;
     rdv_server_t *rdv;
     char coordinator_bind[300];  // where the coordinator listens: --coordinator's port, else any
-    char coordinator[256], run_id_text[32], id_text[32];
+    char coordinator[256], id_text[32];
+    // The children's environment: ours, and the run id and key pair (DIST_ENV_*),
+    // which stay off their command lines.
+    char **envp;
+    char env_run_id[64], env_public[96], env_secret[96];
+    curve_key_t key_public, key_secret;  // the run's throwaway pair (d->run_key_*), unless --curve-server-key or --insecure
     char exe[4096];
     child_t *kids;
     char **args;           // a child's command line, built by spawn_child
@@ -701,6 +723,28 @@ static int local_run_dir(local_run_t *r) {
     return 0;
 }
 
+extern char **environ;
+
+// The children's environment: this process's, less any DIST_ENV_* of its own,
+// plus the run's. Returns 0 or -1 (out of memory).
+static int local_run_env(local_run_t *r) {
+    size_t n = 0;
+    while (environ[n]) n++;
+    if (!(r->envp = calloc(n + 4, sizeof *r->envp))) return -1;
+    size_t e = 0;
+    for (size_t i = 0; i < n; i++)
+        if (strncmp(environ[i], "ASGD_LAUNCH_", 12) != 0) r->envp[e++] = environ[i];
+    r->envp[e++] = r->env_run_id;
+    if (r->d->run_key_secret) {
+        snprintf(r->env_public, sizeof r->env_public, DIST_ENV_KEY_PUBLIC "=%s", r->d->run_key_public);
+        snprintf(r->env_secret, sizeof r->env_secret, DIST_ENV_KEY_SECRET "=%s", r->d->run_key_secret);
+        r->envp[e++] = r->env_public;
+        r->envp[e++] = r->env_secret;
+    }
+    r->envp[e] = NULL;
+    return 0;
+}
+
 // The coordinator (with a fresh run id, so that a straggler from an earlier
 // run is refused), this program's path and the children's table. Returns 0,
 // or 1 after saying why.
@@ -720,7 +764,11 @@ static int local_run_start(local_run_t *r) {
         return 1;
     }
     snprintf(r->coordinator, sizeof r->coordinator, "%s", rdv_server_endpoint(r->rdv));
-    snprintf(r->run_id_text, sizeof r->run_id_text, "%llu", (unsigned long long)run_id);
+    snprintf(r->env_run_id, sizeof r->env_run_id, DIST_ENV_RUN_ID "=%llu", (unsigned long long)run_id);
+    if (local_run_env(r) != 0) {
+        launch_say(r, "out of memory");
+        return 1;
+    }
     ssize_t len = readlink("/proc/self/exe", r->exe, sizeof r->exe - 1);
     if (len <= 0) {
         launch_say(r, "cannot find this program's path (/proc/self/exe): %s", strerror(errno));
@@ -746,14 +794,17 @@ static void local_run_free(local_run_t *r) {
     free(r->kids);
     free(r->args);
     free(r->server_restarts);
+    free(r->envp);
+    memset(r->env_secret, 0, sizeof r->env_secret);
+    memset(&r->key_secret, 0, sizeof r->key_secret);
     rdv_server_destroy(&r->rdv);
     zap_handler_destroy(&r->zap);
     if (r->ctx) zmq_ctx_term(r->ctx);
 }
 
 static int local_spawn(local_run_t *r, child_t *c) {
-    return spawn_child(c, r->exe, r->args, r->argc, r->argv, r->d, r->coordinator, r->run_id_text, r->dir,
-                       r->save_model, r->id_text);
+    return spawn_child(c, r->exe, r->args, r->envp, r->argc, r->argv, r->d, r->coordinator, r->dir, r->save_model,
+                       r->id_text);
 }
 
 // Servers first, then workers. Returns 0, or -1 after naming the one that did not start.
@@ -1110,6 +1161,16 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
         launch_say(&r, "%s", why);
         goto out;
     }
+    // On one machine every socket of the run is CURVE with a pair made for
+    // this run alone (docs/security.md), unless the user brings keys or says --insecure.
+    if (!d->curve_server_key && !d->insecure) {
+        if (curve_keypair_new(&r.key_public, &r.key_secret, why, sizeof why) == 0) {
+            d->run_key_public = r.key_public.z85;
+            d->run_key_secret = r.key_secret.z85;
+        } else if (!outcome) {
+            fprintf(stderr, "asgd launch: %s: the run's sockets are plain (on 127.0.0.1 only)\n", why);
+        }
+    }
     if (local_run_dir(&r) != 0 || local_run_start(&r) != 0) goto out;
     if (!outcome) {
         // A program calling launch_job_run keeps its own signal handling.
@@ -1133,6 +1194,7 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     if (outcome) snprintf(outcome->run_dir, sizeof outcome->run_dir, "%s", r.dir);
 out:
     snprintf(err, err_len, "%s", r.err);
+    d->run_key_public = d->run_key_secret = NULL;
     local_run_free(&r);
     return status;
 }

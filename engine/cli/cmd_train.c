@@ -135,8 +135,8 @@ static void write_simulation(json_writer_t *j, const simulate_config_t *sc, cons
     json_object(j, "staleness");
     json_uint(j, "count", sr->staleness.count);
     json_number(j, "mean", staleness_hist_mean(&sr->staleness));
-    json_uint(j, "p50", staleness_hist_quantile(&sr->staleness, 0.5));
-    json_uint(j, "p99", staleness_hist_quantile(&sr->staleness, 0.99));
+    json_staleness_quantile(j, "p50", &sr->staleness, 0.5);
+    json_staleness_quantile(j, "p99", &sr->staleness, 0.99);
     json_uint(j, "max", sr->staleness.max);
     json_object_end(j);
     json_object_end(j);
@@ -268,7 +268,9 @@ typedef struct train_cmd {
     model_file_info_t *save_info;  // ... and the file's header
     simulate_result_t *sim_result;
     train_result_t result;
-    FILE *summary_file;         // --summary FILE
+    FILE *summary_file;         // --summary FILE, written as summary_tmp and renamed when complete
+    char summary_tmp[1100];
+    uint64_t checkpoint_failures;  // checkpoints that failed (training went on)
     train_job_outcome_t *outcome;  // called through train_job_run: no output on stdout/stderr; the curve here
 } train_cmd_t;
 
@@ -320,6 +322,23 @@ static int train_cmd_parse(train_cmd_t *c, int argc, char **argv) {
     return usage_status != 0 ? usage_status : -1;
 }
 
+// One checkpoint. One that fails (a full disk, a path taken by a directory)
+// is reported and training goes on: the last good checkpoint stays whole, as
+// train_checkpoint_save writes a new one under a temporary name first.
+static int train_cmd_checkpoint(void *ctx, const train_position_t *at, const param_t *w, const optimizer_t *opt,
+                                char *err, size_t err_len) {
+    train_cmd_t *c = ctx;
+    if (train_checkpoint_save(&c->ckpt, at, w, opt, err, err_len) == 0) return 0;
+    c->checkpoint_failures++;
+    struct stat st;
+    int good = stat(c->ckpt.path, &st) == 0 && S_ISREG(st.st_mode);
+    if (!c->outcome)
+        fprintf(stderr, "asgd train: checkpoint failed: %s; training goes on%s%s\n", err,
+                good ? ", the last good checkpoint is " : " (no good checkpoint yet)", good ? c->ckpt.path : "");
+    err[0] = '\0';
+    return 0;
+}
+
 // --checkpoint-dir, --checkpoint-every and --resume applied to c->tc.
 static int train_cmd_checkpoints(train_cmd_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
@@ -329,8 +348,8 @@ static int train_cmd_checkpoints(train_cmd_t *c, char *err, size_t err_len) {
                                     (uint64_t)c->tc.mode, c->tc.threads, c->tc.batch, c->tc.seed, (uint64_t)oc->kind,
                                     oc->momentum > 0};
     c->tc.checkpoint_every_s = a->checkpoint_every;
-    c->tc.checkpoint = train_checkpoint_save;
-    c->tc.checkpoint_ctx = &c->ckpt;
+    c->tc.checkpoint = train_cmd_checkpoint;
+    c->tc.checkpoint_ctx = c;
     if (a->resume) snprintf(c->resume_path, sizeof c->resume_path, "%s/train.ckpt", a->resume);
     return 0;
 }
@@ -370,7 +389,8 @@ static int train_cmd_setup(train_cmd_t *c, char *err, size_t err_len) {
     if (train_cmd_checkpoints(c, err, err_len) != 0) return -1;
     if (train_config_check(&c->tc, model_num_train(c->model), err, err_len) != 0) return -1;
     if (c->sim.on && simulate_config_check(&c->sc, model_num_train(c->model), err, err_len) != 0) return -1;
-    if (a->summary && !(c->summary_file = fopen(a->summary, "w"))) {
+    if (a->summary) snprintf(c->summary_tmp, sizeof c->summary_tmp, "%s.tmp", a->summary);
+    if (a->summary && !(c->summary_file = fopen(c->summary_tmp, "w"))) {
         snprintf(err, err_len, "--summary %s: cannot open for writing: %s", a->summary, strerror(errno));
         return -1;
     }
@@ -455,8 +475,10 @@ static int train_cmd_run(train_cmd_t *c, char *err, size_t err_len) {
         return 0;
     }
     if (train_or_resume(c->model, &a->opt, a->seed, &c->tc, a->resume ? c->resume_path : NULL, &c->ckpt.id, &cb,
-                        &c->result, c->final_w, err, err_len) == 0)
+                        &c->result, c->final_w, err, err_len) == 0) {
+        c->result.checkpoints -= c->checkpoint_failures;  // the trainer counted every call that returned 0
         return 0;
+    }
     // A run that stops (diverged, or failed) keeps its last good checkpoint: say where it is.
     // (Not when that file is the one refused.)
     const char *ckpt = c->ckpt.path;
@@ -484,8 +506,9 @@ static int train_cmd_write_results(train_cmd_t *c, const char *model_desc, char 
     write_summary(c->summary_file, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result);
     int closed = fclose(c->summary_file);
     c->summary_file = NULL;
-    if (closed != 0) {
+    if (closed != 0 || rename(c->summary_tmp, a->summary) != 0) {
         snprintf(err, err_len, "--summary %s: writing failed: %s", a->summary, strerror(errno));
+        unlink(c->summary_tmp);
         return -1;
     }
     return 0;
@@ -493,7 +516,10 @@ static int train_cmd_write_results(train_cmd_t *c, const char *model_desc, char 
 
 static void train_cmd_free(train_cmd_t *c) {
     train_args_release(&c->a);
-    if (c->summary_file) fclose(c->summary_file);
+    if (c->summary_file) {  // the run failed: no --summary rather than half of one
+        fclose(c->summary_file);
+        unlink(c->summary_tmp);
+    }
     char ignored[8];
     run_report_close(&c->report, ignored, sizeof ignored);
     free(c->final_w);

@@ -68,6 +68,9 @@ typedef struct dist_args {
     const char *curve_key;         // this process's own key pair (.key) for connecting
     const char *curve_allow;       // client public keys admitted by this process's listeners
     int insecure;                  // listen beyond loopback without CURVE
+    // A local launch's throwaway server key pair (Z85), which every process of
+    // that run holds and alone admits; NULL: none (dist_args_from_launcher).
+    const char *run_key_public, *run_key_secret;
     const char *compress;     // --compress METHOD (parsed into compress_spec)
     int error_feedback;       // --error-feedback off|on
     compress_spec_t compress_spec;  // filled by dist_args_finish
@@ -109,7 +112,17 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
 int dist_apply_scaling(dist_args_t *d, train_args_t *t, const char *command, char *err, size_t err_len);
 const char *dist_lr_scaling_name(int lr_scaling);
 
-// Applies the --curve-*/--insecure flags to this process (net_security_set)
+// What a local `asgd launch` gives its children in the environment rather than
+// on the command line (which every user of the machine can read in
+// /proc/PID/cmdline): the run id and the run's throwaway CURVE key pair.
+#define DIST_ENV_RUN_ID "ASGD_LAUNCH_RUN_ID"
+#define DIST_ENV_KEY_PUBLIC "ASGD_LAUNCH_CURVE_PUBLIC"
+#define DIST_ENV_KEY_SECRET "ASGD_LAUNCH_CURVE_SECRET"
+// Takes them from this process's environment: the run id where --run-id was
+// not given, the key pair where neither --curve-server-key nor --insecure was.
+void dist_args_from_launcher(dist_args_t *d);
+
+// Applies the --curve-*/--insecure flags (or the launcher's key pair) to this process (net_security_set)
 // and, when an allow list is given, starts the ZAP handler of zmq_ctx (the
 // caller destroys *zap after the context's last socket). Returns 0, or -1 with
 // err naming the flag or file that is wrong.

@@ -1,5 +1,7 @@
 #include "engine/core/json_writer.h"
 
+#include "staleness/histogram.h"  // defines: staleness_hist_quantile, staleness_hist_quantile_exact
+
 #include <inttypes.h>
 #include <math.h>
 
@@ -78,4 +80,14 @@ void json_bool(json_writer_t *j, const char *k, int value) {
 void json_null(json_writer_t *j, const char *k) {
     key(j, k);
     fputs("null", j->out);
+}
+
+void json_staleness_quantile(json_writer_t *j, const char *key, const staleness_hist_t *h, double q) {
+    if (staleness_hist_quantile_exact(h, q)) {
+        json_uint(j, key, staleness_hist_quantile(h, q));
+        return;
+    }
+    char text[32];
+    staleness_hist_quantile_text(h, q, text, sizeof text);
+    json_string(j, key, text);
 }
