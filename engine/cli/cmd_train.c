@@ -152,10 +152,13 @@ static const char *model_name_of(uint64_t model) {
 
 // Trains fresh parameters (model_init_params with seed), or those of the
 // checkpoint at resume_path (NULL: none), with train_run; final_w (if not
-// NULL) receives them at the end. Returns 0, or -1 with err.
+// NULL) receives them at the end. A resumed run's samples so far go to
+// *resumed_samples, and a line saying so to note (NULL: none). Returns 0, or
+// -1 with err.
 static int train_or_resume(const model_t *m, const optimizer_config_t *oc, uint64_t seed, const train_config_t *c,
                            const char *resume_path, const train_identity_t *id, const train_callbacks_t *cb,
-                           train_result_t *out, float *final_w, char *err, size_t err_len) {
+                           FILE *note, uint64_t *resumed_samples, train_result_t *out, float *final_w, char *err,
+                           size_t err_len) {
     size_t n = model_num_params(m);
     param_t *w = params_new(n, err, err_len);
     optimizer_t *opt = w ? optimizer_new(oc, n, err, err_len) : NULL;
@@ -168,8 +171,10 @@ static int train_or_resume(const model_t *m, const optimizer_config_t *oc, uint6
         if (train_checkpoint_load(resume_path, id, model_name_of, w, opt, &at, err, err_len) != 0) goto out;
         uint64_t samples = 0;
         for (size_t t = 0; t < at.threads; t++) samples += at.samples[t];
-        fprintf(stderr, "asgd: resumed from %s: %llu samples, %.1f s of training done\n", resume_path,
-                (unsigned long long)samples, at.wall_s);
+        *resumed_samples = samples;
+        if (note)
+            fprintf(note, "asgd: resumed from %s: %llu samples, %.1f s of training done\n", resume_path,
+                    (unsigned long long)samples, at.wall_s);
         tc.start = &at;
     }
     rc = train_run(m, opt, w, &tc, cb, out, err, err_len);
@@ -183,7 +188,7 @@ out:
 
 static void write_summary(FILE *out, const train_args_t *a, const char *model_desc, size_t n_params,
                           const data_bundle_t *data, metric_kind_t metric, const train_result_t *r,
-                          const simulate_config_t *sc, const simulate_result_t *sr) {
+                          const simulate_config_t *sc, const simulate_result_t *sr, uint64_t resumed_samples) {
     const char *mode = sc ? "simulate" : train_mode_name((train_mode_t)a->mode);
     json_writer_t j;
     json_begin(&j, out);
@@ -192,6 +197,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_string(&j, "model", train_args_model(a)->name);
     json_string(&j, "mode", mode);
     json_uint(&j, "threads", a->threads);
+    if (a->resume) json_uint(&j, "resumed_at_samples", resumed_samples);  // --resume: the checkpoint's samples
     json_number(&j, "samples_per_s", r->samples_per_s);
     json_number(&j, "updates_per_s", r->updates_per_s);
     json_number(&j, "wall_s", r->wall_s);
@@ -272,6 +278,7 @@ typedef struct train_cmd {
     char summary_tmp[1100];
     uint64_t checkpoint_failures;  // checkpoints that failed (training went on)
     train_job_outcome_t *outcome;  // called through train_job_run: no output on stdout/stderr; the curve here
+    uint64_t resumed_samples;   // --resume: samples the checkpoint had done
 } train_cmd_t;
 
 // The command's flags, pointing into c; returns how many.
@@ -474,8 +481,9 @@ static int train_cmd_run(train_cmd_t *c, char *err, size_t err_len) {
         c->result = c->sim_result->train;
         return 0;
     }
+    FILE *note = a->quiet || c->outcome ? NULL : stderr;
     if (train_or_resume(c->model, &a->opt, a->seed, &c->tc, a->resume ? c->resume_path : NULL, &c->ckpt.id, &cb,
-                        &c->result, c->final_w, err, err_len) == 0) {
+                        note, &c->resumed_samples, &c->result, c->final_w, err, err_len) == 0) {
         c->result.checkpoints -= c->checkpoint_failures;  // the trainer counted every call that returned 0
         return 0;
     }
@@ -499,11 +507,13 @@ static int train_cmd_write_results(train_cmd_t *c, const char *model_desc, char 
     size_t n_params = model_num_params(c->model);
     metric_kind_t metric = model_metric(c->model);
     if (!c->outcome) {
-        write_summary(stdout, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result);
+        write_summary(stdout, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result,
+                      c->resumed_samples);
         fflush(stdout);
     }
     if (!c->summary_file) return 0;
-    write_summary(c->summary_file, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result);
+    write_summary(c->summary_file, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result,
+                  c->resumed_samples);
     int closed = fclose(c->summary_file);
     c->summary_file = NULL;
     if (closed != 0 || rename(c->summary_tmp, a->summary) != 0) {
