@@ -1593,12 +1593,12 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
     train_args_t t __attribute__((cleanup(train_args_release)));
     dist_args_t d;
     const char *save_model = NULL;
+    size_t restart_workers = 0, restart_servers = 0;
+    double progress_every = 0;  // a job shows no progress line
     train_args_defaults(&t);
     dist_args_defaults(&d);
-    flag_spec_t flags[TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 1];
-    size_t n = train_args_flags(&t, flags, 0);
-    n += dist_args_flags(&d, flags + n);
-    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "", 0, 0, NULL, 0};
+    flag_spec_t flags[LAUNCH_MAX_FLAGS];
+    size_t n = launch_flags(&t, &d, &save_model, &restart_workers, &restart_servers, &progress_every, flags);
     flags_status_t parsed = train_args_parse(&t, "asgd launch", flags, n, argc, argv, err, err_len);
     if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd launch: --help is not a job's flag");
     if (parsed != FLAGS_STATUS_OK) return -1;
@@ -1613,7 +1613,8 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
     }
     d.save_model = save_model;
     char why[ERR_LEN] = "";
-    int status = launch_local(t.words.argc, t.words.argv, &t, &d, save_model, 0, 0, 0, out, why, sizeof why);
+    int status = launch_local(t.words.argc, t.words.argv, &t, &d, save_model, restart_workers, restart_servers, 0, out,
+                              why, sizeof why);
     if (status == 0) return 0;
     snprintf(err, err_len, "asgd launch: %s", why[0] ? why : "the run failed");
     launch_job_outcome_free(out);
