@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define TRACE_EVENTS_PER_THREAD ((size_t)1 << 20)  // 32 MB of address space; pages are touched as used
@@ -49,6 +50,12 @@ static trace_buf_t *my_buf(void) {
     atomic_init(&b->dropped, 0);
     atomic_store_explicit(&T.bufs[slot], b, memory_order_release);
     return tl_buf = b;
+}
+
+uint64_t trace_clock_ns(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
 }
 
 void trace_record(const trace_kind_t *kind, uint64_t t0, uint64_t arg) {
