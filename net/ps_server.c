@@ -12,6 +12,7 @@
 #include "kernels/partition.h"  // defines: shard_range
 #include "kernels/finite.h"         // defines: all_finite_cpu
 #include "kernels/update.h"         // defines: sgd_update_cpu, adagrad_update_cpu, axpy_cpu
+#include "kernels/trace.h"          // defines: TRACE_BEGIN, TRACE_END
 #include "net/compress.h"           // defines: compress_decode
 #include "net/zmsg.h"               // defines: zmsg_recv, zmsg_send, ZMQ_FAIL
 #include "staleness/clock_table.h"  // defines: clock_table_t
@@ -88,6 +89,15 @@ struct ps_server {
     _Atomic uint64_t pub_seq, pub_samples, pub_version, pub_min_clock, pub_wait_ns;
     _Atomic uint64_t pub_stale_count, pub_stale_v_sum, pub_stale_v_max, pub_stale_c_sum, pub_stale_c_max;
 };
+
+// The shard's spans in a --trace timeline (docs/trace.md), all on its one thread.
+static const trace_kind_t TK_APPLY = {"apply", "server", "worker"};        // asp/ssp: one push applied
+static const trace_kind_t TK_BUFFER = {"buffer", "server", "worker"};      // bsp: one gradient taken into its round
+static const trace_kind_t TK_BSP_ROUND = {"bsp_round", "server", "clock"}; // bsp: a round's sum applied
+static const trace_kind_t TK_SERVE = {"serve_pull", "server", "worker"};   // a pull answered
+static const trace_kind_t TK_EVICT = {"evict", "server", "worker"};
+static const trace_kind_t TK_REJOIN = {"rejoin", "server", "worker"};
+static const trace_kind_t TK_CHECKPOINT = {"checkpoint", "io", NULL};
 
 static double now_s(void) {
     struct timespec t;
@@ -443,7 +453,10 @@ ps_server_t *ps_server_resume(void *zmq_ctx, const ps_config_t *c, const char *e
 static void maybe_checkpoint(ps_server_t *s, double now) {
     if (s->cfg.checkpoint_every_s <= 0 || !s->cfg.checkpoint_path || now < s->next_checkpoint) return;
     char err[512];
-    if (ps_server_save(s, s->cfg.checkpoint_path, err, sizeof err) == 0) {
+    uint64_t span = TRACE_BEGIN();
+    int saved = ps_server_save(s, s->cfg.checkpoint_path, err, sizeof err);
+    TRACE_END(&TK_CHECKPOINT, span, 0);
+    if (saved == 0) {
         s->stats.checkpoints++;
     } else {
         s->stats.checkpoint_failures++;
@@ -629,7 +642,7 @@ static uint64_t read_clock_of(const ps_server_t *s, uint32_t worker, uint64_t ve
 }
 
 // Sends parameters: the whole shard, or the values at `keys` (global indices).
-static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, const uint32_t *keys, uint32_t n_keys,
+static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, const uint32_t *keys, uint32_t n_keys,
                        char *err, size_t err_len) {
     wire_header_t h = reply_header(s, MSG_TYPE_PARAMS);
     zmq_msg_t frames[2];
@@ -668,6 +681,14 @@ static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, con
     s->stats.pulls_answered++;
     note_sent(s, worker, h.param_version, h.clock);
     return zmsg_send(s->sock, identity, &h, frames, n_frames, 0, err, err_len);
+}
+
+static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, const uint32_t *keys, uint32_t n_keys,
+                       char *err, size_t err_len) {
+    uint64_t span = TRACE_BEGIN();
+    int rc = send_params_now(s, identity, worker, keys, n_keys, err, err_len);
+    TRACE_END(&TK_SERVE, span, worker);
+    return rc;
 }
 
 // Answers every waiting pull whose clock condition now holds.
@@ -736,6 +757,7 @@ static wire_status_t check_push(const ps_server_t *s, const wire_header_t *h, zm
 // BSP: the weighted sum of the gradients buffered for the current clock, in
 // worker order, applied once; then the next clock is aggregated.
 static void bsp_apply_round(ps_server_t *s) {
+    uint64_t span = TRACE_BEGIN();
     uint32_t total = 0;
     for (size_t k = 0; k < s->cfg.n_workers; k++) total += s->bsp_examples[k];
     if (total > 0) {
@@ -751,6 +773,7 @@ static void bsp_apply_round(ps_server_t *s) {
         s->samples += total;
     }
     memset(s->bsp_examples, 0, s->cfg.n_workers * sizeof *s->bsp_examples);
+    TRACE_END(&TK_BSP_ROUND, span, s->bsp_clock);
     s->bsp_clock++;
 }
 
@@ -877,6 +900,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     }
     s->stats.bytes_in += h->payload_kind == PAYLOAD_KIND_ENCODED ? zmq_msg_size(&m->frames[0])
                          : h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);  // accepted pushes only
+    uint64_t span = TRACE_BEGIN();
     if (sum) {
         float *g = s->bsp_grad + (size_t)k * s->n;
         if (dense) {
@@ -890,6 +914,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         s->bsp_examples[k] = h->aux;
         s->bsp_version[k] = h->param_version;
         count_applied(s, k, h->clock, resent_lost);
+        TRACE_END(&TK_BUFFER, span, k);
         bsp_maybe_apply(s);
     } else {
         record_staleness(s, k, s->clocks.clock[k], h->param_version);
@@ -926,6 +951,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         s->stats.version++;
         s->samples += s->cfg.samples_per_step ? (uint64_t)h->aux * s->cfg.samples_per_step : h->aux;
         count_applied(s, k, h->clock, resent_lost);
+        TRACE_END(&TK_APPLY, span, k);
     }
     if (send_push_ack(s, &m->identity, h->clock, err, err_len) != 0) return -1;
     return serve_pending(s, err, err_len);
@@ -1028,11 +1054,13 @@ static int evict_silent(ps_server_t *s, double now, char *err, size_t err_len) {
         if (!s->clocks.joined[k] || !clock_table_is_live(&s->clocks, k)) continue;
         double silent = now - s->last_heard[k];
         if (silent * 1000.0 <= s->cfg.worker_timeout_ms) continue;
+        uint64_t span = TRACE_BEGIN();
         s->clocks.evicted[k] = 1;
         s->stats.evictions++;
         drop_pending_of(s, k);
         evicted = 1;
         note_not_live(s, now);
+        TRACE_END(&TK_EVICT, span, k);
         if (!s->cfg.quiet)
             fprintf(stderr, "asgd server %zu: worker %u silent for %.1f s (--worker-timeout %d ms): evicted at clock %llu; "
                             "the others no longer wait for it, and it may rejoin\n",
@@ -1049,6 +1077,7 @@ static int evict_silent(ps_server_t *s, double now, char *err, size_t err_len) {
 // so it neither holds the others back nor repeats rounds; its count of pushes
 // since joining starts again.
 static void rejoin(ps_server_t *s, uint32_t k, uint64_t proposed) {
+    uint64_t span = TRACE_BEGIN();
     uint64_t c = s->clocks.clock[k];
     if (proposed > c) c = proposed;
     uint64_t others = clock_table_min_others(&s->clocks, k);
@@ -1063,6 +1092,7 @@ static void rejoin(ps_server_t *s, uint32_t k, uint64_t proposed) {
     s->clocks.left[k] = 0;
     s->clocks.pushes[k] = 0;
     s->stats.rejoins++;
+    TRACE_END(&TK_REJOIN, span, k);
 }
 
 static void count_dropped(ps_server_t *s, wire_status_t why) {

@@ -25,6 +25,7 @@
 #include "engine/core/run_report.h"      // defines: run_report_new
 #include "net/ps_client.h"          // defines: ps_push_count_t
 #include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
+#include "kernels/trace.h"           // defines: trace_start, trace_write
 #include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
 #include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
 #include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
@@ -976,6 +977,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_number(&j, "eval_s", r->eval_s);
     json_uint(&j, "samples", r->samples);
     json_uint(&j, "updates", r->updates);
+    json_uint(&j, "evaluations", r->n_evals);
     json_uint(&j, "train_examples", model_num_train(m));  // of the whole run; this worker trains on its share
     json_number(&j, "samples_per_s", r->samples_per_s);
     json_number(&j, "time_to_target_s", r->time_to_target_s);
@@ -1335,8 +1337,17 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
         rdv = rdv_server_new(ctx, host_bind, d->servers + d->workers, run_id, err, sizeof err);
         if (!rdv) goto out;
     }
+    char process[32];
+    snprintf(process, sizeof process, "%s %zu", what, id);
+    if (t->trace && trace_start(process, err, sizeof err) != 0) goto out;
     int rc = role == DIST_ROLE_SERVER ? run_server(ctx, id, t, d, model, coordinator, run_id, err, sizeof err)
                                       : run_worker(ctx, id, t, d, model, coordinator, run_id, err, sizeof err);
+    // The timeline of a failed run is written too: it may show why.
+    char why[ERR_LEN];
+    if (t->trace && trace_write(t->trace, "--trace", why, sizeof why) != 0 && rc == 0) {
+        snprintf(err, sizeof err, "%s", why);
+        rc = -1;
+    }
     if (rc != 0) goto out;
     if (rdv && rdv_server_wait(rdv, (int)d->timeout_ms, err, sizeof err) != 0) goto out;
     status = 0;

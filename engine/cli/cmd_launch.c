@@ -22,6 +22,7 @@
 #include "engine/cli/launch_job.h"      // defines: launch_job_outcome_t
 #include "engine/cli/model_file.h"      // defines: model_file_join, model_file_write
 #include "engine/cli/run_record.h"      // defines: run_record_read_worker, run_record_read_server
+#include "kernels/trace.h"          // defines: trace_merge
 #include "net/curve_auth.h"         // defines: zap_handler_destroy, curve_keypair_new
 #include "net/ps_client.h"          // defines: ps_push_count_t
 #include "net/launch_env.h"         // defines: launch_env_detect
@@ -462,6 +463,38 @@ static const char *part_path(dist_role_t role, size_t id, const dist_args_t *d, 
     return buf;
 }
 
+// --trace: the timeline process (role, id) writes in the run directory.
+static void trace_part_path(char *out, size_t len, const char *dir, dist_role_t role, size_t id) {
+    snprintf(out, len, "%s/trace-%s-%zu.json", dir, role_name(role), id);
+}
+
+// --trace FILE: every process's timeline merged into FILE (docs/trace.md).
+// A process that left none (it was stopped) is named on stderr and left out.
+static int merge_traces(const char *dir, const dist_args_t *d, const char *out, int quiet, char *err, size_t err_len) {
+    size_t n = d->servers + d->workers;
+    char (*paths)[600] = calloc(n, sizeof *paths);
+    const char **list = calloc(n, sizeof *list);
+    int rc = -1;
+    if (!paths || !list) {
+        snprintf(err, err_len, "--trace: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        trace_part_path(paths[i], sizeof paths[i], dir, i < d->servers ? DIST_ROLE_SERVER : DIST_ROLE_WORKER,
+                        i < d->servers ? i : i - d->servers);
+        list[i] = paths[i];
+    }
+    size_t missing = 0;
+    if (trace_merge(out, list, n, &missing, "--trace", err, err_len) != 0) goto out;
+    if (missing && !quiet)
+        fprintf(stderr, "asgd launch: --trace %s: %zu of %zu processes left no timeline\n", out, missing, n);
+    rc = 0;
+out:
+    free(paths);
+    free(list);
+    return rc;
+}
+
 // After the run: the parts joined in order into the user's file.
 static int save_global_model(const char *dir, const dist_args_t *d, const char *save_model, char *err,
                              size_t err_len) {
@@ -621,6 +654,8 @@ static int spawn_child(child_t *c, const char *exe, char **args, char **envp, in
                        const dist_args_t *d, const char *coordinator, const char *dir, const char *save_model,
                        char *id_text) {
     size_t a = 0;
+    char trace_path[600];
+    int traced = 0;  // --trace: each child its own timeline in the run directory
     args[a++] = (char *)exe;
     args[a++] = (char *)role_name(c->role);
     for (int k = 0; k < argc; k++) {
@@ -629,6 +664,11 @@ static int spawn_child(child_t *c, const char *exe, char **args, char **envp, in
             is_flag(argv, argc, k, "--coordinator", &skip) || is_flag(argv, argc, k, "--run-id", &skip) ||
             is_flag(argv, argc, k, "--restart-workers", &skip) || is_flag(argv, argc, k, "--config", &skip) ||
             is_flag(argv, argc, k, "--progress-every", &skip) || is_flag(argv, argc, k, "--restart-servers", &skip)) {
+            k += skip - 1;
+            continue;
+        }
+        if (is_flag(argv, argc, k, "--trace", &skip)) {
+            traced = 1;
             k += skip - 1;
             continue;
         }
@@ -651,6 +691,11 @@ static int spawn_child(child_t *c, const char *exe, char **args, char **envp, in
     if (c->resume) {
         args[a++] = "--resume";
         args[a++] = (char *)c->resume;
+    }
+    if (traced) {
+        trace_part_path(trace_path, sizeof trace_path, dir, c->role, c->id);
+        args[a++] = "--trace";
+        args[a++] = trace_path;
     }
     args[a] = NULL;
     return spawn(c, exe, args, envp);
@@ -776,7 +821,7 @@ static int local_run_start(local_run_t *r) {
     }
     r->exe[len] = '\0';
     r->kids = calloc(r->n_kids, sizeof *r->kids);
-    r->args = calloc((size_t)r->argc + 16, sizeof *r->args);
+    r->args = calloc((size_t)r->argc + 24, sizeof *r->args);  // the flags, and up to 11 pairs of its own
     r->server_restarts = calloc(r->d->servers + 1, sizeof *r->server_restarts);
     snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s", r->t->checkpoint_dir ? r->t->checkpoint_dir : r->dir);
     if (!r->kids || !r->args || !r->server_restarts) {
@@ -1079,7 +1124,8 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
     }
     if (rdv_server_wait(r->rdv, 1000, err, sizeof err) != 0 ||
         finish_run_dir(r->dir, r->t, r->d, now_s() - t0, r->server_restarts, r->outcome, err, sizeof err) != 0 ||
-        save_global_model(r->dir, r->d, r->save_model, err, sizeof err) != 0) {
+        save_global_model(r->dir, r->d, r->save_model, err, sizeof err) != 0 ||
+        (r->t->trace && merge_traces(r->dir, r->d, r->t->trace, r->outcome != NULL, err, sizeof err) != 0)) {
         launch_say(r, "%s", err);
         return 1;
     }
@@ -1269,6 +1315,8 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     const char *save_model = d->save_model;
     char part[1100];
     d->save_model = part_path(role, id, d, d->run_dir, save_model, part, sizeof part);
+    char trace_path[600];  // each rank its own timeline (merged by hand: docs/trace.md)
+    if (t->trace) trace_part_path(trace_path, sizeof trace_path, d->run_dir, role, id), t->trace = trace_path;
     double t0 = now_s();
     int status = dist_run_role(role, id, t, d, env->rank == 0 ? host_bind : NULL);
     if (status != 0 || env->rank != 0) return status;

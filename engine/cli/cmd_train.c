@@ -24,6 +24,7 @@
 #include "engine/cli/train_job.h"    // defines: train_job_outcome_t
 #include "engine/core/trainer.h"      // defines: train_run
 #include "kernels/blas_runtime.h"  // defines: blas_core_name
+#include "kernels/trace.h"          // defines: trace_start, trace_write
 #include "net/stop_signal.h"   // defines: stop_signal_install, stop_signal_received
 
 #define ERR_LEN 512
@@ -204,6 +205,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_number(&j, "eval_s", r->eval_s);
     json_uint(&j, "samples", r->samples);
     json_uint(&j, "updates", r->updates);
+    json_uint(&j, "evaluations", r->n_evals);
     json_number(&j, "epochs_done", r->last.epoch);
     double target = metric == METRIC_KIND_ACCURACY ? a->target_acc : a->target_rmse;
     json_string(&j, "target_metric", metric == METRIC_KIND_ACCURACY ? "test_accuracy" : "test_rmse");
@@ -470,7 +472,7 @@ static void curve_sink_on_progress(const train_point_t *p, double eta_s, void *c
 }
 
 // Trains (or simulates) into c->result and c->final_w.
-static int train_cmd_run(train_cmd_t *c, char *err, size_t err_len) {
+static int train_cmd_train(train_cmd_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     train_callbacks_t cb = run_report_callbacks(c->report);
     curve_sink_t sink = {c->outcome, cb};
@@ -495,6 +497,18 @@ static int train_cmd_run(train_cmd_t *c, char *err, size_t err_len) {
         snprintf(err + len, err_len - len, "; the last good checkpoint is %.300s", ckpt);
     }
     return -1;
+}
+
+// train_cmd_train, with its timeline written to --trace FILE when asked.
+static int train_cmd_run(train_cmd_t *c, char *err, size_t err_len) {
+    if (c->a.trace && trace_start("train", err, err_len) != 0) return -1;
+    int rc = train_cmd_train(c, err, err_len);
+    char why[ERR_LEN];
+    if (c->a.trace && trace_write(c->a.trace, "--trace", why, sizeof why) != 0 && rc == 0) {
+        snprintf(err, err_len, "%s", why);
+        rc = -1;
+    }
+    return rc;
 }
 
 // --save-model, the report closed, and the summary on stdout and in --summary.

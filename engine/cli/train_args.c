@@ -79,6 +79,7 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"pin", FLAG_TYPE_BOOL, &a->pin, NULL, "pin thread t to CPU t mod #CPUs", 0, 0, NULL, 0},
         {"log", FLAG_TYPE_STRING, &a->log, "FILE", "write one CSV row per evaluation (schema in README)", 0, 0, NULL, 0},
         {"summary", FLAG_TYPE_STRING, &a->summary, "FILE", "also write the JSON summary to FILE", 0, 0, NULL, 0},
+        {"trace", FLAG_TYPE_STRING, &a->trace, "FILE", "write a timeline of the run to FILE (Chrome trace-event JSON; launch: the children's merged; docs/trace.md)", 0, 0, NULL, 0},
         {"quiet", FLAG_TYPE_BOOL, &a->quiet, NULL, "no startup or progress lines on stderr", 0, 0, NULL, 0},
         {"checkpoint-every", FLAG_TYPE_DOUBLE, &a->checkpoint_every, "S", "train, server: write a checkpoint every S seconds of training", 0, 1e9, NULL, 0},
         {"checkpoint-dir", FLAG_TYPE_STRING, &a->checkpoint_dir, "DIR", "where checkpoints go (train.ckpt, server-K.ckpt; default: the --resume directory)", 0, 0, NULL, 0},

@@ -15,6 +15,7 @@
 #include "kernels/partition.h"  // defines: shard_range
 #include "engine/core/spin_barrier.h"  // defines: spin_barrier_t, spin_barrier_wait
 #include "kernels/blas_runtime.h"  // defines: blas_set_threads, blas_get_threads
+#include "kernels/trace.h"  // defines: TRACE_BEGIN, TRACE_END, trace_thread_name
 
 // rng streams: one for the initial data order, then one per thread for its shuffles.
 #define STREAM_ORDER 0x4f524452u
@@ -104,6 +105,19 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+// The trainer's spans in a --trace timeline (docs/trace.md).
+static const trace_kind_t TK_STEP = {"step", "compute", "examples"};         // hogwild/locked/device: one update
+static const trace_kind_t TK_ROUND = {"round", "compute", "examples"};       // sync: one round, every thread
+static const trace_kind_t TK_COMPUTE = {"gradient", "compute", "examples"};  // sync: a thread's sub-batch
+static const trace_kind_t TK_REDUCE = {"reduce", "compute", NULL};           // sync: a thread's coordinate slice
+static const trace_kind_t TK_BARRIER = {"barrier", "sync", NULL};            // sync: waiting for the other threads
+static const trace_kind_t TK_EXCHANGE = {"exchange", "sync", "examples"};    // sync, distributed: the link's round
+static const trace_kind_t TK_WAIT_BOUND = {"wait_bound", "sync", "step"};    // held by the link's allowance (SSP/BSP)
+static const trace_kind_t TK_PARKED = {"parked", "sync", NULL};              // parked for an evaluation or checkpoint
+static const trace_kind_t TK_DELAY = {"injected_delay", "sync", NULL};       // --delay-worker
+static const trace_kind_t TK_EVAL = {"evaluate", "eval", "samples"};         // one evaluation point
+static const trace_kind_t TK_CHECKPOINT = {"checkpoint", "io", NULL};
+
 void train_config_default(train_config_t *c) {
     memset(c, 0, sizeof *c);
     c->mode = TRAIN_MODE_HOGWILD;
@@ -186,6 +200,7 @@ const char *train_mode_name(train_mode_t mode) {
 // ---- pause protocol (off the hot path: taken only when the main thread asks) ----
 
 static void park(trainer_t *tr) {
+    uint64_t span = TRACE_BEGIN();
     pthread_mutex_lock(&tr->mu);
     uint64_t generation = tr->resume_generation;
     tr->parked++;
@@ -193,6 +208,7 @@ static void park(trainer_t *tr) {
     while (generation == tr->resume_generation) pthread_cond_wait(&tr->cv_resume, &tr->mu);
     tr->parked--;
     pthread_mutex_unlock(&tr->mu);
+    TRACE_END(&TK_PARKED, span, 0);
 }
 
 static void mark_finished(trainer_t *tr) {
@@ -330,7 +346,9 @@ static void step_delay_seed(rng_t *r, const train_config_t *c, size_t thread) {
 static void step_delay_sleep(const train_link_t *link, rng_t *r) {
     if (!link || !step_delay_active(&link->step_delay)) return;
     double ms = step_delay_draw(&link->step_delay, r);
+    uint64_t span = TRACE_BEGIN();
     if (ms > 0) sleep_ms(ms);
+    TRACE_END(&TK_DELAY, span, 0);
 }
 
 // A distributed replica's thread waits here while the link holds it back (the
@@ -339,6 +357,7 @@ static int wait_for_allowance(trainer_t *tr, size_t id, uint64_t my_steps) {
     const train_link_t *link = tr->cfg.link;
     if (my_steps < atomic_load_explicit(link->step_allowance, memory_order_acquire)) return 0;
     double t0 = now_s();
+    uint64_t span = TRACE_BEGIN();
     int spins = 0, stopping = 0;
     while (my_steps >= atomic_load_explicit(link->step_allowance, memory_order_acquire)) {
         if (check_pause(tr)) {
@@ -352,6 +371,7 @@ static int wait_for_allowance(trainer_t *tr, size_t id, uint64_t my_steps) {
             nanosleep(&nap, NULL);
         }
     }
+    TRACE_END(&TK_WAIT_BOUND, span, my_steps);
     uint64_t waited = (uint64_t)((now_s() - t0) * 1e9);
     uint64_t total = atomic_load_explicit(&link->progress[id].wait_ns, memory_order_relaxed);
     atomic_store_explicit(&link->progress[id].wait_ns, total + waited, memory_order_relaxed);
@@ -505,6 +525,7 @@ static size_t hogwild_step(loop_t *L, size_t epoch, size_t pos) {
     trainer_t *tr = L->tr;
     const train_config_t *c = L->c;
     if (solo_step_gate(L)) return 0;
+    uint64_t span = TRACE_BEGIN();
     note_step_start(L->link, L->id, L->updates);
     size_t count = L->len - pos < c->batch ? L->len - pos : c->batch;
     // Step-size schedules count global updates; each thread sees about 1/T of them.
@@ -513,6 +534,7 @@ static size_t hogwild_step(loop_t *L, size_t epoch, size_t pos) {
     double loss = hogwild_apply(H, L->data + pos, count, lr);
     if (H->locked) pthread_mutex_unlock(&tr->update_lock);
     if (check_diverged(tr, L->id, L->updates, loss)) return 0;
+    TRACE_END(&TK_STEP, span, count);
     solo_step_done(L, count, loss, lr, 1);
     return count;
 }
@@ -541,6 +563,7 @@ static void *async_worker(void *arg) {
     H.copy = !H.clip && wk->grad.dense && model_has_loss_grad_apply(tr->model) ? model_ws_param_copy(wk->ws) : NULL;
     // One-example plain-SGD steps skip the gradient buffer (bit-identical result).
     H.direct = !H.clip && c->batch == 1 && optimizer_is_plain_sgd(tr->opt) && model_has_sgd_step_one(tr->model);
+    trace_thread_name("trainer", (int)wk->id);
     if (!wait_at_gate(tr)) run_epochs(&H.loop, &hogwild_mode);
     solo_finished(&H.loop);
     mark_finished(tr);
@@ -602,8 +625,10 @@ static size_t device_step(loop_t *L, size_t epoch, size_t pos) {
         if (allowed > L->updates && allowed - L->updates < count) count = (size_t)(allowed - L->updates);
     }
     float lr = optimizer_lr(tr->opt, (double)L->updates, epoch);
+    uint64_t span = TRACE_BEGIN();
     note_step_start(link, L->id, L->updates);
     if (!(D->ok = tr->dev_ops->step(tr->dev, pos, count, lr, D->err, sizeof D->err) == 0)) return 0;
+    TRACE_END(&TK_STEP, span, count);
     solo_step_done(L, count, 0.0, lr, D->hogwild ? count : 1);  // the loss comes with the next sync
     if (++D->unsynced >= GPU_LOSS_EVERY) {
         if (!(D->ok = gpu_sync(tr, D->stats, 0, D->err, sizeof D->err) == 0)) return 0;
@@ -619,6 +644,7 @@ static void *gpu_worker(void *arg) {
     worker_t *wk = arg;
     trainer_t *tr = wk->tr;
     device_loop_t D;
+    trace_thread_name("trainer (device)", (int)wk->id);
     D.stats = &tr->stats[wk->id];
     D.ok = tr->dev_ops->bind_thread(tr->dev, D.err, sizeof D.err) == 0;
     D.hogwild = tr->dev_ops->is_hogwild(tr->dev);
@@ -771,9 +797,11 @@ static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds
             }
         }
         int applied = 0;
+        uint64_t span = TRACE_BEGIN();
         if (!atomic_load_explicit(link->abort, memory_order_relaxed) &&
             link->exchange(link->ctx, sum, total, lr, tr->w, &applied) != 0)
             atomic_store_explicit(link->abort, 1, memory_order_relaxed);
+        TRACE_END(&TK_EXCHANGE, span, total);
         tr->round_applied = applied;
         tr->exchange_stop = atomic_load_explicit(link->abort, memory_order_relaxed);
         if (!dense && !tr->exchange_stop) {
@@ -859,8 +887,11 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     trainer_t *tr = L->tr;
     const train_config_t *c = L->c;
     size_t id = L->id;
+    uint64_t round_span = TRACE_BEGIN();
     if (id == 0) sync_round_decide(S, base);
+    uint64_t span = TRACE_BEGIN();
     spin_barrier_wait(&tr->barrier);  // A
+    TRACE_END(&TK_BARRIER, span, 0);
     if (tr->round_stop) return 0;
     if (tr->round_park) {
         if (S->unflushed) sync_flush(tr, id);
@@ -873,12 +904,18 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     size_t mine = S->rank * S->replica_size, total = 0;
     if (mine < round_total) total = round_total - mine < S->replica_size ? round_total - mine : S->replica_size;
     size_t count = sync_count(total, c->batch, id);
+    span = TRACE_BEGIN();
     double loss = count ? sync_compute(S, tr->order + base + mine + id * c->batch, count) : 0.0;
+    TRACE_END(&TK_COMPUTE, span, count);
     float lr = optimizer_lr(tr->opt, (double)L->updates, epoch);
     if (id == 0) step_delay_sleep(L->link, &L->delay_rng);
+    span = TRACE_BEGIN();
     spin_barrier_wait(&tr->barrier);  // B
+    TRACE_END(&TK_BARRIER, span, 0);
+    span = TRACE_BEGIN();
     if (S->dense) sync_reduce_dense(tr, id, total, lr);
     else sync_reduce_sparse(tr, id, total, lr);
+    TRACE_END(&TK_REDUCE, span, 0);
     S->unflushed = S->behind = tr->keep_copies;
     if (L->link && sync_exchange(tr, id, total, L->updates, lr)) {
         atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
@@ -887,6 +924,7 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     L->updates++;
     L->samples += total;
     publish(&tr->stats[id], count, loss, lr, id == 0 ? 1 : 0);
+    TRACE_END(&TK_ROUND, round_span, count);
     return L->stride;
 }
 
@@ -909,6 +947,7 @@ static void *sync_worker(void *arg) {
     S.dense = tr->sum.dense;
     S.store = S.dense && model_has_loss_grad_apply(tr->model);
     S.unflushed = S.behind = 0;
+    trace_thread_name("trainer", (int)wk->id);
     if (!wait_at_gate(tr)) {
         // Every copy starts as w; from then on each round's reduce and pull keep it current.
         if (tr->keep_copies) params_read(tr->w, tr->n_params, tr->copies[wk->id]);
@@ -1118,6 +1157,7 @@ static train_point_t point_at(const trainer_t *tr, const clock_state_t *clk, con
 static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const train_callbacks_t *cb,
                       train_result_t *res) {
     double pause_begin = now_s();
+    uint64_t span = TRACE_BEGIN();
     const train_link_t *link = tr->cfg.link;
     if (link && link->refresh && !atomic_load_explicit(link->abort, memory_order_relaxed) &&
         link->refresh(link->ctx, tr->w) != 0)
@@ -1136,6 +1176,7 @@ static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const 
         res->samples_to_target = p.samples;
     }
     if (cb && cb->on_eval) cb->on_eval(&p, cb->ctx);
+    TRACE_END(&TK_EVAL, span, p.samples);
     clk->paused += now_s() - pause_begin;
     return reached && tr->cfg.stop_at_target;
 }
@@ -1145,6 +1186,7 @@ static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const 
 // of a good state). Counted as paused time.
 static int take_checkpoint(trainer_t *tr, clock_state_t *clk, train_result_t *out, char *err, size_t err_len) {
     double begin = now_s();
+    uint64_t span = TRACE_BEGIN();
     for (size_t j = 0; j < tr->n_params; j++) {
         float v = param_get(&tr->w[j]);
         if (!isfinite(v)) {
@@ -1164,6 +1206,7 @@ static int take_checkpoint(trainer_t *tr, clock_state_t *clk, train_result_t *ou
     tr->position.wall_s = begin - clk->start - clk->paused;
     int rc = tr->cfg.checkpoint(tr->cfg.checkpoint_ctx, &tr->position, tr->w, tr->opt, err, err_len);
     if (rc == 0) out->checkpoints++;
+    TRACE_END(&TK_CHECKPOINT, span, 0);
     clk->paused += now_s() - begin;
     return rc;
 }

@@ -114,8 +114,8 @@ static int rejoin_position(const replica_t *r, train_config_t *tc, train_positio
 // Joins the servers: the client (and its heartbeats), the model they hold
 // (the part they hold), and the clock they give this worker, from which a
 // rejoining worker goes on.
-static int join_servers(replica_t *r, void *zmq_ctx, uint64_t init_seed, train_config_t *tc, train_position_t *start,
-                        replica_stats_t *stats, char *err, size_t err_len) {
+static int join_servers_now(replica_t *r, void *zmq_ctx, uint64_t init_seed, train_config_t *tc,
+                            train_position_t *start, replica_stats_t *stats, char *err, size_t err_len) {
     const replica_config_t *rc = r->rc;
     r->client = ps_client_new(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->servers, rc->n_servers, r->ps_n,
                               rc->heartbeat_ms, rc->timeout_ms, err, err_len);
@@ -137,6 +137,17 @@ static int join_servers(replica_t *r, void *zmq_ctx, uint64_t init_seed, train_c
     r->clock = ps_client_join_clock(r->client);
     stats->start_clock = r->clock;
     return r->clock > 0 ? rejoin_position(r, tc, start, err, err_len) : 0;
+}
+
+// The join, a span of a --trace timeline (docs/trace.md): its clock is where
+// the worker goes on from (above 0: a rejoin, after a restart or an eviction).
+static int join_servers(replica_t *r, void *zmq_ctx, uint64_t init_seed, train_config_t *tc, train_position_t *start,
+                        replica_stats_t *stats, char *err, size_t err_len) {
+    static const trace_kind_t join = {"join", "net", "clock"};
+    uint64_t span = TRACE_BEGIN();
+    int rc = join_servers_now(r, zmq_ctx, init_seed, tc, start, stats, err, err_len);
+    TRACE_END(&join, span, r->clock);
+    return rc;
 }
 
 // The compressor and buffers a compressed run needs, sized once.

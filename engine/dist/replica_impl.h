@@ -12,6 +12,7 @@
 #include "net/compress.h"   // defines: compressor_t, ef_residual_t
 #include "net/ps_client.h"  // defines: ps_client_t
 #include "net/ps_heartbeat.h"  // defines: ps_heartbeat_t
+#include "kernels/trace.h"  // defines: trace_kind_t, TRACE_BEGIN, TRACE_END
 
 #define REPLICA_ERR_LEN 512
 

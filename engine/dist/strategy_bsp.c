@@ -33,17 +33,22 @@ static int push_round(replica_t *r, grad_t *sum, size_t examples) {
 
 static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
     (void)lr;
+    static const trace_kind_t push = {"push", "net", "clock"}, round_wait = {"round_wait", "sync", "clock"};
     replica_t *r = ctx;
     double t0 = replica_now_s();
+    uint64_t span = TRACE_BEGIN();
     if (push_round(r, sum, examples) != 0) return -1;
     r->clock++;
     r->stats.pushes++;
+    TRACE_END(&push, span, r->clock);
     // The next round (bound 0) starts on the model every worker's gradient of this one is in.
     uint64_t min_clock;
     double wait_from = replica_now_s();
+    span = TRACE_BEGIN();
     if (ps_client_pull(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pulled, &min_clock, r->err,
                        sizeof r->err) != 0)
         return -1;
+    TRACE_END(&round_wait, span, r->clock);
     r->stats.wait_s += replica_now_s() - wait_from;  // the round ends when the slowest worker's gradient is in
     r->stats.pulls++;
     for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);

@@ -129,7 +129,13 @@ static int write_dense_frames(replica_t *r, const float *snap, float inv_lr) {
 // Pushes what the replica learned since its last push: (base - w) / lr per
 // coordinate, the sum of the gradients its SGD steps applied. With
 // skip_if_empty, nothing is sent when nothing changed.
+// The communication thread's spans in a --trace timeline (docs/trace.md).
+static const trace_kind_t TK_PUSH = {"push", "net", "clock"};
+static const trace_kind_t TK_PULL = {"pull", "net", "need"};  // need > 0: the gate's pull (waits for the bound)
+static const trace_kind_t TK_ACKS = {"wait_acks", "net", NULL};
+
 static int push_delta(replica_t *r, int skip_if_empty) {
+    uint64_t span = TRACE_BEGIN();
     // How many steps the push sums (read before the delta, so it never
     // overstates): the server's delay compensation scales by it.
     uint64_t steps_now = replica_steps(r);
@@ -173,6 +179,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     r->clock++;
     r->stats.pushes++;
     r->steps_pushed = steps_now;
+    TRACE_END(&TK_PUSH, span, r->clock);
     return 0;
 }
 
@@ -180,6 +187,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
 // rounds) and rebases the local copy on it, keeping local changes not yet pushed.
 static int pull_and_rebase(replica_t *r, uint64_t need) {
     uint64_t min_clock = 0;
+    uint64_t span = TRACE_BEGIN();
     if (ps_client_pull(r->client, need, r->pulled, &min_clock, r->err, sizeof r->err) != 0) return -1;
     if (r->gpu) {
         // The same rebase as a delta for the device: w + (pulled - base).
@@ -203,6 +211,7 @@ static int pull_and_rebase(replica_t *r, uint64_t need) {
     ps_client_pulled_versions(r->client, r->gen_versions + (g % GEN_RING) * r->rc->n_servers);
     atomic_store_explicit(&r->generation, g, memory_order_release);
     windows_observe(r);
+    TRACE_END(&TK_PULL, span, need);
     return 0;
 }
 
@@ -262,13 +271,17 @@ static int push_last(replica_t *r) {
     uint64_t last_round = last_steps ? (last_steps - 1) / r->quota : 0;
     if (last_round > r->clock) r->clock = last_round;
     if (push_delta(r, 1) != 0) return -1;
-    return ps_client_wait_acks(r->client, r->err, sizeof r->err);
+    uint64_t span = TRACE_BEGIN();
+    int rc = ps_client_wait_acks(r->client, r->err, sizeof r->err);
+    TRACE_END(&TK_ACKS, span, 0);
+    return rc;
 }
 
 static void *comm_main(void *arg) {
     replica_t *r = arg;
     uint64_t next_fetch = r->rc->fetch_every;
     double busy = 0.0;
+    trace_thread_name("comm", -1);
     int rc = r->gpu ? gpu_model_bind_thread(r->gpu, r->err, sizeof r->err) : 0;
     while (rc == 0) {
         int done = atomic_load_explicit(&r->training_done, memory_order_acquire);

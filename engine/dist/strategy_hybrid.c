@@ -9,6 +9,9 @@
 #include "engine/dist/replica_impl.h"
 #include "net/ps_client.h"  // defines: ps_client_pull_keys_at, ps_client_push_sparse, ps_client_pull
 
+// The spans in a --trace timeline (docs/trace.md).
+static const trace_kind_t TK_PULL = {"pull", "net", "need"}, TK_PUSH = {"push", "net", "clock"};
+
 // Before a round: the embedding rows its examples read, pulled from the
 // servers (under SSP once every worker has pushed the rounds the bound asks).
 static int prepare_hybrid(void *ctx, const uint32_t *examples, size_t count, param_t *w) {
@@ -17,7 +20,9 @@ static int prepare_hybrid(void *ctx, const uint32_t *examples, size_t count, par
     size_t nk = model_sparse_keys(r->model, examples, count, r->mark, r->keys);
     qsort(r->keys, nk, sizeof *r->keys, replica_cmp_u32);
     uint64_t need = ssp_gate(r->clock, 0, r->read_bound).pull_clock;
+    uint64_t span = TRACE_BEGIN();
     if (ps_client_pull_keys_at(r->client, need, r->keys, nk, r->pulled, r->err, sizeof r->err) != 0) return -1;
+    TRACE_END(&TK_PULL, span, need);
     for (size_t k = 0; k < nk; k++) param_set(&w[r->keys[k]], r->pulled[k]);
     r->stats.pulls++;
     double dt = replica_now_s() - t0;
@@ -46,9 +51,11 @@ static int exchange_hybrid(void *ctx, grad_t *sum, size_t examples, float lr, pa
     qsort(r->idx, nnz, sizeof *r->idx, replica_cmp_u32);
     float share = total > 0.0f ? ex / total : 0.0f;
     for (size_t k = 0; k < nnz; k++) r->val[k] = sum->value[r->idx[k]] * share;
+    uint64_t span = TRACE_BEGIN();
     if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, (uint32_t)examples, 0, r->err,
                               sizeof r->err) != 0)
         return -1;
+    TRACE_END(&TK_PUSH, span, r->clock + 1);
     // What the trainer applies: the dense part's global average only.
     grad_clear(sum);
     if (total > 0.0f)

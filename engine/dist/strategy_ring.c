@@ -32,7 +32,18 @@ static int ring_sum_allgather(replica_t *r, float *buf, size_t m, size_t example
     return 0;
 }
 
+static int ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *total);
+
+// The collective's call, a span of a --trace timeline (docs/trace.md).
 int replica_ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *total) {
+    static const trace_kind_t allreduce = {"allreduce", "net", "floats"};
+    uint64_t span = TRACE_BEGIN();
+    int rc = ring_sum(r, buf, m, examples, total);
+    TRACE_END(&allreduce, span, m + 1);
+    return rc;
+}
+
+static int ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *total) {
     buf[m] = (float)examples;
     if (r->rc->shm) {  // never compressed (replica.c checks)
         if (shm_allreduce_sum(r->rc->shm, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
