@@ -218,6 +218,11 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
         snprintf(err, err_len, "%s: %s", command, cerr);
         return 2;
     }
+    if (d->collective == COLLECTIVE_MPI && !dist_without_servers(d->sync)) {
+        snprintf(err, err_len, "%s: --collective mpi: applies to --sync allreduce and local (every rank a worker)",
+                 command);
+        return 2;
+    }
     if (d->collective != COLLECTIVE_AUTO && !dist_uses_ring(d->sync)) {
         snprintf(err, err_len, "%s: --collective %s: applies to --sync allreduce, local and hybrid", command,
                  collective_name((collective_choice_t)d->collective));
@@ -229,16 +234,9 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
                  "--collective ring or auto", command, collective_name((collective_choice_t)d->collective), d->compress);
         return 2;
     }
-    if (d->collective == COLLECTIVE_MPI) {
-        if (!dist_without_servers(d->sync)) {
-            snprintf(err, err_len, "%s: --collective mpi: applies to --sync allreduce and local (every rank a worker)",
-                     command);
-            return 2;
-        }
-        if (collective_mpi_usable(cerr, sizeof cerr) != 0) {
-            snprintf(err, err_len, "%s: %s", command, cerr);
-            return 2;
-        }
+    if (d->collective == COLLECTIVE_MPI && collective_mpi_usable(cerr, sizeof cerr) != 0) {
+        snprintf(err, err_len, "%s: %s", command, cerr);
+        return 2;
     }
     if (d->error_feedback && !compress_is_lossy(&d->compress_spec)) {
         snprintf(err, err_len, "%s: --error-feedback on: nothing to feed back without a lossy --compress", command);
