@@ -18,6 +18,7 @@
 static char dir[] = "/tmp/asgd_collective_mpi_XXXXXX";  // read by launch_support.h
 #include "launch_support.h"
 
+#ifdef ASGD_HAVE_MPI
 static const char *path_of(const char *name) {
     static char p[8][400];
     static int next;
@@ -72,7 +73,6 @@ static void check_workers(const char *name, const char *expect) {
     free(c1);
 }
 
-#ifdef ASGD_HAVE_MPI
 // `mpirun -np 2 asgd launch ... --collective mpi` for run `name`; 0 when it succeeded.
 static int run_mpi(const char *name, const char *sync, const char *const *extra) {
     char coordinator[32];

@@ -106,8 +106,8 @@ void collective_mpi_settled(void) { settled = 1; }
 #else  // built without MPI
 
 static int without_mpi(char *err, size_t err_len) {
-    snprintf(err, err_len, "--collective mpi: asgd was built without MPI (install Open MPI, libopenmpi-dev and "
-             "openmpi-bin, and configure again; docs/allreduce.md)");
+    snprintf(err, err_len, "--collective mpi: asgd was built without MPI (configure it with Open MPI installed, "
+             "libopenmpi-dev and openmpi-bin, and -DASGD_MPI=AUTO or ON; docs/allreduce.md)");
     return -1;
 }
 
