@@ -17,6 +17,7 @@
 #include "engine/cli/commands.h"
 #include "engine/cli/dist.h"
 #include "engine/dist/collective.h"      // defines: collective_open, collective_name
+#include "engine/dist/collective_mpi.h"  // defines: collective_mpi_usable
 #include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/core/json_writer.h"     // defines: json_*
 #include "engine/cli/model_file.h"      // defines: model_file_info_of, model_file_write
@@ -93,7 +94,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"curve-allow", FLAG_TYPE_STRING, &d->curve_allow, "FILE", "public keys that may connect to this process's sockets, one per line (e.g. the workers' .pub files concatenated)", 0, 0, NULL, 0},
         {"insecure", FLAG_TYPE_BOOL, &d->insecure, NULL, "let servers, coordinator and rings listen beyond 127.0.0.1 without CURVE (anyone who reaches them can read and alter the run)", 0, 0, NULL, 0},
         {"ring-ipc", FLAG_TYPE_BOOL, &d->ring_ipc, NULL, "allreduce over ipc:// sockets (all workers on one machine; asgd launch's default there)", 0, 0, NULL, 0},
-        {"collective", FLAG_TYPE_CHOICE, &d->collective, "auto|shm|ring", "allreduce, local, hybrid: sum through shared memory (every worker on this host) or the ZeroMQ ring; auto: shared memory when the workers' ring endpoints are all on one host and nothing is compressed (default auto)", 0, 0, "auto|shm|ring", 0},
+        {"collective", FLAG_TYPE_CHOICE, &d->collective, "auto|shm|ring|mpi", "allreduce, local, hybrid: sum through shared memory (every worker on this host) or the ZeroMQ ring; auto: shared memory when the workers' ring endpoints are all on one host and nothing is compressed (default auto); mpi (allreduce, local; under mpirun, one rank per worker): MPI_Allreduce", 0, 0, "auto|shm|ring|mpi", 0},
         {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up (default 60000)", 100, 1e9, NULL, 0},
         {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "workers' heartbeats to the servers (and ZMTP's), 0 = off (default 1000)", 0, 1e6, NULL, 0},
         {"worker-timeout", FLAG_TYPE_SIZE, &d->worker_timeout_ms, "MS", "servers evict a worker silent this long, so ssp/bsp stop waiting for it; 0 = never (default 10000)", 0, 1e9, NULL, 0},
@@ -218,14 +219,24 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
         snprintf(err, err_len, "%s: %s", command, cerr);
         return 2;
     }
+    if (d->collective == COLLECTIVE_MPI && !dist_without_servers(d->sync)) {
+        snprintf(err, err_len, "%s: --collective mpi: applies to --sync allreduce and local (every rank a worker)",
+                 command);
+        return 2;
+    }
     if (d->collective != COLLECTIVE_AUTO && !dist_uses_ring(d->sync)) {
         snprintf(err, err_len, "%s: --collective %s: applies to --sync allreduce, local and hybrid", command,
                  collective_name((collective_choice_t)d->collective));
         return 2;
     }
-    if (d->collective == COLLECTIVE_SHM && d->compress_spec.kind != COMPRESS_KIND_NONE) {
-        snprintf(err, err_len, "%s: --collective shm: compressed exchanges (--compress %s) go round the ring; use "
-                 "--collective ring or auto", command, d->compress);
+    if ((d->collective == COLLECTIVE_SHM || d->collective == COLLECTIVE_MPI) &&
+        d->compress_spec.kind != COMPRESS_KIND_NONE) {
+        snprintf(err, err_len, "%s: --collective %s: compressed exchanges (--compress %s) go round the ring; use "
+                 "--collective ring or auto", command, collective_name((collective_choice_t)d->collective), d->compress);
+        return 2;
+    }
+    if (d->collective == COLLECTIVE_MPI && collective_mpi_usable(cerr, sizeof cerr) != 0) {
+        snprintf(err, err_len, "%s: %s", command, cerr);
         return 2;
     }
     if (d->error_feedback && !compress_is_lossy(&d->compress_spec)) {
@@ -1157,6 +1168,7 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
         .n_servers = d->servers,
         .ring = w->ring,
         .shm = w->shm,
+        .mpi = d->collective == COLLECTIVE_MPI,
         .timeout_ms = (int)d->timeout_ms,
         .heartbeat_ms = (int)d->heartbeat_ms,
         .retry_ms = (int)d->retry_ms,

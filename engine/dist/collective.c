@@ -4,11 +4,12 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "engine/dist/collective_mpi.h"  // defines: collective_mpi_open
 #include "net/curve_auth.h"     // defines: net_endpoint_is_local
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_new
 
 const char *collective_name(collective_choice_t c) {
-    return c == COLLECTIVE_SHM ? "shm" : c == COLLECTIVE_RING ? "ring" : "auto";
+    return c == COLLECTIVE_SHM ? "shm" : c == COLLECTIVE_RING ? "ring" : c == COLLECTIVE_MPI ? "mpi" : "auto";
 }
 
 // Whether two ring endpoints are on the same host: both ipc:// or loopback,
@@ -37,9 +38,11 @@ int collective_open(collective_choice_t choice, int compressed, const rdv_entry_
     if (choice == COLLECTIVE_RING) return 0;
     if (compressed) {
         if (choice == COLLECTIVE_AUTO) return 0;
-        snprintf(err, err_len, "--collective shm: compressed exchanges (--compress) go round the ring");
+        snprintf(err, err_len, "--collective %s: compressed exchanges (--compress) go round the ring",
+                 collective_name(choice));
         return -1;
     }
+    if (choice == COLLECTIVE_MPI) return collective_mpi_open(n, id, err, err_len);
     if (!collective_one_host(ring, n)) {
         if (choice == COLLECTIVE_AUTO) return 0;
         size_t k = first_elsewhere(ring, n);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/dist/collective_mpi.h"  // defines: collective_mpi_settled
 #include "engine/dist/replica_impl.h"
 #include "kernels/partition.h"  // defines: shard_range
 #include "net/compress.h"   // defines: compressor_new, compress_encode, ef_residual_t
@@ -48,12 +49,16 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
                                "replicas run on the CPU");
         return -1;
     }
-    if (s->ring && !rc->ring && !rc->shm) {
+    if (s->ring && !rc->ring && !rc->shm && !rc->mpi) {
         snprintf(err, err_len, "--sync %s needs a ring of workers", sync_mode_name(rc->mode));
         return -1;
     }
     if (rc->shm && rc->compress.kind != COMPRESS_KIND_NONE) {
         snprintf(err, err_len, "--compress: compressed exchanges go round the ring, not through shared memory");
+        return -1;
+    }
+    if (rc->mpi && rc->compress.kind != COMPRESS_KIND_NONE) {
+        snprintf(err, err_len, "--compress: compressed exchanges go round the ring, not through MPI");
         return -1;
     }
     // Test only (tests/test_ssp_bound.c): ASGD_TEST_SSP_GATE_OFF=1 lets the
@@ -247,7 +252,8 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
     for (size_t t = 0; r->progress && t < r->threads; t++)
         stats->wait_s += 1e-9 * (double)atomic_load_explicit(&r->progress[t].wait_ns, memory_order_relaxed);
     stats->clock = r->clock;
-    stats->collective = !r->strategy || !r->strategy->ring ? NULL : r->rc->shm ? "shm" : "ring";
+    stats->collective = !r->strategy || !r->strategy->ring ? NULL
+                        : r->rc->shm ? "shm" : r->rc->mpi ? "mpi" : "ring";
     stats->pushes = r->stats.pushes;
     stats->pulls = r->stats.pulls;
     stats->comm_s = r->stats.comm_s;
@@ -321,6 +327,8 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     if (s->end) s->end(&r);
     if (r.err[0] && atomic_load(&r.abort)) snprintf(err, err_len, "%s", r.err);
     else if (train_rc == 0 && replica_finish(&r, out, stats, final_w, err, err_len) == 0) status = 0;
+    // Its last sum is behind it: exit may finalise MPI.
+    if (status == 0 && rc->mpi) collective_mpi_settled();
 out:
     replica_report(&r, status != 0, stats);
     free(start.samples);

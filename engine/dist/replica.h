@@ -55,6 +55,9 @@ typedef struct replica_config {
     // the uncompressed exchanges go through this shared-memory group instead of
     // the ring (borrowed; NULL: the ring). Not with compression.
     struct shm_allreduce *shm;
+    // --collective mpi: the uncompressed exchanges go through MPI_Allreduce over
+    // the worker ranks, opened for the process (engine/dist/collective_mpi.h).
+    int mpi;
     int timeout_ms;                // longest wait for any peer
     int heartbeat_ms;              // ZMTP heartbeats, and this worker's heartbeats to the servers; 0 = off
     int retry_ms;                  // resend an unanswered request after this long; 0 = the client's default
@@ -95,7 +98,7 @@ typedef struct replica_stats {
     // last push; NaN for allreduce, whose replicas all hold the global model).
     double global_test_loss, global_test_metric;
     uint64_t global_versions;      // the shards' versions of that pull, summed (0 without servers)
-    const char *collective;        // ring modes: "shm" or "ring", what summed the exchanges; else NULL
+    const char *collective;        // ring modes: "shm", "ring" or "mpi", what summed the exchanges; else NULL
 } replica_stats_t;
 
 // Trains a fresh replica (parameters from the servers, or initialised with

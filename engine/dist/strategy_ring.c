@@ -1,10 +1,11 @@
 // allreduce: the rounds of bsp without a server. The replicas sum their
 // averaged gradients, weighted by examples, with a ring allreduce (through
-// shared memory when the run chose it: collective.h), and every replica
+// shared memory or MPI when the run chose it: collective.h), and every replica
 // applies the identical update (sync_strategy.h). Also the weighted sum that
 // local SGD and hybrid share.
 #include <string.h>
 
+#include "engine/dist/collective_mpi.h"  // defines: collective_mpi_sum
 #include "engine/dist/replica_impl.h"
 #include "net/ring.h"  // defines: ring_allreduce_sum, ring_allreduce_sum_fp16, ring_allgather_encoded
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_sum
@@ -47,6 +48,11 @@ static int ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *
     buf[m] = (float)examples;
     if (r->rc->shm) {  // never compressed (replica.c checks)
         if (shm_allreduce_sum(r->rc->shm, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
+        *total = buf[m];
+        return 0;
+    }
+    if (r->rc->mpi) {  // never compressed (replica.c checks)
+        if (collective_mpi_sum(buf, m + 1, r->err, sizeof r->err) != 0) return -1;
         *total = buf[m];
         return 0;
     }
