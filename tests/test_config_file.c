@@ -38,11 +38,11 @@ typedef struct opts {
     int pin, sync;
     const char *log;
     uint64_t seed;
+    const char *config;  // --config's target lives as long as the others
 } opts_t;
 
-static size_t table(opts_t *o, flag_spec_t *s, const char **config) {
+static size_t table(opts_t *o, flag_spec_t *s) {
     memset(o, 0, sizeof *o);
-    *config = NULL;
     flag_spec_t t[] = {
         {"epochs", FLAG_TYPE_SIZE, &o->epochs, "E", "", 1, 100, NULL, 0},
         {"lr", FLAG_TYPE_DOUBLE, &o->lr, "RATE", "", 0, 0, NULL, 0},
@@ -50,7 +50,7 @@ static size_t table(opts_t *o, flag_spec_t *s, const char **config) {
         {"sync", FLAG_TYPE_CHOICE, &o->sync, "S", "", 0, 0, "bsp|ssp|asp", 0},
         {"log", FLAG_TYPE_STRING, &o->log, "FILE", "", 0, 0, NULL, 0},
         {"seed", FLAG_TYPE_U64, &o->seed, "S", "", 0, 0, NULL, 0},
-        {"config", FLAG_TYPE_STRING, (void *)config, "FILE", "", 0, 0, NULL, 0},
+        {"config", FLAG_TYPE_STRING, &o->config, "FILE", "", 0, 0, NULL, 0},
     };
     memcpy(s, t, sizeof t);
     return sizeof t / sizeof t[0];
@@ -58,8 +58,7 @@ static size_t table(opts_t *o, flag_spec_t *s, const char **config) {
 
 // Parses argv (with a flag file) into o; returns 0, or -1 with err.
 static int parse(opts_t *o, flag_spec_t *specs, flags_argv_t *words, int argc, char **argv, char *err, size_t len) {
-    const char *config;
-    size_t n = table(o, specs, &config);
+    size_t n = table(o, specs);
     if (flags_file_merge("t", "config", specs, n, argc, argv, words, err, len) != 0) return -1;
     return flags_parse("t", specs, n, words->argc, words->argv, err, len) == FLAGS_STATUS_OK ? 0 : -1;
 }
