@@ -115,8 +115,13 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
                  c->shard, c->n_shards, c->n_workers, c->n_params);
         return NULL;
     }
-    if (c->mode == SYNC_MODE_BSP && (c->stale.staleness_aware || c->stale.dc_lambda > 0)) {
-        snprintf(err, err_len, "server: staleness-aware steps and DC-ASGD apply to asp and ssp; bsp updates are never stale");
+    if (c->mode == SYNC_MODE_BSP && (c->stale.staleness_aware || c->stale.dc_lambda > 0 || c->stale.delay_adaptive)) {
+        snprintf(err, err_len, "server: staleness-aware and delay-adaptive steps and DC-ASGD apply to asp and ssp; bsp updates are never stale");
+        return NULL;
+    }
+    char why[160];
+    if (stale_update_config_check(&c->stale, why, sizeof why) != 0) {
+        snprintf(err, err_len, "server: %s", why);
         return NULL;
     }
     if (c->mode == SYNC_MODE_ALLREDUCE) {

@@ -8,6 +8,11 @@ int stale_update_config_check(const stale_update_config_t *c, char *err, size_t 
         snprintf(err, err_len, "--dc-asgd: %g; expected a finite lambda >= 0", c->dc_lambda);
         return -1;
     }
+    if (c->delay_adaptive && c->staleness_aware) {
+        snprintf(err, err_len, "--delay-adaptive %llu: replaces the staleness-aware step; give one of the two",
+                 (unsigned long long)c->delay_adaptive);
+        return -1;
+    }
     return 0;
 }
 

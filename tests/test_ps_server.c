@@ -1208,16 +1208,18 @@ static void test_failures(void *ctx) {
 // then worker 0 pushes g computed from version 0 — two versions stale.
 // Staleness-aware: applied with lr / 2. DC-ASGD with lambda L over a push of
 // m steps: g + (L / m) g^2 (w_now - w_then), w_then being what worker 0 pulled.
+// Delay-adaptive with tau_C = 1: lr * 1 / 2; with tau_C = 2: the full lr.
 static void test_stale_rules(void *ctx) {
     enum { N = 37 };
     float init[N], g0[N], g1[N], pulled[N], want[N], got[N];
     random_values(init, N, 21, 1);
     random_values(g0, N, 21, 2);
     random_values(g1, N, 21, 3);
-    for (int variant = 0; variant < 2; variant++) {
+    for (int variant = 0; variant < 4; variant++) {
         ps_config_t c = config(2, N, 2, SYNC_MODE_ASP);
         if (variant == 0) c.stale.staleness_aware = 1;
-        else c.stale.dc_lambda = 0.75;
+        else if (variant == 1) c.stale.dc_lambda = 0.75;
+        else c.stale.delay_adaptive = (uint64_t)variant - 1;  // tau_C 1, then 2
         cluster_t cl;
         cluster_start(&cl, ctx, &c, init);
         ps_client_t *a = client(ctx, 0, &cl, N), *b = client(ctx, 1, &cl, N);
@@ -1234,21 +1236,24 @@ static void test_stale_rules(void *ctx) {
         for (int j = 0; j < N; j++) {
             float w = init[j];
             w = w - c.lr * g1[j];  // worker 1's first push: fresh, applied as it is
-            if (variant == 0) {
-                w = w - c.lr * g1[j];  // its second: one version stale, and lr / max(1, 1) = lr
+            if (variant != 1) {
+                w = w - c.lr * g1[j];  // its second: one version stale, and lr / max(1, 1) = lr (also <= tau_C)
             } else {
                 float g = g1[j] + (float)c.stale.dc_lambda * g1[j] * g1[j] * (w - init[j]);  // 1 step, read at init
                 w = w - c.lr * g;
             }
-            if (variant == 0) {
-                want[j] = w - (c.lr / 2.0f) * g0[j];
+            if (variant == 0 || variant == 2) {
+                want[j] = w - (c.lr / 2.0f) * g0[j];  // 2 versions stale: lr / 2 = lr * tau_C / 2 at tau_C 1
+            } else if (variant == 3) {
+                want[j] = w - c.lr * g0[j];  // 2 <= tau_C: the full step
             } else {
                 float lambda = (float)(c.stale.dc_lambda / (double)steps);
                 float g = g0[j] + lambda * g0[j] * g0[j] * (w - init[j]);
                 want[j] = w - c.lr * g;
             }
         }
-        check_bits(got, want, N, variant == 0 ? "staleness-aware step" : "DC-ASGD", __LINE__);
+        const char *what[] = {"staleness-aware step", "DC-ASGD", "delay-adaptive step, tau_C 1", "delay-adaptive step, tau_C 2"};
+        check_bits(got, want, N, what[variant], __LINE__);
         CHECK_OK(ps_client_bye(a, err, sizeof err), err);
         CHECK_OK(ps_client_bye(b, err, sizeof err), err);
         cluster_join_returned(&cl);
@@ -1261,7 +1266,16 @@ static void test_stale_rules(void *ctx) {
     c.stale.staleness_aware = 1;
     char err[256];
     CHECK(ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err) == NULL && strstr(err, "bsp"));
-    printf("stale rules: staleness-aware and DC-ASGD updates exact\n");
+    c.stale.staleness_aware = 0;
+    c.stale.delay_adaptive = 4;
+    CHECK(ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err) == NULL && strstr(err, "bsp"));
+    // The staleness-aware and delay-adaptive steps exclude each other.
+    c = config(1, N, 2, SYNC_MODE_ASP);
+    c.stale.staleness_aware = 1;
+    c.stale.delay_adaptive = 4;
+    CHECK(ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err) == NULL &&
+          strstr(err, "--delay-adaptive 4: replaces the staleness-aware step"));
+    printf("stale rules: staleness-aware, DC-ASGD and delay-adaptive updates exact\n");
 }
 
 // ---- g) compressed pushes ----------------------------------------------------------------

@@ -148,7 +148,7 @@ static void test_sampler(void) {
 }
 
 static void test_update_rules(void) {
-    stale_update_config_t c = {1, 0.0};
+    stale_update_config_t c = {1, 0.0, 0};
     CHECK(stale_update_lr(&c, 0.5f, 0) == 0.5f && stale_update_lr(&c, 0.5f, 1) == 0.5f);
     CHECK(stale_update_lr(&c, 0.5f, 4) == 0.125f);
     c.staleness_aware = 0;
@@ -492,6 +492,55 @@ static void test_cli(void) {
     CHECK(system(cmd) == 0);
 }
 
+// --delay-adaptive TAU_C through the CLI, against the rules it falls back to:
+// a threshold above every staleness is the plain step, bit for bit; TAU_C = 1
+// is the staleness-aware step; 8 (the workers) differs from both.
+static void test_cli_delay_adaptive(void) {
+    char dir[] = "/tmp/asgd_test_simulate_XXXXXX";
+    CHECK(mkdtemp(dir));
+    const char *w = "--simulate-workers 8 --delay straggler:slow=4,n=1 --seed 2";
+    const char *runs[][2] = {{"", "plain.bin"}, {"--delay-adaptive 1000000", "high.bin"},
+                             {"--staleness-aware", "aware.bin"}, {"--delay-adaptive 1", "one.bin"},
+                             {"--delay-adaptive 8", "eight.bin"}};
+    char *bin[5];
+    size_t len[5];
+    for (int i = 0; i < 5; i++) {
+        char args[256];
+        snprintf(args, sizeof args, "%s %s", w, runs[i][0]);
+        CHECK(run_cli(dir, args, runs[i][1]) == 0);
+        bin[i] = slurp(dir, runs[i][1], &len[i]);
+        CHECK(len[i] == len[0]);
+    }
+    CHECK(memcmp(bin[0], bin[1], len[0]) == 0);  // no update staler than 1,000,000
+    CHECK(memcmp(bin[2], bin[3], len[0]) == 0);  // tau_C 1 = lr / max(1, tau)
+    CHECK(memcmp(bin[4], bin[0], len[0]) != 0 && memcmp(bin[4], bin[2], len[0]) != 0);
+    for (int i = 0; i < 5; i++) free(bin[i]);
+    size_t lj;
+    char *j = slurp(dir, "eight.bin.json", &lj);
+    CHECK(strstr(j, "\"delay_adaptive\":8") && strstr(j, "\"staleness_aware\":false"));
+    free(j);
+    j = slurp(dir, "plain.bin.json", &lj);
+    CHECK(strstr(j, "\"delay_adaptive\":null"));
+    free(j);
+    const char *bad[] = {"--delay-adaptive 4", "--delay fixed:4 --staleness-aware --delay-adaptive 4",
+                         "--delay fixed:4 --delay-adaptive 0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s train --quiet --model logreg --data gen:sparse:n=300,dim=50 %s 2>%s/err.txt",
+                 ASGD_BINARY, bad[i], dir);
+        int st = system(cmd);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+        size_t le;
+        char *e = slurp(dir, "err.txt", &le);
+        CHECK(le > 0 && strchr(e, '\n') == e + le - 1 && strstr(e, "--delay-adaptive"));
+        fprintf(stderr, "  %-40s -> %s", bad[i], e);
+        free(e);
+    }
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 int main(void) {
     test_parse();
     test_sampler();
@@ -501,6 +550,7 @@ int main(void) {
     test_summary_figures();
     test_learning();
     test_cli();
+    test_cli_delay_adaptive();
     printf("test_simulate: ok\n");
     return 0;
 }

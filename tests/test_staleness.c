@@ -1,13 +1,15 @@
 // The staleness layer on its own: sync-mode names and bounds, the SSP rule at
 // its edges, the vector clock's min/max/live over joined and departed workers,
 // staleness histograms (quantiles on known distributions, the overflow bin),
-// and the --delay-worker parser with its exact error texts.
+// the --delay-worker parser with its exact error texts, and the delay-adaptive
+// step's exact values.
 #include <math.h>
 #include <stdint.h>
 
 #include "staleness/clock_table.h"  // defines: clock_table_t, clock_table_min, clock_table_max, clock_table_live
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_draw, step_delay_mean
 #include "staleness/histogram.h"    // defines: staleness_hist_t, staleness_hist_quantile
+#include "staleness/stale_update.h" // defines: stale_update_config_t, stale_update_lr, stale_update_config_check
 #include "staleness/sync_mode.h"    // defines: sync_mode_parse, sync_mode_bound, ssp_gate
 #include "test_support.h"
 
@@ -422,12 +424,46 @@ static void test_delay_spec(void) {
     CHECK(is_fixed(&one, 12.25));
 }
 
+// ---- the delay-adaptive step ----------------------------------------------------
+
+// lr for staleness <= tau_C, lr * tau_C / staleness above it: exact values
+// where they are representable, the double-rounded product elsewhere.
+static void test_delay_adaptive(void) {
+    stale_update_config_t c = {0, 0.0, 8};
+    for (uint64_t tau = 0; tau <= 8; tau++) CHECK(stale_update_lr(&c, 0.5f, tau) == 0.5f);  // fast workers: full step
+    CHECK(stale_update_lr(&c, 0.5f, 16) == 0.25f);
+    CHECK(stale_update_lr(&c, 0.5f, 32) == 0.125f);
+    CHECK(stale_update_lr(&c, 0.5f, 1024) == 0.00390625f);
+    CHECK(stale_update_lr(&c, 0.1f, 20) == (float)((double)0.1f * 0.4));   // 8 / 20
+    CHECK(stale_update_lr(&c, 0.1f, 9) == (float)((double)0.1f * 8.0 / 9.0));
+    CHECK(stale_update_lr(&c, 0.1f, 9) < 0.1f && stale_update_lr(&c, 0.1f, 9) > 0.0888f);
+    // A huge delay still gives a positive, finite step.
+    float tiny = stale_update_lr(&c, 0.1f, UINT64_MAX);
+    CHECK(tiny > 0.0f && isfinite(tiny) && tiny < 1e-18f);
+    // tau_C = 1: the staleness-aware step lr / max(1, tau), value for value.
+    stale_update_config_t one = {0, 0.0, 1}, aware = {1, 0.0, 0};
+    for (uint64_t tau = 0; tau <= 64; tau++) CHECK(stale_update_lr(&one, 0.3f, tau) == stale_update_lr(&aware, 0.3f, tau));
+    // The staleness-aware step divides where the delay-adaptive one does not.
+    CHECK(stale_update_lr(&aware, 0.5f, 8) == 0.0625f);
+    // Off (tau_C = 0), nothing changes.
+    stale_update_config_t off = {0, 0.0, 0};
+    CHECK(stale_update_lr(&off, 0.5f, 1000) == 0.5f);
+    char err[160];
+    CHECK(stale_update_config_check(&c, err, sizeof err) == 0);
+    c.dc_lambda = 0.5;  // DC-ASGD composes with it (it changes the gradient, not the step)
+    CHECK(stale_update_config_check(&c, err, sizeof err) == 0);
+    c.staleness_aware = 1;
+    CHECK(stale_update_config_check(&c, err, sizeof err) == -1);
+    CHECK(strcmp(err, "--delay-adaptive 8: replaces the staleness-aware step; give one of the two") == 0);
+}
+
 int main(void) {
     test_sync_mode();
     test_ssp_gate();
     test_clock_table();
     test_histogram();
     test_delay_spec();
+    test_delay_adaptive();
     printf("test_staleness: ok\n");
     return 0;
 }

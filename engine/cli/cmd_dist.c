@@ -84,6 +84,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (default: --lr)", 1e-12, 1e6, NULL, 0},
         {"server-staleness-aware", FLAG_TYPE_BOOL, &d->server_staleness_aware, NULL, "asp/ssp: servers divide the step by each update's staleness in versions", 0, 0, NULL, 0},
         {"server-dc-asgd", FLAG_TYPE_DOUBLE, &d->server_dc_lambda, "LAMBDA", "asp/ssp: servers compensate stale updates (DC-ASGD) with this lambda", 0, 1e6, NULL, 0},
+        {"server-delay-adaptive", FLAG_TYPE_SIZE, &d->server_delay_adaptive, "TAU_C", "asp/ssp: servers take the full step for an update at most TAU_C versions stale, step * TAU_C / staleness above it (Koloskova et al. 2022)", 1, 1e9, NULL, 0},
         {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:DELAY", "make worker ID sleep after every step (asp/ssp: each thread's step of --batch examples; bsp/allreduce: each round) — a straggler; DELAY is MS, uniform:A,B or exp:MEAN (ms, drawn per step from a stream seeded by --seed, worker and thread); comma-separated list", 0, 0, NULL, 0},
         {"coordinator", FLAG_TYPE_STRING, &d->coordinator, "HOST:PORT", "where the processes meet (under srun: the first node, port 29517)", 0, 0, NULL, 0},
         {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (default: derived from the coordinator)", 0, 0, NULL, 0},
@@ -203,8 +204,14 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
                         "stop them by --epochs", command, sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
-    if ((d->server_staleness_aware || d->server_dc_lambda > 0) && d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
-        snprintf(err, err_len, "%s: --server-staleness-aware/--server-dc-asgd: only asp and ssp updates are stale", command);
+    if ((d->server_staleness_aware || d->server_dc_lambda > 0 || d->server_delay_adaptive) && d->sync != SYNC_MODE_ASP &&
+        d->sync != SYNC_MODE_SSP) {
+        snprintf(err, err_len, "%s: --server-staleness-aware/--server-dc-asgd/--server-delay-adaptive: only asp and ssp "
+                 "updates are stale", command);
+        return 2;
+    }
+    if (d->server_delay_adaptive && d->server_staleness_aware) {
+        snprintf(err, err_len, "%s: --server-delay-adaptive replaces --server-staleness-aware; give one of the two", command);
         return 2;
     }
     if (d->worker_timeout_ms > 0 && !dist_without_servers(d->sync) &&
@@ -809,7 +816,7 @@ static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, c
         .heartbeat_ms = (int)d->heartbeat_ms,
         .worker_timeout_ms = (int)d->worker_timeout_ms,
         .quiet = 0,
-        .stale = {d->server_staleness_aware, d->server_dc_lambda},
+        .stale = {d->server_staleness_aware, d->server_dc_lambda, d->server_delay_adaptive},
         .warmup = t->warmup,
         // ASP/SSP pushes count local steps of --batch examples; BSP's and hybrid's count examples.
         .samples_per_step = d->sync == SYNC_MODE_BSP || hybrid ? 0 : t->batch,

@@ -308,6 +308,7 @@ static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_
     json_number(j, "server_lr", d->server_lr);
     json_bool(j, "server_staleness_aware", d->server_staleness_aware);
     json_number(j, "server_dc_asgd", d->server_dc_lambda);
+    json_uint(j, "server_delay_adaptive", d->server_delay_adaptive);  // tau_C; 0: off
     json_string(j, "delay_worker", d->delay_worker);
     if (d->sync == SYNC_MODE_HYBRID) json_string(j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
     if (d->sync == SYNC_MODE_BSP) json_uint(j, "backup_workers", d->backup_workers);

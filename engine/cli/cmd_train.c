@@ -42,17 +42,18 @@ static const char description[] =
     "--delay or --simulate-workers runs the deterministic staleness simulator instead (one thread;\n"
     "docs/simulation.md): --delay fixed:K | uniform:A,B | geometric:P[,max=M] | straggler:slow=F[,n=S].";
 
-// ---- staleness simulation (--simulate-workers, --delay, --staleness-aware, --dc-asgd) ----
+// ---- staleness simulation (--simulate-workers, --delay, --staleness-aware, --dc-asgd, --delay-adaptive) ----
 
 typedef struct sim_args {
     size_t workers;        // --simulate-workers W (0: not given)
     const char *delay;     // --delay SPEC
     int staleness_aware;   // --staleness-aware
     double dc_lambda;      // --dc-asgd LAMBDA
+    size_t delay_adaptive; // --delay-adaptive TAU_C (0: off)
     int on;                // simulate instead of train_run
 } sim_args_t;
 
-#define SIM_N_FLAGS 4
+#define SIM_N_FLAGS 5
 
 static size_t sim_args_flags(sim_args_t *s, flag_spec_t *specs) {
     specs[0] = (flag_spec_t){"simulate-workers", FLAG_TYPE_SIZE, &s->workers, "W",
@@ -66,6 +67,9 @@ static size_t sim_args_flags(sim_args_t *s, flag_spec_t *specs) {
     specs[3] = (flag_spec_t){"dc-asgd", FLAG_TYPE_DOUBLE, &s->dc_lambda, "LAMBDA",
                              "simulation: delay compensation g + LAMBDA*g*g*(w_now - w_then) (default 0: off)",
                              0, 1e6, NULL, 0};
+    specs[4] = (flag_spec_t){"delay-adaptive", FLAG_TYPE_SIZE, &s->delay_adaptive, "TAU_C",
+                             "simulation: full step for staleness <= TAU_C, step * TAU_C / staleness above it "
+                             "(Koloskova et al. 2022)", 1, DELAY_MODEL_MAX, NULL, 0};
     return SIM_N_FLAGS;
 }
 
@@ -76,8 +80,8 @@ static int sim_args_finish(sim_args_t *s, const train_args_t *a, const flag_spec
     char why[ERR_LEN];
     s->on = s->delay || s->workers;
     if (!s->on) {
-        if (s->staleness_aware || flags_find(flags, n_flags, "dc-asgd")->seen) {
-            snprintf(err, err_len, "asgd train: --staleness-aware/--dc-asgd: need --delay or --simulate-workers "
+        if (s->staleness_aware || s->delay_adaptive || flags_find(flags, n_flags, "dc-asgd")->seen) {
+            snprintf(err, err_len, "asgd train: --staleness-aware/--dc-asgd/--delay-adaptive: need --delay or --simulate-workers "
                             "(only the simulator applies them so far)");
             return 2;
         }
@@ -115,6 +119,7 @@ static int sim_args_finish(sim_args_t *s, const train_args_t *a, const flag_spec
     }
     sc->update.staleness_aware = s->staleness_aware;
     sc->update.dc_lambda = s->dc_lambda;
+    sc->update.delay_adaptive = s->delay_adaptive;
     if (delay_model_check(&sc->delay, why, sizeof why) != 0 || stale_update_config_check(&sc->update, why, sizeof why) != 0) {
         snprintf(err, err_len, "asgd train: %s", why);
         return 2;
@@ -132,6 +137,8 @@ static void write_simulation(json_writer_t *j, const simulate_config_t *sc, cons
     json_string(j, "delay", desc);
     json_bool(j, "staleness_aware", sc->update.staleness_aware);
     json_number(j, "dc_asgd_lambda", sc->update.dc_lambda);
+    if (sc->update.delay_adaptive) json_uint(j, "delay_adaptive", sc->update.delay_adaptive);
+    else json_null(j, "delay_adaptive");  // off
     json_uint(j, "max_in_flight", sr->max_in_flight);
     json_object(j, "staleness");
     json_uint(j, "count", sr->staleness.count);
@@ -422,6 +429,8 @@ static void print_start(const train_cmd_t *c, const char *model_desc) {
         fprintf(stderr, "asgd: simulation (replaces the mode): delay %s%s", desc,
                 c->sc.update.staleness_aware ? ", staleness-aware steps" : "");
         if (c->sc.update.dc_lambda > 0) fprintf(stderr, ", DC-ASGD lambda %g", c->sc.update.dc_lambda);
+        if (c->sc.update.delay_adaptive)
+            fprintf(stderr, ", delay-adaptive steps (tau_C %llu)", (unsigned long long)c->sc.update.delay_adaptive);
         fputc('\n', stderr);
     }
 }

@@ -19,7 +19,7 @@
 #include "net/compress.h"       // defines: compress_spec_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 33
+#define DIST_N_FLAGS 34
 #define DIST_DEFAULT_PORT 29517
 
 // The columns of a run's global.csv (the global model's curve, written by the
@@ -51,6 +51,7 @@ typedef struct dist_args {
     double server_lr;         // NaN: the workers' --lr
     int server_staleness_aware;
     double server_dc_lambda;
+    size_t server_delay_adaptive;  // tau_C of the delay-adaptive step; 0: off
     const char *delay_worker;
     const char *coordinator;  // "host:port" or "tcp://host:port"
     uint64_t run_id;          // 0: derived from the coordinator's address
