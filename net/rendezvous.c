@@ -171,6 +171,7 @@ struct rdv_server {
     atomic_size_t dropped;
     atomic_size_t joined;
     atomic_uchar *present;    // (n_ranks) rank has joined
+    atomic_size_t *answers;   // (n_ranks) tables sent to the rank (rdv_server_answers)
     // The actor's own state.
     char bound[256];          // the actor's copy of the bound endpoint (for its log lines)
     rdv_entry_t *table;       // (n_ranks) sorted by rank as it fills
@@ -214,6 +215,7 @@ static void answer(rdv_server_t *s, void *router, size_t r, const char *text, si
     h.sender = (uint32_t)r;  // the rank this answer is for: how an any-rank joiner learns its own
     char err[256];
     if (send_text(router, &s->who[r], &h, text, len, err, sizeof err) != 0) return;
+    atomic_fetch_add(&s->answers[r], 1);
     if (!s->answered[r]) {
         s->answered[r] = 1;
         s->n_answered++;
@@ -386,6 +388,7 @@ static void server_free(rdv_server_t *s) {
             if (s->has_who[i]) zmq_msg_close(&s->who[i]);
     if (s->pipe) zmq_close(s->pipe);
     free(s->present);
+    free(s->answers);
     free(s->table);
     free(s->who);
     free(s->has_who);
@@ -431,16 +434,20 @@ static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ra
     atomic_init(&s->dropped, 0);
     atomic_init(&s->joined, 0);
     s->present = malloc(n_ranks * sizeof *s->present);
+    s->answers = malloc(n_ranks * sizeof *s->answers);
     s->table = calloc(n_ranks, sizeof *s->table);
     s->who = calloc(n_ranks, sizeof *s->who);
     s->has_who = calloc(n_ranks, 1);
     s->answered = calloc(n_ranks, 1);
-    if (!s->present || !s->table || !s->who || !s->has_who || !s->answered) {
+    if (!s->present || !s->answers || !s->table || !s->who || !s->has_who || !s->answered) {
         snprintf(err, err_len, "rdv_server_new: out of memory for %zu ranks", n_ranks);
         server_free(s);
         return NULL;
     }
-    for (size_t i = 0; i < n_ranks; i++) atomic_init(&s->present[i], 0);
+    for (size_t i = 0; i < n_ranks; i++) {
+        atomic_init(&s->present[i], 0);
+        atomic_init(&s->answers[i], 0);
+    }
 
     // The pipe's two ends are made here so that a failure is reported here;
     // thread creation is the memory barrier that hands the actor its end.
@@ -522,6 +529,10 @@ const char *rdv_server_endpoint(const rdv_server_t *s) {
 
 size_t rdv_server_dropped(const rdv_server_t *s) {
     return atomic_load(&((rdv_server_t *)s)->dropped);
+}
+
+size_t rdv_server_answers(const rdv_server_t *s, size_t rank) {
+    return rank < s->n_ranks ? atomic_load(&s->answers[rank]) : 0;
 }
 
 int rdv_server_wait(rdv_server_t *s, int timeout_ms, char *err, size_t err_len) {

@@ -72,6 +72,12 @@ const char *rdv_server_endpoint(const rdv_server_t *s);
 // are missing. The server keeps answering late retries until destroyed.
 int rdv_server_wait(rdv_server_t *s, int timeout_ms, char *err, size_t err_len);
 
+// How many times the table has gone to rank (0 until it has joined and the
+// table is complete; one more for each join of it after that, a restarted
+// process's or a retry's): a caller that starts a process again reads this
+// to learn whether the new one got as far as joining. 0 for a rank >= n_ranks.
+size_t rdv_server_answers(const rdv_server_t *s, size_t rank);
+
 // Messages dropped so far (all reasons).
 size_t rdv_server_dropped(const rdv_server_t *s);
 

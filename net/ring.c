@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "kernels/partition.h"  // defines: shard_range
@@ -34,6 +35,8 @@ struct ring {
     void *push;  // connected to the next rank's PULL
     char endpoint[256];
     char next_endpoint[256];
+    char ipc_file[256];  // the ipc:// socket file bound, removed by ring_destroy ("" for tcp)
+    char ipc_dir[256];   // the directory made for it (bind host "ipc"), removed too
     size_t sub;  // floats per sub-chunk
     size_t max_count;  // the most values a call may have: the receiving socket takes no more
     int zero_copy;
@@ -166,6 +169,36 @@ static void abandon_sends(ring_t *r) {
     if (r->push && r->next_endpoint[0]) zmsg_connect(r->push, r->next_endpoint, WIRE_HEADER_SIZE, ignored, sizeof ignored);
 }
 
+// The socket file of an ipc:// ring: bind host "ipc://PATH" is PATH; "ipc" a
+// file in a fresh directory under $TMPDIR (else /tmp), made here rather than
+// by libzmq's "ipc://*", which makes it in the working directory when TMPDIR
+// is unset and leaves it there when the process is killed. Returns 0 (nothing
+// to do for tcp), or -1 with err.
+static int ipc_path(ring_t *r, const char *bind_host, char *err, size_t err_len) {
+    if (strncmp(bind_host, "ipc://", 6) == 0) {
+        if (strlen(bind_host + 6) >= RING_IPC_PATH_MAX) {
+            snprintf(err, err_len, "ring_new: rank %zu: ipc path %s is longer than %d bytes", r->rank, bind_host + 6,
+                     RING_IPC_PATH_MAX - 1);
+            return -1;
+        }
+        snprintf(r->ipc_file, sizeof r->ipc_file, "%s", bind_host + 6);
+        return 0;
+    }
+    if (strcmp(bind_host, "ipc") != 0) return 0;
+    const char *tmp = getenv("TMPDIR");
+    if (!tmp || tmp[0] != '/' || strlen(tmp) > RING_IPC_PATH_MAX - 32) tmp = "/tmp";
+    char dir[RING_IPC_PATH_MAX - 6];  // room for "/socket"
+    snprintf(dir, sizeof dir, "%s/asgd-ring-XXXXXX", tmp);
+    if (!mkdtemp(dir)) {
+        snprintf(err, err_len, "ring_new: rank %zu: cannot make a directory for its ipc socket (%s): %s", r->rank, dir,
+                 strerror(errno));
+        return -1;
+    }
+    snprintf(r->ipc_dir, sizeof r->ipc_dir, "%s", dir);
+    snprintf(r->ipc_file, sizeof r->ipc_file, "%s/socket", dir);
+    return 0;
+}
+
 ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, size_t max_count, const char *bind_host,
                  char *err, size_t err_len) {
     if (n == 0 || rank >= n || n > WIRE_NO_ID || !zmq_ctx || !bind_host || !bind_host[0]) {
@@ -207,7 +240,11 @@ ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, size_t m
         return NULL;
     }
     char bind_ep[300];
-    if (strcmp(bind_host, "ipc") == 0) snprintf(bind_ep, sizeof bind_ep, "ipc://*");
+    if (ipc_path(r, bind_host, err, err_len) != 0) {
+        ring_destroy(&r);
+        return NULL;
+    }
+    if (r->ipc_file[0]) snprintf(bind_ep, sizeof bind_ep, "ipc://%s", r->ipc_file);
     else snprintf(bind_ep, sizeof bind_ep, "tcp://%s:*", bind_host);
     // Whatever the sub-chunk size, no legitimate frame is larger than a whole
     // call's values (a RING_GATHER carries one rank's encoded vector).
@@ -275,6 +312,8 @@ void ring_destroy(ring_t **rp) {
     // callbacks name this object, so it must outlive them.
     wait_released(r, 0);
     if (r->pull) zmq_close(r->pull);
+    if (r->ipc_file[0]) unlink(r->ipc_file);
+    if (r->ipc_dir[0]) rmdir(r->ipc_dir);
     free(r);
     *rp = NULL;
 }

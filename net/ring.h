@@ -24,11 +24,17 @@
 
 typedef struct ring ring_t;
 
+// The longest ipc:// socket path (the kernel's sun_path, less its NUL).
+#define RING_IPC_PATH_MAX 107
+
 // Rank `rank` of n (rank < n, n >= 1). Binds its receiving socket right away on
-// tcp://<bind_host>:* (an ephemeral port), or, with bind_host "ipc", on a fresh
-// ipc:// path in the temporary directory (same host only), taking frames of
-// at most what a call of max_count values can send (zmsg_max_frame: a larger
-// one costs its sender the connection). The context is the caller's and must
+// tcp://<bind_host>:* (an ephemeral port), or (same host only) with bind_host
+// "ipc://PATH" on that socket file, or with "ipc" on a file in a fresh
+// directory under $TMPDIR (else /tmp). ring_destroy removes the file (and that
+// directory); a process killed before then leaves them, so a caller with a
+// directory of its own for the run gives a PATH there. It takes frames of at
+// most what a call of max_count values can send (zmsg_max_frame: a larger one
+// costs its sender the connection). The context is the caller's and must
 // outlive the ring. Returns NULL with err filled.
 ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, size_t max_count, const char *bind_host,
                  char *err, size_t err_len);

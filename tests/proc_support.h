@@ -3,6 +3,7 @@
 // Helpers for tests that run real asgd processes: start one with its output in
 // files, wait for it with a deadline, read the files and the JSON they hold.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -155,6 +156,41 @@ static inline int proc_free_port(void) {
     }
     fprintf(stderr, "proc_free_port: no free port below %d\n", low);
     exit(1);
+}
+
+// The child of `parent` (an asgd launch) serving as `role` ("server",
+// "worker") `id`: its argv is "asgd ROLE ... --id ID ...". 0 when there is none.
+static inline pid_t proc_find_child(pid_t parent, const char *role, int id) {
+    char want[16];
+    snprintf(want, sizeof want, "%d", id);
+    DIR *proc = opendir("/proc");
+    CHECK(proc);
+    pid_t found = 0;
+    for (struct dirent *e; !found && (e = readdir(proc));) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0) continue;
+        char *stat = proc_slurp(proc_path("/proc", "%d/stat", (int)pid));
+        const char *close_paren = strrchr(stat, ')');
+        int ppid = 0;
+        char state;
+        int parsed = close_paren && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2;
+        free(stat);
+        if (!parsed || ppid != parent) continue;
+        char buf[8192];
+        FILE *f = fopen(proc_path("/proc", "%d/cmdline", (int)pid), "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        const char *args[256];
+        int n = 0;
+        for (size_t i = 0; i < len && n < 256; i += strlen(buf + i) + 1) args[n++] = buf + i;
+        if (n < 2 || strcmp(args[1], role) != 0) continue;
+        for (int k = 2; k + 1 < n; k++)
+            if (strcmp(args[k], "--id") == 0 && strcmp(args[k + 1], want) == 0) found = pid;
+    }
+    closedir(proc);
+    return found;
 }
 
 #endif

@@ -14,6 +14,18 @@
 //   e) a checkpoint that fails mid-run (its path is taken by a directory):
 //      asgd train says so and trains to the end, and --summary is complete
 //      (checkpoints 0); a train run that fails (b) leaves no --summary file.
+//   f) a worker that fails before it joins, every time (the test-only
+//      ASGD_TEST_WORKER_FAIL_EARLY), under --restart-workers 50: restarted
+//      twice, each after a longer back-off, then given up, saying so.
+//   g) a worker SIGKILLed after its evaluation lines: the launch's failure line
+//      names the signal and quotes none of them.
+//   h) a failed allreduce run leaves nothing in the working directory (no
+//      tmpXXXXXX/socket of an ipc:// ring), TMPDIR unset.
+//   i) a CURVE key file holding a secret key, readable by its group or by
+//      others, is refused (launch, server, worker), naming flag, file and mode.
+//   j) a checkpoint directory that cannot be created is blamed on the flag
+//      that named it: --resume for a server resumed without --checkpoint-dir.
+#include <dirent.h>
 #include <errno.h>
 #include <sys/stat.h>
 
@@ -246,6 +258,182 @@ static void checkpoint_fails_midway(void) {
     free(j);
 }
 
+static size_t count_text(const char *text, const char *needle) {
+    size_t n = 0;
+    for (const char *p = text; (p = strstr(p, needle)); p++) n++;
+    return n;
+}
+
+// f) a worker that never gets as far as joining is not restarted for ever.
+static void crash_loop(void) {
+    char rd[400];
+    snprintf(rd, sizeof rd, "%s/f-launch", dir);
+    const char *l[40] = {"launch"};
+    int n = add_args(l, 1, data_args);
+    const char *more[] = {"--workers", "2", "--restart-workers", "50", "--run-dir", rd, NULL};
+    n = add_args(l, n, more);
+    l[n] = NULL;
+    setenv("ASGD_TEST_WORKER_FAIL_EARLY", "1", 1);
+    char *err;
+    int st = run("f-launch", l, &err);
+    unsetenv("ASGD_TEST_WORKER_FAIL_EARLY");
+    printf("f) launch --restart-workers 50, worker 1 failing before it joins: exit %d, %zu restarts:\n%s", st,
+           count_text(err, "; restarting it"), err);
+    CHECK(st == 1);
+    CHECK(count_text(err, "; restarting it") == 2);
+    expect(err, "restarting it in 0.5 s (it had not joined the run) (restart 1 of at most 50)");
+    expect(err, "restarting it in 1 s (it had not joined the run) (restart 2 of at most 50)");
+    expect(err, "asgd launch: worker 1 failed 3 times in a row before joining the run: not restarting it again");
+    // The cause quoted is the worker's own message.
+    const char *line = strstr(err, "asgd launch: worker 1 (pid ");
+    for (const char *next; line && (next = strstr(line + 1, "asgd launch: worker 1 (pid "));) line = next;
+    CHECK(line && strstr(line, "failed: exit status 1: asgd worker 1: ASGD_TEST_WORKER_FAIL_EARLY=1: failing before "
+                               "joining the run; stopped the others"));
+    free(err);
+}
+
+// Starts `asgd launch` with args (its output in dir/NAME.out, .err), waits for
+// worker 1's curve to have `rows` lines and SIGKILLs that worker. Returns the
+// launch's exit status; *victim the pid killed.
+static int launch_and_kill_worker(const char *name, const char *const *args, const char *rd, size_t rows,
+                                  pid_t *victim) {
+    const char *a[64] = {ASGD_BINARY, "launch"};
+    int n = add_args(a, 2, args);
+    a[n] = NULL;
+    pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
+    const char *csv = proc_path(rd, "worker-1.csv");
+    for (double until = proc_now_s() + HANG_S; proc_count_lines(csv) < rows && proc_now_s() < until;)
+        proc_sleep_ms(10);
+    CHECK(proc_count_lines(csv) >= rows);
+    *victim = proc_find_child(launcher, "worker", 1);
+    CHECK(*victim > 0);
+    CHECK(kill(*victim, SIGKILL) == 0);
+    return proc_wait(launcher, HANG_S);
+}
+
+// g) the failure line of a worker killed by a signal quotes no progress line.
+static void killed_worker_line(void) {
+    char rd[400];
+    snprintf(rd, sizeof rd, "%s/g-launch", dir);
+    const char *l[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--threads", "1",
+                       "--eval-every", "300", "--epochs", "1000", "--workers", "2", "--run-dir", rd, NULL};
+    pid_t victim;
+    int st = launch_and_kill_worker("g-launch", l, rd, 4, &victim);
+    char *err = proc_slurp(proc_path(dir, "g-launch.err"));
+    char needle[128];
+    snprintf(needle, sizeof needle, "asgd launch: worker 1 (pid %d) failed: ", (int)victim);
+    char *line = strstr(err, needle);
+    CHECK(line);
+    line[strcspn(line, "\n")] = '\0';
+    printf("g) worker 1 SIGKILLed after its evaluation lines: exit %d: %s\n", st, line);
+    CHECK(st == 1);
+    CHECK(strstr(err, "[worker 1] eval "));  // it did write evaluation lines
+    snprintf(needle, sizeof needle, "asgd launch: worker 1 (pid %d) failed: killed by signal 9 (Killed); stopped the "
+             "others", (int)victim);
+    CHECK(strcmp(line, needle) == 0);
+    free(err);
+}
+
+// h) a failed allreduce run: nothing left where it was started.
+static void allreduce_leaves_nothing(void) {
+    char cwd[400], rd[400], back[1024];
+    snprintf(cwd, sizeof cwd, "%s/h-cwd", dir);
+    snprintf(rd, sizeof rd, "%s/h-launch", dir);
+    CHECK(mkdir(cwd, 0755) == 0);
+    CHECK(getcwd(back, sizeof back));
+    CHECK(chdir(cwd) == 0);  // the launch starts here, as its children do
+    unsetenv("TMPDIR"), unsetenv("TEMPDIR"), unsetenv("TMP");
+    const char *l[] = {"--model", "logreg", "--data", "gen:sparse:n=20000,dim=2000,nnz=20", "--threads", "1",
+                       "--epochs", "200", "--sync", "allreduce", "--workers", "2", "--quiet", "--run-dir", rd, NULL};
+    pid_t victim;
+    int st = launch_and_kill_worker("h-launch", l, rd, 2, &victim);
+    CHECK(chdir(back) == 0);
+    DIR *d = opendir(cwd);
+    CHECK(d);
+    size_t left = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        printf("   left in the working directory: %s\n", e->d_name);
+        left++;
+    }
+    closedir(d);
+    printf("h) allreduce run with worker 1 SIGKILLed: exit %d, %zu entries left in its working directory\n", st, left);
+    CHECK(st == 1);
+    CHECK(left == 0);
+}
+
+// i) secret keys readable by others are refused.
+static void exposed_secret_key(void) {
+    char keys[400], server_key[450], server_pub[450], worker_key[450];
+    snprintf(keys, sizeof keys, "%s/keys", dir);
+    CHECK(mkdir(keys, 0700) == 0);
+    snprintf(server_key, sizeof server_key, "%s/server.key", keys);
+    snprintf(server_pub, sizeof server_pub, "%s/server.pub", keys);
+    snprintf(worker_key, sizeof worker_key, "%s/worker.key", keys);
+    char *err;
+    const char *k1[] = {"keygen", "--out", proc_path(keys, "server"), NULL};
+    CHECK(run("i-keygen-server", k1, &err) == 0);
+    free(err);
+    const char *k2[] = {"keygen", "--out", proc_path(keys, "worker"), NULL};
+    CHECK(run("i-keygen-worker", k2, &err) == 0);
+    free(err);
+    CHECK(chmod(server_key, 0640) == 0 && chmod(worker_key, 0604) == 0);
+    char needle[1200];
+    const char *l[40] = {"launch"};
+    int n = add_args(l, 1, data_args);
+    const char *lmore[] = {"--workers", "2", "--curve-server-key", server_key, "--run-dir", proc_path(dir, "i-launch"),
+                           NULL};
+    n = add_args(l, n, lmore);
+    l[n] = NULL;
+    int st = run("i-launch", l, &err);
+    printf("i) launch with a 0640 server key: exit %d: %s", st, err);
+    snprintf(needle, sizeof needle, "--curve-server-key %s: holds a secret key but is readable by its group (mode "
+             "0640); make it yours alone: chmod 600 %s", server_key, server_key);
+    CHECK(st == 1);
+    expect(err, needle);
+    free(err);
+    const char *w[40] = {"worker"};
+    n = add_args(w, 1, data_args);
+    const char *wmore[] = {"--id", "0", "--servers", "1", "--workers", "1", "--coordinator", "127.0.0.1:1",
+                           "--curve-server-key", server_pub, "--curve-key", worker_key, NULL};
+    n = add_args(w, n, wmore);
+    w[n] = NULL;
+    st = run("i-worker", w, &err);
+    printf("   worker with a 0604 key of its own: exit %d: %s", st, err);
+    snprintf(needle, sizeof needle, "--curve-key %s: holds a secret key but is readable by others (mode 0604)",
+             worker_key);
+    CHECK(st == 1);
+    expect(err, needle);
+    free(err);
+}
+
+// j) the flag blamed for a checkpoint directory that cannot be created.
+static void checkpoint_dir_blame(void) {
+    char file[400], below[450], needle[1400];
+    snprintf(file, sizeof file, "%s/j-file", dir);
+    FILE *f = fopen(file, "w");
+    CHECK(f && fclose(f) == 0);
+    snprintf(below, sizeof below, "%s/ck", file);  // below a regular file: nothing can create it, root included
+    const char *flags[] = {"--resume", "--checkpoint-dir"};
+    for (int k = 0; k < 2; k++) {
+        const char *s[40] = {"server"};
+        int n = add_args(s, 1, data_args);
+        const char *more[] = {"--id", "0", "--servers", "1", "--workers", "1", "--coordinator", "127.0.0.1:1",
+                              "--checkpoint-every", "1", "--run-dir", proc_path(dir, "j-run"), flags[k], below, NULL};
+        n = add_args(s, n, more);
+        s[n] = NULL;
+        char *err;
+        int st = run(k ? "j-server-ckdir" : "j-server-resume", s, &err);
+        printf("%s server %s DIR --checkpoint-every 1, DIR uncreatable: exit %d: %s", k ? "  " : "j)", flags[k], st,
+               err);
+        snprintf(needle, sizeof needle, "%s %s: cannot create %s: ", flags[k], below, below);
+        CHECK(st == 1);
+        expect(err, needle);
+        CHECK(!strstr(err, "--run-dir"));
+        free(err);
+    }
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
@@ -254,6 +442,11 @@ int main(void) {
     stalled_server();
     restart_under_allreduce();
     checkpoint_fails_midway();
+    crash_loop();
+    killed_worker_line();
+    allreduce_leaves_nothing();
+    exposed_secret_key();
+    checkpoint_dir_blame();
     char command[400];
     snprintf(command, sizeof command, "chmod -R u+w %s; rm -rf %s", dir, dir);
     CHECK(system(command) == 0);

@@ -61,40 +61,6 @@ static long ledger_pushes(const char *ck, int s) {
     return (long)(v[0] + v[2]);
 }
 
-// The launcher's child serving as server `id`: its argv is "asgd server ... --id ID ...".
-static pid_t find_server(pid_t launcher, int id) {
-    char want[16];
-    snprintf(want, sizeof want, "%d", id);
-    DIR *proc = opendir("/proc");
-    CHECK(proc);
-    pid_t found = 0;
-    for (struct dirent *e; !found && (e = readdir(proc));) {
-        pid_t pid = (pid_t)atoi(e->d_name);
-        if (pid <= 0) continue;
-        char *stat = proc_slurp(proc_path("/proc", "%d/stat", (int)pid));
-        const char *close_paren = strrchr(stat, ')');
-        int ppid = 0;
-        char state;
-        int parsed = close_paren && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2;
-        free(stat);
-        if (!parsed || ppid != launcher) continue;
-        char buf[8192];
-        FILE *f = fopen(proc_path("/proc", "%d/cmdline", (int)pid), "r");
-        if (!f) continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = '\0';
-        const char *args[256];
-        int n = 0;
-        for (size_t i = 0; i < len && n < 256; i += strlen(buf + i) + 1) args[n++] = buf + i;
-        if (n < 2 || strcmp(args[1], "server") != 0) continue;
-        for (int k = 2; k + 1 < n; k++)
-            if (strcmp(args[k], "--id") == 0 && strcmp(args[k + 1], want) == 0) found = pid;
-    }
-    closedir(proc);
-    return found;
-}
-
 typedef struct outcome {
     int status;        // the launcher's exit status
     long seen_after;   // pushes the test saw applied after the frozen checkpoint, before the kill
@@ -136,7 +102,7 @@ static void run_and_kill(const char *name, const char *sync, int servers, int vi
         CHECK(proc_now_s() < until);
         proc_sleep_ms(2);
     }
-    o->victim = find_server(launcher, victim);
+    o->victim = proc_find_child(launcher, "server", victim);
     CHECK(o->victim > 0);
     CHECK(kill(o->victim, SIGSTOP) == 0);  // its ledger stands still while it is read
     o->seen_after = ledger_pushes(o->ck, victim) - held;

@@ -30,7 +30,7 @@
 #include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
 #include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
 #include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
-#include "net/ring.h"               // defines: ring_new, ring_connect
+#include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
 #include "net/shm_allreduce.h"      // defines: shm_allreduce_destroy
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
 #include "staleness/histogram.h"    // defines: staleness_hist_*
@@ -522,6 +522,18 @@ void dist_args_from_launcher(dist_args_t *d) {
     if (!d->curve_server_key && !d->insecure && pub && sec) d->run_key_public = pub, d->run_key_secret = sec;
 }
 
+// A key file that holds a secret key must be the owner's alone (as ssh asks
+// of its private keys): one readable by group or others is refused. Returns
+// 0, or -1 with err naming the flag, the file and its mode.
+static int secret_key_private(const char *flag, const char *path, const curve_key_t *secret, char *err,
+                              size_t err_len) {
+    struct stat st;
+    if (!secret->z85[0] || stat(path, &st) != 0 || (st.st_mode & 077) == 0) return 0;
+    snprintf(err, err_len, "%s %s: holds a secret key but is readable by %s (mode %04o); make it yours alone: "
+             "chmod 600 %s", flag, path, st.st_mode & 007 ? "others" : "its group", (unsigned)(st.st_mode & 07777), path);
+    return -1;
+}
+
 int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler **zap, char *err, size_t err_len) {
     *zap = NULL;
     net_security_t sec;
@@ -536,11 +548,14 @@ int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler 
             snprintf(err, err_len, "--curve-server-key: %s", why);
             return -1;
         }
+        if (secret_key_private("--curve-server-key", d->curve_server_key, &sec.server_secret, err, err_len) != 0)
+            return -1;
         if (d->curve_key) {
             if (curve_key_load(d->curve_key, &sec.client_public, &sec.client_secret, why, sizeof why) != 0) {
                 snprintf(err, err_len, "--curve-key: %s", why);
                 return -1;
             }
+            if (secret_key_private("--curve-key", d->curve_key, &sec.client_secret, err, err_len) != 0) return -1;
             if (!sec.client_secret.z85[0]) {
                 snprintf(err, err_len, "--curve-key %s: holds no secret key (give the .key file asgd keygen wrote, not the .pub)",
                          d->curve_key);
@@ -828,7 +843,8 @@ static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, c
         snprintf(err, err_len, "--checkpoint-every: needs --checkpoint-dir DIR (or --run-dir) to write to");
         return -1;
     }
-    if (dist_check_writable_dir(ckpt_dir, t->checkpoint_dir ? "--checkpoint-dir" : "--run-dir", err, err_len) != 0)
+    if (dist_check_writable_dir(ckpt_dir, t->checkpoint_dir ? train_args_checkpoint_flag(t) : "--run-dir", err,
+                                err_len) != 0)
         return -1;
     snprintf(ckpt_path, ckpt_len, "%s/server-%zu.ckpt", ckpt_dir, id);
     c->checkpoint_path = ckpt_path;
@@ -1108,6 +1124,17 @@ static void worker_free(worker_t *w) {
     free(w->own_counts);
 }
 
+// Where the ring listens: --bind-host; with --ring-ipc a socket file in the
+// run directory (ring-K.sock, left there if the worker is killed), else when
+// that path is too long or there is none, a fresh one under $TMPDIR (ring.h).
+static const char *ring_bind_host(const worker_t *w, char *buf, size_t len) {
+    if (!w->d->ring_ipc) return w->d->bind_host;
+    char *dir = w->d->run_dir ? realpath(w->d->run_dir, NULL) : NULL;
+    int n = dir ? snprintf(buf, len, "ipc://%s/ring-%zu.sock", dir, w->id) : -1;
+    free(dir);
+    return n > 0 && (size_t)n < len && (size_t)n - 6 < RING_IPC_PATH_MAX ? buf : "ipc";
+}
+
 // Meets the others at the coordinator (with its ring's endpoint under
 // allreduce, hybrid and local) and learns the shards' endpoints.
 static int worker_meet(void *ctx, worker_t *w, const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
@@ -1119,8 +1146,9 @@ static int worker_meet(void *ctx, worker_t *w, const char *coordinator, uint64_t
     snprintf(me.endpoint, sizeof me.endpoint, "-");
     if (dist_uses_ring(d->sync)) {
         // + 1: an allreduce carries the examples behind the sum after the values (replica.c).
+        char host[RING_IPC_PATH_MAX + 8];
         w->ring = ring_new(ctx, w->id, d->workers, run_id, model_num_params(w->m) + 1,
-                           d->ring_ipc ? "ipc" : d->bind_host, err, err_len);
+                           ring_bind_host(w, host, sizeof host), err, err_len);
         if (!w->ring) return -1;
         advertise(ring_endpoint(w->ring), me.endpoint, sizeof me.endpoint);
     }
@@ -1278,6 +1306,14 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         goto out;
     }
     if (d->delay_worker && delay_spec_parse(d->delay_worker, d->workers, w.delays, err, err_len) != 0) goto out;
+    // Test only (tests/test_hostile.c): ASGD_TEST_WORKER_FAIL_EARLY=K makes
+    // worker K fail before it joins, as a worker with a broken setup would,
+    // every time it is started (asgd launch --restart-workers backs off).
+    const char *fail_early = getenv("ASGD_TEST_WORKER_FAIL_EARLY");
+    if (fail_early && fail_early[0] && strtoull(fail_early, NULL, 10) == id) {
+        snprintf(err, err_len, "ASGD_TEST_WORKER_FAIL_EARLY=%s: failing before joining the run", fail_early);
+        goto out;
+    }
     if (worker_meet(ctx, &w, coordinator, run_id, err, err_len) != 0) goto out;
     if (worker_open_ledger(&w, run_id, err, err_len) != 0) goto out;
     replica_config_t rc_cfg = worker_replica_config(&w, run_id);

@@ -26,7 +26,7 @@
 #include "net/curve_auth.h"         // defines: zap_handler_destroy, curve_keypair_new
 #include "net/ps_client.h"          // defines: ps_push_count_t
 #include "net/launch_env.h"         // defines: launch_env_detect
-#include "net/rendezvous.h"         // defines: rdv_server_new
+#include "net/rendezvous.h"         // defines: rdv_server_new, rdv_server_answers
 #include "staleness/histogram.h"    // defines: staleness_hist_t
 
 #define ERR_LEN 512
@@ -49,13 +49,17 @@ typedef struct child {
     int out_fd, err_fd;  // pipes from its stdout and stderr; -1 once closed
     char line[2][1024];  // partial lines being assembled
     size_t line_len[2];
-    char last_err[1024];
+    char last_err[1024];  // its last error line ("asgd ..."), not a progress line
     char save_path[1100];  // the --save-model part it writes (part_path)
     int status;
     int exited;
     int echo;  // show its lines on stderr (not under launch_job_run)
     int echo_stdout;  // ... its stdout's (its JSON) too (not under --quiet)
     const char *resume;  // a restarted server: the checkpoint directory it resumes from
+    size_t answers_at_start;  // rdv_server_answers when this incarnation started: more later = it joined
+    size_t early_failures;    // failures in a row before joining (restart_worker backs off, then gives up)
+    int restart_due;          // it is to be started again at restart_at (restart_worker's back-off)
+    double restart_at;
 } child_t;
 
 static volatile sig_atomic_t interrupted;  // the signal's number
@@ -525,6 +529,13 @@ out:
 
 // ---- local launch ----------------------------------------------------------------
 
+// Whether a child's stderr line is one of its messages ("asgd worker 1: ...",
+// "asgd server: ...", "exec ... failed"), which may say why it failed, rather
+// than an evaluation or progress line, which never does.
+static int is_error_line(const char *line) {
+    return strncmp(line, "asgd ", 5) == 0 || strncmp(line, "exec ", 5) == 0;
+}
+
 // Shows a child's output line by line, prefixed with who wrote it.
 static void pump_child(child_t *c, int which) {
     int fd = which == 0 ? c->out_fd : c->err_fd;
@@ -549,7 +560,7 @@ static void pump_child(child_t *c, int which) {
         if (ch != '\n') continue;
         if (c->line_len[which] == 0) continue;
         c->line[which][c->line_len[which]] = '\0';
-        if (which == 1) snprintf(c->last_err, sizeof c->last_err, "%s", c->line[which]);
+        if (which == 1 && is_error_line(c->line[which])) snprintf(c->last_err, sizeof c->last_err, "%s", c->line[which]);
         if (c->echo && (which == 1 || c->echo_stdout)) {
             if (progress_on_screen) fputs("\r\033[K", stderr);  // the progress line is redrawn at its next tick
             progress_on_screen = 0;
@@ -849,6 +860,7 @@ static void local_run_free(local_run_t *r) {
 }
 
 static int local_spawn(local_run_t *r, child_t *c) {
+    c->answers_at_start = rdv_server_answers(r->rdv, c->role == DIST_ROLE_SERVER ? c->id : r->d->servers + c->id);
     return spawn_child(c, r->exe, r->args, r->envp, r->argc, r->argv, r->d, r->coordinator, r->dir, r->save_model,
                        r->id_text);
 }
@@ -901,24 +913,67 @@ static void pump_output(local_run_t *r) {
         if (fds[f].revents) pump_child(owner[f], which[f]);
 }
 
+// A worker that fails before joining the run (it never got the rendezvous
+// table) is started again after RESTART_BACKOFF_S, doubled at each such
+// failure in a row, and given up after RESTART_EARLY_FAILURES of them: it
+// would only fail the same way again.
+#define RESTART_BACKOFF_S 0.5
+#define RESTART_EARLY_FAILURES 3
+
 // A failed worker is started again, with the same command: it rejoins the run
 // at the clock the servers give it (not under allreduce or hybrid: their ring
-// cannot take a member back), at most --restart-workers times. Returns 0 when
-// it was.
+// cannot take a member back), at most --restart-workers times; one that
+// failed before joining, after a back-off (start_due_restarts). Returns 0
+// when it was (or will be).
 static int restart_worker(local_run_t *r, child_t *c) {
     if (c->role != DIST_ROLE_WORKER || dist_uses_ring(r->d->sync) || r->restarts >= r->restart_workers) return -1;
     char how[128];
     describe_exit(c->status, how, sizeof how);
+    int joined = rdv_server_answers(r->rdv, r->d->servers + c->id) > c->answers_at_start;
+    c->early_failures = joined ? 0 : c->early_failures + 1;
+    if (c->early_failures >= RESTART_EARLY_FAILURES) {
+        launch_say(r, "worker %zu failed %zu times in a row before joining the run: not restarting it again",
+                   c->id, c->early_failures);
+        return -1;
+    }
+    double wait_s = joined ? 0 : RESTART_BACKOFF_S * (double)(1u << (c->early_failures - 1));
     r->restarts++;
-    if (!r->outcome)
-        fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it (restart %zu of at most %zu)\n", c->id,
-            (int)c->pid, how, r->restarts, r->restart_workers);
-    c->exited = 0;
+    if (!r->outcome) {
+        char when[64] = "";
+        if (!joined) snprintf(when, sizeof when, " in %g s (it had not joined the run)", wait_s);
+        fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it%s (restart %zu of at most %zu)\n",
+                c->id, (int)c->pid, how, when, r->restarts, r->restart_workers);
+    }
     c->line_len[0] = c->line_len[1] = 0;
     c->last_err[0] = '\0';
+    if (!joined) {
+        c->restart_due = 1;  // stays exited until then
+        c->restart_at = now_s() + wait_s;
+        return 0;
+    }
+    c->exited = 0;
     if (local_spawn(r, c) == 0) return 0;
     c->exited = 1;
     return -1;
+}
+
+// Starts the workers whose back-off has passed. Returns -1 when one did not
+// start (r->culprit), else 0.
+static int start_due_restarts(local_run_t *r) {
+    double now = now_s();
+    for (size_t i = 0; i < r->started; i++) {
+        child_t *c = &r->kids[i];
+        if (!c->restart_due || now < c->restart_at) continue;
+        c->restart_due = 0;
+        c->exited = 0;
+        if (local_spawn(r, c) != 0) {
+            c->exited = 1;
+            launch_say(r, "restarting worker %zu: %s", c->id, strerror(errno));
+            r->culprit = c;
+            return -1;
+        }
+    }
+    return 0;
 }
 
 // A failed server is started again from its last checkpoint (--resume), at
@@ -1096,7 +1151,7 @@ static void progress_tick(local_run_t *r, int final) {
 static int supervise(local_run_t *r) {
     while (r->running > 0 && !interrupted) {
         pump_output(r);
-        if (reap_children(r) != 0) return -1;
+        if (reap_children(r) != 0 || start_due_restarts(r) != 0) return -1;
         progress_tick(r, 0);
     }
     return 0;
@@ -1118,8 +1173,11 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
         if (c) {
             char how[128];
             describe_exit(c->status, how, sizeof how);
+            // A process killed by a signal said nothing about it: its last
+            // message (a note from its start) is not the cause.
+            const char *why = WIFEXITED(c->status) ? c->last_err : "";
             launch_say(r, "%s %zu (pid %d) failed: %s%s%s; stopped the others", role_name(c->role),
-                    c->id, (int)c->pid, how, c->last_err[0] ? ": " : "", c->last_err);
+                    c->id, (int)c->pid, how, why[0] ? ": " : "", why);
         }
         return 1;
     }

@@ -20,7 +20,7 @@
 #include "engine/core/params.h"       // defines: params_new, params_read
 #include "engine/core/run_report.h"   // defines: run_report_new, run_report_callbacks
 #include "engine/sim/simulate.h"     // defines: simulate_config_t, simulate_fresh
-#include "engine/cli/train_args.h"   // defines: train_args_t, train_args_build
+#include "engine/cli/train_args.h"   // defines: train_args_t, train_args_build, train_args_checkpoint_flag
 #include "engine/cli/train_job.h"    // defines: train_job_outcome_t
 #include "engine/core/trainer.h"      // defines: train_run
 #include "kernels/blas_runtime.h"  // defines: blas_core_name
@@ -389,8 +389,7 @@ static int train_cmd_check_outputs(const train_cmd_t *c, char *err, size_t err_l
         dist_check_writable_file(c->save_model, "--save-model", err, err_len) != 0)
         return -1;
     if (a->checkpoint_every > 0 && a->checkpoint_dir &&
-        dist_check_writable_dir(a->checkpoint_dir, a->checkpoint_dir == a->resume ? "--resume" : "--checkpoint-dir",
-                                err, err_len) != 0)
+        dist_check_writable_dir(a->checkpoint_dir, train_args_checkpoint_flag(a), err, err_len) != 0)
         return -1;
     return 0;
 }

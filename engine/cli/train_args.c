@@ -400,3 +400,7 @@ void train_args_train_config(const train_args_t *a, train_config_t *tc) {
     tc->clip_grad_norm = a->clip_grad_norm;
     tc->interrupt = stop_signal_flag();  // set once the command installed stop_signal_install
 }
+
+const char *train_args_checkpoint_flag(const train_args_t *a) {
+    return a->checkpoint_dir && a->checkpoint_dir == a->resume ? "--resume" : "--checkpoint-dir";
+}

@@ -78,6 +78,9 @@ flags_status_t train_args_parse(train_args_t *a, const char *command, flag_spec_
 void train_args_release(train_args_t *a);
 // Writes a->given (with a comment line saying what wrote it) to path. Returns 0, or -1 with err.
 int train_args_write_given(const train_args_t *a, const char *command, const char *path, char *err, size_t err_len);
+// The flag that named a->checkpoint_dir, for messages about it: "--resume"
+// when it is the --resume directory (the default), else "--checkpoint-dir".
+const char *train_args_checkpoint_flag(const train_args_t *a);
 // asgd launch's copy: DIR/config.
 int train_args_write_run_config(const train_args_t *a, const char *dir, char *err, size_t err_len);
 // flags_command for a command whose flags include train_args_flags': its
