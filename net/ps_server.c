@@ -71,6 +71,12 @@ struct ps_server {
     uint64_t *lost_by;         // (n_workers) applied, then lost with a crash (after the checkpoint resumed from)
     uint64_t *resumed_by;      // (n_workers) its pushes the checkpoint held at the last resume
     uint64_t *late_by;         // (n_workers) BSP with backup workers: gradients dropped for coming late
+    // What a worker's clock can plausibly be (docs/security.md): its clock
+    // counts rounds, and a round is at least one step, so a push's clock is at
+    // most the clock it joined at plus the steps its pushes since reported.
+    // After a resume the first push re-anchors it (the steps the crash lost
+    // are unknown).
+    struct clock_claim { uint64_t base, steps; uint8_t unanchored; } *claim;  // (n_workers)
     uint64_t *resend_clock;    // (n_workers) after a resume: 1 + the clock of the last push applied before the
                                // crash and lost, until the worker's next push or HELLO; 0: none
     // Per worker: applications ever (2k, never rolled back) and 1 + the clock
@@ -81,6 +87,7 @@ struct ps_server {
     counter_file_t ledger_file;
     ps_stats_t stats;
     int warned[WIRE_STATUS_COUNT_];
+    int warned_clock;
     // Progress, kept by the serving thread and published for ps_server_progress.
     uint64_t samples;          // examples behind the updates applied
     double wait_s;             // workers' conditional pulls, time waited
@@ -156,6 +163,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     s->resumed_by = calloc(nw, sizeof *s->resumed_by);
     s->late_by = calloc(nw, sizeof *s->late_by);
     s->resend_clock = calloc(nw, sizeof *s->resend_clock);
+    s->claim = calloc(nw, sizeof *s->claim);
     s->ledger = s->own_ledger = calloc(2 * nw, sizeof *s->own_ledger);
     s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
     s->scratch_g = malloc(n * sizeof *s->scratch_g);
@@ -170,7 +178,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         s->bsp_sum = calloc(n, sizeof *s->bsp_sum);
     }
     if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged ||
-        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->own_ledger ||
+        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->claim || !s->own_ledger ||
         !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_examples || !s->bsp_version || !s->bsp_sum))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
@@ -399,6 +407,7 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
     s->bsp_clock = counters[CT_BSP_CLOCK];
     s->stats.resumed_version = s->stats.version;
     s->resumed = 1;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) s->claim[k].unanchored = 1;
     return 0;
 }
 
@@ -494,6 +503,7 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->resumed_by);
     free(s->late_by);
     free(s->resend_clock);
+    free(s->claim);
     free(s->own_ledger);
     counter_file_close(&s->ledger_file);
     free(s->bsp_grad);
@@ -851,6 +861,25 @@ static void count_applied(ps_server_t *s, uint32_t k, uint64_t clock, int resent
     if (resent_lost && s->lost_by[k] > 0) s->lost_by[k]--;
 }
 
+// Whether a push's clock is one its worker's steps can have reached; a
+// plausible push's steps are added to what the worker has claimed.
+static int clock_plausible(ps_server_t *s, uint32_t k, const wire_header_t *h) {
+    struct clock_claim *c = &s->claim[k];
+    if (c->unanchored) *c = (struct clock_claim){.base = h->clock};
+    uint64_t limit = c->base + c->steps + h->aux;
+    if (limit < c->base) limit = UINT64_MAX;  // saturate
+    if (h->clock > limit) {
+        if (!s->cfg.quiet && !s->warned_clock)
+            fprintf(stderr, "asgd server %zu: refused a push from worker %u: its clock %llu is beyond the %llu its "
+                            "steps allow (further ones are counted, not shown)\n",
+                    s->cfg.shard, k, (unsigned long long)h->clock, (unsigned long long)limit);
+        s->warned_clock = 1;
+        return 0;
+    }
+    c->steps += h->aux;
+    return 1;
+}
+
 static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     const wire_header_t *h = &m->h;
     uint32_t k = h->sender;
@@ -871,6 +900,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         s->duplicates_by[k]++;
         return send_push_ack(s, &m->identity, h->clock, err, err_len);
     }
+    if (!sum && !clock_plausible(s, k, h)) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
     if (sum && s->resumed && h->clock > s->bsp_clock) bsp_skip_to(s, h->clock);
     if (sum && s->cfg.backup_workers > 0 && h->clock == s->clocks.clock[k] && h->clock < s->bsp_clock) {
         // Late: its round was applied without it. Taken (a retry of it is a
@@ -1136,6 +1166,7 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
             return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
         if (s->clocks.joined[k]) rejoin(s, k, h->clock);
         s->resend_clock[k] = 0;  // a new client: the lost push is not resent
+        s->claim[k] = (struct clock_claim){.base = s->clocks.clock[k]};
         s->clocks.joined[k] = 1;
         s->last_heard[k] = now;
         if (send_welcome(s, &m->identity, k, err, err_len) != 0) return -1;

@@ -977,6 +977,19 @@ static void test_malformed(void *ctx) {
         raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
         rejected++;
     }
+    // A clock its steps cannot have reached: a round is at least one step, so
+    // a worker that joined at clock 0 and reports 1 step can push clock 1 at
+    // most (docs/security.md). 2^40 is the clock a forged push once took.
+    static const uint64_t implausible[2] = {2, 1ull << 40};
+    for (int i = 0; i < 2; i++) {
+        h = push;
+        h.clock = implausible[i];
+        h.aux = 1;
+        wire_seal(&h, gd, sizeof gd, NULL, 0);
+        raw_send(d1, &h, pf, pl, 1);
+        raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
+        rejected++;
+    }
     h = push;  // a BSP gradient under ASP
     h.flags = WIRE_FLAG_SUM;
     h.aux = 4;

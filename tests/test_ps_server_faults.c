@@ -105,6 +105,7 @@ static wire_header_t header(uint16_t type, uint32_t worker, uint64_t clock) {
     h.shard = 0;
     h.clock = clock;
     if (type == MSG_TYPE_HELLO) h.offset = N;
+    if (type == MSG_TYPE_PUSH) h.aux = 1;  // the steps it covers: one, as a batch-1 worker's push
     return h;
 }
 
@@ -165,7 +166,12 @@ static void test_duplicate_push(void *ctx) {
     CHECK(expect(d, MSG_TYPE_PUSH_ACK, 0).offset == 0);
     CHECK(expect(d, MSG_TYPE_PUSH_ACK, 0).offset == 0);
     expect_nothing(d, 100);  // one acknowledgement per message, nothing more
-    send_msg(d, header(MSG_TYPE_PUSH, 0, 3), g);  // a later push (rounds 1-2 in between carried nothing)
+    wire_header_t later = header(MSG_TYPE_PUSH, 0, 3);  // a later push (rounds 1-2 in between carried nothing)
+    later.aux = 1;  // one step since clock 0 cannot reach clock 3 (docs/security.md): refused
+    send_msg(d, later, g);
+    expect(d, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE);
+    later.aux = 2;  // two can: the clock is now just plausible
+    send_msg(d, later, g);
     CHECK(expect(d, MSG_TYPE_PUSH_ACK, 0).offset == 3);
     for (int j = 0; j < N; j++) want[j] -= 0.5f * g[j];
     bye(d, 0);
