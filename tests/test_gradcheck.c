@@ -62,6 +62,44 @@ static void gradcheck(const char *label, const model_t *m, uint64_t seed, double
     CHECK(gradient_error(label, m, seed, eps, 1.0f) < tol);
 }
 
+// model_grad_one_pairs is model_loss_grad on one example, written as pairs:
+// the same coordinates in the same order, the same value and loss bits, on
+// every example (the hinge loss's zero-coefficient examples included); a
+// cap one short writes nothing and says how many are needed.
+static void check_pairs(const char *label, const model_t *m, size_t n_examples) {
+    char err[256];
+    size_t p = model_num_params(m);
+    grad_t g;
+    CHECK_OK(grad_init(&g, p, 0, err, sizeof err), err);
+    param_t *w = params_new(p, err, sizeof err);
+    model_ws_t *ws = model_ws_new(m, 1, err, sizeof err);
+    uint32_t *idx = malloc(p * sizeof *idx);
+    float *val = malloc(p * sizeof *val);
+    CHECK(w && ws && idx && val && model_has_grad_one_pairs(m));
+    model_init_params(m, w, 9);
+    for (size_t j = 0; j < p; j++) param_set(&w[j], 0.3f * (float)((j * 7) % 11) - 1.5f);  // margins on both sides
+    size_t empty = 0;
+    for (uint32_t e = 0; e < n_examples; e++) {
+        double want_loss = model_loss_grad(m, w, &e, 1, &g, ws), loss = 0.0;
+        size_t n = model_grad_one_pairs(m, w, e, idx, val, p, &loss);
+        CHECK(n == g.n_touched && memcmp(&loss, &want_loss, sizeof loss) == 0);
+        for (size_t k = 0; k < n; k++)
+            CHECK(idx[k] == g.touched[k] && memcmp(&val[k], &g.value[idx[k]], sizeof(float)) == 0);
+        if (n > 0) {
+            idx[0] = UINT32_MAX;
+            CHECK(model_grad_one_pairs(m, w, e, idx, val, n - 1, &loss) == n && idx[0] == UINT32_MAX);
+        }
+        empty += n == 0;
+        grad_clear(&g);
+    }
+    printf("%s: pairs equal model_loss_grad on %zu examples (%zu with no gradient)\n", label, n_examples, empty);
+    free(idx);
+    free(val);
+    grad_free(&g);
+    params_free(&w);
+    model_ws_destroy(&ws);
+}
+
 int main(void) {
     char err[256];
     sparse_dataset_t sp;
@@ -72,6 +110,8 @@ int main(void) {
         CHECK(lr && svm);
         gradcheck(l2 ? "logreg (l2 0.1)" : "logreg", lr, 1, 1e-3, 1e-3);
         gradcheck(l2 ? "svm (l2 0.1)" : "svm", svm, 2, 1e-3, 1e-3);
+        check_pairs(l2 ? "logreg pairs (l2 0.1)" : "logreg pairs", lr, 40);
+        check_pairs(l2 ? "svm pairs (l2 0.1)" : "svm pairs", svm, 40);
         model_destroy(&lr);
         model_destroy(&svm);
     }

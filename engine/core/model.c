@@ -62,6 +62,13 @@ double model_sgd_step_one(const model_t *m, param_t *w, uint32_t example, float 
     return m->ops->sgd_step_one(m, w, example, lr);
 }
 
+int model_has_grad_one_pairs(const model_t *m) { return m->ops->grad_one_pairs != NULL; }
+
+size_t model_grad_one_pairs(const model_t *m, const param_t *w, uint32_t example, uint32_t *idx, float *val,
+                            size_t cap, double *loss) {
+    return m->ops->grad_one_pairs(m, w, example, idx, val, cap, loss);
+}
+
 void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
                     eval_sums_t *sums) {
     if (end > m->num_test) end = m->num_test;

@@ -117,6 +117,18 @@ double model_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, 
 int model_has_sgd_step_one(const model_t *m);
 double model_sgd_step_one(const model_t *m, param_t *w, uint32_t example, float lr);
 
+// One example's gradient as (index, value) pairs, for a gradient kept to be
+// applied later (the simulator's delayed sparse gradients): the coordinates
+// model_loss_grad would touch on this example, in its order and with its
+// arithmetic, so applying the pairs equals applying that gradient bit for
+// bit, without scattering into and clearing a model-sized buffer. Writes at
+// most cap pairs and returns how many there are: when that is more than cap,
+// nothing was written (call again with room). *loss gets the objective.
+// Only for models where model_has_grad_one_pairs() is true.
+int model_has_grad_one_pairs(const model_t *m);
+size_t model_grad_one_pairs(const model_t *m, const param_t *w, uint32_t example, uint32_t *idx, float *val,
+                            size_t cap, double *loss);
+
 // A destination for a gradient handed over block by block: `n` values for the
 // parameters [offset, offset + n).
 typedef void (*grad_block_fn)(void *ctx, size_t offset, const float *g, size_t n);

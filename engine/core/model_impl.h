@@ -25,6 +25,9 @@ typedef struct model_ops {
                               model_ws_t *ws, grad_block_fn apply, void *ctx);
     // Optional: one example's plain-SGD step applied straight to w (see model.h).
     double (*sgd_step_one)(const model_t *m, param_t *w, uint32_t example, float lr);
+    // Optional: one example's gradient as (index, value) pairs (see model.h).
+    size_t (*grad_one_pairs)(const model_t *m, const param_t *w, uint32_t example, uint32_t *idx, float *val,
+                             size_t cap, double *loss);
     // Optional: the sparse parameters some examples touch (see model.h).
     size_t (*sparse_keys)(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys);
 } model_ops_t;

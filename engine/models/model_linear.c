@@ -126,6 +126,39 @@ static double linear_sgd_step_one(const model_t *m, param_t *w, uint32_t example
     return loss;
 }
 
+// linear_loss_grad on one example, as pairs: the data term of each feature
+// (0 + coef x, the arithmetic of a clear gradient) and of the bias, then the
+// lazy L2 term added to each feature's; with a zero coefficient only the L2
+// terms, and nothing at all without L2.
+static size_t linear_grad_one_pairs(const model_t *m, const param_t *w, uint32_t example, uint32_t *idx, float *val,
+                                    size_t cap, double *loss) {
+    const linear_model_t *lm = (const linear_model_t *)m;
+    const sparse_dataset_t *d = lm->train;
+    double dscore;
+    *loss = linear_example_loss(lm->loss == LINEAR_LOSS_HINGE, d->y[example], margin_of(lm, d, example, w), &dscore);
+    float coef = (float)dscore, l2 = lm->l2;
+    size_t begin = d->row_ptr[example], nnz = d->row_ptr[example + 1] - begin;
+    if (coef == 0.0f && l2 == 0.0f) return 0;
+    size_t n = nnz + (coef != 0.0f);
+    if (n > cap) return n;
+    for (size_t k = 0; k < nnz; k++) {
+        uint32_t j = d->col[begin + k];
+        float g = coef != 0.0f ? 0.0f + coef * d->val[begin + k] : 0.0f;
+        if (l2 > 0.0f) {
+            float wj = param_get(&w[j]);
+            g += l2 * wj;
+            *loss += 0.5 * l2 * (double)wj * wj;
+        }
+        idx[k] = j;
+        val[k] = g;
+    }
+    if (coef != 0.0f) {
+        idx[nnz] = (uint32_t)lm->dim;
+        val[nnz] = 0.0f + coef;
+    }
+    return n;
+}
+
 static void linear_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
                             eval_sums_t *sums) {
     (void)ws;
@@ -170,6 +203,7 @@ static const model_ops_t linear_ops = {
     .destroy = linear_destroy,
     .layout = linear_layout,
     .sgd_step_one = linear_sgd_step_one,
+    .grad_one_pairs = linear_grad_one_pairs,
 };
 
 model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, const sparse_dataset_t *test,

@@ -46,6 +46,7 @@ typedef struct sim {
     int step_one;           // model_sgd_step_one applies
     float *copy;            // dense: the workspace's parameter copy (NULL without loss_grad_apply)
     int fuse_dense;         // dense: fresh gradients go to w block by block (copy, no clipping)
+    int pairs;              // sparse: a one-example gradient is written as pairs (model_grad_one_pairs, no clipping)
     int copy_current;       // dense: every write to w since the copy was refreshed also went to it
 
     // The data stream, in the order of one hogwild thread.
@@ -236,6 +237,19 @@ static void count_read(sim_t *s, size_t count, double loss) {
     if (s->heap_n + 1 > s->max_in_flight) s->max_in_flight = s->heap_n + 1;
 }
 
+// One example's sparse gradient written as pairs straight into the record
+// (model_grad_one_pairs: the same values as the scatter below, without it).
+static int read_pairs(sim_t *s, uint32_t example, pending_t *p, double *loss) {
+    size_t n = model_grad_one_pairs(s->model, s->w, example, p->idx, p->g, p->cap, loss);
+    if (n > p->cap) {
+        if (reserve_sparse(p, n, s->dc) != 0) return -1;
+        n = model_grad_one_pairs(s->model, s->w, example, p->idx, p->g, p->cap, loss);
+    }
+    p->n = n;
+    for (size_t k = 0; s->dc && k < n; k++) p->w_then[k] = param_get(&s->w[p->idx[k]]);
+    return 0;
+}
+
 // Reads the parameters and computes the next gradient into a record (not yet
 // scheduled). *out is NULL when the data is used up. Returns 0, or -1 on error.
 static int read_gradient(sim_t *s, uint64_t worker, pending_t **out, char *err, size_t err_len) {
@@ -264,6 +278,12 @@ static int read_gradient(sim_t *s, uint64_t worker, pending_t **out, char *err, 
         if (s->cfg.train.clip_grad_norm > 0) {
             grad_t whole = {s->n_params, 1, p->g, NULL, 0, NULL};
             grad_clip_norm(&whole, s->cfg.train.clip_grad_norm);
+        }
+    } else if (count == 1 && s->pairs) {
+        if (read_pairs(s, idx[0], p, &loss) != 0) {
+            snprintf(err, err_len, "simulate: out of memory for a gradient's coordinates");
+            s->spare[s->spare_n++] = p;
+            return -1;
         }
     } else {
         loss = model_loss_grad(s->model, s->w, idx, count, &s->grad, s->ws);
@@ -564,6 +584,7 @@ static int prepare(sim_t *s, char *err, size_t err_len) {
     s->step_one = !clip && c->batch == 1 && optimizer_is_plain_sgd(s->opt) && model_has_sgd_step_one(s->model);
     s->copy = s->dense && model_has_loss_grad_apply(s->model) ? model_ws_param_copy(s->ws) : NULL;
     s->fuse_dense = s->copy && !clip;
+    s->pairs = !s->dense && !clip && model_has_grad_one_pairs(s->model);
     // The order of `--mode hogwild --threads 1`: one seeded permutation, then
     // the thread's own shuffle at the start of every epoch.
     for (size_t i = 0; i < s->n_train; i++) s->order[i] = (uint32_t)i;
