@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
 #include "kernels/partition.h"  // defines: shard_range
 #include "engine/cli/commands.h"
@@ -1278,6 +1279,10 @@ static int worker_ckpt_setup(worker_t *w, char *err, size_t err_len) {
         .batch = t->batch, .push_every = d->push_every, .n_params = model_num_params(w->m),
         .n_train = model_num_train(w->m), .n_test = model_num_test(w->m)};
     model_describe(w->m, k->id.model, sizeof k->id.model);
+    const char *sources[] = {t->data ? t->data : "", "\n", t->test_data ? t->test_data : ""};
+    uint32_t crc = 0;
+    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) crc = ckpt_crc32(crc, sources[i], strlen(sources[i]));
+    k->id.data = crc;
     if (!k->resume) return 0;
     worker_ckpt_t check;
     if (worker_ckpt_load(k->path, &k->id, &check, err, err_len) != 0) return -1;

@@ -11,7 +11,7 @@
 
 static const char *const id_names[] = {"worker id", "workers", "servers", "sync mode", "staleness bound", "seed",
                                        "threads", "batch", "push-every", "parameter count", "training-set size",
-                                       "test-set size"};
+                                       "test-set size", "data (--data, --test-data) fingerprint"};
 #define ID_FIELDS (offsetof(worker_ckpt_identity_t, model) / sizeof(uint64_t))
 _Static_assert(sizeof id_names / sizeof id_names[0] == ID_FIELDS, "a name per identity field");
 

@@ -28,6 +28,7 @@ typedef struct worker_ckpt_identity {
     uint64_t mode, staleness;      // sync_mode_t, SSP bound
     uint64_t seed, threads, batch, push_every;
     uint64_t n_params, n_train, n_test;
+    uint64_t data;                 // a fingerprint of where the data came from (the command's: a CRC of its flags)
     char model[64];                // model_describe(): the model and its layout
 } worker_ckpt_identity_t;
 
