@@ -122,11 +122,11 @@ static void refusals(void) {
     bad[0] = 'X';
     expect_refused(0, 3, bad, wlen, "not a result record");
     memcpy(bad, w, wlen);
-    bad[8] = 2;  // version 2
-    expect_refused(0, 3, bad, wlen, "version 2; this asgd reads version 1");
+    bad[8] = 3;  // version 3
+    expect_refused(0, 3, bad, wlen, "version 3; this asgd reads version 2");
     expect_refused(1, 1, w, wlen, "a worker record where a server record belongs");
     memcpy(bad, w, wlen);
-    bad[16]++;  // one field more than version 1 has
+    bad[16]++;  // one field more than version 2 has
     expect_refused(0, 3, bad, wlen, "fields");
     memcpy(bad, w, wlen);
     bad[32 + 12 + 2] = 2;  // field 1 (metric_rmse, u64) said to be an f64

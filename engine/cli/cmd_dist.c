@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
 #include "kernels/partition.h"  // defines: shard_range
 #include "engine/cli/commands.h"
@@ -23,6 +24,7 @@
 #include "engine/cli/model_file.h"      // defines: model_file_info_of, model_file_write
 #include "engine/cli/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
 #include "engine/dist/replica.h"         // defines: replica_train
+#include "engine/dist/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
 #include "engine/core/run_report.h"      // defines: run_report_new
 #include "net/ps_client.h"          // defines: ps_push_count_t
 #include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
@@ -1038,6 +1040,15 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
         json_push_counts(&j, "push_messages_acked_by_shard", counts, d->servers, 1);
     }
     json_uint(&j, "start_clock", rs->start_clock);
+    // Worker checkpoints (asp/ssp; docs/reliability.md): written by this
+    // incarnation, and where a resumed one went on from.
+    json_uint(&j, "checkpoints", r->checkpoints - rs->checkpoint_failures);
+    json_uint(&j, "checkpoint_failures", rs->checkpoint_failures);
+    json_bool(&j, "resumed", rs->resumed);
+    json_uint(&j, "resumed_samples", rs->resumed_samples);
+    json_uint(&j, "resumed_clock", rs->resumed_clock);
+    json_uint(&j, "samples_retrained", rs->samples_retrained);
+    json_uint(&j, "samples_skipped", rs->samples_skipped);
     json_uint(&j, "rejoins_after_eviction", rejoins);
     json_uint(&j, "retries", rs->retries);
     json_uint(&j, "pulls", rs->pulls);
@@ -1086,6 +1097,8 @@ static int write_worker_record(const char *dir, size_t id, const model_t *m, con
         .time_to_target_s = r->time_to_target_s,
         .global_test_loss = rs->global_test_loss,
         .global_test_metric = rs->global_test_metric,
+        .samples_retrained = rs->samples_retrained,
+        .samples_skipped = rs->samples_skipped,
     };
     return run_record_write_worker(dir, &w, err, err_len);
 }
@@ -1105,6 +1118,7 @@ typedef struct worker {
     ps_push_count_t *own_counts;  // ... or here, without a run directory
     ps_push_count_t *counts;   // whichever of the two (NULL without servers)
     size_t incarnation;
+    worker_ckpt_config_t *ckpt;  // asp/ssp with --checkpoint-every or --resume, else NULL
     run_report_t *report;
     float *final_w;            // --save-model
 } worker_t;
@@ -1115,6 +1129,7 @@ static void worker_free(worker_t *w) {
         run_report_close(&w->report, ignored, sizeof ignored);
     }
     free(w->final_w);
+    free(w->ckpt);
     free(w->servers);
     free(w->table);
     shm_allreduce_destroy(&w->shm);
@@ -1215,7 +1230,64 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
         .hybrid_ssp = d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse,
         .local_steps = d->local_steps,
         .push_counts = w->counts,
+        .ckpt = w->ckpt,
     };
+}
+
+// A worker checkpoint that failed: said, and training goes on.
+static void worker_ckpt_failed(void *ctx, const char *err) {
+    const worker_t *w = ctx;
+    struct stat st;
+    int good = stat(w->ckpt->path, &st) == 0 && S_ISREG(st.st_mode);
+    fprintf(stderr, "asgd worker %zu: checkpoint failed: %s; training goes on%s%s\n", w->id, err,
+            good ? ", the last good checkpoint is " : " (no good checkpoint yet)", good ? w->ckpt->path : "");
+}
+
+// Under asp and ssp, with --checkpoint-every S or --resume DIR: the worker's
+// checkpoint DIR/worker-K.ckpt (DIR: --checkpoint-dir, else the --resume
+// directory, else --run-dir) and its progress file beside it. A checkpoint
+// to resume from is read and checked here, before the worker meets the others.
+// Other modes leave --checkpoint-every to the servers. Returns 0, or -1 with err.
+static int worker_ckpt_setup(worker_t *w, char *err, size_t err_len) {
+    const train_args_t *t = w->t;
+    const dist_args_t *d = w->d;
+    int downpour = d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP;
+    if (!downpour || t->device || (t->checkpoint_every <= 0 && !t->resume)) return 0;
+    const char *dir = t->checkpoint_dir ? t->checkpoint_dir : d->run_dir;
+    if (!dir) {
+        snprintf(err, err_len, "--checkpoint-every: needs --checkpoint-dir DIR (or --run-dir) to write to");
+        return -1;
+    }
+    if (t->checkpoint_every > 0 &&
+        dist_check_writable_dir(dir, t->checkpoint_dir ? train_args_checkpoint_flag(t) : "--run-dir", err,
+                                err_len) != 0)
+        return -1;
+    worker_ckpt_config_t *k = w->ckpt = calloc(1, sizeof *k);
+    if (!k) {
+        snprintf(err, err_len, "worker: out of memory");
+        return -1;
+    }
+    snprintf(k->path, sizeof k->path, "%s/worker-%zu.ckpt", dir, w->id);
+    snprintf(k->progress_path, sizeof k->progress_path, "%s/worker-%zu.progress", dir, w->id);
+    k->every_s = t->checkpoint_every;
+    k->resume = t->resume != NULL;
+    k->on_failure = worker_ckpt_failed;
+    k->failure_ctx = w;
+    k->id = (worker_ckpt_identity_t){
+        .worker = w->id, .workers = d->workers, .servers = d->servers, .mode = (uint64_t)d->sync,
+        .staleness = d->sync == SYNC_MODE_SSP ? d->staleness : 0, .seed = t->seed, .threads = t->threads,
+        .batch = t->batch, .push_every = d->push_every, .n_params = model_num_params(w->m),
+        .n_train = model_num_train(w->m), .n_test = model_num_test(w->m)};
+    model_describe(w->m, k->id.model, sizeof k->id.model);
+    const char *sources[] = {t->data ? t->data : "", "\n", t->test_data ? t->test_data : ""};
+    uint32_t crc = 0;
+    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) crc = ckpt_crc32(crc, sources[i], strlen(sources[i]));
+    k->id.data = crc;
+    if (!k->resume) return 0;
+    worker_ckpt_t check;
+    if (worker_ckpt_load(k->path, &k->id, &check, err, err_len) != 0) return -1;
+    worker_ckpt_free(&check);
+    return 0;
 }
 
 // The training flags as this worker applies them.
@@ -1273,6 +1345,8 @@ static int worker_train(void *ctx, worker_t *w, const replica_config_t *rc, cons
             return 0;
         if (!rs->evicted || *rejoins >= MAX_REJOINS) return -1;
         (*rejoins)++;
+        // A checkpointing worker rejoins from its last checkpoint, once it has one.
+        if (w->ckpt) w->ckpt->resume = access(w->ckpt->path, F_OK) == 0;
         fprintf(stderr, "asgd worker %zu: %s; rejoining (%u of at most %d)\n", w->id, err, *rejoins, MAX_REJOINS);
         err[0] = '\0';
     }
@@ -1314,6 +1388,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         snprintf(err, err_len, "ASGD_TEST_WORKER_FAIL_EARLY=%s: failing before joining the run", fail_early);
         goto out;
     }
+    if (worker_ckpt_setup(&w, err, err_len) != 0) goto out;
     if (worker_meet(ctx, &w, coordinator, run_id, err, err_len) != 0) goto out;
     if (worker_open_ledger(&w, run_id, err, err_len) != 0) goto out;
     replica_config_t rc_cfg = worker_replica_config(&w, run_id);
@@ -1355,8 +1430,15 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
                 limit ? limit - 1 : 0);
         return 2;
     }
-    if (t->resume && role == DIST_ROLE_WORKER) {
-        fprintf(stderr, "asgd worker: --resume: a restarted worker rejoins by itself; start it without --resume\n");
+    if (t->resume && role == DIST_ROLE_WORKER && d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
+        fprintf(stderr, "asgd worker: --resume: workers checkpoint under --sync asp and ssp only; a %s worker "
+                        "restarted without --resume rejoins by itself%s\n", sync_mode_name((sync_mode_t)d->sync),
+                dist_uses_ring(d->sync) || d->sync == SYNC_MODE_LOCAL ? " where its mode allows it (a ring cannot "
+                                                                         "take a member back)" : "");
+        return 2;
+    }
+    if (t->resume && role == DIST_ROLE_WORKER && t->device) {
+        fprintf(stderr, "asgd worker: --resume: a GPU worker does not checkpoint; restart it without --resume\n");
         return 2;
     }
     if (t->resume && host_bind) {

@@ -220,7 +220,7 @@ static void json_run_shape(json_writer_t *j, const train_args_t *t, const dist_a
 
 // Samples, time and rates over the workers; the global model's figures, and worker 0's own.
 static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_summary_t *s) {
-    uint64_t samples = 0, pushes = 0;
+    uint64_t samples = 0, pushes = 0, retrained = 0, skipped = 0;
     double wall = 0, wait = 0, own_rates = 0;
     for (size_t k = 0; k < d->workers; k++) {
         const worker_result_t *w = &s->res->workers[k];
@@ -229,10 +229,15 @@ static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist
         wait += w->wait_s;
         own_rates += w->samples_per_s;
         pushes += w->pushes;
+        retrained += w->samples_retrained;
+        skipped += w->samples_skipped;
     }
     const worker_result_t *w0 = &s->res->workers[0];
     int rmse = (int)w0->metric_rmse;
     json_uint(j, "samples", samples);
+    // Workers resumed from their checkpoints (docs/reliability.md).
+    json_uint(j, "samples_retrained", retrained);
+    json_uint(j, "samples_skipped", skipped);
     json_number(j, "wall_s", wall);
     json_number(j, "samples_per_s", wall > 0 ? (double)samples / wall : NAN);
     // Each worker's own rate, summed: what the cluster processes while its
@@ -938,11 +943,19 @@ static int restart_worker(local_run_t *r, child_t *c) {
     }
     double wait_s = joined ? 0 : RESTART_BACKOFF_S * (double)(1u << (c->early_failures - 1));
     r->restarts++;
+    // Under asp and ssp a worker that checkpoints goes on from its last checkpoint.
+    char ckpt[1100] = "";
+    if (r->t->checkpoint_every > 0 && (r->d->sync == SYNC_MODE_ASP || r->d->sync == SYNC_MODE_SSP) && !r->t->device) {
+        snprintf(ckpt, sizeof ckpt, "%s/worker-%zu.ckpt", r->ckpt_dir, c->id);
+        if (access(ckpt, R_OK) == 0) c->resume = r->ckpt_dir;
+        else ckpt[0] = '\0';
+    }
     if (!r->outcome) {
-        char when[64] = "";
+        char when[64] = "", from[1120] = "";
         if (!joined) snprintf(when, sizeof when, " in %g s (it had not joined the run)", wait_s);
-        fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it%s (restart %zu of at most %zu)\n",
-                c->id, (int)c->pid, how, when, r->restarts, r->restart_workers);
+        if (ckpt[0]) snprintf(from, sizeof from, " from %s", ckpt);
+        fprintf(stderr, "asgd launch: worker %zu (pid %d) failed: %s; restarting it%s%s (restart %zu of at most %zu)\n",
+                c->id, (int)c->pid, how, from, when, r->restarts, r->restart_workers);
     }
     c->line_len[0] = c->line_len[1] = 0;
     c->last_err[0] = '\0';
@@ -1627,7 +1640,7 @@ static size_t launch_flags(train_args_t *t, dist_args_t *d, const char **save_mo
     n += dist_args_flags(d, flags + n);
     flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
     flags[n++] = (flag_spec_t){"progress-every", FLAG_TYPE_DOUBLE, progress_every, "S", "a local run's progress line on stderr every S seconds (default 0.5 on a terminal, rewritten in place; else 5)", 0.001, 1e6, NULL, 0};
-    flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, restart_workers, "N", "start a worker that dies again (it rejoins the run), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
+    flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, restart_workers, "N", "start a worker that dies again (it rejoins the run; asp/ssp with --checkpoint-every: from its last checkpoint), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
     flags[n++] = (flag_spec_t){"restart-servers", FLAG_TYPE_SIZE, restart_servers, "N", "start a server that dies again from its last checkpoint (needs --checkpoint-every; asp, ssp, bsp), at most N times in all; the pushes it applied after that checkpoint are lost and counted (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
     return n;
 }

@@ -44,6 +44,8 @@ static const field_t worker_fields[] = {
     WF(T_F64, time_to_target_s),
     WF(T_F64, global_test_loss),
     WF(T_F64, global_test_metric),
+    WF(T_U64, samples_retrained),
+    WF(T_U64, samples_skipped),
 };
 
 // `workers` comes before the arrays it sizes.

@@ -21,7 +21,7 @@
 
 #include "staleness/histogram.h"  // defines: staleness_hist_t
 
-#define RUN_RECORD_VERSION 1u
+#define RUN_RECORD_VERSION 2u
 
 // A worker's run (one incarnation: the last to finish under --restart-workers).
 typedef struct worker_result {
@@ -37,6 +37,9 @@ typedef struct worker_result {
     double final_test_loss, final_test_metric;    // its own copy's last evaluation
     double time_to_target_s;                      // NaN: not reached
     double global_test_loss, global_test_metric;  // the servers' model after its last push; NaN: none
+    // A worker resumed from its checkpoint, over its restarts: samples trained
+    // twice, and samples no incarnation trained (docs/reliability.md).
+    uint64_t samples_retrained, samples_skipped;
 } worker_result_t;
 
 // A parameter-server shard's run.

@@ -57,6 +57,10 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
         snprintf(err, err_len, "--compress: compressed exchanges go round the ring, not through shared memory");
         return -1;
     }
+    if (rc->ckpt && s != &sync_strategy_downpour) {
+        snprintf(err, err_len, "--checkpoint-every, --resume: workers checkpoint under --sync asp and ssp only");
+        return -1;
+    }
     if (rc->mpi && rc->compress.kind != COMPRESS_KIND_NONE) {
         snprintf(err, err_len, "--compress: compressed exchanges go round the ring, not through MPI");
         return -1;
@@ -77,7 +81,13 @@ static int replica_alloc(replica_t *r, char *err, size_t err_len) {
     r->pulled = malloc(r->n * sizeof *r->pulled);
     r->idx = malloc(r->n * sizeof *r->idx);
     r->val = malloc(r->n * sizeof *r->val);
-    r->progress = aligned_alloc(64, ((r->threads * sizeof *r->progress + 63) / 64) * 64);
+    // A worker that checkpoints keeps its threads' progress in a mapped file,
+    // which tells its next incarnation how far it got (replica_checkpoint.c).
+    if (r->rc->ckpt) {
+        if (replica_ckpt_progress(r, err, err_len) != 0) return -1;
+    } else {
+        r->progress = aligned_alloc(64, ((r->threads * sizeof *r->progress + 63) / 64) * 64);
+    }
     for (size_t t = 0; r->progress && t < r->threads; t++) {
         atomic_init(&r->progress[t].steps, 0);
         atomic_init(&r->progress[t].wait_ns, 0);
@@ -91,6 +101,9 @@ static int replica_alloc(replica_t *r, char *err, size_t err_len) {
     if (!r->base || !r->pulled || !r->idx || !r->val || !r->progress || (r->strategy->ring && !r->ring_buf))
         return replica_out_of_memory(r, err, err_len);
     atomic_init(&r->abort, 0);
+    atomic_init(&r->frozen, 0);
+    if (pthread_mutex_init(&r->ckpt_mu, NULL) != 0) return replica_out_of_memory(r, err, err_len);
+    r->ckpt_mu_ready = 1;
     atomic_init(&r->training_done, 0);
     atomic_init(&r->generation, 0);
     atomic_init(&r->allowance, UINT64_MAX);
@@ -256,6 +269,7 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
                         : r->rc->shm ? "shm" : r->rc->mpi ? "mpi" : "ring";
     stats->pushes = r->stats.pushes;
     stats->pulls = r->stats.pulls;
+    stats->checkpoint_failures = r->stats.checkpoint_failures;
     stats->comm_s = r->stats.comm_s;
     if (r->client) {
         ps_client_stats_t cs;
@@ -281,6 +295,7 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
 }
 
 static void replica_free(replica_t *r) {
+    replica_ckpt_free(r);  // first: r->progress may be in its mapping
     gpu_model_destroy(&r->gpu);
     ps_heartbeat_stop(&r->heartbeat);
     ps_client_destroy(&r->client);
@@ -316,12 +331,18 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     tc.mode = s->train_mode;
     train_position_t start = {0, NULL, NULL, NULL, 0.0};
     int status = -1;
-    if (replica_alloc(&r, err, err_len) != 0) goto out;
+    if (replica_ckpt_prepare(&r, err, err_len) != 0 || replica_alloc(&r, err, err_len) != 0) goto out;
     if (!s->servers) model_init_params(m, r.w, init_seed);
     else if (join_servers(&r, zmq_ctx, init_seed, &tc, &start, stats, err, err_len) != 0) goto out;
+    if (rc->ckpt && rc->ckpt->resume && replica_ckpt_resume(&r, &tc, &start, stats, err, err_len) != 0) goto out;
     if (compression_setup(&r, err, err_len) != 0 || make_optimizer_and_device(&r, oc, &tc, err, err_len) != 0)
         goto out;
     link_init(&r, &tc);
+    if (rc->ckpt && rc->ckpt->every_s > 0) {
+        tc.checkpoint_every_s = rc->ckpt->every_s;
+        tc.checkpoint = replica_ckpt_save;
+        tc.checkpoint_ctx = &r;
+    }
     if (s->begin && s->begin(&r, &tc, &cb, err, err_len) != 0) goto out;
     int train_rc = train_run(m, r.opt, r.w, &tc, cb, out, err, err_len);
     if (s->end) s->end(&r);

@@ -41,6 +41,7 @@
 
 typedef struct ring ring_t;
 struct shm_allreduce;
+struct worker_ckpt_config;
 
 typedef struct replica_config {
     uint64_t run_id;
@@ -77,6 +78,9 @@ typedef struct replica_config {
     // (n_servers) where the client adds its pushes sent and acknowledged per
     // shard (ps_client_count_pushes); NULL: not counted.
     struct ps_push_count *push_counts;
+    // asp/ssp: the worker's checkpoints and its resume (engine/dist/worker_checkpoint.h);
+    // NULL: none (borrowed).
+    const struct worker_ckpt_config *ckpt;
 } replica_config_t;
 
 typedef struct replica_stats {
@@ -99,6 +103,14 @@ typedef struct replica_stats {
     double global_test_loss, global_test_metric;
     uint64_t global_versions;      // the shards' versions of that pull, summed (0 without servers)
     const char *collective;        // ring modes: "shm", "ring" or "mpi", what summed the exchanges; else NULL
+    // A worker resumed from its checkpoint (rc->ckpt->resume): where it went on
+    // from, and over all its restarts the samples trained twice (by a dead
+    // incarnation after its checkpoint and again) and skipped (trained by none:
+    // the servers' clock had moved past them).
+    int resumed;
+    uint64_t resumed_samples, resumed_clock;
+    uint64_t samples_retrained, samples_skipped;
+    uint64_t checkpoint_failures;  // worker checkpoints not written (training went on)
 } replica_stats_t;
 
 // Trains a fresh replica (parameters from the servers, or initialised with

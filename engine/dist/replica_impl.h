@@ -9,6 +9,8 @@
 
 #include "engine/dist/replica.h"
 #include "engine/dist/sync_strategy.h"
+#include "datasets/storage/counter_file.h"  // defines: counter_file_t
+#include "engine/dist/worker_checkpoint.h"  // defines: worker_ckpt_t
 #include "net/compress.h"   // defines: compressor_t, ef_residual_t
 #include "net/ps_client.h"  // defines: ps_client_t
 #include "net/ps_heartbeat.h"  // defines: ps_heartbeat_t
@@ -77,11 +79,38 @@ struct replica {
     uint64_t since_avg;       // examples this replica took since the last average
     uint64_t samples;         // examples this replica took
     avg_eval_t *ae;           // the evaluator of the averaged model
+    // Worker checkpoints (replica_checkpoint.c; asp/ssp). The communication
+    // thread holds ckpt_mu over each of its passes, so that a checkpoint (taken
+    // with the training threads parked) sees no push or rebase half done.
+    pthread_mutex_t ckpt_mu;
+    int ckpt_mu_ready;
+    counter_file_t progress_file;  // the threads' progress lives in it (r->progress points there)
+    worker_ckpt_t resume;          // the checkpoint being resumed (loaded before the join)
+    uint64_t *dead_steps;          // (threads) how far the dead incarnation's threads had stepped
+    uint64_t carry_retrained, carry_skipped;  // what earlier restarts counted
+    uint64_t ckpt_seq;             // the last checkpoint written (or resumed)
+    uint64_t freeze_at_samples;    // test only: no checkpoint, push or pull after one with this many samples
+    _Atomic int frozen;
     replica_stats_t stats;
     char err[REPLICA_ERR_LEN];
 };
 
 double replica_now_s(void);
+
+// ---- worker checkpoints (replica_checkpoint.c) ----
+// Before the buffers: loads the checkpoint being resumed and what the dead
+// incarnation's progress file says. Returns 0, or -1 with err.
+int replica_ckpt_prepare(replica_t *r, char *err, size_t err_len);
+// The threads' progress counters, in the progress file. Returns 0, or -1.
+int replica_ckpt_progress(replica_t *r, char *err, size_t err_len);
+// After the join: the start position, clock and pending update of a resumed
+// worker, and its counts (stats). Returns 0, or -1 with err.
+int replica_ckpt_resume(replica_t *r, train_config_t *tc, train_position_t *start, replica_stats_t *stats,
+                        char *err, size_t err_len);
+// The trainer's checkpoint callback (train_checkpoint_fn), ctx the replica.
+int replica_ckpt_save(void *ctx, const train_position_t *at, const param_t *w, const optimizer_t *opt, char *err,
+                      size_t err_len);
+void replica_ckpt_free(replica_t *r);
 
 // "worker: out of memory for a replica of n parameters"; returns -1.
 int replica_out_of_memory(const replica_t *r, char *err, size_t err_len);

@@ -288,9 +288,18 @@ static void *comm_main(void *arg) {
         uint64_t min_steps, total;
         threads_progress(r, &min_steps, &total);
         if (done || min_steps == UINT64_MAX) break;
+        // A checkpoint (taken with the threads parked) sees no pass half done.
+        pthread_mutex_lock(&r->ckpt_mu);
+        if (atomic_load_explicit(&r->frozen, memory_order_acquire)) {  // test only (replica_checkpoint.c)
+            pthread_mutex_unlock(&r->ckpt_mu);
+            struct timespec nap = {0, 1000000};
+            nanosleep(&nap, NULL);
+            continue;
+        }
         windows_observe(r);
         double t0 = replica_now_s();
         int worked = comm_pass(r, min_steps, total, &next_fetch);
+        pthread_mutex_unlock(&r->ckpt_mu);
         if (worked < 0) {
             rc = -1;
         } else if (worked) {
@@ -300,7 +309,11 @@ static void *comm_main(void *arg) {
             nanosleep(&nap, NULL);
         }
     }
-    if (rc == 0) rc = push_last(r);
+    if (rc == 0) {
+        pthread_mutex_lock(&r->ckpt_mu);
+        rc = push_last(r);
+        pthread_mutex_unlock(&r->ckpt_mu);
+    }
     r->stats.comm_s = busy;
     if (r->gpu) gpu_model_unbind_thread();
     if (rc != 0) {
@@ -336,8 +349,8 @@ static int downpour_begin(replica_t *r, train_config_t *tc, const train_callback
                           size_t err_len) {
     (void)cb;
     ps_client_pulled_versions(r->client, r->gen_versions);  // generation 0: what joining pulled
-    // A rejoining replica's threads start at the steps its clock stands for.
-    for (size_t t = 0; r->clock > 0 && t < r->threads; t++) atomic_store(&r->progress[t].steps, tc->start->updates[t]);
+    // A rejoining or resumed replica's threads start at the steps its position stands for.
+    for (size_t t = 0; tc->start && t < r->threads; t++) atomic_store(&r->progress[t].steps, tc->start->updates[t]);
     r->steps_pushed = replica_steps(r);
     atomic_store(&r->allowance, allowance_for(r->g_read, r->read_bound, r->quota));
     // Each thread's first window starts at its first step; none has started.
