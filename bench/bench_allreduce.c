@@ -6,12 +6,14 @@
 // bandwidth is 2(R-1)/R * bytes / time (what each rank's link carries). The
 // reference, bench/mpi/mpi_allreduce_bench.c, is timed the same way under
 // mpirun, with Open MPI's default transports (shared memory on one node) and
-// with its TCP transport over loopback. Prints a table. Not part of the tests.
+// with its TCP transport over loopback. "asgd hier 2xR/2" (net/hier_allreduce.h)
+// splits an even R >= 4 into 2 pretend hosts of R/2: shared memory within each,
+// cross rings over tcp://127.0.0.1. Prints a table. Not part of the tests.
 //
 //   bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64 | --sizes-bytes 940584,...]
 //                   [--warmup 3] [--iters 10] [--transport tcp|ipc|both|none]
 //                   [--zero-copy 0|1|both] [--sub FLOATS] [--io-threads K] [--rounds K]
-//                   [--no-mpi] [--no-shm]
+//                   [--no-mpi] [--no-shm] [--no-hier]
 // Default sizes: 940,584 bytes (the MLP's gradient, docs/benchmarks.md), 1, 16
 // and 64 MiB.
 #include <errno.h>
@@ -26,6 +28,7 @@
 #include <zmq.h>
 
 #include "bench/bench_support.h"  // defines: bench_now_s, bench_median
+#include "net/hier_allreduce.h"  // defines: hier_allreduce_new, hier_allreduce_sum
 #include "net/ring.h"  // defines: ring_new, ring_connect, ring_tune, ring_allreduce_sum, ring_destroy
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_new, shm_allreduce_sum, shm_allreduce_buffer
 
@@ -45,6 +48,7 @@ typedef struct opts {
     int io_threads;
     int mpi;
     int shm;
+    int hier;
     int rounds;
 } opts_t;
 
@@ -54,8 +58,12 @@ typedef struct impl_cfg {
     const char *transport;  // "tcp", "ipc", or NULL for shared memory
     int zero_copy;          // ring: zero-copy sends
     int in_segment;         // shm: the data live in shm_allreduce_buffer()
-    uint64_t run;           // shm: the segment's run id
+    uint64_t run;           // shm, hier: the segment's run id
+    int hier;               // 2 pretend hosts: shm within, cross rings over tcp
 } impl_cfg_t;
+
+// The rank whose (ring or cross-ring) endpoint rank i connects to.
+static size_t next_of(const impl_cfg_t *cfg, size_t i, size_t n) { return cfg->hier ? (i + n / 2) % n : (i + 1) % n; }
 
 typedef struct record {
     double sec;  // median time of the timed calls; < 0 when the rank failed
@@ -98,8 +106,19 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
     void *ctx = NULL;
     ring_t *r = NULL;
     shm_allreduce_t *shm = NULL;
+    hier_allreduce_t *hier = NULL;
     char ep[EP_LEN] = {0};
-    if (cfg->transport) {
+    if (cfg->hier) {
+        ctx = zmq_ctx_new();
+        if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, o->io_threads) != 0) die("zmq_ctx_new");
+        size_t L = n / 2;
+        hier = hier_allreduce_new(ctx, cfg->run, rank / L, 2, rank % L, L, max_count, "127.0.0.1", err, sizeof err);
+        if (!hier) {
+            fprintf(stderr, "rank %zu: %s\n", rank, err);
+            exit(1);
+        }
+        snprintf(ep, sizeof ep, "%s", hier_allreduce_endpoint(hier));
+    } else if (cfg->transport) {
         ctx = zmq_ctx_new();
         if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, o->io_threads) != 0) die("zmq_ctx_new");
         r = ring_new(ctx, rank, n, RUN, max_count, strcmp(cfg->transport, "ipc") == 0 ? "ipc" : "127.0.0.1", err,
@@ -118,7 +137,7 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
     }
     write_all(up, ep, sizeof ep);
     if (read_all(down, ep, sizeof ep) != 0) exit(1);
-    if (r && ring_connect(r, ep, err, sizeof err) != 0) {
+    if ((r && ring_connect(r, ep, err, sizeof err) != 0) || (hier && hier_allreduce_connect(hier, ep, err, sizeof err) != 0)) {
         fprintf(stderr, "rank %zu: %s\n", rank, err);
         exit(1);
     }
@@ -133,8 +152,9 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
         if (!x) die("calloc");
         if (cfg->in_segment) memset(x, 0, count * sizeof *x);
         record_t rec = {-1.0, 0};
-#define CALL() (r ? ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
-                  : shm_allreduce_sum(shm, x, count, CALL_TIMEOUT_MS, err, sizeof err))
+#define CALL() (r      ? ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
+                : hier ? hier_allreduce_sum(hier, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
+                       : shm_allreduce_sum(shm, x, count, CALL_TIMEOUT_MS, err, sizeof err))
         int rc = 0;
         for (int i = 0; i < o->warmup && rc == 0; i++) rc = CALL();
         for (int i = 0; i < o->iters && rc == 0; i++) {
@@ -161,6 +181,7 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
     free(times);
     ring_destroy(&r);
     shm_allreduce_destroy(&shm);
+    hier_allreduce_destroy(&hier);
     if (ctx) zmq_ctx_term(ctx);
     exit(0);
 }
@@ -186,7 +207,7 @@ static void run_ours(size_t n, const opts_t *o, const impl_cfg_t *cfg, double *s
     char eps[MAX_RANKS][EP_LEN];
     int failed = 0;
     for (size_t i = 0; i < n; i++) failed |= read_all(up[i][0], eps[i], EP_LEN) != 0;
-    for (size_t i = 0; i < n && !failed; i++) write_all(down[i][1], eps[(i + 1) % n], EP_LEN);
+    for (size_t i = 0; i < n && !failed; i++) write_all(down[i][1], eps[next_of(cfg, i, n)], EP_LEN);
     for (size_t s = 0; s < o->n_sizes; s++) {
         sec[s] = 0;
         for (size_t i = 0; i < n; i++) {
@@ -256,10 +277,11 @@ static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mp
 }
 
 #define MAX_ROUNDS 16
-enum { IMPL_TCP, IMPL_TCP_ZC, IMPL_IPC, IMPL_IPC_ZC, IMPL_SHM, IMPL_SHM_SEG, IMPL_MPI_SM, IMPL_MPI_TCP, IMPL_COUNT_ };
+enum { IMPL_TCP, IMPL_TCP_ZC, IMPL_IPC, IMPL_IPC_ZC, IMPL_SHM, IMPL_SHM_SEG, IMPL_HIER, IMPL_MPI_SM, IMPL_MPI_TCP,
+       IMPL_COUNT_ };
 static const char *const impl_names[IMPL_COUNT_] = {"asgd ring tcp", "asgd ring tcp zc", "asgd ring ipc",
                                                     "asgd ring ipc zc", "asgd shm",         "asgd shm in-seg",
-                                                    "Open MPI sm",   "Open MPI tcp"};
+                                                    "asgd hier 2xR/2",   "Open MPI sm",     "Open MPI tcp"};
 
 // The median over rounds of one measurement (< 0 when any round failed);
 // *lo and *hi get the fastest and slowest round.
@@ -297,7 +319,7 @@ static void row(size_t n, size_t bytes, const char *who, const double *v, int ro
 int main(int argc, char **argv) {
     opts_t o = {.ranks = {2, 4}, .n_ranks = 2, .bytes = {940584, 1u << 20, 16u << 20, 64u << 20}, .n_sizes = 4,
                 .warmup = 3, .iters = 10, .tcp = 1, .ipc = 1, .copy = 1, .zc = 1, .sub = RING_SUB_CHUNK_DEFAULT,
-                .io_threads = 1, .mpi = 1, .shm = 1, .rounds = 1};
+                .io_threads = 1, .mpi = 1, .shm = 1, .hier = 1, .rounds = 1};
     for (int a = 1; a < argc; a++) {
         const char *v = a + 1 < argc ? argv[a + 1] : "";
         if (strcmp(argv[a], "--ranks") == 0) o.n_ranks = bench_parse_list("bench_allreduce", v, o.ranks, MAX_LIST), a++;
@@ -322,11 +344,12 @@ int main(int argc, char **argv) {
             a++;
         } else if (strcmp(argv[a], "--no-mpi") == 0) o.mpi = 0;
         else if (strcmp(argv[a], "--no-shm") == 0) o.shm = 0;
+        else if (strcmp(argv[a], "--no-hier") == 0) o.hier = 0;
         else {
             fprintf(stderr,
                     "usage: bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64 | --sizes-bytes 940584,...]\n"
                     "       [--warmup 3] [--iters 10] [--transport tcp|ipc|both|none] [--zero-copy 0|1|both]\n"
-                    "       [--sub FLOATS] [--io-threads K] [--rounds K] [--no-mpi] [--no-shm]\n");
+                    "       [--sub FLOATS] [--io-threads K] [--rounds K] [--no-mpi] [--no-shm] [--no-hier]\n");
             return 2;
         }
     }
@@ -376,11 +399,16 @@ int main(int argc, char **argv) {
                     if (!o.shm) continue;
                     // A run id of its own per group: no group meets another's segment.
                     impl_cfg_t cfg = {NULL, 0, k == IMPL_SHM_SEG, RUN ^ ((uint64_t)getpid() << 16) ^ (uint64_t)(
-                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k)};
+                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k), 0};
+                    run_ours(n, &o, &cfg, sec);
+                } else if (k == IMPL_HIER) {
+                    if (!o.hier || n < 4 || n % 2) continue;
+                    impl_cfg_t cfg = {NULL, 0, 0, RUN ^ ((uint64_t)getpid() << 16) ^ (uint64_t)(
+                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k), 1};
                     run_ours(n, &o, &cfg, sec);
                 } else {
                     if (!(tr ? o.tcp : o.ipc) || !(zc ? o.zc : o.copy)) continue;
-                    impl_cfg_t cfg = {tr ? "tcp" : "ipc", zc, 0, 0};
+                    impl_cfg_t cfg = {tr ? "tcp" : "ipc", zc, 0, 0, 0};
                     run_ours(n, &o, &cfg, sec);
                 }
                 ran[k] = 1;

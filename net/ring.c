@@ -26,6 +26,20 @@
 // Smaller sub-chunks are copied even in zero-copy mode: the copy is cheap,
 // and it leaves the caller's array alone sooner.
 #define RING_ZERO_COPY_MIN_BYTES 16384
+// Received payloads are verified, added and (when they go on) checksummed
+// for the next send block by block, so that each block is read from memory
+// once (docs/allreduce.md, "Per-message costs"). A multiple of 32 bytes
+// (wire_checksum_update's pieces).
+#define RING_BLOCK_FLOATS 2048
+// Checksums of sub-chunks this rank will forward, computed while receiving
+// them: slots looked up by (call, step, sub-chunk); a miss is computed anew.
+#define RING_SEALED 64
+
+typedef struct sealed {
+    uint64_t seq;
+    size_t step, k;
+    uint32_t sum;
+} sealed_t;
 
 struct ring {
     void *ctx;
@@ -43,6 +57,7 @@ struct ring {
     uint64_t seq;  // calls started: the clock of the current call's messages
     size_t fp16_count;  // this call: elements [0, fp16_count) travel as fp16
     ring_stats_t stats;
+    sealed_t sealed[RING_SEALED];
     // Payload frames handed to libzmq and not yet released by it (it releases
     // a frame once the whole frame is in the kernel's socket buffer). A call
     // returns only when this is back to zero: zero-copy frames point into the
@@ -318,14 +333,19 @@ void ring_destroy(ring_t **rp) {
     *rp = NULL;
 }
 
-// Sends sub-chunk [a, a + len) of the step. Returns 0, 1 when the socket would
-// block (nothing was sent), or -1.
+static sealed_t *sealed_slot(ring_t *r, size_t step, size_t k) { return &r->sealed[(step * 31 + k) % RING_SEALED]; }
+
+// Remembers the checksum of sub-chunk k of `step`'s send (its bytes are final).
+static void seal(ring_t *r, size_t step, size_t k, uint32_t sum) {
+    *sealed_slot(r, step, k) = (sealed_t){.seq = r->seq, .step = step, .k = k, .sum = sum};
+}
+
 // Sends one payload frame that libzmq borrows (buf, released through `release`
 // once libzmq is done with it; in_flight counts it until then) behind header h,
 // without blocking. Returns 0, 1 when the socket would block (nothing was
 // sent, buf released), or -1.
-static int send_frame(ring_t *r, wire_header_t *h, void *buf, size_t bytes, void (*release)(void *, void *), char *err,
-                      size_t err_len) {
+static int send_frame(ring_t *r, wire_header_t *h, void *buf, size_t bytes, void (*release)(void *, void *),
+                      int sealed, char *err, size_t err_len) {
     zmq_msg_t frame;
     atomic_fetch_add_explicit(&r->in_flight, 1, memory_order_relaxed);
     if (zmq_msg_init_data(&frame, buf, bytes, release, r) != 0) {
@@ -334,7 +354,9 @@ static int send_frame(ring_t *r, wire_header_t *h, void *buf, size_t bytes, void
         errno = e;
         return ZMQ_FAIL("ring: zmq_msg_init_data", err, err_len);
     }
-    if (zmsg_send(r->push, NULL, h, &frame, 1, 1, err, err_len) != 0) return errno == EAGAIN ? 1 : -1;
+    int rc = sealed ? zmsg_send_sealed(r->push, NULL, h, &frame, 1, 1, err, err_len)
+                    : zmsg_send(r->push, NULL, h, &frame, 1, 1, err, err_len);
+    if (rc != 0) return errno == EAGAIN ? 1 : -1;
     r->stats.msgs_sent++;
     r->stats.bytes_sent += bytes;
     return 0;
@@ -386,7 +408,12 @@ static int send_sub(ring_t *r, float *data, size_t count, const cursor_t *c, cha
     h.count = (uint32_t)len;
     h.payload_kind = half ? PAYLOAD_KIND_ENCODED : PAYLOAD_KIND_DENSE;
     h.aux = (uint32_t)c->step;
-    return send_frame(r, &h, buf, bytes, release, err, err_len);
+    // Its checksum was computed as it arrived, unless it is this rank's own
+    // (step 0) or fp16.
+    const sealed_t *sl = sealed_slot(r, c->step, c->k);
+    int sealed = !half && sl->seq == r->seq && sl->step == c->step && sl->k == c->k;
+    if (sealed) h.checksum = sl->sum;
+    return send_frame(r, &h, buf, bytes, release, sealed, err, err_len);
 }
 
 // Unaligned loads: a received payload may start anywhere in libzmq's buffer.
@@ -397,6 +424,13 @@ static void add_into(float *restrict dst, const unsigned char *restrict src, siz
         memcpy(&v, src + i * sizeof v, sizeof v);
         dst[i] += v;
     }
+}
+
+static int bad_checksum(ring_t *r, const wire_header_t *h, size_t a, size_t len, char *err, size_t err_len) {
+    snprintf(err, err_len,
+             "ring: rank %zu: elements [%zu, %zu) from rank %u in call %llu fail their checksum (corrupted on the way)",
+             r->rank, a, a + len, h->sender, (unsigned long long)r->seq);
+    return -1;
 }
 
 typedef struct mismatch {
@@ -441,6 +475,7 @@ static int take(ring_t *r, zmsg_t *m, float *data, size_t count, const cursor_t 
     size_t plen = zmq_msg_size(&m->frames[0]);
     if (half) {
         char why[256];
+        if (zmsg_verify(m) != 0) return bad_checksum(r, h, a, len, err, err_len);
         if (compress_check(p, plen, len, why, sizeof why) != 0) {
             snprintf(err, err_len, "ring: rank %zu: a chunk from rank %u in call %llu: %s", r->rank, h->sender,
                      (unsigned long long)r->seq, why);
@@ -455,9 +490,26 @@ static int take(ring_t *r, zmsg_t *m, float *data, size_t count, const cursor_t 
         if (c->step + 1 < r->n) compress_decode_add(p, plen, len, data + a, why, sizeof why);
         else compress_decode(p, plen, len, data + a, why, sizeof why);
     } else if (c->step + 1 < r->n) {
-        add_into(data + a, p, len);  // reduce-scatter: add our values
+        // Reduce-scatter: add our values, checking the payload and
+        // checksumming the sum (sent on at the next step) block by block.
+        wire_checksum_stream_t in, out;
+        wire_checksum_begin(&in, 0);
+        wire_checksum_begin(&out, 0);
+        for (size_t i = 0; i < len; i += RING_BLOCK_FLOATS) {
+            size_t b = len - i < RING_BLOCK_FLOATS ? len - i : RING_BLOCK_FLOATS;
+            wire_checksum_update(&in, p + i * sizeof(float), b * sizeof(float));
+            add_into(data + a + i, p + i * sizeof(float), b);
+            wire_checksum_update(&out, data + a + i, b * sizeof(float));
+        }
+        // The sum is in data already: a call that fails here leaves data
+        // undefined, as any failed call does.
+        if (wire_checksum_end(&in) != h->checksum) return bad_checksum(r, h, a, len, err, err_len);
+        seal(r, c->step + 1, c->k, wire_checksum_end(&out));
     } else {
-        memcpy(data + a, p, len * sizeof(float));  // allgather: a finished sum
+        // Allgather: a finished sum, checked while it is copied; the same bytes go on.
+        uint32_t sum = wire_checksum_copy(data + a, p, len * sizeof(float), 0);
+        if (sum != h->checksum) return bad_checksum(r, h, a, len, err, err_len);
+        if (c->step + 1 < n_steps(r)) seal(r, c->step + 1, c->k, sum);
     }
     r->stats.msgs_recv++;
     r->stats.bytes_recv += plen;
@@ -524,7 +576,8 @@ static int allreduce(ring_t *r, float *data, size_t count, int timeout_ms, char 
         int drained = 0;
         if (!cursor_done(r, &rc)) {
             zmsg_t m;
-            int got = zmsg_recv(r->pull, 0, r->run_id, &m, err, err_len);
+            // take() verifies the payload as it uses it.
+            int got = zmsg_recv_deferred(r->pull, 0, r->run_id, &m, err, err_len);
             if (got < 0) {
                 if (errno != EAGAIN) return -1;
                 err[0] = '\0';
@@ -634,7 +687,7 @@ static int gather_send(ring_t *r, const gather_call_t *g, size_t origin, char *e
     h.count = (uint32_t)g->count;
     h.payload_kind = PAYLOAD_KIND_ENCODED;
     h.aux = g->weights[origin];
-    return send_frame(r, &h, g->blobs + origin * g->cap, g->lens[origin], release_borrowed, err, err_len);
+    return send_frame(r, &h, g->blobs + origin * g->cap, g->lens[origin], release_borrowed, 0, err, err_len);
 }
 
 // 1: the vector due (stored), 0: dropped (another call, another sender), -1: fatal.

@@ -17,6 +17,11 @@
 // element index, count = elements, aux = step (0 .. 2n-3), param_version = the
 // allreduce's total element count (so ranks that disagree on it fail at once).
 //
+// Each payload's checksum (wire.h) is verified in the same pass that adds or
+// copies it, and the checksum of what a rank forwards is computed in that pass
+// too, so a byte is read once on its way through a rank; an expected
+// sub-chunk that fails its checksum fails the call, naming its sender.
+//
 // A ring is used by one thread at a time. Every rank must make the same
 // sequence of calls with the same counts.
 #include <stddef.h>

@@ -446,7 +446,12 @@ static void sum_slice(float *restrict dst, float *restrict copy, const float *co
     sum_slice_body(dst, copy, src, k, len);
 }
 
-int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err, size_t err_len) {
+// What a call does with the slices: all three keep the same steps and waits,
+// so calls of different kinds may follow each other in any order.
+typedef enum shm_op { SHM_OP_SUM, SHM_OP_REDUCE_SCATTER, SHM_OP_ALLGATHER } shm_op_t;
+
+static int shm_call(shm_allreduce_t *s, shm_op_t op, float *data, size_t count, int timeout_ms, char *err,
+                    size_t err_len) {
     if (count > s->max_count) {
         snprintf(err, err_len, "shm allreduce: rank %zu: %zu values exceed the %zu the group was made for", s->rank,
                  count, s->max_count);
@@ -462,7 +467,7 @@ int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout
     // Safe to overwrite: every peer finished reading this area in the last call
     // before it posted that call's sum step, which this rank waited for.
     float *mine = input(s, me);
-    if (data != mine && count > 0) {
+    if (op != SHM_OP_ALLGATHER && data != mine && count > 0) {
         memcpy(mine, data, b * sizeof *data);
         memcpy(mine + e, data + e, (count - e) * sizeof *data);
     }
@@ -484,8 +489,12 @@ int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout
         }
     }
     if (rc == 0) {
-        for (size_t j = 0; j < n; j++) srcs[j] = (j == me ? data : input(s, j)) + b;
-        sum_slice(s->result + b, data + b, srcs, n, e - b, s->avx);
+        if (op == SHM_OP_ALLGATHER) {
+            if (e > b) memcpy(s->result + b, data + b, (e - b) * sizeof *data);
+        } else {
+            for (size_t j = 0; j < n; j++) srcs[j] = (j == me ? data : input(s, j)) + b;
+            sum_slice(s->result + b, data + b, srcs, n, e - b, s->avx);
+        }
         post_step(s, sum_step);
     }
     // 3. Allgather: copy every other rank's finished slice.
@@ -493,7 +502,24 @@ int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout
         size_t j = (me + k) % n, jb, je;
         rc = wait_step(s, j, sum_step, 2, count, timeout_ms, err, err_len);
         shard_range(count, n, j, &jb, &je);
-        if (rc == 0 && je > jb) memcpy(data + jb, s->result + jb, (je - jb) * sizeof *data);
+        if (rc == 0 && je > jb && op != SHM_OP_REDUCE_SCATTER) memcpy(data + jb, s->result + jb, (je - jb) * sizeof *data);
     }
     return rc;
+}
+
+int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err, size_t err_len) {
+    return shm_call(s, SHM_OP_SUM, data, count, timeout_ms, err, err_len);
+}
+
+int shm_allreduce_reduce_scatter(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err,
+                                 size_t err_len) {
+    return shm_call(s, SHM_OP_REDUCE_SCATTER, data, count, timeout_ms, err, err_len);
+}
+
+int shm_allreduce_allgather(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err, size_t err_len) {
+    return shm_call(s, SHM_OP_ALLGATHER, data, count, timeout_ms, err, err_len);
+}
+
+void shm_allreduce_slice(size_t count, size_t n, size_t rank, size_t *begin, size_t *end) {
+    shard_range(count, n, rank, begin, end);
 }

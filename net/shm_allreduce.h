@@ -60,6 +60,20 @@ shm_allreduce_t *shm_allreduce_new(uint64_t run_id, size_t rank, size_t n, size_
 // Returns 0, or -1 with err filled.
 int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err, size_t err_len);
 
+// The two halves of shm_allreduce_sum, for a caller that works on its slice
+// in between (net/hier_allreduce.h). Rank r's slice of a call of count values
+// is [begin, end) of shm_allreduce_slice(count, n, r, ...).
+// reduce_scatter: on return data's slice holds the sum over all ranks (the
+// same bits shm_allreduce_sum gives there); the rest of data is left alone.
+// allgather: each rank's data holds its own slice on entry; on return data
+// holds every rank's slice. Only the slices move: nothing is added.
+// Waits, timeouts and failures as in shm_allreduce_sum; the three calls share
+// one sequence and may follow each other in any order (all ranks alike).
+int shm_allreduce_reduce_scatter(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err,
+                                 size_t err_len);
+int shm_allreduce_allgather(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err, size_t err_len);
+void shm_allreduce_slice(size_t count, size_t n, size_t rank, size_t *begin, size_t *end);
+
 // This rank's input area in the segment (max_count floats). A caller that
 // keeps its array there (passes it as data) saves the copy into the segment;
 // any other array works too. Valid until shm_allreduce_destroy.

@@ -11,7 +11,8 @@
 // within fp16's rounding of the serial sum with an exact float32 tail, and an
 // allgather of qsgd encodings sums to exactly what each rank encoded; both
 // bit-identical on every rank. A rank that sends an encoding the others do not
-// know, or fp16 where they expect float32, fails their call with a clear error.
+// know, or fp16 where they expect float32, fails their call with a clear error,
+// and so does a payload whose checksum is wrong.
 #include <errno.h>
 #include <signal.h>
 #include <stdint.h>
@@ -410,6 +411,52 @@ static void test_refused(call_kind_t kind, const char *want) {
     munmap(reps, 2 * sizeof *reps);
 }
 
+// A payload damaged on the way (its header intact, its checksum wrong) fails
+// the call at once, naming the sender, instead of being added: the fake rank 0
+// of a ring of 2 sends rank 1 exactly the sub-chunk it waits for.
+static void test_bad_checksum(void) {
+    char err[512] = "";
+    void *ctx = zmq_ctx_new();
+    CHECK(ctx);
+    void *fake_pull = zmq_socket(ctx, ZMQ_PULL), *fake_push = zmq_socket(ctx, ZMQ_PUSH);
+    CHECK(fake_pull && fake_push);
+    char fake_ep[EP_LEN];
+    size_t len = sizeof fake_ep;
+    CHECK(zmq_bind(fake_pull, "tcp://127.0.0.1:*") == 0);
+    CHECK(zmq_getsockopt(fake_pull, ZMQ_LAST_ENDPOINT, fake_ep, &len) == 0);
+    ring_t *r = ring_new(ctx, 1, 2, RUN, 8, "127.0.0.1", err, sizeof err);
+    CHECK_OK(r ? 0 : -1, err);
+    CHECK_OK(ring_connect(r, fake_ep, err, sizeof err), err);
+    CHECK_OK(zmsg_socket_defaults(fake_push, 0, err, sizeof err), err);
+    CHECK(zmq_connect(fake_push, ring_endpoint(r)) == 0);
+    wire_header_t h = zmsg_header(MSG_TYPE_RING_CHUNK, RUN);
+    h.sender = 0;
+    h.shard = WIRE_NO_ID;
+    h.clock = 1;
+    h.param_version = 8;
+    h.offset = 0;
+    h.count = 4;
+    h.aux = 0;
+    h.payload_kind = PAYLOAD_KIND_DENSE;
+    zmq_msg_t f;
+    CHECK_OK(zmsg_frame_alloc(&f, 4 * sizeof(float), err, sizeof err), err);
+    float v[4] = {1, 2, 3, 4};
+    memcpy(zmq_msg_data(&f), v, sizeof v);
+    h.checksum = wire_checksum(v, sizeof v, 0) ^ 1u;
+    CHECK_OK(zmsg_send_sealed(fake_push, NULL, &h, &f, 1, 0, err, sizeof err), err);
+    float data[8] = {0};
+    CHECK(ring_allreduce_sum(r, data, 8, ODD_TIMEOUT_MS, err, sizeof err) == -1);
+    printf("ring of 2, a damaged payload from rank 0: %s\n", err);
+    CHECK(strstr(err, "from rank 0") && strstr(err, "fail their checksum") && !strstr(err, "is it gone"));
+    ring_destroy(&r);
+    int zero = 0;
+    zmq_setsockopt(fake_push, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(fake_pull, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_close(fake_push);
+    zmq_close(fake_pull);
+    zmq_ctx_term(ctx);
+}
+
 static void test_bad_arguments(void) {
     char err[256];
     void *ctx = zmq_ctx_new();
@@ -443,6 +490,7 @@ static void test_bad_arguments(void) {
 int main(void) {
     double t0 = now_ms();
     test_bad_arguments();
+    test_bad_checksum();
     for (size_t n = 1; n <= MAX_RANKS; n++) test_ring(n);
     test_dead_neighbour(4, 2, 1);
     test_dead_neighbour(2, 0, 0);

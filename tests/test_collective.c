@@ -13,7 +13,15 @@
 //     local SGD; with 3 workers the ring sums chunk c from rank c on, a
 //     different order, so they agree within float rounding (1e-5 relative);
 //     every run's replicas end with the same bits;
-//   - --collective shm with --compress, and --collective under asp, are refused.
+//   - --collective shm with --compress, and --collective under asp, are refused;
+//   - hosts by identity (ASGD_HOST_ID, the rendezvous entry's name): auto is
+//     shm on one host, hier on 2x2 and 3x2, the ring on 1+1+1+1 and 2+1 and
+//     under compression; forced hier on 2+1 or compressed and forced shm on
+//     2x2 are refused naming the hosts; the list form gives worker k item k;
+//   - 4 workers as 2 pretend hosts x 2 (ASGD_HOST_ID=a,a,b,b): auto picks
+//     hier, every replica ends with the same bits, the model equals the ring's
+//     within TOLERANCE, only the cross-host slices go over sockets (a third of
+//     the ring's bytes); --collective hier with 2 + 1 workers fails naming them.
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,6 +45,70 @@ static const char *path_of(const char *name) {
 static void table(rdv_entry_t *t, size_t n, const char *const *eps) {
     memset(t, 0, n * sizeof *t);
     for (size_t k = 0; k < n; k++) snprintf(t[k].endpoint, sizeof t[k].endpoint, "%s", eps[k]);
+}
+
+static void named(rdv_entry_t *t, size_t n, const char *const *names) {
+    const char *lo[] = {"tcp://127.0.0.1:4000", "tcp://127.0.0.1:4001", "tcp://127.0.0.1:4002",
+                        "tcp://127.0.0.1:4003", "tcp://127.0.0.1:4004", "tcp://127.0.0.1:4005"};
+    table(t, n, lo);
+    for (size_t k = 0; k < n; k++) snprintf(t[k].name, sizeof t[k].name, "%s", names[k]);
+}
+
+static void check_hosts(void) {
+    struct {
+        const char *names[6];
+        size_t n;
+        int pick;  // auto's
+        size_t hosts, local_n;
+    } cases[] = {
+        {{"a", "a", "a", "a"}, 4, COLLECTIVE_SHM, 1, 4},
+        {{"a", "a", "b", "b"}, 4, COLLECTIVE_HIER, 2, 2},
+        {{"a", "b", "a", "b"}, 4, COLLECTIVE_HIER, 2, 2},
+        {{"a", "a", "b", "b", "c", "c"}, 6, COLLECTIVE_HIER, 3, 2},
+        {{"a", "b", "c", "d"}, 4, COLLECTIVE_RING, 4, 1},
+        {{"a", "a", "b"}, 3, COLLECTIVE_RING, 2, 0},
+    };
+    char err[512];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        rdv_entry_t t[6];
+        named(t, cases[i].n, cases[i].names);
+        collective_layout_t l;
+        collective_layout(t, cases[i].n, cases[i].n - 1, &l);
+        CHECK(l.hosts == cases[i].hosts && l.local_n == cases[i].local_n);
+        CHECK(collective_pick(COLLECTIVE_AUTO, 0, t, cases[i].n, err, sizeof err) == cases[i].pick);
+        CHECK(collective_pick(COLLECTIVE_AUTO, 1, t, cases[i].n, err, sizeof err) == COLLECTIVE_RING);
+        CHECK(collective_pick(COLLECTIVE_RING, 0, t, cases[i].n, err, sizeof err) == COLLECTIVE_RING);
+    }
+    // Worker 3 of a,b,a,b is host 1's second worker; the interleaved layout's cross rings pair 0-1 and 2-3.
+    rdv_entry_t t[6];
+    const char *abab[] = {"a", "b", "a", "b"};
+    named(t, 4, abab);
+    collective_layout_t l;
+    collective_layout(t, 4, 3, &l);
+    CHECK(l.host == 1 && l.local == 1);
+    const char *uneven[] = {"a", "a", "b"};
+    named(t, 3, uneven);
+    CHECK(collective_pick(COLLECTIVE_HIER, 0, t, 3, err, sizeof err) == -1);
+    printf("refused: %s\n", err);
+    CHECK(strstr(err, "--collective hier") && strstr(err, "(a) has 2") && strstr(err, "worker 2's (b) 1"));
+    const char *two[] = {"a", "a", "b", "b"};
+    named(t, 4, two);
+    CHECK(collective_pick(COLLECTIVE_HIER, 1, t, 4, err, sizeof err) == -1 && strstr(err, "--compress"));
+    CHECK(collective_pick(COLLECTIVE_SHM, 0, t, 4, err, sizeof err) == -1);
+    printf("refused: %s\n", err);
+    CHECK(strstr(err, "--collective shm") && strstr(err, "worker 2 host b"));
+    struct shm_allreduce *shm = NULL;
+    CHECK(collective_open(COLLECTIVE_AUTO, 0, t, 4, 0, 42, 10, &shm, err, sizeof err) == -1 && !shm);
+    // The identity: the list form, the single form, blanks made one word.
+    char id[RDV_NAME_MAX];
+    setenv("ASGD_HOST_ID", "n1,n1,n2", 1);
+    CHECK(collective_host_id(2, id, sizeof id, err, sizeof err) == 0 && strcmp(id, "n2") == 0);
+    CHECK(collective_host_id(3, id, sizeof id, err, sizeof err) == -1 && strstr(err, "ASGD_HOST_ID=n1,n1,n2"));
+    setenv("ASGD_HOST_ID", "rack 7", 1);
+    CHECK(collective_host_id(5, id, sizeof id, err, sizeof err) == 0 && strcmp(id, "rack_7") == 0);
+    unsetenv("ASGD_HOST_ID");
+    CHECK(collective_host_id(0, id, sizeof id, err, sizeof err) == 0 && id[0]);
+    printf("hosts: grouped by identity; auto's choice per layout\n");
 }
 
 static void check_rule(void) {
@@ -159,6 +231,7 @@ int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
     check_rule();
+    check_hosts();
     // 5400 training examples, rounds of 8 per worker.
     const char *sparse[] = {"--model", "logreg", "--data", "gen:sparse:n=6000,dim=1000,nnz=20", "--batch", "8",
                             "--lr", "0.5", "--epochs", "2", NULL};
@@ -174,6 +247,29 @@ int main(void) {
                                "--batch", "8", "--threads", "2", NULL};
         compare("mlp", dense, "allreduce", NULL, 0);
     }
+    // Two pretend hosts of two workers each.
+    setenv("ASGD_HOST_ID", "a,a,b,b", 1);
+    run("hier", sparse, "allreduce", "4", NULL, NULL, "hier");
+    run("hier-ring", sparse, "allreduce", "4", "ring", NULL, "ring");
+    double dh = launch_model_diff(path_of("hier.model"), path_of("hier-ring.model"));
+    printf("logreg --sync allreduce, 2 hosts x 2 workers: hier vs ring largest relative difference %.3g (tolerance "
+           "%.1g), bits %s\n", dh, TOLERANCE, same_bits("hier", "hier-ring") ? "equal" : "differ");
+    CHECK(dh <= TOLERANCE);
+    char *hj = launch_file("hier", "worker-0.json"), *rj = launch_file("hier-ring", "worker-0.json");
+    double hb = launch_field(hj, "bytes_out"), rb = launch_field(rj, "bytes_out");
+    printf("bytes out of worker 0: hier %.0f, ring %.0f\n", hb, rb);
+    CHECK(hb > 0 && hb < 0.4 * rb);
+    free(hj);
+    free(rj);
+    setenv("ASGD_HOST_ID", "a,a,b", 1);
+    const char *uneven[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=600,dim=100,nnz=5", "--workers",
+                            "3", "--sync", "allreduce", "--collective", "hier", "--quiet", NULL};
+    CHECK(launch_run(uneven) != 0);
+    char *ue = launch_stderr();
+    printf("refused: %s", ue);
+    CHECK(strstr(ue, "--collective hier: every host needs the same number of workers"));
+    free(ue);
+    unsetenv("ASGD_HOST_ID");
     const char *base[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=600,dim=100,nnz=5", "--workers", "2"};
     const char *shm_fp16[] = {base[0], base[1], base[2], base[3], base[4], base[5], base[6], "--sync", "allreduce",
                               "--collective", "shm", "--compress", "fp16", NULL};

@@ -1,15 +1,24 @@
 // The choice between the ring and shared memory (collective.h).
 #include "engine/dist/collective.h"
 
+#include <ctype.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/dist/collective_mpi.h"  // defines: collective_mpi_open
 #include "net/curve_auth.h"     // defines: net_endpoint_is_local
+#include "net/hier_allreduce.h"  // defines: hier_allreduce_new, hier_allreduce_connect
+#include "net/ring.h"           // defines: ring_allreduce_sum
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_new
 
 const char *collective_name(collective_choice_t c) {
-    return c == COLLECTIVE_SHM ? "shm" : c == COLLECTIVE_RING ? "ring" : c == COLLECTIVE_MPI ? "mpi" : "auto";
+    return c == COLLECTIVE_SHM    ? "shm"
+           : c == COLLECTIVE_RING ? "ring"
+           : c == COLLECTIVE_MPI  ? "mpi"
+           : c == COLLECTIVE_HIER ? "hier"
+                                  : "auto";
 }
 
 // Whether two ring endpoints are on the same host: both ipc:// or loopback,
@@ -32,24 +41,196 @@ static size_t first_elsewhere(const rdv_entry_t *ring, size_t n) {
 
 int collective_one_host(const rdv_entry_t *ring, size_t n) { return first_elsewhere(ring, n) >= n; }
 
-int collective_open(collective_choice_t choice, int compressed, const rdv_entry_t *ring, size_t n, size_t id,
-                    uint64_t run_id, size_t max_count, struct shm_allreduce **shm, char *err, size_t err_len) {
-    *shm = NULL;
-    if (choice == COLLECTIVE_RING) return 0;
+int collective_host_id(size_t worker, char *out, size_t len, char *err, size_t err_len) {
+    char buf[256] = "";
+    const char *env = getenv("ASGD_HOST_ID");
+    if (env && env[0] && strchr(env, ',')) {
+        const char *p = env;
+        for (size_t k = 0; k < worker && p; k++) {
+            p = strchr(p, ',');
+            if (p) p++;
+        }
+        size_t item = p ? strcspn(p, ",") : 0;
+        if (!item) {
+            snprintf(err, err_len, "ASGD_HOST_ID=%s: a list with no item for worker %zu", env, worker);
+            return -1;
+        }
+        snprintf(buf, sizeof buf, "%.*s", (int)item, p);
+    } else if (env && env[0]) {
+        snprintf(buf, sizeof buf, "%s", env);
+    } else if (gethostname(buf, sizeof buf - 1) != 0 || !buf[0]) {
+        snprintf(buf, sizeof buf, "localhost");
+    }
+    snprintf(out, len, "%s", buf);
+    for (char *c = out; *c; c++)
+        if (!isgraph((unsigned char)*c)) *c = '_';
+    return 0;
+}
+
+// Whether workers a and b are on one host (collective_layout's rule).
+static int same_group(const rdv_entry_t *a, const rdv_entry_t *b) {
+    if (a->name[0] || b->name[0]) return a->name[0] && b->name[0] && strcmp(a->name, b->name) == 0;
+    return same_host(a->endpoint, b->endpoint);
+}
+
+// Every worker's host and local index (host_of, local_of: n each; NULL
+// local_of skips it). Returns the number of hosts.
+static size_t group_all(const rdv_entry_t *ring, size_t n, size_t *host_of, size_t *local_of) {
+    size_t hosts = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t lead = 0, local = 0;
+        while (!same_group(&ring[lead], &ring[k])) lead++;  // the host's lowest worker
+        host_of[k] = lead == k ? hosts++ : host_of[lead];
+        for (size_t j = lead; j < k; j++) local += same_group(&ring[j], &ring[k]);
+        if (local_of) local_of[k] = local;
+    }
+    return hosts;
+}
+
+void collective_layout(const rdv_entry_t *ring, size_t n, size_t id, collective_layout_t *out) {
+    memset(out, 0, sizeof *out);
+    size_t *host_of = calloc(n ? 2 * n : 1, sizeof *host_of), *count;
+    if (!host_of || n == 0) {
+        free(host_of);
+        return;
+    }
+    count = host_of + n;
+    out->hosts = group_all(ring, n, host_of, NULL);
+    for (size_t k = 0; k < n; k++) count[host_of[k]]++;
+    out->local_n = count[0];
+    for (size_t h = 1; h < out->hosts; h++)
+        if (count[h] != count[0]) out->local_n = 0;
+    out->host = host_of[id];
+    for (size_t j = 0; j < id; j++) out->local += host_of[j] == host_of[id];
+    free(host_of);
+}
+
+// The first worker whose host has another number of workers than worker 0's.
+static size_t first_unequal(const rdv_entry_t *ring, size_t n, size_t *count0, size_t *count) {
+    *count0 = *count = 0;
+    for (size_t j = 0; j < n; j++) *count0 += same_group(&ring[0], &ring[j]);
+    for (size_t k = 1; k < n; k++) {
+        *count = 0;
+        for (size_t j = 0; j < n; j++) *count += same_group(&ring[k], &ring[j]);
+        if (*count != *count0) return k;
+    }
+    return n;
+}
+
+int collective_pick(collective_choice_t choice, int compressed, const rdv_entry_t *ring, size_t n, char *err,
+                    size_t err_len) {
+    if (choice == COLLECTIVE_RING) return COLLECTIVE_RING;
     if (compressed) {
-        if (choice == COLLECTIVE_AUTO) return 0;
+        if (choice == COLLECTIVE_AUTO) return COLLECTIVE_RING;
         snprintf(err, err_len, "--collective %s: compressed exchanges (--compress) go round the ring",
                  collective_name(choice));
         return -1;
     }
-    if (choice == COLLECTIVE_MPI) return collective_mpi_open(n, id, err, err_len);
-    if (!collective_one_host(ring, n)) {
-        if (choice == COLLECTIVE_AUTO) return 0;
+    if (choice == COLLECTIVE_MPI) return COLLECTIVE_MPI;
+    collective_layout_t l;
+    collective_layout(ring, n, 0, &l);
+    int one = collective_one_host(ring, n) && l.hosts == 1;
+    if (choice == COLLECTIVE_AUTO)
+        return one ? COLLECTIVE_SHM : l.hosts > 1 && l.local_n > 1 ? COLLECTIVE_HIER : COLLECTIVE_RING;
+    if (choice == COLLECTIVE_SHM && !one) {
         size_t k = first_elsewhere(ring, n);
+        if (k >= n) {  // one host by the endpoints, several by the identities
+            k = 1;
+            while (k < n && same_group(&ring[0], &ring[k])) k++;
+            snprintf(err, err_len, "--collective shm: the workers are not all on one host (worker 0 reported host "
+                     "%s, worker %zu host %s); use --collective hier, ring or auto", ring[0].name, k, ring[k].name);
+            return -1;
+        }
         snprintf(err, err_len, "--collective shm: the workers are not all on one host (worker 0's ring is at %s, "
                  "worker %zu's at %s); use --collective ring or auto", ring[0].endpoint, k, ring[k].endpoint);
         return -1;
     }
+    if (choice == COLLECTIVE_HIER && !l.local_n) {
+        size_t c0, c, k = first_unequal(ring, n, &c0, &c);
+        snprintf(err, err_len, "--collective hier: every host needs the same number of workers, but worker 0's host "
+                 "(%s) has %zu and worker %zu's (%s) %zu; use --collective ring or auto",
+                 ring[0].name[0] ? ring[0].name : ring[0].endpoint, c0, k, ring[k].name[0] ? ring[k].name : ring[k].endpoint, c);
+        return -1;
+    }
+    return choice;
+}
+
+int collective_open(collective_choice_t choice, int compressed, const rdv_entry_t *ring, size_t n, size_t id,
+                    uint64_t run_id, size_t max_count, struct shm_allreduce **shm, char *err, size_t err_len) {
+    *shm = NULL;
+    int pick = collective_pick(choice, compressed, ring, n, err, err_len);
+    if (pick < 0) return -1;
+    if (pick == COLLECTIVE_RING) return 0;
+    if (pick == COLLECTIVE_MPI) return collective_mpi_open(n, id, err, err_len);
+    if (pick == COLLECTIVE_HIER) {
+        snprintf(err, err_len, "--collective %s: the workers are on several hosts: hier is opened by "
+                 "collective_open_hier", collective_name(choice));
+        return -1;
+    }
     *shm = shm_allreduce_new(run_id, id, n, max_count, err, err_len);
     return *shm ? 0 : -1;
+}
+
+// Every worker's cross-ring endpoint (RDV_ENDPOINT_MAX bytes each, in out),
+// through allreduces over the main ring of the bytes as floats: each worker
+// fills its own row, the others are zeros, and small integers sum exactly.
+static int exchange_endpoints(struct ring *main_ring, const char *mine, size_t n, size_t id, size_t max_count,
+                              int timeout_ms, char *out, char *err, size_t err_len) {
+    size_t total = n * RDV_ENDPOINT_MAX;
+    float *v = calloc(total, sizeof *v);
+    if (!v) {
+        snprintf(err, err_len, "--collective hier: out of memory");
+        return -1;
+    }
+    for (size_t i = 0; mine[i] && i + 1 < RDV_ENDPOINT_MAX; i++) v[id * RDV_ENDPOINT_MAX + i] = (float)(unsigned char)mine[i];
+    int rc = 0;
+    for (size_t at = 0; at < total && rc == 0; at += max_count) {
+        size_t len = total - at < max_count ? total - at : max_count;
+        char why[512];
+        rc = ring_allreduce_sum(main_ring, v + at, len, timeout_ms, why, sizeof why);
+        if (rc != 0) snprintf(err, err_len, "--collective hier: exchanging the cross-host rings' endpoints: %s", why);
+    }
+    for (size_t i = 0; rc == 0 && i < total; i++) out[i] = (char)(unsigned char)v[i];
+    free(v);
+    return rc;
+}
+
+int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_t *ring, size_t n, size_t id,
+                         uint64_t run_id, size_t max_count, const char *bind_host, int timeout_ms,
+                         struct hier_allreduce **hier, char *err, size_t err_len) {
+    *hier = NULL;
+    collective_layout_t l;
+    collective_layout(ring, n, id, &l);
+    if (!l.local_n) {
+        collective_pick(COLLECTIVE_HIER, 0, ring, n, err, err_len);  // names the hosts that differ
+        return -1;
+    }
+    int ipc = strncmp(ring[id].endpoint, "ipc://", 6) == 0;
+    *hier = hier_allreduce_new(zmq_ctx, run_id, l.host, l.hosts, l.local, l.local_n, max_count, ipc ? "ipc" : bind_host,
+                               err, err_len);
+    if (!*hier) return -1;
+    if (l.hosts == 1) return 0;
+    // Advertised as the main ring is (the host others dial), on the cross ring's port.
+    char mine[RDV_ENDPOINT_MAX];
+    const char *bound = hier_allreduce_endpoint(*hier), *port = strrchr(bound, ':'),
+               *colon = strrchr(ring[id].endpoint, ':');
+    if (!ipc && port && colon)
+        snprintf(mine, sizeof mine, "%.*s%s", (int)(colon - ring[id].endpoint), ring[id].endpoint, port);
+    else
+        snprintf(mine, sizeof mine, "%s", bound);
+    char *all = malloc(n * RDV_ENDPOINT_MAX);
+    size_t *host_of = calloc(2 * n, sizeof *host_of);
+    int rc = all && host_of ? exchange_endpoints(main_ring, mine, n, id, max_count, timeout_ms, all, err, err_len) : -1;
+    if (!all || !host_of) snprintf(err, err_len, "--collective hier: out of memory");
+    if (rc == 0) {
+        // The next host's worker of the same local index (there is one: every host has local_n).
+        size_t next = 0, *local_of = host_of + n;
+        group_all(ring, n, host_of, local_of);
+        while (host_of[next] != (l.host + 1) % l.hosts || local_of[next] != l.local) next++;
+        rc = hier_allreduce_connect(*hier, all + next * RDV_ENDPOINT_MAX, err, err_len);
+    }
+    free(host_of);
+    free(all);
+    if (rc != 0) hier_allreduce_destroy(hier);
+    return rc;
 }

@@ -15,12 +15,45 @@ typedef enum collective_choice {
     COLLECTIVE_SHM = 1,
     COLLECTIVE_RING = 2,
     COLLECTIVE_MPI = 3,   // MPI_Allreduce (collective_mpi.h); never chosen by auto
+    COLLECTIVE_HIER = 4,  // shared memory within each host, rings across hosts (net/hier_allreduce.h)
 } collective_choice_t;
 
 struct shm_allreduce;
+struct hier_allreduce;
+struct ring;
 
-// "auto", "shm", "ring" or "mpi".
+// "auto", "shm", "ring", "mpi" or "hier".
 const char *collective_name(collective_choice_t c);
+
+// This process's host identity, which a worker reports in the rendezvous (its
+// entry's name) and by which workers are grouped into hosts: $ASGD_HOST_ID
+// when set and not empty, else the host name. A comma-separated list
+// "ID0,ID1,..." gives worker `worker` its worker-th item, so that one
+// environment (e.g. `asgd launch` on one machine) can pretend to be several
+// hosts. Made one word of at most len - 1 bytes (blanks and control bytes
+// become '_'). Returns 0, or -1 with err naming ASGD_HOST_ID when its list
+// has no item for this worker.
+int collective_host_id(size_t worker, char *out, size_t len, char *err, size_t err_len);
+
+// How the workers of a table group into hosts: two workers are on one host
+// when both reported a host identity (rdv_entry_t.name) and they are equal, or
+// neither did and their ring endpoints say so (collective_one_host's rule).
+// Hosts are numbered by their lowest worker; a worker's local index is its
+// place among its host's workers in worker order. local_n is the number of
+// workers on every host, or 0 when the hosts have different numbers.
+typedef struct collective_layout {
+    size_t hosts, local_n;
+    size_t host, local;  // worker `id`'s
+} collective_layout_t;
+void collective_layout(const rdv_entry_t *ring, size_t n, size_t id, collective_layout_t *out);
+
+// What `choice` comes to for this table: auto is shm when every worker is on
+// one host (collective_one_host, and one host identity), hier when there are
+// several hosts with the same number of workers, more than one, on each,
+// else the ring; compressed exchanges stay on the ring. A forced choice that
+// cannot be honoured returns -1 with err naming --collective.
+int collective_pick(collective_choice_t choice, int compressed, const rdv_entry_t *ring, size_t n, char *err,
+                    size_t err_len);
 
 // Whether the workers' ring endpoints (ring[0..n), as they advertised them)
 // say they are all on one host: every one ipc:// or loopback (such rings
@@ -35,7 +68,19 @@ int collective_one_host(const rdv_entry_t *ring, size_t n);
 // process (collective_mpi_open). A forced shm or mpi that cannot be honoured
 // (compression; for shm workers on several hosts) or a failed attach or MPI
 // start returns -1 with err naming --collective or the segment.
+// A choice that comes to hier (collective_pick) fails here: use
+// collective_open_hier.
 int collective_open(collective_choice_t choice, int compressed, const rdv_entry_t *ring, size_t n, size_t id,
                     uint64_t run_id, size_t max_count, struct shm_allreduce **shm, char *err, size_t err_len);
+
+// For a choice that came to hier: attaches worker `id` to its host's segment,
+// binds its cross-host ring (on bind_host, the one the main ring was bound
+// on; "ipc" when the main ring is on ipc://), learns the other workers'
+// cross-ring endpoints through one exchange over the connected main ring
+// `main_ring` (every worker calls this at the same point), and connects.
+// Returns 0 with *hier set, or -1 with err.
+int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_t *ring, size_t n, size_t id,
+                         uint64_t run_id, size_t max_count, const char *bind_host, int timeout_ms,
+                         struct hier_allreduce **hier, char *err, size_t err_len);
 
 #endif

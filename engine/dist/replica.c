@@ -16,6 +16,7 @@
 #include "net/compress.h"   // defines: compressor_new, compress_encode, ef_residual_t
 #include "net/ps_client.h"  // defines: ps_client_new, ps_client_push_*, ps_client_pull
 #include "net/ps_heartbeat.h"  // defines: ps_heartbeat_start, ps_heartbeat_stop
+#include "net/hier_allreduce.h"  // defines: hier_allreduce_net_bytes
 #include "net/ring.h"       // defines: ring_get_stats
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_buffer
 #include "net/wire.h"       // defines: wire_checksum
@@ -49,11 +50,11 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
                                "replicas run on the CPU");
         return -1;
     }
-    if (s->ring && !rc->ring && !rc->shm && !rc->mpi) {
+    if (s->ring && !rc->ring && !rc->shm && !rc->hier && !rc->mpi) {
         snprintf(err, err_len, "--sync %s needs a ring of workers", sync_mode_name(rc->mode));
         return -1;
     }
-    if (rc->shm && rc->compress.kind != COMPRESS_KIND_NONE) {
+    if ((rc->shm || rc->hier) && rc->compress.kind != COMPRESS_KIND_NONE) {
         snprintf(err, err_len, "--compress: compressed exchanges go round the ring, not through shared memory");
         return -1;
     }
@@ -266,7 +267,7 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
         stats->wait_s += 1e-9 * (double)atomic_load_explicit(&r->progress[t].wait_ns, memory_order_relaxed);
     stats->clock = r->clock;
     stats->collective = !r->strategy || !r->strategy->ring ? NULL
-                        : r->rc->shm ? "shm" : r->rc->mpi ? "mpi" : "ring";
+                        : r->rc->shm ? "shm" : r->rc->hier ? "hier" : r->rc->mpi ? "mpi" : "ring";
     stats->pushes = r->stats.pushes;
     stats->pulls = r->stats.pulls;
     stats->checkpoint_failures = r->stats.checkpoint_failures;
@@ -288,6 +289,12 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
         ring_get_stats(r->rc->ring, &rs);
         stats->bytes_out += rs.bytes_sent;
         stats->bytes_in += rs.bytes_recv;
+    }
+    if (r->rc->hier) {
+        uint64_t sent, recv;
+        hier_allreduce_net_bytes(r->rc->hier, &sent, &recv);
+        stats->bytes_out += sent;
+        stats->bytes_in += recv;
     }
     // Uncompressed exchanges send what they would send.
     stats->bytes_out_raw = r->comp ? r->raw_out : stats->bytes_out;

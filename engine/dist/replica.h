@@ -42,6 +42,7 @@
 typedef struct ring ring_t;
 struct shm_allreduce;
 struct worker_ckpt_config;
+struct hier_allreduce;
 
 typedef struct replica_config {
     uint64_t run_id;
@@ -56,6 +57,10 @@ typedef struct replica_config {
     // the uncompressed exchanges go through this shared-memory group instead of
     // the ring (borrowed; NULL: the ring). Not with compression.
     struct shm_allreduce *shm;
+    // Ring modes on several hosts (collective.h): the uncompressed exchanges go
+    // through shared memory within each host and rings across hosts instead
+    // (borrowed; NULL: not). Not with compression.
+    struct hier_allreduce *hier;
     // --collective mpi: the uncompressed exchanges go through MPI_Allreduce over
     // the worker ranks, opened for the process (engine/dist/collective_mpi.h).
     int mpi;

@@ -7,6 +7,7 @@
 
 #include "engine/dist/collective_mpi.h"  // defines: collective_mpi_sum
 #include "engine/dist/replica_impl.h"
+#include "net/hier_allreduce.h"  // defines: hier_allreduce_sum
 #include "net/ring.h"  // defines: ring_allreduce_sum, ring_allreduce_sum_fp16, ring_allgather_encoded
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_sum
 
@@ -48,6 +49,11 @@ static int ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *
     buf[m] = (float)examples;
     if (r->rc->shm) {  // never compressed (replica.c checks)
         if (shm_allreduce_sum(r->rc->shm, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
+        *total = buf[m];
+        return 0;
+    }
+    if (r->rc->hier) {  // never compressed (replica.c checks)
+        if (hier_allreduce_sum(r->rc->hier, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
         *total = buf[m];
         return 0;
     }
