@@ -157,7 +157,11 @@ static void pull_and_hold(void *d, uint32_t sender, uint32_t shard) {
 static void read_held(void *d, float *out, size_t n, uint64_t *version) {
     char err[256];
     zmsg_t m;
-    CHECK(zmsg_recv(d, 0, RUN_ID, &m, err, sizeof err) == 1);
+    int got = zmsg_recv(d, 0, RUN_ID, &m, err, sizeof err);
+    if (got != 1) {
+        fprintf(stderr, "FAILED: the held reply: %s\n", got < 0 ? err : wire_status_name(m.status));
+        exit(1);
+    }
     CHECK(m.h.type == MSG_TYPE_PARAMS && m.h.count == n && m.n_frames == 1);
     memcpy(out, zmsg_payload(&m, 0), n * sizeof *out);
     *version = m.h.param_version;
