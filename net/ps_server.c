@@ -14,6 +14,7 @@
 #include "kernels/update.h"         // defines: sgd_update_cpu, adagrad_update_cpu, axpy_cpu
 #include "kernels/trace.h"          // defines: TRACE_BEGIN, TRACE_END
 #include "net/compress.h"           // defines: compress_decode
+#include "net/ps_reply.h"           // defines: ps_values_*
 #include "net/zmsg.h"               // defines: zmsg_recv, zmsg_send, ZMQ_FAIL
 #include "staleness/clock_table.h"  // defines: clock_table_t
 
@@ -35,7 +36,8 @@ struct ps_server {
     void *sock;
     char endpoint[256];
     size_t begin, end, n;  // shard range, n = end - begin
-    float *w;              // (n)
+    float *w;              // (n) the current values: ps_values_get(values), refreshed after each write
+    ps_values_t *values;   // the values, lent to replies without a copy (ps_reply.h)
     float *h;              // (n) Adagrad's squared-gradient sums, or NULL
     uint64_t bound;        // effective staleness bound
     clock_table_t clocks;
@@ -62,6 +64,7 @@ struct ps_server {
     double quiet_since;        // when the last live worker left or was evicted
     int resumed;               // restored from a checkpoint: BSP rounds may have been lost
     int diverged;              // a push held NaN or Inf: every request is refused from now on
+    int push_finite;           // the message being handled: a dense push's values are finite (1) or not (0); -1: not known
     double diverged_at;
     uint8_t *told_diverged;    // (n_workers) refused with NOT_FINITE at least once
     char diverged_msg[256];
@@ -150,7 +153,8 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     shard_range(c->n_params, c->n_shards, c->shard, &s->begin, &s->end);
     s->n = s->end - s->begin;
     size_t nw = c->n_workers, n = s->n ? s->n : 1;
-    s->w = malloc(n * sizeof *s->w);
+    s->values = ps_values_new(s->n);
+    if (s->values) s->w = ps_values_get(s->values);
     s->read_min_clock = calloc(nw, sizeof *s->read_min_clock);
     s->sent_version = malloc(nw * SENT_HISTORY * sizeof *s->sent_version);
     s->sent_clock = malloc(nw * SENT_HISTORY * sizeof *s->sent_clock);
@@ -366,7 +370,7 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
     memcpy(endpoint, ep, len);
     endpoint[len] = '\0';
     if (ckpt_file_get(f, "ps.counters", counters, sizeof counters, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.values", s->w, n * sizeof *s->w, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.values", ps_values_write(s->values), n * sizeof *s->w, err, err_len) != 0 ||
         (s->h && ckpt_file_get(f, "ps.adagrad", s->h, n * sizeof *s->h, err, err_len) != 0) ||
         ckpt_file_get(f, "ps.clock", s->clocks.clock, nw * sizeof *s->clocks.clock, err, err_len) != 0 ||
         ckpt_file_get(f, "ps.joined", s->clocks.joined, nw, err, err_len) != 0 ||
@@ -489,7 +493,7 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->pending);
     if (s->sock) zmq_close(s->sock);
     clock_table_free(&s->clocks);
-    free(s->w);
+    ps_values_release(&s->values);
     free(s->h);
     free(s->read_min_clock);
     free(s->sent_version);
@@ -579,6 +583,11 @@ void ps_server_progress(const ps_server_t *s, ps_progress_t *out) {
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out) {
     *out = s->stats;
+    ps_values_counts_t vc;
+    ps_values_counts(s->values, &vc);
+    out->replies_lent = vc.lent;
+    out->replies_copied = vc.copied;
+    out->writes_moved = vc.moved;
     out->min_clock = clock_table_min(&s->clocks);
     out->max_clock = clock_table_max(&s->clocks);
 }
@@ -666,10 +675,9 @@ static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker,
         h.payload_kind = PAYLOAD_KIND_DENSE;
         h.offset = s->begin;
         h.count = (uint32_t)s->n;
-        // Copied (the shard changes as soon as the next push is applied), and
-        // checksummed in the same pass.
-        if (zmsg_frame_alloc(&frames[0], s->n * sizeof(float), err, err_len) != 0) return -1;
-        h.checksum = wire_checksum_copy(zmq_msg_data(&frames[0]), s->w, s->n * sizeof(float), 0);
+        // Lent without a copy; a push applied while libzmq still holds it
+        // writes the other buffer (ps_reply.h).
+        if (ps_values_reply(s->values, &frames[0], &h.checksum, err, err_len) != 0) return -1;
         if (worker == WIRE_NO_ID) {
             s->stats.observer_pulls++;  // a reader of the global model: no worker's state changes
         } else {
@@ -748,8 +756,8 @@ static float warmed_up_lr(const ps_server_t *s) {
 }
 
 static void apply_dense(ps_server_t *s, const float *g, float lr) {
-    if (s->h) adagrad_update_cpu(s->n, lr, s->cfg.adagrad_eps, g, s->h, s->w);
-    else sgd_update_cpu(s->n, lr, g, s->w);
+    ps_values_apply(s->values, g, lr, s->h, s->cfg.adagrad_eps);
+    s->w = ps_values_get(s->values);
 }
 
 // Range checks of a push's payload against this shard; fills a dense view.
@@ -844,7 +852,8 @@ static void mark_diverged(ps_server_t *s, const wire_header_t *h) {
     if (!s->cfg.quiet) fprintf(stderr, "asgd server %zu: %s\n", s->cfg.shard, s->diverged_msg);
 }
 
-static int push_is_finite(zmsg_t *m) {
+static int push_is_finite(const ps_server_t *s, zmsg_t *m) {
+    if (s->push_finite >= 0) return s->push_finite;  // found with the checksum
     const wire_header_t *h = &m->h;
     const void *values = zmsg_payload(m, h->payload_kind == PAYLOAD_KIND_SPARSE ? 1 : 0);
     return all_finite_cpu(values, h->count);
@@ -928,7 +937,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
             return reject(s, &m->identity, WIRE_STATUS_BAD_ENCODING, h, err, err_len);
         }
         dense = s->decoded;
-    } else if (!push_is_finite(m)) {
+    } else if (!push_is_finite(s, m)) {
         mark_diverged(s, h);
         s->told_diverged[k] = 1;
         return reject(s, &m->identity, WIRE_STATUS_NOT_FINITE, h, err, err_len);
@@ -980,6 +989,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
                 }
                 v = s->scratch_g;
             }
+            s->w = ps_values_write(s->values);
             if (s->h) adagrad_update_sparse_cpu(h->count, lr, s->cfg.adagrad_eps, local, v, s->h, s->w);
             else sgd_update_sparse_cpu(h->count, lr, local, v, s->w);
         }
@@ -1142,6 +1152,16 @@ static void count_dropped(ps_server_t *s, wire_status_t why) {
 
 static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_len) {
     const wire_header_t *h = &m->h;
+    // Received with the checksum deferred: checked here, before anything, and
+    // for a dense push in the same pass as the test for NaN and Inf.
+    s->push_finite = -1;
+    int ok = h->type == MSG_TYPE_PUSH && h->payload_kind == PAYLOAD_KIND_DENSE
+                 ? ps_push_verify_finite(m, &s->push_finite) == 0
+                 : zmsg_verify(m) == 0;
+    if (!ok) {
+        count_dropped(s, m->status);
+        return 0;
+    }
     // An observer reads the model and nothing else (ps_server.h).
     if (h->sender == WIRE_NO_ID && h->type == MSG_TYPE_PULL && h->shard == s->cfg.shard &&
         h->payload_kind == PAYLOAD_KIND_NONE)
@@ -1244,7 +1264,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
                 return ZMQ_FAIL("server: zmq_getsockopt(ZMQ_EVENTS)", err, err_len);
             if (!(events & ZMQ_POLLIN)) break;
             zmsg_t m;
-            int got = zmsg_recv(s->sock, 1, s->cfg.run_id, &m, err, err_len);
+            int got = zmsg_recv_deferred(s->sock, 1, s->cfg.run_id, &m, err, err_len);
             if (got < 0) {
                 if (errno == EAGAIN) break;
                 return -1;

@@ -94,6 +94,10 @@ typedef struct ps_stats {
     uint64_t stalls;                       // gaps > 0.5 s between serving turns, not counted as workers' silence
     uint64_t rounds_skipped;               // BSP rounds a resumed shard had lost (applied after its checkpoint)
     uint64_t late_dropped;                 // BSP with backup workers: gradients that came after their round
+    // Whole-shard replies (net/ps_reply.h): sent zero-copy, copied (the other
+    // buffer still lent), and updates written to the other buffer because a
+    // reply still held the values.
+    uint64_t replies_lent, replies_copied, writes_moved;
     uint64_t checkpoints, checkpoint_failures;
     uint64_t resumed_version;              // the version a resumed shard was restored at (0: not resumed)
     uint64_t lost_unknown;                 // 1: resumed without the ledger of what the crash lost

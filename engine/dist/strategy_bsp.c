@@ -10,6 +10,8 @@
 #include "kernels/partition.h"  // defines: shard_range
 #include "net/ps_client.h"      // defines: ps_client_push_*, ps_client_pull
 
+#define PUSH_BLOCK 2048  // floats per block copied into a push frame and checksummed at once
+
 // This round's average, pushed as the run asks: encoded, dense frames, or the
 // touched coordinates in key order.
 static int push_round(replica_t *r, grad_t *sum, size_t examples) {
@@ -17,10 +19,16 @@ static int push_round(replica_t *r, grad_t *sum, size_t examples) {
     if (sum->dense) {
         float *const *frames = ps_client_push_frames(r->client, r->err, sizeof r->err);
         if (!frames) return -1;
+        // Copied block by block, each block checksummed while still in cache
+        // (the commit then sends without another pass over the frame).
         size_t begin = 0, end = 0;
         for (size_t k = 0; k < r->rc->n_servers; k++) {
             shard_range(r->n, r->rc->n_servers, k, &begin, &end);
-            memcpy(frames[k], sum->value + begin, (end - begin) * sizeof(float));
+            for (size_t from = 0; from < end - begin; from += PUSH_BLOCK) {
+                size_t len = end - begin - from < PUSH_BLOCK ? end - begin - from : PUSH_BLOCK;
+                memcpy(frames[k] + from, sum->value + begin + from, len * sizeof(float));
+                ps_client_push_block_written(r->client, k, from, len);
+            }
         }
         return ps_client_push_commit(r->client, r->clock, (uint32_t)examples, 1, r->err, sizeof r->err);
     }

@@ -1,0 +1,167 @@
+// A shard's values lent to replies without a copy (ps_reply.h).
+#include "net/ps_reply.h"
+
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/finite.h"  // defines: all_finite_cpu
+#include "kernels/update.h"  // defines: sgd_update_cpu, adagrad_update_cpu
+#include "net/wire.h"        // defines: wire_checksum, wire_checksum_stream_t
+#include "net/zmsg.h"        // defines: zmsg_frame_alloc
+
+// Floats per block of a fused pass: small enough that a block written is
+// still in L1/L2 when it is checksummed; a multiple of 8 (the checksum's 32 bytes).
+#define BLOCK 4096
+
+typedef struct lend_slot {
+    struct ps_values *owner;
+    _Atomic int inflight;  // replies sent from this buffer that libzmq still holds
+} lend_slot_t;
+
+struct ps_values {
+    size_t n;
+    float *buf[2];
+    lend_slot_t slot[2];
+    int cur;              // the buffer holding the current values
+    _Atomic int refs;     // the owner's, plus one per reply in flight
+    int sum_valid;        // sum is the checksum of buf[cur]
+    uint32_t sum;
+    ps_values_counts_t counts;
+};
+
+static void values_free(ps_values_t *v) {
+    free(v->buf[0]);
+    free(v->buf[1]);
+    free(v);
+}
+
+static void unref(ps_values_t *v) {
+    if (atomic_fetch_sub_explicit(&v->refs, 1, memory_order_acq_rel) == 1) values_free(v);
+}
+
+ps_values_t *ps_values_new(size_t n) {
+    ps_values_t *v = calloc(1, sizeof *v);
+    if (!v) return NULL;
+    v->n = n;
+    size_t alloc = (n ? n : 1) * sizeof(float);
+    v->buf[0] = calloc(1, alloc);
+    v->buf[1] = calloc(1, alloc);
+    if (!v->buf[0] || !v->buf[1]) {
+        values_free(v);
+        return NULL;
+    }
+    for (int i = 0; i < 2; i++) {
+        v->slot[i].owner = v;
+        atomic_init(&v->slot[i].inflight, 0);
+    }
+    atomic_init(&v->refs, 1);
+    return v;
+}
+
+void ps_values_release(ps_values_t **vp) {
+    if (!vp || !*vp) return;
+    unref(*vp);
+    *vp = NULL;
+}
+
+float *ps_values_get(const ps_values_t *v) { return v->buf[v->cur]; }
+
+// Whether libzmq still holds a reply over buffer i (acquire: once it let go,
+// its reads of the buffer happened before this thread's writes).
+static int lent(const ps_values_t *v, int i) {
+    return atomic_load_explicit(&((ps_values_t *)v)->slot[i].inflight, memory_order_acquire) > 0;
+}
+
+float *ps_values_write(ps_values_t *v) {
+    v->sum_valid = 0;
+    if (lent(v, v->cur)) {
+        // The other buffer is free: a reply is lent only while it is.
+        int to = 1 - v->cur;
+        memcpy(v->buf[to], v->buf[v->cur], v->n * sizeof(float));
+        v->cur = to;
+        v->counts.moved++;
+    }
+    return v->buf[v->cur];
+}
+
+void ps_values_apply(ps_values_t *v, const float *g, float lr, float *h, float eps) {
+    const float *src = v->buf[v->cur];
+    float *dst = v->buf[v->cur];
+    if (lent(v, v->cur)) {
+        dst = v->buf[1 - v->cur];
+        v->cur = 1 - v->cur;
+        v->counts.moved++;
+    }
+    wire_checksum_stream_t st;
+    wire_checksum_begin(&st, 0);
+    for (size_t off = 0; off < v->n; off += BLOCK) {
+        size_t len = v->n - off < BLOCK ? v->n - off : BLOCK;
+        if (dst != src) memcpy(dst + off, src + off, len * sizeof(float));
+        if (h) adagrad_update_cpu(len, lr, eps, g + off, h + off, dst + off);
+        else sgd_update_cpu(len, lr, g + off, dst + off);
+        wire_checksum_update(&st, dst + off, len * sizeof(float));
+    }
+    v->sum = wire_checksum_end(&st);
+    v->sum_valid = 1;
+}
+
+static void reply_done(void *data, void *hint) {
+    (void)data;
+    lend_slot_t *slot = hint;
+    ps_values_t *v = slot->owner;
+    atomic_fetch_sub_explicit(&slot->inflight, 1, memory_order_release);
+    unref(v);
+}
+
+int ps_values_reply(ps_values_t *v, zmq_msg_t *frame, uint32_t *checksum, char *err, size_t err_len) {
+    size_t bytes = v->n * sizeof(float);
+    float *w = v->buf[v->cur];
+    if (!v->sum_valid) {
+        v->sum = wire_checksum(w, bytes, 0);
+        v->sum_valid = 1;
+    }
+    *checksum = v->sum;
+    if (bytes > 0 && !lent(v, 1 - v->cur)) {
+        lend_slot_t *slot = &v->slot[v->cur];
+        atomic_fetch_add_explicit(&slot->inflight, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+        if (zmq_msg_init_data(frame, w, bytes, reply_done, slot) == 0) {
+            v->counts.lent++;
+            return 0;
+        }
+        atomic_fetch_sub_explicit(&slot->inflight, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&v->refs, 1, memory_order_relaxed);
+    }
+    if (zmsg_frame_alloc(frame, bytes, err, err_len) != 0) return -1;
+    memcpy(zmq_msg_data(frame), w, bytes);
+    v->counts.copied++;
+    return 0;
+}
+
+int ps_push_verify_finite(zmsg_t *m, int *finite) {
+    if (!m->checksum_pending || m->n_frames != 1) {
+        *finite = -1;
+        return zmsg_verify(m);
+    }
+    // wire_validate_except_checksum held the frame to 4 * count bytes.
+    const float *p = zmq_msg_data(&m->frames[0]);
+    size_t n = zmq_msg_size(&m->frames[0]) / sizeof(float);
+    wire_checksum_stream_t st;
+    wire_checksum_begin(&st, 0);
+    int ok = 1;
+    for (size_t off = 0; off < n; off += BLOCK) {
+        size_t len = n - off < BLOCK ? n - off : BLOCK;
+        wire_checksum_update(&st, p + off, len * sizeof(float));
+        ok &= all_finite_cpu(p + off, len);
+    }
+    m->checksum_pending = 0;
+    if (wire_checksum_end(&st) != m->h.checksum) {
+        m->status = WIRE_STATUS_BAD_CHECKSUM;
+        return -1;
+    }
+    *finite = ok;
+    return 0;
+}
+
+void ps_values_counts(const ps_values_t *v, ps_values_counts_t *out) { *out = v->counts; }
