@@ -55,6 +55,7 @@ typedef struct shard_conn {
 struct ps_client {
     uint64_t run_id;
     uint32_t worker;
+    uint32_t join_nonce;   // a joiner's (asgd worker --join), sent with every HELLO; 0: an original worker
     size_t n_shards, n_params;
     int timeout_ms;
     double retry_s;
@@ -256,6 +257,9 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
             snprintf(err, err_len,
                      "server shard %zu evicted worker %u: it was silent for longer than --worker-timeout; it must "
                      "rejoin", k, c->worker);
+        else if (h->aux == WIRE_STATUS_ID_LIVE)
+            snprintf(err, err_len, "--join --id %u: worker %u is live in the run (server shard %zu); pick a free id",
+                     c->worker, c->worker, k);
         else if (h->aux == WIRE_STATUS_NOT_FINITE)
             snprintf(err, err_len,
                      "server shard %zu refused a request from worker %u: the run diverged (an update held NaN or Inf)",
@@ -361,6 +365,10 @@ static int hello(ps_client_t *c, size_t k, uint64_t proposed, char *err, size_t 
     wire_header_t h = request(c, MSG_TYPE_HELLO, k);
     h.offset = c->n_params;
     h.clock = proposed;
+    if (c->join_nonce) {
+        h.flags |= WIRE_FLAG_JOIN;
+        h.aux = c->join_nonce;
+    }
     return start_request(c, k, REQUEST_HELLO, h, NULL, err, err_len);
 }
 
@@ -460,6 +468,16 @@ ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, cons
                            size_t err_len) {
     ps_client_t *c =
         client_connect(zmq_ctx, run_id, worker, endpoints, n_shards, n_params, heartbeat_ms, timeout_ms, err, err_len);
+    if (c && join(c, err, err_len) != 0) ps_client_destroy(&c);
+    return c;
+}
+
+ps_client_t *ps_client_new_joiner(void *zmq_ctx, uint64_t run_id, uint32_t worker, uint32_t join_nonce,
+                                  const char *const *endpoints, size_t n_shards, size_t n_params, int heartbeat_ms,
+                                  int timeout_ms, char *err, size_t err_len) {
+    ps_client_t *c =
+        client_connect(zmq_ctx, run_id, worker, endpoints, n_shards, n_params, heartbeat_ms, timeout_ms, err, err_len);
+    if (c) c->join_nonce = join_nonce;
     if (c && join(c, err, err_len) != 0) ps_client_destroy(&c);
     return c;
 }

@@ -43,6 +43,13 @@ typedef struct ps_client_stats {
 ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, const char *const *endpoints,
                            size_t n_shards, size_t n_params, int heartbeat_ms, int timeout_ms, char *err,
                            size_t err_len);
+// ps_client_new for a worker joining a running run (asgd worker --join): its
+// HELLOs carry WIRE_FLAG_JOIN and join_nonce (non-zero, this process's own), so
+// that a shard refuses it when another worker holds the id live
+// (WIRE_STATUS_ID_LIVE) and takes its retries as retries.
+ps_client_t *ps_client_new_joiner(void *zmq_ctx, uint64_t run_id, uint32_t worker, uint32_t join_nonce,
+                                  const char *const *endpoints, size_t n_shards, size_t n_params, int heartbeat_ms,
+                                  int timeout_ms, char *err, size_t err_len);
 void ps_client_destroy(ps_client_t **c);
 
 // A reader of the global model (the run's evaluator), not a worker: it says no

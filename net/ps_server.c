@@ -80,6 +80,7 @@ struct ps_server {
     // After a resume the first push re-anchors it (the steps the crash lost
     // are unknown).
     struct clock_claim { uint64_t base, steps; uint8_t unanchored; } *claim;  // (n_workers)
+    uint32_t *join_nonce;      // (n_workers) the nonce of the joiner holding the slot (0: none)
     uint64_t *resend_clock;    // (n_workers) after a resume: 1 + the clock of the last push applied before the
                                // crash and lost, until the worker's next push or HELLO; 0: none
     // Per worker: applications ever (2k, never rolled back) and 1 + the clock
@@ -138,6 +139,14 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         snprintf(err, err_len, "server: --sync allreduce runs without parameter servers");
         return NULL;
     }
+    if (c->n_start_workers > c->n_workers) {
+        snprintf(err, err_len, "server: %zu workers to start with, but room for %zu", c->n_start_workers, c->n_workers);
+        return NULL;
+    }
+    if (c->backup_workers > 0 && c->n_start_workers && c->n_start_workers < c->n_workers) {
+        snprintf(err, err_len, "server: --backup-workers and --max-workers above --workers do not combine");
+        return NULL;
+    }
     if (c->backup_workers > 0 && (c->mode != SYNC_MODE_BSP || c->backup_workers >= c->n_workers)) {
         snprintf(err, err_len, "server: --backup-workers %zu: applies to bsp, and must be below the %zu workers",
                  c->backup_workers, c->n_workers);
@@ -168,6 +177,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     s->late_by = calloc(nw, sizeof *s->late_by);
     s->resend_clock = calloc(nw, sizeof *s->resend_clock);
     s->claim = calloc(nw, sizeof *s->claim);
+    s->join_nonce = calloc(nw, sizeof *s->join_nonce);
     s->ledger = s->own_ledger = calloc(2 * nw, sizeof *s->own_ledger);
     s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
     s->scratch_g = malloc(n * sizeof *s->scratch_g);
@@ -182,7 +192,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         s->bsp_sum = calloc(n, sizeof *s->bsp_sum);
     }
     if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged ||
-        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->claim || !s->own_ledger ||
+        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->claim || !s->join_nonce || !s->own_ledger ||
         !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_examples || !s->bsp_version || !s->bsp_sum))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
@@ -193,6 +203,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         ps_server_destroy(&s);
         return NULL;
     }
+    clock_table_set_start(&s->clocks, c->n_start_workers ? c->n_start_workers : nw);
     if (shard_init) memcpy(s->w, shard_init, s->n * sizeof *s->w);
     else memset(s->w, 0, s->n * sizeof *s->w);
     for (size_t k = 0; s->backup && k < nw; k++) memcpy(s->backup + k * n, s->w, s->n * sizeof *s->w);
@@ -508,6 +519,7 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->late_by);
     free(s->resend_clock);
     free(s->claim);
+    free(s->join_nonce);
     free(s->own_ledger);
     counter_file_close(&s->ledger_file);
     free(s->bsp_grad);
@@ -1073,11 +1085,13 @@ static void drop_pending_of(ps_server_t *s, uint32_t k) {
     s->n_pending = kept;
 }
 
-// Done when every worker has joined and left; with a worker timeout, also once
+// Done when every worker has joined and left (joiners' slots nobody took do
+// not count); with a worker timeout, also once
 // none is live and a further timeout passed without a rejoin.
 static int run_finished(const ps_server_t *s, double now) {
     int all_left = 1, none_live = 1;
     for (size_t k = 0; k < s->cfg.n_workers; k++) {
+        if (!s->clocks.joined[k] && k >= s->clocks.n_start) continue;  // a joiner's slot nobody took
         if (!s->clocks.joined[k]) return 0;
         all_left &= s->clocks.left[k];
         none_live &= !clock_table_is_live(&s->clocks, k);
@@ -1140,6 +1154,28 @@ static void rejoin(ps_server_t *s, uint32_t k, uint64_t proposed) {
     TRACE_END(&TK_REJOIN, span, k);
 }
 
+// A joiner's HELLO (asgd worker --join) is admitted unless its slot is live
+// under another joiner or an original worker: a retry (or a later HELLO round)
+// carries the same nonce.
+static int admit_joiner(ps_server_t *s, uint32_t k, uint32_t nonce) {
+    if (s->clocks.joined[k] && clock_table_is_live(&s->clocks, k) && s->join_nonce[k] != nonce) return 0;
+    s->join_nonce[k] = nonce;
+    return 1;
+}
+
+// The first HELLO of a joiner's slot: it enters at the slowest live member's
+// clock (or the one it proposes, what another shard told it, if later); under
+// BSP at the round after the one being aggregated, which completes without it.
+static void enter(ps_server_t *s, uint32_t k, uint64_t proposed) {
+    uint64_t c = clock_table_entry_clock(&s->clocks, k);
+    if (s->cfg.mode == SYNC_MODE_BSP && c < s->bsp_clock + 1) c = s->bsp_clock + 1;
+    if (proposed > c) c = proposed;
+    s->clocks.clock[k] = c;
+    if (!s->cfg.quiet)
+        fprintf(stderr, "asgd server %zu: worker %u joined the run at clock %llu\n", s->cfg.shard, k,
+                (unsigned long long)c);
+}
+
 static void count_dropped(ps_server_t *s, wire_status_t why) {
     s->stats.dropped[why]++;
     s->stats.dropped_total++;
@@ -1184,7 +1220,10 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
     case MSG_TYPE_HELLO:
         if (h->count != 0 || h->offset != s->cfg.n_params)
             return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+        if ((h->flags & WIRE_FLAG_JOIN) && !admit_joiner(s, k, h->aux))
+            return reject(s, &m->identity, WIRE_STATUS_ID_LIVE, h, err, err_len);
         if (s->clocks.joined[k]) rejoin(s, k, h->clock);
+        else if (k >= s->clocks.n_start) enter(s, k, h->clock);
         s->resend_clock[k] = 0;  // a new client: the lost push is not resent
         s->claim[k] = (struct clock_claim){.base = s->clocks.clock[k]};
         s->clocks.joined[k] = 1;

@@ -52,7 +52,11 @@ typedef struct ps_config {
     uint64_t run_id;
     size_t shard, n_shards;
     size_t n_params;      // the whole model's
-    size_t n_workers;
+    size_t n_workers;     // slots: the most workers the run may have (--max-workers)
+    // Workers the run starts with (--workers), 0: n_workers. Slots from here on
+    // are for joiners (HELLO with WIRE_FLAG_JOIN): they hold nobody back until
+    // they join, and enter at the slowest live member's clock (docs/reliability.md).
+    size_t n_start_workers;
     sync_mode_t mode;     // BSP, SSP or ASP (allreduce runs have no server)
     uint64_t staleness;   // SSP bound (sync_mode_bound gives the effective one)
     server_optimizer_t optimizer;

@@ -161,6 +161,8 @@ struct rdv_server {
     void *actor_pipe;  // the actor's end (created here, used only by the actor)
     pthread_t thread;
     size_t n_ranks;
+    size_t n_required;        // the table goes out once ranks [0, n_required) have joined (rdv_server_new_elastic)
+    size_t n_required_in;     // the actor's count of those present
     uint64_t run_id;
     size_t n_roles;           // 0: no layout (any-rank joins are dropped)
     size_t *role_first;       // (n_roles) role r owns ranks [role_first[r], role_first[r] + role_count[r])
@@ -218,7 +220,7 @@ static void answer(rdv_server_t *s, void *router, size_t r, const char *text, si
     atomic_fetch_add(&s->answers[r], 1);
     if (!s->answered[r]) {
         s->answered[r] = 1;
-        s->n_answered++;
+        if (r < s->n_required) s->n_answered++;
     }
 }
 
@@ -291,6 +293,7 @@ static void on_join(rdv_server_t *s, void *router, zmsg_t *m) {
         s->table[r] = e;
         atomic_store(&s->present[r], 1);
         atomic_fetch_add(&s->joined, 1);
+        if (r < s->n_required) s->n_required_in++;
     }
     // A retry may come over a new connection: answer the latest identity.
     if (s->has_who[r]) zmq_msg_close(&s->who[r]);
@@ -298,7 +301,7 @@ static void on_join(rdv_server_t *s, void *router, zmsg_t *m) {
     zmq_msg_copy(&s->who[r], &m->identity);
     s->has_who[r] = 1;
 
-    if (atomic_load(&s->joined) < s->n_ranks) return;
+    if (s->n_required_in < s->n_required) return;
     size_t len;
     char *text = table_text(s, &len);
     if (!text) {
@@ -307,7 +310,8 @@ static void on_join(rdv_server_t *s, void *router, zmsg_t *m) {
     }
     if (!s->complete) {
         s->complete = 1;
-        for (size_t i = 0; i < s->n_ranks; i++) answer(s, router, i, text, len);
+        for (size_t i = 0; i < s->n_ranks; i++)
+            if (atomic_load(&s->present[i])) answer(s, router, i, text, len);
     } else {
         answer(s, router, r, text, len);
     }
@@ -367,7 +371,7 @@ static void *actor(void *arg) {
             else
                 on_join(s, router, &m);
             zmsg_close(&m);
-            if (s->complete && s->n_answered == s->n_ranks && !s->signalled) {
+            if (s->complete && s->n_answered == s->n_required && !s->signalled) {
                 s->signalled = 1;
                 zmq_send(pipe, "done", 4, 0);
             }
@@ -398,8 +402,9 @@ static void server_free(rdv_server_t *s) {
     free(s);
 }
 
-static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, uint64_t run_id,
-                                const size_t *role_counts, size_t n_roles, char *err, size_t err_len) {
+static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, size_t n_required,
+                                uint64_t run_id, const size_t *role_counts, size_t n_roles, char *err,
+                                size_t err_len) {
     if (n_ranks == 0 || n_ranks > UINT32_MAX) {
         snprintf(err, err_len, "rdv_server_new: n_ranks %zu is not in 1..%u", n_ranks, UINT32_MAX);
         return NULL;
@@ -415,6 +420,7 @@ static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ra
     }
     s->ctx = zmq_ctx;
     s->n_ranks = n_ranks;
+    s->n_required = n_required >= 1 && n_required <= n_ranks ? n_required : n_ranks;
     s->run_id = run_id;
     if (n_roles) {
         s->role_first = malloc(n_roles * sizeof *s->role_first);
@@ -447,6 +453,9 @@ static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ra
     for (size_t i = 0; i < n_ranks; i++) {
         atomic_init(&s->present[i], 0);
         atomic_init(&s->answers[i], 0);
+        // What the table says of an optional rank nobody has taken.
+        s->table[i].rank = (uint32_t)i;
+        snprintf(s->table[i].endpoint, sizeof s->table[i].endpoint, "-");
     }
 
     // The pipe's two ends are made here so that a failure is reported here;
@@ -503,7 +512,16 @@ static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ra
 
 rdv_server_t *rdv_server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, uint64_t run_id, char *err,
                              size_t err_len) {
-    return server_new(zmq_ctx, endpoint, n_ranks, run_id, NULL, 0, err, err_len);
+    return server_new(zmq_ctx, endpoint, n_ranks, n_ranks, run_id, NULL, 0, err, err_len);
+}
+
+rdv_server_t *rdv_server_new_elastic(void *zmq_ctx, const char *endpoint, size_t n_ranks, size_t n_required,
+                                     uint64_t run_id, char *err, size_t err_len) {
+    if (n_required == 0 || n_required > n_ranks) {
+        snprintf(err, err_len, "rdv_server_new_elastic: %zu required ranks of %zu", n_required, n_ranks);
+        return NULL;
+    }
+    return server_new(zmq_ctx, endpoint, n_ranks, n_required, run_id, NULL, 0, err, err_len);
 }
 
 rdv_server_t *rdv_server_new_roles(void *zmq_ctx, const char *endpoint, const size_t *role_counts, size_t n_roles,
@@ -520,7 +538,7 @@ rdv_server_t *rdv_server_new_roles(void *zmq_ctx, const char *endpoint, const si
         snprintf(err, err_len, "rdv_server_new_roles: no roles");
         return NULL;
     }
-    return server_new(zmq_ctx, endpoint, n, run_id, role_counts, n_roles, err, err_len);
+    return server_new(zmq_ctx, endpoint, n, n, run_id, role_counts, n_roles, err, err_len);
 }
 
 const char *rdv_server_endpoint(const rdv_server_t *s) {
@@ -572,7 +590,7 @@ int rdv_server_wait(rdv_server_t *s, int timeout_ms, char *err, size_t err_len) 
     }
     const char *sep = "; missing:";
     size_t listed = 0;
-    for (size_t i = 0; i < s->n_ranks && at > 0 && (size_t)at < err_len; i++) {
+    for (size_t i = 0; i < s->n_required && at > 0 && (size_t)at < err_len; i++) {
         if (atomic_load(&s->present[i])) continue;
         if (listed++ == 8) {
             at += snprintf(err + at, err_len - (size_t)at, " ...");

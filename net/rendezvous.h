@@ -55,6 +55,14 @@ typedef struct rdv_server rdv_server_t;
 rdv_server_t *rdv_server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, uint64_t run_id, char *err,
                              size_t err_len);
 
+// A coordinator for an elastic run: the table has n_ranks entries, and goes
+// out once ranks [0, n_required) have joined; a rank from n_required on may
+// join at any time (before or after), and is answered the table as it stands
+// then. A rank nobody has taken appears in it as "RANK 0 -". rdv_server_wait
+// waits for the required ranks only.
+rdv_server_t *rdv_server_new_elastic(void *zmq_ctx, const char *endpoint, size_t n_ranks, size_t n_required,
+                                     uint64_t run_id, char *err, size_t err_len);
+
 // A coordinator with a role layout: role r (0 <= r < n_roles) owns the next
 // role_counts[r] ranks (role 0 ranks 0..role_counts[0]-1, and so on; n_ranks
 // is their sum). Besides everything rdv_server_new takes, it answers any-rank

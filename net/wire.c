@@ -237,7 +237,7 @@ const char *wire_status_name(wire_status_t s) {
     static const char *const names[WIRE_STATUS_COUNT_] = {
         "ok", "bad size", "bad magic", "bad version", "bad type", "foreign run id", "bad range", "bad checksum",
         "bad payload kind", "evicted", "not finite",
-        "bad gradient encoding"};
+        "bad gradient encoding", "worker id live"};
     return (unsigned)s < WIRE_STATUS_COUNT_ ? names[s] : "unknown";
 }
 

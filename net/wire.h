@@ -50,6 +50,7 @@ typedef enum payload_kind {
 
 // Header flags.
 #define WIRE_FLAG_SUM 0x1u  // PUSH: a gradient to be summed into the clock's aggregate (BSP)
+#define WIRE_FLAG_JOIN 0x2u // HELLO: a new member (asgd worker --join); aux is its nonce, the same on retries
 
 typedef struct wire_header {
     uint32_t magic;          // WIRE_MAGIC
@@ -83,6 +84,7 @@ typedef enum wire_status {
     WIRE_STATUS_EVICTED,       // REJECT: the worker was silent too long and was evicted; it must rejoin (HELLO)
     WIRE_STATUS_NOT_FINITE,    // REJECT: the update holds NaN or Inf; the run has diverged and stops
     WIRE_STATUS_BAD_ENCODING,  // an ENCODED payload the receiver cannot decode (unknown encoding, malformed)
+    WIRE_STATUS_ID_LIVE,       // REJECT: a joiner's HELLO names a worker id that is live in the run
     WIRE_STATUS_COUNT_,
 } wire_status_t;
 

@@ -6,6 +6,7 @@
 int clock_table_init(clock_table_t *t, size_t n, char *err, size_t err_len) {
     size_t m = n ? n : 1;
     t->n = n;
+    t->n_start = n;
     t->clock = calloc(m, sizeof *t->clock);
     t->joined = calloc(m, 1);
     t->left = calloc(m, 1);
@@ -31,7 +32,18 @@ void clock_table_free(clock_table_t *t) {
     t->joined = t->left = t->evicted = NULL;
 }
 
-int clock_table_is_live(const clock_table_t *t, size_t k) { return !t->left[k] && !t->evicted[k]; }
+void clock_table_set_start(clock_table_t *t, size_t n_start) {
+    t->n_start = n_start >= 1 && n_start <= t->n ? n_start : t->n;
+}
+
+int clock_table_is_live(const clock_table_t *t, size_t k) {
+    return !t->left[k] && !t->evicted[k] && (k < t->n_start || t->joined[k]);
+}
+
+uint64_t clock_table_entry_clock(const clock_table_t *t, size_t k) {
+    uint64_t m = clock_table_min_others(t, k);
+    return m == UINT64_MAX ? clock_table_max(t) : m;
+}
 
 uint64_t clock_table_max(const clock_table_t *t) {
     uint64_t m = 0;

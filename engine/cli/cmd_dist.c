@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -69,6 +70,8 @@ int dist_global_on_servers(int sync) {
     return sync == SYNC_MODE_ASP || sync == SYNC_MODE_SSP || sync == SYNC_MODE_BSP;
 }
 
+size_t dist_slots(const dist_args_t *d) { return d->max_workers > d->workers ? d->max_workers : d->workers; }
+
 int dist_uses_ring(int sync) {
     return sync == SYNC_MODE_ALLREDUCE || sync == SYNC_MODE_HYBRID || sync == SYNC_MODE_LOCAL;
 }
@@ -79,6 +82,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
     const flag_spec_t table[DIST_N_FLAGS] = {
         {"servers", FLAG_TYPE_SIZE, &d->servers, "M", "parameter-server shards (default 1; 0 with --sync allreduce)", 0, 1024, NULL, 0},
         {"workers", FLAG_TYPE_SIZE, &d->workers, "N", "worker replicas (default 2)", 1, 4096, NULL, 0},
+        {"max-workers", FLAG_TYPE_SIZE, &d->max_workers, "M", "asp, ssp, bsp: room for M workers; ids from --workers to M - 1 may join the running run (asgd worker --join; default --workers)", 1, 4096, NULL, 0},
         {"sync", FLAG_TYPE_CHOICE, &d->sync, "MODE", "consistency model (default asp)", 0, 0, sync_choices, 0},
         {"staleness", FLAG_TYPE_SIZE, &d->staleness, "S", "ssp: how many push rounds a worker may run ahead of the slowest (default 4)", 0, 1e9, NULL, 0},
         {"push-every", FLAG_TYPE_SIZE, &d->push_every, "N", "asp/ssp: push accumulated updates every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
@@ -173,6 +177,17 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
     if (d->backup_workers > 0 && (d->sync != SYNC_MODE_BSP || d->backup_workers >= d->workers)) {
         snprintf(err, err_len, "%s: --backup-workers %zu: applies to --sync bsp, and must be below --workers (%zu)", command,
                 d->backup_workers, d->workers);
+        return 2;
+    }
+    if (d->max_workers == 0) d->max_workers = d->workers;
+    if (d->max_workers < d->workers) {
+        snprintf(err, err_len, "%s: --max-workers %zu: below --workers %zu", command, d->max_workers, d->workers);
+        return 2;
+    }
+    if (dist_slots(d) > d->workers && (dist_uses_ring(d->sync) || d->backup_workers > 0)) {
+        snprintf(err, err_len, "%s: --max-workers %zu: workers join asp, ssp and bsp runs (without --backup-workers); "
+                 "--sync %s%s has a fixed membership", command, d->max_workers, sync_mode_name((sync_mode_t)d->sync),
+                 d->backup_workers > 0 ? " --backup-workers" : "");
         return 2;
     }
     if ((d->sync == SYNC_MODE_LOCAL) != (d->local_steps > 0)) {
@@ -272,9 +287,9 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
     }
     if (isnan(d->server_lr)) d->server_lr = t->lr;
     if (d->delay_worker) {
-        step_delay_t *ms = calloc(d->workers, sizeof *ms);
+        step_delay_t *ms = calloc(dist_slots(d), sizeof *ms);
         char why[ERR_LEN] = "--delay-worker: out of memory";
-        int rc = ms ? delay_spec_parse(d->delay_worker, d->workers, ms, why, sizeof why) : -1;
+        int rc = ms ? delay_spec_parse(d->delay_worker, dist_slots(d), ms, why, sizeof why) : -1;
         free(ms);
         if (rc != 0) {
             snprintf(err, err_len, "%s: %s", command, why);
@@ -481,7 +496,7 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
             break;
         }
         held++;
-        if (shard[s].workers != workers) {
+        if (shard[s].workers < workers || shard[s].workers != shard[0].workers) {
             snprintf(why, why_len, "server %zu's result counts %llu workers; the run has %zu", s,
                      (unsigned long long)shard[s].workers, workers);
             rc = -1;
@@ -492,8 +507,14 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
         }
     }
     uint64_t run_id = held ? shard[0].run_id : 0;  // server 0's names the run
-    for (size_t k = 0; rc == 0 && k < workers; k++) {
+    // Slots from `workers` on are joiners' (--max-workers): one nobody took has no ledger and no pushes.
+    size_t slots = held ? (size_t)shard[0].workers : workers;
+    for (size_t k = 0; rc == 0 && k < slots; k++) {
         size_t incarnations = 0;
+        uint64_t applied_k = 0;
+        for (size_t s = 0; k >= workers && s < servers; s++) applied_k += shard[s].pushes_total[k] + shard[s].pushes_lost[k];
+        if (k >= workers && applied_k == 0 && dist_push_ledger_sum(dir, run_id, k, servers, acks, &incarnations, err, sizeof err) != 0)
+            continue;
         if (dist_push_ledger_sum(dir, run_id, k, servers, acks, &incarnations, err, sizeof err) != 0) {
             snprintf(why, why_len, "%s", err);
             rc = -1;
@@ -652,20 +673,20 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_uint(&j, "min_clock", st.min_clock);
     json_uint(&j, "max_clock", st.max_clock);
     // Since each worker's last (re)join.
-    json_uint_by_index(&j, "pushes_by_worker", ps_server_pushes_per_worker(s), d->workers);
-    json_uint_by_index(&j, "clocks", ps_server_clocks(s), d->workers);
+    json_uint_by_index(&j, "pushes_by_worker", ps_server_pushes_per_worker(s), dist_slots(d));
+    json_uint_by_index(&j, "clocks", ps_server_clocks(s), dist_slots(d));
     // Over the whole run (restored on --resume): what the exactly-once check
     // compares with the workers' acknowledged pushes (docs/reliability.md).
-    json_uint_by_index(&j, "pushes_total_by_worker", ps_server_pushes_total_per_worker(s), d->workers);
-    json_uint_by_index(&j, "pushes_lost_by_worker", ps_server_lost_per_worker(s), d->workers);
+    json_uint_by_index(&j, "pushes_total_by_worker", ps_server_pushes_total_per_worker(s), dist_slots(d));
+    json_uint_by_index(&j, "pushes_lost_by_worker", ps_server_lost_per_worker(s), dist_slots(d));
     json_bool(&j, "pushes_lost_known", !st.lost_unknown);
-    json_uint_by_index(&j, "duplicates_by_worker", ps_server_duplicates_per_worker(s), d->workers);
-    json_uint_by_index(&j, "resumed_pushes_by_worker", ps_server_resumed_pushes_per_worker(s), d->workers);
+    json_uint_by_index(&j, "duplicates_by_worker", ps_server_duplicates_per_worker(s), dist_slots(d));
+    json_uint_by_index(&j, "resumed_pushes_by_worker", ps_server_resumed_pushes_per_worker(s), dist_slots(d));
     if (d->sync == SYNC_MODE_BSP) {
         // Backup workers: gradients that came after their round was applied (among the pushes above).
         json_uint(&j, "backup_workers", d->backup_workers);
         json_uint(&j, "rounds_applied", st.version);
-        json_uint_by_index(&j, "late_gradients_dropped", ps_server_late_per_worker(s), d->workers);
+        json_uint_by_index(&j, "late_gradients_dropped", ps_server_late_per_worker(s), dist_slots(d));
     }
     dist_json_staleness(&j, "staleness_clocks", &st.staleness_clocks);
     dist_json_staleness(&j, "staleness_updates", &st.staleness_updates);
@@ -677,8 +698,8 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
 static int write_server_record(size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s,
                                const ps_stats_t *st, char *err, size_t err_len) {
     server_result_t r = {.id = id, .run_id = run_id, .lost_known = !st->lost_unknown};
-    if (server_result_alloc(&r, d->workers, err, err_len) != 0) return -1;
-    size_t bytes = d->workers * sizeof(uint64_t);
+    if (server_result_alloc(&r, dist_slots(d), err, err_len) != 0) return -1;
+    size_t bytes = dist_slots(d) * sizeof(uint64_t);
     memcpy(r.pushes_total, ps_server_pushes_total_per_worker(s), bytes);
     memcpy(r.pushes_lost, ps_server_lost_per_worker(s), bytes);
     if (d->sync == SYNC_MODE_BSP) memcpy(r.late_dropped, ps_server_late_per_worker(s), bytes);
@@ -825,7 +846,8 @@ static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, c
         .shard = id,
         .n_shards = d->servers,
         .n_params = n,
-        .n_workers = d->workers,
+        .n_workers = dist_slots(d),
+        .n_start_workers = d->workers,
         .mode = hybrid ? (d->hybrid_sparse ? SYNC_MODE_SSP : SYNC_MODE_ASP) : (sync_mode_t)d->sync,
         .staleness = d->staleness,
         .optimizer = (server_optimizer_t)d->server_optimizer,
@@ -903,7 +925,7 @@ static void resumed_table(void *ctx, const train_args_t *t, const dist_args_t *d
                           uint64_t run_id, const rdv_entry_t *me, rdv_entry_t **table) {
     if (!d->run_dir || !dist_global_on_servers(d->sync)) return;
     char why[ERR_LEN];
-    if (rdv_join(ctx, coordinator, run_id, me, d->servers + d->workers, table, RESUMED_TABLE_MS, why, sizeof why) == 0)
+    if (rdv_join(ctx, coordinator, run_id, me, d->servers + dist_slots(d), table, RESUMED_TABLE_MS, why, sizeof why) == 0)
         return;
     if (!t->quiet)
         fprintf(stderr, "asgd server 0: resumed without the coordinator (%s): no global model curve from here on\n", why);
@@ -948,7 +970,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     advertise(ps_server_endpoint(s), me.endpoint, sizeof me.endpoint);
     // A resumed shard does not meet the others anew.
     if (!t->resume &&
-        rdv_join(ctx, coordinator, run_id, &me, d->servers + d->workers, &table, (int)d->timeout_ms, err, err_len) != 0)
+        rdv_join(ctx, coordinator, run_id, &me, d->servers + dist_slots(d), &table, (int)d->timeout_ms, err, err_len) != 0)
         goto out;
     if (t->resume && id == 0) resumed_table(ctx, t, d, coordinator, run_id, &me, &table);
     if (!t->quiet)
@@ -1080,6 +1102,7 @@ static int write_worker_record(const char *dir, size_t id, const model_t *m, con
                                const replica_stats_t *rs, char *err, size_t err_len) {
     worker_result_t w = {
         .id = id,
+        .left = r->interrupted,
         .metric_rmse = model_metric(m) == METRIC_KIND_RMSE,
         .samples = r->samples,
         .updates = r->updates,
@@ -1116,6 +1139,7 @@ typedef struct worker {
     rdv_entry_t *table;        // every rank's endpoint, from the coordinator
     const char **servers;      // the shards' endpoints (into table)
     step_delay_t *delays;      // --delay-worker, per worker
+    uint32_t join_nonce;       // --join: this process's own, non-zero (ps_client_new_joiner)
     counter_file_t ledger;     // its pushes, in the run directory
     ps_push_count_t *own_counts;  // ... or here, without a run directory
     ps_push_count_t *counts;   // whichever of the two (NULL without servers)
@@ -1172,7 +1196,7 @@ static int worker_meet(void *ctx, worker_t *w, const char *coordinator, uint64_t
         // Its host identity, by which the collective groups the workers.
         if (collective_host_id(w->id, me.name, sizeof me.name, err, err_len) != 0) return -1;
     }
-    if (rdv_join(ctx, coordinator, run_id, &me, d->servers + d->workers, &w->table, (int)d->timeout_ms, err,
+    if (rdv_join(ctx, coordinator, run_id, &me, d->servers + dist_slots(d), &w->table, (int)d->timeout_ms, err,
                  err_len) != 0)
         return -1;
     if (!(w->servers = calloc(d->servers ? d->servers : 1, sizeof *w->servers))) {
@@ -1219,7 +1243,8 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
     return (replica_config_t){
         .run_id = run_id,
         .id = w->id,
-        .n_workers = d->workers,
+        .n_workers = dist_slots(d),  // a joiner's id is below it
+        .join_nonce = d->join ? w->join_nonce : 0,
         .mode = (sync_mode_t)d->sync,
         .staleness = d->staleness,
         .push_every = d->push_every,
@@ -1386,11 +1411,13 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
                       const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
     worker_t w = {.id = id, .t = t, .d = d, .m = m};
     int rc = -1;
-    if (!(w.delays = calloc(d->workers, sizeof *w.delays))) {
+    w.join_nonce = (uint32_t)getpid() * 2654435761u ^ (uint32_t)time(NULL);
+    if (!w.join_nonce) w.join_nonce = 1;
+    if (!(w.delays = calloc(dist_slots(d), sizeof *w.delays))) {
         snprintf(err, err_len, "worker: out of memory");
         goto out;
     }
-    if (d->delay_worker && delay_spec_parse(d->delay_worker, d->workers, w.delays, err, err_len) != 0) goto out;
+    if (d->delay_worker && delay_spec_parse(d->delay_worker, dist_slots(d), w.delays, err, err_len) != 0) goto out;
     // Test only (tests/test_hostile.c): ASGD_TEST_WORKER_FAIL_EARLY=K makes
     // worker K fail before it joins, as a worker with a broken setup would,
     // every time it is started (asgd launch --restart-workers backs off).
@@ -1435,7 +1462,17 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     snprintf(coordinator, sizeof coordinator, "%s%s", strncmp(d->coordinator, "tcp://", 6) == 0 ? "" : "tcp://",
              d->coordinator);
     uint64_t run_id = d->run_id ? d->run_id : dist_default_run_id(coordinator);
-    size_t limit = role == DIST_ROLE_SERVER ? d->servers : d->workers;
+    size_t limit = role == DIST_ROLE_SERVER ? d->servers : d->join ? dist_slots(d) : d->workers;
+    if (d->join && role == DIST_ROLE_WORKER && (id < d->workers || id >= dist_slots(d))) {
+        if (dist_slots(d) == d->workers)
+            fprintf(stderr, "asgd worker: --join: the run has no room for joiners (%s)\n",
+                    dist_uses_ring(d->sync) ? "--sync allreduce, hybrid and local have a fixed membership"
+                                            : "give every process --max-workers above --workers");
+        else
+            fprintf(stderr, "asgd worker: --join --id %zu: joiners take ids %zu..%zu (--workers %zu, --max-workers %zu)\n",
+                    id, d->workers, dist_slots(d) - 1, d->workers, dist_slots(d));
+        return 2;
+    }
     if (id >= limit) {
         fprintf(stderr, "asgd %s: --id %zu: the run has %zu %ss (ids 0..%zu)\n", what, id, limit, what,
                 limit ? limit - 1 : 0);
@@ -1482,7 +1519,8 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     if (dist_security_start(d, ctx, &zap, err, sizeof err) != 0) goto out;
     if (train_args_build(t, &data, &model, err, sizeof err) != 0) goto out;
     if (host_bind) {
-        rdv = rdv_server_new(ctx, host_bind, d->servers + d->workers, run_id, err, sizeof err);
+        rdv = rdv_server_new_elastic(ctx, host_bind, d->servers + dist_slots(d), d->servers + d->workers, run_id,
+                                     err, sizeof err);
         if (!rdv) goto out;
     }
     char process[32];
@@ -1500,7 +1538,12 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     if (rdv && rdv_server_wait(rdv, (int)d->timeout_ms, err, sizeof err) != 0) goto out;
     status = 0;
 out:
-    if (stop_signal_received()) {
+    if (stop_signal_received() && status == 0 && role == DIST_ROLE_WORKER && d->servers > 0) {
+        // A graceful leave (docs/reliability.md, "Elastic membership"): it
+        // pushed what it had and said goodbye; the servers count it as left.
+        fprintf(stderr, "asgd worker %zu: left the run on signal %d (%s)\n", id, stop_signal_received(),
+                strsignal(stop_signal_received()));
+    } else if (stop_signal_received()) {
         int sig = stop_signal_received();
         if (status != 0) fprintf(stderr, "asgd %s %zu: stopped by signal %d (%s): %s\n", what, id, sig, strsignal(sig), err);
         else fprintf(stderr, "asgd %s %zu: stopped by signal %d (%s)\n", what, id, sig, strsignal(sig));
@@ -1532,6 +1575,7 @@ size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
     size_t n = train_args_flags(&a->t, specs, 0);
     n += dist_args_flags(&a->d, specs + n);
     specs[n++] = (flag_spec_t){"id", FLAG_TYPE_SIZE, &a->id, "K", "this process's shard or worker id", 0, 4096, NULL, 0};
+    specs[n++] = (flag_spec_t){"join", FLAG_TYPE_BOOL, &a->d.join, NULL, "worker: join a running asp/ssp/bsp run with a free id from --workers to --max-workers - 1; with --run-dir of an asgd launch and no --coordinator, the coordinator, run id and keys come from DIR/join", 0, 0, NULL, 0};
     specs[n++] = (flag_spec_t){"host-coordinator", FLAG_TYPE_STRING, &a->host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0};
     specs[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE", "worker: write its final model to FILE; server: its shard's final values, a part of the model (docs/model_file.md)", 0, 0, NULL, 0};
     return n;
@@ -1547,6 +1591,51 @@ int dist_role_finish(dist_role_args_t *a, const flag_spec_t *specs, size_t n_spe
     return usage;
 }
 
+// What a joiner (--join --run-dir DIR, no --coordinator) reads from DIR/join,
+// which asgd launch writes (owner-only: it may hold the run's secret key).
+typedef struct join_file {
+    char coordinator[300], pub[64], sec[64];
+} join_file_t;
+
+// Fills d's coordinator, run id and launch keys from DIR/join. Returns 0, or
+// 2 after saying why.
+static int read_join_file(dist_args_t *d, join_file_t *jf) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/join", d->run_dir);
+    FILE *f = fopen(path, "r");
+    struct stat st;
+    if (!f || fstat(fileno(f), &st) != 0) {
+        fprintf(stderr, "asgd worker: --join --run-dir %s: cannot read %s (%s): give --coordinator, or the run "
+                        "directory of a running asgd launch\n", d->run_dir, path, strerror(errno));
+        if (f) fclose(f);
+        return 2;
+    }
+    if (st.st_mode & 077) {
+        fprintf(stderr, "asgd worker: --join --run-dir: %s is readable by others (mode %03o); it holds the run's key\n",
+                path, (unsigned)(st.st_mode & 0777));
+        fclose(f);
+        return 2;
+    }
+    char line[400], key[32], val[256];
+    unsigned long long run_id = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "%31s %255s", key, val) != 2) continue;
+        if (strcmp(key, "coordinator") == 0) snprintf(jf->coordinator, sizeof jf->coordinator, "%s", val);
+        else if (strcmp(key, "run_id") == 0) run_id = strtoull(val, NULL, 10);
+        else if (strcmp(key, "curve_public") == 0) snprintf(jf->pub, sizeof jf->pub, "%.63s", val);
+        else if (strcmp(key, "curve_secret") == 0) snprintf(jf->sec, sizeof jf->sec, "%.63s", val);
+    }
+    fclose(f);
+    if (!jf->coordinator[0] || !run_id) {
+        fprintf(stderr, "asgd worker: --join --run-dir: %s names no coordinator or run id\n", path);
+        return 2;
+    }
+    d->coordinator = jf->coordinator;
+    if (!d->run_id) d->run_id = run_id;
+    if (jf->pub[0] && jf->sec[0] && !d->curve_server_key && !d->insecure) d->run_key_public = jf->pub, d->run_key_secret = jf->sec;
+    return 0;
+}
+
 static int cmd_role(dist_role_t role, int argc, char **argv) {
     dist_role_args_t a;
     flag_spec_t flags[DIST_ROLE_N_FLAGS];
@@ -1555,6 +1644,12 @@ static int cmd_role(dist_role_t role, int argc, char **argv) {
     int parsed = train_args_command(&a.t, command, role == DIST_ROLE_SERVER ? server_usage : worker_usage,
                                     role_description, flags, n, argc, argv);
     int status = parsed >= 0 ? parsed : dist_role_finish(&a, flags, n, command);
+    join_file_t jf = {{0}, {0}, {0}};
+    if (parsed < 0 && status == 0 && a.d.join && role == DIST_ROLE_SERVER) {
+        fprintf(stderr, "asgd server: --join: workers join a run; a server does not\n");
+        status = 2;
+    }
+    if (parsed < 0 && status == 0 && a.d.join && !a.d.coordinator && a.d.run_dir) status = read_join_file(&a.d, &jf);
     if (parsed < 0 && status == 0) status = dist_run_role(role, a.id, &a.t, &a.d, a.host);
     train_args_release(&a.t);
     return status;

@@ -72,9 +72,10 @@ static const char *role_name(dist_role_t r) { return r == DIST_ROLE_SERVER ? "se
 
 // Every process's result record (run_record.h), read once.
 typedef struct run_results {
-    worker_result_t *workers;  // [d->workers]
+    worker_result_t *workers;  // [dist_slots(d)]: a joiner's slot nobody took is zeros
     server_result_t *servers;  // [d->servers]
     size_t n_servers;          // shard records held (to free)
+    size_t joined, left;       // workers that joined the running run (--join); workers that left on a signal
 } run_results_t;
 
 static void run_results_free(run_results_t *r) {
@@ -92,7 +93,7 @@ static void run_results_count_incarnations(const char *dir, const dist_args_t *d
     if (d->servers == 0) return;
     ps_push_count_t *sums = calloc(d->servers, sizeof *sums);
     char why[600];
-    for (size_t k = 0; sums && k < d->workers; k++) {
+    for (size_t k = 0; sums && k < dist_slots(d); k++) {
         size_t incarnations;
         if (dist_push_ledger_sum(dir, r->servers[0].run_id, k, d->servers, sums, &incarnations, why, sizeof why) == 0 &&
             sums[0].sent > r->workers[k].pushes)
@@ -104,18 +105,24 @@ static void run_results_count_incarnations(const char *dir, const dist_args_t *d
 // Returns 0, or -1 with err naming the record that is missing or refused.
 static int run_results_load(const char *dir, const dist_args_t *d, run_results_t *r, char *err, size_t err_len) {
     memset(r, 0, sizeof *r);
-    r->workers = calloc(d->workers ? d->workers : 1, sizeof *r->workers);
+    r->workers = calloc(dist_slots(d) ? dist_slots(d) : 1, sizeof *r->workers);
     r->servers = calloc(d->servers ? d->servers : 1, sizeof *r->servers);
     if (!r->workers || !r->servers) {
         snprintf(err, err_len, "out of memory for the results of %zu processes", d->servers + d->workers);
         run_results_free(r);
         return -1;
     }
-    for (size_t k = 0; k < d->workers; k++) {
+    for (size_t k = 0; k < dist_slots(d); k++) {
         if (run_record_read_worker(dir, k, &r->workers[k], err, err_len) != 0) {
+            if (k >= d->workers) {  // a joiner's slot nobody took
+                memset(&r->workers[k], 0, sizeof r->workers[k]);
+                continue;
+            }
             run_results_free(r);
             return -1;
         }
+        r->joined += k >= d->workers;
+        r->left += r->workers[k].left != 0;
     }
     for (; r->n_servers < d->servers; r->n_servers++) {
         if (run_record_read_server(dir, r->n_servers, &r->servers[r->n_servers], err, err_len) != 0) {
@@ -222,7 +229,7 @@ static void json_run_shape(json_writer_t *j, const train_args_t *t, const dist_a
 static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_summary_t *s) {
     uint64_t samples = 0, pushes = 0, retrained = 0, skipped = 0;
     double wall = 0, wait = 0, own_rates = 0;
-    for (size_t k = 0; k < d->workers; k++) {
+    for (size_t k = 0; k < dist_slots(d); k++) {
         const worker_result_t *w = &s->res->workers[k];
         samples += w->samples;
         if (w->wall_s > wall) wall = w->wall_s;
@@ -371,6 +378,11 @@ static void write_summary(FILE *out, const char *dir, const train_args_t *t, con
     json_run_shape(&j, t, d);
     json_run_figures(&j, t, d, s);
     json_run_bytes(&j, d, s->res);
+    if (d->servers) {  // elastic membership (docs/reliability.md)
+        json_uint(&j, "max_workers", dist_slots(d));
+        json_uint(&j, "workers_joined", s->res->joined);
+        json_uint(&j, "workers_left", s->res->left);
+    }
     if (d->servers) json_bool(&j, "acked_pushes_applied_once", s->consistent);
     if (d->servers) json_server_restarts(&j, d, s);
     if (d->sync == SYNC_MODE_BSP) json_late_gradients(&j, d, s->res);
@@ -435,7 +447,7 @@ static int finish_run_dir(const char *dir, const train_args_t *t, const dist_arg
     int rc = -1, rmse = train_args_model(t)->metric == METRIC_KIND_RMSE;
     if (merge_staleness(dir, &res, d->servers, &hc, &hu, err, err_len) != 0) goto out;
     curve_final_t fin;
-    curve_final_of(&res, d->workers, &hc, &hu, &fin);
+    curve_final_of(&res, dist_slots(d), &hc, &hu, &fin);
     double train_examples = (double)res.workers[0].train_examples;
     if (global_curve_load(dir, d, train_examples, &fin, rmse, &gc, err, err_len) != 0) goto out;
     if (global_curve_write_merged(dir, &gc, d->workers, err, err_len) != 0) goto out;
@@ -807,6 +819,28 @@ static int local_run_env(local_run_t *r) {
     return 0;
 }
 
+// DIR/join, for asgd worker --join --run-dir DIR: the coordinator, the run id
+// and the run's key pair (when it has one); owner-only, created so.
+static int local_run_write_join(local_run_t *r, uint64_t run_id, char *err, size_t err_len) {
+    char path[1100];
+    snprintf(path, sizeof path, "%s/join", r->dir);
+    unlink(path);
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        if (fd >= 0) close(fd);
+        snprintf(err, err_len, "%.300s: cannot create: %s", path, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "coordinator %s\nrun_id %llu\n", rdv_server_endpoint(r->rdv), (unsigned long long)run_id);
+    if (r->d->run_key_secret) fprintf(f, "curve_public %s\ncurve_secret %s\n", r->d->run_key_public, r->d->run_key_secret);
+    if (fclose(f) != 0) {
+        snprintf(err, err_len, "%.300s: writing failed: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 // The coordinator (with a fresh run id, so that a straggler from an earlier
 // run is refused), this program's path and the children's table. Returns 0,
 // or 1 after saying why.
@@ -821,8 +855,13 @@ static int local_run_start(local_run_t *r) {
     if (run_id == 0) run_id = 1;
     // The children get the --curve-* flags too: the coordinator here speaks as they do.
     if (dist_security_start(r->d, r->ctx, &r->zap, err, sizeof err) != 0 ||
-        !(r->rdv = rdv_server_new(r->ctx, r->coordinator_bind, r->n_kids, run_id, err, sizeof err))) {
+        !(r->rdv = rdv_server_new_elastic(r->ctx, r->coordinator_bind, r->n_kids + dist_slots(r->d) - r->d->workers,
+                                          r->n_kids, run_id, err, sizeof err))) {
         launch_say(r, "starting the coordinator: %s", err);
+        return 1;
+    }
+    if (dist_slots(r->d) > r->d->workers && local_run_write_join(r, run_id, err, sizeof err) != 0) {
+        launch_say(r, "%s", err);
         return 1;
     }
     snprintf(r->coordinator, sizeof r->coordinator, "%s", rdv_server_endpoint(r->rdv));

@@ -19,7 +19,7 @@
 #include "net/compress.h"       // defines: compress_spec_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 34
+#define DIST_N_FLAGS 35
 #define DIST_DEFAULT_PORT 29517
 
 // The columns of a run's global.csv (the global model's curve, written by the
@@ -44,6 +44,8 @@ int dist_without_servers(int sync);
 
 typedef struct dist_args {
     size_t servers, workers;
+    size_t max_workers;       // --max-workers: room for joiners (0 until dist_args_finish: --workers)
+    int join;                 // asgd worker --join: this worker joins a running run
     int sync;                 // sync_mode_t
     size_t staleness;
     size_t push_every, fetch_every;
@@ -99,6 +101,8 @@ typedef enum dist_lr_scaling {
 } dist_lr_scaling_t;
 
 void dist_args_defaults(dist_args_t *d);
+// The workers the run has room for: --max-workers, or --workers without it.
+size_t dist_slots(const dist_args_t *d);
 size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs);
 // Checks across flags (after parsing; specs: the parsed table, for the flags
 // given that the mode would ignore): 0, or 2 with the usage error in err.
@@ -143,7 +147,7 @@ typedef struct dist_role_args {
     size_t id;
     const char *host;  // --host-coordinator ENDPOINT, or NULL
 } dist_role_args_t;
-#define DIST_ROLE_N_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 3)
+#define DIST_ROLE_N_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4)
 // Sets the defaults and writes the flag table into specs[0..DIST_ROLE_N_FLAGS); returns its length.
 size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs);
 // After flags_parse: the checks across flags (training, distributed, scaling).

@@ -31,6 +31,7 @@ static const field_t worker_fields[] = {
     WF(T_U64, updates),
     WF(T_U64, train_examples),
     WF(T_U64, pushes),
+    WF(T_U64, left),
     WF(T_U64, global_versions),
     WF(T_U64, samples_to_target),
     WF(T_U64, bytes_out),

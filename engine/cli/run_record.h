@@ -30,6 +30,7 @@ typedef struct worker_result {
     uint64_t samples, updates;  // its own
     uint64_t train_examples;    // of the whole run (it trains on its share)
     uint64_t pushes;
+    uint64_t left;              // 1: it left the run on a stop signal (SIGTERM, SIGINT) before its share was done
     uint64_t global_versions;   // the shard versions its final pull saw, summed
     uint64_t samples_to_target; // meaningful when time_to_target_s is not NaN
     uint64_t bytes_out, bytes_in, bytes_out_uncompressed;

@@ -136,8 +136,8 @@ static int rejoin_position(const replica_t *r, train_config_t *tc, train_positio
 static int join_servers_now(replica_t *r, void *zmq_ctx, uint64_t init_seed, train_config_t *tc,
                             train_position_t *start, replica_stats_t *stats, char *err, size_t err_len) {
     const replica_config_t *rc = r->rc;
-    r->client = ps_client_new(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->servers, rc->n_servers, r->ps_n,
-                              rc->heartbeat_ms, rc->timeout_ms, err, err_len);
+    r->client = ps_client_new_joiner(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->join_nonce, rc->servers,
+                                     rc->n_servers, r->ps_n, rc->heartbeat_ms, rc->timeout_ms, err, err_len);
     if (!r->client) return -1;
     ps_client_count_pushes(r->client, rc->push_counts);
     if (rc->retry_ms > 0) ps_client_set_retry_ms(r->client, rc->retry_ms);

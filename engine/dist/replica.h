@@ -47,6 +47,7 @@ struct hier_allreduce;
 typedef struct replica_config {
     uint64_t run_id;
     size_t id, n_workers;
+    uint32_t join_nonce;           // asp/ssp/bsp: non-zero for a worker joining a running run (ps_client_new_joiner)
     sync_mode_t mode;
     uint64_t staleness;            // SSP bound
     size_t push_every, fetch_every;  // replica steps (asp/ssp)
