@@ -1155,10 +1155,13 @@ static void rejoin(ps_server_t *s, uint32_t k, uint64_t proposed) {
 }
 
 // A joiner's HELLO (asgd worker --join) is admitted unless its slot is live
-// under another joiner or an original worker: a retry (or a later HELLO round)
-// carries the same nonce.
+// under another joiner: a retry (or a later HELLO round) carries the same
+// nonce. Nonces are not checkpointed: a resumed shard (nonce 0) takes the
+// live joiner's HELLO back.
 static int admit_joiner(ps_server_t *s, uint32_t k, uint32_t nonce) {
-    if (s->clocks.joined[k] && clock_table_is_live(&s->clocks, k) && s->join_nonce[k] != nonce) return 0;
+    if (s->clocks.joined[k] && clock_table_is_live(&s->clocks, k) && s->join_nonce[k] != 0 &&
+        s->join_nonce[k] != nonce)
+        return 0;
     s->join_nonce[k] = nonce;
     return 1;
 }

@@ -1496,7 +1496,8 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     }
     // SIGTERM, SIGINT, SIGHUP: every wait below ends early, a worker stops
     // training at its next step and leaves; the summary says interrupted, the
-    // exit status is 128 + the signal. A second signal kills.
+    // exit status is 128 + the signal (0 for a worker with servers that left
+    // gracefully: docs/reliability.md, "Elastic membership"). A second signal kills.
     stop_signal_install();
     data_bundle_t data;
     data_bundle_init(&data);
