@@ -403,7 +403,8 @@ static int join(ps_client_t *c, char *err, size_t err_len) {
 }
 
 // Connects a DEALER to every shard; the caller then joins (a worker) or not (an observer).
-static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t worker, const char *const *endpoints,
+static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t worker, uint32_t join_nonce,
+                                   const char *const *endpoints,
                                    size_t n_shards, size_t n_params, int heartbeat_ms, int timeout_ms, char *err,
                                    size_t err_len) {
     ps_client_t *c = calloc(1, sizeof *c);
@@ -413,6 +414,7 @@ static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t work
     }
     c->run_id = run_id;
     c->worker = worker;
+    c->join_nonce = join_nonce;
     c->n_shards = n_shards;
     c->n_params = n_params;
     c->timeout_ms = timeout_ms;
@@ -428,7 +430,10 @@ static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t work
         return NULL;
     }
     char identity[32];
+    // A joiner's identity carries its nonce: a second joiner with a live id
+    // (refused) must not take the live one's routing over (ROUTER_HANDOVER).
     int id_len = worker == WIRE_NO_ID ? snprintf(identity, sizeof identity, "observer")
+                 : join_nonce         ? snprintf(identity, sizeof identity, "w%u.%08x", worker, join_nonce)
                                       : snprintf(identity, sizeof identity, "w%u", worker);
     double now = now_s();
     for (size_t k = 0; k < n_shards; k++) {
@@ -467,7 +472,7 @@ ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, cons
                            size_t n_shards, size_t n_params, int heartbeat_ms, int timeout_ms, char *err,
                            size_t err_len) {
     ps_client_t *c =
-        client_connect(zmq_ctx, run_id, worker, endpoints, n_shards, n_params, heartbeat_ms, timeout_ms, err, err_len);
+        client_connect(zmq_ctx, run_id, worker, 0, endpoints, n_shards, n_params, heartbeat_ms, timeout_ms, err, err_len);
     if (c && join(c, err, err_len) != 0) ps_client_destroy(&c);
     return c;
 }
@@ -476,15 +481,15 @@ ps_client_t *ps_client_new_joiner(void *zmq_ctx, uint64_t run_id, uint32_t worke
                                   const char *const *endpoints, size_t n_shards, size_t n_params, int heartbeat_ms,
                                   int timeout_ms, char *err, size_t err_len) {
     ps_client_t *c =
-        client_connect(zmq_ctx, run_id, worker, endpoints, n_shards, n_params, heartbeat_ms, timeout_ms, err, err_len);
-    if (c) c->join_nonce = join_nonce;
+        client_connect(zmq_ctx, run_id, worker, join_nonce, endpoints, n_shards, n_params, heartbeat_ms, timeout_ms,
+                       err, err_len);
     if (c && join(c, err, err_len) != 0) ps_client_destroy(&c);
     return c;
 }
 
 ps_client_t *ps_client_new_observer(void *zmq_ctx, uint64_t run_id, const char *const *endpoints, size_t n_shards,
                                     size_t n_params, int timeout_ms, char *err, size_t err_len) {
-    return client_connect(zmq_ctx, run_id, WIRE_NO_ID, endpoints, n_shards, n_params, 0, timeout_ms, err, err_len);
+    return client_connect(zmq_ctx, run_id, WIRE_NO_ID, 0, endpoints, n_shards, n_params, 0, timeout_ms, err, err_len);
 }
 
 void ps_client_set_abort(ps_client_t *c, const atomic_int *abort) { c->abort = abort; }
