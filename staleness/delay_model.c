@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define SPEC_MAX 256
+#define SPEC_MAX DELAY_MODEL_SPEC_MAX
 #define GEOMETRIC_TAIL 1e-6  // default geometric bound: P(delay > max) <= this
 
-static const char kinds_hint[] = "expected fixed:K, uniform:A,B, geometric:P[,max=M] or straggler:slow=F[,n=S]";
+static const char kinds_hint[] = "expected fixed:K, uniform:A,B, geometric:P[,max=M], trace:FILE or straggler:slow=F[,n=S]";
 
 // A decimal integer in [0, DELAY_MODEL_MAX], nothing else.
 static int parse_count(const char *s, uint64_t *out) {
@@ -46,6 +46,50 @@ static char *split_pair(char *item) {
     if (!eq) return NULL;
     *eq = '\0';
     return eq + 1;
+}
+
+// Reads trace:FILE into out->trace: one integer in 0..DELAY_MODEL_MAX a line.
+static int load_trace(const char *spec, const char *file, delay_model_t *out, char *err, size_t err_len) {
+    if (!*file) FAIL("expected trace:FILE (one delay a line)");
+    FILE *f = fopen(file, "r");
+    if (!f) FAIL("cannot open '%s': %s", file, strerror(errno));
+    char line[128];
+    uint64_t cap = 0, lineno = 0;
+    out->lo = DELAY_MODEL_MAX;
+    out->hi = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t n = strlen(line);
+        if (n == sizeof line - 1 && line[n - 1] != '\n' && !feof(f)) {
+            fclose(f);
+            FAIL("%s line %llu: longer than %zu characters", file, (unsigned long long)lineno, sizeof line - 2);
+        }
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' ')) line[--n] = '\0';
+        if (n == 0 || line[0] == '#') continue;
+        uint64_t v;
+        if (parse_count(line, &v) != 0) {
+            fclose(f);
+            FAIL("%s line %llu: '%s' is not an integer in 0..%u", file, (unsigned long long)lineno, line,
+                 DELAY_MODEL_MAX);
+        }
+        if (out->trace_len == cap) {
+            cap = cap ? 2 * cap : 1024;
+            uint32_t *grown = realloc(out->trace, cap * sizeof *grown);
+            if (!grown) {
+                fclose(f);
+                FAIL("%s: no memory for %llu delays", file, (unsigned long long)cap);
+            }
+            out->trace = grown;
+        }
+        out->trace[out->trace_len++] = (uint32_t)v;
+        if (v < out->lo) out->lo = v;
+        if (v > out->hi) out->hi = v;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) FAIL("reading '%s': %s", file, strerror(errno));
+    if (!out->trace_len) FAIL("%s holds no delays", file);
+    return 0;
 }
 
 int delay_model_parse(const char *spec, delay_model_t *out, char *err, size_t err_len) {
@@ -100,6 +144,14 @@ int delay_model_parse(const char *spec, delay_model_t *out, char *err, size_t er
         }
         return 0;
     }
+    if (strcmp(kind, "trace") == 0) {
+        out->kind = DELAY_KIND_TRACE;
+        if (!args) FAIL("expected trace:FILE (one delay a line)");
+        strcpy(out->trace_file, args);
+        if (load_trace(spec, args, out, err, err_len) == 0) return 0;
+        delay_model_free(out);
+        return -1;
+    }
     if (strcmp(kind, "straggler") == 0) {
         out->kind = DELAY_KIND_STRAGGLER;
         out->slow_workers = 1;
@@ -124,6 +176,12 @@ int delay_model_parse(const char *spec, delay_model_t *out, char *err, size_t er
         return 0;
     }
     FAIL("unknown model '%s'; %s", kind, kinds_hint);
+}
+
+void delay_model_free(delay_model_t *m) {
+    free(m->trace);
+    m->trace = NULL;
+    m->trace_len = 0;
 }
 
 int delay_model_check(const delay_model_t *m, char *err, size_t err_len) {
@@ -155,6 +213,10 @@ void delay_model_describe(const delay_model_t *m, char *out, size_t out_len) {
         return;
     case DELAY_KIND_GEOMETRIC:
         snprintf(out, out_len, "geometric:%g,max=%llu", m->p, (unsigned long long)m->hi);
+        return;
+    case DELAY_KIND_TRACE:
+        snprintf(out, out_len, "trace:%s (%llu delays in %llu..%llu)", m->trace_file,
+                 (unsigned long long)m->trace_len, (unsigned long long)m->lo, (unsigned long long)m->hi);
         return;
     case DELAY_KIND_STRAGGLER:
         snprintf(out, out_len, "straggler:slow=%g,n=%llu (%llu workers)", m->slow, (unsigned long long)m->slow_workers,
@@ -193,6 +255,11 @@ uint64_t delay_sampler_next(delay_sampler_t *s) {
         double k = floor(log(u) / s->log_q);
         return k >= (double)m->hi ? m->hi : (uint64_t)k;
     }
+    case DELAY_KIND_TRACE: {
+        uint64_t v = m->trace[s->pos];
+        s->pos = s->pos + 1 == m->trace_len ? 0 : s->pos + 1;
+        return v;
+    }
     case DELAY_KIND_STRAGGLER:
         break;
     }
@@ -207,6 +274,8 @@ const char *delay_kind_name(delay_kind_t k) {
         return "geometric";
     case DELAY_KIND_STRAGGLER:
         return "straggler";
+    case DELAY_KIND_TRACE:
+        return "trace";
     case DELAY_KIND_FIXED:
         break;
     }

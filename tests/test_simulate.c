@@ -72,7 +72,7 @@ static void test_parse(void) {
     CHECK(delay_model_duration(&m, 2) == DELAY_MODEL_TIME_UNIT);
 
     expect_parse_error("foo", "--delay 'foo': unknown model 'foo'; expected fixed:K, uniform:A,B, "
-                              "geometric:P[,max=M] or straggler:slow=F[,n=S]");
+                              "geometric:P[,max=M], trace:FILE or straggler:slow=F[,n=S]");
     expect_parse_error("fixed", "--delay 'fixed': K '' is not an integer in 0..1000000");
     expect_parse_error("fixed:-1", "--delay 'fixed:-1': K '-1' is not an integer in 0..1000000");
     expect_parse_error("fixed:2x", "--delay 'fixed:2x': K '2x' is not an integer in 0..1000000");

@@ -40,7 +40,7 @@ static const char description[] =
     "model's data, defaults (--data, --lr, --batch, --l2) and own flags are listed below.\n"
     "Prints a startup line and progress on stderr, and a one-line JSON summary on stdout.\n"
     "--delay or --simulate-workers runs the deterministic staleness simulator instead (one thread;\n"
-    "docs/simulation.md): --delay fixed:K | uniform:A,B | geometric:P[,max=M] | straggler:slow=F[,n=S].";
+    "docs/simulation.md): --delay fixed:K | uniform:A,B | geometric:P[,max=M] | trace:FILE | straggler:slow=F[,n=S].";
 
 // ---- staleness simulation (--simulate-workers, --delay, --staleness-aware, --dc-asgd, --delay-adaptive) ----
 
@@ -60,7 +60,7 @@ static size_t sim_args_flags(sim_args_t *s, flag_spec_t *specs) {
                              "simulate W workers on one thread (alone: W round-robin workers, = --delay fixed:W-1)",
                              1, DELAY_MODEL_MAX, NULL, 0};
     specs[1] = (flag_spec_t){"delay", FLAG_TYPE_STRING, &s->delay, "SPEC",
-                             "simulate staleness: fixed:K|uniform:A,B|geometric:P[,max=M]|straggler:slow=F[,n=S]",
+                             "simulate staleness: fixed:K|uniform:A,B|geometric:P[,max=M]|trace:FILE|straggler:slow=F[,n=S]",
                              0, 0, NULL, 0};
     specs[2] = (flag_spec_t){"staleness-aware", FLAG_TYPE_BOOL, &s->staleness_aware, NULL,
                              "simulation: divide each step by max(1, its staleness)", 0, 0, NULL, 0};
@@ -559,6 +559,7 @@ static void train_cmd_free(train_cmd_t *c) {
     free(c->sim_result);
     model_destroy(&c->model);
     data_bundle_free(&c->data);
+    delay_model_free(&c->sc.delay);
 }
 
 int cmd_train(int argc, char **argv) {
@@ -569,6 +570,7 @@ int cmd_train(int argc, char **argv) {
     int status = train_cmd_parse(&c, argc, argv);
     if (status >= 0) {
         train_args_release(&c.a);
+        delay_model_free(&c.sc.delay);
         return status;
     }
     // SIGTERM, SIGINT, SIGHUP: training stops at the next step boundary and the

@@ -88,6 +88,7 @@ int fuzz_flags(const uint8_t *data, size_t size, char *err, size_t err_len) {
                     FUZZ_ASSERT(v >= m.lo && v <= m.hi);
                 }
             }
+            delay_model_free(&m);
         }
         break;
     }
