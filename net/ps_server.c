@@ -99,6 +99,7 @@ struct ps_server {
     // reader takes the four figures from one publication.
     _Atomic uint64_t pub_seq, pub_samples, pub_version, pub_min_clock, pub_wait_ns;
     _Atomic uint64_t pub_stale_count, pub_stale_v_sum, pub_stale_v_max, pub_stale_c_sum, pub_stale_c_max;
+    ps_server_hooks_t hooks;   // replication (net/ps_replica.h); zeros: none
 };
 
 // The shard's spans in a --trace timeline (docs/trace.md), all on its one thread.
@@ -475,6 +476,29 @@ ps_server_t *ps_server_resume(void *zmq_ctx, const ps_config_t *c, const char *e
     if (s && ledger_open(s, s->own_ledger, err, err_len) != 0) ps_server_destroy(&s);
     if (s && server_bind(s, zmq_ctx, endpoint ? endpoint : saved, 5.0, err, err_len) != 0) ps_server_destroy(&s);
     return s;
+}
+
+int ps_server_adopt(ps_server_t *s, const char *path, char *err, size_t err_len) {
+    ckpt_file_t *f = ckpt_file_read(path, err, err_len);
+    if (!f) return -1;
+    char saved[256];
+    uint64_t resumed_version = s->stats.resumed_version;
+    int rc = restore(s, f, saved, sizeof saved, s->ledger, err, err_len);
+    ckpt_file_free(&f);
+    if (rc != 0) return -1;
+    s->resumed = 0;  // a copy of a live shard: nothing was lost
+    s->stats.resumed_version = resumed_version;
+    return 0;
+}
+
+void ps_server_set_hooks(ps_server_t *s, const ps_server_hooks_t *h) { s->hooks = *h; }
+void *ps_server_socket(ps_server_t *s) { return s->sock; }
+
+void ps_server_set_worker_timeout(ps_server_t *s, int worker_timeout_ms) {
+    double now = now_s();
+    s->cfg.worker_timeout_ms = worker_timeout_ms;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) s->last_heard[k] = now;
+    s->quiet_since = now;
 }
 
 // Writes a checkpoint when one is due. A failure (a full disk) is reported and
@@ -1313,6 +1337,8 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
             }
             int hrc = 0;
             if (got == 0) count_dropped(s, m.status);
+            else if (s->hooks.on_message && (hrc = s->hooks.on_message(s->hooks.ctx, s, &m, err, err_len)) != 0)
+                hrc = hrc < 0 ? -1 : 0;  // 1: taken by the hook
             else hrc = handle(s, &m, now, err, err_len);
             zmsg_close(&m);
             publish_progress(s);
@@ -1330,6 +1356,10 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
         publish_progress(s);  // an eviction can complete a BSP round
         maybe_checkpoint(s, now);
         if (run_finished(s, now)) return 0;
+        if (s->hooks.on_turn) {
+            int t = s->hooks.on_turn(s->hooks.ctx, s, err, err_len);
+            if (t != 0) return t < 0 ? -1 : 0;
+        }
     }
     return 0;
 }

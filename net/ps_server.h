@@ -115,6 +115,18 @@ typedef struct ps_stats {
 } ps_stats_t;
 
 typedef struct ps_server ps_server_t;
+struct zmsg;
+
+// Replication (net/ps_replica.h) hooks into the serving loop. on_message sees
+// every valid message before the shard handles it: it returns 0 to let the
+// shard handle it, 1 when it took the message, -1 (err filled) to fail.
+// on_turn runs at every turn of the loop (at least every 100 ms): 0 goes on,
+// 1 ends ps_server_run with 0, -1 fails it.
+typedef struct ps_server_hooks {
+    int (*on_message)(void *ctx, ps_server_t *s, struct zmsg *m, char *err, size_t err_len);
+    int (*on_turn)(void *ctx, ps_server_t *s, char *err, size_t err_len);
+    void *ctx;
+} ps_server_hooks_t;
 
 // Where the shard stands, for another thread of the same process (the run's
 // global-model evaluator, engine/dist/global_eval.h): published by the serving
@@ -154,6 +166,17 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
 // (ps_server_lost_per_worker; docs/reliability.md).
 ps_server_t *ps_server_resume(void *zmq_ctx, const ps_config_t *c, const char *endpoint, const char *path, char *err,
                               size_t err_len);
+
+// Replaces the whole state of s (not yet serving) with the one ps_server_save
+// wrote at path from a live replica of the same shard: parameters, optimizer
+// state, clocks and dedup table, counters. Nothing counts as lost or resumed.
+int ps_server_adopt(ps_server_t *s, const char *path, char *err, size_t err_len);
+void ps_server_set_hooks(ps_server_t *s, const ps_server_hooks_t *h);
+// The shard's ROUTER socket, for the hooks (the serving thread only).
+void *ps_server_socket(ps_server_t *s);
+// Sets the eviction timeout (0: never) and restarts every worker's silence
+// from now: a promoted backup's workers get a full timeout to reach it.
+void ps_server_set_worker_timeout(ps_server_t *s, int worker_timeout_ms);
 
 // The bound endpoint with the port resolved, e.g. "tcp://127.0.0.1:40123".
 const char *ps_server_endpoint(const ps_server_t *s);

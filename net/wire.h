@@ -35,7 +35,9 @@ typedef enum msg_type {
     MSG_TYPE_RDV_TABLE = 12,   // coordinator -> process: every endpoint (payload: text)
     MSG_TYPE_HEARTBEAT = 13,   // worker -> server: still alive (no answer)
     MSG_TYPE_RING_GATHER = 14, // allgather: one rank's encoded gradient between ring neighbours
-    MSG_TYPE_MAX_ = 15,
+    MSG_TYPE_REPLICA_JOIN = 15,  // backup -> primary shard: send me your state (payload: text, my endpoint; aux = replica)
+    MSG_TYPE_REPLICA_STATE = 16, // primary -> backup: the state is written; forwarding starts
+    MSG_TYPE_MAX_ = 17,
 } msg_type_t;
 
 typedef enum payload_kind {
@@ -131,9 +133,10 @@ uint32_t wire_checksum_copy(void *dst, const void *src, size_t n, uint32_t seed)
 void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1);
 
 // Whether a message of this type may carry this payload kind: HELLO, WELCOME,
-// PUSH_ACK, BYE, BYE_ACK, REJECT and HEARTBEAT none; PUSH DENSE, SPARSE or
-// ENCODED; PARAMS DENSE or SPARSE; PULL NONE or KEYS; RING_CHUNK DENSE or
-// ENCODED; RING_GATHER ENCODED; RDV_JOIN and RDV_TABLE TEXT.
+// PUSH_ACK, BYE, BYE_ACK, REJECT, HEARTBEAT and REPLICA_STATE none; PUSH
+// DENSE, SPARSE or ENCODED; PARAMS DENSE or SPARSE; PULL NONE or KEYS;
+// RING_CHUNK DENSE or ENCODED; RING_GATHER ENCODED; RDV_JOIN, RDV_TABLE and
+// REPLICA_JOIN TEXT.
 int wire_kind_allowed(uint16_t type, uint16_t kind);
 
 // Checks a received message: header size, magic, version, type, run id,

@@ -31,6 +31,7 @@
 #include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
 #include "kernels/trace.h"           // defines: trace_start, trace_write
 #include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
+#include "net/ps_replica.h"         // defines: ps_replica_new, ps_replica_lead, ps_replica_join
 #include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
 #include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
 #include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
@@ -57,6 +58,7 @@ void dist_args_defaults(dist_args_t *d) {
     d->timeout_ms = 60000;
     d->heartbeat_ms = 1000;
     d->worker_timeout_ms = 10000;
+    d->server_replicas = 1;
     d->retry_ms = 1000;
     d->compress = "none";
     d->worker_eval = 1;
@@ -83,6 +85,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"servers", FLAG_TYPE_SIZE, &d->servers, "M", "parameter-server shards (default 1; 0 with --sync allreduce)", 0, 1024, NULL, 0},
         {"workers", FLAG_TYPE_SIZE, &d->workers, "N", "worker replicas (default 2)", 1, 4096, NULL, 0},
         {"max-workers", FLAG_TYPE_SIZE, &d->max_workers, "M", "asp, ssp, bsp: room for M workers; ids from --workers to M - 1 may join the running run (asgd worker --join; default --workers)", 1, 4096, NULL, 0},
+        {"server-replicas", FLAG_TYPE_SIZE, &d->server_replicas, "R", "asp, ssp, bsp, hybrid: each shard runs as a primary and R - 1 backups that apply every push before it is acknowledged; a backup takes over when the primary dies (docs/reliability.md; default 1, at most 2)", 1, 2, NULL, 0},
         {"sync", FLAG_TYPE_CHOICE, &d->sync, "MODE", "consistency model (default asp)", 0, 0, sync_choices, 0},
         {"staleness", FLAG_TYPE_SIZE, &d->staleness, "S", "ssp: how many push rounds a worker may run ahead of the slowest (default 4)", 0, 1e9, NULL, 0},
         {"push-every", FLAG_TYPE_SIZE, &d->push_every, "N", "asp/ssp: push accumulated updates every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
@@ -230,6 +233,22 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
     }
     if (d->server_delay_adaptive && d->server_staleness_aware) {
         snprintf(err, err_len, "%s: --server-delay-adaptive replaces --server-staleness-aware; give one of the two", command);
+        return 2;
+    }
+    if (d->server_replicas > 1 && dist_without_servers(d->sync)) {
+        snprintf(err, err_len, "%s: --server-replicas %zu: --sync %s runs without parameter servers; drop the flag",
+                 command, d->server_replicas, sync_mode_name((sync_mode_t)d->sync));
+        return 2;
+    }
+    if (d->server_replicas > 1 && (t->checkpoint_every > 0 || d->server_dc_lambda > 0)) {
+        snprintf(err, err_len, "%s: --server-replicas %zu: %s; drop one of the two", command, d->server_replicas,
+                 t->checkpoint_every > 0 ? "the backups replace --checkpoint-every (a replica restarts from a live one)"
+                                         : "--server-dc-asgd compensates with what each worker last pulled, which only "
+                                           "the primary sees, so the replicas would differ");
+        return 2;
+    }
+    if ((d->replica > 0 || d->replica_backup) && d->server_replicas < 2) {
+        snprintf(err, err_len, "%s: --replica/--replica-backup: need --server-replicas 2", command);
         return 2;
     }
     if (d->worker_timeout_ms > 0 && !dist_without_servers(d->sync) &&
@@ -931,6 +950,67 @@ static void resumed_table(void *ctx, const train_args_t *t, const dist_args_t *d
         fprintf(stderr, "asgd server 0: resumed without the coordinator (%s): no global model curve from here on\n", why);
 }
 
+// --server-replicas: this replica's final values, RUN_DIR/server-K-replica-I.values
+// (float32, the shard's range), by which the replicas are compared.
+static int write_replica_values(size_t id, const dist_args_t *d, const ps_server_t *s, char *err, size_t err_len) {
+    char name[96];
+    snprintf(name, sizeof name, "server-%zu-replica-%zu.values", id, d->replica);
+    FILE *f = dist_file_open(d->run_dir, name, err, err_len);
+    if (!f) return -1;
+    size_t begin, end;
+    ps_server_range(s, &begin, &end);
+    fwrite(ps_server_values(s), sizeof(float), end - begin, f);
+    return dist_file_close(f, d->run_dir, name, err, err_len);
+}
+
+// --server-replicas: the replication of this shard (net/ps_replica.h), or NULL with err when it cannot start.
+static ps_replica_t *server_replica(void *ctx, size_t id, uint64_t run_id, const dist_args_t *d, char *err,
+                                    size_t err_len) {
+    int ack_ms = (int)(d->timeout_ms / 4 > 500 ? d->timeout_ms / 4 : 500);
+    ps_replica_config_t rc = {
+        .state_dir = d->run_dir, .shard = id, .replica = d->replica, .run_id = run_id, .n_workers = d->workers,
+        .ack_timeout_ms = ack_ms, .worker_timeout_ms = (int)d->worker_timeout_ms,
+        .join_timeout_ms = (int)d->timeout_ms, .quiet = 0};
+    return ps_replica_new(ctx, &rc, err, err_len);
+}
+
+// A backup replica's life: it copies its primary's state, applies what the
+// primary forwards, and takes over when the primary dies. Returns 0 or -1.
+static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t *t, const dist_args_t *d,
+                      const model_t *m, ps_config_t *c, const float *values, size_t begin, size_t end, char *err,
+                      size_t err_len) {
+    ps_replica_t *rep = server_replica(ctx, id, run_id, d, err, err_len);
+    ps_server_t *s = NULL;
+    int rc = -1;
+    char bind[300];
+    snprintf(bind, sizeof bind, "tcp://%s:*", d->bind_host);
+    c->worker_timeout_ms = 0;  // the primary's evictions only (ps_replica restores it on promotion)
+    if (!rep || !(s = ps_server_new(ctx, c, bind, values, err, err_len))) goto out;
+    int joined = ps_replica_join(rep, s, err, err_len);
+    if (joined != 0) {
+        rc = joined > 0 ? 0 : -1;  // 1: the run had finished
+        goto out;
+    }
+    if (ps_server_run(s, stop_signal_flag(), err, err_len) != 0) goto out;
+    if (ps_replica_stale(rep)) {
+        fprintf(stderr, "asgd server %zu: replica %zu was out of sync when the run finished: it holds no result\n",
+                id, d->replica);
+        rc = 0;
+        goto out;
+    }
+    if (write_replica_values(id, d, s, err, err_len) != 0) goto out;
+    // Promoted: it finished the run as the primary, and writes the shard's files.
+    if (ps_replica_is_primary(rep) && (ps_replica_finish(rep, err, err_len) != 0 ||
+                                      server_finish(id, run_id, d, m, s, NULL, begin, end, err, err_len) != 0))
+        goto out;
+    rc = 0;
+out:
+    (void)t;
+    ps_server_destroy(&s);
+    ps_replica_destroy(&rep);
+    return rc;
+}
+
 static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                       const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
     // Under hybrid the servers hold the sparse part only, the first S parameters.
@@ -945,6 +1025,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     param_t *init = params_new(model_num_params(m), err, err_len);
     float *values = init ? malloc(n * sizeof *values) : NULL;
     ps_server_t *s = NULL;
+    ps_replica_t *rep = NULL;
     rdv_entry_t *table = NULL;
     global_eval_t *ge = NULL;
     global_eval_config_t gc;
@@ -962,7 +1043,15 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     ps_config_t c;
     char ckpt_path[1100];
     if (server_ps_config(id, run_id, t, d, n, &c, ckpt_path, sizeof ckpt_path, err, err_len) != 0) goto out;
+    if (d->server_replicas > 1 && d->replica_backup) {
+        rc = run_backup(ctx, id, run_id, t, d, m, &c, values + begin, begin, end, err, err_len);
+        goto out;
+    }
     if (!(s = server_start(ctx, id, t, d, &c, values + begin, err, err_len))) goto out;
+    if (d->server_replicas > 1 &&
+        (!(rep = server_replica(ctx, id, run_id, d, err, err_len)) || ps_replica_lead(rep, s, err, err_len) != 0 ||
+         ps_replica_await_backup(rep, s, err, err_len) != 0))
+        goto out;
     rdv_entry_t me;
     memset(&me, 0, sizeof me);
     me.rank = (uint32_t)id;
@@ -986,9 +1075,12 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
         snprintf(err, err_len, "server %zu: %s", id, eval_err);
         goto out;
     }
+    if (rep && (write_replica_values(id, d, s, err, err_len) != 0 || ps_replica_finish(rep, err, err_len) != 0))
+        goto out;
     if (server_finish(id, run_id, d, m, s, ge, begin, end, err, err_len) != 0) goto out;
     rc = 0;
 out:
+    ps_replica_destroy(&rep);
     global_eval_destroy(&ge);  // its thread joined: the progress file is no longer written
     if (gp.f) fclose(gp.f);
     free(endpoints);
@@ -1577,6 +1669,8 @@ size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
     n += dist_args_flags(&a->d, specs + n);
     specs[n++] = (flag_spec_t){"id", FLAG_TYPE_SIZE, &a->id, "K", "this process's shard or worker id", 0, 4096, NULL, 0};
     specs[n++] = (flag_spec_t){"join", FLAG_TYPE_BOOL, &a->d.join, NULL, "worker: join a running asp/ssp/bsp run with a free id from --workers to --max-workers - 1; with --run-dir of an asgd launch and no --coordinator, the coordinator, run id and keys come from DIR/join", 0, 0, NULL, 0};
+    specs[n++] = (flag_spec_t){"replica", FLAG_TYPE_SIZE, &a->d.replica, "I", "server, with --server-replicas: this process's replica of its shard (asgd launch gives it)", 0, 1, NULL, 0};
+    specs[n++] = (flag_spec_t){"replica-backup", FLAG_TYPE_BOOL, &a->d.replica_backup, NULL, "server, with --server-replicas: start as a backup that copies the state of its shard's primary", 0, 0, NULL, 0};
     specs[n++] = (flag_spec_t){"host-coordinator", FLAG_TYPE_STRING, &a->host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0};
     specs[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE", "worker: write its final model to FILE; server: its shard's final values, a part of the model (docs/model_file.md)", 0, 0, NULL, 0};
     return n;

@@ -56,6 +56,8 @@ typedef struct child {
     int echo;  // show its lines on stderr (not under launch_job_run)
     int echo_stdout;  // ... its stdout's (its JSON) too (not under --quiet)
     const char *resume;  // a restarted server: the checkpoint directory it resumes from
+    size_t replica;      // --server-replicas: which replica of its shard (0: the first primary)
+    int replica_backup;  // ... started as a backup that copies the state of the shard's primary
     size_t answers_at_start;  // rdv_server_answers when this incarnation started: more later = it joined
     size_t early_failures;    // failures in a row before joining (restart_worker backs off, then gives up)
     int restart_due;          // it is to be started again at restart_at (restart_worker's back-off)
@@ -721,6 +723,13 @@ static int spawn_child(child_t *c, const char *exe, char **args, char **envp, in
         args[a++] = "--resume";
         args[a++] = (char *)c->resume;
     }
+    char replica_text[24];
+    if (d->server_replicas > 1 && c->role == DIST_ROLE_SERVER) {
+        snprintf(replica_text, sizeof replica_text, "%zu", c->replica);
+        args[a++] = "--replica";
+        args[a++] = replica_text;
+        if (c->replica_backup) args[a++] = "--replica-backup";
+    }
     if (traced) {
         trace_part_path(trace_path, sizeof trace_path, dir, c->role, c->id);
         args[a++] = "--trace";
@@ -739,6 +748,7 @@ typedef struct local_run {
     const char *save_model;
     size_t restart_workers;
     size_t restart_servers, server_restarts_done;
+    size_t replica_restarts;  // --server-replicas: dead replicas started again as backups
     size_t *server_restarts;  // [d->servers]: each shard's restarts, for the summary
     char ckpt_dir[512];       // where the servers checkpoint: --checkpoint-dir, else the run directory
     char dir[512];
@@ -850,13 +860,16 @@ static int local_run_start(local_run_t *r) {
         launch_say(r, "zmq_ctx_new failed: %s", zmq_strerror(errno));
         return 1;
     }
-    r->n_kids = r->d->servers + r->d->workers;
+    // The coordinator meets the primaries and the workers; backups (after the
+    // workers in kids) find their primary through the run directory.
+    size_t ranks = r->d->servers + r->d->workers;
+    r->n_kids = ranks + r->d->servers * (r->d->server_replicas - 1);
     uint64_t run_id = ((uint64_t)time(NULL) << 20) ^ ((uint64_t)getpid() << 1) ^ (uint64_t)(now_s() * 1e9);
     if (run_id == 0) run_id = 1;
     // The children get the --curve-* flags too: the coordinator here speaks as they do.
     if (dist_security_start(r->d, r->ctx, &r->zap, err, sizeof err) != 0 ||
-        !(r->rdv = rdv_server_new_elastic(r->ctx, r->coordinator_bind, r->n_kids + dist_slots(r->d) - r->d->workers,
-                                          r->n_kids, run_id, err, sizeof err))) {
+        !(r->rdv = rdv_server_new_elastic(r->ctx, r->coordinator_bind, ranks + dist_slots(r->d) - r->d->workers,
+                                          ranks, run_id, err, sizeof err))) {
         launch_say(r, "starting the coordinator: %s", err);
         return 1;
     }
@@ -913,8 +926,11 @@ static int local_spawn(local_run_t *r, child_t *c) {
 static int spawn_all(local_run_t *r) {
     for (size_t i = 0; i < r->n_kids; i++) {
         child_t *c = &r->kids[i];
-        c->role = i < r->d->servers ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
-        c->id = i < r->d->servers ? i : i - r->d->servers;
+        size_t ranks = r->d->servers + r->d->workers, backups = r->d->server_replicas - 1;
+        c->role = i < r->d->servers || i >= ranks ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
+        c->id = i < r->d->servers ? i : i < ranks ? i - r->d->servers : (i - ranks) / backups;
+        c->replica = i < ranks ? 0 : 1 + (i - ranks) % backups;
+        c->replica_backup = i >= ranks;
         c->out_fd = c->err_fd = -1;
         c->echo = !r->outcome;
         c->echo_stdout = !r->t->quiet;
@@ -1063,6 +1079,28 @@ static int restart_server(local_run_t *r, child_t *c) {
     return -1;
 }
 
+// --server-replicas: a dead replica is started again as a backup, which copies
+// the state of its shard's live replica and rejoins (net/ps_replica.h); a run
+// gives up after REPLICA_RESTARTS_MAX such restarts in all.
+#define REPLICA_RESTARTS_MAX 16
+static int restart_replica(local_run_t *r, child_t *c) {
+    if (c->role != DIST_ROLE_SERVER || r->d->server_replicas < 2 || r->replica_restarts >= REPLICA_RESTARTS_MAX)
+        return -1;
+    char how[128];
+    describe_exit(c->status, how, sizeof how);
+    r->replica_restarts++;
+    if (!r->outcome)
+        fprintf(stderr, "asgd launch: server %zu replica %zu (pid %d) failed: %s; restarting it as a backup (replica "
+                        "restart %zu)\n", c->id, c->replica, (int)c->pid, how, r->replica_restarts);
+    c->exited = 0;
+    c->line_len[0] = c->line_len[1] = 0;
+    c->last_err[0] = '\0';
+    c->replica_backup = 1;
+    if (local_spawn(r, c) == 0) return 0;
+    c->exited = 1;
+    return -1;
+}
+
 // Collects the children that ended. Returns -1 when one failed for good (r->culprit), else 0.
 static int reap_children(local_run_t *r) {
     for (size_t i = 0; i < r->started; i++) {
@@ -1076,7 +1114,7 @@ static int reap_children(local_run_t *r) {
         c->status = st;
         r->running--;
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
-        if (restart_worker(r, c) == 0 || restart_server(r, c) == 0) {
+        if (restart_worker(r, c) == 0 || restart_replica(r, c) == 0 || restart_server(r, c) == 0) {
             r->running++;
             continue;
         }
@@ -1269,6 +1307,11 @@ static int local_coordinator(const char *given, char *bind, size_t bind_len, cha
 static int check_restart_servers(const train_args_t *t, const dist_args_t *d, size_t restart_servers, char *err,
                                  size_t err_len) {
     if (restart_servers == 0) return 0;
+    if (d->server_replicas > 1) {
+        snprintf(err, err_len, "--restart-servers: with --server-replicas a dead replica is started again from a live "
+                 "one, not from a checkpoint; drop --restart-servers");
+        return 2;
+    }
     if (d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP && d->sync != SYNC_MODE_BSP) {
         snprintf(err, err_len, "--restart-servers: --sync %s %s; drop the flag (or use --sync asp, ssp or bsp)",
                  sync_mode_name((sync_mode_t)d->sync),
@@ -1730,6 +1773,11 @@ int cmd_launch(int argc, char **argv) {
         return 2;
     }
     d.save_model = save_model;
+    if (d.server_replicas > 1 && env.kind != LAUNCHER_KIND_NONE) {
+        fprintf(stderr, "asgd launch: --server-replicas: only a launch that starts every process itself places and "
+                        "restarts the replicas (they share one host and the run directory)\n");
+        return 2;
+    }
     if (restart_servers > 0 && env.kind != LAUNCHER_KIND_NONE) {
         fprintf(stderr, "asgd launch: --restart-servers: only a launch that starts every process itself restarts them "
                         "(under %s restart a server by hand with asgd server --id K --resume DIR)\n",

@@ -19,7 +19,7 @@
 #include "net/compress.h"       // defines: compress_spec_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 35
+#define DIST_N_FLAGS 36
 #define DIST_DEFAULT_PORT 29517
 
 // The columns of a run's global.csv (the global model's curve, written by the
@@ -83,6 +83,9 @@ typedef struct dist_args {
     int worker_eval;          // workers evaluate their own copies at every evaluation point (else at start and end)
     size_t backup_workers;    // --sync bsp: a round is applied once workers - backup_workers gradients are in
     size_t local_steps;       // --sync local: steps between model averages (0: not given)
+    size_t server_replicas;   // --server-replicas R: each shard a primary and R - 1 backups (net/ps_replica.h)
+    size_t replica;           // server: this process's replica of its shard (--replica, given by asgd launch)
+    int replica_backup;       // server: start as a backup joining the shard's primary (--replica-backup)
     // Filled by dist_apply_scaling: the flags as given, before scaling.
     size_t requested_batch;
     double requested_lr;
@@ -147,7 +150,7 @@ typedef struct dist_role_args {
     size_t id;
     const char *host;  // --host-coordinator ENDPOINT, or NULL
 } dist_role_args_t;
-#define DIST_ROLE_N_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 4)
+#define DIST_ROLE_N_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 6)
 // Sets the defaults and writes the flag table into specs[0..DIST_ROLE_N_FLAGS); returns its length.
 size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs);
 // After flags_parse: the checks across flags (training, distributed, scaling).

@@ -1,0 +1,379 @@
+// Primary-backup replication of a parameter-server shard (ps_replica.h).
+#include "net/ps_replica.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "net/zmsg.h"  // defines: zmsg_t, zmsg_recv, zmsg_send_sealed, zmsg_bind, zmsg_connect
+
+#define EP_MAX 256
+
+struct ps_replica {
+    ps_replica_config_t cfg;
+    char state_dir[1024];
+    void *ctx;
+    ps_server_t *s;
+    int primary;
+    int stale;                // a backup that found the run finished without it
+    char public_ep[EP_MAX];   // P: the shard's endpoint in the rendezvous table
+    char own_ep[EP_MAX];      // where this replica's server was bound first
+    // The primary's forwarding socket to its backup (NULL: none in sync).
+    void *fwd;
+    char backup_ep[EP_MAX];
+    ps_replica_stats_t stats;
+};
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void nap_ms(long ms) {
+    struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+// ---- the record: STATE_DIR/server-K.replicas ----------------------------------------
+
+typedef struct record {
+    char primary[EP_MAX], backup[EP_MAX];  // backup "-": none in sync
+    int finished;
+} record_t;
+
+static void record_path(const ps_replica_t *r, char *out, size_t len) {
+    snprintf(out, len, "%s/server-%zu.replicas", r->state_dir, r->cfg.shard);
+}
+
+// Rewritten whole and renamed into place: a reader sees one version or the next.
+static int record_write(const ps_replica_t *r, int finished, char *err, size_t err_len) {
+    char path[1100], tmp[1110];
+    record_path(r, path, sizeof path);
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        snprintf(err, err_len, "%s: %s", tmp, strerror(errno));
+        return -1;
+    }
+    fprintf(f, "primary %s\nbackup %s\n%s\n", r->public_ep, r->fwd ? r->backup_ep : "-",
+            finished ? "finished" : "running");
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        snprintf(err, err_len, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+// 0 with *rec, or -1 when there is none (yet) or it does not parse.
+static int record_read(const ps_replica_t *r, record_t *rec) {
+    char path[1100], state[32] = "";
+    record_path(r, path, sizeof path);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int n = fscanf(f, "primary %255s backup %255s %31s", rec->primary, rec->backup, state);
+    fclose(f);
+    if (n != 3) return -1;
+    rec->finished = strcmp(state, "finished") == 0;
+    return 0;
+}
+
+ps_replica_t *ps_replica_new(void *zmq_ctx, const ps_replica_config_t *c, char *err, size_t err_len) {
+    if (!c->state_dir || c->n_workers == 0) {
+        snprintf(err, err_len, "--server-replicas: needs the run directory (--run-dir) for the replicas' record");
+        return NULL;
+    }
+    ps_replica_t *r = calloc(1, sizeof *r);
+    if (!r) {
+        snprintf(err, err_len, "out of memory");
+        return NULL;
+    }
+    r->cfg = *c;
+    snprintf(r->state_dir, sizeof r->state_dir, "%s", c->state_dir);
+    r->cfg.state_dir = r->state_dir;
+    r->ctx = zmq_ctx;
+    return r;
+}
+
+void ps_replica_destroy(ps_replica_t **rp) {
+    if (!rp || !*rp) return;
+    if ((*rp)->fwd) zmq_close((*rp)->fwd);
+    free(*rp);
+    *rp = NULL;
+}
+
+int ps_replica_is_primary(const ps_replica_t *r) { return r->primary; }
+int ps_replica_stale(const ps_replica_t *r) { return r->stale; }
+void ps_replica_stats(const ps_replica_t *r, ps_replica_stats_t *out) { *out = r->stats; }
+
+static size_t shard_values(ps_server_t *s) {
+    size_t b, e;
+    ps_server_range(s, &b, &e);
+    return e - b;
+}
+
+static void state_path(const ps_replica_t *r, size_t replica, char *out, size_t len) {
+    snprintf(out, len, "%s/server-%zu-replica-%zu.state", r->state_dir, r->cfg.shard, replica);
+}
+
+// ---- the primary ---------------------------------------------------------------------
+
+static void drop_backup(ps_replica_t *r, const char *why) {
+    if (!r->fwd) return;
+    zmq_close(r->fwd);
+    r->fwd = NULL;
+    r->stats.dropped++;
+    char err[512];
+    if (record_write(r, 0, err, sizeof err) != 0 && !r->cfg.quiet)
+        fprintf(stderr, "asgd server %zu: %s\n", r->cfg.shard, err);
+    if (!r->cfg.quiet)
+        fprintf(stderr, "asgd server %zu: backup at %s dropped (%s): serving alone until a backup joins\n",
+                r->cfg.shard, r->backup_ep, why);
+}
+
+// Sends m as received to the backup and waits for its answer.
+static int forward(ps_replica_t *r, zmsg_t *m, char *err, size_t err_len) {
+    zmq_msg_t frames[2];
+    for (size_t i = 0; i < m->n_frames; i++) {
+        zmq_msg_init(&frames[i]);
+        zmq_msg_copy(&frames[i], &m->frames[i]);
+    }
+    if (zmsg_send_sealed(r->fwd, NULL, &m->h, frames, m->n_frames, 1, err, err_len) != 0) {
+        err[0] = '\0';
+        drop_backup(r, "its queue is full");
+        return 0;
+    }
+    zmq_pollitem_t item = {.socket = r->fwd, .events = ZMQ_POLLIN};
+    double give_up = now_s() + r->cfg.ack_timeout_ms / 1000.0;
+    for (;;) {
+        double left = give_up - now_s();
+        if (left <= 0) {
+            drop_backup(r, "no answer to a forwarded message");
+            return 0;
+        }
+        int rc = zmq_poll(&item, 1, (long)(left * 1000.0) + 1);
+        if (rc < 0) {
+            if (errno == EINTR) continue;
+            return ZMQ_FAIL("server: zmq_poll(backup)", err, err_len);
+        }
+        if (rc == 0) continue;
+        zmsg_t a;
+        int got = zmsg_recv(r->fwd, 0, r->cfg.run_id, &a, err, err_len);
+        if (got < 0) {
+            if (errno == EAGAIN || errno == EINTR) continue;
+            return -1;
+        }
+        zmsg_close(&a);
+        if (got == 0) continue;  // not an answer: keep waiting
+        r->stats.forwarded++;
+        return 0;
+    }
+}
+
+// A backup asks to join: the state goes to a file, forwarding to it starts,
+// and it is told to read the file.
+static int take_join(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
+    size_t len = m->h.count;
+    const char *text = zmsg_payload(m, 0);
+    if (!text || len == 0 || len >= EP_MAX || memchr(text, ' ', len) || memchr(text, '\n', len)) return 1;
+    char ep[EP_MAX], path[1100];
+    memcpy(ep, text, len);
+    ep[len] = '\0';
+    if (r->fwd) drop_backup(r, "another backup joined");
+    state_path(r, m->h.aux, path, sizeof path);
+    if (ps_server_save(s, path, err, err_len) != 0) return -1;
+    void *fwd = zmq_socket(r->ctx, ZMQ_DEALER);
+    if (!fwd) return ZMQ_FAIL("server: zmq_socket(DEALER)", err, err_len);
+    if (zmsg_socket_defaults(fwd, 0, err, err_len) != 0 ||
+        zmsg_connect(fwd, ep, zmsg_max_frame(shard_values(s)), err, err_len) != 0) {
+        zmq_close(fwd);
+        return -1;
+    }
+    r->fwd = fwd;
+    snprintf(r->backup_ep, sizeof r->backup_ep, "%s", ep);
+    r->stats.joins++;
+    if (record_write(r, 0, err, err_len) != 0) return -1;
+    if (!r->cfg.quiet)
+        fprintf(stderr, "asgd server %zu: replica %u joined as the backup at %s\n", r->cfg.shard, (unsigned)m->h.aux,
+                ep);
+    wire_header_t h = zmsg_header(MSG_TYPE_REPLICA_STATE, r->cfg.run_id);
+    h.shard = (uint32_t)r->cfg.shard;
+    h.aux = m->h.aux;
+    if (zmsg_send(ps_server_socket(s), &m->identity, &h, NULL, 0, 0, err, err_len) != 0) return -1;
+    return 1;
+}
+
+static int is_state_change(const zmsg_t *m, size_t n_workers) {
+    uint16_t t = m->h.type;
+    return (t == MSG_TYPE_HELLO || t == MSG_TYPE_PUSH || t == MSG_TYPE_BYE) && m->h.sender < n_workers;
+}
+
+static int on_message(void *ctx, ps_server_t *s, struct zmsg *m, char *err, size_t err_len) {
+    ps_replica_t *r = ctx;
+    if (m->h.type == MSG_TYPE_REPLICA_JOIN) {
+        if (m->h.shard != r->cfg.shard || !r->primary) return 1;  // not ours to answer
+        return take_join(r, s, m, err, err_len);
+    }
+    if (r->primary && r->fwd && m->h.shard == r->cfg.shard && is_state_change(m, r->cfg.n_workers))
+        return forward(r, m, err, err_len);
+    return 0;
+}
+
+// ---- the backup ----------------------------------------------------------------------
+
+// The primary's endpoint is free: the primary is gone. Promoted when the
+// record says this replica was in sync; else it gives the endpoint back.
+static int on_turn(void *ctx, ps_server_t *s, char *err, size_t err_len) {
+    ps_replica_t *r = ctx;
+    if (r->primary) return 0;
+    char why[512];
+    if (zmsg_bind(ps_server_socket(s), r->public_ep, zmsg_max_frame(shard_values(s)), why, sizeof why) != 0)
+        return 0;  // still held by the primary
+    record_t rec;
+    int known = record_read(r, &rec) == 0;
+    if (known && rec.finished) {
+        zmq_unbind(ps_server_socket(s), r->public_ep);
+        r->stale = 1;
+        return 1;
+    }
+    if (!known || strcmp(rec.backup, r->own_ep) != 0) {
+        zmq_unbind(ps_server_socket(s), r->public_ep);
+        snprintf(err, err_len, "server %zu, replica %zu: the primary at %s is gone but this backup was not in sync "
+                 "with it (%s): it cannot take over", r->cfg.shard, r->cfg.replica, r->public_ep,
+                 known ? "it had been dropped" : "no record of the replicas");
+        return -1;
+    }
+    r->primary = 1;
+    r->stats.promotions++;
+    ps_server_set_worker_timeout(s, r->cfg.worker_timeout_ms);
+    if (record_write(r, 0, err, err_len) != 0) return -1;
+    if (!r->cfg.quiet)
+        fprintf(stderr, "asgd server %zu: the primary at %s is gone: replica %zu took over as the primary\n",
+                r->cfg.shard, r->public_ep, r->cfg.replica);
+    return 0;
+}
+
+static void install(ps_replica_t *r, ps_server_t *s) {
+    ps_server_hooks_t h = {on_message, on_turn, r};
+    r->s = s;
+    snprintf(r->own_ep, sizeof r->own_ep, "%s", ps_server_endpoint(s));
+    ps_server_set_hooks(s, &h);
+}
+
+int ps_replica_lead(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) {
+    install(r, s);
+    r->primary = 1;
+    snprintf(r->public_ep, sizeof r->public_ep, "%s", ps_server_endpoint(s));
+    return record_write(r, 0, err, err_len);
+}
+
+int ps_replica_join(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) {
+    double give_up = now_s() + r->cfg.join_timeout_ms / 1000.0;
+    record_t rec;
+    while (record_read(r, &rec) != 0) {
+        if (now_s() > give_up) {
+            snprintf(err, err_len, "server %zu, replica %zu: no primary recorded in %s/server-%zu.replicas within "
+                     "%d ms", r->cfg.shard, r->cfg.replica, r->state_dir, r->cfg.shard, r->cfg.join_timeout_ms);
+            return -1;
+        }
+        nap_ms(20);
+    }
+    if (rec.finished) return 1;
+    snprintf(r->public_ep, sizeof r->public_ep, "%s", rec.primary);
+    install(r, s);
+    void *sock = zmq_socket(r->ctx, ZMQ_DEALER);
+    if (!sock) return ZMQ_FAIL("server: zmq_socket(DEALER)", err, err_len);
+    int rc = -1;
+    if (zmsg_socket_defaults(sock, 0, err, err_len) != 0 || zmsg_connect(sock, rec.primary, 4096, err, err_len) != 0)
+        goto out;
+    double resend_at = 0;
+    for (;;) {
+        double now = now_s();
+        if (now > give_up) {
+            snprintf(err, err_len, "server %zu, replica %zu: the primary at %s did not send its state within %d ms",
+                     r->cfg.shard, r->cfg.replica, rec.primary, r->cfg.join_timeout_ms);
+            goto out;
+        }
+        if (now >= resend_at) {  // a JOIN lost with a failing primary is asked again
+            wire_header_t h = zmsg_header(MSG_TYPE_REPLICA_JOIN, r->cfg.run_id);
+            h.sender = WIRE_NO_ID;
+            h.shard = (uint32_t)r->cfg.shard;
+            h.aux = (uint32_t)r->cfg.replica;
+            h.payload_kind = PAYLOAD_KIND_TEXT;
+            h.count = (uint32_t)strlen(r->own_ep);
+            zmq_msg_t frame;
+            if (zmsg_frame_alloc(&frame, h.count, err, err_len) != 0) goto out;
+            memcpy(zmq_msg_data(&frame), r->own_ep, h.count);
+            if (zmsg_send(sock, NULL, &h, &frame, 1, 1, err, err_len) != 0 && errno != EAGAIN) goto out;
+            err[0] = '\0';
+            resend_at = now + 2.0;
+        }
+        zmq_pollitem_t item = {.socket = sock, .events = ZMQ_POLLIN};
+        int got = zmq_poll(&item, 1, 100);
+        if (got < 0 && errno != EINTR) {
+            ZMQ_FAIL("server: zmq_poll(primary)", err, err_len);
+            goto out;
+        }
+        if (got <= 0) {
+            if (record_read(r, &rec) == 0 && rec.finished) {
+                rc = 1;
+                goto out;
+            }
+            continue;
+        }
+        zmsg_t m;
+        int ok = zmsg_recv(sock, 0, r->cfg.run_id, &m, err, err_len);
+        if (ok < 0) goto out;
+        int state = ok == 1 && m.h.type == MSG_TYPE_REPLICA_STATE && m.h.aux == r->cfg.replica;
+        zmsg_close(&m);
+        if (!state) continue;
+        char path[1100];
+        state_path(r, r->cfg.replica, path, sizeof path);
+        if (ps_server_adopt(s, path, err, err_len) != 0) goto out;
+        unlink(path);
+        rc = 0;
+        if (!r->cfg.quiet)
+            fprintf(stderr, "asgd server %zu: replica %zu copied the state of the primary at %s and serves as its "
+                            "backup at %s\n", r->cfg.shard, r->cfg.replica, rec.primary, r->own_ep);
+        break;
+    }
+out:
+    zmq_close(sock);
+    return rc;
+}
+
+int ps_replica_await_backup(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) {
+    double give_up = now_s() + r->cfg.join_timeout_ms / 1000.0;
+    void *sock = ps_server_socket(s);
+    while (!r->fwd) {
+        double left = give_up - now_s();
+        if (left <= 0) {
+            snprintf(err, err_len, "server %zu: no backup joined within %d ms", r->cfg.shard, r->cfg.join_timeout_ms);
+            return -1;
+        }
+        zmq_pollitem_t item = {.socket = sock, .events = ZMQ_POLLIN};
+        int rc = zmq_poll(&item, 1, left > 0.1 ? 100 : (long)(left * 1000.0) + 1);
+        if (rc < 0 && errno != EINTR) return ZMQ_FAIL("server: zmq_poll", err, err_len);
+        if (rc <= 0) continue;
+        zmsg_t m;
+        int got = zmsg_recv(sock, 1, r->cfg.run_id, &m, err, err_len);
+        if (got < 0) {
+            if (errno == EAGAIN || errno == EINTR) continue;
+            return -1;
+        }
+        int taken = got == 1 && m.h.type == MSG_TYPE_REPLICA_JOIN && m.h.shard == r->cfg.shard
+                        ? take_join(r, s, &m, err, err_len) : 1;
+        zmsg_close(&m);
+        if (taken < 0) return -1;
+    }
+    return 0;
+}
+
+int ps_replica_finish(ps_replica_t *r, char *err, size_t err_len) {
+    if (!r->primary) return 0;
+    return record_write(r, 1, err, err_len);
+}
