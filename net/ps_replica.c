@@ -254,6 +254,7 @@ static int on_turn(void *ctx, ps_server_t *s, char *err, size_t err_len) {
     if (!r->cfg.quiet)
         fprintf(stderr, "asgd server %zu: the primary at %s is gone: replica %zu took over as the primary\n",
                 r->cfg.shard, r->public_ep, r->cfg.replica);
+    if (r->cfg.on_promoted) r->cfg.on_promoted(r->cfg.on_promoted_ctx, s, r->public_ep);
     return 0;
 }
 

@@ -45,6 +45,9 @@ typedef struct ps_replica_config {
     int worker_timeout_ms;    // evictions once promoted (a backup evicts nobody)
     int join_timeout_ms;      // a joining backup gives up after this long
     int quiet;
+    // Called on the serving thread once this backup took over (NULL: nothing).
+    void (*on_promoted)(void *ctx, ps_server_t *s, const char *endpoint);
+    void *on_promoted_ctx;
 } ps_replica_config_t;
 
 typedef struct ps_replica_stats {

@@ -964,22 +964,68 @@ static int write_replica_values(size_t id, const dist_args_t *d, const ps_server
 }
 
 // --server-replicas: the replication of this shard (net/ps_replica.h), or NULL with err when it cannot start.
-static ps_replica_t *server_replica(void *ctx, size_t id, uint64_t run_id, const dist_args_t *d, char *err,
-                                    size_t err_len) {
+static ps_replica_t *server_replica(void *ctx, size_t id, uint64_t run_id, const dist_args_t *d,
+                                    void (*on_promoted)(void *, ps_server_t *, const char *), void *promoted_ctx,
+                                    char *err, size_t err_len) {
     int ack_ms = (int)(d->timeout_ms / 4 > 500 ? d->timeout_ms / 4 : 500);
     ps_replica_config_t rc = {
         .state_dir = d->run_dir, .shard = id, .replica = d->replica, .run_id = run_id, .n_workers = d->workers,
         .ack_timeout_ms = ack_ms, .worker_timeout_ms = (int)d->worker_timeout_ms,
-        .join_timeout_ms = (int)d->timeout_ms, .quiet = 0};
+        .join_timeout_ms = (int)d->timeout_ms, .quiet = 0, .on_promoted = on_promoted,
+        .on_promoted_ctx = promoted_ctx};
     return ps_replica_new(ctx, &rc, err, err_len);
+}
+
+// Shard 0's evaluator of the global model, started again by a backup that
+// took over (the primary's died with it): it asks the coordinator for the
+// table again under the primary's endpoint, as a resumed shard does.
+typedef struct backup_eval {
+    void *ctx;
+    size_t id;
+    uint64_t run_id;
+    const train_args_t *t;
+    const dist_args_t *d;
+    const model_t *m;
+    const char *coordinator;
+    rdv_entry_t *table;
+    const char **endpoints;
+    global_eval_config_t gc;
+    global_progress_t gp;
+    global_eval_t *ge;
+} backup_eval_t;
+
+static void resumed_table(void *ctx, const train_args_t *t, const dist_args_t *d, const char *coordinator,
+                          uint64_t run_id, const rdv_entry_t *me, rdv_entry_t **table);
+static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                                        const ps_server_t *s, const rdv_entry_t *table, const char **endpoints,
+                                        global_eval_config_t *gc, global_progress_t *gp, uint64_t run_id,
+                                        char *err, size_t err_len);
+
+static void backup_promoted(void *ctx, ps_server_t *s, const char *endpoint) {
+    backup_eval_t *b = ctx;
+    if (b->id != 0 || !b->endpoints) return;
+    rdv_entry_t me;
+    memset(&me, 0, sizeof me);
+    me.rank = 0;
+    me.role = DIST_ROLE_SERVER;
+    advertise(endpoint, me.endpoint, sizeof me.endpoint);
+    resumed_table(b->ctx, b->t, b->d, b->coordinator, b->run_id, &me, &b->table);
+    char err[ERR_LEN] = "";
+    b->ge = start_global_eval(b->ctx, b->t, b->d, b->m, s, b->table, b->endpoints, &b->gc, &b->gp, b->run_id, err,
+                              sizeof err);
+    if (!b->ge && err[0]) fprintf(stderr, "asgd server 0: no global model curve from here on: %s\n", err);
 }
 
 // A backup replica's life: it copies its primary's state, applies what the
 // primary forwards, and takes over when the primary dies. Returns 0 or -1.
 static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t *t, const dist_args_t *d,
-                      const model_t *m, ps_config_t *c, const float *values, size_t begin, size_t end, char *err,
-                      size_t err_len) {
-    ps_replica_t *rep = server_replica(ctx, id, run_id, d, err, err_len);
+                      const model_t *m, const char *coordinator, ps_config_t *c, const float *values, size_t begin,
+                      size_t end, char *err, size_t err_len) {
+    backup_eval_t b = {.ctx = ctx, .id = id, .run_id = run_id, .t = t, .d = d, .m = m, .coordinator = coordinator,
+                       .endpoints = calloc(d->servers, sizeof(const char *))};
+    ps_replica_t *rep = NULL;
+    if (!b.endpoints) snprintf(err, err_len, "out of memory");
+    else rep = server_replica(ctx, id, run_id, d, backup_promoted, &b, err, err_len);
     ps_server_t *s = NULL;
     int rc = -1;
     char bind[300];
@@ -991,7 +1037,14 @@ static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t 
         rc = joined > 0 ? 0 : -1;  // 1: the run had finished
         goto out;
     }
-    if (ps_server_run(s, stop_signal_flag(), err, err_len) != 0) goto out;
+    int served = ps_server_run(s, stop_signal_flag(), err, err_len);
+    char eval_err[ERR_LEN] = "";
+    int evaluated = b.ge ? global_eval_stop(b.ge, eval_err, sizeof eval_err) : 0;
+    if (served != 0) goto out;
+    if (evaluated != 0) {
+        snprintf(err, err_len, "server %zu: %s", id, eval_err);
+        goto out;
+    }
     if (ps_replica_stale(rep)) {
         fprintf(stderr, "asgd server %zu: replica %zu was out of sync when the run finished: it holds no result\n",
                 id, d->replica);
@@ -1001,11 +1054,14 @@ static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t 
     if (write_replica_values(id, d, s, err, err_len) != 0) goto out;
     // Promoted: it finished the run as the primary, and writes the shard's files.
     if (ps_replica_is_primary(rep) && (ps_replica_finish(rep, err, err_len) != 0 ||
-                                      server_finish(id, run_id, d, m, s, NULL, begin, end, err, err_len) != 0))
+                                      server_finish(id, run_id, d, m, s, b.ge, begin, end, err, err_len) != 0))
         goto out;
     rc = 0;
 out:
-    (void)t;
+    global_eval_destroy(&b.ge);
+    if (b.gp.f) fclose(b.gp.f);
+    free(b.table);
+    free(b.endpoints);
     ps_server_destroy(&s);
     ps_replica_destroy(&rep);
     return rc;
@@ -1044,12 +1100,12 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     char ckpt_path[1100];
     if (server_ps_config(id, run_id, t, d, n, &c, ckpt_path, sizeof ckpt_path, err, err_len) != 0) goto out;
     if (d->server_replicas > 1 && d->replica_backup) {
-        rc = run_backup(ctx, id, run_id, t, d, m, &c, values + begin, begin, end, err, err_len);
+        rc = run_backup(ctx, id, run_id, t, d, m, coordinator, &c, values + begin, begin, end, err, err_len);
         goto out;
     }
     if (!(s = server_start(ctx, id, t, d, &c, values + begin, err, err_len))) goto out;
     if (d->server_replicas > 1 &&
-        (!(rep = server_replica(ctx, id, run_id, d, err, err_len)) || ps_replica_lead(rep, s, err, err_len) != 0 ||
+        (!(rep = server_replica(ctx, id, run_id, d, NULL, NULL, err, err_len)) || ps_replica_lead(rep, s, err, err_len) != 0 ||
          ps_replica_await_backup(rep, s, err, err_len) != 0))
         goto out;
     rdv_entry_t me;

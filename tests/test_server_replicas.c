@@ -1,0 +1,231 @@
+// asgd launch --server-replicas 2: each shard runs as a primary and a backup;
+// a replica SIGKILLed mid-run is replaced (the backup takes over, and the
+// launcher restarts the dead one as a backup that copies the live one's state)
+// and no acknowledged push is lost.
+//
+//   a) asp, one shard, two workers: the primary (replica 0) is killed once the
+//      workers' ledgers count KILL_AFTER acknowledged pushes. The launch exits
+//      0; replica 1 says it took over and replica 0 that it copied its state;
+//      the content check holds exactly (for every worker, the pushes sent =
+//      acknowledged = applied by the shard, none lost, and summary.json's
+//      acked_pushes_applied_once is true); both replicas end with
+//      bit-identical parameters (their server-0-replica-I.values).
+//   b), c), d) the same under ssp, bsp and hybrid.
+//   e) asp, one replica after the other: replica 0 killed, then, once the
+//      restarted replica 0 has joined as the backup (the record names it) and
+//      KILL_AFTER more pushes were acknowledged, replica 1 (the primary now).
+//   f) refused: --server-replicas 2 under allreduce, and with --restart-servers.
+//
+// Kills are triggered by counts (the workers' push ledgers) and events (the
+// replicas' record), never by a time window; the waits have hang bounds only.
+#include <errno.h>
+#include <sys/stat.h>
+
+#include "datasets/storage/counter_file.h"  // defines: counter_file_read
+#include "engine/cli/dist.h"                // defines: dist_push_ledger_sum
+#include "engine/cli/run_record.h"          // defines: run_record_read_server
+#include "net/ps_client.h"                  // defines: ps_push_count_t
+#include "proc_support.h"
+
+#define WORKERS 2
+#define HANG_S 120.0     // a bound on every wait, never a window
+#define KILL_AFTER 100   // acknowledged pushes (both workers) before a kill
+
+static char dir[] = "/tmp/asgd_replicas_XXXXXX";
+
+// The workers' push ledgers (engine/cli/cmd_dist.c): run id, then per shard sent and acknowledged.
+static const char push_magic[8] = {'A', 'S', 'G', 'D', 'P', 'U', 'S', 'H'};
+
+// Pushes to shard 0 acknowledged to all workers so far (first incarnations); -1 while a ledger is unreadable.
+static long acked_pushes(const char *rd) {
+    long total = 0;
+    for (int k = 0; k < WORKERS; k++) {
+        uint64_t v[3];
+        size_t held = 0;
+        char err[512];
+        if (counter_file_read(proc_path(rd, "worker-%d.pushes.0", k), push_magic, 3, v, &held, err, sizeof err) != 0 ||
+            held != 3)
+            return -1;
+        total += (long)v[2];
+    }
+    return total;
+}
+
+// The child of `launcher` serving shard 0 as replica `replica`.
+static pid_t find_replica(pid_t launcher, int replica) {
+    char want[16];
+    snprintf(want, sizeof want, "%d", replica);
+    DIR *proc = opendir("/proc");
+    pid_t found = 0;
+    CHECK(proc);
+    for (struct dirent *e; !found && (e = readdir(proc));) {
+        pid_t pid = (pid_t)atoi(e->d_name);
+        if (pid <= 0) continue;
+        char *stat = proc_slurp(proc_path("/proc", "%d/stat", (int)pid));
+        const char *close_paren = strrchr(stat, ')');
+        int ppid = 0;
+        char state;
+        int parsed = close_paren && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2;
+        free(stat);
+        if (!parsed || ppid != launcher) continue;
+        char buf[8192];
+        FILE *f = fopen(proc_path("/proc", "%d/cmdline", (int)pid), "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        const char *args[256];
+        int n = 0;
+        for (size_t i = 0; i < len && n < 256; i += strlen(buf + i) + 1) args[n++] = buf + i;
+        if (n < 2 || strcmp(args[1], "server") != 0) continue;
+        for (int k = 2; k + 1 < n; k++)
+            if (strcmp(args[k], "--replica") == 0 && strcmp(args[k + 1], want) == 0) found = pid;
+    }
+    closedir(proc);
+    return found;
+}
+
+// The replicas' record names a backup other than `not`: one joined.
+static int backup_joined(const char *rd, const char *not) {
+    char *rec = proc_slurp(proc_path(rd, "server-0.replicas"));
+    const char *b = strstr(rec, "backup ");
+    int joined = b && strncmp(b + 7, "-\n", 2) != 0 && (!not || strncmp(b + 7, not, strlen(not)) != 0);
+    free(rec);
+    return joined;
+}
+
+static void backup_of(const char *rd, char *out, size_t len) {
+    char *rec = proc_slurp(proc_path(rd, "server-0.replicas"));
+    const char *b = strstr(rec, "backup ");
+    CHECK(b);
+    snprintf(out, len, "%.*s", (int)strcspn(b + 7, "\n"), b + 7);
+    free(rec);
+}
+
+static void kill_replica(pid_t launcher, const char *rd, int replica, long after) {
+    double until = proc_now_s() + HANG_S;
+    long seen;
+    while ((seen = acked_pushes(rd)) < after) {
+        CHECK(proc_now_s() < until);
+        proc_sleep_ms(2);
+    }
+    pid_t victim = find_replica(launcher, replica);
+    CHECK(victim > 0);
+    CHECK(kill(victim, SIGKILL) == 0);
+    printf("  replica %d (pid %d) killed after %ld acknowledged pushes\n", replica, (int)victim, seen);
+}
+
+// Launches, kills replica 0 (and with `twice` then replica 1), and checks the outcome.
+static void replicated(const char *name, const char *sync, int twice) {
+    char rd[400];
+    snprintf(rd, sizeof rd, "%s/%s", dir, name);
+    CHECK(mkdir(rd, 0755) == 0);
+    int hybrid = strcmp(sync, "hybrid") == 0;
+    const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--servers", "1", "--workers", "2", "--sync", sync, "--epochs", twice ? "8" : "4",
+                       "--delay-worker", "0:1,1:1", "--heartbeat-ms", "100", "--retry-ms", "200",
+                       "--server-replicas", "2", "--quiet", "--run-dir", rd, NULL};
+    if (hybrid) a[3] = "fm";  // hybrid needs a sparse and a dense part
+    printf("%s:\n", name);
+    pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
+    double until = proc_now_s() + HANG_S;
+    while (!backup_joined(rd, NULL)) {
+        CHECK(proc_now_s() < until);
+        proc_sleep_ms(5);
+    }
+    char first_backup[300];
+    backup_of(rd, first_backup, sizeof first_backup);
+    kill_replica(launcher, rd, 0, KILL_AFTER);
+    if (twice) {
+        // The restarted replica 0 joined the promoted replica 1 as its backup.
+        while (!backup_joined(rd, first_backup)) {
+            CHECK(proc_now_s() < until);
+            proc_sleep_ms(5);
+        }
+        kill_replica(launcher, rd, 1, acked_pushes(rd) + KILL_AFTER);
+    }
+    int status = proc_wait(launcher, HANG_S);
+    char *log = proc_slurp(proc_path(dir, "%s.err", name));
+    if (status != 0) {
+        fprintf(stderr, "asgd launch exited %d:\n%s\n", status, log);
+        exit(1);
+    }
+    CHECK(strstr(log, "server 0 replica 0 (pid ") && strstr(log, "killed by signal 9") && strstr(log, "; restarting it as a backup"));
+    CHECK(strstr(log, "replica 1 took over as the primary"));
+    CHECK(strstr(log, "replica 0 copied the state of the primary"));
+    if (twice) {
+        CHECK(strstr(log, "server 0 replica 1 (pid ") && strstr(log, "replica 0 took over as the primary"));
+        CHECK(strstr(log, "replica 1 copied the state of the primary"));
+    }
+    free(log);
+    // The content check: every acknowledged push applied once, none lost.
+    char *summary = proc_slurp(proc_path(rd, "summary.json"));
+    CHECK(strstr(summary, "\"acked_pushes_applied_once\":true"));
+    free(summary);
+    server_result_t rec;
+    char err[1200];
+    CHECK(run_record_read_server(rd, 0, &rec, err, sizeof err) == 0);
+    CHECK(rec.lost_known && rec.workers == WORKERS);
+    uint64_t acked_total = 0;
+    for (int k = 0; k < WORKERS; k++) {
+        ps_push_count_t sums[1];
+        size_t incarnations = 0;
+        CHECK(dist_push_ledger_sum(rd, rec.run_id, (size_t)k, 1, sums, &incarnations, err, sizeof err) == 0);
+        CHECK(incarnations == 1);
+        printf("  worker %d: sent %llu, acknowledged %llu, applied by the shard %llu, lost %llu\n", k,
+               (unsigned long long)sums[0].sent, (unsigned long long)sums[0].acked,
+               (unsigned long long)rec.pushes_total[k], (unsigned long long)rec.pushes_lost[k]);
+        CHECK(sums[0].sent == sums[0].acked);
+        CHECK(sums[0].acked == rec.pushes_total[k] && rec.pushes_lost[k] == 0);
+        acked_total += sums[0].acked;
+    }
+    CHECK(acked_total > (uint64_t)(twice ? 2 : 1) * KILL_AFTER);
+    server_result_free(&rec);
+    // Both replicas hold the same parameters, bit for bit.
+    size_t n0 = 0, n1 = 0;
+    char *v0 = NULL, *v1 = NULL;
+    {
+        FILE *f0 = fopen(proc_path(rd, "server-0-replica-0.values"), "rb");
+        FILE *f1 = fopen(proc_path(rd, "server-0-replica-1.values"), "rb");
+        CHECK(f0 && f1);
+        v0 = malloc(1 << 20), v1 = malloc(1 << 20);
+        n0 = fread(v0, 1, 1 << 20, f0);
+        n1 = fread(v1, 1, 1 << 20, f1);
+        fclose(f0);
+        fclose(f1);
+    }
+    printf("  replicas' values: %zu and %zu bytes, %s\n", n0, n1,
+           n0 == n1 && memcmp(v0, v1, n0) == 0 ? "bit-identical" : "DIFFERENT");
+    CHECK(n0 > 0 && n0 == n1 && memcmp(v0, v1, n0) == 0);
+    free(v0);
+    free(v1);
+}
+
+// f) refusals (exit 2), each naming the flag.
+static void refused(const char *name, const char *sync, const char *more, const char *needle) {
+    const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=300,dim=20,nnz=4",
+                       "--sync", sync, "--server-replicas", "2", "--run-dir", proc_path(dir, "%s", name), more,
+                       more ? "1" : NULL, NULL};
+    pid_t pid = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
+    CHECK(proc_wait(pid, HANG_S) == 2);
+    char *log = proc_slurp(proc_path(dir, "%s.err", name));
+    printf("%s: refused: %s", name, log);
+    CHECK(strstr(log, needle));
+    free(log);
+}
+
+int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CHECK(mkdtemp(dir));
+    refused("allreduce", "allreduce", NULL, "--server-replicas 2: --sync allreduce runs without parameter servers");
+    refused("restart-servers", "asp", "--restart-servers", "--restart-servers: with --server-replicas");
+    replicated("asp", "asp", 0);
+    replicated("ssp", "ssp", 0);
+    replicated("bsp", "bsp", 0);
+    replicated("hybrid", "hybrid", 0);
+    replicated("asp-twice", "asp", 1);
+    char command[200];
+    snprintf(command, sizeof command, "rm -rf %s", dir);
+    CHECK(system(command) == 0);
+    return 0;
+}
