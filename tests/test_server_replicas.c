@@ -102,10 +102,20 @@ static void backup_of(const char *rd, char *out, size_t len) {
     free(rec);
 }
 
-static void kill_replica(pid_t launcher, const char *rd, int replica, long after) {
+// Fails at once (with its stderr) when the launch ended while the test waits on it.
+static void still_running(pid_t launcher, const char *name) {
+    int st;
+    if (waitpid(launcher, &st, WNOHANG) != launcher) return;
+    char *log = proc_slurp(proc_path(dir, "%s.err", name));
+    fprintf(stderr, "asgd launch ended (status %d) before the kill:\n%s\n", st, log);
+    exit(1);
+}
+
+static void kill_replica(pid_t launcher, const char *name, const char *rd, int replica, long after) {
     double until = proc_now_s() + HANG_S;
     long seen;
     while ((seen = acked_pushes(rd)) < after) {
+        still_running(launcher, name);
         CHECK(proc_now_s() < until);
         proc_sleep_ms(2);
     }
@@ -124,25 +134,28 @@ static void replicated(const char *name, const char *sync, int twice) {
     const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
                        "--servers", "1", "--workers", "2", "--sync", sync, "--epochs", twice ? "8" : "4",
                        "--delay-worker", "0:1,1:1", "--heartbeat-ms", "100", "--retry-ms", "200",
-                       "--server-replicas", "2", "--quiet", "--run-dir", rd, NULL};
-    if (hybrid) a[3] = "fm";  // hybrid needs a sparse and a dense part
+                       "--server-replicas", "2", "--quiet", "--run-dir", rd,
+                       hybrid ? "--embed-dim" : NULL, "4", "--hidden", "16", NULL};
+    if (hybrid) a[3] = "embmlp";  // hybrid needs a sparse and a dense part
     printf("%s:\n", name);
     pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
     double until = proc_now_s() + HANG_S;
     while (!backup_joined(rd, NULL)) {
+        still_running(launcher, name);
         CHECK(proc_now_s() < until);
         proc_sleep_ms(5);
     }
     char first_backup[300];
     backup_of(rd, first_backup, sizeof first_backup);
-    kill_replica(launcher, rd, 0, KILL_AFTER);
+    kill_replica(launcher, name, rd, 0, KILL_AFTER);
     if (twice) {
         // The restarted replica 0 joined the promoted replica 1 as its backup.
         while (!backup_joined(rd, first_backup)) {
+            still_running(launcher, name);
             CHECK(proc_now_s() < until);
             proc_sleep_ms(5);
         }
-        kill_replica(launcher, rd, 1, acked_pushes(rd) + KILL_AFTER);
+        kill_replica(launcher, name, rd, 1, acked_pushes(rd) + KILL_AFTER);
     }
     int status = proc_wait(launcher, HANG_S);
     char *log = proc_slurp(proc_path(dir, "%s.err", name));
