@@ -135,18 +135,9 @@ static void drop_backup(ps_replica_t *r, const char *why) {
                 r->cfg.shard, r->backup_ep, why);
 }
 
-// Sends m as received to the backup and waits for its answer.
-static int forward(ps_replica_t *r, zmsg_t *m, char *err, size_t err_len) {
-    zmq_msg_t frames[2];
-    for (size_t i = 0; i < m->n_frames; i++) {
-        zmq_msg_init(&frames[i]);
-        zmq_msg_copy(&frames[i], &m->frames[i]);
-    }
-    if (zmsg_send_sealed(r->fwd, NULL, &m->h, frames, m->n_frames, 1, err, err_len) != 0) {
-        err[0] = '\0';
-        drop_backup(r, "its queue is full");
-        return 0;
-    }
+// Waits for the backup's answer to what was just sent to it; a backup silent
+// for ack_timeout_ms is dropped.
+static int await_answer(ps_replica_t *r, char *err, size_t err_len) {
     zmq_pollitem_t item = {.socket = r->fwd, .events = ZMQ_POLLIN};
     double give_up = now_s() + r->cfg.ack_timeout_ms / 1000.0;
     for (;;) {
@@ -172,6 +163,48 @@ static int forward(ps_replica_t *r, zmsg_t *m, char *err, size_t err_len) {
         r->stats.forwarded++;
         return 0;
     }
+}
+
+// Sends m as received to the backup and waits for its answer.
+static int forward(ps_replica_t *r, zmsg_t *m, char *err, size_t err_len) {
+    zmq_msg_t frames[2];
+    for (size_t i = 0; i < m->n_frames; i++) {
+        zmq_msg_init(&frames[i]);
+        zmq_msg_copy(&frames[i], &m->frames[i]);
+    }
+    if (zmsg_send_sealed(r->fwd, NULL, &m->h, frames, m->n_frames, 1, err, err_len) != 0) {
+        err[0] = '\0';
+        drop_backup(r, "its queue is full");
+        return 0;
+    }
+    return await_answer(r, err, err_len);
+}
+
+// The primary evicts worker k: the backup first.
+static int on_evict(void *ctx, ps_server_t *s, uint32_t k, char *err, size_t err_len) {
+    ps_replica_t *r = ctx;
+    (void)s;
+    if (!r->primary || !r->fwd) return 0;
+    wire_header_t h = zmsg_header(MSG_TYPE_REPLICA_EVICT, r->cfg.run_id);
+    h.sender = k;
+    h.shard = (uint32_t)r->cfg.shard;
+    if (zmsg_send(r->fwd, NULL, &h, NULL, 0, 1, err, err_len) != 0) {
+        err[0] = '\0';
+        drop_backup(r, "its queue is full");
+        return 0;
+    }
+    return await_answer(r, err, err_len);
+}
+
+// A backup told to evict a worker does, and answers in kind.
+static int take_evict(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
+    if (r->primary || m->h.shard != r->cfg.shard) return 1;
+    if (ps_server_evict(s, m->h.sender, err, err_len) != 0) return -1;
+    wire_header_t h = zmsg_header(MSG_TYPE_REPLICA_EVICT, r->cfg.run_id);
+    h.sender = m->h.sender;
+    h.shard = (uint32_t)r->cfg.shard;
+    if (zmsg_send(ps_server_socket(s), &m->identity, &h, NULL, 0, 0, err, err_len) != 0) return -1;
+    return 1;
 }
 
 // A backup asks to join: the state goes to a file, forwarding to it starts,
@@ -218,6 +251,7 @@ static int on_message(void *ctx, ps_server_t *s, struct zmsg *m, char *err, size
         if (m->h.shard != r->cfg.shard || !r->primary) return 1;  // not ours to answer
         return take_join(r, s, m, err, err_len);
     }
+    if (m->h.type == MSG_TYPE_REPLICA_EVICT) return take_evict(r, s, m, err, err_len);
     if (r->primary && r->fwd && m->h.shard == r->cfg.shard && is_state_change(m, r->cfg.n_workers))
         return forward(r, m, err, err_len);
     return 0;
@@ -259,7 +293,7 @@ static int on_turn(void *ctx, ps_server_t *s, char *err, size_t err_len) {
 }
 
 static void install(ps_replica_t *r, ps_server_t *s) {
-    ps_server_hooks_t h = {on_message, on_turn, r};
+    ps_server_hooks_t h = {on_message, on_turn, on_evict, r};
     r->s = s;
     snprintf(r->own_ep, sizeof r->own_ep, "%s", ps_server_endpoint(s));
     ps_server_set_hooks(s, &h);

@@ -1130,6 +1130,22 @@ static void note_not_live(ps_server_t *s, double now) {
 
 // Evicts every joined, live worker silent for longer than the worker timeout:
 // the minimum clock no longer counts it, so SSP waits and BSP rounds go on.
+static void evict(ps_server_t *s, uint32_t k, double now) {
+    uint64_t span = TRACE_BEGIN();
+    s->clocks.evicted[k] = 1;
+    s->stats.evictions++;
+    drop_pending_of(s, k);
+    note_not_live(s, now);
+    TRACE_END(&TK_EVICT, span, k);
+}
+
+int ps_server_evict(ps_server_t *s, uint32_t k, char *err, size_t err_len) {
+    if (k >= s->cfg.n_workers || !s->clocks.joined[k] || !clock_table_is_live(&s->clocks, k)) return 0;
+    evict(s, k, now_s());
+    bsp_maybe_apply(s);
+    return serve_pending(s, err, err_len);
+}
+
 static int evict_silent(ps_server_t *s, double now, char *err, size_t err_len) {
     if (s->cfg.worker_timeout_ms <= 0) return 0;
     int evicted = 0;
@@ -1137,13 +1153,10 @@ static int evict_silent(ps_server_t *s, double now, char *err, size_t err_len) {
         if (!s->clocks.joined[k] || !clock_table_is_live(&s->clocks, k)) continue;
         double silent = now - s->last_heard[k];
         if (silent * 1000.0 <= s->cfg.worker_timeout_ms) continue;
-        uint64_t span = TRACE_BEGIN();
-        s->clocks.evicted[k] = 1;
-        s->stats.evictions++;
-        drop_pending_of(s, k);
+        // Replicas evict together, in the primary's order (net/ps_replica.h).
+        if (s->hooks.on_evict && s->hooks.on_evict(s->hooks.ctx, s, k, err, err_len) != 0) return -1;
+        evict(s, k, now);
         evicted = 1;
-        note_not_live(s, now);
-        TRACE_END(&TK_EVICT, span, k);
         if (!s->cfg.quiet)
             fprintf(stderr, "asgd server %zu: worker %u silent for %.1f s (--worker-timeout %d ms): evicted at clock %llu; "
                             "the others no longer wait for it, and it may rejoin\n",

@@ -121,10 +121,12 @@ struct zmsg;
 // every valid message before the shard handles it: it returns 0 to let the
 // shard handle it, 1 when it took the message, -1 (err filled) to fail.
 // on_turn runs at every turn of the loop (at least every 100 ms): 0 goes on,
-// 1 ends ps_server_run with 0, -1 fails it.
+// 1 ends ps_server_run with 0, -1 fails it. on_evict runs before the shard
+// evicts worker k for silence: 0 goes on, -1 fails.
 typedef struct ps_server_hooks {
     int (*on_message)(void *ctx, ps_server_t *s, struct zmsg *m, char *err, size_t err_len);
     int (*on_turn)(void *ctx, ps_server_t *s, char *err, size_t err_len);
+    int (*on_evict)(void *ctx, ps_server_t *s, uint32_t worker, char *err, size_t err_len);
     void *ctx;
 } ps_server_hooks_t;
 
@@ -174,6 +176,9 @@ int ps_server_adopt(ps_server_t *s, const char *path, char *err, size_t err_len)
 void ps_server_set_hooks(ps_server_t *s, const ps_server_hooks_t *h);
 // The shard's ROUTER socket, for the hooks (the serving thread only).
 void *ps_server_socket(ps_server_t *s);
+// Evicts worker k as a silence would (a backup, told by its primary): a BSP
+// round may complete and waiting pulls be answered. Returns 0, or -1 with err.
+int ps_server_evict(ps_server_t *s, uint32_t k, char *err, size_t err_len);
 // Sets the eviction timeout (0: never) and restarts every worker's silence
 // from now: a promoted backup's workers get a full timeout to reach it.
 void ps_server_set_worker_timeout(ps_server_t *s, int worker_timeout_ms);

@@ -201,6 +201,7 @@ int wire_kind_allowed(uint16_t type, uint16_t kind) {
         [MSG_TYPE_RING_GATHER] = KIND(ENCODED),
         [MSG_TYPE_REPLICA_JOIN] = KIND(TEXT),
         [MSG_TYPE_REPLICA_STATE] = KIND(NONE),
+        [MSG_TYPE_REPLICA_EVICT] = KIND(NONE),
     };
 #undef KIND
     return type < MSG_TYPE_MAX_ && kind < PAYLOAD_KIND_MAX_ && (allowed[type] >> kind & 1u);
@@ -247,6 +248,6 @@ const char *msg_type_name(uint16_t type) {
     static const char *const names[MSG_TYPE_MAX_] = {"?",      "hello", "welcome", "push",    "push-ack",
                                                      "pull",   "params", "bye",    "bye-ack", "reject",
                                                      "ring-chunk", "rdv-join", "rdv-table", "heartbeat",
-                                                     "ring-gather", "replica-join", "replica-state"};
+                                                     "ring-gather", "replica-join", "replica-state", "replica-evict"};
     return type > 0 && type < MSG_TYPE_MAX_ ? names[type] : "unknown";
 }

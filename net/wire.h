@@ -37,7 +37,8 @@ typedef enum msg_type {
     MSG_TYPE_RING_GATHER = 14, // allgather: one rank's encoded gradient between ring neighbours
     MSG_TYPE_REPLICA_JOIN = 15,  // backup -> primary shard: send me your state (payload: text, my endpoint; aux = replica)
     MSG_TYPE_REPLICA_STATE = 16, // primary -> backup: the state is written; forwarding starts
-    MSG_TYPE_MAX_ = 17,
+    MSG_TYPE_REPLICA_EVICT = 17, // primary -> backup: evict worker `sender` (silent); answered in kind
+    MSG_TYPE_MAX_ = 18,
 } msg_type_t;
 
 typedef enum payload_kind {
@@ -133,7 +134,7 @@ uint32_t wire_checksum_copy(void *dst, const void *src, size_t n, uint32_t seed)
 void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1);
 
 // Whether a message of this type may carry this payload kind: HELLO, WELCOME,
-// PUSH_ACK, BYE, BYE_ACK, REJECT, HEARTBEAT and REPLICA_STATE none; PUSH
+// PUSH_ACK, BYE, BYE_ACK, REJECT, HEARTBEAT, REPLICA_STATE and REPLICA_EVICT none; PUSH
 // DENSE, SPARSE or ENCODED; PARAMS DENSE or SPARSE; PULL NONE or KEYS;
 // RING_CHUNK DENSE or ENCODED; RING_GATHER ENCODED; RDV_JOIN, RDV_TABLE and
 // REPLICA_JOIN TEXT.

@@ -377,7 +377,8 @@ static void test_validate(void) {
         [MSG_TYPE_BYE] = "N",        [MSG_TYPE_BYE_ACK] = "N",       [MSG_TYPE_REJECT] = "N",
         [MSG_TYPE_RING_CHUNK] = "DE", [MSG_TYPE_RDV_JOIN] = "T",     [MSG_TYPE_RDV_TABLE] = "T",
         [MSG_TYPE_HEARTBEAT] = "N",  [MSG_TYPE_RING_GATHER] = "E",
-        [MSG_TYPE_REPLICA_JOIN] = "T", [MSG_TYPE_REPLICA_STATE] = "N"};
+        [MSG_TYPE_REPLICA_JOIN] = "T", [MSG_TYPE_REPLICA_STATE] = "N",
+        [MSG_TYPE_REPLICA_EVICT] = "N"};
     static const char kind_letter[PAYLOAD_KIND_MAX_] = {'N', 'D', 'S', 'K', 'T', 'E'};
     for (uint16_t t = 1; t < MSG_TYPE_MAX_; t++) {
         CHECK(strcmp(msg_type_name(t), "unknown") != 0);
