@@ -15,16 +15,26 @@
 //      restarted replica 0 has joined as the backup (the record names it) and
 //      KILL_AFTER more pushes were acknowledged, replica 1 (the primary now).
 //   f) refused: --server-replicas 2 under allreduce, and with --restart-servers.
+//   g) in one process (net/ps_replica.h): a bsp shard with a backup, two
+//      workers; worker 0 joins and goes silent, worker 1 pushes round 0. The
+//      primary evicts worker 0, which completes the round; the backup, told
+//      first, applies it too: both end at version 1 with one eviction and
+//      bit-identical values (-lr * the gradient).
 //
 // Kills are triggered by counts (the workers' push ledgers) and events (the
 // replicas' record), never by a time window; the waits have hang bounds only.
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <zmq.h>
 
 #include "datasets/storage/counter_file.h"  // defines: counter_file_read
 #include "engine/cli/dist.h"                // defines: dist_push_ledger_sum
 #include "engine/cli/run_record.h"          // defines: run_record_read_server
-#include "net/ps_client.h"                  // defines: ps_push_count_t
+#include "net/ps_client.h"                  // defines: ps_push_count_t, ps_client_new
+#include "net/ps_replica.h"                 // defines: ps_replica_new, ps_replica_lead, ps_replica_join
+#include "net/ps_server.h"                  // defines: ps_server_new, ps_server_run
 #include "proc_support.h"
 
 #define WORKERS 2
@@ -227,9 +237,104 @@ static void refused(const char *name, const char *sync, const char *more, const 
     free(log);
 }
 
+// g) a replicated eviction, in one process.
+typedef struct serving {
+    ps_server_t *s;
+    ps_replica_t *r;
+    atomic_int stop;
+    int rc;
+    char err[512];
+    pthread_t th;
+} serving_t;
+
+static void *serve(void *arg) {
+    serving_t *p = arg;
+    p->rc = ps_server_run(p->s, &p->stop, p->err, sizeof p->err);
+    return NULL;
+}
+
+static void *join_and_serve(void *arg) {
+    serving_t *p = arg;
+    p->rc = ps_replica_join(p->r, p->s, p->err, sizeof p->err);
+    if (p->rc == 0) p->rc = ps_server_run(p->s, &p->stop, p->err, sizeof p->err);
+    return NULL;
+}
+
+#define EVICT_RUN 0x5e9e1ca500000001ull
+#define EVICT_N 64
+
+static void replicated_eviction(void) {
+    char sd[400], err[512];
+    snprintf(sd, sizeof sd, "%s/evict", dir);
+    CHECK(mkdir(sd, 0755) == 0);
+    void *ctx = zmq_ctx_new();
+    CHECK(ctx);
+    float init[EVICT_N] = {0};
+    ps_config_t c = {.run_id = EVICT_RUN, .shard = 0, .n_shards = 1, .n_params = EVICT_N, .n_workers = 2,
+                     .mode = SYNC_MODE_BSP, .optimizer = SERVER_OPTIMIZER_SGD, .lr = 0.5f, .worker_timeout_ms = 300,
+                     .quiet = 1};
+    ps_config_t cb = c;
+    cb.worker_timeout_ms = 0;  // a backup evicts only when told
+    ps_replica_config_t rc = {.state_dir = sd, .shard = 0, .replica = 0, .run_id = EVICT_RUN, .n_workers = 2,
+                              .ack_timeout_ms = 60000, .worker_timeout_ms = 300, .join_timeout_ms = 60000, .quiet = 1};
+    serving_t p = {0}, b = {0};
+    atomic_init(&p.stop, 0);
+    atomic_init(&b.stop, 0);
+    CHECK((p.s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err)));
+    CHECK((p.r = ps_replica_new(ctx, &rc, err, sizeof err)) && ps_replica_lead(p.r, p.s, err, sizeof err) == 0);
+    rc.replica = 1;
+    CHECK((b.s = ps_server_new(ctx, &cb, "tcp://127.0.0.1:*", init, err, sizeof err)));
+    CHECK((b.r = ps_replica_new(ctx, &rc, err, sizeof err)));
+    CHECK(pthread_create(&b.th, NULL, join_and_serve, &b) == 0);
+    CHECK(ps_replica_await_backup(p.r, p.s, err, sizeof err) == 0);
+    CHECK(pthread_create(&p.th, NULL, serve, &p) == 0);
+    const char *eps[1] = {ps_server_endpoint(p.s)};
+    ps_client_t *w0 = ps_client_new(ctx, EVICT_RUN, 0, eps, 1, EVICT_N, 0, 60000, err, sizeof err);
+    ps_client_t *w1 = ps_client_new(ctx, EVICT_RUN, 1, eps, 1, EVICT_N, 0, 60000, err, sizeof err);
+    CHECK(w0 && w1);
+    float *const *frames = ps_client_push_frames(w1, err, sizeof err);
+    CHECK(frames);
+    for (size_t i = 0; i < EVICT_N; i++) frames[0][i] = 1.0f;
+    CHECK(ps_client_push_commit(w1, 0, 1, 1, err, sizeof err) == 0);
+    // Round 0 is applied once worker 0 is evicted; worker 1's pulls (answered
+    // at once) keep it heard meanwhile.
+    float out[EVICT_N] = {0};
+    double until = proc_now_s() + HANG_S;
+    while (out[0] != -0.5f) {
+        CHECK(proc_now_s() < until);
+        CHECK(ps_client_pull(w1, 0, out, NULL, err, sizeof err) == 0);
+        proc_sleep_ms(20);
+    }
+    CHECK(out[0] == -0.5f && out[EVICT_N - 1] == -0.5f);
+    CHECK(ps_client_bye(w1, err, sizeof err) == 0);
+    CHECK(ps_client_bye(w0, err, sizeof err) == 0);
+    CHECK(pthread_join(p.th, NULL) == 0 && pthread_join(b.th, NULL) == 0);
+    if (p.rc != 0 || b.rc != 0) fprintf(stderr, "primary: %s; backup: %s\n", p.err, b.err);
+    CHECK(p.rc == 0 && b.rc == 0);
+    ps_stats_t sp, sb;
+    ps_server_stats(p.s, &sp);
+    ps_server_stats(b.s, &sb);
+    ps_replica_stats_t rs;
+    ps_replica_stats(p.r, &rs);
+    printf("evict: primary version %llu, evictions %llu; backup version %llu, evictions %llu; %llu messages "
+           "forwarded\n", (unsigned long long)sp.version, (unsigned long long)sp.evictions,
+           (unsigned long long)sb.version, (unsigned long long)sb.evictions, (unsigned long long)rs.forwarded);
+    CHECK(sp.version == 1 && sb.version == 1 && sp.evictions == 1 && sb.evictions == 1);
+    CHECK(memcmp(ps_server_values(p.s), ps_server_values(b.s), sizeof init) == 0);
+    CHECK(ps_server_values(b.s)[0] == -0.5f);
+    ps_client_destroy(&w0);
+    ps_client_destroy(&w1);
+    ps_server_destroy(&p.s);
+    ps_server_destroy(&b.s);
+    ps_replica_destroy(&p.r);
+    ps_replica_destroy(&b.r);
+    zmq_ctx_term(ctx);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
+    replicated_eviction();
     refused("allreduce", "allreduce", NULL, "--server-replicas 2: --sync allreduce runs without parameter servers");
     refused("restart-servers", "asp", "--restart-servers", "--restart-servers: with --server-replicas");
     replicated("asp", "asp", 0);
