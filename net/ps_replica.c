@@ -210,6 +210,7 @@ static int take_evict(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, siz
 // A backup asks to join: the state goes to a file, forwarding to it starts,
 // and it is told to read the file.
 static int take_join(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
+    if (m->checksum_pending && zmsg_verify(m) != 0) return 1;  // a damaged join is dropped
     size_t len = m->h.count;
     const char *text = zmsg_payload(m, 0);
     if (!text || len == 0 || len >= EP_MAX || memchr(text, ' ', len) || memchr(text, '\n', len)) return 1;
