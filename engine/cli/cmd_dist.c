@@ -969,7 +969,7 @@ static ps_replica_t *server_replica(void *ctx, size_t id, uint64_t run_id, const
                                     char *err, size_t err_len) {
     int ack_ms = (int)(d->timeout_ms / 4 > 500 ? d->timeout_ms / 4 : 500);
     ps_replica_config_t rc = {
-        .state_dir = d->run_dir, .shard = id, .replica = d->replica, .run_id = run_id, .n_workers = d->workers,
+        .state_dir = d->run_dir, .shard = id, .replica = d->replica, .run_id = run_id, .n_workers = dist_slots(d),
         .ack_timeout_ms = ack_ms, .worker_timeout_ms = (int)d->worker_timeout_ms,
         .join_timeout_ms = (int)d->timeout_ms, .quiet = 0, .on_promoted = on_promoted,
         .on_promoted_ctx = promoted_ctx};
