@@ -343,6 +343,17 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
     ckpt_writer_section(w, "ps.pushes_total", s->clocks.pushes_total, nw * sizeof *s->clocks.pushes_total);
     ckpt_writer_section(w, "ps.read_min", s->read_min_clock, nw * sizeof *s->read_min_clock);
     ckpt_writer_section(w, "ps.duplicates", s->duplicates_by, nw * sizeof *s->duplicates_by);
+    // What each worker's pushes have claimed (clock_plausible): a backup that
+    // adopts this state judges the next push as the primary does.
+    uint64_t *claims = malloc(2 * nw * sizeof *claims);
+    if (!claims) {
+        ckpt_writer_abort(&w);
+        snprintf(err, err_len, "server: out of memory writing a checkpoint");
+        return -1;
+    }
+    for (size_t k = 0; k < nw; k++) claims[2 * k] = s->claim[k].base, claims[2 * k + 1] = s->claim[k].steps;
+    ckpt_writer_section(w, "ps.claims", claims, 2 * nw * sizeof *claims);
+    free(claims);
     ckpt_writer_section(w, "ps.lost", s->lost_by, nw * sizeof *s->lost_by);
     ckpt_writer_section(w, "ps.resend", s->resend_clock, nw * sizeof *s->resend_clock);
     ckpt_writer_section(w, "ps.ledger", s->ledger, 2 * nw * sizeof *s->ledger);
@@ -487,6 +498,15 @@ int ps_server_adopt(ps_server_t *s, const char *path, char *err, size_t err_len)
     ckpt_file_free(&f);
     if (rc != 0) return -1;
     s->resumed = 0;  // a copy of a live shard: nothing was lost
+    // Its claims too, so that the backup refuses exactly the pushes the
+    // primary refuses (a crash-resume instead re-anchors on the next push).
+    size_t nw = s->cfg.n_workers, size = 0;
+    ckpt_file_t *again = ckpt_file_read(path, err, err_len);
+    if (!again) return -1;
+    const uint64_t *claims = ckpt_file_section(again, "ps.claims", &size);
+    if (claims && size == 2 * nw * sizeof *claims)
+        for (size_t k = 0; k < nw; k++) s->claim[k] = (struct clock_claim){.base = claims[2 * k], .steps = claims[2 * k + 1]};
+    ckpt_file_free(&again);
     s->stats.resumed_version = resumed_version;
     return 0;
 }

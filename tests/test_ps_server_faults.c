@@ -40,6 +40,7 @@ typedef struct shard {
     atomic_int stop, returned;
     int rc;
     char err[256];
+    const char *adopt;
 } shard_t;
 
 static void *serve(void *arg) {
@@ -64,9 +65,12 @@ static void shard_start(shard_t *sh, void *ctx, sync_mode_t mode, size_t workers
     c.worker_timeout_ms = worker_timeout_ms;
     c.quiet = 1;
     char err[256];
+    const char *adopt = sh->adopt;  // set by the caller: a saved state the shard takes before serving
     memset(sh, 0, sizeof *sh);
+    sh->adopt = adopt;
     sh->s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err);
     CHECK_OK(sh->s == NULL, err);
+    if (sh->adopt) CHECK_OK(ps_server_adopt(sh->s, sh->adopt, err, sizeof err), err);
     atomic_init(&sh->stop, 0);
     atomic_init(&sh->returned, 0);
     CHECK(pthread_create(&sh->tid, NULL, serve, sh) == 0);
@@ -156,7 +160,7 @@ static void bye(void *d, uint32_t worker) {
 static void test_duplicate_push(void *ctx) {
     float init[N], g[N], want[N];
     for (int j = 0; j < N; j++) init[j] = (float)j, g[j] = 0.25f * (float)(j + 1), want[j] = init[j] - 0.5f * g[j];
-    shard_t sh;
+    shard_t sh = {0};
     shard_start(&sh, ctx, SYNC_MODE_ASP, 1, 0, init);
     void *d = dealer(ctx, sh.s, 0);
     send_msg(d, header(MSG_TYPE_HELLO, 0, 0), NULL);
@@ -188,11 +192,54 @@ static void test_duplicate_push(void *ctx) {
     ps_server_destroy(&sh.s);
 }
 
+// f) a shard that adopts another's saved state (a rejoining replica,
+// ps_server_adopt) judges a push's clock as that shard would: the steps the
+// worker's pushes claimed travel with the state, so a clock the first shard
+// would refuse is refused by the copy too (a resumed shard instead re-anchors).
+static void test_adopted_claims(void *ctx) {
+    float init[N] = {0}, g[N];
+    for (int j = 0; j < N; j++) g[j] = 1.0f;
+    shard_t first = {0};
+    shard_start(&first, ctx, SYNC_MODE_ASP, 1, 0, init);
+    void *d = dealer(ctx, first.s, 0);
+    send_msg(d, header(MSG_TYPE_HELLO, 0, 0), NULL);
+    expect(d, MSG_TYPE_WELCOME, 0);
+    wire_header_t h = header(MSG_TYPE_PUSH, 0, 0);
+    h.aux = 3;  // clock 0 with 3 steps: clocks up to 3 are plausible next
+    send_msg(d, h, g);
+    expect(d, MSG_TYPE_PUSH_ACK, 0);
+    atomic_store(&first.stop, 1);
+    shard_join(&first);
+    zmq_close(d);
+    char path[] = "/tmp/asgd_adopt_XXXXXX", err[256];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && close(fd) == 0);
+    CHECK_OK(ps_server_save(first.s, path, err, sizeof err), err);
+    shard_t copy = {.adopt = path};
+    shard_start(&copy, ctx, SYNC_MODE_ASP, 1, 0, init);
+    d = dealer(ctx, copy.s, 0);
+    h = header(MSG_TYPE_PUSH, 0, 5);  // 5 > 0 + 3 + 1
+    send_msg(d, h, g);
+    expect(d, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE);
+    h.clock = 4;  // 0 + 3 + 1: plausible
+    send_msg(d, h, g);
+    CHECK(expect(d, MSG_TYPE_PUSH_ACK, 0).offset == 4);
+    bye(d, 0);
+    shard_join(&copy);
+    CHECK_OK(copy.rc, copy.err);
+    CHECK(ps_server_clocks(copy.s)[0] == 5);
+    printf("adopted claims: the copy refused clock 5 and took clock 4 after a push of clock 0 with 3 steps\n");
+    zmq_close(d);
+    unlink(path);
+    ps_server_destroy(&first.s);
+    ps_server_destroy(&copy.s);
+}
+
 // b) eviction and rejoin; e) the end after everyone is gone.
 static void test_evict_and_rejoin(void *ctx) {
     float init[N] = {0}, g[N];
     for (int j = 0; j < N; j++) g[j] = 1.0f;
-    shard_t sh;
+    shard_t sh = {0};
     shard_start(&sh, ctx, SYNC_MODE_SSP, 2, WORKER_TIMEOUT_MS, init);
     void *d0 = dealer(ctx, sh.s, 0), *d1 = dealer(ctx, sh.s, 1);
     send_msg(d0, header(MSG_TYPE_HELLO, 0, 0), NULL);
@@ -249,7 +296,7 @@ static void test_heartbeats(void *ctx) {
     float init[N] = {0}, g[N];
     for (int j = 0; j < N; j++) g[j] = 1.0f;
     char err[256];
-    shard_t sh;
+    shard_t sh = {0};
     shard_start(&sh, ctx, SYNC_MODE_SSP, 2, WORKER_TIMEOUT_MS, init);
     void *d0 = dealer(ctx, sh.s, 0), *d1 = dealer(ctx, sh.s, 1);
     send_msg(d0, header(MSG_TYPE_HELLO, 0, 0), NULL);
@@ -287,7 +334,7 @@ static void test_not_finite(void *ctx) {
     float init[N], g[N];
     for (int j = 0; j < N; j++) init[j] = (float)j, g[j] = 1.0f;
     g[5] = NAN;
-    shard_t sh;
+    shard_t sh = {0};
     shard_start(&sh, ctx, SYNC_MODE_ASP, 2, 0, init);
     void *d0 = dealer(ctx, sh.s, 0), *d1 = dealer(ctx, sh.s, 1);
     send_msg(d0, header(MSG_TYPE_HELLO, 0, 0), NULL);
@@ -315,6 +362,7 @@ int main(void) {
     test_evict_and_rejoin(ctx);
     test_heartbeats(ctx);
     test_not_finite(ctx);
+    test_adopted_claims(ctx);
     CHECK(zmq_ctx_term(ctx) == 0);
     return 0;
 }
