@@ -136,8 +136,8 @@ static void check_staleness(void) {
         // the worst of those and 0.12 / 0.07 above a model that did not learn.
         // Under TSan the threads' relative pace changes so much that one push
         // can carry many rounds of a worker's steps, and SSP bound 2 then
-        // overshoots: 16 TSan runs (builds before and after this session's
-        // server changes alike) reached 0.613-0.863, loss 0.369-0.851, and one
+        // overshoots: 16 TSan runs (builds before and after the zero-copy
+        // server replies alike) reached 0.613-0.863, loss 0.369-0.851, and one
         // CI run 0.573, loss 1.08. There the run is
         // checked for races and exactly-once; its learning, here, only above
         // chance.
