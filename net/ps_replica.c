@@ -13,6 +13,14 @@
 
 #define EP_MAX 256
 
+// One backup in sync, as the primary sees it.
+typedef struct backup {
+    void *fwd;                // the primary's forwarding socket to it
+    char ep[EP_MAX];
+    size_t replica;
+    int answered;             // while a forwarded message waits: its answer came
+} backup_t;
+
 struct ps_replica {
     ps_replica_config_t cfg;
     char state_dir[1024];
@@ -22,9 +30,10 @@ struct ps_replica {
     int stale;                // a backup that found the run finished without it
     char public_ep[EP_MAX];   // P: the shard's endpoint in the rendezvous table
     char own_ep[EP_MAX];      // where this replica's server was bound first
-    // The primary's forwarding socket to its backup (NULL: none in sync).
-    void *fwd;
-    char backup_ep[EP_MAX];
+    // The primary's backups in sync, in the order they joined.
+    backup_t backups[PS_REPLICA_MAX - 1];
+    size_t n_backups;
+    double next_check;        // a backup: when it next reads the record
     ps_replica_stats_t stats;
 };
 
@@ -42,7 +51,9 @@ static void nap_ms(long ms) {
 // ---- the record: STATE_DIR/server-K.replicas ----------------------------------------
 
 typedef struct record {
-    char primary[EP_MAX], backup[EP_MAX];  // backup "-": none in sync
+    char primary[EP_MAX];
+    char backup[PS_REPLICA_MAX - 1][EP_MAX];  // in sync, in order
+    size_t n_backups;
     int finished;
 } record_t;
 
@@ -60,8 +71,14 @@ static int record_write(const ps_replica_t *r, int finished, char *err, size_t e
         snprintf(err, err_len, "%s: %s", tmp, strerror(errno));
         return -1;
     }
-    fprintf(f, "primary %s\nbackup %s\n%s\n", r->public_ep, r->fwd ? r->backup_ep : "-",
-            finished ? "finished" : "running");
+    // primary P / backup B (one line each; "-": none) / replicas: the
+    // primary's index, then its backups' / running or finished.
+    fprintf(f, "primary %s\n", r->public_ep);
+    if (r->n_backups == 0) fprintf(f, "backup -\n");
+    for (size_t i = 0; i < r->n_backups; i++) fprintf(f, "backup %s\n", r->backups[i].ep);
+    fprintf(f, "replicas %zu", r->cfg.replica);
+    for (size_t i = 0; i < r->n_backups; i++) fprintf(f, " %zu", r->backups[i].replica);
+    fprintf(f, "\n%s\n", finished ? "finished" : "running");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         snprintf(err, err_len, "%s: %s", path, strerror(errno));
         return -1;
@@ -71,14 +88,30 @@ static int record_write(const ps_replica_t *r, int finished, char *err, size_t e
 
 // 0 with *rec, or -1 when there is none (yet) or it does not parse.
 static int record_read(const ps_replica_t *r, record_t *rec) {
-    char path[1100], state[32] = "";
+    char path[1100], line[EP_MAX + 32], word[EP_MAX];
     record_path(r, path, sizeof path);
     FILE *f = fopen(path, "r");
     if (!f) return -1;
-    int n = fscanf(f, "primary %255s backup %255s %31s", rec->primary, rec->backup, state);
+    memset(rec, 0, sizeof *rec);
+    int primary = 0, state = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "primary %255s", rec->primary) == 1) primary = 1;
+        else if (sscanf(line, "backup %255s", word) == 1) {
+            if (strcmp(word, "-") != 0 && rec->n_backups < PS_REPLICA_MAX - 1)
+                snprintf(rec->backup[rec->n_backups++], EP_MAX, "%s", word);
+        } else if (strncmp(line, "running", 7) == 0 || strncmp(line, "finished", 8) == 0) {
+            state = 1;
+            rec->finished = line[0] == 'f';
+        }
+    }
     fclose(f);
-    if (n != 3) return -1;
-    rec->finished = strcmp(state, "finished") == 0;
+    return primary && state ? 0 : -1;
+}
+
+// The record names ep among the backups in sync.
+static int record_lists(const record_t *rec, const char *ep) {
+    for (size_t i = 0; i < rec->n_backups; i++)
+        if (strcmp(rec->backup[i], ep) == 0) return 1;
     return 0;
 }
 
@@ -101,7 +134,7 @@ ps_replica_t *ps_replica_new(void *zmq_ctx, const ps_replica_config_t *c, char *
 
 void ps_replica_destroy(ps_replica_t **rp) {
     if (!rp || !*rp) return;
-    if ((*rp)->fwd) zmq_close((*rp)->fwd);
+    for (size_t i = 0; i < (*rp)->n_backups; i++) zmq_close((*rp)->backups[i].fwd);
     free(*rp);
     *rp = NULL;
 }
@@ -122,78 +155,91 @@ static void state_path(const ps_replica_t *r, size_t replica, char *out, size_t 
 
 // ---- the primary ---------------------------------------------------------------------
 
-static void drop_backup(ps_replica_t *r, const char *why) {
-    if (!r->fwd) return;
-    zmq_close(r->fwd);
-    r->fwd = NULL;
+static void drop_backup(ps_replica_t *r, size_t i, const char *why) {
+    backup_t gone = r->backups[i];
+    zmq_close(gone.fwd);
+    memmove(&r->backups[i], &r->backups[i + 1], (r->n_backups - i - 1) * sizeof *r->backups);
+    r->n_backups--;
     r->stats.dropped++;
     char err[512];
     if (record_write(r, 0, err, sizeof err) != 0 && !r->cfg.quiet)
         fprintf(stderr, "asgd server %zu: %s\n", r->cfg.shard, err);
     if (!r->cfg.quiet)
-        fprintf(stderr, "asgd server %zu: backup at %s dropped (%s): serving alone until a backup joins\n",
-                r->cfg.shard, r->backup_ep, why);
+        fprintf(stderr, "asgd server %zu: backup at %s dropped (%s): %s\n", r->cfg.shard, gone.ep, why,
+                r->n_backups ? "serving with the others in sync" : "serving alone until a backup joins");
 }
 
-// Waits for the backup's answer to what was just sent to it; a backup silent
-// for ack_timeout_ms is dropped.
-static int await_answer(ps_replica_t *r, char *err, size_t err_len) {
-    zmq_pollitem_t item = {.socket = r->fwd, .events = ZMQ_POLLIN};
+// Waits for every backup's answer to what was just sent to them all (each
+// has at most one message outstanding); a backup silent for ack_timeout_ms is
+// dropped.
+static int await_answers(ps_replica_t *r, char *err, size_t err_len) {
     double give_up = now_s() + r->cfg.ack_timeout_ms / 1000.0;
+    for (size_t i = 0; i < r->n_backups; i++) r->backups[i].answered = 0;
     for (;;) {
+        zmq_pollitem_t items[PS_REPLICA_MAX - 1];
+        size_t waiting[PS_REPLICA_MAX - 1], n = 0;
+        for (size_t i = 0; i < r->n_backups; i++)
+            if (!r->backups[i].answered) {
+                items[n] = (zmq_pollitem_t){.socket = r->backups[i].fwd, .events = ZMQ_POLLIN};
+                waiting[n++] = i;
+            }
+        if (n == 0) return 0;
         double left = give_up - now_s();
         if (left <= 0) {
-            drop_backup(r, "no answer to a forwarded message");
+            for (size_t j = n; j-- > 0;) drop_backup(r, waiting[j], "no answer to a forwarded message");
             return 0;
         }
-        int rc = zmq_poll(&item, 1, (long)(left * 1000.0) + 1);
+        int rc = zmq_poll(items, (int)n, (long)(left * 1000.0) + 1);
         if (rc < 0) {
             if (errno == EINTR) continue;
             return ZMQ_FAIL("server: zmq_poll(backup)", err, err_len);
         }
-        if (rc == 0) continue;
-        zmsg_t a;
-        int got = zmsg_recv(r->fwd, 0, r->cfg.run_id, &a, err, err_len);
-        if (got < 0) {
-            if (errno == EAGAIN || errno == EINTR) continue;
-            return -1;
+        for (size_t j = 0; rc > 0 && j < n; j++) {
+            if (!(items[j].revents & ZMQ_POLLIN)) continue;
+            zmsg_t a;
+            int got = zmsg_recv(items[j].socket, 0, r->cfg.run_id, &a, err, err_len);
+            if (got < 0) {
+                if (errno == EAGAIN || errno == EINTR) continue;
+                return -1;
+            }
+            zmsg_close(&a);
+            if (got == 0) continue;  // not an answer: keep waiting
+            r->backups[waiting[j]].answered = 1;
+            r->stats.forwarded++;
         }
-        zmsg_close(&a);
-        if (got == 0) continue;  // not an answer: keep waiting
-        r->stats.forwarded++;
-        return 0;
     }
 }
 
-// Sends m as received to the backup and waits for its answer.
+// Sends m as received to every backup, then waits for all their answers.
 static int forward(ps_replica_t *r, zmsg_t *m, char *err, size_t err_len) {
-    zmq_msg_t frames[2];
-    for (size_t i = 0; i < m->n_frames; i++) {
-        zmq_msg_init(&frames[i]);
-        zmq_msg_copy(&frames[i], &m->frames[i]);
+    for (size_t i = r->n_backups; i-- > 0;) {
+        zmq_msg_t frames[2];
+        for (size_t f = 0; f < m->n_frames; f++) {
+            zmq_msg_init(&frames[f]);
+            zmq_msg_copy(&frames[f], &m->frames[f]);
+        }
+        if (zmsg_send_sealed(r->backups[i].fwd, NULL, &m->h, frames, m->n_frames, 1, err, err_len) != 0) {
+            err[0] = '\0';
+            drop_backup(r, i, "its queue is full");
+        }
     }
-    if (zmsg_send_sealed(r->fwd, NULL, &m->h, frames, m->n_frames, 1, err, err_len) != 0) {
-        err[0] = '\0';
-        drop_backup(r, "its queue is full");
-        return 0;
-    }
-    return await_answer(r, err, err_len);
+    return await_answers(r, err, err_len);
 }
 
-// The primary evicts worker k: the backup first.
+// The primary evicts worker k: the backups first.
 static int on_evict(void *ctx, ps_server_t *s, uint32_t k, char *err, size_t err_len) {
     ps_replica_t *r = ctx;
     (void)s;
-    if (!r->primary || !r->fwd) return 0;
+    if (!r->primary || r->n_backups == 0) return 0;
     wire_header_t h = zmsg_header(MSG_TYPE_REPLICA_EVICT, r->cfg.run_id);
     h.sender = k;
     h.shard = (uint32_t)r->cfg.shard;
-    if (zmsg_send(r->fwd, NULL, &h, NULL, 0, 1, err, err_len) != 0) {
-        err[0] = '\0';
-        drop_backup(r, "its queue is full");
-        return 0;
-    }
-    return await_answer(r, err, err_len);
+    for (size_t i = r->n_backups; i-- > 0;)
+        if (zmsg_send(r->backups[i].fwd, NULL, &h, NULL, 0, 1, err, err_len) != 0) {
+            err[0] = '\0';
+            drop_backup(r, i, "its queue is full");
+        }
+    return await_answers(r, err, err_len);
 }
 
 // A backup told to evict a worker does, and answers in kind.
@@ -217,7 +263,11 @@ static int take_join(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, size
     char ep[EP_MAX], path[1100];
     memcpy(ep, text, len);
     ep[len] = '\0';
-    if (r->fwd) drop_backup(r, "another backup joined");
+    // A replica joining again (restarted) replaces its old self.
+    for (size_t i = r->n_backups; i-- > 0;)
+        if (r->backups[i].replica == m->h.aux || strcmp(r->backups[i].ep, ep) == 0)
+            drop_backup(r, i, "the replica joined again");
+    if (r->n_backups == PS_REPLICA_MAX - 1 || m->h.aux == r->cfg.replica) return 1;  // not one of R: ignored
     state_path(r, m->h.aux, path, sizeof path);
     if (ps_server_save(s, path, err, err_len) != 0) return -1;
     void *fwd = zmq_socket(r->ctx, ZMQ_DEALER);
@@ -227,12 +277,14 @@ static int take_join(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, size
         zmq_close(fwd);
         return -1;
     }
-    r->fwd = fwd;
-    snprintf(r->backup_ep, sizeof r->backup_ep, "%s", ep);
+    backup_t *b = &r->backups[r->n_backups++];
+    b->fwd = fwd;
+    b->replica = m->h.aux;
+    snprintf(b->ep, sizeof b->ep, "%s", ep);
     r->stats.joins++;
     if (record_write(r, 0, err, err_len) != 0) return -1;
     if (!r->cfg.quiet)
-        fprintf(stderr, "asgd server %zu: replica %u joined as the backup at %s\n", r->cfg.shard, (unsigned)m->h.aux,
+        fprintf(stderr, "asgd server %zu: replica %u joined as a backup at %s\n", r->cfg.shard, (unsigned)m->h.aux,
                 ep);
     wire_header_t h = zmsg_header(MSG_TYPE_REPLICA_STATE, r->cfg.run_id);
     h.shard = (uint32_t)r->cfg.shard;
@@ -253,7 +305,7 @@ static int on_message(void *ctx, ps_server_t *s, struct zmsg *m, char *err, size
         return take_join(r, s, m, err, err_len);
     }
     if (m->h.type == MSG_TYPE_REPLICA_EVICT) return take_evict(r, s, m, err, err_len);
-    if (r->primary && r->fwd && m->h.shard == r->cfg.shard && is_state_change(m, r->cfg.n_workers))
+    if (r->primary && r->n_backups && m->h.shard == r->cfg.shard && is_state_change(m, r->cfg.n_workers))
         return forward(r, m, err, err_len);
     return 0;
 }
@@ -265,6 +317,24 @@ static int on_message(void *ctx, ps_server_t *s, struct zmsg *m, char *err, size
 static int on_turn(void *ctx, ps_server_t *s, char *err, size_t err_len) {
     ps_replica_t *r = ctx;
     if (r->primary) return 0;
+    // A backup the record no longer lists (dropped, or another replica took
+    // over as the primary) is out of sync: it leaves, and asgd launch starts
+    // it again as a backup that copies the primary's state.
+    double now = now_s();
+    if (now >= r->next_check) {
+        r->next_check = now + 0.1;
+        record_t rec;
+        if (record_read(r, &rec) == 0 && !record_lists(&rec, r->own_ep)) {
+            if (rec.finished) {
+                r->stale = 1;
+                return 1;
+            }
+            snprintf(err, err_len, "server %zu, replica %zu: no longer in sync with the primary at %s (dropped, or "
+                     "another replica took over): it leaves, to join again as a backup", r->cfg.shard,
+                     r->cfg.replica, r->public_ep);
+            return -1;
+        }
+    }
     char why[512];
     if (zmsg_bind(ps_server_socket(s), r->public_ep, zmsg_max_frame(shard_values(s)), why, sizeof why) != 0)
         return 0;  // still held by the primary
@@ -275,14 +345,14 @@ static int on_turn(void *ctx, ps_server_t *s, char *err, size_t err_len) {
         r->stale = 1;
         return 1;
     }
-    if (!known || strcmp(rec.backup, r->own_ep) != 0) {
+    if (!known || !record_lists(&rec, r->own_ep)) {
         zmq_unbind(ps_server_socket(s), r->public_ep);
         snprintf(err, err_len, "server %zu, replica %zu: the primary at %s is gone but this backup was not in sync "
                  "with it (%s): it cannot take over", r->cfg.shard, r->cfg.replica, r->public_ep,
                  known ? "it had been dropped" : "no record of the replicas");
         return -1;
     }
-    r->primary = 1;
+    r->primary = 1;  // with no backups: the others in sync leave and join it again
     r->stats.promotions++;
     ps_server_set_worker_timeout(s, r->cfg.worker_timeout_ms);
     if (record_write(r, 0, err, err_len) != 0) return -1;
@@ -385,7 +455,7 @@ out:
 int ps_replica_await_backup(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) {
     double give_up = now_s() + r->cfg.join_timeout_ms / 1000.0;
     void *sock = ps_server_socket(s);
-    while (!r->fwd) {
+    while (r->n_backups == 0) {
         double left = give_up - now_s();
         if (left <= 0) {
             snprintf(err, err_len, "server %zu: no backup joined within %d ms", r->cfg.shard, r->cfg.join_timeout_ms);

@@ -5,9 +5,10 @@
 //
 // The primary serves the workers. Before it handles a message that changes
 // the shard's state (a worker's HELLO, PUSH or BYE) it forwards the message,
-// as received, to every backup in sync, and waits until each has handled it
-// (its reply: PUSH_ACK, WELCOME, BYE_ACK or REJECT). A backup is a ps_server
-// like the primary, fed the same messages in the same order, so it computes
+// as received, to every backup in sync (sent to all, then their answers
+// awaited together), and waits until each has handled it (its reply:
+// PUSH_ACK, WELCOME, BYE_ACK or REJECT). A backup is a ps_server like the
+// primary, fed the same messages in the same order, so it computes
 // bit-identical parameters, clocks and dedup table (BSP rounds included: it
 // sums the same gradients in the same worker order). A worker's push is thus
 // acknowledged only once every live replica applied it. Pulls are served by
@@ -23,18 +24,29 @@
 // the kernel grants it only once the primary's process is gone (one host: the
 // port is the lease, so no two replicas serve P at once). A backup that gets P
 // promotes itself if the record STATE_DIR/server-K.replicas, which the primary
-// rewrites whenever its backup joins or is dropped, names it as in sync; a
+// rewrites whenever a backup joins or is dropped, names it as in sync; a
 // stale one gives P back and fails. Workers need no new logic: their sockets
 // reconnect to P, and they resend the push that was not acknowledged, which
 // the new primary acknowledges again without applying it when it had it.
 //
+// A promoted backup starts with no backups: it rewrites the record so. The
+// other backups that were in sync with the old primary may have applied a
+// message it had not (or the reverse), so they do not carry on with it: a
+// backup reads the record at most every 100 ms and, once the record no longer
+// lists it (dropped, or another replica took over), it fails; asgd launch
+// starts it again as a joining backup, which copies the new primary's state.
+//
 // A backup that does not answer a forwarded message within ack_timeout_ms is
-// dropped (the primary goes on alone and records it); it fails when it later
-// finds P free, and asgd launch starts it again as a joining backup.
+// dropped (the primary goes on with the others, or alone, and records it).
 #include <stddef.h>
 #include <stdint.h>
 
 #include "net/ps_server.h"  // defines: ps_server_t, ps_config_t
+
+// Replicas per shard, primary included, at most: every push waits for the
+// slowest backup's answer, and the replicas share one host (the port is the
+// lease), so more copies add latency and processes, not independent failures.
+#define PS_REPLICA_MAX 4
 
 typedef struct ps_replica_config {
     const char *state_dir;    // the record and state copies (the run directory: shared by the replicas)
@@ -51,7 +63,7 @@ typedef struct ps_replica_config {
 } ps_replica_config_t;
 
 typedef struct ps_replica_stats {
-    uint64_t forwarded;       // messages forwarded to a backup and answered
+    uint64_t forwarded;       // answers of backups to forwarded messages
     uint64_t joins;           // backups that joined this replica as primary
     uint64_t dropped;         // backups dropped for silence
     uint64_t promotions;      // 1 when this replica was promoted from backup
@@ -66,7 +78,7 @@ void ps_replica_destroy(ps_replica_t **r);
 // it, and backups may join. Returns 0, or -1 with err.
 int ps_replica_lead(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len);
 // Before a new primary meets the workers: waits (up to join_timeout_ms) until
-// its first backup has joined, so that no push is acknowledged by one replica
+// a first backup has joined, so that no push is acknowledged by one replica
 // alone. Returns 0, or -1 with err.
 int ps_replica_await_backup(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len);
 // s (new, bound, not yet serving) joins the shard's primary as a backup and

@@ -1,7 +1,7 @@
-// asgd launch --server-replicas 2: each shard runs as a primary and a backup;
-// a replica SIGKILLed mid-run is replaced (the backup takes over, and the
-// launcher restarts the dead one as a backup that copies the live one's state)
-// and no acknowledged push is lost.
+// asgd launch --server-replicas R: each shard runs as a primary and R - 1
+// backups; a replica SIGKILLed mid-run is replaced (a backup takes over, and
+// the launcher restarts the dead one as a backup that copies the live one's
+// state) and no acknowledged push is lost.
 //
 //   a) asp, one shard, two workers: the primary (replica 0) is killed once the
 //      workers' ledgers count KILL_AFTER acknowledged pushes. The launch exits
@@ -15,6 +15,14 @@
 //      restarted replica 0 has joined as the backup (the record names it) and
 //      KILL_AFTER more pushes were acknowledged, replica 1 (the primary now).
 //   f) refused: --server-replicas 2 under allreduce, and with --restart-servers.
+//   h) --server-replicas 3 under asp, then bsp: the primary (replica 0) is
+//      killed after KILL_AFTER acknowledged pushes; once the record names a
+//      new primary with two backups in sync again (the replica that did not
+//      take over left and was restarted, and so was replica 0), that primary
+//      is killed after KILL_AFTER more. The launch exits 0; the content check
+//      holds exactly; summary.json counts at least the 4 replica restarts
+//      (two kills, two backups leaving); every replica that ended in sync
+//      (at least two) holds the same bytes.
 //   g) in one process (net/ps_replica.h): a bsp shard with a backup, two
 //      workers; worker 0 joins and goes silent, worker 1 pushes round 0. The
 //      primary evicts worker 0, which completes the round; the backup, told
@@ -112,6 +120,23 @@ static void backup_of(const char *rd, char *out, size_t len) {
     free(rec);
 }
 
+// The record's "replicas" line: the primary's index, then its backups' in
+// order, into ids[]; returns how many (0: no record yet).
+static int record_replicas(const char *rd, int ids[4]) {
+    char *rec = proc_slurp(proc_path(rd, "server-0.replicas"));
+    const char *line = strstr(rec, "replicas ");
+    int n = 0;
+    for (const char *p = line ? line + 9 : NULL; p && n < 4;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        ids[n++] = (int)v;
+        p = end;
+    }
+    free(rec);
+    return n;
+}
+
 // Fails at once (with its stderr) when the launch ended while the test waits on it.
 static void still_running(pid_t launcher, const char *name) {
     int st;
@@ -133,6 +158,67 @@ static void kill_replica(pid_t launcher, const char *name, const char *rd, int r
     CHECK(victim > 0);
     CHECK(kill(victim, SIGKILL) == 0);
     printf("  replica %d (pid %d) killed after %ld acknowledged pushes\n", replica, (int)victim, seen);
+}
+
+// The content check: every acknowledged push applied once, none lost, more
+// than `acked_more_than` in all; summary.json counts at least `replica_restarts`.
+static void pushes_applied_once(const char *rd, uint64_t acked_more_than, unsigned replica_restarts) {
+    char *summary = proc_slurp(proc_path(rd, "summary.json"));
+    CHECK(strstr(summary, "\"acked_pushes_applied_once\":true"));
+    const char *rr = strstr(summary, "\"server_replica_restarts\":");
+    CHECK(rr);
+    unsigned restarts = (unsigned)strtoul(rr + strlen("\"server_replica_restarts\":"), NULL, 10);
+    printf("  summary.json: server_replica_restarts %u\n", restarts);
+    CHECK(restarts >= replica_restarts && restarts > 0);
+    free(summary);
+    server_result_t rec;
+    char err[1200];
+    CHECK(run_record_read_server(rd, 0, &rec, err, sizeof err) == 0);
+    CHECK(rec.lost_known && rec.workers == WORKERS);
+    uint64_t acked_total = 0;
+    for (int k = 0; k < WORKERS; k++) {
+        ps_push_count_t sums[1];
+        size_t incarnations = 0;
+        CHECK(dist_push_ledger_sum(rd, rec.run_id, (size_t)k, 1, sums, &incarnations, err, sizeof err) == 0);
+        CHECK(incarnations == 1);
+        printf("  worker %d: sent %llu, acknowledged %llu, applied by the shard %llu, lost %llu\n", k,
+               (unsigned long long)sums[0].sent, (unsigned long long)sums[0].acked,
+               (unsigned long long)rec.pushes_total[k], (unsigned long long)rec.pushes_lost[k]);
+        CHECK(sums[0].sent == sums[0].acked);
+        CHECK(sums[0].acked == rec.pushes_total[k] && rec.pushes_lost[k] == 0);
+        acked_total += sums[0].acked;
+    }
+    CHECK(acked_total > acked_more_than);
+    server_result_free(&rec);
+}
+
+// Every replica of R that wrote its final values (at least `at_least` did)
+// holds the same parameters, bit for bit.
+static void same_values(const char *rd, int replicas, int at_least) {
+    char *first = NULL;
+    size_t n_first = 0;
+    int present = 0;
+    for (int i = 0; i < replicas; i++) {
+        FILE *f = fopen(proc_path(rd, "server-0-replica-%d.values", i), "rb");
+        if (!f) continue;
+        char *v = malloc(1 << 20);
+        CHECK(v);
+        size_t n = fread(v, 1, 1 << 20, f);
+        fclose(f);
+        present++;
+        if (!first) {
+            first = v, n_first = n;
+            printf("  replica %d's values: %zu bytes\n", i, n);
+            CHECK(n > 0);
+            continue;
+        }
+        int same = n == n_first && memcmp(v, first, n) == 0;
+        printf("  replica %d's values: %zu bytes, %s\n", i, n, same ? "bit-identical" : "DIFFERENT");
+        CHECK(same);
+        free(v);
+    }
+    free(first);
+    CHECK(present >= at_least);
 }
 
 // Launches, kills replica 0 (and with `twice` then replica 1), and checks the outcome.
@@ -181,47 +267,56 @@ static void replicated(const char *name, const char *sync, int twice) {
         CHECK(strstr(log, "replica 1 copied the state of the primary"));
     }
     free(log);
-    // The content check: every acknowledged push applied once, none lost.
-    char *summary = proc_slurp(proc_path(rd, "summary.json"));
-    CHECK(strstr(summary, "\"acked_pushes_applied_once\":true"));
-    free(summary);
-    server_result_t rec;
-    char err[1200];
-    CHECK(run_record_read_server(rd, 0, &rec, err, sizeof err) == 0);
-    CHECK(rec.lost_known && rec.workers == WORKERS);
-    uint64_t acked_total = 0;
-    for (int k = 0; k < WORKERS; k++) {
-        ps_push_count_t sums[1];
-        size_t incarnations = 0;
-        CHECK(dist_push_ledger_sum(rd, rec.run_id, (size_t)k, 1, sums, &incarnations, err, sizeof err) == 0);
-        CHECK(incarnations == 1);
-        printf("  worker %d: sent %llu, acknowledged %llu, applied by the shard %llu, lost %llu\n", k,
-               (unsigned long long)sums[0].sent, (unsigned long long)sums[0].acked,
-               (unsigned long long)rec.pushes_total[k], (unsigned long long)rec.pushes_lost[k]);
-        CHECK(sums[0].sent == sums[0].acked);
-        CHECK(sums[0].acked == rec.pushes_total[k] && rec.pushes_lost[k] == 0);
-        acked_total += sums[0].acked;
+    pushes_applied_once(rd, (uint64_t)(twice ? 2 : 1) * KILL_AFTER, twice ? 2 : 1);
+    same_values(rd, 2, 2);
+}
+
+// h) three replicas: the primary killed, then the next primary once two backups are in sync again.
+static void replicated3(const char *name, const char *sync) {
+    char rd[400];
+    snprintf(rd, sizeof rd, "%s/%s", dir, name);
+    CHECK(mkdir(rd, 0755) == 0);
+    const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--servers", "1", "--workers", "2", "--sync", sync, "--epochs", "8",
+                       "--delay-worker", "0:1,1:1", "--heartbeat-ms", "100", "--retry-ms", "200",
+                       "--server-replicas", "3", "--quiet", "--run-dir", rd, NULL};
+    printf("%s:\n", name);
+    pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
+    double until = proc_now_s() + HANG_S;
+    int ids[4];
+    while (record_replicas(rd, ids) < 3) {  // the primary and both backups in sync
+        still_running(launcher, name);
+        CHECK(proc_now_s() < until);
+        proc_sleep_ms(5);
     }
-    CHECK(acked_total > (uint64_t)(twice ? 2 : 1) * KILL_AFTER);
-    server_result_free(&rec);
-    // Both replicas hold the same parameters, bit for bit.
-    size_t n0 = 0, n1 = 0;
-    char *v0 = NULL, *v1 = NULL;
-    {
-        FILE *f0 = fopen(proc_path(rd, "server-0-replica-0.values"), "rb");
-        FILE *f1 = fopen(proc_path(rd, "server-0-replica-1.values"), "rb");
-        CHECK(f0 && f1);
-        v0 = malloc(1 << 20), v1 = malloc(1 << 20);
-        n0 = fread(v0, 1, 1 << 20, f0);
-        n1 = fread(v1, 1, 1 << 20, f1);
-        fclose(f0);
-        fclose(f1);
+    CHECK(ids[0] == 0);
+    kill_replica(launcher, name, rd, 0, KILL_AFTER);
+    // A new primary, with two backups in sync again: the one that did not
+    // take over left and was restarted, and so was replica 0.
+    while (record_replicas(rd, ids) < 3 || ids[0] == 0) {
+        still_running(launcher, name);
+        CHECK(proc_now_s() < until);
+        proc_sleep_ms(5);
     }
-    printf("  replicas' values: %zu and %zu bytes, %s\n", n0, n1,
-           n0 == n1 && memcmp(v0, v1, n0) == 0 ? "bit-identical" : "DIFFERENT");
-    CHECK(n0 > 0 && n0 == n1 && memcmp(v0, v1, n0) == 0);
-    free(v0);
-    free(v1);
+    int second = ids[0];
+    printf("  replica %d took over; backups %d and %d in sync\n", second, ids[1], ids[2]);
+    kill_replica(launcher, name, rd, second, acked_pushes(rd) + KILL_AFTER);
+    int status = proc_wait(launcher, HANG_S);
+    char *log = proc_slurp(proc_path(dir, "%s.err", name));
+    if (status != 0) {
+        fprintf(stderr, "asgd launch exited %d:\n%s\n", status, log);
+        exit(1);
+    }
+    CHECK(record_replicas(rd, ids) >= 1 && ids[0] != second);
+    char took[64];
+    snprintf(took, sizeof took, "replica %d took over as the primary", second);
+    CHECK(strstr(log, took));
+    snprintf(took, sizeof took, "replica %d took over as the primary", ids[0]);
+    CHECK(strstr(log, took));
+    CHECK(strstr(log, "no longer in sync with the primary"));  // a backup that did not take over left
+    free(log);
+    pushes_applied_once(rd, 2 * KILL_AFTER, 4);
+    same_values(rd, 3, 2);
 }
 
 // f) refusals (exit 2), each naming the flag.
@@ -342,6 +437,8 @@ int main(void) {
     replicated("bsp", "bsp", 0);
     replicated("hybrid", "hybrid", 0);
     replicated("asp-twice", "asp", 1);
+    replicated3("asp-3", "asp");
+    replicated3("bsp-3", "bsp");
     char command[200];
     snprintf(command, sizeof command, "rm -rf %s", dir);
     CHECK(system(command) == 0);

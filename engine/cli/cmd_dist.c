@@ -85,7 +85,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"servers", FLAG_TYPE_SIZE, &d->servers, "M", "parameter-server shards (default 1; 0 with --sync allreduce)", 0, 1024, NULL, 0},
         {"workers", FLAG_TYPE_SIZE, &d->workers, "N", "worker replicas (default 2)", 1, 4096, NULL, 0},
         {"max-workers", FLAG_TYPE_SIZE, &d->max_workers, "M", "asp, ssp, bsp: room for M workers; ids from --workers to M - 1 may join the running run (asgd worker --join; default --workers)", 1, 4096, NULL, 0},
-        {"server-replicas", FLAG_TYPE_SIZE, &d->server_replicas, "R", "asp, ssp, bsp, hybrid: each shard runs as a primary and R - 1 backups that apply every push before it is acknowledged; a backup takes over when the primary dies (docs/reliability.md; default 1, at most 2)", 1, 2, NULL, 0},
+        {"server-replicas", FLAG_TYPE_SIZE, &d->server_replicas, "R", "asp, ssp, bsp, hybrid: each shard runs as a primary and R - 1 backups that apply every push before it is acknowledged; a backup takes over when the primary dies (docs/reliability.md; default 1, at most 4)", 1, PS_REPLICA_MAX, NULL, 0},
         {"sync", FLAG_TYPE_CHOICE, &d->sync, "MODE", "consistency model (default asp)", 0, 0, sync_choices, 0},
         {"staleness", FLAG_TYPE_SIZE, &d->staleness, "S", "ssp: how many push rounds a worker may run ahead of the slowest (default 4)", 0, 1e9, NULL, 0},
         {"push-every", FLAG_TYPE_SIZE, &d->push_every, "N", "asp/ssp: push accumulated updates every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
@@ -248,7 +248,12 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
         return 2;
     }
     if ((d->replica > 0 || d->replica_backup) && d->server_replicas < 2) {
-        snprintf(err, err_len, "%s: --replica/--replica-backup: need --server-replicas 2", command);
+        snprintf(err, err_len, "%s: --replica/--replica-backup: need --server-replicas 2 or more", command);
+        return 2;
+    }
+    if (d->server_replicas > 1 && d->replica >= d->server_replicas) {
+        snprintf(err, err_len, "%s: --replica %zu: --server-replicas %zu numbers the replicas 0 to %zu", command,
+                 d->replica, d->server_replicas, d->server_replicas - 1);
         return 2;
     }
     if (d->worker_timeout_ms > 0 && !dist_without_servers(d->sync) &&
@@ -1725,7 +1730,7 @@ size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
     n += dist_args_flags(&a->d, specs + n);
     specs[n++] = (flag_spec_t){"id", FLAG_TYPE_SIZE, &a->id, "K", "this process's shard or worker id", 0, 4096, NULL, 0};
     specs[n++] = (flag_spec_t){"join", FLAG_TYPE_BOOL, &a->d.join, NULL, "worker: join a running asp/ssp/bsp run with a free id from --workers to --max-workers - 1; with --run-dir of an asgd launch and no --coordinator, the coordinator, run id and keys come from DIR/join", 0, 0, NULL, 0};
-    specs[n++] = (flag_spec_t){"replica", FLAG_TYPE_SIZE, &a->d.replica, "I", "server, with --server-replicas: this process's replica of its shard (asgd launch gives it)", 0, 1, NULL, 0};
+    specs[n++] = (flag_spec_t){"replica", FLAG_TYPE_SIZE, &a->d.replica, "I", "server, with --server-replicas: this process's replica of its shard (asgd launch gives it)", 0, PS_REPLICA_MAX - 1, NULL, 0};
     specs[n++] = (flag_spec_t){"replica-backup", FLAG_TYPE_BOOL, &a->d.replica_backup, NULL, "server, with --server-replicas: start as a backup that copies the state of its shard's primary", 0, 0, NULL, 0};
     specs[n++] = (flag_spec_t){"host-coordinator", FLAG_TYPE_STRING, &a->host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0};
     specs[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE", "worker: write its final model to FILE; server: its shard's final values, a part of the model (docs/model_file.md)", 0, 0, NULL, 0};

@@ -207,6 +207,7 @@ typedef struct run_summary {
     double launch_wall_s;
     int consistent;  // every acknowledged push applied once (servers only)
     const size_t *server_restarts;  // [d->servers] by the local launcher, or NULL: none
+    size_t replica_restarts;        // --server-replicas: dead replicas started again by the local launcher
 } run_summary_t;
 
 // The run's shape: model, sync, processes, batch.
@@ -359,6 +360,7 @@ static void json_server_restarts(json_writer_t *j, const dist_args_t *d, const r
     }
     json_object_end(j);
     json_uint(j, "server_restarts", restarts);
+    json_uint(j, "server_replica_restarts", s->replica_restarts);
     json_object(j, "pushes_lost_by_shard");
     for (size_t k = 0; k < d->servers; k++) {
         char key[32];
@@ -441,7 +443,8 @@ static int outcome_of(const run_results_t *res, const global_curve_t *gc, const 
 }
 
 static int finish_run_dir(const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
-                          const size_t *server_restarts, launch_job_outcome_t *outcome, char *err, size_t err_len) {
+                          const size_t *server_restarts, size_t replica_restarts, launch_job_outcome_t *outcome,
+                          char *err, size_t err_len) {
     run_results_t res;
     if (run_results_load(dir, d, &res, err, err_len) != 0) return -1;
     staleness_hist_t hc, hu;
@@ -454,7 +457,7 @@ static int finish_run_dir(const char *dir, const train_args_t *t, const dist_arg
     if (global_curve_load(dir, d, train_examples, &fin, rmse, &gc, err, err_len) != 0) goto out;
     if (global_curve_write_merged(dir, &gc, d->workers, err, err_len) != 0) goto out;
     char why[600] = "";
-    run_summary_t s = {&res, &gc, &hc, &hu, launch_wall_s, 1, server_restarts};
+    run_summary_t s = {&res, &gc, &hc, &hu, launch_wall_s, 1, server_restarts, replica_restarts};
     if (d->servers > 0) s.consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
     if (write_summaries(dir, t, d, &s, !outcome, err, err_len) != 0) goto out;
     if (!s.consistent) {
@@ -1272,7 +1275,8 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
         return 1;
     }
     if (rdv_server_wait(r->rdv, 1000, err, sizeof err) != 0 ||
-        finish_run_dir(r->dir, r->t, r->d, now_s() - t0, r->server_restarts, r->outcome, err, sizeof err) != 0 ||
+        finish_run_dir(r->dir, r->t, r->d, now_s() - t0, r->server_restarts, r->replica_restarts, r->outcome,
+                       err, sizeof err) != 0 ||
         save_global_model(r->dir, r->d, r->save_model, err, sizeof err) != 0 ||
         (r->t->trace && merge_traces(r->dir, r->d, r->t->trace, r->outcome != NULL, err, sizeof err) != 0)) {
         launch_say(r, "%s", err);
@@ -1476,7 +1480,7 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     if (status != 0 || env->rank != 0) return status;
     // Rank 0 writes the run's merged files once every process has written its own.
     wait_for_process_files(d);
-    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, NULL, err, sizeof err) != 0 ||
+    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, 0, NULL, err, sizeof err) != 0 ||
         save_global_model(d->run_dir, d, save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
@@ -1632,7 +1636,7 @@ static int pslite_scheduler(const train_args_t *t, const dist_args_t *d, const c
     }
     if (failed) goto out;
     wait_for_process_files(d);
-    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, NULL, err, sizeof err) != 0 ||
+    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, 0, NULL, err, sizeof err) != 0 ||
         save_global_model(d->run_dir, d, d->save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         goto out;
