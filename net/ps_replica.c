@@ -19,6 +19,10 @@ typedef struct backup {
     char ep[EP_MAX];
     size_t replica;
     int answered;             // while a forwarded message waits: its answer came
+    // It answered a forwarded message, so it holds the state it was sent and
+    // applies what follows: only then does the record list it (a replica still
+    // adopting the state cannot take over).
+    int synced;
 } backup_t;
 
 struct ps_replica {
@@ -34,6 +38,8 @@ struct ps_replica {
     backup_t backups[PS_REPLICA_MAX - 1];
     size_t n_backups;
     double next_check;        // a backup: when it next reads the record
+    int listed;               // a backup: the record has listed it (so, no longer listed, it was dropped)
+    long joined_primary;      // a backup: the replica index of the primary it joined (-1: unknown)
     ps_replica_stats_t stats;
 };
 
@@ -54,6 +60,7 @@ typedef struct record {
     char primary[EP_MAX];
     char backup[PS_REPLICA_MAX - 1][EP_MAX];  // in sync, in order
     size_t n_backups;
+    long primary_replica;  // the "replicas" line's first index; -1: none
     int finished;
 } record_t;
 
@@ -74,10 +81,14 @@ static int record_write(const ps_replica_t *r, int finished, char *err, size_t e
     // primary P / backup B (one line each; "-": none) / replicas: the
     // primary's index, then its backups' / running or finished.
     fprintf(f, "primary %s\n", r->public_ep);
-    if (r->n_backups == 0) fprintf(f, "backup -\n");
-    for (size_t i = 0; i < r->n_backups; i++) fprintf(f, "backup %s\n", r->backups[i].ep);
+    size_t synced = 0;
+    for (size_t i = 0; i < r->n_backups; i++) synced += r->backups[i].synced != 0;
+    if (synced == 0) fprintf(f, "backup -\n");
+    for (size_t i = 0; i < r->n_backups; i++)
+        if (r->backups[i].synced) fprintf(f, "backup %s\n", r->backups[i].ep);
     fprintf(f, "replicas %zu", r->cfg.replica);
-    for (size_t i = 0; i < r->n_backups; i++) fprintf(f, " %zu", r->backups[i].replica);
+    for (size_t i = 0; i < r->n_backups; i++)
+        if (r->backups[i].synced) fprintf(f, " %zu", r->backups[i].replica);
     fprintf(f, "\n%s\n", finished ? "finished" : "running");
     if (fclose(f) != 0 || rename(tmp, path) != 0) {
         snprintf(err, err_len, "%s: %s", path, strerror(errno));
@@ -93,9 +104,12 @@ static int record_read(const ps_replica_t *r, record_t *rec) {
     FILE *f = fopen(path, "r");
     if (!f) return -1;
     memset(rec, 0, sizeof *rec);
+    rec->primary_replica = -1;
     int primary = 0, state = 0;
     while (fgets(line, sizeof line, f)) {
+        size_t idx;
         if (sscanf(line, "primary %255s", rec->primary) == 1) primary = 1;
+        else if (sscanf(line, "replicas %zu", &idx) == 1) rec->primary_replica = (long)idx;
         else if (sscanf(line, "backup %255s", word) == 1) {
             if (strcmp(word, "-") != 0 && rec->n_backups < PS_REPLICA_MAX - 1)
                 snprintf(rec->backup[rec->n_backups++], EP_MAX, "%s", word);
@@ -126,6 +140,7 @@ ps_replica_t *ps_replica_new(void *zmq_ctx, const ps_replica_config_t *c, char *
         return NULL;
     }
     r->cfg = *c;
+    r->joined_primary = -1;
     snprintf(r->state_dir, sizeof r->state_dir, "%s", c->state_dir);
     r->cfg.state_dir = r->state_dir;
     r->ctx = zmq_ctx;
@@ -204,8 +219,13 @@ static int await_answers(ps_replica_t *r, char *err, size_t err_len) {
             }
             zmsg_close(&a);
             if (got == 0) continue;  // not an answer: keep waiting
-            r->backups[waiting[j]].answered = 1;
+            backup_t *b = &r->backups[waiting[j]];
+            b->answered = 1;
             r->stats.forwarded++;
+            if (!b->synced) {  // its first answer: from now on the record lists it
+                b->synced = 1;
+                if (record_write(r, 0, err, err_len) != 0) return -1;
+            }
         }
     }
 }
@@ -279,6 +299,7 @@ static int take_join(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, size
     }
     backup_t *b = &r->backups[r->n_backups++];
     b->fwd = fwd;
+    b->synced = 0;  // listed in the record from its first answer on
     b->replica = m->h.aux;
     snprintf(b->ep, sizeof b->ep, "%s", ep);
     r->stats.joins++;
@@ -324,7 +345,13 @@ static int on_turn(void *ctx, ps_server_t *s, char *err, size_t err_len) {
     if (now >= r->next_check) {
         r->next_check = now + 0.1;
         record_t rec;
-        if (record_read(r, &rec) == 0 && !record_lists(&rec, r->own_ep)) {
+        int known = record_read(r, &rec) == 0;
+        if (known && record_lists(&rec, r->own_ep)) r->listed = 1;
+        // Out: dropped after being listed, or another replica took over (a
+        // takeover may come before this backup ever saw itself listed).
+        int took_over = known && r->joined_primary >= 0 && rec.primary_replica >= 0 &&
+                        rec.primary_replica != r->joined_primary;
+        if (known && (r->listed || took_over || rec.finished) && !record_lists(&rec, r->own_ep)) {
             if (rec.finished) {
                 r->stale = 1;
                 return 1;
@@ -390,6 +417,7 @@ int ps_replica_join(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) 
     }
     if (rec.finished) return 1;
     snprintf(r->public_ep, sizeof r->public_ep, "%s", rec.primary);
+    r->joined_primary = rec.primary_replica;
     install(r, s);
     void *sock = zmq_socket(r->ctx, ZMQ_DEALER);
     if (!sock) return ZMQ_FAIL("server: zmq_socket(DEALER)", err, err_len);

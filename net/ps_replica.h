@@ -24,7 +24,9 @@
 // the kernel grants it only once the primary's process is gone (one host: the
 // port is the lease, so no two replicas serve P at once). A backup that gets P
 // promotes itself if the record STATE_DIR/server-K.replicas, which the primary
-// rewrites whenever a backup joins or is dropped, names it as in sync; a
+// rewrites whenever a backup answers its first forwarded message (it holds the
+// state and applies what follows: in sync) or is dropped, names it; a joiner
+// still adopting the state is not named, so it cannot take over half-made; a
 // stale one gives P back and fails. Workers need no new logic: their sockets
 // reconnect to P, and they resend the push that was not acknowledged, which
 // the new primary acknowledges again without applying it when it had it.
@@ -33,7 +35,8 @@
 // other backups that were in sync with the old primary may have applied a
 // message it had not (or the reverse), so they do not carry on with it: a
 // backup reads the record at most every 100 ms and, once the record no longer
-// lists it (dropped, or another replica took over), it fails; asgd launch
+// lists it after having listed it (dropped, or another replica took over), it
+// fails; asgd launch
 // starts it again as a joining backup, which copies the new primary's state.
 //
 // A backup that does not answer a forwarded message within ack_timeout_ms is

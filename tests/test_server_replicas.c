@@ -385,8 +385,9 @@ static void replicated_eviction(void) {
     CHECK(pthread_create(&p.th, NULL, serve, &p) == 0);
     const char *eps[1] = {ps_server_endpoint(p.s)};
     ps_client_t *w0 = ps_client_new(ctx, EVICT_RUN, 0, eps, 1, EVICT_N, 0, 60000, err, sizeof err);
+    CHECK_OK(!w0, err);
     ps_client_t *w1 = ps_client_new(ctx, EVICT_RUN, 1, eps, 1, EVICT_N, 0, 60000, err, sizeof err);
-    CHECK(w0 && w1);
+    CHECK_OK(!w1, err);
     float *const *frames = ps_client_push_frames(w1, err, sizeof err);
     CHECK(frames);
     for (size_t i = 0; i < EVICT_N; i++) frames[0][i] = 1.0f;
