@@ -23,6 +23,7 @@ typedef struct backup {
     // applies what follows: only then does the record list it (a replica still
     // adopting the state cannot take over).
     int synced;
+    uint64_t nonce;           // the joining process's own number: a resent JOIN carries the same
 } backup_t;
 
 struct ps_replica {
@@ -283,10 +284,14 @@ static int take_join(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, size
     char ep[EP_MAX], path[1100];
     memcpy(ep, text, len);
     ep[len] = '\0';
-    // A replica joining again (restarted) replaces its old self.
-    for (size_t i = r->n_backups; i-- > 0;)
-        if (r->backups[i].replica == m->h.aux || strcmp(r->backups[i].ep, ep) == 0)
-            drop_backup(r, i, "the replica joined again");
+    // A resent JOIN of a backup already joined (the joiner asks again while
+    // a slow primary has not answered) is answered once, by the first; a
+    // replica joining again (restarted: another number) replaces its old self.
+    for (size_t i = r->n_backups; i-- > 0;) {
+        if (r->backups[i].replica != m->h.aux && strcmp(r->backups[i].ep, ep) != 0) continue;
+        if (r->backups[i].nonce == m->h.clock) return 1;
+        drop_backup(r, i, "the replica joined again");
+    }
     if (r->n_backups == PS_REPLICA_MAX - 1 || m->h.aux == r->cfg.replica) return 1;  // not one of R: ignored
     state_path(r, m->h.aux, path, sizeof path);
     if (ps_server_save(s, path, err, err_len) != 0) return -1;
@@ -300,6 +305,7 @@ static int take_join(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, size
     backup_t *b = &r->backups[r->n_backups++];
     b->fwd = fwd;
     b->synced = 0;  // listed in the record from its first answer on
+    b->nonce = m->h.clock;
     b->replica = m->h.aux;
     snprintf(b->ep, sizeof b->ep, "%s", ep);
     r->stats.joins++;
@@ -406,6 +412,10 @@ int ps_replica_lead(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) 
 
 int ps_replica_join(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) {
     double give_up = now_s() + r->cfg.join_timeout_ms / 1000.0;
+    // This process's number, the same in every JOIN it resends.
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)(uintptr_t)r;
     record_t rec;
     while (record_read(r, &rec) != 0) {
         if (now_s() > give_up) {
@@ -437,6 +447,7 @@ int ps_replica_join(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) 
             h.sender = WIRE_NO_ID;
             h.shard = (uint32_t)r->cfg.shard;
             h.aux = (uint32_t)r->cfg.replica;
+            h.clock = nonce;
             h.payload_kind = PAYLOAD_KIND_TEXT;
             h.count = (uint32_t)strlen(r->own_ep);
             zmq_msg_t frame;
@@ -469,6 +480,11 @@ int ps_replica_join(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) 
         state_path(r, r->cfg.replica, path, sizeof path);
         if (ps_server_adopt(s, path, err, err_len) != 0) goto out;
         unlink(path);
+        // The primary that answered wrote the record before it did: the
+        // index there is the one whose takeover would be news (the record read
+        // before the JOIN may name a primary that was dying).
+        record_t answered;
+        if (record_read(r, &answered) == 0) r->joined_primary = answered.primary_replica;
         rc = 0;
         if (!r->cfg.quiet)
             fprintf(stderr, "asgd server %zu: replica %zu copied the state of the primary at %s and serves as its "

@@ -143,6 +143,7 @@ static void still_running(pid_t launcher, const char *name) {
     if (waitpid(launcher, &st, WNOHANG) != launcher) return;
     char *log = proc_slurp(proc_path(dir, "%s.err", name));
     fprintf(stderr, "asgd launch ended (status %d) before the kill:\n%s\n", st, log);
+    free(log);
     exit(1);
 }
 
