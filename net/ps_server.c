@@ -495,20 +495,19 @@ int ps_server_adopt(ps_server_t *s, const char *path, char *err, size_t err_len)
     char saved[256];
     uint64_t resumed_version = s->stats.resumed_version;
     int rc = restore(s, f, saved, sizeof saved, s->ledger, err, err_len);
+    if (rc == 0) {
+        s->resumed = 0;  // a copy of a live shard: nothing was lost
+        // Its claims too, so that the backup refuses exactly the pushes the
+        // primary refuses (a crash-resume instead re-anchors on the next push).
+        size_t nw = s->cfg.n_workers, size = 0;
+        const uint64_t *claims = ckpt_file_section(f, "ps.claims", &size);
+        if (claims && size == 2 * nw * sizeof *claims)
+            for (size_t k = 0; k < nw; k++)
+                s->claim[k] = (struct clock_claim){.base = claims[2 * k], .steps = claims[2 * k + 1]};
+        s->stats.resumed_version = resumed_version;
+    }
     ckpt_file_free(&f);
-    if (rc != 0) return -1;
-    s->resumed = 0;  // a copy of a live shard: nothing was lost
-    // Its claims too, so that the backup refuses exactly the pushes the
-    // primary refuses (a crash-resume instead re-anchors on the next push).
-    size_t nw = s->cfg.n_workers, size = 0;
-    ckpt_file_t *again = ckpt_file_read(path, err, err_len);
-    if (!again) return -1;
-    const uint64_t *claims = ckpt_file_section(again, "ps.claims", &size);
-    if (claims && size == 2 * nw * sizeof *claims)
-        for (size_t k = 0; k < nw; k++) s->claim[k] = (struct clock_claim){.base = claims[2 * k], .steps = claims[2 * k + 1]};
-    ckpt_file_free(&again);
-    s->stats.resumed_version = resumed_version;
-    return 0;
+    return rc;
 }
 
 void ps_server_set_hooks(ps_server_t *s, const ps_server_hooks_t *h) { s->hooks = *h; }
