@@ -158,11 +158,12 @@ static inline int proc_free_port(void) {
     exit(1);
 }
 
-// The child of `parent` (an asgd launch) serving as `role` ("server",
-// "worker") `id`: its argv is "asgd ROLE ... --id ID ...". 0 when there is none.
-static inline pid_t proc_find_child(pid_t parent, const char *role, int id) {
+// The child of `parent` (an asgd launch) running as `role` ("server",
+// "worker") whose argv holds `flag VALUE` ("--id 1", "--replica 0").
+// 0 when there is none.
+static inline pid_t proc_find_child_with(pid_t parent, const char *role, const char *flag, int value) {
     char want[16];
-    snprintf(want, sizeof want, "%d", id);
+    snprintf(want, sizeof want, "%d", value);
     DIR *proc = opendir("/proc");
     CHECK(proc);
     pid_t found = 0;
@@ -187,10 +188,15 @@ static inline pid_t proc_find_child(pid_t parent, const char *role, int id) {
         for (size_t i = 0; i < len && n < 256; i += strlen(buf + i) + 1) args[n++] = buf + i;
         if (n < 2 || strcmp(args[1], role) != 0) continue;
         for (int k = 2; k + 1 < n; k++)
-            if (strcmp(args[k], "--id") == 0 && strcmp(args[k + 1], want) == 0) found = pid;
+            if (strcmp(args[k], flag) == 0 && strcmp(args[k + 1], want) == 0) found = pid;
     }
     closedir(proc);
     return found;
+}
+
+// The child of `parent` serving as `role` `id`: its argv is "asgd ROLE ... --id ID ...".
+static inline pid_t proc_find_child(pid_t parent, const char *role, int id) {
+    return proc_find_child_with(parent, role, "--id", id);
 }
 
 #endif

@@ -69,40 +69,6 @@ static long acked_pushes(const char *rd) {
     return total;
 }
 
-// The child of `launcher` serving shard 0 as replica `replica`.
-static pid_t find_replica(pid_t launcher, int replica) {
-    char want[16];
-    snprintf(want, sizeof want, "%d", replica);
-    DIR *proc = opendir("/proc");
-    pid_t found = 0;
-    CHECK(proc);
-    for (struct dirent *e; !found && (e = readdir(proc));) {
-        pid_t pid = (pid_t)atoi(e->d_name);
-        if (pid <= 0) continue;
-        char *stat = proc_slurp(proc_path("/proc", "%d/stat", (int)pid));
-        const char *close_paren = strrchr(stat, ')');
-        int ppid = 0;
-        char state;
-        int parsed = close_paren && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2;
-        free(stat);
-        if (!parsed || ppid != launcher) continue;
-        char buf[8192];
-        FILE *f = fopen(proc_path("/proc", "%d/cmdline", (int)pid), "r");
-        if (!f) continue;
-        size_t len = fread(buf, 1, sizeof buf - 1, f);
-        fclose(f);
-        buf[len] = '\0';
-        const char *args[256];
-        int n = 0;
-        for (size_t i = 0; i < len && n < 256; i += strlen(buf + i) + 1) args[n++] = buf + i;
-        if (n < 2 || strcmp(args[1], "server") != 0) continue;
-        for (int k = 2; k + 1 < n; k++)
-            if (strcmp(args[k], "--replica") == 0 && strcmp(args[k + 1], want) == 0) found = pid;
-    }
-    closedir(proc);
-    return found;
-}
-
 // The replicas' record names a backup other than `not`: one joined.
 static int backup_joined(const char *rd, const char *not) {
     char *rec = proc_slurp(proc_path(rd, "server-0.replicas"));
@@ -155,7 +121,7 @@ static void kill_replica(pid_t launcher, const char *name, const char *rd, int r
         CHECK(proc_now_s() < until);
         proc_sleep_ms(2);
     }
-    pid_t victim = find_replica(launcher, replica);
+    pid_t victim = proc_find_child_with(launcher, "server", "--replica", replica);  // shard 0's
     CHECK(victim > 0);
     CHECK(kill(victim, SIGKILL) == 0);
     printf("  replica %d (pid %d) killed after %ld acknowledged pushes\n", replica, (int)victim, seen);
