@@ -173,6 +173,19 @@ typedef struct ps_thread {
     pthread_t thread;
 } ps_thread_t;
 
+// A shard on a context of its own (each shard, as in a real run, its own
+// process and I/O thread), not yet serving.
+static void shard_thread_init(ps_thread_t *t, const ps_config_t *c, const float *init, const opts_t *o) {
+    char err[ERR_LEN];
+    t->ctx = new_ctx(o->io_threads);
+    t->server = ps_server_new(t->ctx, c, "tcp://127.0.0.1:*", init, err, sizeof err);
+    if (!t->server) die("ps_server_new", err);
+    t->replica = NULL;
+    atomic_init(&t->stop, 0);
+    t->rc = 0;
+    t->err[0] = '\0';
+}
+
 static void *ps_thread_main(void *arg) {
     ps_thread_t *p = arg;
     p->rc = ps_server_run(p->server, &p->stop, p->err, sizeof p->err);
@@ -212,24 +225,13 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o, int repli
                          .mode = SYNC_MODE_ASP, .optimizer = SERVER_OPTIMIZER_SGD, .lr = 1.0f, .quiet = 1};
         size_t begin, end;
         shard_range(n, n_shards, k, &begin, &end);
-        th[k].ctx = new_ctx(o->io_threads);
-        th[k].server = ps_server_new(th[k].ctx, &c, "tcp://127.0.0.1:*", zeros + begin, err, sizeof err);
-        if (!th[k].server) die("ps_server_new", err);
-        atomic_init(&th[k].stop, 0);
-        th[k].rc = 0;
-        th[k].err[0] = '\0';
-        th[k].replica = NULL;
+        shard_thread_init(&th[k], &c, zeros + begin, o);
         endpoints[k] = ps_server_endpoint(th[k].server);
         if (replicas > 1) {
             th[k].replica = bench_replica(th[k].ctx, o, k, 0);
             if (ps_replica_lead(th[k].replica, th[k].server, err, sizeof err) != 0) die("ps_replica_lead", err);
-            bk[k].ctx = new_ctx(o->io_threads);
-            bk[k].server = ps_server_new(bk[k].ctx, &c, "tcp://127.0.0.1:*", zeros + begin, err, sizeof err);
-            if (!bk[k].server) die("ps_server_new", err);
+            shard_thread_init(&bk[k], &c, zeros + begin, o);
             bk[k].replica = bench_replica(bk[k].ctx, o, k, 1);
-            atomic_init(&bk[k].stop, 0);
-            bk[k].rc = 0;
-            bk[k].err[0] = '\0';
             if (pthread_create(&bk[k].thread, NULL, backup_thread_main, &bk[k]) != 0) die("pthread_create", strerror(errno));
             if (ps_replica_await_backup(th[k].replica, th[k].server, err, sizeof err) != 0)
                 die("ps_replica_await_backup", err);
@@ -602,7 +604,6 @@ static void *bsp_worker_main(void *arg) {
 // Worker 0's median round: n_workers workers computing `iters` each round,
 // then moving the model through BSP ps_servers (raw 0) or to echo peers (raw 1).
 static double run_bsp(size_t n, size_t n_shards, long iters, int raw, const opts_t *o) {
-    char err[ERR_LEN] = "";
     size_t nw = o->bsp_workers;
     ps_thread_t th[MAX_SHARDS];
     echo_peer_t peers[MAX_SHARDS];
@@ -629,12 +630,7 @@ static double run_bsp(size_t n, size_t n_shards, long iters, int raw, const opts
         }
         ps_config_t c = {.run_id = RUN, .shard = k, .n_shards = n_shards, .n_params = n, .n_workers = nw,
                          .mode = SYNC_MODE_BSP, .optimizer = SERVER_OPTIMIZER_SGD, .lr = 1.0f, .quiet = 1};
-        th[k].ctx = new_ctx(o->io_threads);
-        th[k].server = ps_server_new(th[k].ctx, &c, "tcp://127.0.0.1:*", zeros + begin, err, sizeof err);
-        if (!th[k].server) die("ps_server_new", err);
-        atomic_init(&th[k].stop, 0);
-        th[k].rc = 0;
-        th[k].err[0] = '\0';
+        shard_thread_init(&th[k], &c, zeros + begin, o);
         endpoints[k] = ps_server_endpoint(th[k].server);
         if (pthread_create(&th[k].thread, NULL, ps_thread_main, &th[k]) != 0) die("pthread_create", strerror(errno));
     }
