@@ -1,5 +1,7 @@
 // Training modes: equivalences that must hold exactly or within float tolerance,
 // exact sample/update accounting, evaluation points, and stopping at a target.
+#include <sched.h>
+
 #include "engine/core/trainer.h"
 #include "test_support.h"
 
@@ -132,6 +134,60 @@ static void check_direct_step(const char *label, const model_t *m, const optimiz
     free(general.w);
 }
 
+// A checkpoint callback that checks the workers hold still while it runs: it
+// copies the parameters, gives the CPU away many times, and compares.
+typedef struct still_check {
+    float *snapshot;
+    size_t n_params;
+    uint64_t checkpoints, moved;
+} still_check_t;
+
+static int check_still(void *ctx, const train_position_t *at, const param_t *w, const optimizer_t *opt, char *err,
+                       size_t err_len) {
+    (void)at, (void)opt, (void)err, (void)err_len;
+    still_check_t *s = ctx;
+    for (size_t j = 0; j < s->n_params; j++) s->snapshot[j] = param_get(&w[j]);
+    for (int i = 0; i < 200; i++) sched_yield();
+    for (size_t j = 0; j < s->n_params; j++)
+        if (param_get(&w[j]) != s->snapshot[j]) {
+            s->moved++;
+            break;
+        }
+    s->checkpoints++;
+    return 0;
+}
+
+// Pauses back to back (a checkpoint due again the moment one ends): every
+// worker must have parked anew before the next pause is served, in every mode.
+static void check_back_to_back_pauses(const model_t *m, const optimizer_config_t *oc) {
+    char err[256];
+    size_t n = model_num_params(m);
+    still_check_t s = {malloc(n * sizeof(float)), n, 0, 0};
+    param_t *w = params_new(n, err, sizeof err);
+    optimizer_t *opt = optimizer_new(oc, n, err, sizeof err);
+    CHECK(s.snapshot && w && opt);
+    for (int mode = TRAIN_MODE_HOGWILD; mode <= TRAIN_MODE_SYNC; mode++) {
+        train_config_t c;
+        train_config_default(&c);
+        c.mode = (train_mode_t)mode;
+        c.threads = 2;
+        c.epochs = 20;
+        c.checkpoint_every_s = 1e-9;
+        c.checkpoint = check_still;
+        c.checkpoint_ctx = &s;
+        s.checkpoints = s.moved = 0;
+        model_init_params(m, w, 1);
+        train_result_t res;
+        CHECK_OK(train_run(m, opt, w, &c, NULL, &res, err, sizeof err), err);
+        printf("back-to-back pauses, %s: %llu checkpoints, parameters moved during %llu of them\n",
+               train_mode_name(c.mode), (unsigned long long)s.checkpoints, (unsigned long long)s.moved);
+        CHECK(s.checkpoints >= 20 && s.checkpoints == res.checkpoints && s.moved == 0);
+    }
+    optimizer_destroy(&opt);
+    params_free(&w);
+    free(s.snapshot);
+}
+
 int main(void) {
     char err[256];
     optimizer_config_t sgd, momentum, adagrad;
@@ -170,6 +226,7 @@ int main(void) {
     check_modes("logreg sgd", lr, &sgd, 3);
     check_modes("logreg adagrad", lr, &adagrad, 3);
     check_direct_step("logreg", lr, &sgd);
+    check_back_to_back_pauses(lr, &sgd);
     model_t *svm_l2 = model_new_linear(LINEAR_LOSS_HINGE, &sp, &sp, 0.01, err, sizeof err);
     CHECK(svm_l2);
     check_direct_step("svm with l2", svm_l2, &sgd);

@@ -63,7 +63,8 @@ struct trainer {
     pthread_mutex_t mu;
     pthread_cond_t cv_parked;
     pthread_cond_t cv_resume;
-    size_t parked, finished;
+    size_t parked;    // workers parked since the last resume (see park())
+    size_t finished;
     uint64_t resume_generation;
     int gate_open;  // workers start only once every thread exists
     _Atomic uint64_t next_eval_samples;  // the next evaluation is due at this many samples
@@ -205,8 +206,9 @@ static void park(trainer_t *tr) {
     uint64_t generation = tr->resume_generation;
     tr->parked++;
     pthread_cond_signal(&tr->cv_parked);
+    // Not counted down on waking: the resume zeroes the count, so a pause asked
+    // for before this thread has woken waits for it to park anew.
     while (generation == tr->resume_generation) pthread_cond_wait(&tr->cv_resume, &tr->mu);
-    tr->parked--;
     pthread_mutex_unlock(&tr->mu);
     TRACE_END(&TK_PARKED, span, 0);
 }
@@ -1125,6 +1127,7 @@ static int start_threads(trainer_t *tr, size_t *started, char *err, size_t err_l
 static void resume_workers_locked(trainer_t *tr, int stop) {
     if (stop) atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
     atomic_store_explicit(&tr->pause_requested, 0, memory_order_release);
+    tr->parked = 0;  // see park(): a released worker no longer counts as parked
     tr->resume_generation++;
     pthread_cond_broadcast(&tr->cv_resume);
 }
