@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "kernels/partition.h"  // defines: shard_range
@@ -55,7 +56,10 @@ typedef struct shard_conn {
 struct ps_client {
     uint64_t run_id;
     uint32_t worker;
-    uint32_t join_nonce;   // a joiner's (asgd worker --join), sent with every HELLO; 0: an original worker
+    uint32_t join_nonce;   // a joiner's (asgd worker --join); 0: an original worker
+    // This client's own number, never 0, sent with every HELLO (a joiner's is
+    // its join nonce): a shard tells a resent HELLO from a new client's by it.
+    uint32_t nonce;
     size_t n_shards, n_params;
     int timeout_ms;
     double retry_s;
@@ -365,10 +369,8 @@ static int hello(ps_client_t *c, size_t k, uint64_t proposed, char *err, size_t 
     wire_header_t h = request(c, MSG_TYPE_HELLO, k);
     h.offset = c->n_params;
     h.clock = proposed;
-    if (c->join_nonce) {
-        h.flags |= WIRE_FLAG_JOIN;
-        h.aux = c->join_nonce;
-    }
+    h.aux = c->nonce;
+    if (c->join_nonce) h.flags |= WIRE_FLAG_JOIN;
     return start_request(c, k, REQUEST_HELLO, h, NULL, err, err_len);
 }
 
@@ -402,6 +404,18 @@ static int join(ps_client_t *c, char *err, size_t err_len) {
     return 0;
 }
 
+// A number that differs between clients: of the process, the time and the
+// client's address, mixed (splitmix64's finaliser).
+static uint32_t fresh_nonce(const ps_client_t *c) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)getpid() << 40 ^ (uint64_t)ts.tv_sec << 20 ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)c;
+    x = (x ^ x >> 30) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ x >> 27) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    return (uint32_t)x ? (uint32_t)x : 1u;
+}
+
 // Connects a DEALER to every shard; the caller then joins (a worker) or not (an observer).
 static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t worker, uint32_t join_nonce,
                                    const char *const *endpoints,
@@ -415,6 +429,7 @@ static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t work
     c->run_id = run_id;
     c->worker = worker;
     c->join_nonce = join_nonce;
+    c->nonce = join_nonce ? join_nonce : fresh_nonce(c);
     c->n_shards = n_shards;
     c->n_params = n_params;
     c->timeout_ms = timeout_ms;

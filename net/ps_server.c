@@ -81,6 +81,12 @@ struct ps_server {
     // are unknown).
     struct clock_claim { uint64_t base, steps; uint8_t unanchored; } *claim;  // (n_workers)
     uint32_t *join_nonce;      // (n_workers) the nonce of the joiner holding the slot (0: none)
+    // The last HELLO handled from each worker: its client's nonce, the clock it
+    // proposed and the clock its WELCOME gave. A copy resent while the WELCOME
+    // was on its way is answered with that clock again: taken as a rejoin, it
+    // could move the worker's clock past the one the worker went on from, and
+    // its next pushes would be acknowledged as duplicates without being applied.
+    struct hello_seen { uint64_t nonce, proposed, welcomed; } *hello;  // (n_workers)
     uint64_t *resend_clock;    // (n_workers) after a resume: 1 + the clock of the last push applied before the
                                // crash and lost, until the worker's next push or HELLO; 0: none
     // Per worker: applications ever (2k, never rolled back) and 1 + the clock
@@ -179,6 +185,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     s->resend_clock = calloc(nw, sizeof *s->resend_clock);
     s->claim = calloc(nw, sizeof *s->claim);
     s->join_nonce = calloc(nw, sizeof *s->join_nonce);
+    s->hello = calloc(nw, sizeof *s->hello);
     s->ledger = s->own_ledger = calloc(2 * nw, sizeof *s->own_ledger);
     s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
     s->scratch_g = malloc(n * sizeof *s->scratch_g);
@@ -193,7 +200,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         s->bsp_sum = calloc(n, sizeof *s->bsp_sum);
     }
     if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged ||
-        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->claim || !s->join_nonce || !s->own_ledger ||
+        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->claim || !s->join_nonce || !s->hello || !s->own_ledger ||
         !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_examples || !s->bsp_version || !s->bsp_sum))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
@@ -354,6 +361,8 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
     for (size_t k = 0; k < nw; k++) claims[2 * k] = s->claim[k].base, claims[2 * k + 1] = s->claim[k].steps;
     ckpt_writer_section(w, "ps.claims", claims, 2 * nw * sizeof *claims);
     free(claims);
+    // The HELLOs answered, so that a backup answers a resent one as the primary does.
+    ckpt_writer_section(w, "ps.hellos", s->hello, nw * sizeof *s->hello);
     ckpt_writer_section(w, "ps.lost", s->lost_by, nw * sizeof *s->lost_by);
     ckpt_writer_section(w, "ps.resend", s->resend_clock, nw * sizeof *s->resend_clock);
     ckpt_writer_section(w, "ps.ledger", s->ledger, 2 * nw * sizeof *s->ledger);
@@ -504,6 +513,8 @@ int ps_server_adopt(ps_server_t *s, const char *path, char *err, size_t err_len)
         if (claims && size == 2 * nw * sizeof *claims)
             for (size_t k = 0; k < nw; k++)
                 s->claim[k] = (struct clock_claim){.base = claims[2 * k], .steps = claims[2 * k + 1]};
+        const void *hellos = ckpt_file_section(f, "ps.hellos", &size);
+        if (hellos && size == nw * sizeof *s->hello) memcpy(s->hello, hellos, size);
         s->stats.resumed_version = resumed_version;
     }
     ckpt_file_free(&f);
@@ -563,6 +574,7 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->resend_clock);
     free(s->claim);
     free(s->join_nonce);
+    free(s->hello);
     free(s->own_ledger);
     counter_file_close(&s->ledger_file);
     free(s->bsp_grad);
@@ -666,11 +678,12 @@ static int send_simple(ps_server_t *s, zmq_msg_t *identity, uint16_t type, uint3
 
 // WELCOME: the shard's range (its length travels in aux: a WELCOME has no
 // payload) and the clock the worker is to continue from.
-static int send_welcome(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, char *err, size_t err_len) {
+// WELCOME: the shard's range, and the clock the worker goes on from.
+static int send_welcome(ps_server_t *s, zmq_msg_t *identity, uint64_t clock, char *err, size_t err_len) {
     wire_header_t h = reply_header(s, MSG_TYPE_WELCOME);
     h.offset = s->begin;
     h.aux = (uint32_t)s->n;
-    h.clock = s->clocks.clock[worker];
+    h.clock = clock;
     return zmsg_send(s->sock, identity, &h, NULL, 0, 0, err, err_len);
 }
 
@@ -1235,6 +1248,14 @@ static void enter(ps_server_t *s, uint32_t k, uint64_t proposed) {
                 (unsigned long long)c);
 }
 
+// A copy of the last HELLO handled from worker k: the same client (nonce,
+// never 0 from ps_client) proposing the same clock. A later HELLO round of
+// the same client proposes a later clock, and is handled.
+static int hello_resent(const ps_server_t *s, uint32_t k, const wire_header_t *h) {
+    const struct hello_seen *seen = &s->hello[k];
+    return s->clocks.joined[k] && h->aux != 0 && seen->nonce == h->aux && seen->proposed == h->clock;
+}
+
 static void count_dropped(ps_server_t *s, wire_status_t why) {
     s->stats.dropped[why]++;
     s->stats.dropped_total++;
@@ -1281,13 +1302,19 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
             return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
         if ((h->flags & WIRE_FLAG_JOIN) && !admit_joiner(s, k, h->aux))
             return reject(s, &m->identity, WIRE_STATUS_ID_LIVE, h, err, err_len);
+        if (hello_resent(s, k, h)) {
+            s->stats.hellos_resent++;
+            s->last_heard[k] = now;
+            return send_welcome(s, &m->identity, s->hello[k].welcomed, err, err_len);
+        }
         if (s->clocks.joined[k]) rejoin(s, k, h->clock);
         else if (k >= s->clocks.n_start) enter(s, k, h->clock);
         s->resend_clock[k] = 0;  // a new client: the lost push is not resent
         s->claim[k] = (struct clock_claim){.base = s->clocks.clock[k]};
         s->clocks.joined[k] = 1;
         s->last_heard[k] = now;
-        if (send_welcome(s, &m->identity, k, err, err_len) != 0) return -1;
+        s->hello[k] = (struct hello_seen){h->aux, h->clock, s->clocks.clock[k]};
+        if (send_welcome(s, &m->identity, s->clocks.clock[k], err, err_len) != 0) return -1;
         // A raised clock can complete a round or answer a waiting pull.
         bsp_maybe_apply(s);
         return serve_pending(s, err, err_len);

@@ -95,6 +95,7 @@ typedef struct ps_stats {
     uint64_t rejected;                     // valid on the wire but refused (REJECT sent)
     uint64_t duplicates;                   // retried pushes acknowledged again, not applied
     uint64_t evictions, rejoins;           // workers evicted for silence; HELLOs from workers seen before
+    uint64_t hellos_resent;                // copies of a HELLO answered already: its WELCOME sent again
     uint64_t stalls;                       // gaps > 0.5 s between serving turns, not counted as workers' silence
     uint64_t rounds_skipped;               // BSP rounds a resumed shard had lost (applied after its checkpoint)
     uint64_t late_dropped;                 // BSP with backup workers: gradients that came after their round

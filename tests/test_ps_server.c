@@ -16,6 +16,8 @@
 //   e) malformed input is dropped and counted per reason, requests the shard
 //      cannot serve are refused, and a normal worker is served afterwards.
 //   f) failures: no server, another model, another shard layout, bad configs.
+//   g) a resent HELLO (the same nonce and proposed clock) is answered with the
+//      same WELCOME and moves nothing, so the worker's next push is applied.
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1376,6 +1378,71 @@ static void test_encoded_push(void *ctx) {
     printf("encoded pushes (fp16, qsgd, topk, randk) applied as decoded, bit for bit; an unknown encoding refused\n");
 }
 
+// ---- g) a resent HELLO ----------------------------------------------------------
+
+// Worker 1 (a raw DEALER) says HELLO; worker 0 pushes 3 rounds; worker 1's
+// HELLO comes again, as a retry sent before the first WELCOME arrived would.
+// Taken as a rejoin it would put worker 1 at clock 3 (the slowest other
+// worker's), and its push of clock 0, made from the first WELCOME, would be
+// acknowledged as a duplicate and never applied.
+static void test_hello_resent(void *ctx) {
+    char err[256];
+    float init[E_N], g[E_N];
+    random_values(init, E_N, 29, 1);
+    random_values(g, E_N, 29, 2);
+    ps_config_t cfg = config(1, E_N, 2, SYNC_MODE_ASP);
+    cluster_t cl;
+    cluster_start(&cl, ctx, &cfg, init);
+    void *d1 = raw_dealer(ctx, cl.endpoints[0]);
+    wire_header_t hello = req(MSG_TYPE_HELLO, 1, 0);
+    hello.offset = E_N;
+    hello.aux = 0x5eed;  // worker 1's client nonce
+    raw_send(d1, &hello, NULL, NULL, 0);
+    CHECK(raw_expect(d1, MSG_TYPE_WELCOME, 0, 0).clock == 0);
+    ps_client_t *c0 = client(ctx, 0, &cl, E_N);
+    for (uint64_t round = 0; round < 3; round++) push_dense(c0, &cl, E_N, g, round, 1, 0);
+    CHECK_OK(ps_client_wait_acks(c0, err, sizeof err), err);
+
+    raw_send(d1, &hello, NULL, NULL, 0);  // the copy: the same WELCOME
+    CHECK(raw_expect(d1, MSG_TYPE_WELCOME, 0, 0).clock == 0);
+    wire_header_t push = req(MSG_TYPE_PUSH, 1, 0);
+    push.payload_kind = PAYLOAD_KIND_DENSE;
+    push.offset = 0;
+    push.count = E_N;
+    push.aux = 1;  // one local step
+    wire_seal(&push, g, sizeof g, NULL, 0);
+    raw_send(d1, &push, (const void *[]){g}, (size_t[]){sizeof g}, 1);
+    CHECK(raw_expect(d1, MSG_TYPE_PUSH_ACK, 0, 0).offset == 0);
+
+    // A later HELLO round of the same client (a later proposed clock) is
+    // handled: the clock it proposes is taken.
+    hello.clock = 5;
+    raw_send(d1, &hello, NULL, NULL, 0);
+    CHECK(raw_expect(d1, MSG_TYPE_WELCOME, 0, 0).clock == 5);
+    // A new client of worker 1 (another nonce) rejoins: its own clock, 5.
+    hello.aux = 0x5eee;
+    hello.clock = 0;
+    raw_send(d1, &hello, NULL, NULL, 0);
+    CHECK(raw_expect(d1, MSG_TYPE_WELCOME, 0, 0).clock == 5);
+
+    wire_header_t bye = req(MSG_TYPE_BYE, 1, 0);
+    raw_send(d1, &bye, NULL, NULL, 0);
+    raw_expect(d1, MSG_TYPE_BYE_ACK, 0, 0);
+    CHECK_OK(ps_client_bye(c0, err, sizeof err), err);
+    ps_client_destroy(&c0);
+    cluster_join_returned(&cl);
+    ps_stats_t st;
+    ps_server_stats(cl.st[0].s, &st);
+    printf("resent HELLO: answered again %llu time(s); worker 1's push applied %llu time(s), %llu duplicate(s); "
+           "%llu rejoins\n", (unsigned long long)st.hellos_resent,
+           (unsigned long long)ps_server_pushes_total_per_worker(cl.st[0].s)[1], (unsigned long long)st.duplicates,
+           (unsigned long long)st.rejoins);
+    CHECK(st.hellos_resent == 1 && st.duplicates == 0 && st.rejoins == 2);
+    CHECK(ps_server_pushes_total_per_worker(cl.st[0].s)[1] == 1 && st.pushes_applied == 4);
+    CHECK(zmq_close(d1) == 0);
+    cluster_destroy(&cl);
+}
+
 int main(void) {
     void *ctx = zmq_ctx_new();
     CHECK(ctx != NULL);
@@ -1389,6 +1456,7 @@ int main(void) {
     test_malformed(ctx);
     test_failures(ctx);
     test_encoded_push(ctx);
+    test_hello_resent(ctx);
     CHECK(zmq_ctx_term(ctx) == 0);
     printf("test_ps_server: ok\n");
     return 0;

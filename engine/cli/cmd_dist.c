@@ -689,6 +689,7 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_uint(&j, "evictions", st.evictions);
     json_uint(&j, "stalls", st.stalls);
     json_uint(&j, "rejoins", st.rejoins);
+    json_uint(&j, "hellos_resent", st.hellos_resent);
     json_uint(&j, "rounds_skipped", st.rounds_skipped);
     json_uint(&j, "checkpoints", st.checkpoints);
     json_uint(&j, "checkpoint_failures", st.checkpoint_failures);
