@@ -182,7 +182,11 @@ int main(void) {
     CHECK(proc_json_number(server, NULL, "evictions") == 1);
     char why[512];
     int once = dist_check_pushes_applied_once(dir, 1, 2, why, sizeof why);
-    if (once != 0) fprintf(stderr, "exactly-once check: %s\n", why);
+    if (once != 0) {
+        char *log = proc_slurp(proc_path(dir, "server-0.err"));
+        fprintf(stderr, "exactly-once check: %s\n---- server:\n%s\n", why, log);
+        free(log);
+    }
     CHECK(once == 0);
     for (int k = 0; k < 2; k++) {
         char key[8];
