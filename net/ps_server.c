@@ -14,6 +14,7 @@
 #include "kernels/update.h"         // defines: sgd_update_cpu, adagrad_update_cpu, axpy_cpu
 #include "kernels/trace.h"          // defines: TRACE_BEGIN, TRACE_END
 #include "net/compress.h"           // defines: compress_decode
+#include "net/memory_guard.h"       // defines: memory_guard_new, memory_guard_check, memory_guard_destroy
 #include "net/ps_reply.h"           // defines: ps_values_*
 #include "net/zmsg.h"               // defines: zmsg_recv, zmsg_send, ZMQ_FAIL
 #include "staleness/clock_table.h"  // defines: clock_table_t
@@ -34,6 +35,7 @@ typedef struct pending_pull {
 struct ps_server {
     ps_config_t cfg;
     void *sock;
+    memory_guard_t *guard;     // NULL: none (ps_config.memory_allowance SIZE_MAX)
     char endpoint[256];
     size_t begin, end, n;  // shard range, n = end - begin
     float *w;              // (n) the current values: ps_values_get(values), refreshed after each write
@@ -232,6 +234,15 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
 
 // busy_wait_s: how long to keep trying an address still in use (a restarted
 // shard's previous socket may still be closing).
+// What the process may grow by before the memory guard acts: the configured
+// allowance, or 256 MiB plus 8 whole-shard messages per worker slot (a
+// worker has at most a push and a request in flight per shard; the rest is
+// room for retries and replies queued behind a slow peer).
+static size_t memory_allowance(const ps_config_t *c, size_t n) {
+    if (c->memory_allowance) return c->memory_allowance;
+    return ((size_t)256 << 20) + 8 * c->n_workers * n * sizeof(float);
+}
+
 static int server_bind(ps_server_t *s, void *zmq_ctx, const char *endpoint, double busy_wait_s, char *err,
                        size_t err_len) {
     const ps_config_t *c = &s->cfg;
@@ -246,6 +257,10 @@ static int server_bind(ps_server_t *s, void *zmq_ctx, const char *endpoint, doub
         if (!err[0]) ZMQ_FAIL("server: zmq_setsockopt(HWM)", err, err_len);
         return -1;
     }
+    // Watching before the bind, so that every connection accepted is known.
+    if (c->memory_allowance != SIZE_MAX &&
+        !(s->guard = memory_guard_new(zmq_ctx, s->sock, memory_allowance(c, s->n), err, err_len)))
+        return -1;
     // No legitimate request is larger than the shard's values (sparse indices
     // are strictly ascending), so no peer can make the shard allocate more.
     double give_up = now_s() + busy_wait_s;
@@ -556,6 +571,7 @@ void ps_server_destroy(ps_server_t **sp) {
         free(s->pending[i].keys);
     }
     free(s->pending);
+    memory_guard_destroy(&s->guard);
     if (s->sock) zmq_close(s->sock);
     clock_table_free(&s->clocks);
     ps_values_release(&s->values);
@@ -1350,6 +1366,23 @@ static int diverged_done(const ps_server_t *s, double now) {
     return 1;
 }
 
+// The memory guard's turn (net/memory_guard.h): when the process has grown
+// past its allowance, every connection is shut down; the workers reconnect
+// and resend what was unanswered, which the exactly-once rules make safe.
+static int guard_memory(ps_server_t *s, double now, char *err, size_t err_len) {
+    memory_guard_trip_t trip;
+    int tripped = s->guard ? memory_guard_check(s->guard, now, &trip, err, err_len) : 0;
+    if (tripped <= 0) return tripped;
+    s->stats.memory_trips++;
+    s->stats.connections_dropped += trip.connections;
+    if (!s->cfg.quiet)
+        fprintf(stderr, "asgd server %zu: the process grew by %zu MiB, past its allowance of %zu MiB "
+                        "(--server-memory-allowance): a peer may be sending a message that never ends; shut down "
+                        "all %zu connections (workers reconnect and resend)\n",
+                s->cfg.shard, trip.grown >> 20, memory_allowance(&s->cfg, s->n) >> 20, trip.connections);
+    return 0;
+}
+
 #define STALL_S 0.5  // a gap between the serving loop's turns longer than this is the shard's own stall
 
 int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
@@ -1414,6 +1447,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
         if (evict_silent(s, now, err, err_len) != 0) return -1;
         publish_progress(s);  // an eviction can complete a BSP round
         maybe_checkpoint(s, now);
+        if (guard_memory(s, now, err, err_len) != 0) return -1;
         if (run_finished(s, now)) return 0;
         if (s->hooks.on_turn) {
             int t = s->hooks.on_turn(s->hooks.ctx, s, err, err_len);

@@ -80,6 +80,11 @@ typedef struct ps_config {
     // BSP: a round is applied once n_workers - backup_workers gradients of it
     // arrived (0: every live worker's, the classic rule); < n_workers.
     size_t backup_workers;
+    // Bytes the process may grow beyond its size when the shard started
+    // before the shard shuts every connection down (net/memory_guard.h: a peer
+    // that never ends a message); 0: automatic, 256 MiB plus 8 pushes per
+    // worker slot; SIZE_MAX: no guard.
+    size_t memory_allowance;
     int quiet;            // no per-message warnings on stderr
 } ps_config_t;
 
@@ -96,6 +101,8 @@ typedef struct ps_stats {
     uint64_t duplicates;                   // retried pushes acknowledged again, not applied
     uint64_t evictions, rejoins;           // workers evicted for silence; HELLOs from workers seen before
     uint64_t hellos_resent;                // copies of a HELLO answered already: its WELCOME sent again
+    uint64_t memory_trips;                 // times the memory guard shut every connection down
+    uint64_t connections_dropped;          // connections it shut down
     uint64_t stalls;                       // gaps > 0.5 s between serving turns, not counted as workers' silence
     uint64_t rounds_skipped;               // BSP rounds a resumed shard had lost (applied after its checkpoint)
     uint64_t late_dropped;                 // BSP with backup workers: gradients that came after their round

@@ -109,6 +109,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up (default 60000)", 100, 1e9, NULL, 0},
         {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "workers' heartbeats to the servers (and ZMTP's), 0 = off (default 1000)", 0, 1e6, NULL, 0},
         {"worker-timeout", FLAG_TYPE_SIZE, &d->worker_timeout_ms, "MS", "servers evict a worker silent this long, so ssp/bsp stop waiting for it; 0 = never (default 10000)", 0, 1e9, NULL, 0},
+        {"server-memory-allowance", FLAG_TYPE_SIZE, &d->server_memory_mib, "MIB", "a server shuts every connection down (its workers reconnect and resend) once its process has grown this much past its size at start: what a peer that never ends a message can make it hold; 0 = automatic, 256 MiB plus 8 pushes per worker (default 0)", 0, 1e9, NULL, 0},
         {"retry-ms", FLAG_TYPE_SIZE, &d->retry_ms, "MS", "workers resend a request unanswered this long, backing off to 8x (default 1000)", 10, 1e7, NULL, 0},
         {"compress", FLAG_TYPE_STRING, &d->compress, "METHOD", "compress gradients sent (pushes, allreduce; pulls stay float32): none, fp16, qsgd:BITS, topk:FRACTION or randk:FRACTION (default none; docs/compression.md)", 0, 0, NULL, 0},
         {"error-feedback", FLAG_TYPE_CHOICE, &d->error_feedback, "on|off", "add what compression left out to the next exchange (default off)", 0, 0, "off|on", 0},
@@ -690,6 +691,8 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_uint(&j, "stalls", st.stalls);
     json_uint(&j, "rejoins", st.rejoins);
     json_uint(&j, "hellos_resent", st.hellos_resent);
+    json_uint(&j, "memory_trips", st.memory_trips);
+    json_uint(&j, "connections_dropped", st.connections_dropped);
     json_uint(&j, "rounds_skipped", st.rounds_skipped);
     json_uint(&j, "checkpoints", st.checkpoints);
     json_uint(&j, "checkpoint_failures", st.checkpoint_failures);
@@ -880,6 +883,7 @@ static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, c
         .adagrad_eps = (float)t->adagrad_eps,
         .heartbeat_ms = (int)d->heartbeat_ms,
         .worker_timeout_ms = (int)d->worker_timeout_ms,
+        .memory_allowance = d->server_memory_mib << 20,
         .quiet = 0,
         .stale = {d->server_staleness_aware, d->server_dc_lambda, d->server_delay_adaptive},
         .warmup = t->warmup,

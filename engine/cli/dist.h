@@ -19,7 +19,7 @@
 #include "net/compress.h"       // defines: compress_spec_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 36
+#define DIST_N_FLAGS 37
 #define DIST_DEFAULT_PORT 29517
 
 // The columns of a run's global.csv (the global model's curve, written by the
@@ -64,6 +64,7 @@ typedef struct dist_args {
     size_t timeout_ms;
     size_t heartbeat_ms;
     size_t worker_timeout_ms; // servers evict a worker silent this long; 0 = never
+    size_t server_memory_mib; // --server-memory-allowance; 0: automatic (ps_config.memory_allowance)
     size_t retry_ms;          // workers resend an unanswered request after this long
     const char *save_model;
     // Transport security (net/curve_auth.h, docs/security.md).
