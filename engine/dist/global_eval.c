@@ -54,28 +54,35 @@ static int append_row(global_eval_t *g, const global_eval_row_t *row) {
 }
 
 // Reads the global model (every shard holding the updates of clock `need` from
-// every worker) and evaluates it. Returns 0, 1 when stopped meanwhile, -1 on error.
-static int evaluate_at(global_eval_t *g, const ps_progress_t *at, double sent_at) {
+// every worker) and evaluates it. The row is labelled with shard 0's progress
+// as published once the model had come: it counts every update the model
+// holds (the pull was answered before), so the curve never credits the
+// model with fewer examples than it was trained on. Returns 0, 1 when
+// stopped meanwhile, -1 on error.
+static int evaluate_at(global_eval_t *g, const ps_progress_t *due, double sent_at) {
     uint64_t min_clock;
-    if (ps_client_pull(g->client, at->min_clock, g->pulled, &min_clock, g->err, sizeof g->err) != 0)
+    if (ps_client_pull(g->client, due->min_clock, g->pulled, &min_clock, g->err, sizeof g->err) != 0)
         return atomic_load(&g->stop) ? 1 : -1;
+    double read_at = now_s();
+    ps_progress_t at;
+    ps_server_progress(g->cfg.shard, &at);
     for (size_t j = 0; j < g->cfg.n_params; j++) param_set(&g->w[j], g->pulled[j]);
     size_t limit = model_num_test(g->cfg.model);
     if (g->cfg.eval_limit && g->cfg.eval_limit < limit) limit = g->cfg.eval_limit;
     eval_sums_t sums = {0.0, 0.0, 0};
     model_evaluate(g->cfg.model, g->w, 0, limit, g->ws, &sums);
-    double n = (double)at->staleness_count;
+    double n = (double)at.staleness_count;
     global_eval_row_t row = {
-        .wall_s = sent_at - g->t0,
-        .samples = at->samples,
-        .updates = at->version,
+        .wall_s = read_at - g->t0,
+        .samples = at.samples,
+        .updates = at.version,
         .test_loss = sums.count ? sums.loss_sum / (double)sums.count : NAN,
         .test_metric = eval_metric_value(model_metric(g->cfg.model), &sums),
-        .wait_s = at->wait_s,
-        .staleness_versions_mean = n ? (double)at->staleness_versions_sum / n : NAN,
-        .staleness_versions_max = n ? (double)at->staleness_versions_max : NAN,
-        .staleness_clocks_mean = n ? (double)at->staleness_clocks_sum / n : NAN,
-        .staleness_clocks_max = n ? (double)at->staleness_clocks_max : NAN,
+        .wait_s = at.wait_s,
+        .staleness_versions_mean = n ? (double)at.staleness_versions_sum / n : NAN,
+        .staleness_versions_max = n ? (double)at.staleness_versions_max : NAN,
+        .staleness_clocks_mean = n ? (double)at.staleness_clocks_sum / n : NAN,
+        .staleness_clocks_max = n ? (double)at.staleness_clocks_max : NAN,
         .eval_s = now_s() - sent_at,
     };
     return append_row(g, &row);

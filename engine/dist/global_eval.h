@@ -23,8 +23,9 @@
 typedef struct global_eval global_eval_t;
 
 typedef struct global_eval_row {
-    double wall_s;          // seconds since the evaluator started, when the pull was sent
-    uint64_t samples;       // examples behind the updates shard 0 had applied then (all workers)
+    double wall_s;          // seconds since the evaluator started, when the pulled model had come
+    uint64_t samples;       // examples behind the updates shard 0 had applied then (all workers): at
+                            // least those the model holds
     uint64_t updates;       // shard 0's version then
     double test_loss, test_metric;
     double wait_s;          // workers' conditional pulls at shard 0 so far (SSP, BSP)
