@@ -200,6 +200,7 @@ int main(int argc, char **argv) {
         c.n_workers = o.workers;
         c.mode = SYNC_MODE_ASP;
         c.lr = 1.0f;
+        c.memory_allowance = SIZE_MAX;  // no memory guard: the soak's workers share the process
         c.quiet = 1;
         servers[k].ctx = zmq_ctx_new();
         if (!servers[k].ctx) die("zmq_ctx_new", zmq_strerror(errno));
