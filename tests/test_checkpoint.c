@@ -27,6 +27,7 @@
 #include "net/ps_client.h"             // defines: ps_client_new, ps_client_push_frames, ps_client_pull
 #include "net/ps_server.h"             // defines: ps_server_new, ps_server_resume, ps_server_run
 #include "proc_support.h"
+#include "server_thread.h"  // defines: server_thread_t, server_thread_start, server_thread_join
 
 static char dir[] = "/tmp/asgd_checkpoint_XXXXXX";
 
@@ -148,25 +149,6 @@ static void test_format(void) {
 #define PUSHES_BEFORE 20  // pushed well before a checkpoint
 #define LR 0.5f
 
-typedef struct shard_thread {
-    ps_server_t *s;
-    pthread_t tid;
-    atomic_int stop;
-    int rc;
-    char err[256];
-} shard_thread_t;
-
-static void *serve(void *arg) {
-    shard_thread_t *t = arg;
-    t->rc = ps_server_run(t->s, &t->stop, t->err, sizeof t->err);
-    return NULL;
-}
-
-static void start_thread(shard_thread_t *t) {
-    atomic_init(&t->stop, 0);
-    CHECK(pthread_create(&t->tid, NULL, serve, t) == 0);
-}
-
 // Push i's gradient: exact in float, so every sum of them is too.
 static float grad(int i, size_t j) { return (float)((i + 1) * (int)(j + 1)) / 1024.0f; }
 
@@ -223,12 +205,12 @@ static void test_server_restart(void *ctx) {
     c.quiet = 1;
     c.checkpoint_path = ckpt;
     c.checkpoint_every_s = 0.06;
-    shard_thread_t a;
+    server_thread_t a;
     a.s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err);
     CHECK_OK(a.s == NULL, err);
     char endpoint[256];
     snprintf(endpoint, sizeof endpoint, "%s", ps_server_endpoint(a.s));
-    start_thread(&a);
+    server_thread_start(&a);
     const char *eps[1] = {endpoint};
     ps_client_t *client = ps_client_new(ctx, c.run_id, 0, eps, 1, N, 0, 5000, err, sizeof err);
     CHECK_OK(client == NULL, err);
@@ -246,8 +228,7 @@ static void test_server_restart(void *ctx) {
     CHECK_OK(ps_client_wait_acks(client, err, sizeof err), err);
     // The crash: the shard stops and is gone, with no checkpoint of its last state.
     atomic_store(&a.stop, 1);
-    CHECK(pthread_join(a.tid, NULL) == 0);
-    CHECK_OK(a.rc, a.err);
+    server_thread_join(&a);
     ps_stats_t before;
     ps_server_stats(a.s, &before);
     CHECK(before.version == PUSHES && before.checkpoints >= 1);
@@ -258,7 +239,7 @@ static void test_server_restart(void *ctx) {
     other.n_workers = 2;
     CHECK(ps_server_resume(ctx, &other, NULL, ckpt, err, sizeof err) == NULL);
     CHECK(strstr(err, ckpt) && strstr(err, "its workers is 1, this server's 2"));
-    shard_thread_t b;
+    server_thread_t b;
     b.s = ps_server_resume(ctx, &c, NULL, ckpt, err, sizeof err);
     CHECK_OK(b.s == NULL, err);
     CHECK(strcmp(ps_server_endpoint(b.s), endpoint) == 0);
@@ -272,7 +253,7 @@ static void test_server_restart(void *ctx) {
     expected(want, init, v);
     CHECK(memcmp(ps_server_values(b.s), want, sizeof want) == 0);
     CHECK(ps_server_clocks(b.s)[0] == (uint64_t)v && ps_server_pushes_per_worker(b.s)[0] == (uint64_t)v);
-    start_thread(&b);
+    server_thread_start(&b);
     // The same client reconnects by itself and goes on.
     for (int i = PUSHES; i < PUSHES + 5; i++) push(client, i);
     CHECK_OK(ps_client_pull(client, 0, got, NULL, err, sizeof err), err);
@@ -280,8 +261,7 @@ static void test_server_restart(void *ctx) {
         for (size_t j = 0; j < N; j++) want[j] = want[j] - LR * grad(i, j);
     CHECK(memcmp(got, want, sizeof want) == 0);
     CHECK_OK(ps_client_bye(client, err, sizeof err), err);
-    CHECK(pthread_join(b.tid, NULL) == 0);  // ends by itself: its worker left
-    CHECK_OK(b.rc, b.err);
+    server_thread_join(&b);  // ends by itself: its worker left
     ps_server_stats(b.s, &st);
     printf("  after the restart: %llu pushes applied, %llu retried copies acknowledged again\n",
            (unsigned long long)st.pushes_applied, (unsigned long long)st.duplicates);

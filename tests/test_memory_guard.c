@@ -12,15 +12,14 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <zmq.h>
 
 #include "net/memory_guard.h"  // defines: memory_guard_resident_bytes
 #include "net/ps_client.h"     // defines: ps_client_new, ps_client_push_frames, ps_client_pull, ...
-#include "net/ps_server.h"     // defines: ps_server_new, ps_server_run, ps_server_stats, ...
+#include "net/ps_server.h"     // defines: ps_server_new, ps_server_stats, ...
+#include "server_thread.h"    // defines: server_thread_t, server_thread_start, server_thread_join
 #include "test_support.h"
 
 #define RUN_ID 0x7e57000051ad0003ull
@@ -33,20 +32,6 @@
 #else
 #define UNDER_ASAN 0
 #endif
-
-typedef struct server_thread {
-    ps_server_t *s;
-    atomic_int stop;
-    pthread_t tid;
-    int rc;
-    char err[256];
-} server_thread_t;
-
-static void *serve(void *arg) {
-    server_thread_t *st = arg;
-    st->rc = ps_server_run(st->s, &st->stop, st->err, sizeof st->err);
-    return NULL;
-}
 
 // Reads exactly n bytes.
 static void read_exactly(int fd, uint8_t *buf, size_t n) {
@@ -119,23 +104,15 @@ int main(void) {
     void *ctx = zmq_ctx_new();
     float init[N], g[N], want[N], got[N];
     for (size_t j = 0; j < N; j++) init[j] = want[j] = (float)j * 0.5f, g[j] = (float)(j % 7) - 3.0f;
-    ps_config_t c;
-    memset(&c, 0, sizeof c);
-    c.run_id = RUN_ID;
-    c.n_shards = 1;
-    c.n_params = N;
-    c.n_workers = 1;
-    c.mode = SYNC_MODE_ASP;
-    c.optimizer = SERVER_OPTIMIZER_SGD;
-    c.lr = 0.5f;
-    c.memory_allowance = ALLOWANCE;
-    c.quiet = 0;  // the trip is logged
+    // quiet 0: the trip is logged.
+    ps_config_t c = {.run_id = RUN_ID, .n_shards = 1, .n_params = N, .n_workers = 1, .mode = SYNC_MODE_ASP,
+                     .optimizer = SERVER_OPTIMIZER_SGD, .lr = 0.5f, .memory_allowance = ALLOWANCE, .quiet = 0};
     server_thread_t st = {0};
     st.s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err);
     CHECK_OK(st.s == NULL, err);
     int port = atoi(ps_server_endpoint(st.s) + strlen("tcp://127.0.0.1:"));
     const char *endpoints[1] = {ps_server_endpoint(st.s)};
-    CHECK(pthread_create(&st.tid, NULL, serve, &st) == 0);
+    server_thread_start(&st);
     ps_client_t *worker = ps_client_new(ctx, RUN_ID, 0, endpoints, 1, N, 0, 30000, err, sizeof err);
     CHECK_OK(worker == NULL, err);
     push(worker, g, 0);
@@ -170,8 +147,7 @@ int main(void) {
 
     CHECK_OK(ps_client_bye(worker, err, sizeof err), err);
     ps_client_destroy(&worker);
-    CHECK(pthread_join(st.tid, NULL) == 0);  // ends by itself: its worker left
-    CHECK_OK(st.rc, st.err);
+    server_thread_join(&st);  // ends by itself: its worker left
     ps_stats_t s;
     ps_server_stats(st.s, &s);
     printf("shard: %llu trip(s), %llu connection(s) shut down, %llu pushes applied, %llu duplicates\n",

@@ -22,6 +22,7 @@
 #include "net/rendezvous.h"  // defines: rdv_server_new
 #include "net/ring.h"        // defines: ring_new
 #include "net/zmsg.h"        // defines: zmsg_header, zmsg_max_frame
+#include "server_thread.h"    // defines: server_thread_t, server_thread_start
 #include "tests/test_support.h"
 
 #define RUN_ID 0x5ec0de5ec0de0001ull
@@ -166,28 +167,13 @@ static void test_listening_rule(void *ctx) {
 
 // ---- a CURVE-secured server --------------------------------------------------------
 
-typedef struct server_thread {
-    ps_server_t *s;
-    atomic_int stop;
-    pthread_t tid;
-    int rc;
-    char err[256];
-} server_thread_t;
-
-static void *server_main(void *arg) {
-    server_thread_t *st = arg;
-    st->rc = ps_server_run(st->s, &st->stop, st->err, sizeof st->err);
-    return NULL;
-}
-
 static void server_start(server_thread_t *st, void *ctx, const float *init) {
     char err[512];
     memset(st, 0, sizeof *st);
     ps_config_t c = config();
     st->s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err);
     CHECK_OK(st->s == NULL, err);
-    atomic_init(&st->stop, 0);
-    CHECK(pthread_create(&st->tid, NULL, server_main, st) == 0);
+    server_thread_start(st);
 }
 
 // The server returns by itself once its worker has left; 5 s more is a failure, not a hang.
