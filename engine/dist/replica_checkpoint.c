@@ -81,6 +81,7 @@ int replica_ckpt_resume(replica_t *r, train_config_t *tc, train_position_t *star
     tc->start = start;
     if (!past) {
         for (size_t j = 0; j < r->ps_n; j++) param_set(&r->w[j], r->base[j] + ck->pending[j]);
+        r->resumed_unpushed = ck->unpushed_steps;  // the next push claims them (downpour_begin)
     }
     r->carry_retrained += retrained;
     r->carry_skipped += skipped;
@@ -106,12 +107,15 @@ int replica_ckpt_save(void *ctx, const train_position_t *at, const param_t *w, c
     int rc = ps_client_wait_acks(r->client, err, err_len);
     if (rc == 0) {
         for (size_t j = 0; j < r->n; j++) r->val[j] = param_get(&w[j]) - r->base[j];
+        uint64_t steps = 0;
+        for (size_t t = 0; t < at->threads; t++) steps += at->updates[t];
         worker_ckpt_t c = {.seq = r->ckpt_seq + 1,
                            .clock = r->clock,
                            .retrained = r->carry_retrained,
                            .skipped = r->carry_skipped,
                            .at = *at,
-                           .pending = r->val};
+                           .pending = r->val,
+                           .unpushed_steps = steps > r->steps_pushed ? steps - r->steps_pushed : 0};
         const worker_ckpt_config_t *k = r->rc->ckpt;
         if (worker_ckpt_save(k, &c, err, err_len) == 0) {
             r->ckpt_seq++;

@@ -65,6 +65,7 @@ struct replica {
     pthread_t comm;
     _Atomic int training_done;
     uint64_t steps_pushed;  // replica steps covered by the pushes so far
+    uint64_t resumed_unpushed;  // a resume from a checkpoint: the steps its pending update sums
     // Which parameters the steps a push sums had read. The communication
     // thread raises `generation` at every rebase; each step records the value
     // it read (train_link_t.generation).

@@ -351,7 +351,9 @@ static int downpour_begin(replica_t *r, train_config_t *tc, const train_callback
     ps_client_pulled_versions(r->client, r->gen_versions);  // generation 0: what joining pulled
     // A rejoining or resumed replica's threads start at the steps its position stands for.
     for (size_t t = 0; tc->start && t < r->threads; t++) atomic_store(&r->progress[t].steps, tc->start->updates[t]);
-    r->steps_pushed = replica_steps(r);
+    // A resumed replica's pending update sums steps no push has claimed yet.
+    uint64_t steps = replica_steps(r);
+    r->steps_pushed = steps > r->resumed_unpushed ? steps - r->resumed_unpushed : 0;
     atomic_store(&r->allowance, allowance_for(r->g_read, r->read_bound, r->quota));
     // Each thread's first window starts at its first step; none has started.
     for (size_t t = 0; t < r->threads; t++) {

@@ -27,6 +27,7 @@ int worker_ckpt_save(const worker_ckpt_config_t *cfg, const worker_ckpt_t *c, ch
     ckpt_writer_section(w, "wk.loss_sum", c->at.loss_sum, T * sizeof *c->at.loss_sum);
     ckpt_writer_section(w, "wk.wall_s", &c->at.wall_s, sizeof c->at.wall_s);
     ckpt_writer_section(w, "wk.pending", c->pending, cfg->id.n_params * sizeof *c->pending);
+    ckpt_writer_section(w, "wk.unpushed", &c->unpushed_steps, sizeof c->unpushed_steps);
     return ckpt_writer_commit(&w, err, err_len);
 }
 
@@ -92,6 +93,10 @@ int worker_ckpt_load(const char *path, const worker_ckpt_identity_t *id, worker_
     out->clock = counts[1];
     out->retrained = counts[2];
     out->skipped = counts[3];
+    // Absent from the files of earlier builds: their pending steps go unclaimed.
+    size_t size = 0;
+    const void *unpushed = ckpt_file_section(f, "wk.unpushed", &size);
+    if (unpushed && size == sizeof out->unpushed_steps) memcpy(&out->unpushed_steps, unpushed, size);
     rc = 0;
 out:
     if (rc != 0) worker_ckpt_free(out);

@@ -52,6 +52,10 @@ typedef struct worker_ckpt {
     uint64_t retrained, skipped;  // samples_retrained / samples_skipped carried from earlier restarts
     train_position_t at;       // its threads' position
     float *pending;            // (n_params) local copy minus the last pushed state
+    // The steps (all threads) summed in pending: taken, not yet claimed by a
+    // push. The push that sends pending claims them (the servers bound a
+    // push's clock by the steps claimed: clock_plausible).
+    uint64_t unpushed_steps;
 } worker_ckpt_t;
 
 // Writes cfg->path. Returns 0, or -1 with err naming the file.
