@@ -232,8 +232,6 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     return s;
 }
 
-// busy_wait_s: how long to keep trying an address still in use (a restarted
-// shard's previous socket may still be closing).
 // What the process may grow by before the memory guard acts: the configured
 // allowance, or 256 MiB plus 8 whole-shard messages per worker slot (a
 // worker has at most a push and a request in flight per shard; the rest is
@@ -243,6 +241,8 @@ static size_t memory_allowance(const ps_config_t *c, size_t n) {
     return ((size_t)256 << 20) + 8 * c->n_workers * n * sizeof(float);
 }
 
+// busy_wait_s: how long to keep trying an address still in use (a restarted
+// shard's previous socket may still be closing).
 static int server_bind(ps_server_t *s, void *zmq_ctx, const char *endpoint, double busy_wait_s, char *err,
                        size_t err_len) {
     const ps_config_t *c = &s->cfg;
@@ -694,7 +694,6 @@ static int send_simple(ps_server_t *s, zmq_msg_t *identity, uint16_t type, uint3
 
 // WELCOME: the shard's range (its length travels in aux: a WELCOME has no
 // payload) and the clock the worker is to continue from.
-// WELCOME: the shard's range, and the clock the worker goes on from.
 static int send_welcome(ps_server_t *s, zmq_msg_t *identity, uint64_t clock, char *err, size_t err_len) {
     wire_header_t h = reply_header(s, MSG_TYPE_WELCOME);
     h.offset = s->begin;
