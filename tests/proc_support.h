@@ -96,6 +96,15 @@ static inline int proc_wait_for_text(const char *path, const char *needle, doubl
     return 0;
 }
 
+// Runs argv to its end (a hang past timeout_s fails), checks that it exited
+// with `status`, and returns what it wrote on stderr (to err_path; caller
+// frees): how the tests read a refusal.
+static inline char *proc_run_expect(const char *const *argv, const char *out_path, const char *err_path,
+                                    double timeout_s, int status) {
+    CHECK(proc_wait(proc_start(argv, out_path, err_path), timeout_s) == status);
+    return proc_slurp(err_path);
+}
+
 // Lines in a file (0 when missing).
 static inline size_t proc_count_lines(const char *path) {
     char *text = proc_slurp(path);

@@ -14,7 +14,7 @@ typedef struct server_thread {
     atomic_int stop;
     pthread_t tid;
     int rc;  // ps_server_run's, read after the join
-    char err[256];
+    char err[512];
 } server_thread_t;
 
 static inline void *server_thread_main(void *arg) {

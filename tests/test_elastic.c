@@ -178,9 +178,7 @@ static void refusals(void) {
         const char *a[] = {ASGD_BINARY, "worker", "--model", "logreg", "--data", "gen:sparse:n=300,dim=20,nnz=5",
                            "--sync", cases[i].sync, "--workers", "2", "--max-workers", cases[i].max, "--join",
                            "--id", cases[i].id, "--coordinator", "127.0.0.1:1", NULL};
-        pid_t pid = proc_start(a, out, err);
-        CHECK(proc_wait(pid, 30.0) == 2);
-        char *e = proc_slurp(err);
+        char *e = proc_run_expect(a, out, err, 30.0, 2);
         printf("refused: %s", e);
         CHECK(strstr(e, cases[i].needle) && strchr(e, '\n') == e + strlen(e) - 1);  // one line
         free(e);

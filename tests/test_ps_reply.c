@@ -24,28 +24,15 @@
 #include "kernels/partition.h"  // defines: shard_range
 #include "kernels/update.h"     // defines: sgd_update_cpu, axpy_cpu
 #include "net/ps_client.h"      // defines: ps_client_new, ps_client_push_frames, ps_client_pull
-#include "net/ps_server.h"      // defines: ps_server_new, ps_server_run, ps_server_stats
+#include "net/ps_server.h"      // defines: ps_server_new, ps_server_stats
 #include "net/zmsg.h"           // defines: zmsg_header, zmsg_recv, zmsg_close
+#include "server_thread.h"      // defines: server_thread_t, server_thread_start, server_thread_join
 #include "test_support.h"
 
 #define RUN_ID 0x7e57000052e90001ull
 #define TIMEOUT_MS 60000  // a hang guard, not a window: generous for TSan on a loaded machine
 #define N 10007  // several of ps_reply.c's blocks, not a multiple of one
 #define MAX_SHARDS 2
-
-typedef struct server_thread {
-    ps_server_t *s;
-    atomic_int stop;
-    int rc;
-    char err[256];
-    pthread_t tid;
-} server_thread_t;
-
-static void *server_main(void *arg) {
-    server_thread_t *st = arg;
-    st->rc = ps_server_run(st->s, &st->stop, st->err, sizeof st->err);
-    return NULL;
-}
 
 static void server_start(server_thread_t *st, void *ctx, ps_config_t c, size_t shard, const float *init,
                          const char *endpoint) {
@@ -58,14 +45,12 @@ static void server_start(server_thread_t *st, void *ctx, ps_config_t c, size_t s
         fprintf(stderr, "ps_server_new: %s\n", err);
         exit(1);
     }
-    atomic_init(&st->stop, 0);
-    CHECK(pthread_create(&st->tid, NULL, server_main, st) == 0);
+    server_thread_start(st);
 }
 
 static void server_finish(server_thread_t *st, ps_stats_t *stats) {
     atomic_store(&st->stop, 1);
-    CHECK(pthread_join(st->tid, NULL) == 0);
-    CHECK_OK(st->rc, st->err);
+    server_thread_join(st);
     ps_server_stats(st->s, stats);
     ps_server_destroy(&st->s);
 }

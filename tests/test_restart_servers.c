@@ -213,9 +213,7 @@ static void not_restarted(void) {
 static void refused(const char *name, const char *sync, const char *more, const char *needle) {
     const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=300,dim=20,nnz=4",
                        "--sync", sync, "--restart-servers", "1", "--run-dir", proc_path(dir, "%s", name), more, more ? "0.1" : NULL, NULL};
-    pid_t pid = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
-    CHECK(proc_wait(pid, HANG_S) == 2);
-    char *log = proc_slurp(proc_path(dir, "%s.err", name));
+    char *log = proc_run_expect(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name), HANG_S, 2);
     printf("%s: refused: %s", name, log);
     CHECK(strstr(log, needle));
     free(log);

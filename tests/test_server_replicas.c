@@ -42,8 +42,9 @@
 #include "engine/cli/run_record.h"          // defines: run_record_read_server
 #include "net/ps_client.h"                  // defines: ps_push_count_t, ps_client_new
 #include "net/ps_replica.h"                 // defines: ps_replica_new, ps_replica_lead, ps_replica_join
-#include "net/ps_server.h"                  // defines: ps_server_new, ps_server_run
+#include "net/ps_server.h"                  // defines: ps_server_new, ps_server_stats
 #include "proc_support.h"
+#include "server_thread.h"  // defines: server_thread_t, server_thread_main, server_thread_start, server_thread_join
 
 #define WORKERS 2
 #define HANG_S 120.0     // a bound on every wait, never a window
@@ -291,35 +292,23 @@ static void refused(const char *name, const char *sync, const char *more, const 
     const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=300,dim=20,nnz=4",
                        "--sync", sync, "--server-replicas", "2", "--run-dir", proc_path(dir, "%s", name), more,
                        more ? "1" : NULL, NULL};
-    pid_t pid = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
-    CHECK(proc_wait(pid, HANG_S) == 2);
-    char *log = proc_slurp(proc_path(dir, "%s.err", name));
+    char *log = proc_run_expect(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name), HANG_S, 2);
     printf("%s: refused: %s", name, log);
     CHECK(strstr(log, needle));
     free(log);
 }
 
-// g) a replicated eviction, in one process.
+// g) a replicated eviction, in one process: a shard's thread and its replica.
 typedef struct serving {
-    ps_server_t *s;
+    server_thread_t t;
     ps_replica_t *r;
-    atomic_int stop;
-    int rc;
-    char err[512];
-    pthread_t th;
 } serving_t;
 
-static void *serve(void *arg) {
-    serving_t *p = arg;
-    p->rc = ps_server_run(p->s, &p->stop, p->err, sizeof p->err);
-    return NULL;
-}
-
+// A backup's thread: it joins its primary (copying the state), then serves.
 static void *join_and_serve(void *arg) {
     serving_t *p = arg;
-    p->rc = ps_replica_join(p->r, p->s, p->err, sizeof p->err);
-    if (p->rc == 0) p->rc = ps_server_run(p->s, &p->stop, p->err, sizeof p->err);
-    return NULL;
+    p->t.rc = ps_replica_join(p->r, p->t.s, p->t.err, sizeof p->t.err);
+    return p->t.rc == 0 ? server_thread_main(&p->t) : NULL;
 }
 
 #define EVICT_RUN 0x5e9e1ca500000001ull
@@ -340,17 +329,16 @@ static void replicated_eviction(void) {
     ps_replica_config_t rc = {.state_dir = sd, .shard = 0, .replica = 0, .run_id = EVICT_RUN, .n_workers = 2,
                               .ack_timeout_ms = 60000, .worker_timeout_ms = 300, .join_timeout_ms = 60000, .quiet = 1};
     serving_t p = {0}, b = {0};
-    atomic_init(&p.stop, 0);
-    atomic_init(&b.stop, 0);
-    CHECK((p.s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err)));
-    CHECK((p.r = ps_replica_new(ctx, &rc, err, sizeof err)) && ps_replica_lead(p.r, p.s, err, sizeof err) == 0);
+    atomic_init(&b.t.stop, 0);
+    CHECK((p.t.s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err)));
+    CHECK((p.r = ps_replica_new(ctx, &rc, err, sizeof err)) && ps_replica_lead(p.r, p.t.s, err, sizeof err) == 0);
     rc.replica = 1;
-    CHECK((b.s = ps_server_new(ctx, &cb, "tcp://127.0.0.1:*", init, err, sizeof err)));
+    CHECK((b.t.s = ps_server_new(ctx, &cb, "tcp://127.0.0.1:*", init, err, sizeof err)));
     CHECK((b.r = ps_replica_new(ctx, &rc, err, sizeof err)));
-    CHECK(pthread_create(&b.th, NULL, join_and_serve, &b) == 0);
-    CHECK(ps_replica_await_backup(p.r, p.s, err, sizeof err) == 0);
-    CHECK(pthread_create(&p.th, NULL, serve, &p) == 0);
-    const char *eps[1] = {ps_server_endpoint(p.s)};
+    CHECK(pthread_create(&b.t.tid, NULL, join_and_serve, &b) == 0);
+    CHECK(ps_replica_await_backup(p.r, p.t.s, err, sizeof err) == 0);
+    server_thread_start(&p.t);
+    const char *eps[1] = {ps_server_endpoint(p.t.s)};
     ps_client_t *w0 = ps_client_new(ctx, EVICT_RUN, 0, eps, 1, EVICT_N, 0, 60000, err, sizeof err);
     CHECK_OK(!w0, err);
     ps_client_t *w1 = ps_client_new(ctx, EVICT_RUN, 1, eps, 1, EVICT_N, 0, 60000, err, sizeof err);
@@ -371,24 +359,23 @@ static void replicated_eviction(void) {
     CHECK(out[0] == -0.5f && out[EVICT_N - 1] == -0.5f);
     CHECK(ps_client_bye(w1, err, sizeof err) == 0);
     CHECK(ps_client_bye(w0, err, sizeof err) == 0);
-    CHECK(pthread_join(p.th, NULL) == 0 && pthread_join(b.th, NULL) == 0);
-    if (p.rc != 0 || b.rc != 0) fprintf(stderr, "primary: %s; backup: %s\n", p.err, b.err);
-    CHECK(p.rc == 0 && b.rc == 0);
+    server_thread_join(&p.t);
+    server_thread_join(&b.t);
     ps_stats_t sp, sb;
-    ps_server_stats(p.s, &sp);
-    ps_server_stats(b.s, &sb);
+    ps_server_stats(p.t.s, &sp);
+    ps_server_stats(b.t.s, &sb);
     ps_replica_stats_t rs;
     ps_replica_stats(p.r, &rs);
     printf("evict: primary version %llu, evictions %llu; backup version %llu, evictions %llu; %llu messages "
            "forwarded\n", (unsigned long long)sp.version, (unsigned long long)sp.evictions,
            (unsigned long long)sb.version, (unsigned long long)sb.evictions, (unsigned long long)rs.forwarded);
     CHECK(sp.version == 1 && sb.version == 1 && sp.evictions == 1 && sb.evictions == 1);
-    CHECK(memcmp(ps_server_values(p.s), ps_server_values(b.s), sizeof init) == 0);
-    CHECK(ps_server_values(b.s)[0] == -0.5f);
+    CHECK(memcmp(ps_server_values(p.t.s), ps_server_values(b.t.s), sizeof init) == 0);
+    CHECK(ps_server_values(b.t.s)[0] == -0.5f);
     ps_client_destroy(&w0);
     ps_client_destroy(&w1);
-    ps_server_destroy(&p.s);
-    ps_server_destroy(&b.s);
+    ps_server_destroy(&p.t.s);
+    ps_server_destroy(&b.t.s);
     ps_replica_destroy(&p.r);
     ps_replica_destroy(&b.r);
     zmq_ctx_term(ctx);

@@ -186,9 +186,7 @@ static void refusals(void) {
     a[n++] = "--resume";
     a[n++] = rd;
     a[n] = NULL;
-    pid_t p = proc_start(a, proc_path(dir, "ref1.out"), proc_path(dir, "ref1.err"));
-    CHECK(proc_wait(p, HANG_S) == 1);
-    char *e = proc_slurp(proc_path(dir, "ref1.err"));
+    char *e = proc_run_expect(a, proc_path(dir, "ref1.out"), proc_path(dir, "ref1.err"), HANG_S, 1);
     printf("b) %s", e);
     CHECK(proc_count_lines(proc_path(dir, "ref1.err")) == 1);
     CHECK(strstr(e, "worker-0.ckpt") && strstr(e, "threads 2 in the checkpoint, 3 in this worker"));
@@ -198,9 +196,7 @@ static void refusals(void) {
     a[n++] = "--resume";
     a[n++] = dir;
     a[n] = NULL;
-    p = proc_start(a, proc_path(dir, "ref2.out"), proc_path(dir, "ref2.err"));
-    CHECK(proc_wait(p, HANG_S) == 1);
-    e = proc_slurp(proc_path(dir, "ref2.err"));
+    e = proc_run_expect(a, proc_path(dir, "ref2.out"), proc_path(dir, "ref2.err"), HANG_S, 1);
     printf("   %s", e);
     CHECK(proc_count_lines(proc_path(dir, "ref2.err")) == 1 && strstr(e, "worker-0.ckpt"));
     free(e);
@@ -211,9 +207,7 @@ static void refusals(void) {
     a[n++] = "--resume";
     a[n++] = rd;
     a[n] = NULL;
-    p = proc_start(a, proc_path(dir, "ref3.out"), proc_path(dir, "ref3.err"));
-    CHECK(proc_wait(p, HANG_S) == 2);
-    e = proc_slurp(proc_path(dir, "ref3.err"));
+    e = proc_run_expect(a, proc_path(dir, "ref3.out"), proc_path(dir, "ref3.err"), HANG_S, 2);
     printf("   %s", e);
     CHECK(strstr(e, "--resume") && strstr(e, "asp and ssp"));
     free(e);
