@@ -8,11 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 #include <zmq.h>
 
 #include "kernels/partition.h"  // defines: shard_range
-#include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, ZMQ_FAIL
+#include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, ZMQ_FAIL, wire_fresh_id (net/wire.h)
 
 #define RETRY_BACKOFF_MAX 8  // a silent shard is retried at most every 8 retry intervals
 #define JOIN_ROUNDS_MAX 8    // HELLO rounds to make the shards agree on a rejoin clock
@@ -404,18 +403,6 @@ static int join(ps_client_t *c, char *err, size_t err_len) {
     return 0;
 }
 
-// A number that differs between clients: of the process, the time and the
-// client's address, mixed (splitmix64's finaliser).
-static uint32_t fresh_nonce(const ps_client_t *c) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = (uint64_t)getpid() << 40 ^ (uint64_t)ts.tv_sec << 20 ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)c;
-    x = (x ^ x >> 30) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ x >> 27) * 0x94d049bb133111ebull;
-    x ^= x >> 31;
-    return (uint32_t)x ? (uint32_t)x : 1u;
-}
-
 // Connects a DEALER to every shard; the caller then joins (a worker) or not (an observer).
 static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t worker, uint32_t join_nonce,
                                    const char *const *endpoints,
@@ -429,7 +416,7 @@ static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t work
     c->run_id = run_id;
     c->worker = worker;
     c->join_nonce = join_nonce;
-    c->nonce = join_nonce ? join_nonce : fresh_nonce(c);
+    if (!(c->nonce = join_nonce) && !(c->nonce = (uint32_t)wire_fresh_id(c))) c->nonce = 1;
     c->n_shards = n_shards;
     c->n_params = n_params;
     c->timeout_ms = timeout_ms;

@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "net/zmsg.h"  // defines: zmsg_t, zmsg_recv, zmsg_send_sealed, zmsg_bind, zmsg_connect
+#include "net/zmsg.h"  // defines: zmsg_t, zmsg_recv, zmsg_send_sealed, zmsg_bind, zmsg_connect, wire_fresh_id
 
 #define EP_MAX 256
 
@@ -412,10 +412,7 @@ int ps_replica_lead(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) 
 
 int ps_replica_join(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) {
     double give_up = now_s() + r->cfg.join_timeout_ms / 1000.0;
-    // This process's number, the same in every JOIN it resends.
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t nonce = ((uint64_t)getpid() << 32) ^ (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)(uintptr_t)r;
+    uint64_t nonce = wire_fresh_id(r);  // this process's number, the same in every JOIN it resends
     record_t rec;
     while (record_read(r, &rec) != 0) {
         if (now_s() > give_up) {

@@ -2,6 +2,10 @@
 #include "net/wire.h"
 
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/rng.h"  // defines: rng_splitmix64
 
 static void put16(uint8_t *p, uint16_t v) {
     p[0] = (uint8_t)v;
@@ -250,4 +254,12 @@ const char *msg_type_name(uint16_t type) {
                                                      "ring-chunk", "rdv-join", "rdv-table", "heartbeat",
                                                      "ring-gather", "replica-join", "replica-state", "replica-evict"};
     return type > 0 && type < MSG_TYPE_MAX_ ? names[type] : "unknown";
+}
+
+uint64_t wire_fresh_id(const void *salt) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t x = (uint64_t)getpid() << 40 ^ (uint64_t)ts.tv_sec << 20 ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)salt;
+    uint64_t id = rng_splitmix64(&x);
+    return id ? id : 1;
 }

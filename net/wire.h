@@ -156,4 +156,10 @@ wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header
 // Fills a header's checksum field from its payload frames (as wire_validate checks it).
 void wire_seal(wire_header_t *h, const void *frame0, size_t len0, const void *frame1, size_t len1);
 
+// A number for an identifier that must differ between processes, and
+// between objects of one process: a run id, a client's or a replica's nonce.
+// The process id, the real-time clock and salt's address, mixed (splitmix64);
+// never 0. Not reproducible, and not a secret.
+uint64_t wire_fresh_id(const void *salt);
+
 #endif

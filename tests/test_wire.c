@@ -974,8 +974,16 @@ static void test_checksum_stream_and_copy(void) {
     free(copy);
 }
 
+// Fresh identifiers: never 0, and two objects of one process get different ones.
+static void test_fresh_id(void) {
+    int a, b;
+    uint64_t x = wire_fresh_id(&a), y = wire_fresh_id(&b);
+    CHECK(x != 0 && y != 0 && x != y);
+}
+
 int main(void) {
     test_header_layout();
+    test_fresh_id();
     test_checksum_stream_and_copy();
     test_checksum_reference();
     test_checksum_properties();

@@ -35,6 +35,7 @@
 #include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
 #include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
 #include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
+#include "net/wire.h"               // defines: wire_fresh_id
 #include "net/hier_allreduce.h"     // defines: hier_allreduce_destroy
 #include "net/shm_allreduce.h"      // defines: shm_allreduce_destroy
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
@@ -1569,8 +1570,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
                       const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
     worker_t w = {.id = id, .t = t, .d = d, .m = m};
     int rc = -1;
-    w.join_nonce = (uint32_t)getpid() * 2654435761u ^ (uint32_t)time(NULL);
-    if (!w.join_nonce) w.join_nonce = 1;
+    if (!(w.join_nonce = (uint32_t)wire_fresh_id(&w))) w.join_nonce = 1;
     if (!(w.delays = calloc(dist_slots(d), sizeof *w.delays))) {
         snprintf(err, err_len, "worker: out of memory");
         goto out;

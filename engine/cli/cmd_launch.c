@@ -24,6 +24,7 @@
 #include "engine/cli/run_record.h"      // defines: run_record_read_worker, run_record_read_server
 #include "kernels/trace.h"          // defines: trace_merge
 #include "net/curve_auth.h"         // defines: zap_handler_destroy, curve_keypair_new
+#include "net/wire.h"               // defines: wire_fresh_id
 #include "net/ps_client.h"          // defines: ps_push_count_t
 #include "net/launch_env.h"         // defines: launch_env_detect
 #include "net/rendezvous.h"         // defines: rdv_server_new, rdv_server_answers
@@ -867,8 +868,7 @@ static int local_run_start(local_run_t *r) {
     // workers in kids) find their primary through the run directory.
     size_t ranks = r->d->servers + r->d->workers;
     r->n_kids = ranks + r->d->servers * (r->d->server_replicas - 1);
-    uint64_t run_id = ((uint64_t)time(NULL) << 20) ^ ((uint64_t)getpid() << 1) ^ (uint64_t)(now_s() * 1e9);
-    if (run_id == 0) run_id = 1;
+    uint64_t run_id = wire_fresh_id(r);
     // The children get the --curve-* flags too: the coordinator here speaks as they do.
     if (dist_security_start(r->d, r->ctx, &r->zap, err, sizeof err) != 0 ||
         !(r->rdv = rdv_server_new_elastic(r->ctx, r->coordinator_bind, ranks + dist_slots(r->d) - r->d->workers,
