@@ -1005,21 +1005,34 @@ typedef struct backup_eval {
     global_eval_t *ge;
 } backup_eval_t;
 
-static void resumed_table(void *ctx, const train_args_t *t, const dist_args_t *d, const char *coordinator,
-                          uint64_t run_id, const rdv_entry_t *me, rdv_entry_t **table);
-static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                                        const ps_server_t *s, const rdv_entry_t *table, const char **endpoints,
-                                        global_eval_config_t *gc, global_progress_t *gp, uint64_t run_id,
-                                        char *err, size_t err_len);
+// Shard `id`'s entry in the rendezvous table, at the endpoint it is bound to.
+static rdv_entry_t server_entry(size_t id, const char *bound) {
+    rdv_entry_t me;
+    memset(&me, 0, sizeof me);
+    me.rank = (uint32_t)id;
+    me.role = DIST_ROLE_SERVER;
+    advertise(bound, me.endpoint, sizeof me.endpoint);
+    return me;
+}
+
+// Serves until the run ends, then stops the global evaluator *ge points to
+// (it may have been started meanwhile). Returns 0, or -1 with err.
+static int serve_then_stop_eval(size_t id, ps_server_t *s, global_eval_t *const *ge, char *err, size_t err_len) {
+    int served = ps_server_run(s, stop_signal_flag(), err, err_len);
+    char eval_err[ERR_LEN] = "";
+    int evaluated = *ge ? global_eval_stop(*ge, eval_err, sizeof eval_err) : 0;
+    if (served != 0) return -1;
+    if (evaluated != 0) {
+        snprintf(err, err_len, "server %zu: %s", id, eval_err);
+        return -1;
+    }
+    return 0;
+}
 
 static void backup_promoted(void *ctx, ps_server_t *s, const char *endpoint) {
     backup_eval_t *b = ctx;
     if (b->id != 0 || !b->endpoints) return;
-    rdv_entry_t me;
-    memset(&me, 0, sizeof me);
-    me.rank = 0;
-    me.role = DIST_ROLE_SERVER;
-    advertise(endpoint, me.endpoint, sizeof me.endpoint);
+    rdv_entry_t me = server_entry(0, endpoint);
     resumed_table(b->ctx, b->t, b->d, b->coordinator, b->run_id, &me, &b->table);
     char err[ERR_LEN] = "";
     b->ge = start_global_eval(b->ctx, b->t, b->d, b->m, s, b->table, b->endpoints, &b->gc, &b->gp, b->run_id, err,
@@ -1048,14 +1061,7 @@ static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t 
         rc = joined > 0 ? 0 : -1;  // 1: the run had finished
         goto out;
     }
-    int served = ps_server_run(s, stop_signal_flag(), err, err_len);
-    char eval_err[ERR_LEN] = "";
-    int evaluated = b.ge ? global_eval_stop(b.ge, eval_err, sizeof eval_err) : 0;
-    if (served != 0) goto out;
-    if (evaluated != 0) {
-        snprintf(err, err_len, "server %zu: %s", id, eval_err);
-        goto out;
-    }
+    if (serve_then_stop_eval(id, s, &b.ge, err, err_len) != 0) goto out;
     if (ps_replica_stale(rep)) {
         fprintf(stderr, "asgd server %zu: replica %zu was out of sync when the run finished: it holds no result\n",
                 id, d->replica);
@@ -1119,11 +1125,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
         (!(rep = server_replica(ctx, id, run_id, d, NULL, NULL, err, err_len)) || ps_replica_lead(rep, s, err, err_len) != 0 ||
          ps_replica_await_backup(rep, s, err, err_len) != 0))
         goto out;
-    rdv_entry_t me;
-    memset(&me, 0, sizeof me);
-    me.rank = (uint32_t)id;
-    me.role = DIST_ROLE_SERVER;
-    advertise(ps_server_endpoint(s), me.endpoint, sizeof me.endpoint);
+    rdv_entry_t me = server_entry(id, ps_server_endpoint(s));
     // A resumed shard does not meet the others anew.
     if (!t->resume &&
         rdv_join(ctx, coordinator, run_id, &me, d->servers + dist_slots(d), &table, (int)d->timeout_ms, err, err_len) != 0)
@@ -1134,14 +1136,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
                 ps_server_endpoint(s), sync_mode_name((sync_mode_t)d->sync));
     if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, &gp, run_id, err, err_len)) && err[0])
         goto out;
-    int served = ps_server_run(s, stop_signal_flag(), err, err_len);
-    char eval_err[ERR_LEN] = "";
-    int evaluated = ge ? global_eval_stop(ge, eval_err, sizeof eval_err) : 0;
-    if (served != 0) goto out;
-    if (evaluated != 0) {
-        snprintf(err, err_len, "server %zu: %s", id, eval_err);
-        goto out;
-    }
+    if (serve_then_stop_eval(id, s, &ge, err, err_len) != 0) goto out;
     if (rep && (write_replica_values(id, d, s, err, err_len) != 0 || ps_replica_finish(rep, err, err_len) != 0))
         goto out;
     if (server_finish(id, run_id, d, m, s, ge, begin, end, err, err_len) != 0) goto out;
