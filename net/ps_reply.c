@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "kernels/finite.h"  // defines: all_finite_cpu
-#include "kernels/update.h"  // defines: sgd_update_cpu, adagrad_update_cpu
+#include "kernels/update.h"  // defines: sgd_update_cpu, adagrad_update_cpu, axpy_cpu
 #include "net/wire.h"        // defines: wire_checksum, wire_checksum_stream_t
 #include "net/zmsg.h"        // defines: zmsg_frame_alloc
 
@@ -85,25 +85,54 @@ float *ps_values_write(ps_values_t *v) {
     return v->buf[v->cur];
 }
 
-void ps_values_apply(ps_values_t *v, const float *g, float lr, float *h, float eps) {
-    const float *src = v->buf[v->cur];
-    float *dst = v->buf[v->cur];
-    if (lent(v, v->cur)) {
-        dst = v->buf[1 - v->cur];
-        v->cur = 1 - v->cur;
-        v->counts.moved++;
-    }
+// The buffer a dense write goes to: the current one, or the other when a
+// reply still references the current one (which then becomes the other).
+static float *write_target(ps_values_t *v, const float **src) {
+    *src = v->buf[v->cur];
+    if (!lent(v, v->cur)) return v->buf[v->cur];
+    v->cur = 1 - v->cur;
+    v->counts.moved++;
+    return v->buf[v->cur];
+}
+
+// One blocked pass: dst = src, updated with g (SGD, or Adagrad when h is
+// set), and the checksum of the result, each block while it is in cache.
+static void update_blocks(ps_values_t *v, const float *src, float *dst, const float *const *g, const float *weight,
+                          size_t count, float lr, float *h, float eps) {
+    float sum[BLOCK];
     wire_checksum_stream_t st;
     wire_checksum_begin(&st, 0);
     for (size_t off = 0; off < v->n; off += BLOCK) {
         size_t len = v->n - off < BLOCK ? v->n - off : BLOCK;
+        const float *step = g[0] + off;
+        if (weight) {
+            // The same arithmetic, in the same order, as memset + axpy_cpu
+            // per gradient over the whole shard.
+            memset(sum, 0, len * sizeof *sum);
+            for (size_t k = 0; k < count; k++)
+                if (g[k]) axpy_cpu(len, weight[k], g[k] + off, sum);
+            step = sum;
+        }
         if (dst != src) memcpy(dst + off, src + off, len * sizeof(float));
-        if (h) adagrad_update_cpu(len, lr, eps, g + off, h + off, dst + off);
-        else sgd_update_cpu(len, lr, g + off, dst + off);
+        if (h) adagrad_update_cpu(len, lr, eps, step, h + off, dst + off);
+        else sgd_update_cpu(len, lr, step, dst + off);
         wire_checksum_update(&st, dst + off, len * sizeof(float));
     }
     v->sum = wire_checksum_end(&st);
     v->sum_valid = 1;
+}
+
+void ps_values_apply(ps_values_t *v, const float *g, float lr, float *h, float eps) {
+    const float *src;
+    float *dst = write_target(v, &src);
+    update_blocks(v, src, dst, &g, NULL, 1, lr, h, eps);
+}
+
+void ps_values_apply_sum(ps_values_t *v, const float *const *g, const float *weight, size_t count, float lr, float *h,
+                         float eps) {
+    const float *src;
+    float *dst = write_target(v, &src);
+    update_blocks(v, src, dst, g, weight, count, lr, h, eps);
 }
 
 static void reply_done(void *data, void *hint) {

@@ -41,6 +41,11 @@ float *ps_values_write(ps_values_t *v);
 // are lent) and the new values' checksum; the same arithmetic as
 // sgd_update_cpu / adagrad_update_cpu.
 void ps_values_apply(ps_values_t *v, const float *g, float lr, float *h, float eps);
+// The same update with g = sum_k weight[k] * g[k] over the count gradients
+// (a NULL g[k] is skipped), summed block by block in the same pass, in k
+// order: the same values as summing the whole gradients first with axpy_cpu.
+void ps_values_apply_sum(ps_values_t *v, const float *const *g, const float *weight, size_t count, float lr, float *h,
+                         float eps);
 
 // A frame holding the current values for a reply, and their checksum: lent
 // (zero-copy) when it can be, else a copy. Returns 0, or -1 with err filled.

@@ -11,7 +11,7 @@
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
 #include "kernels/partition.h"  // defines: shard_range
 #include "kernels/finite.h"         // defines: all_finite_cpu
-#include "kernels/update.h"         // defines: sgd_update_cpu, adagrad_update_cpu, axpy_cpu
+#include "kernels/update.h"         // defines: sgd_update_sparse_cpu, adagrad_update_sparse_cpu
 #include "kernels/trace.h"          // defines: TRACE_BEGIN, TRACE_END
 #include "net/compress.h"           // defines: compress_decode
 #include "net/memory_guard.h"       // defines: memory_guard_new, memory_guard_check, memory_guard_destroy
@@ -50,10 +50,14 @@ struct ps_server {
     uint64_t *sent_version, *sent_clock;  // (n_workers, SENT_HISTORY)
     uint32_t *sent_head, *sent_len;       // (n_workers)
     // BSP: each worker's gradient for the current clock, summed once all arrived.
+    // A dense gradient is kept as received (bsp_held[k], not copied); a
+    // sparse one, or one restored from a checkpoint, is written into bsp_grad.
     float *bsp_grad;           // (n_workers, n)
+    zmq_msg_t *bsp_held;       // (n_workers) empty when worker k's gradient is in bsp_grad
     uint32_t *bsp_examples;    // (n_workers) 0 = no gradient yet this clock
     uint64_t *bsp_version;     // (n_workers) version each gradient was computed from
-    float *bsp_sum;            // (n)
+    float *bsp_weight;         // (n_workers) each gradient's share of the round's examples
+    const float **bsp_terms;   // (n_workers) the gradients summed in a round; NULL: none from that worker
     float *backup;             // (n_workers, n) DC-ASGD: the shard as each worker last pulled it
     float *scratch_g;          // (scratch_cap) a push's values after delay compensation
     float *decoded;            // (n) an ENCODED push, decoded
@@ -197,14 +201,17 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     if (c->optimizer == SERVER_OPTIMIZER_ADAGRAD) s->h = calloc(n, sizeof *s->h);
     if (c->mode == SYNC_MODE_BSP) {
         s->bsp_grad = calloc(nw * n, sizeof *s->bsp_grad);
+        s->bsp_held = malloc(nw * sizeof *s->bsp_held);
+        for (size_t k = 0; s->bsp_held && k < nw; k++) zmq_msg_init(&s->bsp_held[k]);
         s->bsp_examples = calloc(nw, sizeof *s->bsp_examples);
         s->bsp_version = calloc(nw, sizeof *s->bsp_version);
-        s->bsp_sum = calloc(n, sizeof *s->bsp_sum);
+        s->bsp_weight = calloc(nw, sizeof *s->bsp_weight);
+        s->bsp_terms = calloc(nw, sizeof *s->bsp_terms);
     }
     if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged ||
         !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->claim || !s->join_nonce || !s->hello || !s->own_ledger ||
         !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
-        (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_examples || !s->bsp_version || !s->bsp_sum))) {
+        (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_held || !s->bsp_examples || !s->bsp_version || !s->bsp_weight || !s->bsp_terms))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
         ps_server_destroy(&s);
         return NULL;
@@ -339,6 +346,20 @@ static void identity_value(int field, uint64_t v, char *out, size_t len) {
     else snprintf(out, len, "%llu", (unsigned long long)v);
 }
 
+// Worker k's gradient for the round being aggregated (meaningful while
+// bsp_examples[k] > 0): as received, or in bsp_grad.
+static const float *bsp_gradient(const ps_server_t *s, size_t k) {
+    zmq_msg_t *held = &s->bsp_held[k];
+    return zmq_msg_size(held) > 0 ? zmq_msg_data(held) : s->bsp_grad + k * s->n;
+}
+
+// Lets go of worker k's received gradient (its round was applied, or it is replaced).
+static void bsp_release(ps_server_t *s, size_t k) {
+    if (zmq_msg_size(&s->bsp_held[k]) == 0) return;
+    zmq_msg_close(&s->bsp_held[k]);
+    zmq_msg_init(&s->bsp_held[k]);
+}
+
 // The counters kept across a restart.
 enum { CT_VERSION, CT_APPLIED, CT_ANSWERED, CT_WAITED, CT_BYTES_IN, CT_BYTES_OUT, CT_REJECTED, CT_DUPLICATES,
        CT_EVICTIONS, CT_REJOINS, CT_SKIPPED, CT_BSP_CLOCK, CT_COUNT_ };
@@ -384,7 +405,17 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
     ckpt_writer_section(w, "ps.stale_clocks", &s->stats.staleness_clocks, sizeof s->stats.staleness_clocks);
     ckpt_writer_section(w, "ps.stale_vers", &s->stats.staleness_updates, sizeof s->stats.staleness_updates);
     if (s->bsp_grad) {
-        ckpt_writer_section(w, "bsp.grad", s->bsp_grad, nw * n * sizeof *s->bsp_grad);
+        const void **parts = malloc(nw * sizeof *parts);
+        size_t *sizes = malloc(nw * sizeof *sizes);
+        if (!parts || !sizes) {
+            free(parts), free(sizes);
+            ckpt_writer_abort(&w);
+            snprintf(err, err_len, "server: out of memory writing a checkpoint");
+            return -1;
+        }
+        for (size_t k = 0; k < nw; k++) parts[k] = bsp_gradient(s, k), sizes[k] = n * sizeof *s->bsp_grad;
+        ckpt_writer_section_parts(w, "bsp.grad", parts, sizes, nw);
+        free(parts), free(sizes);
         ckpt_writer_section(w, "bsp.examples", s->bsp_examples, nw * sizeof *s->bsp_examples);
         ckpt_writer_section(w, "bsp.version", s->bsp_version, nw * sizeof *s->bsp_version);
     }
@@ -442,6 +473,7 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
                         ckpt_file_get(f, "bsp.version", s->bsp_version, nw * sizeof *s->bsp_version, err,
                                       err_len) != 0))
         return -1;
+    for (size_t k = 0; s->bsp_grad && k < nw; k++) bsp_release(s, k);  // the checkpoint's gradients are in bsp_grad now
     if (s->backup && ckpt_file_get(f, "dc.backup", s->backup, nw * n * sizeof *s->backup, err, err_len) != 0)
         return -1;
     s->stats.version = counters[CT_VERSION];
@@ -594,9 +626,12 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->own_ledger);
     counter_file_close(&s->ledger_file);
     free(s->bsp_grad);
+    for (size_t k = 0; s->bsp_held && k < s->cfg.n_workers; k++) zmq_msg_close(&s->bsp_held[k]);
+    free(s->bsp_held);
     free(s->bsp_examples);
     free(s->bsp_version);
-    free(s->bsp_sum);
+    free(s->bsp_weight);
+    free(s->bsp_terms);
     free(s->scratch_idx);
     free(s->scratch_g);
     free(s->decoded);
@@ -867,18 +902,20 @@ static void bsp_apply_round(ps_server_t *s) {
     uint32_t total = 0;
     for (size_t k = 0; k < s->cfg.n_workers; k++) total += s->bsp_examples[k];
     if (total > 0) {
-        memset(s->bsp_sum, 0, s->n * sizeof *s->bsp_sum);
         for (size_t k = 0; k < s->cfg.n_workers; k++) {
-            if (!s->bsp_examples[k]) continue;
-            float weight = (float)s->bsp_examples[k] / (float)total;
-            axpy_cpu(s->n, weight, s->bsp_grad + k * s->n, s->bsp_sum);
-            record_staleness(s, (uint32_t)k, s->bsp_clock, s->bsp_version[k]);
+            s->bsp_terms[k] = s->bsp_examples[k] ? bsp_gradient(s, k) : NULL;
+            s->bsp_weight[k] = (float)s->bsp_examples[k] / (float)total;
+            if (s->bsp_examples[k]) record_staleness(s, (uint32_t)k, s->bsp_clock, s->bsp_version[k]);
         }
-        apply_dense(s, s->bsp_sum, warmed_up_lr(s));
+        // Summed and applied in one pass over the shard (ps_values_apply_sum).
+        ps_values_apply_sum(s->values, s->bsp_terms, s->bsp_weight, s->cfg.n_workers, warmed_up_lr(s), s->h,
+                            s->cfg.adagrad_eps);
+        s->w = ps_values_get(s->values);
         s->stats.version++;
         s->samples += total;
     }
     memset(s->bsp_examples, 0, s->cfg.n_workers * sizeof *s->bsp_examples);
+    for (size_t k = 0; k < s->cfg.n_workers; k++) bsp_release(s, k);
     TRACE_END(&TK_BSP_ROUND, span, s->bsp_clock);
     s->bsp_clock++;
 }
@@ -1030,7 +1067,10 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     uint64_t span = TRACE_BEGIN();
     if (sum) {
         float *g = s->bsp_grad + (size_t)k * s->n;
-        if (dense) {
+        bsp_release(s, k);
+        if (h->payload_kind == PAYLOAD_KIND_DENSE) {
+            zmq_msg_move(&s->bsp_held[k], &m->frames[0]);  // kept, not copied: read once, when the round is applied
+        } else if (dense) {
             memcpy(g, dense, s->n * sizeof *g);
         } else {
             memset(g, 0, s->n * sizeof *g);

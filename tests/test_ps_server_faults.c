@@ -14,7 +14,12 @@
 //   d) a push holding NaN is refused, the values stay as they were, and the
 //      shard stops with an error saying the run diverged;
 //   e) the shard ends once every worker has left or been evicted and one more
-//      timeout has passed.
+//      timeout has passed;
+//   f) a shard that adopts another's saved state judges a push's clock as
+//      that shard would;
+//   g) under BSP, a gradient the shard holds as received (its round not yet
+//      complete) travels in the saved state: the copy that adopts it applies
+//      it with the other worker's, bit for bit the weighted sum.
 // Nothing is timed: what is checked is which messages come back, in which
 // order, and the shard's counts. Heartbeats come every 50 ms against a worker
 // timeout of WORKER_TIMEOUT_MS (20 missed, which no live thread misses on a
@@ -235,6 +240,59 @@ static void test_adopted_claims(void *ctx) {
     ps_server_destroy(&copy.s);
 }
 
+// g) BSP keeps a received dense gradient as it came (no copy) until its round
+// is applied; saving the state then must write that gradient, so that the
+// shard adopting it sums it with the round's other gradient.
+static void test_saved_bsp_gradient(void *ctx) {
+    float init[N] = {0}, g0[N], g1[N];
+    for (int j = 0; j < N; j++) g0[j] = 0.25f * (float)(j + 1), g1[j] = -1.5f + (float)j;
+    shard_t first = {0};
+    shard_start(&first, ctx, SYNC_MODE_BSP, 2, 0, init);
+    void *d0 = dealer(ctx, first.s, 0);
+    send_msg(d0, header(MSG_TYPE_HELLO, 0, 0), NULL);
+    expect(d0, MSG_TYPE_WELCOME, 0);
+    wire_header_t h = header(MSG_TYPE_PUSH, 0, 0);
+    h.flags |= WIRE_FLAG_SUM;
+    h.aux = 3;  // 3 examples: the round weighs it 3/4
+    send_msg(d0, h, g0);
+    expect(d0, MSG_TYPE_PUSH_ACK, 0);
+    bye(d0, 0);
+    atomic_store(&first.stop, 1);
+    shard_join(&first);
+    zmq_close(d0);
+    CHECK(ps_server_values(first.s)[0] == 0.0f);  // the round waits for worker 1
+    char path[] = "/tmp/asgd_bsp_held_XXXXXX", err[256];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && close(fd) == 0);
+    CHECK_OK(ps_server_save(first.s, path, err, sizeof err), err);
+    shard_t copy = {.adopt = path};
+    shard_start(&copy, ctx, SYNC_MODE_BSP, 2, 0, init);
+    void *d1 = dealer(ctx, copy.s, 1);
+    send_msg(d1, header(MSG_TYPE_HELLO, 1, 0), NULL);
+    expect(d1, MSG_TYPE_WELCOME, 0);
+    h = header(MSG_TYPE_PUSH, 1, 0);
+    h.flags |= WIRE_FLAG_SUM;
+    h.aux = 1;
+    send_msg(d1, h, g1);
+    expect(d1, MSG_TYPE_PUSH_ACK, 0);
+    bye(d1, 1);
+    shard_join(&copy);
+    CHECK_OK(copy.rc, copy.err);
+    const float *w = ps_server_values(copy.s);
+    for (int j = 0; j < N; j++) {
+        float sum = 0.0f;
+        sum += 0.75f * g0[j];
+        sum += 0.25f * g1[j];
+        float want = 0.0f - 0.5f * sum;
+        CHECK(memcmp(&w[j], &want, sizeof want) == 0);
+    }
+    printf("saved bsp gradient: the copy summed worker 0's held gradient (3 examples) with worker 1's (1 example)\n");
+    zmq_close(d1);
+    unlink(path);
+    ps_server_destroy(&first.s);
+    ps_server_destroy(&copy.s);
+}
+
 // b) eviction and rejoin; e) the end after everyone is gone.
 static void test_evict_and_rejoin(void *ctx) {
     float init[N] = {0}, g[N];
@@ -363,6 +421,7 @@ int main(void) {
     test_heartbeats(ctx);
     test_not_finite(ctx);
     test_adopted_claims(ctx);
+    test_saved_bsp_gradient(ctx);
     CHECK(zmq_ctx_term(ctx) == 0);
     return 0;
 }

@@ -105,7 +105,8 @@ ckpt_writer_t *ckpt_writer_open(const char *path, char *err, size_t err_len) {
     return w;
 }
 
-void ckpt_writer_section(ckpt_writer_t *w, const char *name, const void *data, size_t size) {
+void ckpt_writer_section_parts(ckpt_writer_t *w, const char *name, const void *const *parts, const size_t *sizes,
+                               size_t count) {
     if (w->failed) return;
     size_t len = strlen(name);
     if (len == 0 || len >= CKPT_NAME_MAX || w->sections >= MAX_SECTIONS) {
@@ -113,14 +114,21 @@ void ckpt_writer_section(ckpt_writer_t *w, const char *name, const void *data, s
         snprintf(w->failed_what, sizeof w->failed_what, "section name '%.20s'", name);
         return;
     }
+    size_t size = 0;
+    for (size_t i = 0; i < count; i++) size += sizes[i];
     uint8_t head[SECTION_HEADER_SIZE] = {0};
     memcpy(head, name, len);
     put_u64(head + CKPT_NAME_MAX, size);
     write_bytes(w, head, sizeof head);
-    if (size) write_bytes(w, data, size);
+    for (size_t i = 0; i < count; i++)
+        if (sizes[i]) write_bytes(w, parts[i], sizes[i]);
     static const uint8_t zeros[8] = {0};
     if (size % 8) write_bytes(w, zeros, 8 - size % 8);
     w->sections++;
+}
+
+void ckpt_writer_section(ckpt_writer_t *w, const char *name, const void *data, size_t size) {
+    ckpt_writer_section_parts(w, name, &data, &size, 1);
 }
 
 static void writer_free(ckpt_writer_t **wp, int remove_tmp) {

@@ -32,6 +32,9 @@ typedef struct ckpt_writer ckpt_writer_t;
 ckpt_writer_t *ckpt_writer_open(const char *path, char *err, size_t err_len);
 // Appends a section (size may be 0). A failure is kept and reported by the commit.
 void ckpt_writer_section(ckpt_writer_t *w, const char *name, const void *data, size_t size);
+// Appends one section whose data are the count parts, one after another.
+void ckpt_writer_section_parts(ckpt_writer_t *w, const char *name, const void *const *parts, const size_t *sizes,
+                               size_t count);
 // Writes the trailer, flushes, renames PATH.tmp over PATH. Frees the writer
 // (and removes PATH.tmp on failure). Returns 0, or -1 with err.
 int ckpt_writer_commit(ckpt_writer_t **w, char *err, size_t err_len);
