@@ -1,12 +1,16 @@
 #ifndef ASGD_TESTS_TEST_SUPPORT_H
 #define ASGD_TESTS_TEST_SUPPORT_H
 // Small helpers shared by the C tests: checks that print what failed and where,
-// and tiny in-memory datasets built from a seed.
+// tiny in-memory datasets built from a seed, and removing a test's directory.
+// nftw needs _GNU_SOURCE (or _XOPEN_SOURCE 700), which CMake's asgd_defs gives
+// every test on the command line.
+#include <ftw.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "datasets/dataset.h"
@@ -80,6 +84,37 @@ static inline const char *test_write_file(const char *dir, const char *name, con
     CHECK(fwrite(bytes, 1, len, f) == len);
     CHECK(fclose(f) == 0);
     return path;
+}
+
+static inline int test_remove_tree_unlock(const char *path, const struct stat *st, int type, struct FTW *at) {
+    (void)at;
+    if ((type == FTW_D || type == FTW_DNR) && (st->st_mode & S_IRWXU) != S_IRWXU) {
+        chmod(path, (st->st_mode & 07777) | S_IRWXU);
+        if (type == FTW_DNR) return 1;  // walk again: its contents were out of reach
+    }
+    return 0;
+}
+
+static inline int test_remove_tree_one(const char *path, const struct stat *st, int type, struct FTW *at) {
+    (void)st, (void)at;
+    return (type == FTW_DP ? rmdir(path) : unlink(path)) == 0 ? 0 : -1;
+}
+
+// Removes dir and everything under it, as `rm -rf` would but without a shell:
+// symbolic links are removed, never followed, and directories a test made
+// read-only are made writable first. Does nothing for "" or "/", nor when
+// ASGD_KEEP_TEST_DIR is set (it says what it kept). Returns 0 when all is gone.
+// Tests call it once they passed and every process they started was waited
+// for; a failed CHECK exits before it, leaving the files to look at.
+static inline int test_remove_tree(const char *dir) {
+    if (!dir || dir[strspn(dir, "/")] == '\0') return -1;
+    if (getenv("ASGD_KEEP_TEST_DIR")) {
+        fprintf(stderr, "kept %s (ASGD_KEEP_TEST_DIR is set)\n", dir);
+        return 0;
+    }
+    for (int pass = 0; pass < 64; pass++)  // one more walk per unreadable level
+        if (nftw(dir, test_remove_tree_unlock, 16, FTW_PHYS) != 1) break;
+    return nftw(dir, test_remove_tree_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
 }
 
 // n examples of dim features in `classes` clusters (class c centred on a seeded point).
