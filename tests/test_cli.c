@@ -148,9 +148,7 @@ int main(void) {
     CHECK(strstr(out, "\"train_examples\":720"));  // 800 minus the 10% test split
     free(out), free(err);
 
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(test_remove_tree(dir) == 0);
     printf("cli tests passed\n");
     return 0;
 }

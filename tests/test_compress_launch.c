@@ -145,8 +145,6 @@ int main(void) {
     check_refused();
     check_allreduce_topk();
     if (test_have_fashion_mnist("test_compress_launch: the dense (MLP) cases")) check_dense();
-    char command[400];
-    snprintf(command, sizeof command, "rm -rf %s", dir);
-    CHECK(system(command) == 0);
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

@@ -222,8 +222,6 @@ int main(void) {
     test_keygen();
     test_launch();
     test_refused();
-    char command[400];
-    snprintf(command, sizeof command, "rm -rf %s", dir);
-    CHECK(system(command) == 0);
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

@@ -192,8 +192,6 @@ int main(void) {
     asp_join();
     leave("ssp");
     leave("bsp");
-    char command[400];
-    snprintf(command, sizeof command, "rm -rf %s", dir);
-    CHECK(system(command) == 0);
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

@@ -405,8 +405,6 @@ int main(void) {
     asp_quick_restart();
     bsp_restarted_server();
     launch_restarts_worker();
-    char command[400];
-    snprintf(command, sizeof command, "rm -rf %s", dir);
-    CHECK(system(command) == 0);
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

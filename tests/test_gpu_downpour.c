@@ -86,9 +86,7 @@ int main(void) {
     CHECK(strstr(text, "--device cuda: GPU replicas run --sync asp and ssp"));
     printf("bsp on the GPU refused as it should be\n");
     free(text);
-    char cleanup[600];
-    snprintf(cleanup, sizeof cleanup, "rm -rf %s", dir);
-    CHECK(system(cleanup) == 0);
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }
 #endif

@@ -113,7 +113,7 @@ int main(void) {
               "PKG_CONFIG_PATH=%s/lib/pkgconfig %s %s %s/version.c -o %s/version $(PKG_CONFIG_PATH=%s/lib/pkgconfig "
               "pkg-config --cflags --libs asgd) && LD_LIBRARY_PATH=%s/lib %s/version",
               prefix, ASGD_C_COMPILER, ASGD_EXTRA_FLAGS, work, work, prefix, prefix, work) == 0);
-    CHECK(run("cleanup.log", "rm -rf %s", work) == 0);
+    CHECK(test_remove_tree(work) == 0);
     printf("installed, built against the prefix alone, and trained\n");
     return 0;
 }

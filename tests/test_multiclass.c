@@ -316,9 +316,7 @@ int main(void) {
     csv_files();
     csv_models_learn();
     cli();
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(test_remove_tree(dir) == 0);
     printf("multiclass tests passed\n");
     return 0;
 }

@@ -52,15 +52,15 @@ static int sh(const char *fmt, ...) {
 
 static void cleanup(void) {
     for (int i = 0; i < 3; i++)
-        if (procs[i] > 0) kill(procs[i], SIGKILL);
+        if (procs[i] > 0) {
+            kill(procs[i], SIGKILL);
+            waitpid(procs[i], NULL, 0);  // gone before its directory is removed
+        }
     if (namespaces_made) {
         const char *roles[] = {"br", "h0", "h1", "h2"};
         for (int i = 0; i < 4; i++) sh("ip netns del %s-%s 2>/dev/null", prefix, roles[i]);
     }
-    if (getenv("ASGD_KEEP_TEST_DIR")) return;
-    char command[300];
-    snprintf(command, sizeof command, "rm -rf %s", dir);
-    if (system(command) != 0) fprintf(stderr, "could not remove %s\n", dir);
+    if (test_remove_tree(dir) != 0) fprintf(stderr, "could not remove %s\n", dir);
 }
 
 static const char *find_ip(void) {

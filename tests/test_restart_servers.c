@@ -227,8 +227,6 @@ int main(void) {
     restarted("asp", "asp", 1, 0);
     restarted("bsp", "bsp", 2, 1);
     not_restarted();
-    char command[200];
-    snprintf(command, sizeof command, "rm -rf %s", dir);
-    CHECK(system(command) == 0);
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

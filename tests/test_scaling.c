@@ -196,9 +196,7 @@ int main(void) {
     test_apply_scaling();
     test_launch_allreduce();
     test_bsp_server_warmup();
-    char command[400];
-    snprintf(command, sizeof command, "rm -rf %s", dir);
-    CHECK(system(command) == 0);
+    CHECK(test_remove_tree(dir) == 0);
     printf("scaling tests passed\n");
     return 0;
 }

@@ -394,8 +394,6 @@ int main(void) {
     replicated("asp-twice", "asp", 1);
     replicated3("asp-3", "asp");
     replicated3("bsp-3", "bsp");
-    char command[200];
-    snprintf(command, sizeof command, "rm -rf %s", dir);
-    CHECK(system(command) == 0);
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

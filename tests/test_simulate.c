@@ -488,8 +488,7 @@ static void test_cli(void) {
         fprintf(stderr, "  %-40s -> %s", bad[i], e);
         free(e);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(test_remove_tree(dir) == 0);
 }
 
 // --delay-adaptive TAU_C through the CLI, against the rules it falls back to:
@@ -536,9 +535,7 @@ static void test_cli_delay_adaptive(void) {
         fprintf(stderr, "  %-40s -> %s", bad[i], e);
         free(e);
     }
-    char cmd[600];
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0);
+    CHECK(test_remove_tree(dir) == 0);
 }
 
 int main(void) {
