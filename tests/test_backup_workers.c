@@ -96,5 +96,6 @@ int main(void) {
     run("backup0", "0", &slow0, &total0);
     CHECK(total0 == 0 && slow0 == 0);
     check_refused();
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

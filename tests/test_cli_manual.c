@@ -120,6 +120,7 @@ int main(void) {
     }
     free(main_page);
     free(completion);
+    CHECK(test_remove_tree(dir) == 0);
     printf("test_cli_manual: ok\n");
     return 0;
 }

@@ -60,9 +60,13 @@ int main(void) {
     while (fgets(line, sizeof line, p)) fputs(line, stdout);
     int status = pclose(p);
     CHECK(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 77) return test_skip("test_cluster_launch: the cluster launchers cannot run here (see above)");
+    if (WEXITSTATUS(status) == 77) {
+        CHECK(test_remove_tree(dir) == 0);
+        return test_skip("test_cluster_launch: the cluster launchers cannot run here (see above)");
+    }
     CHECK(WEXITSTATUS(status) == 0);
     check_summary("mpi");
     check_summary("slurm");
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

@@ -277,6 +277,7 @@ int main(void) {
     const char *asp[] = {base[0], base[1], base[2], base[3], base[4], base[5], base[6], "--sync", "asp",
                          "--collective", "ring", NULL};
     launch_expect_refusal(asp, "--collective ring: applies to --sync allreduce");
+    CHECK(test_remove_tree(dir) == 0);
     printf("collective tests passed\n");
     return 0;
 }

@@ -149,6 +149,7 @@ int main(void) {
                           "--sync", "allreduce", "--collective", "mpi", NULL, NULL, NULL};
 #ifndef ASGD_HAVE_MPI
     launch_expect_refusal(base, "asgd was built without MPI");
+    CHECK(test_remove_tree(dir) == 0);
     fprintf(stderr, "skipped: asgd was built without MPI (Open MPI not found at configure time, or -DASGD_MPI=OFF)\n");
     return TEST_SKIP;
 #else
@@ -161,11 +162,14 @@ int main(void) {
     base[8] = "asp";
     base[11] = NULL;
     launch_expect_refusal(base, "--collective mpi: applies to --sync allreduce and local");
-    if (access(ASGD_MPIEXEC, X_OK) != 0)
+    if (access(ASGD_MPIEXEC, X_OK) != 0) {
+        CHECK(test_remove_tree(dir) == 0);
         return test_skip("%s (found at configure time) is missing: apt-get install openmpi-bin", ASGD_MPIEXEC);
+    }
     compare("allreduce", "allreduce", NULL);
     const char *local[] = {"--local-steps", "3", NULL};
     compare("local", "local", local);
+    CHECK(test_remove_tree(dir) == 0);
     printf("collective mpi tests passed\n");
     return 0;
 #endif

@@ -213,6 +213,7 @@ int main(void) {
     part_parse();
     part_train();
     part_launch();
+    CHECK(test_remove_tree(dir) == 0);
     printf("test_config_file: ok\n");
     return 0;
 }

@@ -155,13 +155,7 @@ int main(void) {
     sparse_dataset_free(&ste);
     dense_dataset_free(&dtr);
     dense_dataset_free(&dte);
-    const char *names[] = {"mixed.txt", "bad.txt", "big.txt", "empty.txt", "zeros.txt", "k5.txt", "alt.txt"};
-    char path[600];
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        unlink(path);
-    }
-    rmdir(dir);
+    CHECK(test_remove_tree(dir) == 0);
     fprintf(stderr, "trace:FILE equals fixed:0 and fixed:5 bit for bit (logreg, mlp)\n");
     return 0;
 }

@@ -249,5 +249,6 @@ int main(void) {
     check_staleness();
     check_failure_named();
     check_interrupt();
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

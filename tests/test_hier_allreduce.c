@@ -130,7 +130,7 @@ int main(void) {
     run_layout(3, 2, run + 2);
     run_layout(2, 1, run + 3);
     run_layout(1, 3, run + 4);
-    rmdir(dir);
+    CHECK(test_remove_tree(dir) == 0);
     printf("hier allreduce tests passed\n");
     return 0;
 }

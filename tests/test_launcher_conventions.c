@@ -241,6 +241,7 @@ int main(void) {
     expect_refused("rank-without-size", half, "WORLD_SIZE", "number of processes");
     test_torchrun();
     test_pslite();
+    CHECK(test_remove_tree(dir) == 0);
     printf("launcher conventions: ok\n");
     return 0;
 }

@@ -149,5 +149,6 @@ int main(void) {
         printf("Fashion-MNIST not installed: the dense (MLP) case is skipped\n");
     }
     check_refused();
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

@@ -401,6 +401,7 @@ int main(void) {
     test_asp();
     test_allreduce();
     test_hybrid();
+    CHECK(test_remove_tree(dir) == 0);
     printf("model file tests passed\n");
     return 0;
 }

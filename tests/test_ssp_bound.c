@@ -76,5 +76,6 @@ int main(void) {
     CHECK(off.fast_wait_s == 0.0);  // nobody was held
     CHECK(off.clocks_max > clock_bound);
     CHECK(off.versions_max > version_bound);
+    CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

@@ -233,6 +233,7 @@ int main(void) {
     part_test_frac();
     part_ratings();
     part_dense();
+    CHECK(test_remove_tree(dir) == 0);
     printf("test_test_data: ok\n");
     return 0;
 }
