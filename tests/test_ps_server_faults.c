@@ -161,6 +161,19 @@ static void bye(void *d, uint32_t worker) {
     expect(d, MSG_TYPE_BYE_ACK, 0);
 }
 
+static void hello(void *d, uint32_t worker) {
+    send_msg(d, header(MSG_TYPE_HELLO, worker, 0), NULL);
+    expect(d, MSG_TYPE_WELCOME, 0);
+}
+
+// Saves a stopped shard's state into a new file named from `path` (ending in XXXXXX).
+static void save_state(const shard_t *sh, char *path) {
+    char err[256];
+    int fd = mkstemp(path);
+    CHECK(fd >= 0 && close(fd) == 0);
+    CHECK_OK(ps_server_save(sh->s, path, err, sizeof err), err);
+}
+
 // a) a retried push is applied once.
 static void test_duplicate_push(void *ctx) {
     float init[N], g[N], want[N];
@@ -207,8 +220,7 @@ static void test_adopted_claims(void *ctx) {
     shard_t first = {0};
     shard_start(&first, ctx, SYNC_MODE_ASP, 1, 0, init);
     void *d = dealer(ctx, first.s, 0);
-    send_msg(d, header(MSG_TYPE_HELLO, 0, 0), NULL);
-    expect(d, MSG_TYPE_WELCOME, 0);
+    hello(d, 0);
     wire_header_t h = header(MSG_TYPE_PUSH, 0, 0);
     h.aux = 3;  // clock 0 with 3 steps: clocks up to 3 are plausible next
     send_msg(d, h, g);
@@ -216,10 +228,8 @@ static void test_adopted_claims(void *ctx) {
     atomic_store(&first.stop, 1);
     shard_join(&first);
     zmq_close(d);
-    char path[] = "/tmp/asgd_adopt_XXXXXX", err[256];
-    int fd = mkstemp(path);
-    CHECK(fd >= 0 && close(fd) == 0);
-    CHECK_OK(ps_server_save(first.s, path, err, sizeof err), err);
+    char path[] = "/tmp/asgd_adopt_XXXXXX";
+    save_state(&first, path);
     shard_t copy = {.adopt = path};
     shard_start(&copy, ctx, SYNC_MODE_ASP, 1, 0, init);
     d = dealer(ctx, copy.s, 0);
@@ -249,8 +259,7 @@ static void test_saved_bsp_gradient(void *ctx) {
     shard_t first = {0};
     shard_start(&first, ctx, SYNC_MODE_BSP, 2, 0, init);
     void *d0 = dealer(ctx, first.s, 0);
-    send_msg(d0, header(MSG_TYPE_HELLO, 0, 0), NULL);
-    expect(d0, MSG_TYPE_WELCOME, 0);
+    hello(d0, 0);
     wire_header_t h = header(MSG_TYPE_PUSH, 0, 0);
     h.flags |= WIRE_FLAG_SUM;
     h.aux = 3;  // 3 examples: the round weighs it 3/4
@@ -261,15 +270,12 @@ static void test_saved_bsp_gradient(void *ctx) {
     shard_join(&first);
     zmq_close(d0);
     CHECK(ps_server_values(first.s)[0] == 0.0f);  // the round waits for worker 1
-    char path[] = "/tmp/asgd_bsp_held_XXXXXX", err[256];
-    int fd = mkstemp(path);
-    CHECK(fd >= 0 && close(fd) == 0);
-    CHECK_OK(ps_server_save(first.s, path, err, sizeof err), err);
+    char path[] = "/tmp/asgd_bsp_held_XXXXXX";
+    save_state(&first, path);
     shard_t copy = {.adopt = path};
     shard_start(&copy, ctx, SYNC_MODE_BSP, 2, 0, init);
     void *d1 = dealer(ctx, copy.s, 1);
-    send_msg(d1, header(MSG_TYPE_HELLO, 1, 0), NULL);
-    expect(d1, MSG_TYPE_WELCOME, 0);
+    hello(d1, 1);
     h = header(MSG_TYPE_PUSH, 1, 0);
     h.flags |= WIRE_FLAG_SUM;
     h.aux = 1;
@@ -300,10 +306,8 @@ static void test_evict_and_rejoin(void *ctx) {
     shard_t sh = {0};
     shard_start(&sh, ctx, SYNC_MODE_SSP, 2, WORKER_TIMEOUT_MS, init);
     void *d0 = dealer(ctx, sh.s, 0), *d1 = dealer(ctx, sh.s, 1);
-    send_msg(d0, header(MSG_TYPE_HELLO, 0, 0), NULL);
-    expect(d0, MSG_TYPE_WELCOME, 0);
-    send_msg(d1, header(MSG_TYPE_HELLO, 1, 0), NULL);
-    expect(d1, MSG_TYPE_WELCOME, 0);
+    hello(d0, 0);
+    hello(d1, 1);
     // Worker 0 pushes rounds 0 and 1 and asks for parameters with every worker past round 1:
     // worker 1 (silent from now on) holds it until it is evicted.
     send_msg(d0, header(MSG_TYPE_PUSH, 0, 0), g);
@@ -357,16 +361,14 @@ static void test_heartbeats(void *ctx) {
     shard_t sh = {0};
     shard_start(&sh, ctx, SYNC_MODE_SSP, 2, WORKER_TIMEOUT_MS, init);
     void *d0 = dealer(ctx, sh.s, 0), *d1 = dealer(ctx, sh.s, 1);
-    send_msg(d0, header(MSG_TYPE_HELLO, 0, 0), NULL);
-    expect(d0, MSG_TYPE_WELCOME, 0);
+    hello(d0, 0);
     const char *ep[1] = {ps_server_endpoint(sh.s)};
     ps_heartbeat_t *hb = ps_heartbeat_start(ctx, RUN_ID, 0, ep, 1, HEARTBEAT_MS, err, sizeof err);
     CHECK_OK(hb == NULL, err);
     send_msg(d0, header(MSG_TYPE_PUSH, 0, 0), g);
     expect(d0, MSG_TYPE_PUSH_ACK, 0);
     send_msg(d0, header(MSG_TYPE_PULL, 0, 1), NULL);  // held: worker 1 is at round 0
-    send_msg(d1, header(MSG_TYPE_HELLO, 1, 0), NULL);
-    expect(d1, MSG_TYPE_WELCOME, 0);  // worker 1's last word; the shard heard it after worker 0's pull
+    hello(d1, 1);  // worker 1's last word; the shard heard it after worker 0's pull
     wire_header_t p = expect(d0, MSG_TYPE_PARAMS, 0);  // waits (up to TIMEOUT_MS) for the eviction
     CHECK(p.clock == 1);  // worker 1 no longer counted; worker 0, which pushed round 0, still is
     send_msg(d0, header(MSG_TYPE_PULL, 0, 0), NULL);
@@ -395,10 +397,8 @@ static void test_not_finite(void *ctx) {
     shard_t sh = {0};
     shard_start(&sh, ctx, SYNC_MODE_ASP, 2, 0, init);
     void *d0 = dealer(ctx, sh.s, 0), *d1 = dealer(ctx, sh.s, 1);
-    send_msg(d0, header(MSG_TYPE_HELLO, 0, 0), NULL);
-    expect(d0, MSG_TYPE_WELCOME, 0);
-    send_msg(d1, header(MSG_TYPE_HELLO, 1, 0), NULL);
-    expect(d1, MSG_TYPE_WELCOME, 0);
+    hello(d0, 0);
+    hello(d1, 1);
     send_msg(d0, header(MSG_TYPE_PUSH, 0, 0), g);
     expect(d0, MSG_TYPE_REJECT, WIRE_STATUS_NOT_FINITE);
     send_msg(d1, header(MSG_TYPE_PULL, 1, 0), NULL);  // the other worker learns it too
