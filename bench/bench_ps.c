@@ -371,7 +371,6 @@ static void msg_from(zmq_msg_t *m, const void *p, size_t n, int copy) {
     }
 }
 
-// Serves until a message with an empty first frame arrives.
 // BSP's barrier with no server work: the messages are held until one from
 // every worker is in, then all echoed.
 static void hold(echo_peer_t *e, zmq_msg_t *id, zmq_msg_t *f0) {
@@ -389,6 +388,7 @@ static void hold(echo_peer_t *e, zmq_msg_t *id, zmq_msg_t *f0) {
     e->n_held = 0;
 }
 
+// Serves until a message with an empty first frame arrives.
 static void *echo_main(void *arg) {
     echo_peer_t *e = arg;
     uint8_t header[WIRE_HEADER_SIZE] = {0};
@@ -536,7 +536,6 @@ static round_cost_t run_raw(size_t n, size_t n_peers, raw_kind_t kind, unsigned 
 }
 
 // ---- BSP rounds: compute, then push + pull under BSP, against compute + raw bytes ----
-
 
 // The stand-in for a minibatch's gradient: iters dependent multiply-adds
 // (a chain no core runs faster than one per few cycles, and no compiler removes).

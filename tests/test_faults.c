@@ -37,7 +37,7 @@
 #define WORKERS 3
 #define WORKER_TIMEOUT "3000"  // ms
 // BSP with a restarted worker: the others are stopped while it starts again
-// (hold_others), so they must outlast that stop unheard.
+// (restart_holding_others), so they must outlast that stop unheard.
 #define HELD_WORKER_TIMEOUT "10000"  // ms
 
 static char dir[] = "/tmp/asgd_faults_XXXXXX";
