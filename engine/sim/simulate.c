@@ -27,6 +27,7 @@ typedef struct pending {
     uint32_t *idx;          // (cap) touched coordinates; NULL when dense
     float *g;               // (cap) gradient values, or (n_params) when dense
     float *w_then;          // same shape as g: parameters at read time (DC-ASGD only, else NULL)
+    struct pending *next;   // the next record due in the same step (the ring's buckets)
 } pending_t;
 
 typedef struct sim {
@@ -55,9 +56,13 @@ typedef struct sim {
     size_t epoch, pos;
     int exhausted;
 
-    // Gradients in flight: a binary min-heap on (due, seq) and a pool of records.
+    // Gradients in flight, in (due, seq) order: a binary min-heap, or, for
+    // per-gradient delays bounded by D, a ring of D + 1 buckets (see
+    // ring_push); and a pool of records.
     pending_t **heap;       // (cap_in_flight)
     size_t heap_n;
+    pending_t **ring_head, **ring_tail;  // (ring_len) or NULL: the heap is used
+    size_t ring_len, ring_n;             // buckets; records in them
     pending_t **pool;       // (cap_in_flight) every record allocated so far
     size_t pool_n;
     pending_t **spare;      // (cap_in_flight) records not in flight
@@ -129,6 +134,54 @@ static pending_t *heap_pop(sim_t *s) {
     }
     if (n) s->heap[i] = last;
     return top;
+}
+
+// With per-gradient delays at most D, a gradient read at step t is due in
+// [t, t + D], and run_steps applies everything due at t before step t + 1.
+// So the records in flight are due in D + 1 consecutive steps, and bucket
+// due mod (D + 1) holds those of one step, appended in read order: the heap's
+// (due, seq) order at O(1) a record instead of O(log in-flight).
+static void ring_push(sim_t *s, pending_t *p) {
+    size_t b = (size_t)(p->due % s->ring_len);
+    p->next = NULL;
+    if (s->ring_tail[b]) s->ring_tail[b]->next = p;
+    else s->ring_head[b] = p;
+    s->ring_tail[b] = p;
+    s->ring_n++;
+}
+
+// The next record due at or before step t, taken out; NULL when none is.
+static pending_t *ring_pop_due(sim_t *s, uint64_t t) {
+    size_t b = (size_t)(t % s->ring_len);
+    pending_t *p = s->ring_head[b];
+    if (!p || p->due > t) return NULL;
+    s->ring_head[b] = p->next;
+    if (!p->next) s->ring_tail[b] = NULL;
+    s->ring_n--;
+    return p;
+}
+
+static size_t in_flight(const sim_t *s) { return s->heap_n + s->ring_n; }
+
+// Per-gradient delays: schedules a record, and takes the next one due at or
+// before step t (NULL when none is); whichever structure the run uses.
+static void schedule(sim_t *s, pending_t *p) {
+    if (s->ring_head) ring_push(s, p);
+    else heap_push(s, p);
+}
+
+static pending_t *take_due(sim_t *s, uint64_t t) {
+    if (s->ring_head) return ring_pop_due(s, t);
+    return s->heap_n && s->heap[0]->due <= t ? heap_pop(s) : NULL;
+}
+
+// Whether a record is due at or before step t (without taking it).
+static int any_due(const sim_t *s, uint64_t t) {
+    if (s->ring_head) {
+        const pending_t *p = s->ring_head[t % s->ring_len];
+        return p && p->due <= t;
+    }
+    return s->heap_n && s->heap[0]->due <= t;
 }
 
 static void free_record(pending_t *p) {
@@ -234,7 +287,7 @@ static void count_read(sim_t *s, size_t count, double loss) {
     s->seq++;
     s->samples += count;
     s->loss_sum += loss * (double)count;
-    if (s->heap_n + 1 > s->max_in_flight) s->max_in_flight = s->heap_n + 1;
+    if (in_flight(s) + 1 > s->max_in_flight) s->max_in_flight = in_flight(s) + 1;
 }
 
 // One example's sparse gradient written as pairs straight into the record
@@ -385,9 +438,14 @@ static int apply_gradient(sim_t *s, pending_t *p, char *err, size_t err_len) {
         // optimizer_apply_and_clear's arithmetic over the record's coordinates
         // (each listed once), without scattering them into a gradient first.
         if (optimizer_is_plain_sgd(s->opt)) {
-            for (size_t k = 0; k < p->n; k++) {
-                param_t *wi = &s->w[p->idx[k]];
-                param_set(wi, param_get(wi) - lr * p->g[k]);
+            // Locals, not fields: the compiler reloads fields after every
+            // atomic store, one extra load per coordinate.
+            param_t *w = s->w;
+            const uint32_t *idx = p->idx;
+            const float *g = p->g;
+            for (size_t k = 0, n = p->n; k < n; k++) {
+                param_t *wi = &w[idx[k]];
+                param_set(wi, param_get(wi) - lr * g[k]);
             }
         } else {
             for (size_t k = 0; k < p->n; k++) {
@@ -500,20 +558,20 @@ static int run_steps(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, tr
     for (uint64_t t = 0;; t++) {
         if (!s->exhausted) {
             uint64_t delay = delay_sampler_next(&sampler);
-            if (fuse && delay == 0 && (!s->heap_n || s->heap[0]->due > t)) {
+            if (fuse && delay == 0 && !any_due(s, t)) {
                 fresh_step(s);
             } else {
                 pending_t *p;
                 if (read_gradient(s, 0, &p, err, err_len) != 0) return -1;
                 if (p) {
                     p->due = t + delay;
-                    heap_push(s, p);
+                    schedule(s, p);
                 }
             }
         }
-        while (s->heap_n && s->heap[0]->due <= t)
-            if (apply_gradient(s, heap_pop(s), err, err_len) != 0) return -1;
-        if (s->exhausted && !s->heap_n) return 0;
+        for (pending_t *p; (p = take_due(s, t));)
+            if (apply_gradient(s, p, err, err_len) != 0) return -1;
+        if (s->exhausted && !in_flight(s)) return 0;
         if (step_boundary(s, clk, cb, res)) return 0;
     }
 }
@@ -550,6 +608,8 @@ static void free_sim(sim_t *s) {
     free(s->pool);
     free(s->spare);
     free(s->heap);
+    free(s->ring_head);
+    free(s->ring_tail);
     free(s->order);
     free(s->w_now);
     grad_free(&s->grad);
@@ -572,7 +632,14 @@ static int prepare(sim_t *s, char *err, size_t err_len) {
     s->order = malloc(s->n_train * sizeof *s->order);
     if (s->dense && s->dc) s->w_now = malloc(s->n_params * sizeof *s->w_now);
     int clip = c->clip_grad_norm > 0;
-    if (!s->heap || !s->pool || !s->spare || !s->order || (s->dense && s->dc && !s->w_now)) {
+    // The ring when its D + 1 buckets are no more than the records it can hold.
+    if (s->cfg.delay.kind != DELAY_KIND_STRAGGLER && bound <= s->cap_in_flight) {
+        s->ring_len = (size_t)bound;
+        s->ring_head = calloc(s->ring_len, sizeof *s->ring_head);
+        s->ring_tail = calloc(s->ring_len, sizeof *s->ring_tail);
+    }
+    if (!s->heap || !s->pool || !s->spare || !s->order || (s->dense && s->dc && !s->w_now) ||
+        (s->ring_len && (!s->ring_head || !s->ring_tail))) {
         snprintf(err, err_len, "simulate: allocating state for %zu gradients in flight: %s", s->cap_in_flight,
                  strerror(errno));
         return -1;
