@@ -347,6 +347,93 @@ static void test_staleness_and_determinism(void) {
     sparse_dataset_free(&ste);
 }
 
+// Per-gradient delays against a reference written here. Every training
+// example is the same one, so the data order cannot matter: the reference
+// reads a gradient at each step with the sampler's delay (seeded as the
+// simulator seeds it) and applies, at each step, the gradients due then in
+// the order they were read. Applying the same gradients in any other order
+// changes the parameters' bits, so this checks the simulator's queue (its
+// ring of buckets, and its heap when the delay bound exceeds the run).
+static float *reference_delayed_sgd(const model_t *m, const char *spec, float lr, size_t steps, uint64_t seed) {
+    char err[256];
+    size_t dim = model_num_params(m), max_pairs = 64;
+    delay_model_t dm = parse_ok(spec);
+    delay_sampler_t sampler;
+    delay_sampler_init(&sampler, &dm, seed);
+    param_t *w = params_new(dim, err, sizeof err);
+    model_ws_t *ws = model_ws_new(m, 1, err, sizeof err);
+    grad_t g;
+    CHECK(w && ws && grad_init(&g, dim, 0, err, sizeof err) == 0);
+    model_init_params(m, w, seed);
+    uint64_t *due = malloc(steps * sizeof *due);
+    size_t *n = calloc(steps, sizeof *n);
+    uint32_t *idx = malloc(steps * max_pairs * sizeof *idx);
+    float *val = malloc(steps * max_pairs * sizeof *val);
+    CHECK(due && n && idx && val);
+    uint32_t example = 0;
+    for (uint64_t t = 0; t < steps + dm.hi; t++) {
+        if (t < steps) {
+            due[t] = t + delay_sampler_next(&sampler);
+            model_loss_grad(m, w, &example, 1, &g, ws);
+            CHECK(g.n_touched <= max_pairs);
+            for (size_t k = 0; k < g.n_touched; k++) {
+                idx[t * max_pairs + k] = g.touched[k];
+                val[t * max_pairs + k] = g.value[g.touched[k]];
+            }
+            n[t] = g.n_touched;
+            grad_clear(&g);
+        }
+        for (uint64_t r = t > dm.hi ? t - dm.hi : 0; r <= t && r < steps; r++) {
+            if (due[r] != t) continue;
+            for (size_t k = 0; k < n[r]; k++) {
+                param_t *wi = &w[idx[r * max_pairs + k]];
+                param_set(wi, param_get(wi) - lr * val[r * max_pairs + k]);
+            }
+        }
+    }
+    float *out = malloc(dim * sizeof *out);
+    CHECK(out);
+    params_read(w, dim, out);
+    free(due);
+    free(n);
+    free(idx);
+    free(val);
+    grad_free(&g);
+    model_ws_destroy(&ws);
+    params_free(&w);
+    return out;
+}
+
+static void test_delays_against_reference(void) {
+    char err[256];
+    sparse_dataset_t str, ste;
+    size_t rows = 150, epochs = 2, nnz = 12;
+    make_sparse(&str, rows, 96, nnz, 21);
+    make_sparse(&ste, 40, 96, nnz, 22);
+    for (size_t i = 1; i < rows; i++) {
+        memcpy(&str.col[i * nnz], str.col, nnz * sizeof *str.col);
+        memcpy(&str.val[i * nnz], str.val, nnz * sizeof *str.val);
+        str.y[i] = str.y[0];
+    }
+    model_t *lin = model_new_linear(LINEAR_LOSS_LOGISTIC, &str, &ste, 0.0, err, sizeof err);
+    CHECK(lin);
+    run_opts_t o = {OPTIMIZER_KIND_SGD, 0.0, LR_SCHEDULE_CONSTANT, 1, epochs};
+    // Ring: delays up to 6 or 9 within a 300-step run. Heap: delays up to 400.
+    const char *specs[] = {"fixed:3", "uniform:0,6", "geometric:0.3,max=9", "uniform:0,400"};
+    for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
+        simulate_result_t r;
+        float *got = simulate(lin, &o, 0.3, specs[i], 0, 0, 0.0, 13, &r);
+        float *want = reference_delayed_sgd(lin, specs[i], 0.3f, rows * epochs, 13);
+        check_same_params(lin, want, got, specs[i]);
+        CHECK(r.train.updates == rows * epochs && r.staleness.count == rows * epochs);
+        free(got);
+        free(want);
+    }
+    model_destroy(&lin);
+    sparse_dataset_free(&str);
+    sparse_dataset_free(&ste);
+}
+
 // The summary's figures at their source: the last point's train loss is the
 // last window's (the point after the in-flight gradients were applied reads
 // no minibatch), and the model of time with its workers.
@@ -544,6 +631,7 @@ int main(void) {
     test_update_rules();
     test_equivalences();
     test_staleness_and_determinism();
+    test_delays_against_reference();
     test_summary_figures();
     test_learning();
     test_cli();
