@@ -100,6 +100,45 @@ static void check_pairs(const char *label, const model_t *m, size_t n_examples) 
     model_ws_destroy(&ws);
 }
 
+// Without L2, model_grad_one_scale and model_sgd_apply_one_scale are the
+// pairs applied by a plain-SGD step: the same loss bits, and the same
+// parameters bit for bit after the update, on every example (zero-coefficient
+// hinge examples included); with L2 the model has no such form.
+static void check_scale(const char *label, const model_t *m, size_t n_examples, int l2) {
+    char err[256];
+    size_t p = model_num_params(m);
+    CHECK(model_has_grad_one_scale(m) == !l2);
+    if (l2) return;
+    param_t *by_pairs = params_new(p, err, sizeof err), *by_scale = params_new(p, err, sizeof err);
+    uint32_t *idx = malloc(p * sizeof *idx);
+    float *val = malloc(p * sizeof *val);
+    CHECK(by_pairs && by_scale && idx && val);
+    for (size_t j = 0; j < p; j++) {
+        float v = 0.3f * (float)((j * 7) % 11) - 1.5f;  // margins on both sides
+        param_set(&by_pairs[j], v);
+        param_set(&by_scale[j], v);
+    }
+    const float lr = 0.37f;
+    size_t changed = 0;
+    for (uint32_t e = 0; e < n_examples; e++) {
+        double pairs_loss, scale_loss;
+        float scale;
+        size_t n = model_grad_one_pairs(m, by_pairs, e, idx, val, p, &pairs_loss);
+        scale_loss = model_grad_one_scale(m, by_scale, e, &scale);
+        CHECK(memcmp(&pairs_loss, &scale_loss, sizeof pairs_loss) == 0 && (n == 0) == (scale == 0.0f));
+        for (size_t k = 0; k < n; k++) param_set(&by_pairs[idx[k]], param_get(&by_pairs[idx[k]]) - lr * val[k]);
+        model_sgd_apply_one_scale(m, by_scale, e, scale, lr);
+        CHECK(memcmp(by_pairs, by_scale, p * sizeof *by_pairs) == 0);
+        changed += n > 0;
+    }
+    CHECK(changed > 0);
+    printf("%s: a scale applied equals the pairs applied on %zu examples (%zu updates)\n", label, n_examples, changed);
+    free(idx);
+    free(val);
+    params_free(&by_pairs);
+    params_free(&by_scale);
+}
+
 int main(void) {
     char err[256];
     sparse_dataset_t sp;
@@ -112,6 +151,8 @@ int main(void) {
         gradcheck(l2 ? "svm (l2 0.1)" : "svm", svm, 2, 1e-3, 1e-3);
         check_pairs(l2 ? "logreg pairs (l2 0.1)" : "logreg pairs", lr, 40);
         check_pairs(l2 ? "svm pairs (l2 0.1)" : "svm pairs", svm, 40);
+        check_scale("logreg scale", lr, 40, l2);
+        check_scale("svm scale", svm, 40, l2);
         model_destroy(&lr);
         model_destroy(&svm);
     }

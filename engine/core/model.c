@@ -69,6 +69,18 @@ size_t model_grad_one_pairs(const model_t *m, const param_t *w, uint32_t example
     return m->ops->grad_one_pairs(m, w, example, idx, val, cap, loss);
 }
 
+int model_has_grad_one_scale(const model_t *m) {
+    return m->ops->has_grad_one_scale != NULL && m->ops->has_grad_one_scale(m);
+}
+
+double model_grad_one_scale(const model_t *m, const param_t *w, uint32_t example, float *scale) {
+    return m->ops->grad_one_scale(m, w, example, scale);
+}
+
+void model_sgd_apply_one_scale(const model_t *m, param_t *w, uint32_t example, float scale, float lr) {
+    m->ops->sgd_apply_one_scale(m, w, example, scale, lr);
+}
+
 void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
                     eval_sums_t *sums) {
     if (end > m->num_test) end = m->num_test;

@@ -129,6 +129,17 @@ int model_has_grad_one_pairs(const model_t *m);
 size_t model_grad_one_pairs(const model_t *m, const param_t *w, uint32_t example, uint32_t *idx, float *val,
                             size_t cap, double *loss);
 
+// One example's gradient when it is a multiple of the example: scale * x_j
+// for each feature j the example has and scale for the bias (linear models
+// without L2). model_grad_one_scale returns the objective and writes the
+// scale; model_sgd_apply_one_scale later applies w -= lr * gradient from it,
+// bit for bit what model_grad_one_pairs's pairs applied by plain SGD write,
+// without storing the pairs (the simulator's delayed one-example gradients).
+// The two calls only where model_has_grad_one_scale() is true.
+int model_has_grad_one_scale(const model_t *m);
+double model_grad_one_scale(const model_t *m, const param_t *w, uint32_t example, float *scale);
+void model_sgd_apply_one_scale(const model_t *m, param_t *w, uint32_t example, float scale, float lr);
+
 // A destination for a gradient handed over block by block: `n` values for the
 // parameters [offset, offset + n).
 typedef void (*grad_block_fn)(void *ctx, size_t offset, const float *g, size_t n);

@@ -28,6 +28,10 @@ typedef struct model_ops {
     // Optional: one example's gradient as (index, value) pairs (see model.h).
     size_t (*grad_one_pairs)(const model_t *m, const param_t *w, uint32_t example, uint32_t *idx, float *val,
                              size_t cap, double *loss);
+    // Optional: one example's gradient as a multiple of its features (see model.h).
+    int (*has_grad_one_scale)(const model_t *m);
+    double (*grad_one_scale)(const model_t *m, const param_t *w, uint32_t example, float *scale);
+    void (*sgd_apply_one_scale)(const model_t *m, param_t *w, uint32_t example, float scale, float lr);
     // Optional: the sparse parameters some examples touch (see model.h).
     size_t (*sparse_keys)(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys);
 } model_ops_t;

@@ -159,6 +159,34 @@ static size_t linear_grad_one_pairs(const model_t *m, const param_t *w, uint32_t
     return n;
 }
 
+// Without L2 an example's gradient is dscore * (x, 1): linear_grad_one_pairs's
+// values are 0 + scale * x_j and 0 + scale, and a zero scale writes none.
+static int linear_has_grad_one_scale(const model_t *m) { return ((const linear_model_t *)m)->l2 == 0.0f; }
+
+static double linear_grad_one_scale(const model_t *m, const param_t *w, uint32_t example, float *scale) {
+    const linear_model_t *lm = (const linear_model_t *)m;
+    const sparse_dataset_t *d = lm->train;
+    double dscore;
+    double loss = linear_example_loss(lm->loss == LINEAR_LOSS_HINGE, d->y[example], margin_of(lm, d, example, w),
+                                      &dscore);
+    *scale = (float)dscore;
+    return loss;
+}
+
+static void linear_sgd_apply_one_scale(const model_t *m, param_t *w, uint32_t example, float scale, float lr) {
+    const linear_model_t *lm = (const linear_model_t *)m;
+    if (scale == 0.0f) return;
+    const sparse_dataset_t *d = lm->train;
+    const uint32_t *col = d->col;
+    const float *val = d->val;
+    for (size_t k = d->row_ptr[example], end = d->row_ptr[example + 1]; k < end; k++) {
+        param_t *wj = &w[col[k]];
+        param_set(wj, param_get(wj) - lr * (0.0f + scale * val[k]));
+    }
+    param_t *bias = &w[lm->dim];
+    param_set(bias, param_get(bias) - lr * (0.0f + scale));
+}
+
 static void linear_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
                             eval_sums_t *sums) {
     (void)ws;
@@ -204,6 +232,9 @@ static const model_ops_t linear_ops = {
     .layout = linear_layout,
     .sgd_step_one = linear_sgd_step_one,
     .grad_one_pairs = linear_grad_one_pairs,
+    .has_grad_one_scale = linear_has_grad_one_scale,
+    .grad_one_scale = linear_grad_one_scale,
+    .sgd_apply_one_scale = linear_sgd_apply_one_scale,
 };
 
 model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, const sparse_dataset_t *test,

@@ -23,6 +23,9 @@ typedef struct pending {
     uint64_t read_version;  // updates applied when its parameters were read
     size_t epoch;           // the epoch its minibatch came from (for epoch-decay schedules)
     uint64_t worker;        // straggler: the worker that computed it
+    int scaled;             // sparse: the gradient is `scale` times `example` (model_grad_one_scale), n is 0
+    uint32_t example;
+    float scale;
     size_t n, cap;          // sparse: entries used and allocated
     uint32_t *idx;          // (cap) touched coordinates; NULL when dense
     float *g;               // (cap) gradient values, or (n_params) when dense
@@ -48,6 +51,7 @@ typedef struct sim {
     float *copy;            // dense: the workspace's parameter copy (NULL without loss_grad_apply)
     int fuse_dense;         // dense: fresh gradients go to w block by block (copy, no clipping)
     int pairs;              // sparse: a one-example gradient is written as pairs (model_grad_one_pairs, no clipping)
+    int scaled;             // sparse: ... or kept as a scale of the example (plain SGD, no clipping, no DC-ASGD)
     int copy_current;       // dense: every write to w since the copy was refreshed also went to it
 
     // The data stream, in the order of one hogwild thread.
@@ -332,6 +336,10 @@ static int read_gradient(sim_t *s, uint64_t worker, pending_t **out, char *err, 
             grad_t whole = {s->n_params, 1, p->g, NULL, 0, NULL};
             grad_clip_norm(&whole, s->cfg.train.clip_grad_norm);
         }
+    } else if (count == 1 && s->scaled) {
+        loss = model_grad_one_scale(s->model, s->w, idx[0], &p->scale);
+        p->example = idx[0];
+        p->scaled = 1;
     } else if (count == 1 && s->pairs) {
         if (read_pairs(s, idx[0], p, &loss) != 0) {
             snprintf(err, err_len, "simulate: out of memory for a gradient's coordinates");
@@ -437,7 +445,10 @@ static int apply_gradient(sim_t *s, pending_t *p, char *err, size_t err_len) {
         }
         // optimizer_apply_and_clear's arithmetic over the record's coordinates
         // (each listed once), without scattering them into a gradient first.
-        if (optimizer_is_plain_sgd(s->opt)) {
+        if (p->scaled) {
+            model_sgd_apply_one_scale(s->model, s->w, p->example, p->scale, lr);
+            p->scaled = 0;
+        } else if (optimizer_is_plain_sgd(s->opt)) {
             // Locals, not fields: the compiler reloads fields after every
             // atomic store, one extra load per coordinate.
             param_t *w = s->w;
@@ -652,6 +663,9 @@ static int prepare(sim_t *s, char *err, size_t err_len) {
     s->copy = s->dense && model_has_loss_grad_apply(s->model) ? model_ws_param_copy(s->ws) : NULL;
     s->fuse_dense = s->copy && !clip;
     s->pairs = !s->dense && !clip && model_has_grad_one_pairs(s->model);
+    // A scale instead of pairs: the same update without writing the pairs and
+    // reading them back (the example's features are read again instead).
+    s->scaled = !s->dense && !clip && !s->dc && optimizer_is_plain_sgd(s->opt) && model_has_grad_one_scale(s->model);
     // The order of `--mode hogwild --threads 1`: one seeded permutation, then
     // the thread's own shuffle at the start of every epoch.
     for (size_t i = 0; i < s->n_train; i++) s->order[i] = (uint32_t)i;
