@@ -154,11 +154,10 @@ static void ring_push(sim_t *s, pending_t *p) {
     s->ring_n++;
 }
 
-// The next record due at or before step t, taken out; NULL when none is.
-static pending_t *ring_pop_due(sim_t *s, uint64_t t) {
+// Takes the first record of step t's bucket (one must be there).
+static pending_t *ring_pop(sim_t *s, uint64_t t) {
     size_t b = (size_t)(t % s->ring_len);
     pending_t *p = s->ring_head[b];
-    if (!p || p->due > t) return NULL;
     s->ring_head[b] = p->next;
     if (!p->next) s->ring_tail[b] = NULL;
     s->ring_n--;
@@ -167,25 +166,22 @@ static pending_t *ring_pop_due(sim_t *s, uint64_t t) {
 
 static size_t in_flight(const sim_t *s) { return s->heap_n + s->ring_n; }
 
-// Per-gradient delays: schedules a record, and takes the next one due at or
-// before step t (NULL when none is); whichever structure the run uses.
+// Per-gradient delays: schedules a record, whichever structure the run uses.
 static void schedule(sim_t *s, pending_t *p) {
     if (s->ring_head) ring_push(s, p);
     else heap_push(s, p);
 }
 
-static pending_t *take_due(sim_t *s, uint64_t t) {
-    if (s->ring_head) return ring_pop_due(s, t);
-    return s->heap_n && s->heap[0]->due <= t ? heap_pop(s) : NULL;
+// The next record due at or before step t, left in place; NULL when none is.
+static pending_t *first_due(const sim_t *s, uint64_t t) {
+    pending_t *p = s->ring_head ? s->ring_head[t % s->ring_len] : s->heap_n ? s->heap[0] : NULL;
+    return p && p->due <= t ? p : NULL;
 }
 
-// Whether a record is due at or before step t (without taking it).
-static int any_due(const sim_t *s, uint64_t t) {
-    if (s->ring_head) {
-        const pending_t *p = s->ring_head[t % s->ring_len];
-        return p && p->due <= t;
-    }
-    return s->heap_n && s->heap[0]->due <= t;
+// The same record, taken out.
+static pending_t *take_due(sim_t *s, uint64_t t) {
+    if (!first_due(s, t)) return NULL;
+    return s->ring_head ? ring_pop(s, t) : heap_pop(s);
 }
 
 static void free_record(pending_t *p) {
@@ -569,7 +565,7 @@ static int run_steps(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, tr
     for (uint64_t t = 0;; t++) {
         if (!s->exhausted) {
             uint64_t delay = delay_sampler_next(&sampler);
-            if (fuse && delay == 0 && !any_due(s, t)) {
+            if (fuse && delay == 0 && !first_due(s, t)) {
                 fresh_step(s);
             } else {
                 pending_t *p;
