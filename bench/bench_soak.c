@@ -165,7 +165,7 @@ static size_t parse_size(const char *flag, const char *v, size_t lo, size_t hi) 
 
 int main(int argc, char **argv) {
     opts_t o = {32, 2, 16384, 30, 1};
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {  // flag, value
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "bench_soak: %s needs a value (usage: see the top of bench/bench_soak.c)\n", a);
@@ -180,7 +180,6 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_soak: unknown flag %s\n", a);
             return 2;
         }
-        i++;
     }
     char err[512];
     server_t servers[MAX_SHARDS];
