@@ -10,8 +10,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "kernels/partition.h"  // defines: shard_range
-#include "net/compress.h"    // defines: compress_encode_fp16, compress_check, compress_decode
+#include "kernels/partition.h"   // defines: shard_range
+#include "net/compress.h"        // defines: compress_encode_fp16, compress_check, compress_decode
+#include "net/ring_schedule.h"   // defines: ring_cursor_t, ring_cursor_init, ring_cursor_next
 #include "net/zmsg.h"        // defines: zmsg_t, zmsg_send, zmsg_recv, zmsg_close, zmsg_header, ZMQ_FAIL
 
 // Messages queued per direction before a send waits: with 1 MiB sub-chunks,
@@ -55,7 +56,7 @@ struct ring {
     size_t max_count;  // the most values a call may have: the receiving socket takes no more
     int zero_copy;
     uint64_t seq;  // calls started: the clock of the current call's messages
-    size_t fp16_count;  // this call: elements [0, fp16_count) travel as fp16
+    ring_schedule_t sched;  // this call's (count, fp16_count: elements [0, fp16_count) travel as fp16)
     ring_stats_t stats;
     sealed_t sealed[RING_SEALED];
     // Payload frames handed to libzmq and not yet released by it (it releases
@@ -66,15 +67,6 @@ struct ring {
     atomic_size_t in_flight;
 };
 
-// Where one direction of a call stands: step (0 .. 2n-3), sub-chunk k of that
-// step's chunk [begin, end). A chunk that straddles the end of an fp16 prefix
-// is also cut there (at mid), so that only the float32 tail travels as float32.
-typedef struct cursor {
-    size_t step, k;
-    size_t begin, mid, end, n_subs;
-    size_t subs_before_mid;
-} cursor_t;
-
 static double now_ms(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -84,49 +76,6 @@ static double now_ms(void) {
 static size_t prev_rank(const ring_t *r) { return (r->rank + r->n - 1) % r->n; }
 static size_t next_rank(const ring_t *r) { return (r->rank + 1) % r->n; }
 static size_t n_steps(const ring_t *r) { return 2 * r->n - 2; }
-
-// At step s a rank sends chunk (rank - s) mod n and receives chunk
-// (rank - s - 1) mod n, so what it receives at step s is what it sends at s + 1.
-static void cursor_load(const ring_t *r, size_t count, int recv, cursor_t *c) {
-    for (; c->step < n_steps(r); c->step++) {
-        size_t chunk = (r->rank + 2 * r->n - c->step - (recv ? 1 : 0)) % r->n;
-        shard_range(count, r->n, chunk, &c->begin, &c->end);
-        c->mid = c->begin < r->fp16_count && r->fp16_count < c->end ? r->fp16_count : c->end;
-        c->subs_before_mid = (c->mid - c->begin + r->sub - 1) / r->sub;
-        c->n_subs = c->subs_before_mid + (c->end - c->mid + r->sub - 1) / r->sub;
-        if (c->n_subs) return;  // an empty chunk (count < n) has no messages
-    }
-}
-
-static void cursor_init(const ring_t *r, size_t count, int recv, cursor_t *c) {
-    memset(c, 0, sizeof *c);
-    cursor_load(r, count, recv, c);
-}
-
-static int cursor_done(const ring_t *r, const cursor_t *c) { return c->step >= n_steps(r); }
-
-static void cursor_next(const ring_t *r, size_t count, int recv, cursor_t *c) {
-    if (++c->k < c->n_subs) return;
-    c->k = 0;
-    c->step++;
-    cursor_load(r, count, recv, c);
-}
-
-static size_t cursor_offset(const ring_t *r, const cursor_t *c) {
-    if (c->k < c->subs_before_mid) return c->begin + c->k * r->sub;
-    return c->mid + (c->k - c->subs_before_mid) * r->sub;
-}
-static size_t cursor_len(const ring_t *r, const cursor_t *c) {
-    size_t a = cursor_offset(r, c), stop = c->k < c->subs_before_mid ? c->mid : c->end;
-    return (stop - a < r->sub) ? stop - a : r->sub;
-}
-
-// A send at step s >= 1 forwards what arrived at step s - 1 (same chunk, same
-// sub-chunk), so it waits until that sub-chunk has been received.
-static int send_ready(const cursor_t *s, const cursor_t *rc) {
-    if (s->step == 0) return 1;
-    return rc->step > s->step - 1 || (rc->step == s->step - 1 && rc->k > s->k);
-}
 
 // libzmq calls these from its I/O thread.
 static void release_borrowed(void *data, void *hint) {
@@ -363,10 +312,10 @@ static int send_frame(ring_t *r, wire_header_t *h, void *buf, size_t bytes, void
 }
 
 // Whether the sub-chunk [a, a + len) travels as fp16 in this call.
-static int sub_is_fp16(const ring_t *r, size_t a, size_t len) { return a + len <= r->fp16_count; }
+static int sub_is_fp16(const ring_t *r, size_t a, size_t len) { return a + len <= r->sched.fp16_count; }
 
-static int send_sub(ring_t *r, float *data, size_t count, const cursor_t *c, char *err, size_t err_len) {
-    size_t a = cursor_offset(r, c), len = cursor_len(r, c), bytes = len * sizeof(float);
+static int send_sub(ring_t *r, float *data, size_t count, const ring_cursor_t *c, char *err, size_t err_len) {
+    size_t a = ring_cursor_offset(&r->sched, c), len = ring_cursor_len(&r->sched, c), bytes = len * sizeof(float);
     int half = sub_is_fp16(r, a, len);
     // Frames are the ring's own buffers (not zmsg_frame_alloc's) so that
     // libzmq tells us when it is done with each one.
@@ -440,7 +389,7 @@ typedef struct mismatch {
 
 // Handles one received message. Returns 1 when it was the expected sub-chunk
 // (applied), 0 when dropped, -1 on a fatal disagreement (err filled).
-static int take(ring_t *r, zmsg_t *m, float *data, size_t count, const cursor_t *c, mismatch_t *mm, char *err,
+static int take(ring_t *r, zmsg_t *m, float *data, size_t count, const ring_cursor_t *c, mismatch_t *mm, char *err,
                 size_t err_len) {
     const wire_header_t *h = &m->h;
     if (h->type != MSG_TYPE_RING_CHUNK ||
@@ -456,7 +405,7 @@ static int take(ring_t *r, zmsg_t *m, float *data, size_t count, const cursor_t 
                  r->rank, h->sender, (unsigned long long)h->param_version, (unsigned long long)r->seq, count);
         return -1;
     }
-    size_t a = cursor_offset(r, c), len = cursor_len(r, c);
+    size_t a = ring_cursor_offset(&r->sched, c), len = ring_cursor_len(&r->sched, c);
     if (h->aux != c->step || h->offset != a || h->count != len) {
         if (mm->n++ == 0) mm->first = *h;
         r->stats.dropped++;
@@ -516,10 +465,10 @@ static int take(ring_t *r, zmsg_t *m, float *data, size_t count, const cursor_t 
     return 1;
 }
 
-static int timeout_error(ring_t *r, const cursor_t *sc, const cursor_t *rc, size_t count, int send_blocked,
+static int timeout_error(ring_t *r, const ring_cursor_t *sc, const ring_cursor_t *rc, size_t count, int send_blocked,
                          int timeout_ms, const mismatch_t *mm, char *err, size_t err_len) {
     int at;
-    if (send_blocked && !cursor_done(r, rc))
+    if (send_blocked && !ring_cursor_done(&r->sched, rc))
         at = snprintf(err, err_len,
                       "ring: rank %zu: nothing from rank %zu (previous) and nothing accepted by rank %zu (next) "
                       "for %d ms",
@@ -540,22 +489,22 @@ static int timeout_error(ring_t *r, const cursor_t *sc, const cursor_t *rc, size
                  " (%llu of its messages did not fit, the first step %u offset %llu count %u where step %zu offset "
                  "%zu count %zu was due: do all ranks use the same sub-chunk size?)",
                  (unsigned long long)mm->n, mm->first.aux, (unsigned long long)mm->first.offset, mm->first.count,
-                 rc->step, cursor_offset(r, rc), cursor_len(r, rc));
+                 rc->step, ring_cursor_offset(&r->sched, rc), ring_cursor_len(&r->sched, rc));
     return -1;
 }
 
 static int allreduce(ring_t *r, float *data, size_t count, int timeout_ms, char *err, size_t err_len) {
-    cursor_t sc, rc;
-    cursor_init(r, count, 0, &sc);
-    cursor_init(r, count, 1, &rc);
+    ring_cursor_t sc, rc;
+    ring_cursor_init(&r->sched, 0, &sc);
+    ring_cursor_init(&r->sched, 1, &rc);
     mismatch_t mm = {0};
     double last = now_ms();
     zmq_pollitem_t items[2];
-    while (!cursor_done(r, &sc) || !cursor_done(r, &rc)) {
+    while (!ring_cursor_done(&r->sched, &sc) || !ring_cursor_done(&r->sched, &rc)) {
         int progressed = 0, send_blocked = 0;
         // Forward everything that is ready first: the next rank's progress
         // depends on it, ours only on what arrives.
-        while (!cursor_done(r, &sc) && send_ready(&sc, &rc)) {
+        while (!ring_cursor_done(&r->sched, &sc) && ring_cursor_send_ready(&sc, &rc)) {
             int events = 0;
             size_t elen = sizeof events;
             if (zmq_getsockopt(r->push, ZMQ_EVENTS, &events, &elen) != 0)
@@ -570,11 +519,11 @@ static int allreduce(ring_t *r, float *data, size_t count, int timeout_ms, char 
                 send_blocked = 1;
                 break;
             }
-            cursor_next(r, count, 0, &sc);
+            ring_cursor_next(&r->sched, 0, &sc);
             progressed = 1;
         }
         int drained = 0;
-        if (!cursor_done(r, &rc)) {
+        if (!ring_cursor_done(&r->sched, &rc)) {
             zmsg_t m;
             // take() verifies the payload as it uses it.
             int got = zmsg_recv_deferred(r->pull, 0, r->run_id, &m, err, err_len);
@@ -587,7 +536,7 @@ static int allreduce(ring_t *r, float *data, size_t count, int timeout_ms, char 
                 zmsg_close(&m);
                 if (t < 0) return -1;
                 if (t > 0) {
-                    cursor_next(r, count, 1, &rc);
+                    ring_cursor_next(&r->sched, 1, &rc);
                     progressed = 1;
                 } else {
                     drained = 1;  // look again before sleeping, but it is no progress
@@ -603,7 +552,7 @@ static int allreduce(ring_t *r, float *data, size_t count, int timeout_ms, char 
             return timeout_error(r, &sc, &rc, count, send_blocked, timeout_ms, &mm, err, err_len);
         if (drained) continue;
         int n_items = 0;
-        if (!cursor_done(r, &rc)) items[n_items++] = (zmq_pollitem_t){r->pull, 0, ZMQ_POLLIN, 0};
+        if (!ring_cursor_done(&r->sched, &rc)) items[n_items++] = (zmq_pollitem_t){r->pull, 0, ZMQ_POLLIN, 0};
         if (send_blocked) items[n_items++] = (zmq_pollitem_t){r->push, 0, ZMQ_POLLOUT, 0};
         long wait = timeout_ms > 0 ? (long)(timeout_ms - (t - last)) + 1 : -1;
         if (zmq_poll(items, n_items, wait) < 0 && errno != EINTR)
@@ -620,7 +569,8 @@ int ring_allreduce_sum_fp16(ring_t *r, float *data, size_t count, size_t fp16_co
                             size_t err_len) {
     r->seq++;
     r->stats.calls++;
-    r->fp16_count = fp16_count < count ? fp16_count : count;
+    r->sched = (ring_schedule_t){
+        .rank = r->rank, .n = r->n, .sub = r->sub, .count = count, .fp16_count = fp16_count < count ? fp16_count : count};
     if (count > r->max_count) {
         snprintf(err, err_len, "ring_allreduce_sum: rank %zu: %zu values, but the ring was made for at most %zu", r->rank,
                  count, r->max_count);
