@@ -8,12 +8,14 @@
 // mpirun, with Open MPI's default transports (shared memory on one node) and
 // with its TCP transport over loopback. "asgd hier 2xR/2" (net/hier_allreduce.h)
 // splits an even R >= 4 into 2 pretend hosts of R/2: shared memory within each,
-// cross rings over tcp://127.0.0.1. Prints a table. Not part of the tests.
+// cross rings over tcp://127.0.0.1. "asgd stream tcp" is the stream ring
+// (net/stream_ring.h): plain TCP connections read and written by the calling
+// thread. Prints a table. Not part of the tests.
 //
 //   bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64 | --sizes-bytes 940584,...]
 //                   [--warmup 3] [--iters 10] [--transport tcp|ipc|both|none]
 //                   [--zero-copy 0|1|both] [--sub FLOATS] [--io-threads K] [--rounds K]
-//                   [--no-mpi] [--no-shm] [--no-hier]
+//                   [--no-mpi] [--no-shm] [--no-hier] [--no-stream] [--stream-sub FLOATS]
 // Default sizes: 940,584 bytes (the MLP's gradient, docs/benchmarks.md), 1, 16
 // and 64 MiB.
 #include <errno.h>
@@ -31,6 +33,7 @@
 #include "net/hier_allreduce.h"  // defines: hier_allreduce_new, hier_allreduce_sum
 #include "net/ring.h"  // defines: ring_new, ring_connect, ring_tune, ring_allreduce_sum, ring_destroy
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_new, shm_allreduce_sum, shm_allreduce_buffer
+#include "net/stream_ring.h"  // defines: stream_ring_new, stream_ring_connect, stream_ring_allreduce_sum
 
 #define RUN 0xbe9c400000000001ull
 #define MAX_LIST 8
@@ -49,6 +52,8 @@ typedef struct opts {
     int mpi;
     int shm;
     int hier;
+    int stream;
+    size_t stream_sub;
     int rounds;
 } opts_t;
 
@@ -60,6 +65,7 @@ typedef struct impl_cfg {
     int in_segment;         // shm: the data live in shm_allreduce_buffer()
     uint64_t run;           // shm, hier: the segment's run id
     int hier;               // 2 pretend hosts: shm within, cross rings over tcp
+    int stream;             // the stream ring over tcp
 } impl_cfg_t;
 
 // The rank whose (ring or cross-ring) endpoint rank i connects to.
@@ -107,8 +113,16 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
     ring_t *r = NULL;
     shm_allreduce_t *shm = NULL;
     hier_allreduce_t *hier = NULL;
+    stream_ring_t *sr = NULL;
     char ep[EP_LEN] = {0};
-    if (cfg->hier) {
+    if (cfg->stream) {
+        sr = stream_ring_new(rank, n, RUN, max_count, "127.0.0.1", err, sizeof err);
+        if (!sr || stream_ring_tune(sr, o->stream_sub, err, sizeof err) != 0) {
+            fprintf(stderr, "rank %zu: %s\n", rank, err);
+            exit(1);
+        }
+        snprintf(ep, sizeof ep, "%s", stream_ring_endpoint(sr));
+    } else if (cfg->hier) {
         ctx = zmq_ctx_new();
         if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, o->io_threads) != 0) die("zmq_ctx_new");
         size_t L = n / 2;
@@ -137,7 +151,8 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
     }
     write_all(up, ep, sizeof ep);
     if (read_all(down, ep, sizeof ep) != 0) exit(1);
-    if ((r && ring_connect(r, ep, err, sizeof err) != 0) || (hier && hier_allreduce_connect(hier, ep, err, sizeof err) != 0)) {
+    if ((r && ring_connect(r, ep, err, sizeof err) != 0) || (hier && hier_allreduce_connect(hier, ep, err, sizeof err) != 0) ||
+        (sr && stream_ring_connect(sr, ep, CALL_TIMEOUT_MS, err, sizeof err) != 0)) {
         fprintf(stderr, "rank %zu: %s\n", rank, err);
         exit(1);
     }
@@ -152,7 +167,8 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
         if (!x) die("calloc");
         if (cfg->in_segment) memset(x, 0, count * sizeof *x);
         record_t rec = {-1.0, 0};
-#define CALL() (r      ? ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
+#define CALL() (sr     ? stream_ring_allreduce_sum(sr, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
+                : r    ? ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
                 : hier ? hier_allreduce_sum(hier, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
                        : shm_allreduce_sum(shm, x, count, CALL_TIMEOUT_MS, err, sizeof err))
         int rc = 0;
@@ -182,6 +198,7 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
     ring_destroy(&r);
     shm_allreduce_destroy(&shm);
     hier_allreduce_destroy(&hier);
+    stream_ring_destroy(&sr);
     if (ctx) zmq_ctx_term(ctx);
     exit(0);
 }
@@ -277,11 +294,11 @@ static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mp
 }
 
 #define MAX_ROUNDS 16
-enum { IMPL_TCP, IMPL_TCP_ZC, IMPL_IPC, IMPL_IPC_ZC, IMPL_SHM, IMPL_SHM_SEG, IMPL_HIER, IMPL_MPI_SM, IMPL_MPI_TCP,
-       IMPL_COUNT_ };
-static const char *const impl_names[IMPL_COUNT_] = {"asgd ring tcp", "asgd ring tcp zc", "asgd ring ipc",
-                                                    "asgd ring ipc zc", "asgd shm",         "asgd shm in-seg",
-                                                    "asgd hier 2xR/2",   "Open MPI sm",     "Open MPI tcp"};
+enum { IMPL_TCP, IMPL_TCP_ZC, IMPL_IPC, IMPL_IPC_ZC, IMPL_STREAM, IMPL_SHM, IMPL_SHM_SEG, IMPL_HIER, IMPL_MPI_SM,
+       IMPL_MPI_TCP, IMPL_COUNT_ };
+static const char *const impl_names[IMPL_COUNT_] = {
+    "asgd ring tcp", "asgd ring tcp zc", "asgd ring ipc",   "asgd ring ipc zc", "asgd stream tcp",
+    "asgd shm",      "asgd shm in-seg",  "asgd hier 2xR/2", "Open MPI sm",      "Open MPI tcp"};
 
 // The median over rounds of one measurement (< 0 when any round failed);
 // *lo and *hi get the fastest and slowest round.
@@ -319,7 +336,8 @@ static void row(size_t n, size_t bytes, const char *who, const double *v, int ro
 int main(int argc, char **argv) {
     opts_t o = {.ranks = {2, 4}, .n_ranks = 2, .bytes = {940584, 1u << 20, 16u << 20, 64u << 20}, .n_sizes = 4,
                 .warmup = 3, .iters = 10, .tcp = 1, .ipc = 1, .copy = 1, .zc = 1, .sub = RING_SUB_CHUNK_DEFAULT,
-                .io_threads = 1, .mpi = 1, .shm = 1, .hier = 1, .rounds = 1};
+                .io_threads = 1, .mpi = 1, .shm = 1, .hier = 1, .stream = 1,
+                .stream_sub = STREAM_RING_SUB_CHUNK_DEFAULT, .rounds = 1};
     for (int a = 1; a < argc; a++) {
         const char *v = a + 1 < argc ? argv[a + 1] : "";
         if (strcmp(argv[a], "--ranks") == 0) o.n_ranks = bench_parse_list("bench_allreduce", v, o.ranks, MAX_LIST), a++;
@@ -345,11 +363,14 @@ int main(int argc, char **argv) {
         } else if (strcmp(argv[a], "--no-mpi") == 0) o.mpi = 0;
         else if (strcmp(argv[a], "--no-shm") == 0) o.shm = 0;
         else if (strcmp(argv[a], "--no-hier") == 0) o.hier = 0;
+        else if (strcmp(argv[a], "--no-stream") == 0) o.stream = 0;
+        else if (strcmp(argv[a], "--stream-sub") == 0) o.stream_sub = strtoull(v, NULL, 10), a++;
         else {
             fprintf(stderr,
                     "usage: bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64 | --sizes-bytes 940584,...]\n"
                     "       [--warmup 3] [--iters 10] [--transport tcp|ipc|both|none] [--zero-copy 0|1|both]\n"
-                    "       [--sub FLOATS] [--io-threads K] [--rounds K] [--no-mpi] [--no-shm] [--no-hier]\n");
+                    "       [--sub FLOATS] [--io-threads K] [--rounds K] [--no-mpi] [--no-shm] [--no-hier]\n"
+                    "       [--no-stream] [--stream-sub FLOATS]\n");
             return 2;
         }
     }
@@ -358,8 +379,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_allreduce: at most %d ranks\n", MAX_RANKS);
             return 2;
         }
-    if (o.iters < 1 || o.warmup < 0 || o.io_threads < 1 || o.sub == 0 || o.rounds < 1 || o.rounds > MAX_ROUNDS) {
-        fprintf(stderr, "bench_allreduce: need --iters >= 1, --warmup >= 0, --io-threads >= 1, --sub >= 1, "
+    if (o.iters < 1 || o.warmup < 0 || o.io_threads < 1 || o.sub == 0 || o.stream_sub == 0 || o.rounds < 1 || o.rounds > MAX_ROUNDS) {
+        fprintf(stderr, "bench_allreduce: need --iters >= 1, --warmup >= 0, --io-threads >= 1, --sub and --stream-sub >= 1, "
                         "--rounds 1..%d\n", MAX_ROUNDS);
         return 2;
     }
@@ -368,8 +389,8 @@ int main(int argc, char **argv) {
     int major, minor, patch;
     zmq_version(&major, &minor, &patch);
     printf("bench_allreduce | %ld CPUs | libzmq %d.%d.%d, %d I/O thread(s) per rank | sub-chunk %zu floats | "
-           "%d warm-up + %d timed calls, median per call of the slowest rank\n",
-           sysconf(_SC_NPROCESSORS_ONLN), major, minor, patch, o.io_threads, o.sub, o.warmup, o.iters);
+           "stream sub-chunk %zu floats | %d warm-up + %d timed calls, median per call of the slowest rank\n",
+           sysconf(_SC_NPROCESSORS_ONLN), major, minor, patch, o.io_threads, o.sub, o.stream_sub, o.warmup, o.iters);
     if (have_mpi)
         printf("reference: %s --oversubscribe --allow-run-as-root -n R %s (default transports: \"MPI sm\"; "
                "--mca btl self,tcp --mca btl_tcp_if_include lo: \"MPI tcp\")\n",
@@ -399,16 +420,20 @@ int main(int argc, char **argv) {
                     if (!o.shm) continue;
                     // A run id of its own per group: no group meets another's segment.
                     impl_cfg_t cfg = {NULL, 0, k == IMPL_SHM_SEG, RUN ^ ((uint64_t)getpid() << 16) ^ (uint64_t)(
-                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k), 0};
+                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k), 0, 0};
+                    run_ours(n, &o, &cfg, sec);
+                } else if (k == IMPL_STREAM) {
+                    if (!o.stream) continue;
+                    impl_cfg_t cfg = {NULL, 0, 0, 0, 0, 1};
                     run_ours(n, &o, &cfg, sec);
                 } else if (k == IMPL_HIER) {
                     if (!o.hier || n < 4 || n % 2) continue;
                     impl_cfg_t cfg = {NULL, 0, 0, RUN ^ ((uint64_t)getpid() << 16) ^ (uint64_t)(
-                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k), 1};
+                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k), 1, 0};
                     run_ours(n, &o, &cfg, sec);
                 } else {
                     if (!(tr ? o.tcp : o.ipc) || !(zc ? o.zc : o.copy)) continue;
-                    impl_cfg_t cfg = {tr ? "tcp" : "ipc", zc, 0, 0, 0};
+                    impl_cfg_t cfg = {tr ? "tcp" : "ipc", zc, 0, 0, 0, 0};
                     run_ours(n, &o, &cfg, sec);
                 }
                 ran[k] = 1;

@@ -62,7 +62,7 @@ int stream_ring_allreduce_sum(stream_ring_t *r, float *data, size_t count, int t
 // Sub-chunk size in floats (default STREAM_RING_SUB_CHUNK_DEFAULT; every rank
 // must use the same). Returns 0, or -1 when it is 0, does not fit a header's
 // 32-bit count or its buffer cannot be had.
-#define STREAM_RING_SUB_CHUNK_DEFAULT ((size_t)1 << 16)
+#define STREAM_RING_SUB_CHUNK_DEFAULT ((size_t)1 << 18)
 int stream_ring_tune(stream_ring_t *r, size_t sub_chunk, char *err, size_t err_len);
 
 // Counters as ring_get_stats gives them (dropped stays 0: a stream drops nothing).
