@@ -2,7 +2,7 @@
 //   - the rule: workers whose ring endpoints are all ipc:// or loopback, or
 //     all tcp:// on one host name, are on one host; any other table is not,
 //     and a forced shm then fails naming --collective and the worker elsewhere;
-//     auto falls back to the ring there and under compression;
+//     auto picks the stream ring there and the ring under compression;
 //   - `asgd launch` (every worker here) sums through shared memory under
 //     auto: the workers say "collective":"shm" and send no byte; with
 //     --compress it stays on the ring;
@@ -13,10 +13,14 @@
 //     local SGD; with 3 workers the ring sums chunk c from rank c on, a
 //     different order, so they agree within float rounding (1e-5 relative);
 //     every run's replicas end with the same bits;
+//   - the stream ring (--collective stream) sums in the ZeroMQ ring's order:
+//     its models equal the ring's bit for bit with 3 workers (allreduce) and
+//     2 (local SGD), and auto picks it for 3 pretend hosts of one worker
+//     each (ASGD_HOST_ID=a,b,c), with the same bits again;
 //   - --collective shm with --compress, and --collective under asp, are refused;
 //   - hosts by identity (ASGD_HOST_ID, the rendezvous entry's name): auto is
-//     shm on one host, hier on 2x2 and 3x2, the ring on 1+1+1+1 and 2+1 and
-//     under compression; forced hier on 2+1 or compressed and forced shm on
+//     shm on one host, hier on 2x2 and 3x2, the stream ring on 1+1+1+1 and
+//     2+1, the ring under compression (a forced stream is refused there); forced hier on 2+1 or compressed and forced shm on
 //     2x2 are refused naming the hosts; the list form gives worker k item k;
 //   - 4 workers as 2 pretend hosts x 2 (ASGD_HOST_ID=a,a,b,b): auto picks
 //     hier, every replica ends with the same bits, the model equals the ring's
@@ -65,8 +69,8 @@ static void check_hosts(void) {
         {{"a", "a", "b", "b"}, 4, COLLECTIVE_HIER, 2, 2},
         {{"a", "b", "a", "b"}, 4, COLLECTIVE_HIER, 2, 2},
         {{"a", "a", "b", "b", "c", "c"}, 6, COLLECTIVE_HIER, 3, 2},
-        {{"a", "b", "c", "d"}, 4, COLLECTIVE_RING, 4, 1},
-        {{"a", "a", "b"}, 3, COLLECTIVE_RING, 2, 0},
+        {{"a", "b", "c", "d"}, 4, COLLECTIVE_STREAM, 4, 1},
+        {{"a", "a", "b"}, 3, COLLECTIVE_STREAM, 2, 0},
     };
     char err[512];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -78,6 +82,9 @@ static void check_hosts(void) {
         CHECK(collective_pick(COLLECTIVE_AUTO, 0, t, cases[i].n, err, sizeof err) == cases[i].pick);
         CHECK(collective_pick(COLLECTIVE_AUTO, 1, t, cases[i].n, err, sizeof err) == COLLECTIVE_RING);
         CHECK(collective_pick(COLLECTIVE_RING, 0, t, cases[i].n, err, sizeof err) == COLLECTIVE_RING);
+        CHECK(collective_pick(COLLECTIVE_STREAM, 0, t, cases[i].n, err, sizeof err) == COLLECTIVE_STREAM);
+        CHECK(collective_pick(COLLECTIVE_STREAM, 1, t, cases[i].n, err, sizeof err) == -1 &&
+              strstr(err, "--collective stream: compressed exchanges"));
     }
     // Worker 3 of a,b,a,b is host 1's second worker; the interleaved layout's cross rings pair 0-1 and 2-3.
     rdv_entry_t t[6];
@@ -136,7 +143,10 @@ static void check_rule(void) {
     table(t, 3, apart);
     struct shm_allreduce *shm = (struct shm_allreduce *)t;  // must be cleared
     char err[512] = "";
-    CHECK(collective_open(COLLECTIVE_AUTO, 0, t, 3, 0, 42, 10, &shm, err, sizeof err) == 0 && !shm);
+    // Apart, auto is the stream ring, which collective_open_stream opens.
+    CHECK(collective_pick(COLLECTIVE_AUTO, 0, t, 3, err, sizeof err) == COLLECTIVE_STREAM);
+    CHECK(collective_open(COLLECTIVE_AUTO, 0, t, 3, 0, 42, 10, &shm, err, sizeof err) == -1 && !shm &&
+          strstr(err, "collective_open_stream"));
     CHECK(collective_open(COLLECTIVE_RING, 0, t, 3, 0, 42, 10, &shm, err, sizeof err) == 0 && !shm);
     CHECK(collective_open(COLLECTIVE_SHM, 0, t, 3, 0, 42, 10, &shm, err, sizeof err) == -1 && !shm);
     printf("refused: %s\n", err);
@@ -247,6 +257,16 @@ int main(void) {
                                "--batch", "8", "--threads", "2", NULL};
         compare("mlp", dense, "allreduce", NULL, 0);
     }
+    // The stream ring sums in the ZeroMQ ring's order: the same bits.
+    run("stream-3", sparse, "allreduce", "3", "stream", NULL, "stream");
+    CHECK(same_bits("stream-3", "logreg-3-ring"));
+    run("stream-local", sparse, "local", "2", "stream", local, "stream");
+    CHECK(same_bits("stream-local", "logreg-local-2-ring"));
+    setenv("ASGD_HOST_ID", "a,b,c", 1);
+    run("stream-auto", sparse, "allreduce", "3", NULL, NULL, "stream");
+    CHECK(same_bits("stream-auto", "logreg-3-ring"));
+    printf("stream ring: models bit-identical to the ZeroMQ ring's (allreduce, 3 workers; local SGD, 2); auto "
+           "picks it for 3 hosts of one worker\n");
     // Two pretend hosts of two workers each.
     setenv("ASGD_HOST_ID", "a,a,b,b", 1);
     run("hier", sparse, "allreduce", "4", NULL, NULL, "hier");

@@ -38,6 +38,7 @@
 #include "net/wire.h"               // defines: wire_fresh_id
 #include "net/hier_allreduce.h"     // defines: hier_allreduce_destroy
 #include "net/shm_allreduce.h"      // defines: shm_allreduce_destroy
+#include "net/stream_ring.h"        // defines: stream_ring_destroy
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
 #include "staleness/histogram.h"    // defines: staleness_hist_*
 
@@ -106,7 +107,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"curve-allow", FLAG_TYPE_STRING, &d->curve_allow, "FILE", "public keys that may connect to this process's sockets, one per line (e.g. the workers' .pub files concatenated)", 0, 0, NULL, 0},
         {"insecure", FLAG_TYPE_BOOL, &d->insecure, NULL, "let servers, coordinator and rings listen beyond 127.0.0.1 without CURVE (anyone who reaches them can read and alter the run)", 0, 0, NULL, 0},
         {"ring-ipc", FLAG_TYPE_BOOL, &d->ring_ipc, NULL, "allreduce over ipc:// sockets (all workers on one machine; asgd launch's default there)", 0, 0, NULL, 0},
-        {"collective", FLAG_TYPE_CHOICE, &d->collective, "auto|shm|ring|mpi|hier", "allreduce, local, hybrid: sum through shared memory (every worker on this host), the ZeroMQ ring, or hier (shared memory within each host, rings across hosts; hosts told apart by host name or ASGD_HOST_ID); auto: shared memory when the workers are all on one host, hier when several hosts have the same number (> 1) of workers each, else the ring; compressed exchanges stay on the ring (default auto); mpi (allreduce, local; under mpirun, one rank per worker): MPI_Allreduce", 0, 0, "auto|shm|ring|mpi|hier", 0},
+        {"collective", FLAG_TYPE_CHOICE, &d->collective, "auto|shm|ring|mpi|hier|stream", "allreduce, local, hybrid: sum through shared memory (every worker on this host), the ZeroMQ ring, hier (shared memory within each host, rings across hosts; hosts told apart by host name or ASGD_HOST_ID) or stream (a ring over plain TCP connections, without ZeroMQ's I/O thread); auto: shared memory when the workers are all on one host, hier when several hosts have the same number (> 1) of workers each, else stream; compressed exchanges go round the ZeroMQ ring (default auto); mpi (allreduce, local; under mpirun, one rank per worker): MPI_Allreduce", 0, 0, "auto|shm|ring|mpi|hier|stream", 0},
         {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up (default 60000)", 100, 1e9, NULL, 0},
         {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "workers' heartbeats to the servers (and ZMTP's), 0 = off (default 1000)", 0, 1e6, NULL, 0},
         {"worker-timeout", FLAG_TYPE_SIZE, &d->worker_timeout_ms, "MS", "servers evict a worker silent this long, so ssp/bsp stop waiting for it; 0 = never (default 10000)", 0, 1e9, NULL, 0},
@@ -280,7 +281,8 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
                  collective_name((collective_choice_t)d->collective));
         return 2;
     }
-    if ((d->collective == COLLECTIVE_SHM || d->collective == COLLECTIVE_MPI || d->collective == COLLECTIVE_HIER) &&
+    if ((d->collective == COLLECTIVE_SHM || d->collective == COLLECTIVE_MPI || d->collective == COLLECTIVE_HIER ||
+         d->collective == COLLECTIVE_STREAM) &&
         d->compress_spec.kind != COMPRESS_KIND_NONE) {
         snprintf(err, err_len, "%s: --collective %s: compressed exchanges (--compress %s) go round the ring; use "
                  "--collective ring or auto", command, collective_name((collective_choice_t)d->collective), d->compress);
@@ -1290,6 +1292,7 @@ typedef struct worker {
     ring_t *ring;
     shm_allreduce_t *shm;      // the ring modes' sums through shared memory (collective.h), or NULL
     hier_allreduce_t *hier;    // ... or through shared memory and rings across hosts, or NULL
+    stream_ring_t *stream;     // ... or round the stream ring, or NULL
     rdv_entry_t *table;        // every rank's endpoint, from the coordinator
     const char **servers;      // the shards' endpoints (into table)
     step_delay_t *delays;      // --delay-worker, per worker
@@ -1314,6 +1317,7 @@ static void worker_free(worker_t *w) {
     free(w->table);
     shm_allreduce_destroy(&w->shm);
     hier_allreduce_destroy(&w->hier);
+    stream_ring_destroy(&w->stream);
     ring_destroy(&w->ring);
     free(w->delays);
     counter_file_close(&w->ledger);
@@ -1372,6 +1376,10 @@ static int worker_meet(void *ctx, worker_t *w, const char *coordinator, uint64_t
         return collective_open_hier(ctx, w->ring, w->table + d->servers, d->workers, w->id, run_id,
                                     model_num_params(w->m) + 1, d->bind_host, (int)d->timeout_ms, &w->hier, err,
                                     err_len);
+    if (pick == COLLECTIVE_STREAM)
+        return collective_open_stream(w->ring, w->table + d->servers, d->workers, w->id, run_id,
+                                      model_num_params(w->m) + 1, d->bind_host, (int)d->timeout_ms, &w->stream, err,
+                                      err_len);
     return collective_open((collective_choice_t)pick, compressed, w->table + d->servers, d->workers, w->id, run_id,
                            model_num_params(w->m) + 1, &w->shm, err, err_len);
 }
@@ -1408,6 +1416,7 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
         .ring = w->ring,
         .shm = w->shm,
         .hier = w->hier,
+        .stream = w->stream,
         .mpi = d->collective == COLLECTIVE_MPI,
         .timeout_ms = (int)d->timeout_ms,
         .heartbeat_ms = (int)d->heartbeat_ms,
@@ -1517,7 +1526,7 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
         char desc[160];
         model_describe(w->m, desc, sizeof desc);
         fprintf(stderr, "asgd worker %zu of %zu: %s, %s%s, %zu threads, batch %zu%s%s\n", w->id, d->workers, desc,
-                sync_mode_name((sync_mode_t)d->sync), w->shm ? " in shared memory" : w->hier ? " in shared memory and across hosts" : "", t->threads, t->batch,
+                sync_mode_name((sync_mode_t)d->sync), w->shm ? " in shared memory" : w->hier ? " in shared memory and across hosts" : w->stream ? " over the stream ring" : "", t->threads, t->batch,
                 step_delay_active(&w->delays[w->id]) ? ", delayed" : "", t->device ? ", on the GPU" : "");
     }
     return 0;

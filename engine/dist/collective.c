@@ -1,4 +1,4 @@
-// The choice between the ring and shared memory (collective.h).
+// The choice of the collective, and opening it (collective.h).
 #include "engine/dist/collective.h"
 
 #include <ctype.h>
@@ -12,12 +12,14 @@
 #include "net/hier_allreduce.h"  // defines: hier_allreduce_new, hier_allreduce_connect
 #include "net/ring.h"           // defines: ring_allreduce_sum
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_new
+#include "net/stream_ring.h"   // defines: stream_ring_new, stream_ring_connect
 
 const char *collective_name(collective_choice_t c) {
     return c == COLLECTIVE_SHM    ? "shm"
            : c == COLLECTIVE_RING ? "ring"
            : c == COLLECTIVE_MPI  ? "mpi"
            : c == COLLECTIVE_HIER ? "hier"
+           : c == COLLECTIVE_STREAM ? "stream"
                                   : "auto";
 }
 
@@ -131,7 +133,7 @@ int collective_pick(collective_choice_t choice, int compressed, const rdv_entry_
     collective_layout(ring, n, 0, &l);
     int one = collective_one_host(ring, n) && l.hosts == 1;
     if (choice == COLLECTIVE_AUTO)
-        return one ? COLLECTIVE_SHM : l.hosts > 1 && l.local_n > 1 ? COLLECTIVE_HIER : COLLECTIVE_RING;
+        return one ? COLLECTIVE_SHM : l.hosts > 1 && l.local_n > 1 ? COLLECTIVE_HIER : COLLECTIVE_STREAM;
     if (choice == COLLECTIVE_SHM && !one) {
         size_t k = first_elsewhere(ring, n);
         if (k >= n) {  // one host by the endpoints, several by the identities
@@ -162,9 +164,9 @@ int collective_open(collective_choice_t choice, int compressed, const rdv_entry_
     if (pick < 0) return -1;
     if (pick == COLLECTIVE_RING) return 0;
     if (pick == COLLECTIVE_MPI) return collective_mpi_open(n, id, err, err_len);
-    if (pick == COLLECTIVE_HIER) {
-        snprintf(err, err_len, "--collective %s: the workers are on several hosts: hier is opened by "
-                 "collective_open_hier", collective_name(choice));
+    if (pick == COLLECTIVE_HIER || pick == COLLECTIVE_STREAM) {
+        snprintf(err, err_len, "--collective %s: %s is opened by collective_open_%s", collective_name(choice),
+                 collective_name((collective_choice_t)pick), collective_name((collective_choice_t)pick));
         return -1;
     }
     *shm = shm_allreduce_new(run_id, id, n, max_count, err, err_len);
@@ -175,11 +177,11 @@ int collective_open(collective_choice_t choice, int compressed, const rdv_entry_
 // through allreduces over the main ring of the bytes as floats: each worker
 // fills its own row, the others are zeros, and small integers sum exactly.
 static int exchange_endpoints(struct ring *main_ring, const char *mine, size_t n, size_t id, size_t max_count,
-                              int timeout_ms, char *out, char *err, size_t err_len) {
+                              int timeout_ms, const char *what, char *out, char *err, size_t err_len) {
     size_t total = n * RDV_ENDPOINT_MAX;
     float *v = calloc(total, sizeof *v);
     if (!v) {
-        snprintf(err, err_len, "--collective hier: out of memory");
+        snprintf(err, err_len, "--collective %s: out of memory", what);
         return -1;
     }
     for (size_t i = 0; mine[i] && i + 1 < RDV_ENDPOINT_MAX; i++) v[id * RDV_ENDPOINT_MAX + i] = (float)(unsigned char)mine[i];
@@ -188,11 +190,22 @@ static int exchange_endpoints(struct ring *main_ring, const char *mine, size_t n
         size_t len = total - at < max_count ? total - at : max_count;
         char why[512];
         rc = ring_allreduce_sum(main_ring, v + at, len, timeout_ms, why, sizeof why);
-        if (rc != 0) snprintf(err, err_len, "--collective hier: exchanging the cross-host rings' endpoints: %s", why);
+        if (rc != 0) snprintf(err, err_len, "--collective %s: exchanging the endpoints: %s", what, why);
     }
     for (size_t i = 0; rc == 0 && i < total; i++) out[i] = (char)(unsigned char)v[i];
     free(v);
     return rc;
+}
+
+// What a worker advertises for a second listener bound at `bound`: the host
+// of its main ring's advertised endpoint (the host the others dial), with the
+// bound port; the bound endpoint itself when the main ring is on ipc://.
+static void advertised(const char *main_endpoint, const char *bound, int ipc, char out[RDV_ENDPOINT_MAX]) {
+    const char *port = strrchr(bound, ':'), *colon = strrchr(main_endpoint, ':');
+    if (!ipc && port && colon && strncmp(main_endpoint, "tcp://", 6) == 0)
+        snprintf(out, RDV_ENDPOINT_MAX, "%.*s%s", (int)(colon - main_endpoint), main_endpoint, port);
+    else
+        snprintf(out, RDV_ENDPOINT_MAX, "%s", bound);
 }
 
 int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_t *ring, size_t n, size_t id,
@@ -210,17 +223,12 @@ int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_
                                err, err_len);
     if (!*hier) return -1;
     if (l.hosts == 1) return 0;
-    // Advertised as the main ring is (the host others dial), on the cross ring's port.
     char mine[RDV_ENDPOINT_MAX];
-    const char *bound = hier_allreduce_endpoint(*hier), *port = strrchr(bound, ':'),
-               *colon = strrchr(ring[id].endpoint, ':');
-    if (!ipc && port && colon)
-        snprintf(mine, sizeof mine, "%.*s%s", (int)(colon - ring[id].endpoint), ring[id].endpoint, port);
-    else
-        snprintf(mine, sizeof mine, "%s", bound);
+    advertised(ring[id].endpoint, hier_allreduce_endpoint(*hier), ipc, mine);
     char *all = malloc(n * RDV_ENDPOINT_MAX);
     size_t *host_of = calloc(2 * n, sizeof *host_of);
-    int rc = all && host_of ? exchange_endpoints(main_ring, mine, n, id, max_count, timeout_ms, all, err, err_len) : -1;
+    int rc = all && host_of ? exchange_endpoints(main_ring, mine, n, id, max_count, timeout_ms, "hier", all, err, err_len)
+                            : -1;
     if (!all || !host_of) snprintf(err, err_len, "--collective hier: out of memory");
     if (rc == 0) {
         // The next host's worker of the same local index (there is one: every host has local_n).
@@ -232,5 +240,28 @@ int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_
     free(host_of);
     free(all);
     if (rc != 0) hier_allreduce_destroy(hier);
+    return rc;
+}
+
+int collective_open_stream(struct ring *main_ring, const rdv_entry_t *ring, size_t n, size_t id, uint64_t run_id,
+                           size_t max_count, const char *bind_host, int timeout_ms, struct stream_ring **stream,
+                           char *err, size_t err_len) {
+    int ipc = strncmp(ring[id].endpoint, "ipc://", 6) == 0;
+    // A run id of its own: nothing of the main ring's can pass for it.
+    *stream = stream_ring_new(id, n, run_id ^ 0x53545245414dull, max_count, ipc ? "127.0.0.1" : bind_host, err,
+                              err_len);
+    if (!*stream) return -1;
+    char mine[RDV_ENDPOINT_MAX];
+    advertised(ring[id].endpoint, stream_ring_endpoint(*stream), ipc, mine);
+    char *all = malloc(n * RDV_ENDPOINT_MAX);
+    int rc = all ? exchange_endpoints(main_ring, mine, n, id, max_count, timeout_ms, "stream", all, err, err_len) : -1;
+    if (!all) snprintf(err, err_len, "--collective stream: out of memory");
+    if (rc == 0) {
+        char why[600];
+        rc = stream_ring_connect(*stream, all + ((id + 1) % n) * RDV_ENDPOINT_MAX, timeout_ms, why, sizeof why);
+        if (rc != 0) snprintf(err, err_len, "--collective stream: %s", why);
+    }
+    free(all);
+    if (rc != 0) stream_ring_destroy(stream);
     return rc;
 }

@@ -1,10 +1,10 @@
 #ifndef ASGD_ENGINE_DIST_COLLECTIVE_H
 #define ASGD_ENGINE_DIST_COLLECTIVE_H
 // Which collective sums a ring mode's exchanges (allreduce, local, hybrid's
-// dense part): the ZeroMQ ring (net/ring.h) or, when every worker is on this
-// host, the shared-memory segment (net/shm_allreduce.h), or, when asked for
-// under mpirun, MPI_Allreduce (collective_mpi.h). docs/allreduce.md,
-// "Choosing the collective".
+// dense part): the ZeroMQ ring (net/ring.h), the stream ring (net/stream_ring.h)
+// or, when every worker is on this host, the shared-memory segment
+// (net/shm_allreduce.h), or, when asked for under mpirun, MPI_Allreduce
+// (collective_mpi.h). docs/allreduce.md, "Choosing the collective".
 #include <stddef.h>
 #include <stdint.h>
 
@@ -16,13 +16,15 @@ typedef enum collective_choice {
     COLLECTIVE_RING = 2,
     COLLECTIVE_MPI = 3,   // MPI_Allreduce (collective_mpi.h); never chosen by auto
     COLLECTIVE_HIER = 4,  // shared memory within each host, rings across hosts (net/hier_allreduce.h)
+    COLLECTIVE_STREAM = 5,  // the ring over plain TCP connections (net/stream_ring.h)
 } collective_choice_t;
 
 struct shm_allreduce;
 struct hier_allreduce;
 struct ring;
+struct stream_ring;
 
-// "auto", "shm", "ring", "mpi" or "hier".
+// "auto", "shm", "ring", "mpi", "hier" or "stream".
 const char *collective_name(collective_choice_t c);
 
 // This process's host identity, which a worker reports in the rendezvous (its
@@ -50,7 +52,7 @@ void collective_layout(const rdv_entry_t *ring, size_t n, size_t id, collective_
 // What `choice` comes to for this table: auto is shm when every worker is on
 // one host (collective_one_host, and one host identity), hier when there are
 // several hosts with the same number of workers, more than one, on each,
-// else the ring; compressed exchanges stay on the ring. A forced choice that
+// else the stream ring; compressed exchanges stay on the (ZeroMQ) ring. A forced choice that
 // cannot be honoured returns -1 with err naming --collective.
 int collective_pick(collective_choice_t choice, int compressed, const rdv_entry_t *ring, size_t n, char *err,
                     size_t err_len);
@@ -68,8 +70,8 @@ int collective_one_host(const rdv_entry_t *ring, size_t n);
 // process (collective_mpi_open). A forced shm or mpi that cannot be honoured
 // (compression; for shm workers on several hosts) or a failed attach or MPI
 // start returns -1 with err naming --collective or the segment.
-// A choice that comes to hier (collective_pick) fails here: use
-// collective_open_hier.
+// A choice that comes to hier or stream (collective_pick) fails here: use
+// collective_open_hier or collective_open_stream.
 int collective_open(collective_choice_t choice, int compressed, const rdv_entry_t *ring, size_t n, size_t id,
                     uint64_t run_id, size_t max_count, struct shm_allreduce **shm, char *err, size_t err_len);
 
@@ -82,5 +84,14 @@ int collective_open(collective_choice_t choice, int compressed, const rdv_entry_
 int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_t *ring, size_t n, size_t id,
                          uint64_t run_id, size_t max_count, const char *bind_host, int timeout_ms,
                          struct hier_allreduce **hier, char *err, size_t err_len);
+
+// For a choice that came to stream: binds worker `id`'s stream ring (on
+// bind_host, the one the main ring was bound on; 127.0.0.1 when the main ring
+// is on ipc://), learns the others' endpoints through one exchange over the
+// connected main ring `main_ring` (every worker calls this at the same point),
+// and connects to the next worker's. Returns 0 with *stream set, or -1 with err.
+int collective_open_stream(struct ring *main_ring, const rdv_entry_t *ring, size_t n, size_t id, uint64_t run_id,
+                           size_t max_count, const char *bind_host, int timeout_ms, struct stream_ring **stream,
+                           char *err, size_t err_len);
 
 #endif

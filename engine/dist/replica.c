@@ -19,6 +19,7 @@
 #include "net/hier_allreduce.h"  // defines: hier_allreduce_net_bytes
 #include "net/ring.h"       // defines: ring_get_stats
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_buffer
+#include "net/stream_ring.h"  // defines: stream_ring_get_stats
 #include "net/wire.h"       // defines: wire_checksum
 
 // ---- the common path -----------------------------------------------------------------
@@ -50,12 +51,13 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
                                "replicas run on the CPU");
         return -1;
     }
-    if (s->ring && !rc->ring && !rc->shm && !rc->hier && !rc->mpi) {
+    if (s->ring && !rc->ring && !rc->shm && !rc->hier && !rc->mpi && !rc->stream) {
         snprintf(err, err_len, "--sync %s needs a ring of workers", sync_mode_name(rc->mode));
         return -1;
     }
-    if ((rc->shm || rc->hier) && rc->compress.kind != COMPRESS_KIND_NONE) {
-        snprintf(err, err_len, "--compress: compressed exchanges go round the ring, not through shared memory");
+    if ((rc->shm || rc->hier || rc->stream) && rc->compress.kind != COMPRESS_KIND_NONE) {
+        snprintf(err, err_len, "--compress: compressed exchanges go round the ZeroMQ ring, not through shared memory or "
+                               "the stream ring");
         return -1;
     }
     if (rc->ckpt && s != &sync_strategy_downpour) {
@@ -267,7 +269,7 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
         stats->wait_s += 1e-9 * (double)atomic_load_explicit(&r->progress[t].wait_ns, memory_order_relaxed);
     stats->clock = r->clock;
     stats->collective = !r->strategy || !r->strategy->ring ? NULL
-                        : r->rc->shm ? "shm" : r->rc->hier ? "hier" : r->rc->mpi ? "mpi" : "ring";
+                        : r->rc->shm ? "shm" : r->rc->hier ? "hier" : r->rc->mpi ? "mpi" : r->rc->stream ? "stream" : "ring";
     stats->pushes = r->stats.pushes;
     stats->pulls = r->stats.pulls;
     stats->checkpoint_failures = r->stats.checkpoint_failures;
@@ -287,6 +289,12 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
     if (r->rc->ring) {
         ring_stats_t rs;
         ring_get_stats(r->rc->ring, &rs);
+        stats->bytes_out += rs.bytes_sent;
+        stats->bytes_in += rs.bytes_recv;
+    }
+    if (r->rc->stream) {
+        ring_stats_t rs;
+        stream_ring_get_stats(r->rc->stream, &rs);
         stats->bytes_out += rs.bytes_sent;
         stats->bytes_in += rs.bytes_recv;
     }

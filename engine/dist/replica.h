@@ -43,6 +43,7 @@ typedef struct ring ring_t;
 struct shm_allreduce;
 struct worker_ckpt_config;
 struct hier_allreduce;
+struct stream_ring;
 
 typedef struct replica_config {
     uint64_t run_id;
@@ -62,6 +63,10 @@ typedef struct replica_config {
     // through shared memory within each host and rings across hosts instead
     // (borrowed; NULL: not). Not with compression.
     struct hier_allreduce *hier;
+    // --collective stream (auto's choice across hosts with one worker each):
+    // the uncompressed exchanges go round the stream ring instead (borrowed;
+    // NULL: not). Not with compression.
+    struct stream_ring *stream;
     // --collective mpi: the uncompressed exchanges go through MPI_Allreduce over
     // the worker ranks, opened for the process (engine/dist/collective_mpi.h).
     int mpi;
@@ -108,7 +113,7 @@ typedef struct replica_stats {
     // last push; NaN for allreduce, whose replicas all hold the global model).
     double global_test_loss, global_test_metric;
     uint64_t global_versions;      // the shards' versions of that pull, summed (0 without servers)
-    const char *collective;        // ring modes: "shm", "ring" or "mpi", what summed the exchanges; else NULL
+    const char *collective;        // ring modes: "shm", "ring", "hier", "mpi" or "stream", what summed the exchanges; else NULL
     // A worker resumed from its checkpoint (rc->ckpt->resume): where it went on
     // from, and over all its restarts the samples trained twice (by a dead
     // incarnation after its checkpoint and again) and skipped (trained by none:

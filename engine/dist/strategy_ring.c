@@ -10,6 +10,7 @@
 #include "net/hier_allreduce.h"  // defines: hier_allreduce_sum
 #include "net/ring.h"  // defines: ring_allreduce_sum, ring_allreduce_sum_fp16, ring_allgather_encoded
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_sum
+#include "net/stream_ring.h"  // defines: stream_ring_allreduce_sum
 
 // Encodings that cannot be added on the way: every worker's goes round (an
 // allgather), and every replica adds them up in rank order, so all apply the
@@ -54,6 +55,12 @@ static int ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *
     }
     if (r->rc->hier) {  // never compressed (replica.c checks)
         if (hier_allreduce_sum(r->rc->hier, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
+        *total = buf[m];
+        return 0;
+    }
+    if (r->rc->stream) {  // never compressed (replica.c checks)
+        if (stream_ring_allreduce_sum(r->rc->stream, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0)
+            return -1;
         *total = buf[m];
         return 0;
     }
