@@ -257,16 +257,27 @@ int main(void) {
                                "--batch", "8", "--threads", "2", NULL};
         compare("mlp", dense, "allreduce", NULL, 0);
     }
-    // The stream ring sums in the ZeroMQ ring's order: the same bits.
-    run("stream-3", sparse, "allreduce", "3", "stream", NULL, "stream");
+    // The stream ring sums in the ZeroMQ ring's order: the same bits. Its
+    // connections are plain TCP, so it runs only where the run does (--insecure).
+    const char *insecure[] = {"--insecure", NULL}, *local_insecure[] = {"--local-steps", "3", "--insecure", NULL};
+    run("stream-3", sparse, "allreduce", "3", "stream", insecure, "stream");
     CHECK(same_bits("stream-3", "logreg-3-ring"));
-    run("stream-local", sparse, "local", "2", "stream", local, "stream");
+    run("stream-local", sparse, "local", "2", "stream", local_insecure, "stream");
     CHECK(same_bits("stream-local", "logreg-local-2-ring"));
     setenv("ASGD_HOST_ID", "a,b,c", 1);
-    run("stream-auto", sparse, "allreduce", "3", NULL, NULL, "stream");
+    run("stream-auto", sparse, "allreduce", "3", NULL, insecure, "stream");
     CHECK(same_bits("stream-auto", "logreg-3-ring"));
+    run("stream-auto-curve", sparse, "allreduce", "3", NULL, NULL, "ring");  // CURVE: the ZeroMQ ring
+    unsetenv("ASGD_HOST_ID");
+    const char *forced[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=600,dim=100,nnz=5", "--workers",
+                            "2", "--sync", "allreduce", "--collective", "stream", "--quiet", NULL};
+    CHECK(launch_run(forced) != 0);
+    char *fe = launch_stderr();
+    CHECK(strstr(fe, "--collective stream: the stream ring's connections are plain TCP") && strstr(fe, "CURVE"));
+    free(fe);
     printf("stream ring: models bit-identical to the ZeroMQ ring's (allreduce, 3 workers; local SGD, 2); auto "
-           "picks it for 3 hosts of one worker\n");
+           "picks it for 3 hosts of one worker under --insecure, the ZeroMQ ring under CURVE; forced under CURVE "
+           "it is refused\n");
     // Two pretend hosts of two workers each.
     setenv("ASGD_HOST_ID", "a,a,b,b", 1);
     run("hier", sparse, "allreduce", "4", NULL, NULL, "hier");

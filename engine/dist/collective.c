@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "engine/dist/collective_mpi.h"  // defines: collective_mpi_open
-#include "net/curve_auth.h"     // defines: net_endpoint_is_local
+#include "net/curve_auth.h"     // defines: net_endpoint_is_local, net_security_get
 #include "net/hier_allreduce.h"  // defines: hier_allreduce_new, hier_allreduce_connect
 #include "net/ring.h"           // defines: ring_allreduce_sum
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_new
@@ -129,11 +129,23 @@ int collective_pick(collective_choice_t choice, int compressed, const rdv_entry_
         return -1;
     }
     if (choice == COLLECTIVE_MPI) return COLLECTIVE_MPI;
+    // The stream ring's connections are plain TCP: a run whose sockets are
+    // encrypted and authenticated keeps its sums on the ZeroMQ ring.
+    int curve = net_security_get()->curve;
+    if (choice == COLLECTIVE_STREAM && curve) {
+        snprintf(err, err_len, "--collective stream: the stream ring's connections are plain TCP, neither encrypted "
+                 "nor authenticated, and this run uses CURVE; use --collective ring (CURVE), or drop CURVE with "
+                 "--insecure on a network you trust");
+        return -1;
+    }
     collective_layout_t l;
     collective_layout(ring, n, 0, &l);
     int one = collective_one_host(ring, n) && l.hosts == 1;
     if (choice == COLLECTIVE_AUTO)
-        return one ? COLLECTIVE_SHM : l.hosts > 1 && l.local_n > 1 ? COLLECTIVE_HIER : COLLECTIVE_STREAM;
+        return one ? COLLECTIVE_SHM
+               : l.hosts > 1 && l.local_n > 1 ? COLLECTIVE_HIER
+               : curve ? COLLECTIVE_RING
+                       : COLLECTIVE_STREAM;
     if (choice == COLLECTIVE_SHM && !one) {
         size_t k = first_elsewhere(ring, n);
         if (k >= n) {  // one host by the endpoints, several by the identities
@@ -247,9 +259,18 @@ int collective_open_stream(struct ring *main_ring, const rdv_entry_t *ring, size
                            size_t max_count, const char *bind_host, int timeout_ms, struct stream_ring **stream,
                            char *err, size_t err_len) {
     int ipc = strncmp(ring[id].endpoint, "ipc://", 6) == 0;
+    const char *host = ipc ? "127.0.0.1" : bind_host;
+    // The rule every asgd listener keeps (docs/security.md): nothing plain
+    // beyond loopback unless the user said --insecure.
+    char probe[300];
+    snprintf(probe, sizeof probe, "tcp://%s:0", host);
+    if (!net_endpoint_is_local(probe) && !net_security_get()->insecure) {
+        snprintf(err, err_len, "--collective stream: --bind-host %s: a plain TCP listener beyond this machine needs "
+                 "--insecure (on a network you trust)", host);
+        return -1;
+    }
     // A run id of its own: nothing of the main ring's can pass for it.
-    *stream = stream_ring_new(id, n, run_id ^ 0x53545245414dull, max_count, ipc ? "127.0.0.1" : bind_host, err,
-                              err_len);
+    *stream = stream_ring_new(id, n, run_id ^ 0x53545245414dull, max_count, host, err, err_len);
     if (!*stream) return -1;
     char mine[RDV_ENDPOINT_MAX];
     advertised(ring[id].endpoint, stream_ring_endpoint(*stream), ipc, mine);

@@ -52,7 +52,9 @@ void collective_layout(const rdv_entry_t *ring, size_t n, size_t id, collective_
 // What `choice` comes to for this table: auto is shm when every worker is on
 // one host (collective_one_host, and one host identity), hier when there are
 // several hosts with the same number of workers, more than one, on each,
-// else the stream ring; compressed exchanges stay on the (ZeroMQ) ring. A forced choice that
+// else the stream ring, or the ZeroMQ ring when the run uses CURVE (the stream
+// ring is plain TCP; a forced stream is refused then); compressed exchanges
+// stay on the ZeroMQ ring. A forced choice that
 // cannot be honoured returns -1 with err naming --collective.
 int collective_pick(collective_choice_t choice, int compressed, const rdv_entry_t *ring, size_t n, char *err,
                     size_t err_len);
@@ -87,7 +89,8 @@ int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_
 
 // For a choice that came to stream: binds worker `id`'s stream ring (on
 // bind_host, the one the main ring was bound on; 127.0.0.1 when the main ring
-// is on ipc://), learns the others' endpoints through one exchange over the
+// is on ipc://; beyond loopback only with --insecure, as every plain
+// listener), learns the others' endpoints through one exchange over the
 // connected main ring `main_ring` (every worker calls this at the same point),
 // and connects to the next worker's. Returns 0 with *stream set, or -1 with err.
 int collective_open_stream(struct ring *main_ring, const rdv_entry_t *ring, size_t n, size_t id, uint64_t run_id,
