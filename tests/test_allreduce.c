@@ -13,7 +13,6 @@
 // bit-identical on every rank. A rank that sends an encoding the others do not
 // know, or fp16 where they expect float32, fails their call with a clear error,
 // and so does a payload whose checksum is wrong.
-#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -23,7 +22,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "kernels/rng.h"  // defines: rng_t, rng_seed, rng_uniform
+#include "fork_ranks.h"     // defines: fork_ranks_fill, fork_ranks_shared, fork_ranks_read
 #include "net/compress.h"  // defines: compressor_new, compress_encode, compress_decode_add
 #include "net/ring.h"      // defines: ring_new, ring_connect, ring_allreduce_sum, ring_tune, ring_destroy
 #include "net/zmsg.h"      // defines: zmsg_send, zmsg_header
@@ -97,41 +96,6 @@ static double now_ms(void) {
     return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
 }
 
-// Never zero, so that a sum missing a rank's contribution shows.
-static void fill(float *x, size_t count, uint64_t seed, size_t rank) {
-    rng_t g;
-    rng_seed(&g, seed, 1 + rank);
-    for (size_t i = 0; i < count; i++) x[i] = (float)(0.5 + rng_uniform(&g));
-}
-
-static void *shared_alloc(size_t bytes) {
-    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(p != MAP_FAILED);
-    return p;
-}
-
-static void write_all(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR) continue;
-        CHECK(w > 0);
-        c += w, n -= (size_t)w;
-    }
-}
-
-// Returns 0 at end of file (the other side is gone) before all n bytes.
-static int read_all(int fd, void *p, size_t n) {
-    char *c = p;
-    while (n) {
-        ssize_t r = read(fd, c, n);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) return 0;
-        c += r, n -= (size_t)r;
-    }
-    return 1;
-}
-
 // Sends the messages a rank must refuse: one of another run, one of call 0
 // (a call that never happens, as a stale message would look).
 static void send_intruders(void *ctx, const char *endpoint, void **sock_out) {
@@ -171,8 +135,8 @@ static void child_main(size_t rank, size_t n, int up, int down, const call_t *ca
     char ep[EP_LEN] = {0};
     snprintf(ep, sizeof ep, "%s", ring_endpoint(r));
     CHECK(strncmp(ep, "tcp://127.0.0.1:", 16) == 0);
-    write_all(up, ep, sizeof ep);
-    CHECK(read_all(down, ep, sizeof ep));
+    fork_ranks_write(up, ep, sizeof ep);
+    CHECK(fork_ranks_read(down, ep, sizeof ep));
     CHECK_OK(ring_connect(r, ep, err, sizeof err), err);
     void *intruder = NULL;
     if (dead) goto done;
@@ -181,7 +145,7 @@ static void child_main(size_t rank, size_t n, int up, int down, const call_t *ca
     size_t off = 0;
     for (size_t j = 0; j < n_calls; j++) {
         float *x = out + off;
-        fill(x, calls[j].count, 1000 + j, rank);
+        fork_ranks_fill(x, calls[j].count, 1000 + j, rank);
         CHECK_OK(ring_tune(r, calls[j].sub, calls[j].zero_copy, err, sizeof err), err);
         double t0 = now_ms();
         // A refused call (odd) ends by the refusal; a rank whose neighbour
@@ -236,8 +200,8 @@ static void run_ring(size_t n, const call_t *calls, size_t n_calls, float *out, 
         close(down[i][0]);
     }
     char eps[MAX_RANKS][EP_LEN];
-    for (size_t i = 0; i < n; i++) CHECK(read_all(up[i][0], eps[i], EP_LEN));
-    for (size_t i = 0; i < n; i++) write_all(down[i][1], eps[(i + 1) % n], EP_LEN);
+    for (size_t i = 0; i < n; i++) CHECK(fork_ranks_read(up[i][0], eps[i], EP_LEN));
+    for (size_t i = 0; i < n; i++) fork_ranks_write(down[i][1], eps[(i + 1) % n], EP_LEN);
     double deadline = now_ms() + 60000;
     size_t left = n;
     int status_ok = 1;
@@ -280,8 +244,8 @@ static void test_ring(size_t n) {
     };
     size_t n_calls = sizeof calls / sizeof calls[0], per_rank = 0;
     for (size_t j = 0; j < n_calls; j++) per_rank += calls[j].count;
-    float *out = shared_alloc(n * per_rank * sizeof(float));
-    child_report_t *reps = shared_alloc(n * sizeof *reps);
+    float *out = fork_ranks_shared(n * per_rank * sizeof(float));
+    child_report_t *reps = fork_ranks_shared(n * sizeof *reps);
     double t0 = now_ms();
     run_ring(n, calls, n_calls, out, per_rank, reps, -1, 0);
     double ms = now_ms() - t0;
@@ -298,7 +262,7 @@ static void test_ring(size_t n) {
         size_t c = calls[j].count;
         memset(sum, 0, c * sizeof *sum);
         for (size_t r = 0; r < n; r++) {
-            fill(x, c, 1000 + j, r);
+            fork_ranks_fill(x, c, 1000 + j, r);
             for (size_t i = 0; i < c; i++) sum[i] += x[i];
         }
         const float *r0 = out + off;
@@ -314,7 +278,7 @@ static void test_ring(size_t n) {
             for (size_t r = 0; r < n; r++) {
                 compressor_t *cr = compressor_new(&spec, c, GATHER_SEED, r, err, sizeof err);
                 CHECK(cr);
-                fill(x, c, 1000 + j, r);
+                fork_ranks_fill(x, c, 1000 + j, r);
                 CHECK_OK(compress_encode(cr, x, c, NULL, NULL, enc, cap, err, sizeof err), err);
                 CHECK_OK(compress_decode_add(enc, cap, c, want, err, sizeof err), err);
                 compressor_destroy(&cr);
@@ -366,8 +330,8 @@ static void test_ring(size_t n) {
 // rank that point into its array: they must be dropped before the call returns.
 static void test_dead_neighbour(size_t n, size_t dead, int zero_copy) {
     const call_t calls[] = {{100000, RING_SUB_CHUNK_DEFAULT, zero_copy, CALL_KIND_SUM, 0}};
-    float *out = shared_alloc(n * calls[0].count * sizeof(float));
-    child_report_t *reps = shared_alloc(n * sizeof *reps);
+    float *out = fork_ranks_shared(n * calls[0].count * sizeof(float));
+    child_report_t *reps = fork_ranks_shared(n * sizeof *reps);
     run_ring(n, calls, 1, out, calls[0].count, reps, (long)dead, 1);
     for (size_t r = 0; r < n; r++) {
         if (r == dead) continue;
@@ -392,8 +356,8 @@ static void test_dead_neighbour(size_t n, size_t dead, int zero_copy) {
 // an unknown encoding only rank 1 can see.
 static void test_refused(call_kind_t kind, const char *want) {
     const call_t calls[] = {{1001, 97, 1, kind, 1}};
-    float *out = shared_alloc(2 * calls[0].count * sizeof(float));
-    child_report_t *reps = shared_alloc(2 * sizeof *reps);
+    float *out = fork_ranks_shared(2 * calls[0].count * sizeof(float));
+    child_report_t *reps = fork_ranks_shared(2 * sizeof *reps);
     run_ring(2, calls, 1, out, calls[0].count, reps, -1, 1);
     int seen = 0;
     for (int r = 0; r < 2; r++) {

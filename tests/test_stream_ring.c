@@ -11,19 +11,17 @@
 // size, a rank that disagrees on the count is named as such, and a rank that
 // exits after connecting makes the others fail because it closed its
 // connection; in each case every rank's call fails, and none by a timeout.
-#include <errno.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "kernels/partition.h"  // defines: shard_range
-#include "kernels/rng.h"        // defines: rng_t, rng_seed, rng_uniform
 #include "net/stream_ring.h"    // defines: stream_ring_new, stream_ring_connect, stream_ring_allreduce_sum
 #include "net/tcp_link.h"       // defines: tcp_link_dial, tcp_link_send_all
 #include "net/wire.h"           // defines: wire_header_t, wire_header_encode
+#include "fork_ranks.h"         // defines: fork_ranks_fill, fork_ranks_shared, fork_ranks_read
 #include "test_support.h"
 
 #define RUN 0x5712ea0000000001ull
@@ -47,38 +45,6 @@ typedef struct report {
     ring_stats_t stats;
     char err[600];
 } report_t;
-
-static void fill(float *x, size_t count, uint64_t seed, size_t rank) {
-    rng_t g;
-    rng_seed(&g, seed, 1 + rank);
-    for (size_t i = 0; i < count; i++) x[i] = (float)(0.5 + rng_uniform(&g));  // never zero
-}
-
-static void *shared_alloc(size_t bytes) {
-    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    CHECK(p != MAP_FAILED);
-    return p;
-}
-
-static void pipe_write(int fd, const void *p, size_t n) {
-    const char *c = p;
-    while (n) {
-        ssize_t w = write(fd, c, n);
-        if (w < 0 && errno == EINTR) continue;
-        CHECK(w > 0);
-        c += w, n -= (size_t)w;
-    }
-}
-
-static void pipe_read(int fd, void *p, size_t n) {
-    char *c = p;
-    while (n) {
-        ssize_t r = read(fd, c, n);
-        if (r < 0 && errno == EINTR) continue;
-        CHECK(r > 0);
-        c += r, n -= (size_t)r;
-    }
-}
 
 // A connection to rank 0 that says it is rank n-1 of another run.
 static int stranger(const char *endpoint, size_t n) {
@@ -105,8 +71,8 @@ static void child(size_t rank, size_t n, int up, int down, const call_t *calls, 
     snprintf(ep, sizeof ep, "%s", stream_ring_endpoint(r));
     CHECK(strncmp(ep, "tcp://127.0.0.1:", 16) == 0);
     int strange = rank == 0 && n >= 2 && fault == FAULT_NONE ? stranger(ep, n) : -1;
-    pipe_write(up, ep, sizeof ep);
-    pipe_read(down, ep, sizeof ep);
+    fork_ranks_write(up, ep, sizeof ep);
+    CHECK(fork_ranks_read(down, ep, sizeof ep));
     CHECK_OK(stream_ring_connect(r, ep, CALL_TIMEOUT_MS, err, sizeof err), err);
     if (fault == FAULT_DEAD && rank == n - 1) {
         stream_ring_destroy(&r);
@@ -116,7 +82,7 @@ static void child(size_t rank, size_t n, int up, int down, const call_t *calls, 
     rep->rc = 0;
     for (size_t j = 0; j < n_calls && rep->rc == 0; j++) {
         float *x = out + off;
-        fill(x, calls[j].count + 1, 1000 + j, rank);
+        fork_ranks_fill(x, calls[j].count + 1, 1000 + j, rank);
         size_t sub = fault == FAULT_SUB && rank == 0 ? calls[j].sub + 1 : calls[j].sub;
         size_t count = fault == FAULT_COUNT && rank == 0 ? calls[j].count + 1 : calls[j].count;
         CHECK_OK(stream_ring_tune(r, sub, err, sizeof err), err);
@@ -146,8 +112,8 @@ static void run_ring(size_t n, const call_t *calls, size_t n_calls, float *out, 
         close(down[i][0]);
     }
     char eps[MAX_RANKS][EP_LEN];
-    for (size_t i = 0; i < n; i++) pipe_read(up[i][0], eps[i], EP_LEN);
-    for (size_t i = 0; i < n; i++) pipe_write(down[i][1], eps[(i + 1) % n], EP_LEN);
+    for (size_t i = 0; i < n; i++) CHECK(fork_ranks_read(up[i][0], eps[i], EP_LEN));
+    for (size_t i = 0; i < n; i++) fork_ranks_write(down[i][1], eps[(i + 1) % n], EP_LEN);
     for (size_t i = 0; i < n; i++) {
         int status;
         CHECK(waitpid(pid[i], &status, 0) == pid[i]);
@@ -166,7 +132,7 @@ static void ring_order_sum(size_t n, size_t count, uint64_t seed, float *want, f
         size_t b, e;
         shard_range(count, n, c, &b, &e);
         for (size_t j = 0; j < n; j++) {
-            fill(x, count + 1, seed, (c + j) % n);
+            fork_ranks_fill(x, count + 1, seed, (c + j) % n);
             for (size_t i = b; i < e; i++) want[i] = j == 0 ? x[i] : want[i] + x[i];
         }
     }
@@ -177,8 +143,8 @@ static void test_sums(size_t n) {
     const call_t calls[] = {{0, D}, {1, D}, {n - 1, D}, {1001, D}, {3000001, D}, {5000, 97}, {1001, D}, {1001, 1}};
     size_t n_calls = sizeof calls / sizeof calls[0], per_rank = 1;
     for (size_t j = 0; j < n_calls; j++) per_rank += calls[j].count;
-    float *out = shared_alloc(n * per_rank * sizeof(float));
-    report_t *reps = shared_alloc(n * sizeof *reps);
+    float *out = fork_ranks_shared(n * per_rank * sizeof(float));
+    report_t *reps = fork_ranks_shared(n * sizeof *reps);
     run_ring(n, calls, n_calls, out, per_rank, reps, FAULT_NONE);
 
     float *want = malloc(3000002 * sizeof *want), *x = malloc(3000002 * sizeof *x);
@@ -189,7 +155,7 @@ static void test_sums(size_t n) {
     size_t off = 0;
     for (size_t j = 0; j < n_calls; j++) {
         size_t c = calls[j].count;
-        if (n == 1) fill(want, c + 1, 1000 + j, 0);
+        if (n == 1) fork_ranks_fill(want, c + 1, 1000 + j, 0);
         else ring_order_sum(n, c, 1000 + j, want, x);
         for (size_t r = 0; r < n; r++) {
             CHECK_OK(reps[r].rc, reps[r].err);
@@ -224,8 +190,8 @@ static void test_sums(size_t n) {
 static void test_fault(size_t n, fault_t fault, const char *first_says) {
     const call_t calls[] = {{100000, 4096}};
     size_t per_rank = calls[0].count + 1;
-    float *out = shared_alloc(n * per_rank * sizeof(float));
-    report_t *reps = shared_alloc(n * sizeof *reps);
+    float *out = fork_ranks_shared(n * per_rank * sizeof(float));
+    report_t *reps = fork_ranks_shared(n * sizeof *reps);
     run_ring(n, calls, 1, out, per_rank, reps, fault);
     size_t live = fault == FAULT_DEAD ? n - 1 : n, told = 0;
     for (size_t r = 0; r < live; r++) {

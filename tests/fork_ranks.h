@@ -1,0 +1,49 @@
+#ifndef ASGD_TESTS_FORK_RANKS_H
+#define ASGD_TESTS_FORK_RANKS_H
+// Helpers for collective tests whose ranks are forked children: seeded data
+// that is never zero (a sum missing a rank shows), memory the children share
+// with the parent for their results, and pipes that relay endpoints.
+#include <errno.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kernels/rng.h"  // defines: rng_t, rng_seed, rng_uniform
+#include "test_support.h"
+
+// Rank `rank`'s values of a call seeded `seed`, in [0.5, 1.5).
+static inline void fork_ranks_fill(float *x, size_t count, uint64_t seed, size_t rank) {
+    rng_t g;
+    rng_seed(&g, seed, 1 + rank);
+    for (size_t i = 0; i < count; i++) x[i] = (float)(0.5 + rng_uniform(&g));
+}
+
+// Anonymous memory that survives fork shared, for the children's results.
+static inline void *fork_ranks_shared(size_t bytes) {
+    void *p = mmap(NULL, bytes ? bytes : 1, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    CHECK(p != MAP_FAILED);
+    return p;
+}
+
+static inline void fork_ranks_write(int fd, const void *p, size_t n) {
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR) continue;
+        CHECK(w > 0);
+        c += w, n -= (size_t)w;
+    }
+}
+
+// Returns 0 at end of file (the other side is gone) before all n bytes, else 1.
+static inline int fork_ranks_read(int fd, void *p, size_t n) {
+    char *c = p;
+    while (n) {
+        ssize_t r = read(fd, c, n);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return 0;
+        c += r, n -= (size_t)r;
+    }
+    return 1;
+}
+
+#endif
