@@ -8,7 +8,8 @@
 // mpirun, with Open MPI's default transports (shared memory on one node) and
 // with its TCP transport over loopback. "asgd hier 2xR/2" (net/hier_allreduce.h)
 // splits an even R >= 4 into 2 pretend hosts of R/2: shared memory within each,
-// cross rings over tcp://127.0.0.1. "asgd stream tcp" is the stream ring
+// cross ZeroMQ rings over tcp://127.0.0.1; "asgd hier stream" the same with
+// stream rings across. "asgd stream tcp" is the stream ring
 // (net/stream_ring.h): plain TCP connections read and written by the calling
 // thread. Prints a table. Not part of the tests.
 //
@@ -64,7 +65,7 @@ typedef struct impl_cfg {
     int zero_copy;          // ring: zero-copy sends
     int in_segment;         // shm: the data live in shm_allreduce_buffer()
     uint64_t run;           // shm, hier: the segment's run id
-    int hier;               // 2 pretend hosts: shm within, cross rings over tcp
+    int hier;               // 2 pretend hosts: shm within, cross rings over tcp (1: ZeroMQ rings, 2: stream rings)
     int stream;             // the stream ring over tcp
 } impl_cfg_t;
 
@@ -126,7 +127,8 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
         ctx = zmq_ctx_new();
         if (!ctx || zmq_ctx_set(ctx, ZMQ_IO_THREADS, o->io_threads) != 0) die("zmq_ctx_new");
         size_t L = n / 2;
-        hier = hier_allreduce_new(ctx, cfg->run, rank / L, 2, rank % L, L, max_count, "127.0.0.1", err, sizeof err);
+        hier = hier_allreduce_new(ctx, cfg->hier == 2, cfg->run, rank / L, 2, rank % L, L, max_count, "127.0.0.1", err,
+                                  sizeof err);
         if (!hier) {
             fprintf(stderr, "rank %zu: %s\n", rank, err);
             exit(1);
@@ -151,7 +153,7 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
     }
     write_all(up, ep, sizeof ep);
     if (read_all(down, ep, sizeof ep) != 0) exit(1);
-    if ((r && ring_connect(r, ep, err, sizeof err) != 0) || (hier && hier_allreduce_connect(hier, ep, err, sizeof err) != 0) ||
+    if ((r && ring_connect(r, ep, err, sizeof err) != 0) || (hier && hier_allreduce_connect(hier, ep, CALL_TIMEOUT_MS, err, sizeof err) != 0) ||
         (sr && stream_ring_connect(sr, ep, CALL_TIMEOUT_MS, err, sizeof err) != 0)) {
         fprintf(stderr, "rank %zu: %s\n", rank, err);
         exit(1);
@@ -294,11 +296,12 @@ static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mp
 }
 
 #define MAX_ROUNDS 16
-enum { IMPL_TCP, IMPL_TCP_ZC, IMPL_IPC, IMPL_IPC_ZC, IMPL_STREAM, IMPL_SHM, IMPL_SHM_SEG, IMPL_HIER, IMPL_MPI_SM,
-       IMPL_MPI_TCP, IMPL_COUNT_ };
+enum { IMPL_TCP, IMPL_TCP_ZC, IMPL_IPC, IMPL_IPC_ZC, IMPL_STREAM, IMPL_SHM, IMPL_SHM_SEG, IMPL_HIER, IMPL_HIER_STREAM,
+       IMPL_MPI_SM, IMPL_MPI_TCP, IMPL_COUNT_ };
 static const char *const impl_names[IMPL_COUNT_] = {
     "asgd ring tcp", "asgd ring tcp zc", "asgd ring ipc",   "asgd ring ipc zc", "asgd stream tcp",
-    "asgd shm",      "asgd shm in-seg",  "asgd hier 2xR/2", "Open MPI sm",      "Open MPI tcp"};
+    "asgd shm",      "asgd shm in-seg",  "asgd hier 2xR/2", "asgd hier stream", "Open MPI sm",
+    "Open MPI tcp"};
 
 // The median over rounds of one measurement (< 0 when any round failed);
 // *lo and *hi get the fastest and slowest round.
@@ -426,10 +429,10 @@ int main(int argc, char **argv) {
                     if (!o.stream) continue;
                     impl_cfg_t cfg = {NULL, 0, 0, 0, 0, 1};
                     run_ours(n, &o, &cfg, sec);
-                } else if (k == IMPL_HIER) {
-                    if (!o.hier || n < 4 || n % 2) continue;
+                } else if (k == IMPL_HIER || k == IMPL_HIER_STREAM) {
+                    if (!o.hier || n < 4 || n % 2 || (k == IMPL_HIER_STREAM && !o.stream)) continue;
                     impl_cfg_t cfg = {NULL, 0, 0, RUN ^ ((uint64_t)getpid() << 16) ^ (uint64_t)(
-                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k), 1, 0};
+                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k), k == IMPL_HIER ? 1 : 2, 0};
                     run_ours(n, &o, &cfg, sec);
                 } else {
                     if (!(tr ? o.tcp : o.ipc) || !(zc ? o.zc : o.copy)) continue;

@@ -25,7 +25,9 @@
 //   - 4 workers as 2 pretend hosts x 2 (ASGD_HOST_ID=a,a,b,b): auto picks
 //     hier, every replica ends with the same bits, the model equals the ring's
 //     within TOLERANCE, only the cross-host slices go over sockets (a third of
-//     the ring's bytes); --collective hier with 2 + 1 workers fails naming them.
+//     the ring's bytes); under --insecure its cross rings are stream rings,
+//     with the same bits and bytes; --collective hier with 2 + 1 workers
+//     fails naming them.
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -290,6 +292,14 @@ int main(void) {
     double hb = launch_field(hj, "bytes_out"), rb = launch_field(rj, "bytes_out");
     printf("bytes out of worker 0: hier %.0f, ring %.0f\n", hb, rb);
     CHECK(hb > 0 && hb < 0.4 * rb);
+    // Without CURVE the cross rings are stream rings: the same sums, the same bytes.
+    run("hier-stream", sparse, "allreduce", "4", NULL, insecure, "hier");
+    CHECK(same_bits("hier-stream", "hier"));
+    char *sj = launch_file("hier-stream", "worker-0.json");
+    CHECK(launch_field(sj, "bytes_out") == hb);
+    CHECK(strstr(sj, "\"cross_ring\":\"stream\"") && strstr(hj, "\"cross_ring\":\"zeromq\""));
+    printf("hier with stream cross rings (--insecure): bits and bytes out equal the ZeroMQ cross rings'\n");
+    free(sj);
     free(hj);
     free(rj);
     setenv("ASGD_HOST_ID", "a,a,b", 1);

@@ -1,16 +1,20 @@
 // Hierarchical allreduce (net/hier_allreduce.h) among real processes: H
 // pretend hosts of L forked ranks each (2x2, 3x2, 2x1, 1x3), cross rings on
-// ipc:// sockets, a sequence of calls of 0, 1, 3, 1001 and 235,146 values
+// ipc:// ZeroMQ sockets, and again (2x2, 3x2) with stream rings across (plain
+// TCP on 127.0.0.1, endpoints relayed through shared memory), a sequence of calls of 0, 1, 3, 1001 and 235,146 values
 // (940,584 bytes). Every rank checks its result bit for bit against the sum
 // the header promises, computed serially: each host's sum in local rank order,
 // then, for the part of local slice j in cross-ring chunk c, the host sums
 // from host c on round the ring. The data mix magnitudes so that another
 // order gives other bits (checked: the flat rank-order sum differs).
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -65,14 +69,36 @@ static void expected(float *want, size_t count, size_t call, size_t H, size_t L)
 
 static void cross_path(char *out, size_t len, size_t h, size_t j) { snprintf(out, len, "ipc://%s/x-%zu-%zu", dir, h, j); }
 
-static int rank_main(size_t H, size_t L, size_t g, uint64_t run) {
+// Stream rings' endpoints (ephemeral ports), relayed through memory shared
+// by the forked ranks: each writes its own, then waits for its next host's.
+typedef struct relay {
+    char endpoint[MAX_RANKS][300];
+    atomic_int posted;
+} relay_t;
+
+static void relay_next(relay_t *rl, size_t H, size_t L, size_t g, const char *mine, char *next, size_t len) {
+    snprintf(rl->endpoint[g], sizeof rl->endpoint[g], "%s", mine);
+    atomic_fetch_add(&rl->posted, 1);
+    while (atomic_load(&rl->posted) < (int)(H * L)) {  // the parent's deadline bounds the wait
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    snprintf(next, len, "%s", rl->endpoint[((g / L + 1) % H) * L + g % L]);
+}
+
+static int rank_main(size_t H, size_t L, size_t g, uint64_t run, relay_t *rl) {
     size_t h = g / L, j = g % L;
-    void *ctx = zmq_ctx_new();
+    void *ctx = rl ? NULL : zmq_ctx_new();
     char err[512], bind[300], next[300];
     cross_path(bind, sizeof bind, h, j);
     cross_path(next, sizeof next, (h + 1) % H, j);
-    hier_allreduce_t *x = hier_allreduce_new(ctx, run, h, H, j, L, BIG, bind, err, sizeof err);
-    if (!x || hier_allreduce_connect(x, next, err, sizeof err) != 0) {
+    hier_allreduce_t *x = hier_allreduce_new(ctx, rl != NULL, run, h, H, j, L, BIG, rl ? "127.0.0.1" : bind, err,
+                                             sizeof err);
+    if (x && rl) {
+        CHECK(hier_allreduce_uses_stream(x));
+        relay_next(rl, H, L, g, hier_allreduce_endpoint(x), next, sizeof next);
+    }
+    if (!x || hier_allreduce_connect(x, next, CALL_TIMEOUT_MS, err, sizeof err) != 0) {
         fprintf(stderr, "rank %zu: %s\n", g, err);
         return 1;
     }
@@ -97,21 +123,29 @@ static int rank_main(size_t H, size_t L, size_t g, uint64_t run) {
     free(data);
     free(want);
     hier_allreduce_destroy(&x);
-    zmq_ctx_term(ctx);
+    if (ctx) zmq_ctx_term(ctx);
     return bad;
 }
 
-static void run_layout(size_t H, size_t L, uint64_t run) {
+static void run_layout(size_t H, size_t L, uint64_t run, int stream) {
     pid_t pid[MAX_RANKS];
+    relay_t *rl = NULL;
+    if (stream) {
+        rl = mmap(NULL, sizeof *rl, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        CHECK(rl != MAP_FAILED);
+        atomic_init(&rl->posted, 0);
+    }
     fflush(stdout);
     fflush(stderr);
     for (size_t g = 0; g < H * L; g++) {
         pid[g] = fork();
         CHECK(pid[g] >= 0);
-        if (pid[g] == 0) _exit(rank_main(H, L, g, run));
+        if (pid[g] == 0) _exit(rank_main(H, L, g, run, rl));
     }
     for (size_t g = 0; g < H * L; g++) CHECK(proc_wait(pid[g], HANG_S) == 0);
-    printf("%zu hosts x %zu ranks: every rank's %zu sums equal the promised order bit for bit\n", H, L, N_CALLS);
+    printf("%zu hosts x %zu ranks, %s cross rings: every rank's %zu sums equal the promised order bit for bit\n", H,
+           L, stream ? "stream" : "ZeroMQ", N_CALLS);
+    if (rl) munmap(rl, sizeof *rl);
 }
 
 int main(void) {
@@ -126,10 +160,12 @@ int main(void) {
     }
     CHECK(memcmp(want, flat, sizeof want) != 0);
     uint64_t run = 0x6869657200000000ull ^ ((uint64_t)getpid() << 8);
-    run_layout(2, 2, run + 1);
-    run_layout(3, 2, run + 2);
-    run_layout(2, 1, run + 3);
-    run_layout(1, 3, run + 4);
+    run_layout(2, 2, run + 1, 0);
+    run_layout(3, 2, run + 2, 0);
+    run_layout(2, 1, run + 3, 0);
+    run_layout(1, 3, run + 4, 0);
+    run_layout(2, 2, run + 5, 1);
+    run_layout(3, 2, run + 6, 1);
     CHECK(test_remove_tree(dir) == 0);
     printf("hier allreduce tests passed\n");
     return 0;

@@ -1209,6 +1209,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_uint(&j, "global_versions", rs->global_versions);
     if (rs->collective) json_string(&j, "collective", rs->collective);
     else json_null(&j, "collective");
+    if (rs->cross_ring) json_string(&j, "cross_ring", rs->cross_ring);
     json_uint(&j, "clock", rs->clock);
     json_uint(&j, "pushes", rs->pushes);
     json_uint(&j, "push_messages_acked", rs->pushes_acked);  // since its last (re)join

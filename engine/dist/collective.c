@@ -209,6 +209,18 @@ static int exchange_endpoints(struct ring *main_ring, const char *mine, size_t n
     return rc;
 }
 
+// The rule every asgd listener keeps (docs/security.md): nothing plain
+// beyond loopback unless the user said --insecure. Nonzero, with err, when a
+// stream ring's listener on host would break it.
+static int plain_listener_refused(const char *host, const char *what, char *err, size_t err_len) {
+    char probe[300];
+    snprintf(probe, sizeof probe, "tcp://%s:0", host);
+    if (net_endpoint_is_local(probe) || net_security_get()->insecure) return 0;
+    snprintf(err, err_len, "--collective %s: --bind-host %s: a plain TCP listener beyond this machine needs "
+             "--insecure (on a network you trust)", what, host);
+    return 1;
+}
+
 // What a worker advertises for a second listener bound at `bound`: the host
 // of its main ring's advertised endpoint (the host the others dial), with the
 // bound port; the bound endpoint itself when the main ring is on ipc://.
@@ -231,8 +243,13 @@ int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_
         return -1;
     }
     int ipc = strncmp(ring[id].endpoint, "ipc://", 6) == 0;
-    *hier = hier_allreduce_new(zmq_ctx, run_id, l.host, l.hosts, l.local, l.local_n, max_count, ipc ? "ipc" : bind_host,
-                               err, err_len);
+    // Cross rings over plain TCP where the run's sockets are plain; under
+    // CURVE over the (encrypted) ZeroMQ ring.
+    int stream = !net_security_get()->curve;
+    const char *host = !ipc ? bind_host : stream ? "127.0.0.1" : "ipc";
+    if (stream && plain_listener_refused(host, "hier", err, err_len)) return -1;
+    *hier = hier_allreduce_new(zmq_ctx, stream, run_id, l.host, l.hosts, l.local, l.local_n, max_count, host, err,
+                               err_len);
     if (!*hier) return -1;
     if (l.hosts == 1) return 0;
     char mine[RDV_ENDPOINT_MAX];
@@ -247,7 +264,7 @@ int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_
         size_t next = 0, *local_of = host_of + n;
         group_all(ring, n, host_of, local_of);
         while (host_of[next] != (l.host + 1) % l.hosts || local_of[next] != l.local) next++;
-        rc = hier_allreduce_connect(*hier, all + next * RDV_ENDPOINT_MAX, err, err_len);
+        rc = hier_allreduce_connect(*hier, all + next * RDV_ENDPOINT_MAX, timeout_ms, err, err_len);
     }
     free(host_of);
     free(all);
@@ -260,15 +277,7 @@ int collective_open_stream(struct ring *main_ring, const rdv_entry_t *ring, size
                            char *err, size_t err_len) {
     int ipc = strncmp(ring[id].endpoint, "ipc://", 6) == 0;
     const char *host = ipc ? "127.0.0.1" : bind_host;
-    // The rule every asgd listener keeps (docs/security.md): nothing plain
-    // beyond loopback unless the user said --insecure.
-    char probe[300];
-    snprintf(probe, sizeof probe, "tcp://%s:0", host);
-    if (!net_endpoint_is_local(probe) && !net_security_get()->insecure) {
-        snprintf(err, err_len, "--collective stream: --bind-host %s: a plain TCP listener beyond this machine needs "
-                 "--insecure (on a network you trust)", host);
-        return -1;
-    }
+    if (plain_listener_refused(host, "stream", err, err_len)) return -1;
     // A run id of its own: nothing of the main ring's can pass for it.
     *stream = stream_ring_new(id, n, run_id ^ 0x53545245414dull, max_count, host, err, err_len);
     if (!*stream) return -1;

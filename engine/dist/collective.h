@@ -78,8 +78,9 @@ int collective_open(collective_choice_t choice, int compressed, const rdv_entry_
                     uint64_t run_id, size_t max_count, struct shm_allreduce **shm, char *err, size_t err_len);
 
 // For a choice that came to hier: attaches worker `id` to its host's segment,
-// binds its cross-host ring (on bind_host, the one the main ring was bound
-// on; "ipc" when the main ring is on ipc://), learns the other workers'
+// binds its cross-host ring (a stream ring, or under CURVE a ZeroMQ ring; on
+// bind_host, the one the main ring was bound on; 127.0.0.1, or "ipc" for a
+// ZeroMQ ring, when the main ring is on ipc://), learns the other workers'
 // cross-ring endpoints through one exchange over the connected main ring
 // `main_ring` (every worker calls this at the same point), and connects.
 // Returns 0 with *hier set, or -1 with err.

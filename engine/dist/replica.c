@@ -16,7 +16,7 @@
 #include "net/compress.h"   // defines: compressor_new, compress_encode, ef_residual_t
 #include "net/ps_client.h"  // defines: ps_client_new, ps_client_push_*, ps_client_pull
 #include "net/ps_heartbeat.h"  // defines: ps_heartbeat_start, ps_heartbeat_stop
-#include "net/hier_allreduce.h"  // defines: hier_allreduce_net_bytes
+#include "net/hier_allreduce.h"  // defines: hier_allreduce_net_bytes, hier_allreduce_uses_stream
 #include "net/ring.h"       // defines: ring_get_stats
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_buffer
 #include "net/stream_ring.h"  // defines: stream_ring_get_stats
@@ -270,6 +270,8 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
     stats->clock = r->clock;
     stats->collective = !r->strategy || !r->strategy->ring ? NULL
                         : r->rc->shm ? "shm" : r->rc->hier ? "hier" : r->rc->mpi ? "mpi" : r->rc->stream ? "stream" : "ring";
+    stats->cross_ring = stats->collective && r->rc->hier ? hier_allreduce_uses_stream(r->rc->hier) ? "stream" : "zeromq"
+                                                         : NULL;
     stats->pushes = r->stats.pushes;
     stats->pulls = r->stats.pulls;
     stats->checkpoint_failures = r->stats.checkpoint_failures;

@@ -114,6 +114,7 @@ typedef struct replica_stats {
     double global_test_loss, global_test_metric;
     uint64_t global_versions;      // the shards' versions of that pull, summed (0 without servers)
     const char *collective;        // ring modes: "shm", "ring", "hier", "mpi" or "stream", what summed the exchanges; else NULL
+    const char *cross_ring;        // hier: its rings across hosts, "stream" or "zeromq"; else NULL
     // A worker resumed from its checkpoint (rc->ckpt->resume): where it went on
     // from, and over all its restarts the samples trained twice (by a dead
     // incarnation after its checkpoint and again) and skipped (trained by none:
