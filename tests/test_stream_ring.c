@@ -11,7 +11,6 @@
 // size, a rank that disagrees on the count is named as such, and a rank that
 // exits after connecting makes the others fail because it closed its
 // connection; in each case every rank's call fails, and none by a timeout.
-#include <signal.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -206,7 +205,6 @@ static void test_fault(size_t n, fault_t fault, const char *first_says) {
 }
 
 int main(void) {
-    signal(SIGPIPE, SIG_IGN);
     for (size_t n = 1; n <= MAX_RANKS; n++) test_sums(n);
     for (size_t n = 2; n <= 4; n++) {
         test_fault(n, FAULT_SUB, "do all ranks use the same sub-chunk size?");
