@@ -19,8 +19,10 @@
 // Then, for each size on one shard, where the PS's time goes: each extra step
 // timed alone (wire_checksum, memcpy, sgd_update_cpu, a fresh message buffer),
 // and the PS's exact message pattern replayed over raw libzmq with its work
-// switched on and off (checksums, copies, update), to confirm the breakdown.
-// Not part of the test suite.
+// switched on and off (checksums, copies, update), to confirm the breakdown,
+// and a design not built: the push cut into --pipe-blocks range messages, each
+// answered at once with its range's updated values, so that the server applies
+// one range while the next arrives. Not part of the test suite.
 //
 // BSP rounds: --bsp-workers (2) workers, each in its own pthread and context,
 // each round computing for --compute-ms (a busy loop of dependent float
@@ -38,6 +40,7 @@
 // tenants only ever slow a trial down), the trials interleaved across variants.
 //
 //   bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] [--io-threads K] [--no-profile] [--replicas 2]
+//            [--pipe-blocks 8]
 //            [--bsp-workers 2] [--compute-ms 5] [--no-bsp]
 #include <errno.h>
 #include <pthread.h>
@@ -80,6 +83,7 @@ typedef struct opts {
     size_t bsp_workers;
     double compute_ms;
     int replicas;  // 2: also each shard as a primary and a backup (--server-replicas 2)
+    size_t pipe_blocks;  // the pipelined design's range messages per push
     char state_dir[64];
 } opts_t;
 
@@ -308,6 +312,8 @@ typedef enum raw_kind {
     RAW_KIND_COPY,  // zmq_send / zmq_recv: one copy in, one copy out
     RAW_KIND_ZC,    // zmq_msg_init_data sends, replies read in place
     RAW_KIND_EMUL,  // PS messages: [header, payload] push, ack, [header] pull, [header, payload] params
+    RAW_KIND_PIPE,  // a design not built: the push cut into --pipe-blocks range messages [header, payload],
+                    // each answered at once with its range's updated values [header, payload]
 } raw_kind_t;
 
 #define WORK_CSUM 0x1u          // a checksum over each payload by its sender and its receiver (4 per round)
@@ -403,6 +409,25 @@ static void *echo_main(void *arg) {
             zmq_msg_close(&f0);
             break;
         }
+        if (e->kind == RAW_KIND_PIPE) {  // a range push [header: first value, count], answered with the range
+            zmq_msg_init(&f1);
+            ZCHECK(recv_part(e->sock, &f1));
+            uint64_t range[2];
+            memcpy(range, zmq_msg_data(&f0), sizeof range);
+            if (zmq_msg_size(&f1) != range[1] * sizeof(float) || range[0] + range[1] > e->n)
+                die("pipelined push of the wrong range", NULL);
+            if (e->work & WORK_CSUM) keep(wire_checksum(zmq_msg_data(&f1), zmq_msg_size(&f1), 0));
+            float *at = e->shard + range[0];
+            if (e->work & WORK_UPDATE) sgd_update_cpu(range[1], 1.0f, zmq_msg_data(&f1), at);
+            zmq_msg_close(&f1);
+            zmq_msg_t reply;
+            msg_from(&reply, at, range[1] * sizeof(float), (e->work & WORK_SERVER_COPY) != 0);
+            if (e->work & WORK_CSUM) keep(wire_checksum(zmq_msg_data(&reply), zmq_msg_size(&reply), 0));
+            send_part(e->sock, &id, ZMQ_SNDMORE);
+            send_part(e->sock, &f0, ZMQ_SNDMORE);
+            send_part(e->sock, &reply, 0);
+            continue;
+        }
         if (e->kind != RAW_KIND_EMUL) {  // echo the message itself
             if (e->barrier > 1) {
                 hold(e, &id, &f0);
@@ -479,6 +504,19 @@ static round_cost_t run_raw(size_t n, size_t n_peers, raw_kind_t kind, unsigned 
                 zmq_msg_t m;
                 msg_from(&m, p, bytes, 0);
                 send_part(socks[k], &m, 0);
+            } else if (kind == RAW_KIND_PIPE) {
+                size_t len = end[k] - begin[k];
+                for (size_t b = 0; b < o->pipe_blocks; b++) {
+                    uint64_t range[WIRE_HEADER_SIZE / sizeof(uint64_t)] = {0};
+                    size_t lo, hi;
+                    shard_range(len, o->pipe_blocks, b, &lo, &hi);
+                    range[0] = lo, range[1] = hi - lo;
+                    zmq_msg_t m;
+                    msg_from(&m, p + lo, (hi - lo) * sizeof(float), (work & WORK_CLIENT_COPY) != 0);
+                    if (work & WORK_CSUM) keep(wire_checksum(zmq_msg_data(&m), zmq_msg_size(&m), 0));
+                    send_bytes(socks[k], range, sizeof range, ZMQ_SNDMORE);
+                    send_part(socks[k], &m, 0);
+                }
             } else {
                 zmq_msg_t m;
                 msg_from(&m, p, bytes, (work & WORK_CLIENT_COPY) != 0);
@@ -500,6 +538,22 @@ static round_cost_t run_raw(size_t n, size_t n_peers, raw_kind_t kind, unsigned 
                 continue;
             }
             zmq_msg_t m;
+            if (kind == RAW_KIND_PIPE) {  // each range's [header, values], in order
+                for (size_t b = 0; b < o->pipe_blocks; b++) {
+                    uint64_t range[2];
+                    zmq_msg_init(&m);
+                    ZCHECK(recv_part(socks[k], &m));
+                    memcpy(range, zmq_msg_data(&m), sizeof range);
+                    zmq_msg_close(&m);
+                    zmq_msg_init(&m);
+                    ZCHECK(recv_part(socks[k], &m));
+                    if (zmq_msg_size(&m) != range[1] * sizeof(float)) die("pipelined reply of the wrong size", NULL);
+                    if (work & WORK_CSUM) keep(wire_checksum(zmq_msg_data(&m), zmq_msg_size(&m), 0));
+                    if (work & WORK_CLIENT_COPY) memcpy(p + range[0], zmq_msg_data(&m), zmq_msg_size(&m));
+                    zmq_msg_close(&m);
+                }
+                continue;
+            }
             if (kind == RAW_KIND_EMUL) {  // the ack, then the params' header
                 for (int part = 0; part < 2; part++) {
                     zmq_msg_init(&m);
@@ -809,7 +863,8 @@ static void profile(size_t m, const opts_t *o) {
         {0, "  messages only"},
     };
     enum { N_ROWS = sizeof rows / sizeof rows[0] };
-    round_cost_t ps = {0}, cp = {0}, zc = {0}, emul[N_ROWS] = {{0}}, c;
+    round_cost_t ps = {0}, cp = {0}, zc = {0}, emul[N_ROWS] = {{0}}, pipe = {0}, c;
+    const unsigned pipe_work = WORK_ALL & ~WORK_SERVER_COPY;  // what the PS does (its replies are zero-copy)
     for (int t = 0; t < o->trials; t++) {
         c = run_ps(n, 1, o, 1);
         keep_best(&ps, &c, t == 0);
@@ -821,6 +876,8 @@ static void profile(size_t m, const opts_t *o) {
             c = run_raw(n, 1, RAW_KIND_EMUL, rows[i].work, o);
             keep_best(&emul[i], &c, t == 0);
         }
+        c = run_raw(n, 1, RAW_KIND_PIPE, pipe_work, o);
+        keep_best(&pipe, &c, t == 0);
     }
     printf("\nwhere a round's time goes: %zuM floats (%zu MiB each way), 1 shard; per round: median wall ms, MB/s,\n"
            "PS wall / this wall, CPU ms of the whole process (every thread, user and sys), minor page faults;\n"
@@ -833,6 +890,10 @@ static void profile(size_t m, const opts_t *o) {
     printf("  the PS's messages over raw libzmq (push [header, payload], ack, pull [header],\n"
            "  params [header, payload]) with the PS's work switched on and off:\n");
     for (size_t i = 0; i < N_ROWS; i++) print_cost(rows[i].what, &emul[i], 2 * bytes, &ps);
+    char what[96];
+    snprintf(what, sizeof what, "  not built: the push in %zu ranges, each answered", o->pipe_blocks);
+    printf("  a design not built, the PS's work but the server's copy, pipelined within the shard:\n");
+    print_cost(what, &pipe, 2 * bytes, &ps);
     op_times_t op = time_ops(n, 15);
     printf("  each step alone on %zu MiB (one thread, mapped buffers, fastest of 15): wire_checksum %.2f ms (%.1f GB/s),\n"
            "  memcpy %.2f ms (%.1f GB/s), sgd_update_cpu %.2f ms, memcpy into a fresh zmq_msg_init_size buffer %.2f ms\n",
@@ -846,7 +907,7 @@ static void profile(size_t m, const opts_t *o) {
 int main(int argc, char **argv) {
     opts_t o = {.n_sizes = 2, .mfloats = {1, 4}, .n_shards = 2, .shards = {1, 2}, .warmup = 3, .rounds = 20,
                 .trials = 5, .io_threads = 1, .profile = 1, .bsp = 1, .bsp_workers = 2, .compute_ms = 5.0,
-                .replicas = 1};
+                .replicas = 1, .pipe_blocks = 8};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--sizes-m") == 0 && v) o.n_sizes = bench_parse_list("bench_ps", v, o.mfloats, MAX_LIST), i++;
@@ -858,12 +919,14 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--no-profile") == 0) o.profile = 0;
         else if (strcmp(a, "--replicas") == 0 && v) o.replicas = atoi(v), i++;
         else if (strcmp(a, "--no-bsp") == 0) o.bsp = 0;
+        else if (strcmp(a, "--pipe-blocks") == 0 && v) o.pipe_blocks = strtoull(v, NULL, 10), i++;
         else if (strcmp(a, "--bsp-workers") == 0 && v) o.bsp_workers = (size_t)atoi(v), i++;
         else if (strcmp(a, "--compute-ms") == 0 && v) o.compute_ms = atof(v), i++;
         else {
             fprintf(stderr,
                     "usage: bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] "
-                    "[--io-threads K] [--no-profile] [--bsp-workers 2] [--compute-ms 5] [--no-bsp] [--replicas 2]\n");
+                    "[--io-threads K] [--no-profile] [--bsp-workers 2] [--compute-ms 5] [--no-bsp] [--replicas 2]\n"
+                    "       [--pipe-blocks 8]\n");
             return strcmp(a, "--help") == 0 ? 0 : 2;
         }
     }
@@ -872,6 +935,7 @@ int main(int argc, char **argv) {
     if (o.bsp_workers < 1 || o.bsp_workers > MAX_WORKERS || o.compute_ms < 0)
         die("--bsp-workers 1..8, --compute-ms >= 0", NULL);
     if (o.replicas < 1 || o.replicas > 2) die("--replicas 1 or 2", NULL);
+    if (o.pipe_blocks < 1 || o.pipe_blocks > 1024) die("--pipe-blocks 1..1024", NULL);
     snprintf(o.state_dir, sizeof o.state_dir, "/tmp/bench_ps_XXXXXX");
     if (o.replicas > 1 && !mkdtemp(o.state_dir)) die("mkdtemp", strerror(errno));
     for (size_t s = 0; s < o.n_shards; s++)
