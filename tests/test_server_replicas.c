@@ -163,17 +163,6 @@ static void pushes_applied_once(const char *rd, uint64_t acked_more_than, unsign
     server_result_free(&rec);
 }
 
-// ASan keeps freed memory in its quarantine (256 MiB by default), so under it
-// a server's process grows past the automatic allowance (256 MiB) in a long
-// run with no peer at fault, and the guard shuts its connections down (seen
-// in a CI run: replica 1 dropped as a backup, ending out of sync). The guard
-// itself is tested in test_memory_guard.
-#if defined(__SANITIZE_ADDRESS__)
-#define MEMORY_ALLOWANCE_MIB "4096"
-#else
-#define MEMORY_ALLOWANCE_MIB "0"
-#endif
-
 // Every replica of R that wrote its final values (at least `at_least` did)
 // holds the same parameters, bit for bit.
 static void same_values(const char *rd, int replicas, int at_least) {
@@ -212,7 +201,7 @@ static void replicated(const char *name, const char *sync, int twice) {
     const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
                        "--servers", "1", "--workers", "2", "--sync", sync, "--epochs", twice ? "8" : "4",
                        "--delay-worker", "0:1,1:1", "--heartbeat-ms", "100", "--retry-ms", "200",
-                       "--server-replicas", "2", "--server-memory-allowance", MEMORY_ALLOWANCE_MIB, "--quiet",
+                       "--server-replicas", "2", "--quiet",
                        "--run-dir", rd, hybrid ? "--embed-dim" : NULL, "4", "--hidden", "16", NULL};
     if (hybrid) a[3] = "embmlp";  // hybrid needs a sparse and a dense part
     printf("%s:\n", name);
@@ -261,7 +250,7 @@ static void replicated3(const char *name, const char *sync) {
     const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
                        "--servers", "1", "--workers", "2", "--sync", sync, "--epochs", "8",
                        "--delay-worker", "0:1,1:1", "--heartbeat-ms", "100", "--retry-ms", "200",
-                       "--server-replicas", "3", "--server-memory-allowance", MEMORY_ALLOWANCE_MIB, "--quiet",
+                       "--server-replicas", "3", "--quiet",
                        "--run-dir", rd, NULL};
     printf("%s:\n", name);
     pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
