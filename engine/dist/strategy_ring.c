@@ -46,31 +46,24 @@ int replica_ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float 
     return rc;
 }
 
+// The float32 sum of n values through the collective the run opened: shared
+// memory, hier, the stream ring, MPI, or else the ZeroMQ ring. Never
+// compressed (replica.c checks that the first four are not asked to be).
+static int sum_float32(replica_t *r, float *buf, size_t n) {
+    const replica_config_t *c = r->rc;
+    char *err = r->err;
+    size_t len = sizeof r->err;
+    if (c->shm) return shm_allreduce_sum(c->shm, buf, n, c->timeout_ms, err, len);
+    if (c->hier) return hier_allreduce_sum(c->hier, buf, n, c->timeout_ms, err, len);
+    if (c->stream) return stream_ring_allreduce_sum(c->stream, buf, n, c->timeout_ms, err, len);
+    if (c->mpi) return collective_mpi_sum(buf, n, err, len);
+    return ring_allreduce_sum(c->ring, buf, n, c->timeout_ms, err, len);
+}
+
 static int ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *total) {
     buf[m] = (float)examples;
-    if (r->rc->shm) {  // never compressed (replica.c checks)
-        if (shm_allreduce_sum(r->rc->shm, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
-        *total = buf[m];
-        return 0;
-    }
-    if (r->rc->hier) {  // never compressed (replica.c checks)
-        if (hier_allreduce_sum(r->rc->hier, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
-        *total = buf[m];
-        return 0;
-    }
-    if (r->rc->stream) {  // never compressed (replica.c checks)
-        if (stream_ring_allreduce_sum(r->rc->stream, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0)
-            return -1;
-        *total = buf[m];
-        return 0;
-    }
-    if (r->rc->mpi) {  // never compressed (replica.c checks)
-        if (collective_mpi_sum(buf, m + 1, r->err, sizeof r->err) != 0) return -1;
-        *total = buf[m];
-        return 0;
-    }
     if (!r->comp) {
-        if (ring_allreduce_sum(r->rc->ring, buf, m + 1, r->rc->timeout_ms, r->err, sizeof r->err) != 0) return -1;
+        if (sum_float32(r, buf, m + 1) != 0) return -1;
         *total = buf[m];
         return 0;
     }
