@@ -2,7 +2,8 @@
 #define ASGD_TESTS_FORK_RANKS_H
 // Helpers for collective tests whose ranks are forked children: seeded data
 // that is never zero (a sum missing a rank shows), memory the children share
-// with the parent for their results, and pipes that relay endpoints.
+// with the parent for their results, and the forks with pipes that relay
+// endpoints.
 #include <errno.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -44,6 +45,36 @@ static inline int fork_ranks_read(int fd, void *p, size_t n) {
         c += r, n -= (size_t)r;
     }
     return 1;
+}
+
+// Forks rank i with a pipe each way: up[i] (the child writes, the parent
+// reads) and down[i] (the parent writes, the child reads). Returns the
+// child's pid in the parent, which keeps up[i][0] and down[i][1]; returns 0
+// in the child, which keeps up[i][1] and down[i][0] and none of the parent's
+// ends of ranks 0 .. i-1.
+static inline pid_t fork_ranks_spawn(size_t i, int (*up)[2], int (*down)[2]) {
+    CHECK(pipe(up[i]) == 0 && pipe(down[i]) == 0);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        for (size_t k = 0; k < i; k++) close(up[k][0]), close(down[k][1]);
+        close(up[i][0]);
+        close(down[i][1]);
+        return 0;
+    }
+    close(up[i][1]);
+    close(down[i][0]);
+    return pid;
+}
+
+// Reads every rank's endpoint (len bytes from up[i]) and sends each rank its
+// next rank's, (i + 1) % n, on down[i]: how ranks of a ring meet.
+static inline void fork_ranks_relay_next(size_t n, int (*up)[2], int (*down)[2], size_t len) {
+    char *eps = malloc(n * len);
+    CHECK(eps);
+    for (size_t i = 0; i < n; i++) CHECK(fork_ranks_read(up[i][0], eps + i * len, len));
+    for (size_t i = 0; i < n; i++) fork_ranks_write(down[i][1], eps + ((i + 1) % n) * len, len);
+    free(eps);
 }
 
 #endif

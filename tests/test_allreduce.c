@@ -22,7 +22,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "fork_ranks.h"     // defines: fork_ranks_fill, fork_ranks_shared, fork_ranks_read
+#include "fork_ranks.h"     // defines: fork_ranks_spawn, fork_ranks_fill, fork_ranks_shared
 #include "net/compress.h"  // defines: compressor_new, compress_encode, compress_decode_add
 #include "net/ring.h"      // defines: ring_new, ring_connect, ring_allreduce_sum, ring_tune, ring_destroy
 #include "net/zmsg.h"      // defines: zmsg_send, zmsg_header
@@ -185,23 +185,11 @@ static void run_ring(size_t n, const call_t *calls, size_t n_calls, float *out, 
     pid_t pid[MAX_RANKS];
     fflush(stdout);
     fflush(stderr);
-    for (size_t i = 0; i < n; i++) {
-        CHECK(pipe(up[i]) == 0 && pipe(down[i]) == 0);
-        pid[i] = fork();
-        CHECK(pid[i] >= 0);
-        if (pid[i] == 0) {
-            for (size_t k = 0; k < i; k++) close(up[k][0]), close(down[k][1]);
-            close(up[i][0]);
-            close(down[i][1]);
-            child_main(i, n, up[i][1], down[i][0], calls, n_calls, out + i * per_rank, &reps[i],
-                       (long)i == dead_rank, expect_fail);
-        }
-        close(up[i][1]);
-        close(down[i][0]);
-    }
-    char eps[MAX_RANKS][EP_LEN];
-    for (size_t i = 0; i < n; i++) CHECK(fork_ranks_read(up[i][0], eps[i], EP_LEN));
-    for (size_t i = 0; i < n; i++) fork_ranks_write(down[i][1], eps[(i + 1) % n], EP_LEN);
+    for (size_t i = 0; i < n; i++)
+        if ((pid[i] = fork_ranks_spawn(i, up, down)) == 0)
+            child_main(i, n, up[i][1], down[i][0], calls, n_calls, out + i * per_rank, &reps[i], (long)i == dead_rank,
+                       expect_fail);
+    fork_ranks_relay_next(n, up, down, EP_LEN);
     double deadline = now_ms() + 60000;
     size_t left = n;
     int status_ok = 1;

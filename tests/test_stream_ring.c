@@ -20,7 +20,7 @@
 #include "net/stream_ring.h"    // defines: stream_ring_new, stream_ring_connect, stream_ring_allreduce_sum
 #include "net/tcp_link.h"       // defines: tcp_link_dial, tcp_link_send_all
 #include "net/wire.h"           // defines: wire_header_t, wire_header_encode
-#include "fork_ranks.h"         // defines: fork_ranks_fill, fork_ranks_shared, fork_ranks_read
+#include "fork_ranks.h"         // defines: fork_ranks_spawn, fork_ranks_fill, fork_ranks_shared
 #include "test_support.h"
 
 #define RUN 0x5712ea0000000001ull
@@ -102,17 +102,10 @@ static void run_ring(size_t n, const call_t *calls, size_t n_calls, float *out, 
     pid_t pid[MAX_RANKS];
     fflush(stdout);
     fflush(stderr);
-    for (size_t i = 0; i < n; i++) {
-        CHECK(pipe(up[i]) == 0 && pipe(down[i]) == 0);
-        pid[i] = fork();
-        CHECK(pid[i] >= 0);
-        if (pid[i] == 0) child(i, n, up[i][1], down[i][0], calls, n_calls, out + i * per_rank, &reps[i], fault);
-        close(up[i][1]);
-        close(down[i][0]);
-    }
-    char eps[MAX_RANKS][EP_LEN];
-    for (size_t i = 0; i < n; i++) CHECK(fork_ranks_read(up[i][0], eps[i], EP_LEN));
-    for (size_t i = 0; i < n; i++) fork_ranks_write(down[i][1], eps[(i + 1) % n], EP_LEN);
+    for (size_t i = 0; i < n; i++)
+        if ((pid[i] = fork_ranks_spawn(i, up, down)) == 0)
+            child(i, n, up[i][1], down[i][0], calls, n_calls, out + i * per_rank, &reps[i], fault);
+    fork_ranks_relay_next(n, up, down, EP_LEN);
     for (size_t i = 0; i < n; i++) {
         int status;
         CHECK(waitpid(pid[i], &status, 0) == pid[i]);
