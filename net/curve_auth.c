@@ -84,22 +84,35 @@ int net_endpoint_is_local(const char *endpoint) {
     return dots == 3 && digits > 0;
 }
 
-int net_security_listen(void *sock, const char *endpoint, char *err, size_t err_len) {
-    if (!security.curve) {
-        if (net_endpoint_is_local(endpoint)) return 0;
-        if (!security.insecure) {
-            errno = EACCES;  // not EADDRINUSE: a caller that retries busy addresses must not wait for this
-            snprintf(err, err_len,
-                     "%.200s: refusing to listen beyond this machine without CURVE: give the run's keys "
-                     "(--curve-server-key, --curve-allow; make them with asgd keygen) or, on a network you trust, --insecure",
-                     endpoint);
-            return -1;
-        }
-        if (!atomic_exchange(&warned_insecure, 1))
-            fprintf(stderr, "asgd: WARNING: listening on %s without encryption or authentication (--insecure): anyone "
-                            "who can reach it can read the training traffic, send updates and stop the run\n", endpoint);
-        return 0;
+// A listener without CURVE: on loopback, or beyond it under --insecure (warned once).
+static int listen_without_curve(const char *endpoint, const char *instead, char *err, size_t err_len) {
+    if (net_endpoint_is_local(endpoint)) return 0;
+    if (!security.insecure) {
+        errno = EACCES;  // not EADDRINUSE: a caller that retries busy addresses must not wait for this
+        snprintf(err, err_len, "%.200s: refusing to listen beyond this machine without CURVE: %s", endpoint, instead);
+        return -1;
     }
+    if (!atomic_exchange(&warned_insecure, 1))
+        fprintf(stderr, "asgd: WARNING: listening on %s without encryption or authentication (--insecure): anyone "
+                        "who can reach it can read the training traffic, send updates and stop the run\n", endpoint);
+    return 0;
+}
+
+int net_security_listen_plain(const char *endpoint, char *err, size_t err_len) {
+    if (security.curve) {
+        errno = EACCES;
+        snprintf(err, err_len, "%.200s: this run uses CURVE, and a plain TCP listener would bypass it", endpoint);
+        return -1;
+    }
+    return listen_without_curve(endpoint, "on a network you trust, --insecure", err, err_len);
+}
+
+int net_security_listen(void *sock, const char *endpoint, char *err, size_t err_len) {
+    if (!security.curve)
+        return listen_without_curve(endpoint,
+                                    "give the run's keys (--curve-server-key, --curve-allow; make them with asgd "
+                                    "keygen) or, on a network you trust, --insecure",
+                                    err, err_len);
     if (strncmp(endpoint, "inproc://", 9) == 0) return 0;  // never leaves the process
     if (!security.server_secret.z85[0]) {
         snprintf(err, err_len, "%.200s: listening with CURVE needs the server key's secret half: --curve-server-key FILE.key "

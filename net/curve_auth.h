@@ -48,6 +48,10 @@ const net_security_t *net_security_get(void);
 // beyond loopback without CURVE (unless insecure; then it warns once), and
 // makes sock a CURVE server (ZAP domain "asgd", enforced: no handler, no entry).
 int net_security_listen(void *sock, const char *endpoint, char *err, size_t err_len);
+// The same rule for a listener outside libzmq, which CURVE cannot cover (the
+// stream ring's plain TCP): refused when the run uses CURVE, and beyond
+// loopback unless insecure (then it warns once). Returns 0, or -1 with err.
+int net_security_listen_plain(const char *endpoint, char *err, size_t err_len);
 // Called by zmsg_connect: makes sock a CURVE client of the server key.
 int net_security_dial(void *sock, char *err, size_t err_len);
 // Whether endpoint listens only on this machine: tcp:// on 127.x.x.x,

@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "net/curve_auth.h"     // defines: net_security_listen_plain
 #include "net/ring_schedule.h"  // defines: ring_schedule_t, ring_cursor_t, ring_cursor_init, ring_cursor_next
 #include "net/tcp_link.h"       // defines: tcp_link_listen, tcp_link_dial, tcp_link_accept, tcp_link_now_ms
 #include "net/wire.h"           // defines: wire_header_t, wire_header_encode, wire_checksum_stream_t
@@ -90,7 +91,11 @@ stream_ring_t *stream_ring_new(size_t rank, size_t n, uint64_t run_id, size_t ma
         stream_ring_destroy(&r);
         return NULL;
     }
-    if (tcp_link_listen(bind_host, &r->listen_fd, r->endpoint, sizeof r->endpoint, why, sizeof why) != 0) {
+    // Every asgd listener keeps the security rule (docs/security.md).
+    char probe[300];
+    snprintf(probe, sizeof probe, strchr(bind_host, ':') ? "tcp://[%s]:0" : "tcp://%s:0", bind_host);
+    if (net_security_listen_plain(probe, why, sizeof why) != 0 ||
+        tcp_link_listen(bind_host, &r->listen_fd, r->endpoint, sizeof r->endpoint, why, sizeof why) != 0) {
         snprintf(err, err_len, "stream ring: rank %zu: %s", rank, why);
         stream_ring_destroy(&r);
         return NULL;

@@ -32,7 +32,9 @@ typedef struct stream_ring stream_ring_t;
 
 // Rank `rank` of n (rank < n, n >= 1): listens on bind_host (a name or
 // address; "*" or "0.0.0.0" for every interface) at an ephemeral port, right
-// away, for the previous rank. Calls of at most max_count values. Returns
+// away, for the previous rank. The process's security rule applies
+// (net_security_listen_plain): never under CURVE, and beyond loopback only
+// when insecure. Calls of at most max_count values. Returns
 // NULL with err filled.
 stream_ring_t *stream_ring_new(size_t rank, size_t n, uint64_t run_id, size_t max_count, const char *bind_host,
                                char *err, size_t err_len);

@@ -11,12 +11,15 @@
 // size, a rank that disagrees on the count is named as such, and a rank that
 // exits after connecting makes the others fail because it closed its
 // connection; in each case every rank's call fails, and none by a timeout.
+// Last, the listener keeps the security rule: beyond loopback only when
+// insecure, and never in a run that uses CURVE.
 #include <stdint.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "kernels/partition.h"  // defines: shard_range
+#include "net/curve_auth.h"     // defines: net_security_set, curve_keypair_new
 #include "net/stream_ring.h"    // defines: stream_ring_new, stream_ring_connect, stream_ring_allreduce_sum
 #include "net/tcp_link.h"       // defines: tcp_link_dial, tcp_link_send_all
 #include "net/wire.h"           // defines: wire_header_t, wire_header_encode
@@ -197,6 +200,19 @@ static void test_fault(size_t n, fault_t fault, const char *first_says) {
     munmap(reps, n * sizeof *reps);
 }
 
+static void test_security_rule(void) {
+    char err[600];
+    CHECK(stream_ring_new(0, 2, RUN, 10, "0.0.0.0", err, sizeof err) == NULL);
+    CHECK(strstr(err, "refusing to listen beyond this machine without CURVE") && strstr(err, "--insecure"));
+    printf("refused: %s\n", err);
+    net_security_t sec = {.curve = 1};
+    CHECK_OK(curve_keypair_new(&sec.server_public, &sec.server_secret, err, sizeof err), err);
+    CHECK_OK(curve_keypair_new(&sec.client_public, &sec.client_secret, err, sizeof err), err);
+    CHECK_OK(net_security_set(&sec, err, sizeof err), err);
+    CHECK(stream_ring_new(0, 2, RUN, 10, "127.0.0.1", err, sizeof err) == NULL && strstr(err, "uses CURVE"));
+    printf("refused: %s\n", err);
+}
+
 int main(void) {
     for (size_t n = 1; n <= MAX_RANKS; n++) test_sums(n);
     for (size_t n = 2; n <= 4; n++) {
@@ -204,6 +220,7 @@ int main(void) {
         test_fault(n, FAULT_COUNT, "every rank must make the same calls with the same counts");
         test_fault(n, FAULT_DEAD, "closed its connection");
     }
+    test_security_rule();  // last: it leaves the process's security set to CURVE
     printf("test_stream_ring: OK\n");
     return 0;
 }

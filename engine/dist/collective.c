@@ -209,18 +209,6 @@ static int exchange_endpoints(struct ring *main_ring, const char *mine, size_t n
     return rc;
 }
 
-// The rule every asgd listener keeps (docs/security.md): nothing plain
-// beyond loopback unless the user said --insecure. Nonzero, with err, when a
-// stream ring's listener on host would break it.
-static int plain_listener_refused(const char *host, const char *what, char *err, size_t err_len) {
-    char probe[300];
-    snprintf(probe, sizeof probe, "tcp://%s:0", host);
-    if (net_endpoint_is_local(probe) || net_security_get()->insecure) return 0;
-    snprintf(err, err_len, "--collective %s: --bind-host %s: a plain TCP listener beyond this machine needs "
-             "--insecure (on a network you trust)", what, host);
-    return 1;
-}
-
 // What a worker advertises for a second listener bound at `bound`: the host
 // of its main ring's advertised endpoint (the host the others dial), with the
 // bound port; the bound endpoint itself when the main ring is on ipc://.
@@ -247,10 +235,13 @@ int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_
     // CURVE over the (encrypted) ZeroMQ ring.
     int stream = !net_security_get()->curve;
     const char *host = !ipc ? bind_host : stream ? "127.0.0.1" : "ipc";
-    if (stream && plain_listener_refused(host, "hier", err, err_len)) return -1;
-    *hier = hier_allreduce_new(zmq_ctx, stream, run_id, l.host, l.hosts, l.local, l.local_n, max_count, host, err,
-                               err_len);
-    if (!*hier) return -1;
+    char why[600];
+    *hier = hier_allreduce_new(zmq_ctx, stream, run_id, l.host, l.hosts, l.local, l.local_n, max_count, host, why,
+                               sizeof why);
+    if (!*hier) {
+        snprintf(err, err_len, "--collective hier: %s", why);
+        return -1;
+    }
     if (l.hosts == 1) return 0;
     char mine[RDV_ENDPOINT_MAX];
     advertised(ring[id].endpoint, hier_allreduce_endpoint(*hier), ipc, mine);
@@ -277,17 +268,19 @@ int collective_open_stream(struct ring *main_ring, const rdv_entry_t *ring, size
                            char *err, size_t err_len) {
     int ipc = strncmp(ring[id].endpoint, "ipc://", 6) == 0;
     const char *host = ipc ? "127.0.0.1" : bind_host;
-    if (plain_listener_refused(host, "stream", err, err_len)) return -1;
     // A run id of its own: nothing of the main ring's can pass for it.
-    *stream = stream_ring_new(id, n, run_id ^ 0x53545245414dull, max_count, host, err, err_len);
-    if (!*stream) return -1;
+    char why[600];
+    *stream = stream_ring_new(id, n, run_id ^ 0x53545245414dull, max_count, host, why, sizeof why);
+    if (!*stream) {
+        snprintf(err, err_len, "--collective stream: %s", why);
+        return -1;
+    }
     char mine[RDV_ENDPOINT_MAX];
     advertised(ring[id].endpoint, stream_ring_endpoint(*stream), ipc, mine);
     char *all = malloc(n * RDV_ENDPOINT_MAX);
     int rc = all ? exchange_endpoints(main_ring, mine, n, id, max_count, timeout_ms, "stream", all, err, err_len) : -1;
     if (!all) snprintf(err, err_len, "--collective stream: out of memory");
     if (rc == 0) {
-        char why[600];
         rc = stream_ring_connect(*stream, all + ((id + 1) % n) * RDV_ENDPOINT_MAX, timeout_ms, why, sizeof why);
         if (rc != 0) snprintf(err, err_len, "--collective stream: %s", why);
     }
