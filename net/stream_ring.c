@@ -57,6 +57,7 @@ typedef struct out_msg {
 // `dst` (the stage, or in the allgather the caller's array itself).
 typedef struct in_msg {
     uint8_t header[WIRE_HEADER_SIZE];
+    wire_header_t h;    // decoded once all of header is in
     uint8_t *dst;
     size_t a, values;   // the sub-chunk due: first value and count
     size_t got;         // bytes of header + payload read
@@ -261,9 +262,10 @@ static void in_begin(stream_ring_t *r, float *data, const ring_cursor_t *c, in_m
     wire_checksum_begin(&m->out, 0);
 }
 
-static int in_check_header(stream_ring_t *r, const ring_cursor_t *c, const in_msg_t *m, wire_header_t *h, char *err,
-                           size_t err_len) {
-    wire_header_decode(m->header, h);
+// Decodes the header into m->h and checks it is the sub-chunk due.
+static int in_check_header(stream_ring_t *r, const ring_cursor_t *c, in_msg_t *m, char *err, size_t err_len) {
+    wire_header_decode(m->header, &m->h);
+    const wire_header_t *h = &m->h;
     if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION || h->type != MSG_TYPE_RING_CHUNK ||
         h->run_id != r->run_id || h->sender != prev_rank(r) || h->payload_kind != PAYLOAD_KIND_DENSE) {
         snprintf(err, err_len, "stream ring: rank %zu: what rank %zu (previous) sent in allreduce call %llu is not a "
@@ -312,7 +314,6 @@ static void in_process(stream_ring_t *r, float *data, const ring_cursor_t *c, in
 // verified, 0 when nothing more is there yet, -1 on error.
 static int in_read(stream_ring_t *r, float *data, const ring_cursor_t *c, in_msg_t *m, char *err, size_t err_len) {
     size_t total = WIRE_HEADER_SIZE + m->values * sizeof(float);
-    wire_header_t h;
     while (m->got < total) {
         struct iovec iov[2];
         size_t k = 0, pgot = m->got > WIRE_HEADER_SIZE ? m->got - WIRE_HEADER_SIZE : 0;
@@ -334,18 +335,17 @@ static int in_read(stream_ring_t *r, float *data, const ring_cursor_t *c, in_msg
         }
         size_t before = m->got;
         m->got += (size_t)g;
-        if (before < WIRE_HEADER_SIZE && m->got >= WIRE_HEADER_SIZE && in_check_header(r, c, m, &h, err, err_len) != 0)
+        if (before < WIRE_HEADER_SIZE && m->got >= WIRE_HEADER_SIZE && in_check_header(r, c, m, err, err_len) != 0)
             return -1;
         if (m->got > WIRE_HEADER_SIZE) in_process(r, data, c, m);
     }
-    wire_header_decode(m->header, &h);
-    if (wire_checksum_end(&m->in) != h.checksum) {
+    if (wire_checksum_end(&m->in) != m->h.checksum) {
         snprintf(err, err_len, "stream ring: rank %zu: elements [%zu, %zu) from rank %u in call %llu fail their checksum "
-                 "(corrupted on the way)", r->rank, m->a, m->a + m->values, h.sender, (unsigned long long)r->seq);
+                 "(corrupted on the way)", r->rank, m->a, m->a + m->values, m->h.sender, (unsigned long long)r->seq);
         return -1;
     }
     if (reduce_step(r, c->step)) seal(r, c->step + 1, c->k, wire_checksum_end(&m->out));
-    else if (c->step + 1 < ring_schedule_steps(&r->sched)) seal(r, c->step + 1, c->k, h.checksum);
+    else if (c->step + 1 < ring_schedule_steps(&r->sched)) seal(r, c->step + 1, c->k, m->h.checksum);
     r->stats.msgs_recv++;
     r->stats.bytes_recv += m->values * sizeof(float);
     return 1;
