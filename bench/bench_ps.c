@@ -40,7 +40,7 @@
 // tenants only ever slow a trial down), the trials interleaved across variants.
 //
 //   bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] [--io-threads K] [--no-profile] [--replicas 2]
-//            [--pipe-blocks 8]
+//            [--pipe-blocks 8] [--part-floats N] [--separate-pull]
 //            [--bsp-workers 2] [--compute-ms 5] [--no-bsp]
 #include <errno.h>
 #include <pthread.h>
@@ -84,6 +84,8 @@ typedef struct opts {
     double compute_ms;
     int replicas;  // 2: also each shard as a primary and a backup (--server-replicas 2)
     size_t pipe_blocks;  // the pipelined design's range messages per push
+    long part_floats;    // ps_client_set_push_part (-1: the client's default)
+    int separate_pull;   // the PS round as push, then pull (not ps_client_push_commit_pull)
     char state_dir[64];
 } opts_t;
 
@@ -249,6 +251,8 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o, int repli
     void *ctx = new_ctx(o->io_threads);
     ps_client_t *cl = ps_client_new(ctx, RUN, 0, endpoints, n_shards, n, 0, TIMEOUT_MS, err, sizeof err);
     if (!cl) die("ps_client_new", err);
+    if (o->part_floats >= 0 && ps_client_set_push_part(cl, (size_t)o->part_floats, err, sizeof err) != 0)
+        die("ps_client_set_push_part", err);
     size_t begin[MAX_SHARDS], end[MAX_SHARDS];
     for (size_t k = 0; k < n_shards; k++) shard_range(n, n_shards, k, &begin[k], &end[k]);
     int total = o->warmup + o->rounds;
@@ -267,8 +271,12 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o, int repli
                 ps_client_push_block_written(cl, k, from, len);
             }
         }
-        if (ps_client_push_commit(cl, (uint64_t)r, 1, 0, err, sizeof err) != 0) die("ps_client_push_commit", err);
-        if (ps_client_pull(cl, 0, out, NULL, err, sizeof err) != 0) die("ps_client_pull", err);
+        if (o->separate_pull) {
+            if (ps_client_push_commit(cl, (uint64_t)r, 1, 0, err, sizeof err) != 0) die("ps_client_push_commit", err);
+            if (ps_client_pull(cl, 0, out, NULL, err, sizeof err) != 0) die("ps_client_pull", err);
+        } else if (ps_client_push_commit_pull(cl, (uint64_t)r, 1, out, err, sizeof err) != 0) {
+            die("ps_client_push_commit_pull", err);
+        }
         if (r >= o->warmup) t[r - o->warmup] = bench_now_s() - t0;
     }
     round_cost_t cost;
@@ -642,6 +650,8 @@ static void *bsp_worker_main(void *arg) {
     } else {
         cl = ps_client_new(ctx, RUN, w->id, w->endpoints, w->n_shards, w->n, 0, TIMEOUT_MS, err, sizeof err);
         if (!cl) die("ps_client_new", err);
+        if (w->o->part_floats >= 0 && ps_client_set_push_part(cl, (size_t)w->o->part_floats, err, sizeof err) != 0)
+            die("ps_client_set_push_part", err);
     }
     int total = w->o->warmup + w->o->rounds;
     for (int r = 0; r < total; r++) {
@@ -907,7 +917,7 @@ static void profile(size_t m, const opts_t *o) {
 int main(int argc, char **argv) {
     opts_t o = {.n_sizes = 2, .mfloats = {1, 4}, .n_shards = 2, .shards = {1, 2}, .warmup = 3, .rounds = 20,
                 .trials = 5, .io_threads = 1, .profile = 1, .bsp = 1, .bsp_workers = 2, .compute_ms = 5.0,
-                .replicas = 1, .pipe_blocks = 8};
+                .replicas = 1, .pipe_blocks = 8, .part_floats = -1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--sizes-m") == 0 && v) o.n_sizes = bench_parse_list("bench_ps", v, o.mfloats, MAX_LIST), i++;
@@ -920,13 +930,15 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--replicas") == 0 && v) o.replicas = atoi(v), i++;
         else if (strcmp(a, "--no-bsp") == 0) o.bsp = 0;
         else if (strcmp(a, "--pipe-blocks") == 0 && v) o.pipe_blocks = strtoull(v, NULL, 10), i++;
+        else if (strcmp(a, "--part-floats") == 0 && v) o.part_floats = strtol(v, NULL, 10), i++;
+        else if (strcmp(a, "--separate-pull") == 0) o.separate_pull = 1;
         else if (strcmp(a, "--bsp-workers") == 0 && v) o.bsp_workers = (size_t)atoi(v), i++;
         else if (strcmp(a, "--compute-ms") == 0 && v) o.compute_ms = atof(v), i++;
         else {
             fprintf(stderr,
                     "usage: bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] "
                     "[--io-threads K] [--no-profile] [--bsp-workers 2] [--compute-ms 5] [--no-bsp] [--replicas 2]\n"
-                    "       [--pipe-blocks 8]\n");
+                    "       [--pipe-blocks 8] [--part-floats N] [--separate-pull]\n");
             return strcmp(a, "--help") == 0 ? 0 : 2;
         }
     }

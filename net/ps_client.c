@@ -15,6 +15,9 @@
 
 #define RETRY_BACKOFF_MAX 8  // a silent shard is retried at most every 8 retry intervals
 #define JOIN_ROUNDS_MAX 8    // HELLO rounds to make the shards agree on a rejoin clock
+// A dense push larger than this goes in parts of this many floats (1 MiB):
+// the shard applies one while the next is on the wire (docs/protocol.md).
+#define PART_FLOATS_DEFAULT ((size_t)1 << 18)
 
 // A request kept until answered, so that it can be sent again.
 typedef enum request_kind {
@@ -34,9 +37,13 @@ typedef struct shard_conn {
     uint64_t welcome_clock;  // the clock its WELCOME said this worker continues from
     // The last push (a copy of its frames shares their buffers), until the next
     // one replaces it: resent while unacknowledged, and with a retried pull.
+    // A push in parts keeps its parts' messages and checksums instead.
     wire_header_t push_h;
     zmq_msg_t push_frames[2];
-    size_t push_n_frames;  // 0: no push yet
+    size_t push_n_frames;  // 0: no push yet, or one in parts
+    zmq_msg_t *push_parts;   // (n_parts) a push in parts
+    uint32_t *push_sums;     // (n_parts) its parts' checksums
+    size_t push_n_parts;     // 0: no push in parts
     int push_acked;
     // The request waiting for its answer.
     request_kind_t req;
@@ -46,9 +53,17 @@ typedef struct shard_conn {
     int answered;
     size_t key_begin;     // keyed pull: where this shard's keys start in the caller's array
     size_t key_count;     // keyed pull: how many of them this shard was asked for
+    // A pull answered with the push (ps_client_push_commit_pull): the floats
+    // of the shard received so far, in order, and the oldest version among them.
+    size_t echo_next;
+    uint64_t echo_version;
     // Retries: when something was last sent, the current interval, when the shard last spoke.
     double sent_at, retry_s, heard_at;
-    wire_checksum_stream_t sum;  // the push frame's checksum, block by block
+    // The frame being filled: its parts' checksums, block by block.
+    size_t n_parts;              // parts a dense push to this shard is cut into (1: sent whole)
+    wire_checksum_stream_t sum;  // the checksum of the part being summed
+    wire_checksum_stream_t whole;  // with parts, the whole frame's too (a BSP push goes whole)
+    uint32_t *fill_sums;         // (n_parts) those of the parts summed
     size_t summed;               // floats of the push frame summed so far; SIZE_MAX: given up
 } shard_conn_t;
 
@@ -70,6 +85,8 @@ struct ps_client {
     int frames_ready;
     int frames_encoded;  // the frames being filled are ENCODED, not DENSE
     int carry;           // the next push carries shards[k].carry_version (ps_client_carry_versions)
+    zmq_msg_t *part_scratch;  // (the most parts of any shard) messages being sent
+    size_t part_floats;  // a dense push's parts hold this many floats (a multiple of 8; 0: sent whole)
     // The pull in progress.
     float *pull_out;
     float *pull_values;
@@ -106,9 +123,39 @@ static void sent_now(ps_client_t *c, shard_conn_t *s) {
     s->retry_s = c->retry_s;
 }
 
+// The header of part i of shard k's kept push.
+static wire_header_t part_header(const ps_client_t *c, const shard_conn_t *s, size_t i) {
+    wire_header_t h = s->push_h;
+    size_t from = i * c->part_floats, n = s->end - s->begin;
+    h.offset = s->begin + from;
+    h.count = (uint32_t)(i + 1 == s->push_n_parts ? n - from : c->part_floats);
+    h.checksum = s->push_sums[i];
+    return h;
+}
+
+// Sends shard k's kept push in parts, in order (parts[] consumed).
+static int send_parts(ps_client_t *c, size_t k, zmq_msg_t *parts, char *err, size_t err_len) {
+    shard_conn_t *s = &c->shards[k];
+    int rc = 0;
+    for (size_t i = 0; i < s->push_n_parts; i++) {
+        wire_header_t h = part_header(c, s, i);
+        if (rc == 0) rc = zmsg_send_sealed(s->sock, NULL, &h, &parts[i], 1, 0, err, err_len);
+        else zmq_msg_close(&parts[i]);
+    }
+    return rc;
+}
+
 // Sends shard k's kept push again (its frames are shared, not copied).
 static int resend_push(ps_client_t *c, size_t k, char *err, size_t err_len) {
     shard_conn_t *s = &c->shards[k];
+    if (s->push_n_parts) {
+        zmq_msg_t *parts = c->part_scratch;
+        for (size_t i = 0; i < s->push_n_parts; i++) {
+            zmq_msg_init(&parts[i]);
+            zmq_msg_copy(&parts[i], &s->push_parts[i]);
+        }
+        return send_parts(c, k, parts, err, err_len);
+    }
     zmq_msg_t frames[2];
     for (size_t i = 0; i < s->push_n_frames; i++) {
         zmq_msg_init(&frames[i]);
@@ -145,7 +192,8 @@ static int start_request(ps_client_t *c, size_t k, request_kind_t kind, wire_hea
     return send_request(c, k, err, err_len);
 }
 
-static int push_outstanding(const shard_conn_t *s) { return s->push_n_frames && !s->push_acked; }
+static int has_push(const shard_conn_t *s) { return s->push_n_frames || s->push_n_parts; }
+static int push_outstanding(const shard_conn_t *s) { return has_push(s) && !s->push_acked; }
 static int request_outstanding(const shard_conn_t *s) { return s->req != REQUEST_NONE && !s->answered; }
 
 // Resends what shard k has left unanswered for its retry interval: the push,
@@ -157,7 +205,7 @@ static int retry_shard(ps_client_t *c, size_t k, double now, char *err, size_t e
     int push = push_outstanding(s), req = request_outstanding(s);
     if (!push && !req) return 0;
     if (now - s->sent_at < s->retry_s) return 0;
-    if (push || (req && s->req == REQUEST_PULL && s->req_h.clock > 0 && s->push_n_frames)) {
+    if (push || (req && s->req == REQUEST_PULL && s->req_h.clock > 0 && has_push(s))) {
         if (resend_push(c, k, err, err_len) != 0) return -1;
     }
     if (req && send_request(c, k, err, err_len) != 0) return -1;
@@ -175,6 +223,30 @@ static void note_stale(ps_client_t *c) { c->stats.stale++; }
 static int answers_keys(const shard_conn_t *s, zmsg_t *m) {
     if (!s->req_has_keys || m->h.count != s->key_count) return 0;
     return memcmp(zmsg_payload(m, 0), zmq_msg_data((zmq_msg_t *)&s->req_keys), s->key_count * sizeof(uint32_t)) == 0;
+}
+
+// A range of shard k's values answering the push in flight part by part
+// (WIRE_FLAG_ECHO): copied out in order; the pull is answered with the last.
+static int take_echo(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_len) {
+    shard_conn_t *s = &c->shards[k];
+    const wire_header_t *h = &m->h;
+    if (h->offset == s->begin) s->echo_next = 0, s->echo_version = UINT64_MAX;  // the first range (again)
+    if (h->offset != s->begin + s->echo_next || h->count > s->end - h->offset) {
+        note_stale(c);  // out of line: a retry's whole answer completes the pull
+        return 0;
+    }
+    if (zmsg_copy_verified(m, c->pull_out + h->offset) != 0) {
+        snprintf(err, err_len, "worker %u: parameters from server shard %zu failed their checksum", c->worker, k);
+        return -1;
+    }
+    c->stats.bytes_in += 4u * h->count;
+    s->echo_next += h->count;
+    if (h->param_version < s->echo_version) s->echo_version = h->param_version;
+    if (s->echo_next == s->end - s->begin) {
+        s->version = s->echo_version;
+        s->answered = 1;
+    }
+    return 0;
 }
 
 // Handles one message from shard k.
@@ -223,6 +295,8 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
             note_stale(c);  // a retried pull's second answer, or one for an earlier pull
             return 0;
         }
+        if (h->payload_kind == PAYLOAD_KIND_DENSE && c->pull_out && h->count < s->end - s->begin)
+            return take_echo(c, k, m, err, err_len);
         if (h->payload_kind == PAYLOAD_KIND_DENSE && c->pull_out && h->offset == s->begin &&
             h->count == s->end - s->begin) {
             // Verified while copied: one pass over the payload instead of two.
@@ -403,6 +477,44 @@ static int join(ps_client_t *c, char *err, size_t err_len) {
     return 0;
 }
 
+// Cuts every shard's dense pushes into parts of part_floats (rounded up to a
+// multiple of 8, the checksum's pieces; 0: whole), with room for their checksums.
+static int layout_parts(ps_client_t *c, size_t part_floats, char *err, size_t err_len) {
+    part_floats = (part_floats + 7) / 8 * 8;
+    size_t most = 1;
+    for (size_t k = 0; k < c->n_shards; k++) {
+        shard_conn_t *s = &c->shards[k];
+        size_t n = s->end - s->begin;
+        s->n_parts = part_floats && n > part_floats ? (n + part_floats - 1) / part_floats : 1;
+        if (s->n_parts > most) most = s->n_parts;
+        free(s->fill_sums), free(s->push_sums), free(s->push_parts);
+        s->fill_sums = calloc(s->n_parts, sizeof *s->fill_sums);
+        s->push_sums = calloc(s->n_parts, sizeof *s->push_sums);
+        s->push_parts = calloc(s->n_parts, sizeof *s->push_parts);
+        if (!s->fill_sums || !s->push_sums || !s->push_parts) {
+            snprintf(err, err_len, "worker: out of memory");
+            return -1;
+        }
+    }
+    free(c->part_scratch);
+    if (!(c->part_scratch = calloc(most, sizeof *c->part_scratch))) {
+        snprintf(err, err_len, "worker: out of memory");
+        return -1;
+    }
+    c->part_floats = part_floats;
+    return 0;
+}
+
+int ps_client_set_push_part(ps_client_t *c, size_t floats, char *err, size_t err_len) {
+    if (c->frames_ready || c->stats.pushes_sent > 0) {
+        snprintf(err, err_len, "worker: the size of a push's parts is set before the first push");
+        return -1;
+    }
+    return layout_parts(c, floats, err, err_len);
+}
+
+size_t ps_client_push_parts(const ps_client_t *c, size_t shard) { return c->shards[shard].n_parts; }
+
 // Connects a DEALER to every shard; the caller then joins (a worker) or not (an observer).
 static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t worker, uint32_t join_nonce,
                                    const char *const *endpoints,
@@ -467,6 +579,7 @@ static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t work
         c->items[k].socket = s->sock;
         c->items[k].events = ZMQ_POLLIN;
     }
+    if (layout_parts(c, PART_FLOATS_DEFAULT, err, err_len) != 0) ps_client_destroy(&c);
     return c;
 }
 
@@ -505,6 +618,8 @@ void ps_client_destroy(ps_client_t **cp) {
         for (size_t k = 0; k < c->n_shards; k++) {
             shard_conn_t *s = &c->shards[k];
             for (size_t i = 0; i < s->push_n_frames; i++) zmq_msg_close(&s->push_frames[i]);
+            for (size_t i = 0; i < s->push_n_parts; i++) zmq_msg_close(&s->push_parts[i]);
+            free(s->push_parts), free(s->push_sums), free(s->fill_sums);
             if (s->req_has_keys) zmq_msg_close(&s->req_keys);
             if (s->sock) zmq_close(s->sock);
         }
@@ -514,6 +629,7 @@ void ps_client_destroy(ps_client_t **cp) {
     free(c->frames);
     free(c->frame_data);
     free(c->encoded);
+    free(c->part_scratch);
     free(c);
     *cp = NULL;
 }
@@ -560,6 +676,7 @@ float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len) {
             }
             c->frame_data[k] = zmq_msg_data(&c->frames[k]);
             wire_checksum_begin(&c->shards[k].sum, 0);
+            wire_checksum_begin(&c->shards[k].whole, 0);
             c->shards[k].summed = 0;
         }
         c->frames_ready = 1;
@@ -569,12 +686,96 @@ float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len) {
 
 void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, size_t n) {
     shard_conn_t *s = &c->shards[shard];
-    if (!c->frames_ready || s->summed != from || s->sum.closed) {
+    if (!c->frames_ready || c->frames_encoded || s->summed != from || s->sum.closed) {
         s->summed = SIZE_MAX;  // out of order: the commit checksums the frame itself
         return;
     }
-    wire_checksum_update(&s->sum, c->frame_data[shard] + from, n * sizeof(float));
-    s->summed += n;
+    size_t size = s->end - s->begin;
+    const float *p = c->frame_data[shard] + from;
+    // A block may end one part and begin the next: each part has its own checksum.
+    while (n > 0 && s->summed < size) {
+        size_t part = s->n_parts > 1 ? s->summed / c->part_floats : 0;
+        size_t part_end = s->n_parts > 1 && part + 1 < s->n_parts ? (part + 1) * c->part_floats : size;
+        size_t take = n < part_end - s->summed ? n : part_end - s->summed;
+        wire_checksum_update(&s->sum, p, take * sizeof(float));
+        if (s->n_parts > 1) wire_checksum_update(&s->whole, p, take * sizeof(float));
+        s->summed += take, p += take, n -= take;
+        if (s->summed == part_end) {
+            s->fill_sums[part] = wire_checksum_end(&s->sum);
+            wire_checksum_begin(&s->sum, 0);
+        } else if (s->sum.closed) {
+            s->summed = SIZE_MAX;
+            return;
+        }
+    }
+}
+
+// Lets go of shard k's kept push.
+static void drop_kept_push(shard_conn_t *s) {
+    for (size_t i = 0; i < s->push_n_frames; i++) zmq_msg_close(&s->push_frames[i]);
+    for (size_t i = 0; i < s->push_n_parts; i++) zmq_msg_close(&s->push_parts[i]);
+    s->push_n_frames = s->push_n_parts = 0;
+}
+
+// A push frame's buffer, shared by the messages of its parts: freed (the
+// frame closed) when libzmq and the client have let go of every one.
+typedef struct part_holder {
+    _Atomic size_t refs;
+    zmq_msg_t whole;
+} part_holder_t;
+
+static void part_released(void *data, void *hint) {
+    (void)data;
+    part_holder_t *ph = hint;
+    if (atomic_fetch_sub_explicit(&ph->refs, 1, memory_order_acq_rel) != 1) return;
+    zmq_msg_close(&ph->whole);
+    free(ph);
+}
+
+// Cuts shard k's filled frame (consumed) into its parts' messages, kept as
+// its push, and their checksums (computed here for the parts not summed
+// while written). Returns 0, or -1 with err filled.
+static int cut_parts(ps_client_t *c, size_t k, zmq_msg_t *frame, char *err, size_t err_len) {
+    shard_conn_t *s = &c->shards[k];
+    size_t n = s->end - s->begin;
+    const float *data = zmq_msg_data(frame);
+    part_holder_t *ph = malloc(sizeof *ph);
+    if (!ph) {
+        zmq_msg_close(frame);
+        snprintf(err, err_len, "worker: out of memory");
+        return -1;
+    }
+    atomic_init(&ph->refs, s->n_parts);
+    zmq_msg_init(&ph->whole);
+    zmq_msg_move(&ph->whole, frame);
+    zmq_msg_close(frame);
+    for (size_t i = 0; i < s->n_parts; i++) {
+        size_t from = i * c->part_floats, len = i + 1 == s->n_parts ? n - from : c->part_floats;
+        s->push_sums[i] = s->summed == n ? s->fill_sums[i] : wire_checksum(data + from, len * sizeof(float), 0);
+        // Cannot fail with a buffer given (libzmq allocates nothing for it but its small header).
+        if (zmq_msg_init_data(&s->push_parts[i], (void *)(data + from), len * sizeof(float), part_released, ph) != 0) {
+            for (size_t j = 0; j < i; j++) zmq_msg_close(&s->push_parts[j]);
+            for (size_t j = i; j < s->n_parts; j++) part_released(NULL, ph);
+            return ZMQ_FAIL("worker: zmq_msg_init_data", err, err_len);
+        }
+    }
+    s->push_n_parts = s->n_parts;
+    return 0;
+}
+
+// Sends shard k's push in parts (frame consumed), kept for resending.
+static int send_push_parts(ps_client_t *c, size_t k, const wire_header_t *h, zmq_msg_t *frame, char *err,
+                           size_t err_len) {
+    shard_conn_t *s = &c->shards[k];
+    drop_kept_push(s);
+    if (cut_parts(c, k, frame, err, err_len) != 0) return -1;
+    s->push_h = *h;
+    s->push_acked = 0;
+    sent_now(c, s);
+    if (c->counts) c->counts[k].sent++;  // before it can arrive anywhere
+    if (resend_push(c, k, err, err_len) != 0) return -1;
+    c->stats.pushes_sent++;
+    return 0;
 }
 
 // Sends a push to shard k (frames consumed) and keeps it for resending.
@@ -582,7 +783,7 @@ void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, siz
 static int send_push(ps_client_t *c, size_t k, const wire_header_t *h, zmq_msg_t *frames, size_t n_frames,
                      char *err, size_t err_len) {
     shard_conn_t *s = &c->shards[k];
-    for (size_t i = 0; i < s->push_n_frames; i++) zmq_msg_close(&s->push_frames[i]);
+    drop_kept_push(s);
     for (size_t i = 0; i < n_frames; i++) {
         zmq_msg_init(&s->push_frames[i]);
         zmq_msg_copy(&s->push_frames[i], &frames[i]);
@@ -618,7 +819,7 @@ static int wait_previous_push(ps_client_t *c, char *err, size_t err_len) {
     return pump(c, all_acked, "waiting for the previous push's acknowledgement", err, err_len);
 }
 
-int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, char *err, size_t err_len) {
+static int commit(ps_client_t *c, uint64_t clock, uint32_t examples, uint16_t flags, char *err, size_t err_len) {
     if (!c->frames_ready) {
         snprintf(err, err_len, "worker: push committed without frames");
         return -1;
@@ -640,14 +841,57 @@ int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int
         h.offset = s->begin;
         h.count = (uint32_t)(s->end - s->begin);
         h.aux = examples;
-        h.flags = bsp ? WIRE_FLAG_SUM : 0;
-        if (s->summed == s->end - s->begin) h.checksum = wire_checksum_end(&s->sum);
-        else wire_seal(&h, zmq_msg_data(&c->frames[k]), zmq_msg_size(&c->frames[k]), NULL, 0);
+        h.flags = flags;
         size_t frame_bytes = zmq_msg_size(&c->frames[k]);
-        rc = send_push(c, k, &h, &c->frames[k], 1, err, err_len);
+        // A BSP gradient goes whole: the shard keeps it as received until its
+        // round is applied, where parts would be copied (docs/protocol.md).
+        if (!encoded && !(flags & WIRE_FLAG_SUM) && s->n_parts > 1) {
+            rc = send_push_parts(c, k, &h, &c->frames[k], err, err_len);
+        } else {
+            if (!encoded && s->summed == s->end - s->begin && s->summed > 0)
+                h.checksum = s->n_parts > 1 ? wire_checksum_end(&s->whole) : s->fill_sums[0];
+            else wire_seal(&h, zmq_msg_data(&c->frames[k]), frame_bytes, NULL, 0);
+            rc = send_push(c, k, &h, &c->frames[k], 1, err, err_len);
+        }
         if (rc == 0) c->stats.bytes_out += frame_bytes;
     }
     c->carry = 0;
+    return rc;
+}
+
+int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, char *err, size_t err_len) {
+    return commit(c, clock, examples, bsp ? WIRE_FLAG_SUM : 0, err, err_len);
+}
+
+static int answered_and_acked(const ps_client_t *c) { return all_answered(c) && all_acked(c); }
+
+int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples, float *out, char *err,
+                               size_t err_len) {
+    if (c->frames_encoded) {
+        snprintf(err, err_len, "worker: an encoded push is not answered with values");
+        return -1;
+    }
+    double t0 = now_s();
+    if (wait_previous_push(c, err, err_len) != 0) return -1;
+    // Each shard's pull waits unsent: the answers come with the push. A
+    // retry sends it as a plain pull, whose whole answer completes it.
+    for (size_t k = 0; k < c->n_shards; k++) {
+        shard_conn_t *s = &c->shards[k];
+        if (s->req_has_keys) zmq_msg_close(&s->req_keys);
+        s->req_has_keys = 0;
+        s->req = REQUEST_PULL;
+        s->req_h = request(c, MSG_TYPE_PULL, k);
+        s->answered = 0;
+        s->echo_next = 0;
+        s->echo_version = UINT64_MAX;
+    }
+    c->pull_out = out;
+    int rc = commit(c, clock, examples, WIRE_FLAG_ECHO, err, err_len);
+    if (rc == 0) rc = pump(c, answered_and_acked, "pushing and pulling parameters", err, err_len);
+    c->pull_out = NULL;
+    finish_requests(c);
+    c->stats.pulls++;
+    c->stats.pull_wait_s += now_s() - t0;
     return rc;
 }
 

@@ -71,6 +71,17 @@ uint64_t ps_client_join_clock(const ps_client_t *c);
 // quarter of timeout_ms, at most 1000 ms).
 void ps_client_set_retry_ms(ps_client_t *c, int retry_ms);
 
+// A dense push to a shard holding more than `floats` parameters goes in
+// parts: messages of `floats` consecutive values (rounded up to a multiple of
+// 8; the last part holds the rest), sent in order, so that the shard applies
+// one while the next is still on the wire (docs/protocol.md, "Pushes in
+// parts"). The push is still one push: one clock, one acknowledgement, one
+// version. Default 262,144 (1 MiB); 0 sends every push whole. Called before
+// the first push; returns 0, or -1 with err filled.
+int ps_client_set_push_part(ps_client_t *c, size_t floats, char *err, size_t err_len);
+// The parts a dense push to shard k is cut into (1: sent whole).
+size_t ps_client_push_parts(const ps_client_t *c, size_t shard);
+
 // Dense push in place: ps_client_push_frames returns one buffer per shard; the
 // caller writes the update for parameter j of shard k's range [begin, end) at
 // frames[k][j - begin], then commits. The buffers are the messages sent (no copy).
@@ -85,6 +96,14 @@ void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, siz
 // worker's push rounds done before this one; it must exceed the last push's.
 // bsp: a gradient to aggregate (examples: how many examples it averages over).
 int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, char *err, size_t err_len);
+// ps_client_push_commit of an ASP/SSP push, with the whole model back in
+// out[0..n_params) as it stands once the push is applied: each shard answers
+// with the push (WIRE_FLAG_ECHO), a part's range as soon as that part is
+// applied, so the values travel back while the rest of the push is still
+// on its way (docs/protocol.md, "Values back with a push"). Waits for the
+// values and the acknowledgements. Returns 0 or -1.
+int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples, float *out, char *err,
+                               size_t err_len);
 // Encoded push (PAYLOAD_KIND_ENCODED): like ps_client_push_frames, but frame k
 // is bytes[k] bytes for the caller to fill with an encoding (net/compress.h)
 // of shard k's whole range; ps_client_push_commit then sends them. Returns

@@ -231,20 +231,46 @@ static int await_answers(ps_replica_t *r, char *err, size_t err_len) {
     }
 }
 
-// Sends m as received to every backup, then waits for all their answers.
-static int forward(ps_replica_t *r, zmsg_t *m, char *err, size_t err_len) {
+// A push's part that is not its last is answered by nobody (ps_server.h),
+// unless a backup refuses it, as the primary then does too.
+static int answered(const zmsg_t *m, size_t shard_end) {
+    const wire_header_t *h = &m->h;
+    return h->type != MSG_TYPE_PUSH || h->payload_kind != PAYLOAD_KIND_DENSE || h->offset + h->count == shard_end;
+}
+
+// Drops what backups answered to messages not waited for: refusals of a
+// part (a refusal arriving later than this is taken for the next answer; the
+// backup still takes every message in order).
+static void drain_answers(ps_replica_t *r) {
+    for (size_t i = 0; i < r->n_backups; i++) {
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        while (zmq_msg_recv(&part, r->backups[i].fwd, ZMQ_DONTWAIT) >= 0) {}
+        zmq_msg_close(&part);
+    }
+}
+
+// Sends m as received to every backup, then waits for all their answers (to
+// a message that has one). Workers' requests for values back with their
+// push (WIRE_FLAG_ECHO) are the primary's to answer: backups are not asked.
+static int forward(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
+    size_t begin, end;
+    ps_server_range(s, &begin, &end);
+    drain_answers(r);
+    wire_header_t h = m->h;
+    h.flags &= (uint16_t)~WIRE_FLAG_ECHO;
     for (size_t i = r->n_backups; i-- > 0;) {
         zmq_msg_t frames[2];
         for (size_t f = 0; f < m->n_frames; f++) {
             zmq_msg_init(&frames[f]);
             zmq_msg_copy(&frames[f], &m->frames[f]);
         }
-        if (zmsg_send_sealed(r->backups[i].fwd, NULL, &m->h, frames, m->n_frames, 1, err, err_len) != 0) {
+        if (zmsg_send_sealed(r->backups[i].fwd, NULL, &h, frames, m->n_frames, 1, err, err_len) != 0) {
             err[0] = '\0';
             drop_backup(r, i, "its queue is full");
         }
     }
-    return await_answers(r, err, err_len);
+    return answered(m, end) ? await_answers(r, err, err_len) : 0;
 }
 
 // The primary evicts worker k: the backups first.
@@ -333,7 +359,7 @@ static int on_message(void *ctx, ps_server_t *s, struct zmsg *m, char *err, size
     }
     if (m->h.type == MSG_TYPE_REPLICA_EVICT) return take_evict(r, s, m, err, err_len);
     if (r->primary && r->n_backups && m->h.shard == r->cfg.shard && is_state_change(m, r->cfg.n_workers))
-        return forward(r, m, err, err_len);
+        return forward(r, s, m, err, err_len);
     return 0;
 }
 

@@ -27,6 +27,10 @@ struct ps_values {
     _Atomic int refs;     // the owner's, plus one per reply in flight
     int sum_valid;        // sum is the checksum of buf[cur]
     uint32_t sum;
+    // A push applied range by range (ps_values_apply_range): the checksum of
+    // values [0, summed_to) as they are now, while nothing else wrote there.
+    wire_checksum_stream_t stream;
+    size_t summed_to;     // SIZE_MAX: no stream
     ps_values_counts_t counts;
 };
 
@@ -56,6 +60,7 @@ ps_values_t *ps_values_new(size_t n) {
         atomic_init(&v->slot[i].inflight, 0);
     }
     atomic_init(&v->refs, 1);
+    v->summed_to = SIZE_MAX;
     return v;
 }
 
@@ -73,8 +78,9 @@ static int lent(const ps_values_t *v, int i) {
     return atomic_load_explicit(&((ps_values_t *)v)->slot[i].inflight, memory_order_acquire) > 0;
 }
 
-float *ps_values_write(ps_values_t *v) {
-    v->sum_valid = 0;
+// Makes the current buffer one no reply references (copying the values over
+// to the other one when it is lent).
+static void make_writable(ps_values_t *v) {
     if (lent(v, v->cur)) {
         // The other buffer is free: a reply is lent only while it is.
         int to = 1 - v->cur;
@@ -82,12 +88,19 @@ float *ps_values_write(ps_values_t *v) {
         v->cur = to;
         v->counts.moved++;
     }
+}
+
+float *ps_values_write(ps_values_t *v) {
+    v->sum_valid = 0;
+    v->summed_to = SIZE_MAX;
+    make_writable(v);
     return v->buf[v->cur];
 }
 
 // The buffer a dense write goes to: the current one, or the other when a
 // reply still references the current one (which then becomes the other).
 static float *write_target(ps_values_t *v, const float **src) {
+    v->summed_to = SIZE_MAX;
     *src = v->buf[v->cur];
     if (!lent(v, v->cur)) return v->buf[v->cur];
     v->cur = 1 - v->cur;
@@ -133,6 +146,32 @@ void ps_values_apply_sum(ps_values_t *v, const float *const *g, const float *wei
     const float *src;
     float *dst = write_target(v, &src);
     update_blocks(v, src, dst, g, weight, count, lr, h, eps);
+}
+
+void ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const float *g, float lr, float *h, float eps) {
+    make_writable(v);
+    v->sum_valid = 0;
+    if (from == 0) {
+        wire_checksum_begin(&v->stream, 0);
+        v->summed_to = 0;
+    } else if (from != v->summed_to) {
+        v->summed_to = SIZE_MAX;  // a range summed already changes, or one is skipped
+    }
+    float *w = v->buf[v->cur] + from;
+    int streaming = v->summed_to != SIZE_MAX;
+    for (size_t off = 0; off < n; off += BLOCK) {
+        size_t len = n - off < BLOCK ? n - off : BLOCK;
+        if (h) adagrad_update_cpu(len, lr, eps, g + off, h + from + off, w + off);
+        else sgd_update_cpu(len, lr, g + off, w + off);
+        if (streaming) wire_checksum_update(&v->stream, w + off, len * sizeof(float));
+    }
+    if (!streaming) return;
+    v->summed_to = v->stream.closed && from + n < v->n ? SIZE_MAX : from + n;
+    if (v->summed_to == v->n) {
+        v->sum = wire_checksum_end(&v->stream);
+        v->sum_valid = 1;
+        v->summed_to = SIZE_MAX;
+    }
 }
 
 static void reply_done(void *data, void *hint) {

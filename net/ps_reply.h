@@ -47,6 +47,12 @@ void ps_values_apply(ps_values_t *v, const float *g, float lr, float *h, float e
 void ps_values_apply_sum(ps_values_t *v, const float *const *g, const float *weight, size_t count, float lr, float *h,
                          float eps);
 
+// The same update of values [from, from + n) only, in place: a push taken in
+// parts (ps_server.h). A push's ranges applied in order from 0 with no other
+// write between them leave the checksum of the whole, kept as ps_values_apply
+// keeps it; otherwise the first reply computes it. from + n <= the count.
+void ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const float *g, float lr, float *h, float eps);
+
 // A frame holding the current values for a reply, and their checksum: lent
 // (zero-copy) when it can be, else a copy. Returns 0, or -1 with err filled.
 int ps_values_reply(ps_values_t *v, zmq_msg_t *frame, uint32_t *checksum, char *err, size_t err_len);

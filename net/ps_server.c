@@ -23,6 +23,19 @@
 // reach back over (replica.c keeps its own history of 64 rebases).
 #define SENT_HISTORY 128
 
+// A dense push sent in parts (range messages of one push, in order from the
+// shard's first parameter: docs/protocol.md, "Pushes in parts"), while its
+// parts are being taken. The push counts once, at its last part: one version,
+// one clock, one ledger entry.
+typedef struct push_parts {
+    uint64_t clock;     // the push's
+    uint64_t next;      // where (within the shard) its next part starts
+    float lr;           // ASP/SSP: the step its parts are applied with, fixed at its first part
+    uint8_t open;       // a push is being taken
+    uint8_t late;       // BSP with backup workers: its round went without it; its parts are dropped
+    uint8_t resent_lost;  // it resends the push a crash lost (count_applied)
+} push_parts_t;
+
 typedef struct pending_pull {
     zmq_msg_t identity;
     uint32_t worker;
@@ -112,6 +125,10 @@ struct ps_server {
     _Atomic uint64_t pub_seq, pub_samples, pub_version, pub_min_clock, pub_wait_ns;
     _Atomic uint64_t pub_stale_count, pub_stale_v_sum, pub_stale_v_max, pub_stale_c_sum, pub_stale_c_max;
     ps_server_hooks_t hooks;   // replication (net/ps_replica.h); zeros: none
+    push_parts_t *parts;       // (n_workers) the push each worker is sending in parts
+    // ASP/SSP pushes with parts applied and more to come: pulls wait until
+    // none is, so that a reply carries exactly the version it names.
+    size_t parts_applying;
 };
 
 // The shard's spans in a --trace timeline (docs/trace.md), all on its one thread.
@@ -192,6 +209,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     s->claim = calloc(nw, sizeof *s->claim);
     s->join_nonce = calloc(nw, sizeof *s->join_nonce);
     s->hello = calloc(nw, sizeof *s->hello);
+    s->parts = calloc(nw, sizeof *s->parts);
     s->ledger = s->own_ledger = calloc(2 * nw, sizeof *s->own_ledger);
     s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
     s->scratch_g = malloc(n * sizeof *s->scratch_g);
@@ -209,7 +227,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         s->bsp_terms = calloc(nw, sizeof *s->bsp_terms);
     }
     if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged ||
-        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->claim || !s->join_nonce || !s->hello || !s->own_ledger ||
+        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->claim || !s->join_nonce || !s->hello || !s->parts || !s->own_ledger ||
         !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_held || !s->bsp_examples || !s->bsp_version || !s->bsp_weight || !s->bsp_terms))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
@@ -370,6 +388,63 @@ static void bsp_release(ps_server_t *s, size_t k) {
     zmq_msg_init(&s->bsp_held[k]);
 }
 
+// The pushes being taken in parts, four numbers per worker: flags (open,
+// late, resent_lost), clock, next, the step's bits. A shard that adopts or
+// resumes this state skips the parts it took and takes the rest.
+enum { PARTS_FIELDS = 4 };
+
+static int save_parts(const ps_server_t *s, ckpt_writer_t *w, char *err, size_t err_len) {
+    size_t nw = s->cfg.n_workers;
+    uint64_t *v = malloc(PARTS_FIELDS * nw * sizeof *v);
+    if (!v) {
+        ckpt_writer_abort(&w);
+        snprintf(err, err_len, "server: out of memory writing a checkpoint");
+        return -1;
+    }
+    for (size_t k = 0; k < nw; k++) {
+        const push_parts_t *p = &s->parts[k];
+        uint32_t lr_bits;
+        memcpy(&lr_bits, &p->lr, sizeof lr_bits);
+        v[PARTS_FIELDS * k] = (uint64_t)p->open | (uint64_t)p->late << 1 | (uint64_t)p->resent_lost << 2;
+        v[PARTS_FIELDS * k + 1] = p->clock;
+        v[PARTS_FIELDS * k + 2] = p->next;
+        v[PARTS_FIELDS * k + 3] = lr_bits;
+    }
+    ckpt_writer_section(w, "ps.parts", v, PARTS_FIELDS * nw * sizeof *v);
+    free(v);
+    return 0;
+}
+
+// A checkpoint written before pushes came in parts has no such section: none is open.
+static int restore_parts(ps_server_t *s, const ckpt_file_t *f, char *err, size_t err_len) {
+    size_t nw = s->cfg.n_workers, size = 0;
+    const uint64_t *v = ckpt_file_section(f, "ps.parts", &size);
+    memset(s->parts, 0, nw * sizeof *s->parts);
+    s->parts_applying = 0;
+    if (!v) return 0;
+    if (size != PARTS_FIELDS * nw * sizeof *v) {
+        snprintf(err, err_len, "%s: section 'ps.parts' holds %zu bytes, not %zu", ckpt_file_path(f), size,
+                 PARTS_FIELDS * nw * sizeof *v);
+        return -1;
+    }
+    for (size_t k = 0; k < nw; k++) {
+        push_parts_t *p = &s->parts[k];
+        uint32_t lr_bits = (uint32_t)v[PARTS_FIELDS * k + 3];
+        p->open = v[PARTS_FIELDS * k] & 1, p->late = (v[PARTS_FIELDS * k] >> 1) & 1;
+        p->resent_lost = (v[PARTS_FIELDS * k] >> 2) & 1;
+        p->clock = v[PARTS_FIELDS * k + 1];
+        p->next = v[PARTS_FIELDS * k + 2];
+        memcpy(&p->lr, &lr_bits, sizeof p->lr);
+        if (p->next > s->n) {
+            snprintf(err, err_len, "%s: section 'ps.parts': worker %zu's push resumes at %llu, beyond the shard's %zu "
+                     "parameters", ckpt_file_path(f), k, (unsigned long long)p->next, s->n);
+            return -1;
+        }
+        if (p->open && s->cfg.mode != SYNC_MODE_BSP) s->parts_applying++;
+    }
+    return 0;
+}
+
 // The counters kept across a restart.
 enum { CT_VERSION, CT_APPLIED, CT_ANSWERED, CT_WAITED, CT_BYTES_IN, CT_BYTES_OUT, CT_REJECTED, CT_DUPLICATES,
        CT_EVICTIONS, CT_REJOINS, CT_SKIPPED, CT_BSP_CLOCK, CT_COUNT_ };
@@ -412,6 +487,7 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
     ckpt_writer_section(w, "ps.lost", s->lost_by, nw * sizeof *s->lost_by);
     ckpt_writer_section(w, "ps.resend", s->resend_clock, nw * sizeof *s->resend_clock);
     ckpt_writer_section(w, "ps.ledger", s->ledger, 2 * nw * sizeof *s->ledger);
+    if (save_parts(s, w, err, err_len) != 0) return -1;
     ckpt_writer_section(w, "ps.stale_clocks", &s->stats.staleness_clocks, sizeof s->stats.staleness_clocks);
     ckpt_writer_section(w, "ps.stale_vers", &s->stats.staleness_updates, sizeof s->stats.staleness_updates);
     if (s->bsp_grad) {
@@ -475,7 +551,8 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
         ckpt_file_get(f, "ps.stale_clocks", &s->stats.staleness_clocks, sizeof s->stats.staleness_clocks, err,
                       err_len) != 0 ||
         ckpt_file_get(f, "ps.stale_vers", &s->stats.staleness_updates, sizeof s->stats.staleness_updates, err,
-                      err_len) != 0)
+                      err_len) != 0 ||
+        restore_parts(s, f, err, err_len) != 0)
         return -1;
     if (s->bsp_grad && (ckpt_file_get(f, "bsp.grad", s->bsp_grad, nw * n * sizeof *s->bsp_grad, err, err_len) != 0 ||
                         ckpt_file_get(f, "bsp.examples", s->bsp_examples, nw * sizeof *s->bsp_examples, err,
@@ -633,6 +710,7 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->claim);
     free(s->join_nonce);
     free(s->hello);
+    free(s->parts);
     free(s->own_ledger);
     counter_file_close(&s->ledger_file);
     free(s->bsp_grad);
@@ -844,6 +922,7 @@ static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, con
 
 // Answers every waiting pull whose clock condition now holds.
 static int serve_pending(ps_server_t *s, char *err, size_t err_len) {
+    if (s->parts_applying > 0) return 0;  // a push in parts is half applied: answered once it is whole
     uint64_t min = ready_clock(s);
     size_t kept = 0;
     int rc = 0;
@@ -890,7 +969,13 @@ static void apply_dense(ps_server_t *s, const float *g, float lr) {
 
 // Range checks of a push's payload against this shard; fills a dense view.
 static wire_status_t check_push(const ps_server_t *s, const wire_header_t *h, zmsg_t *m) {
-    if (h->payload_kind == PAYLOAD_KIND_DENSE || h->payload_kind == PAYLOAD_KIND_ENCODED) {
+    if (h->payload_kind == PAYLOAD_KIND_DENSE) {
+        // The whole shard, or a part of it (a push in parts).
+        if (h->offset == s->begin && h->count == s->n) return WIRE_STATUS_OK;
+        if (h->offset < s->begin || h->count == 0 || h->offset + h->count > s->end) return WIRE_STATUS_BAD_RANGE;
+        return WIRE_STATUS_OK;
+    }
+    if (h->payload_kind == PAYLOAD_KIND_ENCODED) {
         if (h->offset != s->begin || h->count != s->n) return WIRE_STATUS_BAD_RANGE;
         return WIRE_STATUS_OK;
     }
@@ -971,14 +1056,19 @@ static void bsp_skip_to(ps_server_t *s, uint64_t c) {
 
 // The run has diverged: NaN or Inf reached an update. The shard keeps its
 // parameters as they were before that push and refuses everything from now on.
-static void mark_diverged(ps_server_t *s, const wire_header_t *h) {
+// `from`: where the refused part starts (0: the push's first message), as
+// the parts before it were applied.
+static void mark_diverged(ps_server_t *s, const wire_header_t *h, size_t from) {
     if (s->diverged) return;
     s->diverged = 1;
     s->diverged_at = now_s();
+    char kept[96];
+    if (from == 0) snprintf(kept, sizeof kept, "from before that push");
+    else snprintf(kept, sizeof kept, "with that push applied to its first %zu parameters only", from);
     snprintf(s->diverged_msg, sizeof s->diverged_msg,
              "worker %u pushed an update holding NaN or Inf (its clock %llu): the run diverged; the shard kept its "
-             "parameters from before that push (lower --lr or --server-lr)",
-             h->sender, (unsigned long long)h->clock);
+             "parameters %s (lower --lr or --server-lr)",
+             h->sender, (unsigned long long)h->clock, kept);
     if (!s->cfg.quiet) fprintf(stderr, "asgd server %zu: %s\n", s->cfg.shard, s->diverged_msg);
 }
 
@@ -1019,41 +1109,98 @@ static int clock_plausible(ps_server_t *s, uint32_t k, const wire_header_t *h) {
     return 1;
 }
 
-static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
+// Ends worker k's push left unfinished between two parts (it rejoined, was
+// evicted or left, or began another push): the parts taken stay applied.
+static void end_unfinished(ps_server_t *s, uint32_t k) {
+    push_parts_t *p = &s->parts[k];
+    if (!p->open) return;
+    p->open = 0;
+    if (p->next > 0) s->stats.pushes_unfinished++;  // else its first message was refused
+    if (s->cfg.mode != SYNC_MODE_BSP) s->parts_applying--;
+}
+
+// A push's first message (its whole payload, or its first part): the
+// decisions taken once per push. Returns 1 with s->parts[k] open to take
+// it, 0 when it was answered (acknowledged as a duplicate, or refused), -1 on
+// a socket error.
+static int admit_push(ps_server_t *s, zmsg_t *m, int last, char *err, size_t err_len) {
     const wire_header_t *h = &m->h;
     uint32_t k = h->sender;
-    wire_status_t why = check_push(s, h, m);
-    if (why != WIRE_STATUS_OK) return reject(s, &m->identity, why, h, err, err_len);
     int sum = (h->flags & WIRE_FLAG_SUM) != 0;
-    if (sum != (s->cfg.mode == SYNC_MODE_BSP)) return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
+    push_parts_t *p = &s->parts[k];
+    if (p->open && p->clock == h->clock && !last) {
+        // The first part of the push being taken, resent (a new client of
+        // the worker says HELLO first, which ends that push).
+        s->stats.parts_skipped++;
+        return 0;
+    }
+    end_unfinished(s, k);
     // A worker's pushes carry increasing clocks, and one is sent only once the
     // previous one was acknowledged, so a clock below the worker's is a retry of
-    // a push applied already (its acknowledgement was lost): acknowledged again.
-    // After a resume the worker's first push may instead resend the push this
-    // shard applied last before the crash, lost with it: applied again, it is
-    // no longer lost.
+    // a push applied already (its acknowledgement was lost): acknowledged again
+    // (a push in parts at its last part). After a resume the worker's first
+    // push may instead resend the push this shard applied last before the
+    // crash, lost with it: applied again, it is no longer lost.
     int resent_lost = s->resend_clock[k] != 0 && h->clock + 1 == s->resend_clock[k];
     s->resend_clock[k] = 0;
     if (h->clock < s->clocks.clock[k]) {
+        if (!last || h->count < s->n) s->stats.parts_skipped++;  // a resent first part
+        if (!last) return 0;
         s->stats.duplicates++;
         s->duplicates_by[k]++;
         return send_push_ack(s, &m->identity, h->clock, err, err_len);
     }
     if (!sum && !clock_plausible(s, k, h)) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
     if (sum && s->resumed && h->clock > s->bsp_clock) bsp_skip_to(s, h->clock);
-    if (sum && s->cfg.backup_workers > 0 && h->clock == s->clocks.clock[k] && h->clock < s->bsp_clock) {
-        // Late: its round was applied without it. Taken (a retry of it is a
-        // duplicate) and dropped; the worker's pull of the next round is
-        // answered from the model as it is now.
-        s->late_by[k]++;
-        s->stats.late_dropped++;
-        count_applied(s, k, h->clock, resent_lost);
-        if (send_push_ack(s, &m->identity, h->clock, err, err_len) != 0) return -1;
-        return serve_pending(s, err, err_len);
-    }
+    // Late (backup workers): its round was applied without it. Taken (a retry
+    // of it is a duplicate) and dropped; the worker's pull of the next round
+    // is answered from the model as it is now.
+    int late = sum && s->cfg.backup_workers > 0 && h->clock == s->clocks.clock[k] && h->clock < s->bsp_clock;
     // BSP: one gradient per worker per clock, for the clock being aggregated.
-    if (sum && (h->clock != s->clocks.clock[k] || h->clock != s->bsp_clock))
+    if (sum && !late && (h->clock != s->clocks.clock[k] || h->clock != s->bsp_clock))
         return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+    *p = (push_parts_t){.clock = h->clock, .open = 1, .late = (uint8_t)late, .resent_lost = (uint8_t)resent_lost};
+    if (sum && !late) bsp_release(s, k);
+    if (!sum) s->parts_applying++;
+    return 1;
+}
+
+// A later part of a push in parts: 1 to take it (the part due next), 0 when
+// it was answered or dropped, -1 on a socket error.
+static int admit_part(ps_server_t *s, zmsg_t *m, size_t from, int last, char *err, size_t err_len) {
+    const wire_header_t *h = &m->h;
+    uint32_t k = h->sender;
+    push_parts_t *p = &s->parts[k];
+    if (p->open && p->clock == h->clock) {
+        if (from == p->next) return 1;
+        if (from < p->next) s->stats.parts_skipped++;   // resent, taken already
+        else s->stats.parts_out_of_order++;            // one before it was lost: the retry resends all
+        return 0;
+    }
+    if (h->clock < s->clocks.clock[k]) {
+        // A resent part of a push taken whole already: its last part is acknowledged.
+        s->stats.parts_skipped++;
+        if (!last) return 0;
+        s->stats.duplicates++;
+        s->duplicates_by[k]++;
+        return send_push_ack(s, &m->identity, h->clock, err, err_len);
+    }
+    s->stats.parts_out_of_order++;  // its push's first part never came, or was refused
+    return 0;
+}
+
+// Takes the payload of a push admitted for worker k, [from, from + count) of
+// the shard (a dense part), or the whole of a sparse or encoded one. Returns
+// 1, or 0 when it was refused (not finite, not decodable), -1 on a socket error.
+static int take_payload(ps_server_t *s, zmsg_t *m, size_t from, char *err, size_t err_len) {
+    const wire_header_t *h = &m->h;
+    uint32_t k = h->sender;
+    push_parts_t *p = &s->parts[k];
+    int sum = (h->flags & WIRE_FLAG_SUM) != 0;
+    if (p->late) {
+        if (from > 0 || h->count < s->n) s->stats.parts_taken++;
+        return 1;  // dropped, unread
+    }
     // A dense update: as sent, or decoded (a compressed push, whose decoder
     // refuses values that are not finite along with everything malformed).
     const float *dense = h->payload_kind == PAYLOAD_KIND_DENSE ? zmsg_payload(m, 0) : NULL;
@@ -1064,75 +1211,147 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
                 fprintf(stderr, "asgd server %zu: refused a push from worker %u: %s (further ones are counted, not shown)\n",
                         s->cfg.shard, k, detail);
             s->warned[WIRE_STATUS_BAD_ENCODING] = 1;
+            end_unfinished(s, k);
             return reject(s, &m->identity, WIRE_STATUS_BAD_ENCODING, h, err, err_len);
         }
         dense = s->decoded;
     } else if (!push_is_finite(s, m)) {
-        mark_diverged(s, h);
+        mark_diverged(s, h, from);
         s->told_diverged[k] = 1;
+        end_unfinished(s, k);
         return reject(s, &m->identity, WIRE_STATUS_NOT_FINITE, h, err, err_len);
     }
     s->stats.bytes_in += h->payload_kind == PAYLOAD_KIND_ENCODED ? zmq_msg_size(&m->frames[0])
                          : h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);  // accepted pushes only
+    if (from > 0 || (dense && h->count < s->n)) s->stats.parts_taken++;
+    if (!sum && from == 0) {
+        record_staleness(s, k, s->clocks.clock[k], h->param_version);
+        uint64_t tau = s->stats.version > h->param_version ? s->stats.version - h->param_version : 0;
+        p->lr = stale_update_lr(&s->cfg.stale, warmed_up_lr(s), tau);
+    }
     uint64_t span = TRACE_BEGIN();
     if (sum) {
         float *g = s->bsp_grad + (size_t)k * s->n;
-        bsp_release(s, k);
-        if (h->payload_kind == PAYLOAD_KIND_DENSE) {
+        if (h->payload_kind == PAYLOAD_KIND_DENSE && h->count == s->n) {
             zmq_msg_move(&s->bsp_held[k], &m->frames[0]);  // kept, not copied: read once, when the round is applied
         } else if (dense) {
-            memcpy(g, dense, s->n * sizeof *g);
+            memcpy(g + from, dense, (h->payload_kind == PAYLOAD_KIND_DENSE ? h->count : s->n) * sizeof *g);
         } else {
             memset(g, 0, s->n * sizeof *g);
             const uint32_t *idx = zmsg_payload(m, 0);
             const float *v = zmsg_payload(m, 1);
             for (uint32_t j = 0; j < h->count; j++) g[idx[j] - s->begin] += v[j];
         }
+        TRACE_END(&TK_BUFFER, span, k);
+        return 1;
+    }
+    // An ASP/SSP push sums the gradients of aux local steps (at least 1):
+    // the compensation, made for one gradient, is spread over them.
+    float lambda = (float)(s->cfg.stale.dc_lambda / (double)(h->aux ? h->aux : 1));
+    const float *backup = s->backup ? s->backup + (size_t)k * s->n : NULL;
+    if (dense) {
+        size_t count = h->payload_kind == PAYLOAD_KIND_DENSE ? h->count : s->n;
+        const float *g = dense;
+        if (backup) {
+            memcpy(s->scratch_g, g, count * sizeof *g);
+            dc_asgd_compensate(s->scratch_g, s->w + from, backup + from, count, lambda);
+            g = s->scratch_g;
+        }
+        if (count == s->n) apply_dense(s, g, p->lr);
+        else {
+            ps_values_apply_range(s->values, from, count, g, p->lr, s->h, s->cfg.adagrad_eps);
+            s->w = ps_values_get(s->values);
+        }
+    } else {
+        // The kernels index by parameter; shift the indices into the shard.
+        const uint32_t *idx = zmsg_payload(m, 0);
+        const float *v = zmsg_payload(m, 1);
+        uint32_t *local = s->scratch_idx;
+        for (uint32_t j = 0; j < h->count; j++) local[j] = idx[j] - (uint32_t)s->begin;
+        if (backup) {
+            for (uint32_t j = 0; j < h->count; j++) {
+                float g = v[j];
+                s->scratch_g[j] = g + lambda * g * g * (s->w[local[j]] - backup[local[j]]);
+            }
+            v = s->scratch_g;
+        }
+        s->w = ps_values_write(s->values);
+        if (s->h) adagrad_update_sparse_cpu(h->count, p->lr, s->cfg.adagrad_eps, local, v, s->h, s->w);
+        else sgd_update_sparse_cpu(h->count, p->lr, local, v, s->w);
+    }
+    TRACE_END(&TK_APPLY, span, k);
+    return 1;
+}
+
+// Worker k's push is all taken: it counts (one version, one clock), and is acknowledged.
+static int finish_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
+    const wire_header_t *h = &m->h;
+    uint32_t k = h->sender;
+    push_parts_t *p = &s->parts[k];
+    int sum = (h->flags & WIRE_FLAG_SUM) != 0;
+    p->open = 0;
+    if (!sum) s->parts_applying--;
+    if (p->late) {
+        s->late_by[k]++;
+        s->stats.late_dropped++;
+        count_applied(s, k, h->clock, p->resent_lost);
+    } else if (sum) {
         s->bsp_examples[k] = h->aux;
         s->bsp_version[k] = h->param_version;
-        count_applied(s, k, h->clock, resent_lost);
-        TRACE_END(&TK_BUFFER, span, k);
+        count_applied(s, k, h->clock, p->resent_lost);
         bsp_maybe_apply(s);
     } else {
-        record_staleness(s, k, s->clocks.clock[k], h->param_version);
-        uint64_t tau = s->stats.version > h->param_version ? s->stats.version - h->param_version : 0;
-        float lr = stale_update_lr(&s->cfg.stale, warmed_up_lr(s), tau);
-        // An ASP/SSP push sums the gradients of aux local steps (at least 1):
-        // the compensation, made for one gradient, is spread over them.
-        float lambda = (float)(s->cfg.stale.dc_lambda / (double)(h->aux ? h->aux : 1));
-        const float *backup = s->backup ? s->backup + (size_t)k * s->n : NULL;
-        if (dense) {
-            const float *g = dense;
-            if (backup) {
-                memcpy(s->scratch_g, g, s->n * sizeof *g);
-                dc_asgd_compensate(s->scratch_g, s->w, backup, s->n, lambda);
-                g = s->scratch_g;
-            }
-            apply_dense(s, g, lr);
-        } else {
-            // The kernels index by parameter; shift the indices into the shard.
-            const uint32_t *idx = zmsg_payload(m, 0);
-            const float *v = zmsg_payload(m, 1);
-            uint32_t *local = s->scratch_idx;
-            for (uint32_t j = 0; j < h->count; j++) local[j] = idx[j] - (uint32_t)s->begin;
-            if (backup) {
-                for (uint32_t j = 0; j < h->count; j++) {
-                    float g = v[j];
-                    s->scratch_g[j] = g + lambda * g * g * (s->w[local[j]] - backup[local[j]]);
-                }
-                v = s->scratch_g;
-            }
-            s->w = ps_values_write(s->values);
-            if (s->h) adagrad_update_sparse_cpu(h->count, lr, s->cfg.adagrad_eps, local, v, s->h, s->w);
-            else sgd_update_sparse_cpu(h->count, lr, local, v, s->w);
-        }
         s->stats.version++;
         s->samples += s->cfg.samples_per_step ? (uint64_t)h->aux * s->cfg.samples_per_step : h->aux;
-        count_applied(s, k, h->clock, resent_lost);
-        TRACE_END(&TK_APPLY, span, k);
+        count_applied(s, k, h->clock, p->resent_lost);
     }
     if (send_push_ack(s, &m->identity, h->clock, err, err_len) != 0) return -1;
     return serve_pending(s, err, err_len);
+}
+
+// Answers a part taken from a push that asked for its values back
+// (WIRE_FLAG_ECHO): its range as it stands now, copied and checksummed in one
+// pass, named with the version the push makes once whole. The last part's
+// answer completes the worker's pull.
+static int echo_range(ps_server_t *s, zmsg_t *m, size_t from, int last, char *err, size_t err_len) {
+    uint32_t k = m->h.sender, count = m->h.count;
+    wire_header_t h = reply_header(s, MSG_TYPE_PARAMS);
+    h.param_version = s->stats.version + 1;
+    h.payload_kind = PAYLOAD_KIND_DENSE;
+    h.offset = s->begin + from;
+    h.count = count;
+    zmq_msg_t frame;
+    if (zmsg_frame_alloc(&frame, count * sizeof(float), err, err_len) != 0) return -1;
+    h.checksum = wire_checksum_copy(zmq_msg_data(&frame), s->w + from, count * sizeof(float), 0);
+    if (s->backup) memcpy(s->backup + (size_t)k * s->n + from, s->w + from, count * sizeof(float));
+    s->stats.bytes_out += 4u * count;
+    if (last) {
+        s->stats.pulls_answered++;
+        note_sent(s, k, h.param_version, h.clock);
+    }
+    return zmsg_send_sealed(s->sock, &m->identity, &h, &frame, 1, 0, err, err_len);
+}
+
+// A push: in one message, or one part of a push in parts (a dense range that
+// is not the whole shard; parts come in order, docs/protocol.md).
+static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
+    const wire_header_t *h = &m->h;
+    wire_status_t why = check_push(s, h, m);
+    if (why != WIRE_STATUS_OK) return reject(s, &m->identity, why, h, err, err_len);
+    int sum = (h->flags & WIRE_FLAG_SUM) != 0, dense = h->payload_kind == PAYLOAD_KIND_DENSE;
+    int echo = (h->flags & WIRE_FLAG_ECHO) != 0;
+    if (sum != (s->cfg.mode == SYNC_MODE_BSP) || (echo && (sum || !dense)))
+        return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
+    size_t from = dense ? h->offset - s->begin : 0;
+    int last = !dense || from + h->count == s->n, whole = from == 0 && last;
+    int rc = from > 0 ? admit_part(s, m, from, last, err, err_len) : admit_push(s, m, last, err, err_len);
+    if (rc != 1) return rc;
+    if ((rc = take_payload(s, m, from, err, err_len)) != 1) return rc;
+    s->parts[h->sender].next = from + (dense ? h->count : s->n);
+    if (echo && !whole && echo_range(s, m, from, last, err, err_len) != 0) return -1;
+    if (!last) return 0;
+    if (finish_push(s, m, err, err_len) != 0) return -1;
+    return echo && whole ? send_params(s, &m->identity, h->sender, NULL, 0, err, err_len) : 0;
 }
 
 static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
@@ -1147,7 +1366,7 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
     }
     // The worker took the staleness bound off the clock it names (ssp_gate's pull_clock).
-    if (ssp_gate(h->clock, ready_clock(s), 0).proceed)
+    if (s->parts_applying == 0 && ssp_gate(h->clock, ready_clock(s), 0).proceed)
         return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
     // A worker waits on one pull at a time: a second one is its retry, and replaces the first.
     pending_pull_t *p = NULL;
@@ -1231,6 +1450,7 @@ static void evict(ps_server_t *s, uint32_t k, double now) {
     uint64_t span = TRACE_BEGIN();
     s->clocks.evicted[k] = 1;
     s->stats.evictions++;
+    end_unfinished(s, k);
     drop_pending_of(s, k);
     note_not_live(s, now);
     TRACE_END(&TK_EVICT, span, k);
@@ -1372,6 +1592,7 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
             s->last_heard[k] = now;
             return send_welcome(s, &m->identity, s->hello[k].welcomed, err, err_len);
         }
+        end_unfinished(s, k);  // a new client sends its pushes anew
         if (s->clocks.joined[k]) rejoin(s, k, h->clock);
         else if (k >= s->clocks.n_start) enter(s, k, h->clock);
         s->resend_clock[k] = 0;  // a new client: the lost push is not resent
@@ -1396,6 +1617,7 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
     case MSG_TYPE_BYE:
         // Idempotent: a retried BYE is answered again.
         s->clocks.left[k] = 1;
+        end_unfinished(s, k);
         note_not_live(s, now);
         if (send_simple(s, &m->identity, MSG_TYPE_BYE_ACK, 0, err, err_len) != 0) return -1;
         bsp_maybe_apply(s);

@@ -106,6 +106,13 @@ typedef struct ps_stats {
     uint64_t stalls;                       // gaps > 0.5 s between serving turns, not counted as workers' silence
     uint64_t rounds_skipped;               // BSP rounds a resumed shard had lost (applied after its checkpoint)
     uint64_t late_dropped;                 // BSP with backup workers: gradients that came after their round
+    // Dense pushes sent in parts (range messages, docs/protocol.md "Pushes in
+    // parts"): parts taken; parts of a push taken already, or of the part
+    // being taken, resent and skipped; parts dropped because an earlier one
+    // of their push never came (the worker's retry sends them all again);
+    // pushes left unfinished (their worker rejoined, was evicted or left
+    // between two parts: the parts taken stay applied).
+    uint64_t parts_taken, parts_skipped, parts_out_of_order, pushes_unfinished;
     // Whole-shard replies (net/ps_reply.h): sent zero-copy, copied (the other
     // buffer still lent), and updates written to the other buffer because a
     // reply still held the values.

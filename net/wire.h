@@ -54,6 +54,7 @@ typedef enum payload_kind {
 // Header flags.
 #define WIRE_FLAG_SUM 0x1u  // PUSH: a gradient to be summed into the clock's aggregate (BSP)
 #define WIRE_FLAG_JOIN 0x2u // HELLO: a new member (asgd worker --join); aux (every HELLO's) is the client's nonce
+#define WIRE_FLAG_ECHO 0x4u // PUSH (ASP/SSP, dense): answer each part taken with its range's new values (PARAMS)
 
 typedef struct wire_header {
     uint32_t magic;          // WIRE_MAGIC

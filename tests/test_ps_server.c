@@ -935,10 +935,10 @@ static void test_malformed(void *ctx) {
     raw_send(d1, &h, (const void *[]){g51}, (size_t[]){sizeof g51}, 1);
     raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
     rejected++;
-    h = push;  // the right offset, one element short
-    h.count = 49;
-    wire_seal(&h, gd, 49 * 4, NULL, 0);
-    raw_send(d1, &h, pf, (size_t[]){49 * 4}, 1);
+    h = push;  // the shard's size, one element on: past its end (a shorter range would be a part)
+    h.offset++;
+    wire_seal(&h, gd, 50 * 4, NULL, 0);
+    raw_send(d1, &h, pf, (size_t[]){50 * 4}, 1);
     raw_expect(d1, MSG_TYPE_REJECT, WIRE_STATUS_BAD_RANGE, S);
     rejected++;
     {

@@ -1,0 +1,450 @@
+// Pushes in parts and values back with a push (docs/protocol.md), over real
+// sockets on 127.0.0.1, each shard serving in a thread of the test:
+//
+//   a) ASP, SGD and Adagrad, two shards of an odd-sized model: pushes cut
+//      into parts (the last one shorter) leave the shards bit for bit as the
+//      same pushes sent whole; each push counts once (version, pushes
+//      applied) and every part is taken once; ps_client_push_commit_pull
+//      returns exactly what a pull after a whole push returns, and the same
+//      versions.
+//   b) the protocol at the shard, from raw DEALERs: a part whose earlier part
+//      never came is dropped; a pull from another worker waits while a push
+//      is half applied and is answered with the whole push in; parts resent
+//      after their push was taken are skipped and acknowledged once, as a
+//      duplicate; a new client (HELLO) ends its unfinished push, whose parts
+//      taken stay applied, and the waiting pull is answered.
+//   c) a shard saved with a push half taken and resumed from that file takes
+//      the rest when the worker resends every part: the push is applied once.
+//   d) replication: a backup fed the parts by its primary holds the same bits,
+//      and the primary waits for its answer once per push, not per part.
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <zmq.h>
+
+#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/update.h"     // defines: sgd_update_cpu, adagrad_update_cpu
+#include "net/ps_replica.h"     // defines: ps_replica_new, ps_replica_lead, ps_replica_join, ...
+#include "net/ps_client.h"      // defines: ps_client_new, ps_client_set_push_part, ps_client_push_commit_pull, ...
+#include "net/ps_server.h"      // defines: ps_server_new, ps_server_stats, ps_server_save, ps_server_resume
+#include "net/wire.h"           // defines: wire_header_t, wire_header_encode, wire_checksum, WIRE_FLAG_ECHO
+#include "net/zmsg.h"           // defines: zmsg_header, zmsg_recv, zmsg_close
+#include "server_thread.h"
+#include "test_support.h"
+
+#define RUN_ID 0x7e57000051ad0002ull
+#define TIMEOUT_MS 5000  // every wait; only reached when something is broken
+
+static ps_config_t config(size_t n_shards, size_t shard, size_t n_params, size_t n_workers) {
+    ps_config_t c;
+    memset(&c, 0, sizeof c);
+    c.run_id = RUN_ID;
+    c.n_shards = n_shards;
+    c.shard = shard;
+    c.n_params = n_params;
+    c.n_workers = n_workers;
+    c.mode = SYNC_MODE_ASP;
+    c.optimizer = SERVER_OPTIMIZER_SGD;
+    c.lr = 0.5f;
+    c.adagrad_eps = 1e-8f;
+    c.quiet = 1;
+    return c;
+}
+
+static void random_values(float *v, size_t n, uint64_t seed) {
+    rng_t r;
+    rng_seed(&r, seed, 1);
+    for (size_t i = 0; i < n; i++) v[i] = (float)rng_uniform(&r) - 0.5f;
+}
+
+static void start_shards(void *ctx, const ps_config_t *base, const float *init, server_thread_t *st,
+                         const char **endpoints) {
+    char err[256];
+    for (size_t k = 0; k < base->n_shards; k++) {
+        ps_config_t c = *base;
+        c.shard = k;
+        size_t begin, end;
+        shard_range(c.n_params, c.n_shards, k, &begin, &end);
+        st[k].s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init + begin, err, sizeof err);
+        if (!st[k].s) {
+            fprintf(stderr, "ps_server_new: %s\n", err);
+            exit(1);
+        }
+        endpoints[k] = ps_server_endpoint(st[k].s);
+        server_thread_start(&st[k]);
+    }
+}
+
+// ---- a) parts against whole pushes, and values back with the push ----
+
+enum { A_N = 10007, A_SHARDS = 2, A_PUSHES = 5, A_PART = 1000 };
+
+static void fill(ps_client_t *c, const float *g, int blockwise) {
+    char err[256];
+    float *const *frames = ps_client_push_frames(c, err, sizeof err);
+    if (!frames) {
+        fprintf(stderr, "ps_client_push_frames: %s\n", err);
+        exit(1);
+    }
+    for (size_t k = 0; k < A_SHARDS; k++) {
+        size_t begin, end;
+        shard_range(A_N, A_SHARDS, k, &begin, &end);
+        // Half the pushes report blocks of 96 floats as written (a block may
+        // straddle two parts); the others leave the checksums to the commit.
+        for (size_t from = 0; from < end - begin; from += 96) {
+            size_t len = end - begin - from < 96 ? end - begin - from : 96;
+            memcpy(frames[k] + from, g + begin + from, len * sizeof(float));
+            if (blockwise) ps_client_push_block_written(c, k, from, len);
+        }
+    }
+}
+
+static void test_parts_match_whole(void *ctx, server_optimizer_t opt) {
+    char err[256];
+    static float init[A_N], g[A_PUSHES][A_N], whole[A_N], echoed[A_N];
+    random_values(init, A_N, 31);
+    for (int r = 0; r < A_PUSHES; r++) random_values(g[r], A_N, 40 + (uint64_t)r);
+    ps_config_t cfg = config(A_SHARDS, 0, A_N, 1);
+    cfg.optimizer = opt;
+    server_thread_t parted[A_SHARDS], plain[A_SHARDS];
+    const char *ep_parted[A_SHARDS], *ep_plain[A_SHARDS];
+    start_shards(ctx, &cfg, init, parted, ep_parted);
+    start_shards(ctx, &cfg, init, plain, ep_plain);
+    ps_client_t *cp = ps_client_new(ctx, RUN_ID, 0, ep_parted, A_SHARDS, A_N, 0, TIMEOUT_MS, err, sizeof err);
+    ps_client_t *cw = ps_client_new(ctx, RUN_ID, 0, ep_plain, A_SHARDS, A_N, 0, TIMEOUT_MS, err, sizeof err);
+    CHECK(cp && cw);
+    CHECK_OK(ps_client_set_push_part(cp, A_PART, err, sizeof err), err);
+    CHECK_OK(ps_client_set_push_part(cw, 0, err, sizeof err), err);
+    // 5004 and 5003 parameters: five parts of 1000, then one of 4 or 3.
+    CHECK(ps_client_push_parts(cp, 0) == 6 && ps_client_push_parts(cp, 1) == 6);
+    CHECK(ps_client_push_parts(cw, 0) == 1);
+    for (int r = 0; r < A_PUSHES; r++) {
+        fill(cp, g[r], r % 2);
+        CHECK_OK(ps_client_push_commit_pull(cp, (uint64_t)r, 1, echoed, err, sizeof err), err);
+        fill(cw, g[r], r % 2);
+        CHECK_OK(ps_client_push_commit(cw, (uint64_t)r, 1, 0, err, sizeof err), err);
+        CHECK_OK(ps_client_pull(cw, 0, whole, NULL, err, sizeof err), err);
+        CHECK(memcmp(echoed, whole, sizeof whole) == 0);
+        uint64_t vp[A_SHARDS], vw[A_SHARDS];
+        ps_client_pulled_versions(cp, vp);
+        ps_client_pulled_versions(cw, vw);
+        for (size_t k = 0; k < A_SHARDS; k++) CHECK(vp[k] == (uint64_t)r + 1 && vw[k] == vp[k]);
+    }
+    // The arithmetic itself, once: the first push on init.
+    CHECK_OK(ps_client_bye(cp, err, sizeof err), err);
+    CHECK_OK(ps_client_bye(cw, err, sizeof err), err);
+    ps_client_destroy(&cp);
+    ps_client_destroy(&cw);
+    for (size_t k = 0; k < A_SHARDS; k++) {
+        server_thread_join(&parted[k]);
+        server_thread_join(&plain[k]);
+        size_t begin, end;
+        ps_server_range(parted[k].s, &begin, &end);
+        CHECK(memcmp(ps_server_values(parted[k].s), ps_server_values(plain[k].s), (end - begin) * sizeof(float)) == 0);
+        ps_stats_t sp, sw;
+        ps_server_stats(parted[k].s, &sp);
+        ps_server_stats(plain[k].s, &sw);
+        CHECK(sp.version == A_PUSHES && sp.pushes_applied == A_PUSHES && sw.version == A_PUSHES);
+        CHECK(sp.parts_taken == A_PUSHES * 6 && sw.parts_taken == 0);
+        CHECK(sp.parts_skipped == 0 && sp.parts_out_of_order == 0 && sp.pushes_unfinished == 0 && sp.duplicates == 0);
+        CHECK(sp.pulls_answered == A_PUSHES && sp.bytes_in == sw.bytes_in && sp.bytes_out == sw.bytes_out);
+        ps_server_destroy(&parted[k].s);
+        ps_server_destroy(&plain[k].s);
+    }
+    // Not the same as doing nothing: the values moved from init by the pushes.
+    CHECK(memcmp(whole, init, sizeof init) != 0);
+    printf("parts (%s): %d pushes in 6 parts per shard, bit for bit the whole pushes', answered with the push\n",
+           server_optimizer_name(opt), A_PUSHES);
+}
+
+// ---- b), c) the shard's side, from raw DEALERs ----
+
+enum { B_N = 40, B_PART = 10 };
+
+static void *raw_dealer(void *ctx, const char *endpoint) {
+    void *d = zmq_socket(ctx, ZMQ_DEALER);
+    CHECK(d != NULL);
+    int zero = 0, timeout = TIMEOUT_MS;
+    CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero) == 0);
+    CHECK(zmq_setsockopt(d, ZMQ_RCVTIMEO, &timeout, sizeof timeout) == 0);
+    CHECK(zmq_connect(d, endpoint) == 0);
+    return d;
+}
+
+static void raw_send(void *d, wire_header_t h, const float *payload) {
+    uint8_t bytes[WIRE_HEADER_SIZE];
+    size_t len = h.count * sizeof(float);
+    if (payload) h.checksum = wire_checksum(payload, len, 0);
+    wire_header_encode(&h, bytes);
+    CHECK(zmq_send(d, bytes, sizeof bytes, payload ? ZMQ_SNDMORE : 0) == (int)sizeof bytes);
+    if (payload) CHECK(zmq_send(d, payload, len, 0) == (int)len);
+}
+
+// The next message: of this type, its values (PARAMS) copied to values + its offset.
+static wire_header_t raw_expect(void *d, uint16_t type, float *values) {
+    char err[256];
+    zmsg_t m;
+    int got = zmsg_recv(d, 0, RUN_ID, &m, err, sizeof err);
+    if (got != 1 || m.h.type != type) {
+        fprintf(stderr, "raw dealer: want %s, got %s\n", msg_type_name(type),
+                got == 1 ? msg_type_name(m.h.type) : got < 0 ? err : "an invalid message");
+        exit(1);
+    }
+    wire_header_t h = m.h;
+    if (type == MSG_TYPE_PARAMS && values) memcpy(values + h.offset, zmsg_payload(&m, 0), h.count * sizeof(float));
+    zmsg_close(&m);
+    return h;
+}
+
+static wire_header_t header(uint16_t type, uint32_t worker) {
+    wire_header_t h = zmsg_header(type, RUN_ID);
+    h.sender = worker;
+    h.shard = 0;
+    return h;
+}
+
+static void hello(void *d, uint32_t worker, uint32_t nonce) {
+    wire_header_t h = header(MSG_TYPE_HELLO, worker);
+    h.offset = B_N;
+    h.aux = nonce;
+    raw_send(d, h, NULL);
+    raw_expect(d, MSG_TYPE_WELCOME, NULL);
+}
+
+// Part i (of B_PART floats) of worker's push of `clock` with gradient g.
+static void send_part(void *d, uint32_t worker, uint64_t clock, const float *g, size_t i, uint16_t flags) {
+    wire_header_t h = header(MSG_TYPE_PUSH, worker);
+    h.clock = clock;
+    h.payload_kind = PAYLOAD_KIND_DENSE;
+    h.offset = i * B_PART;
+    h.count = B_PART;
+    h.aux = 1;
+    h.flags = flags;
+    raw_send(d, h, g + i * B_PART);
+}
+
+static void send_pull(void *d, uint32_t worker) { raw_send(d, header(MSG_TYPE_PULL, worker), NULL); }
+
+// w -= lr * g over [from, from + n), with the shard's own kernel.
+static void apply(float *w, const float *g, size_t from, size_t n) { sgd_update_cpu(n, 0.5f, g + from, w + from); }
+
+static void test_protocol(void *ctx) {
+    float init[B_N], g0[B_N], g1[B_N], g2[B_N], want[B_N], got[B_N];
+    random_values(init, B_N, 51);
+    random_values(g0, B_N, 52);
+    random_values(g1, B_N, 53);
+    random_values(g2, B_N, 54);
+    memcpy(want, init, sizeof want);
+    ps_config_t cfg = config(1, 0, B_N, 2);
+    server_thread_t st;
+    const char *ep;
+    start_shards(ctx, &cfg, init, &st, &ep);
+    void *d0 = raw_dealer(ctx, ep), *d1 = raw_dealer(ctx, ep);
+    hello(d0, 0, 7);
+    hello(d1, 1, 8);
+    // Part 1 before part 0: dropped. Parts 0 and 1, answered with their ranges.
+    send_part(d0, 0, 0, g0, 1, 0);
+    send_part(d0, 0, 0, g0, 0, WIRE_FLAG_ECHO);
+    send_part(d0, 0, 0, g0, 1, WIRE_FLAG_ECHO);
+    apply(want, g0, 0, 2 * B_PART);
+    wire_header_t h = raw_expect(d0, MSG_TYPE_PARAMS, got);
+    CHECK(h.offset == 0 && h.count == B_PART && h.param_version == 1);
+    h = raw_expect(d0, MSG_TYPE_PARAMS, got);
+    CHECK(h.offset == B_PART && h.count == B_PART);
+    CHECK(memcmp(got, want, 2 * B_PART * sizeof(float)) == 0);
+    // Worker 1 pulls (it waits: worker 0's push is half in), then pushes whole:
+    // the acknowledgement comes first.
+    send_pull(d1, 1);
+    wire_header_t w1 = header(MSG_TYPE_PUSH, 1);
+    w1.payload_kind = PAYLOAD_KIND_DENSE;
+    w1.count = B_N;
+    w1.aux = 1;
+    raw_send(d1, w1, g1);
+    apply(want, g1, 0, B_N);
+    raw_expect(d1, MSG_TYPE_PUSH_ACK, NULL);
+    // The rest of worker 0's push: its last part's answer, its acknowledgement,
+    // and then worker 1's pull, with both pushes in.
+    send_part(d0, 0, 0, g0, 2, WIRE_FLAG_ECHO);
+    send_part(d0, 0, 0, g0, 3, WIRE_FLAG_ECHO);
+    apply(want, g0, 2 * B_PART, 2 * B_PART);
+    raw_expect(d0, MSG_TYPE_PARAMS, got);
+    h = raw_expect(d0, MSG_TYPE_PARAMS, got);
+    CHECK(h.offset == 3 * B_PART && h.param_version == 2);
+    h = raw_expect(d0, MSG_TYPE_PUSH_ACK, NULL);
+    CHECK(h.offset == 0 && h.param_version == 2);
+    CHECK(memcmp(got + 2 * B_PART, want + 2 * B_PART, 2 * B_PART * sizeof(float)) == 0);
+    h = raw_expect(d1, MSG_TYPE_PARAMS, got);
+    CHECK(h.offset == 0 && h.count == B_N && h.param_version == 2);
+    CHECK(memcmp(got, want, sizeof want) == 0);
+    // Worker 0 resends every part (its acknowledgement lost, say): skipped, acknowledged once.
+    for (size_t i = 0; i < 4; i++) send_part(d0, 0, 0, g0, i, 0);
+    h = raw_expect(d0, MSG_TYPE_PUSH_ACK, NULL);
+    CHECK(h.offset == 0 && h.param_version == 2);
+    // Its next push's first part, then a new client of worker 0: the push ends
+    // unfinished (its part stays applied) and worker 1's waiting pull is answered.
+    send_part(d0, 0, 1, g2, 0, WIRE_FLAG_ECHO);
+    apply(want, g2, 0, B_PART);
+    raw_expect(d0, MSG_TYPE_PARAMS, NULL);
+    send_pull(d1, 1);
+    hello(d0, 0, 9);
+    h = raw_expect(d1, MSG_TYPE_PARAMS, got);
+    CHECK(h.param_version == 2);
+    CHECK(memcmp(got, want, sizeof want) == 0);
+    raw_send(d0, header(MSG_TYPE_BYE, 0), NULL);
+    raw_expect(d0, MSG_TYPE_BYE_ACK, NULL);
+    raw_send(d1, header(MSG_TYPE_BYE, 1), NULL);
+    raw_expect(d1, MSG_TYPE_BYE_ACK, NULL);
+    server_thread_join(&st);
+    ps_stats_t s;
+    ps_server_stats(st.s, &s);
+    CHECK(s.version == 2 && s.pushes_applied == 2 && s.duplicates == 1);
+    CHECK(s.parts_taken == 5 && s.parts_out_of_order == 1 && s.parts_skipped == 4 && s.pushes_unfinished == 1);
+    CHECK(memcmp(ps_server_values(st.s), want, sizeof want) == 0);
+    ps_server_destroy(&st.s);
+    zmq_close(d0);
+    zmq_close(d1);
+    printf("protocol: out-of-order part dropped, pull held while half applied, resent parts skipped, unfinished push ended\n");
+}
+
+static void test_resume_mid_push(void *ctx) {
+    char err[512], dir[] = "/tmp/asgd-parts-XXXXXX", path[600];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof path, "%s/shard.ckpt", dir);
+    float init[B_N], g[B_N], want[B_N], got[B_N];
+    random_values(init, B_N, 61);
+    random_values(g, B_N, 62);
+    memcpy(want, init, sizeof want);
+    apply(want, g, 0, B_N);
+    ps_config_t cfg = config(1, 0, B_N, 1);
+    server_thread_t st;
+    const char *ep;
+    start_shards(ctx, &cfg, init, &st, &ep);
+    void *d = raw_dealer(ctx, ep);
+    hello(d, 0, 7);
+    send_part(d, 0, 0, g, 0, WIRE_FLAG_ECHO);
+    send_part(d, 0, 0, g, 1, WIRE_FLAG_ECHO);
+    raw_expect(d, MSG_TYPE_PARAMS, NULL);
+    raw_expect(d, MSG_TYPE_PARAMS, NULL);  // both parts taken
+    atomic_store(&st.stop, 1);
+    server_thread_join(&st);
+    CHECK_OK(ps_server_save(st.s, path, err, sizeof err), err);
+    ps_server_destroy(&st.s);
+    st.s = ps_server_resume(ctx, &cfg, NULL, path, err, sizeof err);  // the same endpoint: d reconnects
+    if (!st.s) {
+        fprintf(stderr, "ps_server_resume: %s\n", err);
+        exit(1);
+    }
+    server_thread_start(&st);
+    for (size_t i = 0; i < 4; i++) send_part(d, 0, 0, g, i, 0);
+    raw_expect(d, MSG_TYPE_PUSH_ACK, NULL);
+    send_pull(d, 0);
+    wire_header_t h = raw_expect(d, MSG_TYPE_PARAMS, got);
+    CHECK(h.param_version == 1);
+    CHECK(memcmp(got, want, sizeof want) == 0);  // applied once, not 1.5 times
+    raw_send(d, header(MSG_TYPE_BYE, 0), NULL);
+    raw_expect(d, MSG_TYPE_BYE_ACK, NULL);
+    server_thread_join(&st);
+    ps_stats_t s;
+    ps_server_stats(st.s, &s);
+    CHECK(s.version == 1 && s.pushes_applied == 1 && s.parts_skipped == 2 && s.parts_taken == 2);
+    ps_server_destroy(&st.s);
+    zmq_close(d);
+    CHECK(test_remove_tree(dir) == 0);
+    printf("resume: a push half taken before the checkpoint is finished once by the resent parts\n");
+}
+
+// ---- d) replication ----
+
+typedef struct backup_thread {
+    ps_replica_t *r;
+    ps_server_t *s;
+    atomic_int stop;
+    pthread_t tid;
+    int rc;
+    char err[512];
+} backup_thread_t;
+
+static void *backup_main(void *arg) {
+    backup_thread_t *b = arg;
+    b->rc = ps_replica_join(b->r, b->s, b->err, sizeof b->err);
+    if (b->rc == 0) b->rc = ps_server_run(b->s, &b->stop, b->err, sizeof b->err);
+    return NULL;
+}
+
+static ps_replica_t *replica(void *ctx, const char *dir, size_t index) {
+    char err[512];
+    ps_replica_config_t rc = {.state_dir = dir, .shard = 0, .replica = index, .run_id = RUN_ID, .n_workers = 1,
+                              .ack_timeout_ms = TIMEOUT_MS, .join_timeout_ms = TIMEOUT_MS, .quiet = 1};
+    ps_replica_t *r = ps_replica_new(ctx, &rc, err, sizeof err);
+    if (!r) {
+        fprintf(stderr, "ps_replica_new: %s\n", err);
+        exit(1);
+    }
+    return r;
+}
+
+static void test_replicated(void *ctx) {
+    enum { N = 5000, PART = 1000, PUSHES = 4 };
+    char err[512], dir[] = "/tmp/asgd-parts-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    static float init[N], g[N], out[N];
+    random_values(init, N, 71);
+    ps_config_t cfg = config(1, 0, N, 1);
+    server_thread_t primary;
+    primary.s = ps_server_new(ctx, &cfg, "tcp://127.0.0.1:*", init, err, sizeof err);
+    CHECK(primary.s != NULL);
+    ps_replica_t *rp = replica(ctx, dir, 0);
+    CHECK_OK(ps_replica_lead(rp, primary.s, err, sizeof err), err);
+    void *bctx = zmq_ctx_new();
+    backup_thread_t b = {.r = replica(bctx, dir, 1)};
+    b.s = ps_server_new(bctx, &cfg, "tcp://127.0.0.1:*", init, err, sizeof err);
+    CHECK(b.s != NULL);
+    atomic_init(&b.stop, 0);
+    CHECK(pthread_create(&b.tid, NULL, backup_main, &b) == 0);
+    CHECK_OK(ps_replica_await_backup(rp, primary.s, err, sizeof err), err);
+    server_thread_start(&primary);
+    const char *ep = ps_server_endpoint(primary.s);
+    ps_client_t *c = ps_client_new(ctx, RUN_ID, 0, &ep, 1, N, 0, TIMEOUT_MS, err, sizeof err);
+    CHECK(c != NULL);
+    CHECK_OK(ps_client_set_push_part(c, PART, err, sizeof err), err);
+    for (int r = 0; r < PUSHES; r++) {
+        random_values(g, N, 80 + (uint64_t)r);
+        float *const *frames = ps_client_push_frames(c, err, sizeof err);
+        CHECK(frames != NULL);
+        memcpy(frames[0], g, sizeof g);
+        CHECK_OK(ps_client_push_commit_pull(c, (uint64_t)r, 1, out, err, sizeof err), err);
+    }
+    CHECK_OK(ps_client_bye(c, err, sizeof err), err);
+    ps_client_destroy(&c);
+    server_thread_join(&primary);
+    atomic_store(&b.stop, 1);
+    CHECK(pthread_join(b.tid, NULL) == 0);
+    CHECK_OK(b.rc, b.err);
+    CHECK(memcmp(ps_server_values(primary.s), out, sizeof out) == 0);
+    CHECK(memcmp(ps_server_values(b.s), out, sizeof out) == 0);
+    ps_stats_t sb;
+    ps_server_stats(b.s, &sb);
+    CHECK(sb.version == PUSHES && sb.parts_taken == PUSHES * (N / PART) && sb.pulls_answered == 0);
+    ps_replica_stats_t rs;
+    ps_replica_stats(rp, &rs);
+    CHECK(rs.forwarded == 1 + PUSHES + 1 && rs.dropped == 0);  // HELLO, each push's last part, BYE
+    ps_replica_destroy(&rp);
+    ps_replica_destroy(&b.r);
+    ps_server_destroy(&primary.s);
+    ps_server_destroy(&b.s);
+    zmq_ctx_term(bctx);
+    CHECK(test_remove_tree(dir) == 0);
+    printf("replicated: the backup holds the primary's bits after %d pushes in %d parts\n", PUSHES, N / PART);
+}
+
+int main(void) {
+    void *ctx = zmq_ctx_new();
+    CHECK(ctx != NULL);
+    test_parts_match_whole(ctx, SERVER_OPTIMIZER_SGD);
+    test_parts_match_whole(ctx, SERVER_OPTIMIZER_ADAGRAD);
+    test_protocol(ctx);
+    test_resume_mid_push(ctx);
+    test_replicated(ctx);
+    zmq_ctx_term(ctx);
+    return 0;
+}
