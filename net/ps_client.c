@@ -11,6 +11,7 @@
 #include <zmq.h>
 
 #include "kernels/partition.h"  // defines: shard_range
+#include "net/buffer_pool.h"    // defines: buffer_pool_new, buffer_pool_take, buffer_pool_message, buffer_pool_drop
 #include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, ZMQ_FAIL, wire_fresh_id (net/wire.h)
 
 #define RETRY_BACKOFF_MAX 8  // a silent shard is retried at most every 8 retry intervals
@@ -81,6 +82,7 @@ struct ps_client {
     zmq_pollitem_t *items;
     zmq_msg_t *frames;   // (n_shards) dense push frames being filled
     float **frame_data;  // (n_shards) their data
+    buffer_pool_t *pool;  // dense push frames' buffers, reused (the largest shard's size)
     uint8_t **encoded;   // (n_shards) the same frames' bytes when they hold encodings
     int frames_ready;
     int frames_encoded;  // the frames being filled are ENCODED, not DENSE
@@ -579,6 +581,16 @@ static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t work
         c->items[k].socket = s->sock;
         c->items[k].events = ZMQ_POLLIN;
     }
+    size_t largest = 0;
+    for (size_t k = 0; k < n_shards; k++)
+        if (c->shards[k].end - c->shards[k].begin > largest) largest = c->shards[k].end - c->shards[k].begin;
+    // A push being filled, the last one kept for resending and one on its
+    // way out per shard: the buffers in use at most, kept for reuse.
+    if (!(c->pool = buffer_pool_new(largest * sizeof(float), 3 * n_shards))) {
+        snprintf(err, err_len, "worker: out of memory");
+        ps_client_destroy(&c);
+        return NULL;
+    }
     if (layout_parts(c, PART_FLOATS_DEFAULT, err, err_len) != 0) ps_client_destroy(&c);
     return c;
 }
@@ -628,6 +640,7 @@ void ps_client_destroy(ps_client_t **cp) {
     free(c->items);
     free(c->frames);
     free(c->frame_data);
+    buffer_pool_release(&c->pool);
     free(c->encoded);
     free(c->part_scratch);
     free(c);
@@ -662,6 +675,19 @@ uint8_t *const *ps_client_push_encoded_frames(ps_client_t *c, const size_t *byte
     return c->encoded;
 }
 
+// A dense push frame of `bytes` over a buffer of the client's pool: memory
+// written before, not fresh pages to fault in.
+static int pooled_frame(ps_client_t *c, zmq_msg_t *frame, size_t bytes, char *err, size_t err_len) {
+    void *data = buffer_pool_take(c->pool);
+    if (!data) {
+        snprintf(err, err_len, "worker: out of memory for a push of %zu bytes", bytes);
+        return -1;
+    }
+    int rc = buffer_pool_message(data, 0, bytes, frame);
+    buffer_pool_drop(data);  // the message holds it now (or nobody: back to the pool)
+    return rc == 0 ? 0 : ZMQ_FAIL("worker: zmq_msg_init_data", err, err_len);
+}
+
 float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len) {
     if (c->frames_encoded) {
         drop_frames(c);
@@ -670,7 +696,7 @@ float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len) {
     if (!c->frames_ready) {
         for (size_t k = 0; k < c->n_shards; k++) {
             size_t n = c->shards[k].end - c->shards[k].begin;
-            if (zmsg_frame_alloc(&c->frames[k], n * sizeof(float), err, err_len) != 0) {
+            if (pooled_frame(c, &c->frames[k], n * sizeof(float), err, err_len) != 0) {
                 for (size_t j = 0; j < k; j++) zmq_msg_close(&c->frames[j]);
                 return NULL;
             }
@@ -717,50 +743,26 @@ static void drop_kept_push(shard_conn_t *s) {
     s->push_n_frames = s->push_n_parts = 0;
 }
 
-// A push frame's buffer, shared by the messages of its parts: freed (the
-// frame closed) when libzmq and the client have let go of every one.
-typedef struct part_holder {
-    _Atomic size_t refs;
-    zmq_msg_t whole;
-} part_holder_t;
-
-static void part_released(void *data, void *hint) {
-    (void)data;
-    part_holder_t *ph = hint;
-    if (atomic_fetch_sub_explicit(&ph->refs, 1, memory_order_acq_rel) != 1) return;
-    zmq_msg_close(&ph->whole);
-    free(ph);
-}
-
 // Cuts shard k's filled frame (consumed) into its parts' messages, kept as
 // its push, and their checksums (computed here for the parts not summed
-// while written). Returns 0, or -1 with err filled.
+// while written). The parts share the frame's pool buffer. Returns 0, or -1
+// with err filled.
 static int cut_parts(ps_client_t *c, size_t k, zmq_msg_t *frame, char *err, size_t err_len) {
     shard_conn_t *s = &c->shards[k];
     size_t n = s->end - s->begin;
-    const float *data = zmq_msg_data(frame);
-    part_holder_t *ph = malloc(sizeof *ph);
-    if (!ph) {
-        zmq_msg_close(frame);
-        snprintf(err, err_len, "worker: out of memory");
-        return -1;
-    }
-    atomic_init(&ph->refs, s->n_parts);
-    zmq_msg_init(&ph->whole);
-    zmq_msg_move(&ph->whole, frame);
-    zmq_msg_close(frame);
-    for (size_t i = 0; i < s->n_parts; i++) {
+    float *data = zmq_msg_data(frame);
+    int rc = 0;
+    for (size_t i = 0; i < s->n_parts && rc == 0; i++) {
         size_t from = i * c->part_floats, len = i + 1 == s->n_parts ? n - from : c->part_floats;
         s->push_sums[i] = s->summed == n ? s->fill_sums[i] : wire_checksum(data + from, len * sizeof(float), 0);
-        // Cannot fail with a buffer given (libzmq allocates nothing for it but its small header).
-        if (zmq_msg_init_data(&s->push_parts[i], (void *)(data + from), len * sizeof(float), part_released, ph) != 0) {
+        if (buffer_pool_message(data, from * sizeof(float), len * sizeof(float), &s->push_parts[i]) != 0) {
+            rc = ZMQ_FAIL("worker: zmq_msg_init_data", err, err_len);
             for (size_t j = 0; j < i; j++) zmq_msg_close(&s->push_parts[j]);
-            for (size_t j = i; j < s->n_parts; j++) part_released(NULL, ph);
-            return ZMQ_FAIL("worker: zmq_msg_init_data", err, err_len);
         }
     }
-    s->push_n_parts = s->n_parts;
-    return 0;
+    zmq_msg_close(frame);
+    if (rc == 0) s->push_n_parts = s->n_parts;
+    return rc;
 }
 
 // Sends shard k's push in parts (frame consumed), kept for resending.
