@@ -148,7 +148,8 @@ void ps_values_apply_sum(ps_values_t *v, const float *const *g, const float *wei
     update_blocks(v, src, dst, g, weight, count, lr, h, eps);
 }
 
-void ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const float *g, float lr, float *h, float eps) {
+uint32_t ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const float *g, float lr, float *h, float eps,
+                               float *copy) {
     make_writable(v);
     v->sum_valid = 0;
     if (from == 0) {
@@ -159,19 +160,27 @@ void ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const float *g
     }
     float *w = v->buf[v->cur] + from;
     int streaming = v->summed_to != SIZE_MAX;
+    wire_checksum_stream_t copied;
+    wire_checksum_begin(&copied, 0);
     for (size_t off = 0; off < n; off += BLOCK) {
         size_t len = n - off < BLOCK ? n - off : BLOCK;
         if (h) adagrad_update_cpu(len, lr, eps, g + off, h + from + off, w + off);
         else sgd_update_cpu(len, lr, g + off, w + off);
         if (streaming) wire_checksum_update(&v->stream, w + off, len * sizeof(float));
+        if (copy) {
+            memcpy(copy + off, w + off, len * sizeof(float));
+            wire_checksum_update(&copied, w + off, len * sizeof(float));
+        }
     }
-    if (!streaming) return;
+    uint32_t copy_sum = copy ? wire_checksum_end(&copied) : 0;
+    if (!streaming) return copy_sum;
     v->summed_to = v->stream.closed && from + n < v->n ? SIZE_MAX : from + n;
     if (v->summed_to == v->n) {
         v->sum = wire_checksum_end(&v->stream);
         v->sum_valid = 1;
         v->summed_to = SIZE_MAX;
     }
+    return copy_sum;
 }
 
 static void reply_done(void *data, void *hint) {

@@ -50,8 +50,12 @@ void ps_values_apply_sum(ps_values_t *v, const float *const *g, const float *wei
 // The same update of values [from, from + n) only, in place: a push taken in
 // parts (ps_server.h). A push's ranges applied in order from 0 with no other
 // write between them leave the checksum of the whole, kept as ps_values_apply
-// keeps it; otherwise the first reply computes it. from + n <= the count.
-void ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const float *g, float lr, float *h, float eps);
+// keeps it; otherwise the first reply computes it. from + n <= the count; h
+// (Adagrad's sums, or NULL) covers every value. With copy non-NULL, the new
+// values of the range are also copied to copy[0..n) in the same pass, and
+// their checksum (wire_checksum of copy) is returned (0 without).
+uint32_t ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const float *g, float lr, float *h, float eps,
+                               float *copy);
 
 // A frame holding the current values for a reply, and their checksum: lent
 // (zero-copy) when it can be, else a copy. Returns 0, or -1 with err filled.

@@ -18,6 +18,7 @@
 #include "net/ps_reply.h"           // defines: ps_values_*
 #include "net/zmsg.h"               // defines: zmsg_recv, zmsg_send, ZMQ_FAIL
 #include "staleness/clock_table.h"  // defines: clock_table_t
+#include "net/buffer_pool.h"  // defines: buffer_pool_new, buffer_pool_take, buffer_pool_message, buffer_pool_drop
 
 // Versions remembered per worker: more than the rebases a worker's push can
 // reach back over (replica.c keeps its own history of 64 rebases).
@@ -126,6 +127,12 @@ struct ps_server {
     _Atomic uint64_t pub_stale_count, pub_stale_v_sum, pub_stale_v_max, pub_stale_c_sum, pub_stale_c_max;
     ps_server_hooks_t hooks;   // replication (net/ps_replica.h); zeros: none
     push_parts_t *parts;       // (n_workers) the push each worker is sending in parts
+    // The answer to the part being taken from an ECHO push: its range's new
+    // values, copied while they are written, in a buffer of echo_pool
+    // (made at the first such part, of its size) or a frame of its own.
+    zmq_msg_t echo_frame;
+    uint32_t echo_sum;
+    buffer_pool_t *echo_pool;
     // ASP/SSP pushes with parts applied and more to come: pulls wait until
     // none is, so that a reply carries exactly the version it names.
     size_t parts_applying;
@@ -711,6 +718,7 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->join_nonce);
     free(s->hello);
     free(s->parts);
+    buffer_pool_release(&s->echo_pool);
     free(s->own_ledger);
     counter_file_close(&s->ledger_file);
     free(s->bsp_grad);
@@ -1189,6 +1197,32 @@ static int admit_part(ps_server_t *s, zmsg_t *m, size_t from, int last, char *er
     return 0;
 }
 
+// A frame for the answer to an ECHO part of `count` values, in s->echo_frame:
+// its data, or NULL with err filled.
+static float *echo_frame(ps_server_t *s, size_t count, char *err, size_t err_len) {
+    size_t bytes = count * sizeof(float);
+    if (!s->echo_pool && !(s->echo_pool = buffer_pool_new(bytes, 64))) {
+        snprintf(err, err_len, "server: out of memory");
+        return NULL;
+    }
+    if (bytes > buffer_pool_bytes(s->echo_pool)) {  // a part larger than the first: a frame of its own
+        if (zmsg_frame_alloc(&s->echo_frame, bytes, err, err_len) != 0) return NULL;
+        return zmq_msg_data(&s->echo_frame);
+    }
+    void *data = buffer_pool_take(s->echo_pool);
+    if (!data) {
+        snprintf(err, err_len, "server: out of memory");
+        return NULL;
+    }
+    int rc = buffer_pool_message(data, 0, bytes, &s->echo_frame);
+    buffer_pool_drop(data);
+    if (rc != 0) {
+        ZMQ_FAIL("server: zmq_msg_init_data", err, err_len);
+        return NULL;
+    }
+    return data;
+}
+
 // Takes the payload of a push admitted for worker k, [from, from + count) of
 // the shard (a dense part), or the whole of a sparse or encoded one. Returns
 // 1, or 0 when it was refused (not finite, not decodable), -1 on a socket error.
@@ -1257,9 +1291,12 @@ static int take_payload(ps_server_t *s, zmsg_t *m, size_t from, char *err, size_
             dc_asgd_compensate(s->scratch_g, s->w + from, backup + from, count, lambda);
             g = s->scratch_g;
         }
-        if (count == s->n) apply_dense(s, g, p->lr);
-        else {
-            ps_values_apply_range(s->values, from, count, g, p->lr, s->h, s->cfg.adagrad_eps);
+        if (count == s->n) {
+            apply_dense(s, g, p->lr);
+        } else {
+            float *copy = NULL;
+            if ((h->flags & WIRE_FLAG_ECHO) && !(copy = echo_frame(s, count, err, err_len))) return -1;
+            s->echo_sum = ps_values_apply_range(s->values, from, count, g, p->lr, s->h, s->cfg.adagrad_eps, copy);
             s->w = ps_values_get(s->values);
         }
     } else {
@@ -1310,8 +1347,9 @@ static int finish_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
 }
 
 // Answers a part taken from a push that asked for its values back
-// (WIRE_FLAG_ECHO): its range as it stands now, copied and checksummed in one
-// pass, named with the version the push makes once whole. The last part's
+// (WIRE_FLAG_ECHO): its range as it stood once the part was applied (copied
+// and checksummed in the pass that applied it), named with the version the
+// push makes once whole. The last part's
 // answer completes the worker's pull.
 static int echo_range(ps_server_t *s, zmsg_t *m, size_t from, int last, char *err, size_t err_len) {
     uint32_t k = m->h.sender, count = m->h.count;
@@ -1320,16 +1358,14 @@ static int echo_range(ps_server_t *s, zmsg_t *m, size_t from, int last, char *er
     h.payload_kind = PAYLOAD_KIND_DENSE;
     h.offset = s->begin + from;
     h.count = count;
-    zmq_msg_t frame;
-    if (zmsg_frame_alloc(&frame, count * sizeof(float), err, err_len) != 0) return -1;
-    h.checksum = wire_checksum_copy(zmq_msg_data(&frame), s->w + from, count * sizeof(float), 0);
+    h.checksum = s->echo_sum;  // of s->echo_frame, filled as the part was applied
     if (s->backup) memcpy(s->backup + (size_t)k * s->n + from, s->w + from, count * sizeof(float));
     s->stats.bytes_out += 4u * count;
     if (last) {
         s->stats.pulls_answered++;
         note_sent(s, k, h.param_version, h.clock);
     }
-    return zmsg_send_sealed(s->sock, &m->identity, &h, &frame, 1, 0, err, err_len);
+    return zmsg_send_sealed(s->sock, &m->identity, &h, &s->echo_frame, 1, 0, err, err_len);
 }
 
 // A push: in one message, or one part of a push in parts (a dense range that
