@@ -40,7 +40,7 @@
 // tenants only ever slow a trial down), the trials interleaved across variants.
 //
 //   bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] [--io-threads K] [--no-profile] [--replicas 2]
-//            [--pipe-blocks 8] [--part-floats N] [--separate-pull]
+//            [--pipe-blocks 8] [--part-floats N] [--separate-pull] [--no-announce] [--bsp-parts]
 //            [--bsp-workers 2] [--compute-ms 5] [--no-bsp]
 #include <errno.h>
 #include <pthread.h>
@@ -86,6 +86,8 @@ typedef struct opts {
     size_t pipe_blocks;  // the pipelined design's range messages per push
     long part_floats;    // ps_client_set_push_part (-1: the client's default)
     int separate_pull;   // the PS round as push, then pull (not ps_client_push_commit_pull)
+    int announce;        // pushes announced (ps_client_push_announce): parts go out as they are written
+    int bsp_parts;       // BSP gradients announced too, so sent in parts as they are written
     char state_dir[64];
 } opts_t;
 
@@ -262,6 +264,9 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o, int repli
         double t0 = bench_now_s();
         float *const *frames = ps_client_push_frames(cl, err, sizeof err);
         if (!frames) die("ps_client_push_frames", err);
+        ps_push_kind_t kind = o->separate_pull ? PS_PUSH_UPDATE : PS_PUSH_UPDATE_PULL;
+        if (o->announce && ps_client_push_announce(cl, (uint64_t)r, 1, kind, err, sizeof err) != 0)
+            die("ps_client_push_announce", err);
         // Written block by block as a worker writes its update, each block
         // handed to the checksum while still in cache.
         for (size_t k = 0; k < n_shards; k++) {
@@ -671,6 +676,8 @@ static void *bsp_worker_main(void *arg) {
         } else {
             float *const *frames = ps_client_push_frames(cl, err, sizeof err);
             if (!frames) die("ps_client_push_frames", err);
+            if (w->o->bsp_parts && ps_client_push_announce(cl, (uint64_t)r, 1, PS_PUSH_GRADIENT, err, sizeof err) != 0)
+                die("ps_client_push_announce", err);
             for (size_t k = 0; k < w->n_shards; k++) {
                 for (size_t from = 0; from < end[k] - begin[k]; from += PUSH_BLOCK) {
                     size_t len = end[k] - begin[k] - from < PUSH_BLOCK ? end[k] - begin[k] - from : PUSH_BLOCK;
@@ -917,7 +924,7 @@ static void profile(size_t m, const opts_t *o) {
 int main(int argc, char **argv) {
     opts_t o = {.n_sizes = 2, .mfloats = {1, 4}, .n_shards = 2, .shards = {1, 2}, .warmup = 3, .rounds = 20,
                 .trials = 5, .io_threads = 1, .profile = 1, .bsp = 1, .bsp_workers = 2, .compute_ms = 5.0,
-                .replicas = 1, .pipe_blocks = 8, .part_floats = -1};
+                .replicas = 1, .pipe_blocks = 8, .part_floats = -1, .announce = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--sizes-m") == 0 && v) o.n_sizes = bench_parse_list("bench_ps", v, o.mfloats, MAX_LIST), i++;
@@ -932,13 +939,15 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--pipe-blocks") == 0 && v) o.pipe_blocks = strtoull(v, NULL, 10), i++;
         else if (strcmp(a, "--part-floats") == 0 && v) o.part_floats = strtol(v, NULL, 10), i++;
         else if (strcmp(a, "--separate-pull") == 0) o.separate_pull = 1;
+        else if (strcmp(a, "--no-announce") == 0) o.announce = 0;
+        else if (strcmp(a, "--bsp-parts") == 0) o.bsp_parts = 1;
         else if (strcmp(a, "--bsp-workers") == 0 && v) o.bsp_workers = (size_t)atoi(v), i++;
         else if (strcmp(a, "--compute-ms") == 0 && v) o.compute_ms = atof(v), i++;
         else {
             fprintf(stderr,
                     "usage: bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] "
                     "[--io-threads K] [--no-profile] [--bsp-workers 2] [--compute-ms 5] [--no-bsp] [--replicas 2]\n"
-                    "       [--pipe-blocks 8] [--part-floats N] [--separate-pull]\n");
+                    "       [--pipe-blocks 8] [--part-floats N] [--separate-pull] [--no-announce] [--bsp-parts]\n");
             return strcmp(a, "--help") == 0 ? 0 : 2;
         }
     }

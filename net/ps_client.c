@@ -66,6 +66,7 @@ typedef struct shard_conn {
     wire_checksum_stream_t whole;  // with parts, the whole frame's too (a BSP push goes whole)
     uint32_t *fill_sums;         // (n_parts) those of the parts summed
     size_t summed;               // floats of the push frame summed so far; SIZE_MAX: given up
+    int stream_begun;            // an announced push's first part was sent while the frame was written
 } shard_conn_t;
 
 struct ps_client {
@@ -88,6 +89,12 @@ struct ps_client {
     int frames_encoded;  // the frames being filled are ENCODED, not DENSE
     int carry;           // the next push carries shards[k].carry_version (ps_client_carry_versions)
     zmq_msg_t *part_scratch;  // (the most parts of any shard) messages being sent
+    // The push announced for the frames being filled (ps_client_push_announce):
+    // its parts go out as they are written.
+    int announced;
+    wire_header_t announce_h;  // its header, but for the shard, the version and the range
+    int stream_rc;             // a part's send failed while streaming (reported by the commit)
+    char stream_err[256];
     size_t part_floats;  // a dense push's parts hold this many floats (a multiple of 8; 0: sent whole)
     // The pull in progress.
     float *pull_out;
@@ -130,7 +137,7 @@ static wire_header_t part_header(const ps_client_t *c, const shard_conn_t *s, si
     wire_header_t h = s->push_h;
     size_t from = i * c->part_floats, n = s->end - s->begin;
     h.offset = s->begin + from;
-    h.count = (uint32_t)(i + 1 == s->push_n_parts ? n - from : c->part_floats);
+    h.count = (uint32_t)(i + 1 == s->n_parts ? n - from : c->part_floats);
     h.checksum = s->push_sums[i];
     return h;
 }
@@ -710,6 +717,54 @@ float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len) {
     return c->frame_data;
 }
 
+static void begin_parts(ps_client_t *c, size_t k, const wire_header_t *h);
+static int send_parts_upto(ps_client_t *c, size_t k, size_t upto, char *err, size_t err_len);
+static uint64_t pushed_version(const ps_client_t *c, const shard_conn_t *s);
+static int wait_previous_push(ps_client_t *c, char *err, size_t err_len);
+
+// The header of shard k's push as announced.
+static wire_header_t announced_header(const ps_client_t *c, size_t k) {
+    const shard_conn_t *s = &c->shards[k];
+    wire_header_t h = c->announce_h;
+    h.shard = (uint32_t)k;
+    h.param_version = pushed_version(c, s);
+    h.offset = s->begin;
+    h.count = (uint32_t)(s->end - s->begin);
+    return h;
+}
+
+// Sends part i of shard k's announced push, written and summed just now.
+static void stream_part(ps_client_t *c, size_t k, size_t i) {
+    shard_conn_t *s = &c->shards[k];
+    size_t due = s->stream_begun ? s->push_n_parts : 0;  // parts complete in order
+    if (c->stream_rc != 0 || i != due) return;
+    if (!s->stream_begun) {
+        wire_header_t h = announced_header(c, k);
+        begin_parts(c, k, &h);
+        s->stream_begun = 1;
+    }
+    if (send_parts_upto(c, k, i + 1, c->stream_err, sizeof c->stream_err) != 0) c->stream_rc = -1;
+}
+
+int ps_client_push_announce(ps_client_t *c, uint64_t clock, uint32_t examples, ps_push_kind_t kind, char *err,
+                            size_t err_len) {
+    if (!c->frames_ready || c->frames_encoded) {
+        snprintf(err, err_len, "worker: a push is announced after ps_client_push_frames, before its frames are written");
+        return -1;
+    }
+    if (wait_previous_push(c, err, err_len) != 0) return -1;
+    wire_header_t h = request(c, MSG_TYPE_PUSH, 0);
+    h.clock = clock;
+    h.payload_kind = PAYLOAD_KIND_DENSE;
+    h.aux = examples;
+    h.flags = kind == PS_PUSH_GRADIENT ? WIRE_FLAG_SUM : kind == PS_PUSH_UPDATE_PULL ? WIRE_FLAG_ECHO : 0;
+    c->announce_h = h;
+    c->announced = 1;
+    c->stream_rc = 0;
+    for (size_t k = 0; k < c->n_shards; k++) c->shards[k].stream_begun = 0;
+    return 0;
+}
+
 void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, size_t n) {
     shard_conn_t *s = &c->shards[shard];
     if (!c->frames_ready || c->frames_encoded || s->summed != from || s->sum.closed) {
@@ -729,6 +784,7 @@ void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, siz
         if (s->summed == part_end) {
             s->fill_sums[part] = wire_checksum_end(&s->sum);
             wire_checksum_begin(&s->sum, 0);
+            if (c->announced && s->n_parts > 1) stream_part(c, shard, part);
         } else if (s->sum.closed) {
             s->summed = SIZE_MAX;
             return;
@@ -743,40 +799,38 @@ static void drop_kept_push(shard_conn_t *s) {
     s->push_n_frames = s->push_n_parts = 0;
 }
 
-// Cuts shard k's filled frame (consumed) into its parts' messages, kept as
-// its push, and their checksums (computed here for the parts not summed
-// while written). The parts share the frame's pool buffer. Returns 0, or -1
-// with err filled.
-static int cut_parts(ps_client_t *c, size_t k, zmq_msg_t *frame, char *err, size_t err_len) {
-    shard_conn_t *s = &c->shards[k];
-    size_t n = s->end - s->begin;
-    float *data = zmq_msg_data(frame);
-    int rc = 0;
-    for (size_t i = 0; i < s->n_parts && rc == 0; i++) {
-        size_t from = i * c->part_floats, len = i + 1 == s->n_parts ? n - from : c->part_floats;
-        s->push_sums[i] = s->summed == n ? s->fill_sums[i] : wire_checksum(data + from, len * sizeof(float), 0);
-        if (buffer_pool_message(data, from * sizeof(float), len * sizeof(float), &s->push_parts[i]) != 0) {
-            rc = ZMQ_FAIL("worker: zmq_msg_init_data", err, err_len);
-            for (size_t j = 0; j < i; j++) zmq_msg_close(&s->push_parts[j]);
-        }
-    }
-    zmq_msg_close(frame);
-    if (rc == 0) s->push_n_parts = s->n_parts;
-    return rc;
-}
-
-// Sends shard k's push in parts (frame consumed), kept for resending.
-static int send_push_parts(ps_client_t *c, size_t k, const wire_header_t *h, zmq_msg_t *frame, char *err,
-                           size_t err_len) {
+// Starts shard k's push in parts (header h): kept for resending from now on,
+// and counted as sent before any part can arrive anywhere.
+static void begin_parts(ps_client_t *c, size_t k, const wire_header_t *h) {
     shard_conn_t *s = &c->shards[k];
     drop_kept_push(s);
-    if (cut_parts(c, k, frame, err, err_len) != 0) return -1;
     s->push_h = *h;
     s->push_acked = 0;
     sent_now(c, s);
-    if (c->counts) c->counts[k].sent++;  // before it can arrive anywhere
-    if (resend_push(c, k, err, err_len) != 0) return -1;
+    if (c->counts) c->counts[k].sent++;
     c->stats.pushes_sent++;
+}
+
+// Sends the parts of shard k's frame from the first not sent yet up to
+// `upto`: each a message over the frame's pool buffer, kept for resending,
+// with the checksum summed as it was written (or computed here).
+static int send_parts_upto(ps_client_t *c, size_t k, size_t upto, char *err, size_t err_len) {
+    shard_conn_t *s = &c->shards[k];
+    size_t n = s->end - s->begin;
+    float *data = c->frame_data[k];
+    for (size_t i = s->push_n_parts; i < upto; i++) {
+        size_t from = i * c->part_floats, len = i + 1 == s->n_parts ? n - from : c->part_floats;
+        int summed = s->summed != SIZE_MAX && s->summed >= from + len;
+        s->push_sums[i] = summed ? s->fill_sums[i] : wire_checksum(data + from, len * sizeof(float), 0);
+        if (buffer_pool_message(data, from * sizeof(float), len * sizeof(float), &s->push_parts[i]) != 0)
+            return ZMQ_FAIL("worker: zmq_msg_init_data", err, err_len);
+        s->push_n_parts = i + 1;
+        zmq_msg_t part;
+        zmq_msg_init(&part);
+        zmq_msg_copy(&part, &s->push_parts[i]);
+        wire_header_t h = part_header(c, s, i);
+        if (zmsg_send_sealed(s->sock, NULL, &h, &part, 1, 0, err, err_len) != 0) return -1;
+    }
     return 0;
 }
 
@@ -821,12 +875,31 @@ static int wait_previous_push(ps_client_t *c, char *err, size_t err_len) {
     return pump(c, all_acked, "waiting for the previous push's acknowledgement", err, err_len);
 }
 
+// An announced push must be committed as announced; its parts sent while the
+// frames were written must all have gone out.
+static int check_announced(ps_client_t *c, uint64_t clock, uint32_t examples, uint16_t flags, char *err,
+                           size_t err_len) {
+    const wire_header_t *a = &c->announce_h;
+    if (clock != a->clock || examples != a->aux || flags != a->flags) {
+        snprintf(err, err_len, "worker: the push committed (clock %llu, %u examples, flags %u) is not the one "
+                 "announced (clock %llu, %u examples, flags %u)", (unsigned long long)clock, examples, flags,
+                 (unsigned long long)a->clock, a->aux, a->flags);
+        return -1;
+    }
+    if (c->stream_rc != 0) {
+        snprintf(err, err_len, "%s", c->stream_err);
+        return -1;
+    }
+    return 0;
+}
+
 static int commit(ps_client_t *c, uint64_t clock, uint32_t examples, uint16_t flags, char *err, size_t err_len) {
     if (!c->frames_ready) {
         snprintf(err, err_len, "worker: push committed without frames");
         return -1;
     }
-    int rc = wait_previous_push(c, err, err_len);
+    // An announced push waited for the previous one's acknowledgement already.
+    int rc = c->announced ? check_announced(c, clock, examples, flags, err, err_len) : wait_previous_push(c, err, err_len);
     c->frames_ready = 0;
     int encoded = c->frames_encoded;
     c->frames_encoded = 0;
@@ -847,8 +920,10 @@ static int commit(ps_client_t *c, uint64_t clock, uint32_t examples, uint16_t fl
         size_t frame_bytes = zmq_msg_size(&c->frames[k]);
         // A BSP gradient goes whole: the shard keeps it as received until its
         // round is applied, where parts would be copied (docs/protocol.md).
-        if (!encoded && !(flags & WIRE_FLAG_SUM) && s->n_parts > 1) {
-            rc = send_push_parts(c, k, &h, &c->frames[k], err, err_len);
+        if (!encoded && s->n_parts > 1 && (!(flags & WIRE_FLAG_SUM) || c->announced)) {
+            if (!c->announced || !s->stream_begun) begin_parts(c, k, &h);  // else streamed from its first part
+            rc = send_parts_upto(c, k, s->n_parts, err, err_len);
+            zmq_msg_close(&c->frames[k]);  // the parts hold its buffer
         } else {
             if (!encoded && s->summed == s->end - s->begin && s->summed > 0)
                 h.checksum = s->n_parts > 1 ? wire_checksum_end(&s->whole) : s->fill_sums[0];
@@ -858,6 +933,7 @@ static int commit(ps_client_t *c, uint64_t clock, uint32_t examples, uint16_t fl
         if (rc == 0) c->stats.bytes_out += frame_bytes;
     }
     c->carry = 0;
+    c->announced = 0;
     return rc;
 }
 
@@ -874,7 +950,7 @@ int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples
         return -1;
     }
     double t0 = now_s();
-    if (wait_previous_push(c, err, err_len) != 0) return -1;
+    if (!c->announced && wait_previous_push(c, err, err_len) != 0) return -1;
     // Each shard's pull waits unsent: the answers come with the push. A
     // retry sends it as a plain pull, whose whole answer completes it.
     for (size_t k = 0; k < c->n_shards; k++) {

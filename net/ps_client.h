@@ -92,6 +92,21 @@ float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len);
 // sends that frame without another pass over it. n must be a multiple of 8
 // (floats) except for a frame's last block; otherwise the commit checksums.
 void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, size_t n);
+// What a push announced before its frames are written is, and how it is committed.
+typedef enum ps_push_kind {
+    PS_PUSH_UPDATE = 0,       // ASP/SSP: ps_client_push_commit(bsp = 0)
+    PS_PUSH_GRADIENT = 1,     // BSP: ps_client_push_commit(bsp = 1)
+    PS_PUSH_UPDATE_PULL = 2,  // ASP/SSP: ps_client_push_commit_pull
+} ps_push_kind_t;
+// Optional, between ps_client_push_frames and writing the frames: names the
+// push (its clock, examples and kind, as the commit will), so that each part
+// of it goes out as soon as ps_client_push_block_written reports it written,
+// while the rest is still being computed (a shard larger than a part; under
+// BSP too, then the shard copies each part as it comes). Waits for the
+// previous push's acknowledgement first. The commit sends what is left, and
+// fails when it names another push. Returns 0, or -1 with err filled.
+int ps_client_push_announce(ps_client_t *c, uint64_t clock, uint32_t examples, ps_push_kind_t kind, char *err,
+                            size_t err_len);
 // Sends the filled frames, once every earlier push is acknowledged. clock: the
 // worker's push rounds done before this one; it must exceed the last push's.
 // bsp: a gradient to aggregate (examples: how many examples it averages over).

@@ -2,8 +2,8 @@
 // sockets on 127.0.0.1, each shard serving in a thread of the test:
 //
 //   a) ASP, SGD and Adagrad, two shards of an odd-sized model: pushes cut
-//      into parts (the last one shorter) leave the shards bit for bit as the
-//      same pushes sent whole; each push counts once (version, pushes
+//      into parts (the last one shorter), some announced and sent part by
+//      part as written, leave the shards bit for bit as the same pushes sent whole; each push counts once (version, pushes
 //      applied) and every part is taken once; ps_client_push_commit_pull
 //      returns exactly what a pull after a whole push returns, and the same
 //      versions.
@@ -17,6 +17,9 @@
 //      the rest when the worker resends every part: the push is applied once.
 //   d) replication: a backup fed the parts by its primary holds the same bits,
 //      and the primary waits for its answer once per push, not per part.
+//   e) BSP gradients announced before they are written go out in parts as
+//      they are written and sum to the bits of whole ones; a commit naming
+//      another push than the one announced fails with a reason.
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -79,13 +82,17 @@ static void start_shards(void *ctx, const ps_config_t *base, const float *init, 
 
 enum { A_N = 10007, A_SHARDS = 2, A_PUSHES = 5, A_PART = 1000 };
 
-static void fill(ps_client_t *c, const float *g, int blockwise) {
+// Fills c's push frames with g; announced (ps_client_push_announce) with
+// clock and kind when announce is set, so that parts go out as written.
+static void fill_announced(ps_client_t *c, const float *g, int blockwise, int announce, uint64_t clock,
+                           ps_push_kind_t kind) {
     char err[256];
     float *const *frames = ps_client_push_frames(c, err, sizeof err);
     if (!frames) {
         fprintf(stderr, "ps_client_push_frames: %s\n", err);
         exit(1);
     }
+    if (announce) CHECK_OK(ps_client_push_announce(c, clock, 1, kind, err, sizeof err), err);
     for (size_t k = 0; k < A_SHARDS; k++) {
         size_t begin, end;
         shard_range(A_N, A_SHARDS, k, &begin, &end);
@@ -98,6 +105,8 @@ static void fill(ps_client_t *c, const float *g, int blockwise) {
         }
     }
 }
+
+static void fill(ps_client_t *c, const float *g, int blockwise) { fill_announced(c, g, blockwise, 0, 0, PS_PUSH_UPDATE); }
 
 static void test_parts_match_whole(void *ctx, server_optimizer_t opt) {
     char err[256];
@@ -119,7 +128,9 @@ static void test_parts_match_whole(void *ctx, server_optimizer_t opt) {
     CHECK(ps_client_push_parts(cp, 0) == 6 && ps_client_push_parts(cp, 1) == 6);
     CHECK(ps_client_push_parts(cw, 0) == 1);
     for (int r = 0; r < A_PUSHES; r++) {
-        fill(cp, g[r], r % 2);
+        // Pushes 1 and 3 announced and reported block by block: their parts
+        // go out while the frames are written.
+        fill_announced(cp, g[r], r % 2, r % 2, (uint64_t)r, PS_PUSH_UPDATE_PULL);
         CHECK_OK(ps_client_push_commit_pull(cp, (uint64_t)r, 1, echoed, err, sizeof err), err);
         fill(cw, g[r], r % 2);
         CHECK_OK(ps_client_push_commit(cw, (uint64_t)r, 1, 0, err, sizeof err), err);
@@ -155,6 +166,75 @@ static void test_parts_match_whole(void *ctx, server_optimizer_t opt) {
     CHECK(memcmp(whole, init, sizeof init) != 0);
     printf("parts (%s): %d pushes in 6 parts per shard, bit for bit the whole pushes', answered with the push\n",
            server_optimizer_name(opt), A_PUSHES);
+}
+
+// ---- e) BSP gradients announced, so sent in parts; and a commit that is not the push announced ----
+
+static void test_bsp_parts(void *ctx) {
+    enum { N = 6001, W = 2, ROUNDS = 3 };
+    char err[256];
+    static float init[N], g[W][N], a[N], b[N];
+    random_values(init, N, 91);
+    ps_config_t cfg = config(1, 0, N, W);
+    cfg.mode = SYNC_MODE_BSP;
+    server_thread_t parted, plain;
+    const char *ep_parted, *ep_plain;
+    start_shards(ctx, &cfg, init, &parted, &ep_parted);
+    start_shards(ctx, &cfg, init, &plain, &ep_plain);
+    ps_client_t *cp[W], *cw[W];
+    for (uint32_t w = 0; w < W; w++) {
+        cp[w] = ps_client_new(ctx, RUN_ID, w, &ep_parted, 1, N, 0, TIMEOUT_MS, err, sizeof err);
+        cw[w] = ps_client_new(ctx, RUN_ID, w, &ep_plain, 1, N, 0, TIMEOUT_MS, err, sizeof err);
+        CHECK(cp[w] && cw[w]);
+        CHECK_OK(ps_client_set_push_part(cp[w], 1000, err, sizeof err), err);
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        for (uint32_t w = 0; w < W; w++) {
+            random_values(g[w], N, 100 + (uint64_t)(r * W) + w);
+            float *const *frames = ps_client_push_frames(cp[w], err, sizeof err);
+            CHECK(frames != NULL);
+            CHECK_OK(ps_client_push_announce(cp[w], (uint64_t)r, 1 + w, PS_PUSH_GRADIENT, err, sizeof err), err);
+            for (size_t from = 0; from < N; from += 500) {
+                size_t len = N - from < 500 ? N - from : 500;
+                memcpy(frames[0] + from, g[w] + from, len * sizeof(float));
+                ps_client_push_block_written(cp[w], 0, from, len);
+            }
+            CHECK_OK(ps_client_push_commit(cp[w], (uint64_t)r, 1 + w, 1, err, sizeof err), err);
+            frames = ps_client_push_frames(cw[w], err, sizeof err);
+            CHECK(frames != NULL);
+            memcpy(frames[0], g[w], sizeof g[w]);
+            CHECK_OK(ps_client_push_commit(cw[w], (uint64_t)r, 1 + w, 1, err, sizeof err), err);
+        }
+        for (uint32_t w = 0; w < W; w++) {
+            CHECK_OK(ps_client_pull(cp[w], (uint64_t)r + 1, a, NULL, err, sizeof err), err);
+            CHECK_OK(ps_client_pull(cw[w], (uint64_t)r + 1, b, NULL, err, sizeof err), err);
+            CHECK(memcmp(a, b, sizeof a) == 0);
+        }
+    }
+    // A commit that names another push than the one announced fails, and says so.
+    CHECK(ps_client_push_frames(cp[0], err, sizeof err) != NULL);
+    CHECK_OK(ps_client_push_announce(cp[0], ROUNDS, 1, PS_PUSH_GRADIENT, err, sizeof err), err);
+    err[0] = '\0';
+    CHECK(ps_client_push_commit(cp[0], ROUNDS + 1, 1, 1, err, sizeof err) != 0);
+    CHECK(strstr(err, "not the one announced") != NULL);
+    for (uint32_t w = 0; w < W; w++) {
+        CHECK_OK(ps_client_bye(cp[w], err, sizeof err), err);
+        CHECK_OK(ps_client_bye(cw[w], err, sizeof err), err);
+        ps_client_destroy(&cp[w]);
+        ps_client_destroy(&cw[w]);
+    }
+    server_thread_join(&parted);
+    server_thread_join(&plain);
+    CHECK(memcmp(ps_server_values(parted.s), ps_server_values(plain.s), sizeof init) == 0);
+    CHECK(memcmp(ps_server_values(parted.s), init, sizeof init) != 0);
+    ps_stats_t sp, sw;
+    ps_server_stats(parted.s, &sp);
+    ps_server_stats(plain.s, &sw);
+    CHECK(sp.version == ROUNDS && sw.version == ROUNDS && sp.pushes_applied == W * ROUNDS);
+    CHECK(sp.parts_taken == W * ROUNDS * 7 && sw.parts_taken == 0);  // 6001 floats: 6 parts of 1000 and one of 1
+    ps_server_destroy(&parted.s);
+    ps_server_destroy(&plain.s);
+    printf("bsp: gradients announced and sent in parts as written sum to the bits of whole ones\n");
 }
 
 // ---- b), c) the shard's side, from raw DEALERs ----
@@ -329,12 +409,16 @@ static void test_resume_mid_push(void *ctx) {
     server_thread_join(&st);
     CHECK_OK(ps_server_save(st.s, path, err, sizeof err), err);
     ps_server_destroy(&st.s);
-    st.s = ps_server_resume(ctx, &cfg, NULL, path, err, sizeof err);  // the same endpoint: d reconnects
+    st.s = ps_server_resume(ctx, &cfg, NULL, path, err, sizeof err);  // at the same endpoint
     if (!st.s) {
         fprintf(stderr, "ps_server_resume: %s\n", err);
         exit(1);
     }
     server_thread_start(&st);
+    // A new connection (what was sent on the old one before it was seen to
+    // break could be lost: a worker's client would resend it after its retry interval).
+    zmq_close(d);
+    d = raw_dealer(ctx, ps_server_endpoint(st.s));
     for (size_t i = 0; i < 4; i++) send_part(d, 0, 0, g, i, 0);
     raw_expect(d, MSG_TYPE_PUSH_ACK, NULL);
     send_pull(d, 0);
@@ -442,6 +526,7 @@ int main(void) {
     CHECK(ctx != NULL);
     test_parts_match_whole(ctx, SERVER_OPTIMIZER_SGD);
     test_parts_match_whole(ctx, SERVER_OPTIMIZER_ADAGRAD);
+    test_bsp_parts(ctx);
     test_protocol(ctx);
     test_resume_mid_push(ctx);
     test_replicated(ctx);
