@@ -279,7 +279,7 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o, int repli
         if (o->separate_pull) {
             if (ps_client_push_commit(cl, (uint64_t)r, 1, 0, err, sizeof err) != 0) die("ps_client_push_commit", err);
             if (ps_client_pull(cl, 0, out, NULL, err, sizeof err) != 0) die("ps_client_pull", err);
-        } else if (ps_client_push_commit_pull(cl, (uint64_t)r, 1, out, err, sizeof err) != 0) {
+        } else if (ps_client_push_commit_pull(cl, (uint64_t)r, 1, 0, out, err, sizeof err) != 0) {
             die("ps_client_push_commit_pull", err);
         }
         if (r >= o->warmup) t[r - o->warmup] = bench_now_s() - t0;
@@ -676,7 +676,8 @@ static void *bsp_worker_main(void *arg) {
         } else {
             float *const *frames = ps_client_push_frames(cl, err, sizeof err);
             if (!frames) die("ps_client_push_frames", err);
-            if (w->o->bsp_parts && ps_client_push_announce(cl, (uint64_t)r, 1, PS_PUSH_GRADIENT, err, sizeof err) != 0)
+            ps_push_kind_t kind = w->o->separate_pull ? PS_PUSH_GRADIENT : PS_PUSH_GRADIENT_PULL;
+            if (w->o->bsp_parts && ps_client_push_announce(cl, (uint64_t)r, 1, kind, err, sizeof err) != 0)
                 die("ps_client_push_announce", err);
             for (size_t k = 0; k < w->n_shards; k++) {
                 for (size_t from = 0; from < end[k] - begin[k]; from += PUSH_BLOCK) {
@@ -685,8 +686,12 @@ static void *bsp_worker_main(void *arg) {
                     ps_client_push_block_written(cl, k, from, len);
                 }
             }
-            if (ps_client_push_commit(cl, (uint64_t)r, 1, 1, err, sizeof err) != 0) die("ps_client_push_commit", err);
-            if (ps_client_pull(cl, (uint64_t)r + 1, out, NULL, err, sizeof err) != 0) die("ps_client_pull", err);
+            if (w->o->separate_pull) {
+                if (ps_client_push_commit(cl, (uint64_t)r, 1, 1, err, sizeof err) != 0) die("ps_client_push_commit", err);
+                if (ps_client_pull(cl, (uint64_t)r + 1, out, NULL, err, sizeof err) != 0) die("ps_client_pull", err);
+            } else if (ps_client_push_commit_pull(cl, (uint64_t)r, 1, 1, out, err, sizeof err) != 0) {
+                die("ps_client_push_commit_pull", err);
+            }
         }
         if (r >= w->o->warmup) w->t[r - w->o->warmup] = bench_now_s() - t0;
     }

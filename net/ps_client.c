@@ -757,7 +757,10 @@ int ps_client_push_announce(ps_client_t *c, uint64_t clock, uint32_t examples, p
     h.clock = clock;
     h.payload_kind = PAYLOAD_KIND_DENSE;
     h.aux = examples;
-    h.flags = kind == PS_PUSH_GRADIENT ? WIRE_FLAG_SUM : kind == PS_PUSH_UPDATE_PULL ? WIRE_FLAG_ECHO : 0;
+    h.flags = kind == PS_PUSH_GRADIENT        ? WIRE_FLAG_SUM
+              : kind == PS_PUSH_GRADIENT_PULL ? WIRE_FLAG_SUM | WIRE_FLAG_ECHO
+              : kind == PS_PUSH_UPDATE_PULL   ? WIRE_FLAG_ECHO
+                                              : 0;
     c->announce_h = h;
     c->announced = 1;
     c->stream_rc = 0;
@@ -943,7 +946,7 @@ int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int
 
 static int answered_and_acked(const ps_client_t *c) { return all_answered(c) && all_acked(c); }
 
-int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples, float *out, char *err,
+int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, float *out, char *err,
                                size_t err_len) {
     if (c->frames_encoded) {
         snprintf(err, err_len, "worker: an encoded push is not answered with values");
@@ -959,12 +962,13 @@ int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples
         s->req_has_keys = 0;
         s->req = REQUEST_PULL;
         s->req_h = request(c, MSG_TYPE_PULL, k);
+        s->req_h.clock = bsp ? clock + 1 : 0;  // BSP: the round this gradient completes
         s->answered = 0;
         s->echo_next = 0;
         s->echo_version = UINT64_MAX;
     }
     c->pull_out = out;
-    int rc = commit(c, clock, examples, WIRE_FLAG_ECHO, err, err_len);
+    int rc = commit(c, clock, examples, (uint16_t)(WIRE_FLAG_ECHO | (bsp ? WIRE_FLAG_SUM : 0)), err, err_len);
     if (rc == 0) rc = pump(c, answered_and_acked, "pushing and pulling parameters", err, err_len);
     c->pull_out = NULL;
     finish_requests(c);
@@ -1030,6 +1034,8 @@ int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *mi
     for (size_t k = 0; k < c->n_shards; k++) {
         wire_header_t h = request(c, MSG_TYPE_PULL, k);
         h.clock = need_clock;
+        c->shards[k].echo_next = 0;  // a BSP round may answer in ranges (docs/protocol.md)
+        c->shards[k].echo_version = UINT64_MAX;
         if (start_request(c, k, REQUEST_PULL, h, NULL, err, err_len) != 0) return -1;
     }
     c->pull_out = out;

@@ -96,7 +96,8 @@ void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, siz
 typedef enum ps_push_kind {
     PS_PUSH_UPDATE = 0,       // ASP/SSP: ps_client_push_commit(bsp = 0)
     PS_PUSH_GRADIENT = 1,     // BSP: ps_client_push_commit(bsp = 1)
-    PS_PUSH_UPDATE_PULL = 2,  // ASP/SSP: ps_client_push_commit_pull
+    PS_PUSH_UPDATE_PULL = 2,  // ASP/SSP: ps_client_push_commit_pull(bsp = 0)
+    PS_PUSH_GRADIENT_PULL = 3,  // BSP: ps_client_push_commit_pull(bsp = 1)
 } ps_push_kind_t;
 // Optional, between ps_client_push_frames and writing the frames: names the
 // push (its clock, examples and kind, as the commit will), so that each part
@@ -111,13 +112,15 @@ int ps_client_push_announce(ps_client_t *c, uint64_t clock, uint32_t examples, p
 // worker's push rounds done before this one; it must exceed the last push's.
 // bsp: a gradient to aggregate (examples: how many examples it averages over).
 int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, char *err, size_t err_len);
-// ps_client_push_commit of an ASP/SSP push, with the whole model back in
-// out[0..n_params) as it stands once the push is applied: each shard answers
-// with the push (WIRE_FLAG_ECHO), a part's range as soon as that part is
-// applied, so the values travel back while the rest of the push is still
-// on its way (docs/protocol.md, "Values back with a push"). Waits for the
-// values and the acknowledgements. Returns 0 or -1.
-int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples, float *out, char *err,
+// ps_client_push_commit with the whole model back in out[0..n_params), asked
+// for with the push (WIRE_FLAG_ECHO) instead of by a pull after it. ASP/SSP
+// (bsp 0): as it stands once the push is applied, each part's range as soon
+// as that part is applied, so the values travel back while the rest of the
+// push is still on its way. BSP (bsp 1): the model after the round this
+// gradient belongs to, as ps_client_pull(clock + 1) would give it, without
+// the pull's message (docs/protocol.md, "Values back with a push"). Waits
+// for the values and the acknowledgements. Returns 0 or -1.
+int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, float *out, char *err,
                                size_t err_len);
 // Encoded push (PAYLOAD_KIND_ENCODED): like ps_client_push_frames, but frame k
 // is bytes[k] bytes for the caller to fill with an encoding (net/compress.h)

@@ -2,6 +2,7 @@
 #include "net/ps_reply.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,6 +32,7 @@ struct ps_values {
     // values [0, summed_to) as they are now, while nothing else wrote there.
     wire_checksum_stream_t stream;
     size_t summed_to;     // SIZE_MAX: no stream
+    size_t cur_written;   // during ps_values_apply_sum_in_ranges: the values written so far; else SIZE_MAX
     ps_values_counts_t counts;
 };
 
@@ -61,6 +63,7 @@ ps_values_t *ps_values_new(size_t n) {
     }
     atomic_init(&v->refs, 1);
     v->summed_to = SIZE_MAX;
+    v->cur_written = SIZE_MAX;
     return v;
 }
 
@@ -108,13 +111,24 @@ static float *write_target(ps_values_t *v, const float **src) {
     return v->buf[v->cur];
 }
 
+static void reply_done(void *data, void *hint);
+
+// Told of each range of the values as a pass finishes writing it (done NULL: nobody).
+typedef struct range_watch {
+    size_t range;  // floats per range, a multiple of BLOCK
+    ps_range_done_fn done;
+    void *ctx;
+    int rc;        // the first non-zero answer of done; it is not called again
+} range_watch_t;
+
 // One blocked pass: dst = src, updated with g (SGD, or Adagrad when h is
 // set), and the checksum of the result, each block while it is in cache.
 static void update_blocks(ps_values_t *v, const float *src, float *dst, const float *const *g, const float *weight,
-                          size_t count, float lr, float *h, float eps) {
+                          size_t count, float lr, float *h, float eps, range_watch_t *watch) {
     float sum[BLOCK];
-    wire_checksum_stream_t st;
+    wire_checksum_stream_t st, range_st;
     wire_checksum_begin(&st, 0);
+    wire_checksum_begin(&range_st, 0);
     for (size_t off = 0; off < v->n; off += BLOCK) {
         size_t len = v->n - off < BLOCK ? v->n - off : BLOCK;
         const float *step = g[0] + off;
@@ -130,6 +144,15 @@ static void update_blocks(ps_values_t *v, const float *src, float *dst, const fl
         if (h) adagrad_update_cpu(len, lr, eps, step, h + off, dst + off);
         else sgd_update_cpu(len, lr, step, dst + off);
         wire_checksum_update(&st, dst + off, len * sizeof(float));
+        if (!watch || watch->rc != 0) continue;
+        wire_checksum_update(&range_st, dst + off, len * sizeof(float));
+        size_t end = off + len;
+        if (end % watch->range == 0 || end == v->n) {
+            size_t from = (end - 1) / watch->range * watch->range;
+            v->cur_written = end;
+            watch->rc = watch->done(watch->ctx, from, end - from, wire_checksum_end(&range_st));
+            wire_checksum_begin(&range_st, 0);
+        }
     }
     v->sum = wire_checksum_end(&st);
     v->sum_valid = 1;
@@ -138,14 +161,49 @@ static void update_blocks(ps_values_t *v, const float *src, float *dst, const fl
 void ps_values_apply(ps_values_t *v, const float *g, float lr, float *h, float eps) {
     const float *src;
     float *dst = write_target(v, &src);
-    update_blocks(v, src, dst, &g, NULL, 1, lr, h, eps);
+    update_blocks(v, src, dst, &g, NULL, 1, lr, h, eps, NULL);
 }
 
 void ps_values_apply_sum(ps_values_t *v, const float *const *g, const float *weight, size_t count, float lr, float *h,
                          float eps) {
     const float *src;
     float *dst = write_target(v, &src);
-    update_blocks(v, src, dst, g, weight, count, lr, h, eps);
+    update_blocks(v, src, dst, g, weight, count, lr, h, eps, NULL);
+}
+
+int ps_values_apply_sum_in_ranges(ps_values_t *v, const float *const *g, const float *weight, size_t count, float lr,
+                                  float *h, float eps, size_t range, ps_range_done_fn done, void *ctx) {
+    const float *src;
+    float *dst = write_target(v, &src);
+    range_watch_t watch = {.range = (range + BLOCK - 1) / BLOCK * BLOCK, .done = done, .ctx = ctx};
+    update_blocks(v, src, dst, g, weight, count, lr, h, eps, &watch);
+    v->cur_written = SIZE_MAX;
+    return watch.rc;
+}
+
+int ps_values_reply_range(ps_values_t *v, size_t from, size_t n, zmq_msg_t *frame, char *err, size_t err_len) {
+    size_t bytes = n * sizeof(float);
+    float *w = v->buf[v->cur] + from;
+    if (from + n > v->cur_written) {
+        snprintf(err, err_len, "server: values [%zu, %zu) asked for before they were written", from, from + n);
+        return -1;
+    }
+    // Lent on the rule of ps_values_reply: only while the other buffer is free.
+    if (bytes > 0 && !lent(v, 1 - v->cur)) {
+        lend_slot_t *slot = &v->slot[v->cur];
+        atomic_fetch_add_explicit(&slot->inflight, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
+        if (zmq_msg_init_data(frame, w, bytes, reply_done, slot) == 0) {
+            v->counts.lent++;
+            return 0;
+        }
+        atomic_fetch_sub_explicit(&slot->inflight, 1, memory_order_relaxed);
+        atomic_fetch_sub_explicit(&v->refs, 1, memory_order_relaxed);
+    }
+    if (zmsg_frame_alloc(frame, bytes, err, err_len) != 0) return -1;
+    memcpy(zmq_msg_data(frame), w, bytes);
+    v->counts.copied++;
+    return 0;
 }
 
 uint32_t ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const float *g, float lr, float *h, float eps,

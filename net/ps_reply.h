@@ -57,6 +57,20 @@ void ps_values_apply_sum(ps_values_t *v, const float *const *g, const float *wei
 uint32_t ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const float *g, float lr, float *h, float eps,
                                float *copy);
 
+// ps_values_apply_sum that calls done(ctx, from, n, checksum) as soon as each
+// range of `range` floats (rounded up to a multiple of the pass's block; the
+// last range shorter) has its new values, with their checksum: a round's
+// values can go out range by range while the rest is still being summed
+// (ps_values_reply_range, from done only). done's first non-zero answer is
+// returned, and done is not called again; the update itself always completes.
+typedef int (*ps_range_done_fn)(void *ctx, size_t from, size_t n, uint32_t checksum);
+int ps_values_apply_sum_in_ranges(ps_values_t *v, const float *const *g, const float *weight, size_t count, float lr,
+                                  float *h, float eps, size_t range, ps_range_done_fn done, void *ctx);
+// A frame holding values [from, from + n) as ps_values_apply_sum_in_ranges
+// has just written them (called from its done): lent without a copy when it
+// can be (the rule of ps_values_reply), else copied. Returns 0, or -1 with err.
+int ps_values_reply_range(ps_values_t *v, size_t from, size_t n, zmq_msg_t *frame, char *err, size_t err_len);
+
 // A frame holding the current values for a reply, and their checksum: lent
 // (zero-copy) when it can be, else a copy. Returns 0, or -1 with err filled.
 int ps_values_reply(ps_values_t *v, zmq_msg_t *frame, uint32_t *checksum, char *err, size_t err_len);

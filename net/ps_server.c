@@ -949,6 +949,52 @@ static int serve_pending(ps_server_t *s, char *err, size_t err_len) {
     return rc;
 }
 
+// Queues worker's pull until the min clock reaches `need` (keys NULL: the
+// whole shard). A worker waits on one pull at a time: a second one is its
+// retry, and replaces the first.
+static int queue_pull(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, uint64_t need, const uint32_t *keys,
+                      uint32_t n_keys, char *err, size_t err_len) {
+    pending_pull_t *p = NULL;
+    for (size_t i = 0; i < s->n_pending && !p; i++) {
+        if (s->pending[i].worker != worker) continue;
+        p = &s->pending[i];
+        zmq_msg_close(&p->identity);
+        free(p->keys);
+    }
+    if (!p) {
+        if (s->n_pending == s->cap_pending) {
+            size_t cap = s->cap_pending ? 2 * s->cap_pending : 8;
+            pending_pull_t *grown = realloc(s->pending, cap * sizeof *grown);
+            if (!grown) {
+                snprintf(err, err_len, "server: out of memory queueing a pull");
+                return -1;
+            }
+            s->pending = grown;
+            s->cap_pending = cap;
+        }
+        p = &s->pending[s->n_pending++];
+        p->since = now_s();
+        if (worker != WIRE_NO_ID) s->stats.pulls_waited++;
+    }
+    zmq_msg_init(&p->identity);
+    zmq_msg_copy(&p->identity, identity);
+    p->worker = worker;
+    p->need = need;
+    p->keys = NULL;
+    p->n_keys = 0;
+    if (keys) {
+        p->keys = malloc((n_keys ? n_keys : 1) * sizeof *p->keys);
+        if (!p->keys) {
+            // Keep the entry well-formed (a whole-shard pull) before failing.
+            snprintf(err, err_len, "server: out of memory queueing a pull");
+            return -1;
+        }
+        memcpy(p->keys, keys, n_keys * sizeof *keys);
+        p->n_keys = n_keys;
+    }
+    return 0;
+}
+
 // ---- updates -----------------------------------------------------------------
 
 // Records an update's staleness (docs/distributed.md, "Staleness, measured"):
@@ -998,11 +1044,96 @@ static wire_status_t check_push(const ps_server_t *s, const wire_header_t *h, zm
     return WIRE_STATUS_BAD_KIND;
 }
 
+// The pulls a BSP round answers as its sum is applied, range by range
+// (docs/protocol.md, "A round's values in ranges").
+#define ROUND_RANGE ((size_t)1 << 18)
+
+typedef struct round_answers {
+    ps_server_t *s;
+    size_t *which;      // indices into s->pending: whole-shard pulls the round makes ready
+    size_t n;
+    wire_header_t h;    // PARAMS as it will stand after the round
+    char *err;
+    size_t err_len;
+} round_answers_t;
+
+// ps_range_done_fn: values [from, from + n) of the round are written; each
+// waiting pull gets them now (lent, as whole replies are).
+static int send_round_range(void *ctx, size_t from, size_t n, uint32_t checksum) {
+    round_answers_t *r = ctx;
+    ps_server_t *s = r->s;
+    for (size_t i = 0; i < r->n; i++) {
+        zmq_msg_t frame;
+        if (ps_values_reply_range(s->values, from, n, &frame, r->err, r->err_len) != 0) return -1;
+        wire_header_t h = r->h;
+        h.offset = s->begin + from;
+        h.count = (uint32_t)n;
+        h.checksum = checksum;
+        if (zmsg_send_sealed(s->sock, &s->pending[r->which[i]].identity, &h, &frame, 1, 0, r->err, r->err_len) != 0)
+            return -1;
+        s->stats.bytes_out += 4u * n;
+    }
+    return 0;
+}
+
+// The whole-shard pulls of workers that this round (complete, about to be
+// applied) lets through: answered in ranges as it is applied. Their indices
+// go to which[]; returns how many.
+static size_t pulls_for_round(const ps_server_t *s, size_t *which) {
+    uint64_t after = s->cfg.backup_workers > 0 ? s->bsp_clock + 1 : clock_table_min(&s->clocks);
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_pending; i++)
+        if (!s->pending[i].keys && s->pending[i].worker != WIRE_NO_ID && ssp_gate(s->pending[i].need, after, 0).proceed)
+            which[n++] = i;
+    return n;
+}
+
+// The round's sum, applied in one pass over the shard (ps_values_apply_sum),
+// range by range when pulls wait for it: each range goes to them as soon as
+// it is written, so the answers travel while the rest is summed. Returns 0,
+// or -1 with err (a send failed; the round is applied all the same).
+static int bsp_sum_and_answer(ps_server_t *s, int answer, char *err, size_t err_len) {
+    size_t which[64];
+    size_t n = answer && s->n_pending <= 64 ? pulls_for_round(s, which) : 0;
+    if (n == 0 || s->n < 2 * ROUND_RANGE) {
+        ps_values_apply_sum(s->values, s->bsp_terms, s->bsp_weight, s->cfg.n_workers, warmed_up_lr(s), s->h,
+                            s->cfg.adagrad_eps);
+        return 0;
+    }
+    round_answers_t r = {.s = s, .which = which, .n = n, .h = reply_header(s, MSG_TYPE_PARAMS), .err = err,
+                         .err_len = err_len};
+    r.h.param_version = s->stats.version + 1;
+    r.h.clock = s->cfg.backup_workers > 0 ? s->bsp_clock + 1 : clock_table_min(&s->clocks);
+    r.h.payload_kind = PAYLOAD_KIND_DENSE;
+    int rc = ps_values_apply_sum_in_ranges(s->values, s->bsp_terms, s->bsp_weight, s->cfg.n_workers,
+                                           warmed_up_lr(s), s->h, s->cfg.adagrad_eps, ROUND_RANGE, send_round_range,
+                                           &r);
+    // Answered: out of the queue, counted as a whole reply is.
+    size_t kept = 0, next = 0;
+    for (size_t i = 0; i < s->n_pending; i++) {
+        pending_pull_t *p = &s->pending[i];
+        if (next < n && which[next] == i) {
+            next++;
+            s->wait_s += now_s() - p->since;
+            s->stats.pulls_answered++;
+            s->stats.pulls_in_ranges++;
+            note_sent(s, p->worker, r.h.param_version, r.h.clock);
+            zmq_msg_close(&p->identity);
+        } else {
+            s->pending[kept++] = *p;
+        }
+    }
+    s->n_pending = kept;
+    return rc;
+}
+
 // BSP: the weighted sum of the gradients buffered for the current clock, in
-// worker order, applied once; then the next clock is aggregated.
-static void bsp_apply_round(ps_server_t *s) {
+// worker order, applied once (answering the pulls it lets through on the way
+// when `answer`); then the next clock is aggregated.
+static int bsp_apply_round(ps_server_t *s, int answer, char *err, size_t err_len) {
     uint64_t span = TRACE_BEGIN();
     uint32_t total = 0;
+    int rc = 0;
     for (size_t k = 0; k < s->cfg.n_workers; k++) total += s->bsp_examples[k];
     if (total > 0) {
         for (size_t k = 0; k < s->cfg.n_workers; k++) {
@@ -1010,9 +1141,7 @@ static void bsp_apply_round(ps_server_t *s) {
             s->bsp_weight[k] = (float)s->bsp_examples[k] / (float)total;
             if (s->bsp_examples[k]) record_staleness(s, (uint32_t)k, s->bsp_clock, s->bsp_version[k]);
         }
-        // Summed and applied in one pass over the shard (ps_values_apply_sum).
-        ps_values_apply_sum(s->values, s->bsp_terms, s->bsp_weight, s->cfg.n_workers, warmed_up_lr(s), s->h,
-                            s->cfg.adagrad_eps);
+        rc = bsp_sum_and_answer(s, answer, err, err_len);
         s->w = ps_values_get(s->values);
         s->stats.version++;
         s->samples += total;
@@ -1021,6 +1150,7 @@ static void bsp_apply_round(ps_server_t *s) {
     for (size_t k = 0; k < s->cfg.n_workers; k++) bsp_release(s, k);
     TRACE_END(&TK_BSP_ROUND, span, s->bsp_clock);
     s->bsp_clock++;
+    return rc;
 }
 
 // Whether the round being aggregated is complete: every live worker has pushed
@@ -1036,16 +1166,18 @@ static int bsp_round_complete(const ps_server_t *s) {
     return in >= s->cfg.n_workers - s->cfg.backup_workers;
 }
 
-static void bsp_maybe_apply(ps_server_t *s) {
-    if (s->cfg.mode != SYNC_MODE_BSP) return;
-    while (bsp_round_complete(s)) bsp_apply_round(s);
+static int bsp_maybe_apply(ps_server_t *s, char *err, size_t err_len) {
+    if (s->cfg.mode != SYNC_MODE_BSP) return 0;
+    while (bsp_round_complete(s))
+        if (bsp_apply_round(s, 1, err, err_len) != 0) return -1;
+    return 0;
 }
 
 // A resumed shard restored round r from its checkpoint, but before it stopped
 // it had applied rounds up to c - 1 as well, and the workers have moved on to
 // c: those rounds are lost with it. The gradients buffered for round r (pushed
 // before the checkpoint) are applied as they are, and every clock moves to c.
-static void bsp_skip_to(ps_server_t *s, uint64_t c) {
+static int bsp_skip_to(ps_server_t *s, uint64_t c, char *err, size_t err_len) {
     // Rounds [bsp_clock, c) as the workers saw them are lost; the restored
     // round is among them (applied here with only the gradients that were in
     // the checkpoint).
@@ -1056,10 +1188,11 @@ static void bsp_skip_to(ps_server_t *s, uint64_t c) {
     s->stats.rounds_skipped += c - s->bsp_clock;
     int buffered = 0;
     for (size_t k = 0; k < s->cfg.n_workers; k++) buffered |= s->bsp_examples[k] != 0;
-    if (buffered) bsp_apply_round(s);
+    if (buffered && bsp_apply_round(s, 0, err, err_len) != 0) return -1;
     s->bsp_clock = c;
     for (size_t k = 0; k < s->cfg.n_workers; k++)
         if (s->clocks.clock[k] < c) s->clocks.clock[k] = c;
+    return 0;
 }
 
 // The run has diverged: NaN or Inf reached an update. The shard keeps its
@@ -1159,7 +1292,7 @@ static int admit_push(ps_server_t *s, zmsg_t *m, int last, char *err, size_t err
         return send_push_ack(s, &m->identity, h->clock, err, err_len);
     }
     if (!sum && !clock_plausible(s, k, h)) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
-    if (sum && s->resumed && h->clock > s->bsp_clock) bsp_skip_to(s, h->clock);
+    if (sum && s->resumed && h->clock > s->bsp_clock && bsp_skip_to(s, h->clock, err, err_len) != 0) return -1;
     // Late (backup workers): its round was applied without it. Taken (a retry
     // of it is a duplicate) and dropped; the worker's pull of the next round
     // is answered from the model as it is now.
@@ -1328,6 +1461,11 @@ static int finish_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     int sum = (h->flags & WIRE_FLAG_SUM) != 0;
     p->open = 0;
     if (!sum) s->parts_applying--;
+    // A gradient that asks for the round's values (ECHO) is also the worker's
+    // pull of the next clock: queued before its round can complete, so that
+    // it is answered as the round is applied.
+    if (sum && (h->flags & WIRE_FLAG_ECHO) && queue_pull(s, &m->identity, k, h->clock + 1, NULL, 0, err, err_len) != 0)
+        return -1;
     if (p->late) {
         s->late_by[k]++;
         s->stats.late_dropped++;
@@ -1336,7 +1474,7 @@ static int finish_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
         s->bsp_examples[k] = h->aux;
         s->bsp_version[k] = h->param_version;
         count_applied(s, k, h->clock, p->resent_lost);
-        bsp_maybe_apply(s);
+        if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
     } else {
         s->stats.version++;
         s->samples += s->cfg.samples_per_step ? (uint64_t)h->aux * s->cfg.samples_per_step : h->aux;
@@ -1376,7 +1514,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     if (why != WIRE_STATUS_OK) return reject(s, &m->identity, why, h, err, err_len);
     int sum = (h->flags & WIRE_FLAG_SUM) != 0, dense = h->payload_kind == PAYLOAD_KIND_DENSE;
     int echo = (h->flags & WIRE_FLAG_ECHO) != 0;
-    if (sum != (s->cfg.mode == SYNC_MODE_BSP) || (echo && (sum || !dense)))
+    if (sum != (s->cfg.mode == SYNC_MODE_BSP) || (echo && !sum && !dense))
         return reject(s, &m->identity, WIRE_STATUS_BAD_KIND, h, err, err_len);
     size_t from = dense ? h->offset - s->begin : 0;
     int last = !dense || from + h->count == s->n, whole = from == 0 && last;
@@ -1384,10 +1522,10 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     if (rc != 1) return rc;
     if ((rc = take_payload(s, m, from, err, err_len)) != 1) return rc;
     s->parts[h->sender].next = from + (dense ? h->count : s->n);
-    if (echo && !whole && echo_range(s, m, from, last, err, err_len) != 0) return -1;
+    if (echo && !sum && !whole && echo_range(s, m, from, last, err, err_len) != 0) return -1;
     if (!last) return 0;
     if (finish_push(s, m, err, err_len) != 0) return -1;
-    return echo && whole ? send_params(s, &m->identity, h->sender, NULL, 0, err, err_len) : 0;
+    return echo && !sum && whole ? send_params(s, &m->identity, h->sender, NULL, 0, err, err_len) : 0;
 }
 
 static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
@@ -1404,46 +1542,7 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     // The worker took the staleness bound off the clock it names (ssp_gate's pull_clock).
     if (s->parts_applying == 0 && ssp_gate(h->clock, ready_clock(s), 0).proceed)
         return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
-    // A worker waits on one pull at a time: a second one is its retry, and replaces the first.
-    pending_pull_t *p = NULL;
-    for (size_t i = 0; i < s->n_pending && !p; i++) {
-        if (s->pending[i].worker != h->sender) continue;
-        p = &s->pending[i];
-        zmq_msg_close(&p->identity);
-        free(p->keys);
-    }
-    if (!p) {
-        if (s->n_pending == s->cap_pending) {
-            size_t cap = s->cap_pending ? 2 * s->cap_pending : 8;
-            pending_pull_t *grown = realloc(s->pending, cap * sizeof *grown);
-            if (!grown) {
-                snprintf(err, err_len, "server: out of memory queueing a pull");
-                return -1;
-            }
-            s->pending = grown;
-            s->cap_pending = cap;
-        }
-        p = &s->pending[s->n_pending++];
-        p->since = now_s();
-        if (h->sender != WIRE_NO_ID) s->stats.pulls_waited++;
-    }
-    zmq_msg_init(&p->identity);
-    zmq_msg_copy(&p->identity, &m->identity);
-    p->worker = h->sender;
-    p->need = h->clock;
-    p->keys = NULL;
-    p->n_keys = 0;
-    if (keys) {
-        p->keys = malloc((h->count ? h->count : 1) * sizeof *p->keys);
-        if (!p->keys) {
-            // Keep the entry well-formed (a whole-shard pull) before failing.
-            snprintf(err, err_len, "server: out of memory queueing a pull");
-            return -1;
-        }
-        memcpy(p->keys, keys, h->count * sizeof *keys);
-        p->n_keys = h->count;
-    }
-    return 0;
+    return queue_pull(s, &m->identity, h->sender, h->clock, keys, h->count, err, err_len);
 }
 
 // Drops the pulls worker k is waiting on (it was evicted: nobody is there to answer).
@@ -1495,7 +1594,7 @@ static void evict(ps_server_t *s, uint32_t k, double now) {
 int ps_server_evict(ps_server_t *s, uint32_t k, char *err, size_t err_len) {
     if (k >= s->cfg.n_workers || !s->clocks.joined[k] || !clock_table_is_live(&s->clocks, k)) return 0;
     evict(s, k, now_s());
-    bsp_maybe_apply(s);
+    if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
     return serve_pending(s, err, err_len);
 }
 
@@ -1516,7 +1615,7 @@ static int evict_silent(ps_server_t *s, double now, char *err, size_t err_len) {
                     s->cfg.shard, k, silent, s->cfg.worker_timeout_ms, (unsigned long long)s->clocks.clock[k]);
     }
     if (!evicted) return 0;
-    bsp_maybe_apply(s);
+    if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
     return serve_pending(s, err, err_len);
 }
 
@@ -1638,7 +1737,7 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
         s->hello[k] = (struct hello_seen){h->aux, h->clock, s->clocks.clock[k]};
         if (send_welcome(s, &m->identity, s->clocks.clock[k], err, err_len) != 0) return -1;
         // A raised clock can complete a round or answer a waiting pull.
-        bsp_maybe_apply(s);
+        if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
         return serve_pending(s, err, err_len);
     case MSG_TYPE_PUSH:
         if (!s->clocks.joined[k] || s->clocks.left[k]) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
@@ -1656,7 +1755,7 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
         end_unfinished(s, k);
         note_not_live(s, now);
         if (send_simple(s, &m->identity, MSG_TYPE_BYE_ACK, 0, err, err_len) != 0) return -1;
-        bsp_maybe_apply(s);
+        if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
         return serve_pending(s, err, err_len);
     default:
         count_dropped(s, WIRE_STATUS_BAD_TYPE);

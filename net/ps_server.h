@@ -113,6 +113,9 @@ typedef struct ps_stats {
     // pushes left unfinished (their worker rejoined, was evicted or left
     // between two parts: the parts taken stay applied).
     uint64_t parts_taken, parts_skipped, parts_out_of_order, pushes_unfinished;
+    // BSP: pulls answered range by range while their round's sum was applied
+    // (a shard of at least 2^19 parameters; docs/protocol.md).
+    uint64_t pulls_in_ranges;
     // Whole-shard replies (net/ps_reply.h): sent zero-copy, copied (the other
     // buffer still lent), and updates written to the other buffer because a
     // reply still held the values.

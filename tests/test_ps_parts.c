@@ -20,6 +20,9 @@
 //   e) BSP gradients announced before they are written go out in parts as
 //      they are written and sum to the bits of whole ones; a commit naming
 //      another push than the one announced fails with a reason.
+//   f) a BSP gradient that asks for its round's values (push_commit_pull)
+//      completes the round and gets them in ranges, sent as the sum is
+//      applied: the bits of a pull after whole pushes, the round's version.
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -131,7 +134,7 @@ static void test_parts_match_whole(void *ctx, server_optimizer_t opt) {
         // Pushes 1 and 3 announced and reported block by block: their parts
         // go out while the frames are written.
         fill_announced(cp, g[r], r % 2, r % 2, (uint64_t)r, PS_PUSH_UPDATE_PULL);
-        CHECK_OK(ps_client_push_commit_pull(cp, (uint64_t)r, 1, echoed, err, sizeof err), err);
+        CHECK_OK(ps_client_push_commit_pull(cp, (uint64_t)r, 1, 0, echoed, err, sizeof err), err);
         fill(cw, g[r], r % 2);
         CHECK_OK(ps_client_push_commit(cw, (uint64_t)r, 1, 0, err, sizeof err), err);
         CHECK_OK(ps_client_pull(cw, 0, whole, NULL, err, sizeof err), err);
@@ -235,6 +238,69 @@ static void test_bsp_parts(void *ctx) {
     ps_server_destroy(&parted.s);
     ps_server_destroy(&plain.s);
     printf("bsp: gradients announced and sent in parts as written sum to the bits of whole ones\n");
+}
+
+// ---- f) a BSP round's values in ranges, and gradients that ask for them ----
+
+static void test_bsp_round_in_ranges(void *ctx) {
+    enum { N = 600000, W = 2, ROUNDS = 3 };  // 3 ranges of the round: 2^18, 2^18 and the rest
+    char err[256];
+    static float init[N], g[N], a[N], b[N];
+    random_values(init, N, 111);
+    ps_config_t cfg = config(1, 0, N, W);
+    cfg.mode = SYNC_MODE_BSP;
+    server_thread_t ranged, plain;
+    const char *ep_ranged, *ep_plain;
+    start_shards(ctx, &cfg, init, &ranged, &ep_ranged);
+    start_shards(ctx, &cfg, init, &plain, &ep_plain);
+    ps_client_t *cr[W], *cw[W];
+    for (uint32_t w = 0; w < W; w++) {
+        cr[w] = ps_client_new(ctx, RUN_ID, w, &ep_ranged, 1, N, 0, TIMEOUT_MS, err, sizeof err);
+        cw[w] = ps_client_new(ctx, RUN_ID, w, &ep_plain, 1, N, 0, TIMEOUT_MS, err, sizeof err);
+        CHECK(cr[w] && cw[w]);
+    }
+    for (int r = 0; r < ROUNDS; r++) {
+        // Worker 1 first; worker 0's gradient completes the round and asks for
+        // its values with it: its pull is waiting as the sum is applied.
+        for (uint32_t i = 0; i < W; i++) {
+            uint32_t w = W - 1 - i;
+            random_values(g, N, 120 + (uint64_t)(r * W) + w);
+            float *const *frames = ps_client_push_frames(cr[w], err, sizeof err);
+            CHECK(frames != NULL);
+            memcpy(frames[0], g, sizeof g);
+            if (w == 0) CHECK_OK(ps_client_push_commit_pull(cr[w], (uint64_t)r, 3, 1, a, err, sizeof err), err);
+            else CHECK_OK(ps_client_push_commit(cr[w], (uint64_t)r, 5, 1, err, sizeof err), err);
+            frames = ps_client_push_frames(cw[w], err, sizeof err);
+            CHECK(frames != NULL);
+            memcpy(frames[0], g, sizeof g);
+            CHECK_OK(ps_client_push_commit(cw[w], (uint64_t)r, w == 0 ? 3 : 5, 1, err, sizeof err), err);
+        }
+        CHECK_OK(ps_client_pull(cw[0], (uint64_t)r + 1, b, NULL, err, sizeof err), err);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+        uint64_t v;
+        ps_client_pulled_versions(cr[0], &v);
+        CHECK(v == (uint64_t)r + 1);
+        CHECK_OK(ps_client_pull(cr[1], (uint64_t)r + 1, a, NULL, err, sizeof err), err);
+        CHECK_OK(ps_client_pull(cw[1], (uint64_t)r + 1, b, NULL, err, sizeof err), err);
+        CHECK(memcmp(a, b, sizeof a) == 0);
+    }
+    for (uint32_t w = 0; w < W; w++) {
+        CHECK_OK(ps_client_bye(cr[w], err, sizeof err), err);
+        CHECK_OK(ps_client_bye(cw[w], err, sizeof err), err);
+        ps_client_destroy(&cr[w]);
+        ps_client_destroy(&cw[w]);
+    }
+    server_thread_join(&ranged);
+    server_thread_join(&plain);
+    CHECK(memcmp(ps_server_values(ranged.s), ps_server_values(plain.s), sizeof init) == 0);
+    ps_stats_t sr, sw;
+    ps_server_stats(ranged.s, &sr);
+    ps_server_stats(plain.s, &sw);
+    CHECK(sr.version == ROUNDS && sr.pulls_in_ranges == ROUNDS && sw.pulls_in_ranges == 0);
+    CHECK(sr.pulls_answered == W * ROUNDS && sr.bytes_out == sw.bytes_out);
+    ps_server_destroy(&ranged.s);
+    ps_server_destroy(&plain.s);
+    printf("bsp: a round's values go out in ranges as its sum is applied, to a gradient that asked for them\n");
 }
 
 // ---- b), c) the shard's side, from raw DEALERs ----
@@ -496,7 +562,7 @@ static void test_replicated(void *ctx) {
         float *const *frames = ps_client_push_frames(c, err, sizeof err);
         CHECK(frames != NULL);
         memcpy(frames[0], g, sizeof g);
-        CHECK_OK(ps_client_push_commit_pull(c, (uint64_t)r, 1, out, err, sizeof err), err);
+        CHECK_OK(ps_client_push_commit_pull(c, (uint64_t)r, 1, 0, out, err, sizeof err), err);
     }
     CHECK_OK(ps_client_bye(c, err, sizeof err), err);
     ps_client_destroy(&c);
@@ -527,6 +593,7 @@ int main(void) {
     test_parts_match_whole(ctx, SERVER_OPTIMIZER_SGD);
     test_parts_match_whole(ctx, SERVER_OPTIMIZER_ADAGRAD);
     test_bsp_parts(ctx);
+    test_bsp_round_in_ranges(ctx);
     test_protocol(ctx);
     test_resume_mid_push(ctx);
     test_replicated(ctx);
