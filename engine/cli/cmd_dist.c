@@ -697,6 +697,12 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_uint(&j, "memory_trips", st.memory_trips);
     json_uint(&j, "connections_dropped", st.connections_dropped);
     json_uint(&j, "rounds_skipped", st.rounds_skipped);
+    // Pushes in parts and rounds answered in ranges (docs/protocol.md).
+    json_uint(&j, "parts_taken", st.parts_taken);
+    json_uint(&j, "parts_skipped", st.parts_skipped);
+    json_uint(&j, "parts_out_of_order", st.parts_out_of_order);
+    json_uint(&j, "pushes_unfinished", st.pushes_unfinished);
+    json_uint(&j, "pulls_in_ranges", st.pulls_in_ranges);
     json_uint(&j, "checkpoints", st.checkpoints);
     json_uint(&j, "checkpoint_failures", st.checkpoint_failures);
     json_bool(&j, "interrupted", stop_signal_received() != 0);
