@@ -4,9 +4,13 @@
 // PS: one ps_server per shard (ASP, SGD), each in its own pthread with its own
 // zmq context (as if a process of its own) on tcp://127.0.0.1:*, and one
 // ps_client. A round is a dense push of the whole model (ps_client_push_frames,
-// filled with memcpy from a gradient buffer as a worker writes its update, then
-// ps_client_push_commit) followed by ps_client_pull of the whole model. The
-// figure is payload bytes moved (push + pull) per second of the median round.
+// announced with ps_client_push_announce so that each 1 MiB part goes out as
+// soon as it is written, filled with memcpy from a gradient buffer as a worker
+// writes its update) that asks for the model back with it
+// (ps_client_push_commit_pull): the shard answers each part with its range's
+// new values. --separate-pull makes it ps_client_push_commit then
+// ps_client_pull, --no-announce sends the parts at the commit. The figure is
+// payload bytes moved (push + pull) per second of the median round.
 //
 // Raw: the same number of ROUTER echo peers, each in its own pthread and
 // context, and one DEALER per peer on the client; a round sends each peer its
@@ -27,9 +31,11 @@
 // BSP rounds: --bsp-workers (2) workers, each in its own pthread and context,
 // each round computing for --compute-ms (a busy loop of dependent float
 // multiply-adds, calibrated at the start to take that long on one idle core)
-// and then pushing its gradient (flag SUM) and pulling the round's model from
-// ps_servers under BSP: a round is over for a worker when every worker's
-// gradient is applied. Against it, in the same run: the same workers each
+// and then pushing its gradient (flag SUM) and asking for the round's model
+// with it (ps_client_push_commit_pull; --separate-pull: a pull after the
+// push) from ps_servers under BSP, which answer in ranges as the round's sum
+// is applied: a round is over for a worker when every worker's gradient is
+// applied. --bsp-parts announces the gradients, so they go in parts. Against it, in the same run: the same workers each
 // computing as long and then sending the same bytes to echo peers (one
 // ROUTER per shard, shared by the workers, as the shards are) with
 // zmq_send/zmq_recv. The figure is worker 0's median round. A third variant
@@ -906,7 +912,7 @@ static void profile(size_t m, const opts_t *o) {
            "each the best of %d trials\n",
            m, bytes >> 20, o->trials);
     printf("  %-50s %8s %7s %7s %8s %7s %8s\n", "variant", "wall ms", "MB/s", "PS/this", "user ms", "sys ms", "faults");
-    print_cost("PS (ps_client_push_frames/commit + ps_client_pull)", &ps, 2 * bytes, &ps);
+    print_cost("PS (announce, parts as written, values back)", &ps, 2 * bytes, &ps);
     print_cost("raw zmq_send/zmq_recv", &cp, 2 * bytes, &ps);
     print_cost("raw zero-copy", &zc, 2 * bytes, &ps);
     printf("  the PS's messages over raw libzmq (push [header, payload], ack, pull [header],\n"
