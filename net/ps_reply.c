@@ -181,14 +181,10 @@ int ps_values_apply_sum_in_ranges(ps_values_t *v, const float *const *g, const f
     return watch.rc;
 }
 
-int ps_values_reply_range(ps_values_t *v, size_t from, size_t n, zmq_msg_t *frame, char *err, size_t err_len) {
-    size_t bytes = n * sizeof(float);
-    float *w = v->buf[v->cur] + from;
-    if (from + n > v->cur_written) {
-        snprintf(err, err_len, "server: values [%zu, %zu) asked for before they were written", from, from + n);
-        return -1;
-    }
-    // Lent on the rule of ps_values_reply: only while the other buffer is free.
+// A frame over w[0..bytes) of the current buffer: lent (zero-copy) only
+// while the other buffer is free, so that a write always finds a buffer it
+// may change; else a copy.
+static int reply_frame(ps_values_t *v, float *w, size_t bytes, zmq_msg_t *frame, char *err, size_t err_len) {
     if (bytes > 0 && !lent(v, 1 - v->cur)) {
         lend_slot_t *slot = &v->slot[v->cur];
         atomic_fetch_add_explicit(&slot->inflight, 1, memory_order_relaxed);
@@ -204,6 +200,16 @@ int ps_values_reply_range(ps_values_t *v, size_t from, size_t n, zmq_msg_t *fram
     memcpy(zmq_msg_data(frame), w, bytes);
     v->counts.copied++;
     return 0;
+}
+
+int ps_values_reply_range(ps_values_t *v, size_t from, size_t n, zmq_msg_t *frame, char *err, size_t err_len) {
+    size_t bytes = n * sizeof(float);
+    float *w = v->buf[v->cur] + from;
+    if (from + n > v->cur_written) {
+        snprintf(err, err_len, "server: values [%zu, %zu) asked for before they were written", from, from + n);
+        return -1;
+    }
+    return reply_frame(v, w, bytes, frame, err, err_len);
 }
 
 uint32_t ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const float *g, float lr, float *h, float eps,
@@ -257,21 +263,7 @@ int ps_values_reply(ps_values_t *v, zmq_msg_t *frame, uint32_t *checksum, char *
         v->sum_valid = 1;
     }
     *checksum = v->sum;
-    if (bytes > 0 && !lent(v, 1 - v->cur)) {
-        lend_slot_t *slot = &v->slot[v->cur];
-        atomic_fetch_add_explicit(&slot->inflight, 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&v->refs, 1, memory_order_relaxed);
-        if (zmq_msg_init_data(frame, w, bytes, reply_done, slot) == 0) {
-            v->counts.lent++;
-            return 0;
-        }
-        atomic_fetch_sub_explicit(&slot->inflight, 1, memory_order_relaxed);
-        atomic_fetch_sub_explicit(&v->refs, 1, memory_order_relaxed);
-    }
-    if (zmsg_frame_alloc(frame, bytes, err, err_len) != 0) return -1;
-    memcpy(zmq_msg_data(frame), w, bytes);
-    v->counts.copied++;
-    return 0;
+    return reply_frame(v, w, bytes, frame, err, err_len);
 }
 
 int ps_push_verify_finite(zmsg_t *m, int *finite) {

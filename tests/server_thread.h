@@ -5,6 +5,7 @@
 // sets stop or lets the shard return by itself once its workers have left.
 #include <pthread.h>
 #include <stdatomic.h>
+#include <zmq.h>
 
 #include "net/ps_server.h"  // defines: ps_server_t, ps_server_run
 #include "test_support.h"
@@ -26,6 +27,36 @@ static inline void *server_thread_main(void *arg) {
 static inline void server_thread_start(server_thread_t *st) {
     atomic_init(&st->stop, 0);
     CHECK(pthread_create(&st->tid, NULL, server_thread_main, st) == 0);
+}
+
+// A shard's configuration for a test: ASP, SGD at lr 0.5, quiet, every
+// other field 0; the test changes what it needs.
+static inline ps_config_t server_test_config(uint64_t run_id, size_t n_shards, size_t n_params, size_t n_workers) {
+    ps_config_t c;
+    memset(&c, 0, sizeof c);
+    c.run_id = run_id;
+    c.n_shards = n_shards;
+    c.n_params = n_params;
+    c.n_workers = n_workers;
+    c.mode = SYNC_MODE_ASP;
+    c.optimizer = SERVER_OPTIMIZER_SGD;
+    c.lr = 0.5f;
+    c.adagrad_eps = 1e-8f;
+    c.quiet = 1;
+    return c;
+}
+
+// A DEALER connected to a shard, for a test that speaks the protocol itself:
+// no linger, and a receive that gives up after timeout_ms (a broken shard
+// fails the test instead of hanging it).
+static inline void *server_test_dealer(void *zmq_ctx, const char *endpoint, int timeout_ms) {
+    void *d = zmq_socket(zmq_ctx, ZMQ_DEALER);
+    CHECK(d != NULL);
+    int zero = 0;
+    CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero) == 0);
+    CHECK(zmq_setsockopt(d, ZMQ_RCVTIMEO, &timeout_ms, sizeof timeout_ms) == 0);
+    CHECK(zmq_connect(d, endpoint) == 0);
+    return d;
 }
 
 // Joins the thread (after stop, or once the shard returns by itself) and

@@ -42,18 +42,8 @@
 #define TIMEOUT_MS 5000  // every wait; only reached when something is broken
 
 static ps_config_t config(size_t n_shards, size_t shard, size_t n_params, size_t n_workers) {
-    ps_config_t c;
-    memset(&c, 0, sizeof c);
-    c.run_id = RUN_ID;
-    c.n_shards = n_shards;
+    ps_config_t c = server_test_config(RUN_ID, n_shards, n_params, n_workers);
     c.shard = shard;
-    c.n_params = n_params;
-    c.n_workers = n_workers;
-    c.mode = SYNC_MODE_ASP;
-    c.optimizer = SERVER_OPTIMIZER_SGD;
-    c.lr = 0.5f;
-    c.adagrad_eps = 1e-8f;
-    c.quiet = 1;
     return c;
 }
 
@@ -307,15 +297,7 @@ static void test_bsp_round_in_ranges(void *ctx) {
 
 enum { B_N = 40, B_PART = 10 };
 
-static void *raw_dealer(void *ctx, const char *endpoint) {
-    void *d = zmq_socket(ctx, ZMQ_DEALER);
-    CHECK(d != NULL);
-    int zero = 0, timeout = TIMEOUT_MS;
-    CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero) == 0);
-    CHECK(zmq_setsockopt(d, ZMQ_RCVTIMEO, &timeout, sizeof timeout) == 0);
-    CHECK(zmq_connect(d, endpoint) == 0);
-    return d;
-}
+static void *raw_dealer(void *ctx, const char *endpoint) { return server_test_dealer(ctx, endpoint, TIMEOUT_MS); }
 
 static void raw_send(void *d, wire_header_t h, const float *payload) {
     uint8_t bytes[WIRE_HEADER_SIZE];

@@ -113,15 +113,7 @@ static void pull(ps_client_t *c, uint64_t need, float *out) {
 
 // A raw DEALER that sends a PULL as `sender` and waits until the whole reply
 // is in its queue, without reading it.
-static void *raw_dealer(void *ctx, const char *endpoint) {
-    void *d = zmq_socket(ctx, ZMQ_DEALER);
-    CHECK(d != NULL);
-    int zero = 0, timeout = TIMEOUT_MS;
-    CHECK(zmq_setsockopt(d, ZMQ_LINGER, &zero, sizeof zero) == 0);
-    CHECK(zmq_setsockopt(d, ZMQ_RCVTIMEO, &timeout, sizeof timeout) == 0);
-    CHECK(zmq_connect(d, endpoint) == 0);
-    return d;
-}
+static void *raw_dealer(void *ctx, const char *endpoint) { return server_test_dealer(ctx, endpoint, TIMEOUT_MS); }
 
 static void raw_send(void *d, wire_header_t h) {
     uint8_t bytes[WIRE_HEADER_SIZE];
