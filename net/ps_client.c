@@ -102,6 +102,7 @@ struct ps_client {
     wire_status_t refusal;
     ps_client_stats_t stats;
     const atomic_int *abort;  // a wait ends early once it is non-zero (NULL: never)
+    double ask_started;       // when the push that asked for values began (ps_client_push_commit_ask)
     ps_push_count_t *counts;  // (n_shards) the caller's, or NULL
 };
 
@@ -946,13 +947,13 @@ int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int
 
 static int answered_and_acked(const ps_client_t *c) { return all_answered(c) && all_acked(c); }
 
-int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, float *out, char *err,
-                               size_t err_len) {
+int ps_client_push_commit_ask(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, float *out, char *err,
+                              size_t err_len) {
     if (c->frames_encoded) {
         snprintf(err, err_len, "worker: an encoded push is not answered with values");
         return -1;
     }
-    double t0 = now_s();
+    c->ask_started = now_s();
     if (!c->announced && wait_previous_push(c, err, err_len) != 0) return -1;
     // Each shard's pull waits unsent: the answers come with the push. A
     // retry sends it as a plain pull, whose whole answer completes it.
@@ -969,12 +970,35 @@ int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples
     }
     c->pull_out = out;
     int rc = commit(c, clock, examples, (uint16_t)(WIRE_FLAG_ECHO | (bsp ? WIRE_FLAG_SUM : 0)), err, err_len);
-    if (rc == 0) rc = pump(c, answered_and_acked, "pushing and pulling parameters", err, err_len);
+    if (rc != 0) {
+        c->pull_out = NULL;
+        finish_requests(c);
+    }
+    return rc;
+}
+
+int ps_client_await_values(ps_client_t *c, uint64_t *min_clock, char *err, size_t err_len) {
+    if (!c->pull_out) {
+        snprintf(err, err_len, "worker: no push asked for values");
+        return -1;
+    }
+    int rc = pump(c, answered_and_acked, "waiting for the values asked for with a push", err, err_len);
     c->pull_out = NULL;
     finish_requests(c);
     c->stats.pulls++;
-    c->stats.pull_wait_s += now_s() - t0;
+    c->stats.pull_wait_s += now_s() - c->ask_started;
+    if (min_clock) {
+        *min_clock = UINT64_MAX;
+        for (size_t k = 0; k < c->n_shards; k++)
+            if (c->shards[k].min_clock < *min_clock) *min_clock = c->shards[k].min_clock;
+    }
     return rc;
+}
+
+int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, float *out, char *err,
+                               size_t err_len) {
+    if (ps_client_push_commit_ask(c, clock, examples, bsp, out, err, err_len) != 0) return -1;
+    return ps_client_await_values(c, NULL, err, err_len);
 }
 
 // Indices must be strictly ascending (each once, as the protocol says) and

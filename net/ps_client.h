@@ -122,6 +122,13 @@ int ps_client_push_commit(ps_client_t *c, uint64_t clock, uint32_t examples, int
 // for the values and the acknowledgements. Returns 0 or -1.
 int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, float *out, char *err,
                                size_t err_len);
+// The two halves of ps_client_push_commit_pull, for a caller that times the
+// push apart from the wait: the push sent, asking for the values into out
+// (kept until the wait); then the wait for them and the acknowledgements,
+// with the smallest min clock the shards reported in *min_clock (may be NULL).
+int ps_client_push_commit_ask(ps_client_t *c, uint64_t clock, uint32_t examples, int bsp, float *out, char *err,
+                              size_t err_len);
+int ps_client_await_values(ps_client_t *c, uint64_t *min_clock, char *err, size_t err_len);
 // Encoded push (PAYLOAD_KIND_ENCODED): like ps_client_push_frames, but frame k
 // is bytes[k] bytes for the caller to fill with an encoding (net/compress.h)
 // of shard k's whole range; ps_client_push_commit then sends them. Returns
