@@ -88,7 +88,6 @@ struct ps_client {
     int frames_ready;
     int frames_encoded;  // the frames being filled are ENCODED, not DENSE
     int carry;           // the next push carries shards[k].carry_version (ps_client_carry_versions)
-    zmq_msg_t *part_scratch;  // (the most parts of any shard) messages being sent
     // The push announced for the frames being filled (ps_client_push_announce):
     // its parts go out as they are written.
     int announced;
@@ -143,29 +142,22 @@ static wire_header_t part_header(const ps_client_t *c, const shard_conn_t *s, si
     return h;
 }
 
-// Sends shard k's kept push in parts, in order (parts[] consumed).
-static int send_parts(ps_client_t *c, size_t k, zmq_msg_t *parts, char *err, size_t err_len) {
+// Sends part i of shard k's kept push (a copy of its message, sharing the buffer).
+static int send_kept_part(ps_client_t *c, size_t k, size_t i, char *err, size_t err_len) {
     shard_conn_t *s = &c->shards[k];
-    int rc = 0;
-    for (size_t i = 0; i < s->push_n_parts; i++) {
-        wire_header_t h = part_header(c, s, i);
-        if (rc == 0) rc = zmsg_send_sealed(s->sock, NULL, &h, &parts[i], 1, 0, err, err_len);
-        else zmq_msg_close(&parts[i]);
-    }
-    return rc;
+    zmq_msg_t part;
+    zmq_msg_init(&part);
+    zmq_msg_copy(&part, &s->push_parts[i]);
+    wire_header_t h = part_header(c, s, i);
+    return zmsg_send_sealed(s->sock, NULL, &h, &part, 1, 0, err, err_len);
 }
 
 // Sends shard k's kept push again (its frames are shared, not copied).
 static int resend_push(ps_client_t *c, size_t k, char *err, size_t err_len) {
     shard_conn_t *s = &c->shards[k];
-    if (s->push_n_parts) {
-        zmq_msg_t *parts = c->part_scratch;
-        for (size_t i = 0; i < s->push_n_parts; i++) {
-            zmq_msg_init(&parts[i]);
-            zmq_msg_copy(&parts[i], &s->push_parts[i]);
-        }
-        return send_parts(c, k, parts, err, err_len);
-    }
+    for (size_t i = 0; i < s->push_n_parts; i++)
+        if (send_kept_part(c, k, i, err, err_len) != 0) return -1;
+    if (s->push_n_parts) return 0;
     zmq_msg_t frames[2];
     for (size_t i = 0; i < s->push_n_frames; i++) {
         zmq_msg_init(&frames[i]);
@@ -491,12 +483,10 @@ static int join(ps_client_t *c, char *err, size_t err_len) {
 // multiple of 8, the checksum's pieces; 0: whole), with room for their checksums.
 static int layout_parts(ps_client_t *c, size_t part_floats, char *err, size_t err_len) {
     part_floats = (part_floats + 7) / 8 * 8;
-    size_t most = 1;
     for (size_t k = 0; k < c->n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
         size_t n = s->end - s->begin;
         s->n_parts = part_floats && n > part_floats ? (n + part_floats - 1) / part_floats : 1;
-        if (s->n_parts > most) most = s->n_parts;
         free(s->fill_sums), free(s->push_sums), free(s->push_parts);
         s->fill_sums = calloc(s->n_parts, sizeof *s->fill_sums);
         s->push_sums = calloc(s->n_parts, sizeof *s->push_sums);
@@ -505,11 +495,6 @@ static int layout_parts(ps_client_t *c, size_t part_floats, char *err, size_t er
             snprintf(err, err_len, "worker: out of memory");
             return -1;
         }
-    }
-    free(c->part_scratch);
-    if (!(c->part_scratch = calloc(most, sizeof *c->part_scratch))) {
-        snprintf(err, err_len, "worker: out of memory");
-        return -1;
     }
     c->part_floats = part_floats;
     return 0;
@@ -650,7 +635,6 @@ void ps_client_destroy(ps_client_t **cp) {
     free(c->frame_data);
     buffer_pool_release(&c->pool);
     free(c->encoded);
-    free(c->part_scratch);
     free(c);
     *cp = NULL;
 }
@@ -829,11 +813,7 @@ static int send_parts_upto(ps_client_t *c, size_t k, size_t upto, char *err, siz
         if (buffer_pool_message(data, from * sizeof(float), len * sizeof(float), &s->push_parts[i]) != 0)
             return ZMQ_FAIL("worker: zmq_msg_init_data", err, err_len);
         s->push_n_parts = i + 1;
-        zmq_msg_t part;
-        zmq_msg_init(&part);
-        zmq_msg_copy(&part, &s->push_parts[i]);
-        wire_header_t h = part_header(c, s, i);
-        if (zmsg_send_sealed(s->sock, NULL, &h, &part, 1, 0, err, err_len) != 0) return -1;
+        if (send_kept_part(c, k, i, err, err_len) != 0) return -1;
     }
     return 0;
 }
