@@ -23,6 +23,8 @@
 //   f) a BSP gradient that asks for its round's values (push_commit_pull)
 //      completes the round and gets them in ranges, sent as the sum is
 //      applied: the bits of a pull after whole pushes, the round's version.
+//   g) a client whose push in parts is not acknowledged sends every part
+//      again, the same headers and bytes (a shard played by the test).
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -485,6 +487,115 @@ static void test_resume_mid_push(void *ctx) {
     printf("resume: a push half taken before the checkpoint is finished once by the resent parts\n");
 }
 
+// ---- g) the client resends every part of an unacknowledged push ----
+
+enum { G_N = 2500, G_PART = 1000, G_PARTS = 3 };
+
+// A shard played by the test on a ROUTER, in a thread: it welcomes the
+// worker, answers its push only once every part came a second time (the
+// client's retry), then answers its BYE. It records the two batches.
+typedef struct fake_shard {
+    void *r;
+    pthread_t tid;
+    wire_header_t first[G_PARTS], again[G_PARTS];
+    float payload[2][G_N];
+} fake_shard_t;
+
+// The next message: its sender's identity into id, its header, its payload into payload.
+static wire_header_t router_recv(void *r, zmq_msg_t *id, float *payload) {
+    zmq_msg_t part;
+    zmq_msg_init(&part);
+    CHECK(zmq_msg_recv(&part, r, 0) >= 0 && zmq_msg_more(&part));
+    zmq_msg_copy(id, &part);
+    CHECK(zmq_msg_recv(&part, r, 0) == WIRE_HEADER_SIZE);
+    wire_header_t h;
+    wire_header_decode(zmq_msg_data(&part), &h);
+    if (zmq_msg_more(&part)) {
+        CHECK(zmq_msg_recv(&part, r, 0) >= 0 && !zmq_msg_more(&part));
+        CHECK(h.offset + zmq_msg_size(&part) / sizeof(float) <= G_N);
+        memcpy(payload + h.offset, zmq_msg_data(&part), zmq_msg_size(&part));
+    }
+    zmq_msg_close(&part);
+    return h;
+}
+
+static void router_send(void *r, zmq_msg_t *id, wire_header_t h) {
+    zmq_msg_t to;
+    zmq_msg_init(&to);
+    zmq_msg_copy(&to, id);
+    CHECK(zmq_msg_send(&to, r, ZMQ_SNDMORE) >= 0);
+    uint8_t bytes[WIRE_HEADER_SIZE];
+    wire_header_encode(&h, bytes);
+    CHECK(zmq_send(r, bytes, sizeof bytes, 0) == (int)sizeof bytes);
+}
+
+static void *fake_shard_main(void *arg) {
+    fake_shard_t *f = arg;
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    wire_header_t h = router_recv(f->r, &id, NULL);
+    CHECK(h.type == MSG_TYPE_HELLO);
+    wire_header_t welcome = zmsg_header(MSG_TYPE_WELCOME, RUN_ID);
+    welcome.aux = G_N;
+    router_send(f->r, &id, welcome);
+    for (size_t i = 0; i < G_PARTS; i++) f->first[i] = router_recv(f->r, &id, f->payload[0]);
+    for (size_t i = 0; i < G_PARTS; i++) f->again[i] = router_recv(f->r, &id, f->payload[1]);
+    wire_header_t ack = zmsg_header(MSG_TYPE_PUSH_ACK, RUN_ID);
+    ack.offset = f->first[0].clock;
+    router_send(f->r, &id, ack);
+    float scratch[G_N];
+    do h = router_recv(f->r, &id, scratch);  // more copies may be on their way before the acknowledgement lands
+    while (h.type == MSG_TYPE_PUSH);
+    CHECK(h.type == MSG_TYPE_BYE);
+    router_send(f->r, &id, zmsg_header(MSG_TYPE_BYE_ACK, RUN_ID));
+    zmq_msg_close(&id);
+    return NULL;
+}
+
+static void test_client_resends_parts(void *ctx) {
+    char err[256];
+    static fake_shard_t f;
+    float g[G_N];
+    random_values(g, G_N, 131);
+    f.r = zmq_socket(ctx, ZMQ_ROUTER);
+    int timeout = TIMEOUT_MS;
+    CHECK(f.r && zmq_setsockopt(f.r, ZMQ_RCVTIMEO, &timeout, sizeof timeout) == 0);
+    CHECK(zmq_bind(f.r, "tcp://127.0.0.1:*") == 0);
+    char ep[256];
+    size_t len = sizeof ep;
+    CHECK(zmq_getsockopt(f.r, ZMQ_LAST_ENDPOINT, ep, &len) == 0);
+    CHECK(pthread_create(&f.tid, NULL, fake_shard_main, &f) == 0);
+    const char *eps[1] = {ep};
+    ps_client_t *c = ps_client_new(ctx, RUN_ID, 0, eps, 1, G_N, 0, TIMEOUT_MS, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "ps_client_new: %s\n", err);
+        exit(1);
+    }
+    ps_client_set_retry_ms(c, 10);
+    CHECK_OK(ps_client_set_push_part(c, G_PART, err, sizeof err), err);
+    float *const *frames = ps_client_push_frames(c, err, sizeof err);
+    CHECK(frames != NULL);
+    memcpy(frames[0], g, sizeof g);
+    CHECK_OK(ps_client_push_commit(c, 0, 1, 0, err, sizeof err), err);
+    CHECK_OK(ps_client_wait_acks(c, err, sizeof err), err);  // answered only after the retry
+    CHECK_OK(ps_client_bye(c, err, sizeof err), err);
+    ps_client_stats_t st;
+    ps_client_get_stats(c, &st);
+    ps_client_destroy(&c);
+    CHECK(pthread_join(f.tid, NULL) == 0);
+    zmq_close(f.r);
+    CHECK(st.pushes_sent == 1 && st.pushes_acked == 1 && st.retries >= 1);
+    for (size_t i = 0; i < G_PARTS; i++) {
+        const wire_header_t *a = &f.first[i], *b = &f.again[i];
+        CHECK(a->type == MSG_TYPE_PUSH && a->offset == i * G_PART && a->count == (i + 1 < G_PARTS ? G_PART : 500));
+        CHECK(b->type == a->type && b->offset == a->offset && b->count == a->count && b->clock == a->clock &&
+              b->checksum == a->checksum);
+        CHECK(a->checksum == wire_checksum(g + a->offset, a->count * sizeof(float), 0));
+    }
+    CHECK(memcmp(f.payload[0], g, sizeof g) == 0 && memcmp(f.payload[1], g, sizeof g) == 0);
+    printf("client retry: every part of an unacknowledged push sent again, the same bytes and headers\n");
+}
+
 // ---- d) replication ----
 
 typedef struct backup_thread {
@@ -579,6 +690,7 @@ int main(void) {
     test_protocol(ctx);
     test_resume_mid_push(ctx);
     test_replicated(ctx);
+    test_client_resends_parts(ctx);
     zmq_ctx_term(ctx);
     return 0;
 }
