@@ -3,10 +3,10 @@
 //
 //   a) ASP, SGD and Adagrad, two shards of an odd-sized model: pushes cut
 //      into parts (the last one shorter), some announced and sent part by
-//      part as written, leave the shards bit for bit as the same pushes sent whole; each push counts once (version, pushes
-//      applied) and every part is taken once; ps_client_push_commit_pull
-//      returns exactly what a pull after a whole push returns, and the same
-//      versions.
+//      part as written, leave the shards bit for bit as the same pushes
+//      sent whole; each push counts once (version, pushes applied) and every
+//      part is taken once; ps_client_push_commit_pull returns exactly what a
+//      pull after a whole push returns, and the same versions.
 //   b) the protocol at the shard, from raw DEALERs: a part whose earlier part
 //      never came is dropped; a pull from another worker waits while a push
 //      is half applied and is answered with the whole push in; parts resent
