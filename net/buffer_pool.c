@@ -114,4 +114,12 @@ int buffer_pool_message(void *data, size_t offset, size_t len, zmq_msg_t *msg) {
     return -1;
 }
 
+void *buffer_pool_frame(buffer_pool_t *p, size_t bytes, zmq_msg_t *msg) {
+    void *data = buffer_pool_take(p);
+    if (!data) return NULL;
+    int rc = buffer_pool_message(data, 0, bytes, msg);
+    buffer_pool_drop(data);  // the message holds it now (or nobody: back to the pool)
+    return rc == 0 ? data : NULL;
+}
+
 void buffer_pool_counts(buffer_pool_t *p, buffer_pool_counts_t *out) { *out = p->counts; }

@@ -28,6 +28,10 @@ void *buffer_pool_take(buffer_pool_t *p);
 // the buffer is held while the message (and its copies) live. Returns 0, or
 // -1 (errno from zmq_msg_init_data).
 int buffer_pool_message(void *data, size_t offset, size_t len, zmq_msg_t *msg);
+// A message of `bytes` (at most the pool's size) over a buffer of the pool,
+// which the message alone holds: what a sender fills and sends. Returns the
+// buffer's data, or NULL when out of memory (msg then untouched).
+void *buffer_pool_frame(buffer_pool_t *p, size_t bytes, zmq_msg_t *msg);
 // The caller's hold on a taken buffer let go: back to its pool once no
 // message holds it either.
 void buffer_pool_drop(void *data);

@@ -11,7 +11,7 @@
 #include <zmq.h>
 
 #include "kernels/partition.h"  // defines: shard_range
-#include "net/buffer_pool.h"    // defines: buffer_pool_new, buffer_pool_take, buffer_pool_message, buffer_pool_drop
+#include "net/buffer_pool.h"    // defines: buffer_pool_new, buffer_pool_frame, buffer_pool_message, buffer_pool_release
 #include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, ZMQ_FAIL, wire_fresh_id (net/wire.h)
 
 #define RETRY_BACKOFF_MAX 8  // a silent shard is retried at most every 8 retry intervals
@@ -670,14 +670,9 @@ uint8_t *const *ps_client_push_encoded_frames(ps_client_t *c, const size_t *byte
 // A dense push frame of `bytes` over a buffer of the client's pool: memory
 // written before, not fresh pages to fault in.
 static int pooled_frame(ps_client_t *c, zmq_msg_t *frame, size_t bytes, char *err, size_t err_len) {
-    void *data = buffer_pool_take(c->pool);
-    if (!data) {
-        snprintf(err, err_len, "worker: out of memory for a push of %zu bytes", bytes);
-        return -1;
-    }
-    int rc = buffer_pool_message(data, 0, bytes, frame);
-    buffer_pool_drop(data);  // the message holds it now (or nobody: back to the pool)
-    return rc == 0 ? 0 : ZMQ_FAIL("worker: zmq_msg_init_data", err, err_len);
+    if (buffer_pool_frame(c->pool, bytes, frame)) return 0;
+    snprintf(err, err_len, "worker: out of memory for a push of %zu bytes", bytes);
+    return -1;
 }
 
 float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len) {

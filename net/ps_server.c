@@ -18,7 +18,7 @@
 #include "net/ps_reply.h"           // defines: ps_values_*
 #include "net/zmsg.h"               // defines: zmsg_recv, zmsg_send, ZMQ_FAIL
 #include "staleness/clock_table.h"  // defines: clock_table_t
-#include "net/buffer_pool.h"  // defines: buffer_pool_new, buffer_pool_take, buffer_pool_message, buffer_pool_drop
+#include "net/buffer_pool.h"  // defines: buffer_pool_new, buffer_pool_frame, buffer_pool_bytes, buffer_pool_release
 
 // Versions remembered per worker: more than the rebases a worker's push can
 // reach back over (replica.c keeps its own history of 64 rebases).
@@ -1076,11 +1076,18 @@ static int send_round_range(void *ctx, size_t from, size_t n, uint32_t checksum)
     return 0;
 }
 
+// The clock conditional pulls wait on once the round being applied is (as
+// ready_clock: with backup workers the rounds applied, else the min clock,
+// which the round's last gradient already raised).
+static uint64_t round_ready_clock(const ps_server_t *s) {
+    return s->cfg.backup_workers > 0 ? s->bsp_clock + 1 : clock_table_min(&s->clocks);
+}
+
 // The whole-shard pulls of workers that this round (complete, about to be
 // applied) lets through: answered in ranges as it is applied. Their indices
 // go to which[]; returns how many.
 static size_t pulls_for_round(const ps_server_t *s, size_t *which) {
-    uint64_t after = s->cfg.backup_workers > 0 ? s->bsp_clock + 1 : clock_table_min(&s->clocks);
+    uint64_t after = round_ready_clock(s);
     size_t n = 0;
     for (size_t i = 0; i < s->n_pending; i++)
         if (!s->pending[i].keys && s->pending[i].worker != WIRE_NO_ID && ssp_gate(s->pending[i].need, after, 0).proceed)
@@ -1103,7 +1110,7 @@ static int bsp_sum_and_answer(ps_server_t *s, int answer, char *err, size_t err_
     round_answers_t r = {.s = s, .which = which, .n = n, .h = reply_header(s, MSG_TYPE_PARAMS), .err = err,
                          .err_len = err_len};
     r.h.param_version = s->stats.version + 1;
-    r.h.clock = s->cfg.backup_workers > 0 ? s->bsp_clock + 1 : clock_table_min(&s->clocks);
+    r.h.clock = round_ready_clock(s);
     r.h.payload_kind = PAYLOAD_KIND_DENSE;
     int rc = ps_values_apply_sum_in_ranges(s->values, s->bsp_terms, s->bsp_weight, s->cfg.n_workers,
                                            warmed_up_lr(s), s->h, s->cfg.adagrad_eps, ROUND_RANGE, send_round_range,
@@ -1342,17 +1349,8 @@ static float *echo_frame(ps_server_t *s, size_t count, char *err, size_t err_len
         if (zmsg_frame_alloc(&s->echo_frame, bytes, err, err_len) != 0) return NULL;
         return zmq_msg_data(&s->echo_frame);
     }
-    void *data = buffer_pool_take(s->echo_pool);
-    if (!data) {
-        snprintf(err, err_len, "server: out of memory");
-        return NULL;
-    }
-    int rc = buffer_pool_message(data, 0, bytes, &s->echo_frame);
-    buffer_pool_drop(data);
-    if (rc != 0) {
-        ZMQ_FAIL("server: zmq_msg_init_data", err, err_len);
-        return NULL;
-    }
+    float *data = buffer_pool_frame(s->echo_pool, bytes, &s->echo_frame);
+    if (!data) snprintf(err, err_len, "server: out of memory for an answer of %zu bytes", bytes);
     return data;
 }
 

@@ -83,6 +83,18 @@ int main(void) {
     buffer_pool_counts(p, &c);
     CHECK(c.allocated == 4);
 
+    // A frame: a message that alone holds a buffer of the pool (none is free
+    // now: a fifth is allocated), back in the pool when it is closed.
+    zmq_msg_t frame;
+    uint8_t *f = buffer_pool_frame(p, 100, &frame);
+    CHECK(f != NULL && zmq_msg_data(&frame) == f && zmq_msg_size(&frame) == 100);
+    buffer_pool_counts(p, &c);
+    CHECK(c.allocated == 5);
+    zmq_msg_close(&frame);
+    uint8_t *again = buffer_pool_take(p);
+    CHECK(again == f);
+    buffer_pool_drop(again);
+
     // The owner lets go while a message holds a buffer: the buffer stays
     // readable through it, and everything is freed when it is let go (ASan
     // and valgrind would see a leak or a use after free).
