@@ -5,7 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/rng.h"  // defines: rng_splitmix64
+#include "kernels/rng.h"        // defines: rng_splitmix64
+#include "net/checksum_lanes.h"  // defines: checksum_lanes_add
 
 static void put16(uint8_t *p, uint16_t v) {
     p[0] = (uint8_t)v;
@@ -81,13 +82,17 @@ static uint64_t load_le64(const uint8_t *p) {
     return v;
 }
 
+// Lane l's first value, for a stream begun with `seed`.
+static uint64_t lane_start(uint32_t seed, int l) { return mix64((uint64_t)seed + (uint64_t)l + 1); }
+
 void wire_checksum_begin(wire_checksum_stream_t *st, uint32_t seed) {
     for (int l = 0; l < 4; l++) {
-        st->a[l] = mix64((uint64_t)seed + (uint64_t)l + 1);
+        st->a[l] = lane_start(seed, l);
         st->b[l] = 0;
     }
     st->n = 0;
     st->closed = 0;
+    st->seed = seed;
 }
 
 // The checksum's core; with dst set it also copies the bytes it reads. Whole
@@ -100,14 +105,8 @@ static inline void checksum_update(wire_checksum_stream_t *st, void *dst, const 
         a[l] = st->a[l];
         b[l] = st->b[l];
     }
-    size_t words = n / 8, i = 0;
-    for (; i + 4 <= words; i += 4) {
-        if (q) memcpy(q + 8 * i, p + 8 * i, 32);
-        for (int l = 0; l < 4; l++) {
-            a[l] += load_le64(p + 8 * (i + (size_t)l));
-            b[l] += a[l];
-        }
-    }
+    size_t words = n / 8, i = 4 * (n / 32);
+    checksum_lanes_add(a, b, p, q, n / 32);
     if (n % 32) {
         for (; i < words; i++) {
             if (q) memcpy(q + 8 * i, p + 8 * i, 8);
@@ -131,6 +130,29 @@ static inline void checksum_update(wire_checksum_stream_t *st, void *dst, const 
 }
 
 void wire_checksum_update(wire_checksum_stream_t *st, const void *data, size_t n) { checksum_update(st, NULL, data, n); }
+
+void wire_checksum_update_copy(wire_checksum_stream_t *st, void *dst, const void *data, size_t n) {
+    checksum_update(st, dst, data, n);
+}
+
+// Per lane, m words w_1..w_m added from (a0, b0) leave a = a0 + S and
+// b = b0 + m*a0 + T (S the words' sum, T the sum of their running sums), all
+// mod 2^64. `next` began at (I, 0), so S = a' - I and T = b' - m*I.
+void wire_checksum_join(wire_checksum_stream_t *st, const wire_checksum_stream_t *next) {
+    uint64_t m[4];
+    for (int l = 0; l < 4; l++) m[l] = next->n / 32;
+    if (next->closed) {  // the last piece's loose words went to lane 0, its tail word to lane 1
+        m[0] += (next->n / 8) % 4;
+        m[1] += 1;
+    }
+    for (int l = 0; l < 4; l++) {
+        uint64_t start = lane_start(next->seed, l);
+        st->b[l] += m[l] * st->a[l] + next->b[l] - m[l] * start;
+        st->a[l] += next->a[l] - start;
+    }
+    st->n += next->n;
+    st->closed = next->closed;
+}
 
 uint32_t wire_checksum_end(wire_checksum_stream_t *st) {
     if (!st->closed) {

@@ -115,11 +115,20 @@ uint32_t wire_checksum(const void *data, size_t n, uint32_t seed);
 typedef struct wire_checksum_stream {
     uint64_t a[4], b[4];
     size_t n;
-    int closed;  // a piece that was not a multiple of 32 bytes ended the stream
+    int closed;     // a piece that was not a multiple of 32 bytes ended the stream
+    uint32_t seed;  // as begun (wire_checksum_join needs it)
 } wire_checksum_stream_t;
 void wire_checksum_begin(wire_checksum_stream_t *st, uint32_t seed);
 void wire_checksum_update(wire_checksum_stream_t *st, const void *data, size_t n);
+// wire_checksum_update that also copies the piece to dst, in the same pass.
+void wire_checksum_update_copy(wire_checksum_stream_t *st, void *dst, const void *data, size_t n);
 uint32_t wire_checksum_end(wire_checksum_stream_t *st);
+
+// Appends the bytes `next` summed (a stream begun with any seed, not yet
+// ended) to st (not closed), as if st had been updated with them itself: one
+// pass gives both a range's checksum and the running one of what holds it.
+// The sums are linear, so this costs a few multiplications, not a pass.
+void wire_checksum_join(wire_checksum_stream_t *st, const wire_checksum_stream_t *next);
 
 // wire_checksum of src while copying it to dst in the same pass (one trip
 // through memory instead of two): the same value wire_checksum(src, n, seed) gives.

@@ -10,6 +10,7 @@
 #include <zmq.h>
 
 #include "kernels/rng.h"  // defines: rng_t, rng_seed, rng_next, rng_below
+#include "net/checksum_lanes.h"  // defines: checksum_lanes_add_with, checksum_lanes_available
 #include "net/wire.h"      // defines: wire_header_t, wire_checksum, wire_validate, wire_seal
 #include "net/zmsg.h"      // defines: zmsg_t, zmsg_send, zmsg_recv, zmsg_close, zmsg_header
 #include "test_support.h"
@@ -943,8 +944,9 @@ static void test_zmsg_errors(net_t *n) {
     CHECK(strcmp(err, "zmq_poll failed: Interrupted system call") == 0 && strstr(err, ".c:") == NULL);
 }
 
-// Block by block (as a worker writes a push) and copying (as a pull is read)
-// give the one-shot checksum, for every length up to 300 bytes split at every
+// Block by block (as a worker writes a push), copying (as a pull is read) and
+// joined from a piece summed alone (as a shard sums a range it echoes) give
+// the one-shot checksum, for every length up to 300 bytes split at every
 // multiple of 32, and for a large buffer in 8 KiB blocks with a short last one.
 static void test_checksum_stream_and_copy(void) {
     size_t big = (1u << 20) + 44;
@@ -961,6 +963,19 @@ static void test_checksum_stream_and_copy(void) {
             wire_checksum_update(&st, buf, cut);
             wire_checksum_update(&st, buf + cut, n - cut);
             CHECK(wire_checksum_end(&st) == want);
+            // The piece after the cut summed alone (any seed, copied as it is
+            // read) and joined to the stream of the bytes before it.
+            wire_checksum_stream_t head, tail;
+            wire_checksum_begin(&head, 7);
+            wire_checksum_update(&head, buf, cut);
+            wire_checksum_begin(&tail, (uint32_t)(n * 31 + cut));
+            memset(copy, 0, n + 1);
+            wire_checksum_update_copy(&tail, copy, buf + cut, n - cut);
+            CHECK(memcmp(copy, buf + cut, n - cut) == 0 && copy[n - cut] == 0);
+            wire_checksum_stream_t tail_kept = tail;
+            wire_checksum_join(&head, &tail);
+            CHECK(wire_checksum_end(&head) == want);
+            CHECK(wire_checksum_end(&tail_kept) == wire_checksum(buf + cut, n - cut, (uint32_t)(n * 31 + cut)));
         }
         memset(copy, 0, n + 1);
         CHECK(wire_checksum_copy(copy, buf, n, 7) == want);
@@ -970,8 +985,54 @@ static void test_checksum_stream_and_copy(void) {
     wire_checksum_begin(&st, 0);
     for (size_t at = 0; at < big; at += 8192) wire_checksum_update(&st, buf + at, big - at < 8192 ? big - at : 8192);
     CHECK(wire_checksum_end(&st) == wire_checksum(buf, big, 0));
+    // 2^17-byte ranges joined one after another, as a shard's ranges are.
+    wire_checksum_begin(&st, 0);
+    for (size_t at = 0; at < big; at += 1u << 17) {
+        wire_checksum_stream_t range;
+        wire_checksum_begin(&range, 0);
+        wire_checksum_update(&range, buf + at, big - at < (1u << 17) ? big - at : (1u << 17));
+        wire_checksum_join(&st, &range);
+    }
+    CHECK(st.closed == 1 && wire_checksum_end(&st) == wire_checksum(buf, big, 0));
     free(buf);
     free(copy);
+}
+
+// Every way of adding the lanes this CPU has (vectors of 128 and 256 bits)
+// gives the word-by-word sums and copies exactly, at unaligned addresses and
+// for 0 to 70 blocks; and the way wire_checksum takes is one of them.
+static void test_checksum_lanes_ways(void) {
+    enum { MAX_BLOCKS = 70 };
+    uint8_t src[32 * MAX_BLOCKS + 8], want_copy[32 * MAX_BLOCKS + 8], copy[32 * MAX_BLOCKS + 8];
+    rng_t r;
+    rng_seed(&r, 5, 1);
+    for (size_t i = 0; i < sizeof src; i++) src[i] = (uint8_t)rng_next(&r);
+    int ways = 0;
+    for (int way = CHECKSUM_LANES_WORDS; way <= CHECKSUM_LANES_AVX2; way++) {
+        if (!checksum_lanes_available((checksum_lanes_way_t)way)) continue;
+        ways++;
+        for (size_t blocks = 0; blocks <= MAX_BLOCKS; blocks += blocks < 9 ? 1 : 13) {
+            for (size_t skew = 0; skew < 8; skew += 3) {
+                uint64_t a0[4], b0[4], a[4], b[4], a1[4], b1[4];
+                for (int l = 0; l < 4; l++) a0[l] = a[l] = a1[l] = rng_next(&r), b0[l] = b[l] = b1[l] = rng_next(&r);
+                memset(want_copy, 0xA5, sizeof want_copy);
+                memset(copy, 0xA5, sizeof copy);
+                checksum_lanes_add_with(CHECKSUM_LANES_WORDS, a0, b0, src + skew, want_copy + 1, blocks);
+                checksum_lanes_add_with((checksum_lanes_way_t)way, a, b, src + skew, copy + 1, blocks);
+                checksum_lanes_add_with((checksum_lanes_way_t)way, a1, b1, src + skew, NULL, blocks);
+                CHECK(memcmp(a, a0, sizeof a) == 0 && memcmp(b, b0, sizeof b) == 0);
+                CHECK(memcmp(a1, a0, sizeof a) == 0 && memcmp(b1, b0, sizeof b) == 0);
+                CHECK(memcmp(copy, want_copy, sizeof copy) == 0);
+                CHECK(blocks == 0 || memcmp(copy + 1, src + skew, 32 * blocks) == 0);
+            }
+        }
+    }
+    CHECK(ways >= 2);  // words, and vectors wherever GCC or Clang builds this
+    uint64_t a[4] = {1, 2, 3, 4}, b[4] = {5, 6, 7, 8}, a0[4] = {1, 2, 3, 4}, b0[4] = {5, 6, 7, 8};
+    checksum_lanes_add(a, b, src, NULL, MAX_BLOCKS);
+    checksum_lanes_add_with(CHECKSUM_LANES_WORDS, a0, b0, src, NULL, MAX_BLOCKS);
+    CHECK(memcmp(a, a0, sizeof a) == 0 && memcmp(b, b0, sizeof b) == 0);
+    printf("checksum lanes: %d ways give the same sums and copies\n", ways);
 }
 
 // Fresh identifiers: never 0, and two objects of one process get different ones.
@@ -985,6 +1046,7 @@ int main(void) {
     test_header_layout();
     test_fresh_id();
     test_checksum_stream_and_copy();
+    test_checksum_lanes_ways();
     test_checksum_reference();
     test_checksum_properties();
     test_validate();
