@@ -762,7 +762,9 @@ void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, siz
         size_t part_end = s->n_parts > 1 && part + 1 < s->n_parts ? (part + 1) * c->part_floats : size;
         size_t take = n < part_end - s->summed ? n : part_end - s->summed;
         wire_checksum_update(&s->sum, p, take * sizeof(float));
-        if (s->n_parts > 1) wire_checksum_update(&s->whole, p, take * sizeof(float));
+        // The whole frame's checksum is only for a push that may go whole:
+        // an announced one goes in parts.
+        if (s->n_parts > 1 && !c->announced) wire_checksum_update(&s->whole, p, take * sizeof(float));
         s->summed += take, p += take, n -= take;
         if (s->summed == part_end) {
             s->fill_sums[part] = wire_checksum_end(&s->sum);

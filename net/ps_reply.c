@@ -230,12 +230,11 @@ uint32_t ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const floa
         size_t len = n - off < BLOCK ? n - off : BLOCK;
         if (h) adagrad_update_cpu(len, lr, eps, g + off, h + from + off, w + off);
         else sgd_update_cpu(len, lr, g + off, w + off);
-        if (streaming) wire_checksum_update(&v->stream, w + off, len * sizeof(float));
-        if (copy) {
-            memcpy(copy + off, w + off, len * sizeof(float));
-            wire_checksum_update(&copied, w + off, len * sizeof(float));
-        }
+        // A copied range is summed once: its sums join the shard's stream after.
+        if (copy) wire_checksum_update_copy(&copied, copy + off, w + off, len * sizeof(float));
+        else if (streaming) wire_checksum_update(&v->stream, w + off, len * sizeof(float));
     }
+    if (copy && streaming) wire_checksum_join(&v->stream, &copied);
     uint32_t copy_sum = copy ? wire_checksum_end(&copied) : 0;
     if (!streaming) return copy_sum;
     v->summed_to = v->stream.closed && from + n < v->n ? SIZE_MAX : from + n;
