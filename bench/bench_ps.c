@@ -47,7 +47,7 @@
 //
 //   bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] [--io-threads K] [--no-profile] [--replicas 2]
 //            [--pipe-blocks 8] [--part-floats N] [--separate-pull] [--no-announce] [--bsp-parts]
-//            [--bsp-workers 2] [--compute-ms 5] [--no-bsp]
+//            [--bsp-workers 2] [--compute-ms 5] [--no-bsp] [--only ps|raw]
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -78,6 +78,8 @@
 // exact in float: after r pushes each parameter is -r * GRAD_VALUE.
 #define GRAD_VALUE (1.0f / 1024.0f)
 
+enum { ONLY_PS = 1, ONLY_RAW = 2 };
+
 typedef struct opts {
     size_t mfloats[MAX_LIST], n_sizes;  // model sizes in units of 2^20 floats
     size_t shards[MAX_LIST], n_shards;
@@ -94,6 +96,7 @@ typedef struct opts {
     int separate_pull;   // the PS round as push, then pull (not ps_client_push_commit_pull)
     int announce;        // pushes announced (ps_client_push_announce): parts go out as they are written
     int bsp_parts;       // BSP gradients announced too, so sent in parts as they are written
+    int only;            // ONLY_PS or ONLY_RAW: run that variant alone (for perf record); 0: both
     char state_dir[64];
 } opts_t;
 
@@ -952,13 +955,16 @@ int main(int argc, char **argv) {
         else if (strcmp(a, "--separate-pull") == 0) o.separate_pull = 1;
         else if (strcmp(a, "--no-announce") == 0) o.announce = 0;
         else if (strcmp(a, "--bsp-parts") == 0) o.bsp_parts = 1;
+        else if (strcmp(a, "--only") == 0 && v && strcmp(v, "ps") == 0) o.only = ONLY_PS, i++;
+        else if (strcmp(a, "--only") == 0 && v && strcmp(v, "raw") == 0) o.only = ONLY_RAW, i++;
         else if (strcmp(a, "--bsp-workers") == 0 && v) o.bsp_workers = (size_t)atoi(v), i++;
         else if (strcmp(a, "--compute-ms") == 0 && v) o.compute_ms = atof(v), i++;
         else {
             fprintf(stderr,
                     "usage: bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] "
                     "[--io-threads K] [--no-profile] [--bsp-workers 2] [--compute-ms 5] [--no-bsp] [--replicas 2]\n"
-                    "       [--pipe-blocks 8] [--part-floats N] [--separate-pull] [--no-announce] [--bsp-parts]\n");
+                    "       [--pipe-blocks 8] [--part-floats N] [--separate-pull] [--no-announce] [--bsp-parts]\n"
+                    "       [--only ps|raw]\n");
             return strcmp(a, "--help") == 0 ? 0 : 2;
         }
     }
@@ -988,8 +994,9 @@ int main(int argc, char **argv) {
             size_t k = o.shards[s];
             double ps = 0, cp = 0, zc = 0, r2 = 0;
             for (int t = 0; t < o.trials; t++) {
-                double a = run_ps(n, k, &o, 1).sec, b = run_raw(n, k, RAW_KIND_COPY, 0, &o).sec,
-                       c = run_raw(n, k, RAW_KIND_ZC, 0, &o).sec;
+                double a = o.only != ONLY_RAW ? run_ps(n, k, &o, 1).sec : 1,
+                       b = o.only != ONLY_PS ? run_raw(n, k, RAW_KIND_COPY, 0, &o).sec : 1,
+                       c = o.only != ONLY_PS ? run_raw(n, k, RAW_KIND_ZC, 0, &o).sec : 1;
                 double d = o.replicas > 1 ? run_ps(n, k, &o, 2).sec : 0;
                 if (t == 0 || d < r2) r2 = d;
                 if (t == 0 || a < ps) ps = a;
