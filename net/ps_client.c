@@ -10,6 +10,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "kernels/mono_clock.h"  // defines: mono_clock_s
 #include "kernels/partition.h"  // defines: shard_range
 #include "net/buffer_pool.h"    // defines: buffer_pool_new, buffer_pool_frame, buffer_pool_message, buffer_pool_release
 #include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, ZMQ_FAIL, wire_fresh_id (net/wire.h)
@@ -105,12 +106,6 @@ struct ps_client {
     ps_push_count_t *counts;  // (n_shards) the caller's, or NULL
 };
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 static wire_header_t request(const ps_client_t *c, uint16_t type, size_t shard) {
     wire_header_t h = zmsg_header(type, c->run_id);
     h.sender = c->worker;
@@ -128,7 +123,7 @@ static void note_dropped(ps_client_t *c, size_t k, wire_status_t why) {
 // ---- sending and resending ------------------------------------------------------
 
 static void sent_now(ps_client_t *c, shard_conn_t *s) {
-    s->sent_at = now_s();
+    s->sent_at = mono_clock_s();
     s->retry_s = c->retry_s;
 }
 
@@ -263,7 +258,7 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
         note_dropped(c, k, m->status);
         return 0;
     }
-    s->heard_at = now_s();
+    s->heard_at = mono_clock_s();
     s->min_clock = h->clock;
     switch (h->type) {
     case MSG_TYPE_WELCOME:
@@ -371,7 +366,7 @@ static void list_silent(const ps_client_t *c, double started, double now, char *
 // Receives until done(c) holds, resending what stays unanswered, and failing
 // once a shard with something outstanding has been silent for timeout_ms.
 static int pump(ps_client_t *c, int (*done)(const ps_client_t *), const char *what, char *err, size_t err_len) {
-    double started = now_s();
+    double started = mono_clock_s();
     while (!done(c)) {
         if (c->abort && atomic_load_explicit(c->abort, memory_order_relaxed)) {
             snprintf(err, err_len, "stopped while %s", what);
@@ -402,7 +397,7 @@ static int pump(ps_client_t *c, int (*done)(const ps_client_t *), const char *wh
                 if (zmq_getsockopt(c->shards[k].sock, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLIN)) break;
             }
         }
-        double now = now_s();
+        double now = mono_clock_s();
         for (size_t k = 0; k < c->n_shards; k++) {
             shard_conn_t *s = &c->shards[k];
             if (!push_outstanding(s) && !request_outstanding(s)) continue;
@@ -544,7 +539,7 @@ static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t work
     int id_len = worker == WIRE_NO_ID ? snprintf(identity, sizeof identity, "observer")
                  : join_nonce         ? snprintf(identity, sizeof identity, "w%u.%08x", worker, join_nonce)
                                       : snprintf(identity, sizeof identity, "w%u", worker);
-    double now = now_s();
+    double now = mono_clock_s();
     for (size_t k = 0; k < n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
         shard_range(n_params, n_shards, k, &s->begin, &s->end);
@@ -930,7 +925,7 @@ int ps_client_push_commit_ask(ps_client_t *c, uint64_t clock, uint32_t examples,
         snprintf(err, err_len, "worker: an encoded push is not answered with values");
         return -1;
     }
-    c->ask_started = now_s();
+    c->ask_started = mono_clock_s();
     if (!c->announced && wait_previous_push(c, err, err_len) != 0) return -1;
     // Each shard's pull waits unsent: the answers come with the push. A
     // retry sends it as a plain pull, whose whole answer completes it.
@@ -963,7 +958,7 @@ int ps_client_await_values(ps_client_t *c, uint64_t *min_clock, char *err, size_
     c->pull_out = NULL;
     finish_requests(c);
     c->stats.pulls++;
-    c->stats.pull_wait_s += now_s() - c->ask_started;
+    c->stats.pull_wait_s += mono_clock_s() - c->ask_started;
     if (min_clock) {
         *min_clock = UINT64_MAX;
         for (size_t k = 0; k < c->n_shards; k++)
@@ -1031,7 +1026,7 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
 // ---- pulls and leaving ----------------------------------------------------------------
 
 int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *min_clock, char *err, size_t err_len) {
-    double t0 = now_s();
+    double t0 = mono_clock_s();
     for (size_t k = 0; k < c->n_shards; k++) {
         wire_header_t h = request(c, MSG_TYPE_PULL, k);
         h.clock = need_clock;
@@ -1044,7 +1039,7 @@ int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *mi
     c->pull_out = NULL;
     finish_requests(c);
     c->stats.pulls++;
-    c->stats.pull_wait_s += now_s() - t0;
+    c->stats.pull_wait_s += mono_clock_s() - t0;
     if (min_clock) {
         *min_clock = UINT64_MAX;
         for (size_t k = 0; k < c->n_shards; k++)
@@ -1060,7 +1055,7 @@ int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *v
 int ps_client_pull_keys_at(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
                            char *err, size_t err_len) {
     if (check_indices(c, keys, n, "pull key", err, err_len) != 0) return -1;
-    double t0 = now_s();
+    double t0 = mono_clock_s();
     size_t pos = 0;
     for (size_t k = 0; k < c->n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
@@ -1086,7 +1081,7 @@ int ps_client_pull_keys_at(ps_client_t *c, uint64_t need_clock, const uint32_t *
     c->pull_values = NULL;
     finish_requests(c);
     c->stats.pulls++;
-    c->stats.pull_wait_s += now_s() - t0;
+    c->stats.pull_wait_s += mono_clock_s() - t0;
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "kernels/mono_clock.h"  // defines: mono_clock_s
 #include "net/zmsg.h"  // defines: zmsg_t, zmsg_recv, zmsg_send_sealed, zmsg_bind, zmsg_connect, wire_fresh_id
 
 #define EP_MAX 256
@@ -43,12 +44,6 @@ struct ps_replica {
     long joined_primary;      // a backup: the replica index of the primary it joined (-1: unknown)
     ps_replica_stats_t stats;
 };
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static void nap_ms(long ms) {
     struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
@@ -189,7 +184,7 @@ static void drop_backup(ps_replica_t *r, size_t i, const char *why) {
 // has at most one message outstanding); a backup silent for ack_timeout_ms is
 // dropped.
 static int await_answers(ps_replica_t *r, char *err, size_t err_len) {
-    double give_up = now_s() + r->cfg.ack_timeout_ms / 1000.0;
+    double give_up = mono_clock_s() + r->cfg.ack_timeout_ms / 1000.0;
     for (size_t i = 0; i < r->n_backups; i++) r->backups[i].answered = 0;
     for (;;) {
         zmq_pollitem_t items[PS_REPLICA_MAX - 1];
@@ -200,7 +195,7 @@ static int await_answers(ps_replica_t *r, char *err, size_t err_len) {
                 waiting[n++] = i;
             }
         if (n == 0) return 0;
-        double left = give_up - now_s();
+        double left = give_up - mono_clock_s();
         if (left <= 0) {
             for (size_t j = n; j-- > 0;) drop_backup(r, waiting[j], "no answer to a forwarded message");
             return 0;
@@ -373,7 +368,7 @@ static int on_turn(void *ctx, ps_server_t *s, char *err, size_t err_len) {
     // A backup the record no longer lists (dropped, or another replica took
     // over as the primary) is out of sync: it leaves, and asgd launch starts
     // it again as a backup that copies the primary's state.
-    double now = now_s();
+    double now = mono_clock_s();
     if (now >= r->next_check) {
         r->next_check = now + 0.1;
         record_t rec;
@@ -437,11 +432,11 @@ int ps_replica_lead(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) 
 }
 
 int ps_replica_join(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) {
-    double give_up = now_s() + r->cfg.join_timeout_ms / 1000.0;
+    double give_up = mono_clock_s() + r->cfg.join_timeout_ms / 1000.0;
     uint64_t nonce = wire_fresh_id(r);  // this process's number, the same in every JOIN it resends
     record_t rec;
     while (record_read(r, &rec) != 0) {
-        if (now_s() > give_up) {
+        if (mono_clock_s() > give_up) {
             snprintf(err, err_len, "server %zu, replica %zu: no primary recorded in %s/server-%zu.replicas within "
                      "%d ms", r->cfg.shard, r->cfg.replica, r->state_dir, r->cfg.shard, r->cfg.join_timeout_ms);
             return -1;
@@ -459,7 +454,7 @@ int ps_replica_join(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) 
         goto out;
     double resend_at = 0;
     for (;;) {
-        double now = now_s();
+        double now = mono_clock_s();
         if (now > give_up) {
             snprintf(err, err_len, "server %zu, replica %zu: the primary at %s did not send its state within %d ms",
                      r->cfg.shard, r->cfg.replica, rec.primary, r->cfg.join_timeout_ms);
@@ -520,10 +515,10 @@ out:
 }
 
 int ps_replica_await_backup(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) {
-    double give_up = now_s() + r->cfg.join_timeout_ms / 1000.0;
+    double give_up = mono_clock_s() + r->cfg.join_timeout_ms / 1000.0;
     void *sock = ps_server_socket(s);
     while (r->n_backups == 0) {
-        double left = give_up - now_s();
+        double left = give_up - mono_clock_s();
         if (left <= 0) {
             snprintf(err, err_len, "server %zu: no backup joined within %d ms", r->cfg.shard, r->cfg.join_timeout_ms);
             return -1;

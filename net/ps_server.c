@@ -9,6 +9,7 @@
 
 #include "datasets/storage/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
+#include "kernels/mono_clock.h"  // defines: mono_clock_s
 #include "kernels/partition.h"  // defines: shard_range
 #include "kernels/finite.h"         // defines: all_finite_cpu
 #include "kernels/update.h"         // defines: sgd_update_sparse_cpu, adagrad_update_sparse_cpu
@@ -146,12 +147,6 @@ static const trace_kind_t TK_SERVE = {"serve_pull", "server", "worker"};   // a 
 static const trace_kind_t TK_EVICT = {"evict", "server", "worker"};
 static const trace_kind_t TK_REJOIN = {"rejoin", "server", "worker"};
 static const trace_kind_t TK_CHECKPOINT = {"checkpoint", "io", NULL};
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 const char *server_optimizer_name(server_optimizer_t o) { return o == SERVER_OPTIMIZER_ADAGRAD ? "adagrad" : "sgd"; }
 
@@ -305,11 +300,11 @@ static int server_bind(ps_server_t *s, void *zmq_ctx, const char *endpoint, doub
         return -1;
     // No legitimate request is larger than the shard's values (sparse indices
     // are strictly ascending), so no peer can make the shard allocate more.
-    double give_up = now_s() + busy_wait_s;
+    double give_up = mono_clock_s() + busy_wait_s;
     char why[400];
     int rc;
     while ((rc = zmsg_bind(s->sock, endpoint, zmsg_max_frame(s->n), why, sizeof why)) != 0 && errno == EADDRINUSE &&
-           now_s() < give_up) {
+           mono_clock_s() < give_up) {
         struct timespec nap = {0, 20000000};
         nanosleep(&nap, NULL);
     }
@@ -666,7 +661,7 @@ void ps_server_set_hooks(ps_server_t *s, const ps_server_hooks_t *h) { s->hooks 
 void *ps_server_socket(ps_server_t *s) { return s->sock; }
 
 void ps_server_set_worker_timeout(ps_server_t *s, int worker_timeout_ms) {
-    double now = now_s();
+    double now = mono_clock_s();
     s->cfg.worker_timeout_ms = worker_timeout_ms;
     for (size_t k = 0; k < s->cfg.n_workers; k++) s->last_heard[k] = now;
     s->quiet_since = now;
@@ -686,7 +681,7 @@ static void maybe_checkpoint(ps_server_t *s, double now) {
         s->stats.checkpoint_failures++;
         fprintf(stderr, "asgd server %zu: checkpoint not written: %s\n", s->cfg.shard, err);
     }
-    s->next_checkpoint = now_s() + s->cfg.checkpoint_every_s;
+    s->next_checkpoint = mono_clock_s() + s->cfg.checkpoint_every_s;
 }
 
 void ps_server_destroy(ps_server_t **sp) {
@@ -937,7 +932,7 @@ static int serve_pending(ps_server_t *s, char *err, size_t err_len) {
     for (size_t i = 0; i < s->n_pending; i++) {
         pending_pull_t *p = &s->pending[i];
         if (ssp_gate(p->need, min, 0).proceed && rc == 0) {
-            if (p->worker != WIRE_NO_ID) s->wait_s += now_s() - p->since;
+            if (p->worker != WIRE_NO_ID) s->wait_s += mono_clock_s() - p->since;
             rc = send_params(s, &p->identity, p->worker, p->keys, p->n_keys, err, err_len);
             zmq_msg_close(&p->identity);
             free(p->keys);
@@ -973,7 +968,7 @@ static int queue_pull(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, uint
             s->cap_pending = cap;
         }
         p = &s->pending[s->n_pending++];
-        p->since = now_s();
+        p->since = mono_clock_s();
         if (worker != WIRE_NO_ID) s->stats.pulls_waited++;
     }
     zmq_msg_init(&p->identity);
@@ -1121,7 +1116,7 @@ static int bsp_sum_and_answer(ps_server_t *s, int answer, char *err, size_t err_
         pending_pull_t *p = &s->pending[i];
         if (next < n && which[next] == i) {
             next++;
-            s->wait_s += now_s() - p->since;
+            s->wait_s += mono_clock_s() - p->since;
             s->stats.pulls_answered++;
             s->stats.pulls_in_ranges++;
             note_sent(s, p->worker, r.h.param_version, r.h.clock);
@@ -1209,7 +1204,7 @@ static int bsp_skip_to(ps_server_t *s, uint64_t c, char *err, size_t err_len) {
 static void mark_diverged(ps_server_t *s, const wire_header_t *h, size_t from) {
     if (s->diverged) return;
     s->diverged = 1;
-    s->diverged_at = now_s();
+    s->diverged_at = mono_clock_s();
     char kept[96];
     if (from == 0) snprintf(kept, sizeof kept, "from before that push");
     else snprintf(kept, sizeof kept, "with that push applied to its first %zu parameters only", from);
@@ -1591,7 +1586,7 @@ static void evict(ps_server_t *s, uint32_t k, double now) {
 
 int ps_server_evict(ps_server_t *s, uint32_t k, char *err, size_t err_len) {
     if (k >= s->cfg.n_workers || !s->clocks.joined[k] || !clock_table_is_live(&s->clocks, k)) return 0;
-    evict(s, k, now_s());
+    evict(s, k, mono_clock_s());
     if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
     return serve_pending(s, err, err_len);
 }
@@ -1791,7 +1786,7 @@ static int guard_memory(ps_server_t *s, double now, char *err, size_t err_len) {
 
 int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
     zmq_pollitem_t item = {.socket = s->sock, .events = ZMQ_POLLIN};
-    double now = now_s();
+    double now = mono_clock_s();
     // Eviction counts silence from when this shard started serving (a resumed
     // shard's workers get a full timeout to reach it).
     for (size_t k = 0; k < s->cfg.n_workers; k++) s->last_heard[k] = now;
@@ -1805,7 +1800,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
             if (errno == EINTR) continue;
             return ZMQ_FAIL("server: zmq_poll", err, err_len);
         }
-        now = now_s();
+        now = mono_clock_s();
         // A turn of this loop waits at most 100 ms. A longer gap is the shard's
         // own stall (SIGSTOP, a host swapping, a long turn): its workers'
         // messages of that time are still on their way in, so the gap does not

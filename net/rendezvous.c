@@ -10,6 +10,7 @@
 #include <time.h>
 #include <zmq.h>
 
+#include "kernels/mono_clock.h"  // defines: mono_clock_ms
 #include "net/curve_auth.h"  // defines: net_security_get
 #include "net/stop_signal.h"  // defines: stop_signal_received
 #include "net/zmsg.h"  // defines: zmsg_recv, zmsg_send, zmsg_header, zmsg_socket_defaults, ZMQ_FAIL
@@ -19,11 +20,7 @@
 #define RDV_RESEND_MS 1000
 #define RDV_FLUSH_MS 500  // how long a stopping coordinator lets queued tables drain
 
-static int64_t now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (int64_t)t.tv_sec * 1000 + t.tv_nsec / 1000000;
-}
+static int64_t now_ms(void) { return (int64_t)mono_clock_ms(); }
 
 // zmq_poll, retried on EINTR with the time that is left.
 static int poll_retry(zmq_pollitem_t *items, int n, int timeout_ms) {

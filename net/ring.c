@@ -10,6 +10,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "kernels/mono_clock.h"  // defines: mono_clock_ms
 #include "kernels/partition.h"   // defines: shard_range
 #include "net/compress.h"        // defines: compress_encode_fp16, compress_check, compress_decode
 #include "net/ring_schedule.h"   // defines: ring_cursor_t, ring_cursor_init, ring_cursor_next
@@ -67,12 +68,6 @@ struct ring {
     atomic_size_t in_flight;
 };
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
-}
-
 static size_t prev_rank(const ring_t *r) { return (r->rank + r->n - 1) % r->n; }
 static size_t next_rank(const ring_t *r) { return (r->rank + 1) % r->n; }
 static size_t n_steps(const ring_t *r) { return 2 * r->n - 2; }
@@ -91,9 +86,9 @@ static void release_copy(void *data, void *hint) {
 
 // Waits (politely) until libzmq has let go of every frame sent.
 static int wait_released(ring_t *r, int timeout_ms) {
-    double t0 = now_ms();
+    double t0 = mono_clock_ms();
     while (atomic_load_explicit(&r->in_flight, memory_order_acquire) > 0) {
-        if (timeout_ms > 0 && now_ms() - t0 > timeout_ms) return -1;
+        if (timeout_ms > 0 && mono_clock_ms() - t0 > timeout_ms) return -1;
         struct timespec ts = {0, 20000};
         nanosleep(&ts, NULL);
     }
@@ -498,7 +493,7 @@ static int allreduce(ring_t *r, float *data, size_t count, int timeout_ms, char 
     ring_cursor_init(&r->sched, 0, &sc);
     ring_cursor_init(&r->sched, 1, &rc);
     mismatch_t mm = {0};
-    double last = now_ms();
+    double last = mono_clock_ms();
     zmq_pollitem_t items[2];
     while (!ring_cursor_done(&r->sched, &sc) || !ring_cursor_done(&r->sched, &rc)) {
         int progressed = 0, send_blocked = 0;
@@ -543,7 +538,7 @@ static int allreduce(ring_t *r, float *data, size_t count, int timeout_ms, char 
                 }
             }
         }
-        double t = now_ms();
+        double t = mono_clock_ms();
         if (progressed) {
             last = t;
             continue;
@@ -680,7 +675,7 @@ static int gather_take(ring_t *r, zmsg_t *m, const gather_call_t *g, size_t orig
 
 static int allgather(ring_t *r, const gather_call_t *g, int timeout_ms, char *err, size_t err_len) {
     size_t steps = r->n - 1, sent = 0, got = 0;
-    double last = now_ms();
+    double last = mono_clock_ms();
     while (sent < steps || got < steps) {
         int progressed = 0, send_blocked = 0, drained = 0;
         // Step s forwards what arrived at step s - 1.
@@ -717,7 +712,7 @@ static int allgather(ring_t *r, const gather_call_t *g, int timeout_ms, char *er
                 }
             }
         }
-        double t = now_ms();
+        double t = mono_clock_ms();
         if (progressed) {
             last = t;
             continue;

@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/mono_clock.h"  // defines: mono_clock_ms
 #include "kernels/partition.h"  // defines: shard_range
 
 #define SHM_MAGIC 0x6173676473686d31ull  // "asgdshm1"
@@ -75,12 +76,6 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2,
                "lock-free atomics: they are shared between processes");
 
 static size_t round_up(size_t x, size_t to) { return (x + to - 1) / to * to; }
-
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
-}
 
 static void cpu_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
@@ -360,7 +355,7 @@ static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size
         sched_yield();
         if (reached(atomic_load_explicit(&peer->step, memory_order_acquire), want)) return 0;
     }
-    double start = now_ms();
+    double start = mono_clock_ms();
     for (;;) {
         uint64_t failed = atomic_load(&s->hdr->failed);
         if (failed != 0) return report_failed(s, failed, err, err_len);
@@ -374,7 +369,7 @@ static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size
             mark_failed(s, j, FAIL_EXITED);
             return -1;
         }
-        double waited = now_ms() - start;
+        double waited = mono_clock_ms() - start;
         if (timeout_ms > 0 && waited >= timeout_ms) {
             if (pid == 0)
                 snprintf(err, err_len, "shm allreduce: rank %zu: rank %zu has not attached to /dev/shm%s after %d ms: "

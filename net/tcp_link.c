@@ -13,11 +13,9 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-double tcp_link_now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
-}
+#include "kernels/mono_clock.h"  // defines: mono_clock_ms
+
+double tcp_link_now_ms(void) { return mono_clock_ms(); }
 
 int tcp_link_poll_ms(double deadline_ms) {
     if (deadline_ms <= 0) return -1;

@@ -22,6 +22,7 @@
 #include "engine/cli/launch_job.h"      // defines: launch_job_outcome_t
 #include "engine/cli/model_file.h"      // defines: model_file_join, model_file_write
 #include "engine/cli/run_record.h"      // defines: run_record_read_worker, run_record_read_server
+#include "kernels/mono_clock.h"  // defines: mono_clock_s
 #include "kernels/trace.h"          // defines: trace_merge
 #include "net/curve_auth.h"         // defines: zap_handler_destroy, curve_keypair_new
 #include "net/wire.h"               // defines: wire_fresh_id
@@ -677,12 +678,6 @@ static void describe_exit(int status, char *out, size_t len) {
     else snprintf(out, len, "status %d", status);
 }
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 // Starts (or restarts) child c with the launcher's own flags replaced by its
 // role, id and the run's coordinator, run id and directory.
 static int spawn_child(child_t *c, const char *exe, char **args, char **envp, int argc, char **argv,
@@ -1019,7 +1014,7 @@ static int restart_worker(local_run_t *r, child_t *c) {
     c->last_err[0] = '\0';
     if (!joined) {
         c->restart_due = 1;  // stays exited until then
-        c->restart_at = now_s() + wait_s;
+        c->restart_at = mono_clock_s() + wait_s;
         return 0;
     }
     c->exited = 0;
@@ -1031,7 +1026,7 @@ static int restart_worker(local_run_t *r, child_t *c) {
 // Starts the workers whose back-off has passed. Returns -1 when one did not
 // start (r->culprit), else 0.
 static int start_due_restarts(local_run_t *r) {
-    double now = now_s();
+    double now = mono_clock_s();
     for (size_t i = 0; i < r->started; i++) {
         child_t *c = &r->kids[i];
         if (!c->restart_due || now < c->restart_at) continue;
@@ -1226,7 +1221,7 @@ static int progress_text(const local_run_t *r, int final, char *out, size_t len)
 // figures, ending the line on a terminal).
 static void progress_tick(local_run_t *r, int final) {
     if (r->progress_every <= 0) return;
-    double now = now_s();
+    double now = mono_clock_s();
     if (!final && now < r->next_progress) return;
     r->next_progress = now + r->progress_every;
     char line[400];
@@ -1275,7 +1270,7 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
         return 1;
     }
     if (rdv_server_wait(r->rdv, 1000, err, sizeof err) != 0 ||
-        finish_run_dir(r->dir, r->t, r->d, now_s() - t0, r->server_restarts, r->replica_restarts, r->outcome,
+        finish_run_dir(r->dir, r->t, r->d, mono_clock_s() - t0, r->server_restarts, r->replica_restarts, r->outcome,
                        err, sizeof err) != 0 ||
         save_global_model(r->dir, r->d, r->save_model, err, sizeof err) != 0 ||
         (r->t->trace && merge_traces(r->dir, r->d, r->t->trace, r->outcome != NULL, err, sizeof err) != 0)) {
@@ -1350,7 +1345,7 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     r.outcome = outcome;
     r.progress_tty = isatty(STDERR_FILENO);
     r.progress_every = t->quiet || outcome ? 0 : progress_every > 0 ? progress_every : r.progress_tty ? 0.5 : 5.0;
-    r.next_progress = now_s() + r.progress_every;
+    r.next_progress = mono_clock_s() + r.progress_every;
     if (local_coordinator(d->coordinator, r.coordinator_bind, sizeof r.coordinator_bind, err, err_len) != 0) {
         if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
         return 2;
@@ -1382,7 +1377,7 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
         signal(SIGTERM, on_interrupt);
         signal(SIGHUP, on_interrupt);  // a closed terminal stops the run as SIGTERM does
     }
-    double t0 = now_s();
+    double t0 = mono_clock_s();
     int failed = spawn_all(&r) != 0;
     if (!t->quiet && !failed && !outcome)
         fprintf(stderr, "asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n",
@@ -1475,12 +1470,12 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     d->save_model = part_path(role, id, d, d->run_dir, save_model, part, sizeof part);
     char trace_path[600];  // each rank its own timeline (merged by hand: docs/trace.md)
     if (t->trace) trace_part_path(trace_path, sizeof trace_path, d->run_dir, role, id), t->trace = trace_path;
-    double t0 = now_s();
+    double t0 = mono_clock_s();
     int status = dist_run_role(role, id, t, d, env->rank == 0 ? host_bind : NULL);
     if (status != 0 || env->rank != 0) return status;
     // Rank 0 writes the run's merged files once every process has written its own.
     wait_for_process_files(d);
-    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, 0, NULL, err, sizeof err) != 0 ||
+    if (finish_run_dir(d->run_dir, t, d, mono_clock_s() - t0, NULL, 0, NULL, err, sizeof err) != 0 ||
         save_global_model(d->run_dir, d, save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
@@ -1579,7 +1574,7 @@ static int pslite_scheduler(const train_args_t *t, const dist_args_t *d, const c
     snprintf(own, sizeof own, "tcp://127.0.0.1:%d", endpoint_port(ids_ep));
     size_t n = d->servers + d->workers, counts[2] = {d->servers, d->workers};  // roles DIST_ROLE_SERVER, _WORKER
     uint64_t run_id = d->run_id ? d->run_id : dist_default_run_id(run_ep);
-    double t0 = now_s();
+    double t0 = mono_clock_s();
     if (dist_make_run_dir(d->run_dir, err, sizeof err) != 0 || train_args_write_run_config(t, d->run_dir, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
@@ -1636,7 +1631,7 @@ static int pslite_scheduler(const train_args_t *t, const dist_args_t *d, const c
     }
     if (failed) goto out;
     wait_for_process_files(d);
-    if (finish_run_dir(d->run_dir, t, d, now_s() - t0, NULL, 0, NULL, err, sizeof err) != 0 ||
+    if (finish_run_dir(d->run_dir, t, d, mono_clock_s() - t0, NULL, 0, NULL, err, sizeof err) != 0 ||
         save_global_model(d->run_dir, d, d->save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         goto out;

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/mono_clock.h"  // defines: mono_clock_s
 #include "kernels/rng.h"
 #include "kernels/partition.h"  // defines: shard_range
 #include "engine/core/spin_barrier.h"  // defines: spin_barrier_t, spin_barrier_wait
@@ -99,12 +100,6 @@ struct trainer {
     size_t n_eval_ws;
     int sync_inited;            // mu, the condition variables and update_lock exist
 };
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // The trainer's spans in a --trace timeline (docs/trace.md).
 static const trace_kind_t TK_STEP = {"step", "compute", "examples"};         // hogwild/locked/device: one update
@@ -358,7 +353,7 @@ static void step_delay_sleep(const train_link_t *link, rng_t *r) {
 static int wait_for_allowance(trainer_t *tr, size_t id, uint64_t my_steps) {
     const train_link_t *link = tr->cfg.link;
     if (my_steps < atomic_load_explicit(link->step_allowance, memory_order_acquire)) return 0;
-    double t0 = now_s();
+    double t0 = mono_clock_s();
     uint64_t span = TRACE_BEGIN();
     int spins = 0, stopping = 0;
     while (my_steps >= atomic_load_explicit(link->step_allowance, memory_order_acquire)) {
@@ -374,7 +369,7 @@ static int wait_for_allowance(trainer_t *tr, size_t id, uint64_t my_steps) {
         }
     }
     TRACE_END(&TK_WAIT_BOUND, span, my_steps);
-    uint64_t waited = (uint64_t)((now_s() - t0) * 1e9);
+    uint64_t waited = (uint64_t)((mono_clock_s() - t0) * 1e9);
     uint64_t total = atomic_load_explicit(&link->progress[id].wait_ns, memory_order_relaxed);
     atomic_store_explicit(&link->progress[id].wait_ns, total + waited, memory_order_relaxed);
     return stopping;
@@ -1159,7 +1154,7 @@ static train_point_t point_at(const trainer_t *tr, const clock_state_t *clk, con
 // One evaluation point, taken with workers parked (or finished).
 static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const train_callbacks_t *cb,
                       train_result_t *res) {
-    double pause_begin = now_s();
+    double pause_begin = mono_clock_s();
     uint64_t span = TRACE_BEGIN();
     const train_link_t *link = tr->cfg.link;
     if (link && link->refresh && !atomic_load_explicit(link->abort, memory_order_relaxed) &&
@@ -1180,7 +1175,7 @@ static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const 
     }
     if (cb && cb->on_eval) cb->on_eval(&p, cb->ctx);
     TRACE_END(&TK_EVAL, span, p.samples);
-    clk->paused += now_s() - pause_begin;
+    clk->paused += mono_clock_s() - pause_begin;
     return reached && tr->cfg.stop_at_target;
 }
 
@@ -1188,7 +1183,7 @@ static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const 
 // callback unless a parameter is no longer finite (a checkpoint is only ever
 // of a good state). Counted as paused time.
 static int take_checkpoint(trainer_t *tr, clock_state_t *clk, train_result_t *out, char *err, size_t err_len) {
-    double begin = now_s();
+    double begin = mono_clock_s();
     uint64_t span = TRACE_BEGIN();
     for (size_t j = 0; j < tr->n_params; j++) {
         float v = param_get(&tr->w[j]);
@@ -1210,7 +1205,7 @@ static int take_checkpoint(trainer_t *tr, clock_state_t *clk, train_result_t *ou
     int rc = tr->cfg.checkpoint(tr->cfg.checkpoint_ctx, &tr->position, tr->w, tr->opt, err, err_len);
     if (rc == 0) out->checkpoints++;
     TRACE_END(&TK_CHECKPOINT, span, 0);
-    clk->paused += now_s() - begin;
+    clk->paused += mono_clock_s() - begin;
     return rc;
 }
 
@@ -1245,7 +1240,7 @@ static int trainer_open(trainer_t *tr, const model_t *m, optimizer_t *opt, param
     if (!prepared) return -1;
     pthread_mutex_init(&tr->update_lock, NULL);
     pthread_mutex_init(&tr->mu, NULL);
-    // The main thread's timed waits use the same monotonic clock as now_s().
+    // The main thread's timed waits use the same monotonic clock as mono_clock_s().
     pthread_condattr_t monotonic;
     pthread_condattr_init(&monotonic);
     pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
@@ -1290,7 +1285,7 @@ typedef struct schedule {
 static void schedule_init(schedule_t *sc, const train_config_t *c) {
     memset(sc, 0, sizeof *sc);
     double resumed_s = c->start ? c->start->wall_s : 0.0;
-    sc->clk.start = now_s() - resumed_s;
+    sc->clk.start = mono_clock_s() - resumed_s;
     sc->checkpoint_at = c->checkpoint_every_s > 0 ? resumed_s + c->checkpoint_every_s : INFINITY;
     sc->eval_at = c->eval_every_s > 0 ? resumed_s + c->eval_every_s : INFINITY;
     sc->progress_every = c->progress_interval_s > 0 ? c->progress_interval_s : 0.25;
@@ -1366,7 +1361,7 @@ static void sleep_until_due(trainer_t *tr, const schedule_t *sc, const train_res
 // falls due, and serves each pause. Returns rc, or -1 if a checkpoint failed.
 static int supervise(trainer_t *tr, schedule_t *sc, size_t started, const train_callbacks_t *cb,
                      train_result_t *out, int rc, char *err, size_t err_len) {
-    sc->next_progress = now_s() + sc->progress_every;
+    sc->next_progress = mono_clock_s() + sc->progress_every;
     pthread_mutex_lock(&tr->mu);
     while (tr->finished < started) {
         if (atomic_load_explicit(&tr->pause_requested, memory_order_acquire)) {
@@ -1377,7 +1372,7 @@ static int supervise(trainer_t *tr, schedule_t *sc, size_t started, const train_
             resume_workers_locked(tr, stop);
             continue;
         }
-        double now = now_s();
+        double now = mono_clock_s();
         if (ask_pause_if_due(tr, sc, out, now)) continue;
         if (now >= sc->next_progress) {
             sc->next_progress = now + sc->progress_every;

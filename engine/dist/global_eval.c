@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "engine/core/params.h"  // defines: param_t, params_new, param_set
+#include "kernels/mono_clock.h"  // defines: mono_clock_s
 #include "net/ps_client.h"  // defines: ps_client_new_observer, ps_client_pull
 
 #define ERR_LEN 512
@@ -30,12 +31,6 @@ struct global_eval {
     int failed;
     char err[ERR_LEN];
 };
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static int append_row(global_eval_t *g, const global_eval_row_t *row) {
     if (g->n_rows == g->cap_rows) {
@@ -63,7 +58,7 @@ static int evaluate_at(global_eval_t *g, const ps_progress_t *due, double sent_a
     uint64_t min_clock;
     if (ps_client_pull(g->client, due->min_clock, g->pulled, &min_clock, g->err, sizeof g->err) != 0)
         return atomic_load(&g->stop) ? 1 : -1;
-    double read_at = now_s();
+    double read_at = mono_clock_s();
     ps_progress_t at;
     ps_server_progress(g->cfg.shard, &at);
     for (size_t j = 0; j < g->cfg.n_params; j++) param_set(&g->w[j], g->pulled[j]);
@@ -83,7 +78,7 @@ static int evaluate_at(global_eval_t *g, const ps_progress_t *due, double sent_a
         .staleness_versions_max = n ? (double)at.staleness_versions_max : NAN,
         .staleness_clocks_mean = n ? (double)at.staleness_clocks_sum / n : NAN,
         .staleness_clocks_max = n ? (double)at.staleness_clocks_max : NAN,
-        .eval_s = now_s() - sent_at,
+        .eval_s = mono_clock_s() - sent_at,
     };
     return append_row(g, &row);
 }
@@ -97,7 +92,7 @@ static void *eval_main(void *arg) {
     while (!atomic_load(&g->stop)) {
         ps_progress_t at;
         ps_server_progress(c->shard, &at);
-        double now = now_s();
+        double now = mono_clock_s();
         int due = first || (c->every_samples && at.samples >= next_samples) || (c->every_s > 0 && now - g->t0 >= next_s);
         if (!due) {
             struct timespec nap = {0, POLL_NS};
@@ -138,7 +133,7 @@ global_eval_t *global_eval_start(const global_eval_config_t *c, char *err, size_
         return NULL;
     }
     ps_client_set_abort(g->client, &g->stop);
-    g->t0 = now_s();
+    g->t0 = mono_clock_s();
     int prc = pthread_create(&g->thread, NULL, eval_main, g);
     if (prc != 0) {
         snprintf(err, err_len, "global evaluator: starting its thread: %s", strerror(prc));

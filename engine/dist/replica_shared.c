@@ -8,15 +8,12 @@
 #include <time.h>
 
 #include "engine/dist/replica_impl.h"
+#include "kernels/mono_clock.h"  // defines: mono_clock_s
 #include "kernels/partition.h"  // defines: shard_range
 #include "net/compress.h"   // defines: compressor_spec, compress_encode
 #include "net/ps_client.h"  // defines: ps_client_push_encoded_frames, ps_client_pull
 
-double replica_now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
+double replica_now_s(void) { return mono_clock_s(); }
 
 int replica_out_of_memory(const replica_t *r, char *err, size_t err_len) {
     snprintf(err, err_len, "worker: out of memory for a replica of %zu parameters", r->n);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kernels/mono_clock.h"  // defines: mono_clock_s
 #include "kernels/rng.h"  // defines: rng_seed, rng_shuffle_u32
 
 // The trainer's rng streams (engine/core/trainer.c): the initial data order, then
@@ -81,12 +82,6 @@ typedef struct sim {
     float lr;               // the schedule's step size at the last update (before staleness scaling)
     staleness_hist_t *hist;
 } sim_t;
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void simulate_config_default(simulate_config_t *c) {
     memset(c, 0, sizeof *c);
@@ -503,7 +498,7 @@ static int target_met(const sim_t *s, double metric) {
 
 // One evaluation point, off the clock. Returns 1 when the run should stop at the target.
 static int eval_point(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, train_result_t *res) {
-    double begin = now_s();
+    double begin = mono_clock_s();
     train_point_t p = point_now(s, clk, begin);
     size_t limit = s->cfg.train.eval_limit ? s->cfg.train.eval_limit : model_num_test(s->model);
     if (limit > model_num_test(s->model)) limit = model_num_test(s->model);
@@ -524,7 +519,7 @@ static int eval_point(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb, t
         res->samples_to_target = p.samples;
     }
     if (cb && cb->on_eval) cb->on_eval(&p, cb->ctx);
-    clk->paused += now_s() - begin;
+    clk->paused += mono_clock_s() - begin;
     return reached && s->cfg.train.stop_at_target;
 }
 
@@ -537,7 +532,7 @@ static int step_boundary(sim_t *s, sim_clock_t *clk, const train_callbacks_t *cb
     if (++clk->ticks % CLOCK_CHECK_EVERY) return 0;
     const train_config_t *c = &s->cfg.train;
     if (c->time_limit_s <= 0 && !(cb && cb->on_progress && c->progress_interval_s > 0)) return 0;
-    double now = now_s();
+    double now = mono_clock_s();
     if (c->time_limit_s > 0 && now - clk->start - clk->paused >= c->time_limit_s) {
         res->stopped_at_time_limit = 1;
         return 1;
@@ -702,7 +697,7 @@ int simulate_run(const model_t *m, optimizer_t *opt, param_t *w, const simulate_
     sim_clock_t clk;
     memset(&clk, 0, sizeof clk);
     clk.train_loss = NAN;
-    clk.start = now_s();
+    clk.start = mono_clock_s();
     clk.next_progress = clk.start + c->train.progress_interval_s;
     int rc = 0;
     if (!eval_point(&s, &clk, cb, res)) {
