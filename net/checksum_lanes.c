@@ -105,15 +105,8 @@ void checksum_lanes_add_with(checksum_lanes_way_t way, uint64_t a[4], uint64_t b
 }
 
 void checksum_lanes_add(uint64_t a[4], uint64_t b[4], const uint8_t *p, uint8_t *q, size_t blocks) {
-#ifdef HAVE_AVX2
-    if (__builtin_cpu_supports("avx2")) {
-        lanes_add_avx2(a, b, p, q, blocks);
-        return;
-    }
-#endif
-#ifdef HAVE_VECTORS
-    lanes_add_vector2(a, b, p, q, blocks);
-#else
-    lanes_add_words(a, b, p, q, blocks);
-#endif
+    checksum_lanes_way_t way = checksum_lanes_available(CHECKSUM_LANES_AVX2)      ? CHECKSUM_LANES_AVX2
+                               : checksum_lanes_available(CHECKSUM_LANES_VECTOR2) ? CHECKSUM_LANES_VECTOR2
+                                                                                  : CHECKSUM_LANES_WORDS;
+    checksum_lanes_add_with(way, a, b, p, q, blocks);
 }
