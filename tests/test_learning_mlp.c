@@ -73,10 +73,11 @@ int main(void) {
         // pleases, so no two runs are alike, even from one seed. One CI run's
         // Hogwild! MLP ended both late epochs at test loss 0.50 (16 idle runs
         // here: 0.42-0.44 at the third epoch's end). With both threads on one
-        // CPU, or beside two busy loops, single epoch ends of 0.50-0.505 came
-        // in 3 of 12 runs: a thread preempted mid-step applies a gradient many
-        // steps stale. Such a mode gets a second run when its first misses; a
-        // model that cannot learn misses both. sync is deterministic: one run.
+        // CPU, or beside two busy loops, single epoch ends of 0.496-0.505 came
+        // in 4 of 12 runs (likely a thread preempted mid-step, whose gradient
+        // is then many steps stale). Such a mode gets a second run when its
+        // first misses; a model that cannot learn misses both. sync is
+        // deterministic: one run.
         size_t tries = modes[i] == TRAIN_MODE_SYNC ? 1 : 2, passed = 0;
         for (size_t t = 0; t < tries && !passed; t++) passed = mlp_beats_softmax(m, linear, modes[i], lr);
         CHECK(passed);
