@@ -22,10 +22,11 @@ static inline char *launch_slurp(const char *path) {
     return text_file_read(path, &text, &len, err, sizeof err) == 0 ? text : calloc(1, 1);
 }
 
-// Runs asgd with a NULL-terminated argument list; returns its exit status
-// (printing its stderr when that is not 0).
-static inline int launch_run(const char *const *args) {
-    const char *argv[100] = {ASGD_BINARY};
+// Runs the program `binary` (ASGD_BINARY, or ASGD_HOOKS_BINARY for a run that
+// sets a switch of engine/core/test_hooks.h) with a NULL-terminated argument
+// list; returns its exit status (printing its stderr when that is not 0).
+static inline int launch_run_binary(const char *binary, const char *const *args) {
+    const char *argv[100] = {binary};
     int n = 1;
     for (; args[n - 1] && n < 99; n++) argv[n] = args[n - 1];
     argv[n] = NULL;
@@ -37,7 +38,7 @@ static inline int launch_run(const char *const *args) {
     posix_spawn_file_actions_addopen(&fa, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_addopen(&fa, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     pid_t pid;
-    CHECK(posix_spawn(&pid, ASGD_BINARY, &fa, NULL, (char **)argv, environ) == 0);
+    CHECK(posix_spawn(&pid, binary, &fa, NULL, (char **)argv, environ) == 0);
     posix_spawn_file_actions_destroy(&fa);
     int status;
     CHECK(waitpid(pid, &status, 0) == pid);
@@ -49,6 +50,9 @@ static inline int launch_run(const char *const *args) {
     }
     return WEXITSTATUS(status);
 }
+
+// Runs the installed program's build, asgd.
+static inline int launch_run(const char *const *args) { return launch_run_binary(ASGD_BINARY, args); }
 
 // The parameters of a whole model written by --save-model (docs/model_file.md):
 // its header, size and checksum checked; *n their count. Caller frees.

@@ -44,8 +44,10 @@ static int add_args(const char **a, int n, const char *const *more) {
 }
 
 // Runs asgd with args, returns its exit status; its stderr in *err_text (caller frees).
-static int run(const char *name, const char *const *args, char **err_text) {
-    const char *a[64] = {ASGD_BINARY};
+// Runs the program `binary` with args (its output in dir/NAME.out, .err);
+// returns its exit status and *err_text its stderr.
+static int run_binary(const char *binary, const char *name, const char *const *args, char **err_text) {
+    const char *a[64] = {binary};
     int n = add_args(a, 1, args);
     a[n] = NULL;
     const char *err = proc_path(dir, "%s.err", name);
@@ -53,6 +55,10 @@ static int run(const char *name, const char *const *args, char **err_text) {
     int st = proc_wait(pid, HANG_S);
     *err_text = proc_slurp(err);
     return st;
+}
+
+static int run(const char *name, const char *const *args, char **err_text) {
+    return run_binary(ASGD_BINARY, name, args, err_text);
 }
 
 static void expect(const char *text, const char *needle) {
@@ -273,9 +279,9 @@ static void crash_loop(void) {
     const char *more[] = {"--workers", "2", "--restart-workers", "50", "--run-dir", rd, NULL};
     n = add_args(l, n, more);
     l[n] = NULL;
-    setenv("ASGD_TEST_WORKER_FAIL_EARLY", "1", 1);
+    setenv("ASGD_TEST_WORKER_FAIL_EARLY", "1", 1);  // read by the test build only
     char *err;
-    int st = run("f-launch", l, &err);
+    int st = run_binary(ASGD_HOOKS_BINARY, "f-launch", l, &err);
     unsetenv("ASGD_TEST_WORKER_FAIL_EARLY");
     printf("f) launch --restart-workers 50, worker 1 failing before it joins: exit %d, %zu restarts:\n%s", st,
            count_text(err, "; restarting it"), err);

@@ -4,8 +4,10 @@
 //   in clocks    s
 //   in versions  (N - 1)(2s + 1) + s      (whatever --push-every is)
 // and the same run with the gate switched off (ASGD_TEST_SSP_GATE_OFF=1, a
-// test-only switch read by each worker's replica) goes beyond both: the bound
-// is the gate's doing.
+// switch of engine/core/test_hooks.h that only the test build of the program,
+// asgd-test-hooks, reads) goes beyond both: the bound is the gate's doing.
+// The release program given the same switch ignores it: its run holds the
+// bounds as the first one does.
 //
 // Why the gate-off run exceeds them by construction, with s = 1 (bounds 1 and
 // 7): each worker has R = 17 rounds (2 steps per thread) and pulls every
@@ -32,7 +34,9 @@ typedef struct measured {
     double clocks_max, versions_max, pushes, fast_wait_s;
 } measured_t;
 
-static measured_t run(const char *name, int gate_off) {
+// gate_off: the run's environment has ASGD_TEST_SSP_GATE_OFF=1; binary: the
+// program that runs it (ASGD_BINARY or ASGD_HOOKS_BINARY).
+static measured_t run(const char *name, int gate_off, const char *binary) {
     char rd[300];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
     const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=1800,dim=1000,nnz=10", "--batch", "8",
@@ -41,7 +45,7 @@ static measured_t run(const char *name, int gate_off) {
                        NULL};
     if (gate_off) setenv("ASGD_TEST_SSP_GATE_OFF", "1", 1);
     else unsetenv("ASGD_TEST_SSP_GATE_OFF");
-    CHECK(launch_run(a) == 0);
+    CHECK(launch_run_binary(binary, a) == 0);
     unsetenv("ASGD_TEST_SSP_GATE_OFF");
     char *s = launch_file(name, "summary.json");
     measured_t m;
@@ -68,14 +72,19 @@ int main(void) {
     CHECK(mkdtemp(dir));
     const double clock_bound = BOUND, version_bound = (WORKERS - 1) * (2 * BOUND + 1) + BOUND;
     printf("bounds for s = %d, N = %d: %g clocks, %g versions\n", BOUND, WORKERS, clock_bound, version_bound);
-    measured_t on = run("gate-on", 0);
+    measured_t on = run("gate-on", 0, ASGD_HOOKS_BINARY);
     CHECK(on.clocks_max <= clock_bound);
     CHECK(on.versions_max <= version_bound);
     CHECK(on.fast_wait_s > 0.0);  // the gate held the fast workers back
-    measured_t off = run("gate-off", 1);
+    measured_t off = run("gate-off", 1, ASGD_HOOKS_BINARY);
     CHECK(off.fast_wait_s == 0.0);  // nobody was held
     CHECK(off.clocks_max > clock_bound);
     CHECK(off.versions_max > version_bound);
+    // The release program reads no test switch: the same environment leaves its gate on.
+    measured_t release = run("release", 1, ASGD_BINARY);
+    CHECK(release.clocks_max <= clock_bound);
+    CHECK(release.versions_max <= version_bound);
+    CHECK(release.fast_wait_s > 0.0);
     CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

@@ -112,6 +112,7 @@ static void resume_exact(void) {
     const char *ck[] = {"--delay-worker", "0:0.3", "--checkpoint-every", "0.05", NULL};
     for (const char *const *c = ck; *c; c++) a[n++] = *c;
     a[n] = NULL;
+    a[0] = ASGD_HOOKS_BINARY;  // the test build reads the switch below
     setenv("ASGD_TEST_WORKER_FREEZE_AT_SAMPLES", "2700", 1);
     pid_t worker = proc_start(a, proc_path(rd, "worker-a.out"), proc_path(rd, "worker-a.err"));
     unsetenv("ASGD_TEST_WORKER_FREEZE_AT_SAMPLES");

@@ -22,6 +22,7 @@
 #include "engine/dist/collective_mpi.h"  // defines: collective_mpi_usable
 #include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/core/json_writer.h"     // defines: json_*
+#include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
 #include "engine/cli/model_file.h"      // defines: model_file_info_of, model_file_write
 #include "engine/cli/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
 #include "engine/dist/replica.h"         // defines: replica_train
@@ -1587,12 +1588,13 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
         goto out;
     }
     if (d->delay_worker && delay_spec_parse(d->delay_worker, dist_slots(d), w.delays, err, err_len) != 0) goto out;
-    // Test only (tests/test_hostile.c): ASGD_TEST_WORKER_FAIL_EARLY=K makes
-    // worker K fail before it joins, as a worker with a broken setup would,
-    // every time it is started (asgd launch --restart-workers backs off).
-    const char *fail_early = getenv("ASGD_TEST_WORKER_FAIL_EARLY");
-    if (fail_early && fail_early[0] && strtoull(fail_early, NULL, 10) == id) {
-        snprintf(err, err_len, "ASGD_TEST_WORKER_FAIL_EARLY=%s: failing before joining the run", fail_early);
+    // Test build only (tests/test_hostile.c): worker K fails before it joins,
+    // as a worker with a broken setup would, every time it is started (asgd
+    // launch --restart-workers backs off).
+    const char *fail_early = test_hook_value(TEST_HOOK_WORKER_FAIL_EARLY);
+    if (fail_early && strtoull(fail_early, NULL, 10) == id) {
+        snprintf(err, err_len, "%s=%s: failing before joining the run", test_hook_name(TEST_HOOK_WORKER_FAIL_EARLY),
+                 fail_early);
         goto out;
     }
     if (worker_ckpt_setup(&w, err, err_len) != 0) goto out;

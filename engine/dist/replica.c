@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/core/test_hooks.h"       // defines: test_hook_value
 #include "engine/dist/collective_mpi.h"  // defines: collective_mpi_settled
 #include "engine/dist/replica_impl.h"
 #include "kernels/partition.h"  // defines: shard_range
@@ -68,10 +69,10 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
         snprintf(err, err_len, "--compress: compressed exchanges go round the ring, not through MPI");
         return -1;
     }
-    // Test only (tests/test_ssp_bound.c): ASGD_TEST_SSP_GATE_OFF=1 lets the
-    // threads run as under asp while the run stays ssp, so that a test can
-    // show the bound it checks is one the gate enforces.
-    const char *gate_off = getenv("ASGD_TEST_SSP_GATE_OFF");
+    // Test build only (tests/test_ssp_bound.c): the threads run as under asp
+    // while the run stays ssp, so that a test can show the bound it checks is
+    // one the gate enforces.
+    const char *gate_off = test_hook_value(TEST_HOOK_SSP_GATE_OFF);
     if (gate_off && strcmp(gate_off, "1") == 0) r->read_bound = STALENESS_INFINITE;
     return 0;
 }

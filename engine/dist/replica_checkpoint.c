@@ -6,17 +6,18 @@
 #include <string.h>
 
 #include "engine/dist/replica_impl.h"
+#include "engine/core/test_hooks.h"         // defines: test_hook_value
 #include "engine/dist/worker_checkpoint.h"  // defines: worker_ckpt_*, worker_progress_*
 #include "net/ps_client.h"                  // defines: ps_client_wait_acks
 
 int replica_ckpt_prepare(replica_t *r, char *err, size_t err_len) {
     const worker_ckpt_config_t *k = r->rc->ckpt;
-    // Test only (tests/test_worker_checkpoint.c): the first checkpoint holding
-    // at least this many samples is the last; then the worker neither pushes
-    // nor pulls, so that a test can kill it with work after its checkpoint
-    // that no shard holds.
-    const char *freeze = getenv("ASGD_TEST_WORKER_FREEZE_AT_SAMPLES");
-    if (freeze && freeze[0]) r->freeze_at_samples = strtoull(freeze, NULL, 10);
+    // Test build only (tests/test_worker_checkpoint.c): the first checkpoint
+    // holding at least this many samples is the last; then the worker neither
+    // pushes nor pulls, so that a test can kill it with work after its
+    // checkpoint that no shard holds.
+    const char *freeze = test_hook_value(TEST_HOOK_WORKER_FREEZE_AT_SAMPLES);
+    if (freeze) r->freeze_at_samples = strtoull(freeze, NULL, 10);
     if (!k || !k->resume) return 0;
     if (worker_ckpt_load(k->path, &k->id, &r->resume, err, err_len) != 0) return -1;
     r->ckpt_seq = r->resume.seq;
