@@ -150,8 +150,8 @@ int main(void) {
 #ifndef ASGD_HAVE_MPI
     launch_expect_refusal(base, "asgd was built without MPI");
     CHECK(test_remove_tree(dir) == 0);
-    fprintf(stderr, "skipped: asgd was built without MPI (Open MPI not found at configure time, or -DASGD_MPI=OFF)\n");
-    return TEST_SKIP;
+    return test_skip("test_collective_mpi: asgd was built without MPI (Open MPI not found at configure time, or "
+                     "-DASGD_MPI=OFF)");
 #else
     // Outside mpirun (this test is not under it), compressed, and under asp.
     unsetenv("OMPI_COMM_WORLD_SIZE");

@@ -17,8 +17,7 @@ int main(void) {
     CHECK(devices == 0 && strstr(summary, "not built") != NULL);
 #endif
     if (devices == 0) {
-        printf("SKIP: no CUDA device here\n");
-        return TEST_SKIP;
+        return test_skip_no_gpu("no CUDA device here");
     }
     CHECK(strstr(summary, "sm_") != NULL);
     return 0;

@@ -17,8 +17,7 @@
 
 #ifndef ASGD_HAVE_CUDA
 int main(void) {
-    printf("SKIP: built without CUDA\n");
-    return TEST_SKIP;
+    return test_skip_no_gpu("built without CUDA");
 }
 #else
 
@@ -358,8 +357,7 @@ int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     char why[256];
     if (gpu_device_count(why, sizeof why) == 0) {
-        printf("SKIP: %s\n", why);
-        return TEST_SKIP;
+        return test_skip_no_gpu("%s", why);
     }
     CHECK_OK(gpu_select(0, err, sizeof err), err);
     rng_seed(&rng, 2024, 9);

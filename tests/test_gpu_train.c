@@ -16,8 +16,7 @@
 
 #ifndef ASGD_HAVE_CUDA
 int main(void) {
-    printf("SKIP: built without CUDA\n");
-    return TEST_SKIP;
+    return test_skip_no_gpu("built without CUDA");
 }
 #else
 
@@ -191,8 +190,7 @@ int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     char why[256];
     if (gpu_device_count(why, sizeof why) == 0) {
-        printf("SKIP: %s\n", why);
-        return TEST_SKIP;
+        return test_skip_no_gpu("%s", why);
     }
     mlp_matches_cpu();
     logreg_on_gpu();

@@ -39,10 +39,7 @@ static int check_section(const char *launcher, const char *kind, const int seen[
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "--child") == 0) return child();
 
-    if (geteuid() != 0) {
-        printf("skipped: the SLURM half needs root\n");
-        return TEST_SKIP;
-    }
+    if (geteuid() != 0) return test_skip("test_rank_env_launchers: the SLURM half needs root");
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
     CHECK(n > 0);
@@ -61,10 +58,8 @@ int main(int argc, char **argv) {
     out[len] = '\0';
     int status = pclose(p);
     CHECK(status != -1 && WIFEXITED(status));
-    if (WEXITSTATUS(status) == TEST_SKIP) {
-        printf("skipped: run_under_launchers.sh cannot run here (see its message above)\n");
-        return TEST_SKIP;
-    }
+    if (WEXITSTATUS(status) == TEST_SKIP)
+        return test_skip("test_rank_env_launchers: run_under_launchers.sh cannot run here (its message is above)");
     if (WEXITSTATUS(status) != 0) {
         fprintf(stderr, "run_under_launchers.sh exited with %d; its output:\n%s", WEXITSTATUS(status), out);
         return 1;

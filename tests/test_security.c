@@ -431,10 +431,7 @@ static void test_command_line(void) {
 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    if (!zmq_has("curve")) {
-        printf("test_security: skipped: this libzmq has no CURVE\n");
-        return TEST_SKIP;
-    }
+    if (!zmq_has("curve")) return test_skip("test_security: this libzmq has no CURVE");
     CHECK(mkdtemp(dir) != NULL);
     void *ctx = zmq_ctx_new();
     CHECK(ctx);
