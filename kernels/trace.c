@@ -1,6 +1,7 @@
 #include "kernels/trace.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,7 +99,17 @@ int trace_start(const char *process, char *err, size_t err_len) {
     return 0;
 }
 
+// The system's name for the thread: 15 bytes at most, no spaces.
+static void name_os_thread(const char *role, int index) {
+    char name[16];
+    int word = (int)strcspn(role, " ");
+    if (index < 0) snprintf(name, sizeof name, "%.*s", word, role);
+    else snprintf(name, sizeof name, "%.*s-%d", word, role, index);
+    pthread_setname_np(pthread_self(), name);  // a name too long or a failure leaves the old one: harmless
+}
+
 void trace_thread_name(const char *role, int index) {
+    name_os_thread(role, index);
     if (!trace_on()) return;
     trace_buf_t *b = my_buf();
     if (!b) return;

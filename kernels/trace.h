@@ -50,8 +50,10 @@ void trace_record(const trace_kind_t *kind, uint64_t t0, uint64_t arg);
 // Starts tracing this process, named `process` in the timeline ("train",
 // "worker 1", "server 0"). Returns 0, or -1 with err filled (out of memory).
 int trace_start(const char *process, char *err, size_t err_len);
-// Names the calling thread's track ("trainer", 0 -> "trainer 0"; index < 0:
-// the role alone) and claims its buffer. Does nothing while tracing is off.
+// Names the calling thread: always its name in the system ("trainer-0": the
+// role's first word, shown by `top -H`, perf and /proc/PID/task/TID/comm), and
+// while tracing its track ("trainer", 0 -> "trainer 0"; index < 0: the role
+// alone), claiming its buffer.
 void trace_thread_name(const char *role, int index);
 // Stops recording and writes every thread's spans to `path` (one event per
 // line), then frees the buffers. Call once the traced threads are done.

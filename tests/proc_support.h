@@ -208,4 +208,52 @@ static inline pid_t proc_find_child(pid_t parent, const char *role, int id) {
     return proc_find_child_with(parent, role, "--id", id);
 }
 
+// Whether process pid has a thread named `name` (trace_thread_name: e.g.
+// "trainer-0") blocked in nanosleep or clock_nanosleep, read from
+// /proc/PID/task/TID/{comm,syscall}: a trainer thread there is in its
+// injected step delay (--delay-worker), the only sleep of a training step.
+static inline int proc_thread_sleeping(pid_t pid, const char *name) {
+    char path[96];
+    snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
+    if (!d) return 0;
+    int found = 0;
+    struct dirent *e;
+    while (!found && (e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        char buf[128] = "";
+        snprintf(path, sizeof path, "/proc/%d/task/%.20s/comm", (int)pid, e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f) continue;
+        size_t len = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[len] = '\0';
+        if (strcspn(buf, "\n") != strlen(name) || strncmp(buf, name, strlen(name)) != 0) continue;
+        snprintf(path, sizeof path, "/proc/%d/task/%.20s/syscall", (int)pid, e->d_name);
+        if (!(f = fopen(path, "r"))) continue;
+        long nr = -1;
+        found = fscanf(f, "%ld", &nr) == 1 && (nr == 35 || nr == 230);  // x86-64: nanosleep, clock_nanosleep
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
+// Whether signal sig is pending for process pid, to the process or any of its
+// threads (/proc/PID/status: ShdPnd, SigPnd): once it is not, a handler has taken it.
+static inline int proc_signal_pending(pid_t pid, int sig) {
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    int pending = 0;
+    unsigned long long mask;
+    while (fgets(line, sizeof line, f))
+        if ((sscanf(line, "ShdPnd: %llx", &mask) == 1 || sscanf(line, "SigPnd: %llx", &mask) == 1) &&
+            (mask >> (sig - 1) & 1))
+            pending = 1;
+    fclose(f);
+    return pending;
+}
+
 #endif
