@@ -11,11 +11,13 @@ static const train_mode_t modes[] = {TRAIN_MODE_HOGWILD, TRAIN_MODE_LOCKED, TRAI
 // the next, so a test of what a model can learn looks at both.
 typedef struct late_points {
     size_t n;
-    double loss[2], metric[2];  // [1]: the latest
+    double first_loss, first_metric;  // the run's first evaluation: the untrained model
+    double loss[2], metric[2];        // [1]: the latest
 } late_points_t;
 
 static inline void note_late_point(const train_point_t *p, void *ctx) {
     late_points_t *l = ctx;
+    if (l->n == 0) l->first_loss = p->test_loss, l->first_metric = p->test_metric;
     l->loss[0] = l->loss[1], l->metric[0] = l->metric[1];
     l->loss[1] = p->test_loss, l->metric[1] = p->test_metric;
     l->n++;

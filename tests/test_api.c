@@ -70,6 +70,7 @@ int main(void) {
     CHECK(r.final.test_metric == r.points[r.n_points - 1].test_metric);
     // Untrained (all zeros) it predicts one class; trained it is well above that.
     CHECK(r.final.test_metric > 0.7 && r.final.test_metric > r.points[0].test_metric + 0.15);
+    CHECK(r.final.test_loss <= r.points[0].test_loss - 0.1);
     printf("train: %s %.3f (at the start %.3f) after %llu samples, %zu points\n", r.metric, r.final.test_metric,
            r.points[0].test_metric,
            (unsigned long long)r.samples, r.n_points);

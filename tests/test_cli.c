@@ -128,6 +128,9 @@ int main(void) {
     CHECK(strstr(json, "\"samples_per_s\":") && strstr(json, "\"updates_per_s\":") && strstr(json, "\"config\":{"));
     const char *a = strstr(json, "\"final_test_accuracy\":");
     CHECK(a && sscanf(a + strlen("\"final_test_accuracy\":"), "%lf", &acc) == 1 && acc > 0.7);
+    const char *l = strstr(json, "\"final_test_loss\":");
+    double loss;
+    CHECK(l && sscanf(l + strlen("\"final_test_loss\":"), "%lf", &loss) == 1 && loss <= M_LN2 - 0.1);  // untrained: ln 2
     CHECK(strstr(json, "\"time_to_target_s\":") && !strstr(json, "\"time_to_target_s\":null"));
     free(csv), free(json), free(out), free(err);
 

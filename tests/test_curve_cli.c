@@ -131,7 +131,7 @@ static void test_launch(void) {
     // It learned: the untrained model scores 0.521 with loss 0.693 on this
     // test set (52.1% positive), and no constant predictor does better; 4 runs
     // measured 0.718-0.807 and 0.439-0.491.
-    CHECK(acc > 0.65 && loss < 0.60);
+    CHECK(acc > 0.65 && loss <= M_LN2 - 0.1);  // both at least 0.1 past the untrained model
     free(summary);
 }
 

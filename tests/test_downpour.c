@@ -90,10 +90,19 @@ static void check_replicas_agree(const char *rd, int workers) {
 
 // ---- SSP, ASP and a straggler --------------------------------------------------
 
+// What every run of a racy mode must beat the untrained model by, on both test
+// accuracy and test loss.
+#define LEARNED_MARGIN 0.1
+
 static void check_staleness(void) {
+    // The servers average the three workers' deltas (--server-lr = lr / 3):
+    // summed at the workers' own step (0.5), every mode's global model swings
+    // (test loss 0.38 -> 0.88 -> 0.40 between evaluations, up to 2.5 under
+    // asp), and a run's final iterate is a draw from that (docs/distributed.md,
+    // "Summed deltas and the hot coordinates").
     const char *common[] = {"--model", "logreg", "--data", "gen:sparse:n=30000,dim=3000,nnz=20", "--servers", "1",
                             "--workers", "3", "--threads", "1", "--push-every", "10", "--fetch-every", "10",
-                            "--delay-worker", "0:0.05", "--quiet", NULL};
+                            "--server-lr", "0.1667", "--delay-worker", "0:0.05", "--quiet", NULL};
     struct {
         const char *sync, *bound;
     } runs[] = {{"ssp", "2"}, {"ssp", "0"}, {"asp", NULL}};
@@ -128,29 +137,15 @@ static void check_staleness(void) {
                "%.4f\n",
                runs[r].sync, runs[r].bound ? runs[r].bound : "inf", max, waited, answered, acc, loss);
         CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
-        // It learned. On this data (test set: 50.4% positive) the untrained
-        // model scores 0.504 with loss ln 2 = 0.693, and no constant predictor
-        // beats 0.504 / 0.693. Measured: ASP (7 runs) 0.866-0.873, loss
-        // 0.365-0.374; SSP bound 0 (3 runs) 0.869-0.871, 0.369; SSP bound 2
-        // (9 runs) 0.767-0.852, 0.381-0.456. The bounds leave 0.15 / 0.16 below
-        // the worst of those and 0.12 / 0.07 above a model that did not learn.
-        // Under TSan the threads' relative pace changes so much that one push
-        // can carry many rounds of a worker's steps, and SSP bound 2 then
-        // overshoots: 16 TSan runs (builds before and after the zero-copy
-        // server replies alike) reached 0.613-0.863, loss 0.369-0.851, and one
-        // CI run 0.573, loss 1.08; under a loaded machine 0.524, loss 1.78 (worse
-        // than the untrained model). There that run is checked for races,
-        // exactly-once and the bound, not for learning; the other two only
-        // above chance. Without TSan a loaded machine does it too (the whole
-        // suite at ctest -j6 on 2 cores: 0.582, loss 0.93), so the bound-2 run
-        // is checked above chance only, without a loss bound.
-        int bound_2 = runs[r].bound && strcmp(runs[r].bound, "2") == 0;
-#if defined(__SANITIZE_THREAD__)
-        CHECK(bound_2 || acc > 0.54);
-#else
-        CHECK(acc > (bound_2 ? 0.54 : 0.62));
-        CHECK(bound_2 || loss < 0.62);
-#endif
+        // It learned, on every run: the untrained model (all zeros) scores
+        // 0.504 with loss ln 2 = 0.693 on this test set, and no constant
+        // predictor does better. Measured with the averaging servers, beside
+        // two busy loops on the 2 CPUs (3 runs of each mode): asp 0.856 / loss
+        // 0.442-0.446, ssp bound 0 0.846-0.852 / 0.442-0.447, ssp bound 2
+        // 0.844-0.851 / 0.441-0.448, and no evaluation of the later two thirds
+        // of a run above loss 0.56.
+        CHECK(acc >= 0.504 + LEARNED_MARGIN);
+        CHECK(loss <= 0.693 - LEARNED_MARGIN);
         const char *config = launch_section(s, "config");
         CHECK(launch_field(config, "train_examples") == 27000.0);  // 30,000 generated, 10% held out
         CHECK(strstr(config, runs[r].bound ? "\"staleness\":" : "\"staleness\":null"));
@@ -245,7 +240,10 @@ int main(void) {
         printf("mlp asp: accuracy %.3f, pushes %g, acked pushes applied once: %s\n", launch_field(sum, "final_test_accuracy"),
                launch_field(sum, "pushes"), strstr(sum, "\"acked_pushes_applied_once\":true") ? "yes" : "no");
         CHECK(strstr(sum, "\"acked_pushes_applied_once\":true"));
-        CHECK(launch_field(sum, "pushes") > 0 && launch_field(sum, "final_test_accuracy") > 0.6);  // 10 classes: chance is 0.1
+        // 10 classes: chance is 0.1, and a uniform guess's loss ln 10 = 2.303
+        // (the untrained network's is no lower).
+        CHECK(launch_field(sum, "pushes") > 0 && launch_field(sum, "final_test_accuracy") > 0.6);
+        CHECK(launch_field(sum, "final_test_loss") <= log(10.0) - LEARNED_MARGIN);
         free(sum);
     }
     check_staleness();

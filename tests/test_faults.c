@@ -197,13 +197,13 @@ static char *check_accounting(const run_t *r, int dead_worker, int restarted_wor
 // (4 runs of each case, 3 of them side by side): SSP 0.820-0.833 (loss
 // 0.448-0.449), BSP with a restarted worker 0.767-0.777 (0.503-0.505), ASP
 // 0.763-0.837 (0.420-0.472), BSP with a resumed server 0.763-0.773
-// (0.503-0.506). The bounds sit more than 0.1 under the worst run and 0.1
-// above what a model that did not learn scores.
+// (0.503-0.506). The bounds sit more than 0.1 under the worst run and at
+// least 0.1 better than the untrained model on both counts.
 static void check_learned(const char *worker_json) {
     double acc = proc_json_number(worker_json, NULL, "global_test_accuracy");
     double loss = proc_json_number(worker_json, NULL, "global_test_loss");
     printf("  global model: accuracy %.3f, test loss %.4f\n", acc, loss);
-    CHECK(acc > 0.65 && loss < 0.60);
+    CHECK(acc > 0.65 && loss <= M_LN2 - 0.1);
 }
 
 static double clock_of(const char *server, int k) {

@@ -52,6 +52,7 @@ static void run_hybrid(const char *name, const char *sparse_mode, const char *st
            sparse_mode, staleness, acc, same ? "equal" : "DIFFER", c0, held, stale_max);
     CHECK(same);
     CHECK(acc > 0.75);  // classes are balanced: guessing gives 0.5
+    CHECK(launch_field(s, "final_test_loss") <= M_LN2 - 0.1);  // and the untrained model's loss is ln 2
     CHECK(held == DIM * EMBED);
     CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
     CHECK(launch_field(s, "bytes_out") > 0 && launch_field(s, "bytes_in") > 0);

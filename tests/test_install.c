@@ -86,16 +86,18 @@ int main(void) {
     double asp_acc = row_value(table, "asp, 1 server 2 workers", 0);
     double hogwild_samples = row_value(table, "hogwild, 2 threads", 2);
     double asp_samples = row_value(table, "asp, 1 server 2 workers", 2);
-    // Built-in svm and logreg reach 0.81 on this noisy data; hogwild gets
-    // 0.82-0.85. Untrained (all zeros), sqhinge's test loss is exactly
-    // margin^2 = 1 and it predicts one class (about 0.5); a wrongly signed
-    // gradient does worse than that. The ASP run is 20 ms of training on 2
-    // workers whose pushes each carry hundreds of steps, so its global model
-    // varies more (0.62-0.85 seen, lowest under ASan): it must have learned,
-    // below the untrained loss and above chance.
+    // Built-in svm and logreg reach 0.81 on this noisy data. Untrained (all
+    // zeros), sqhinge's test loss is exactly margin^2 = 1 and it predicts one
+    // class (about 0.5); a wrongly signed gradient does worse than that. Both
+    // runs are racy, so each must beat the untrained model by 0.1 on accuracy
+    // and on loss (and hogwild reach 0.7, as it always has). Measured, 6 runs:
+    // hogwild 0.820-0.863 / loss 0.510-0.553; asp, its server averaging the
+    // two workers' deltas, 0.792-0.860 / 0.575-0.612 (summed, with each push
+    // carrying hundreds of steps, it once ended at 0.62).
+    double hogwild_loss = row_value(table, "hogwild, 2 threads", 1);
     double asp_loss = row_value(table, "asp, 1 server 2 workers", 1);
-    CHECK(hogwild_acc >= 0.7);
-    CHECK(asp_acc >= 0.55 && asp_loss < 1.0);
+    CHECK(hogwild_acc >= 0.7 && hogwild_loss <= 1.0 - 0.1);
+    CHECK(asp_acc >= 0.5 + 0.1 && asp_loss <= 1.0 - 0.1);
     // 3 epochs of 5,400 (6,000 less the tenth held out for testing); the
     // launch's workers split them, so together they saw as many.
     CHECK(hogwild_samples == 3 * 5400.0 && asp_samples == hogwild_samples);

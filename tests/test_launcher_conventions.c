@@ -115,6 +115,7 @@ static void check_run(const char *name, const char *const *tags, size_t n_tags, 
     // one ASan run ended at 0.650). The untrained model (w = 0) and the
     // majority class score about 0.5 on this balanced data.
     CHECK(acc > 0.75);
+    CHECK(proc_json_number(summary, NULL, "final_test_loss") <= M_LN2 - 0.1);  // untrained: ln 2
     CHECK(proc_json_number(summary, NULL, "samples") >= 2 * 4000 * 0.9);  // 3 epochs of 90% of 4000, split in two
     CHECK(strstr(summary, "\"acked_pushes_applied_once\":true"));
     free(summary);
