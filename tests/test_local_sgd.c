@@ -84,7 +84,11 @@ static int check_rows_at_averages(const char *name, long h, long rounds) {
     return rows;
 }
 
-static void check_equivalence(const char *label, const char *const *model_args, long rounds, double min_accuracy) {
+// accuracy: H=4's final test accuracy, measured (with one thread per worker
+// the run is deterministic: the same under every OpenBLAS kernel set tried,
+// Prescott, Haswell and SkylakeX, run after run), within band.
+static void check_equivalence(const char *label, const char *const *model_args, long rounds, double accuracy,
+                              double band) {
     char r1[64], ra[64], r4[64], m1[80], ma[80], m4[80];
     snprintf(r1, sizeof r1, "%s-local1", label);
     snprintf(ra, sizeof ra, "%s-allreduce", label);
@@ -107,7 +111,7 @@ static void check_equivalence(const char *label, const char *const *model_args, 
     CHECK(d4 > 100 * TOLERANCE);  // fewer averages move the model far beyond the tolerance
     CHECK(averages == (double)((rounds + 3) / 4));  // every 4 steps, and after the last
     CHECK(rows >= 3);
-    CHECK(acc > min_accuracy);
+    CHECK_NEAR(acc, accuracy, band);
     CHECK(launch_field(launch_section(s4, "config"), "local_steps") == 4);
     CHECK(strstr(s4, "\"global_curve\":\"worker 0's replica\""));
     free(w4);
@@ -139,12 +143,12 @@ int main(void) {
     // 5400 training examples, rounds of 3 workers x 1 thread x 8: 225 per epoch.
     const char *sparse[] = {"--model", "logreg", "--data", "gen:sparse:n=6000,dim=1000,nnz=20", "--batch", "8", "--lr",
                             "0.5", "--epochs", "2", "--threads", "1", "--eval-every", "1000", NULL};
-    check_equivalence("logreg", sparse, 450, 0.7);  // two balanced classes: 0.49 untrained
+    check_equivalence("logreg", sparse, 450, 0.788, 0.002);  // two balanced classes: 0.49 untrained
     if (access(ASGD_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0) {
         // 1200 examples, rounds of 3 workers x 2 threads x 8: 25 per epoch.
         const char *dense[] = {"--model", "mlp", "--hidden", "16", "--train-limit", "1200", "--test-limit", "200",
                                "--batch", "8", "--threads", "2", "--epochs", "2", "--eval-every", "300", NULL};
-        check_equivalence("mlp", dense, 50, 0.3);  // 10 classes
+        check_equivalence("mlp", dense, 50, 0.450, 0.01);  // 10 classes: 0.1 by chance
     } else {
         printf("Fashion-MNIST not installed: the dense (MLP) case is skipped\n");
     }
