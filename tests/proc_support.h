@@ -209,10 +209,11 @@ static inline pid_t proc_find_child(pid_t parent, const char *role, int id) {
 }
 
 // Whether process pid has a thread named `name` (trace_thread_name: e.g.
-// "trainer-0") blocked in nanosleep or clock_nanosleep, read from
+// "trainer-0", which exists once the process trains), and with `sleeping`,
+// one blocked in nanosleep or clock_nanosleep, read from
 // /proc/PID/task/TID/{comm,syscall}: a trainer thread there is in its
 // injected step delay (--delay-worker), the only sleep of a training step.
-static inline int proc_thread_sleeping(pid_t pid, const char *name) {
+static inline int proc_thread_named(pid_t pid, const char *name, int sleeping) {
     char path[96];
     snprintf(path, sizeof path, "/proc/%d/task", (int)pid);
     DIR *d = opendir(path);
@@ -229,6 +230,10 @@ static inline int proc_thread_sleeping(pid_t pid, const char *name) {
         fclose(f);
         buf[len] = '\0';
         if (strcspn(buf, "\n") != strlen(name) || strncmp(buf, name, strlen(name)) != 0) continue;
+        if (!sleeping) {
+            found = 1;
+            break;
+        }
         snprintf(path, sizeof path, "/proc/%d/task/%.20s/syscall", (int)pid, e->d_name);
         if (!(f = fopen(path, "r"))) continue;
         long nr = -1;
@@ -238,6 +243,8 @@ static inline int proc_thread_sleeping(pid_t pid, const char *name) {
     closedir(d);
     return found;
 }
+
+static inline int proc_thread_sleeping(pid_t pid, const char *name) { return proc_thread_named(pid, name, 1); }
 
 // Whether signal sig is pending for process pid, to the process or any of its
 // threads (/proc/PID/status: ShdPnd, SigPnd): once it is not, a handler has taken it.

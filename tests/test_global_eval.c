@@ -9,7 +9,11 @@
 //   - allreduce: the global rows are worker 0's replica's, samples scaled by
 //     the workers;
 //   - --eval-every-s: evaluations by time are at least S seconds apart (train
-//     and launch).
+//     and launch);
+//   - evaluation off the clock: the evaluator keeps snapshots and evaluates
+//     them after training (none counted as during training), or, with
+//     --eval-snapshot-mb 0, every one at once while the workers train (all
+//     counted so); global.csv marks each row.
 #include <math.h>
 #include <sys/stat.h>
 
@@ -67,6 +71,40 @@ static char *rd(const char *name) {
 
 #define DATA "gen:sparse:n=12000,dim=2000,nnz=20,seed=3"
 
+// Every row of run `name`'s global.csv says during_training = `expected`.
+static void check_during_training_column(const char *name, int expected) {
+    char *csv = launch_file(name, "global.csv");
+    const char *header_end = strchr(csv, '\n');
+    CHECK(header_end && strstr(csv, ",eval_s,during_training\n") == header_end - strlen(",eval_s,during_training"));
+    size_t rows = 0;
+    for (const char *line = header_end + 1; *line; rows++) {
+        const char *end = strchr(line, '\n');
+        CHECK(end && end - line >= 2 && end[-2] == ',' && end[-1] == '0' + expected);
+        line = end + 1;
+    }
+    CHECK(rows >= 2);
+    free(csv);
+}
+
+// With no room for snapshots the evaluator evaluates at once, while the
+// workers train, and the summary counts every evaluation as such.
+static void test_live(void) {
+    const char *args[] = {"launch", "--servers", "1", "--workers", "2", "--threads", "1", "--sync", "asp",
+                          "--model", "logreg", "--data", DATA, "--epochs", "1", "--batch", "20", "--lr", "2",
+                          "--delay-worker", "0:1,1:1", "--eval-every", "2000", "--eval-snapshot-mb", "0",
+                          "--worker-eval", "off", "--run-dir", rd("live"), "--quiet", NULL};
+    CHECK(launch_run(args) == 0);
+    char *summary = launch_file("live", "summary.json");
+    double evals = launch_field(summary, "global_evaluations");
+    printf("live: %g evaluations, %g during training (%.3f s)\n", evals,
+           launch_field(summary, "global_evaluations_during_training"),
+           launch_field(summary, "global_eval_during_training_s"));
+    CHECK(evals >= 2 && launch_field(summary, "global_evaluations_during_training") == evals);
+    CHECK(launch_field(summary, "global_eval_during_training_s") > 0.0);
+    check_during_training_column("live", 1);
+    free(summary);
+}
+
 static void test_asp(void) {
     // 1 ms after each 20-example step: about 50 ms between evaluation points,
     // so the evaluator (polling every 2 ms) reaches most of them.
@@ -110,6 +148,10 @@ static void test_asp(void) {
     CHECK(fabs(launch_field(summary, "epochs_to_target") - g.v[hit][EPOCH]) < 1e-5);
     CHECK(launch_field(summary, "final_test_accuracy") == g.v[g.n - 1][ACC]);
     CHECK(launch_field(summary, "global_evaluations") == (double)(g.n - 1));  // all but the final row
+    // Every evaluation was made after training, from a snapshot.
+    CHECK(launch_field(summary, "global_evaluations_during_training") == 0.0);
+    CHECK(launch_field(summary, "global_eval_during_training_s") == 0.0);
+    check_during_training_column("asp", 0);
     // Worker 0's own figures are named as such (here: only its final evaluation).
     CHECK(launch_field(summary, "worker0_test_accuracy") == w0.v[1][ACC]);
     printf("asp: %zu global rows; target 0.75 at %.0f samples (%.3f s), final %.4f (worker 0's copy: %.4f)\n", g.n,
@@ -227,6 +269,7 @@ static void test_eval_every_s(void) {
 int main(void) {
     CHECK(mkdtemp(dir));
     test_asp();
+    test_live();
     test_bsp();
     test_allreduce();
     test_eval_every_s();

@@ -65,6 +65,7 @@ void dist_args_defaults(dist_args_t *d) {
     d->retry_ms = 1000;
     d->compress = "none";
     d->worker_eval = 1;
+    d->eval_snapshot_mb = 1024;
 }
 
 const char dist_curve_columns[] =
@@ -119,6 +120,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"hybrid-sparse", FLAG_TYPE_CHOICE, &d->hybrid_sparse, "MODE", "--sync hybrid: the sparse parameters through the servers under asp, or ssp with --staleness (default asp)", 0, 0, "asp|ssp", 0},
         {"scaling", FLAG_TYPE_CHOICE, &d->scaling, "MODE", "weak: --batch is each worker's (the total grows with --workers); strong: --batch is the total, each worker takes --batch / workers (default weak)", 0, 0, "weak|strong", 0},
         {"worker-eval", FLAG_TYPE_CHOICE, &d->worker_eval, "on|off", "workers also evaluate their own local copies at every evaluation point, pausing their training (worker-K.csv); off: at start and end only (default on; the global model is evaluated either way)", 0, 0, "off|on", 0},
+        {"eval-snapshot-mb", FLAG_TYPE_SIZE, &d->eval_snapshot_mb, "MIB", "the global model is evaluated off the clock: its snapshots at the evaluation points are kept and evaluated after training, in up to this much memory; evaluations past it run during training and are counted so in summary.json (default 1024)", 0, 1e7, NULL, 0},
         {"backup-workers", FLAG_TYPE_SIZE, &d->backup_workers, "B", "--sync bsp: apply each round once the first workers - B gradients are in, dropping the late ones (Chen et al. 2016; default 0)", 0, 4095, NULL, 0},
         {"local-steps", FLAG_TYPE_SIZE, &d->local_steps, "H", "--sync local: each worker takes H steps alone, then the workers average their models by ring allreduce (local SGD)", 1, 1e9, NULL, 0},
         {"lr-scaling", FLAG_TYPE_CHOICE, &d->lr_scaling, "RULE", "multiply --lr and --server-lr by the workers (linear) or its square root (sqrt); with --warmup for large batches (default none)", 0, 0, "none|linear|sqrt", 0},
@@ -795,15 +797,17 @@ static void global_csv_row(FILE *f, const global_eval_row_t *r, const model_t *m
         csv_value(f, r->staleness_clocks_max);
         csv_value(f, r->wait_s);
         csv_value(f, r->eval_s);
+        fprintf(f, ",%d", r->during_training);
         fputc('\n', f);
     }
 }
 
-// The global model's curve: dist_curve_columns, then each evaluation's own cost.
+// The global model's curve: dist_curve_columns, then each evaluation's own cost
+// and whether it was made while the workers trained (1) or after (0).
 static int write_global_csv(const char *dir, const global_eval_t *ge, const model_t *m, char *err, size_t err_len) {
     FILE *f = dist_file_open(dir, "global.csv", err, err_len);
     if (!f) return -1;
-    fprintf(f, "%s,eval_s\n", dist_curve_columns);
+    fprintf(f, "%s,eval_s,during_training\n", dist_curve_columns);
     size_t n = 0;
     const global_eval_row_t *rows = global_eval_rows(ge, &n);
     for (size_t i = 0; i < n; i++) global_csv_row(f, &rows[i], m);
@@ -838,7 +842,7 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
         return NULL;
     }
     gp->m = m;
-    fprintf(gp->f, "%s,eval_s\n", dist_curve_columns);
+    fprintf(gp->f, "%s,eval_s,during_training\n", dist_curve_columns);
     fflush(gp->f);
     *gc = (global_eval_config_t){
         .zmq_ctx = ctx,
@@ -851,6 +855,7 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
         .every_samples = t->eval_every ? t->eval_every : model_num_train(m),
         .every_s = t->eval_every_s,
         .shard = s,
+        .snapshot_budget_bytes = d->eval_snapshot_mb << 20,
         .timeout_ms = (int)d->timeout_ms,
         .on_row = global_progress_row,
         .on_row_ctx = gp,
@@ -1514,6 +1519,13 @@ static int worker_train_config(const worker_t *w, train_config_t *tc, char *err,
         tc->eval_every = (size_t)1 << 62;  // the starting and final evaluations only
         tc->eval_every_s = 0;
     }
+    // Off the clock: in the ring modes worker 0's evaluations are the global
+    // model's curve, and a worker's pause to evaluate holds every rank of the
+    // ring back, so the points are copied and evaluated after training
+    // (train_config_t.defer_eval_bytes). Under asp, ssp and bsp the evaluator
+    // beside shard 0 defers the global model's (global_eval.h); a worker's own
+    // evaluations (--worker-eval on) pause it as it trains, and its rows come then.
+    if (!dist_global_on_servers(d->sync)) tc->defer_eval_bytes = d->eval_snapshot_mb << 20;
     return train_config_check(tc, model_num_train(w->m), err, err_len);
 }
 

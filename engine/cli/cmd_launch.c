@@ -176,6 +176,8 @@ static void json_global_figures(json_writer_t *j, const global_curve_t *gc, doub
     json_string(j, "global_curve", gc->source);
     json_uint(j, "global_evaluations", gc->evals);
     json_number(j, "global_eval_s", gc->eval_s);
+    json_uint(j, "global_evaluations_during_training", gc->evals_during_training);
+    json_number(j, "global_eval_during_training_s", gc->eval_during_training_s);
 }
 
 // The run's last point of the global model: the servers' model as the worker

@@ -19,7 +19,7 @@
 #include "net/compress.h"       // defines: compress_spec_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
-#define DIST_N_FLAGS 37
+#define DIST_N_FLAGS 38
 #define DIST_DEFAULT_PORT 29517
 
 // The columns of a run's global.csv (the global model's curve, written by the
@@ -82,6 +82,7 @@ typedef struct dist_args {
     int lr_scaling;           // dist_lr_scaling_t
     int hybrid_sparse;        // --sync hybrid: the sparse part under 0 asp, 1 ssp (--staleness)
     int worker_eval;          // workers evaluate their own copies at every evaluation point (else at start and end)
+    size_t eval_snapshot_mb;  // the global evaluator's snapshots, evaluated after training, up to this many MiB
     size_t backup_workers;    // --sync bsp: a round is applied once workers - backup_workers gradients are in
     size_t local_steps;       // --sync local: steps between model averages (0: not given)
     size_t server_replicas;   // --server-replicas R: each shard a primary and R - 1 backups (net/ps_replica.h)

@@ -67,8 +67,8 @@ typedef struct load_ctx {
 static int load_row(const char *line, void *arg) {
     load_ctx_t *x = arg;
     curve_point_t p;
-    double v[CURVE_N_COLUMNS + 1];
-    parse_numbers(line, v, CURVE_N_COLUMNS + 1);
+    double v[CURVE_N_COLUMNS + 2];  // the curve, then the evaluator's eval_s and during_training
+    parse_numbers(line, v, CURVE_N_COLUMNS + 2);
     memcpy(p.v, v, sizeof p.v);
     if (x->workers > 0) {
         // Worker 0's replica is the global model; its samples are its share.
@@ -77,6 +77,10 @@ static int load_row(const char *line, void *arg) {
     } else if (!isnan(v[CURVE_N_COLUMNS])) {
         x->c->evals++;
         x->c->eval_s += v[CURVE_N_COLUMNS];
+        if (v[CURVE_N_COLUMNS + 1] == 1.0) {
+            x->c->evals_during_training++;
+            x->c->eval_during_training_s += v[CURVE_N_COLUMNS];
+        }
     }
     return append(x->c, &x->cap, &p, x->err, x->err_len);
 }

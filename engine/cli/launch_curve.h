@@ -29,7 +29,9 @@ typedef struct global_curve {
     curve_point_t *points;
     size_t n;
     size_t evals;        // evaluations the evaluator beside shard 0 made (0 for allreduce, hybrid)
-    double eval_s;       // their time, summed (off the training clock)
+    double eval_s;       // their time, summed
+    size_t evals_during_training;  // of them, made while the workers trained (past the snapshot budget)
+    double eval_during_training_s;  // and their time
     const char *source;  // "servers" or "worker 0's replica"
 } global_curve_t;
 

@@ -37,6 +37,12 @@ typedef struct worker_stats {
 
 typedef struct trainer trainer_t;
 
+// An evaluation point kept for after training (train_config_t.defer_eval_bytes).
+typedef struct deferred_eval {
+    float *values;        // (n_params) the parameters at the point
+    train_point_t point;  // its figures, the test ones still to come
+} deferred_eval_t;
+
 typedef struct worker {
     trainer_t *tr;
     size_t id;
@@ -98,6 +104,10 @@ struct trainer {
     train_position_t position;  // filled for each checkpoint
     model_ws_t *eval_ws[EVAL_THREADS_MAX];  // the evaluation threads' workspaces
     size_t n_eval_ws;
+    // Evaluation points deferred to the end of the run (defer_eval_bytes), in order.
+    deferred_eval_t *deferred;
+    size_t n_deferred, cap_deferred, deferred_bytes;
+    param_t *deferred_w;  // (n_params) where a deferred point's parameters are evaluated
     int sync_inited;            // mu, the condition variables and update_lock exist
 };
 
@@ -959,6 +969,7 @@ static void *sync_worker(void *arg) {
 
 typedef struct eval_slice {
     const trainer_t *tr;
+    const param_t *w;
     model_ws_t *ws;
     size_t begin, end;
     eval_sums_t sums;
@@ -966,14 +977,14 @@ typedef struct eval_slice {
 
 static void *eval_slice_run(void *arg) {
     eval_slice_t *e = arg;
-    model_evaluate(e->tr->model, e->tr->w, e->begin, e->end, e->ws, &e->sums);
+    model_evaluate(e->tr->model, e->w, e->begin, e->end, e->ws, &e->sums);
     return NULL;
 }
 
-// Evaluates the test set on T threads of our own, one slice each (OpenBLAS stays
-// single-threaded: its idle pool threads spin in sched_yield and would take
-// cores from the workers after every evaluation).
-static void evaluate(trainer_t *tr, model_ws_t **ws, train_point_t *p) {
+// Evaluates parameters w on the test set on T threads of our own, one slice
+// each (OpenBLAS stays single-threaded: its idle pool threads spin in
+// sched_yield and would take cores from the workers after every evaluation).
+static void evaluate(trainer_t *tr, const param_t *w, model_ws_t **ws, train_point_t *p) {
     size_t T = tr->cfg.threads;
     size_t limit = tr->cfg.eval_limit ? tr->cfg.eval_limit : model_num_test(tr->model);
     if (limit > model_num_test(tr->model)) limit = model_num_test(tr->model);
@@ -982,7 +993,7 @@ static void evaluate(trainer_t *tr, model_ws_t **ws, train_point_t *p) {
     int started[EVAL_THREADS_MAX] = {0};
     size_t n = T < EVAL_THREADS_MAX ? T : EVAL_THREADS_MAX;
     for (size_t i = 0; i < n; i++) {
-        slices[i] = (eval_slice_t){tr, ws[i], limit * i / n, limit * (i + 1) / n, {0.0, 0.0, 0}};
+        slices[i] = (eval_slice_t){tr, w, ws[i], limit * i / n, limit * (i + 1) / n, {0.0, 0.0, 0}};
         // A slice whose thread cannot start is evaluated here instead.
         if (i > 0) started[i] = pthread_create(&threads[i], NULL, eval_slice_run, &slices[i]) == 0;
     }
@@ -1151,7 +1162,59 @@ static train_point_t point_at(const trainer_t *tr, const clock_state_t *clk, con
     return p;
 }
 
-// One evaluation point, taken with workers parked (or finished).
+// A point with its test figures: whether it meets the target (the first time
+// is the result's time to target), and the callback. Returns 1 when the run
+// stops at it.
+static int note_point(trainer_t *tr, const train_point_t *p, const train_callbacks_t *cb, train_result_t *res) {
+    int reached = target_met(tr, p->test_metric);
+    if (reached && isnan(res->time_to_target_s)) {
+        res->time_to_target_s = p->wall_s;
+        res->samples_to_target = p->samples;
+    }
+    if (cb && cb->on_eval) cb->on_eval(p, cb->ctx);
+    return reached && tr->cfg.stop_at_target;
+}
+
+// Evaluates the deferred points, in order, each noted as it would have been
+// at its time; the last becomes res->last.
+static void evaluate_deferred(trainer_t *tr, const train_callbacks_t *cb, train_result_t *res) {
+    for (size_t i = 0; i < tr->n_deferred; i++) {
+        deferred_eval_t *d = &tr->deferred[i];
+        for (size_t j = 0; j < tr->n_params; j++) param_set(&tr->deferred_w[j], d->values[j]);
+        evaluate(tr, tr->deferred_w, tr->eval_ws, &d->point);
+        note_point(tr, &d->point, cb, res);
+        if (d->point.samples == res->last.samples) res->last = d->point;
+        free(d->values);
+    }
+    tr->n_deferred = 0;
+    tr->deferred_bytes = 0;
+}
+
+// Keeps the parameters at point p for evaluation after training, when the
+// run defers its evaluations and the budget allows. Returns 1 when kept.
+static int defer_point(trainer_t *tr, const train_point_t *p) {
+    size_t bytes = tr->n_params * sizeof(float);
+    const train_config_t *c = &tr->cfg;
+    if (!c->defer_eval_bytes || c->stop_at_target || tr->deferred_bytes + bytes > c->defer_eval_bytes) return 0;
+    if (!tr->deferred_w && !(tr->deferred_w = params_new(tr->n_params, NULL, 0))) return 0;
+    if (tr->n_deferred == tr->cap_deferred) {
+        size_t cap = tr->cap_deferred ? 2 * tr->cap_deferred : 16;
+        deferred_eval_t *grown = realloc(tr->deferred, cap * sizeof *grown);
+        if (!grown) return 0;
+        tr->deferred = grown;
+        tr->cap_deferred = cap;
+    }
+    float *values = malloc(bytes);
+    if (!values) return 0;  // evaluated at once instead
+    params_read(tr->w, tr->n_params, values);
+    tr->deferred[tr->n_deferred++] = (deferred_eval_t){values, *p};
+    tr->deferred_bytes += bytes;
+    return 1;
+}
+
+// One evaluation point, taken with workers parked (or finished): evaluated
+// now, or kept for after training (defer_eval_bytes). A point evaluated now
+// comes after the deferred ones before it, which are evaluated first.
 static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const train_callbacks_t *cb,
                       train_result_t *res) {
     double pause_begin = mono_clock_s();
@@ -1162,21 +1225,20 @@ static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const 
         atomic_store_explicit(link->abort, 1, memory_order_relaxed);
     totals_t t = read_totals(tr);
     train_point_t p = point_at(tr, clk, &t, pause_begin);
-    evaluate(tr, ws, &p);
+    int deferred = defer_point(tr, &p);
+    if (!deferred) {
+        evaluate_deferred(tr, cb, res);
+        evaluate(tr, tr->w, ws, &p);
+    }
     clk->at_last_eval = t;
     res->n_evals++;
     atomic_store_explicit(&tr->next_eval_samples, (t.samples / tr->cfg.eval_every + 1) * tr->cfg.eval_every,
                           memory_order_release);
     res->last = p;
-    int reached = target_met(tr, p.test_metric);
-    if (reached && isnan(res->time_to_target_s)) {
-        res->time_to_target_s = p.wall_s;
-        res->samples_to_target = p.samples;
-    }
-    if (cb && cb->on_eval) cb->on_eval(&p, cb->ctx);
+    int stop = deferred ? 0 : note_point(tr, &p, cb, res);
     TRACE_END(&TK_EVAL, span, p.samples);
     clk->paused += mono_clock_s() - pause_begin;
-    return reached && tr->cfg.stop_at_target;
+    return stop;
 }
 
 // With every thread parked: the run's position, handed to the checkpoint
@@ -1266,6 +1328,9 @@ static void trainer_close(trainer_t *tr) {
         pthread_mutex_destroy(&tr->update_lock);
     }
     for (size_t i = 0; i < tr->n_eval_ws; i++) model_ws_destroy(&tr->eval_ws[i]);
+    for (size_t i = 0; i < tr->n_deferred; i++) free(tr->deferred[i].values);
+    free(tr->deferred);
+    params_free(&tr->deferred_w);
     free_trainer(tr);
     if (tr->own_dev) tr->cfg.device->destroy(tr->own_dev);
 }
@@ -1418,8 +1483,10 @@ static int finish_result(trainer_t *tr, schedule_t *sc, const train_callbacks_t 
                          size_t err_len) {
     totals_t t = read_totals(tr);
     if (t.samples != out->last.samples) eval_point(tr, tr->eval_ws, &sc->clk, cb, out);
+    double deferred_from = mono_clock_s();
+    evaluate_deferred(tr, cb, out);
     out->wall_s = out->last.wall_s;
-    out->eval_s = sc->clk.paused;
+    out->eval_s = sc->clk.paused + (mono_clock_s() - deferred_from);
     out->samples = t.samples;
     out->updates = t.updates;
     out->samples_per_s = out->wall_s > 0 ? (double)t.samples / out->wall_s : 0.0;

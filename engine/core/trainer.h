@@ -114,6 +114,13 @@ typedef struct train_config {
     size_t eval_limit;          // test examples per evaluation; 0 = the whole test set
     double target;              // NaN: none; else accuracy >= target, or RMSE <= target
     int stop_at_target;         // end the run at the first evaluation that meets the target
+    // > 0: evaluations are deferred (a distributed replica, whose pause for an
+    // evaluation would hold the other ranks back): at each point the
+    // parameters are copied, and the copies evaluated in order once training
+    // is done, up to this many bytes of copies; a point past that budget is
+    // evaluated at once, after those before it. Never with stop_at_target,
+    // which needs each point's figures as it comes. 0: every point at once.
+    size_t defer_eval_bytes;
     double time_limit_s;        // > 0: stop after this many training seconds (evaluation excluded)
     // Not NULL: once *interrupt is non-zero (a stop signal, net/stop_signal.h)
     // the run stops at the next step boundary, as at a time limit, and the

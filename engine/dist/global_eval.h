@@ -12,8 +12,13 @@
 // evaluator started. The pull names the slowest worker's clock as shard 0
 // saw it, so no shard is read before it has every worker's updates up to
 // that clock (under BSP: exactly the rounds applied; under ASP and SSP a shard
-// may hold later pushes too). The evaluation itself runs after the pull, on
-// this thread: no worker waits for it (it shares the machine's cores).
+// may hold later pushes too).
+//
+// Evaluation is off the clock, as `asgd train`'s is: at each point the pulled
+// model is kept as a snapshot, and the snapshots are evaluated after training
+// (global_eval_stop), when nothing competes with the workers for the cores.
+// Snapshots beyond `snapshot_budget_bytes` are evaluated at once instead, on
+// this thread while the workers train; such rows say so (during_training).
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +37,7 @@ typedef struct global_eval_row {
     // Staleness of the updates shard 0 applied so far (NaN: none yet).
     double staleness_versions_mean, staleness_versions_max, staleness_clocks_mean, staleness_clocks_max;
     double eval_s;          // the pull and evaluation's own time (not a training cost)
+    int during_training;    // evaluated while the workers trained (the snapshot budget was spent)
 } global_eval_row_t;
 
 typedef struct global_eval_config {
@@ -45,6 +51,7 @@ typedef struct global_eval_config {
     uint64_t every_samples;      // 0: by time only
     double every_s;              // 0: by samples only
     const ps_server_t *shard;    // shard 0, served by another thread of this process (borrowed)
+    size_t snapshot_budget_bytes;  // models kept for evaluation after training; beyond it, evaluated at once
     int timeout_ms;              // longest wait for a shard's answer
     // Called on the evaluator's thread with each row as it is made (NULL: none),
     // e.g. to show the run's progress while it trains.
@@ -57,8 +64,9 @@ typedef struct global_eval_config {
 // Returns NULL with err filled.
 global_eval_t *global_eval_start(const global_eval_config_t *c, char *err, size_t err_len);
 
-// Stops it (a pull in flight is abandoned: a shard may be gone already) and
-// joins the thread. Returns 0, or -1 with err when an evaluation failed.
+// Stops it (a pull in flight is abandoned: a shard may be gone already),
+// joins the thread, then evaluates the snapshots it kept, in order (on_row is
+// called for each). Returns 0, or -1 with err when an evaluation failed.
 int global_eval_stop(global_eval_t *g, char *err, size_t err_len);
 
 // The rows so far (valid until destroy); call after global_eval_stop.

@@ -2,8 +2,8 @@
 // in sync mode over its slice of the data), and every H rounds (and after the
 // last) the replicas average their models by ring allreduce, weighted by the
 // examples each took since the last average (sync_strategy.h). Evaluations in
-// between are of the model right after an average, by a thread beside
-// training (replica.h).
+// between are of the model right after an average, copied then and evaluated
+// after training (replica.h).
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,54 +13,64 @@
 #include "engine/dist/replica_impl.h"
 
 // ---- the evaluator of the averaged model ------------------------------------------
+//
+// Off the clock: right after an average that falls on an evaluation point,
+// the averaged model is copied (by thread 0, the others at the round's
+// barrier), and the copies are evaluated once training is done, when the
+// trainer reports its last point (its threads have finished), just before
+// that point, so rows stay in order. A point past the snapshot budget
+// (train_config_t.defer_eval_bytes, handed to this evaluator instead) is
+// evaluated at once, after the copies before it, holding the round.
+
+typedef struct avg_point {
+    float *values;        // (n) the averaged model
+    train_point_t point;  // test fields filled when evaluated
+} avg_point_t;
 
 struct avg_eval {
-    pthread_t thread;
-    int inited, started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int busy;            // a snapshot is waiting or being evaluated
-    int stop;
-    param_t *snap;       // (n) the averaged model to evaluate
+    pthread_mutex_t mu;  // the pending copies, between thread 0 and the trainer's main thread
+    int inited;
+    avg_point_t *pending;
+    size_t n_pending, cap_pending, bytes, budget;
+    param_t *w;          // (n) where a copy is evaluated
     model_ws_t *ws;
-    train_point_t point; // its point; test fields filled by the thread
     size_t limit;        // test examples per evaluation
     uint64_t every, next;       // this replica's examples between points, and the next point
     double every_s, next_s;     // > 0: points by training time too
     double t0;           // when training started (the trainer's first evaluation ended)
-    const train_callbacks_t *user;  // forwarded to, one call at a time
+    const train_callbacks_t *user;  // forwarded to
     train_callbacks_t wrapped;      // what the trainer calls instead
 };
 
-static void *avg_eval_main(void *arg) {
-    replica_t *r = arg;
+// Evaluates the averaged model `values` into p and reports it (e->mu held).
+static void avg_eval_report(replica_t *r, const float *values, train_point_t *p) {
     avg_eval_t *e = r->ae;
-    pthread_mutex_lock(&e->mu);
-    for (;;) {
-        while (!e->busy && !e->stop) pthread_cond_wait(&e->cv, &e->mu);
-        if (!e->busy) break;
-        pthread_mutex_unlock(&e->mu);
-        eval_sums_t sums = {0.0, 0.0, 0};
-        model_evaluate(r->model, e->snap, 0, e->limit, e->ws, &sums);
-        e->point.test_loss = sums.count ? sums.loss_sum / (double)sums.count : NAN;
-        e->point.test_metric = eval_metric_value(model_metric(r->model), &sums);
-        pthread_mutex_lock(&e->mu);
-        if (e->user && e->user->on_eval) e->user->on_eval(&e->point, e->user->ctx);
-        e->busy = 0;
-        pthread_cond_broadcast(&e->cv);
-    }
-    pthread_mutex_unlock(&e->mu);
-    return NULL;
+    for (size_t j = 0; j < r->n; j++) param_set(&e->w[j], values[j]);
+    eval_sums_t sums = {0.0, 0.0, 0};
+    model_evaluate(r->model, e->w, 0, e->limit, e->ws, &sums);
+    p->test_loss = sums.count ? sums.loss_sum / (double)sums.count : NAN;
+    p->test_metric = eval_metric_value(model_metric(r->model), &sums);
+    if (e->user && e->user->on_eval) e->user->on_eval(p, e->user->ctx);
 }
 
-// The trainer's callbacks, forwarded one at a time (the evaluator thread
-// reports too); its own evaluations (the first and the last) wait for the
-// evaluator to finish, so rows stay in order.
+// Evaluates and reports the pending copies, in order (e->mu held).
+static void avg_eval_flush(replica_t *r) {
+    avg_eval_t *e = r->ae;
+    for (size_t i = 0; i < e->n_pending; i++) {
+        avg_eval_report(r, e->pending[i].values, &e->pending[i].point);
+        free(e->pending[i].values);
+    }
+    e->n_pending = 0;
+    e->bytes = 0;
+}
+
+// The trainer's points (its first and its last) come after the copies before
+// them; its first one's end is when training starts.
 static void avg_eval_on_eval(const train_point_t *p, void *ctx) {
     replica_t *r = ctx;
     avg_eval_t *e = r->ae;
     pthread_mutex_lock(&e->mu);
-    while (e->busy) pthread_cond_wait(&e->cv, &e->mu);
+    avg_eval_flush(r);
     if (e->user && e->user->on_eval) e->user->on_eval(p, e->user->ctx);
     pthread_mutex_unlock(&e->mu);
     if (e->t0 == 0.0) e->t0 = replica_now_s();  // the first evaluation is done: training starts
@@ -74,81 +84,93 @@ static void avg_eval_on_progress(const train_point_t *p, double eta_s, void *ctx
     pthread_mutex_unlock(&e->mu);
 }
 
+// Keeps a copy of w at point p for after training; 0 when the budget (or
+// memory) has no room for it.
+static int avg_eval_keep(avg_eval_t *e, const param_t *w, size_t n, const train_point_t *p) {
+    size_t bytes = n * sizeof(float);
+    if (e->bytes + bytes > e->budget) return 0;
+    if (e->n_pending == e->cap_pending) {
+        size_t cap = e->cap_pending ? 2 * e->cap_pending : 16;
+        avg_point_t *grown = realloc(e->pending, cap * sizeof *grown);
+        if (!grown) return 0;
+        e->pending = grown;
+        e->cap_pending = cap;
+    }
+    float *values = malloc(bytes);
+    if (!values) return 0;
+    params_read(w, n, values);
+    e->pending[e->n_pending++] = (avg_point_t){values, *p};
+    e->bytes += bytes;
+    return 1;
+}
+
 // Right after an average (thread 0, the other threads at the round's barrier):
-// hands the averaged model to the evaluator when a point is due and it is free.
+// keeps the averaged model when a point is due (or evaluates it now, past the budget).
 static void avg_eval_offer(replica_t *r, const param_t *w, float lr) {
     avg_eval_t *e = r->ae;
-    if (!e->started || r->clock == r->last_round) return;  // the trainer's last evaluation is of this average
+    if (!e->ws || r->clock == r->last_round) return;  // the trainer's last evaluation is of this average
     double now = replica_now_s(), wall = now - e->t0;
     int due = r->samples >= e->next || (e->every_s > 0 && wall >= e->next_s);
     if (!due) return;
+    train_point_t p = {
+        .wall_s = wall,
+        .samples = r->samples,
+        .updates = r->clock,
+        .epoch = (double)r->samples * (double)r->rc->n_workers / (double)model_num_train(r->model),
+        .samples_per_s = wall > 0 ? (double)r->samples / wall : 0.0,
+        .lr = lr,
+        .train_loss = NAN,  // the threads' losses are the trainer's
+        .test_loss = NAN,
+        .test_metric = NAN,
+    };
     pthread_mutex_lock(&e->mu);
-    if (!e->busy) {
-        for (size_t j = 0; j < r->n; j++) param_set(&e->snap[j], param_get(&w[j]));
-        train_point_t *p = &e->point;
-        p->wall_s = wall;
-        p->samples = r->samples;
-        p->updates = r->clock;
-        p->epoch = (double)r->samples * (double)r->rc->n_workers / (double)model_num_train(r->model);
-        p->samples_per_s = wall > 0 ? (double)r->samples / wall : 0.0;
-        p->lr = lr;
-        p->train_loss = NAN;  // the threads' losses are the trainer's
-        p->test_loss = p->test_metric = NAN;
-        e->busy = 1;
-        while (e->next <= r->samples) e->next = (r->samples / e->every + 1) * e->every;
-        while (e->every_s > 0 && e->next_s <= wall) e->next_s += e->every_s;
-        pthread_cond_broadcast(&e->cv);
+    if (!avg_eval_keep(e, w, r->n, &p)) {
+        avg_eval_flush(r);
+        params_read(w, r->n, r->pulled);  // scratch: local SGD pulls nothing
+        avg_eval_report(r, r->pulled, &p);
     }
     pthread_mutex_unlock(&e->mu);
+    while (e->next <= r->samples) e->next = (r->samples / e->every + 1) * e->every;
+    while (e->every_s > 0 && e->next_s <= wall) e->next_s += e->every_s;
 }
 
 // Takes over the trainer's evaluation points (tc: the trainer's config, which
-// keeps only its first and last) and starts the evaluator. Returns 0, or -1.
+// keeps only its first and last, evaluated at once) and the snapshot budget.
+// Returns 0, or -1.
 static int avg_eval_start(replica_t *r, train_config_t *tc, const train_callbacks_t **cb, char *err, size_t err_len) {
     avg_eval_t *e = r->ae;
     pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
     e->inited = 1;
     size_t every = tc->eval_every ? tc->eval_every : model_num_train(r->model) / r->rc->n_workers;
     e->every = every ? every : 1;
     e->next = e->every;
     e->every_s = tc->eval_every_s;
     e->next_s = e->every_s;
+    e->budget = tc->defer_eval_bytes;
     e->user = *cb;
     size_t limit = model_num_test(r->model);
     if (tc->eval_limit && tc->eval_limit < limit) limit = tc->eval_limit;
     e->limit = limit;
     tc->eval_every = (size_t)1 << 62;  // the trainer evaluates at its start and end only
     tc->eval_every_s = 0;
+    tc->defer_eval_bytes = 0;
     e->wrapped = (train_callbacks_t){avg_eval_on_eval, avg_eval_on_progress, r};
     *cb = &e->wrapped;
     if (e->every >= ((uint64_t)1 << 62) && e->every_s <= 0) return 0;  // no point in between
-    e->snap = params_new(r->n, err, err_len);
-    if (!e->snap || !(e->ws = model_ws_new(r->model, 1, err, err_len))) return -1;
-    int prc = pthread_create(&e->thread, NULL, avg_eval_main, r);
-    if (prc != 0) {
-        snprintf(err, err_len, "worker: starting the evaluator thread: %s", strerror(prc));
-        return -1;
-    }
-    e->started = 1;
+    if (!(e->w = params_new(r->n, err, err_len)) || !(e->ws = model_ws_new(r->model, 1, err, err_len))) return -1;
     return 0;
 }
 
 static void avg_eval_stop(replica_t *r) {
     avg_eval_t *e = r->ae;
-    if (e->started) {
-        pthread_mutex_lock(&e->mu);
-        e->stop = 1;
-        pthread_cond_broadcast(&e->cv);
-        pthread_mutex_unlock(&e->mu);
-        pthread_join(e->thread, NULL);
-        e->started = 0;
-    }
+    for (size_t i = 0; i < e->n_pending; i++) free(e->pending[i].values);  // a run that failed
+    free(e->pending);
+    e->pending = NULL;
+    e->n_pending = e->cap_pending = e->bytes = 0;
     model_ws_destroy(&e->ws);
-    params_free(&e->snap);
+    params_free(&e->w);
     if (e->inited) {
         pthread_mutex_destroy(&e->mu);
-        pthread_cond_destroy(&e->cv);
         e->inited = 0;
     }
 }
