@@ -10,16 +10,17 @@
 // bounds as the first one does.
 //
 // Why the gate-off run exceeds them by construction, with s = 1 (bounds 1 and
-// 7): each worker has R = 17 rounds (2 steps per thread) and pulls every
-// round. The fast workers sleep 1 ms a step, so that each round is a push of
-// its own (faster threads would fold rounds into fewer pushes, each one
-// version): without the gate they finish in about 17 x 2 ms. The slowed
-// worker sleeps 60 ms a step: each of its rounds takes 120 ms, its run 2 s.
-// So a fast worker's clock runs up to ~R ahead of the min clock it reads
-// (> 1), and the 2R = 34 fast updates land within the read-to-apply spans of
-// at most a few of the slow worker's pushes: one of them counts more than 7
-// unless the fast workers' runs stretch over 3 of its 120 ms rounds, ten
-// times their own length.
+// 7): each worker has R = 9 rounds (2 steps per thread) and pulls every
+// round. The fast workers sleep 4 ms a step, so that each round is a push of
+// its own (faster threads fold rounds into fewer pushes, each one version,
+// when their communication thread falls behind: with 1 ms steps, beside three
+// TSan tests on 2 CPUs, 17 pushes came where 51 were due): without the gate
+// they finish in about 9 x 8 ms. The slowed worker sleeps 240 ms a step: each
+// of its rounds takes 480 ms, its run 4.3 s. So a fast worker's clock runs up
+// to ~R ahead of the min clock it reads (> 1), and the 2R = 18 fast updates
+// land within the read-to-apply span of the slow worker's first push: it
+// counts more than 7 unless rounds fold more than twice over, or the fast
+// workers' runs stretch over six times their own length.
 #include <stdlib.h>
 
 #include "test_support.h"
@@ -39,9 +40,9 @@ typedef struct measured {
 static measured_t run(const char *name, int gate_off, const char *binary) {
     char rd[300];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
-    const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=1800,dim=1000,nnz=10", "--batch", "8",
+    const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=900,dim=1000,nnz=10", "--batch", "8",
                        "--servers", "1", "--workers", "3", "--threads", "2", "--push-every", "4", "--fetch-every",
-                       "4", "--sync", "ssp", "--staleness", "1", "--delay-worker", "0:60,1:1,2:1", "--quiet", "--run-dir", rd,
+                       "4", "--sync", "ssp", "--staleness", "1", "--delay-worker", "0:240,1:4,2:4", "--quiet", "--run-dir", rd,
                        NULL};
     if (gate_off) setenv("ASGD_TEST_SSP_GATE_OFF", "1", 1);
     else unsetenv("ASGD_TEST_SSP_GATE_OFF");
