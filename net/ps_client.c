@@ -59,6 +59,8 @@ typedef struct shard_conn {
     // of the shard received so far, in order, and the oldest version among them.
     size_t echo_next;
     uint64_t echo_version;
+    double held_s;        // how long it held the last pull it answered, waiting for slower workers
+    uint64_t answer_min_clock;  // the min clock its answer to the last pull reported (what the values stand for)
     // Retries: when something was last sent, the current interval, when the shard last spoke.
     double sent_at, retry_s, heard_at;
     // The frame being filled: its parts' checksums, block by block.
@@ -98,6 +100,7 @@ struct ps_client {
     size_t part_floats;  // a dense push's parts hold this many floats (a multiple of 8; 0: sent whole)
     // The pull in progress.
     float *pull_out;
+    double pull_started;  // > 0: a pull is in flight since then (ps_client_pull_start)
     float *pull_values;
     wire_status_t refusal;
     ps_client_stats_t stats;
@@ -241,6 +244,7 @@ static int take_echo(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_
     if (h->param_version < s->echo_version) s->echo_version = h->param_version;
     if (s->echo_next == s->end - s->begin) {
         s->version = s->echo_version;
+        s->answer_min_clock = h->clock;
         s->answered = 1;
     }
     return 0;
@@ -313,6 +317,8 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
         }
         c->stats.bytes_in += h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);
         s->version = h->param_version;
+        s->held_s = 1e-6 * h->aux;
+        s->answer_min_clock = h->clock;
         s->answered = 1;
         return 0;
     case MSG_TYPE_BYE_ACK:
@@ -363,6 +369,53 @@ static void list_silent(const ps_client_t *c, double started, double now, char *
     }
 }
 
+// One round of receiving: waits up to wait_ms for messages and handles every
+// one that came, then resends what stays unanswered, failing once a shard
+// with something outstanding has been silent for timeout_ms (counted from
+// `started`, the wait's start, or the shard's last message if later).
+static int pump_round(ps_client_t *c, int wait_ms, double started, const char *what, char *err, size_t err_len) {
+    int rc = zmq_poll(c->items, (int)c->n_shards, wait_ms);
+    if (rc < 0) {
+        if (errno == EINTR) return 0;
+        return ZMQ_FAIL("worker: zmq_poll", err, err_len);
+    }
+    for (size_t k = 0; rc > 0 && k < c->n_shards; k++) {
+        if (!(c->items[k].revents & ZMQ_POLLIN)) continue;
+        // Drain the shard: one poll may stand for several messages.
+        for (;;) {
+            zmsg_t m;
+            int got = zmsg_recv_deferred(c->shards[k].sock, 0, c->run_id, &m, err, err_len);
+            if (got < 0) {
+                if (errno == EAGAIN) break;
+                return -1;
+            }
+            int drc = 0;
+            if (got == 0) note_dropped(c, k, m.status);
+            else drc = dispatch(c, k, &m, err, err_len);
+            zmsg_close(&m);
+            if (drc != 0) return -1;
+            int events = 0;
+            size_t len = sizeof events;
+            if (zmq_getsockopt(c->shards[k].sock, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLIN)) break;
+        }
+    }
+    double now = mono_clock_s();
+    for (size_t k = 0; k < c->n_shards; k++) {
+        shard_conn_t *s = &c->shards[k];
+        if (!push_outstanding(s) && !request_outstanding(s)) continue;
+        double quiet_from = s->heard_at > started ? s->heard_at : started;
+        if (c->timeout_ms > 0 && (now - quiet_from) * 1000.0 > c->timeout_ms) {
+            char silent[512];
+            list_silent(c, started, now, silent, sizeof silent);
+            snprintf(err, err_len, "worker %u: no answer from the parameter server within %d ms while %s (silent shards: %s)",
+                     c->worker, c->timeout_ms, what, silent);
+            return -1;
+        }
+        if (retry_shard(c, k, now, err, err_len) != 0) return -1;
+    }
+    return 0;
+}
+
 // Receives until done(c) holds, resending what stays unanswered, and failing
 // once a shard with something outstanding has been silent for timeout_ms.
 static int pump(ps_client_t *c, int (*done)(const ps_client_t *), const char *what, char *err, size_t err_len) {
@@ -372,47 +425,7 @@ static int pump(ps_client_t *c, int (*done)(const ps_client_t *), const char *wh
             snprintf(err, err_len, "stopped while %s", what);
             return -1;
         }
-        int rc = zmq_poll(c->items, (int)c->n_shards, 50);
-        if (rc < 0) {
-            if (errno == EINTR) continue;
-            return ZMQ_FAIL("worker: zmq_poll", err, err_len);
-        }
-        for (size_t k = 0; rc > 0 && k < c->n_shards; k++) {
-            if (!(c->items[k].revents & ZMQ_POLLIN)) continue;
-            // Drain the shard: one poll may stand for several messages.
-            for (;;) {
-                zmsg_t m;
-                int got = zmsg_recv_deferred(c->shards[k].sock, 0, c->run_id, &m, err, err_len);
-                if (got < 0) {
-                    if (errno == EAGAIN) break;
-                    return -1;
-                }
-                int drc = 0;
-                if (got == 0) note_dropped(c, k, m.status);
-                else drc = dispatch(c, k, &m, err, err_len);
-                zmsg_close(&m);
-                if (drc != 0) return -1;
-                int events = 0;
-                size_t len = sizeof events;
-                if (zmq_getsockopt(c->shards[k].sock, ZMQ_EVENTS, &events, &len) != 0 || !(events & ZMQ_POLLIN)) break;
-            }
-        }
-        double now = mono_clock_s();
-        for (size_t k = 0; k < c->n_shards; k++) {
-            shard_conn_t *s = &c->shards[k];
-            if (!push_outstanding(s) && !request_outstanding(s)) continue;
-            // Silence counts from this wait's start or the shard's last message, whichever is later.
-            double quiet_from = s->heard_at > started ? s->heard_at : started;
-            if (c->timeout_ms > 0 && (now - quiet_from) * 1000.0 > c->timeout_ms) {
-                char silent[512];
-                list_silent(c, started, now, silent, sizeof silent);
-                snprintf(err, err_len,
-                         "worker %u: no answer from the parameter server within %d ms while %s (silent shards: %s)",
-                         c->worker, c->timeout_ms, what, silent);
-                return -1;
-            }
-            if (retry_shard(c, k, now, err, err_len) != 0) return -1;
-        }
+        if (pump_round(c, 50, started, what, err, err_len) != 0) return -1;
     }
     return 0;
 }
@@ -949,6 +962,17 @@ int ps_client_push_commit_ask(ps_client_t *c, uint64_t clock, uint32_t examples,
     return rc;
 }
 
+// The smallest min clock the shards' answers to the last pull reported: what
+// the values it brought stand for. (A shard's later messages, push
+// acknowledgements, report later clocks; a pull's answer read after one of
+// them must not claim it.)
+static uint64_t answered_min_clock(const ps_client_t *c) {
+    uint64_t min = UINT64_MAX;
+    for (size_t k = 0; k < c->n_shards; k++)
+        if (c->shards[k].answer_min_clock < min) min = c->shards[k].answer_min_clock;
+    return min;
+}
+
 int ps_client_await_values(ps_client_t *c, uint64_t *min_clock, char *err, size_t err_len) {
     if (!c->pull_out) {
         snprintf(err, err_len, "worker: no push asked for values");
@@ -959,11 +983,7 @@ int ps_client_await_values(ps_client_t *c, uint64_t *min_clock, char *err, size_
     finish_requests(c);
     c->stats.pulls++;
     c->stats.pull_wait_s += mono_clock_s() - c->ask_started;
-    if (min_clock) {
-        *min_clock = UINT64_MAX;
-        for (size_t k = 0; k < c->n_shards; k++)
-            if (c->shards[k].min_clock < *min_clock) *min_clock = c->shards[k].min_clock;
-    }
+    if (min_clock) *min_clock = answered_min_clock(c);
     return rc;
 }
 
@@ -1025,8 +1045,11 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
 
 // ---- pulls and leaving ----------------------------------------------------------------
 
-int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *min_clock, char *err, size_t err_len) {
-    double t0 = mono_clock_s();
+int ps_client_pull_start(ps_client_t *c, uint64_t need_clock, float *out, char *err, size_t err_len) {
+    if (c->pull_started > 0.0) {
+        snprintf(err, err_len, "worker %u: a pull was started while another was in flight", c->worker);
+        return -1;
+    }
     for (size_t k = 0; k < c->n_shards; k++) {
         wire_header_t h = request(c, MSG_TYPE_PULL, k);
         h.clock = need_clock;
@@ -1035,17 +1058,57 @@ int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *mi
         if (start_request(c, k, REQUEST_PULL, h, NULL, err, err_len) != 0) return -1;
     }
     c->pull_out = out;
-    int rc = pump(c, all_answered, "pulling parameters", err, err_len);
+    c->pull_started = mono_clock_s();
+    return 0;
+}
+
+int ps_client_pull_pending(const ps_client_t *c) { return c->pull_started > 0.0; }
+
+// The pull in flight is answered: its counts, and the client free for another.
+static void pull_done(ps_client_t *c, uint64_t *min_clock) {
     c->pull_out = NULL;
     finish_requests(c);
     c->stats.pulls++;
-    c->stats.pull_wait_s += mono_clock_s() - t0;
-    if (min_clock) {
-        *min_clock = UINT64_MAX;
-        for (size_t k = 0; k < c->n_shards; k++)
-            if (c->shards[k].min_clock < *min_clock) *min_clock = c->shards[k].min_clock;
+    c->stats.pull_flight_s += mono_clock_s() - c->pull_started;
+    c->pull_started = 0.0;
+    double held = 0.0;  // the shard that held it longest held the answer back that long
+    for (size_t k = 0; k < c->n_shards; k++) {
+        if (c->shards[k].held_s > held) held = c->shards[k].held_s;
+        c->shards[k].held_s = 0.0;
     }
-    return rc;
+    c->stats.pull_held_s += held;
+    if (min_clock) *min_clock = answered_min_clock(c);
+}
+
+int ps_client_pull_poll(ps_client_t *c, int *done, uint64_t *min_clock, char *err, size_t err_len) {
+    *done = 0;
+    if (c->pull_started <= 0.0) {
+        snprintf(err, err_len, "worker %u: no pull in flight to look at", c->worker);
+        return -1;
+    }
+    if (!all_answered(c) && pump_round(c, 0, c->pull_started, "pulling parameters", err, err_len) != 0) return -1;
+    if (!all_answered(c)) return 0;
+    pull_done(c, min_clock);
+    *done = 1;
+    return 0;
+}
+
+int ps_client_pull_finish(ps_client_t *c, uint64_t *min_clock, char *err, size_t err_len) {
+    if (c->pull_started <= 0.0) {
+        snprintf(err, err_len, "worker %u: no pull in flight to wait for", c->worker);
+        return -1;
+    }
+    double t0 = mono_clock_s();
+    int rc = pump(c, all_answered, "pulling parameters", err, err_len);
+    c->stats.pull_wait_s += mono_clock_s() - t0;
+    if (rc != 0) return -1;
+    pull_done(c, min_clock);
+    return 0;
+}
+
+int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *min_clock, char *err, size_t err_len) {
+    if (ps_client_pull_start(c, need_clock, out, err, err_len) != 0) return -1;
+    return ps_client_pull_finish(c, min_clock, err, err_len);
 }
 
 int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *values, char *err, size_t err_len) {

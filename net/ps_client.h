@@ -33,6 +33,8 @@ typedef struct ps_client_stats {
     uint64_t bytes_out, bytes_in;       // payload bytes (first sends only)
     uint64_t dropped;                   // invalid messages received
     double pull_wait_s;                 // time spent blocked in pulls
+    double pull_flight_s;               // time pulls were in flight, from sent to answered (blocked or not)
+    double pull_held_s;                 // of it, time the shards held pulls until slower workers caught up
 } ps_client_stats_t;
 
 // Connects to every shard (endpoints[k] serves shard k), says hello, and checks
@@ -150,6 +152,21 @@ void ps_client_carry_versions(ps_client_t *c, const uint64_t *versions);
 // has pushed `need_clock` rounds (0: at once). Returns 0 or -1.
 // *min_clock (may be NULL) receives the smallest min clock the shards reported.
 int ps_client_pull(ps_client_t *c, uint64_t need_clock, float *out, uint64_t *min_clock, char *err, size_t err_len);
+// A pull in the background, for a caller that computes meanwhile: started
+// (the whole model into out, answered once every live worker has pushed
+// need_clock rounds), then looked at now and then without blocking
+// (ps_client_pull_poll: *done once every shard has answered, *min_clock as
+// ps_client_pull's), or waited for (ps_client_pull_finish). While it is in
+// flight pushes may be committed (their acknowledgements and its answers are
+// received together), but no other pull started; out is written as the
+// answers come, and is the caller's again once the pull is done. Each
+// returns 0, or -1 with err filled.
+int ps_client_pull_start(ps_client_t *c, uint64_t need_clock, float *out, char *err, size_t err_len);
+int ps_client_pull_poll(ps_client_t *c, int *done, uint64_t *min_clock, char *err, size_t err_len);
+int ps_client_pull_finish(ps_client_t *c, uint64_t *min_clock, char *err, size_t err_len);
+// 1 while a pull started with ps_client_pull_start is in flight.
+int ps_client_pull_pending(const ps_client_t *c);
+
 // Pulls the values at n keys (strictly ascending) into values[0..n).
 int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *values, char *err, size_t err_len);
 // The same, answered once every live worker has pushed `need_clock` rounds
