@@ -874,10 +874,13 @@ static uint64_t read_clock_of(const ps_server_t *s, uint32_t worker, uint64_t ve
     return c[head];
 }
 
-// Sends parameters: the whole shard, or the values at `keys` (global indices).
+// Sends parameters: the whole shard, or the values at `keys` (global
+// indices), to a pull this shard held for held_s seconds (the answer's aux, in
+// microseconds: how long the bound kept the worker waiting here).
 static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, const uint32_t *keys, uint32_t n_keys,
-                       char *err, size_t err_len) {
+                           double held_s, char *err, size_t err_len) {
     wire_header_t h = reply_header(s, MSG_TYPE_PARAMS);
+    h.aux = held_s <= 0.0 ? 0 : held_s >= 4294.0 ? UINT32_MAX : (uint32_t)(held_s * 1e6);
     zmq_msg_t frames[2];
     size_t n_frames;
     if (!keys) {
@@ -916,9 +919,9 @@ static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker,
 }
 
 static int send_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, const uint32_t *keys, uint32_t n_keys,
-                       char *err, size_t err_len) {
+                       double held_s, char *err, size_t err_len) {
     uint64_t span = TRACE_BEGIN();
-    int rc = send_params_now(s, identity, worker, keys, n_keys, err, err_len);
+    int rc = send_params_now(s, identity, worker, keys, n_keys, held_s, err, err_len);
     TRACE_END(&TK_SERVE, span, worker);
     return rc;
 }
@@ -932,8 +935,9 @@ static int serve_pending(ps_server_t *s, char *err, size_t err_len) {
     for (size_t i = 0; i < s->n_pending; i++) {
         pending_pull_t *p = &s->pending[i];
         if (ssp_gate(p->need, min, 0).proceed && rc == 0) {
-            if (p->worker != WIRE_NO_ID) s->wait_s += mono_clock_s() - p->since;
-            rc = send_params(s, &p->identity, p->worker, p->keys, p->n_keys, err, err_len);
+            double held = mono_clock_s() - p->since;
+            if (p->worker != WIRE_NO_ID) s->wait_s += held;
+            rc = send_params(s, &p->identity, p->worker, p->keys, p->n_keys, held, err, err_len);
             zmq_msg_close(&p->identity);
             free(p->keys);
         } else {
@@ -1518,7 +1522,7 @@ static int handle_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     if (echo && !sum && !whole && echo_range(s, m, from, last, err, err_len) != 0) return -1;
     if (!last) return 0;
     if (finish_push(s, m, err, err_len) != 0) return -1;
-    return echo && !sum && whole ? send_params(s, &m->identity, h->sender, NULL, 0, err, err_len) : 0;
+    return echo && !sum && whole ? send_params(s, &m->identity, h->sender, NULL, 0, 0.0, err, err_len) : 0;
 }
 
 static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
@@ -1534,7 +1538,7 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     }
     // The worker took the staleness bound off the clock it names (ssp_gate's pull_clock).
     if (s->parts_applying == 0 && ssp_gate(h->clock, ready_clock(s), 0).proceed)
-        return send_params(s, &m->identity, h->sender, keys, h->count, err, err_len);
+        return send_params(s, &m->identity, h->sender, keys, h->count, 0.0, err, err_len);
     return queue_pull(s, &m->identity, h->sender, h->clock, keys, h->count, err, err_len);
 }
 

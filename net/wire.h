@@ -71,7 +71,8 @@ typedef struct wire_header {
     uint16_t payload_kind;   // payload_kind_t
     uint16_t flags;          // WIRE_FLAG_*
     uint32_t checksum;       // wire_checksum over the payload frames
-    uint32_t aux;            // PUSH: examples behind a BSP gradient, or local steps an ASP/SSP update sums; REJECT: wire_status_t
+    uint32_t aux;            // PUSH: examples behind a BSP gradient, or local steps an ASP/SSP update sums; REJECT:
+                             // wire_status_t; PARAMS: microseconds the shard held the pull for the bound
 } wire_header_t;
 
 // Why a message was refused (counted per kind by whoever validates).
