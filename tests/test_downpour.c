@@ -94,6 +94,37 @@ static void check_replicas_agree(const char *rd, int workers) {
 // accuracy and test loss.
 #define LEARNED_MARGIN 0.1
 
+// The periods the workers achieved (summary.json, worker-K.json) agree with
+// what they counted: every step is in exactly one push, so a worker's mean
+// steps per push times its pushes is its steps, and the run's mean is all
+// workers' steps over all their pushes; the threads' wait is the bound's
+// share plus the bytes'.
+static void check_periods(const char *rd, const char *summary, double push_every, double fetch_every) {
+    const char *push = launch_section(summary, "steps_per_push"), *pull = launch_section(summary, "steps_per_pull");
+    CHECK(push && pull);
+    CHECK(launch_field(push, "requested") == push_every && launch_field(pull, "requested") == fetch_every);
+    double steps = 0, pushes = 0, pulls = 0;
+    for (int k = 0; k < 3; k++) {
+        char path[400];
+        snprintf(path, sizeof path, "%s/worker-%d.json", rd, k);
+        char *w = launch_slurp(path);
+        double updates = launch_field(w, "updates"), n = launch_field(w, "pushes");
+        const char *wp = launch_section(w, "steps_per_push");
+        CHECK(wp && fabs(launch_field(wp, "mean") * n - updates) < 0.5);  // integers, through 9 printed digits
+        CHECK(launch_field(wp, "p99") >= 1);
+        steps += updates, pushes += n, pulls += launch_field(w, "pulls");
+        free(w);
+    }
+    CHECK(fabs(launch_field(push, "mean") * pushes - steps) < 0.5);
+    CHECK(fabs(launch_field(pull, "mean") * pulls - steps) < 0.5);
+    double bound = launch_field(summary, "worker_wait_for_bound_s"), bytes = launch_field(summary, "worker_wait_for_bytes_s");
+    CHECK(bound >= 0 && bytes >= 0 && fabs(bound + bytes - launch_field(summary, "worker_wait_s")) <= 1e-6);
+    printf("     achieved: %.1f steps per push (p99 %g), %.1f per pull (p99 %g), requested 10; waited %.3f s for the "
+           "bound, %.3f s for bytes\n",
+           launch_field(push, "mean"), launch_field(push, "p99"), launch_field(pull, "mean"), launch_field(pull, "p99"),
+           bound, bytes);
+}
+
 static void check_staleness(void) {
     // The servers average the three workers' deltas (--server-lr = lr / 3):
     // summed at the workers' own step (0.5), every mode's global model swings
@@ -146,6 +177,7 @@ static void check_staleness(void) {
         // of a run above loss 0.56.
         CHECK(acc >= 0.504 + LEARNED_MARGIN);
         CHECK(loss <= 0.693 - LEARNED_MARGIN);
+        check_periods(rd, s, 10, 10);
         const char *config = launch_section(s, "config");
         CHECK(launch_field(config, "train_examples") == 27000.0);  // 30,000 generated, 10% held out
         CHECK(strstr(config, runs[r].bound ? "\"staleness\":" : "\"staleness\":null"));

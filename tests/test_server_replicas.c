@@ -199,7 +199,7 @@ static void replicated(const char *name, const char *sync, int twice) {
     CHECK(mkdir(rd, 0755) == 0);
     int hybrid = strcmp(sync, "hybrid") == 0;
     const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
-                       "--servers", "1", "--workers", "2", "--sync", sync, "--epochs", twice ? "4" : "2",
+                       "--servers", "1", "--workers", "2", "--sync", sync, "--epochs", "4",
                        "--delay-worker", "0:1,1:1", "--heartbeat-ms", "100", "--retry-ms", "200",
                        "--server-replicas", "2", "--quiet",
                        "--run-dir", rd, hybrid ? "--embed-dim" : NULL, "4", "--hidden", "16", NULL};

@@ -72,6 +72,11 @@ const char dist_curve_columns[] =
     "wall_s,epoch,samples,updates,samples_per_s,lr,train_loss,test_loss,test_accuracy,test_rmse,"
     "staleness_versions_mean,staleness_versions_max,staleness_clocks_mean,staleness_clocks_max,wait_s";
 
+double dist_wait_for_bound(double wait_s, double held_s, size_t threads) {
+    double bound = (double)threads * held_s;
+    return bound < wait_s ? bound : wait_s;
+}
+
 int dist_global_on_servers(int sync) {
     return sync == SYNC_MODE_ASP || sync == SYNC_MODE_SSP || sync == SYNC_MODE_BSP;
 }
@@ -1180,6 +1185,21 @@ static void json_push_counts(json_writer_t *j, const char *key, const ps_push_co
     json_object_end(j);
 }
 
+// An achieved period beside the requested one: {"requested":N,"mean":M,"p99":P}
+// (mean and p99 null when nothing happened).
+static void json_period(json_writer_t *j, const char *key, size_t requested, double mean, uint64_t p99) {
+    json_object(j, key);
+    json_uint(j, "requested", requested);
+    if (isnan(mean)) {
+        json_null(j, "mean");
+        json_null(j, "p99");
+    } else {
+        json_number(j, "mean", mean);
+        json_uint(j, "p99", p99);
+    }
+    json_object_end(j);
+}
+
 static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                               const train_result_t *r, const replica_stats_t *rs, unsigned rejoins,
                               const ps_push_count_t *counts, size_t incarnation) {
@@ -1246,6 +1266,14 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_uint(&j, "pulls", rs->pulls);
     json_number(&j, "wait_s", rs->wait_s);
     json_number(&j, "pull_wait_s", rs->pull_wait_s);
+    if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP) {
+        json_period(&j, "steps_per_push", d->push_every, rs->steps_per_push_mean, rs->steps_per_push_p99);
+        json_period(&j, "steps_per_pull", d->fetch_every, rs->steps_per_pull_mean, rs->steps_per_pull_p99);
+        json_number(&j, "pull_held_s", rs->pull_held_s);
+        double bound = dist_wait_for_bound(rs->wait_s, rs->pull_held_s, t->threads);
+        json_number(&j, "wait_for_bound_s", bound);
+        json_number(&j, "wait_for_bytes_s", rs->wait_s - bound);
+    }
     json_number(&j, "comm_s", rs->comm_s);
     json_uint(&j, "bytes_out", rs->bytes_out);
     json_uint(&j, "bytes_in", rs->bytes_in);
@@ -1292,6 +1320,10 @@ static int write_worker_record(const char *dir, size_t id, const model_t *m, con
         .global_test_metric = rs->global_test_metric,
         .samples_retrained = rs->samples_retrained,
         .samples_skipped = rs->samples_skipped,
+        .pulls = rs->pulls,
+        .steps_per_push_p99 = rs->steps_per_push_p99,
+        .steps_per_pull_p99 = rs->steps_per_pull_p99,
+        .pull_held_s = rs->pull_held_s,
     };
     return run_record_write_worker(dir, &w, err, err_len);
 }

@@ -232,6 +232,39 @@ static void json_run_shape(json_writer_t *j, const train_args_t *t, const dist_a
     json_uint(j, "total_batch", (uint64_t)d->workers * t->threads * t->batch);
 }
 
+// asp/ssp: the periods the workers achieved beside the ones asked for (mean:
+// all workers' steps over all their pushes or pulls; p99: the largest of the
+// workers' 99th percentiles), and what their threads' waits went on.
+static void json_run_periods(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_results_t *res) {
+    uint64_t steps = 0, pushes = 0, pulls = 0, push_p99 = 0, pull_p99 = 0;
+    double bound = 0, bytes = 0;
+    for (size_t k = 0; k < dist_slots(d); k++) {
+        const worker_result_t *w = &res->workers[k];
+        steps += w->updates;
+        pushes += w->pushes;
+        pulls += w->pulls;
+        if (w->steps_per_push_p99 > push_p99) push_p99 = w->steps_per_push_p99;
+        if (w->steps_per_pull_p99 > pull_p99) pull_p99 = w->steps_per_pull_p99;
+        double b = dist_wait_for_bound(w->wait_s, w->pull_held_s, t->threads);
+        bound += b;
+        bytes += w->wait_s - b;
+    }
+    const struct {
+        const char *key;
+        size_t requested;
+        uint64_t count, p99;
+    } periods[] = {{"steps_per_push", d->push_every, pushes, push_p99}, {"steps_per_pull", d->fetch_every, pulls, pull_p99}};
+    for (size_t i = 0; i < 2; i++) {
+        json_object(j, periods[i].key);
+        json_uint(j, "requested", periods[i].requested);
+        json_number_or_null(j, "mean", periods[i].count ? (double)steps / (double)periods[i].count : NAN);
+        json_number_or_null(j, "p99", periods[i].count ? (double)periods[i].p99 : NAN);
+        json_object_end(j);
+    }
+    json_number(j, "worker_wait_for_bound_s", bound);
+    json_number(j, "worker_wait_for_bytes_s", bytes);
+}
+
 // Samples, time and rates over the workers; the global model's figures, and worker 0's own.
 static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_summary_t *s) {
     uint64_t samples = 0, pushes = 0, retrained = 0, skipped = 0;
@@ -267,6 +300,7 @@ static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist
                         isnan(w0->time_to_target_s) ? NAN : (double)w0->samples_to_target);
     json_number(j, "worker_wait_s", wait);
     json_uint(j, "pushes", pushes);
+    if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP) json_run_periods(j, t, d, s->res);
 }
 
 // Bytes each worker sent and received (payloads), and what its sends would

@@ -37,6 +37,12 @@ enum {
 // the evaluator beside shard 0) or in every replica (allreduce, hybrid: worker
 // 0's evaluations are of the global model).
 int dist_global_on_servers(int sync);
+// Of the time a worker's `threads` threads were held by the staleness bound
+// (wait_s, summed over them), the part the bound itself caused: while the
+// shards held the pull that would release them (held_s) for slower workers,
+// every thread waits; the rest of wait_s went on the pull's bytes and the
+// exchange. min(wait_s, threads * held_s).
+double dist_wait_for_bound(double wait_s, double held_s, size_t threads);
 // Whether a mode's workers form a ring (allreduce, hybrid, local), and whether
 // it runs with no server at all (allreduce, local).
 int dist_uses_ring(int sync);

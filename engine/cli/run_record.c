@@ -47,6 +47,10 @@ static const field_t worker_fields[] = {
     WF(T_F64, global_test_metric),
     WF(T_U64, samples_retrained),
     WF(T_U64, samples_skipped),
+    WF(T_U64, pulls),
+    WF(T_U64, steps_per_push_p99),
+    WF(T_U64, steps_per_pull_p99),
+    WF(T_F64, pull_held_s),
 };
 
 // `workers` comes before the arrays it sizes.

@@ -41,6 +41,11 @@ typedef struct worker_result {
     // A worker resumed from its checkpoint, over its restarts: samples trained
     // twice, and samples no incarnation trained (docs/reliability.md).
     uint64_t samples_retrained, samples_skipped;
+    // asp/ssp: pulls made, the achieved periods' 99th percentiles (replica
+    // steps between pushes, between pulls), and the time the shards held its
+    // pulls until slower workers caught up.
+    uint64_t pulls, steps_per_push_p99, steps_per_pull_p99;
+    double pull_held_s;
 } worker_result_t;
 
 // A parameter-server shard's run.

@@ -275,6 +275,10 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
                                                          : NULL;
     stats->pushes = r->stats.pushes;
     stats->pulls = r->stats.pulls;
+    stats->steps_per_push_mean = staleness_hist_mean(&r->steps_per_push);
+    stats->steps_per_pull_mean = staleness_hist_mean(&r->steps_per_pull);
+    stats->steps_per_push_p99 = staleness_hist_quantile(&r->steps_per_push, 0.99);
+    stats->steps_per_pull_p99 = staleness_hist_quantile(&r->steps_per_pull, 0.99);
     stats->checkpoint_failures = r->stats.checkpoint_failures;
     stats->comm_s = r->stats.comm_s;
     if (r->client) {
@@ -286,6 +290,7 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
         stats->retries = cs.retries;
         stats->pushes_acked = cs.pushes_acked;
         stats->pull_wait_s = cs.pull_wait_s;
+        stats->pull_held_s = cs.pull_held_s;
         stats->bytes_out = cs.bytes_out;
         stats->bytes_in = cs.bytes_in;
     }

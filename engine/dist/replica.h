@@ -100,6 +100,13 @@ typedef struct replica_stats {
     double wait_s;                 // asp/ssp: threads held by the staleness bound (summed over threads);
                                    // bsp: time the round's pull waited for the other workers
     double pull_wait_s;            // communication thread blocked in pulls
+    // asp/ssp: the periods achieved, in the replica's steps (all threads):
+    // between pushes and between pulls (mean NaN, p99 0 when there were none),
+    // and the time the shards held this replica's pulls until slower workers
+    // caught up (the bound's share of wait_s; the rest waited for bytes).
+    double steps_per_push_mean, steps_per_pull_mean;
+    uint64_t steps_per_push_p99, steps_per_pull_p99;
+    double pull_held_s;
     double comm_s;                 // communication thread busy (pushing, pulling, merging)
     uint64_t bytes_out, bytes_in;  // payload bytes sent and received (servers and ring)
     uint64_t bytes_out_raw;        // what the same exchanges would have sent as float32

@@ -15,6 +15,7 @@
 #include "net/ps_client.h"  // defines: ps_client_t
 #include "net/ps_heartbeat.h"  // defines: ps_heartbeat_t
 #include "kernels/trace.h"  // defines: trace_kind_t, TRACE_BEGIN, TRACE_END
+#include "staleness/histogram.h"  // defines: staleness_hist_t
 
 #define REPLICA_ERR_LEN 512
 
@@ -72,6 +73,15 @@ struct replica {
     _Atomic uint64_t generation;
     uint64_t *gen_versions;  // (GEN_RING, n_servers) shard versions rebase g installed, at g % GEN_RING
     step_window_t *win;      // (threads)
+    // The pull in flight (ps_client_pull_start) and what pulls took.
+    uint64_t pull_need;      // the clock it asked for
+    uint64_t pull_span;      // its trace span
+    double pull_sent_s;      // when it went out
+    double pull_rtt_s;       // round trips measured so far, averaged (0: none yet)
+    double started_s;        // when the communication thread started
+    uint64_t pulled_at_steps;  // the replica's steps when the last pull was answered
+    // The periods achieved: steps (all threads') between pushes and between pulls.
+    staleness_hist_t steps_per_push, steps_per_pull;
     // hybrid (strategy_hybrid.c).
     uint32_t *keys;   // (ps_n) the sparse rows a round reads
     uint8_t *mark;    // (ps_n) scratch for model_sparse_keys

@@ -178,17 +178,16 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     }
     r->clock++;
     r->stats.pushes++;
+    staleness_hist_add(&r->steps_per_push, steps);
     r->steps_pushed = steps_now;
     TRACE_END(&TK_PUSH, span, r->clock);
     return 0;
 }
 
-// Pulls the global model (answered once every live worker has pushed `need`
-// rounds) and rebases the local copy on it, keeping local changes not yet pushed.
-static int pull_and_rebase(replica_t *r, uint64_t need) {
-    uint64_t min_clock = 0;
-    uint64_t span = TRACE_BEGIN();
-    if (ps_client_pull(r->client, need, r->pulled, &min_clock, r->err, sizeof r->err) != 0) return -1;
+// Rebases the local copy on the model a pull just brought into r->pulled
+// (answered once every live worker had pushed `need` rounds, min_clock as the
+// shards reported it), keeping the local changes not yet pushed.
+static int rebase(replica_t *r, uint64_t need, uint64_t min_clock, uint64_t span) {
     if (r->gpu) {
         // The same rebase as a delta for the device: w + (pulled - base).
         float *delta = gpu_model_delta_buffer(r->gpu);
@@ -215,6 +214,36 @@ static int pull_and_rebase(replica_t *r, uint64_t need) {
     return 0;
 }
 
+// Sends a pull in the background (ps_client_pull_start): the global model,
+// answered once every live worker has pushed `need` rounds. The threads
+// train on while it is in flight; pull_landed rebases on its answer.
+static int pull_send(replica_t *r, uint64_t need) {
+    if (ps_client_pull_start(r->client, need, r->pulled, r->err, sizeof r->err) != 0) return -1;
+    r->pull_need = need;
+    r->pull_span = TRACE_BEGIN();
+    r->pull_sent_s = replica_now_s();
+    return 0;
+}
+
+// The pull in flight, answered: its round trip and the steps the threads took
+// meanwhile (what the gate's pull must be sent ahead by), and the rebase.
+static int pull_landed(replica_t *r, uint64_t min_clock) {
+    double rtt = replica_now_s() - r->pull_sent_s;
+    r->pull_rtt_s = r->pull_rtt_s > 0.0 ? 0.75 * r->pull_rtt_s + 0.25 * rtt : rtt;
+    uint64_t steps = replica_steps(r);
+    staleness_hist_add(&r->steps_per_pull, steps - r->pulled_at_steps);
+    r->pulled_at_steps = steps;
+    return rebase(r, r->pull_need, min_clock, r->pull_span);
+}
+
+// Waits for the pull in flight, if any, and rebases on it.
+static int pull_wait(replica_t *r) {
+    if (!ps_client_pull_pending(r->client)) return 0;
+    uint64_t min_clock;
+    if (ps_client_pull_finish(r->client, &min_clock, r->err, sizeof r->err) != 0) return -1;
+    return pull_landed(r, min_clock);
+}
+
 // ---- the communication thread -----------------------------------------------------
 
 // Rounds are complete when every thread still training has done its share; a
@@ -231,8 +260,23 @@ static void threads_progress(const replica_t *r, uint64_t *min_steps, uint64_t *
     }
 }
 
-// One pass: the push that is due, then the gate's pull or the periodic fetch,
-// then the threads' allowance. Returns 1 if it sent anything, 0 if not, -1.
+// How far ahead of the allowance the gate's pull goes out: the steps the
+// slowest thread takes while a pull makes its round trip (twice what was
+// measured, and at least a round), so that its answer is back when the
+// threads get there unless the bound itself holds them.
+static uint64_t gate_lead(const replica_t *r, uint64_t min_steps) {
+    double elapsed = replica_now_s() - r->started_s;
+    double rate = elapsed > 0.0 ? (double)min_steps / elapsed : 0.0;  // steps per second, the slowest thread's
+    double lead = 2.0 * rate * r->pull_rtt_s;
+    return lead > (double)r->quota ? (uint64_t)lead : r->quota;
+}
+
+// One pass: the push that is due; the pull in flight looked at (and the local
+// copy rebased once it is answered); else the gate's pull when the threads
+// near their allowance, or the periodic fetch; then the threads' allowance.
+// No pull blocks: the threads train while one is in flight, and wait only
+// where the allowance (the bound) holds them. Returns 1 if it did anything, 0
+// if not, -1.
 static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t *next_fetch) {
     uint64_t quota = r->quota;
     int worked = 0;
@@ -244,15 +288,24 @@ static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t 
         if (push_delta(r, 0) != 0) return -1;
         worked = 1;
     }
-    uint64_t allowed = atomic_load_explicit(&r->allowance, memory_order_relaxed);
-    if (allowed != UINT64_MAX && min_steps >= allowed) {
-        // The threads are held at the start of round allowed / quota: the pull that lets it start.
-        if (pull_and_rebase(r, ssp_gate(allowed / quota, r->g_read, r->read_bound).pull_clock) != 0) return -1;
-        worked = 1;
-    } else if (total >= *next_fetch && gen_ring_has_room(r)) {
-        if (pull_and_rebase(r, 0) != 0) return -1;
-        while (*next_fetch <= total) *next_fetch += r->rc->fetch_every;
-        worked = 1;
+    if (ps_client_pull_pending(r->client)) {
+        int done;
+        uint64_t min_clock;
+        if (ps_client_pull_poll(r->client, &done, &min_clock, r->err, sizeof r->err) != 0) return -1;
+        if (done && pull_landed(r, min_clock) != 0) return -1;
+        worked |= done;
+    }
+    if (!ps_client_pull_pending(r->client)) {
+        uint64_t allowed = atomic_load_explicit(&r->allowance, memory_order_relaxed);
+        if (allowed != UINT64_MAX && min_steps + gate_lead(r, min_steps) >= allowed) {
+            // The pull that lets round allowed / quota start, sent before the threads get there.
+            if (pull_send(r, ssp_gate(allowed / quota, r->g_read, r->read_bound).pull_clock) != 0) return -1;
+            worked = 1;
+        } else if (total >= *next_fetch && gen_ring_has_room(r)) {
+            if (pull_send(r, 0) != 0) return -1;
+            while (*next_fetch <= total) *next_fetch += r->rc->fetch_every;
+            worked = 1;
+        }
     }
     // The slowest worker had pushed g_read rounds when the local copy was last rebased.
     if (r->read_bound != STALENESS_INFINITE)
@@ -271,6 +324,10 @@ static int push_last(replica_t *r) {
     uint64_t last_round = last_steps ? (last_steps - 1) / r->quota : 0;
     if (last_round > r->clock) r->clock = last_round;
     if (push_delta(r, 1) != 0) return -1;
+    // A pull still in flight may wait for this very push (when this worker is
+    // the slowest): it can be answered now, and must be, before the client
+    // takes another request.
+    if (pull_wait(r) != 0) return -1;
     uint64_t span = TRACE_BEGIN();
     int rc = ps_client_wait_acks(r->client, r->err, sizeof r->err);
     TRACE_END(&TK_ACKS, span, 0);
@@ -281,6 +338,8 @@ static void *comm_main(void *arg) {
     replica_t *r = arg;
     uint64_t next_fetch = r->rc->fetch_every;
     double busy = 0.0;
+    r->started_s = replica_now_s();
+    r->pulled_at_steps = replica_steps(r);
     trace_thread_name("comm", -1);
     int rc = r->gpu ? gpu_model_bind_thread(r->gpu, r->err, sizeof r->err) : 0;
     while (rc == 0) {
@@ -342,6 +401,8 @@ static int downpour_alloc(replica_t *r, char *err, size_t err_len) {
     r->gen_versions = calloc(GEN_RING * r->rc->n_servers, sizeof *r->gen_versions);
     r->win = calloc(r->threads, sizeof *r->win);
     if (!r->gen_versions || !r->win) return replica_out_of_memory(r, err, err_len);
+    staleness_hist_init(&r->steps_per_push);
+    staleness_hist_init(&r->steps_per_pull);
     return 0;
 }
 
