@@ -195,6 +195,31 @@ static void check_staleness(void) {
     }
 }
 
+// ---- the launch says when its workers mostly waited ----------------------------
+
+// SSP with a bound of 2 steps (push and fetch every step) waits on a pull's
+// round trip before nearly every step: the launch says so, naming the flags.
+// ASP pushing every 50 steps waits for nothing: no such line.
+static void check_wait_hint(void) {
+    const char *ssp[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=6000,dim=2000,nnz=20", "--workers",
+                         "2", "--sync", "ssp", "--staleness", "2", "--run-dir", run_dir("hint-ssp"), NULL};
+    CHECK(launch_run(ssp) == 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/stderr", dir);
+    char *err = launch_slurp(path);
+    const char *line = strstr(err, "asgd launch: the workers waited ");
+    CHECK(line && strstr(line, "for pulls to come back; a larger --push-every and --fetch-every (now 1, 1)"));
+    printf("wait hint: %.*s\n", (int)strcspn(line, "\n"), line);
+    free(err);
+    const char *asp[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=6000,dim=2000,nnz=20", "--workers",
+                         "2", "--sync", "asp", "--push-every", "50", "--fetch-every", "50", "--run-dir",
+                         run_dir("hint-asp"), NULL};
+    CHECK(launch_run(asp) == 0);
+    err = launch_slurp(path);
+    CHECK(!strstr(err, "asgd launch: the workers waited "));
+    free(err);
+}
+
 // ---- a failing process --------------------------------------------------------
 
 static void check_failure_named(void) {
@@ -279,6 +304,7 @@ int main(void) {
         free(sum);
     }
     check_staleness();
+    check_wait_hint();
     check_failure_named();
     check_interrupt();
     CHECK(test_remove_tree(dir) == 0);

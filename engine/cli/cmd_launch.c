@@ -480,6 +480,31 @@ static int outcome_of(const run_results_t *res, const global_curve_t *gc, const 
     return 0;
 }
 
+// One line on stderr when the workers' threads waited more than a quarter of
+// their time, saying on what and naming the flag that would help.
+static void say_wait_hint(const train_args_t *t, const dist_args_t *d, const run_results_t *res) {
+    double thread_s = 0, waited = 0, bound = 0;
+    for (size_t k = 0; k < dist_slots(d); k++) {
+        const worker_result_t *w = &res->workers[k];
+        thread_s += w->wall_s * (double)t->threads;
+        waited += w->wait_s;
+        bound += dist_wait_for_bound(w->wait_s, w->pull_held_s, t->threads);
+    }
+    if (!(thread_s > 0) || waited <= 0.25 * thread_s) return;
+    double share = 100.0 * waited / thread_s;
+    if (d->sync == SYNC_MODE_BSP)
+        fprintf(stderr, "asgd launch: the workers waited %.0f%% of their time for each round's slowest gradient; "
+                        "--backup-workers B drops the last B, --sync ssp lets the fast ones run ahead\n", share);
+    else if (d->sync == SYNC_MODE_SSP && bound >= waited - bound)
+        fprintf(stderr, "asgd launch: the workers waited %.0f%% of their time (%.1f s) for slower workers, held by "
+                        "the staleness bound; a larger --staleness (now %zu) lets the fast ones run further ahead\n",
+                share, bound, d->staleness);
+    else if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP)
+        fprintf(stderr, "asgd launch: the workers waited %.0f%% of their time (%.1f s) for pulls to come back; a "
+                        "larger --push-every and --fetch-every (now %zu, %zu) make fewer, larger exchanges\n",
+                share, waited - bound, d->push_every, d->fetch_every);
+}
+
 static int finish_run_dir(const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
                           const size_t *server_restarts, size_t replica_restarts, launch_job_outcome_t *outcome,
                           char *err, size_t err_len) {
@@ -503,6 +528,7 @@ static int finish_run_dir(const char *dir, const train_args_t *t, const dist_arg
         goto out;
     }
     if (outcome && outcome_of(&res, &gc, t, d, outcome, err, err_len) != 0) goto out;
+    if (!outcome && !t->quiet) say_wait_hint(t, d, &res);
     rc = 0;
 out:
     global_curve_free(&gc);
