@@ -85,6 +85,7 @@ asgd_test(test_multiclass                                COST 2)
 asgd_test(test_simulate                                  COST 5)
 asgd_test(test_split)
 asgd_test(test_trainer               LABELS threads      COST 4)
+asgd_test(test_train_order           LABELS threads)
 asgd_test(test_fuzz_regressions)
 target_sources(test_fuzz_regressions PRIVATE ${ASGD_FUZZ_SOURCES})  # replays tests/fuzz/<harness>/
 target_compile_definitions(test_fuzz_regressions PRIVATE ASGD_FUZZ_DIR="${CMAKE_SOURCE_DIR}/tests/fuzz")

@@ -320,6 +320,75 @@ static uint64_t start_updates(const trainer_t *tr, size_t id) {
     return tr->cfg.start ? tr->cfg.start->updates[id] : 0;
 }
 
+// ---- the data order ----
+
+// The run's order of the training examples: a permutation of 0..n-1 drawn
+// from the seed (every replica of a distributed run draws the same one).
+static void run_order(uint32_t *order, size_t n, uint64_t seed) {
+    for (size_t i = 0; i < n; i++) order[i] = (uint32_t)i;
+    rng_t rng;
+    rng_seed(&rng, seed, STREAM_ORDER);
+    rng_shuffle_u32(&rng, order, n);
+}
+
+// Thread `thread`'s positions [begin, end) in the run's order: its share of
+// its replica's share (a distributed run's rank among ranks).
+static void thread_shard(const train_config_t *c, size_t n_train, size_t thread, size_t *begin, size_t *end) {
+    size_t lo = 0, hi = n_train;
+    if (c->link) shard_range(n_train, c->link->ranks, c->link->rank, &lo, &hi);
+    shard_range(hi - lo, c->threads, thread, begin, end);
+    *begin += lo;
+    *end += lo;
+}
+
+// A thread's shuffles: its own stream, drawn once per epoch (shuffle_shard).
+static void thread_shuffle_seed(rng_t *r, const train_config_t *c, size_t thread) {
+    rng_seed(r, c->seed, STREAM_SHUFFLE + thread);
+}
+
+int train_order_init(train_order_t *o, const train_config_t *c, size_t n_train, size_t thread, char *err,
+                     size_t err_len) {
+    memset(o, 0, sizeof *o);
+    uint32_t *all = malloc((n_train ? n_train : 1) * sizeof *all);
+    size_t begin, end;
+    thread_shard(c, n_train, thread, &begin, &end);
+    o->len = end - begin;
+    o->data = malloc((o->len ? o->len : 1) * sizeof *o->data);
+    if (!all || !o->data) {
+        free(all);
+        train_order_free(o);
+        snprintf(err, err_len, "trainer: out of memory for a thread's order of %zu examples", n_train);
+        return -1;
+    }
+    run_order(all, n_train, c->seed);
+    memcpy(o->data, all + begin, o->len * sizeof *o->data);
+    free(all);
+    o->batch = c->batch ? c->batch : 1;
+    o->per_epoch = (o->len + o->batch - 1) / o->batch;
+    o->epoch = UINT64_MAX;
+    thread_shuffle_seed(&o->rng, c, thread);
+    return 0;
+}
+
+void train_order_free(train_order_t *o) {
+    free(o->data);
+    o->data = NULL;
+}
+
+const uint32_t *train_order_step(train_order_t *o, uint64_t step, size_t *count) {
+    *count = 0;
+    if (o->per_epoch == 0) return NULL;
+    uint64_t epoch = step / o->per_epoch;
+    if (o->epoch != UINT64_MAX && epoch < o->epoch) return NULL;
+    while (o->epoch == UINT64_MAX || o->epoch < epoch) {
+        rng_shuffle_u32(&o->rng, o->data, o->len);  // what the thread's epoch_begin draws
+        o->epoch = o->epoch == UINT64_MAX ? 0 : o->epoch + 1;
+    }
+    size_t pos = (size_t)(step % o->per_epoch) * o->batch;
+    *count = o->len - pos < o->batch ? o->len - pos : o->batch;
+    return o->data + pos;
+}
+
 // ---- hogwild and locked ----
 
 // Where a dense Hogwild! step sends its gradient blocks: straight into the
@@ -447,7 +516,7 @@ static void loop_init(loop_t *L, worker_t *wk, uint32_t *data, size_t len, size_
     L->done = L->updates = done;
     L->samples = atomic_load_explicit(&tr->stats[wk->id].samples, memory_order_relaxed);
     L->next_check = L->samples + tr->cfg.eval_every / tr->cfg.threads;
-    rng_seed(&L->rng, tr->cfg.seed, STREAM_SHUFFLE + wk->id);
+    thread_shuffle_seed(&L->rng, &tr->cfg, wk->id);
     step_delay_seed(&L->delay_rng, &tr->cfg, wk->id);
 }
 
@@ -1080,19 +1149,12 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
         atomic_init(&tr->stats[i].loss_sum, at ? at->loss_sum[i] : 0.0);
         atomic_init(&tr->stats[i].lr, 0.0f);
     }
-    for (size_t i = 0; i < tr->n_train; i++) tr->order[i] = (uint32_t)i;
-    rng_t rng;
-    rng_seed(&rng, tr->cfg.seed, STREAM_ORDER);
-    rng_shuffle_u32(&rng, tr->order, tr->n_train);
+    run_order(tr->order, tr->n_train, tr->cfg.seed);
     for (size_t i = 0; i < T; i++) {
         worker_t *wk = &tr->workers[i];
         wk->tr = tr;
         wk->id = i;
-        size_t lo = 0, hi = tr->n_train;
-        if (tr->cfg.link) shard_range(tr->n_train, tr->cfg.link->ranks, tr->cfg.link->rank, &lo, &hi);
-        shard_range(hi - lo, T, i, &wk->shard_begin, &wk->shard_end);
-        wk->shard_begin += lo;
-        wk->shard_end += lo;
+        thread_shard(&tr->cfg, tr->n_train, i, &wk->shard_begin, &wk->shard_end);
         wk->ws = model_ws_new(tr->model, tr->cfg.batch, err, err_len);
         if (!wk->ws || grad_init(&wk->grad, tr->n_params, dense, err, err_len) != 0) return -1;
     }

@@ -23,6 +23,7 @@
 #include <stdatomic.h>
 
 #include "engine/core/train_device.h"  // defines: train_device_ops_t
+#include "kernels/rng.h"                // defines: rng_t
 #include "engine/core/model.h"      // defines: model_t, model_loss_grad, model_evaluate
 #include "engine/core/optimizer.h"  // defines: optimizer_t, optimizer_config_t
 #include "staleness/delay.h"   // defines: step_delay_t
@@ -211,5 +212,26 @@ int train_fresh(const model_t *m, const optimizer_config_t *oc, const train_conf
                 const train_callbacks_t *cb, train_result_t *out, float *final_w, char *err, size_t err_len);
 
 const char *train_mode_name(train_mode_t mode);
+
+// The examples a hogwild or locked thread steps through, in its order,
+// reproduced away from the thread: for a distributed replica's communication
+// thread, which parameters a window of the thread's steps reads (the steps
+// since its last push; the next ones, to pull). The same order train_run
+// gives thread `thread` under config c (its seed, threads, batch and link's
+// rank among ranks) on n_train examples. Returns 0, or -1 with err filled.
+typedef struct train_order {
+    uint32_t *data;    // (len) the thread's examples in the order of epoch `epoch`
+    size_t len, batch, per_epoch;
+    uint64_t epoch;    // the epoch data is in; UINT64_MAX before the first
+    rng_t rng;         // the thread's shuffles, as its loop draws them
+} train_order_t;
+int train_order_init(train_order_t *o, const train_config_t *c, size_t n_train, size_t thread, char *err,
+                     size_t err_len);
+void train_order_free(train_order_t *o);
+// The examples of the thread's step `step` (counted from the run's start,
+// earlier epochs' steps included): *count of them, at a pointer valid until
+// the next call. A step in an epoch before the one last asked for is not
+// available (NULL, *count 0): the order only goes forward.
+const uint32_t *train_order_step(train_order_t *o, uint64_t step, size_t *count);
 
 #endif
