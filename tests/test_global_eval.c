@@ -106,11 +106,16 @@ static void test_live(void) {
 }
 
 static void test_asp(void) {
-    // 1 ms after each 20-example step: about 50 ms between evaluation points,
-    // so the evaluator (polling every 2 ms) reaches most of them.
+    // 3 ms after each 20-example step: about 150 ms between evaluation points,
+    // so the evaluator (polling every 2 ms) reaches most of them. A step's
+    // delay longer than a pull's round trip also keeps the workers' staleness
+    // near 1 on a slow build: at 1 ms, under TSan, pulls in the background
+    // took ~3 steps each, the servers saw staleness 6-12, and at lr 2 the
+    // summed deltas made the global model oscillate below 0.75 all run
+    // (asynchrony's real cost, not a bookkeeping fault).
     const char *args[] = {"launch", "--servers", "2", "--workers", "2", "--threads", "1", "--sync", "asp",
                           "--model", "logreg", "--data", DATA, "--epochs", "2", "--batch", "20", "--lr", "2",
-                          "--delay-worker", "0:1,1:1", "--eval-every", "2000", "--target-acc", "0.75",
+                          "--delay-worker", "0:3,1:3", "--eval-every", "2000", "--target-acc", "0.75",
                           "--worker-eval", "off", "--run-dir", rd("asp"), "--quiet", NULL};
     CHECK(launch_run(args) == 0);
     char *merged = launch_file("asp", "merged.csv"), *summary = launch_file("asp", "summary.json");
