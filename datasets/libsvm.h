@@ -9,8 +9,10 @@
 // the binary view y maps two labels to -1 (the lower) and +1 (datasets/dataset.h).
 // The optional qid:N token right after the label is ignored. Blank lines, `#`
 // comments, CRLF line ends and a UTF-8 BOM are accepted; lines may be of any
-// length. The file may be gzip-compressed (datasets/data_input.h: read
-// transparently, bounded, a regular file only).
+// length. The file may be compressed (gzip, xz, zstd), a pipe, or "-" for
+// stdin (datasets/data_input.h: read transparently, bounded). It is parsed in
+// blocks on several threads (datasets/text_blocks.h): the same set, and the
+// same first error, as one thread gives.
 //
 // libsvm_load and libsvm_write return 0 on success and -1 on error with ONE line in err:
 // "file:line:column: what was expected" for bad input (columns count bytes from
