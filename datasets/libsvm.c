@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "datasets/data_input.h"   // defines: data_input_display_name
 #include "datasets/text_blocks.h"  // defines: text_blocks_run
 #include "datasets/text_decimal.h"  // defines: text_load8, text_digit_run8, text_decimal_fast, text_decimal_float
 #include "datasets/text_io.h"  // defines: text_reader_*, text_parse_double_padded, text_format_float, text_show_char
@@ -354,12 +355,19 @@ static int parse_all(text_reader_t *reader, size_t dim, const label_map_t *map, 
 }
 
 int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, size_t err_len) {
-    return libsvm_load_mapped(path, dim, NULL, 0, out, err, err_len);
+    return libsvm_load_mapped(path, dim, NULL, NULL, 0, out, err, err_len);
 }
 
-int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, size_t k, sparse_dataset_t *out,
-                       char *err, size_t err_len) {
+int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, const char *label_text, size_t k,
+                       sparse_dataset_t *out, char *err, size_t err_len) {
     sparse_dataset_init(out);
+    if (labels && label_text) {
+        char known[160];
+        dataset_label_names_text(label_text, k, known, sizeof known);
+        snprintf(err, err_len, "%s: a libsvm file's labels are integers, and the training data's are strings (%s): "
+                 "give the examples as CSV", data_input_display_name(path), known);
+        return -1;
+    }
     text_reader_t reader;
     if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
     label_map_t map = {labels, labels ? k : 0};

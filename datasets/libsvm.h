@@ -40,9 +40,10 @@ int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, 
 
 // libsvm_load with the classes of another set (a training set's labels[0..k),
 // ascending): a label not among them is an error at its line. labels NULL:
-// libsvm_load.
-int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, size_t k, sparse_dataset_t *out,
-                       char *err, size_t err_len);
+// libsvm_load. A set whose labels are strings (label_text, its names, not
+// NULL: a CSV file's) cannot classify a libsvm file's integers: refused.
+int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, const char *label_text, size_t k,
+                       sparse_dataset_t *out, char *err, size_t err_len);
 
 // libsvm_load over len bytes in memory (a file's contents, plain or gzipped;
 // they need not end in '\n' or a NUL); name stands for the path in messages.

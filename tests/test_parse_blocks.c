@@ -2,8 +2,8 @@
 //   a) the repository's test data (tests/data/libsvm, tests/data/csv) reads
 //      bit for bit as the single-threaded reader before the block parser did
 //      (digests and messages recorded from it), on 1 and 2 threads;
-//   b) a file of many blocks reads the same on 1, 2, 3 and 4 threads, byte
-//      for byte, and as the examples that were written;
+//   b) files of many blocks read the same on 1, 2, 3 and 4 threads, byte for
+//      byte, and as the examples that were written;
 //   c) an error far into a file is named at its exact line and column, the
 //      first one when there are two, whatever the thread count; a corrupt
 //      compressed file after good blocks is reported, a bad line before it
@@ -52,11 +52,13 @@ static void same_sets(const sparse_dataset_t *a, const sparse_dataset_t *b) {
     CHECK(memcmp(a->col, b->col, a->nnz * sizeof *a->col) == 0);
     CHECK(memcmp(a->val, b->val, a->nnz * sizeof *a->val) == 0);
     CHECK(memcmp(a->y, b->y, a->n * sizeof *a->y) == 0);
-    CHECK(!a->cls == !b->cls);
+    CHECK(!a->cls == !b->cls && !a->label_text == !b->label_text);
     if (a->cls) {
         CHECK(memcmp(a->cls, b->cls, a->n * sizeof *a->cls) == 0);
         CHECK(memcmp(a->labels, b->labels, a->n_classes * sizeof *a->labels) == 0);
     }
+    if (a->label_text)
+        CHECK(memcmp(a->label_text, b->label_text, dataset_label_text_bytes(a->label_text, a->n_classes)) == 0);
 }
 
 // ---- a) the test data against the reader before blocks ----
@@ -113,7 +115,7 @@ static const golden_t goldens[] = {
 };
 
 static int read_file(const char *path, int csv, sparse_dataset_t *d, char *err, size_t err_len) {
-    csv_options_t o = {NULL, 0, NULL, 0};
+    csv_options_t o = {NULL, 0, NULL, 0, NULL};
     return csv ? csv_load(path, &o, d, err, err_len) : libsvm_load(path, 0, d, err, err_len);
 }
 
@@ -139,6 +141,7 @@ static void test_data_as_before(void) {
                 }
             } else {
                 CHECK_OK(rc, err);
+                CHECK(d.label_text == NULL);
                 if (digest(&d) != g->digest) {
                     fprintf(stderr, "%s: digest %016llx, the reader before blocks gave %016llx\n", g->file,
                             (unsigned long long)digest(&d), (unsigned long long)g->digest);
@@ -163,13 +166,14 @@ static const char *path_of(const char *name) {
 }
 
 // Reads path on 1..4 threads: every read equal to the first. Returns it (caller frees).
-static sparse_dataset_t read_on_threads(const char *path) {
+static sparse_dataset_t read_on_threads(const char *path, const csv_options_t *o) {
     char err[1024];
     sparse_dataset_t first;
     for (size_t threads = 1; threads <= 4; threads++) {
         text_blocks_set_threads(threads);
         sparse_dataset_t d;
-        CHECK_OK(libsvm_load(path, 0, &d, err, sizeof err), err);
+        if (o) CHECK_OK(csv_load(path, o, &d, err, sizeof err), err);
+        else CHECK_OK(libsvm_load(path, 0, &d, err, sizeof err), err);
         if (threads == 1) {
             first = d;
         } else {
@@ -182,20 +186,53 @@ static sparse_dataset_t read_on_threads(const char *path) {
 }
 
 static void many_blocks(void) {
-    printf("b) a file of many blocks on 1-4 threads\n");
+    printf("b) files of many blocks on 1-4 threads\n");
     char err[512];
     sparse_dataset_t orig;
     make_sparse(&orig, 30000, 4000, 25, 5);  // ~5 MB of text: five or more blocks
     CHECK_OK(sparse_dataset_set_classes(&orig, (const int32_t[]){-1, 1}, 2, err, sizeof err), err);
     for (size_t i = 0; i < orig.n; i++) orig.cls[i] = orig.y[i] > 0;
     CHECK_OK(libsvm_write(path_of("many.svm"), &orig, err, sizeof err), err);
-    sparse_dataset_t d = read_on_threads(path_of("many.svm"));
+    sparse_dataset_t d = read_on_threads(path_of("many.svm"), NULL);
     CHECK(d.n == orig.n && d.nnz == orig.nnz);
     CHECK(memcmp(d.col, orig.col, d.nnz * sizeof *d.col) == 0 && memcmp(d.val, orig.val, d.nnz * sizeof *d.val) == 0);
     CHECK(memcmp(d.cls, orig.cls, d.n * sizeof *d.cls) == 0);
     printf("  libsvm: %zu examples, %zu non-zeros, the same on 1-4 threads and as written\n", d.n, d.nnz);
     sparse_dataset_free(&d);
 
+    // CSV: string labels (quoted now and then), integers, exponents, blanks, zeros.
+    static const char *const species[] = {"setosa", "versicolor", "virginica", "x,y \"quoted\""};
+    FILE *f = fopen(path_of("many.csv"), "w");
+    CHECK(f);
+    fprintf(f, "f1,f2,\"species, as named\",f3,f4\n");
+    rng_t r;
+    rng_seed(&r, 9, 0);
+    for (int i = 0; i < 120000; i++) {
+        int s = (int)rng_below(&r, 4);
+        const char *name = species[s];
+        double a = rng_normal(&r), b = rng_uniform(&r) < 0.3 ? 0.0 : rng_uniform(&r);
+        if (s == 3) fprintf(f, "%.6g,%g, \"x,y \"\"quoted\"\"\" ,%de-2,0\n", a, b, i % 97);
+        else if (i % 5 == 0) fprintf(f, " %.9g , %.3f,\"%s\",%d,%.1f\r\n", a, b, name, i % 13, 0.5 * (i % 4));
+        else fprintf(f, "%.9g,%.3f,%s,%d,%.1f\n", a, b, name, i % 13, 0.5 * (i % 4));
+    }
+    CHECK(fclose(f) == 0);
+    csv_options_t o = {"species, as named", 0, NULL, 0, NULL};
+    d = read_on_threads(path_of("many.csv"), &o);
+    CHECK(d.n == 120000 && d.dim == 4 && d.n_classes == 4 && d.label_text);
+    const char *names[4];
+    dataset_label_names(d.label_text, 4, names);
+    CHECK(strcmp(names[0], "setosa") == 0 && strcmp(names[1], "versicolor") == 0 && strcmp(names[2], "virginica") == 0 &&
+          strcmp(names[3], "x,y \"quoted\"") == 0);
+    rng_seed(&r, 9, 0);
+    for (size_t i = 0; i < d.n; i++) {
+        int s = (int)rng_below(&r, 4);
+        rng_normal(&r);
+        if (rng_uniform(&r) >= 0.3) rng_uniform(&r);
+        CHECK(d.cls[i] == s);
+    }
+    printf("  csv: %zu examples, %zu non-zeros, classes %s / %s / %s / %s, the same on 1-4 threads\n", d.n, d.nnz,
+           names[0], names[1], names[2], names[3]);
+    sparse_dataset_free(&d);
     sparse_dataset_free(&orig);
 }
 
