@@ -68,6 +68,7 @@ void sparse_dataset_free(sparse_dataset_t *d) {
     free(d->y);
     free(d->labels);
     free(d->cls);
+    free(d->label_text);
     sparse_dataset_init(d);
 }
 
@@ -91,16 +92,48 @@ int sparse_dataset_set_classes(sparse_dataset_t *d, const int32_t *labels, size_
     return 0;
 }
 
-int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, size_t k, const char *name, char *err,
-                         size_t err_len) {
+int sparse_dataset_set_label_text(sparse_dataset_t *d, const char *label_text, char *err, size_t err_len) {
+    char *copy = NULL;
+    if (label_text) {
+        size_t bytes = dataset_label_text_bytes(label_text, d->n_classes);
+        if (!(copy = alloc_array(bytes, 1, "class names", err, err_len))) return -1;
+        memcpy(copy, label_text, bytes);
+    }
+    free(d->label_text);
+    d->label_text = copy;
+    return 0;
+}
+
+// The class among labels[0..k) (label_text their names, or NULL) of d's class c; -1 when absent.
+static int32_t class_among(const sparse_dataset_t *d, size_t c, const int32_t *labels, const char *const *names,
+                           size_t k) {
+    if (!names != !d->label_text) return -1;  // names and integers never match
+    if (!names) return dataset_label_class(labels, k, d->labels[c]);
+    const char *mine = d->label_text;
+    for (size_t i = 0; i < c; i++) mine += strlen(mine) + 1;
+    return dataset_label_name_class(names, k, mine);
+}
+
+int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, const char *label_text, size_t k,
+                         const char *name, char *err, size_t err_len) {
     if (!d->cls) return 0;
     int32_t map[DATASET_MAX_CLASSES];
+    const char *names[DATASET_MAX_CLASSES];
+    if (label_text) dataset_label_names(label_text, k, names);
     for (size_t c = 0; c < d->n_classes && c < DATASET_MAX_CLASSES; c++) {
-        map[c] = dataset_label_class(labels, k, d->labels[c]);
+        map[c] = class_among(d, c, labels, label_text ? names : NULL, k);
         if (map[c] < 0) {
-            char known[160];
-            dataset_labels_text(labels, k, known, sizeof known);
-            snprintf(err, err_len, "%s: label %d is not among the model's labels (%s)", name, (int)d->labels[c], known);
+            char mine[64], known[160];
+            if (d->label_text) {
+                const char *n = d->label_text;
+                for (size_t i = 0; i < c; i++) n += strlen(n) + 1;
+                snprintf(mine, sizeof mine, "'%.40s'", n);
+            } else {
+                snprintf(mine, sizeof mine, "%d", (int)d->labels[c]);
+            }
+            if (label_text) dataset_label_names_text(label_text, k, known, sizeof known);
+            else dataset_labels_text(labels, k, known, sizeof known);
+            snprintf(err, err_len, "%s: label %s is not among the model's labels (%s)", name, mine, known);
             return -1;
         }
     }
@@ -114,7 +147,7 @@ int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, size_t k, c
     free(d->labels);
     d->labels = copy;
     d->n_classes = k;
-    return 0;
+    return sparse_dataset_set_label_text(d, label_text, err, err_len);
 }
 
 int32_t dataset_label_class(const int32_t *labels, size_t k, int32_t label) {
@@ -161,6 +194,42 @@ int dataset_classes_of(const char *name, int32_t *raw, size_t n, int32_t **label
 float dataset_binary_y(const int32_t *labels, size_t k, int32_t cls) {
     if (k == 2) return cls ? 1.0f : -1.0f;
     return labels[cls] > 0 ? 1.0f : -1.0f;
+}
+
+size_t dataset_label_text_bytes(const char *label_text, size_t k) {
+    const char *p = label_text;
+    for (size_t i = 0; i < k; i++) p += strlen(p) + 1;
+    return (size_t)(p - label_text);
+}
+
+void dataset_label_names(const char *label_text, size_t k, const char **names) {
+    for (size_t i = 0; i < k; i++, label_text += strlen(label_text) + 1) names[i] = label_text;
+}
+
+int32_t dataset_label_name_class(const char *const *names, size_t k, const char *name) {
+    size_t lo = 0, hi = k;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (strcmp(names[mid], name) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < k && strcmp(names[lo], name) == 0 ? (int32_t)lo : -1;
+}
+
+void dataset_label_names_text(const char *label_text, size_t k, char *out, size_t out_len) {
+    size_t at = 0;
+    if (out_len) out[0] = '\0';
+    for (size_t i = 0; i < k && at < out_len; i++, label_text += strlen(label_text) + 1) {
+        int w = i == 16 ? snprintf(out + at, out_len - at, ", ...")
+                        : snprintf(out + at, out_len - at, "%s'%.40s'", i ? ", " : "", label_text);
+        if (w < 0 || i == 16) return;
+        at += (size_t)w;
+    }
+}
+
+void sparse_dataset_labels_text(const sparse_dataset_t *d, char *out, size_t out_len) {
+    if (d->label_text) dataset_label_names_text(d->label_text, d->n_classes, out, out_len);
+    else dataset_labels_text(d->labels, d->n_classes, out, out_len);
 }
 
 void dataset_labels_text(const int32_t *labels, size_t k, char *out, size_t out_len) {
@@ -223,7 +292,8 @@ int sparse_dataset_subset(const sparse_dataset_t *src, const uint32_t *idx, size
         dst->y[i] = src->y[idx[i]];
     }
     if (src->cls) {
-        if (sparse_dataset_set_classes(dst, src->labels, src->n_classes, err, err_len) != 0) {
+        if (sparse_dataset_set_classes(dst, src->labels, src->n_classes, err, err_len) != 0 ||
+            sparse_dataset_set_label_text(dst, src->label_text, err, err_len) != 0) {
             sparse_dataset_free(dst);
             return -1;
         }

@@ -24,10 +24,15 @@ typedef struct dense_dataset {
 
 // The most distinct class labels a file may hold (a model file's limit too).
 #define DATASET_MAX_CLASSES 1024
+// The longest string label, in bytes (a model file keeps every class's name).
+#define DATASET_MAX_LABEL_BYTES 64
 
 // Sparse labelled examples in CSR form. Files (libsvm, CSV) carry integer
 // labels: the distinct ones, ascending, are classes 0..n_classes-1 (labels[k]
-// is class k's label, cls[i] example i's class). y is the binary view that
+// is class k's label, cls[i] example i's class). A CSV file's labels may be
+// strings instead: then label_text holds the class names, the distinct ones in
+// byte order (strcmp), each NUL-terminated, one after another, and labels[k]
+// is k. y is the binary view that
 // logreg and svm train on: with two classes, class 0 -> -1 and class 1 -> +1;
 // with one, +1 for a label > 0, else -1; with more, the same (binary models
 // refuse such sets). Generated sets have y only (n_classes 0, labels and cls
@@ -43,6 +48,7 @@ typedef struct sparse_dataset {
     size_t n_classes;  // distinct labels (0: y only)
     int32_t *labels;   // (n_classes) ascending, or NULL
     int32_t *cls;      // (n) class in [0, n_classes), or NULL
+    char *label_text;  // n_classes names (string labels), or NULL: the labels are integers
 } sparse_dataset_t;
 
 // (user, item, rating) triples with dense 0-based ids.
@@ -78,15 +84,23 @@ static inline void sparse_dataset_binary_labels(const sparse_dataset_t *d, int32
     out[1] = two ? d->labels[1] : +1;
 }
 
+// The names of those two labels (string labels), or NULL.
+static inline const char *sparse_dataset_binary_label_text(const sparse_dataset_t *d) {
+    return d->cls && d->n_classes == 2 ? d->label_text : NULL;
+}
+
 // Gives d (n examples allocated) the classes labels[0..k) (ascending,
 // distinct, copied) and every example class 0 (y -1). 0, or -1 with err.
 int sparse_dataset_set_classes(sparse_dataset_t *d, const int32_t *labels, size_t k, char *err, size_t err_len);
+// Gives d's k classes the names in label_text (copied; NULL: integer labels).
+int sparse_dataset_set_label_text(sparse_dataset_t *d, const char *label_text, char *err, size_t err_len);
 
 // Rewrites d's classes as classes of labels[0..k) (another set's: a model's or
-// a training set's), which must hold each of d's labels; a set without
-// classes is left alone. -1 with err naming `name` and the label otherwise.
-int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, size_t k, const char *name, char *err,
-                         size_t err_len);
+// a training set's; label_text their names, or NULL for integer labels), which
+// must hold each of d's labels; a set without classes is left alone. -1 with
+// err naming `name` and the label otherwise.
+int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, const char *label_text, size_t k,
+                         const char *name, char *err, size_t err_len);
 
 // Labels to classes, shared by the file readers. label_class: the class of
 // label among labels[0..k) (ascending), or -1 when absent. classes_of: the
@@ -99,6 +113,19 @@ int dataset_classes_of(const char *name, int32_t *raw, size_t n, int32_t **label
 float dataset_binary_y(const int32_t *labels, size_t k, int32_t cls);
 // "1, 2, 3" (at most the first 16, then "..."): a set's labels for messages.
 void dataset_labels_text(const int32_t *labels, size_t k, char *out, size_t out_len);
+// The same for a set's labels whatever their kind: names ("'setosa',
+// 'versicolor'") or integers.
+void sparse_dataset_labels_text(const sparse_dataset_t *d, char *out, size_t out_len);
+
+// String labels: the bytes of k names in label_text, one after another, each
+// NUL-terminated. label_text_bytes: how many bytes they take. label_names:
+// pointers to each (names[0..k)). label_text_find: the class of name among
+// the k names (names, ascending by strcmp), or -1.
+size_t dataset_label_text_bytes(const char *label_text, size_t k);
+void dataset_label_names(const char *label_text, size_t k, const char **names);
+int32_t dataset_label_name_class(const char *const *names, size_t k, const char *name);
+// "'a', 'b', 'c'" (at most the first 16, then "..."): names for messages.
+void dataset_label_names_text(const char *label_text, size_t k, char *out, size_t out_len);
 
 void ratings_init(ratings_t *r);
 int ratings_alloc(ratings_t *r, size_t n, size_t n_users, size_t n_items, char *err, size_t err_len);

@@ -1,8 +1,9 @@
 #ifndef ASGD_DATASETS_IDX_H
 #define ASGD_DATASETS_IDX_H
-// IDX image/label files (MNIST, Fashion-MNIST), raw or gzipped (read through
-// datasets/data_input.h: a .gz file is inflated no further than its header's
-// dimensions allow, plus a few KiB to see whether it ends there).
+// IDX image/label files (MNIST, Fashion-MNIST), raw or compressed (gzip, xz,
+// zstd: read through datasets/data_input.h; a compressed file is decompressed
+// no further than its header's dimensions allow, plus a few KiB to see
+// whether it ends there).
 // Both loaders return 0 on success and -1 on error with one line in err naming
 // the file and what was wrong; out is initialised first and stays empty on error.
 // On success the caller owns out's arrays and releases them with dense_dataset_free.

@@ -8,7 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "datasets/text_io.h"  // defines: text_reader_*, text_parse_double, text_format_float, text_show_char
+#include "datasets/data_input.h"   // defines: data_input_display_name
+#include "datasets/text_blocks.h"  // defines: text_blocks_run
+#include "datasets/text_decimal.h"  // defines: text_load8, text_digit_run8, text_decimal_fast, text_decimal_float
+#include "datasets/text_io.h"  // defines: text_reader_*, text_parse_double_padded, text_format_float, text_show_char
 
 // The largest double that still rounds to a finite float (FLT_MAX plus half an
 // ulp, exclusive: the tie rounds to even, which is infinity). Comparing with this
@@ -39,24 +42,15 @@ static const char *show_token(const char *p, char buf[48]) {
 }
 
 
-// The examples read so far, in growable arrays.
-typedef struct parse_state {
-    size_t *row_ptr;  // (rows + 1)
-    float *y;         // (rows)
+// The examples of one block, in growable arrays reused block after block.
+typedef struct libsvm_part {
+    size_t *row_end;  // (rows) the part's non-zeros up to each row's end
     int32_t *cls;     // (rows) the label, or with a given mapping its class
     uint32_t *col;    // (nnz)
     float *val;       // (nnz)
     size_t rows, nnz, row_cap, nnz_cap;
-} parse_state_t;
-
-static void state_free(parse_state_t *s) {
-    free(s->row_ptr);
-    free(s->y);
-    free(s->cls);
-    free(s->col);
-    free(s->val);
-    memset(s, 0, sizeof *s);
-}
+    size_t max_index;
+} libsvm_part_t;
 
 // Doubles *cap (at least to `need`) and reallocates the arrays of that capacity.
 static int grow_pair(void **a, size_t a_elem, void **b, size_t b_elem, size_t *cap, size_t need) {
@@ -89,16 +83,48 @@ typedef struct parse_error {
         return -1;                                               \
     } while (0)
 
+// An index:value pair's value at value_at into *out; the end in *end.
+static int parse_value(const char *value_at, uint64_t index, float *out, const char **end, parse_error_t *e) {
+    char shown[48];
+    if (ends_token(*value_at))
+        FAIL_AT(value_at, "expected a value after '%llu:', got %s", (unsigned long long)index, text_show_char(value_at, shown));
+    double value;
+    *end = text_parse_float_padded(value_at, out, &value);
+    if (*end == value_at || !ends_token(**end))
+        FAIL_AT(value_at, "expected a number after '%llu:', got '%s'", (unsigned long long)index, show_token(value_at, shown));
+    if (isnan(value) || (isinf(value) && !spelled_in_digits(value_at)))
+        FAIL_AT(value_at, "value '%s' is not finite", show_token(value_at, shown));
+    if (fabs(value) >= FLOAT_ROUNDS_FINITE_BELOW)
+        FAIL_AT(value_at, "value '%s' is out of float range (|value| <= 3.40282347e+38)", show_token(value_at, shown));
+    return 0;
+}
+
 // Parses the features after the label, from *pp up to the end of the line or a
 // comment, appending them to s; *pp is left there.
-static int parse_features(const char **pp, size_t dim, parse_state_t *s, size_t *max_index, parse_error_t *e) {
+static int parse_features(const char **pp, size_t dim, libsvm_part_t *s, parse_error_t *e) {
     const char *p = *pp;
     char shown[48];
-    uint64_t prev = 0;
+    uint64_t prev = 0, limit = dim > 0 ? dim : LIBSVM_MAX_DIM;
     for (int first = 1;; first = 0) {
         while (is_blank(*p)) p++;
         if (*p == '\n' || *p == '#' || *p == '\0') break;
         const char *tok = p;
+        // The common token in one pass: an index of at most 7 digits in order,
+        // ':' and a short plain decimal (text_decimal.h). Anything else, every
+        // error included, is read by the careful code below.
+        uint64_t word = text_load8(tok), mantissa;
+        int k = text_digit_run8(word), frac_digits, negative;
+        if (k && k < 8 && tok[k] == ':' && s->nnz < s->nnz_cap) {
+            uint64_t index = text_digits_value8(word, k);
+            const char *end = text_decimal_fast(tok + k + 1, &mantissa, &frac_digits, &negative);
+            if (end && ends_token(*end) && index > prev && index <= limit) {
+                s->col[s->nnz] = (uint32_t)(index - 1);
+                s->val[s->nnz++] = text_decimal_float(mantissa, frac_digits, negative);
+                prev = index;
+                p = end;
+                continue;
+            }
+        }
         if (first && strncmp(p, "qid:", 4) == 0) {
             const char *q = p + 4;
             if (!text_is_digit(*q)) FAIL_AT(q, "expected a query id (digits) after 'qid:', got %s", text_show_char(q, shown));
@@ -109,14 +135,13 @@ static int parse_features(const char **pp, size_t dim, parse_state_t *s, size_t 
         }
         if (!text_is_digit(*p))
             FAIL_AT(tok, "expected a feature index (an integer >= 1) followed by ':', got '%s'", show_token(tok, shown));
-        uint64_t index = 0;
-        for (; text_is_digit(*p); p++) {
-            index = index * 10 + (uint64_t)(*p - '0');
-            if (index > LIBSVM_MAX_DIM) {
-                while (text_is_digit(*p)) p++;
-                FAIL_AT(tok, "feature index %.*s is too large (at most %zu features)", (int)(p - tok < 40 ? p - tok : 40), tok,
-                        LIBSVM_MAX_DIM);
-            }
+        uint64_t index;
+        int digits;
+        p = text_parse_digits_padded(tok, &index, &digits);
+        if (index > LIBSVM_MAX_DIM || text_is_digit(*p)) {
+            while (text_is_digit(*p)) p++;
+            FAIL_AT(tok, "feature index %.*s is too large (at most %zu features)", (int)(p - tok < 40 ? p - tok : 40), tok,
+                    LIBSVM_MAX_DIM);
         }
         if (*p != ':') FAIL_AT(p, "expected ':' after feature index %llu, got %s", (unsigned long long)index, text_show_char(p, shown));
         if (index == 0) FAIL_AT(tok, "feature index 0 (indices are 1-based)");
@@ -126,27 +151,14 @@ static int parse_features(const char **pp, size_t dim, parse_state_t *s, size_t 
             FAIL_AT(tok, "feature index %llu after %llu (indices must be strictly increasing)", (unsigned long long)index,
                     (unsigned long long)prev);
         if (dim > 0 && index > dim) FAIL_AT(tok, "feature index %llu is beyond dim %zu", (unsigned long long)index, dim);
-        const char *value_at = p + 1;
-        if (ends_token(*value_at))
-            FAIL_AT(value_at, "expected a value after '%llu:', got %s", (unsigned long long)index, text_show_char(value_at, shown));
-        double value;
-        const char *end = text_parse_double(value_at, &value);
-        if (end == value_at || !ends_token(*end))
-            FAIL_AT(value_at, "expected a number after '%llu:', got '%s'", (unsigned long long)index, show_token(value_at, shown));
-        if (isnan(value) || (isinf(value) && !spelled_in_digits(value_at)))
-            FAIL_AT(value_at, "value '%s' is not finite", show_token(value_at, shown));
-        if (fabs(value) >= FLOAT_ROUNDS_FINITE_BELOW)
-            FAIL_AT(value_at, "value '%s' is out of float range (|value| <= 3.40282347e+38)", show_token(value_at, shown));
         if (s->nnz == s->nnz_cap &&
             grow_pair((void **)&s->col, sizeof *s->col, (void **)&s->val, sizeof *s->val, &s->nnz_cap, s->nnz + 1) != 0)
             FAIL_AT(tok, "out of memory after %zu non-zeros", s->nnz);
-        s->col[s->nnz] = (uint32_t)(index - 1);
-        s->val[s->nnz] = (float)value;
-        s->nnz++;
+        if (parse_value(p + 1, index, &s->val[s->nnz], &p, e) != 0) return -1;
+        s->col[s->nnz++] = (uint32_t)(index - 1);
         prev = index;
-        p = end;
     }
-    if (prev > *max_index) *max_index = (size_t)prev;
+    if (prev > s->max_index) s->max_index = (size_t)prev;
     *pp = p;
     return 0;
 }
@@ -161,7 +173,7 @@ typedef struct label_map {
 static int parse_label(const char *p, const char **end_out, int32_t *label, const label_map_t *map, parse_error_t *e) {
     char shown[48];
     double value;
-    const char *end = text_parse_double(p, &value);
+    const char *end = text_parse_double_padded(p, &value);
     if (end == p || !ends_token(*end))
         FAIL_AT(p, "expected a label (an integer class id, such as -1, +1, 0, 1 or 7), got '%s'", show_token(p, shown));
     if (!(value == floor(value) && value >= -2147483648.0 && value <= 2147483647.0))
@@ -180,122 +192,186 @@ static int parse_label(const char *p, const char **end_out, int32_t *label, cons
     return 0;
 }
 
+// What every block's parse reads, and the whole the parts join into.
+typedef struct libsvm_read {
+    const char *name;
+    size_t dim;
+    label_map_t map;
+    size_t *row_ptr;  // (rows + 1)
+    int32_t *cls;     // (rows)
+    uint32_t *col;    // (nnz)
+    float *val;       // (nnz)
+    size_t rows, nnz, row_cap, nnz_cap;
+    size_t max_index;
+} libsvm_read_t;
+
+static void *part_new(void *ctx) { return calloc(1, sizeof(libsvm_part_t)); }
+
+static void part_free(void *ctx, void *part) {
+    libsvm_part_t *s = part;
+    free(s->row_end);
+    free(s->cls);
+    free(s->col);
+    free(s->val);
+    free(s);
+}
+
+static int parse_block(void *ctx, const text_block_t *b, void *part, size_t *lines, text_block_error_t *out) {
+    const libsvm_read_t *c = ctx;
+    libsvm_part_t *s = part;
+    s->rows = s->nnz = s->max_index = 0;
+    parse_error_t e_store = {NULL, ""}, *e = &e_store;
+    const char *p = b->text, *end = b->text + b->len, *line_start = p;
+    size_t line = 0;
+    while (p < end) {
+        line++;
+        line_start = p;
+        while (is_blank(*p)) p++;
+        if (*p != '\n' && *p != '#' && *p != '\0') {
+            if (s->rows == s->row_cap &&
+                grow_pair((void **)&s->row_end, sizeof *s->row_end, (void **)&s->cls, sizeof *s->cls, &s->row_cap,
+                          s->rows + 1) != 0) {
+                e->at = p;
+                snprintf(e->detail, sizeof e->detail, "out of memory after %zu examples", s->rows);
+                goto fail;
+            }
+            if (parse_label(p, &p, &s->cls[s->rows], &c->map, e) != 0) goto fail;
+            if (parse_features(&p, c->dim, s, e) != 0) goto fail;
+            s->row_end[s->rows++] = s->nnz;
+        }
+        if (*p != '\n') p = p + strcspn(p, "\n");  // the rest is a comment (or nothing)
+        if (p < end && *p == '\0') {
+            e->at = p;
+            snprintf(e->detail, sizeof e->detail, "NUL byte in a text file (is it binary?)");
+            goto fail;
+        }
+        if (*p == '\n') p++;
+    }
+    *lines = line;
+    return 0;
+fail:
+    out->whole = 0;
+    out->line = line;
+    out->column = (size_t)(e->at - line_start) + 1;
+    snprintf(out->what, sizeof out->what, "%s", e->detail);
+    return -1;
+}
+
+static int join_part(void *ctx, void *part, char *err, size_t err_len) {
+    libsvm_read_t *c = ctx;
+    const libsvm_part_t *s = part;
+    if ((c->rows + s->rows + 1 > c->row_cap &&
+         (grow_pair((void **)&c->row_ptr, sizeof *c->row_ptr, (void **)&c->cls, sizeof *c->cls, &c->row_cap,
+                    c->rows + s->rows + 1) != 0)) ||
+        (c->nnz + s->nnz > c->nnz_cap && grow_pair((void **)&c->col, sizeof *c->col, (void **)&c->val,
+                                                   sizeof *c->val, &c->nnz_cap, c->nnz + s->nnz) != 0)) {
+        snprintf(err, err_len, "%s: out of memory after %zu examples and %zu non-zeros", c->name, c->rows, c->nnz);
+        return -1;
+    }
+    c->row_ptr[0] = 0;
+    for (size_t i = 0; i < s->rows; i++) c->row_ptr[c->rows + 1 + i] = c->nnz + s->row_end[i];
+    memcpy(c->cls + c->rows, s->cls, s->rows * sizeof *s->cls);
+    if (s->nnz) {
+        memcpy(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
+        memcpy(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
+    }
+    c->rows += s->rows;
+    c->nnz += s->nnz;
+    if (s->max_index > c->max_index) c->max_index = s->max_index;
+    return 0;
+}
+
+static void read_free(libsvm_read_t *c) {
+    free(c->row_ptr);
+    free(c->cls);
+    free(c->col);
+    free(c->val);
+}
+
+static const text_blocks_ops_t libsvm_ops = {part_new, part_free, parse_block, join_part, NULL};
+
 // Parses everything the reader holds into out and closes the reader.
-static int parse_all(text_reader_t *reader, const char *path, size_t dim, const label_map_t *map,
-                     sparse_dataset_t *out, char *err, size_t err_len) {
+static int parse_all(text_reader_t *reader, size_t dim, const label_map_t *map, sparse_dataset_t *out, char *err,
+                     size_t err_len) {
+    char name[512];
+    snprintf(name, sizeof name, "%s", reader->name);
     if (dim > LIBSVM_MAX_DIM) {
-        snprintf(err, err_len, "%s: a dimension of %zu features is more than the %zu accepted", path, dim, LIBSVM_MAX_DIM);
+        snprintf(err, err_len, "%s: a dimension of %zu features is more than the %zu accepted", name, dim, LIBSVM_MAX_DIM);
         text_reader_close(reader);
         return -1;
     }
-    parse_state_t s;
-    memset(&s, 0, sizeof s);
-    parse_error_t e = {NULL, ""};
-    size_t line = 0, max_index = 0, block_len;
-    int got;
-    const char *block, *line_start = NULL;
-    void *t;
-    for (int first = 1; (got = text_reader_next(reader, &block, &block_len, err, err_len)) == 1; first = 0) {
-        const char *p = block, *block_end = block + block_len;
-        if (first && strncmp(p, "\xEF\xBB\xBF", 3) == 0) p += 3;  // a UTF-8 byte order mark
-        while (p < block_end) {
-            line++;
-            line_start = p;
-            while (is_blank(*p)) p++;
-            if (*p != '\n' && *p != '#' && *p != '\0') {
-                if (s.rows + 2 > s.row_cap &&
-                    (grow_pair((void **)&s.row_ptr, sizeof *s.row_ptr, (void **)&s.y, sizeof *s.y, &s.row_cap, s.rows + 2) != 0 ||
-                     !(t = realloc(s.cls, s.row_cap * sizeof *s.cls)) || !(s.cls = t))) {
-                    e.at = p;
-                    snprintf(e.detail, sizeof e.detail, "out of memory after %zu examples", s.rows);
-                    goto fail;
-                }
-                if (parse_label(p, &p, &s.cls[s.rows], map, &e) != 0) goto fail;
-                if (parse_features(&p, dim, &s, &max_index, &e) != 0) goto fail;
-                s.row_ptr[0] = 0;
-                s.rows++;
-                s.row_ptr[s.rows] = s.nnz;
-            }
-            while (*p && *p != '\n') p++;  // the rest is a comment (or nothing)
-            if (p < block_end && *p == '\0') {
-                e.at = p;
-                snprintf(e.detail, sizeof e.detail, "NUL byte in a text file (is it binary?)");
-                goto fail;
-            }
-            if (*p == '\n') p++;
-        }
-    }
-    text_reader_close(reader);
-    if (got < 0) {
-        state_free(&s);
+    libsvm_read_t c;
+    memset(&c, 0, sizeof c);
+    c.name = name;
+    c.dim = dim;
+    c.map = *map;
+    if (text_blocks_run(reader, &libsvm_ops, &c, err, err_len) != 0) {
+        read_free(&c);
         return -1;
     }
-    if (s.rows == 0) {
-        snprintf(err, err_len, "%s: no examples (the file is empty or has only comments and blank lines)", path);
-        state_free(&s);
+    if (c.rows == 0) {
+        snprintf(err, err_len, "%s: no examples (the file is empty or has only comments and blank lines)", name);
+        read_free(&c);
         return -1;
     }
     // Labels to classes: the given mapping's (already applied), or the file's own.
     int32_t *labels = NULL;
     size_t k = map->k;
+    float *y = malloc(c.rows * sizeof *y);
     if (map->labels) {
         labels = malloc(k * sizeof *labels);
         if (labels) memcpy(labels, map->labels, k * sizeof *labels);
-    } else if (dataset_classes_of(path, s.cls, s.rows, &labels, &k, err, err_len) != 0) {
-        state_free(&s);
+    } else if (dataset_classes_of(name, c.cls, c.rows, &labels, &k, err, err_len) != 0) {
+        free(y);
+        read_free(&c);
         return -1;
     }
-    if (!labels) {
-        snprintf(err, err_len, "%s: out of memory", path);
-        state_free(&s);
+    // Examples without features keep valid pointers, as sparse_dataset_alloc does.
+    if (!labels || !y || (!c.col && !(c.col = malloc(sizeof *c.col))) || (!c.val && !(c.val = malloc(sizeof *c.val)))) {
+        snprintf(err, err_len, "%s: out of memory", name);
+        free(labels);
+        free(y);
+        read_free(&c);
         return -1;
     }
-    for (size_t i = 0; i < s.rows; i++) s.y[i] = dataset_binary_y(labels, k, s.cls[i]);
-    // Hand the parse arrays over, trimmed to size (a failed trim keeps the larger block).
-    if ((t = realloc(s.row_ptr, (s.rows + 1) * sizeof *s.row_ptr))) s.row_ptr = t;
-    if ((t = realloc(s.y, s.rows * sizeof *s.y))) s.y = t;
-    if ((t = realloc(s.cls, s.rows * sizeof *s.cls))) s.cls = t;
-    if (s.nnz == 0) {
-        // Examples without features: keep valid pointers, as sparse_dataset_alloc does.
-        if ((!s.col && !(s.col = malloc(sizeof *s.col))) || (!s.val && !(s.val = malloc(sizeof *s.val)))) {
-            snprintf(err, err_len, "%s: out of memory", path);
-            state_free(&s);
-            free(labels);
-            return -1;
-        }
-    } else {
-        if ((t = realloc(s.col, s.nnz * sizeof *s.col))) s.col = t;
-        if ((t = realloc(s.val, s.nnz * sizeof *s.val))) s.val = t;
-    }
-    out->n = s.rows;
-    out->dim = dim ? dim : max_index;
-    out->nnz = s.nnz;
-    out->row_ptr = s.row_ptr;
-    out->col = s.col;
-    out->val = s.val;
-    out->y = s.y;
-    out->cls = s.cls;
+    for (size_t i = 0; i < c.rows; i++) y[i] = dataset_binary_y(labels, k, c.cls[i]);
+    // Hand the arrays over, trimmed to size (a failed trim keeps the larger block).
+    void *t;
+    if ((t = realloc(c.row_ptr, (c.rows + 1) * sizeof *c.row_ptr))) c.row_ptr = t;
+    if ((t = realloc(c.cls, c.rows * sizeof *c.cls))) c.cls = t;
+    if (c.nnz && (t = realloc(c.col, c.nnz * sizeof *c.col))) c.col = t;
+    if (c.nnz && (t = realloc(c.val, c.nnz * sizeof *c.val))) c.val = t;
+    out->n = c.rows;
+    out->dim = dim ? dim : c.max_index;
+    out->nnz = c.nnz;
+    out->row_ptr = c.row_ptr;
+    out->col = c.col;
+    out->val = c.val;
+    out->y = y;
+    out->cls = c.cls;
     out->labels = labels;
     out->n_classes = k;
     return 0;
-fail:
-    snprintf(err, err_len, "%s:%zu:%zu: %s", path, line, (size_t)(e.at - line_start) + 1, e.detail);
-    text_reader_close(reader);
-    state_free(&s);
-    return -1;
 }
 
 int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, size_t err_len) {
-    return libsvm_load_mapped(path, dim, NULL, 0, out, err, err_len);
+    return libsvm_load_mapped(path, dim, NULL, NULL, 0, out, err, err_len);
 }
 
-int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, size_t k, sparse_dataset_t *out,
-                       char *err, size_t err_len) {
+int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, const char *label_text, size_t k,
+                       sparse_dataset_t *out, char *err, size_t err_len) {
     sparse_dataset_init(out);
+    if (labels && label_text) {
+        char known[160];
+        dataset_label_names_text(label_text, k, known, sizeof known);
+        snprintf(err, err_len, "%s: a libsvm file's labels are integers, and the training data's are strings (%s): "
+                 "give the examples as CSV", data_input_display_name(path), known);
+        return -1;
+    }
     text_reader_t reader;
     if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
     label_map_t map = {labels, labels ? k : 0};
-    return parse_all(&reader, path, dim, &map, out, err, err_len);
+    return parse_all(&reader, dim, &map, out, err, err_len);
 }
 
 int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, sparse_dataset_t *out, char *err,
@@ -304,7 +380,7 @@ int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, spa
     text_reader_t reader;
     if (text_reader_open_memory(&reader, name, text, len, err, err_len) != 0) return -1;
     label_map_t map = {NULL, 0};
-    return parse_all(&reader, name, dim, &map, out, err, err_len);
+    return parse_all(&reader, dim, &map, out, err, err_len);
 }
 
 // ---- the writer ----

@@ -9,8 +9,10 @@
 // the binary view y maps two labels to -1 (the lower) and +1 (datasets/dataset.h).
 // The optional qid:N token right after the label is ignored. Blank lines, `#`
 // comments, CRLF line ends and a UTF-8 BOM are accepted; lines may be of any
-// length. The file may be gzip-compressed (datasets/data_input.h: read
-// transparently, bounded, a regular file only).
+// length. The file may be compressed (gzip, xz, zstd), a pipe, or "-" for
+// stdin (datasets/data_input.h: read transparently, bounded). It is parsed in
+// blocks on several threads (datasets/text_blocks.h): the same set, and the
+// same first error, as one thread gives.
 //
 // libsvm_load and libsvm_write return 0 on success and -1 on error with ONE line in err:
 // "file:line:column: what was expected" for bad input (columns count bytes from
@@ -38,9 +40,10 @@ int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, 
 
 // libsvm_load with the classes of another set (a training set's labels[0..k),
 // ascending): a label not among them is an error at its line. labels NULL:
-// libsvm_load.
-int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, size_t k, sparse_dataset_t *out,
-                       char *err, size_t err_len);
+// libsvm_load. A set whose labels are strings (label_text, its names, not
+// NULL: a CSV file's) cannot classify a libsvm file's integers: refused.
+int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, const char *label_text, size_t k,
+                       sparse_dataset_t *out, char *err, size_t err_len);
 
 // libsvm_load over len bytes in memory (a file's contents, plain or gzipped;
 // they need not end in '\n' or a NUL); name stands for the path in messages.

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datasets/data_input.h"  // defines: data_input_display_name
 #include "datasets/text_io.h"  // defines: text_reader_*, text_parse_double, text_format_float, text_show_char
 
 // See libsvm.c: the largest double that still rounds to a finite float.
@@ -334,7 +335,7 @@ int ratings_load(const char *path, ratings_t *out, char *err, size_t err_len) {
     ratings_init(out);
     text_reader_t reader;
     if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
-    return parse_all(&reader, path, out, err, err_len);
+    return parse_all(&reader, data_input_display_name(path), out, err, err_len);
 }
 
 int ratings_load_pair(const char *path, const char *second_path, ratings_t *out, ratings_t *second, char *err,
@@ -346,9 +347,9 @@ int ratings_load_pair(const char *path, const char *second_path, ratings_t *out,
     memset(&items, 0, sizeof items);
     text_reader_t reader;
     int rc = text_reader_open(&reader, path, err, err_len);
-    if (rc == 0) rc = parse_with(&reader, path, &users, &items, out, err, err_len);
+    if (rc == 0) rc = parse_with(&reader, data_input_display_name(path), &users, &items, out, err, err_len);
     if (rc == 0) rc = text_reader_open(&reader, second_path, err, err_len);
-    if (rc == 0) rc = parse_with(&reader, second_path, &users, &items, second, err, err_len);
+    if (rc == 0) rc = parse_with(&reader, data_input_display_name(second_path), &users, &items, second, err, err_len);
     if (rc != 0) ratings_free(out);
     id_map_free(&users);
     id_map_free(&items);

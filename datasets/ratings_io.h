@@ -9,9 +9,9 @@
 // and is skipped. `#` starts a comment; blank lines, CRLF and a UTF-8 BOM are
 // fine. Ids are any non-negative integers (up to 2^64 - 1); they are remapped
 // to dense 0-based ids in order of first appearance, users and items separately.
-// Ratings must be finite and within float range. The file may be
-// gzip-compressed (datasets/data_input.h: read transparently, bounded, a
-// regular file only).
+// Ratings must be finite and within float range. The file may be compressed
+// (gzip, xz, zstd), a pipe, or "-" for stdin (datasets/data_input.h: read
+// transparently, bounded).
 //
 // Both functions return 0 on success and -1 on error with ONE line in err:
 // "file:line:column: what was expected" for bad input, "file: what failed:

@@ -1,5 +1,11 @@
 #include "datasets/text_io.h"
 
+#include "datasets/text_decimal.h"  // defines: text_decimal_fast, text_decimal_double, text_decimal_float
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <smmintrin.h>  // SSE4.1 (and SSSE3, SSE2) intrinsics, used under a target attribute
+#endif
+
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -55,23 +61,55 @@ int text_file_read(const char *path, char **out, size_t *out_len, char *err, siz
     return 0;
 }
 
-// cap: the first block's size (grown for a longer line).
-static int reader_start(text_reader_t *r, const char *path, size_t cap, char *err, size_t err_len) {
-    r->path = path;
-    r->cap = cap;
-    r->buf = malloc(r->cap);
-    if (!r->buf) {
-        snprintf(err, err_len, "%s: out of memory for a read buffer", path);
-        text_reader_close(r);
-        return -1;
-    }
+// ---- reading blocks of whole lines ----
+
+// Binary content by its first bytes: what it is, for a refusal.
+typedef struct binary_magic {
+    const char *bytes;
+    size_t len;
+    const char *what;
+} binary_magic_t;
+
+static const binary_magic_t binary_magics[] = {
+    {"\x7f" "ELF", 4, "an ELF program or library"},
+    {"\x89PNG\r\n\x1a\n", 8, "a PNG image"},
+    {"\xff\xd8\xff", 3, "a JPEG image"},
+    {"GIF87a", 6, "a GIF image"},
+    {"GIF89a", 6, "a GIF image"},
+    {"%PDF-", 5, "a PDF document"},
+    {"\x89HDF\r\n\x1a\n", 8, "an HDF5 file"},
+    {"\x93NUMPY", 6, "a NumPy .npy array"},
+    {"PAR1", 4, "a Parquet file"},
+    {"SQLite format 3", 16, "an SQLite database"},
+    {"ASGDMODL", 8, "an asgd model file (--save-model)"},
+    {"\x00\x00\x08\x01", 4, "an IDX file (binary labels)"},
+    {"\x00\x00\x08\x03", 4, "an IDX file (binary images)"},
+};
+
+// -1 with err when the first bytes of the input are a known binary format.
+static int refuse_binary(const text_reader_t *r, const char *p, size_t n, char *err, size_t err_len) {
+    const char *what = NULL;
+    for (size_t i = 0; i < sizeof binary_magics / sizeof binary_magics[0] && !what; i++)
+        if (n >= binary_magics[i].len && memcmp(p, binary_magics[i].bytes, binary_magics[i].len) == 0)
+            what = binary_magics[i].what;
+    if (!what && n >= 262 && memcmp(p + 257, "ustar", 5) == 0) what = "a tar archive";
+    if (!what) return 0;
+    snprintf(err, err_len, "%s: is %s%s, not text (expected a text data file: libsvm, CSV or ratings, plain or "
+             "compressed)", r->name, what, data_input_compressed(r->in) ? " inside compressed data" : "");
+    return -1;
+}
+
+// block: the bytes read for a block (its lines cut at the last '\n').
+static int reader_start(text_reader_t *r, size_t block) {
+    r->name = data_input_name(r->in);
+    r->block = block;
     return 0;
 }
 
 int text_reader_open(text_reader_t *r, const char *path, char *err, size_t err_len) {
     memset(r, 0, sizeof *r);
     if (data_input_open(&r->in, path, err, err_len) != 0) return -1;
-    return reader_start(r, path, (size_t)1 << 20, err, err_len);
+    return reader_start(r, TEXT_BLOCK_BYTES);
 }
 
 int text_reader_open_memory(text_reader_t *r, const char *name, const void *data, size_t len, char *err,
@@ -80,54 +118,96 @@ int text_reader_open_memory(text_reader_t *r, const char *name, const void *data
     if (data_input_open_memory(&r->in, name, data, len, err, err_len) != 0) return -1;
     // Plain bytes need no more room than they take (a parser may be called
     // millions of times on small inputs); compressed ones start at 64 KiB.
-    size_t cap = data_input_compressed(r->in) ? (size_t)1 << 16 : len < ((size_t)1 << 20) ? len + 2 : (size_t)1 << 20;
-    return reader_start(r, name, cap, err, err_len);
+    size_t block = data_input_compressed(r->in) ? (size_t)1 << 16 : len < TEXT_BLOCK_BYTES ? len + 1 : TEXT_BLOCK_BYTES;
+    return reader_start(r, block);
+}
+
+// Makes b hold at least `need` bytes (and the '\0' and pad after them).
+static int block_reserve(text_block_buf_t *b, size_t need) {
+    if (need <= b->cap && b->data) return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 4) return -1;
+        cap *= 2;
+    }
+    char *bigger = realloc(b->data, cap + 1 + TEXT_BLOCK_PAD);
+    if (!bigger) return -1;
+    memset(bigger + cap, 0, 1 + TEXT_BLOCK_PAD);  // the pad's bytes are defined
+    b->data = bigger;
+    b->cap = cap;
+    return 0;
+}
+
+// Keeps b->data[from..len) as the partial line for the next block.
+static int carry_rest(text_reader_t *r, text_block_buf_t *b, size_t from) {
+    size_t n = b->len - from;
+    if (n > r->carry_cap) {
+        char *bigger = realloc(r->carry, n);
+        if (!bigger) return -1;
+        r->carry = bigger;
+        r->carry_cap = n;
+    }
+    if (n) memcpy(r->carry, b->data + from, n);
+    r->carry_len = n;
+    b->len = from;
+    return 0;
+}
+
+int text_reader_next_into(text_reader_t *r, text_block_buf_t *b, int append, char *err, size_t err_len) {
+    if (!r->in) return 0;
+    // A block reads the same bytes whatever its buffer held before, so that
+    // blocks are cut alike however they are handed out.
+    size_t kept = append ? b->len : 0, target = kept + r->carry_len + r->block;
+    if (block_reserve(b, target) != 0) goto oom;
+    memcpy(b->data + kept, r->carry, r->carry_len);
+    b->len = kept + r->carry_len;
+    size_t searched = b->len;  // no '\n' before this but in kept bytes
+    r->carry_len = 0;
+    for (;;) {
+        if (!r->at_eof && b->len < target) {
+            size_t want = target - b->len, got;
+            if (data_input_read(r->in, b->data + b->len, want, &got, err, err_len) != 0) return -1;
+            b->len += got;
+            if (got < want) r->at_eof = 1;
+        }
+        const char *nl = b->len > searched ? memrchr(b->data + searched, '\n', b->len - searched) : NULL;
+        if (nl) {
+            if (carry_rest(r, b, (size_t)(nl - b->data) + 1) != 0) goto oom;
+            break;
+        }
+        searched = b->len;
+        if (r->at_eof) break;  // the last line, without its '\n'
+        // One line fills the whole block: grow it (lines may be of any length).
+        if (target > SIZE_MAX / 4 || block_reserve(b, target *= 2) != 0) {
+            snprintf(err, err_len, "%s: out of memory for a line longer than %zu bytes", r->name, b->len);
+            return -1;
+        }
+    }
+    if (b->len == kept) return 0;
+    b->data[b->len] = '\0';
+    if (r->blocks++ == 0 && refuse_binary(r, b->data + kept, b->len - kept, err, err_len) != 0) return -1;
+    return 1;
+oom:
+    snprintf(err, err_len, "%s: out of memory for a read buffer", r->name);
+    return -1;
 }
 
 int text_reader_next(text_reader_t *r, const char **block, size_t *len, char *err, size_t err_len) {
-    *block = NULL;
-    *len = 0;
-    if (!r->buf) return 0;
-    if (r->given) {  // drop the block handed out last time, keep the partial line after it
-        r->buf[r->given] = r->cut;
-        memmove(r->buf, r->buf + r->given, r->len - r->given);
-        r->len -= r->given;
-        r->given = 0;
-    }
-    for (;;) {
-        if (!r->at_eof && r->len < r->cap - 1) {
-            size_t want = r->cap - 1 - r->len, got;
-            if (data_input_read(r->in, r->buf + r->len, want, &got, err, err_len) != 0) return -1;
-            r->len += got;
-            if (got < want) r->at_eof = 1;
-        }
-        size_t end = r->len;
-        while (end > 0 && r->buf[end - 1] != '\n') end--;
-        if (end == 0 && !r->at_eof) {
-            // One line fills the whole buffer: grow it (lines may be of any length).
-            char *bigger = r->cap <= SIZE_MAX / 2 ? realloc(r->buf, r->cap * 2) : NULL;
-            if (!bigger) {
-                snprintf(err, err_len, "%s: out of memory for a line longer than %zu bytes", r->path, r->len);
-                return -1;
-            }
-            r->buf = bigger;
-            r->cap *= 2;
-            continue;
-        }
-        if (end == 0) end = r->len;  // the last line, without its '\n'
-        if (end == 0) return 0;
-        r->given = end;
-        r->cut = r->buf[end];
-        r->buf[end] = '\0';
-        *block = r->buf;
-        *len = end;
-        return 1;
-    }
+    int rc = text_reader_next_into(r, &r->own, 0, err, err_len);
+    *block = rc == 1 ? r->own.data : NULL;
+    *len = rc == 1 ? r->own.len : 0;
+    return rc;
+}
+
+void text_block_buf_free(text_block_buf_t *b) {
+    free(b->data);
+    memset(b, 0, sizeof *b);
 }
 
 void text_reader_close(text_reader_t *r) {
     data_input_close(r->in);
-    free(r->buf);
+    free(r->carry);
+    text_block_buf_free(&r->own);
     memset(r, 0, sizeof *r);
 }
 
@@ -197,6 +277,48 @@ slow:;
     double v2 = strtod(p, &end);
     errno = saved;
     *value = end == p ? 0.0 : v2;
+    return end;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+__attribute__((target("ssse3,sse4.1"))) uint64_t text_decimal_digits_sse41(const char *s, int a, int b) {
+    // Output lane j (0..15) takes digit i = j - (16 - a - b): the digits end at
+    // lane 15, lanes before the first are 0, and digits past the point come
+    // from one byte further on.
+    const __m128i lanes = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m128i digit = _mm_sub_epi8(lanes, _mm_set1_epi8((char)(16 - a - b)));
+    __m128i past_point = _mm_cmpgt_epi8(digit, _mm_set1_epi8((char)(a - 1)));  // -1 where digit >= a
+    __m128i from = _mm_or_si128(_mm_sub_epi8(digit, past_point), _mm_cmplt_epi8(digit, _mm_setzero_si128()));
+    __m128i x = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)(const void *)s), _mm_set1_epi8('0'));
+    __m128i d = _mm_shuffle_epi8(x, from);  // a lane of from with its high bit set is 0
+    __m128i pairs = _mm_maddubs_epi16(d, _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1));
+    __m128i fours = _mm_madd_epi16(pairs, _mm_setr_epi16(100, 1, 100, 1, 100, 1, 100, 1));
+    __m128i eights = _mm_madd_epi16(_mm_packus_epi32(fours, fours), _mm_setr_epi16(10000, 1, 10000, 1, 0, 0, 0, 0));
+    uint64_t high = (uint32_t)_mm_cvtsi128_si32(eights), low = (uint32_t)_mm_extract_epi32(eights, 1);
+    return high * 100000000u + low;
+}
+#endif
+
+const char *text_parse_double_padded(const char *p, double *value) {
+    uint64_t mantissa;
+    int frac_digits, negative;
+    const char *end = text_decimal_fast(p, &mantissa, &frac_digits, &negative);
+    if (!end) return text_parse_double(p, value);
+    *value = text_decimal_double(mantissa, frac_digits, negative);
+    return end;
+}
+
+const char *text_parse_float_padded(const char *p, float *value, double *wide) {
+    uint64_t mantissa;
+    int frac_digits, negative;
+    const char *end = text_decimal_fast(p, &mantissa, &frac_digits, &negative);
+    if (!end) {
+        end = text_parse_double(p, wide);
+        *value = (float)*wide;
+        return end;
+    }
+    *value = text_decimal_float(mantissa, frac_digits, negative);
+    *wide = *value;  // a fast decimal is finite and below 10^15: no check can tell
     return end;
 }
 

@@ -1,11 +1,15 @@
 // .gz input as users see it: a gzip'd libsvm file, ratings file and IDX pair
 // (written here with zlib's gzopen/gzwrite) load exactly as their plain
-// versions; truncated and corrupted .gz files, FIFOs, devices and directories
-// are refused with one line naming the file; an IDX file inflates no further
+// versions, and so does a FIFO fed one; truncated and corrupted .gz files,
+// devices and directories are refused with one line naming the file; plain
+// data from a FIFO is capped as inflated data is; an IDX file inflates no further
 // than its header allows, and any .gz input no further than the cap. The seed
 // corpus tests/data/gz/ (multi-member, every header flag, hand-broken streams)
 // reads as its plain twins or is refused.
 #include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -245,18 +249,64 @@ static void idx_gz(void) {
     expect_refused(idx_load(p, path_of("big-idx1"), 0, &d, err, sizeof err), err, p, "truncated: header says 1048576 images");
 }
 
-// Not regular files: refused at once, naming the file and what it is.
+// Writes the file `from` into the FIFO `fifo` from a child process (the writer
+// a FIFO's reader waits for). Returns the child, which exits 0 once it wrote
+// it all, or 1 when the reader stopped reading first.
+static pid_t feed_fifo(const char *fifo, const char *from) {
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        signal(SIGPIPE, SIG_IGN);
+        size_t len;
+        char *bytes = slurp(from, &len);
+        int fd = open(fifo, O_WRONLY);
+        size_t done = 0;
+        while (fd >= 0 && done < len) {
+            ssize_t w = write(fd, bytes + done, len - done);
+            if (w <= 0) break;
+            done += (size_t)w;
+        }
+        _exit(done == len ? 0 : 1);
+    }
+    return pid;
+}
+
+// Waits for the writer: it must have written everything when `whole`.
+static void fed_and_read(pid_t writer, int whole) {
+    int st;
+    CHECK(waitpid(writer, &st, 0) == writer && WIFEXITED(st) && (!whole || WEXITSTATUS(st) == 0));
+}
+
+// FIFOs are read (plain or compressed, as a file); devices and directories
+// are refused at once, naming the file and what it is.
 static void not_regular(void) {
-    printf("not regular files\n");
+    printf("FIFOs, devices, directories\n");
     char err[512];
-    sparse_dataset_t s;
+    sparse_dataset_t s, plain;
     ratings_t r;
     dense_dataset_t d;
     const char *fifo = path_of("fifo.svm");
     CHECK(mkfifo(fifo, 0600) == 0);
-    expect_refused(libsvm_load(fifo, 0, &s, err, sizeof err), err, fifo, "is a FIFO (named pipe), not a regular file");
-    expect_refused(ratings_load(fifo, &r, err, sizeof err), err, fifo, "is a FIFO");
-    expect_refused(idx_load(fifo, path_of("l-idx1"), 0, &d, err, sizeof err), err, fifo, "is a FIFO");
+    CHECK_OK(libsvm_load(path_of("data.svm"), 0, &plain, err, sizeof err), err);
+    pid_t w = feed_fifo(fifo, path_of("data.svm.gz"));
+    CHECK_OK(libsvm_load(fifo, 0, &s, err, sizeof err), err);
+    fed_and_read(w, 1);
+    same_sparse(&plain, &s);
+    printf("  a FIFO fed data.svm.gz reads as data.svm: %zu examples\n", s.n);
+    sparse_dataset_free(&s);
+    // A plain stream from a FIFO is capped as a compressed one is.
+    uint64_t cap_before = data_input_set_max_inflated(64 << 10);
+    w = feed_fifo(fifo, path_of("data.svm"));
+    expect_refused(libsvm_load(fifo, 0, &s, err, sizeof err), err, fifo,
+                   "more than 65536 bytes, the cap on data read from a pipe or stdin");
+    fed_and_read(w, 0);
+    data_input_set_max_inflated(cap_before);
+    w = feed_fifo(fifo, path_of("r.csv"));
+    CHECK_OK(ratings_load(fifo, &r, err, sizeof err), err);
+    fed_and_read(w, 1);
+    CHECK(r.n == 20000);
+    ratings_free(&r);
+    sparse_dataset_free(&plain);
     expect_refused(libsvm_load("/dev/zero", 0, &s, err, sizeof err), err, "/dev/zero", "is a character device, not a regular file");
     expect_refused(idx_load(path_of("i-idx3"), "/dev/zero", 0, &d, err, sizeof err), err, "/dev/zero", "is a character device");
     expect_refused(ratings_load(dir, &r, err, sizeof err), err, dir, "is a directory");

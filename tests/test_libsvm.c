@@ -187,12 +187,12 @@ static void multiclass(void) {
 
     // A test file with the training classes: its own labels are a subset.
     const char *test = put_text("multi_test.svm", "12 1:1\n-3 1:1\n");
-    CHECK_OK(libsvm_load_mapped(test, 0, d.labels, d.n_classes, &t, err, sizeof err), err);
+    CHECK_OK(libsvm_load_mapped(test, 0, d.labels, NULL, d.n_classes, &t, err, sizeof err), err);
     CHECK(t.n_classes == 4 && t.cls[0] == 3 && t.cls[1] == 0 && t.labels[2] == 7);
     sparse_dataset_free(&t);
     // A label training never saw: refused at its line.
     const char *unseen = put_text("unseen.svm", "12 1:1\n\n5 1:1\n");
-    CHECK(libsvm_load_mapped(unseen, 0, d.labels, d.n_classes, &t, err, sizeof err) == -1);
+    CHECK(libsvm_load_mapped(unseen, 0, d.labels, NULL, d.n_classes, &t, err, sizeof err) == -1);
     printf("%s\n", err);
     CHECK(strstr(err, "unseen.svm:3:1: label 5 is not among the training data's labels (-3, 0, 7, 12)"));
     CHECK(t.n == 0 && t.cls == NULL && t.labels == NULL);

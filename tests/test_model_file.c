@@ -106,9 +106,9 @@ static void test_format(void) {
     bytes[len] = 0;
     write_bytes(path_of("long.model"), bytes, len + 1);
     expect_refused(path_of("long.model"), "wrong size");
-    bytes[8] = 2;
-    write_bytes(path_of("v2.model"), bytes, len);
-    expect_refused(path_of("v2.model"), "format version 2");
+    bytes[8] = 3;  // version 2 is a file with class names (string labels): 3 is unknown
+    write_bytes(path_of("v3.model"), bytes, len);
+    expect_refused(path_of("v3.model"), "format version 3");
     bytes[8] = 1;
     bytes[MODEL_FILE_HEADER_BYTES + 12 + 50] ^= 0x10;
     write_bytes(path_of("flip.model"), bytes, len);

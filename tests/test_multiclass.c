@@ -135,7 +135,7 @@ static void expect_csv_error(const char *name, const char *text, const csv_optio
 static void csv_files(void) {
     char err[512];
     sparse_dataset_t d;
-    csv_options_t o = {NULL, 0, NULL, 0};
+    csv_options_t o = {NULL, 0, NULL, 0, NULL};
 
     // No header: the label first, zeros dropped, CRLF and blanks.
     CHECK_OK(csv_load(put("plain.csv", "1,0.5,0,2\r\n0, 0 ,1.5e1,-3\n\n1,0,0,0\n"), &o, &d, err, sizeof err), err);
@@ -161,7 +161,7 @@ static void csv_files(void) {
     sparse_dataset_free(&d);
 
     // Tabs, a numeric header forced by --csv-header, three classes.
-    o = (csv_options_t){"2", 1, NULL, 0};
+    o = (csv_options_t){"2", 1, NULL, 0, NULL};
     CHECK_OK(csv_load(put("t.tsv", "1\t2\t3\n0.5\t1\t5\n1\t0\t9\n0\t0\t5\n"), &o, &d, err, sizeof err), err);
     CHECK(d.n == 3 && d.dim == 2 && d.n_classes == 2 && d.labels[0] == 5 && d.labels[1] == 9);
     check_example(&d, 0, 5, 2, (uint32_t[]){0, 1}, (float[]){0.5f, 1.0f});
@@ -169,7 +169,7 @@ static void csv_files(void) {
 
     // A second file read with the first's classes.
     const int32_t known[3] = {0, 4, 9};
-    o = (csv_options_t){NULL, 0, known, 3};
+    o = (csv_options_t){NULL, 0, known, 3, NULL};
     CHECK_OK(csv_load(put("known.csv", "9,1\n0,2\n"), &o, &d, err, sizeof err), err);
     CHECK(d.n_classes == 3 && d.cls[0] == 2 && d.cls[1] == 0);
     sparse_dataset_free(&d);
@@ -177,7 +177,7 @@ static void csv_files(void) {
                                                      "data's labels (0, 4, 9)");
 
     // Bad files: each refused at its line and column, the column named.
-    o = (csv_options_t){"y", 0, NULL, 0};
+    o = (csv_options_t){"y", 0, NULL, 0, NULL};
     expect_csv_error("bad_cell.csv", "x1,y,x2\n1,0,2\n3,1,abc\n", &o, "bad_cell.csv:3:5: column 2 ('x2'): expected a "
                                                                     "number, got 'abc'");
     expect_csv_error("bad_label.csv", "x1,y,x2\n1,0.5,2\n", &o, "bad_label.csv:2:3: column 1 ('y'): label '0.5' is "

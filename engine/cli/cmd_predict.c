@@ -71,8 +71,8 @@ static int load_examples(const predict_args_t *p, const model_file_info_t *info,
         if (data_bundle_load(&o, kind, b, err, err_len) != 0) return -1;
         int test = p->split == SPLIT_TEST;
         if (kind == DATA_KIND_SPARSE &&
-            sparse_dataset_remap(test ? &b->sparse_test : &b->sparse_train, info->labels, info->classes, data_name,
-                                 err, err_len) != 0)
+            sparse_dataset_remap(test ? &b->sparse_test : &b->sparse_train, info->labels, model_file_label_text(info),
+                                 info->classes, data_name, err, err_len) != 0)
             return -1;
         *set = kind == DATA_KIND_DENSE    ? (const void *)(test ? &b->dense_test : &b->dense_train)
                : kind == DATA_KIND_SPARSE ? (const void *)(test ? &b->sparse_test : &b->sparse_train)
@@ -103,9 +103,10 @@ static int load_examples(const predict_args_t *p, const model_file_info_t *info,
         *set = te;
         *n = te->n;
     } else if (kind == DATA_KIND_SPARSE) {
-        csv_options_t co = {p->label_column, p->csv_header, info->labels, info->classes};
+        csv_options_t co = {p->label_column, p->csv_header, info->labels, info->classes, model_file_label_text(info)};
         rc = spec.source == DATA_SOURCE_CSV ? csv_load(spec.path, &co, &b->sparse_test, err, err_len)
-             : file ? libsvm_load_mapped(spec.path, 0, info->labels, info->classes, &b->sparse_test, err, err_len)
+             : file ? libsvm_load_mapped(spec.path, 0, info->labels, model_file_label_text(info), info->classes,
+                                         &b->sparse_test, err, err_len)
                     : gen_sparse(&spec.sparse, &b->sparse_test, err, err_len);
         *set = &b->sparse_test;
         *n = b->sparse_test.n;
@@ -193,16 +194,17 @@ static int prepare(const char *command, const char *usage, const char *more, int
 }
 
 static void write_prediction(FILE *out, const model_file_info_t *info, const double *o) {
+    char buf[16];
     switch (info->model->output) {
     case MODEL_OUTPUT_VALUE:
         fprintf(out, "%.9g\n", o[0]);
         return;
     case MODEL_OUTPUT_MARGIN:
-        fprintf(out, "%d %.9g\n", info->labels[o[0] >= 0.0], o[0]);
+        fprintf(out, "%s %.9g\n", model_file_label(info, o[0] >= 0.0, buf), o[0]);
         return;
     case MODEL_OUTPUT_LOGISTIC: {
         double p1 = 1.0 / (1.0 + exp(-o[0]));
-        fprintf(out, "%d %.6f\n", info->labels[o[0] >= 0.0], o[0] >= 0.0 ? p1 : 1.0 - p1);
+        fprintf(out, "%s %.6f\n", model_file_label(info, o[0] >= 0.0, buf), o[0] >= 0.0 ? p1 : 1.0 - p1);
         return;
     }
     case MODEL_OUTPUT_CLASS_LOGITS: {
@@ -211,7 +213,7 @@ static void write_prediction(FILE *out, const model_file_info_t *info, const dou
             if (o[k] > o[best]) best = k;
         double sum = 0.0;
         for (size_t k = 0; k < info->classes; k++) sum += exp(o[k] - o[best]);
-        fprintf(out, "%d %.6f\n", info->labels[best], 1.0 / sum);
+        fprintf(out, "%s %.6f\n", model_file_label(info, best, buf), 1.0 / sum);
     }
     }
 }

@@ -30,7 +30,8 @@ enum {
     AT_ITEMS = 168,
     AT_MEAN = 176,
     AT_SPARSE_INPUT = 180,
-    AT_END = 184,  // zero padding up to MODEL_FILE_HEADER_BYTES
+    AT_LABEL_TEXT_BYTES = 184,
+    AT_END = 188,  // zero padding up to MODEL_FILE_HEADER_BYTES
 };
 _Static_assert(AT_HIDDEN + 8 * MODEL_FILE_MAX_HIDDEN == AT_EMBED_DIM, "header layout");
 _Static_assert(AT_END <= MODEL_FILE_HEADER_BYTES, "header layout");
@@ -64,7 +65,7 @@ static float get_f32(const uint8_t *p) {
 }
 
 static size_t file_bytes(const model_file_info_t *info) {
-    return MODEL_FILE_HEADER_BYTES + 4 * (size_t)info->classes + 4 * (size_t)info->count + 4;
+    return MODEL_FILE_HEADER_BYTES + 4 * (size_t)info->classes + info->label_text_bytes + 4 * (size_t)info->count + 4;
 }
 
 // The header's shape fields to and from the descriptor's form.
@@ -81,6 +82,7 @@ static void shape_of_info(const model_file_info_t *i, model_shape_t *s) {
     s->mean = i->mean;
     s->sparse_input = i->sparse_input;
     memcpy(s->labels, i->labels, sizeof s->labels);
+    s->label_text = model_file_label_text(i);
 }
 
 static void info_of_shape(const model_shape_t *s, model_file_info_t *i) {
@@ -95,6 +97,9 @@ static void info_of_shape(const model_shape_t *s, model_file_info_t *i) {
     i->mean = s->mean;
     i->sparse_input = s->sparse_input;
     memcpy(i->labels, s->labels, sizeof i->labels);
+    size_t bytes = s->label_text ? dataset_label_text_bytes(s->label_text, s->classes) : 0;
+    i->label_text_bytes = (uint32_t)bytes;  // at most MODEL_FILE_MAX_LABEL_TEXT: every name is short (DATASET_MAX_LABEL_BYTES)
+    memcpy(i->label_text, s->label_text ? s->label_text : "", bytes);
 }
 
 // The parameter count the shapes imply; 0 when they make no model.
@@ -135,7 +140,7 @@ int model_file_write(const char *path, const char *flag, const model_file_info_t
     uint8_t h[MODEL_FILE_HEADER_BYTES];
     memset(h, 0, sizeof h);
     memcpy(h + AT_MAGIC, MODEL_FILE_MAGIC, 8);
-    put_u32(h + AT_VERSION, MODEL_FILE_VERSION);
+    put_u32(h + AT_VERSION, info->label_text_bytes ? MODEL_FILE_VERSION_NAMES : MODEL_FILE_VERSION);
     put_u32(h + AT_HEADER_BYTES, MODEL_FILE_HEADER_BYTES);
     snprintf((char *)h + AT_KIND, KIND_BYTES, "%s", info->model->name);
     put_u64(h + AT_N_PARAMS, info->n_params);
@@ -151,11 +156,13 @@ int model_file_write(const char *path, const char *flag, const model_file_info_t
     put_u64(h + AT_ITEMS, info->items);
     put_f32(h + AT_MEAN, info->mean);
     put_u32(h + AT_SPARSE_INPUT, info->sparse_input);
+    put_u32(h + AT_LABEL_TEXT_BYTES, info->label_text_bytes);
     uint8_t labels[4 * MODEL_FILE_MAX_CLASSES];
     for (uint64_t c = 0; c < info->classes; c++) put_u32(labels + 4 * c, (uint32_t)info->labels[c]);
     size_t label_bytes = 4 * (size_t)info->classes, value_bytes = 4 * (size_t)info->count;
     uint32_t crc = ckpt_crc32(0, h, sizeof h);
     crc = ckpt_crc32(crc, labels, label_bytes);
+    crc = ckpt_crc32(crc, info->label_text, info->label_text_bytes);
     crc = ckpt_crc32(crc, values, value_bytes);  // float32 little-endian: the host's order (asgd builds for no other)
     uint8_t tail[4];
     put_u32(tail, crc);
@@ -167,6 +174,7 @@ int model_file_write(const char *path, const char *flag, const model_file_info_t
         return -1;
     }
     int ok = fwrite(h, 1, sizeof h, f) == sizeof h && fwrite(labels, 1, label_bytes, f) == label_bytes &&
+             fwrite(info->label_text, 1, info->label_text_bytes, f) == info->label_text_bytes &&
              fwrite(values, 1, value_bytes, f) == value_bytes && fwrite(tail, 1, 4, f) == 4;
     int saved = errno;
     if (fclose(f) != 0 && ok) ok = 0, saved = errno;
@@ -206,6 +214,31 @@ static int check_header(const model_file_info_t *i, char *err, size_t err_len) {
 
 static int has_file_form(const model_descriptor_t *d) { return d->shape_params != NULL; }
 
+// The names of a version 2 file: one for each class, 1 to DATASET_MAX_LABEL_BYTES
+// bytes, ascending in byte order, filling label_text_bytes exactly; and the
+// labels 0..classes-1. 0, or -1 with what (after "PATH: ").
+static int check_label_text(const model_file_info_t *i, char *what, size_t what_len) {
+    const char *p = i->label_text, *end = i->label_text + i->label_text_bytes, *prev = NULL;
+    for (uint64_t c = 0; c < i->classes; c++) {
+        const char *nul = memchr(p, '\0', (size_t)(end - p));
+        if (!nul || nul == p || nul - p > DATASET_MAX_LABEL_BYTES || (prev && strcmp(prev, p) >= 0) ||
+            i->labels[c] != (int32_t)c) {
+            snprintf(what, what_len, "class %llu's name is missing, empty, too long or out of order (expected %llu "
+                     "names in byte order, each NUL-terminated, in %u bytes)", (unsigned long long)c,
+                     (unsigned long long)i->classes, i->label_text_bytes);
+            return -1;
+        }
+        prev = p;
+        p = nul + 1;
+    }
+    if (p != end) {
+        snprintf(what, what_len, "%zu bytes after the %llu class names (expected %u bytes of names)", (size_t)(end - p),
+                 (unsigned long long)i->classes, i->label_text_bytes);
+        return -1;
+    }
+    return 0;
+}
+
 int model_file_read(const char *path, model_file_t *out, char *err, size_t err_len) {
     model_file_init(out);
     uint8_t h[MODEL_FILE_HEADER_BYTES];
@@ -223,9 +256,10 @@ int model_file_read(const char *path, model_file_t *out, char *err, size_t err_l
                  "--save-model before format version 1 were raw float32 without a header)", MODEL_FILE_MAGIC);
         goto out;
     }
-    if (got >= 12 && get_u32(h + AT_VERSION) != MODEL_FILE_VERSION) {
-        snprintf(what, sizeof what, "model file format version %u; this asgd reads version %u", get_u32(h + AT_VERSION),
-                 MODEL_FILE_VERSION);
+    uint32_t version = got >= 12 ? get_u32(h + AT_VERSION) : MODEL_FILE_VERSION;
+    if (version != MODEL_FILE_VERSION && version != MODEL_FILE_VERSION_NAMES) {
+        snprintf(what, sizeof what, "model file format version %u; this asgd reads versions %u and %u", version,
+                 MODEL_FILE_VERSION, MODEL_FILE_VERSION_NAMES);
         goto out;
     }
     if (got < sizeof h) {
@@ -261,6 +295,13 @@ int model_file_read(const char *path, model_file_t *out, char *err, size_t err_l
     i->items = get_u64(h + AT_ITEMS);
     i->mean = get_f32(h + AT_MEAN);
     i->sparse_input = get_u32(h + AT_SPARSE_INPUT);
+    i->label_text_bytes = get_u32(h + AT_LABEL_TEXT_BYTES);
+    if ((version == MODEL_FILE_VERSION) != (i->label_text_bytes == 0) || i->label_text_bytes > MODEL_FILE_MAX_LABEL_TEXT) {
+        snprintf(what, sizeof what, "version %u with %u bytes of class names (expected none in version %u; in "
+                 "version %u, 1 to %u)", version, i->label_text_bytes, MODEL_FILE_VERSION, MODEL_FILE_VERSION_NAMES,
+                 (unsigned)MODEL_FILE_MAX_LABEL_TEXT);
+        goto out;
+    }
     if (i->sparse_input > 1 || (i->sparse_input && !i->model->create_sparse)) {
         snprintf(what, sizeof what, "sparse_input %u for a %s (0, or 1 for a model that reads sparse input)",
                  i->sparse_input, i->model->name);
@@ -299,12 +340,17 @@ int model_file_read(const char *path, model_file_t *out, char *err, size_t err_l
         goto out;
     }
     for (uint64_t c = 0; c < i->classes; c++) i->labels[c] = (int32_t)get_u32(rest + 4 * c);
+    memcpy(i->label_text, rest + label_bytes, i->label_text_bytes);
+    if (i->label_text_bytes && check_label_text(i, what, sizeof what) != 0) {
+        free(rest);
+        goto out;
+    }
     if (!(out->params = malloc(value_bytes ? value_bytes : 1))) {
         snprintf(what, sizeof what, "out of memory for %llu parameters", (unsigned long long)i->count);
         free(rest);
         goto out;
     }
-    memcpy(out->params, rest + label_bytes, value_bytes);
+    memcpy(out->params, rest + label_bytes + i->label_text_bytes, value_bytes);
     free(rest);
     rc = 0;
 out:
@@ -318,12 +364,14 @@ out:
 
 // The identity of a model: everything but which parameters a file holds.
 static int same_model(const model_file_info_t *a, const model_file_info_t *b) {
-    model_file_info_t x = *a, y = *b;
-    x.first = y.first = x.count = y.count = 0;
-    size_t used = offsetof(model_file_info_t, labels) + 4 * (size_t)x.classes;
-    memset((char *)&x + used, 0, sizeof x - used);
-    memset((char *)&y + used, 0, sizeof y - used);
-    return x.classes == y.classes && memcmp(&x, &y, sizeof x) == 0;
+    enum { HEAD = offsetof(model_file_info_t, labels) };  // the fields before the labels
+    unsigned char x[HEAD], y[HEAD];
+    memcpy(x, a, HEAD);
+    memcpy(y, b, HEAD);
+    for (size_t at = offsetof(model_file_info_t, first); at < offsetof(model_file_info_t, count) + 8; at++) x[at] = y[at] = 0;
+    return memcmp(x, y, HEAD) == 0 && a->classes == b->classes &&
+           memcmp(a->labels, b->labels, 4 * (size_t)a->classes) == 0 && a->label_text_bytes == b->label_text_bytes &&
+           memcmp(a->label_text, b->label_text, a->label_text_bytes) == 0;
 }
 
 int model_file_join(const char *const *paths, size_t n, model_file_t *out, char *err, size_t err_len) {
@@ -369,6 +417,20 @@ fail:
     model_file_free(out);
     free(covered);
     return -1;
+}
+
+const char *model_file_label_text(const model_file_info_t *info) {
+    return info->label_text_bytes ? info->label_text : NULL;
+}
+
+const char *model_file_label(const model_file_info_t *info, size_t k, char buf[16]) {
+    if (!info->label_text_bytes) {
+        snprintf(buf, 16, "%d", (int)info->labels[k]);
+        return buf;
+    }
+    const char *p = info->label_text;
+    for (size_t c = 0; c < k; c++) p += strlen(p) + 1;
+    return p;
 }
 
 data_kind_t model_file_data_kind(const model_file_info_t *info) {

@@ -6,11 +6,14 @@
 // and its float32 parameters (all of them, or one contiguous part: a
 // parameter-server shard's). docs/model_file.md gives the layout, byte by byte:
 //
-//   header  256 bytes: "ASGDMODL", u32 version (1), u32 header size (256),
-//           kind name (16 bytes, NUL-padded), u64 n_params, first, count, dim,
-//           classes, n_hidden, hidden[8], embed_dim, rank, users, items,
-//           f32 mean, u32 sparse_input, zero padding
+//   header  256 bytes: "ASGDMODL", u32 version (1, or 2 with class names),
+//           u32 header size (256), kind name (16 bytes, NUL-padded), u64
+//           n_params, first, count, dim, classes, n_hidden, hidden[8],
+//           embed_dim, rank, users, items, f32 mean, u32 sparse_input,
+//           u32 label_text_bytes (0 in version 1), zero padding
 //   labels  classes x i32
+//   names   label_text_bytes: version 2 only (string labels): each class's
+//           name, NUL-terminated, in class order
 //   params  count x f32: parameters [first, first + count) of n_params
 //   crc     u32 CRC-32 (IEEE, as zlib's) of every byte before it
 //
@@ -27,10 +30,12 @@
 #include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_shape_t
 
 #define MODEL_FILE_MAGIC "ASGDMODL"
-#define MODEL_FILE_VERSION 1u
+#define MODEL_FILE_VERSION 1u          // integer labels
+#define MODEL_FILE_VERSION_NAMES 2u    // string labels: the classes' names follow their labels
 #define MODEL_FILE_HEADER_BYTES 256u
 #define MODEL_FILE_MAX_HIDDEN MODEL_SHAPE_MAX_HIDDEN
 #define MODEL_FILE_MAX_CLASSES MODEL_SHAPE_MAX_CLASSES
+#define MODEL_FILE_MAX_LABEL_TEXT (MODEL_FILE_MAX_CLASSES * (DATASET_MAX_LABEL_BYTES + 1))
 
 typedef struct model_file_info {
     const model_descriptor_t *model;  // the kind: a registered model (model_registry.h)
@@ -44,6 +49,8 @@ typedef struct model_file_info {
     float mean;          // mf: the training ratings' mean, the prediction's offset
     uint32_t sparse_input;  // 1: softmax or mlp trained on sparse input (libsvm, CSV); 0 otherwise
     int32_t labels[MODEL_FILE_MAX_CLASSES];  // class k's label: the training data's (fashion-mnist: 0..9)
+    uint32_t label_text_bytes;  // string labels: the bytes of their names in label_text; 0: integer labels
+    char label_text[MODEL_FILE_MAX_LABEL_TEXT];  // class k's name, each NUL-terminated, in class order
 } model_file_info_t;
 
 typedef struct model_file {
@@ -77,6 +84,12 @@ int model_file_join(const char *const *paths, size_t n, model_file_t *out, char 
 
 // The kind of data the model reads (sparse for sparse_input).
 data_kind_t model_file_data_kind(const model_file_info_t *info);
+
+// The classes' names (datasets/dataset.h's label_text) for a model trained on
+// string labels, else NULL.
+const char *model_file_label_text(const model_file_info_t *info);
+// Class k's label as predictions print it: its name, or its integer in buf.
+const char *model_file_label(const model_file_info_t *info, size_t k, char buf[16]);
 
 // A saved model, rebuilt over test examples to predict or evaluate with.
 typedef struct model_file_model {

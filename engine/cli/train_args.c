@@ -371,7 +371,7 @@ int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model
     const sparse_dataset_t *s = &data->sparse_train;
     if (kind == DATA_KIND_SPARSE && d->output != MODEL_OUTPUT_CLASS_LOGITS && s->cls && s->n_classes > 2) {
         char shown[160];
-        dataset_labels_text(s->labels, s->n_classes, shown, sizeof shown);
+        sparse_dataset_labels_text(s, shown, sizeof shown);
         snprintf(err, err_len, "--data %s: %zu labels (%s); %s is a binary classifier and takes two (softmax and mlp "
                  "take more)", a->data, s->n_classes, shown, d->name);
         return -1;

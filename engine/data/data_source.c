@@ -6,6 +6,7 @@
 
 #include "engine/data/generate.h"    // defines: gen_sparse, gen_ratings and their configs
 #include "datasets/csv.h"         // defines: csv_load
+#include "datasets/data_input.h"  // defines: data_input_display_name
 #include "datasets/idx.h"         // defines: fashion_mnist_load
 #include "datasets/libsvm.h"      // defines: libsvm_load
 #include "datasets/ratings_io.h"  // defines: ratings_load
@@ -263,12 +264,12 @@ static int load_sparse(const data_options_t *o, const data_spec_t *spec, data_bu
         snprintf(b->description, sizeof b->description, "gen:sparse n=%zu dim=%zu nnz=%zu zipf=%g noise=%g seed=%llu",
                  c->n_examples, c->dim, c->nnz_per_example, c->zipf_exponent, c->label_noise, (unsigned long long)c->seed);
     } else if (spec->source == DATA_SOURCE_CSV) {
-        csv_options_t co = {o->label_column, o->csv_header, NULL, 0};
+        csv_options_t co = {o->label_column, o->csv_header, NULL, 0, NULL};
         if (csv_load(spec->path, &co, &all, err, err_len) != 0) return -1;
-        snprintf(b->description, sizeof b->description, "%s (csv)", spec->path);
+        snprintf(b->description, sizeof b->description, "%s (csv)", data_input_display_name(spec->path));
     } else {
         if (libsvm_load(spec->path, 0, &all, err, err_len) != 0) return -1;
-        snprintf(b->description, sizeof b->description, "%s (libsvm)", spec->path);
+        snprintf(b->description, sizeof b->description, "%s (libsvm)", data_input_display_name(spec->path));
     }
     if (!o->test_spec) {
         int rc = split_sparse(&all, o, b, err, err_len);
@@ -279,10 +280,10 @@ static int load_sparse(const data_options_t *o, const data_spec_t *spec, data_bu
     // (a label the training data lacks is an error at its line).
     b->sparse_train = all;
     const char *test_csv = csv_path(o->test_spec);
-    csv_options_t co = {o->label_column, o->csv_header, all.labels, all.n_classes};
+    csv_options_t co = {o->label_column, o->csv_header, all.labels, all.n_classes, all.label_text};
     int rc = test_csv ? csv_load(test_csv, &co, &b->sparse_test, err, err_len)
-                      : libsvm_load_mapped(o->test_spec, all.dim, all.labels, all.n_classes, &b->sparse_test, err,
-                                           err_len);
+                      : libsvm_load_mapped(o->test_spec, all.dim, all.labels, all.label_text, all.n_classes,
+                                           &b->sparse_test, err, err_len);
     if (rc != 0) {
         prefix_test_data(err, err_len);
         return -1;
@@ -293,7 +294,8 @@ static int load_sparse(const data_options_t *o, const data_spec_t *spec, data_bu
         return -1;
     }
     size_t len = strlen(b->description);
-    snprintf(b->description + len, sizeof b->description - len, "; test %.120s (%s)", o->test_spec,
+    snprintf(b->description + len, sizeof b->description - len, "; test %.120s (%s)",
+             data_input_display_name(o->test_spec),
              test_csv ? "csv" : "libsvm");
     if (limit_sparse(&b->sparse_train, o->train_limit, err, err_len) != 0) return -1;
     return limit_sparse(&b->sparse_test, o->test_limit, err, err_len);
@@ -313,13 +315,13 @@ static int load_ratings(const data_options_t *o, const data_spec_t *spec, data_b
             if (strncmp(err, o->test_spec, strlen(o->test_spec)) == 0) prefix_test_data(err, err_len);
             return -1;
         }
-        snprintf(b->description, sizeof b->description, "%.100s (ratings); test %.100s (ratings)", spec->path,
-                 o->test_spec);
+        snprintf(b->description, sizeof b->description, "%.100s (ratings); test %.100s (ratings)",
+                 data_input_display_name(spec->path), data_input_display_name(o->test_spec));
         if (limit_ratings(&b->ratings_train, o->train_limit, err, err_len) != 0) return -1;
         return limit_ratings(&b->ratings_test, o->test_limit, err, err_len);
     } else {
         if (ratings_load(spec->path, &all, err, err_len) != 0) return -1;
-        snprintf(b->description, sizeof b->description, "%s (ratings)", spec->path);
+        snprintf(b->description, sizeof b->description, "%s (ratings)", data_input_display_name(spec->path));
     }
     int rc = split_ratings(&all, o, b, err, err_len);
     ratings_free(&all);
@@ -333,6 +335,13 @@ int data_bundle_load(const data_options_t *o, data_kind_t kind, data_bundle_t *b
     if (data_spec_parse(o->spec, kind, o->seed, &spec, err, err_len) != 0) return -1;
     if (o->test_spec && !*o->test_spec) {
         snprintf(err, err_len, "--test-data: no file named");
+        return -1;
+    }
+    const char *test_path = o->test_spec && csv_path(o->test_spec) ? csv_path(o->test_spec) : o->test_spec;
+    if (test_path && strcmp(test_path, "-") == 0 && (spec.source == DATA_SOURCE_FILE || spec.source == DATA_SOURCE_CSV) &&
+        strcmp(spec.path, "-") == 0) {
+        snprintf(err, err_len, "--data %s and --test-data %s: both are stdin, which can be read once; give one of "
+                 "them as a file", o->spec, o->test_spec);
         return -1;
     }
     if (o->test_spec && kind == DATA_KIND_RATINGS && spec.source != DATA_SOURCE_FILE) {

@@ -324,6 +324,7 @@ static int embmlp_shape_of(const model_t *m, model_shape_t *out, char *err, size
     out->hidden[0] = e->hidden;
     out->classes = 2;
     sparse_dataset_binary_labels(e->train, out->labels);
+    out->label_text = sparse_dataset_binary_label_text(e->train);
     return 0;
 }
 

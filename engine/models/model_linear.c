@@ -297,6 +297,7 @@ static int linear_shape_of(const model_t *m, model_shape_t *out, char *err, size
     out->dim = ((const linear_model_t *)m)->dim;
     out->classes = 2;
     sparse_dataset_binary_labels(((const linear_model_t *)m)->train, out->labels);
+    out->label_text = sparse_dataset_binary_label_text(((const linear_model_t *)m)->train);
     return 0;
 }
 

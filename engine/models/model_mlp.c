@@ -361,6 +361,7 @@ static int mlp_shape_of(const model_t *m, model_shape_t *out, char *err, size_t 
     out->sparse_input = s != NULL;
     for (uint64_t c = 0; c < out->classes; c++)
         out->labels[c] = s && s->cls ? s->labels[c] : s ? (c ? +1 : -1) : (int32_t)c;
+    out->label_text = s && s->cls ? s->label_text : NULL;
     return 0;
 }
 

@@ -48,6 +48,7 @@ typedef struct model_shape {
     float mean;
     uint32_t sparse_input;  // 1: a model on dense data built over sparse input (create_sparse)
     int32_t labels[MODEL_SHAPE_MAX_CLASSES];  // class k's label
+    const char *label_text;  // string labels: the classes' names (datasets/dataset.h's label_text), or NULL
 } model_shape_t;
 _Static_assert(MODEL_SHAPE_MAX_CLASSES >= DATASET_MAX_CLASSES, "a model file holds every class a file may have");
 
