@@ -7,14 +7,23 @@
 //
 //   bench_engine [--threads N] [--reps R] [--quick]
 //   bench_engine --sync-vs-hogwild [--threads N] [--reps R] [--batches B1,B2]
+//   bench_engine --mlp-gemm [--threads N] [--reps R] [--epochs E]
 //
 // --sync-vs-hogwild times only the MLP's sync and hogwild modes at N threads
 // (default 2) and the same per-thread batch (default 16 and 64), one epoch
 // each, the two alternating R times (default 3), so that a shared machine's
 // load falls on both alike; prints every run, the medians and their ratio.
+//
+// --mlp-gemm sets the MLP's Hogwild! training (batch 16, E epochs, default 1)
+// beside the rate its step's own GEMMs allow: the same sgemm calls (shapes,
+// transposes, betas) with nothing else around them, on 1 and N threads
+// (default 2), alternating with the training runs R times; and the sgemm
+// peak at N = 1024, 1536 and 2048 on 1 and 2 threads. All with the kernels
+// this process runs (the banner names them).
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +36,9 @@
 #include "engine/data/data_source.h"
 #include "engine/core/trainer.h"
 #include "kernels/blas_runtime.h"
+#include "kernels/dense.h"  // defines: dense_forward_cpu, dense_backward_input_cpu, dense_weight_grad_cpu
 
-static double sgemm_gflops(int threads, int reps) {
-    const int n = 1024;
+static double sgemm_gflops(int n, int threads, int reps) {
     float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
     for (int i = 0; i < n * n; i++) a[i] = (float)(i % 13) * 0.01f, b[i] = (float)(i % 7) * 0.01f;
     blas_set_threads(threads);
@@ -162,13 +171,24 @@ static uint64_t samples_to(const curve_t *c, double target) {
 // The 2-thread sgemm peak needs OpenBLAS's thread pool, which asgd itself runs
 // without (see kernels/blas_runtime.h): measure it in a child process that
 // keeps the pool, so that training below is timed exactly as asgd runs it.
-static int sgemm_peaks(const char *self, int reps, double *peak1, double *peak2) {
-    char cmd[600];
+// peak1[k], peak2[k]: 1 and 2 threads at N = sgemm_sizes[k].
+static const int sgemm_sizes[] = {1024, 1536, 2048};
+#define N_SGEMM_SIZES 3
+
+static int sgemm_peaks(int reps, double *peak1, double *peak2) {
+    char self[512], cmd[600];
+    ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (self_len <= 0) {
+        fprintf(stderr, "bench: readlink /proc/self/exe: %s\n", strerror(errno));
+        return -1;
+    }
+    self[self_len] = '\0';
     snprintf(cmd, sizeof cmd, "env -u OPENBLAS_NUM_THREADS %s --sgemm-peak %d", self, reps);
     FILE *p = popen(cmd, "r");
     if (!p) return -1;
-    int got = fscanf(p, "%lf %lf", peak1, peak2);
-    return pclose(p) == 0 && got == 2 ? 0 : -1;
+    int got = 0;
+    for (int k = 0; k < N_SGEMM_SIZES; k++) got += fscanf(p, "%lf %lf", &peak1[k], &peak2[k]);
+    return pclose(p) == 0 && got == 2 * N_SGEMM_SIZES ? 0 : -1;
 }
 
 static model_t *load_mlp(data_bundle_t *md, char *err, size_t err_len) {
@@ -213,48 +233,187 @@ static int sync_vs_hogwild(size_t threads, int reps, const size_t *batches, size
     return 0;
 }
 
+// ---- the MLP step's GEMMs alone ----
+
+// One thread's copy of an MLP's matrices and activations, for the GEMMs of
+// its steps at `batch` examples. Values are small so that the accumulating
+// weight gradients stay normal floats however many steps run.
+typedef struct gemm_step {
+    size_t n_layers, steps;
+    int batch, width[MODEL_MAX_LAYERS + 1];
+    float *w[MODEL_MAX_LAYERS];      // (width[l+1], width[l])
+    float *dw[MODEL_MAX_LAYERS];     // (width[l+1], width[l])
+    float *bias[MODEL_MAX_LAYERS];   // (width[l+1])
+    float *act[MODEL_MAX_LAYERS + 1];    // (batch, width[l])
+    float *delta[MODEL_MAX_LAYERS + 1];  // (batch, width[l])
+} gemm_step_t;
+
+static float *filled(size_t n, float scale) {
+    float *v = malloc(n * sizeof *v);
+    if (!v) {
+        fprintf(stderr, "bench: out of memory\n");
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++) v[i] = scale * (float)((i * 7919) % 101) / 101.0f;
+    return v;
+}
+
+static void gemm_step_init(gemm_step_t *g, const model_layout_t *L, int batch, size_t steps) {
+    memset(g, 0, sizeof *g);
+    g->n_layers = L->n_layers;
+    g->batch = batch;
+    g->steps = steps;
+    for (size_t l = 0; l <= L->n_layers; l++) {
+        g->width[l] = (int)L->width[l];
+        g->act[l] = filled((size_t)batch * L->width[l], 0.01f);
+        g->delta[l] = filled((size_t)batch * L->width[l], 0.01f);
+    }
+    for (size_t l = 0; l < L->n_layers; l++) {
+        g->w[l] = filled(L->width[l] * L->width[l + 1], 0.01f);
+        g->bias[l] = filled(L->width[l + 1], 0.01f);
+        g->dw[l] = calloc(L->width[l] * L->width[l + 1], sizeof(float));
+    }
+}
+
+static void gemm_step_free(gemm_step_t *g) {
+    for (size_t l = 0; l <= g->n_layers; l++) free(g->act[l]), free(g->delta[l]);
+    for (size_t l = 0; l < g->n_layers; l++) free(g->w[l]), free(g->dw[l]), free(g->bias[l]);
+}
+
+// The dense-layer products of a step through kernels/dense.c, in the order
+// the step makes them: the forward products (with their bias), then from the
+// top the input gradient (every layer but the first) and the whole layer's
+// weight gradient (accumulating). No ReLU, softmax, data gather or update.
+static void *gemm_steps(void *arg) {
+    gemm_step_t *g = arg;
+    int b = g->batch;
+    for (size_t s = 0; s < g->steps; s++) {
+        for (size_t l = 0; l < g->n_layers; l++)
+            dense_forward_cpu(b, g->width[l], g->width[l + 1], g->act[l], g->w[l], g->bias[l], g->act[l + 1]);
+        for (size_t l = g->n_layers; l-- > 0;) {
+            int in = g->width[l], out = g->width[l + 1];
+            if (l > 0) dense_backward_input_cpu(b, in, out, g->delta[l + 1], g->w[l], g->delta[l]);
+            dense_weight_grad_cpu(b, in, out, g->delta[l + 1], out, g->act[l], g->dw[l]);
+        }
+    }
+    return NULL;
+}
+
+// Samples per second of `threads` threads each running the GEMMs of
+// samples / (threads * batch) steps on its own copy.
+static double gemm_only_rate(const model_layout_t *L, size_t threads, int batch, size_t samples) {
+    gemm_step_t g[64];
+    pthread_t th[64];
+    size_t steps = samples / (threads * (size_t)batch);
+    for (size_t t = 0; t < threads; t++) gemm_step_init(&g[t], L, batch, steps);
+    double t0 = bench_now_s();
+    for (size_t t = 0; t < threads; t++)
+        if (pthread_create(&th[t], NULL, gemm_steps, &g[t]) != 0) {
+            fprintf(stderr, "bench: pthread_create failed\n");
+            exit(1);
+        }
+    for (size_t t = 0; t < threads; t++) pthread_join(th[t], NULL);
+    double rate = (double)(steps * threads * (size_t)batch) / (bench_now_s() - t0);
+    for (size_t t = 0; t < threads; t++) gemm_step_free(&g[t]);
+    return rate;
+}
+
+// The MLP's Hogwild! training against its GEMMs alone, on 1 and `threads`
+// threads, alternating run by run.
+static int mlp_gemm_bound(size_t threads, int reps, size_t epochs) {
+    char err[512];
+    double peaks1[N_SGEMM_SIZES], peaks2[N_SGEMM_SIZES];
+    if (sgemm_peaks(reps, peaks1, peaks2) != 0) {
+        fprintf(stderr, "bench: measuring the sgemm peak in a child process failed\n");
+        return 1;
+    }
+    double best2 = 0;
+    printf("cblas_sgemm N^2 (child process with OpenBLAS's thread pool), GFLOP/s:\n");
+    for (int k = 0; k < N_SGEMM_SIZES; k++) {
+        printf("  N = %d: %.1f (1 thread), %.1f (2 threads)\n", sgemm_sizes[k], peaks1[k], peaks2[k]);
+        best2 = fmax(best2, peaks2[k]);
+    }
+    data_bundle_t md;
+    model_t *mlp = load_mlp(&md, err, sizeof err);
+    if (!mlp) {
+        fprintf(stderr, "bench: %s\n", err);
+        return 1;
+    }
+    model_layout_t L;
+    model_layout(mlp, &L);
+    double flops = model_flops_per_example(mlp);
+    size_t samples = model_num_train(mlp) * epochs, ts[2] = {1, threads};
+    printf("\nmlp 784-256-128-10 on Fashion-MNIST, batch 16, lr 0.05, %zu epoch%s per run (%.3f MFLOP per sample);\n"
+           "gemm-only: the step's sgemm calls alone on private copies, as many samples; the two alternate, %d runs\n\n",
+           epochs, epochs == 1 ? "" : "s", flops / 1e6, reps);
+    printf("%7s %4s %14s %14s %9s %10s\n", "threads", "run", "gemm-only/s", "hogwild/s", "hog/gemm", "hog acc");
+    for (int k = 0; k < 2; k++) {
+        size_t t = ts[k];
+        double gemm[9], hog[9], ratio[9];
+        for (int r = 0; r < reps; r++) {
+            gemm[r] = gemm_only_rate(&L, t, 16, samples);
+            train_result_t h = train_once(mlp, TRAIN_MODE_HOGWILD, t, 16, 0.05, epochs);
+            hog[r] = h.samples_per_s;
+            ratio[r] = hog[r] / gemm[r];
+            printf("%7zu %4d %14.0f %14.0f %8.2fx %10.4f\n", t, r + 1, gemm[r], hog[r], ratio[r], h.last.test_metric);
+        }
+        double mg = bench_median(gemm, reps), mh = bench_median(hog, reps), mr = bench_median(ratio, reps);
+        printf("%7zu %4s %14.0f %14.0f %8.2fx   (median of the runs' ratios %.2fx)\n", t, "med", mg, mh, mh / mg, mr);
+        printf("%7s %4s %11.1f GF %11.1f GF   GFLOP/s; hogwild = %.0f%% of the best 2-thread sgemm peak (%.1f)\n\n", "",
+               "", mg * flops / 1e9, mh * flops / 1e9, 100.0 * mh * flops / 1e9 / best2, best2);
+        if (threads == 1) break;
+    }
+    model_destroy(&mlp);
+    data_bundle_free(&md);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--sgemm-peak") == 0) {
         blas_prepare_process(argv, 1);
         int r = atoi(argv[2]);
-        double p1 = sgemm_gflops(1, r), p2 = sgemm_gflops(2, r);
-        printf("%f %f\n", p1, p2);
+        for (int k = 0; k < N_SGEMM_SIZES; k++) {
+            double p1 = sgemm_gflops(sgemm_sizes[k], 1, r), p2 = sgemm_gflops(sgemm_sizes[k], 2, r);
+            printf("%f %f\n", p1, p2);
+        }
         return 0;
     }
     blas_prepare_process(argv, 0);
-    int max_threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 3, quick = 0, compare = 0, threads_given = 0;
+    int max_threads = (int)sysconf(_SC_NPROCESSORS_ONLN), reps = 3, quick = 0, compare = 0, gemm_bound = 0,
+        threads_given = 0;
+    size_t epochs = 1;
     size_t batches[8] = {16, 64}, n_batches = 2;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) max_threads = atoi(argv[++i]), threads_given = 1;
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--quick") == 0) quick = 1;
         else if (strcmp(argv[i], "--sync-vs-hogwild") == 0) compare = 1;
+        else if (strcmp(argv[i], "--mlp-gemm") == 0) gemm_bound = 1;
+        else if (strcmp(argv[i], "--epochs") == 0 && i + 1 < argc) epochs = strtoul(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) n_batches = bench_parse_list("bench_engine", argv[++i], batches, 8);
         else {
             fprintf(stderr, "usage: bench_engine [--threads N] [--reps R (1..9)] [--quick]\n"
-                            "       bench_engine --sync-vs-hogwild [--threads N] [--reps R (1..9)] [--batches B1,B2]\n");
+                            "       bench_engine --sync-vs-hogwild [--threads N] [--reps R (1..9)] [--batches B1,B2]\n"
+                            "       bench_engine --mlp-gemm [--threads N (1..64)] [--reps R (1..9)] [--epochs E]\n");
             return 2;
         }
     }
     if (max_threads < 1) max_threads = 1;
+    if (max_threads > 64) max_threads = 64;
+    if (epochs < 1) epochs = 1;
     if (reps < 1 || reps > 9) reps = 3;
     char blas[256], err[512];
     blas_describe(blas, sizeof blas);
     printf("bench_engine | %s | %ld CPUs | medians of %d runs\n\n", blas, sysconf(_SC_NPROCESSORS_ONLN), reps);
     if (compare) return sync_vs_hogwild(threads_given ? (size_t)max_threads : 2, reps, batches, n_batches);
+    if (gemm_bound) return mlp_gemm_bound(threads_given ? (size_t)max_threads : 2, reps, epochs);
 
-    double peak1 = 0, peak2 = 0;
-    char self[512];
-    ssize_t self_len = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (self_len <= 0) {
-        fprintf(stderr, "bench: readlink /proc/self/exe: %s\n", strerror(errno));
-        return 1;
-    }
-    self[self_len] = '\0';
-    if (sgemm_peaks(self, reps, &peak1, &peak2) != 0) {
+    double peaks1[N_SGEMM_SIZES], peaks2[N_SGEMM_SIZES];
+    if (sgemm_peaks(reps, peaks1, peaks2) != 0) {
         fprintf(stderr, "bench: measuring the sgemm peak in a child process failed\n");
         return 1;
     }
+    double peak1 = peaks1[0], peak2 = peaks2[0];
     printf("cblas_sgemm 1024^2 (in a child process with OpenBLAS's thread pool): %.1f GFLOP/s (1 thread), %.1f GFLOP/s "
            "(2 threads)\n\n", peak1, peak2);
 

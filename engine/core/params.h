@@ -9,6 +9,23 @@
 // write (load, subtract, store) is deliberately not one atomic operation: two
 // threads updating the same coordinate at once can lose one update, exactly as
 // in the Hogwild! paper's implementation; fetch-add would need a CAS loop per float.
+//
+// Whole ranges go through the bulk operations below, a vector of floats per
+// instruction on x86-64, which compilers never make of atomic accesses. They
+// stay defined behaviour because the compiler does not make those accesses
+// either: each vector load or store of shared parameters is an asm statement
+// whose memory operand names the exact floats it reads or writes, so the C
+// program performs no conflicting non-atomic access (C11 5.1.2.4) and the
+// compiler can neither cache nor invent one; every other access stays a
+// relaxed atomic. A racing reader then sees what the processor guarantees:
+// x86-64 splits a vector access only at boundaries of 8 bytes or more, never
+// inside a naturally aligned float, so each float is read or written whole,
+// the value of some store, as with the relaxed atomics, and a read-modify-write
+// racing with another can lose one update, as above. Builds with TSan or ASan,
+// which cannot see into asm, compile the same operations as the per-float
+// relaxed-atomic loops (the reference tests/test_params.c holds the vector
+// code to, bit for bit): TSan still checks every parameter access as the
+// atomic it stands for, and a plain access racing with them is still reported.
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -24,7 +41,15 @@ static inline void param_set(param_t *p, float v) { atomic_store_explicit(p, v, 
 param_t *params_new(size_t n, char *err, size_t err_len);
 void params_free(param_t **p);
 
-// A plain-float copy (relaxed loads, one per element).
+// out[i] = p[i] for i < n: a plain-float copy.
 void params_read(const param_t *p, size_t n, float *out);
+
+// p[i] = in[i] for i < n.
+void params_write(param_t *p, size_t n, const float *in);
+
+// Plain SGD on a range of shared parameters: p[i] = p[i] - lr * g[i] (one
+// product, one difference: the arithmetic of optimizer.c's update rule), and
+// copy[i] = the value written, unless copy is NULL.
+void params_sgd(param_t *p, size_t n, const float *g, float lr, float *copy);
 
 #endif

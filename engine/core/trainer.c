@@ -848,8 +848,7 @@ static void sync_pull(trainer_t *tr, size_t id) {
 static void sync_flush(trainer_t *tr, size_t id) {
     size_t begin, end;
     sync_range(tr, id, &begin, &end);
-    const float *copy = tr->copies[id];
-    for (size_t i = begin; i < end; i++) param_set(&tr->w[i], copy[i]);
+    params_write(tr->w + begin, end - begin, tr->copies[id] + begin);
 }
 
 // Distributed, after the reduce: thread 0 hands the replica's average to the
