@@ -1,11 +1,16 @@
 // Result records (engine/cli/run_record.h): every field of a worker's and a
 // shard's record comes back as written; a file of another magic, version or
 // kind, cut short at any byte, or with bytes after its end is refused with
-// one line naming the file.
+// one line naming the file. A record that cannot be written whole (the
+// file-size limit standing in for a full disk) leaves no file and no
+// temporary copy in the directory.
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "engine/cli/run_record.h"
@@ -160,12 +165,45 @@ static void refusals(void) {
     free(s);
 }
 
+// Entries of dir whose name starts with `prefix`.
+static size_t entries_named(const char *prefix) {
+    DIR *d = opendir(dir);
+    CHECK(d);
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+// A full disk: writes past 1,000 bytes fail (EFBIG) while the server record
+// needs about 9 KB. The write fails naming the file and leaves nothing behind.
+static void write_fails_whole(void) {
+    server_result_t r = {.id = 7, .run_id = 1};
+    char err[600];
+    CHECK(server_result_alloc(&r, WORKERS, err, sizeof err) == 0);
+    struct rlimit was, small;
+    CHECK(getrlimit(RLIMIT_FSIZE, &was) == 0);
+    small = was;
+    small.rlim_cur = 1000;
+    void (*old)(int) = signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+    CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    int rc = run_record_write_server(dir, &r, err, sizeof err);
+    CHECK(setrlimit(RLIMIT_FSIZE, &was) == 0);
+    signal(SIGXFSZ, old);
+    server_result_free(&r);
+    printf("a record past the file-size limit: rc %d: %s; files left: %zu\n", rc, err,
+           entries_named("server-7") + entries_named(".server-7"));
+    CHECK(rc != 0 && strstr(err, "server-7.result: writing failed"));
+    CHECK(entries_named("server-7") == 0 && entries_named(".server-7") == 0);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
     worker_round_trip();
     server_round_trip();
     refusals();
+    write_fails_whole();
     CHECK(test_remove_tree(dir) == 0);
     return 0;
 }
