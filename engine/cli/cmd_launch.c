@@ -1332,7 +1332,7 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
         if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
         return 2;
     }
-    if (restart_workers > 0 && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID)) {
+    if (restart_workers > 0 && dist_uses_ring(d->sync)) {
         snprintf(err, err_len, "--restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
                                "flag (or use --sync asp, ssp or bsp)", sync_mode_name((sync_mode_t)d->sync));
         if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
