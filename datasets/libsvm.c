@@ -91,7 +91,10 @@ typedef struct parse_error {
 
 // Parses the features after the label, from *pp up to the end of the line or a
 // comment, appending them to s; *pp is left there.
-static int parse_features(const char **pp, size_t dim, parse_state_t *s, size_t *max_index, parse_error_t *e) {
+// With `beyond` (prediction), an index above dim is skipped and counted there
+// instead of refused.
+static int parse_features(const char **pp, size_t dim, size_t *beyond, parse_state_t *s, size_t *max_index,
+                          parse_error_t *e) {
     const char *p = *pp;
     char shown[48];
     uint64_t prev = 0;
@@ -112,6 +115,11 @@ static int parse_features(const char **pp, size_t dim, parse_state_t *s, size_t 
         uint64_t index = 0;
         for (; text_is_digit(*p); p++) {
             index = index * 10 + (uint64_t)(*p - '0');
+            if (index > LIBSVM_MAX_DIM && beyond && dim > 0) {  // beyond any width: skipped below
+                while (text_is_digit(*p)) p++;
+                index = LIBSVM_MAX_DIM + 1;
+                break;
+            }
             if (index > LIBSVM_MAX_DIM) {
                 while (text_is_digit(*p)) p++;
                 FAIL_AT(tok, "feature index %.*s is too large (at most %zu features)", (int)(p - tok < 40 ? p - tok : 40), tok,
@@ -125,7 +133,9 @@ static int parse_features(const char **pp, size_t dim, parse_state_t *s, size_t 
         if (index < prev)
             FAIL_AT(tok, "feature index %llu after %llu (indices must be strictly increasing)", (unsigned long long)index,
                     (unsigned long long)prev);
-        if (dim > 0 && index > dim) FAIL_AT(tok, "feature index %llu is beyond dim %zu", (unsigned long long)index, dim);
+        int skip = beyond && dim > 0 && index > dim;
+        if (dim > 0 && index > dim && !skip)
+            FAIL_AT(tok, "feature index %llu is beyond dim %zu", (unsigned long long)index, dim);
         const char *value_at = p + 1;
         if (ends_token(*value_at))
             FAIL_AT(value_at, "expected a value after '%llu:', got %s", (unsigned long long)index, text_show_char(value_at, shown));
@@ -137,25 +147,50 @@ static int parse_features(const char **pp, size_t dim, parse_state_t *s, size_t 
             FAIL_AT(value_at, "value '%s' is not finite", show_token(value_at, shown));
         if (fabs(value) >= FLOAT_ROUNDS_FINITE_BELOW)
             FAIL_AT(value_at, "value '%s' is out of float range (|value| <= 3.40282347e+38)", show_token(value_at, shown));
+        prev = index;
+        p = end;
+        if (skip) {
+            (*beyond)++;
+            continue;
+        }
         if (s->nnz == s->nnz_cap &&
             grow_pair((void **)&s->col, sizeof *s->col, (void **)&s->val, sizeof *s->val, &s->nnz_cap, s->nnz + 1) != 0)
             FAIL_AT(tok, "out of memory after %zu non-zeros", s->nnz);
         s->col[s->nnz] = (uint32_t)(index - 1);
         s->val[s->nnz] = (float)value;
         s->nnz++;
-        prev = index;
-        p = end;
     }
     if (prev > *max_index) *max_index = (size_t)prev;
     *pp = p;
     return 0;
 }
 
-// The training set's classes, when a second file must use them.
+// The training set's classes, when a second file must use them; or, for
+// prediction, no classes at all.
 typedef struct label_map {
     const int32_t *labels;  // ascending; NULL: the file's own labels make the classes
     size_t k;
+    int unlabelled;         // labels optional and not kept (libsvm_load_unlabelled)
+    size_t *beyond;         // unlabelled: features above dim, skipped and counted here
 } label_map_t;
+
+// Whether a line's first token is a feature ("7:0.5", "qid:3") rather than a label.
+static int starts_with_feature(const char *p) {
+    if (strncmp(p, "qid:", 4) == 0) return 1;
+    while (text_is_digit(*p)) p++;
+    return *p == ':';
+}
+
+// An unlabelled file's label, when a line has one: any number, skipped.
+static int skip_label(const char *p, const char **end_out, parse_error_t *e) {
+    char shown[48];
+    double value;
+    const char *end = text_parse_double(p, &value);
+    if (end == p || !ends_token(*end))
+        FAIL_AT(p, "expected a label (a number) or a feature (index:value), got '%s'", show_token(p, shown));
+    *end_out = end;
+    return 0;
+}
 
 // Reads an integer label into *label, or with a mapping its class.
 static int parse_label(const char *p, const char **end_out, int32_t *label, const label_map_t *map, parse_error_t *e) {
@@ -210,8 +245,13 @@ static int parse_all(text_reader_t *reader, const char *path, size_t dim, const 
                     snprintf(e.detail, sizeof e.detail, "out of memory after %zu examples", s.rows);
                     goto fail;
                 }
-                if (parse_label(p, &p, &s.cls[s.rows], map, &e) != 0) goto fail;
-                if (parse_features(&p, dim, &s, &max_index, &e) != 0) goto fail;
+                if (map->unlabelled) {
+                    if (!starts_with_feature(p) && skip_label(p, &p, &e) != 0) goto fail;
+                    s.cls[s.rows] = 0;
+                } else if (parse_label(p, &p, &s.cls[s.rows], map, &e) != 0) {
+                    goto fail;
+                }
+                if (parse_features(&p, dim, map->beyond, &s, &max_index, &e) != 0) goto fail;
                 s.row_ptr[0] = 0;
                 s.rows++;
                 s.row_ptr[s.rows] = s.nnz;
@@ -235,26 +275,32 @@ static int parse_all(text_reader_t *reader, const char *path, size_t dim, const 
         state_free(&s);
         return -1;
     }
-    // Labels to classes: the given mapping's (already applied), or the file's own.
+    // Labels to classes: the given mapping's (already applied), or the file's
+    // own; none for an unlabelled read (y only, -1, as a generated set's).
     int32_t *labels = NULL;
     size_t k = map->k;
-    if (map->labels) {
+    if (map->unlabelled) {
+        for (size_t i = 0; i < s.rows; i++) s.y[i] = -1.0f;
+        free(s.cls);
+        s.cls = NULL;
+        k = 0;
+    } else if (map->labels) {
         labels = malloc(k * sizeof *labels);
         if (labels) memcpy(labels, map->labels, k * sizeof *labels);
     } else if (dataset_classes_of(path, s.cls, s.rows, &labels, &k, err, err_len) != 0) {
         state_free(&s);
         return -1;
     }
-    if (!labels) {
+    if (!labels && !map->unlabelled) {
         snprintf(err, err_len, "%s: out of memory", path);
         state_free(&s);
         return -1;
     }
-    for (size_t i = 0; i < s.rows; i++) s.y[i] = dataset_binary_y(labels, k, s.cls[i]);
+    for (size_t i = 0; labels && i < s.rows; i++) s.y[i] = dataset_binary_y(labels, k, s.cls[i]);
     // Hand the parse arrays over, trimmed to size (a failed trim keeps the larger block).
     if ((t = realloc(s.row_ptr, (s.rows + 1) * sizeof *s.row_ptr))) s.row_ptr = t;
     if ((t = realloc(s.y, s.rows * sizeof *s.y))) s.y = t;
-    if ((t = realloc(s.cls, s.rows * sizeof *s.cls))) s.cls = t;
+    if (s.cls && (t = realloc(s.cls, s.rows * sizeof *s.cls))) s.cls = t;
     if (s.nnz == 0) {
         // Examples without features: keep valid pointers, as sparse_dataset_alloc does.
         if ((!s.col && !(s.col = malloc(sizeof *s.col))) || (!s.val && !(s.val = malloc(sizeof *s.val)))) {
@@ -294,7 +340,17 @@ int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, size
     sparse_dataset_init(out);
     text_reader_t reader;
     if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
-    label_map_t map = {labels, labels ? k : 0};
+    label_map_t map = {labels, labels ? k : 0, 0, NULL};
+    return parse_all(&reader, path, dim, &map, out, err, err_len);
+}
+
+int libsvm_load_unlabelled(const char *path, size_t dim, sparse_dataset_t *out, size_t *beyond, char *err,
+                           size_t err_len) {
+    sparse_dataset_init(out);
+    *beyond = 0;
+    text_reader_t reader;
+    if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
+    label_map_t map = {NULL, 0, 1, beyond};
     return parse_all(&reader, path, dim, &map, out, err, err_len);
 }
 
@@ -303,7 +359,7 @@ int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, spa
     sparse_dataset_init(out);
     text_reader_t reader;
     if (text_reader_open_memory(&reader, name, text, len, err, err_len) != 0) return -1;
-    label_map_t map = {NULL, 0};
+    label_map_t map = {NULL, 0, 0, NULL};
     return parse_all(&reader, name, dim, &map, out, err, err_len);
 }
 
