@@ -859,15 +859,16 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
 }
 
 // --save-model: parameters [first, first + count) of model m (all of them, or
-// a server's shard) as a model file (model_file.h).
-static int save_model(const char *path, const model_t *m, size_t first, size_t count, const float *values, char *err,
-                      size_t err_len) {
+// a server's shard) as a model file (model_file.h), with the run's split.
+static int save_model(const char *path, const model_t *m, const model_file_split_t *split, size_t first, size_t count,
+                      const float *values, char *err, size_t err_len) {
     model_file_info_t *info = malloc(sizeof *info);
     int rc = -1;
     if (!info) snprintf(err, err_len, "--save-model %s: out of memory", path);
     else if (model_file_info_of(m, info, err, err_len) == 0) {
         info->first = first;
         info->count = count;
+        info->split = *split;
         rc = model_file_write(path, "--save-model", info, values, err, err_len);
     }
     free(info);
@@ -939,8 +940,9 @@ static ps_server_t *server_start(void *ctx, size_t id, const train_args_t *t, co
 // After serving: the evaluator's curve, the shard's values (--save-model) and
 // its files. A shard stopped by a signal writes its files, marked
 // interrupted, and fails (its values are not final: no --save-model).
-static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const model_t *m, const ps_server_t *s,
-                         const global_eval_t *ge, size_t begin, size_t end, char *err, size_t err_len) {
+static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const model_t *m,
+                         const model_file_split_t *split, const ps_server_t *s, const global_eval_t *ge, size_t begin,
+                         size_t end, char *err, size_t err_len) {
     if (ge && write_global_csv(d->run_dir, ge, m, err, err_len) != 0) return -1;
     if (stop_signal_received()) {
         snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
@@ -949,7 +951,7 @@ static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const
     }
     // Every worker has left: the shard's values are final (before its files,
     // which tell a launcher the shard is done).
-    if (d->save_model && save_model(d->save_model, m, begin, end - begin, ps_server_values(s), err, err_len) != 0)
+    if (d->save_model && save_model(d->save_model, m, split, begin, end - begin, ps_server_values(s), err, err_len) != 0)
         return -1;
     return write_server_files(id, run_id, d, s, err, err_len);
 }
@@ -1052,7 +1054,7 @@ static void backup_promoted(void *ctx, ps_server_t *s, const char *endpoint) {
 // A backup replica's life: it copies its primary's state, applies what the
 // primary forwards, and takes over when the primary dies. Returns 0 or -1.
 static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t *t, const dist_args_t *d,
-                      const model_t *m, const char *coordinator, ps_config_t *c, const float *values, size_t begin,
+                      const model_t *m, const model_file_split_t *split, const char *coordinator, ps_config_t *c, const float *values, size_t begin,
                       size_t end, char *err, size_t err_len) {
     backup_eval_t b = {.ctx = ctx, .id = id, .run_id = run_id, .t = t, .d = d, .m = m, .coordinator = coordinator,
                        .endpoints = calloc(d->servers, sizeof(const char *))};
@@ -1080,7 +1082,7 @@ static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t 
     if (write_replica_values(id, d, s, err, err_len) != 0) goto out;
     // Promoted: it finished the run as the primary, and writes the shard's files.
     if (ps_replica_is_primary(rep) && (ps_replica_finish(rep, err, err_len) != 0 ||
-                                      server_finish(id, run_id, d, m, s, b.ge, begin, end, err, err_len) != 0))
+                                      server_finish(id, run_id, d, m, split, s, b.ge, begin, end, err, err_len) != 0))
         goto out;
     rc = 0;
 out:
@@ -1094,7 +1096,7 @@ out:
 }
 
 static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                      const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
+                      const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
     // Under hybrid the servers hold the sparse part only, the first S parameters.
     size_t n = d->sync == SYNC_MODE_HYBRID ? model_num_sparse_params(m) : model_num_params(m);
     if (n == 0) {
@@ -1126,7 +1128,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     char ckpt_path[1100];
     if (server_ps_config(id, run_id, t, d, n, &c, ckpt_path, sizeof ckpt_path, err, err_len) != 0) goto out;
     if (d->server_replicas > 1 && d->replica_backup) {
-        rc = run_backup(ctx, id, run_id, t, d, m, coordinator, &c, values + begin, begin, end, err, err_len);
+        rc = run_backup(ctx, id, run_id, t, d, m, split, coordinator, &c, values + begin, begin, end, err, err_len);
         goto out;
     }
     if (!(s = server_start(ctx, id, t, d, &c, values + begin, err, err_len))) goto out;
@@ -1148,7 +1150,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (serve_then_stop_eval(id, s, &ge, err, err_len) != 0) goto out;
     if (rep && (write_replica_values(id, d, s, err, err_len) != 0 || ps_replica_finish(rep, err, err_len) != 0))
         goto out;
-    if (server_finish(id, run_id, d, m, s, ge, begin, end, err, err_len) != 0) goto out;
+    if (server_finish(id, run_id, d, m, split, s, ge, begin, end, err, err_len) != 0) goto out;
     rc = 0;
 out:
     ps_replica_destroy(&rep);
@@ -1297,6 +1299,7 @@ typedef struct worker {
     const train_args_t *t;
     const dist_args_t *d;
     const model_t *m;
+    const model_file_split_t *split;  // --save-model: the run's split, recorded in the file
     ring_t *ring;
     shm_allreduce_t *shm;      // the ring modes' sums through shared memory (collective.h), or NULL
     hier_allreduce_t *hier;    // ... or through shared memory and rings across hosts, or NULL
@@ -1564,7 +1567,7 @@ static int worker_train(void *ctx, worker_t *w, const replica_config_t *rc, cons
 static int worker_write_results(const worker_t *w, const train_result_t *result, const replica_stats_t *rs,
                                 unsigned rejoins, char *err, size_t err_len) {
     const dist_args_t *d = w->d;
-    if (d->save_model && save_model(d->save_model, w->m, 0, model_num_params(w->m), w->final_w, err, err_len) != 0)
+    if (d->save_model && save_model(d->save_model, w->m, w->split, 0, model_num_params(w->m), w->final_w, err, err_len) != 0)
         return -1;
     write_worker_json(stdout, w->id, w->t, d, w->m, result, rs, rejoins, w->counts, w->incarnation);
     fflush(stdout);
@@ -1579,8 +1582,9 @@ static int worker_write_results(const worker_t *w, const train_result_t *result,
 }
 
 static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                      const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
-    worker_t w = {.id = id, .t = t, .d = d, .m = m};
+                      const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
+                      size_t err_len) {
+    worker_t w = {.id = id, .t = t, .d = d, .m = m, .split = split};
     int rc = -1;
     if (!(w.join_nonce = (uint32_t)wire_fresh_id(&w))) w.join_nonce = 1;
     if (!(w.delays = calloc(dist_slots(d), sizeof *w.delays))) {
@@ -1698,8 +1702,10 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     char process[32];
     snprintf(process, sizeof process, "%s %zu", what, id);
     if (t->trace && trace_start(process, err, sizeof err) != 0) goto out;
-    int rc = role == DIST_ROLE_SERVER ? run_server(ctx, id, t, d, model, coordinator, run_id, err, sizeof err)
-                                      : run_worker(ctx, id, t, d, model, coordinator, run_id, err, sizeof err);
+    model_file_split_t split;
+    model_file_split_of(&data, t->test_frac, t->seed, t->train_limit, t->test_limit, t->test_data != NULL, &split);
+    int rc = role == DIST_ROLE_SERVER ? run_server(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err)
+                                      : run_worker(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err);
     // The timeline of a failed run is written too: it may show why.
     char why[ERR_LEN];
     if (t->trace && trace_write(t->trace, "--trace", why, sizeof why) != 0 && rc == 0) {

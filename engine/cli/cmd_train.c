@@ -484,6 +484,9 @@ static int train_cmd_open_outputs(train_cmd_t *c, char *err, size_t err_len) {
         return -1;
     }
     if (c->save_info && model_file_info_of(c->model, c->save_info, err, err_len) != 0) return -1;
+    if (c->save_info)
+        model_file_split_of(&c->data, a->test_frac, a->seed, a->train_limit, a->test_limit, a->test_data != NULL,
+                            &c->save_info->split);
     if (c->sim.on && !(c->sim_result = malloc(sizeof *c->sim_result))) {
         snprintf(err, err_len, "out of memory for the simulation's result");
         return -1;
