@@ -45,6 +45,7 @@ static void worker_round_trip(void) {
         .wall_s = 12.345678901234567, .samples_per_s = 1e9 / 3, .wait_s = 0.1,
         .final_test_loss = 0.3333333333333333, .final_test_metric = 0.9876543210123,
         .time_to_target_s = NAN, .global_test_loss = -0.0, .global_test_metric = INFINITY,
+        .samples_retrained = 11, .samples_skipped = 12, .evicted = 1,
     };
     char err[600];
     CHECK_OK(run_record_write_worker(dir, &w, err, sizeof err), err);
@@ -55,6 +56,7 @@ static void worker_round_trip(void) {
     CHECK(r.train_examples == w.train_examples && r.pushes == w.pushes && r.global_versions == w.global_versions);
     CHECK(r.samples_to_target == w.samples_to_target && r.bytes_out == w.bytes_out && r.bytes_in == w.bytes_in);
     CHECK(r.bytes_out_uncompressed == w.bytes_out_uncompressed);
+    CHECK(r.samples_retrained == 11 && r.samples_skipped == 12 && r.evicted == 1);
     CHECK(same_f64(r.wall_s, w.wall_s) && same_f64(r.samples_per_s, w.samples_per_s) && same_f64(r.wait_s, w.wait_s));
     CHECK(same_f64(r.final_test_loss, w.final_test_loss) && same_f64(r.final_test_metric, w.final_test_metric));
     CHECK(same_f64(r.time_to_target_s, w.time_to_target_s) && same_f64(r.global_test_loss, w.global_test_loss));
@@ -127,11 +129,11 @@ static void refusals(void) {
     bad[0] = 'X';
     expect_refused(0, 3, bad, wlen, "not a result record");
     memcpy(bad, w, wlen);
-    bad[8] = 3;  // version 3
-    expect_refused(0, 3, bad, wlen, "version 3; this asgd reads version 2");
+    bad[8] = 4;  // version 4
+    expect_refused(0, 3, bad, wlen, "version 4; this asgd reads version 3");
     expect_refused(1, 1, w, wlen, "a worker record where a server record belongs");
     memcpy(bad, w, wlen);
-    bad[16]++;  // one field more than version 2 has
+    bad[16]++;  // one field more than version 3 has
     expect_refused(0, 3, bad, wlen, "fields");
     memcpy(bad, w, wlen);
     bad[32 + 12 + 2] = 2;  // field 1 (metric_rmse, u64) said to be an f64

@@ -25,6 +25,8 @@
 #include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
 #include "engine/cli/model_file.h"      // defines: model_file_info_of, model_file_write
 #include "engine/cli/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
+#include "engine/cli/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
+#include "engine/cli/worker_live.h"     // defines: worker_live_open, worker_live_close
 #include "engine/dist/replica.h"         // defines: replica_train
 #include "engine/dist/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
 #include "engine/core/run_report.h"      // defines: run_report_new
@@ -1213,6 +1215,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_number(&j, "final_epoch", r->last.epoch);
     json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
     json_bool(&j, "interrupted", r->interrupted);
+    json_bool(&j, "evicted", rs->servers_finished);  // the servers finished the run without it
     json_number(&j, "global_test_loss", rs->global_test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse", rs->global_test_metric);
     json_uint(&j, "global_versions", rs->global_versions);
@@ -1269,6 +1272,7 @@ static int write_worker_record(const char *dir, size_t id, const model_t *m, con
     worker_result_t w = {
         .id = id,
         .left = r->interrupted,
+        .evicted = (uint64_t)rs->servers_finished,
         .metric_rmse = model_metric(m) == METRIC_KIND_RMSE,
         .samples = r->samples,
         .updates = r->updates,
@@ -1313,11 +1317,16 @@ typedef struct worker {
     ps_push_count_t *counts;   // whichever of the two (NULL without servers)
     size_t incarnation;
     worker_ckpt_config_t *ckpt;  // asp/ssp with --checkpoint-every or --resume, else NULL
+    servers_watch_t watch;     // the servers' end, seen in the run directory
+    worker_live_t live;        // its live counts in the run directory (asgd launch's progress line)
+    train_callbacks_t cb;      // what the trainer calls: the report's, through the live counts
     run_report_t *report;
     float *final_w;            // --save-model
 } worker_t;
 
 static void worker_free(worker_t *w) {
+    servers_watch_stop(&w->watch);
+    worker_live_close(&w->live);
     if (w->report) {
         char ignored[8];
         run_report_close(&w->report, ignored, sizeof ignored);
@@ -1441,6 +1450,7 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
         .local_steps = d->local_steps,
         .push_counts = w->counts,
         .ckpt = w->ckpt,
+        .servers_finished = &w->watch.finished,
     };
 }
 
@@ -1532,7 +1542,9 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
     }
     double total = (double)model_num_train(w->m) * (double)t->epochs / (double)d->workers;
     w->report = run_report_new(log, model_metric(w->m), t->quiet ? NULL : stderr, total, err, err_len);
-    if (!w->report) return -1;
+    if (!w->report ||
+        worker_live_open(&w->live, d->run_dir, w->id, run_report_callbacks(w->report), &w->cb, err, err_len) != 0)
+        return -1;
     if (!t->quiet) {
         char desc[160];
         model_describe(w->m, desc, sizeof desc);
@@ -1545,14 +1557,26 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
 
 // Trains its replica. A worker the servers evicted (cut off for longer than
 // --worker-timeout) rejoins with a fresh replica: its unpushed progress is
-// lost, its data order resumes at the clock the servers give it.
+// lost, its data order resumes at the clock the servers give it. One that
+// finds the servers finished (evicted, and back after every other worker had
+// left: they no longer answer) ends at once: 1, with the samples it trained
+// in *result and rs->servers_finished set. Returns 0 when it trained its
+// share, -1 with err when it failed.
 static int worker_train(void *ctx, worker_t *w, const replica_config_t *rc, const train_config_t *tc,
                         train_result_t *result, replica_stats_t *rs, unsigned *rejoins, char *err, size_t err_len) {
-    train_callbacks_t cb = run_report_callbacks(w->report);
+    train_callbacks_t cb = w->cb;
     *rejoins = 0;
+    uint64_t most_samples = 0;  // the most any attempt trained (a rejoin goes on from its position)
     for (;;) {
+        memset(result, 0, sizeof *result);
         if (replica_train(ctx, rc, w->m, &w->t->opt, tc, w->t->seed, &cb, result, rs, w->final_w, err, err_len) == 0)
             return 0;
+        if (result->samples > most_samples) most_samples = result->samples;
+        if (rs->evicted && atomic_load(&w->watch.finished)) rs->servers_finished = 1;
+        if (rs->servers_finished) {
+            result->samples = most_samples;
+            return 1;
+        }
         if (!rs->evicted || *rejoins >= MAX_REJOINS) return -1;
         (*rejoins)++;
         // A checkpointing worker rejoins from its last checkpoint, once it has one.
@@ -1562,12 +1586,13 @@ static int worker_train(void *ctx, worker_t *w, const replica_config_t *rc, cons
     }
 }
 
-// Its model (--save-model), its JSON on stdout, and in the run directory its
+// Its model (--save-model; not when the servers finished without it: it
+// holds no final model), its JSON on stdout, and in the run directory its
 // JSON and then its result record (whose presence says it is done).
 static int worker_write_results(const worker_t *w, const train_result_t *result, const replica_stats_t *rs,
                                 unsigned rejoins, char *err, size_t err_len) {
     const dist_args_t *d = w->d;
-    if (d->save_model && save_model(d->save_model, w->m, w->split, 0, model_num_params(w->m), w->final_w, err, err_len) != 0)
+    if (d->save_model && !rs->servers_finished && save_model(d->save_model, w->m, w->split, 0, model_num_params(w->m), w->final_w, err, err_len) != 0)
         return -1;
     write_worker_json(stdout, w->id, w->t, d, w->m, result, rs, rejoins, w->counts, w->incarnation);
     fflush(stdout);
@@ -1584,7 +1609,7 @@ static int worker_write_results(const worker_t *w, const train_result_t *result,
 static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                       const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
                       size_t err_len) {
-    worker_t w = {.id = id, .t = t, .d = d, .m = m, .split = split};
+    worker_t w = {.id = id, .t = t, .d = d, .m = m, .split = split, .live = {.fd = -1}};
     int rc = -1;
     if (!(w.join_nonce = (uint32_t)wire_fresh_id(&w))) w.join_nonce = 1;
     if (!(w.delays = calloc(dist_slots(d), sizeof *w.delays))) {
@@ -1604,6 +1629,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (worker_ckpt_setup(&w, err, err_len) != 0) goto out;
     if (worker_meet(ctx, &w, coordinator, run_id, err, err_len) != 0) goto out;
     if (worker_open_ledger(&w, run_id, err, err_len) != 0) goto out;
+    if (servers_watch_start(&w.watch, d->run_dir, d->servers, err, err_len) != 0) goto out;
     replica_config_t rc_cfg = worker_replica_config(&w, run_id);
     train_config_t tc;
     if (worker_train_config(&w, &tc, err, err_len) != 0) goto out;
@@ -1615,7 +1641,14 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     train_result_t result;
     replica_stats_t rs;
     unsigned rejoins;
-    if (worker_train(ctx, &w, &rc_cfg, &tc, &result, &rs, &rejoins, err, err_len) != 0) goto out;
+    int trained = worker_train(ctx, &w, &rc_cfg, &tc, &result, &rs, &rejoins, err, err_len);
+    if (trained < 0) goto out;
+    if (trained > 0) {
+        fprintf(stderr, "asgd worker %zu: the servers finished the run without it (evicted: silent longer than "
+                        "--worker-timeout %zu ms): %llu samples trained, its last pushes never applied\n", id,
+                d->worker_timeout_ms, (unsigned long long)result.samples);
+        err[0] = '\0';
+    }
     if (run_report_close(&w.report, err, err_len) != 0) goto out;
     if (worker_write_results(&w, &result, &rs, rejoins, err, err_len) != 0) goto out;
     rc = 0;

@@ -47,6 +47,7 @@ static const field_t worker_fields[] = {
     WF(T_F64, global_test_metric),
     WF(T_U64, samples_retrained),
     WF(T_U64, samples_skipped),
+    WF(T_U64, evicted),
 };
 
 // `workers` comes before the arrays it sizes.

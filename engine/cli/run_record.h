@@ -21,7 +21,7 @@
 
 #include "staleness/histogram.h"  // defines: staleness_hist_t
 
-#define RUN_RECORD_VERSION 2u
+#define RUN_RECORD_VERSION 3u
 
 // A worker's run (one incarnation: the last to finish under --restart-workers).
 typedef struct worker_result {
@@ -41,6 +41,10 @@ typedef struct worker_result {
     // A worker resumed from its checkpoint, over its restarts: samples trained
     // twice, and samples no incarnation trained (docs/reliability.md).
     uint64_t samples_retrained, samples_skipped;
+    // 1: the servers had evicted it (silent past --worker-timeout) and
+    // finished the run without it; its samples count, its last pushes were
+    // never applied (docs/reliability.md).
+    uint64_t evicted;
 } worker_result_t;
 
 // A parameter-server shard's run.

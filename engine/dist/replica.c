@@ -142,6 +142,7 @@ static int join_servers_now(replica_t *r, void *zmq_ctx, uint64_t init_seed, tra
     r->client = ps_client_new_joiner(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->join_nonce, rc->servers,
                                      rc->n_servers, r->ps_n, rc->heartbeat_ms, rc->timeout_ms, err, err_len);
     if (!r->client) return -1;
+    ps_client_set_abort(r->client, rc->servers_finished);
     ps_client_count_pushes(r->client, rc->push_counts);
     if (rc->retry_ms > 0) ps_client_set_retry_ms(r->client, rc->retry_ms);
     if (rc->heartbeat_ms > 0) {
@@ -282,6 +283,7 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
         ps_client_get_stats(r->client, &cs);
         wire_status_t why = ps_client_refusal(r->client);
         stats->evicted = failed && why == WIRE_STATUS_EVICTED;
+        stats->servers_finished = failed && r->rc->servers_finished && atomic_load(r->rc->servers_finished);
         stats->diverged = failed && why == WIRE_STATUS_NOT_FINITE;
         stats->retries = cs.retries;
         stats->pushes_acked = cs.pushes_acked;
