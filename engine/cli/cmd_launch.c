@@ -649,8 +649,9 @@ static int restart_server(local_run_t *r, child_t *c) {
     char ckpt[1100], how[128];
     snprintf(ckpt, sizeof ckpt, "%s/server-%zu.ckpt", r->ckpt_dir, c->id);
     if (access(ckpt, R_OK) != 0) {
-        launch_say(r, "server %zu failed before its first checkpoint (%s: %s): nothing to restart it from", c->id,
-                   ckpt, strerror(errno));
+        launch_say(r, "server %zu failed before its first checkpoint (%s: %s): nothing to restart it from; its "
+                      "message below says why it failed, and once that is mended a new launch starts afresh (a "
+                      "smaller --checkpoint-every S saves sooner)", c->id, ckpt, strerror(errno));
         return -1;
     }
     describe_exit(c->status, how, sizeof how);
@@ -677,6 +678,15 @@ static int restart_server(local_run_t *r, child_t *c) {
 static int restart_replica(local_run_t *r, child_t *c) {
     if (c->role != DIST_ROLE_SERVER || r->d->server_replicas < 2 || r->replica_restarts >= REPLICA_RESTARTS_MAX)
         return -1;
+    // A primary that died before the run's processes had all met at the
+    // coordinator leaves nothing to take over: no replica holds its state
+    // (none was in sync yet) and no worker knows its endpoint. Started again
+    // as a backup it would wait for a primary that never comes: the run ends.
+    if (!c->replica_backup && rdv_server_answers(r->rdv, c->id) == 0) {
+        launch_say(r, "server %zu replica %zu died before the run's processes had met: no replica holds its shard "
+                      "to take over from", c->id, c->replica);
+        return -1;
+    }
     char how[128];
     describe_exit(c->status, how, sizeof how);
     r->replica_restarts++;
