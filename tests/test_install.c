@@ -2,7 +2,9 @@
 // prefix: experiments/custom_model (copied out of the tree) configures with
 // find_package(asgd), builds, and trains its own model with Hogwild! threads
 // and through a 2-worker ASP launch; a one-file program builds with
-// `pkg-config --cflags --libs asgd` and links the shared library.
+// `pkg-config --cflags --libs asgd` and links the shared library, and with
+// `pkg-config --static --libs asgd` the static one (CUDA's libraries named
+// when the build has CUDA) and runs without libasgd.so.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +115,21 @@ int main(void) {
               "PKG_CONFIG_PATH=%s/lib/pkgconfig %s %s %s/version.c -o %s/version $(PKG_CONFIG_PATH=%s/lib/pkgconfig "
               "pkg-config --cflags --libs asgd) && LD_LIBRARY_PATH=%s/lib %s/version",
               prefix, ASGD_C_COMPILER, ASGD_EXTRA_FLAGS, work, work, prefix, prefix, work) == 0);
+    // --static: libasgd.a and every library it needs, from asgd.pc alone; no libasgd.so at run time.
+    CHECK(run("pkg-static.log",
+              "export PKG_CONFIG_PATH=%s/lib/pkgconfig; %s %s %s/version.c -o %s/version-static $(pkg-config --cflags "
+              "asgd) $(pkg-config --static --libs asgd | sed 's/-lasgd /-l:libasgd.a /') && %s/version-static",
+              prefix, ASGD_C_COMPILER, ASGD_EXTRA_FLAGS, work, work, work) == 0);
+    char *libs = proc_slurp(proc_path(work, "pkg-static.log"));
+    CHECK(strstr(libs, ASGD_VERSION));
+    free(libs);
+    CHECK(run("pkg-libs.log", "PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --static --libs asgd", prefix) == 0);
+    libs = proc_slurp(proc_path(work, "pkg-libs.log"));
+    printf("pkg-config --static --libs asgd: %s", libs);
+#ifdef ASGD_HAVE_CUDA
+    CHECK(strstr(libs, "cudart") && strstr(libs, "cublas"));
+#endif
+    free(libs);
     CHECK(test_remove_tree(work) == 0);
     printf("installed, built against the prefix alone, and trained\n");
     return 0;
