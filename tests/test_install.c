@@ -4,7 +4,8 @@
 // and through a 2-worker ASP launch; a one-file program builds with
 // `pkg-config --cflags --libs asgd` and links the shared library, and with
 // `pkg-config --static --libs asgd` the static one (CUDA's libraries named
-// when the build has CUDA) and runs without libasgd.so.
+// when the build has CUDA) and runs without libasgd.so; the guides the
+// manual pages name are in share/doc/asgd.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,7 +55,9 @@ int main(void) {
     // Installed: the program, both libraries, the headers, pkg-config and the CMake package.
     const char *installed[] = {"bin/asgd", "lib/libasgd.a", "lib/libasgd.so", "include/asgd/asgd.h",
                                "include/asgd/engine/core/model_impl.h", "lib/pkgconfig/asgd.pc",
-                               "lib/cmake/asgd/asgdConfig.cmake", "lib/cmake/asgd/asgdTargets.cmake"};
+                               "lib/cmake/asgd/asgdConfig.cmake", "lib/cmake/asgd/asgdTargets.cmake",
+                               "share/doc/asgd/README.md", "share/doc/asgd/cli.md", "share/doc/asgd/model_file.md",
+                               "share/doc/asgd/reliability.md", "share/man/man1/asgd-merge.1"};
     for (size_t i = 0; i < sizeof installed / sizeof installed[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", prefix, installed[i]);

@@ -17,6 +17,7 @@
 
 #include "engine/cli/commands.h"
 #include "engine/cli/dist.h"            // defines: dist_args_t, dist_run_role
+#include "engine/cli/flag_synonyms.h"   // defines: flag_synonym_canonical
 #include "engine/cli/launch_curve.h"    // defines: curve_point_t, CURVE_* columns
 #include "engine/cli/launch_job.h"      // defines: launch_job_outcome_t
 #include "engine/cli/run_merge.h"       // defines: run_merge_dir, run_merge_model, run_merge_part_path
@@ -201,25 +202,35 @@ static int spawn(child_t *c, const char *exe, char **args, char **envp) {
     return 0;
 }
 
-// Is argv[i] the launcher-only flag `name` (as "--name V" or "--name=V")? Sets *skip to its word count.
+// The flag a word names as the parser knows it ("--save_model=x" and the
+// synonym "--final-regressor" are --save-model), into out with its dashes;
+// 0 when the word is no flag.
+static int word_flag(const char *word, char *out, size_t len) {
+    if (strncmp(word, "--", 2) != 0) return 0;
+    size_t n = strcspn(word + 2, "=");
+    if (n == 0 || n + 3 > len) return 0;
+    char name[64];
+    if (n >= sizeof name) return 0;
+    for (size_t i = 0; i < n; i++) name[i] = word[2 + i] == '_' ? '-' : word[2 + i];
+    name[n] = '\0';
+    const char *canonical = flag_synonym_canonical(name);
+    snprintf(out, len, "--%s", canonical ? canonical : name);
+    return 1;
+}
+
+// Is argv[i] the launcher-only flag `name` (as "--name V" or "--name=V", by
+// any of its names)? Sets *skip to its word count.
 static int is_flag(char **argv, int argc, int i, const char *name, int *skip) {
-    size_t n = strlen(name);
-    if (strncmp(argv[i], name, n) != 0) return 0;
-    if (argv[i][n] == '=') {
-        *skip = 1;
-        return 1;
-    }
-    if (argv[i][n] == '\0') {
-        *skip = i + 1 < argc ? 2 : 1;
-        return 1;
-    }
-    return 0;
+    char flag[72];
+    if (!word_flag(argv[i], flag, sizeof flag) || strcmp(flag, name) != 0) return 0;
+    *skip = strchr(argv[i], '=') || i + 1 >= argc ? 1 : 2;
+    return 1;
 }
 
 // Is word the launcher-only boolean flag `name` ("--name" or "--name=V")? Sets *skip to 1.
 static int is_bool_flag(const char *word, const char *name, int *skip) {
-    size_t n = strlen(name);
-    if (strncmp(word, name, n) != 0 || (word[n] != '\0' && word[n] != '=')) return 0;
+    char flag[72];
+    if (!word_flag(word, flag, sizeof flag) || strcmp(flag, name) != 0) return 0;
     *skip = 1;
     return 1;
 }

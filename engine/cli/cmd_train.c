@@ -65,7 +65,7 @@ static size_t sim_args_flags(sim_args_t *s, flag_spec_t *specs) {
     specs[2] = (flag_spec_t){"staleness-aware", FLAG_TYPE_BOOL, &s->staleness_aware, NULL,
                              "simulation: divide each step by max(1, its staleness)", 0, 0, NULL, 0};
     specs[3] = (flag_spec_t){"dc-asgd", FLAG_TYPE_DOUBLE, &s->dc_lambda, "LAMBDA",
-                             "simulation: delay compensation g + LAMBDA*g*g*(w_now - w_then) (default 0: off)",
+                             "simulation: delay compensation g + LAMBDA*g*g*(w_now - w_then) (0: off)",
                              0, 1e6, NULL, 0};
     specs[4] = (flag_spec_t){"delay-adaptive", FLAG_TYPE_SIZE, &s->delay_adaptive, "TAU_C",
                              "simulation: full step for staleness <= TAU_C, step * TAU_C / staleness above it "
