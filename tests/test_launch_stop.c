@@ -8,7 +8,8 @@
 //      summary.json from the records: the same figures, and with
 //      --save-model the same model bytes;
 //   c) SIGTERM to an allreduce launch: exit 143, summary interrupted, worker
-//      0's model saved;
+//      0's model saved, the replicas' parameters the same (a worker caught in
+//      the exchange its peer left ends with the last round both applied);
 //   d) a second signal while the first is being served (a worker inside a
 //      60 s step) kills the launcher at once, and its children with it;
 //   e) a worker the server evicts (SIGSTOPped after the other finished) and
@@ -182,6 +183,11 @@ static void interrupted_allreduce(void) {
            strstr(summary, "\"interrupted\":true") ? "true" : "false", access(model_s, R_OK) == 0 ? "saved" : "none");
     CHECK(st == 143);
     CHECK(strstr(summary, "\"interrupted\":true"));
+    // Both stopped at a round every replica had applied, whichever saw the signal first.
+    char *w0 = proc_slurp(proc_path(rd_s, "worker-0.json")), *w1 = proc_slurp(proc_path(rd_s, "worker-1.json"));
+    const char *c0 = strstr(w0, "\"dense_params_checksum\":"), *c1 = strstr(w1, "\"dense_params_checksum\":");
+    CHECK(c0 && c1 && strncmp(c0, c1, 36) == 0);
+    free(w0), free(w1);
     model_file_t f;
     char why[512];
     CHECK_OK(model_file_read(model_s, &f, why, sizeof why), why);

@@ -1579,6 +1579,10 @@ static int worker_train(void *ctx, worker_t *w, const replica_config_t *rc, cons
         memset(result, 0, sizeof *result);
         if (replica_train(ctx, rc, w->m, &w->t->opt, tc, w->t->seed, &cb, result, rs, w->final_w, err, err_len) == 0)
             return 0;
+        if (rs->stopped_with_peers) {  // stopped by the signal that stopped its peers: its results stand
+            err[0] = '\0';
+            return 0;
+        }
         if (result->samples > most_samples) most_samples = result->samples;
         if (rs->evicted && atomic_load(&w->watch.finished)) rs->servers_finished = 1;
         if (rs->servers_finished) {
@@ -1637,7 +1641,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (worker_ckpt_setup(&w, err, err_len) != 0) goto out;
     if (worker_meet(ctx, &w, coordinator, run_id, err, err_len) != 0) goto out;
     if (worker_open_ledger(&w, run_id, err, err_len) != 0) goto out;
-    if (servers_watch_start(&w.watch, d->run_dir, d->servers, err, err_len) != 0) goto out;
+    if (servers_watch_start(&w.watch, d->run_dir, d->servers, run_id, err, err_len) != 0) goto out;
     replica_config_t rc_cfg = worker_replica_config(&w, run_id);
     train_config_t tc;
     if (worker_train_config(&w, &tc, err, err_len) != 0) goto out;

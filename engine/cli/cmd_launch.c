@@ -407,6 +407,8 @@ static int local_run_dir(local_run_t *r) {
         launch_say(r, "%s", err);
         return 1;
     }
+    // A directory used again: what says a process of this run is done must be this run's.
+    run_merge_clear(r->dir, r->d);
     return 0;
 }
 
@@ -1514,21 +1516,33 @@ int cmd_launch(int argc, char **argv) {
     return launch_local(t.words.argc, t.words.argv, &t, &d, &o, NULL, err, sizeof err);
 }
 
+// A launch's flags from words no user typed (a job's argv, a run
+// directory's config), parsed into t, d and o (flags: room for
+// LAUNCH_MAX_FLAGS, *n of them) and checked across flags; --help is no such
+// word. Returns 0, or -1 with err prefixed with command.
+static int launch_words_parse(const char *command, int argc, char **argv, train_args_t *t, dist_args_t *d,
+                              launch_opts_t *o, flag_spec_t *flags, size_t *n, char *err, size_t err_len) {
+    train_args_defaults(t);
+    dist_args_defaults(d);
+    *n = launch_flags(t, d, o, flags);
+    flags_status_t parsed = train_args_parse(t, command, flags, *n, argc, argv, err, err_len);
+    if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "%s: --help is not a job's flag", command);
+    if (parsed != FLAGS_STATUS_OK) return -1;
+    return train_args_finish(t, flags, *n, command, err, err_len) != 0 ||
+                   dist_args_finish(d, t, flags, *n, command, err, err_len) != 0 ||
+                   launch_refuse_log(t, err, err_len) != 0
+               ? -1
+               : 0;
+}
+
 int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
     train_args_t t __attribute__((cleanup(train_args_release)));
     dist_args_t d;
     launch_opts_t o;
-    train_args_defaults(&t);
-    dist_args_defaults(&d);
     flag_spec_t flags[LAUNCH_MAX_FLAGS];
-    size_t n = launch_flags(&t, &d, &o, flags);
-    flags_status_t parsed = train_args_parse(&t, "asgd launch", flags, n, argc, argv, err, err_len);
-    if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd launch: --help is not a job's flag");
-    if (parsed != FLAGS_STATUS_OK) return -1;
-    if (train_args_finish(&t, flags, n, "asgd launch", err, err_len) != 0 ||
-        dist_args_finish(&d, &t, flags, n, "asgd launch", err, err_len) != 0 ||
-        launch_refuse_log(&t, err, err_len) != 0 ||
+    size_t n;
+    if (launch_words_parse("asgd launch", argc, argv, &t, &d, &o, flags, &n, err, err_len) != 0 ||
         dist_apply_scaling(&d, &t, "asgd launch", err, err_len) != 0)
         return -1;
     if (t.resume) {
@@ -1596,14 +1610,10 @@ int cmd_merge(int argc, char **argv) {
     train_args_t t __attribute__((cleanup(train_args_release)));
     dist_args_t d;
     launch_opts_t o;
-    train_args_defaults(&t);
-    dist_args_defaults(&d);
     flag_spec_t flags[LAUNCH_MAX_FLAGS];
-    size_t n = launch_flags(&t, &d, &o, flags);
+    size_t n;
     char *words[] = {"--config", config};
-    if (train_args_parse(&t, "asgd merge", flags, n, 2, words, err, sizeof err) != FLAGS_STATUS_OK ||
-        train_args_finish(&t, flags, n, "asgd merge", err, sizeof err) != 0 ||
-        dist_args_finish(&d, &t, flags, n, "asgd merge", err, sizeof err) != 0) {
+    if (launch_words_parse("asgd merge", 2, words, &t, &d, &o, flags, &n, err, sizeof err) != 0) {
         fprintf(stderr, "asgd merge: %s: %s\n", config, err);
         return 1;
     }

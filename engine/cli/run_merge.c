@@ -10,6 +10,7 @@
 #include "engine/cli/launch_curve.h"  // defines: global_curve_load, global_curve_write_merged
 #include "engine/cli/model_file.h"    // defines: model_file_join, model_file_write
 #include "engine/cli/run_record.h"    // defines: run_record_read_worker, run_record_read_server
+#include "engine/cli/worker_live.h"   // defines: worker_live_path
 #include "engine/core/json_writer.h"  // defines: json_*
 #include "net/ps_client.h"            // defines: ps_push_count_t
 #include "staleness/histogram.h"      // defines: staleness_hist_t
@@ -480,6 +481,22 @@ size_t run_merge_missing(const char *dir, const dist_args_t *d, char *names, siz
         missing++;
     }
     return missing;
+}
+
+void run_merge_clear(const char *dir, const dist_args_t *d) {
+    char path[1100];
+    for (size_t k = 0; k < d->servers; k++) {
+        run_record_path(path, sizeof path, dir, 1, k);
+        unlink(path);
+    }
+    for (size_t k = 0; k < dist_slots(d); k++) {
+        run_record_path(path, sizeof path, dir, 0, k);
+        unlink(path);
+        worker_live_path(path, sizeof path, dir, k);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/%s", dir, RUN_MERGE_INTERRUPTED);
+    unlink(path);
 }
 
 int run_merge_mark_interrupted(const char *dir, int sig, char *err, size_t err_len) {

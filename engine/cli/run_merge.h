@@ -44,6 +44,11 @@ int run_merge_model(const char *dir, const dist_args_t *d, const char *save_mode
 // 0, worker 2"); returns how many.
 size_t run_merge_missing(const char *dir, const dist_args_t *d, char *names, size_t len);
 
+// Removes what an earlier run left in dir that would speak for this one:
+// its processes' result records and live counts, and the mark below (a
+// launch starting in a directory used before).
+void run_merge_clear(const char *dir, const dist_args_t *d);
+
 // The launcher's mark that a signal stopped the run (RUN_DIR/interrupted,
 // holding the signal's number), so that asgd merge reports it as launch did.
 #define RUN_MERGE_INTERRUPTED "interrupted"

@@ -11,7 +11,7 @@
 #define LIVE_FORMAT "%20llu %20.3f %20.6f\n"
 #define LIVE_BYTES 64
 
-static void live_path(char *out, size_t len, const char *dir, size_t worker) {
+void worker_live_path(char *out, size_t len, const char *dir, size_t worker) {
     snprintf(out, len, "%s/worker-%zu.live", dir, worker);
 }
 
@@ -42,7 +42,7 @@ int worker_live_open(worker_live_t *l, const char *dir, size_t worker, train_cal
     *out = next;
     if (!dir) return 0;
     char path[1100];
-    live_path(path, sizeof path, dir, worker);
+    worker_live_path(path, sizeof path, dir, worker);
     if ((l->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644)) < 0) {
         snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
         return -1;
@@ -58,7 +58,7 @@ void worker_live_close(worker_live_t *l) {
 
 int worker_live_read(const char *dir, size_t worker, double *samples, double *samples_per_s, double *wall_s) {
     char path[1100], line[LIVE_BYTES + 1];
-    live_path(path, sizeof path, dir, worker);
+    worker_live_path(path, sizeof path, dir, worker);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return 0;
     ssize_t got = read(fd, line, LIVE_BYTES);

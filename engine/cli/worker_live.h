@@ -22,6 +22,9 @@ int worker_live_open(worker_live_t *l, const char *dir, size_t worker, train_cal
                      train_callbacks_t *out, char *err, size_t err_len);
 void worker_live_close(worker_live_t *l);
 
+// dir/worker-K.live.
+void worker_live_path(char *out, size_t len, const char *dir, size_t worker);
+
 // The last counts worker K wrote in dir; 0 when there are none (yet).
 int worker_live_read(const char *dir, size_t worker, double *samples, double *samples_per_s, double *wall_s);
 

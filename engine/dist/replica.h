@@ -117,6 +117,11 @@ typedef struct replica_stats {
     int evicted;                   // it failed because the servers had evicted it: a new replica may rejoin
     int servers_finished;          // it failed because the servers had finished the run (rc->servers_finished)
     int diverged;                  // it failed because the run diverged (NaN or Inf)
+    // Ring modes: stopped by a stop signal (tc->interrupt) when its collective
+    // failed — the peers, stopped by the same signal one round earlier, had
+    // left it. No replica applied that round: final_w holds the parameters
+    // of the last round all applied, as the peers' do.
+    int stopped_with_peers;
     // The global model at the end (pulled from the servers after this replica's
     // last push; NaN for allreduce, whose replicas all hold the global model).
     double global_test_loss, global_test_metric;
