@@ -973,7 +973,7 @@ static int local_run_interrupted(local_run_t *r, double t0) {
 static int local_run_outcome(local_run_t *r, int failed, double t0) {
     char err[ERR_LEN] = "";
     if (interrupted && !failed) return local_run_interrupted(r, t0);
-    if (interrupted) return 128 + interrupted;  // killed at the stop's bound (said)
+    if (interrupted && !r->culprit) return 128 + interrupted;  // killed at the stop's bound (said)
     if (failed) {
         stop_children(r->kids, r->started);
         const child_t *c = r->culprit;
@@ -990,8 +990,12 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
     }
     run_merge_info_t info = {mono_clock_s() - t0, r->server_restarts, r->replica_restarts, 0};
     if (rdv_server_wait(r->rdv, 1000, err, sizeof err) != 0 ||
-        run_merge_dir(r->dir, r->t, r->d, &info, r->outcome, err, sizeof err) != 0 ||
-        (r->merged = 1, run_merge_model(r->dir, r->d, r->save_model, err, sizeof err) != 0) ||
+        run_merge_dir(r->dir, r->t, r->d, &info, r->outcome, err, sizeof err) != 0) {
+        launch_say(r, "%s", err);
+        return 1;
+    }
+    r->merged = 1;
+    if (run_merge_model(r->dir, r->d, r->save_model, err, sizeof err) != 0 ||
         (r->t->trace && merge_traces(r->dir, r->d, r->t->trace, r->outcome != NULL, err, sizeof err) != 0)) {
         launch_say(r, "%s", err);
         return 1;
