@@ -50,6 +50,7 @@ typedef struct libsvm_part {
     float *val;       // (nnz)
     size_t rows, nnz, row_cap, nnz_cap;
     size_t max_index;
+    size_t beyond;    // prediction: features above the width, skipped
 } libsvm_part_t;
 
 // Doubles *cap (at least to `need`) and reallocates the arrays of that capacity.
@@ -100,8 +101,10 @@ static int parse_value(const char *value_at, uint64_t index, float *out, const c
 }
 
 // Parses the features after the label, from *pp up to the end of the line or a
-// comment, appending them to s; *pp is left there.
-static int parse_features(const char **pp, size_t dim, libsvm_part_t *s, parse_error_t *e) {
+// comment, appending them to s; *pp is left there. With skip_beyond
+// (prediction), an index above dim is skipped and counted in s->beyond
+// instead of refused.
+static int parse_features(const char **pp, size_t dim, int skip_beyond, libsvm_part_t *s, parse_error_t *e) {
     const char *p = *pp;
     char shown[48];
     uint64_t prev = 0, limit = dim > 0 ? dim : LIBSVM_MAX_DIM;
@@ -138,8 +141,18 @@ static int parse_features(const char **pp, size_t dim, libsvm_part_t *s, parse_e
         uint64_t index;
         int digits;
         p = text_parse_digits_padded(tok, &index, &digits);
-        if (index > LIBSVM_MAX_DIM || text_is_digit(*p)) {
-            while (text_is_digit(*p)) p++;
+        int overflow = index > LIBSVM_MAX_DIM || text_is_digit(*p);
+        while (text_is_digit(*p)) p++;
+        // Prediction: an index in order past the model's width (however large) is skipped.
+        if (skip_beyond && dim > 0 && (overflow || index > dim) && *p == ':' &&
+            (overflow ? prev <= LIBSVM_MAX_DIM : index > prev)) {
+            float ignored;
+            if (parse_value(p + 1, overflow ? LIBSVM_MAX_DIM + 1 : index, &ignored, &p, e) != 0) return -1;
+            s->beyond++;
+            prev = overflow ? LIBSVM_MAX_DIM + 1 : index;
+            continue;
+        }
+        if (overflow) {
             FAIL_AT(tok, "feature index %.*s is too large (at most %zu features)", (int)(p - tok < 40 ? p - tok : 40), tok,
                     LIBSVM_MAX_DIM);
         }
@@ -163,11 +176,31 @@ static int parse_features(const char **pp, size_t dim, libsvm_part_t *s, parse_e
     return 0;
 }
 
-// The training set's classes, when a second file must use them.
+// The training set's classes, when a second file must use them; or, for
+// prediction, no classes at all.
 typedef struct label_map {
     const int32_t *labels;  // ascending; NULL: the file's own labels make the classes
     size_t k;
+    int unlabelled;         // labels optional and not kept; features beyond dim skipped (libsvm_load_unlabelled)
 } label_map_t;
+
+// Whether a line's first token is a feature ("7:0.5", "qid:3") rather than a label.
+static int starts_with_feature(const char *p) {
+    if (strncmp(p, "qid:", 4) == 0) return 1;
+    while (text_is_digit(*p)) p++;
+    return *p == ':';
+}
+
+// An unlabelled file's label, when a line has one: any number, skipped.
+static int skip_label(const char *p, const char **end_out, parse_error_t *e) {
+    char shown[48];
+    double value;
+    const char *end = text_parse_double_padded(p, &value);
+    if (end == p || !ends_token(*end))
+        FAIL_AT(p, "expected a label (a number) or a feature (index:value), got '%s'", show_token(p, shown));
+    *end_out = end;
+    return 0;
+}
 
 // Reads an integer label into *label, or with a mapping its class.
 static int parse_label(const char *p, const char **end_out, int32_t *label, const label_map_t *map, parse_error_t *e) {
@@ -203,6 +236,7 @@ typedef struct libsvm_read {
     float *val;       // (nnz)
     size_t rows, nnz, row_cap, nnz_cap;
     size_t max_index;
+    size_t beyond;    // prediction: features above the width, skipped
 } libsvm_read_t;
 
 static void *part_new(void *ctx) { return calloc(1, sizeof(libsvm_part_t)); }
@@ -219,7 +253,7 @@ static void part_free(void *ctx, void *part) {
 static int parse_block(void *ctx, const text_block_t *b, void *part, size_t *lines, text_block_error_t *out) {
     const libsvm_read_t *c = ctx;
     libsvm_part_t *s = part;
-    s->rows = s->nnz = s->max_index = 0;
+    s->rows = s->nnz = s->max_index = s->beyond = 0;
     parse_error_t e_store = {NULL, ""}, *e = &e_store;
     const char *p = b->text, *end = b->text + b->len, *line_start = p;
     size_t line = 0;
@@ -235,8 +269,13 @@ static int parse_block(void *ctx, const text_block_t *b, void *part, size_t *lin
                 snprintf(e->detail, sizeof e->detail, "out of memory after %zu examples", s->rows);
                 goto fail;
             }
-            if (parse_label(p, &p, &s->cls[s->rows], &c->map, e) != 0) goto fail;
-            if (parse_features(&p, c->dim, s, e) != 0) goto fail;
+            if (c->map.unlabelled) {
+                if (!starts_with_feature(p) && skip_label(p, &p, e) != 0) goto fail;
+                s->cls[s->rows] = 0;
+            } else if (parse_label(p, &p, &s->cls[s->rows], &c->map, e) != 0) {
+                goto fail;
+            }
+            if (parse_features(&p, c->dim, c->map.unlabelled, s, e) != 0) goto fail;
             s->row_end[s->rows++] = s->nnz;
         }
         if (*p != '\n') p = p + strcspn(p, "\n");  // the rest is a comment (or nothing)
@@ -278,6 +317,7 @@ static int join_part(void *ctx, void *part, char *err, size_t err_len) {
     c->rows += s->rows;
     c->nnz += s->nnz;
     if (s->max_index > c->max_index) c->max_index = s->max_index;
+    c->beyond += s->beyond;
     return 0;
 }
 
@@ -290,9 +330,10 @@ static void read_free(libsvm_read_t *c) {
 
 static const text_blocks_ops_t libsvm_ops = {part_new, part_free, parse_block, join_part, NULL};
 
-// Parses everything the reader holds into out and closes the reader.
-static int parse_all(text_reader_t *reader, size_t dim, const label_map_t *map, sparse_dataset_t *out, char *err,
-                     size_t err_len) {
+// Parses everything the reader holds into out and closes the reader; an
+// unlabelled read counts the features it skipped in *beyond.
+static int parse_all(text_reader_t *reader, size_t dim, const label_map_t *map, sparse_dataset_t *out, size_t *beyond,
+                     char *err, size_t err_len) {
     char name[512];
     snprintf(name, sizeof name, "%s", reader->name);
     if (dim > LIBSVM_MAX_DIM) {
@@ -314,11 +355,16 @@ static int parse_all(text_reader_t *reader, size_t dim, const label_map_t *map, 
         read_free(&c);
         return -1;
     }
-    // Labels to classes: the given mapping's (already applied), or the file's own.
+    // Labels to classes: the given mapping's (already applied), or the file's
+    // own; none for an unlabelled read (y only, -1, as a generated set's).
     int32_t *labels = NULL;
     size_t k = map->k;
     float *y = malloc(c.rows * sizeof *y);
-    if (map->labels) {
+    if (map->unlabelled) {
+        free(c.cls);
+        c.cls = NULL;
+        k = 0;
+    } else if (map->labels) {
         labels = malloc(k * sizeof *labels);
         if (labels) memcpy(labels, map->labels, k * sizeof *labels);
     } else if (dataset_classes_of(name, c.cls, c.rows, &labels, &k, err, err_len) != 0) {
@@ -327,18 +373,18 @@ static int parse_all(text_reader_t *reader, size_t dim, const label_map_t *map, 
         return -1;
     }
     // Examples without features keep valid pointers, as sparse_dataset_alloc does.
-    if (!labels || !y || (!c.col && !(c.col = malloc(sizeof *c.col))) || (!c.val && !(c.val = malloc(sizeof *c.val)))) {
+    if ((!labels && !map->unlabelled) || !y || (!c.col && !(c.col = malloc(sizeof *c.col))) || (!c.val && !(c.val = malloc(sizeof *c.val)))) {
         snprintf(err, err_len, "%s: out of memory", name);
         free(labels);
         free(y);
         read_free(&c);
         return -1;
     }
-    for (size_t i = 0; i < c.rows; i++) y[i] = dataset_binary_y(labels, k, c.cls[i]);
+    for (size_t i = 0; i < c.rows; i++) y[i] = labels ? dataset_binary_y(labels, k, c.cls[i]) : -1.0f;
     // Hand the arrays over, trimmed to size (a failed trim keeps the larger block).
     void *t;
     if ((t = realloc(c.row_ptr, (c.rows + 1) * sizeof *c.row_ptr))) c.row_ptr = t;
-    if ((t = realloc(c.cls, c.rows * sizeof *c.cls))) c.cls = t;
+    if (c.cls && (t = realloc(c.cls, c.rows * sizeof *c.cls))) c.cls = t;
     if (c.nnz && (t = realloc(c.col, c.nnz * sizeof *c.col))) c.col = t;
     if (c.nnz && (t = realloc(c.val, c.nnz * sizeof *c.val))) c.val = t;
     out->n = c.rows;
@@ -351,6 +397,7 @@ static int parse_all(text_reader_t *reader, size_t dim, const label_map_t *map, 
     out->cls = c.cls;
     out->labels = labels;
     out->n_classes = k;
+    if (beyond) *beyond = c.beyond;
     return 0;
 }
 
@@ -370,8 +417,18 @@ int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, cons
     }
     text_reader_t reader;
     if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
-    label_map_t map = {labels, labels ? k : 0};
-    return parse_all(&reader, dim, &map, out, err, err_len);
+    label_map_t map = {labels, labels ? k : 0, 0};
+    return parse_all(&reader, dim, &map, out, NULL, err, err_len);
+}
+
+int libsvm_load_unlabelled(const char *path, size_t dim, sparse_dataset_t *out, size_t *beyond, char *err,
+                           size_t err_len) {
+    sparse_dataset_init(out);
+    *beyond = 0;
+    text_reader_t reader;
+    if (text_reader_open(&reader, path, err, err_len) != 0) return -1;
+    label_map_t map = {NULL, 0, 1};
+    return parse_all(&reader, dim, &map, out, beyond, err, err_len);
 }
 
 int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, sparse_dataset_t *out, char *err,
@@ -379,8 +436,8 @@ int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, spa
     sparse_dataset_init(out);
     text_reader_t reader;
     if (text_reader_open_memory(&reader, name, text, len, err, err_len) != 0) return -1;
-    label_map_t map = {NULL, 0};
-    return parse_all(&reader, dim, &map, out, err, err_len);
+    label_map_t map = {NULL, 0, 0};
+    return parse_all(&reader, dim, &map, out, NULL, err, err_len);
 }
 
 // ---- the writer ----

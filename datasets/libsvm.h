@@ -45,6 +45,14 @@ int libsvm_load(const char *path, size_t dim, sparse_dataset_t *out, char *err, 
 int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, const char *label_text, size_t k,
                        sparse_dataset_t *out, char *err, size_t err_len);
 
+// libsvm_load for prediction (asgd predict): a line's label is optional and
+// any number (an unlabelled line begins with its first index:value, or qid:),
+// and is not kept; a feature whose index is above dim (> 0: the model's
+// width) is skipped and counted in *beyond rather than refused. The set has
+// no classes (n_classes 0, y -1: the caller gives it a model's) and width dim.
+int libsvm_load_unlabelled(const char *path, size_t dim, sparse_dataset_t *out, size_t *beyond, char *err,
+                           size_t err_len);
+
 // libsvm_load over len bytes in memory (a file's contents, plain or gzipped;
 // they need not end in '\n' or a NUL); name stands for the path in messages.
 int libsvm_parse(const char *name, const char *text, size_t len, size_t dim, sparse_dataset_t *out, char *err,

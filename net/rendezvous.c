@@ -637,6 +637,77 @@ static int entry_is_mine(const rdv_entry_t *got, const rdv_entry_t *me) {
 }
 
 // rdv_join and rdv_join_any: `any` asks for any rank of me->role and sets *rank.
+// ---- what became of a CURVE join's connections ----
+//
+// Under CURVE a coordinator that refuses this process's key (not on its
+// --curve-allow list, or another server key here) answers nothing: to a
+// joiner that looks like a coordinator that is not there. A monitor of the
+// join's socket tells the two apart: a connection whose handshake failed, or
+// that closed without one succeeding, was refused; none at all, or one that
+// succeeded, was not (the message then does not send the user after keys).
+
+typedef struct join_watch {
+    void *monitor;  // PAIR socket receiving the join socket's events; NULL: not watched
+    int connected, handshake_ok, handshake_failed, disconnected;
+} join_watch_t;
+
+static void join_watch_start(join_watch_t *w, void *zmq_ctx, void *sock) {
+    memset(w, 0, sizeof w[0]);
+    if (!net_security_get()->curve) return;
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "inproc://rdv-join-watch-%p", sock);
+    int events = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+                 ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                 ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    if (zmq_socket_monitor(sock, endpoint, events) != 0) return;  // unwatched: the message stays general
+    w->monitor = zmq_socket(zmq_ctx, ZMQ_PAIR);
+    int zero = 0;
+    if (w->monitor && (zmq_setsockopt(w->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
+                       zmq_connect(w->monitor, endpoint) != 0)) {
+        zmq_close(w->monitor);
+        w->monitor = NULL;
+    }
+}
+
+// Takes the events that came so far.
+static void join_watch_poll(join_watch_t *w) {
+    while (w->monitor) {
+        zmq_msg_t frame;
+        zmq_msg_init(&frame);
+        if (zmq_msg_recv(&frame, w->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&frame);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&frame) >= 2) memcpy(&event, zmq_msg_data(&frame), 2);
+        int more = zmq_msg_more(&frame);
+        zmq_msg_close(&frame);
+        while (more) {  // the event's endpoint
+            zmq_msg_init(&frame);
+            if (zmq_msg_recv(&frame, w->monitor, 0) < 0) more = 0;
+            else more = zmq_msg_more(&frame);
+            zmq_msg_close(&frame);
+        }
+        w->connected |= event == ZMQ_EVENT_CONNECTED;
+        w->disconnected |= event == ZMQ_EVENT_DISCONNECTED;
+        w->handshake_ok |= event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+        w->handshake_failed |= event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+                               event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
+    }
+}
+
+static int join_watch_refused(join_watch_t *w) {
+    join_watch_poll(w);
+    return w->handshake_failed || (w->connected && w->disconnected && !w->handshake_ok);
+}
+
+static void join_watch_stop(join_watch_t *w, void *sock) {
+    if (!w->monitor) return;
+    zmq_socket_monitor(sock, NULL, 0);
+    zmq_close(w->monitor);
+    w->monitor = NULL;
+}
+
 static int join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, int any,
                 size_t n_ranks, rdv_entry_t **table, uint32_t *rank, int timeout_ms, char *err, size_t err_len) {
     *table = NULL;
@@ -664,6 +735,8 @@ static int join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const r
         return ZMQ_FAIL("zmq_socket(ZMQ_DEALER)", err, err_len);
     }
     int rc = -1;
+    join_watch_t watch;
+    join_watch_start(&watch, zmq_ctx, sock);
     if (zmsg_socket_defaults(sock, 0, err, err_len) != 0) goto done;
     // The table is n_ranks lines: nothing longer is taken from the coordinator.
     if (zmsg_connect(sock, coordinator, n_ranks * RDV_LINE_MAX, err, err_len) != 0) goto done;
@@ -748,14 +821,16 @@ static int join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const r
                      "ranks started?%s",
                      coordinator, timeout_ms, any ? "a joiner of role" : "rank", any ? me->role : me->rank, sends,
                      (unsigned long long)run_id, n_ranks,
-                     net_security_get()->curve ? " With CURVE a refused key looks like this too: is this process's "
-                                                 "public key on the coordinator's --curve-allow list, and does "
-                                                 "--curve-server-key name the run's server key?"
-                                               : "");
+                     join_watch_refused(&watch) ? " With CURVE a refused key looks like this too: is this process's "
+                                                  "public key on the coordinator's --curve-allow list, and does "
+                                                  "--curve-server-key name the run's server key?"
+                                                : "");
             goto done;
         }
+        join_watch_poll(&watch);
     }
 done:
+    join_watch_stop(&watch, sock);
     zmq_close(sock);
     if (rc == 0)
         *table = out;

@@ -1,5 +1,6 @@
 #include "net/stop_signal.h"
 
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 
@@ -33,6 +34,17 @@ int stop_signal_install(void) {
     }
     return 0;
 }
+
+void stop_signal_hold(sigset_t *was) {
+    sigset_t stop;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, was);
+}
+
+void stop_signal_release(const sigset_t *was) { pthread_sigmask(SIG_SETMASK, was, NULL); }
 
 int stop_signal_received(void) { return atomic_load(&stop_flag); }
 

@@ -4,7 +4,15 @@
 //      the built asgd-train.1 and in the completion's train branch, and so for
 //      asgd launch; the built files are what the program prints now;
 //   b) the completion offers every model of the registry after --model;
-//   c) asgd.1 names every command.
+//   c) asgd.1 names every command;
+//   d) every command's help is grouped: common flags first, then the topics,
+//      and no flag falls under none ("other"); asgd help CMD prints the same;
+//      every page has EXAMPLES, ENVIRONMENT and EXIT STATUS;
+//   e) a default is printed once, from the flag's table, and before any
+//      flag given with --help takes effect (asgd train --epochs 7 --help
+//      still says "(default 1)"); no help text writes one of its own;
+//   f) synonyms: --batch-size and --learning_rate set --batch and --lr (in a
+//      flag file too), and a flag given under two names is refused.
 #include "engine/models/model_registry.h"  // defines: model_registry_at, model_registry_count
 #include "test_support.h"
 
@@ -85,6 +93,73 @@ static size_t check_command(const char *command, const char *completion) {
     return flags;
 }
 
+// d) and e) for one command.
+static void check_layout(const char *command) {
+    const char *help_args[] = {command, "--help", NULL}, *via_help[] = {"help", command, NULL};
+    char *help = printed(help_args), *again = printed(via_help);
+    CHECK(strcmp(help, again) == 0);
+    const char *common = strstr(help, "\ncommon flags:\n");
+    CHECK(common);
+    static const char *const topics[] = {"data", "model", "optimisation", "distributed", "output", "reliability"};
+    const char *last = common;
+    size_t topics_shown = 0;
+    for (size_t t = 0; t < sizeof topics / sizeof topics[0]; t++) {
+        char head[64];
+        snprintf(head, sizeof head, "\n%s:\n", topics[t]);
+        const char *at = strstr(help, head);
+        if (!at) continue;
+        CHECK(at > last);  // in order, after the common flags
+        last = at;
+        topics_shown++;
+    }
+    CHECK(!strstr(help, "\nother:\n"));  // every flag has a topic
+    // One default per line, none in the help texts themselves.
+    for (const char *line = help; *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : line + strlen(line)) {
+        const char *first = strstr(line, "default"), *nl = strchr(line, '\n');
+        if (!first || (nl && first > nl)) continue;
+        const char *second = strstr(first + 7, "default");
+        if (second && (!nl || second < nl)) fprintf(stderr, "two defaults: %.*s\n", (int)(nl ? nl - line : 80), line);
+        CHECK(!second || (nl && second > nl));
+    }
+    char page[600];
+    snprintf(page, sizeof page, "%s/asgd-%s.1", ASGD_MAN_DIR, command);
+    char *man = built(page);
+    CHECK(strstr(man, ".SH EXAMPLES\n") && strstr(man, ".SH ENVIRONMENT\n") && strstr(man, ".SH EXIT STATUS\n"));
+    CHECK(strstr(man, ".SS common flags\n"));
+    printf("d) asgd %s: common flags, then %zu topics; asgd help %s the same; the page has examples, environment, "
+           "exit status\n", command, topics_shown, command);
+    free(man), free(help), free(again);
+}
+
+static void check_defaults_and_synonyms(void) {
+    const char *late[] = {"train", "--epochs", "7", "--help", NULL};
+    char *help = printed(late);
+    CHECK(strstr(help, "--epochs E               passes over the training set (default 1)"));
+    CHECK(strstr(help, "(sgd|adagrad; default sgd)") && strstr(help, "--test-frac F") && strstr(help, "(default 0.1)"));
+    free(help);
+    printf("e) --help shows the table's defaults, before any flag given with it\n");
+    const char *syn[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=2000,dim=100,nnz=5", "--batch-size", "4",
+                         "--learning_rate", "0.125", "--max-iter", "2", "--quiet", NULL};
+    char *out = printed(syn);
+    CHECK(launch_field(out, "batch") == 4 && launch_field(out, "lr") == 0.125 && launch_field(out, "epochs") == 2);
+    free(out);
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "%s/syn.config", dir);
+    FILE *f = fopen(cfg, "w");
+    CHECK(f && fputs("batch_size = 3\nweight-decay = 0.001\n", f) >= 0 && fclose(f) == 0);
+    const char *from_file[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=2000,dim=100,nnz=5", "--config",
+                               cfg, "--quiet", NULL};
+    out = printed(from_file);
+    CHECK(launch_field(out, "batch") == 3 && launch_field(out, "l2") == 0.001);
+    free(out);
+    const char *twice[] = {"train", "--epochs", "2", "--passes", "3", NULL};
+    CHECK(launch_run(twice) == 2);
+    char *e = launch_stderr();
+    CHECK(strstr(e, "--epochs given twice (as --passes too)"));
+    printf("f) synonyms on the command line and in a flag file; refused: %s", e);
+    free(e);
+}
+
 int main(void) {
     CHECK(mkdtemp(dir));
     char *completion = built(ASGD_COMPLETION);
@@ -112,13 +187,15 @@ int main(void) {
     char page[600];
     snprintf(page, sizeof page, "%s/asgd.1", ASGD_MAN_DIR);
     char *main_page = built(page);
-    const char *commands[] = {"train", "launch", "server", "worker", "predict", "eval", "gen", "keygen"};
+    const char *commands[] = {"train", "launch", "server", "worker", "merge", "predict", "eval", "gen", "keygen"};
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         char ref[64];
         snprintf(ref, sizeof ref, "\\fBasgd\\-%s\\fR(1)", commands[i]);
         CHECK(strstr(main_page, ref));
     }
     free(main_page);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) check_layout(commands[i]);
+    check_defaults_and_synonyms();
     free(completion);
     CHECK(test_remove_tree(dir) == 0);
     printf("test_cli_manual: ok\n");

@@ -11,6 +11,7 @@
 //      asgd launch --config A/config --run-dir B repeats the run: the two
 //      summary.json "config" objects are equal.
 #include <math.h>
+#include <sys/stat.h>
 
 #include "engine/core/flags_file.h"
 #include "test_support.h"
@@ -75,6 +76,7 @@ static void expect_refused(const char *text, const char *needle) {
     char where[600];
     snprintf(where, sizeof where, "%s:%s", path, needle);
     CHECK(strstr(err, where));
+    for (const char *c = err; *c; c++) CHECK((unsigned char)*c >= 0x20 && *c != 0x7f);  // no byte of the file echoed
 }
 
 static void part_parse(void) {
@@ -131,6 +133,19 @@ static void part_parse(void) {
     expect_refused("config = x\n", "1: config: a flag file cannot name another");
     expect_refused("log = \"open\n", "1: a quoted value has no closing");
     expect_refused("lr 0.5\n", "1: expected 'name = value'");
+    // A binary file is refused by its line, its bytes never echoed.
+    const char binary[] = "epochs = 2\n\x1f\x8b\x08\x00\xff\xfe\n";
+    expect_refused(binary, "2: byte 0x1f: not a text file");
+    // A FIFO is refused at once (without a writer, opening or reading it would block).
+    const char *fifo = in_dir("fifo.cfg");
+    CHECK(mkfifo(fifo, 0600) == 0);
+    char *argv5[] = {"--config", (char *)fifo};
+    opts_t o5;
+    flag_spec_t specs5[8];
+    flags_argv_t w5;
+    CHECK(parse(&o5, specs5, &w5, 2, argv5, err, sizeof err) != 0);
+    printf("refused: %s\n", err);
+    CHECK(strstr(err, "not a regular file (a FIFO)"));
 }
 
 static void part_train(void) {

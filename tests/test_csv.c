@@ -266,9 +266,18 @@ static void through_the_program(void) {
     CHECK(launch_field(train_out, "final_test_accuracy") >= 0.9);
     free(train_out);
 
-    // Refused: a name the model does not know, libsvm data for a model of names.
+    // A name the model does not know: predict reads any label (it is not
+    // used) and prints the model's names; eval, which scores the labels, refuses it.
     put("unknown.csv", "x1,x2,x3,the class\n1,2,3,setosa\n1,2,3,iris\n");
-    const char *unk[] = {"predict", "--model-file", path_of("three.model"), "--data", path_of("unknown.csv"),
+    const char *unk_predict[] = {"predict", "--model-file", path_of("three.model"), "--data", path_of("unknown.csv"),
+                                 "--label-column", "3", "--out", path_of("unknown.pred"), NULL};
+    CHECK(launch_run(unk_predict) == 0);
+    char *unk_out = launch_slurp(path_of("unknown.pred"));
+    CHECK(strchr(unk_out, '\n') && strchr(strchr(unk_out, '\n') + 1, '\n') &&
+          (strncmp(unk_out, "setosa ", 7) == 0 || strncmp(unk_out, "versicolor ", 11) == 0 ||
+           strncmp(unk_out, "virginica ", 10) == 0));
+    free(unk_out);
+    const char *unk[] = {"eval", "--model-file", path_of("three.model"), "--data", path_of("unknown.csv"),
                          "--label-column", "3", NULL};
     CHECK(launch_run(unk) == 1);
     char *e = launch_stderr();
@@ -277,7 +286,7 @@ static void through_the_program(void) {
                     "('setosa', 'versicolor', 'virginica')"));
     free(e);
     put("ints.svm", "1 1:1\n");
-    const char *svm[] = {"predict", "--model-file", path_of("three.model"), "--data", path_of("ints.svm"), NULL};
+    const char *svm[] = {"eval", "--model-file", path_of("three.model"), "--data", path_of("ints.svm"), NULL};
     CHECK(launch_run(svm) == 1);
     e = launch_stderr();
     printf("  refused: %s", e);

@@ -2,7 +2,10 @@
 // prefix: experiments/custom_model (copied out of the tree) configures with
 // find_package(asgd), builds, and trains its own model with Hogwild! threads
 // and through a 2-worker ASP launch; a one-file program builds with
-// `pkg-config --cflags --libs asgd` and links the shared library.
+// `pkg-config --cflags --libs asgd` and links the shared library, and with
+// `pkg-config --static --libs asgd` the static one (CUDA's libraries named
+// when the build has CUDA) and runs without libasgd.so; the guides the
+// manual pages name are in share/doc/asgd.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +55,9 @@ int main(void) {
     // Installed: the program, both libraries, the headers, pkg-config and the CMake package.
     const char *installed[] = {"bin/asgd", "lib/libasgd.a", "lib/libasgd.so", "include/asgd/asgd.h",
                                "include/asgd/engine/core/model_impl.h", "lib/pkgconfig/asgd.pc",
-                               "lib/cmake/asgd/asgdConfig.cmake", "lib/cmake/asgd/asgdTargets.cmake"};
+                               "lib/cmake/asgd/asgdConfig.cmake", "lib/cmake/asgd/asgdTargets.cmake",
+                               "share/doc/asgd/README.md", "share/doc/asgd/cli.md", "share/doc/asgd/model_file.md",
+                               "share/doc/asgd/reliability.md", "share/man/man1/asgd-merge.1"};
     for (size_t i = 0; i < sizeof installed / sizeof installed[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", prefix, installed[i]);
@@ -115,6 +120,21 @@ int main(void) {
               "PKG_CONFIG_PATH=%s/lib/pkgconfig %s %s %s/version.c -o %s/version $(PKG_CONFIG_PATH=%s/lib/pkgconfig "
               "pkg-config --cflags --libs asgd) && LD_LIBRARY_PATH=%s/lib %s/version",
               prefix, ASGD_C_COMPILER, ASGD_EXTRA_FLAGS, work, work, prefix, prefix, work) == 0);
+    // --static: libasgd.a and every library it needs, from asgd.pc alone; no libasgd.so at run time.
+    CHECK(run("pkg-static.log",
+              "export PKG_CONFIG_PATH=%s/lib/pkgconfig; %s %s %s/version.c -o %s/version-static $(pkg-config --cflags "
+              "asgd) $(pkg-config --static --libs asgd | sed 's/-lasgd /-l:libasgd.a /') && %s/version-static",
+              prefix, ASGD_C_COMPILER, ASGD_EXTRA_FLAGS, work, work, work) == 0);
+    char *libs = proc_slurp(proc_path(work, "pkg-static.log"));
+    CHECK(strstr(libs, ASGD_VERSION));
+    free(libs);
+    CHECK(run("pkg-libs.log", "PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --static --libs asgd", prefix) == 0);
+    libs = proc_slurp(proc_path(work, "pkg-libs.log"));
+    printf("pkg-config --static --libs asgd: %s", libs);
+#ifdef ASGD_HAVE_CUDA
+    CHECK(strstr(libs, "cudart") && strstr(libs, "cublas"));
+#endif
+    free(libs);
     CHECK(test_remove_tree(work) == 0);
     printf("installed, built against the prefix alone, and trained\n");
     return 0;

@@ -1,6 +1,10 @@
 // libsvm reader and writer: good files parsed exactly, every bad file refused
 // with its exact file:line:column and an empty output, the writer equal to
 // printf's "%.9g" byte for byte, and write -> load round trips bit for bit.
+// For prediction (libsvm_load_unlabelled): labelled and unlabelled lines
+// mixed, any number as a label, indices past the width skipped and counted
+// (past the largest accepted index too), and a first token that is neither a
+// number nor a feature refused at its column.
 #include <float.h>
 #include <stdint.h>
 #include <sys/stat.h>
@@ -256,6 +260,38 @@ static void bad_files(void) {
     CHECK(d.n == 0 && d.row_ptr == NULL);
 }
 
+static void unlabelled(void) {
+    const char *path = put_text("predict.svm", "1:0.5 3:2\n"
+                                               "7 2:1 6:9 9:1\n"
+                                               "-0.25 qid:4 1:1 99999999999:3\n"
+                                               "qid:2 5:4\n"
+                                               "\n"
+                                               "1.5e3\n");
+    sparse_dataset_t d;
+    char err[512];
+    size_t beyond = 99;
+    CHECK_OK(libsvm_load_unlabelled(path, 5, &d, &beyond, err, sizeof err), err);
+    printf("unlabelled, width 5: %zu examples, %zu non-zeros, %zu features beyond\n", d.n, d.nnz, beyond);
+    CHECK(d.n == 5 && d.dim == 5 && d.nnz == 5 && beyond == 3);  // 6:9, 9:1, 99999999999:3
+    CHECK(d.n_classes == 0 && d.cls == NULL && d.labels == NULL);
+    check_row(&d, 0, -1.0f, 2, (const uint32_t[]){1, 3}, (const float[]){0.5f, 2.0f});
+    check_row(&d, 1, -1.0f, 1, (const uint32_t[]){2}, (const float[]){1.0f});
+    check_row(&d, 2, -1.0f, 1, (const uint32_t[]){1}, (const float[]){1.0f});
+    check_row(&d, 3, -1.0f, 1, (const uint32_t[]){5}, (const float[]){4.0f});
+    check_row(&d, 4, -1.0f, 0, NULL, NULL);
+    sparse_dataset_free(&d);
+    // Without a width nothing is beyond it: an index past the largest accepted is refused, as always.
+    CHECK(libsvm_load_unlabelled(path, 0, &d, &beyond, err, sizeof err) == -1 && strstr(err, "predict.svm:3:") &&
+          strstr(err, "is too large"));
+    // A labelled read refuses the unlabelled line.
+    CHECK(libsvm_load(path, 0, &d, err, sizeof err) == -1 && strstr(err, "predict.svm:1:1: expected a label"));
+    path = put_text("predict_bad.svm", "1:1\nyes 2:1\n");
+    CHECK(libsvm_load_unlabelled(path, 5, &d, &beyond, err, sizeof err) == -1);
+    printf("%-26s -> %s\n", "predict_bad.svm", err);
+    CHECK(strstr(err, "predict_bad.svm:2:1: expected a label (a number) or a feature (index:value), got 'yes'"));
+    CHECK(d.n == 0 && d.row_ptr == NULL);
+}
+
 // Random floats of every magnitude, bit patterns included.
 static float random_float(rng_t *r) {
     for (;;) {
@@ -368,12 +404,14 @@ int main(void) {
     good_files();
     multiclass();
     bad_files();
+    unlabelled();
     writer();
     timing();
     // Everything the test wrote lives in dir.
     static const char *const names[] = {"forms.svm", "big_index.svm", "huge_index.svm", "max_index.svm", "long_lines.svm", "long_lines_bad.svm",
                                         "empty.svm", "data.svm.gz", "round_trip.svm", "timing.svm", "multi.svm", "again.svm",
-                                        "multi_test.svm", "unseen.svm", "two.svm", "one.svm", "three.svm", "many.svm"};
+                                        "multi_test.svm", "unseen.svm", "two.svm", "one.svm", "three.svm", "many.svm",
+                                        "predict.svm", "predict_bad.svm"};
     char path[512];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);

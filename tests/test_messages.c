@@ -143,6 +143,9 @@ static void ignored_flags(void) {
     expect_failure("d-servers", c, 2, "--servers 2: --sync allreduce runs without parameter servers");
     const char *d[] = {"launch", "--model", "logreg", "--data", DATA, "--coordinator", "10.0.0.1:29517", NULL};
     expect_failure("d-coordinator", d, 2, "--coordinator 10.0.0.1:29517: a local launch hosts the coordinator");
+    const char *l[] = {"launch", "--model", "logreg", "--data", DATA, "--sync", "local", "--local-steps", "4",
+                       "--restart-workers", "1", NULL};
+    expect_failure("d-restart-local", l, 2, "--restart-workers: the ring of --sync local cannot take a restarted worker");
     const char *e[] = {"launch", "--model", "logreg", "--data", DATA, "--summary", "x.json", NULL};
     expect_failure("d-summary", e, 2, "--summary: a distributed run writes summary.json");
     char two[400];

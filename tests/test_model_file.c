@@ -3,6 +3,11 @@
 // numbers `asgd train` reported for it, `asgd predict` agrees with it; and a
 // distributed run's --save-model is its global model (ASP: the servers' final
 // shards; allreduce: worker 0's replica; hybrid: the servers' sparse part).
+// The split record: files without one read as before; eval takes the
+// record's split flags when none are given, and says on stderr when flags or
+// data differ from it. predict reads unlabelled lines and unknown labels,
+// ignores (and counts) features past the model's width with the same
+// predictions, and prints every class's probability with --probabilities.
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -71,7 +76,15 @@ static void test_format(void) {
     CHECK(f.info.model == model_registry_find("mlp") && f.info.n_params == 74 && f.info.first == 0 && f.info.count == 74);
     CHECK(f.info.dim == 6 && f.info.n_hidden == 2 && f.info.hidden[1] == 4 && f.info.classes == 3);
     CHECK(f.info.labels[2] == 2 && memcmp(f.params, w, sizeof w) == 0);
+    CHECK(f.info.split.recorded == 0);  // zeros where a split record goes: a file of an older build
     model_file_free(&f);
+    // A split record comes back field for field.
+    info->split = (model_file_split_t){1, 0, 0.25, 77, 1000, 200, 0x0123456789abcdefull, 0xfedcba9876543210ull};
+    CHECK_OK(model_file_write(path_of("split.model"), "--save-model", info, w, err, sizeof err), err);
+    CHECK_OK(model_file_read(path_of("split.model"), &f, err, sizeof err), err);
+    CHECK(memcmp(&f.info.split, &info->split, sizeof info->split) == 0);
+    model_file_free(&f);
+    info->split = (model_file_split_t){0};
     // The size is the header, the labels, the values and the CRC.
     FILE *fp = fopen(whole, "rb");
     CHECK(fp);
@@ -253,12 +266,15 @@ static void test_cli(int have_fashion) {
     const char *gen_w[] = {"gen", "sparse", "--n", "50", "--dim", "900", "--out", path_of("wide.svm"), NULL};
     CHECK(launch_run(gen_w) == 0);
     const char *bad[][8] = {
-        {"predict", "--model-file", path_of("logreg"), "--data", path_of("wide.svm"), NULL},
+        {"eval", "--model-file", path_of("logreg"), "--data", path_of("seven.svm"), NULL},
         {"eval", "--model-file", path_of("mf"), "--data", path_of("s.svm"), NULL},
         {"eval", "--model-file", path_of("raw.bin"), "--data", path_of("s.svm"), NULL},
         {"eval", "--model-file", path_of("part0.model"), "--data", "fashion-mnist", NULL},
     };
-    const char *want[] = {"features up to", "s.svm", "not an asgd model file", "give every part"};
+    FILE *seven = fopen(path_of("seven.svm"), "w");
+    CHECK(seven && fputs("1 1:1\n7 2:1\n", seven) >= 0 && fclose(seven) == 0);
+    const char *want[] = {"seven.svm:2:1: label 7 is not among the training data's labels", "s.svm",
+                          "not an asgd model file", "give every part"};
     for (size_t k = 0; k < 4; k++) {
         CHECK(launch_run(bad[k]) != 0);
         char *e = launch_stderr();
@@ -266,6 +282,105 @@ static void test_cli(int have_fashion) {
         CHECK(strstr(e, want[k]) && strchr(e, '\n') == e + strlen(e) - 1);
         free(e);
     }
+}
+
+// ---- the split record and new data ------------------------------------------------
+
+// eval of the logreg saved by test_cli (trained with --test-frac 0.2 --seed 5
+// --threads 3): without split flags it scores the rows the run held out, as
+// the run did; flags or data that differ from the record are said on stderr.
+static void test_split_record(void) {
+    const char *a[] = {"eval", "--model-file", path_of("logreg"), "--data", path_of("s.svm"), "--split", "test",
+                       "--threads", "3", NULL};
+    CHECK(launch_run(a) == 0);
+    char *ev = run_stdout(), *e = launch_stderr();
+    const char *withflags[] = {"eval", "--model-file", path_of("logreg"), "--data", path_of("s.svm"), "--split",
+                               "test", "--test-frac", "0.2", "--seed", "5", "--threads", "3", NULL};
+    CHECK(launch_run(withflags) == 0);
+    char *ev2 = run_stdout();
+    printf("eval --split test without the split flags: loss %.9g on %g examples; with them: %.9g on %g\n",
+           field(ev, "test_loss"), field(ev, "examples"), field(ev2, "test_loss"), field(ev2, "examples"));
+    CHECK(field(ev, "examples") == 600 && field(ev, "test_loss") == field(ev2, "test_loss"));
+    CHECK(field(ev, "test_accuracy") == field(ev2, "test_accuracy"));
+    CHECK(e[0] == '\0');  // the same data and split: nothing to say
+    free(ev), free(ev2), free(e);
+
+    const char *other_frac[] = {"eval", "--model-file", path_of("logreg"), "--data", path_of("s.svm"), "--split",
+                                "test", "--test-frac", "0.1", NULL};
+    CHECK(launch_run(other_frac) == 0);
+    e = launch_stderr();
+    printf("--test-frac 0.1: %s", e);
+    CHECK(strstr(e, "--test-frac 0.1 is not the training run's (0.2") && strchr(e, '\n') == e + strlen(e) - 1);
+    free(e);
+    const char *gen[] = {"gen", "sparse", "--n", "3000", "--dim", "400", "--seed", "4", "--out", path_of("s4.svm"), NULL};
+    CHECK(launch_run(gen) == 0);
+    const char *other_data[] = {"eval", "--model-file", path_of("logreg"), "--data", path_of("s4.svm"), "--split",
+                                "test", NULL};
+    CHECK(launch_run(other_data) == 0);
+    e = launch_stderr();
+    printf("other data: %s", e);
+    CHECK(strstr(e, "is not the data the model was trained on") && strchr(e, '\n') == e + strlen(e) - 1);
+    free(e);
+}
+
+// Writes the first `lines` lines of s.svm to name, each changed by how:
+// 0 as they are; 1 without the label, with a feature past the width (401:5)
+// and a second line's label 7 (unknown to the model).
+static void rewrite_lines(const char *name, size_t lines, int how) {
+    char *text = launch_slurp(path_of("s.svm"));
+    FILE *f = fopen(path_of(name), "w");
+    CHECK(f);
+    char *line = text;
+    for (size_t i = 0; i < lines; i++) {
+        char *end = strchr(line, '\n');
+        CHECK(end);
+        *end = '\0';
+        if (how == 0) fprintf(f, "%s\n", line);
+        else if (i % 2) fprintf(f, "7%s 401:5\n", strchr(line, ' '));
+        else fprintf(f, "%s 401:5\n", strchr(line, ' ') + 1);
+        line = end + 1;
+    }
+    CHECK(fclose(f) == 0);
+    free(text);
+}
+
+static void test_predict_new_data(void) {
+    rewrite_lines("labelled.svm", 40, 0);
+    rewrite_lines("unlabelled.svm", 40, 1);
+    const char *pa[] = {"predict", "--model-file", path_of("logreg"), "--data", path_of("labelled.svm"), NULL};
+    CHECK(launch_run(pa) == 0);
+    char *want = run_stdout(), *e = launch_stderr();
+    CHECK(e[0] == '\0');
+    free(e);
+    const char *pb[] = {"predict", "--model-file", path_of("logreg"), "--data", path_of("unlabelled.svm"), NULL};
+    CHECK(launch_run(pb) == 0);
+    char *got = run_stdout();
+    e = launch_stderr();
+    printf("unlabelled lines, label 7, a feature past the width: %s", e);
+    CHECK(strcmp(got, want) == 0);  // the same predictions, line for line
+    CHECK(strstr(e, "40 feature values past the model's width (400 features) ignored") &&
+          strchr(e, '\n') == e + strlen(e) - 1);
+    free(got), free(e);
+
+    // --probabilities: the labels, then each class's probability; the predicted one is the plain line's.
+    const char *pp[] = {"predict", "--model-file", path_of("logreg"), "--data", path_of("labelled.svm"),
+                        "--probabilities", NULL};
+    CHECK(launch_run(pp) == 0);
+    char *probs = run_stdout();
+    CHECK(strncmp(probs, "labels -1 1\n", 12) == 0);
+    size_t n = 0;
+    for (char *p = strchr(probs, '\n') + 1, *w = want; *p; n++) {
+        int label, plain_label;
+        double p0, p1, plain;
+        CHECK(sscanf(p, "%d %lf %lf", &label, &p0, &p1) == 3 && sscanf(w, "%d %lf", &plain_label, &plain) == 2);
+        CHECK(label == plain_label && fabs(p0 + p1 - 1.0) <= 2e-6);
+        CHECK(fabs((label == 1 ? p1 : p0) - plain) <= 1e-6 && (label == 1) == (p1 >= 0.5));
+        p = strchr(p, '\n') + 1;
+        w = strchr(w, '\n') + 1;
+    }
+    printf("--probabilities: %zu lines after the labels, each matching the plain prediction\n", n);
+    CHECK(n == 40);
+    free(probs), free(want);
 }
 
 // ---- distributed runs ----------------------------------------------------------
@@ -398,6 +513,8 @@ int main(void) {
         fprintf(stderr, "note: the mlp check is skipped: %s\n", err);
     }
     test_cli(have_fashion);
+    test_split_record();
+    test_predict_new_data();
     test_asp();
     test_allreduce();
     test_hybrid();

@@ -265,7 +265,7 @@ int main(void) {
     CHECK(run_cli(out, (const char *[]){"train", "--help", NULL}) == 0);
     char *help = launch_slurp(out);
     const char *section = strstr(help, "\n  lsq ");
-    CHECK(strstr(help, "(logreg|svm|softmax|mlp|mf|embmlp|lsq)"));
+    CHECK(strstr(help, "(logreg|svm|softmax|mlp|mf|embmlp|lsq; default "));
     CHECK(section && strstr(section, "least-squares regression") && strstr(section, "--lr 0.1 --batch 8"));
     CHECK(strstr(section, "--lsq-scale S") && strstr(section, "regress S times the label"));
     CHECK(strstr(help, "--lsq-scale") > strstr(help, "\n  embmlp "));  // under the model, after the built-ins

@@ -286,12 +286,17 @@ static void cli(void) {
     CHECK(lines == 1500 && right >= 1350);
     free(pred), free(truth);
 
-    // A label the model never saw: refused at its line.
+    // A label the model never saw: predicted like any other line, refused by eval (it cannot be scored).
     FILE *f = fopen(path_of("unseen.svm"), "w");
     CHECK(f);
     fprintf(f, "3 1:1\n5 2:1\n");
     CHECK(fclose(f) == 0);
-    const char *bad[] = {"predict", "--model-file", path_of("mlp.model"), "--data", path_of("unseen.svm"), NULL};
+    const char *any[] = {"predict", "--model-file", path_of("mlp.model"), "--data", path_of("unseen.svm"), NULL};
+    CHECK(launch_run(any) == 0);
+    char *two = launch_slurp(path_of("stdout"));
+    CHECK(strchr(two, '\n') && strchr(strchr(two, '\n') + 1, '\n'));  // two predictions
+    free(two);
+    const char *bad[] = {"eval", "--model-file", path_of("mlp.model"), "--data", path_of("unseen.svm"), NULL};
     CHECK(launch_run(bad) == 1);
     char *e = launch_stderr();
     printf("refused: %s", e);

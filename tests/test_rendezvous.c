@@ -1,7 +1,9 @@
 // Rendezvous over real sockets on 127.0.0.1: five processes that start in any
 // order learn one identical table; foreign and malformed messages are dropped
 // and counted; a joiner without a coordinator gives up at its timeout, saying
-// how many joins it sent. No check depends on elapsed time.
+// how many joins it sent. Under CURVE, its message speaks of keys only when
+// the coordinator refused its key (a wrong --curve-server-key), not when no
+// coordinator was there. No check depends on elapsed time.
 #include <errno.h>
 #include <inttypes.h>
 #include <sys/wait.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include "net/curve_auth.h"  // defines: net_security_set, curve_keypair_new
 #include "net/rendezvous.h"  // defines: rdv_server_new, rdv_join, net_bind_ephemeral
 #include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, zmsg_header
 #include "proc_support.h"  // defines: proc_free_port
@@ -460,12 +463,77 @@ static void test_failures(void) {
     zmq_ctx_term(ctx);
 }
 
+// This process's sockets under CURVE with the run's server key pair `server`
+// (its secret only where it listens) and a key pair of its own.
+static void curve_on(const curve_key_t *server_pub, const curve_key_t *server_sec) {
+    char err[256];
+    net_security_t s;
+    memset(&s, 0, sizeof s);
+    s.curve = 1;
+    s.server_public = *server_pub;
+    if (server_sec) s.server_secret = *server_sec;
+    CHECK_OK(curve_keypair_new(&s.client_public, &s.client_secret, err, sizeof err), err);
+    CHECK_OK(net_security_set(&s, err, sizeof err), err);
+}
+
+// A coordinator under CURVE with key pair A, in a child; a joiner here that
+// names another server key B is refused: its message says so. A joiner with
+// no coordinator at all is not sent after keys. (Last: this process stays under CURVE.)
+static void test_curve_hint(void) {
+    char err[768];
+    curve_key_t a_pub, a_sec, b_pub, b_sec;
+    if (curve_keypair_new(&a_pub, &a_sec, err, sizeof err) != 0) {
+        printf("CURVE hint: not checked, %s\n", err);
+        return;
+    }
+    CHECK_OK(curve_keypair_new(&b_pub, &b_sec, err, sizeof err), err);
+    int port = free_port();
+    char endpoint[64];
+    snprintf(endpoint, sizeof endpoint, "tcp://127.0.0.1:%d", port);
+    int ready[2];
+    CHECK(pipe(ready) == 0);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        close(ready[0]);
+        curve_on(&a_pub, &a_sec);
+        void *ctx = zmq_ctx_new();
+        zap_handler_t *zap = zap_handler_new(ctx, &a_pub, 1, err, sizeof err);  // admits key A's holder only
+        rdv_server_t *s = zap ? rdv_server_new(ctx, endpoint, 2, RUN_ID, err, sizeof err) : NULL;
+        char byte = s ? 1 : 0;
+        if (!s) fprintf(stderr, "coordinator: %s\n", err);
+        if (write(ready[1], &byte, 1) != 1) _exit(1);
+        if (s) rdv_server_wait(s, 30000, err, sizeof err);  // killed below long before
+        _exit(0);
+    }
+    close(ready[1]);
+    char byte = 0;
+    CHECK(read(ready[0], &byte, 1) == 1 && byte == 1);  // the event: the coordinator listens
+    close(ready[0]);
+    curve_on(&b_pub, NULL);
+    void *ctx = zmq_ctx_new();
+    rdv_entry_t me = {.rank = 1, .role = 1}, *table = NULL;
+    snprintf(me.endpoint, sizeof me.endpoint, "tcp://127.0.0.1:2001");
+    CHECK(rdv_join(ctx, endpoint, RUN_ID, &me, 2, &table, 1500, err, sizeof err) == -1);
+    printf("CURVE, another server key: %s\n", err);
+    CHECK(strstr(err, "With CURVE a refused key looks like this too"));
+    kill(child, SIGKILL);
+    waitpid(child, NULL, 0);
+    char nobody[64];
+    snprintf(nobody, sizeof nobody, "tcp://127.0.0.1:%d", free_port());
+    CHECK(rdv_join(ctx, nobody, RUN_ID, &me, 2, &table, 1200, err, sizeof err) == -1);
+    printf("CURVE, no coordinator: %s\n", err);
+    CHECK(strstr(err, "no table from the coordinator") && !strstr(err, "refused key"));
+    zmq_ctx_term(ctx);
+}
+
 int main(void) {
     int64_t t0 = now_ms();
     test_drops();
     test_any_rank();
     test_failures();
     test_processes();
+    test_curve_hint();
     printf("rendezvous: ok in %" PRId64 " ms\n", now_ms() - t0);
     return 0;
 }

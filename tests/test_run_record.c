@@ -1,11 +1,16 @@
 // Result records (engine/cli/run_record.h): every field of a worker's and a
 // shard's record comes back as written; a file of another magic, version or
 // kind, cut short at any byte, or with bytes after its end is refused with
-// one line naming the file.
+// one line naming the file. A record that cannot be written whole (the
+// file-size limit standing in for a full disk) leaves no file and no
+// temporary copy in the directory.
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "engine/cli/run_record.h"
@@ -40,6 +45,7 @@ static void worker_round_trip(void) {
         .wall_s = 12.345678901234567, .samples_per_s = 1e9 / 3, .wait_s = 0.1,
         .final_test_loss = 0.3333333333333333, .final_test_metric = 0.9876543210123,
         .time_to_target_s = NAN, .global_test_loss = -0.0, .global_test_metric = INFINITY,
+        .samples_retrained = 11, .samples_skipped = 12, .evicted = 1,
     };
     char err[600];
     CHECK_OK(run_record_write_worker(dir, &w, err, sizeof err), err);
@@ -50,6 +56,7 @@ static void worker_round_trip(void) {
     CHECK(r.train_examples == w.train_examples && r.pushes == w.pushes && r.global_versions == w.global_versions);
     CHECK(r.samples_to_target == w.samples_to_target && r.bytes_out == w.bytes_out && r.bytes_in == w.bytes_in);
     CHECK(r.bytes_out_uncompressed == w.bytes_out_uncompressed);
+    CHECK(r.samples_retrained == 11 && r.samples_skipped == 12 && r.evicted == 1);
     CHECK(same_f64(r.wall_s, w.wall_s) && same_f64(r.samples_per_s, w.samples_per_s) && same_f64(r.wait_s, w.wait_s));
     CHECK(same_f64(r.final_test_loss, w.final_test_loss) && same_f64(r.final_test_metric, w.final_test_metric));
     CHECK(same_f64(r.time_to_target_s, w.time_to_target_s) && same_f64(r.global_test_loss, w.global_test_loss));
@@ -122,11 +129,11 @@ static void refusals(void) {
     bad[0] = 'X';
     expect_refused(0, 3, bad, wlen, "not a result record");
     memcpy(bad, w, wlen);
-    bad[8] = 3;  // version 3
-    expect_refused(0, 3, bad, wlen, "version 3; this asgd reads version 2");
+    bad[8] = 4;  // version 4
+    expect_refused(0, 3, bad, wlen, "version 4; this asgd reads version 3");
     expect_refused(1, 1, w, wlen, "a worker record where a server record belongs");
     memcpy(bad, w, wlen);
-    bad[16]++;  // one field more than version 2 has
+    bad[16]++;  // one field more than version 3 has
     expect_refused(0, 3, bad, wlen, "fields");
     memcpy(bad, w, wlen);
     bad[32 + 12 + 2] = 2;  // field 1 (metric_rmse, u64) said to be an f64
@@ -160,12 +167,45 @@ static void refusals(void) {
     free(s);
 }
 
+// Entries of dir whose name starts with `prefix`.
+static size_t entries_named(const char *prefix) {
+    DIR *d = opendir(dir);
+    CHECK(d);
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d));) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+// A full disk: writes past 1,000 bytes fail (EFBIG) while the server record
+// needs about 9 KB. The write fails naming the file and leaves nothing behind.
+static void write_fails_whole(void) {
+    server_result_t r = {.id = 7, .run_id = 1};
+    char err[600];
+    CHECK(server_result_alloc(&r, WORKERS, err, sizeof err) == 0);
+    struct rlimit was, small;
+    CHECK(getrlimit(RLIMIT_FSIZE, &was) == 0);
+    small = was;
+    small.rlim_cur = 1000;
+    void (*old)(int) = signal(SIGXFSZ, SIG_IGN);  // EFBIG instead of the signal
+    CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    int rc = run_record_write_server(dir, &r, err, sizeof err);
+    CHECK(setrlimit(RLIMIT_FSIZE, &was) == 0);
+    signal(SIGXFSZ, old);
+    server_result_free(&r);
+    printf("a record past the file-size limit: rc %d: %s; files left: %zu\n", rc, err,
+           entries_named("server-7") + entries_named(".server-7"));
+    CHECK(rc != 0 && strstr(err, "server-7.result: writing failed"));
+    CHECK(entries_named("server-7") == 0 && entries_named(".server-7") == 0);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
     worker_round_trip();
     server_round_trip();
     refusals();
+    write_fails_whole();
     CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

@@ -10,14 +10,20 @@
 //      exit 0, "left the run on signal 15", worker-0.json marked interrupted
 //      with fewer samples than its epochs hold; then its server on SIGTERM:
 //      143, server-0.json marked interrupted.
-//   d) asgd train on SIGHUP: exit 129, --summary written, interrupted.
+//   d) asgd train on SIGHUP: exit 129, --summary written, interrupted; its
+//      final_train_loss is the last --log row's, or, when that row's interval
+//      is shorter than the one before (the signal came between two
+//      evaluations), the two rows' mean weighed by their samples.
 //   e) a second signal kills a process that is still stopping (a worker in a
 //      60 s injected step delay): killed by SIGTERM, not exited.
 //   f) orphans: asgd launch is SIGKILLed while training; every child it
 //      started (found by parent pid in /proc) is gone soon after.
+//   g) asgd train stopped by two signals in a row (the second kills) while
+//      training or ending: no --summary, no SUMMARY.tmp, no model's .tmp.
 // Every wait is a hang bound, not a timing assertion.
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <sys/stat.h>
 
 #include "proc_support.h"
@@ -192,6 +198,31 @@ static void train_interrupted(void) {
     CHECK(strstr(j, "\"interrupted\":true"));
     CHECK(proc_json_number(j, NULL, "samples") > 0);
     expect_stderr(err, "stopped by signal 1");
+    // The log's last three rows: samples (column 2) and train_loss (column 6).
+    char *csv = proc_slurp(log);
+    double samples[3] = {0}, loss[3] = {0};
+    size_t rows = 0;
+    for (char *line = strchr(csv, '\n'); line && line[1]; line = strchr(line + 1, '\n')) {
+        double v[7];
+        const char *p = line + 1;
+        for (int c = 0; c < 7; c++) {
+            v[c] = *p == ',' ? NAN : strtod(p, NULL);
+            p = strchr(p, ',');
+            p = p ? p + 1 : "";
+        }
+        memmove(samples, samples + 1, 2 * sizeof *samples);
+        memmove(loss, loss + 1, 2 * sizeof *loss);
+        samples[2] = v[2], loss[2] = v[6];
+        rows++;
+    }
+    CHECK(rows >= 4);
+    double n_last = samples[2] - samples[1], n_before = samples[1] - samples[0];
+    double want = n_last >= n_before ? loss[2] : (loss[1] * n_before + (n_last > 0 ? loss[2] * n_last : 0)) / (n_before + n_last);
+    double got = proc_json_number(j, NULL, "final_train_loss");
+    printf("   final_train_loss %.9g: last interval %.0f samples, the one before %.0f; expected %.9g\n", got, n_last,
+           n_before, want);
+    CHECK(fabs(got - want) <= 1e-6 * fabs(want));
+    free(csv);
     free(j);
 }
 
@@ -320,6 +351,31 @@ static void launcher_killed(void) {
     CHECK(left == 0);
 }
 
+// g) a second signal kills asgd train: whatever it was doing, no half or
+// temporary output is left.
+static void train_killed_leaves_nothing(void) {
+    const char *summary = proc_path(dir, "g.json"), *log = proc_path(dir, "g.csv"), *model = proc_path(dir, "g.model");
+    // A large test set: the final evaluation after the first signal takes a while.
+    const char *a[64] = {ASGD_BINARY, "train", "--model", "logreg", "--data", "gen:sparse:n=400000,dim=2000,nnz=20",
+                         "--test-frac", "0.5", "--threads", "1", "--eval-every", "300", "--epochs", "100000",
+                         "--log", log, "--summary", summary, "--save-model", model, "--quiet", NULL};
+    pid_t pid = proc_start(a, proc_path(dir, "g.out"), proc_path(dir, "g.err"));
+    for (double until = proc_now_s() + HANG_S; proc_count_lines(log) < 2 && proc_now_s() < until;) proc_sleep_ms(20);
+    CHECK(proc_count_lines(log) >= 2);  // the event: training
+    CHECK(kill(pid, SIGTERM) == 0);
+    proc_sleep_ms(20);  // two signals, not one pending twice
+    CHECK(kill(pid, SIGTERM) == 0);
+    int st = proc_wait(pid, HANG_S);
+    char tmp[700], model_tmp[700];
+    snprintf(tmp, sizeof tmp, "%s.tmp", summary);
+    snprintf(model_tmp, sizeof model_tmp, "%s.tmp", model);
+    printf("g) asgd train, SIGTERM twice: exit %d; summary %s, SUMMARY.tmp %s, model .tmp %s\n", st,
+           access(summary, F_OK) == 0 ? "written" : "none", access(tmp, F_OK) == 0 ? "LEFT" : "none",
+           access(model_tmp, F_OK) == 0 ? "LEFT" : "none");
+    CHECK(st == 128 + SIGTERM);
+    CHECK(access(tmp, F_OK) != 0 && access(model_tmp, F_OK) != 0);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
@@ -329,6 +385,7 @@ int main(void) {
     train_interrupted();
     second_signal_kills();
     launcher_killed();
+    train_killed_leaves_nothing();
     CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

@@ -25,6 +25,8 @@
 #include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
 #include "engine/cli/model_file.h"      // defines: model_file_info_of, model_file_write
 #include "engine/cli/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
+#include "engine/cli/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
+#include "engine/cli/worker_live.h"     // defines: worker_live_open, worker_live_close
 #include "engine/dist/replica.h"         // defines: replica_train
 #include "engine/dist/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
 #include "engine/core/run_report.h"      // defines: run_report_new
@@ -91,44 +93,44 @@ int dist_without_servers(int sync) { return sync == SYNC_MODE_ALLREDUCE || sync 
 
 size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
     const flag_spec_t table[DIST_N_FLAGS] = {
-        {"servers", FLAG_TYPE_SIZE, &d->servers, "M", "parameter-server shards (default 1; 0 with --sync allreduce)", 0, 1024, NULL, 0},
-        {"workers", FLAG_TYPE_SIZE, &d->workers, "N", "worker replicas (default 2)", 1, 4096, NULL, 0},
-        {"max-workers", FLAG_TYPE_SIZE, &d->max_workers, "M", "asp, ssp, bsp: room for M workers; ids from --workers to M - 1 may join the running run (asgd worker --join; default --workers)", 1, 4096, NULL, 0},
-        {"server-replicas", FLAG_TYPE_SIZE, &d->server_replicas, "R", "asp, ssp, bsp, hybrid: each shard runs as a primary and R - 1 backups that apply every push before it is acknowledged; a backup takes over when the primary dies (docs/reliability.md; default 1, at most 4)", 1, PS_REPLICA_MAX, NULL, 0},
-        {"sync", FLAG_TYPE_CHOICE, &d->sync, "MODE", "consistency model (default asp)", 0, 0, sync_choices, 0},
-        {"staleness", FLAG_TYPE_SIZE, &d->staleness, "S", "ssp: how many push rounds a worker may run ahead of the slowest (default 4)", 0, 1e9, NULL, 0},
-        {"push-every", FLAG_TYPE_SIZE, &d->push_every, "N", "asp/ssp: push accumulated updates every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
-        {"fetch-every", FLAG_TYPE_SIZE, &d->fetch_every, "N", "asp/ssp: pull fresh parameters every N steps of a replica (default 1)", 1, 1e9, NULL, 0},
-        {"server-optimizer", FLAG_TYPE_CHOICE, &d->server_optimizer, "OPT", "update rule on the servers (default sgd)", 0, 0, "sgd|adagrad", 0},
-        {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (default: --lr)", 1e-12, 1e6, NULL, 0},
+        {"servers", FLAG_TYPE_SIZE, &d->servers, "M", "parameter-server shards (0 with --sync allreduce and local)", 0, 1024, NULL, 0},
+        {"workers", FLAG_TYPE_SIZE, &d->workers, "N", "worker replicas", 1, 4096, NULL, 0},
+        {"max-workers", FLAG_TYPE_SIZE, &d->max_workers, "M", "asp, ssp, bsp: room for M workers; ids from --workers to M - 1 may join the running run (asgd worker --join; --workers when not given)", 1, 4096, NULL, 0},
+        {"server-replicas", FLAG_TYPE_SIZE, &d->server_replicas, "R", "asp, ssp, bsp, hybrid: each shard runs as a primary and R - 1 backups that apply every push before it is acknowledged; a backup takes over when the primary dies (docs/reliability.md; at most 4)", 1, PS_REPLICA_MAX, NULL, 0},
+        {"sync", FLAG_TYPE_CHOICE, &d->sync, "MODE", "consistency model", 0, 0, sync_choices, 0},
+        {"staleness", FLAG_TYPE_SIZE, &d->staleness, "S", "ssp: how many push rounds a worker may run ahead of the slowest", 0, 1e9, NULL, 0},
+        {"push-every", FLAG_TYPE_SIZE, &d->push_every, "N", "asp/ssp: push accumulated updates every N steps of a replica", 1, 1e9, NULL, 0},
+        {"fetch-every", FLAG_TYPE_SIZE, &d->fetch_every, "N", "asp/ssp: pull fresh parameters every N steps of a replica", 1, 1e9, NULL, 0},
+        {"server-optimizer", FLAG_TYPE_CHOICE, &d->server_optimizer, "OPT", "update rule on the servers", 0, 0, "sgd|adagrad", 0},
+        {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (--lr when not given)", 1e-12, 1e6, NULL, 0},
         {"server-staleness-aware", FLAG_TYPE_BOOL, &d->server_staleness_aware, NULL, "asp/ssp: servers divide the step by each update's staleness in versions", 0, 0, NULL, 0},
         {"server-dc-asgd", FLAG_TYPE_DOUBLE, &d->server_dc_lambda, "LAMBDA", "asp/ssp: servers compensate stale updates (DC-ASGD) with this lambda", 0, 1e6, NULL, 0},
         {"server-delay-adaptive", FLAG_TYPE_SIZE, &d->server_delay_adaptive, "TAU_C", "asp/ssp: servers take the full step for an update at most TAU_C versions stale, step * TAU_C / staleness above it (Koloskova et al. 2022)", 1, 1e9, NULL, 0},
         {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:DELAY", "make worker ID sleep after every step (asp/ssp: each thread's step of --batch examples; bsp/allreduce: each round) — a straggler; DELAY is MS, uniform:A,B or exp:MEAN (ms, drawn per step from a stream seeded by --seed, worker and thread); comma-separated list", 0, 0, NULL, 0},
         {"coordinator", FLAG_TYPE_STRING, &d->coordinator, "HOST:PORT", "where the processes meet (under srun: the first node, port 29517)", 0, 0, NULL, 0},
-        {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (default: derived from the coordinator)", 0, 0, NULL, 0},
+        {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (0: derived from the coordinator)", 0, 0, NULL, 0},
         {"run-dir", FLAG_TYPE_STRING, &d->run_dir, "DIR", "write this process's CSV and JSON files into DIR", 0, 0, NULL, 0},
-        {"bind-host", FLAG_TYPE_STRING, &d->bind_host, "HOST", "address servers and rings listen on (default 127.0.0.1)", 0, 0, NULL, 0},
+        {"bind-host", FLAG_TYPE_STRING, &d->bind_host, "HOST", "address servers and rings listen on", 0, 0, NULL, 0},
         {"curve-server-key", FLAG_TYPE_STRING, &d->curve_server_key, "FILE", "encrypt and authenticate every connection with CURVE: the run's server key from asgd keygen (FILE.key where this process listens, FILE.pub elsewhere)", 0, 0, NULL, 0},
-        {"curve-key", FLAG_TYPE_STRING, &d->curve_key, "FILE", "this process's own key pair (asgd keygen's FILE.key) for connecting (default: the server key pair)", 0, 0, NULL, 0},
+        {"curve-key", FLAG_TYPE_STRING, &d->curve_key, "FILE", "this process's own key pair (asgd keygen's FILE.key) for connecting (the server key pair when not given)", 0, 0, NULL, 0},
         {"curve-allow", FLAG_TYPE_STRING, &d->curve_allow, "FILE", "public keys that may connect to this process's sockets, one per line (e.g. the workers' .pub files concatenated)", 0, 0, NULL, 0},
         {"insecure", FLAG_TYPE_BOOL, &d->insecure, NULL, "let servers, coordinator and rings listen beyond 127.0.0.1 without CURVE (anyone who reaches them can read and alter the run)", 0, 0, NULL, 0},
         {"ring-ipc", FLAG_TYPE_BOOL, &d->ring_ipc, NULL, "allreduce over ipc:// sockets (all workers on one machine; asgd launch's default there)", 0, 0, NULL, 0},
-        {"collective", FLAG_TYPE_CHOICE, &d->collective, "auto|shm|ring|mpi|hier|stream", "allreduce, local, hybrid: sum through shared memory (every worker on this host), the ZeroMQ ring, hier (shared memory within each host, rings across hosts; hosts told apart by host name or ASGD_HOST_ID) or stream (a ring over plain TCP connections, without ZeroMQ's I/O thread or CURVE); auto: shared memory when the workers are all on one host, hier when several hosts have the same number (> 1) of workers each, else stream (the ZeroMQ ring under CURVE); compressed exchanges go round the ZeroMQ ring (default auto); mpi (allreduce, local; under mpirun, one rank per worker): MPI_Allreduce", 0, 0, "auto|shm|ring|mpi|hier|stream", 0},
-        {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up (default 60000)", 100, 1e9, NULL, 0},
-        {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "workers' heartbeats to the servers (and ZMTP's), 0 = off (default 1000)", 0, 1e6, NULL, 0},
-        {"worker-timeout", FLAG_TYPE_SIZE, &d->worker_timeout_ms, "MS", "servers evict a worker silent this long, so ssp/bsp stop waiting for it; 0 = never (default 10000)", 0, 1e9, NULL, 0},
-        {"server-memory-allowance", FLAG_TYPE_SIZE, &d->server_memory_mib, "MIB", "a server shuts every connection down (its workers reconnect and resend) once its process has grown this much past its size at start: what a peer that never ends a message can make it hold; 0 = automatic, 256 MiB plus 8 pushes per worker (default 0)", 0, 1e9, NULL, 0},
-        {"retry-ms", FLAG_TYPE_SIZE, &d->retry_ms, "MS", "workers resend a request unanswered this long, backing off to 8x (default 1000)", 10, 1e7, NULL, 0},
-        {"compress", FLAG_TYPE_STRING, &d->compress, "METHOD", "compress gradients sent (pushes, allreduce; pulls stay float32): none, fp16, qsgd:BITS, topk:FRACTION or randk:FRACTION (default none; docs/compression.md)", 0, 0, NULL, 0},
-        {"error-feedback", FLAG_TYPE_CHOICE, &d->error_feedback, "on|off", "add what compression left out to the next exchange (default off)", 0, 0, "off|on", 0},
-        {"hybrid-sparse", FLAG_TYPE_CHOICE, &d->hybrid_sparse, "MODE", "--sync hybrid: the sparse parameters through the servers under asp, or ssp with --staleness (default asp)", 0, 0, "asp|ssp", 0},
-        {"scaling", FLAG_TYPE_CHOICE, &d->scaling, "MODE", "weak: --batch is each worker's (the total grows with --workers); strong: --batch is the total, each worker takes --batch / workers (default weak)", 0, 0, "weak|strong", 0},
-        {"worker-eval", FLAG_TYPE_CHOICE, &d->worker_eval, "on|off", "workers also evaluate their own local copies at every evaluation point, pausing their training (worker-K.csv); off: at start and end only (default on; the global model is evaluated either way)", 0, 0, "off|on", 0},
-        {"eval-snapshot-mb", FLAG_TYPE_SIZE, &d->eval_snapshot_mb, "MIB", "the global model is evaluated off the clock: its snapshots at the evaluation points are kept and evaluated after training, in up to this much memory; evaluations past it run during training and are counted so in summary.json (default 1024)", 0, 1e7, NULL, 0},
-        {"backup-workers", FLAG_TYPE_SIZE, &d->backup_workers, "B", "--sync bsp: apply each round once the first workers - B gradients are in, dropping the late ones (Chen et al. 2016; default 0)", 0, 4095, NULL, 0},
+        {"collective", FLAG_TYPE_CHOICE, &d->collective, "auto|shm|ring|mpi|hier|stream", "allreduce, local, hybrid: sum through shared memory (every worker on this host), the ZeroMQ ring, hier (shared memory within each host, rings across hosts; hosts told apart by host name or ASGD_HOST_ID) or stream (a ring over plain TCP connections, without ZeroMQ's I/O thread or CURVE); auto: shared memory when the workers are all on one host, hier when several hosts have the same number (> 1) of workers each, else stream (the ZeroMQ ring under CURVE); compressed exchanges go round the ZeroMQ ring; mpi (allreduce, local; under mpirun, one rank per worker): MPI_Allreduce", 0, 0, "auto|shm|ring|mpi|hier|stream", 0},
+        {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up", 100, 1e9, NULL, 0},
+        {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "workers' heartbeats to the servers (and ZMTP's), 0 = off", 0, 1e6, NULL, 0},
+        {"worker-timeout", FLAG_TYPE_SIZE, &d->worker_timeout_ms, "MS", "servers evict a worker silent this long, so ssp/bsp stop waiting for it; 0 = never", 0, 1e9, NULL, 0},
+        {"server-memory-allowance", FLAG_TYPE_SIZE, &d->server_memory_mib, "MIB", "a server shuts every connection down (its workers reconnect and resend) once its process has grown this much past its size at start: what a peer that never ends a message can make it hold; 0 = automatic, 256 MiB plus 8 pushes per worker", 0, 1e9, NULL, 0},
+        {"retry-ms", FLAG_TYPE_SIZE, &d->retry_ms, "MS", "workers resend a request unanswered this long, backing off to 8x", 10, 1e7, NULL, 0},
+        {"compress", FLAG_TYPE_STRING, &d->compress, "METHOD", "compress gradients sent (pushes, allreduce; pulls stay float32): none, fp16, qsgd:BITS, topk:FRACTION or randk:FRACTION (docs/compression.md)", 0, 0, NULL, 0},
+        {"error-feedback", FLAG_TYPE_CHOICE, &d->error_feedback, "on|off", "add what compression left out to the next exchange", 0, 0, "off|on", 0},
+        {"hybrid-sparse", FLAG_TYPE_CHOICE, &d->hybrid_sparse, "MODE", "--sync hybrid: the sparse parameters through the servers under asp, or ssp with --staleness", 0, 0, "asp|ssp", 0},
+        {"scaling", FLAG_TYPE_CHOICE, &d->scaling, "MODE", "weak: --batch is each worker's (the total grows with --workers); strong: --batch is the total, each worker takes --batch / workers", 0, 0, "weak|strong", 0},
+        {"worker-eval", FLAG_TYPE_CHOICE, &d->worker_eval, "on|off", "workers also evaluate their own local copies at every evaluation point, pausing their training (worker-K.csv); off: at start and end only (the global model is evaluated either way)", 0, 0, "off|on", 0},
+        {"eval-snapshot-mb", FLAG_TYPE_SIZE, &d->eval_snapshot_mb, "MIB", "the global model is evaluated off the clock: its snapshots at the evaluation points are kept and evaluated after training, in up to this much memory; evaluations past it run during training and are counted so in summary.json", 0, 1e7, NULL, 0},
+        {"backup-workers", FLAG_TYPE_SIZE, &d->backup_workers, "B", "--sync bsp: apply each round once the first workers - B gradients are in, dropping the late ones (Chen et al. 2016)", 0, 4095, NULL, 0},
         {"local-steps", FLAG_TYPE_SIZE, &d->local_steps, "H", "--sync local: each worker takes H steps alone, then the workers average their models by ring allreduce (local SGD)", 1, 1e9, NULL, 0},
-        {"lr-scaling", FLAG_TYPE_CHOICE, &d->lr_scaling, "RULE", "multiply --lr and --server-lr by the workers (linear) or its square root (sqrt); with --warmup for large batches (default none)", 0, 0, "none|linear|sqrt", 0},
+        {"lr-scaling", FLAG_TYPE_CHOICE, &d->lr_scaling, "RULE", "multiply --lr and --server-lr by the workers (linear) or its square root (sqrt); with --warmup for large batches", 0, 0, "none|linear|sqrt", 0},
     };
     memcpy(specs, table, sizeof table);
     return DIST_N_FLAGS;
@@ -869,15 +871,16 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
 }
 
 // --save-model: parameters [first, first + count) of model m (all of them, or
-// a server's shard) as a model file (model_file.h).
-static int save_model(const char *path, const model_t *m, size_t first, size_t count, const float *values, char *err,
-                      size_t err_len) {
+// a server's shard) as a model file (model_file.h), with the run's split.
+static int save_model(const char *path, const model_t *m, const model_file_split_t *split, size_t first, size_t count,
+                      const float *values, char *err, size_t err_len) {
     model_file_info_t *info = malloc(sizeof *info);
     int rc = -1;
     if (!info) snprintf(err, err_len, "--save-model %s: out of memory", path);
     else if (model_file_info_of(m, info, err, err_len) == 0) {
         info->first = first;
         info->count = count;
+        info->split = *split;
         rc = model_file_write(path, "--save-model", info, values, err, err_len);
     }
     free(info);
@@ -949,8 +952,9 @@ static ps_server_t *server_start(void *ctx, size_t id, const train_args_t *t, co
 // After serving: the evaluator's curve, the shard's values (--save-model) and
 // its files. A shard stopped by a signal writes its files, marked
 // interrupted, and fails (its values are not final: no --save-model).
-static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const model_t *m, const ps_server_t *s,
-                         const global_eval_t *ge, size_t begin, size_t end, char *err, size_t err_len) {
+static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const model_t *m,
+                         const model_file_split_t *split, const ps_server_t *s, const global_eval_t *ge, size_t begin,
+                         size_t end, char *err, size_t err_len) {
     if (ge && write_global_csv(d->run_dir, ge, m, err, err_len) != 0) return -1;
     if (stop_signal_received()) {
         snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
@@ -959,7 +963,7 @@ static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const
     }
     // Every worker has left: the shard's values are final (before its files,
     // which tell a launcher the shard is done).
-    if (d->save_model && save_model(d->save_model, m, begin, end - begin, ps_server_values(s), err, err_len) != 0)
+    if (d->save_model && save_model(d->save_model, m, split, begin, end - begin, ps_server_values(s), err, err_len) != 0)
         return -1;
     return write_server_files(id, run_id, d, s, err, err_len);
 }
@@ -1062,7 +1066,7 @@ static void backup_promoted(void *ctx, ps_server_t *s, const char *endpoint) {
 // A backup replica's life: it copies its primary's state, applies what the
 // primary forwards, and takes over when the primary dies. Returns 0 or -1.
 static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t *t, const dist_args_t *d,
-                      const model_t *m, const char *coordinator, ps_config_t *c, const float *values, size_t begin,
+                      const model_t *m, const model_file_split_t *split, const char *coordinator, ps_config_t *c, const float *values, size_t begin,
                       size_t end, char *err, size_t err_len) {
     backup_eval_t b = {.ctx = ctx, .id = id, .run_id = run_id, .t = t, .d = d, .m = m, .coordinator = coordinator,
                        .endpoints = calloc(d->servers, sizeof(const char *))};
@@ -1090,7 +1094,7 @@ static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t 
     if (write_replica_values(id, d, s, err, err_len) != 0) goto out;
     // Promoted: it finished the run as the primary, and writes the shard's files.
     if (ps_replica_is_primary(rep) && (ps_replica_finish(rep, err, err_len) != 0 ||
-                                      server_finish(id, run_id, d, m, s, b.ge, begin, end, err, err_len) != 0))
+                                      server_finish(id, run_id, d, m, split, s, b.ge, begin, end, err, err_len) != 0))
         goto out;
     rc = 0;
 out:
@@ -1104,7 +1108,7 @@ out:
 }
 
 static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                      const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
+                      const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
     // Under hybrid the servers hold the sparse part only, the first S parameters.
     size_t n = d->sync == SYNC_MODE_HYBRID ? model_num_sparse_params(m) : model_num_params(m);
     if (n == 0) {
@@ -1135,8 +1139,16 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     ps_config_t c;
     char ckpt_path[1100];
     if (server_ps_config(id, run_id, t, d, n, &c, ckpt_path, sizeof ckpt_path, err, err_len) != 0) goto out;
+    // Test build only (tests/test_launch_stop.c): the shard's first replica
+    // fails before it joins, as one with a broken setup would.
+    const char *fail_early = test_hook_value(TEST_HOOK_SERVER_FAIL_EARLY);
+    if (fail_early && strtoull(fail_early, NULL, 10) == id && !d->replica_backup) {
+        snprintf(err, err_len, "%s=%s: failing before joining the run", test_hook_name(TEST_HOOK_SERVER_FAIL_EARLY),
+                 fail_early);
+        goto out;
+    }
     if (d->server_replicas > 1 && d->replica_backup) {
-        rc = run_backup(ctx, id, run_id, t, d, m, coordinator, &c, values + begin, begin, end, err, err_len);
+        rc = run_backup(ctx, id, run_id, t, d, m, split, coordinator, &c, values + begin, begin, end, err, err_len);
         goto out;
     }
     if (!(s = server_start(ctx, id, t, d, &c, values + begin, err, err_len))) goto out;
@@ -1158,7 +1170,7 @@ static int run_server(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (serve_then_stop_eval(id, s, &ge, err, err_len) != 0) goto out;
     if (rep && (write_replica_values(id, d, s, err, err_len) != 0 || ps_replica_finish(rep, err, err_len) != 0))
         goto out;
-    if (server_finish(id, run_id, d, m, s, ge, begin, end, err, err_len) != 0) goto out;
+    if (server_finish(id, run_id, d, m, split, s, ge, begin, end, err, err_len) != 0) goto out;
     rc = 0;
 out:
     ps_replica_destroy(&rep);
@@ -1236,6 +1248,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_number(&j, "final_epoch", r->last.epoch);
     json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
     json_bool(&j, "interrupted", r->interrupted);
+    json_bool(&j, "evicted", rs->servers_finished);  // the servers finished the run without it
     json_number(&j, "global_test_loss", rs->global_test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse", rs->global_test_metric);
     json_uint(&j, "global_versions", rs->global_versions);
@@ -1300,6 +1313,7 @@ static int write_worker_record(const char *dir, size_t id, const model_t *m, con
     worker_result_t w = {
         .id = id,
         .left = r->interrupted,
+        .evicted = (uint64_t)rs->servers_finished,
         .metric_rmse = model_metric(m) == METRIC_KIND_RMSE,
         .samples = r->samples,
         .updates = r->updates,
@@ -1334,6 +1348,7 @@ typedef struct worker {
     const train_args_t *t;
     const dist_args_t *d;
     const model_t *m;
+    const model_file_split_t *split;  // --save-model: the run's split, recorded in the file
     ring_t *ring;
     shm_allreduce_t *shm;      // the ring modes' sums through shared memory (collective.h), or NULL
     hier_allreduce_t *hier;    // ... or through shared memory and rings across hosts, or NULL
@@ -1347,11 +1362,16 @@ typedef struct worker {
     ps_push_count_t *counts;   // whichever of the two (NULL without servers)
     size_t incarnation;
     worker_ckpt_config_t *ckpt;  // asp/ssp with --checkpoint-every or --resume, else NULL
+    servers_watch_t watch;     // the servers' end, seen in the run directory
+    worker_live_t live;        // its live counts in the run directory (asgd launch's progress line)
+    train_callbacks_t cb;      // what the trainer calls: the report's, through the live counts
     run_report_t *report;
     float *final_w;            // --save-model
 } worker_t;
 
 static void worker_free(worker_t *w) {
+    servers_watch_stop(&w->watch);
+    worker_live_close(&w->live);
     if (w->report) {
         char ignored[8];
         run_report_close(&w->report, ignored, sizeof ignored);
@@ -1475,6 +1495,7 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
         .local_steps = d->local_steps,
         .push_counts = w->counts,
         .ckpt = w->ckpt,
+        .servers_finished = &w->watch.finished,
     };
 }
 
@@ -1573,7 +1594,9 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
     }
     double total = (double)model_num_train(w->m) * (double)t->epochs / (double)d->workers;
     w->report = run_report_new(log, model_metric(w->m), t->quiet ? NULL : stderr, total, err, err_len);
-    if (!w->report) return -1;
+    if (!w->report ||
+        worker_live_open(&w->live, d->run_dir, w->id, run_report_callbacks(w->report), &w->cb, err, err_len) != 0)
+        return -1;
     if (!t->quiet) {
         char desc[160];
         model_describe(w->m, desc, sizeof desc);
@@ -1586,14 +1609,30 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
 
 // Trains its replica. A worker the servers evicted (cut off for longer than
 // --worker-timeout) rejoins with a fresh replica: its unpushed progress is
-// lost, its data order resumes at the clock the servers give it.
+// lost, its data order resumes at the clock the servers give it. One that
+// finds the servers finished (evicted, and back after every other worker had
+// left: they no longer answer) ends at once: 1, with the samples it trained
+// in *result and rs->servers_finished set. Returns 0 when it trained its
+// share, -1 with err when it failed.
 static int worker_train(void *ctx, worker_t *w, const replica_config_t *rc, const train_config_t *tc,
                         train_result_t *result, replica_stats_t *rs, unsigned *rejoins, char *err, size_t err_len) {
-    train_callbacks_t cb = run_report_callbacks(w->report);
+    train_callbacks_t cb = w->cb;
     *rejoins = 0;
+    uint64_t most_samples = 0;  // the most any attempt trained (a rejoin goes on from its position)
     for (;;) {
+        memset(result, 0, sizeof *result);
         if (replica_train(ctx, rc, w->m, &w->t->opt, tc, w->t->seed, &cb, result, rs, w->final_w, err, err_len) == 0)
             return 0;
+        if (rs->stopped_with_peers) {  // stopped by the signal that stopped its peers: its results stand
+            err[0] = '\0';
+            return 0;
+        }
+        if (result->samples > most_samples) most_samples = result->samples;
+        if (rs->evicted && atomic_load(&w->watch.finished)) rs->servers_finished = 1;
+        if (rs->servers_finished) {
+            result->samples = most_samples;
+            return 1;
+        }
         if (!rs->evicted || *rejoins >= MAX_REJOINS) return -1;
         (*rejoins)++;
         // A checkpointing worker rejoins from its last checkpoint, once it has one.
@@ -1603,12 +1642,13 @@ static int worker_train(void *ctx, worker_t *w, const replica_config_t *rc, cons
     }
 }
 
-// Its model (--save-model), its JSON on stdout, and in the run directory its
+// Its model (--save-model; not when the servers finished without it: it
+// holds no final model), its JSON on stdout, and in the run directory its
 // JSON and then its result record (whose presence says it is done).
 static int worker_write_results(const worker_t *w, const train_result_t *result, const replica_stats_t *rs,
                                 unsigned rejoins, char *err, size_t err_len) {
     const dist_args_t *d = w->d;
-    if (d->save_model && save_model(d->save_model, w->m, 0, model_num_params(w->m), w->final_w, err, err_len) != 0)
+    if (d->save_model && !rs->servers_finished && save_model(d->save_model, w->m, w->split, 0, model_num_params(w->m), w->final_w, err, err_len) != 0)
         return -1;
     write_worker_json(stdout, w->id, w->t, d, w->m, result, rs, rejoins, w->counts, w->incarnation);
     fflush(stdout);
@@ -1623,8 +1663,9 @@ static int worker_write_results(const worker_t *w, const train_result_t *result,
 }
 
 static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                      const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
-    worker_t w = {.id = id, .t = t, .d = d, .m = m};
+                      const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
+                      size_t err_len) {
+    worker_t w = {.id = id, .t = t, .d = d, .m = m, .split = split, .live = {.fd = -1}};
     int rc = -1;
     if (!(w.join_nonce = (uint32_t)wire_fresh_id(&w))) w.join_nonce = 1;
     if (!(w.delays = calloc(dist_slots(d), sizeof *w.delays))) {
@@ -1644,6 +1685,7 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     if (worker_ckpt_setup(&w, err, err_len) != 0) goto out;
     if (worker_meet(ctx, &w, coordinator, run_id, err, err_len) != 0) goto out;
     if (worker_open_ledger(&w, run_id, err, err_len) != 0) goto out;
+    if (servers_watch_start(&w.watch, d->run_dir, d->servers, run_id, err, err_len) != 0) goto out;
     replica_config_t rc_cfg = worker_replica_config(&w, run_id);
     train_config_t tc;
     if (worker_train_config(&w, &tc, err, err_len) != 0) goto out;
@@ -1655,7 +1697,14 @@ static int run_worker(void *ctx, size_t id, const train_args_t *t, const dist_ar
     train_result_t result;
     replica_stats_t rs;
     unsigned rejoins;
-    if (worker_train(ctx, &w, &rc_cfg, &tc, &result, &rs, &rejoins, err, err_len) != 0) goto out;
+    int trained = worker_train(ctx, &w, &rc_cfg, &tc, &result, &rs, &rejoins, err, err_len);
+    if (trained < 0) goto out;
+    if (trained > 0) {
+        fprintf(stderr, "asgd worker %zu: the servers finished the run without it (evicted: silent longer than "
+                        "--worker-timeout %zu ms): %llu samples trained, its last pushes never applied\n", id,
+                d->worker_timeout_ms, (unsigned long long)result.samples);
+        err[0] = '\0';
+    }
     if (run_report_close(&w.report, err, err_len) != 0) goto out;
     if (worker_write_results(&w, &result, &rs, rejoins, err, err_len) != 0) goto out;
     rc = 0;
@@ -1742,8 +1791,10 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     char process[32];
     snprintf(process, sizeof process, "%s %zu", what, id);
     if (t->trace && trace_start(process, err, sizeof err) != 0) goto out;
-    int rc = role == DIST_ROLE_SERVER ? run_server(ctx, id, t, d, model, coordinator, run_id, err, sizeof err)
-                                      : run_worker(ctx, id, t, d, model, coordinator, run_id, err, sizeof err);
+    model_file_split_t split;
+    model_file_split_of(&data, t->test_frac, t->seed, t->train_limit, t->test_limit, t->test_data != NULL, &split);
+    int rc = role == DIST_ROLE_SERVER ? run_server(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err)
+                                      : run_worker(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err);
     // The timeline of a failed run is written too: it may show why.
     char why[ERR_LEN];
     if (t->trace && trace_write(t->trace, "--trace", why, sizeof why) != 0 && rc == 0) {

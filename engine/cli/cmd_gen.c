@@ -25,12 +25,12 @@ int cmd_gen(int argc, char **argv) {
     uint64_t seed = 1;
     flag_spec_t flags[] = {
         {"out", FLAG_TYPE_STRING, &out, "FILE", "output file (required)", 0, 0, NULL, 0},
-        {"seed", FLAG_TYPE_U64, &seed, "S", "generator seed (default 1)", 0, 0, NULL, 0},
-        {"n", FLAG_TYPE_SIZE, &sc.n_examples, "N", "sparse: examples (default 200000)", 1, 1e9, NULL, 0},
-        {"dim", FLAG_TYPE_SIZE, &sc.dim, "D", "sparse: features (default 100000)", 1, 4e9, NULL, 0},
-        {"nnz", FLAG_TYPE_SIZE, &sc.nnz_per_example, "K", "sparse: mean non-zeros per example (default 60)", 1, 1e6, NULL, 0},
+        {"seed", FLAG_TYPE_U64, &seed, "S", "generator seed", 0, 0, NULL, 0},
+        {"n", FLAG_TYPE_SIZE, &sc.n_examples, "N", "sparse: examples", 1, 1e9, NULL, 0},
+        {"dim", FLAG_TYPE_SIZE, &sc.dim, "D", "sparse: features", 1, 4e9, NULL, 0},
+        {"nnz", FLAG_TYPE_SIZE, &sc.nnz_per_example, "K", "sparse: mean non-zeros per example", 1, 1e6, NULL, 0},
         {"zipf", FLAG_TYPE_DOUBLE, &sc.zipf_exponent, "S", "sparse: feature popularity exponent", 0, 10, NULL, 0},
-        {"noise", FLAG_TYPE_DOUBLE, &sc.label_noise, "P", "sparse: fraction of labels flipped (default 0.05)", 0, 0.5, NULL, 0},
+        {"noise", FLAG_TYPE_DOUBLE, &sc.label_noise, "P", "sparse: fraction of labels flipped", 0, 0.5, NULL, 0},
         {"users", FLAG_TYPE_SIZE, &rc.n_users, "U", "ratings: users", 1, 1e9, NULL, 0},
         {"items", FLAG_TYPE_SIZE, &rc.n_items, "I", "ratings: items", 1, 1e9, NULL, 0},
         {"rank", FLAG_TYPE_SIZE, &rc.rank, "K", "ratings: rank of the hidden factors", 1, 4096, NULL, 0},
@@ -39,7 +39,7 @@ int cmd_gen(int argc, char **argv) {
     };
     size_t n_flags = sizeof flags / sizeof flags[0];
     if (argc < 1 || strcmp(argv[0], "--help") == 0 || strcmp(argv[0], "-h") == 0) {
-        flags_print_help(argc < 1 ? stderr : stdout, usage, description, flags, n_flags);
+        flags_print_help(argc < 1 ? stderr : stdout, "asgd gen", usage, description, flags, n_flags);
         return argc < 1 ? 2 : 0;
     }
     const char *kind = argv[0];

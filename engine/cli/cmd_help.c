@@ -2,14 +2,18 @@
 // asked for its --help with a hook set (flags_set_help_hook), so the manual
 // pages and the completion are rendered from the very tables it parses with.
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/cli/commands.h"
+#include "engine/cli/flag_synonyms.h"       // defines: flag_synonyms_of
+#include "engine/cli/help_layout.h"         // defines: help_group, help_group_title, help_examples
 #include "engine/core/flags.h"              // defines: flags_set_help_hook, flag_spec_t
 #include "engine/models/model_registry.h"   // defines: model_registry_at, model_registry_count
 
 static const char help_usage[] =
-    "usage: asgd help [--man [COMMAND] | --completion bash]\n"
+    "usage: asgd help [COMMAND | --man [COMMAND] | --completion bash]\n"
+    "  COMMAND          the command's flags and examples (as asgd COMMAND --help)\n"
     "  --man            the manual page asgd(1) in roff (man -l - reads it)\n"
     "  --man COMMAND    the manual page asgd-COMMAND(1)\n"
     "  --completion bash  the bash completion script for asgd\n";
@@ -24,6 +28,11 @@ static void roff_text(FILE *out, const char *s, size_t n) {
     for (size_t i = 0; i < n && s[i]; i++) {
         char c = s[i];
         if ((i == 0 || s[i - 1] == '\n') && (c == '.' || c == '\'')) fputs("\\&", out);
+        if (i + 2 < n && memcmp(s + i, "\xE2\x80\x94", 3) == 0) {  // an em dash, as roff names it
+            fputs("\\(em", out);
+            i += 2;
+            continue;
+        }
         if (c == '\\') fputs("\\e", out);
         else if (c == '-') fputs("\\-", out);
         else fputc(c, out);
@@ -42,6 +51,8 @@ static void man_header(FILE *out, const char *page, const char *upper) {
 }
 
 static void man_flag(FILE *out, const flag_spec_t *f) {
+    char shown[96], also[160];
+    int has_default = flags_default_text(f, shown, sizeof shown);
     fputs(".TP\n\\fB", out);
     roff_text(out, "--", 2);
     roff_text(out, f->name, strlen(f->name));
@@ -62,7 +73,74 @@ static void man_flag(FILE *out, const flag_spec_t *f) {
         }
         fputc(')', out);
     }
+    if (has_default) {
+        fputs(" Default: ", out);
+        roff_text(out, shown, strlen(shown));
+        fputc('.', out);
+    }
+    if (flag_synonyms_of(f->name, also, sizeof also)) {
+        fputs(" Also: ", out);
+        roff_text(out, also, strlen(also));
+        fputc('.', out);
+    }
     fputc('\n', out);
+}
+
+// The environment variables a command reads (the commands that train read
+// them all; the others the first two), as the man page's ENVIRONMENT.
+static const struct {
+    const char *name, *text;
+    int training;  // 1: read by the commands that train only
+} environment[] = {
+    {"OPENBLAS_CORETYPE", "OpenBLAS's kernels. Respected when set; when unset and OpenBLAS picks generic kernels on a "
+                          "CPU with AVX-512 or AVX2+FMA, asgd sets it (SkylakeX or Haswell) and runs itself again.", 0},
+    {"OPENBLAS_NUM_THREADS", "set to 1 by asgd: the training threads are the parallelism.", 0},
+    {"ASGD_CUDA_DETAILS", "1: the startup line shows what CUDA says about this machine (why there is no GPU).", 1},
+    {"ASGD_HOST_ID", "the host identity by which --collective groups the workers (default: the host name).", 1},
+    {"TMPDIR", "where --ring-ipc puts its sockets when the run directory's path is too long.", 1},
+    {"SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST", "asgd launch under srun: this rank, the ranks, the first "
+                                                        "node (the coordinator's host).", 1},
+    {"OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, PMIX_RANK", "asgd launch under mpirun.", 1},
+    {"RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT", "asgd launch under torchrun (the coordinator at "
+                                                               "MASTER_PORT + 1).", 1},
+    {"DMLC_ROLE, DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER",
+     "asgd launch under a ps-lite tracker.", 1},
+};
+
+static void man_environment(FILE *out, int training) {
+    fputs(".SH ENVIRONMENT\n", out);
+    for (size_t i = 0; i < sizeof environment / sizeof environment[0]; i++) {
+        if (environment[i].training && !training) continue;
+        fputs(".TP\n\\fB", out);
+        roff_text(out, environment[i].name, strlen(environment[i].name));
+        fputs("\\fR\n", out);
+        roff_line(out, environment[i].text);
+    }
+}
+
+static void man_exit_status(FILE *out, int training) {
+    fputs(".SH EXIT STATUS\n.TP\n0\nsuccess\n.TP\n1\nthe run failed (one line on stderr says why: the file, the line, "
+          "the process)\n.TP\n2\na usage error (one line naming the flag)\n",
+          out);
+    if (training)
+        fputs(".TP\n128 + N\nstopped by signal N (130: SIGINT, 143: SIGTERM, 129: SIGHUP): the summary and files are "
+              "written, marked interrupted; a second signal kills at once. A worker of an asp, ssp or bsp run that left on "
+              "a signal after its goodbye exits 0.\n",
+              out);
+}
+
+static void man_examples(FILE *out, const char *command) {
+    const char *ex = help_examples(command);
+    if (!ex[0]) return;
+    fputs(".SH EXAMPLES\n.nf\n", out);
+    roff_text(out, ex, strlen(ex));
+    fputs(".fi\n", out);
+}
+
+static void man_see_also(FILE *out) {
+    fputs(".SH SEE ALSO\n\\fBasgd\\fR(1); the guides in ", out);
+    roff_text(out, ASGD_DOC_DIR, strlen(ASGD_DOC_DIR));
+    fputs(" (cli.md, distributed.md, reliability.md, model_file.md; README.md)\n", out);
 }
 
 static void man_models(FILE *out) {
@@ -93,8 +171,8 @@ static void man_models(FILE *out) {
     }
 }
 
-static void man_hook(const char *usage, const char *description, const flag_spec_t *specs, size_t n_specs,
-                     void *vctx) {
+static void man_hook(const char *command, const char *usage, const char *description, const flag_spec_t *specs,
+                     size_t n_specs, void *vctx) {
     help_ctx_t *ctx = vctx;
     FILE *out = stdout;
     ctx->calls++;
@@ -115,12 +193,23 @@ static void man_hook(const char *usage, const char *description, const flag_spec
     fputs(".fi\n.SH DESCRIPTION\n.nf\n", out);
     roff_line(out, description);
     fputs(".fi\n.SH OPTIONS\n", out);
-    for (size_t i = 0; i < n_specs; i++) man_flag(out, &specs[i]);
-    fputs(".TP\n\\fB\\-\\-help\\fR\nshow the command's help\n", out);
-    if (flags_find(specs, n_specs, "model") && strcmp(ctx->command->name, "predict") != 0 &&
-        strcmp(ctx->command->name, "eval") != 0)
-        man_models(out);
-    fputs(".SH SEE ALSO\n\\fBasgd\\fR(1); docs/cli.md in the source tree\n", out);
+    const flag_spec_t **group = malloc((n_specs ? n_specs : 1) * sizeof *group);
+    for (int g = HELP_GROUP_FIRST; group && g <= HELP_GROUP_LAST; g++) {
+        size_t n = help_group(command, g, specs, n_specs, group);
+        if (n == 0) continue;
+        fputs(".SS ", out);
+        roff_line(out, help_group_title(g));
+        for (size_t i = 0; i < n; i++) man_flag(out, group[i]);
+    }
+    free(group);
+    fputs(".TP\n\\fB\\-\\-help\\fR\nshow the command's help (also: asgd help COMMAND)\n", out);
+    int training = flags_find(specs, n_specs, "model") && strcmp(ctx->command->name, "predict") != 0 &&
+                   strcmp(ctx->command->name, "eval") != 0;
+    if (training) man_models(out);
+    man_examples(out, command);
+    man_environment(out, training);
+    man_exit_status(out, training);
+    man_see_also(out);
 }
 
 static int man_main_page(void) {
@@ -144,11 +233,26 @@ static int man_main_page(void) {
           "alone, # comments; the command line overrides the file. Each run writes the flags it was given in this "
           "form (launch: RUN_DIR/config; train: SUMMARY.config or LOG.config).\n",
           out);
+    fputs(".SH EXAMPLES\n.nf\n", out);
+    for (size_t i = 0; i < n; i++) {
+        if (!c[i].run) continue;
+        char command[64];
+        snprintf(command, sizeof command, "asgd %s", c[i].name);
+        const char *ex = help_examples(command);
+        size_t first = strcspn(ex, "\n");  // each command's first
+        if (first) roff_text(out, ex, first + 1);
+    }
+    fputs(".fi\n", out);
+    man_environment(out, 1);
+    man_exit_status(out, 1);
     fputs(".SH SEE ALSO\n", out);
     for (size_t i = 0; i < n; i++) {
         if (!c[i].run) continue;
-        fprintf(out, "\\fBasgd\\-%s\\fR(1)%s\n", c[i].name, i + 1 < n && c[i + 1].run ? "," : "");
+        fprintf(out, "\\fBasgd\\-%s\\fR(1),\n", c[i].name);
     }
+    fputs("and the guides in ", out);
+    roff_text(out, ASGD_DOC_DIR, strlen(ASGD_DOC_DIR));
+    fputs(" (README.md, cli.md, distributed.md, reliability.md, model_file.md, api.md)\n", out);
     return 0;
 }
 
@@ -163,9 +267,9 @@ static int is_path_value(const flag_spec_t *f) {
     return strcmp(v, "FILE") == 0 || strcmp(v, "SPEC") == 0 || strcmp(v, "DIR") == 0 || strcmp(v, "PATH") == 0;
 }
 
-static void completion_hook(const char *usage, const char *description, const flag_spec_t *specs, size_t n_specs,
-                            void *vctx) {
-    (void)usage, (void)description;
+static void completion_hook(const char *command, const char *usage, const char *description,
+                            const flag_spec_t *specs, size_t n_specs, void *vctx) {
+    (void)command, (void)usage, (void)description;
     help_ctx_t *ctx = vctx;
     FILE *out = stdout;
     ctx->calls++;
@@ -235,6 +339,16 @@ int cmd_help(int argc, char **argv) {
         return 2;
     }
     if (argc == 2 && strcmp(argv[0], "--completion") == 0 && strcmp(argv[1], "bash") == 0) return completion_bash();
+    if (argc == 1 && argv[0][0] != '-') {  // asgd help COMMAND: its --help
+        size_t n;
+        const cli_command_t *c = cli_commands(&n);
+        char help[] = "--help";
+        char *args[] = {help, NULL};
+        for (size_t i = 0; i < n; i++)
+            if (c[i].run && strcmp(c[i].name, argv[0]) == 0) return c[i].run(1, args);
+        fprintf(stderr, "asgd help: no command '%s' (see asgd help)\n", argv[0]);
+        return 2;
+    }
     fputs(help_usage, argc == 0 ? stdout : stderr);
     return argc == 0 ? 0 : 2;
 }

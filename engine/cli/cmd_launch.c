@@ -17,19 +17,18 @@
 
 #include "engine/cli/commands.h"
 #include "engine/cli/dist.h"            // defines: dist_args_t, dist_run_role
-#include "engine/core/json_writer.h"     // defines: json_*
-#include "engine/cli/launch_curve.h"    // defines: global_curve_load, global_curve_write_merged
+#include "engine/cli/flag_synonyms.h"   // defines: flag_synonym_canonical
+#include "engine/cli/launch_curve.h"    // defines: curve_point_t, CURVE_* columns
 #include "engine/cli/launch_job.h"      // defines: launch_job_outcome_t
-#include "engine/cli/model_file.h"      // defines: model_file_join, model_file_write
-#include "engine/cli/run_record.h"      // defines: run_record_read_worker, run_record_read_server
+#include "engine/cli/run_merge.h"       // defines: run_merge_dir, run_merge_model, run_merge_part_path
+#include "engine/cli/run_record.h"      // defines: run_record_path
+#include "engine/cli/worker_live.h"     // defines: worker_live_read
 #include "kernels/mono_clock.h"  // defines: mono_clock_s
 #include "kernels/trace.h"          // defines: trace_merge
 #include "net/curve_auth.h"         // defines: zap_handler_destroy, curve_keypair_new
 #include "net/wire.h"               // defines: wire_fresh_id
-#include "net/ps_client.h"          // defines: ps_push_count_t
 #include "net/launch_env.h"         // defines: launch_env_detect
 #include "net/rendezvous.h"         // defines: rdv_server_new, rdv_server_answers
-#include "staleness/histogram.h"    // defines: staleness_hist_t
 
 #define ERR_LEN 512
 
@@ -66,493 +65,33 @@ typedef struct child {
     double restart_at;
 } child_t;
 
-static volatile sig_atomic_t interrupted;  // the signal's number
+// The launcher's own flags, beyond the training and distributed ones.
+typedef struct launch_opts {
+    const char *save_model;   // --save-model: the run's global model
+    size_t restart_workers;   // --restart-workers N
+    size_t restart_servers;   // --restart-servers N
+    double progress_every;    // --progress-every S (0: the default for where stderr goes)
+    int verbose;              // --verbose: every child's lines, their JSON summaries included
+} launch_opts_t;
+
+static volatile sig_atomic_t interrupted;  // the first stop signal's number
 static int progress_on_screen;  // a terminal shows an unfinished progress line
-static void on_interrupt(int sig) { interrupted = sig; }
+
+// The first stop signal (SIGINT, SIGTERM, SIGHUP) stops the run in order
+// (stop_in_order). From then on the three have their default action: a
+// second one kills the launcher at once, and its children with it (each
+// asked for SIGKILL when its parent dies: spawn).
+static void on_interrupt(int sig) {
+    interrupted = sig;
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGTERM, &dfl, NULL);
+    sigaction(SIGHUP, &dfl, NULL);
+}
 
 static const char *role_name(dist_role_t r) { return r == DIST_ROLE_SERVER ? "server" : "worker"; }
-
-// ---- the run directory's merged files ---------------------------------------------
-
-// Every process's result record (run_record.h), read once.
-typedef struct run_results {
-    worker_result_t *workers;  // [dist_slots(d)]: a joiner's slot nobody took is zeros
-    server_result_t *servers;  // [d->servers]
-    size_t n_servers;          // shard records held (to free)
-    size_t joined, left;       // workers that joined the running run (--join); workers that left on a signal
-} run_results_t;
-
-static void run_results_free(run_results_t *r) {
-    for (size_t s = 0; r->servers && s < r->n_servers; s++) server_result_free(&r->servers[s]);
-    free(r->servers);
-    free(r->workers);
-    memset(r, 0, sizeof *r);
-}
-
-// A worker's record is its last incarnation's (--restart-workers). Its pushes
-// become those of every incarnation: each push goes to every shard, so what
-// the worker's ledgers (worker-K.pushes.N) say were sent to shard 0 over the
-// run. Without a ledger of this run (no servers) the record's count stays.
-static void run_results_count_incarnations(const char *dir, const dist_args_t *d, run_results_t *r) {
-    if (d->servers == 0) return;
-    ps_push_count_t *sums = calloc(d->servers, sizeof *sums);
-    char why[600];
-    for (size_t k = 0; sums && k < dist_slots(d); k++) {
-        size_t incarnations;
-        if (dist_push_ledger_sum(dir, r->servers[0].run_id, k, d->servers, sums, &incarnations, why, sizeof why) == 0 &&
-            sums[0].sent > r->workers[k].pushes)
-            r->workers[k].pushes = sums[0].sent;
-    }
-    free(sums);
-}
-
-// Returns 0, or -1 with err naming the record that is missing or refused.
-static int run_results_load(const char *dir, const dist_args_t *d, run_results_t *r, char *err, size_t err_len) {
-    memset(r, 0, sizeof *r);
-    r->workers = calloc(dist_slots(d) ? dist_slots(d) : 1, sizeof *r->workers);
-    r->servers = calloc(d->servers ? d->servers : 1, sizeof *r->servers);
-    if (!r->workers || !r->servers) {
-        snprintf(err, err_len, "out of memory for the results of %zu processes", d->servers + d->workers);
-        run_results_free(r);
-        return -1;
-    }
-    for (size_t k = 0; k < dist_slots(d); k++) {
-        if (run_record_read_worker(dir, k, &r->workers[k], err, err_len) != 0) {
-            if (k >= d->workers) {  // a joiner's slot nobody took
-                memset(&r->workers[k], 0, sizeof r->workers[k]);
-                continue;
-            }
-            run_results_free(r);
-            return -1;
-        }
-        r->joined += k >= d->workers;
-        r->left += r->workers[k].left != 0;
-    }
-    for (; r->n_servers < d->servers; r->n_servers++) {
-        if (run_record_read_server(dir, r->n_servers, &r->servers[r->n_servers], err, err_len) != 0) {
-            run_results_free(r);
-            return -1;
-        }
-    }
-    run_results_count_incarnations(dir, d, r);
-    return 0;
-}
-
-// The shards' staleness histograms summed into h_clocks / h_updates, and staleness.csv.
-static int merge_staleness(const char *dir, const run_results_t *res, size_t servers, staleness_hist_t *h_clocks,
-                           staleness_hist_t *h_updates, char *err, size_t err_len) {
-    staleness_hist_init(h_clocks);
-    staleness_hist_init(h_updates);
-    for (size_t s = 0; s < servers; s++) {
-        staleness_hist_merge(h_clocks, &res->servers[s].staleness_clocks);
-        staleness_hist_merge(h_updates, &res->servers[s].staleness_updates);
-    }
-    FILE *f = dist_file_open(dir, "staleness.csv", err, err_len);
-    if (!f) return -1;
-    fprintf(f, "staleness,updates_by_clocks,updates_by_versions\n");
-    for (size_t v = 0; v < STALENESS_HIST_BINS; v++)
-        if (h_clocks->bins[v] || h_updates->bins[v])
-            fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)h_clocks->bins[v], (unsigned long long)h_updates->bins[v]);
-    return dist_file_close(f, dir, "staleness.csv", err, err_len);
-}
-
-// One figure of the run: a number, or null when there is none.
-static void json_number_or_null(json_writer_t *j, const char *key, double v) {
-    if (isnan(v)) json_null(j, key);
-    else json_number(j, key, v);
-}
-
-// The global model's time, samples and epochs to the target, and its final metric.
-static void json_global_figures(json_writer_t *j, const global_curve_t *gc, double target, int rmse) {
-    const curve_point_t *hit = global_curve_at_target(gc, target, rmse);
-    const curve_point_t *last = global_curve_last(gc);
-    json_number_or_null(j, rmse ? "final_test_rmse" : "final_test_accuracy",
-                        last ? last->v[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY] : NAN);
-    json_number_or_null(j, "final_test_loss", last ? last->v[CURVE_TEST_LOSS] : NAN);
-    json_number_or_null(j, "time_to_target_s", hit ? hit->v[CURVE_WALL_S] : NAN);
-    if (hit) json_uint(j, "samples_to_target", (uint64_t)hit->v[CURVE_SAMPLES]);
-    else json_null(j, "samples_to_target");
-    json_number_or_null(j, "epochs_to_target", hit ? hit->v[CURVE_EPOCH] : NAN);
-    json_string(j, "global_curve", gc->source);
-    json_uint(j, "global_evaluations", gc->evals);
-    json_number(j, "global_eval_s", gc->eval_s);
-    json_uint(j, "global_evaluations_during_training", gc->evals_during_training);
-    json_number(j, "global_eval_during_training_s", gc->eval_during_training_s);
-}
-
-// The run's last point of the global model: the servers' model as the worker
-// whose final pull came last pulled and evaluated it after its last push —
-// every other worker had pushed its last by then, so that pull saw the final
-// model; it is the pull that saw the most shard versions (global_versions) —
-// at the longest worker's training time.
-static void curve_final_of(const run_results_t *res, size_t workers, const staleness_hist_t *hc,
-                           const staleness_hist_t *hu, curve_final_t *fin) {
-    memset(fin, 0, sizeof *fin);
-    const worker_result_t *last = NULL;
-    for (size_t k = 0; k < workers; k++) {
-        const worker_result_t *w = &res->workers[k];
-        fin->samples += (double)w->samples;
-        if (w->wall_s > fin->wall_s) fin->wall_s = w->wall_s;
-        if (!last || w->global_versions > last->global_versions) last = w;
-    }
-    fin->test_metric = last ? last->global_test_metric : NAN;
-    fin->test_loss = last ? last->global_test_loss : NAN;
-    fin->staleness_versions_mean = staleness_hist_mean(hu);
-    fin->staleness_versions_max = hu->count ? (double)hu->max : NAN;
-    fin->staleness_clocks_mean = staleness_hist_mean(hc);
-    fin->staleness_clocks_max = hc->count ? (double)hc->max : NAN;
-}
-
-// What summary.json says beyond the flags: the records, merged.
-typedef struct run_summary {
-    const run_results_t *res;
-    const global_curve_t *gc;
-    const staleness_hist_t *hc, *hu;
-    double launch_wall_s;
-    int consistent;  // every acknowledged push applied once (servers only)
-    const size_t *server_restarts;  // [d->servers] by the local launcher, or NULL: none
-    size_t replica_restarts;        // --server-replicas: dead replicas started again by the local launcher
-} run_summary_t;
-
-// The run's shape: model, sync, processes, batch.
-static void json_run_shape(json_writer_t *j, const train_args_t *t, const dist_args_t *d) {
-    json_string(j, "asgd", ASGD_VERSION);
-    json_string(j, "command", "launch");
-    json_string(j, "model", train_args_model(t)->name);
-    json_string(j, "sync", sync_mode_name((sync_mode_t)d->sync));
-    if (d->sync == SYNC_MODE_SSP || (d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse))
-        json_uint(j, "staleness_bound", d->staleness);
-    else if (d->sync == SYNC_MODE_BSP) json_uint(j, "staleness_bound", 0);
-    else json_null(j, "staleness_bound");
-    json_uint(j, "servers", d->servers);
-    json_uint(j, "workers", d->workers);
-    json_uint(j, "threads", t->threads);
-    json_uint(j, "batch", t->batch);
-    // Examples per round (or per step of every thread) over all workers.
-    json_uint(j, "total_batch", (uint64_t)d->workers * t->threads * t->batch);
-}
-
-// asp/ssp: the periods the workers achieved beside the ones asked for (mean:
-// all workers' steps over all their pushes or pulls; p99: the largest of the
-// workers' 99th percentiles), and what their threads' waits went on.
-static void json_run_periods(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_results_t *res) {
-    uint64_t steps = 0, pushes = 0, pulls = 0, push_p99 = 0, pull_p99 = 0;
-    double bound = 0, bytes = 0;
-    for (size_t k = 0; k < dist_slots(d); k++) {
-        const worker_result_t *w = &res->workers[k];
-        steps += w->updates;
-        pushes += w->pushes;
-        pulls += w->pulls;
-        if (w->steps_per_push_p99 > push_p99) push_p99 = w->steps_per_push_p99;
-        if (w->steps_per_pull_p99 > pull_p99) pull_p99 = w->steps_per_pull_p99;
-        double b = dist_wait_for_bound(w->wait_s, w->pull_held_s, t->threads);
-        bound += b;
-        bytes += w->wait_s - b;
-    }
-    const struct {
-        const char *key;
-        size_t requested;
-        uint64_t count, p99;
-    } periods[] = {{"steps_per_push", d->push_every, pushes, push_p99}, {"steps_per_pull", d->fetch_every, pulls, pull_p99}};
-    for (size_t i = 0; i < 2; i++) {
-        json_object(j, periods[i].key);
-        json_uint(j, "requested", periods[i].requested);
-        json_number_or_null(j, "mean", periods[i].count ? (double)steps / (double)periods[i].count : NAN);
-        json_number_or_null(j, "p99", periods[i].count ? (double)periods[i].p99 : NAN);
-        json_object_end(j);
-    }
-    json_number(j, "worker_wait_for_bound_s", bound);
-    json_number(j, "worker_wait_for_bytes_s", bytes);
-}
-
-// Samples, time and rates over the workers; the global model's figures, and worker 0's own.
-static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_summary_t *s) {
-    uint64_t samples = 0, pushes = 0, retrained = 0, skipped = 0;
-    double wall = 0, wait = 0, own_rates = 0;
-    for (size_t k = 0; k < dist_slots(d); k++) {
-        const worker_result_t *w = &s->res->workers[k];
-        samples += w->samples;
-        if (w->wall_s > wall) wall = w->wall_s;
-        wait += w->wait_s;
-        own_rates += w->samples_per_s;
-        pushes += w->pushes;
-        retrained += w->samples_retrained;
-        skipped += w->samples_skipped;
-    }
-    const worker_result_t *w0 = &s->res->workers[0];
-    int rmse = (int)w0->metric_rmse;
-    json_uint(j, "samples", samples);
-    // Workers resumed from their checkpoints (docs/reliability.md).
-    json_uint(j, "samples_retrained", retrained);
-    json_uint(j, "samples_skipped", skipped);
-    json_number(j, "wall_s", wall);
-    json_number(j, "samples_per_s", wall > 0 ? (double)samples / wall : NAN);
-    // Each worker's own rate, summed: what the cluster processes while its
-    // workers run, which a fixed share per worker hides behind the slowest one.
-    json_number(j, "worker_samples_per_s", own_rates);
-    json_number(j, "launch_wall_s", s->launch_wall_s);
-    // The global model's figures (launch_curve.h says where its curve comes
-    // from); worker 0's own copy's, named as such.
-    json_global_figures(j, s->gc, train_args_target(t), rmse);
-    json_number_or_null(j, rmse ? "worker0_test_rmse" : "worker0_test_accuracy", w0->final_test_metric);
-    json_number_or_null(j, "worker0_time_to_target_s", w0->time_to_target_s);
-    json_number_or_null(j, "worker0_samples_to_target",
-                        isnan(w0->time_to_target_s) ? NAN : (double)w0->samples_to_target);
-    json_number(j, "worker_wait_s", wait);
-    json_uint(j, "pushes", pushes);
-    if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP) json_run_periods(j, t, d, s->res);
-}
-
-// Bytes each worker sent and received (payloads), and what its sends would
-// have been as float32: the compression ratio is their quotient.
-static void json_run_bytes(json_writer_t *j, const dist_args_t *d, const run_results_t *res) {
-    double out_total = 0, in_total = 0, raw_total = 0;
-    json_object(j, "bytes_by_worker");
-    for (size_t k = 0; k < d->workers; k++) {
-        char key[32];
-        snprintf(key, sizeof key, "%zu", k);
-        const worker_result_t *w = &res->workers[k];
-        double o = (double)w->bytes_out, i = (double)w->bytes_in, raw = (double)w->bytes_out_uncompressed;
-        json_object(j, key);
-        json_number(j, "out", o);
-        json_number(j, "in", i);
-        json_number(j, "compression_ratio", o > 0 ? raw / o : NAN);
-        json_object_end(j);
-        out_total += o, in_total += i, raw_total += raw;
-    }
-    json_object_end(j);
-    json_number(j, "bytes_out", out_total);
-    json_number(j, "bytes_in", in_total);
-    json_number(j, "bytes_out_uncompressed", raw_total);
-    json_number(j, "compression_ratio", out_total > 0 ? raw_total / out_total : NAN);
-}
-
-// Backup workers (bsp): late gradients each shard dropped, summed over the shards.
-static void json_late_gradients(json_writer_t *j, const dist_args_t *d, const run_results_t *res) {
-    uint64_t late = 0;
-    json_object(j, "late_gradients_dropped_by_worker");
-    for (size_t k = 0; k < d->workers; k++) {
-        char key[32];
-        snprintf(key, sizeof key, "%zu", k);
-        uint64_t by = 0;
-        for (size_t s = 0; s < d->servers; s++) by += res->servers[s].late_dropped[k];
-        json_uint(j, key, by);
-        late += by;
-    }
-    json_object_end(j);
-    json_uint(j, "late_gradients_dropped", late);
-}
-
-// The flags the run was started with (after --scaling and --lr-scaling).
-static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_args_t *d, uint64_t train_examples) {
-    json_object(j, "config");
-    json_string(j, "model", train_args_model(t)->name);
-    json_string(j, "data", t->data);
-    if (train_examples > 0) json_uint(j, "train_examples", train_examples);
-    else json_null(j, "train_examples");
-    json_uint(j, "epochs", t->epochs);
-    json_uint(j, "batch", t->batch);
-    json_number(j, "lr", t->lr);
-    json_uint(j, "seed", t->seed);
-    json_number(j, "time_limit_s", t->time_limit);
-    json_number(j, "target", train_args_target(t));
-    json_string(j, "sync", sync_mode_name((sync_mode_t)d->sync));
-    if (d->sync == SYNC_MODE_SSP) json_uint(j, "staleness", d->staleness);
-    else json_null(j, "staleness");  // the bound exists under ssp only
-    json_uint(j, "push_every", d->push_every);
-    json_uint(j, "fetch_every", d->fetch_every);
-    json_string(j, "server_optimizer", d->server_optimizer ? "adagrad" : "sgd");
-    json_number(j, "server_lr", d->server_lr);
-    json_bool(j, "server_staleness_aware", d->server_staleness_aware);
-    json_number(j, "server_dc_asgd", d->server_dc_lambda);
-    json_uint(j, "server_delay_adaptive", d->server_delay_adaptive);  // tau_C; 0: off
-    json_string(j, "delay_worker", d->delay_worker);
-    if (d->sync == SYNC_MODE_HYBRID) json_string(j, "hybrid_sparse", d->hybrid_sparse ? "ssp" : "asp");
-    if (d->sync == SYNC_MODE_BSP) json_uint(j, "backup_workers", d->backup_workers);
-    if (d->sync == SYNC_MODE_LOCAL) json_uint(j, "local_steps", d->local_steps);
-    json_string(j, "scaling", d->scaling ? "strong" : "weak");
-    json_string(j, "lr_scaling", dist_lr_scaling_name(d->lr_scaling));
-    json_uint(j, "warmup", t->warmup);
-    json_uint(j, "batch_requested", d->requested_batch);
-    json_number(j, "lr_requested", d->requested_lr);
-    json_string(j, "device", t->device ? "cuda" : "cpu");
-    char spec[64];
-    compress_spec_format(&d->compress_spec, spec, sizeof spec);
-    json_string(j, "compress", spec);
-    json_bool(j, "error_feedback", d->error_feedback);
-    json_object_end(j);
-}
-
-// Server restarts (--restart-servers), and the acknowledged pushes each shard
-// had applied after its last checkpoint and lost with a crash (the shards'
-// records count them from their ledgers; docs/reliability.md), by shard and in all.
-static void json_server_restarts(json_writer_t *j, const dist_args_t *d, const run_summary_t *s) {
-    uint64_t restarts = 0, lost = 0;
-    json_object(j, "server_restarts_by_shard");
-    for (size_t k = 0; k < d->servers; k++) {
-        char key[32];
-        snprintf(key, sizeof key, "%zu", k);
-        uint64_t n = s->server_restarts ? s->server_restarts[k] : 0;
-        json_uint(j, key, n);
-        restarts += n;
-    }
-    json_object_end(j);
-    json_uint(j, "server_restarts", restarts);
-    json_uint(j, "server_replica_restarts", s->replica_restarts);
-    json_object(j, "pushes_lost_by_shard");
-    for (size_t k = 0; k < d->servers; k++) {
-        char key[32];
-        snprintf(key, sizeof key, "%zu", k);
-        const server_result_t *r = &s->res->servers[k];
-        uint64_t n = 0;
-        for (size_t w = 0; w < r->workers; w++) n += r->pushes_lost[w];
-        json_uint(j, key, n);
-        lost += n;
-    }
-    json_object_end(j);
-    json_uint(j, "pushes_lost", lost);
-}
-
-static void write_summary(FILE *out, const char *dir, const train_args_t *t, const dist_args_t *d,
-                          const run_summary_t *s) {
-    json_writer_t j;
-    json_begin(&j, out);
-    json_run_shape(&j, t, d);
-    json_run_figures(&j, t, d, s);
-    json_run_bytes(&j, d, s->res);
-    if (d->servers) {  // elastic membership (docs/reliability.md)
-        json_uint(&j, "max_workers", dist_slots(d));
-        json_uint(&j, "workers_joined", s->res->joined);
-        json_uint(&j, "workers_left", s->res->left);
-    }
-    if (d->servers) json_bool(&j, "acked_pushes_applied_once", s->consistent);
-    if (d->servers) json_server_restarts(&j, d, s);
-    if (d->sync == SYNC_MODE_BSP) json_late_gradients(&j, d, s->res);
-    if (d->servers) {
-        dist_json_staleness(&j, "staleness_clocks", s->hc);
-        dist_json_staleness(&j, "staleness_updates", s->hu);
-    }
-    json_string(&j, "run_dir", dir);
-    json_run_config(&j, t, d, s->res->workers[0].train_examples);
-    json_end(&j);
-    fputc('\n', out);
-}
-
-// summary.json, once here and once on stdout.
-// summary.json, and (with_stdout) the same line on stdout.
-static int write_summaries(const char *dir, const train_args_t *t, const dist_args_t *d, const run_summary_t *s,
-                           int with_stdout, char *err, size_t err_len) {
-    FILE *f = dist_file_open(dir, "summary.json", err, err_len);
-    if (!f) return -1;
-    write_summary(f, dir, t, d, s);
-    if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) return -1;
-    if (!with_stdout) return 0;
-    write_summary(stdout, dir, t, d, s);
-    fflush(stdout);
-    return 0;
-}
-
-// Merges the run directory from every process's result record: staleness.csv,
-// merged.csv and summary.json. The run fails when an acknowledged push was not
-// applied exactly once (the summary says so first).
-// The outcome's figures and curve: the global model's, as summary.json has them.
-static int outcome_of(const run_results_t *res, const global_curve_t *gc, const train_args_t *t,
-                      const dist_args_t *d, launch_job_outcome_t *o, char *err, size_t err_len) {
-    int rmse = train_args_model(t)->metric == METRIC_KIND_RMSE;
-    snprintf(o->model, sizeof o->model, "%s", train_args_model(t)->name);
-    o->rmse = rmse;
-    for (size_t k = 0; k < d->workers; k++) {
-        const worker_result_t *w = &res->workers[k];
-        o->samples += w->samples;
-        o->pushes += w->pushes;
-        if (w->wall_s > o->wall_s) o->wall_s = w->wall_s;
-    }
-    o->samples_per_s = o->wall_s > 0 ? (double)o->samples / o->wall_s : NAN;
-    const curve_point_t *hit = global_curve_at_target(gc, rmse ? t->target_rmse : t->target_acc, rmse);
-    o->time_to_target_s = hit ? hit->v[CURVE_WALL_S] : NAN;
-    o->samples_to_target = hit ? (uint64_t)hit->v[CURVE_SAMPLES] : 0;
-    if (gc->n && !(o->points = malloc(gc->n * sizeof *o->points))) {
-        snprintf(err, err_len, "out of memory for the run's curve");
-        return -1;
-    }
-    if (gc->n) memcpy(o->points, gc->points, gc->n * sizeof *o->points);
-    o->n_points = gc->n;
-    return 0;
-}
-
-// One line on stderr when the workers' threads waited more than a quarter of
-// their time, saying on what and naming the flag that would help.
-static void say_wait_hint(const train_args_t *t, const dist_args_t *d, const run_results_t *res) {
-    double thread_s = 0, waited = 0, bound = 0;
-    for (size_t k = 0; k < dist_slots(d); k++) {
-        const worker_result_t *w = &res->workers[k];
-        thread_s += w->wall_s * (double)t->threads;
-        waited += w->wait_s;
-        bound += dist_wait_for_bound(w->wait_s, w->pull_held_s, t->threads);
-    }
-    if (!(thread_s > 0) || waited <= 0.25 * thread_s) return;
-    double share = 100.0 * waited / thread_s;
-    if (d->sync == SYNC_MODE_BSP)
-        fprintf(stderr, "asgd launch: the workers waited %.0f%% of their time for each round's slowest gradient; "
-                        "--backup-workers B drops the last B, --sync ssp lets the fast ones run ahead\n", share);
-    else if (d->sync == SYNC_MODE_SSP && bound >= waited - bound)
-        fprintf(stderr, "asgd launch: the workers waited %.0f%% of their time (%.1f s) for slower workers, held by "
-                        "the staleness bound; a larger --staleness (now %zu) lets the fast ones run further ahead\n",
-                share, bound, d->staleness);
-    else if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP)
-        fprintf(stderr, "asgd launch: the workers waited %.0f%% of their time (%.1f s) for pulls to come back; a "
-                        "larger --push-every and --fetch-every (now %zu, %zu) make fewer, larger exchanges\n",
-                share, waited - bound, d->push_every, d->fetch_every);
-}
-
-static int finish_run_dir(const char *dir, const train_args_t *t, const dist_args_t *d, double launch_wall_s,
-                          const size_t *server_restarts, size_t replica_restarts, launch_job_outcome_t *outcome,
-                          char *err, size_t err_len) {
-    run_results_t res;
-    if (run_results_load(dir, d, &res, err, err_len) != 0) return -1;
-    staleness_hist_t hc, hu;
-    global_curve_t gc = {0};
-    int rc = -1, rmse = train_args_model(t)->metric == METRIC_KIND_RMSE;
-    if (merge_staleness(dir, &res, d->servers, &hc, &hu, err, err_len) != 0) goto out;
-    curve_final_t fin;
-    curve_final_of(&res, dist_slots(d), &hc, &hu, &fin);
-    double train_examples = (double)res.workers[0].train_examples;
-    if (global_curve_load(dir, d, train_examples, &fin, rmse, &gc, err, err_len) != 0) goto out;
-    if (global_curve_write_merged(dir, &gc, d->workers, err, err_len) != 0) goto out;
-    char why[600] = "";
-    run_summary_t s = {&res, &gc, &hc, &hu, launch_wall_s, 1, server_restarts, replica_restarts};
-    if (d->servers > 0) s.consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
-    if (write_summaries(dir, t, d, &s, !outcome, err, err_len) != 0) goto out;
-    if (!s.consistent) {
-        snprintf(err, err_len, "%s", why);
-        goto out;
-    }
-    if (outcome && outcome_of(&res, &gc, t, d, outcome, err, err_len) != 0) goto out;
-    if (!outcome && !t->quiet) say_wait_hint(t, d, &res);
-    rc = 0;
-out:
-    global_curve_free(&gc);
-    run_results_free(&res);
-    return rc;
-}
-
-// ---- --save-model: the global model ----------------------------------------------
-
-// Where process (role, id) writes its part of the run's model under
-// --save-model, or NULL: each server its final shard, in the run directory;
-// worker 0 the user's file under allreduce (every replica holds the global
-// model), or under hybrid its replica in the run directory (whose sparse part
-// the servers' shards then replace).
-static const char *part_path(dist_role_t role, size_t id, const dist_args_t *d, const char *dir, const char *save_model,
-                             char *buf, size_t len) {
-    if (!save_model) return NULL;
-    if (role == DIST_ROLE_SERVER) snprintf(buf, len, "%s/server-%zu.model", dir, id);
-    else if (id != 0) return NULL;
-    else if (dist_without_servers(d->sync)) return save_model;
-    else if (d->sync == SYNC_MODE_HYBRID) snprintf(buf, len, "%s/worker-0.model", dir);
-    else return NULL;
-    return buf;
-}
 
 // --trace: the timeline process (role, id) writes in the run directory.
 static void trace_part_path(char *out, size_t len, const char *dir, dist_role_t role, size_t id) {
@@ -583,33 +122,6 @@ static int merge_traces(const char *dir, const dist_args_t *d, const char *out, 
 out:
     free(paths);
     free(list);
-    return rc;
-}
-
-// After the run: the parts joined in order into the user's file.
-static int save_global_model(const char *dir, const dist_args_t *d, const char *save_model, char *err,
-                             size_t err_len) {
-    if (!save_model || dist_without_servers(d->sync)) return 0;
-    size_t n = 0, max = d->servers + 1;
-    char (*buf)[1024] = calloc(max, sizeof *buf);
-    const char **paths = calloc(max, sizeof *paths);
-    model_file_t f;
-    model_file_init(&f);
-    int rc = -1;
-    if (!buf || !paths) {
-        snprintf(err, err_len, "--save-model %s: out of memory", save_model);
-        goto out;
-    }
-    if (d->sync == SYNC_MODE_HYBRID)
-        paths[n] = part_path(DIST_ROLE_WORKER, 0, d, dir, save_model, buf[n], sizeof buf[n]), n++;
-    for (size_t k = 0; k < d->servers; k++)
-        paths[n] = part_path(DIST_ROLE_SERVER, k, d, dir, save_model, buf[n], sizeof buf[n]), n++;
-    if (model_file_join(paths, n, &f, err, err_len) == 0)
-        rc = model_file_write(save_model, "--save-model", &f.info, f.params, err, err_len);
-out:
-    model_file_free(&f);
-    free(paths);
-    free(buf);
     return rc;
 }
 
@@ -690,19 +202,37 @@ static int spawn(child_t *c, const char *exe, char **args, char **envp) {
     return 0;
 }
 
-// Is argv[i] the launcher-only flag `name` (as "--name V" or "--name=V")? Sets *skip to its word count.
+// The flag a word names as the parser knows it ("--save_model=x" and the
+// synonym "--final-regressor" are --save-model), into out with its dashes;
+// 0 when the word is no flag.
+static int word_flag(const char *word, char *out, size_t len) {
+    if (strncmp(word, "--", 2) != 0) return 0;
+    size_t n = strcspn(word + 2, "=");
+    if (n == 0 || n + 3 > len) return 0;
+    char name[64];
+    if (n >= sizeof name) return 0;
+    for (size_t i = 0; i < n; i++) name[i] = word[2 + i] == '_' ? '-' : word[2 + i];
+    name[n] = '\0';
+    const char *canonical = flag_synonym_canonical(name);
+    snprintf(out, len, "--%s", canonical ? canonical : name);
+    return 1;
+}
+
+// Is argv[i] the launcher-only flag `name` (as "--name V" or "--name=V", by
+// any of its names)? Sets *skip to its word count.
 static int is_flag(char **argv, int argc, int i, const char *name, int *skip) {
-    size_t n = strlen(name);
-    if (strncmp(argv[i], name, n) != 0) return 0;
-    if (argv[i][n] == '=') {
-        *skip = 1;
-        return 1;
-    }
-    if (argv[i][n] == '\0') {
-        *skip = i + 1 < argc ? 2 : 1;
-        return 1;
-    }
-    return 0;
+    char flag[72];
+    if (!word_flag(argv[i], flag, sizeof flag) || strcmp(flag, name) != 0) return 0;
+    *skip = strchr(argv[i], '=') || i + 1 >= argc ? 1 : 2;
+    return 1;
+}
+
+// Is word the launcher-only boolean flag `name` ("--name" or "--name=V")? Sets *skip to 1.
+static int is_bool_flag(const char *word, const char *name, int *skip) {
+    char flag[72];
+    if (!word_flag(word, flag, sizeof flag) || strcmp(flag, name) != 0) return 0;
+    *skip = 1;
+    return 1;
 }
 
 static void stop_children(child_t *kids, size_t n) {
@@ -755,7 +285,8 @@ static int spawn_child(child_t *c, const char *exe, char **args, char **envp, in
         if (is_flag(argv, argc, k, "--run-dir", &skip) || is_flag(argv, argc, k, "--save-model", &skip) ||
             is_flag(argv, argc, k, "--coordinator", &skip) || is_flag(argv, argc, k, "--run-id", &skip) ||
             is_flag(argv, argc, k, "--restart-workers", &skip) || is_flag(argv, argc, k, "--config", &skip) ||
-            is_flag(argv, argc, k, "--progress-every", &skip) || is_flag(argv, argc, k, "--restart-servers", &skip)) {
+            is_flag(argv, argc, k, "--progress-every", &skip) || is_flag(argv, argc, k, "--restart-servers", &skip) ||
+            is_bool_flag(argv[k], "--verbose", &skip)) {
             k += skip - 1;
             continue;
         }
@@ -775,7 +306,7 @@ static int spawn_child(child_t *c, const char *exe, char **args, char **envp, in
     args[a++] = (char *)dir;
     // Every process is on this machine: the ring is faster over ipc:// (docs/allreduce.md).
     if (dist_uses_ring(d->sync) && !d->ring_ipc) args[a++] = "--ring-ipc";
-    const char *part = part_path(c->role, c->id, d, dir, save_model, c->save_path, sizeof c->save_path);
+    const char *part = run_merge_part_path(c->role, c->id, d, dir, save_model, c->save_path, sizeof c->save_path);
     if (part) {
         args[a++] = "--save-model";
         args[a++] = (char *)part;
@@ -828,10 +359,16 @@ typedef struct local_run {
     char **args;           // a child's command line, built by spawn_child
     size_t n_kids, started, running, restarts;
     const child_t *culprit; // the child whose failure stopped the run
+    int verbose;            // --verbose
+    double stop_began;      // after a stop signal: when the workers were asked to leave (0: not yet)
+    double workers_gone_at; // ... when the last of them had ended (0: not yet)
+    int servers_told;       // ... the servers were stopped too (they had not finished by themselves)
+    int merged;             // the run directory was merged (the final progress line shows it)
     launch_job_outcome_t *outcome;  // launch_job_run: nothing on stderr, the first failure in err, figures here
     double progress_every;  // seconds between progress lines (0: none, --quiet)
     int progress_tty;       // stderr is a terminal: one line rewritten in place
     double next_progress;   // when the next one is due
+    double shown_samples;   // the samples the last line showed
     char err[ERR_LEN];
 } local_run_t;
 
@@ -843,8 +380,13 @@ __attribute__((format(printf, 2, 3))) static void launch_say(local_run_t *r, con
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    if (!r->outcome) fprintf(stderr, "asgd launch: %s\n", msg);
-    else if (!r->err[0]) snprintf(r->err, sizeof r->err, "%s", msg);
+    if (!r->outcome) {
+        if (progress_on_screen) fputs("\r\033[K", stderr);  // the progress line is redrawn at its next tick
+        progress_on_screen = 0;
+        fprintf(stderr, "asgd launch: %s\n", msg);
+    } else if (!r->err[0]) {
+        snprintf(r->err, sizeof r->err, "%s", msg);
+    }
 }
 
 // The run directory: --run-dir, else runs/launch-DATE-TIME-PID. Returns 0, or 1 after saying why.
@@ -865,6 +407,8 @@ static int local_run_dir(local_run_t *r) {
         launch_say(r, "%s", err);
         return 1;
     }
+    // A directory used again: what says a process of this run is done must be this run's.
+    run_merge_clear(r->dir, r->d);
     return 0;
 }
 
@@ -993,7 +537,7 @@ static int spawn_all(local_run_t *r) {
         c->replica_backup = i >= ranks;
         c->out_fd = c->err_fd = -1;
         c->echo = !r->outcome;
-        c->echo_stdout = !r->t->quiet;
+        c->echo_stdout = r->verbose;  // its JSON summary is in the run directory
         if (local_spawn(r, c) != 0) {
             launch_say(r, "starting %s %zu: %s", role_name(c->role), c->id, strerror(errno));
             return -1;
@@ -1118,8 +662,9 @@ static int restart_server(local_run_t *r, child_t *c) {
     char ckpt[1100], how[128];
     snprintf(ckpt, sizeof ckpt, "%s/server-%zu.ckpt", r->ckpt_dir, c->id);
     if (access(ckpt, R_OK) != 0) {
-        launch_say(r, "server %zu failed before its first checkpoint (%s: %s): nothing to restart it from", c->id,
-                   ckpt, strerror(errno));
+        launch_say(r, "server %zu failed before its first checkpoint (%s: %s): nothing to restart it from; its "
+                      "message below says why it failed, and once that is mended a new launch starts afresh (a "
+                      "smaller --checkpoint-every S saves sooner)", c->id, ckpt, strerror(errno));
         return -1;
     }
     describe_exit(c->status, how, sizeof how);
@@ -1146,6 +691,15 @@ static int restart_server(local_run_t *r, child_t *c) {
 static int restart_replica(local_run_t *r, child_t *c) {
     if (c->role != DIST_ROLE_SERVER || r->d->server_replicas < 2 || r->replica_restarts >= REPLICA_RESTARTS_MAX)
         return -1;
+    // A primary that died before the run's processes had all met at the
+    // coordinator leaves nothing to take over: no replica holds its state
+    // (none was in sync yet) and no worker knows its endpoint. Started again
+    // as a backup it would wait for a primary that never comes: the run ends.
+    if (!c->replica_backup && rdv_server_answers(r->rdv, c->id) == 0) {
+        launch_say(r, "server %zu replica %zu died before the run's processes had met: no replica holds its shard "
+                      "to take over from", c->id, c->replica);
+        return -1;
+    }
     char how[128];
     describe_exit(c->status, how, sizeof how);
     r->replica_restarts++;
@@ -1174,6 +728,7 @@ static int reap_children(local_run_t *r) {
         c->status = st;
         r->running--;
         if (WIFEXITED(st) && WEXITSTATUS(st) == 0) continue;
+        if (interrupted) continue;  // stopping: each ends as the signal had it; the merge says what is missing
         if (restart_worker(r, c) == 0 || restart_replica(r, c) == 0 || restart_server(r, c) == 0) {
             r->running++;
             continue;
@@ -1233,25 +788,27 @@ static void last_global_row(const char *path, double *v, size_t n) {
 }
 
 // The run's progress from the files its processes keep in the run directory:
-// the workers' own rows (samples, rates) and the global model's latest
-// evaluation (global-progress.csv, written beside shard 0; under allreduce,
-// hybrid and local, worker 0's rows are the global model's). The final line,
+// the workers' live counts (samples, rates: worker_live.h, current whether or
+// not the workers evaluate), else their curves' last rows, and the global
+// model's latest evaluation (global-progress.csv, written beside shard 0;
+// under allreduce, hybrid and local, worker 0's rows are the global model's). The final line,
 // once the run directory is merged, shows the global model's last row of
 // merged.csv: the closing pull, with the staleness of the whole run. Returns 0
 // when there is nothing to show yet.
-static int progress_text(const local_run_t *r, int final, char *out, size_t len) {
+static int progress_text(const local_run_t *r, int final, char *out, size_t len, double *samples_out) {
     const dist_args_t *d = r->d;
     double samples = 0, rate = 0, wall = 0, w[CURVE_N_COLUMNS], g[CURVE_N_COLUMNS];
     size_t rows = 0;
     for (size_t k = 0; k < d->workers; k++) {
         char path[1100];
         snprintf(path, sizeof path, "%s/worker-%zu.csv", r->dir, k);
-        if (!last_curve_row(path, w, CURVE_N_COLUMNS)) continue;
+        int has_row = last_curve_row(path, w, CURVE_N_COLUMNS);
+        if (k == 0) memcpy(g, w, sizeof g);
+        if (worker_live_read(r->dir, k, &w[CURVE_SAMPLES], &w[CURVE_SAMPLES_PER_S], &w[CURVE_WALL_S])) has_row = 1;
+        if (!has_row) continue;
         rows++;
         if (isfinite(w[CURVE_SAMPLES])) samples += w[CURVE_SAMPLES];
-        if (isfinite(w[CURVE_SAMPLES_PER_S])) rate += w[CURVE_SAMPLES_PER_S];
         if (w[CURVE_WALL_S] > wall) wall = w[CURVE_WALL_S];
-        if (k == 0) memcpy(g, w, sizeof g);
     }
     if (rows == 0) return 0;
     if (dist_global_on_servers(d->sync)) {
@@ -1264,6 +821,10 @@ static int progress_text(const local_run_t *r, int final, char *out, size_t len)
         snprintf(path, sizeof path, "%s/merged.csv", r->dir);
         last_global_row(path, g, CURVE_N_COLUMNS);
     }
+    // The run's rate: every worker's samples over the longest training time
+    // (a worker that finished early would otherwise add its last rate forever).
+    rate = wall > 0 ? samples / wall : 0;
+    *samples_out = samples;
     int rmse = train_args_model(r->t)->metric == METRIC_KIND_RMSE;
     double metric = g[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY];
     int at = snprintf(out, len, "asgd launch: %.1f s of training, %.0f samples, %.0f samples/s over %zu workers, global %s ",
@@ -1279,6 +840,16 @@ static int progress_text(const local_run_t *r, int final, char *out, size_t len)
     return 1;
 }
 
+// Whether every worker has written its result record (it may still be exiting).
+static int workers_done(const local_run_t *r) {
+    for (size_t k = 0; k < r->d->workers; k++) {
+        char path[1100];
+        run_record_path(path, sizeof path, r->dir, 0, k);
+        if (access(path, F_OK) != 0) return 0;
+    }
+    return 1;
+}
+
 // Shows the progress line when it is due (or, final, at once: the run's last
 // figures, ending the line on a terminal).
 static void progress_tick(local_run_t *r, int final) {
@@ -1287,7 +858,12 @@ static void progress_tick(local_run_t *r, int final) {
     if (!final && now < r->next_progress) return;
     r->next_progress = now + r->progress_every;
     char line[400];
-    if (!progress_text(r, final, line, sizeof line)) return;
+    double samples = 0;
+    if (!progress_text(r, final, line, sizeof line, &samples)) return;
+    // A line only when the workers moved on: not twice for the same counts,
+    // nor after the last one finished (the final line, after the merge, says it).
+    if (!final && (samples == r->shown_samples || workers_done(r))) return;
+    r->shown_samples = samples;
     if (r->progress_tty) {
         fprintf(stderr, "\r\033[K%s%s", line, final ? "\n" : "");
         progress_on_screen = !final;
@@ -1297,26 +873,107 @@ static void progress_tick(local_run_t *r, int final) {
     fflush(stderr);
 }
 
-// Until every child has ended, one failed, or a signal came. Returns 0 when all ended well.
+// After a stop signal, the servers get this long to finish by themselves once
+// the last worker has ended (every worker gone, a shard ends at once; one
+// that waits for a worker that died without a goodbye would wait
+// --worker-timeout), then they are stopped too.
+#define SERVERS_FINISH_S 3.0
+
+static size_t live_children(const local_run_t *r, dist_role_t role) {
+    size_t n = 0;
+    for (size_t i = 0; i < r->started; i++) n += r->kids[i].role == role && !r->kids[i].exited;
+    return n;
+}
+
+static void signal_children(local_run_t *r, dist_role_t role, int sig) {
+    for (size_t i = 0; i < r->started; i++) {
+        child_t *c = &r->kids[i];
+        c->restart_due = 0;  // a restart that was due does not happen
+        if (c->role == role && !c->exited && c->pid > 0) kill(c->pid, sig);
+    }
+}
+
+// After a stop signal (docs/reliability.md, "Signals"): each worker is asked
+// to leave (SIGTERM: under asp, ssp and bsp it pushes what it has and says
+// goodbye; under allreduce and local the workers stop at the same round),
+// then the servers, their workers gone, finish by themselves: their final
+// values, model parts and records are written as at a normal end. A server
+// still serving SERVERS_FINISH_S after the last worker ended is stopped
+// (its part of the model is then not final). The whole stop is bounded by
+// --timeout-ms, past which every process is killed: returns -1 then.
+static int stop_in_order(local_run_t *r) {
+    double now = mono_clock_s();
+    if (r->stop_began == 0) {
+        r->stop_began = now;
+        launch_say(r, "signal %d (%s): stopping the run in order: the workers leave, the servers finish, then the "
+                      "run directory is merged (a second signal kills at once)", (int)interrupted,
+                   strsignal(interrupted));
+        char err[ERR_LEN];
+        if (run_merge_mark_interrupted(r->dir, interrupted, err, sizeof err) != 0) launch_say(r, "%s", err);
+        signal_children(r, DIST_ROLE_WORKER, SIGTERM);
+    }
+    if (live_children(r, DIST_ROLE_WORKER) == 0 && r->workers_gone_at == 0) r->workers_gone_at = now;
+    if (r->workers_gone_at > 0 && !r->servers_told && now - r->workers_gone_at >= SERVERS_FINISH_S) {
+        r->servers_told = 1;
+        launch_say(r, "the servers had not finished %.0f s after the last worker left: stopping them (their model "
+                      "parts are not final)", SERVERS_FINISH_S);
+        signal_children(r, DIST_ROLE_SERVER, SIGTERM);
+    }
+    if ((now - r->stop_began) * 1000.0 < (double)r->d->timeout_ms) return 0;
+    launch_say(r, "processes still running %.0f s after the stop signal (--timeout-ms): killing them",
+               (double)r->d->timeout_ms / 1000.0);
+    stop_children(r->kids, r->started);
+    return -1;
+}
+
+// Until every child has ended, or one failed (after a stop signal: until
+// every child has ended, or the stop's bound passed). Returns 0 when all ended well.
 static int supervise(local_run_t *r) {
-    while (r->running > 0 && !interrupted) {
+    while (r->running > 0) {
+        if (interrupted && stop_in_order(r) != 0) return -1;
         pump_output(r);
-        if (reap_children(r) != 0 || start_due_restarts(r) != 0) return -1;
-        progress_tick(r, 0);
+        if (reap_children(r) != 0 || (!interrupted && start_due_restarts(r) != 0)) return -1;
+        // The line shows the workers' progress: once the last has ended, the
+        // final line (after the merge) is the one left to show.
+        if (!interrupted && live_children(r, DIST_ROLE_WORKER) > 0) progress_tick(r, 0);
     }
     return 0;
 }
 
-// The exit status: 128 + the signal, 1 when a child failed (naming it) or the
-// merge did, else 0 with the run directory merged.
+// After a stop signal: the run directory merged, marked interrupted, when
+// every process wrote its result (else what is missing is named), and the
+// exit status 128 + the signal.
+static int local_run_interrupted(local_run_t *r, double t0) {
+    int sig = interrupted;
+    char missing[400], err[ERR_LEN] = "";
+    size_t n = run_merge_missing(r->dir, r->d, missing, sizeof missing);
+    if (n) {
+        launch_say(r, "stopped by signal %d (%s) before %s wrote %s result: nothing merged (%s keeps what each "
+                      "process wrote)", sig, strsignal(sig), missing, n == 1 ? "its" : "their", r->dir);
+        return 128 + sig;
+    }
+    run_merge_info_t info = {mono_clock_s() - t0, r->server_restarts, r->replica_restarts, sig};
+    if (run_merge_dir(r->dir, r->t, r->d, &info, r->outcome, err, sizeof err) != 0) {
+        launch_say(r, "stopped by signal %d (%s); merging the run directory: %s", sig, strsignal(sig), err);
+        return 128 + sig;
+    }
+    r->merged = 1;
+    int saved = run_merge_model(r->dir, r->d, r->save_model, err, sizeof err) == 0;
+    if (!saved) launch_say(r, "stopped by signal %d (%s): the model was not saved: %s", sig, strsignal(sig), err);
+    if (r->t->trace && merge_traces(r->dir, r->d, r->t->trace, r->outcome != NULL, err, sizeof err) != 0)
+        launch_say(r, "%s", err);
+    launch_say(r, "stopped by signal %d (%s): %s merged, marked interrupted%s", sig, strsignal(sig), r->dir,
+               r->save_model && saved ? "; the model saved" : "");
+    return 128 + sig;
+}
+
+// The exit status: 128 + the signal (the run directory merged when every
+// process wrote its result), 1 when a child failed (naming it) or the merge
+// did, else 0 with the run directory merged.
 static int local_run_outcome(local_run_t *r, int failed, double t0) {
     char err[ERR_LEN] = "";
-    if (interrupted) {
-        launch_say(r, "interrupted by signal %d (%s); stopping every process", (int)interrupted,
-                strsignal(interrupted));
-        stop_children(r->kids, r->started);
-        return 128 + interrupted;
-    }
+    if (interrupted && !failed) return local_run_interrupted(r, t0);
+    if (interrupted && !r->culprit) return 128 + interrupted;  // killed at the stop's bound (said)
     if (failed) {
         stop_children(r->kids, r->started);
         const child_t *c = r->culprit;
@@ -1331,10 +988,14 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
         }
         return 1;
     }
+    run_merge_info_t info = {mono_clock_s() - t0, r->server_restarts, r->replica_restarts, 0};
     if (rdv_server_wait(r->rdv, 1000, err, sizeof err) != 0 ||
-        finish_run_dir(r->dir, r->t, r->d, mono_clock_s() - t0, r->server_restarts, r->replica_restarts, r->outcome,
-                       err, sizeof err) != 0 ||
-        save_global_model(r->dir, r->d, r->save_model, err, sizeof err) != 0 ||
+        run_merge_dir(r->dir, r->t, r->d, &info, r->outcome, err, sizeof err) != 0) {
+        launch_say(r, "%s", err);
+        return 1;
+    }
+    r->merged = 1;
+    if (run_merge_model(r->dir, r->d, r->save_model, err, sizeof err) != 0 ||
         (r->t->trace && merge_traces(r->dir, r->d, r->t->trace, r->outcome != NULL, err, sizeof err) != 0)) {
         launch_say(r, "%s", err);
         return 1;
@@ -1387,14 +1048,14 @@ static int check_restart_servers(const train_args_t *t, const dist_args_t *d, si
     return 0;
 }
 
-static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const char *save_model,
-                        size_t restart_workers, size_t restart_servers, double progress_every,
+static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_t *d, const launch_opts_t *o,
                         launch_job_outcome_t *outcome, char *err, size_t err_len) {
-    if (check_restart_servers(t, d, restart_servers, err, err_len) != 0) {
+    const char *save_model = o->save_model;
+    if (check_restart_servers(t, d, o->restart_servers, err, err_len) != 0) {
         if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
         return 2;
     }
-    if (restart_workers > 0 && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID)) {
+    if (o->restart_workers > 0 && dist_uses_ring(d->sync)) {
         snprintf(err, err_len, "--restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
                                "flag (or use --sync asp, ssp or bsp)", sync_mode_name((sync_mode_t)d->sync));
         if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
@@ -1402,11 +1063,12 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     }
     local_run_t r;
     memset(&r, 0, sizeof r);
-    r.t = t, r.d = d, r.argc = argc, r.argv = argv, r.save_model = save_model, r.restart_workers = restart_workers;
-    r.restart_servers = restart_servers;
+    r.t = t, r.d = d, r.argc = argc, r.argv = argv, r.save_model = save_model, r.restart_workers = o->restart_workers;
+    r.restart_servers = o->restart_servers;
+    r.verbose = o->verbose;
     r.outcome = outcome;
     r.progress_tty = isatty(STDERR_FILENO);
-    r.progress_every = t->quiet || outcome ? 0 : progress_every > 0 ? progress_every : r.progress_tty ? 0.5 : 5.0;
+    r.progress_every = t->quiet || outcome ? 0 : o->progress_every > 0 ? o->progress_every : r.progress_tty ? 0.5 : 5.0;
     r.next_progress = mono_clock_s() + r.progress_every;
     if (local_coordinator(d->coordinator, r.coordinator_bind, sizeof r.coordinator_bind, err, err_len) != 0) {
         if (!outcome) fprintf(stderr, "asgd launch: %s\n", err);
@@ -1435,9 +1097,13 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     if (local_run_dir(&r) != 0 || local_run_start(&r) != 0) goto out;
     if (!outcome) {
         // A program calling launch_job_run keeps its own signal handling.
-        signal(SIGINT, on_interrupt);
-        signal(SIGTERM, on_interrupt);
-        signal(SIGHUP, on_interrupt);  // a closed terminal stops the run as SIGTERM does
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_interrupt;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, NULL);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGHUP, &sa, NULL);  // a closed terminal stops the run as SIGTERM does
     }
     double t0 = mono_clock_s();
     int failed = spawn_all(&r) != 0;
@@ -1448,7 +1114,7 @@ static int launch_local(int argc, char **argv, const train_args_t *t, dist_args_
     if (progress_on_screen) fputc('\n', stderr);  // the messages below start on a line of their own
     progress_on_screen = 0;
     status = local_run_outcome(&r, failed, t0);
-    if (status == 0) {
+    if (r.merged) {
         r.progress_tty = 0;  // the last line stays
         progress_tick(&r, 1);
     }
@@ -1529,7 +1195,7 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     size_t id = role == DIST_ROLE_SERVER ? env->rank : env->rank - d->servers;
     const char *save_model = d->save_model;
     char part[1100];
-    d->save_model = part_path(role, id, d, d->run_dir, save_model, part, sizeof part);
+    d->save_model = run_merge_part_path(role, id, d, d->run_dir, save_model, part, sizeof part);
     char trace_path[600];  // each rank its own timeline (merged by hand: docs/trace.md)
     if (t->trace) trace_part_path(trace_path, sizeof trace_path, d->run_dir, role, id), t->trace = trace_path;
     double t0 = mono_clock_s();
@@ -1537,8 +1203,9 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
     if (status != 0 || env->rank != 0) return status;
     // Rank 0 writes the run's merged files once every process has written its own.
     wait_for_process_files(d);
-    if (finish_run_dir(d->run_dir, t, d, mono_clock_s() - t0, NULL, 0, NULL, err, sizeof err) != 0 ||
-        save_global_model(d->run_dir, d, save_model, err, sizeof err) != 0) {
+    run_merge_info_t info = {mono_clock_s() - t0, NULL, 0, 0};
+    if (run_merge_dir(d->run_dir, t, d, &info, NULL, err, sizeof err) != 0 ||
+        run_merge_model(d->run_dir, d, save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 1;
     }
@@ -1605,7 +1272,7 @@ static int pslite_member(const launch_env_t *env, train_args_t *t, dist_args_t *
     size_t id = role == DIST_ROLE_SERVER ? rank : rank - d->servers;
     if (!t->quiet) fprintf(stderr, "asgd launch: ps-lite %s %s is %s %zu\n", role_name(role), me.name, role_name(role), id);
     char part[1100];
-    d->save_model = part_path(role, id, d, d->run_dir, d->save_model, part, sizeof part);
+    d->save_model = run_merge_part_path(role, id, d, d->run_dir, d->save_model, part, sizeof part);
     int status = dist_run_role(role, id, t, d, NULL);
 
     // The end: tell the scheduler how this process finished.
@@ -1693,8 +1360,9 @@ static int pslite_scheduler(const train_args_t *t, const dist_args_t *d, const c
     }
     if (failed) goto out;
     wait_for_process_files(d);
-    if (finish_run_dir(d->run_dir, t, d, mono_clock_s() - t0, NULL, 0, NULL, err, sizeof err) != 0 ||
-        save_global_model(d->run_dir, d, d->save_model, err, sizeof err) != 0) {
+    run_merge_info_t info = {mono_clock_s() - t0, NULL, 0, 0};
+    if (run_merge_dir(d->run_dir, t, d, &info, NULL, err, sizeof err) != 0 ||
+        run_merge_model(d->run_dir, d, d->save_model, err, sizeof err) != 0) {
         fprintf(stderr, "asgd launch: %s\n", err);
         goto out;
     }
@@ -1774,28 +1442,27 @@ static int launch_refuse_log(const train_args_t *t, char *err, size_t err_len) {
     return 2;
 }
 
-#define LAUNCH_MAX_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 5)
+#define LAUNCH_MAX_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 6)
 
 // The command's flags: the training ones, the distributed ones and its own.
-static size_t launch_flags(train_args_t *t, dist_args_t *d, const char **save_model, size_t *restart_workers,
-                           size_t *restart_servers, double *progress_every, flag_spec_t *flags) {
+static size_t launch_flags(train_args_t *t, dist_args_t *d, launch_opts_t *o, flag_spec_t *flags) {
+    memset(o, 0, sizeof *o);
     size_t n = train_args_flags(t, flags, 0);
     n += dist_args_flags(d, flags + n);
-    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
-    flags[n++] = (flag_spec_t){"progress-every", FLAG_TYPE_DOUBLE, progress_every, "S", "a local run's progress line on stderr every S seconds (default 0.5 on a terminal, rewritten in place; else 5)", 0.001, 1e6, NULL, 0};
-    flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, restart_workers, "N", "start a worker that dies again (it rejoins the run; asp/ssp with --checkpoint-every: from its last checkpoint), at most N times in all (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
-    flags[n++] = (flag_spec_t){"restart-servers", FLAG_TYPE_SIZE, restart_servers, "N", "start a server that dies again from its last checkpoint (needs --checkpoint-every; asp, ssp, bsp), at most N times in all; the pushes it applied after that checkpoint are lost and counted (default 0: a failure stops the run)", 0, 1e6, NULL, 0};
+    flags[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &o->save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0};
+    flags[n++] = (flag_spec_t){"progress-every", FLAG_TYPE_DOUBLE, &o->progress_every, "S", "a local run's progress line on stderr every S seconds (when not given: 0.5 on a terminal, rewritten in place; else 5)", 0.001, 1e6, NULL, 0};
+    flags[n++] = (flag_spec_t){"restart-workers", FLAG_TYPE_SIZE, &o->restart_workers, "N", "start a worker that dies again (it rejoins the run; asp/ssp with --checkpoint-every: from its last checkpoint), at most N times in all (0: a failure stops the run)", 0, 1e6, NULL, 0};
+    flags[n++] = (flag_spec_t){"restart-servers", FLAG_TYPE_SIZE, &o->restart_servers, "N", "start a server that dies again from its last checkpoint (needs --checkpoint-every; asp, ssp, bsp), at most N times in all; the pushes it applied after that checkpoint are lost and counted (0: a failure stops the run)", 0, 1e6, NULL, 0};
+    flags[n++] = (flag_spec_t){"verbose", FLAG_TYPE_BOOL, &o->verbose, NULL, "show every line of every process, their JSON summaries too (they are in --run-dir either way)", 0, 0, NULL, 0};
     return n;
 }
 
 int cmd_launch_has_flag(const char *name) {
     train_args_t *t = calloc(1, sizeof *t);
     dist_args_t d;
-    const char *save_model = NULL;
-    size_t restart_workers = 0, restart_servers = 0;
-    double progress_every = 0;
+    launch_opts_t o;
     flag_spec_t flags[LAUNCH_MAX_FLAGS];
-    int has = t && flags_find(flags, launch_flags(t, &d, &save_model, &restart_workers, &restart_servers, &progress_every, flags), name) != NULL;
+    int has = t && flags_find(flags, launch_flags(t, &d, &o, flags), name) != NULL;
     free(t);
     return has;
 }
@@ -1803,13 +1470,11 @@ int cmd_launch_has_flag(const char *name) {
 int cmd_launch(int argc, char **argv) {
     train_args_t t __attribute__((cleanup(train_args_release)));  // string flags point into t.words
     dist_args_t d;
-    const char *save_model = NULL;
-    size_t restart_workers = 0, restart_servers = 0;
-    double progress_every = 0;
+    launch_opts_t o;
     train_args_defaults(&t);
     dist_args_defaults(&d);
     flag_spec_t flags[LAUNCH_MAX_FLAGS];
-    size_t n = launch_flags(&t, &d, &save_model, &restart_workers, &restart_servers, &progress_every, flags);
+    size_t n = launch_flags(&t, &d, &o, flags);
     int parsed = train_args_command(&t, "asgd launch", usage, description, flags, n, argc, argv);
     if (parsed >= 0) return parsed;
     // Under a launcher whose variables do not say what this process is, it
@@ -1833,13 +1498,13 @@ int cmd_launch(int argc, char **argv) {
                         "(its workers reconnect by themselves)\n");
         return 2;
     }
-    d.save_model = save_model;
+    d.save_model = o.save_model;
     if (d.server_replicas > 1 && env.kind != LAUNCHER_KIND_NONE) {
         fprintf(stderr, "asgd launch: --server-replicas: only a launch that starts every process itself places and "
                         "restarts the replicas (they share one host and the run directory)\n");
         return 2;
     }
-    if (restart_servers > 0 && env.kind != LAUNCHER_KIND_NONE) {
+    if (o.restart_servers > 0 && env.kind != LAUNCHER_KIND_NONE) {
         fprintf(stderr, "asgd launch: --restart-servers: only a launch that starts every process itself restarts them "
                         "(under %s restart a server by hand with asgd server --id K --resume DIR)\n",
                 launcher_kind_name(env.kind));
@@ -1852,36 +1517,46 @@ int cmd_launch(int argc, char **argv) {
         fprintf(stderr, "%s\n", err);
         return usage_status;
     }
-    return launch_local(t.words.argc, t.words.argv, &t, &d, save_model, restart_workers, restart_servers,
-                        progress_every, NULL, err, sizeof err);
+    return launch_local(t.words.argc, t.words.argv, &t, &d, &o, NULL, err, sizeof err);
+}
+
+// A launch's flags from words no user typed (a job's argv, a run
+// directory's config), parsed into t, d and o (flags: room for
+// LAUNCH_MAX_FLAGS, *n of them) and checked across flags; --help is no such
+// word. Returns 0, or -1 with err prefixed with command.
+static int launch_words_parse(const char *command, int argc, char **argv, train_args_t *t, dist_args_t *d,
+                              launch_opts_t *o, flag_spec_t *flags, size_t *n, char *err, size_t err_len) {
+    train_args_defaults(t);
+    dist_args_defaults(d);
+    *n = launch_flags(t, d, o, flags);
+    flags_status_t parsed = train_args_parse(t, command, flags, *n, argc, argv, err, err_len);
+    if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "%s: --help is not a job's flag", command);
+    if (parsed != FLAGS_STATUS_OK) return -1;
+    return train_args_finish(t, flags, *n, command, err, err_len) != 0 ||
+                   dist_args_finish(d, t, flags, *n, command, err, err_len) != 0 ||
+                   launch_refuse_log(t, err, err_len) != 0
+               ? -1
+               : 0;
 }
 
 int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
     train_args_t t __attribute__((cleanup(train_args_release)));
     dist_args_t d;
-    const char *save_model = NULL;
-    size_t restart_workers = 0, restart_servers = 0;
-    double progress_every = 0;  // a job shows no progress line
-    train_args_defaults(&t);
-    dist_args_defaults(&d);
+    launch_opts_t o;
     flag_spec_t flags[LAUNCH_MAX_FLAGS];
-    size_t n = launch_flags(&t, &d, &save_model, &restart_workers, &restart_servers, &progress_every, flags);
-    flags_status_t parsed = train_args_parse(&t, "asgd launch", flags, n, argc, argv, err, err_len);
-    if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd launch: --help is not a job's flag");
-    if (parsed != FLAGS_STATUS_OK) return -1;
-    if (train_args_finish(&t, flags, n, "asgd launch", err, err_len) != 0 ||
-        dist_args_finish(&d, &t, flags, n, "asgd launch", err, err_len) != 0 ||
-        launch_refuse_log(&t, err, err_len) != 0 ||
+    size_t n;
+    if (launch_words_parse("asgd launch", argc, argv, &t, &d, &o, flags, &n, err, err_len) != 0 ||
         dist_apply_scaling(&d, &t, "asgd launch", err, err_len) != 0)
         return -1;
     if (t.resume) {
         snprintf(err, err_len, "asgd launch: --resume: a launch does not resume; restart a server with asgd server --resume");
         return -1;
     }
-    d.save_model = save_model;
+    d.save_model = o.save_model;
+    o.progress_every = 0;  // a job shows no progress line
     char why[ERR_LEN] = "";
-    int status = launch_local(t.words.argc, t.words.argv, &t, &d, save_model, restart_workers, restart_servers, 0, out,
+    int status = launch_local(t.words.argc, t.words.argv, &t, &d, &o, out,
                               why, sizeof why);
     if (status == 0) return 0;
     snprintf(err, err_len, "asgd launch: %s", why[0] ? why : "the run failed");
@@ -1893,4 +1568,78 @@ void launch_job_outcome_free(launch_job_outcome_t *o) {
     free(o->points);
     o->points = NULL;
     o->n_points = 0;
+}
+
+// ---- asgd merge RUN_DIR --------------------------------------------------------------
+
+static const char merge_usage[] = "asgd merge RUN_DIR [--save-model FILE]";
+static const char merge_description[] =
+    "Merges the run directory of an asgd launch whose processes all wrote their results (a run\n"
+    "stopped or disturbed before its launcher merged it, or one merged under srun by hand):\n"
+    "staleness.csv, merged.csv and summary.json, as the launcher writes them, and the global model\n"
+    "(--save-model FILE, else the run's own --save-model) from the servers' parts. The run's flags\n"
+    "come from RUN_DIR/config; its summary says interrupted when a signal stopped its launcher.";
+
+// The run's workers when its flags do not say (under srun or mpirun the
+// ranks did): its workers' records, counted from 0.
+static size_t workers_recorded(const char *dir) {
+    size_t k = 0;
+    for (;; k++) {
+        char path[1100];
+        run_record_path(path, sizeof path, dir, 0, k);
+        if (access(path, F_OK) != 0) return k;
+    }
+}
+
+int cmd_merge(int argc, char **argv) {
+    const char *dir = argc > 0 && strncmp(argv[0], "-", 1) != 0 ? argv[0] : NULL;
+    const char *save_model = NULL;
+    flag_spec_t own[] = {
+        {"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "write the run's global model to FILE (the run's own --save-model when not given)", 0, 0, NULL, 0},
+    };
+    int parsed = flags_command("asgd merge", merge_usage, merge_description, own, sizeof own / sizeof own[0],
+                               argc - (dir != NULL), argv + (dir != NULL));
+    if (parsed >= 0) return parsed;
+    if (!dir) {
+        fprintf(stderr, "asgd merge: expected the run directory (asgd merge RUN_DIR)\n");
+        return 2;
+    }
+    char config[1100], err[ERR_LEN];
+    snprintf(config, sizeof config, "%s/config", dir);
+    if (access(config, R_OK) != 0) {
+        fprintf(stderr, "asgd merge: %s: %s: not the run directory of an asgd launch (it writes its flags there)\n",
+                config, strerror(errno));
+        return 1;
+    }
+    train_args_t t __attribute__((cleanup(train_args_release)));
+    dist_args_t d;
+    launch_opts_t o;
+    flag_spec_t flags[LAUNCH_MAX_FLAGS];
+    size_t n;
+    char *words[] = {"--config", config};
+    if (launch_words_parse("asgd merge", 2, words, &t, &d, &o, flags, &n, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd merge: %s: %s\n", config, err);
+        return 1;
+    }
+    if (!flags_find(flags, n, "workers")->seen) d.workers = workers_recorded(dir);
+    if (dist_apply_scaling(&d, &t, "asgd merge", err, sizeof err) != 0) {
+        fprintf(stderr, "asgd merge: %s: %s\n", config, err);
+        return 1;
+    }
+    d.run_dir = dir;
+    if (!save_model) save_model = o.save_model;
+    char missing[400];
+    size_t absent = run_merge_missing(dir, &d, missing, sizeof missing);
+    if (absent) {
+        fprintf(stderr, "asgd merge: %s: %s wrote no result (%s still running, or stopped before the end): nothing "
+                        "to merge\n", dir, missing, absent == 1 ? "was it" : "were they");
+        return 1;
+    }
+    run_merge_info_t info = {NAN, NULL, 0, run_merge_interrupted(dir)};
+    if (run_merge_dir(dir, &t, &d, &info, NULL, err, sizeof err) != 0 ||
+        run_merge_model(dir, &d, save_model, err, sizeof err) != 0) {
+        fprintf(stderr, "asgd merge: %s\n", err);
+        return 1;
+    }
+    return 0;
 }

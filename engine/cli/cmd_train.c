@@ -65,7 +65,7 @@ static size_t sim_args_flags(sim_args_t *s, flag_spec_t *specs) {
     specs[2] = (flag_spec_t){"staleness-aware", FLAG_TYPE_BOOL, &s->staleness_aware, NULL,
                              "simulation: divide each step by max(1, its staleness)", 0, 0, NULL, 0};
     specs[3] = (flag_spec_t){"dc-asgd", FLAG_TYPE_DOUBLE, &s->dc_lambda, "LAMBDA",
-                             "simulation: delay compensation g + LAMBDA*g*g*(w_now - w_then) (default 0: off)",
+                             "simulation: delay compensation g + LAMBDA*g*g*(w_now - w_then) (0: off)",
                              0, 1e6, NULL, 0};
     specs[4] = (flag_spec_t){"delay-adaptive", FLAG_TYPE_SIZE, &s->delay_adaptive, "TAU_C",
                              "simulation: full step for staleness <= TAU_C, step * TAU_C / staleness above it "
@@ -196,7 +196,8 @@ out:
 
 static void write_summary(FILE *out, const train_args_t *a, const char *model_desc, size_t n_params,
                           const data_bundle_t *data, metric_kind_t metric, const train_result_t *r,
-                          const simulate_config_t *sc, const simulate_result_t *sr, uint64_t resumed_samples) {
+                          double final_train_loss, const simulate_config_t *sc, const simulate_result_t *sr,
+                          uint64_t resumed_samples) {
     const char *mode = sc ? "simulate" : train_mode_name((train_mode_t)a->mode);
     json_writer_t j;
     json_begin(&j, out);
@@ -224,7 +225,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
     json_bool(&j, "interrupted", r->interrupted);
     json_uint(&j, "checkpoints", r->checkpoints);
-    json_number(&j, "final_train_loss", r->last.train_loss);
+    json_number(&j, "final_train_loss", final_train_loss);
     json_number(&j, "final_test_loss", r->last.test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
     if (sc) write_simulation(&j, sc, sr);
@@ -265,6 +266,48 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     fputc('\n', out);
 }
 
+// ---- the summary's final training loss ------------------------------------------
+
+// Each evaluation's train_loss is the mean objective since the one before.
+// A run stopped between two (a signal, --time-limit) ends with an interval of
+// a few samples, whose mean is noise: the summary's final_train_loss then
+// covers that interval and the one before it together (as their samples
+// weigh), and otherwise the last interval alone. The --log rows stay as they are.
+typedef struct loss_tail {
+    train_point_t points[3];  // the last three evaluations, oldest first
+    size_t n;                 // evaluations seen
+    train_callbacks_t next;   // where each goes on to
+} loss_tail_t;
+
+static void loss_tail_on_eval(const train_point_t *p, void *ctx) {
+    loss_tail_t *t = ctx;
+    if (t->n >= 3) memmove(t->points, t->points + 1, 2 * sizeof *t->points);
+    t->points[t->n < 3 ? t->n : 2] = *p;
+    t->n++;
+    if (t->next.on_eval) t->next.on_eval(p, t->next.ctx);
+}
+
+static void loss_tail_on_progress(const train_point_t *p, double eta_s, void *ctx) {
+    loss_tail_t *t = ctx;
+    if (t->next.on_progress) t->next.on_progress(p, eta_s, t->next.ctx);
+}
+
+// Callbacks that note each evaluation in t, then call next's.
+static train_callbacks_t loss_tail_callbacks(loss_tail_t *t, train_callbacks_t next) {
+    memset(t, 0, sizeof *t);
+    t->next = next;
+    return (train_callbacks_t){loss_tail_on_eval, loss_tail_on_progress, t};
+}
+
+static double loss_tail_final(const loss_tail_t *t, const train_result_t *r) {
+    if (t->n < 3) return r->last.train_loss;
+    const train_point_t *a = &t->points[0], *b = &t->points[1], *c = &t->points[2];
+    double n_last = (double)(c->samples - b->samples), n_before = (double)(b->samples - a->samples);
+    if (n_last >= n_before || !isfinite(b->train_loss)) return r->last.train_loss;
+    double sum = b->train_loss * n_before + (n_last > 0 ? c->train_loss * n_last : 0.0);
+    return sum / (n_before + n_last);
+}
+
 // ---- the command ---------------------------------------------------------------
 
 // What `asgd train` holds from its flags to its summary (train_cmd_free frees it).
@@ -283,8 +326,7 @@ typedef struct train_cmd {
     model_file_info_t *save_info;  // ... and the file's header
     simulate_result_t *sim_result;
     train_result_t result;
-    FILE *summary_file;         // --summary FILE, written as summary_tmp and renamed when complete
-    char summary_tmp[1100];
+    loss_tail_t tail;           // the last evaluations' training loss, for the summary's final_train_loss
     uint64_t checkpoint_failures;  // checkpoints that failed (training went on)
     train_job_outcome_t *outcome;  // called through train_job_run: no output on stdout/stderr; the curve here
     uint64_t resumed_samples;   // --resume: samples the checkpoint had done
@@ -404,11 +446,6 @@ static int train_cmd_setup(train_cmd_t *c, char *err, size_t err_len) {
     if (train_cmd_checkpoints(c, err, err_len) != 0) return -1;
     if (train_config_check(&c->tc, model_num_train(c->model), err, err_len) != 0) return -1;
     if (c->sim.on && simulate_config_check(&c->sc, model_num_train(c->model), err, err_len) != 0) return -1;
-    if (a->summary) snprintf(c->summary_tmp, sizeof c->summary_tmp, "%s.tmp", a->summary);
-    if (a->summary && !(c->summary_file = fopen(c->summary_tmp, "w"))) {
-        snprintf(err, err_len, "--summary %s: cannot open for writing: %s", a->summary, strerror(errno));
-        return -1;
-    }
     return train_cmd_write_config(c, err, err_len);
 }
 
@@ -447,6 +484,9 @@ static int train_cmd_open_outputs(train_cmd_t *c, char *err, size_t err_len) {
         return -1;
     }
     if (c->save_info && model_file_info_of(c->model, c->save_info, err, err_len) != 0) return -1;
+    if (c->save_info)
+        model_file_split_of(&c->data, a->test_frac, a->seed, a->train_limit, a->test_limit, a->test_data != NULL,
+                            &c->save_info->split);
     if (c->sim.on && !(c->sim_result = malloc(sizeof *c->sim_result))) {
         snprintf(err, err_len, "out of memory for the simulation's result");
         return -1;
@@ -485,6 +525,7 @@ static int train_cmd_train(train_cmd_t *c, char *err, size_t err_len) {
     train_callbacks_t cb = run_report_callbacks(c->report);
     curve_sink_t sink = {c->outcome, cb};
     if (c->outcome) cb = (train_callbacks_t){curve_sink_on_eval, curve_sink_on_progress, &sink};
+    cb = loss_tail_callbacks(&c->tail, cb);
     if (c->sim.on) {
         if (simulate_fresh(c->model, &a->opt, &c->sc, a->seed, &cb, c->sim_result, c->final_w, err, err_len) != 0)
             return -1;
@@ -519,39 +560,56 @@ static int train_cmd_run(train_cmd_t *c, char *err, size_t err_len) {
     return rc;
 }
 
+// --summary FILE, written whole or not at all: as FILE.tmp, renamed into
+// place, with the stop signals held meanwhile (a second one kills: it then
+// lands after the rename, and no FILE.tmp is ever left behind).
+static int train_cmd_write_summary_file(const train_cmd_t *c, const char *model_desc, double final_train_loss,
+                                        char *err, size_t err_len) {
+    const train_args_t *a = &c->a;
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", a->summary);
+    sigset_t was;
+    stop_signal_hold(&was);
+    FILE *f = fopen(tmp, "w");
+    int rc = -1;
+    if (!f) {
+        snprintf(err, err_len, "--summary %s: cannot open %s for writing: %s", a->summary, tmp, strerror(errno));
+    } else {
+        write_summary(f, a, model_desc, model_num_params(c->model), &c->data, model_metric(c->model), &c->result,
+                      final_train_loss, c->sim.on ? &c->sc : NULL, c->sim_result, c->resumed_samples);
+        int failed = ferror(f);
+        if ((fclose(f) != 0) | failed || rename(tmp, a->summary) != 0) {
+            snprintf(err, err_len, "--summary %s: writing failed: %s", a->summary, strerror(errno ? errno : EIO));
+            unlink(tmp);
+        } else {
+            rc = 0;
+        }
+    }
+    stop_signal_release(&was);
+    return rc;
+}
+
 // --save-model, the report closed, and the summary on stdout and in --summary.
 static int train_cmd_write_results(train_cmd_t *c, const char *model_desc, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
-    if (c->save_info && model_file_write(c->save_model, "--save-model", c->save_info, c->final_w, err, err_len) != 0)
-        return -1;
+    sigset_t was;
+    stop_signal_hold(&was);  // the model's FILE.tmp, as the summary's
+    int saved = !c->save_info || model_file_write(c->save_model, "--save-model", c->save_info, c->final_w, err,
+                                                  err_len) == 0;
+    stop_signal_release(&was);
+    if (!saved) return -1;
     if (run_report_close(&c->report, err, err_len) != 0) return -1;
-    const simulate_config_t *sc = c->sim.on ? &c->sc : NULL;
-    size_t n_params = model_num_params(c->model);
-    metric_kind_t metric = model_metric(c->model);
+    double final_train_loss = loss_tail_final(&c->tail, &c->result);
     if (!c->outcome) {
-        write_summary(stdout, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result,
-                      c->resumed_samples);
+        write_summary(stdout, a, model_desc, model_num_params(c->model), &c->data, model_metric(c->model), &c->result,
+                      final_train_loss, c->sim.on ? &c->sc : NULL, c->sim_result, c->resumed_samples);
         fflush(stdout);
     }
-    if (!c->summary_file) return 0;
-    write_summary(c->summary_file, a, model_desc, n_params, &c->data, metric, &c->result, sc, c->sim_result,
-                  c->resumed_samples);
-    int closed = fclose(c->summary_file);
-    c->summary_file = NULL;
-    if (closed != 0 || rename(c->summary_tmp, a->summary) != 0) {
-        snprintf(err, err_len, "--summary %s: writing failed: %s", a->summary, strerror(errno));
-        unlink(c->summary_tmp);
-        return -1;
-    }
-    return 0;
+    return a->summary ? train_cmd_write_summary_file(c, model_desc, final_train_loss, err, err_len) : 0;
 }
 
 static void train_cmd_free(train_cmd_t *c) {
     train_args_release(&c->a);
-    if (c->summary_file) {  // the run failed: no --summary rather than half of one
-        fclose(c->summary_file);
-        unlink(c->summary_tmp);
-    }
     char ignored[8];
     run_report_close(&c->report, ignored, sizeof ignored);
     free(c->final_w);

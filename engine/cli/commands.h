@@ -12,6 +12,7 @@ int cmd_launch(int argc, char **argv);
 int cmd_keygen(int argc, char **argv);
 int cmd_predict(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_merge(int argc, char **argv);
 
 // asgd help --man [COMMAND] | --completion bash: the manual pages and the
 // bash completion, rendered from the commands' own flag tables.

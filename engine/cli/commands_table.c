@@ -7,6 +7,7 @@ static const cli_command_t commands[] = {
     {"launch", "a distributed run: parameter servers and worker replicas (here, or under srun/mpirun)", cmd_launch},
     {"server", "one parameter-server shard of a distributed run", cmd_server},
     {"worker", "one worker replica of a distributed run", cmd_worker},
+    {"merge", "merge a distributed run's directory into its summary, curves and model (a run stopped before its launcher did)", cmd_merge},
     {"predict", "apply a saved model (--save-model) to data: one prediction per example", cmd_predict},
     {"eval", "a saved model's test loss and accuracy (or RMSE) on data, as JSON", cmd_eval},
     {"gen", "write a generated dataset (sparse libsvm or ratings) to a file", cmd_gen},

@@ -5,14 +5,16 @@
 
 #include "engine/cli/commands.h"
 #include "engine/cli/dist.h"       // defines: dist_role_flags
-#include "engine/core/flags.h"     // defines: flags_set_owner_lookup, flags_find
+#include "engine/cli/flag_synonyms.h"  // defines: flag_synonym_canonical
+#include "engine/cli/help_layout.h"    // defines: help_render
+#include "engine/core/flags.h"     // defines: flags_set_owner_lookup, flags_set_alias_lookup, flags_find
 #include "kernels/blas_runtime.h"  // defines: blas_prepare_process, blas_describe
 
 static void print_usage(FILE *out) {
     fprintf(out,
             "asgd %s: asynchronous SGD training engine\n"
             "\n"
-            "usage: asgd COMMAND [flags]     (asgd COMMAND --help for its flags)\n"
+            "usage: asgd COMMAND [flags]     (asgd help COMMAND, or asgd COMMAND --help, for its flags)\n"
             "\n"
             "commands:\n",
             ASGD_VERSION);
@@ -56,6 +58,8 @@ int asgd_cli_main(int argc, char **argv) {
         return argc < 2 ? 2 : 0;
     }
     flags_set_owner_lookup(flag_owners);
+    flags_set_alias_lookup(flag_synonym_canonical);
+    flags_set_help_renderer(help_render);
     const char *command = argv[1];
     if (strcmp(command, "version") == 0 || strcmp(command, "--version") == 0) {
         char blas[256];

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
+#include "engine/cli/data_fingerprint.h"       // defines: data_fingerprint
 
 #define KIND_BYTES 16
 _Static_assert(MODEL_NAME_MAX < KIND_BYTES, "a model's name fits the kind field");
@@ -31,7 +32,15 @@ enum {
     AT_MEAN = 176,
     AT_SPARSE_INPUT = 180,
     AT_LABEL_TEXT_BYTES = 184,
-    AT_END = 188,  // zero padding up to MODEL_FILE_HEADER_BYTES
+    AT_SPLIT_RECORDED = 188,  // the training run's split (model_file_split_t)
+    AT_SPLIT_TEST_DATA = 192,
+    AT_SPLIT_TEST_FRAC = 200,  // 196-199: zero
+    AT_SPLIT_SEED = 208,
+    AT_SPLIT_TRAIN_LIMIT = 216,
+    AT_SPLIT_TEST_LIMIT = 224,
+    AT_SPLIT_TRAIN_FINGERPRINT = 232,
+    AT_SPLIT_TEST_FINGERPRINT = 240,
+    AT_END = 248,  // zero padding up to MODEL_FILE_HEADER_BYTES
 };
 _Static_assert(AT_HIDDEN + 8 * MODEL_FILE_MAX_HIDDEN == AT_EMBED_DIM, "header layout");
 _Static_assert(AT_END <= MODEL_FILE_HEADER_BYTES, "header layout");
@@ -51,6 +60,17 @@ static uint64_t get_u64(const uint8_t *p) {
     uint64_t v = 0;
     for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
     return v;
+}
+static void put_f64(uint8_t *p, double d) {
+    uint64_t v;
+    memcpy(&v, &d, 8);
+    put_u64(p, v);
+}
+static double get_f64(const uint8_t *p) {
+    uint64_t v = get_u64(p);
+    double d;
+    memcpy(&d, &v, 8);
+    return d;
 }
 static void put_f32(uint8_t *p, float f) {
     uint32_t v;
@@ -135,6 +155,52 @@ int model_file_info_of(const model_t *m, model_file_info_t *out, char *err, size
     return 0;
 }
 
+void model_file_split_of(const data_bundle_t *data, double test_frac, uint64_t seed, size_t train_limit,
+                         size_t test_limit, int test_data, model_file_split_t *out) {
+    *out = (model_file_split_t){
+        .recorded = 1,
+        .test_data = test_data != 0,
+        .test_frac = test_frac,
+        .seed = seed,
+        .train_limit = train_limit,
+        .test_limit = test_limit,
+        .train_fingerprint = data_fingerprint(data, 0),
+        .test_fingerprint = data_fingerprint(data, 1),
+    };
+}
+
+static void put_split(uint8_t *h, const model_file_split_t *s) {
+    if (!s->recorded) return;  // zeros, as files without a record have
+    put_u32(h + AT_SPLIT_RECORDED, 1);
+    put_u32(h + AT_SPLIT_TEST_DATA, s->test_data);
+    put_f64(h + AT_SPLIT_TEST_FRAC, s->test_frac);
+    put_u64(h + AT_SPLIT_SEED, s->seed);
+    put_u64(h + AT_SPLIT_TRAIN_LIMIT, s->train_limit);
+    put_u64(h + AT_SPLIT_TEST_LIMIT, s->test_limit);
+    put_u64(h + AT_SPLIT_TRAIN_FINGERPRINT, s->train_fingerprint);
+    put_u64(h + AT_SPLIT_TEST_FINGERPRINT, s->test_fingerprint);
+}
+
+// The record, or -1 with what is wrong with it.
+static int get_split(const uint8_t *h, model_file_split_t *s, char *what, size_t what_len) {
+    memset(s, 0, sizeof *s);
+    s->recorded = get_u32(h + AT_SPLIT_RECORDED);
+    if (s->recorded == 0) return 0;  // an older file's zeros
+    s->test_data = get_u32(h + AT_SPLIT_TEST_DATA);
+    s->test_frac = get_f64(h + AT_SPLIT_TEST_FRAC);
+    s->seed = get_u64(h + AT_SPLIT_SEED);
+    s->train_limit = get_u64(h + AT_SPLIT_TRAIN_LIMIT);
+    s->test_limit = get_u64(h + AT_SPLIT_TEST_LIMIT);
+    s->train_fingerprint = get_u64(h + AT_SPLIT_TRAIN_FINGERPRINT);
+    s->test_fingerprint = get_u64(h + AT_SPLIT_TEST_FINGERPRINT);
+    if (s->recorded != 1 || s->test_data > 1 || !(s->test_frac >= 0.0 && s->test_frac < 1.0)) {
+        snprintf(what, what_len, "its split record (recorded %u, test_data %u, test_frac %g) is not one asgd writes",
+                 s->recorded, s->test_data, s->test_frac);
+        return -1;
+    }
+    return 0;
+}
+
 int model_file_write(const char *path, const char *flag, const model_file_info_t *info, const float *values,
                      char *err, size_t err_len) {
     uint8_t h[MODEL_FILE_HEADER_BYTES];
@@ -157,6 +223,7 @@ int model_file_write(const char *path, const char *flag, const model_file_info_t
     put_f32(h + AT_MEAN, info->mean);
     put_u32(h + AT_SPARSE_INPUT, info->sparse_input);
     put_u32(h + AT_LABEL_TEXT_BYTES, info->label_text_bytes);
+    put_split(h, &info->split);
     uint8_t labels[4 * MODEL_FILE_MAX_CLASSES];
     for (uint64_t c = 0; c < info->classes; c++) put_u32(labels + 4 * c, (uint32_t)info->labels[c]);
     size_t label_bytes = 4 * (size_t)info->classes, value_bytes = 4 * (size_t)info->count;
@@ -307,7 +374,7 @@ int model_file_read(const char *path, model_file_t *out, char *err, size_t err_l
                  i->sparse_input, i->model->name);
         goto out;
     }
-    if (check_header(i, what, sizeof what) != 0) goto out;
+    if (check_header(i, what, sizeof what) != 0 || get_split(h, &i->split, what, sizeof what) != 0) goto out;
     // The size the header promises, against the file's.
     if (fseek(f, 0, SEEK_END) != 0) {
         snprintf(what, sizeof what, "cannot seek: %s", strerror(errno));

@@ -10,7 +10,10 @@
 //           u32 header size (256), kind name (16 bytes, NUL-padded), u64
 //           n_params, first, count, dim, classes, n_hidden, hidden[8],
 //           embed_dim, rank, users, items, f32 mean, u32 sparse_input,
-//           u32 label_text_bytes (0 in version 1), zero padding
+//           u32 label_text_bytes (0 in version 1), the training run's split
+//           (u32 recorded, u32 test_data, 4 zero bytes, f64 test_frac, u64
+//           seed, train_limit, test_limit, train and test fingerprints),
+//           zero padding
 //   labels  classes x i32
 //   names   label_text_bytes: version 2 only (string labels): each class's
 //           name, NUL-terminated, in class order
@@ -37,6 +40,17 @@
 #define MODEL_FILE_MAX_CLASSES MODEL_SHAPE_MAX_CLASSES
 #define MODEL_FILE_MAX_LABEL_TEXT (MODEL_FILE_MAX_CLASSES * (DATASET_MAX_LABEL_BYTES + 1))
 
+// The training run's data and split, as a file records them for asgd eval:
+// with the same --data and these flags, --split test scores the rows the run
+// held out. Files of builds before the record have zeros (recorded 0).
+typedef struct model_file_split {
+    uint32_t recorded;      // 1: the fields below are the training run's
+    uint32_t test_data;     // 1: its test set was a file of its own (--test-data): no split
+    double test_frac;
+    uint64_t seed, train_limit, test_limit;
+    uint64_t train_fingerprint, test_fingerprint;  // data_fingerprint.h of its training and test sets
+} model_file_split_t;
+
 typedef struct model_file_info {
     const model_descriptor_t *model;  // the kind: a registered model (model_registry.h)
     uint64_t n_params;  // the whole model's
@@ -51,6 +65,8 @@ typedef struct model_file_info {
     int32_t labels[MODEL_FILE_MAX_CLASSES];  // class k's label: the training data's (fashion-mnist: 0..9)
     uint32_t label_text_bytes;  // string labels: the bytes of their names in label_text; 0: integer labels
     char label_text[MODEL_FILE_MAX_LABEL_TEXT];  // class k's name, each NUL-terminated, in class order
+    // Not part of the model's identity (model_file_join takes the first part's).
+    model_file_split_t split;
 } model_file_info_t;
 
 typedef struct model_file {
@@ -58,10 +74,15 @@ typedef struct model_file {
     float *params;  // info.count values
 } model_file_t;
 
-// What describes model m (kind, shapes, labels); first = 0, count = n_params.
+// What describes model m (kind, shapes, labels); first = 0, count = n_params;
+// no split recorded (model_file_split_of fills one).
 // Returns 0, or -1 with err (a model this format does not describe: one whose
 // descriptor has no model-file hooks).
 int model_file_info_of(const model_t *m, model_file_info_t *out, char *err, size_t err_len);
+
+// The split record of a run that trained on data (loaded with these flags).
+void model_file_split_of(const data_bundle_t *data, double test_frac, uint64_t seed, size_t train_limit,
+                         size_t test_limit, int test_data, model_file_split_t *out);
 
 // Writes parameters [info->first, info->first + info->count) (values holds
 // exactly those) to path, through path.tmp renamed into place. `flag` names

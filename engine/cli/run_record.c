@@ -51,6 +51,7 @@ static const field_t worker_fields[] = {
     WF(T_U64, steps_per_push_p99),
     WF(T_U64, steps_per_pull_p99),
     WF(T_F64, pull_held_s),
+    WF(T_U64, evicted),
 };
 
 // `workers` comes before the arrays it sizes.

@@ -21,7 +21,7 @@
 
 #include "staleness/histogram.h"  // defines: staleness_hist_t
 
-#define RUN_RECORD_VERSION 2u
+#define RUN_RECORD_VERSION 3u
 
 // A worker's run (one incarnation: the last to finish under --restart-workers).
 typedef struct worker_result {
@@ -46,6 +46,10 @@ typedef struct worker_result {
     // pulls until slower workers caught up.
     uint64_t pulls, steps_per_push_p99, steps_per_pull_p99;
     double pull_held_s;
+    // 1: the servers had evicted it (silent past --worker-timeout) and
+    // finished the run without it; its samples count, its last pushes were
+    // never applied (docs/reliability.md).
+    uint64_t evicted;
 } worker_result_t;
 
 // A parameter-server shard's run.

@@ -35,6 +35,11 @@ void train_args_defaults(train_args_t *a) {
     a->seed = 1;
     a->target_acc = NAN;
     a->target_rmse = NAN;
+    a->lr_decay = NAN;  // the schedule's own when not given (train_args_finish)
+    gpu_options_t gpu;  // the GPU's defaults, as its flags show them
+    gpu_options_default(&gpu);
+    a->gpu_chunk = gpu.chunk;
+    a->gpu_in_flight = gpu.in_flight;
     // The default model's options, for callers that build without parsing flags.
     const model_descriptor_t *d = train_args_model(a);
     flag_spec_t specs[MODEL_MAX_FLAGS];
@@ -52,47 +57,47 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"data-dir", FLAG_TYPE_STRING, &a->data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL, 0},
         {"train-limit", FLAG_TYPE_SIZE, &a->train_limit, "N", "use only the first N training examples (0: all)", 0, 0, NULL, 0},
         {"test-limit", FLAG_TYPE_SIZE, &a->test_limit, "N", "use only the first N test examples (0: all)", 0, 0, NULL, 0},
-        {"test-frac", FLAG_TYPE_DOUBLE, &a->test_frac, "F", "held-out fraction for data without a test split (default 0.1; 0 with --test-data)", 0, 0.9999, NULL, 0},
-        {"label-column", FLAG_TYPE_STRING, &a->label_column, "N|NAME", "CSV data: the labels' column, by position from 0 or by its header name (default 0: the first)", 0, 0, NULL, 0},
-        {"csv-header", FLAG_TYPE_BOOL, &a->csv_header, NULL, "CSV data: the first line names the columns (default: detected, as a line with a cell that is not a number)", 0, 0, NULL, 0},
-        {"l2", FLAG_TYPE_DOUBLE, &a->l2, "X", "L2 regularisation strength (default: the model's)", 0, 1e6, NULL, 0},
-        {"mode", FLAG_TYPE_CHOICE, &a->mode, "MODE", "how threads share the model (default hogwild)", 0, 0, "hogwild|locked|sync", 0},
-        {"threads", FLAG_TYPE_SIZE, &a->threads, "T", "training threads (default 1)", 1, 1024, NULL, 0},
-        {"epochs", FLAG_TYPE_SIZE, &a->epochs, "E", "passes over the training set (default 1)", 1, 1e6, NULL, 0},
-        {"batch", FLAG_TYPE_SIZE, &a->batch, "B", "examples per step per thread", 1, 1 << 20, NULL, 0},
-        {"optimizer", FLAG_TYPE_CHOICE, &a->optimizer, "OPT", "update rule (default sgd)", 0, 0, "sgd|adagrad", 0},
-        {"lr", FLAG_TYPE_DOUBLE, &a->lr, "RATE", "initial step size", 1e-12, 1e6, NULL, 0},
-        {"lr-schedule", FLAG_TYPE_CHOICE, &a->schedule, "S", "step-size schedule (default constant)", 0, 0, "constant|inverse-time|epoch-decay", 0},
-        {"lr-decay", FLAG_TYPE_DOUBLE, &a->lr_decay, "X", "inverse-time: lr/(1+X*updates); epoch-decay: lr*X^epoch", 0, 1e6, NULL, 0},
-        {"warmup", FLAG_TYPE_SIZE, &a->warmup, "STEPS", "grow the step linearly to --lr over the first STEPS updates (default 0: none)", 0, 1e12, NULL, 0},
-        {"clip-grad-norm", FLAG_TYPE_DOUBLE, &a->clip_grad_norm, "C", "scale each step's gradient down to L2 norm C when it is longer (direction kept; default off)", 1e-30, 1e30, NULL, 0},
-        {"momentum", FLAG_TYPE_DOUBLE, &a->momentum, "M", "SGD momentum in [0,1) (default 0)", 0, 0.9999, NULL, 0},
-        {"adagrad-eps", FLAG_TYPE_DOUBLE, &a->adagrad_eps, "E", "Adagrad denominator guard (default 1e-8)", 1e-30, 1, NULL, 0},
-        {"seed", FLAG_TYPE_U64, &a->seed, "S", "seed for data order, initialisation and generators (default 1)", 0, 0, NULL, 0},
-        {"eval-every", FLAG_TYPE_SIZE, &a->eval_every, "N", "evaluate every N training samples (default: once per epoch)", 0, 0, NULL, 0},
-        {"eval-every-s", FLAG_TYPE_DOUBLE, &a->eval_every_s, "S", "also evaluate every S seconds of training (evaluation excluded; in a distributed run, the global model; default off)", 1e-3, 1e9, NULL, 0},
+        {"test-frac", FLAG_TYPE_DOUBLE, &a->test_frac, "F", "held-out fraction for data without a test split (0 with --test-data)", 0, 0.9999, NULL, 0},
+        {"label-column", FLAG_TYPE_STRING, &a->label_column, "N|NAME", "CSV data: the labels' column, by position from 0 or by its header name (the first when not given)", 0, 0, NULL, 0},
+        {"csv-header", FLAG_TYPE_BOOL, &a->csv_header, NULL, "CSV data: the first line names the columns (else detected: a line with a cell that is not a number)", 0, 0, NULL, 0},
+        {"l2", FLAG_TYPE_DOUBLE, &a->l2, "X", "L2 regularisation strength (the model's when not given)", 0, 1e6, NULL, 0},
+        {"mode", FLAG_TYPE_CHOICE, &a->mode, "MODE", "how threads share the model", 0, 0, "hogwild|locked|sync", 0},
+        {"threads", FLAG_TYPE_SIZE, &a->threads, "T", "training threads", 1, 1024, NULL, 0},
+        {"epochs", FLAG_TYPE_SIZE, &a->epochs, "E", "passes over the training set", 1, 1e6, NULL, 0},
+        {"batch", FLAG_TYPE_SIZE, &a->batch, "B", "examples per step per thread (the model's when not given)", 1, 1 << 20, NULL, 0},
+        {"optimizer", FLAG_TYPE_CHOICE, &a->optimizer, "OPT", "update rule", 0, 0, "sgd|adagrad", 0},
+        {"lr", FLAG_TYPE_DOUBLE, &a->lr, "RATE", "initial step size (the model's when not given)", 1e-12, 1e6, NULL, 0},
+        {"lr-schedule", FLAG_TYPE_CHOICE, &a->schedule, "S", "step-size schedule", 0, 0, "constant|inverse-time|epoch-decay", 0},
+        {"lr-decay", FLAG_TYPE_DOUBLE, &a->lr_decay, "X", "inverse-time: lr/(1+X*updates), 0 when not given; epoch-decay: lr*X^epoch, 0.5 when not given", 0, 1e6, NULL, 0},
+        {"warmup", FLAG_TYPE_SIZE, &a->warmup, "STEPS", "grow the step linearly to --lr over the first STEPS updates (0: none)", 0, 1e12, NULL, 0},
+        {"clip-grad-norm", FLAG_TYPE_DOUBLE, &a->clip_grad_norm, "C", "scale each step's gradient down to L2 norm C when it is longer (direction kept; off when not given)", 1e-30, 1e30, NULL, 0},
+        {"momentum", FLAG_TYPE_DOUBLE, &a->momentum, "M", "SGD momentum in [0,1)", 0, 0.9999, NULL, 0},
+        {"adagrad-eps", FLAG_TYPE_DOUBLE, &a->adagrad_eps, "E", "Adagrad denominator guard", 1e-30, 1, NULL, 0},
+        {"seed", FLAG_TYPE_U64, &a->seed, "S", "seed for data order, initialisation and generators", 0, 0, NULL, 0},
+        {"eval-every", FLAG_TYPE_SIZE, &a->eval_every, "N", "evaluate every N training samples (0: once per epoch)", 0, 0, NULL, 0},
+        {"eval-every-s", FLAG_TYPE_DOUBLE, &a->eval_every_s, "S", "also evaluate every S seconds of training (evaluation excluded; in a distributed run, the global model; off when not given)", 1e-3, 1e9, NULL, 0},
         {"eval-limit", FLAG_TYPE_SIZE, &a->eval_limit, "N", "evaluate on the first N test examples (0: all)", 0, 0, NULL, 0},
         {"target-acc", FLAG_TYPE_DOUBLE, &a->target_acc, "A", "report time to reach this test accuracy", 0, 1, NULL, 0},
         {"target-rmse", FLAG_TYPE_DOUBLE, &a->target_rmse, "R", "report time to reach this test RMSE (models measured by RMSE)", 1e-12, 1e12, NULL, 0},
         {"stop-at-target", FLAG_TYPE_BOOL, &a->stop_at_target, NULL, "stop at the first evaluation that meets the target", 0, 0, NULL, 0},
-        {"time-limit", FLAG_TYPE_DOUBLE, &a->time_limit, "S", "stop after S seconds of training (evaluation excluded), even mid-epoch", 0, 1e9, NULL, 0},
+        {"time-limit", FLAG_TYPE_DOUBLE, &a->time_limit, "S", "stop after S seconds of training (evaluation excluded), even mid-epoch (0: no limit)", 0, 1e9, NULL, 0},
         {"pin", FLAG_TYPE_BOOL, &a->pin, NULL, "pin thread t to CPU t mod #CPUs", 0, 0, NULL, 0},
         {"log", FLAG_TYPE_STRING, &a->log, "FILE", "write one CSV row per evaluation (schema in README)", 0, 0, NULL, 0},
         {"summary", FLAG_TYPE_STRING, &a->summary, "FILE", "also write the JSON summary to FILE", 0, 0, NULL, 0},
         {"trace", FLAG_TYPE_STRING, &a->trace, "FILE", "write a timeline of the run to FILE (Chrome trace-event JSON; launch: the children's merged; docs/trace.md)", 0, 0, NULL, 0},
         {"quiet", FLAG_TYPE_BOOL, &a->quiet, NULL, "no startup or progress lines on stderr", 0, 0, NULL, 0},
         {"checkpoint-every", FLAG_TYPE_DOUBLE, &a->checkpoint_every, "S", "train, server, worker (asp/ssp): write a checkpoint every S seconds of training", 0, 1e9, NULL, 0},
-        {"checkpoint-dir", FLAG_TYPE_STRING, &a->checkpoint_dir, "DIR", "where checkpoints go (train.ckpt, server-K.ckpt, worker-K.ckpt; default: the --resume directory)", 0, 0, NULL, 0},
+        {"checkpoint-dir", FLAG_TYPE_STRING, &a->checkpoint_dir, "DIR", "where checkpoints go (train.ckpt, server-K.ckpt, worker-K.ckpt; the --resume directory when not given)", 0, 0, NULL, 0},
         {"resume", FLAG_TYPE_STRING, &a->resume, "DIR", "train, server, worker (asp/ssp): continue from the checkpoint in DIR (same flags as the run that wrote it)", 0, 0, NULL, 0},
-        {"device", FLAG_TYPE_CHOICE, &a->device, "D", "where the steps run (default cpu; cuda: one thread drives the GPU)", 0, 0, "cpu|cuda", 0},
-        {"gpu", FLAG_TYPE_SIZE, &a->gpu_index, "K", "--device cuda: the CUDA device index (default 0)", 0, 1023, NULL, 0},
-        {"gpu-scatter", FLAG_TYPE_CHOICE, &a->gpu_scatter, "S", "--device cuda, sparse Hogwild!: how updates are written (default plain)", 0, 0, "plain|atomic", 0},
-        {"gpu-chunk", FLAG_TYPE_SIZE, &a->gpu_chunk, "N", "--device cuda, sparse Hogwild!: examples per kernel launch (default 16384)", 1, 1 << 26, NULL, 0},
-        {"gpu-in-flight", FLAG_TYPE_SIZE, &a->gpu_in_flight, "N", "--device cuda, sparse Hogwild!: examples under way at once, the degree of asynchrony (default 256; 0: the whole chunk)", 0, 1 << 26, NULL, 0},
+        {"device", FLAG_TYPE_CHOICE, &a->device, "D", "where the steps run (cuda: one thread drives the GPU)", 0, 0, "cpu|cuda", 0},
+        {"gpu", FLAG_TYPE_SIZE, &a->gpu_index, "K", "--device cuda: the CUDA device index", 0, 1023, NULL, 0},
+        {"gpu-scatter", FLAG_TYPE_CHOICE, &a->gpu_scatter, "S", "--device cuda, sparse Hogwild!: how updates are written", 0, 0, "plain|atomic", 0},
+        {"gpu-chunk", FLAG_TYPE_SIZE, &a->gpu_chunk, "N", "--device cuda, sparse Hogwild!: examples per kernel launch", 1, 1 << 26, NULL, 0},
+        {"gpu-in-flight", FLAG_TYPE_SIZE, &a->gpu_in_flight, "N", "--device cuda, sparse Hogwild!: examples under way at once, the degree of asynchrony (0: the whole chunk)", 0, 1 << 26, NULL, 0},
     };
     _Static_assert(sizeof table / sizeof table[0] + MODEL_REGISTRY_MAX_FLAGS <= TRAIN_ARGS_N_FLAGS, "flag table");
     model_registry_names(a->model_choices, sizeof a->model_choices, "|", NULL);
-    snprintf(a->model_help, sizeof a->model_help, "model to train (default %s)", model_registry_default()->name);
+    snprintf(a->model_help, sizeof a->model_help, "model to train");
     size_t n = 0;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (!with_mode && strcmp(table[i].name, "mode") == 0) continue;
@@ -140,17 +145,17 @@ static const char *data_kind_text(const model_descriptor_t *d) {
     return d->data == DATA_KIND_DENSE ? "dense images" : d->data == DATA_KIND_SPARSE ? "sparse features (libsvm, CSV)" : "ratings";
 }
 
-void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, const char *description,
-                           const flag_spec_t *specs, size_t n_specs) {
+void train_args_print_help(FILE *out, const train_args_t *a, const char *command, const char *usage,
+                           const char *description, const flag_spec_t *specs, size_t n_specs) {
     if (flags_help_hooked()) {  // asgd help --man/--completion: every flag, the models' included
-        flags_print_help(out, usage, description, specs, n_specs);
+        flags_print_help(out, command, usage, description, specs, n_specs);
         return;
     }
     flag_spec_t *shared = malloc((n_specs ? n_specs : 1) * sizeof *shared);
     size_t n = 0;
     for (size_t i = 0; shared && i < n_specs; i++)
         if (!is_model_flag(a, &specs[i])) shared[n++] = specs[i];
-    flags_print_help(out, usage, description, shared ? shared : specs, shared ? n : n_specs);
+    flags_print_help(out, command, usage, description, shared ? shared : specs, shared ? n : n_specs);
     free(shared);
     fprintf(out, "\nmodels (--model M), each with its defaults and its own flags:\n");
     for (size_t i = 0; i < model_registry_count(); i++) {
@@ -219,7 +224,7 @@ int train_args_command(train_args_t *a, const char *command, const char *usage, 
     char err[512];
     flags_status_t st = train_args_parse(a, command, specs, n_specs, argc, argv, err, sizeof err);
     if (st == FLAGS_STATUS_HELP) {
-        train_args_print_help(stdout, a, usage, description, specs, n_specs);
+        train_args_print_help(stdout, a, command, usage, description, specs, n_specs);
         return 0;
     }
     if (st == FLAGS_STATUS_ERROR) {
@@ -318,8 +323,8 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
     gpu_options_default(&a->gpu);
     a->gpu.device = (int)a->gpu_index;
     a->gpu.scatter_atomic = a->gpu_scatter;
-    if (a->gpu_chunk) a->gpu.chunk = a->gpu_chunk;
-    if (flags_find(specs, n_specs, "gpu-in-flight")->seen) a->gpu.in_flight = a->gpu_in_flight;
+    a->gpu.chunk = a->gpu_chunk;
+    a->gpu.in_flight = a->gpu_in_flight;
     if (model_flags_finish(a, specs, n_specs, command, why, sizeof why) != 0) {
         snprintf(err, err_len, "%s", why);
         return 2;
@@ -337,11 +342,11 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
     a->opt.kind = (optimizer_kind_t)a->optimizer;
     a->opt.lr = a->lr;
     a->opt.schedule = (lr_schedule_t)a->schedule;
-    a->opt.decay = a->lr_decay;
+    a->opt.decay = isnan(a->lr_decay) ? 0.0 : a->lr_decay;
     a->opt.momentum = a->momentum;
     a->opt.warmup = a->warmup;
     a->opt.epsilon = a->adagrad_eps;
-    if (a->opt.schedule == LR_SCHEDULE_EPOCH_DECAY && !flags_find(specs, n_specs, "lr-decay")->seen) a->opt.decay = 0.5;
+    if (a->opt.schedule == LR_SCHEDULE_EPOCH_DECAY && isnan(a->lr_decay)) a->opt.decay = 0.5;
     a->lr_decay = a->opt.decay;
     if (optimizer_config_check(&a->opt, why, sizeof why) != 0) {
         snprintf(err, err_len, "%s: %s", command, why);

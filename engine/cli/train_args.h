@@ -87,8 +87,8 @@ int train_args_write_run_config(const train_args_t *a, const char *dir, char *er
 // --help lists the shared flags, then each model with its own flags.
 int train_args_command(train_args_t *a, const char *command, const char *usage, const char *description,
                        flag_spec_t *specs, size_t n_specs, int argc, char **argv);
-void train_args_print_help(FILE *out, const train_args_t *a, const char *usage, const char *description,
-                           const flag_spec_t *specs, size_t n_specs);
+void train_args_print_help(FILE *out, const train_args_t *a, const char *command, const char *usage,
+                           const char *description, const flag_spec_t *specs, size_t n_specs);
 // After parsing: per-model defaults and checks across flags. Returns 0, or 2
 // with the usage error, prefixed with `command`, in err.
 int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command, char *err,

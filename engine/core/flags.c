@@ -116,10 +116,26 @@ int flags_set(const char *command, flag_spec_t *spec, const char *value, char *e
     return 0;
 }
 
-const flag_spec_t *flags_find(const flag_spec_t *specs, size_t n_specs, const char *name) {
+static flags_alias_fn alias_lookup;
+
+void flags_set_alias_lookup(flags_alias_fn fn) { alias_lookup = fn; }
+
+static const flag_spec_t *find_named(const flag_spec_t *specs, size_t n_specs, const char *name) {
     for (size_t i = 0; i < n_specs; i++)
         if (strcmp(specs[i].name, name) == 0) return &specs[i];
     return NULL;
+}
+
+const flag_spec_t *flags_find(const flag_spec_t *specs, size_t n_specs, const char *name) {
+    const flag_spec_t *f = find_named(specs, n_specs, name);
+    if (f) return f;
+    char dashed[64];
+    size_t n = strlen(name);
+    if (n >= sizeof dashed) return NULL;
+    for (size_t i = 0; i <= n; i++) dashed[i] = name[i] == '_' ? '-' : name[i];
+    if ((f = find_named(specs, n_specs, dashed))) return f;
+    const char *canonical = alias_lookup ? alias_lookup(dashed) : NULL;
+    return canonical ? find_named(specs, n_specs, canonical) : NULL;
 }
 
 // Edit distance (insertions, deletions, substitutions) between a and b, both
@@ -176,9 +192,10 @@ static void unknown_flag(const char *command, const flag_spec_t *specs, size_t n
 
 flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_specs, int argc, char **argv,
                            char *err, size_t err_len) {
+    for (int i = 0; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return FLAGS_STATUS_HELP;
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) return FLAGS_STATUS_HELP;
         if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
             snprintf(err, err_len, "%s: unexpected argument '%s' (flags start with --; see --help)", command, arg);
             return FLAGS_STATUS_ERROR;
@@ -195,7 +212,8 @@ flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_spe
             return FLAGS_STATUS_ERROR;
         }
         if (f->seen) {
-            snprintf(err, err_len, "%s: --%s given twice", command, name);
+            if (strcmp(name, f->name) == 0) snprintf(err, err_len, "%s: --%s given twice", command, name);
+            else snprintf(err, err_len, "%s: --%s given twice (as --%s too)", command, f->name, name);
             return FLAGS_STATUS_ERROR;
         }
         const char *value;
@@ -220,7 +238,7 @@ int flags_command(const char *command, const char *usage, const char *descriptio
     char err[512];
     flags_status_t st = flags_parse(command, specs, n_specs, argc, argv, err, sizeof err);
     if (st == FLAGS_STATUS_HELP) {
-        flags_print_help(stdout, usage, description, specs, n_specs);
+        flags_print_help(stdout, command, usage, description, specs, n_specs);
         return 0;
     }
     if (st == FLAGS_STATUS_ERROR) {
@@ -232,6 +250,9 @@ int flags_command(const char *command, const char *usage, const char *descriptio
 
 static flags_help_hook_t help_hook;
 static void *help_hook_ctx;
+static flags_help_renderer_t help_renderer;
+
+void flags_set_help_renderer(flags_help_renderer_t renderer) { help_renderer = renderer; }
 
 void flags_set_help_hook(flags_help_hook_t hook, void *ctx) {
     help_hook = hook;
@@ -240,10 +261,14 @@ void flags_set_help_hook(flags_help_hook_t hook, void *ctx) {
 
 int flags_help_hooked(void) { return help_hook != NULL; }
 
-void flags_print_help(FILE *out, const char *usage, const char *description, const flag_spec_t *specs,
-                      size_t n_specs) {
+void flags_print_help(FILE *out, const char *command, const char *usage, const char *description,
+                      const flag_spec_t *specs, size_t n_specs) {
     if (help_hook) {
-        help_hook(usage, description, specs, n_specs, help_hook_ctx);
+        help_hook(command, usage, description, specs, n_specs, help_hook_ctx);
+        return;
+    }
+    if (help_renderer) {
+        help_renderer(out, command, usage, description, specs, n_specs);
         return;
     }
     fprintf(out, "usage: %s\n\n%s\n\nflags:\n", usage, description);
@@ -261,10 +286,60 @@ void flags_print_specs(FILE *out, const char *indent, const flag_spec_t *specs, 
             snprintf(left, sizeof left, "--%s %s", f->name, f->value_name ? f->value_name : "CHOICE");
         else
             snprintf(left, sizeof left, "--%s %s", f->name, f->value_name ? f->value_name : "VALUE");
+        char shown[96];
+        int has_default = flags_default_text(f, shown, sizeof shown);
         fprintf(out, "%s%-24s %s", indent, left, f->help);
-        if (f->type == FLAG_TYPE_CHOICE) fprintf(out, " (%s)", f->choices);
+        if (f->type == FLAG_TYPE_CHOICE) fprintf(out, " (%s%s%s)", f->choices, has_default ? "; default " : "",
+                                                 has_default ? shown : "");
+        else if (has_default) fprintf(out, " (default %s)", shown);
         fputc('\n', out);
     }
+}
+
+// Whether v lies in f's range (or the range is unchecked).
+static int in_range(const flag_spec_t *f, double v) { return (f->min == 0.0 && f->max == 0.0) || (v >= f->min && v <= f->max); }
+
+int flags_default_text(const flag_spec_t *f, char *out, size_t out_len) {
+    out[0] = '\0';
+    switch (f->type) {
+    case FLAG_TYPE_BOOL:
+        return 0;
+    case FLAG_TYPE_SIZE: {
+        size_t v = *(const size_t *)f->target;
+        if (!in_range(f, (double)v)) return 0;
+        snprintf(out, out_len, "%zu", v);
+        return 1;
+    }
+    case FLAG_TYPE_U64:
+        snprintf(out, out_len, "%llu", (unsigned long long)*(const uint64_t *)f->target);
+        return 1;
+    case FLAG_TYPE_DOUBLE: {
+        double v = *(const double *)f->target;
+        if (!isfinite(v) || !in_range(f, v)) return 0;
+        snprintf(out, out_len, "%g", v);
+        return 1;
+    }
+    case FLAG_TYPE_STRING: {
+        const char *v = *(const char *const *)f->target;
+        if (!v) return 0;
+        snprintf(out, out_len, "%s", v);
+        return 1;
+    }
+    case FLAG_TYPE_CHOICE: {
+        int index = *(const int *)f->target, at = 0;
+        for (const char *c = f->choices; *c; at++) {
+            size_t n = strcspn(c, "|");
+            if (at == index) {
+                snprintf(out, out_len, "%.*s", (int)n, c);
+                return 1;
+            }
+            c += n;
+            if (*c == '|') c++;
+        }
+        return 0;
+    }
+    }
+    return 0;
 }
 
 int flags_parse_pairs(const char *list, int (*fn)(const char *key, const char *value, void *ctx, char *err,

@@ -2,6 +2,12 @@
 #define ASGD_ENGINE_CORE_FLAGS_H
 // Command-line flags from a table: parsing, range checks, and --help text.
 // "--name value" and "--name=value" are both accepted; booleans take no value.
+// A name may be written with '_' for '-' (--test_frac), and by another name
+// it is known by elsewhere when an alias lookup is set (--batch-size for
+// --batch: flags_set_alias_lookup). --help shows each flag's default: the
+// value its target holds before parsing, when it is one the flag accepts
+// (a bool's false, an unset string, a NaN or an out-of-range number — "the
+// model's", say — show none: the help text says what happens then).
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -33,7 +39,8 @@ typedef enum flags_status {
 } flags_status_t;
 
 // Parses argv[0..argc) (the subcommand's own arguments). On error, err names the
-// flag and what was expected, prefixed with `command`.
+// flag and what was expected, prefixed with `command`. --help (or -h) anywhere
+// returns FLAGS_STATUS_HELP before any flag is set, so the help shows the defaults.
 flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_specs, int argc, char **argv,
                            char *err, size_t err_len);
 
@@ -43,8 +50,10 @@ flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_spe
 int flags_command(const char *command, const char *usage, const char *description, flag_spec_t *specs,
                   size_t n_specs, int argc, char **argv);
 
-void flags_print_help(FILE *out, const char *usage, const char *description, const flag_spec_t *specs,
-                      size_t n_specs);
+// The command's help: the renderer's layout when one is set
+// (flags_set_help_renderer), else usage, description and one line per flag.
+void flags_print_help(FILE *out, const char *command, const char *usage, const char *description,
+                      const flag_spec_t *specs, size_t n_specs);
 
 // Sets one flag from its value's text as flags_parse would (range checks and
 // messages included) and marks it seen. Returns 0, or -1 with err.
@@ -52,15 +61,32 @@ int flags_set(const char *command, flag_spec_t *spec, const char *value, char *e
 
 // While a hook is set, flags_print_help hands the command's help to it instead
 // of printing (asgd help --man / --completion render the same tables).
-typedef void (*flags_help_hook_t)(const char *usage, const char *description, const flag_spec_t *specs,
-                                  size_t n_specs, void *ctx);
+typedef void (*flags_help_hook_t)(const char *command, const char *usage, const char *description,
+                                  const flag_spec_t *specs, size_t n_specs, void *ctx);
 void flags_set_help_hook(flags_help_hook_t hook, void *ctx);  // NULL: print again
 int flags_help_hooked(void);
+
+// How the program lays its help out (topics, common flags first: engine/cli);
+// set once, before any parsing. NULL: the plain list.
+typedef void (*flags_help_renderer_t)(FILE *out, const char *command, const char *usage, const char *description,
+                                      const flag_spec_t *specs, size_t n_specs);
+void flags_set_help_renderer(flags_help_renderer_t renderer);
 
 // One line per spec, as flags_print_help lists them, each after `indent`.
 void flags_print_specs(FILE *out, const char *indent, const flag_spec_t *specs, size_t n_specs);
 
-// The spec called `name`, or NULL.
+// The default --help shows for f, into out ("1", "0.1", "hogwild"); 0 when it
+// shows none (see above).
+int flags_default_text(const flag_spec_t *f, char *out, size_t out_len);
+
+// Other names of the flags (--batch-size for --batch): the lookup returns the
+// table's name for `name` (with '-' for '_'), or NULL. Set once, before any
+// parsing; flags_find and so flags_parse and flag files then take those names too.
+typedef const char *(*flags_alias_fn)(const char *name);
+void flags_set_alias_lookup(flags_alias_fn fn);
+
+// The spec called `name` — or `name` with '-' for '_', or the flag it is an
+// alias of — or NULL.
 const flag_spec_t *flags_find(const flag_spec_t *specs, size_t n_specs, const char *name);
 
 // The name in specs nearest to `name` by edit distance, when it is near enough

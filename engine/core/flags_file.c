@@ -3,10 +3,13 @@
 #include "engine/core/flags_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void flags_argv_free(flags_argv_t *a) {
     if (!a) return;
@@ -86,19 +89,52 @@ typedef union scratch {
     const char *s;
 } scratch_t;
 
+// The first byte of text[0..n) that no text file holds (a control
+// character other than tab, CR and LF, or DEL), or NULL.
+static const char *binary_byte(const char *text, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if ((c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f) return text + i;
+    }
+    return NULL;
+}
+
+// The file whole, as text. Opened without blocking and refused unless it is
+// a regular file: a FIFO would hang the open or the read until some writer
+// came. A file with bytes no text holds is refused by line, never echoed.
 static int read_file(const char *path, char **text, char *err, size_t err_len) {
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, err_len, "%.300s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, err_len, "%.300s: not a regular file (%s); a flag file is a text file", path,
+                 S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory" : "a device or socket");
+        close(fd);
+        return -1;
+    }
+    FILE *f = fdopen(fd, "rb");
     if (!f) {
         snprintf(err, err_len, "%.300s: cannot open: %s", path, strerror(errno));
+        close(fd);
         return -1;
     }
     char *buf = malloc(FLAGS_FILE_MAX_BYTES + 1);
     size_t n = buf ? fread(buf, 1, FLAGS_FILE_MAX_BYTES + 1, f) : 0;
     int bad = !buf || ferror(f);
     fclose(f);
-    if (bad || n > FLAGS_FILE_MAX_BYTES || memchr(buf, '\0', n)) {
-        snprintf(err, err_len, "%.300s: %s", path,
-                 !buf ? "out of memory" : bad ? "read failed" : n > FLAGS_FILE_MAX_BYTES ? "larger than 1 MiB" : "a NUL byte: not a text file");
+    const char *odd = buf && !bad && n <= FLAGS_FILE_MAX_BYTES ? binary_byte(buf, n) : NULL;
+    if (bad || n > FLAGS_FILE_MAX_BYTES || odd) {
+        size_t line = 1;
+        for (const char *p = buf; odd && p < odd; p++) line += *p == '\n';
+        if (odd)
+            snprintf(err, err_len, "%.300s:%zu: byte 0x%02x: not a text file (a flag file holds name = value lines)",
+                     path, line, (unsigned)(unsigned char)*odd);
+        else
+            snprintf(err, err_len, "%.300s: %s", path, !buf ? "out of memory" : bad ? "read failed" : "larger than 1 MiB");
         free(buf);
         return -1;
     }

@@ -1581,7 +1581,14 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     for (size_t i = 0; i < started; i++) pthread_join(tr.workers[i].thread, NULL);
     blas_set_threads(saved_blas_threads);
     rc = run_outcome(&tr, rc, err, err_len);
-    if (rc == 0) rc = finish_result(&tr, &sc, cb, out, err, err_len);
+    if (rc == 0) {
+        rc = finish_result(&tr, &sc, cb, out, err, err_len);
+    } else {
+        // What was done before it failed (a worker cut off from its run reports it).
+        totals_t t = read_totals(&tr);
+        out->samples = t.samples;
+        out->updates = t.updates;
+    }
     trainer_close(&tr);
     return rc;
 }

@@ -191,7 +191,8 @@ void train_config_default(train_config_t *c);
 int train_config_check(const train_config_t *c, size_t n_train, char *err, size_t err_len);
 
 // Trains w in place. Allocates everything before starting threads, so a failure
-// leaves w untouched; returns 0, or -1 with err filled. A step whose loss is
+// leaves w untouched; returns 0, or -1 with err filled (out then holds the
+// samples and updates done, and the last evaluation). A step whose loss is
 // NaN or Inf stops the run (-1, err saying where): it diverged, and no
 // checkpoint is written after that.
 int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,

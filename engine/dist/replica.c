@@ -142,6 +142,7 @@ static int join_servers_now(replica_t *r, void *zmq_ctx, uint64_t init_seed, tra
     r->client = ps_client_new_joiner(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->join_nonce, rc->servers,
                                      rc->n_servers, r->ps_n, rc->heartbeat_ms, rc->timeout_ms, err, err_len);
     if (!r->client) return -1;
+    ps_client_set_abort(r->client, rc->servers_finished);
     ps_client_count_pushes(r->client, rc->push_counts);
     if (rc->retry_ms > 0) ps_client_set_retry_ms(r->client, rc->retry_ms);
     if (rc->heartbeat_ms > 0) {
@@ -238,6 +239,14 @@ static void link_init(replica_t *r, train_config_t *tc) {
     tc->link = l;
 }
 
+// The dense part's bits (the whole model when it has no sparse part):
+// replicas that apply the same updates report the same checksum.
+static void dense_checksum(replica_t *r, replica_stats_t *stats) {
+    size_t S = model_num_sparse_params(r->model);
+    for (size_t j = S; j < r->n; j++) r->pulled[j - S] = param_get(&r->w[j]);
+    stats->dense_checksum = wire_checksum(r->pulled, (r->n - S) * sizeof(float), 0);
+}
+
 // After a good run: the global model's figures, the goodbye, final_w and the
 // dense part's checksum.
 static int replica_finish(replica_t *r, const train_result_t *out, replica_stats_t *stats, float *final_w, char *err,
@@ -254,11 +263,7 @@ static int replica_finish(replica_t *r, const train_result_t *out, replica_stats
     // copy; under bsp, allreduce, local SGD and hybrid the replica holds it.
     if (final_w && s->final_from_servers) memcpy(final_w, r->pulled, r->n * sizeof *final_w);
     else if (final_w) params_read(r->w, r->n, final_w);
-    // The dense part's bits (the whole model when it has no sparse part):
-    // replicas that apply the same updates report the same checksum.
-    size_t S = model_num_sparse_params(r->model);
-    for (size_t j = S; j < r->n; j++) r->pulled[j - S] = param_get(&r->w[j]);
-    stats->dense_checksum = wire_checksum(r->pulled, (r->n - S) * sizeof(float), 0);
+    dense_checksum(r, stats);
     return 0;
 }
 
@@ -286,6 +291,7 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
         ps_client_get_stats(r->client, &cs);
         wire_status_t why = ps_client_refusal(r->client);
         stats->evicted = failed && why == WIRE_STATUS_EVICTED;
+        stats->servers_finished = failed && r->rc->servers_finished && atomic_load(r->rc->servers_finished);
         stats->diverged = failed && why == WIRE_STATUS_NOT_FINITE;
         stats->retries = cs.retries;
         stats->pushes_acked = cs.pushes_acked;
@@ -371,6 +377,15 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     if (s->end) s->end(&r);
     if (r.err[0] && atomic_load(&r.abort)) snprintf(err, err_len, "%s", r.err);
     else if (train_rc == 0 && replica_finish(&r, out, stats, final_w, err, err_len) == 0) status = 0;
+    // Stopped by a signal that reached the other replicas a round sooner: a
+    // round's exchange completes for all or none, so this one's parameters
+    // are theirs (replica.h, stopped_with_peers).
+    if (status != 0 && s->ring && !s->servers && tc.interrupt && atomic_load(tc.interrupt)) {
+        stats->stopped_with_peers = 1;
+        out->interrupted = 1;
+        if (final_w) params_read(r.w, r.n, final_w);
+        dense_checksum(&r, stats);
+    }
     // Its last sum is behind it: exit may finalise MPI.
     if (status == 0 && rc->mpi) collective_mpi_settled();
 out:

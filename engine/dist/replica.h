@@ -29,6 +29,7 @@
 //             ring allreduce.
 // Each family of modes is one strategy (engine/dist/sync_strategy.h), chosen
 // once from the mode; replica_train takes one path for all of them.
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -92,6 +93,12 @@ typedef struct replica_config {
     // asp/ssp: the worker's checkpoints and its resume (engine/dist/worker_checkpoint.h);
     // NULL: none (borrowed).
     const struct worker_ckpt_config *ckpt;
+    // Raised by the caller once the servers have finished the run (their
+    // results are written: a worker they evicted comes back to nobody):
+    // every wait for a server then ends, and replica_train fails with
+    // stats->servers_finished set. NULL: never (a silent server is waited
+    // for timeout_ms).
+    const atomic_int *servers_finished;
 } replica_config_t;
 
 typedef struct replica_stats {
@@ -115,7 +122,13 @@ typedef struct replica_stats {
     uint64_t retries;              // requests sent again for want of an answer
     uint64_t start_clock;          // the clock it started from: 0, or where it rejoined a run in progress
     int evicted;                   // it failed because the servers had evicted it: a new replica may rejoin
+    int servers_finished;          // it failed because the servers had finished the run (rc->servers_finished)
     int diverged;                  // it failed because the run diverged (NaN or Inf)
+    // Ring modes: stopped by a stop signal (tc->interrupt) when its collective
+    // failed — the peers, stopped by the same signal one round earlier, had
+    // left it. No replica applied that round: final_w holds the parameters
+    // of the last round all applied, as the peers' do.
+    int stopped_with_peers;
     // The global model at the end (pulled from the servers after this replica's
     // last push; NaN for allreduce, whose replicas all hold the global model).
     double global_test_loss, global_test_metric;

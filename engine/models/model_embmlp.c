@@ -289,10 +289,10 @@ static void embmlp_options_default(void *opts) {
 
 static void embmlp_flags(void *opts, flag_spec_t *specs) {
     embmlp_options_t *o = opts;
-    specs[0] = (flag_spec_t){"hidden", FLAG_TYPE_STRING, &o->hidden, "W", "the one hidden layer's width (default 32)",
+    specs[0] = (flag_spec_t){"hidden", FLAG_TYPE_STRING, &o->hidden, "W", "the one hidden layer's width",
                              0, 0, NULL, 0};
     specs[1] = (flag_spec_t){"embed-dim", FLAG_TYPE_SIZE, &o->embed_dim, "K",
-                             "embedding width per feature (default 8)", 1, 4096, NULL, 0};
+                             "embedding width per feature", 1, 4096, NULL, 0};
 }
 
 static int embmlp_options_finish(void *opts, const flag_spec_t *specs, char *err, size_t err_len) {

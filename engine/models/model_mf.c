@@ -212,7 +212,7 @@ typedef struct mf_options {
 static void mf_options_default(void *opts) { ((mf_options_t *)opts)->rank = 16; }
 
 static void mf_flags(void *opts, flag_spec_t *specs) {
-    specs[0] = (flag_spec_t){"rank", FLAG_TYPE_SIZE, &((mf_options_t *)opts)->rank, "K", "factor rank (default 16)",
+    specs[0] = (flag_spec_t){"rank", FLAG_TYPE_SIZE, &((mf_options_t *)opts)->rank, "K", "factor rank",
                              1, 4096, NULL, 0};
 }
 

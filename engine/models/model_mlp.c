@@ -319,7 +319,7 @@ static void mlp_options_default(void *opts) { ((mlp_options_t *)opts)->hidden = 
 
 static void mlp_flags(void *opts, flag_spec_t *specs) {
     specs[0] = (flag_spec_t){"hidden", FLAG_TYPE_STRING, &((mlp_options_t *)opts)->hidden, "W1,W2",
-                             "hidden layer widths (default 256,128; none: softmax regression)", 0, 0, NULL, 0};
+                             "hidden layer widths (none: softmax regression)", 0, 0, NULL, 0};
 }
 
 static int mlp_options_finish(void *opts, const flag_spec_t *specs, char *err, size_t err_len) {
