@@ -217,6 +217,21 @@ static void check_wait_hint(void) {
     CHECK(launch_run(asp) == 0);
     err = launch_slurp(path);
     CHECK(!strstr(err, "asgd launch: the workers waited "));
+    // The periods: said exactly when a mean in the summary is more than twice the request.
+    char *summary = launch_file("hint-asp", "summary.json");
+    double push_mean = launch_field(launch_section(summary, "steps_per_push"), "mean"),
+           pull_mean = launch_field(launch_section(summary, "steps_per_pull"), "mean");
+    const char *said = strstr(err, "asgd launch: the workers pushed every ");
+    CHECK(!said == !(push_mean > 100 || pull_mean > 100));
+    if (said) {
+        char want[160], pulled[48] = "did not pull";
+        if (!isnan(pull_mean)) snprintf(pulled, sizeof pulled, "pulled every %.0f", pull_mean);
+        snprintf(want, sizeof want, "pushed every %.0f steps and %s on average (asked: --push-every 50, "
+                 "--fetch-every 50)", push_mean, pulled);
+        CHECK(strstr(said, want));
+    }
+    printf("period hint (means %.0f, %.0f of 50): %s\n", push_mean, pull_mean, said ? "said" : "not said");
+    free(summary);
     free(err);
 }
 

@@ -175,37 +175,53 @@ static void json_run_shape(json_writer_t *j, const train_args_t *t, const dist_a
     json_uint(j, "total_batch", (uint64_t)d->workers * t->threads * t->batch);
 }
 
-// asp/ssp: the periods the workers achieved beside the ones asked for (mean:
-// all workers' steps over all their pushes or pulls; p99: the largest of the
+// asp/ssp: the periods the workers achieved (mean: all workers' steps over
+// all their pushes or pulls, NaN without any; p99: the largest of the
 // workers' 99th percentiles), and what their threads' waits went on.
-static void json_run_periods(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_results_t *res) {
-    uint64_t steps = 0, pushes = 0, pulls = 0, push_p99 = 0, pull_p99 = 0;
-    double bound = 0, bytes = 0;
+typedef struct run_periods {
+    double push_mean, pull_mean;
+    uint64_t push_p99, pull_p99;
+    double wait_for_bound_s, wait_for_bytes_s;
+} run_periods_t;
+
+static run_periods_t run_periods_of(const train_args_t *t, const dist_args_t *d, const run_results_t *res) {
+    run_periods_t p = {0};
+    uint64_t steps = 0, pushes = 0, pulls = 0;
     for (size_t k = 0; k < dist_slots(d); k++) {
         const worker_result_t *w = &res->workers[k];
         steps += w->updates;
         pushes += w->pushes;
         pulls += w->pulls;
-        if (w->steps_per_push_p99 > push_p99) push_p99 = w->steps_per_push_p99;
-        if (w->steps_per_pull_p99 > pull_p99) pull_p99 = w->steps_per_pull_p99;
+        if (w->steps_per_push_p99 > p.push_p99) p.push_p99 = w->steps_per_push_p99;
+        if (w->steps_per_pull_p99 > p.pull_p99) p.pull_p99 = w->steps_per_pull_p99;
         double b = dist_wait_for_bound(w->wait_s, w->pull_held_s, t->threads);
-        bound += b;
-        bytes += w->wait_s - b;
+        p.wait_for_bound_s += b;
+        p.wait_for_bytes_s += w->wait_s - b;
     }
+    p.push_mean = pushes ? (double)steps / (double)pushes : NAN;
+    p.pull_mean = pulls ? (double)steps / (double)pulls : NAN;
+    return p;
+}
+
+// The achieved periods beside the ones asked for, and the waits' split.
+static void json_run_periods(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_results_t *res) {
+    run_periods_t p = run_periods_of(t, d, res);
     const struct {
         const char *key;
         size_t requested;
-        uint64_t count, p99;
-    } periods[] = {{"steps_per_push", d->push_every, pushes, push_p99}, {"steps_per_pull", d->fetch_every, pulls, pull_p99}};
+        double mean;
+        uint64_t p99;
+    } periods[] = {{"steps_per_push", d->push_every, p.push_mean, p.push_p99},
+                   {"steps_per_pull", d->fetch_every, p.pull_mean, p.pull_p99}};
     for (size_t i = 0; i < 2; i++) {
         json_object(j, periods[i].key);
         json_uint(j, "requested", periods[i].requested);
-        json_number_or_null(j, "mean", periods[i].count ? (double)steps / (double)periods[i].count : NAN);
-        json_number_or_null(j, "p99", periods[i].count ? (double)periods[i].p99 : NAN);
+        json_number_or_null(j, "mean", periods[i].mean);
+        json_number_or_null(j, "p99", isnan(periods[i].mean) ? NAN : (double)periods[i].p99);
         json_object_end(j);
     }
-    json_number(j, "worker_wait_for_bound_s", bound);
-    json_number(j, "worker_wait_for_bytes_s", bytes);
+    json_number(j, "worker_wait_for_bound_s", p.wait_for_bound_s);
+    json_number(j, "worker_wait_for_bytes_s", p.wait_for_bytes_s);
 }
 
 // Samples, time and rates over the workers; the global model's figures, and worker 0's own.
@@ -452,6 +468,24 @@ static void say_wait_hint(const train_args_t *t, const dist_args_t *d, const run
                 share, waited - bound, d->push_every, d->fetch_every);
 }
 
+// One line on stderr when the periods asked for were not what happened: under
+// asp and ssp a worker's one communication thread pushes and pulls in turn,
+// so when an exchange takes longer than --push-every steps the pushes carry
+// more steps each (every step is pushed; none is dropped), and pulls come
+// less often. Said when a mean is more than twice the request.
+static void say_period_hint(const train_args_t *t, const dist_args_t *d, const run_results_t *res) {
+    if (d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) return;
+    run_periods_t p = run_periods_of(t, d, res);
+    if (!(p.push_mean > 2.0 * (double)d->push_every) && !(p.pull_mean > 2.0 * (double)d->fetch_every)) return;
+    char pulled[48] = "did not pull";
+    if (!isnan(p.pull_mean)) snprintf(pulled, sizeof pulled, "pulled every %.0f", p.pull_mean);
+    fprintf(stderr, "asgd launch: the workers pushed every %.0f steps and %s on average (asked: --push-every %zu, "
+                    "--fetch-every %zu): an exchange took longer than that many steps, so they pushed and pulled as "
+                    "often as they could, each push carrying every step since the last (summary.json: "
+                    "steps_per_push, steps_per_pull)\n",
+            p.push_mean, pulled, d->push_every, d->fetch_every);
+}
+
 int run_merge_dir(const char *dir, const train_args_t *t, const dist_args_t *d, const run_merge_info_t *info,
                   launch_job_outcome_t *outcome, char *err, size_t err_len) {
     run_results_t res;
@@ -475,6 +509,7 @@ int run_merge_dir(const char *dir, const train_args_t *t, const dist_args_t *d, 
     }
     if (outcome && outcome_of(&res, &gc, t, d, outcome, err, err_len) != 0) goto out;
     if (!outcome && !t->quiet) say_wait_hint(t, d, &res);
+    if (!outcome && !t->quiet) say_period_hint(t, d, &res);
     rc = 0;
 out:
     global_curve_free(&gc);
