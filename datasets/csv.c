@@ -108,17 +108,15 @@ static void show_cell(const csv_cell_t *c, char out[48]) {
 // ---- the first lines: columns, header, label column, the labels' kind ----
 
 // The next content line at or after p (blank lines skipped, *lines counted):
-// 1 with it in *line, 0 when the block ends first, -1 at a NUL byte (which the
-// parse reports where it stands).
+// 1 with it in *line, 0 when the block ends first, -1 at a NUL byte (*line
+// is then the line that holds it).
 static int next_content_line(const char *p, const char *end, const char **line, size_t *lines) {
     while (p < end) {
         const char *q = p;
         while (is_blank(*q)) q++;
         (*lines)++;
-        if (*q != '\n' && *q != '\0') {
-            *line = p;
-            return 1;
-        }
+        *line = p;
+        if (*q != '\n' && *q != '\0') return 1;
         if (*q == '\0') return q < end ? -1 : 0;
         p = q + 1;
     }
@@ -212,7 +210,15 @@ static int prepare(void *ctx, const text_block_t *b, int at_end, size_t *used, s
     const char *end = b->text + b->len, *first = NULL, *data = NULL, *line_end, *bad;
     size_t line = 0;
     int found = next_content_line(b->text, end, &first, &line);
-    if (found <= 0) return found < 0 || at_end ? 1 : 0;  // nothing to prepare: blank, or a NUL the parse reports
+    if (found < 0) {  // before the first line: no block is parsed without the columns
+        const char *nul = first;
+        while (is_blank(*nul)) nul++;
+        e->line = line;
+        e->column = (size_t)(nul - first) + 1;
+        snprintf(e->what, sizeof e->what, "NUL byte in a text file (is it binary?)");
+        return -1;
+    }
+    if (found == 0) return at_end ? 1 : 0;  // blank so far
     int rc = -1;
     c->delim = csv_delimiter(first);
     long n = csv_split(&s.split, first, c->delim, MAX_COLUMNS, &line_end, &bad, e->what, sizeof e->what);
@@ -235,7 +241,7 @@ static int prepare(void *ctx, const text_block_t *b, int at_end, size_t *used, s
         rc = 0;  // that line is beyond this block
         goto out;
     }
-    if (next <= 0) data = NULL;
+    if (next <= 0) data = NULL;  // a NUL there is the parse's to report, at its line
     if (header == 2) {
         // Only the label cell is not a number: a name over integer labels, or the first of string labels.
         header = data && label_is_number(&s, data, c->delim, label_position(c->o->label_column)) == 1;

@@ -93,6 +93,13 @@ static void quoting(void) {
     expect_error("q_after.csv", "y,x\n1,\"2\"3\n", &o,
                  "q_after.csv:2:6: expected the delimiter or the end of the line after a quoted cell, got '3'");
     expect_error("q_header.csv", "\"y,x\n1,2\n", &o, "q_header.csv:1:1: a quoted cell opens here");
+    // A NUL byte before the first line: no column is known, nothing is parsed.
+    char nul[] = "  \0x\n1,2\n3,4\n";
+    sparse_dataset_t nd;
+    char err[512];
+    CHECK(csv_load(test_write_file(dir, "nul.csv", nul, sizeof nul - 1), &o, &nd, err, sizeof err) == -1);
+    printf("  refused: %s\n", err);
+    CHECK(strstr(err, "nul.csv:1:3: NUL byte in a text file (is it binary?)"));
     // An unquoted cell is taken as written, quotes included.
     expect_error("q_inner.csv", "y,x\n1,2\"\n", &o, "q_inner.csv:2:3: column 1 ('x'): expected a number, got '2\"'");
 }
