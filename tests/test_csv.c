@@ -14,17 +14,12 @@
 static char dir[] = "/tmp/asgd_csv_XXXXXX";
 
 #include "datasets/csv.h"  // defines: csv_load, csv_options_t
+#include "input_support.h"
 #include "launch_support.h"
 
 static const char *put(const char *name, const char *text) { return test_write_file(dir, name, text, strlen(text)); }
 
-static const char *path_of(const char *name) {
-    static char paths[32][512];
-    static int next;
-    char *p = paths[next++ % 32];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
+static const char *path_of(const char *name) { return input_path(dir, name); }
 
 static void load_ok(const char *name, const char *text, const csv_options_t *o, sparse_dataset_t *d) {
     char err[512];
