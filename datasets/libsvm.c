@@ -309,7 +309,7 @@ static int join_part(void *ctx, void *part, char *err, size_t err_len) {
     }
     c->row_ptr[0] = 0;
     for (size_t i = 0; i < s->rows; i++) c->row_ptr[c->rows + 1 + i] = c->nnz + s->row_end[i];
-    memcpy(c->cls + c->rows, s->cls, s->rows * sizeof *s->cls);
+    if (s->rows) memcpy(c->cls + c->rows, s->cls, s->rows * sizeof *s->cls);  // a block of comments has no cls
     if (s->nnz) {
         memcpy(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
         memcpy(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
