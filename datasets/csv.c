@@ -108,17 +108,15 @@ static void show_cell(const csv_cell_t *c, char out[48]) {
 // ---- the first lines: columns, header, label column, the labels' kind ----
 
 // The next content line at or after p (blank lines skipped, *lines counted):
-// 1 with it in *line, 0 when the block ends first, -1 at a NUL byte (which the
-// parse reports where it stands).
+// 1 with it in *line, 0 when the block ends first, -1 at a NUL byte (*line
+// is then the line that holds it).
 static int next_content_line(const char *p, const char *end, const char **line, size_t *lines) {
     while (p < end) {
         const char *q = p;
         while (is_blank(*q)) q++;
         (*lines)++;
-        if (*q != '\n' && *q != '\0') {
-            *line = p;
-            return 1;
-        }
+        *line = p;
+        if (*q != '\n' && *q != '\0') return 1;
         if (*q == '\0') return q < end ? -1 : 0;
         p = q + 1;
     }
@@ -212,7 +210,15 @@ static int prepare(void *ctx, const text_block_t *b, int at_end, size_t *used, s
     const char *end = b->text + b->len, *first = NULL, *data = NULL, *line_end, *bad;
     size_t line = 0;
     int found = next_content_line(b->text, end, &first, &line);
-    if (found <= 0) return found < 0 || at_end ? 1 : 0;  // nothing to prepare: blank, or a NUL the parse reports
+    if (found < 0) {  // before the first line: no block is parsed without the columns
+        const char *nul = first;
+        while (is_blank(*nul)) nul++;
+        e->line = line;
+        e->column = (size_t)(nul - first) + 1;
+        snprintf(e->what, sizeof e->what, "NUL byte in a text file (is it binary?)");
+        return -1;
+    }
+    if (found == 0) return at_end ? 1 : 0;  // blank so far
     int rc = -1;
     c->delim = csv_delimiter(first);
     long n = csv_split(&s.split, first, c->delim, MAX_COLUMNS, &line_end, &bad, e->what, sizeof e->what);
@@ -235,7 +241,7 @@ static int prepare(void *ctx, const text_block_t *b, int at_end, size_t *used, s
         rc = 0;  // that line is beyond this block
         goto out;
     }
-    if (next <= 0) data = NULL;
+    if (next <= 0) data = NULL;  // a NUL there is the parse's to report, at its line
     if (header == 2) {
         // Only the label cell is not a number: a name over integer labels, or the first of string labels.
         header = data && label_is_number(&s, data, c->delim, label_position(c->o->label_column)) == 1;
@@ -614,9 +620,11 @@ static void read_free(csv_read_t *c) {
 static const text_blocks_ops_t csv_ops = {part_new, part_free, parse_block, join_part, prepare};
 
 // The classes of the labels read: the given ones, the strings' (byte order),
-// or the integers' (ascending). cls is rewritten to classes.
+// or the integers' (ascending). cls is rewritten to classes. Out of memory
+// leaves *labels NULL, which sparse_dataset_adopt reports.
 static int classes_of(csv_read_t *c, int32_t **labels, char **label_text, size_t *k, char *err, size_t err_len) {
     const csv_options_t *o = c->o;
+    *labels = NULL;
     *label_text = NULL;
     if (o->labels) {
         *k = o->k;
@@ -625,17 +633,22 @@ static int classes_of(csv_read_t *c, int32_t **labels, char **label_text, size_t
             size_t bytes = dataset_label_text_bytes(o->label_text, o->k);
             if ((*label_text = malloc(bytes ? bytes : 1))) memcpy(*label_text, o->label_text, bytes);
         }
-        return 0;
+    } else if (!c->string_labels) {
+        return dataset_classes_of(c->name, c->cls, c->rows, labels, k, err, err_len);
+    } else {
+        *k = c->dict.count;
+        int32_t *to_class = malloc((*k ? *k : 1) * sizeof *to_class);
+        *labels = malloc((*k ? *k : 1) * sizeof **labels);
+        if (to_class && *labels && label_dict_classes(&c->dict, label_text, to_class) == 0) {
+            for (size_t i = 0; i < c->rows; i++) c->cls[i] = to_class[c->cls[i]];
+            for (size_t i = 0; i < *k; i++) (*labels)[i] = (int32_t)i;
+        }
+        free(to_class);
     }
-    if (!c->string_labels) return dataset_classes_of(c->name, c->cls, c->rows, labels, k, err, err_len);
-    *k = c->dict.count;
-    int32_t *to_class = malloc((*k ? *k : 1) * sizeof *to_class);
-    *labels = malloc((*k ? *k : 1) * sizeof **labels);
-    if (to_class && *labels && label_dict_classes(&c->dict, label_text, to_class) == 0) {
-        for (size_t i = 0; i < c->rows; i++) c->cls[i] = to_class[c->cls[i]];
-        for (size_t i = 0; i < *k; i++) (*labels)[i] = (int32_t)i;
+    if (c->string_labels && !*label_text) {  // the names' allocation failed: no classes without them
+        free(*labels);
+        *labels = NULL;
     }
-    free(to_class);
     return 0;
 }
 
@@ -664,32 +677,11 @@ static int parse_all(text_reader_t *reader, const csv_options_t *o, sparse_datas
         read_free(&c);
         return -1;
     }
-    float *y = malloc(c.rows * sizeof *y);
-    if (!labels || !y || (c.string_labels && !label_text) || (!c.col && !(c.col = malloc(sizeof *c.col))) ||
-        (!c.val && !(c.val = malloc(sizeof *c.val)))) {
-        snprintf(err, err_len, "%s: out of memory", name);
-        free(labels);
-        free(label_text);
-        free(y);
-        read_free(&c);
-        return -1;
-    }
-    for (size_t i = 0; i < c.rows; i++) y[i] = dataset_binary_y(labels, k, c.cls[i]);
-    sparse_dataset_init(out);
-    out->n = c.rows;
-    out->dim = c.ncols - 1;
-    out->nnz = c.nnz;
-    out->row_ptr = c.row_ptr;
-    out->col = c.col;
-    out->val = c.val;
-    out->y = y;
-    out->cls = c.cls;
-    out->labels = labels;
-    out->label_text = label_text;
-    out->n_classes = k;
+    *out = (sparse_dataset_t){.n = c.rows, .dim = c.ncols - 1, .nnz = c.nnz, .row_ptr = c.row_ptr, .col = c.col,
+                              .val = c.val, .cls = c.cls, .labels = labels, .label_text = label_text, .n_classes = k};
     c.row_ptr = NULL, c.col = NULL, c.val = NULL, c.cls = NULL;
     read_free(&c);
-    return 0;
+    return sparse_dataset_adopt(out, name, err, err_len);
 }
 
 int csv_load(const char *path, const csv_options_t *o, sparse_dataset_t *out, char *err, size_t err_len) {

@@ -29,15 +29,21 @@ static int leading_blank(char c, char delim) { return c == ' ' || (c == '\t' && 
 static int trailing_blank(char c, char delim) { return leading_blank(c, delim) || c == '\r'; }
 static int ends_cell(char c, char delim) { return c == delim || c == '\n' || c == '\0'; }
 
+// Room for cell n. The cells grow as a line has them: a first line is split
+// with room for 2^24 columns, whose cells at once would take 512 MiB.
+static int cell_room(csv_splitter_t *s, size_t n) {
+    if (n < s->cells_cap) return 0;
+    size_t cap = s->cells_cap ? 2 * s->cells_cap : 64;
+    csv_cell_t *c = realloc(s->cells, cap * sizeof *c);
+    if (!c) return -1;
+    s->cells = c;
+    s->cells_cap = cap;
+    return 0;
+}
+
 // Room for a line of len bytes: its cells' texts (no longer than the line)
 // and their NULs (one a cell: at most len + 1).
-static int reserve(csv_splitter_t *s, size_t len, size_t max) {
-    if (s->cells_cap < max + 1) {
-        csv_cell_t *c = realloc(s->cells, (max + 1) * sizeof *c);
-        if (!c) return -1;
-        s->cells = c;
-        s->cells_cap = max + 1;
-    }
+static int text_room(csv_splitter_t *s, size_t len) {
     if (s->scratch_cap < 2 * len + 2) {
         char *t = realloc(s->scratch, 2 * len + 2);
         if (!t) return -1;
@@ -71,7 +77,7 @@ static char *unquote(const char **p, char *out, const char **bad, char *why, siz
 
 long csv_split(csv_splitter_t *s, const char *p, char delim, size_t max, const char **end, const char **bad,
                char *why, size_t why_len) {
-    if (reserve(s, strcspn(p, "\n"), max) != 0) return -2;
+    if (text_room(s, strcspn(p, "\n")) != 0) return -2;
     char *out = s->scratch;
     size_t n = 0;
     for (;;) {
@@ -101,7 +107,10 @@ long csv_split(csv_splitter_t *s, const char *p, char delim, size_t max, const c
         }
         c.len = (size_t)(out - c.text);
         *out++ = '\0';
-        if (n < max) s->cells[n] = c;
+        if (n < max) {
+            if (cell_room(s, n) != 0) return -2;
+            s->cells[n] = c;
+        }
         n++;
         if (*p != delim) break;
         p++;

@@ -92,6 +92,27 @@ int sparse_dataset_set_classes(sparse_dataset_t *d, const int32_t *labels, size_
     return 0;
 }
 
+int sparse_dataset_adopt(sparse_dataset_t *d, const char *name, char *err, size_t err_len) {
+    size_t rows = d->n ? d->n : 1;  // never realloc or malloc 0 bytes
+    void *t;
+    // Trimmed to the counts; a failed trim keeps the larger block.
+    if ((t = realloc(d->row_ptr, (d->n + 1) * sizeof *d->row_ptr))) d->row_ptr = t;
+    if (d->cls && (t = realloc(d->cls, rows * sizeof *d->cls))) d->cls = t;
+    if (d->nnz && (t = realloc(d->col, d->nnz * sizeof *d->col))) d->col = t;
+    if (d->nnz && (t = realloc(d->val, d->nnz * sizeof *d->val))) d->val = t;
+    // Valid pointers without non-zeros, as sparse_dataset_alloc gives.
+    if (!d->col) d->col = malloc(sizeof *d->col);
+    if (!d->val) d->val = malloc(sizeof *d->val);
+    d->y = malloc(rows * sizeof *d->y);
+    if (!d->row_ptr || !d->col || !d->val || !d->y || (d->cls && !d->labels)) {
+        snprintf(err, err_len, "%s: out of memory", name);
+        sparse_dataset_free(d);
+        return -1;
+    }
+    for (size_t i = 0; i < d->n; i++) d->y[i] = d->cls ? dataset_binary_y(d->labels, d->n_classes, d->cls[i]) : -1.0f;
+    return 0;
+}
+
 int sparse_dataset_set_label_text(sparse_dataset_t *d, const char *label_text, char *err, size_t err_len) {
     char *copy = NULL;
     if (label_text) {

@@ -92,6 +92,15 @@ static inline const char *sparse_dataset_binary_label_text(const sparse_dataset_
 // Gives d (n examples allocated) the classes labels[0..k) (ascending,
 // distinct, copied) and every example class 0 (y -1). 0, or -1 with err.
 int sparse_dataset_set_classes(sparse_dataset_t *d, const int32_t *labels, size_t k, char *err, size_t err_len);
+// Takes over a file reader's arrays as the set d: d holds n, dim, nnz,
+// row_ptr, col, val, cls, labels, label_text and n_classes as the reader grew
+// them (capacities may exceed the counts; col and val may be NULL without
+// non-zeros). cls NULL: the examples have no classes (y -1 each, labels
+// NULL); cls with labels NULL: allocating the labels failed. Trims the
+// arrays, gives col and val valid pointers and computes y. 0, or -1 out of
+// memory, with err naming `name` and every array freed (d empty).
+int sparse_dataset_adopt(sparse_dataset_t *d, const char *name, char *err, size_t err_len);
+
 // Gives d's k classes the names in label_text (copied; NULL: integer labels).
 int sparse_dataset_set_label_text(sparse_dataset_t *d, const char *label_text, char *err, size_t err_len);
 

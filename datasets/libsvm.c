@@ -309,7 +309,7 @@ static int join_part(void *ctx, void *part, char *err, size_t err_len) {
     }
     c->row_ptr[0] = 0;
     for (size_t i = 0; i < s->rows; i++) c->row_ptr[c->rows + 1 + i] = c->nnz + s->row_end[i];
-    memcpy(c->cls + c->rows, s->cls, s->rows * sizeof *s->cls);
+    if (s->rows) memcpy(c->cls + c->rows, s->cls, s->rows * sizeof *s->cls);  // a block of comments has no cls
     if (s->nnz) {
         memcpy(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
         memcpy(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
@@ -359,44 +359,20 @@ static int parse_all(text_reader_t *reader, size_t dim, const label_map_t *map, 
     // own; none for an unlabelled read (y only, -1, as a generated set's).
     int32_t *labels = NULL;
     size_t k = map->k;
-    float *y = malloc(c.rows * sizeof *y);
     if (map->unlabelled) {
         free(c.cls);
         c.cls = NULL;
         k = 0;
     } else if (map->labels) {
-        labels = malloc(k * sizeof *labels);
-        if (labels) memcpy(labels, map->labels, k * sizeof *labels);
+        // NULL when out of memory: sparse_dataset_adopt reports it.
+        if ((labels = malloc(k * sizeof *labels))) memcpy(labels, map->labels, k * sizeof *labels);
     } else if (dataset_classes_of(name, c.cls, c.rows, &labels, &k, err, err_len) != 0) {
-        free(y);
         read_free(&c);
         return -1;
     }
-    // Examples without features keep valid pointers, as sparse_dataset_alloc does.
-    if ((!labels && !map->unlabelled) || !y || (!c.col && !(c.col = malloc(sizeof *c.col))) || (!c.val && !(c.val = malloc(sizeof *c.val)))) {
-        snprintf(err, err_len, "%s: out of memory", name);
-        free(labels);
-        free(y);
-        read_free(&c);
-        return -1;
-    }
-    for (size_t i = 0; i < c.rows; i++) y[i] = labels ? dataset_binary_y(labels, k, c.cls[i]) : -1.0f;
-    // Hand the arrays over, trimmed to size (a failed trim keeps the larger block).
-    void *t;
-    if ((t = realloc(c.row_ptr, (c.rows + 1) * sizeof *c.row_ptr))) c.row_ptr = t;
-    if (c.cls && (t = realloc(c.cls, c.rows * sizeof *c.cls))) c.cls = t;
-    if (c.nnz && (t = realloc(c.col, c.nnz * sizeof *c.col))) c.col = t;
-    if (c.nnz && (t = realloc(c.val, c.nnz * sizeof *c.val))) c.val = t;
-    out->n = c.rows;
-    out->dim = dim ? dim : c.max_index;
-    out->nnz = c.nnz;
-    out->row_ptr = c.row_ptr;
-    out->col = c.col;
-    out->val = c.val;
-    out->y = y;
-    out->cls = c.cls;
-    out->labels = labels;
-    out->n_classes = k;
+    *out = (sparse_dataset_t){.n = c.rows, .dim = dim ? dim : c.max_index, .nnz = c.nnz, .row_ptr = c.row_ptr,
+                              .col = c.col, .val = c.val, .cls = c.cls, .labels = labels, .n_classes = k};
+    if (sparse_dataset_adopt(out, name, err, err_len) != 0) return -1;
     if (beyond) *beyond = c.beyond;
     return 0;
 }

@@ -159,7 +159,7 @@ int text_reader_next_into(text_reader_t *r, text_block_buf_t *b, int append, cha
     // blocks are cut alike however they are handed out.
     size_t kept = append ? b->len : 0, target = kept + r->carry_len + r->block;
     if (block_reserve(b, target) != 0) goto oom;
-    memcpy(b->data + kept, r->carry, r->carry_len);
+    if (r->carry_len) memcpy(b->data + kept, r->carry, r->carry_len);  // carry is NULL until a line is carried
     b->len = kept + r->carry_len;
     size_t searched = b->len;  // no '\n' before this but in kept bytes
     r->carry_len = 0;

@@ -18,32 +18,14 @@
 #include "datasets/idx.h"         // defines: idx_load
 #include "datasets/libsvm.h"      // defines: libsvm_load, libsvm_write
 #include "datasets/ratings_io.h"  // defines: ratings_load
+#include "input_support.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_compressed_XXXXXX";
 
-static const char *path_of(const char *name) {
-    static char paths[32][512];
-    static int next;
-    char *p = paths[next++ % 32];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
+static const char *path_of(const char *name) { return input_path(dir, name); }
 
-static unsigned char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f);
-    size_t cap = 1 << 16, n = 0, got;
-    unsigned char *buf = malloc(cap);
-    CHECK(buf);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) CHECK((buf = realloc(buf, cap *= 2)) != NULL);
-    }
-    CHECK(fclose(f) == 0);
-    *len = n;
-    return buf;
-}
+static unsigned char *slurp(const char *path, size_t *len) { return (unsigned char *)input_slurp(path, len); }
 
 static void spill(const char *path, const void *bytes, size_t len) {
     FILE *f = fopen(path, "wb");
@@ -117,14 +99,6 @@ static const char *compress_file(const char *plain, const char *name, const char
     return path;
 }
 
-static void same_sparse(const sparse_dataset_t *a, const sparse_dataset_t *b) {
-    CHECK(a->n == b->n && a->dim == b->dim && a->nnz == b->nnz && a->n_classes == b->n_classes);
-    CHECK(memcmp(a->row_ptr, b->row_ptr, (a->n + 1) * sizeof *a->row_ptr) == 0);
-    CHECK(memcmp(a->col, b->col, a->nnz * sizeof *a->col) == 0 && memcmp(a->val, b->val, a->nnz * sizeof *a->val) == 0);
-    CHECK(memcmp(a->cls, b->cls, a->n * sizeof *a->cls) == 0 && memcmp(a->y, b->y, a->n * sizeof *a->y) == 0);
-    CHECK(!a->label_text == !b->label_text);
-}
-
 static void expect_refused(int rc, const char *err, const char *path, const char *words) {
     printf("  refused: %s\n", err);
     CHECK(rc == -1);
@@ -152,7 +126,7 @@ static void round_trips(void) {
         snprintf(name, sizeof name, "data-%s.txt", forms[f]);  // the name says nothing
         sparse_dataset_t d;
         CHECK_OK(libsvm_load(compress_file("data.svm", name, forms[f]), 0, &d, err, sizeof err), err);
-        same_sparse(&plain, &d);
+        input_same_sparse(&plain, &d);
         sparse_dataset_free(&d);
         printf("  libsvm as %s: %zu examples\n", forms[f], plain.n);
     }
@@ -181,8 +155,7 @@ static void round_trips(void) {
         ratings_t r;
         snprintf(name, sizeof name, "iris.csv.%s", forms[k]);
         CHECK_OK(csv_load(compress_file("iris.csv", name, forms[k]), &o, &d, err, sizeof err), err);
-        same_sparse(&cp, &d);
-        CHECK(memcmp(cp.label_text, d.label_text, dataset_label_text_bytes(cp.label_text, 3)) == 0);
+        input_same_sparse(&cp, &d);
         sparse_dataset_free(&d);
         snprintf(name, sizeof name, "r.%s", forms[k]);
         CHECK_OK(ratings_load(compress_file("r.csv", name, forms[k]), &r, err, sizeof err), err);

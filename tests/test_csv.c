@@ -14,17 +14,12 @@
 static char dir[] = "/tmp/asgd_csv_XXXXXX";
 
 #include "datasets/csv.h"  // defines: csv_load, csv_options_t
+#include "input_support.h"
 #include "launch_support.h"
 
 static const char *put(const char *name, const char *text) { return test_write_file(dir, name, text, strlen(text)); }
 
-static const char *path_of(const char *name) {
-    static char paths[32][512];
-    static int next;
-    char *p = paths[next++ % 32];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
+static const char *path_of(const char *name) { return input_path(dir, name); }
 
 static void load_ok(const char *name, const char *text, const csv_options_t *o, sparse_dataset_t *d) {
     char err[512];
@@ -93,6 +88,13 @@ static void quoting(void) {
     expect_error("q_after.csv", "y,x\n1,\"2\"3\n", &o,
                  "q_after.csv:2:6: expected the delimiter or the end of the line after a quoted cell, got '3'");
     expect_error("q_header.csv", "\"y,x\n1,2\n", &o, "q_header.csv:1:1: a quoted cell opens here");
+    // A NUL byte before the first line: no column is known, nothing is parsed.
+    char nul[] = "  \0x\n1,2\n3,4\n";
+    sparse_dataset_t nd;
+    char err[512];
+    CHECK(csv_load(test_write_file(dir, "nul.csv", nul, sizeof nul - 1), &o, &nd, err, sizeof err) == -1);
+    printf("  refused: %s\n", err);
+    CHECK(strstr(err, "nul.csv:1:3: NUL byte in a text file (is it binary?)"));
     // An unquoted cell is taken as written, quotes included.
     expect_error("q_inner.csv", "y,x\n1,2\"\n", &o, "q_inner.csv:2:3: column 1 ('x'): expected a number, got '2\"'");
 }

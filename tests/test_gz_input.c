@@ -7,9 +7,6 @@
 // corpus tests/data/gz/ (multi-member, every header flag, hand-broken streams)
 // reads as its plain twins or is refused.
 #include <dirent.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -18,39 +15,17 @@
 #include "datasets/idx.h"         // defines: idx_load
 #include "datasets/libsvm.h"      // defines: libsvm_load, libsvm_write
 #include "datasets/ratings_io.h"  // defines: ratings_load
+#include "input_support.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_gz_input_XXXXXX";
 
-static const char *path_of(const char *name) {
-    static char paths[4][512];
-    static int next;
-    char *p = paths[next++ % 4];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
-
-// Reads a file with stdio alone, so that expectations do not go through the code under test.
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f);
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    CHECK(buf);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) CHECK((buf = realloc(buf, cap *= 2)) != NULL);
-    }
-    CHECK(!ferror(f));
-    fclose(f);
-    *len = n;
-    return buf;
-}
+static const char *path_of(const char *name) { return input_path(dir, name); }
 
 // Compresses a plain file to path_of(gz_name) with zlib's gzip writer; returns the gz path.
 static const char *gzip_file(const char *plain_name, const char *gz_name) {
     size_t len;
-    char *bytes = slurp(path_of(plain_name), &len);
+    char *bytes = input_slurp(path_of(plain_name), &len);
     const char *gz_path = path_of(gz_name);
     gzFile g = gzopen(gz_path, "wb9");
     CHECK(g);
@@ -63,7 +38,7 @@ static const char *gzip_file(const char *plain_name, const char *gz_name) {
 // Writes a broken copy of a .gz file: its first `keep` bytes, or all of it with one byte flipped.
 static const char *broken_copy(const char *gz_name, const char *out_name, size_t keep, long flip_at) {
     size_t len;
-    char *bytes = slurp(path_of(gz_name), &len);
+    char *bytes = input_slurp(path_of(gz_name), &len);
     CHECK(keep <= len);
     if (flip_at >= 0) bytes[flip_at] ^= 0x55;
     const char *p = test_write_file(dir, out_name, bytes, keep);
@@ -80,14 +55,6 @@ static void expect_refused(int rc, const char *err, const char *path, const char
     CHECK(strchr(err, '\n') == NULL);
 }
 
-static void same_sparse(const sparse_dataset_t *a, const sparse_dataset_t *b) {
-    CHECK(a->n == b->n && a->dim == b->dim && a->nnz == b->nnz);
-    CHECK(memcmp(a->row_ptr, b->row_ptr, (a->n + 1) * sizeof *a->row_ptr) == 0);
-    CHECK(memcmp(a->col, b->col, a->nnz * sizeof *a->col) == 0);
-    CHECK(memcmp(a->val, b->val, a->nnz * sizeof *a->val) == 0);
-    CHECK(memcmp(a->y, b->y, a->n * sizeof *a->y) == 0);
-}
-
 static void libsvm_gz(void) {
     printf("libsvm\n");
     char err[512];
@@ -97,15 +64,15 @@ static void libsvm_gz(void) {
     const char *gz_path = gzip_file("data.svm", "data.svm.gz");
     CHECK_OK(libsvm_load(path_of("data.svm"), 0, &plain, err, sizeof err), err);
     CHECK_OK(libsvm_load(gz_path, 0, &gz, err, sizeof err), err);
-    same_sparse(&plain, &gz);
-    same_sparse(&orig, &gz);
+    input_same_examples(&plain, &gz);
+    input_same_examples(&orig, &gz);
     printf("  data.svm.gz reads as data.svm: %zu examples, %zu non-zeros\n", gz.n, gz.nnz);
     // The same bytes in memory, compressed, through libsvm_parse.
     size_t len;
-    char *bytes = slurp(gz_path, &len);
+    char *bytes = input_slurp(gz_path, &len);
     sparse_dataset_t mem;
     CHECK_OK(libsvm_parse("mem.svm.gz", bytes, len, 0, &mem, err, sizeof err), err);
-    same_sparse(&plain, &mem);
+    input_same_examples(&plain, &mem);
     sparse_dataset_free(&mem);
 
     // Cut inside the compressed data, cut inside the 8-byte trailer, a flipped byte.
@@ -155,7 +122,7 @@ static void ratings_gz(void) {
     CHECK(memcmp(gz.rating, plain.rating, gz.n * sizeof *gz.rating) == 0);
     printf("  r.csv.gz reads as r.csv: %zu ratings, %zu users, %zu items\n", gz.n, gz.n_users, gz.n_items);
     size_t len;
-    free(slurp(gz_path, &len));
+    free(input_slurp(gz_path, &len));
     ratings_t d;
     const char *p = broken_copy("r.csv.gz", "r-half.csv.gz", len / 2, -1);
     expect_refused(ratings_load(p, &d, err, sizeof err), err, p, "truncated gzip data");
@@ -204,7 +171,7 @@ static void idx_gz(void) {
     dense_dataset_free(&mixed);
 
     size_t len;
-    free(slurp(path_of("i-idx3.gz"), &len));
+    free(input_slurp(path_of("i-idx3.gz"), &len));
     dense_dataset_t d;
     const char *p = broken_copy("i-idx3.gz", "half-idx3.gz", len / 2, -1);
     expect_refused(idx_load(p, path_of("l-idx1.gz"), 0, &d, err, sizeof err), err, p, "truncated gzip data");
@@ -223,7 +190,7 @@ static void idx_gz(void) {
     CHECK(g && gzwrite(g, zeros, 1 << 20) == 1 << 20 && gzclose(g) == Z_OK);
     free(zeros);
     size_t zlen;
-    char *member = slurp(path_of("zeros.gz"), &zlen);
+    char *member = input_slurp(path_of("zeros.gz"), &zlen);
     FILE *f = fopen(path_of("bomb-idx3.gz"), "ab");
     CHECK(f);
     for (int i = 0; i < 4096; i++) CHECK(fwrite(member, 1, zlen, f) == zlen);
@@ -249,34 +216,6 @@ static void idx_gz(void) {
     expect_refused(idx_load(p, path_of("big-idx1"), 0, &d, err, sizeof err), err, p, "truncated: header says 1048576 images");
 }
 
-// Writes the file `from` into the FIFO `fifo` from a child process (the writer
-// a FIFO's reader waits for). Returns the child, which exits 0 once it wrote
-// it all, or 1 when the reader stopped reading first.
-static pid_t feed_fifo(const char *fifo, const char *from) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        signal(SIGPIPE, SIG_IGN);
-        size_t len;
-        char *bytes = slurp(from, &len);
-        int fd = open(fifo, O_WRONLY);
-        size_t done = 0;
-        while (fd >= 0 && done < len) {
-            ssize_t w = write(fd, bytes + done, len - done);
-            if (w <= 0) break;
-            done += (size_t)w;
-        }
-        _exit(done == len ? 0 : 1);
-    }
-    return pid;
-}
-
-// Waits for the writer: it must have written everything when `whole`.
-static void fed_and_read(pid_t writer, int whole) {
-    int st;
-    CHECK(waitpid(writer, &st, 0) == writer && WIFEXITED(st) && (!whole || WEXITSTATUS(st) == 0));
-}
-
 // FIFOs are read (plain or compressed, as a file); devices and directories
 // are refused at once, naming the file and what it is.
 static void not_regular(void) {
@@ -288,22 +227,22 @@ static void not_regular(void) {
     const char *fifo = path_of("fifo.svm");
     CHECK(mkfifo(fifo, 0600) == 0);
     CHECK_OK(libsvm_load(path_of("data.svm"), 0, &plain, err, sizeof err), err);
-    pid_t w = feed_fifo(fifo, path_of("data.svm.gz"));
+    pid_t w = input_feed(-1, fifo, path_of("data.svm.gz"));
     CHECK_OK(libsvm_load(fifo, 0, &s, err, sizeof err), err);
-    fed_and_read(w, 1);
-    same_sparse(&plain, &s);
+    input_fed(w, 1);
+    input_same_examples(&plain, &s);
     printf("  a FIFO fed data.svm.gz reads as data.svm: %zu examples\n", s.n);
     sparse_dataset_free(&s);
     // A plain stream from a FIFO is capped as a compressed one is.
     uint64_t cap_before = data_input_set_max_inflated(64 << 10);
-    w = feed_fifo(fifo, path_of("data.svm"));
+    w = input_feed(-1, fifo, path_of("data.svm"));
     expect_refused(libsvm_load(fifo, 0, &s, err, sizeof err), err, fifo,
                    "more than 65536 bytes, the cap on data read from a pipe or stdin");
-    fed_and_read(w, 0);
+    input_fed(w, 0);
     data_input_set_max_inflated(cap_before);
-    w = feed_fifo(fifo, path_of("r.csv"));
+    w = input_feed(-1, fifo, path_of("r.csv"));
     CHECK_OK(ratings_load(fifo, &r, err, sizeof err), err);
-    fed_and_read(w, 1);
+    input_fed(w, 1);
     CHECK(r.n == 20000);
     ratings_free(&r);
     sparse_dataset_free(&plain);
@@ -340,7 +279,7 @@ static void seed_corpus(void) {
             CHECK_OK(rc, err);
             snprintf(twin, sizeof twin, "%s/%.*s", seeds, (int)(n - 3), e->d_name);
             size_t len;
-            char *want = slurp(twin, &len);
+            char *want = input_slurp(twin, &len);
             CHECK(got == len && memcmp(out, want, len) == 0);
             free(want);
             good++;

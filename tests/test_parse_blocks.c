@@ -18,6 +18,7 @@
 #include "datasets/text_blocks.h"  // defines: text_blocks_set_threads
 #include "datasets/text_decimal.h" // defines: text_parse_digits_padded
 #include "datasets/text_io.h"      // defines: text_parse_double_padded, text_parse_float_padded
+#include "input_support.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_parse_blocks_XXXXXX";
@@ -44,21 +45,6 @@ static uint64_t digest(const sparse_dataset_t *d) {
         h = fnv(h, d->labels, d->n_classes * sizeof *d->labels);
     }
     return h;
-}
-
-static void same_sets(const sparse_dataset_t *a, const sparse_dataset_t *b) {
-    CHECK(a->n == b->n && a->dim == b->dim && a->nnz == b->nnz && a->n_classes == b->n_classes);
-    CHECK(memcmp(a->row_ptr, b->row_ptr, (a->n + 1) * sizeof *a->row_ptr) == 0);
-    CHECK(memcmp(a->col, b->col, a->nnz * sizeof *a->col) == 0);
-    CHECK(memcmp(a->val, b->val, a->nnz * sizeof *a->val) == 0);
-    CHECK(memcmp(a->y, b->y, a->n * sizeof *a->y) == 0);
-    CHECK(!a->cls == !b->cls && !a->label_text == !b->label_text);
-    if (a->cls) {
-        CHECK(memcmp(a->cls, b->cls, a->n * sizeof *a->cls) == 0);
-        CHECK(memcmp(a->labels, b->labels, a->n_classes * sizeof *a->labels) == 0);
-    }
-    if (a->label_text)
-        CHECK(memcmp(a->label_text, b->label_text, dataset_label_text_bytes(a->label_text, a->n_classes)) == 0);
 }
 
 // ---- a) the test data against the reader before blocks ----
@@ -157,13 +143,7 @@ static void test_data_as_before(void) {
 
 // ---- b) many blocks, any thread count ----
 
-static const char *path_of(const char *name) {
-    static char paths[32][512];
-    static int next;
-    char *p = paths[next++ % 32];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
+static const char *path_of(const char *name) { return input_path(dir, name); }
 
 // Reads path on 1..4 threads: every read equal to the first. Returns it (caller frees).
 static sparse_dataset_t read_on_threads(const char *path, const csv_options_t *o) {
@@ -177,7 +157,7 @@ static sparse_dataset_t read_on_threads(const char *path, const csv_options_t *o
         if (threads == 1) {
             first = d;
         } else {
-            same_sets(&first, &d);
+            input_same_sparse(&first, &d);
             sparse_dataset_free(&d);
         }
     }

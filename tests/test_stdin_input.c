@@ -5,9 +5,7 @@
 //      fed while they read) and --data FIFO give the results of the file;
 //      their errors name stdin; --data - with --test-data - is refused.
 #include <fcntl.h>
-#include <signal.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <zlib.h>
 
 #include "test_support.h"
@@ -16,55 +14,10 @@ static char dir[] = "/tmp/asgd_stdin_XXXXXX";
 
 #include "datasets/csv.h"     // defines: csv_load
 #include "datasets/libsvm.h"  // defines: libsvm_load, libsvm_write
+#include "input_support.h"
 #include "launch_support.h"
 
-// dir/name in one of 32 rotating buffers: argument lists hold several at once.
-static const char *path_of(const char *name) {
-    static char paths[32][512];
-    static int next;
-    char *p = paths[next++ % 32];
-    snprintf(p, 512, "%s/%s", dir, name);
-    return p;
-}
-
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    CHECK(f);
-    size_t cap = 1 << 16, n = 0, got;
-    char *buf = malloc(cap);
-    CHECK(buf);
-    while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
-        n += got;
-        if (n == cap) CHECK((buf = realloc(buf, cap *= 2)) != NULL);
-    }
-    CHECK(fclose(f) == 0);
-    *len = n;
-    return buf;
-}
-
-// A child that writes the file `from` to fd (then closes it) and exits.
-static pid_t feed(int fd, const char *from) {
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        signal(SIGPIPE, SIG_IGN);
-        size_t len;
-        char *bytes = slurp(from, &len);
-        size_t done = 0;
-        while (done < len) {
-            ssize_t w = write(fd, bytes + done, len - done);
-            if (w <= 0) break;
-            done += (size_t)w;
-        }
-        _exit(0);
-    }
-    return pid;
-}
-
-static void reap(pid_t pid) {
-    int st;
-    CHECK(waitpid(pid, &st, 0) == pid);
-}
+static const char *path_of(const char *name) { return input_path(dir, name); }
 
 // Runs a reader with the file `from` fed to this process's stdin through a pipe.
 typedef int (*reader_fn)(sparse_dataset_t *d, char *err, size_t err_len);
@@ -74,12 +27,12 @@ static int read_stdin_fed(const char *from, reader_fn read, sparse_dataset_t *d,
     int saved = dup(0);
     CHECK(saved >= 0 && dup2(fds[0], 0) == 0);
     close(fds[0]);
-    pid_t w = feed(fds[1], from);
+    pid_t w = input_feed(fds[1], NULL, from);
     close(fds[1]);
     int rc = read(d, err, err_len);
     CHECK(dup2(saved, 0) == 0);
     close(saved);
-    reap(w);
+    input_fed(w, 1);
     return rc;
 }
 
@@ -89,16 +42,9 @@ static int read_csv(sparse_dataset_t *d, char *err, size_t err_len) {
     return csv_load("-", &o, d, err, err_len);
 }
 
-static void same_sparse(const sparse_dataset_t *a, const sparse_dataset_t *b) {
-    CHECK(a->n == b->n && a->dim == b->dim && a->nnz == b->nnz && a->n_classes == b->n_classes);
-    CHECK(memcmp(a->row_ptr, b->row_ptr, (a->n + 1) * sizeof *a->row_ptr) == 0);
-    CHECK(memcmp(a->col, b->col, a->nnz * sizeof *a->col) == 0 && memcmp(a->val, b->val, a->nnz * sizeof *a->val) == 0);
-    CHECK(memcmp(a->cls, b->cls, a->n * sizeof *a->cls) == 0);
-}
-
 static void gzip_copy(const char *from, const char *to) {
     size_t len;
-    char *bytes = slurp(from, &len);
+    char *bytes = input_slurp(from, &len);
     gzFile g = gzopen(to, "wb6");
     CHECK(g && gzwrite(g, bytes, (unsigned)len) == (int)len && gzclose(g) == Z_OK);
     free(bytes);
@@ -116,11 +62,11 @@ static void readers(void) {
     CHECK_OK(libsvm_write(path_of("data.svm"), &orig, err, sizeof err), err);
     CHECK_OK(libsvm_load(path_of("data.svm"), 0, &file, err, sizeof err), err);
     CHECK_OK(read_stdin_fed(path_of("data.svm"), read_libsvm, &in, err, sizeof err), err);
-    same_sparse(&file, &in);
+    input_same_sparse(&file, &in);
     sparse_dataset_free(&in);
     gzip_copy(path_of("data.svm"), path_of("data.svm.gz"));
     CHECK_OK(read_stdin_fed(path_of("data.svm.gz"), read_libsvm, &in, err, sizeof err), err);
-    same_sparse(&file, &in);
+    input_same_sparse(&file, &in);
     sparse_dataset_free(&in);
     printf("  libsvm, plain and gzip, through a pipe: %zu examples as from the file\n", file.n);
 
@@ -133,7 +79,7 @@ static void readers(void) {
     sparse_dataset_t cf;
     CHECK_OK(csv_load(path_of("data.csv"), &o, &cf, err, sizeof err), err);
     CHECK_OK(read_stdin_fed(path_of("data.csv"), read_csv, &in, err, sizeof err), err);
-    same_sparse(&cf, &in);
+    input_same_sparse(&cf, &in);
     CHECK(in.label_text && strcmp(in.label_text, "off") == 0);
     sparse_dataset_free(&in);
     sparse_dataset_free(&cf);
@@ -174,12 +120,12 @@ static int run_with_stdin(const char *const *args, const char *in, int pipe_it) 
     posix_spawn_file_actions_destroy(&fa);
     if (pipe_it) {
         close(fds[0]);
-        writer = feed(fds[1], in);
+        writer = input_feed(fds[1], NULL, in);
         close(fds[1]);
     }
     int status;
     CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status));
-    if (writer > 0) reap(writer);
+    if (writer > 0) input_fed(writer, 1);
     return WEXITSTATUS(status);
 }
 
@@ -213,18 +159,10 @@ static void program(void) {
     CHECK(strcmp(got, want) == 0 && strlen(got) > 8000);
     free(got);
     CHECK(mkfifo(path_of("fifo"), 0600) == 0);
-    int fd = -1;
-    pid_t w = fork();
-    CHECK(w >= 0);
-    if (w == 0) {
-        fd = open(path_of("fifo"), O_WRONLY);
-        size_t len;
-        char *bytes = slurp(path_of("data.svm"), &len);
-        _exit(fd >= 0 && write(fd, bytes, len) == (ssize_t)len ? 0 : 1);
-    }
+    pid_t w = input_feed(-1, path_of("fifo"), path_of("data.svm"));
     const char *pfifo[] = {"predict", "--model-file", path_of("file.model"), "--data", path_of("fifo"), NULL};
     CHECK(launch_run(pfifo) == 0);
-    reap(w);
+    input_fed(w, 1);
     got = launch_slurp(path_of("stdout"));
     CHECK(strcmp(got, want) == 0);
     free(got);
