@@ -222,29 +222,33 @@ static const char *file_kind(mode_t mode) {
     return "not a regular file";
 }
 
-// A descriptor for path: a regular file or a FIFO (then opened again, waiting for
-// its writer as cat(1) would). *pipe_like is 1 for a FIFO. -1 with err otherwise.
+// A descriptor for path: a regular file or a FIFO (opened waiting for its
+// writer, as cat(1) would). *pipe_like is 1 for a FIFO. -1 with err otherwise.
+//
+// A FIFO is told by stat(2) before it is opened, and opened once: opening it
+// a first time without blocking would let its writer start, and closing that
+// descriptor before opening it again left a moment without any reader, in
+// which the writer's next write failed (EPIPE, or SIGPIPE) and the reader then
+// took the one pipe buffer already written (64 KiB) for the whole file.
 static int open_source(const char *path, int *pipe_like, char *err, size_t err_len) {
-    // O_NONBLOCK: a device or socket must not block before it is refused.
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    struct stat st;
+    *pipe_like = stat(path, &st) == 0 && S_ISFIFO(st.st_mode);
+    // Anything else is opened without blocking: a device or socket must not
+    // block before it is refused.
+    int fd;
+    while ((fd = open(path, O_RDONLY | O_CLOEXEC | (*pipe_like ? 0 : O_NONBLOCK))) < 0 && errno == EINTR) {
+    }
     if (fd < 0) {
         snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
-    struct stat st;
     if (fstat(fd, &st) != 0) {
         snprintf(err, err_len, "%s: cannot stat: %s", path, strerror(errno));
         close(fd);
         return -1;
     }
-    *pipe_like = S_ISFIFO(st.st_mode);
-    if (*pipe_like) {
-        close(fd);
-        while ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0 && errno == EINTR) {
-        }
-        if (fd < 0) snprintf(err, err_len, "%s: cannot open: %s", path, strerror(errno));
-        return fd;
-    }
+    *pipe_like = S_ISFIFO(st.st_mode);  // what was opened (the path may have changed since stat)
+    if (*pipe_like) return fd;
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, err_len, "%s: is %s, not a regular file or a pipe (expected a data file, plain or compressed)",
                  path, file_kind(st.st_mode));
