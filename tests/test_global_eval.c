@@ -144,13 +144,19 @@ static void test_asp(void) {
         CHECK(g.v[i][SV_MAX] >= g.v[i - 1][SV_MAX] && g.v[i][SC_MAX] >= g.v[i - 1][SC_MAX]);
     CHECK(g.v[g.n - 1][SV_MAX] == launch_field(launch_section(summary, "staleness_updates"), "max"));
     CHECK(g.v[g.n - 1][SC_MAX] == launch_field(launch_section(summary, "staleness_clocks"), "max"));
-    // Summary figures are the global rows': the first row at the target, the last row.
+    // Summary figures are the global rows': the first row at the target (none
+    // when no row reached it: how far asp learns here depends on the
+    // staleness the machine's speed makes, so both cases are checked), the last row.
     size_t hit = 0;
     while (hit < g.n && !(g.v[hit][ACC] >= 0.75)) hit++;
-    CHECK(hit < g.n);
-    CHECK(fabs(launch_field(summary, "time_to_target_s") - g.v[hit][WALL]) < 1e-5);
-    CHECK(launch_field(summary, "samples_to_target") == g.v[hit][SAMPLES]);
-    CHECK(fabs(launch_field(summary, "epochs_to_target") - g.v[hit][EPOCH]) < 1e-5);
+    if (hit < g.n) {
+        CHECK(fabs(launch_field(summary, "time_to_target_s") - g.v[hit][WALL]) < 1e-5);
+        CHECK(launch_field(summary, "samples_to_target") == g.v[hit][SAMPLES]);
+        CHECK(fabs(launch_field(summary, "epochs_to_target") - g.v[hit][EPOCH]) < 1e-5);
+    } else {
+        CHECK(isnan(launch_field(summary, "time_to_target_s")) && isnan(launch_field(summary, "samples_to_target")) &&
+              isnan(launch_field(summary, "epochs_to_target")));
+    }
     CHECK(launch_field(summary, "final_test_accuracy") == g.v[g.n - 1][ACC]);
     CHECK(launch_field(summary, "global_evaluations") == (double)(g.n - 1));  // all but the final row
     // Every evaluation was made after training, from a snapshot.
@@ -159,8 +165,12 @@ static void test_asp(void) {
     check_during_training_column("asp", 0);
     // Worker 0's own figures are named as such (here: only its final evaluation).
     CHECK(launch_field(summary, "worker0_test_accuracy") == w0.v[1][ACC]);
-    printf("asp: %zu global rows; target 0.75 at %.0f samples (%.3f s), final %.4f (worker 0's copy: %.4f)\n", g.n,
-           g.v[hit][SAMPLES], g.v[hit][WALL], g.v[g.n - 1][ACC], w0.v[1][ACC]);
+    if (hit < g.n)
+        printf("asp: %zu global rows; target 0.75 at %.0f samples (%.3f s), final %.4f (worker 0's copy: %.4f)\n",
+               g.n, g.v[hit][SAMPLES], g.v[hit][WALL], g.v[g.n - 1][ACC], w0.v[1][ACC]);
+    else
+        printf("asp: %zu global rows; target 0.75 not reached (summary: null), final %.4f (worker 0's copy: %.4f)\n",
+               g.n, g.v[g.n - 1][ACC], w0.v[1][ACC]);
     free(merged);
     free(summary);
 }
