@@ -17,7 +17,7 @@
 #include "engine/core/spin_barrier.h"  // defines: spin_barrier_t, spin_barrier_wait
 #include "kernels/blas_runtime.h"  // defines: blas_set_threads, blas_get_threads
 #include "kernels/trace.h"  // defines: TRACE_BEGIN, TRACE_END, trace_thread_name
-#include "engine/core/replica.h"  // defines: replica_t, replica_init, replica_start, replica_merge
+#include "engine/core/hogwild_replica.h"  // defines: hogwild_replica_t, hogwild_replica_merge
 
 // rng streams: one for the initial data order, then one per thread for its shuffles.
 #define STREAM_ORDER 0x4f524452u
@@ -51,7 +51,7 @@ typedef struct worker {
     model_ws_t *ws;
     grad_t grad;
     size_t shard_begin, shard_end;  // hogwild/locked: this thread's part of tr->order
-    replica_t replica;  // hogwild, replicas variant: the thread's (a dense model's parameter copy, or its own)
+    hogwild_replica_t replica;  // hogwild, replicas variant: the thread's (a dense model's parameter copy, or its own)
 } worker_t;
 
 struct trainer {
@@ -645,7 +645,7 @@ static void take_merge_turn(trainer_t *tr) {
 
 static void give_merge_turn(trainer_t *tr) { atomic_store_explicit(&tr->merge_turn, 0, memory_order_release); }
 
-// The thread's replica merged into the shared parameters (replica_merge).
+// The thread's replica merged into the shared parameters (hogwild_replica_merge).
 // With `wait` 0 a thread that finds another merging does not wait but goes
 // on stepping, and merges at a later step. Returns whether it merged.
 static int merge_replica(hogwild_loop_t *H, int wait) {
@@ -653,7 +653,7 @@ static int merge_replica(hogwild_loop_t *H, int wait) {
     if (wait) take_merge_turn(tr);
     else if (atomic_exchange_explicit(&tr->merge_turn, 1, memory_order_acquire)) return 0;
     uint64_t span = TRACE_BEGIN();
-    replica_merge(&H->loop.wk->replica, tr->w);
+    hogwild_replica_merge(&H->loop.wk->replica, tr->w);
     TRACE_END(&TK_MERGE, span, H->since_merge);
     give_merge_turn(tr);
     H->since_merge = 0;
@@ -664,7 +664,7 @@ static int merge_replica(hogwild_loop_t *H, int wait) {
 static void start_replica(hogwild_loop_t *H) {
     trainer_t *tr = H->loop.tr;
     take_merge_turn(tr);
-    replica_start(&H->loop.wk->replica, tr->w);
+    hogwild_replica_start(&H->loop.wk->replica, tr->w);
     give_merge_turn(tr);
     if (H->copy) model_ws_mark_copy_current(H->loop.wk->ws);
 }
@@ -1187,7 +1187,7 @@ static void free_trainer(trainer_t *tr) {
         for (size_t i = 0; i < tr->cfg.threads; i++) {
             model_ws_destroy(&tr->workers[i].ws);
             grad_free(&tr->workers[i].grad);
-            replica_free(&tr->workers[i].replica);
+            hogwild_replica_free(&tr->workers[i].replica);
         }
     }
     for (size_t i = 0; tr->sum_part && i < tr->cfg.threads; i++) free(tr->sum_part[i].touched);
@@ -1256,7 +1256,8 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
         thread_shard(&tr->cfg, tr->n_train, i, &wk->shard_begin, &wk->shard_end);
         wk->ws = model_ws_new(tr->model, tr->cfg.batch, err, err_len);
         if (!wk->ws || grad_init(&wk->grad, tr->n_params, dense, err, err_len) != 0) return -1;
-        if (tr->replicas && replica_init(&wk->replica, tr->n_params, fused_copy(tr, wk), err, err_len) != 0) return -1;
+        if (tr->replicas && hogwild_replica_init(&wk->replica, tr->n_params, fused_copy(tr, wk), err, err_len) != 0)
+            return -1;
     }
     if (tr->cfg.mode == TRAIN_MODE_SYNC) return prepare_sync(tr, dense, err, err_len);
     return 0;

@@ -39,7 +39,7 @@ typedef enum train_mode {
 //             Hogwild! paper: updates are seen at once, and racing ones may be lost.
 //   replicas  each thread steps on its own replica of the parameters and merges
 //             what it changed into the shared ones every merge_every steps
-//             (engine/core/replica.h), the threads taking turns (a thread that
+//             (engine/core/hogwild_replica.h), the threads taking turns (a thread that
 //             finds another merging goes on and tries at its next step), as
 //             Hogwild++ keeps one replica per cluster of cores: no update is
 //             lost, another thread's are seen after up to about two merge

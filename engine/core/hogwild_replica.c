@@ -1,5 +1,5 @@
-// A Hogwild! thread's replica of the shared parameters (replica.h).
-#include "engine/core/replica.h"
+// A Hogwild! thread's replica of the shared parameters (hogwild_replica.h).
+#include "engine/core/hogwild_replica.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,7 +10,7 @@
 #define MERGE_CHUNK 512
 #define MERGE_LINE 16  // floats in a 64-byte cache line
 
-int replica_init(replica_t *r, size_t n, float *values, char *err, size_t err_len) {
+int hogwild_replica_init(hogwild_replica_t *r, size_t n, float *values, char *err, size_t err_len) {
     memset(r, 0, sizeof *r);
     r->n = n;
     r->values = values;
@@ -23,13 +23,13 @@ int replica_init(replica_t *r, size_t n, float *values, char *err, size_t err_le
     return 0;
 }
 
-void replica_free(replica_t *r) {
+void hogwild_replica_free(hogwild_replica_t *r) {
     params_free(&r->params);
     free(r->base);
     r->base = NULL;
 }
 
-void replica_start(replica_t *r, const param_t *shared) {
+void hogwild_replica_start(hogwild_replica_t *r, const param_t *shared) {
     params_read(shared, r->n, r->base);
     if (r->values) memcpy(r->values, r->base, r->n * sizeof *r->values);
     else params_write(r->params, r->n, r->base);
@@ -48,7 +48,7 @@ static void merge_values(float *s, const float *l, float *b, size_t n) {
 // the shared line is not written, only read back into the replica if another
 // thread's merge changed it; so a merge dirties only the lines this thread's
 // steps wrote, and the other threads' next merges do not have to fetch the rest.
-void replica_merge(replica_t *r, param_t *shared) {
+void hogwild_replica_merge(hogwild_replica_t *r, param_t *shared) {
     float s[MERGE_CHUNK], l[MERGE_CHUNK];
     for (size_t at = 0; at < r->n; at += MERGE_CHUNK) {
         size_t m = r->n - at < MERGE_CHUNK ? r->n - at : MERGE_CHUNK;
