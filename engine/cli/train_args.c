@@ -63,7 +63,7 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"l2", FLAG_TYPE_DOUBLE, &a->l2, "X", "L2 regularisation strength (the model's when not given)", 0, 1e6, NULL, 0},
         {"mode", FLAG_TYPE_CHOICE, &a->mode, "MODE", "how threads share the model", 0, 0, "hogwild|locked|sync", 0},
         {"hogwild-variant", FLAG_TYPE_CHOICE, &a->hogwild_variant, "V", "--mode hogwild: plain (the Hogwild! paper's: every step on the shared model) or replicas (each thread steps on its own replica, merged into the shared model every --merge-every steps)", 0, 0, "plain|replicas", 0},
-        {"merge-every", FLAG_TYPE_SIZE, &a->merge_every, "STEPS", "--hogwild-variant replicas: a thread's steps between merges (2048 examples' worth, at least 1, when not given)", 1, 1e12, NULL, 0},
+        {"merge-every", FLAG_TYPE_SIZE, &a->merge_every, "STEPS", "--hogwild-variant replicas: a thread's steps between merges (8192 examples' worth, at least 1, when not given)", 1, 1e12, NULL, 0},
         {"threads", FLAG_TYPE_SIZE, &a->threads, "T", "training threads", 1, 1024, NULL, 0},
         {"epochs", FLAG_TYPE_SIZE, &a->epochs, "E", "passes over the training set", 1, 1e6, NULL, 0},
         {"batch", FLAG_TYPE_SIZE, &a->batch, "B", "examples per step per thread (the model's when not given)", 1, 1 << 20, NULL, 0},
