@@ -43,7 +43,8 @@ typedef enum train_mode {
 //             finds another merging goes on and tries at its next step), as
 //             Hogwild++ keeps one replica per cluster of cores: no update is
 //             lost, another thread's are seen after up to about two merge
-//             intervals, and between merges no parameter's cache line is
+//             intervals (and several replicas' corrections of one hot
+//             coordinate add up: docs/engine.md), and between merges no parameter's cache line is
 //             written by two cores (an optimizer's state, momentum or Adagrad
 //             sums, stays shared as in plain). The threads merge before every
 //             evaluation or checkpoint and at the end, so the shared parameters
@@ -244,7 +245,7 @@ const char *hogwild_variant_name(hogwild_variant_t v);
 // TRAIN_MERGE_EXAMPLES examples, and at least every step. A merge walks the
 // whole model: on sparse logistic regression over 100,000 features, 2048
 // examples between merges left two threads 1.5x one thread's rate, 8192 1.9x
-// at the same accuracy (docs/benchmarks.md).
+// at the same median accuracy (docs/benchmarks.md).
 #define TRAIN_MERGE_EXAMPLES 8192
 size_t train_merge_every_default(size_t batch);
 
