@@ -12,7 +12,8 @@
 //      client, which reconnects by itself, goes on pushing into it.
 //   c) `asgd train` killed (SIGKILL) after its first checkpoint and resumed
 //      with --resume ends with the very bits of the uninterrupted run: one
-//      Hogwild! thread with Adagrad, sync mode with two threads, and (with
+//      Hogwild! thread with Adagrad (plain, and the replicas variant merging
+//      every 7 steps), sync mode with two threads, and (with
 //      Fashion-MNIST installed) an MLP in sync mode with momentum.
 //   d) a run that diverges (NaN loss) stops with a message naming the step
 //      and the last good checkpoint, which is left as it was; a distributed
@@ -394,6 +395,12 @@ int main(void) {
     const char *logreg1[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=100000,dim=20000,nnz=30", "--threads",
                              "1", "--epochs", "3", "--optimizer", "adagrad", "--lr", "0.1", "--quiet", NULL};
     check_resume_identical("hogwild-1", logreg1);
+    // The replicas variant: the thread merges before each checkpoint, and the
+    // resumed replica starts from the checkpoint's parameters.
+    const char *replicas1[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=100000,dim=20000,nnz=30",
+                               "--threads", "1", "--epochs", "3", "--optimizer", "adagrad", "--lr", "0.1",
+                               "--hogwild-variant", "replicas", "--merge-every", "7", "--quiet", NULL};
+    check_resume_identical("replicas-1", replicas1);
     const char *logreg_sync[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=100000,dim=20000,nnz=30",
                                  "--threads", "2", "--mode", "sync", "--batch", "4", "--epochs", "2", "--quiet", NULL};
     check_resume_identical("sync-2", logreg_sync);

@@ -100,6 +100,11 @@ static int sim_args_finish(sim_args_t *s, const train_args_t *a, const flag_spec
         snprintf(err, err_len, "asgd train: --mode: the simulation (--delay/--simulate-workers) replaces the mode; drop --mode");
         return 2;
     }
+    if (flags_find(flags, n_flags, "hogwild-variant")->seen) {
+        snprintf(err, err_len, "asgd train: --hogwild-variant: the simulation (--delay/--simulate-workers) replaces the mode; "
+                               "drop --hogwild-variant");
+        return 2;
+    }
     simulate_config_default(sc);
     train_args_train_config(a, &sc->train);
     if (!s->delay) {
@@ -237,6 +242,11 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_uint(&j, "train_examples", data_bundle_num_train(data));
     json_uint(&j, "test_examples", data_bundle_num_test(data));
     json_string(&j, "mode", mode);
+    if (!sc && a->mode == TRAIN_MODE_HOGWILD && !a->device) {
+        json_string(&j, "hogwild_variant", hogwild_variant_name((hogwild_variant_t)a->hogwild_variant));
+        if (a->hogwild_variant == HOGWILD_VARIANT_REPLICAS)
+            json_uint(&j, "merge_every", a->merge_every ? a->merge_every : train_merge_every_default(a->batch));
+    }
     json_uint(&j, "threads", a->threads);
     json_uint(&j, "epochs", a->epochs);
     json_uint(&j, "batch", a->batch);
@@ -455,8 +465,12 @@ static void print_start(const train_cmd_t *c, const char *model_desc) {
     print_banner(stderr, "train");
     fprintf(stderr, "asgd: model %s | data %s: %zu train / %zu test\n", model_desc, c->data.description,
             data_bundle_num_train(&c->data), data_bundle_num_test(&c->data));
-    fprintf(stderr, "asgd: %s%s, %zu threads, batch %zu, %zu epochs, %s lr %g (%s), seed %llu\n",
-            c->sim.on ? "simulate" : train_mode_name(c->tc.mode), a->device ? " on the GPU" : "", c->tc.threads,
+    char variant[64] = "";
+    if (!c->sim.on && c->tc.hogwild_variant == HOGWILD_VARIANT_REPLICAS)
+        snprintf(variant, sizeof variant, " (replicas, merged every %zu steps)",
+                 c->tc.merge_every ? c->tc.merge_every : train_merge_every_default(c->tc.batch));
+    fprintf(stderr, "asgd: %s%s%s, %zu threads, batch %zu, %zu epochs, %s lr %g (%s), seed %llu\n",
+            c->sim.on ? "simulate" : train_mode_name(c->tc.mode), variant, a->device ? " on the GPU" : "", c->tc.threads,
             c->tc.batch, c->tc.epochs, optimizer_kind_name(oc->kind), oc->lr, lr_schedule_name(oc->schedule),
             (unsigned long long)a->seed);
     if (c->sim.on) {

@@ -35,7 +35,8 @@ static const struct {
     {"device", HELP_TOPIC_MODEL}, {"gpu", HELP_TOPIC_MODEL}, {"gpu-scatter", HELP_TOPIC_MODEL},
     {"gpu-chunk", HELP_TOPIC_MODEL}, {"gpu-in-flight", HELP_TOPIC_MODEL},
     // optimisation: how the steps are taken
-    {"mode", HELP_TOPIC_OPTIMISATION}, {"threads", HELP_TOPIC_OPTIMISATION}, {"epochs", HELP_TOPIC_OPTIMISATION},
+    {"mode", HELP_TOPIC_OPTIMISATION}, {"hogwild-variant", HELP_TOPIC_OPTIMISATION},
+    {"merge-every", HELP_TOPIC_OPTIMISATION}, {"threads", HELP_TOPIC_OPTIMISATION}, {"epochs", HELP_TOPIC_OPTIMISATION},
     {"batch", HELP_TOPIC_OPTIMISATION}, {"optimizer", HELP_TOPIC_OPTIMISATION}, {"lr", HELP_TOPIC_OPTIMISATION},
     {"lr-schedule", HELP_TOPIC_OPTIMISATION}, {"lr-decay", HELP_TOPIC_OPTIMISATION},
     {"warmup", HELP_TOPIC_OPTIMISATION}, {"clip-grad-norm", HELP_TOPIC_OPTIMISATION},

@@ -62,6 +62,8 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"csv-header", FLAG_TYPE_BOOL, &a->csv_header, NULL, "CSV data: the first line names the columns (else detected: a line with a cell that is not a number)", 0, 0, NULL, 0},
         {"l2", FLAG_TYPE_DOUBLE, &a->l2, "X", "L2 regularisation strength (the model's when not given)", 0, 1e6, NULL, 0},
         {"mode", FLAG_TYPE_CHOICE, &a->mode, "MODE", "how threads share the model", 0, 0, "hogwild|locked|sync", 0},
+        {"hogwild-variant", FLAG_TYPE_CHOICE, &a->hogwild_variant, "V", "--mode hogwild: plain (the Hogwild! paper's: every step on the shared model) or replicas (each thread steps on its own replica, merged into the shared model every --merge-every steps)", 0, 0, "plain|replicas", 0},
+        {"merge-every", FLAG_TYPE_SIZE, &a->merge_every, "STEPS", "--hogwild-variant replicas: a thread's steps between merges (8192 examples' worth, at least 1, when not given)", 1, 1e12, NULL, 0},
         {"threads", FLAG_TYPE_SIZE, &a->threads, "T", "training threads", 1, 1024, NULL, 0},
         {"epochs", FLAG_TYPE_SIZE, &a->epochs, "E", "passes over the training set", 1, 1e6, NULL, 0},
         {"batch", FLAG_TYPE_SIZE, &a->batch, "B", "examples per step per thread (the model's when not given)", 1, 1 << 20, NULL, 0},
@@ -100,7 +102,9 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
     snprintf(a->model_help, sizeof a->model_help, "model to train");
     size_t n = 0;
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        if (!with_mode && strcmp(table[i].name, "mode") == 0) continue;
+        int single_node = strcmp(table[i].name, "mode") == 0 || strcmp(table[i].name, "hogwild-variant") == 0 ||
+                          strcmp(table[i].name, "merge-every") == 0;
+        if (!with_mode && single_node) continue;
         specs[n++] = table[i];
     }
     // The models' own flags, each name once, kept as text until the model is
@@ -316,6 +320,21 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
         snprintf(err, err_len, "%s: --gpu/--gpu-scatter/--gpu-chunk/--gpu-in-flight apply to --device cuda", command);
         return 2;
     }
+    const flag_spec_t *variant = flags_find(specs, n_specs, "hogwild-variant");
+    if (variant && variant->seen && a->hogwild_variant == HOGWILD_VARIANT_REPLICAS && a->mode != TRAIN_MODE_HOGWILD) {
+        snprintf(err, err_len, "%s: --hogwild-variant replicas: applies to --mode hogwild, not --mode %s", command,
+                 train_mode_name((train_mode_t)a->mode));
+        return 2;
+    }
+    if (variant && variant->seen && a->hogwild_variant == HOGWILD_VARIANT_REPLICAS && a->device) {
+        snprintf(err, err_len, "%s: --hogwild-variant replicas: for the CPU threads, not --device cuda", command);
+        return 2;
+    }
+    const flag_spec_t *merge = flags_find(specs, n_specs, "merge-every");
+    if (merge && merge->seen && a->hogwild_variant != HOGWILD_VARIANT_REPLICAS) {
+        snprintf(err, err_len, "%s: --merge-every: applies to --hogwild-variant replicas", command);
+        return 2;
+    }
     if (a->device && a->clip_grad_norm > 0) {
         snprintf(err, err_len, "%s: --clip-grad-norm: the GPU steps do not clip yet; use --device cpu", command);
         return 2;
@@ -403,6 +422,8 @@ void train_args_train_config(const train_args_t *a, train_config_t *tc) {
     tc->device = a->device ? &gpu_device_ops : NULL;
     tc->device_options = a->device ? &a->gpu : NULL;
     tc->clip_grad_norm = a->clip_grad_norm;
+    tc->hogwild_variant = (hogwild_variant_t)a->hogwild_variant;
+    tc->merge_every = a->merge_every;
     tc->interrupt = stop_signal_flag();  // set once the command installed stop_signal_install
 }
 

@@ -16,7 +16,7 @@
 #include "engine/gpu/gpu_device.h"   // defines: gpu_options_t, gpu_device_ops
 #include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_options_t
 
-#define TRAIN_ARGS_N_FLAGS (46 + MODEL_REGISTRY_MAX_FLAGS)
+#define TRAIN_ARGS_N_FLAGS (48 + MODEL_REGISTRY_MAX_FLAGS)
 #define TRAIN_ARGS_HELP_LEN 200
 
 typedef struct train_args {
@@ -30,6 +30,8 @@ typedef struct train_args {
     int csv_header;            // CSV data: --csv-header
     double l2;
     int mode;
+    int hogwild_variant;  // hogwild_variant_t
+    size_t merge_every;   // --hogwild-variant replicas: steps between merges (0: the default)
     size_t threads, epochs, batch;
     int optimizer;
     double lr, lr_decay, momentum, adagrad_eps;
@@ -67,7 +69,7 @@ typedef struct train_args {
 void train_args_defaults(train_args_t *a);
 // Writes the training flags into specs[0..TRAIN_ARGS_N_FLAGS) and returns how
 // many: the shared ones, then every registered model's own (each name once).
-// with_mode: include --mode (single-node runs only).
+// with_mode: include --mode and --hogwild-variant, --merge-every (single-node runs only).
 size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode);
 // flags_parse after reading --config FILE into the words (kept in a->words:
 // string flags point into them) and a->given filled with the flags given,

@@ -147,6 +147,14 @@ void optimizer_apply_block(optimizer_t *o, param_t *w, size_t offset, const floa
     for (size_t i = 0; i < n; i++) cb[i] = update_one(o, w, offset + i, g[i], lr);
 }
 
+void optimizer_apply_values(optimizer_t *o, size_t offset, const float *g, size_t n, float lr, float *values) {
+    if (o->config.kind == OPTIMIZER_KIND_SGD && !o->state) {
+        for (size_t i = 0; i < n; i++) values[i] = values[i] - lr * g[i];  // plain floats: vectorised
+        return;
+    }
+    for (size_t i = 0; i < n; i++) values[i] = update_value(o, offset + i, values[i], g[i], lr);
+}
+
 void optimizer_apply_and_clear(optimizer_t *o, param_t *w, grad_t *g, float lr) {
     if (g->dense) {
         float *gv = g->value;

@@ -68,6 +68,12 @@ void optimizer_step_values(optimizer_t *o, size_t offset, size_t n, const float 
 void optimizer_apply_block(optimizer_t *o, param_t *w, size_t offset, const float *g, size_t n, float lr,
                            float *copy);
 
+// The same update on plain floats that one thread owns: values[i], the value
+// of parameter offset + i, becomes its updated value for i < n (a Hogwild!
+// thread's replica, in the replicas variant). The optimizer's state is
+// updated as by optimizer_apply_range.
+void optimizer_apply_values(optimizer_t *o, size_t offset, const float *g, size_t n, float lr, float *values);
+
 // The optimizer's state (momentum velocity or Adagrad sums; none for plain
 // SGD), for checkpoints: its length in floats, a copy out, a copy in.
 size_t optimizer_state_len(const optimizer_t *o);

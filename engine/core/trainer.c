@@ -17,6 +17,7 @@
 #include "engine/core/spin_barrier.h"  // defines: spin_barrier_t, spin_barrier_wait
 #include "kernels/blas_runtime.h"  // defines: blas_set_threads, blas_get_threads
 #include "kernels/trace.h"  // defines: TRACE_BEGIN, TRACE_END, trace_thread_name
+#include "engine/core/hogwild_replica.h"  // defines: hogwild_replica_t, hogwild_replica_merge
 
 // rng streams: one for the initial data order, then one per thread for its shuffles.
 #define STREAM_ORDER 0x4f524452u
@@ -50,6 +51,7 @@ typedef struct worker {
     model_ws_t *ws;
     grad_t grad;
     size_t shard_begin, shard_end;  // hogwild/locked: this thread's part of tr->order
+    hogwild_replica_t replica;  // hogwild, replicas variant: the thread's (a dense model's parameter copy, or its own)
 } worker_t;
 
 struct trainer {
@@ -63,6 +65,9 @@ struct trainer {
     worker_t *workers;       // (threads)
     worker_stats_t *stats;   // (threads)
     pthread_mutex_t update_lock;  // locked mode only
+    int replicas;                 // hogwild with the replicas variant
+    size_t merge_every;           // replicas: a thread's steps between merges
+    _Atomic int merge_turn;       // replicas: 1 while a thread merges or starts its replica
 
     // Pause/resume between the main thread and the workers.
     _Atomic int pause_requested;
@@ -113,6 +118,7 @@ struct trainer {
 
 // The trainer's spans in a --trace timeline (docs/trace.md).
 static const trace_kind_t TK_STEP = {"step", "compute", "examples"};         // hogwild/locked/device: one update
+static const trace_kind_t TK_MERGE = {"merge", "sync", "steps"};             // hogwild replicas: a replica merged
 static const trace_kind_t TK_ROUND = {"round", "compute", "examples"};       // sync: one round, every thread
 static const trace_kind_t TK_COMPUTE = {"gradient", "compute", "examples"};  // sync: a thread's sub-batch
 static const trace_kind_t TK_REDUCE = {"reduce", "compute", NULL};           // sync: a thread's coordinate slice
@@ -178,6 +184,16 @@ int train_config_check(const train_config_t *c, size_t n_train, char *err, size_
                                "parallelism is the GPU's own");
         return -1;
     }
+    if (c->hogwild_variant == HOGWILD_VARIANT_REPLICAS && c->mode != TRAIN_MODE_HOGWILD) {
+        snprintf(err, err_len, "--hogwild-variant replicas: applies to --mode hogwild, not --mode %s",
+                 train_mode_name(c->mode));
+        return -1;
+    }
+    if (c->hogwild_variant == HOGWILD_VARIANT_REPLICAS && (c->link || c->device)) {
+        snprintf(err, err_len, "--hogwild-variant replicas: for training in one process on the CPU, not %s",
+                 c->link ? "a distributed run's workers" : "--device cuda");
+        return -1;
+    }
     size_t shard = c->link ? n_train / c->link->ranks : n_train;
     if (c->mode != TRAIN_MODE_SYNC && c->threads > shard) {
         if (c->link) {
@@ -201,6 +217,12 @@ const char *train_mode_name(train_mode_t mode) {
         break;
     }
     return "hogwild";
+}
+
+const char *hogwild_variant_name(hogwild_variant_t v) { return v == HOGWILD_VARIANT_REPLICAS ? "replicas" : "plain"; }
+
+size_t train_merge_every_default(size_t batch) {
+    return batch < TRAIN_MERGE_EXAMPLES ? (TRAIN_MERGE_EXAMPLES + batch - 1) / batch : 1;
 }
 
 // ---- pause protocol (off the hot path: taken only when the main thread asks) ----
@@ -405,6 +427,12 @@ static void apply_block(void *ctx, size_t offset, const float *g, size_t n) {
     optimizer_apply_block(b->opt, b->w, offset, g, n, b->lr, b->copy);
 }
 
+// The replicas variant's: into the copy alone, which is the thread's replica.
+static void apply_block_to_copy(void *ctx, size_t offset, const float *g, size_t n) {
+    block_apply_t *b = ctx;
+    optimizer_apply_values(b->opt, offset, g, n, b->lr, b->copy + offset);
+}
+
 static void sleep_ms(double ms) {
     struct timespec t = {(time_t)(ms / 1000.0), (long)(fmod(ms, 1000.0) * 1e6)};
     while (nanosleep(&t, &t) != 0 && errno == EINTR) {
@@ -577,30 +605,86 @@ typedef struct hogwild_loop {
     int clip;
     float *copy;  // fused dense steps: the thread's parameter copy (see async_worker)
     int direct;   // one-example plain-SGD steps without the gradient buffer
+    param_t *w;   // the parameters the steps read and write: the shared ones, or (replicas) the thread's
+    size_t since_merge;  // replicas: steps since the thread's last merge
 } hogwild_loop_t;
 
-// One minibatch's gradient, applied to the shared model. Returns its loss.
+// One minibatch's gradient, applied to the model (shared, or the thread's
+// replica). Returns its loss.
 static double hogwild_apply(hogwild_loop_t *H, const uint32_t *idx, size_t count, float lr) {
     trainer_t *tr = H->loop.tr;
     worker_t *wk = H->loop.wk;
-    if (H->direct) return model_sgd_step_one(tr->model, tr->w, idx[0], lr);
+    if (H->direct) return model_sgd_step_one(tr->model, H->w, idx[0], lr);
     if (H->copy) {
         block_apply_t sink = {tr->opt, tr->w, lr, H->copy};
-        double loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, apply_block, &sink);
+        double loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws,
+                                            tr->replicas ? apply_block_to_copy : apply_block, &sink);
         if (!H->locked) model_ws_mark_copy_current(wk->ws);
         return loss;
     }
-    double loss = model_loss_grad(tr->model, tr->w, idx, count, &wk->grad, wk->ws);
+    double loss = model_loss_grad(tr->model, H->w, idx, count, &wk->grad, wk->ws);
     if (H->clip) grad_clip_norm(&wk->grad, H->loop.c->clip_grad_norm);
-    optimizer_apply_and_clear(tr->opt, tr->w, &wk->grad, lr);
+    optimizer_apply_and_clear(tr->opt, H->w, &wk->grad, lr);
     return loss;
+}
+
+// ---- hogwild, replicas variant ----
+//
+// The shared parameters are written by merges only, and read by merges, by
+// replica starts and, with every thread parked or finished, by the main
+// thread's evaluations and checkpoints. Merges and starts take the turn
+// (merge_turn: an exchange with acquire, a store with release), so no two
+// overlap and each sees every merge before it whole; the main thread's reads
+// are ordered after the workers' merges by the park mutex. The replica and its
+// base are the thread's own. (The optimizer's state, momentum or Adagrad
+// sums, stays shared and raced over as in the plain variant.)
+
+static void take_merge_turn(trainer_t *tr) {
+    while (atomic_exchange_explicit(&tr->merge_turn, 1, memory_order_acquire)) sched_yield();
+}
+
+static void give_merge_turn(trainer_t *tr) { atomic_store_explicit(&tr->merge_turn, 0, memory_order_release); }
+
+// The thread's replica merged into the shared parameters (hogwild_replica_merge).
+// With `wait` 0 a thread that finds another merging does not wait but goes
+// on stepping, and merges at a later step. Returns whether it merged.
+static int merge_replica(hogwild_loop_t *H, int wait) {
+    trainer_t *tr = H->loop.tr;
+    if (wait) take_merge_turn(tr);
+    else if (atomic_exchange_explicit(&tr->merge_turn, 1, memory_order_acquire)) return 0;
+    uint64_t span = TRACE_BEGIN();
+    hogwild_replica_merge(&H->loop.wk->replica, tr->w);
+    TRACE_END(&TK_MERGE, span, H->since_merge);
+    give_merge_turn(tr);
+    H->since_merge = 0;
+    return 1;
+}
+
+// The replica starts as the shared parameters (a resumed run's included).
+static void start_replica(hogwild_loop_t *H) {
+    trainer_t *tr = H->loop.tr;
+    take_merge_turn(tr);
+    hogwild_replica_start(&H->loop.wk->replica, tr->w);
+    give_merge_turn(tr);
+    if (H->copy) model_ws_mark_copy_current(H->loop.wk->ws);
+}
+
+// Before a step: the pause check, with the replica merged before the thread
+// parks, so that an evaluation or checkpoint reads every step taken. (The
+// flag, once seen, stays up until every thread has parked.) Returns 1 if the
+// thread must stop.
+static int replica_step_gate(hogwild_loop_t *H) {
+    trainer_t *tr = H->loop.tr;
+    if (!atomic_load_explicit(&tr->pause_requested, memory_order_acquire)) return 0;
+    merge_replica(H, 1);
+    return check_pause(tr);
 }
 
 static size_t hogwild_step(loop_t *L, size_t epoch, size_t pos) {
     hogwild_loop_t *H = (hogwild_loop_t *)L;
     trainer_t *tr = L->tr;
     const train_config_t *c = L->c;
-    if (solo_step_gate(L)) return 0;
+    if (tr->replicas ? replica_step_gate(H) : solo_step_gate(L)) return 0;
     uint64_t span = TRACE_BEGIN();
     note_step_start(L->link, L->id, L->updates);
     size_t count = L->len - pos < c->batch ? L->len - pos : c->batch;
@@ -611,11 +695,20 @@ static size_t hogwild_step(loop_t *L, size_t epoch, size_t pos) {
     if (H->locked) pthread_mutex_unlock(&tr->update_lock);
     if (check_diverged(tr, L->id, L->updates, loss)) return 0;
     TRACE_END(&TK_STEP, span, count);
+    if (tr->replicas && ++H->since_merge >= tr->merge_every) merge_replica(H, 0);
     solo_step_done(L, count, loss, lr, 1);
     return count;
 }
 
 static const loop_mode_t hogwild_mode = {shuffle_shard, hogwild_step};
+
+// Dense models hand a hogwild/locked step's gradient over in blocks that go
+// straight into the model (see async_worker): the thread's parameter copy
+// they compute on, or NULL where steps build the whole gradient.
+static float *fused_copy(const trainer_t *tr, worker_t *wk) {
+    int fused = tr->cfg.clip_grad_norm <= 0 && wk->grad.dense && model_has_loss_grad_apply(tr->model);
+    return fused ? model_ws_param_copy(wk->ws) : NULL;
+}
 
 static void *async_worker(void *arg) {
     worker_t *wk = arg;
@@ -636,11 +729,17 @@ static void *async_worker(void *arg) {
     // Clipping needs the whole gradient before any of it is applied: the fused
     // paths, which apply it as it is computed, are for unclipped steps.
     H.clip = c->clip_grad_norm > 0;
-    H.copy = !H.clip && wk->grad.dense && model_has_loss_grad_apply(tr->model) ? model_ws_param_copy(wk->ws) : NULL;
+    H.copy = fused_copy(tr, wk);
     // One-example plain-SGD steps skip the gradient buffer (bit-identical result).
     H.direct = !H.clip && c->batch == 1 && optimizer_is_plain_sgd(tr->opt) && model_has_sgd_step_one(tr->model);
+    H.w = wk->replica.params ? wk->replica.params : tr->w;
+    H.since_merge = 0;
     trace_thread_name("trainer", (int)wk->id);
-    if (!wait_at_gate(tr)) run_epochs(&H.loop, &hogwild_mode);
+    if (!wait_at_gate(tr)) {
+        if (tr->replicas) start_replica(&H);
+        run_epochs(&H.loop, &hogwild_mode);
+        if (tr->replicas) merge_replica(&H, 1);
+    }
     solo_finished(&H.loop);
     mark_finished(tr);
     return NULL;
@@ -1088,6 +1187,7 @@ static void free_trainer(trainer_t *tr) {
         for (size_t i = 0; i < tr->cfg.threads; i++) {
             model_ws_destroy(&tr->workers[i].ws);
             grad_free(&tr->workers[i].grad);
+            hogwild_replica_free(&tr->workers[i].replica);
         }
     }
     for (size_t i = 0; tr->sum_part && i < tr->cfg.threads; i++) free(tr->sum_part[i].touched);
@@ -1156,6 +1256,8 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
         thread_shard(&tr->cfg, tr->n_train, i, &wk->shard_begin, &wk->shard_end);
         wk->ws = model_ws_new(tr->model, tr->cfg.batch, err, err_len);
         if (!wk->ws || grad_init(&wk->grad, tr->n_params, dense, err, err_len) != 0) return -1;
+        if (tr->replicas && hogwild_replica_init(&wk->replica, tr->n_params, fused_copy(tr, wk), err, err_len) != 0)
+            return -1;
     }
     if (tr->cfg.mode == TRAIN_MODE_SYNC) return prepare_sync(tr, dense, err, err_len);
     return 0;
@@ -1348,6 +1450,8 @@ static int trainer_open(trainer_t *tr, const model_t *m, optimizer_t *opt, param
     tr->n_params = model_num_params(m);
     if (tr->cfg.eval_every == 0) tr->cfg.eval_every = c->link ? tr->n_train / c->link->ranks : tr->n_train;
     if (tr->cfg.eval_every == 0) tr->cfg.eval_every = 1;
+    tr->replicas = c->hogwild_variant == HOGWILD_VARIANT_REPLICAS && c->mode == TRAIN_MODE_HOGWILD;
+    tr->merge_every = c->merge_every ? c->merge_every : train_merge_every_default(c->batch);
     tr->n_eval_ws = c->threads < EVAL_THREADS_MAX ? c->threads : EVAL_THREADS_MAX;
     tr->dev_ops = c->device;
     tr->dev = c->device ? c->device_handle : NULL;
@@ -1378,6 +1482,7 @@ static int trainer_open(trainer_t *tr, const model_t *m, optimizer_t *opt, param
     atomic_init(&tr->stop_requested, 0);
     atomic_init(&tr->next_eval_samples, tr->cfg.eval_every);
     atomic_init(&tr->diverged, 0);
+    atomic_init(&tr->merge_turn, 0);
     return 0;
 }
 

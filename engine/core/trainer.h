@@ -34,6 +34,29 @@ typedef enum train_mode {
     TRAIN_MODE_SYNC,
 } train_mode_t;
 
+// How hogwild threads share the model.
+//   plain     every step reads and writes the shared parameters, as in the
+//             Hogwild! paper: updates are seen at once, and racing ones may be lost.
+//   replicas  each thread steps on its own replica of the parameters and merges
+//             what it changed into the shared ones every merge_every steps
+//             (engine/core/hogwild_replica.h), the threads taking turns (a thread that
+//             finds another merging goes on and tries at its next step), as
+//             Hogwild++ keeps one replica per cluster of cores: no update is
+//             lost, another thread's are seen after up to about two merge
+//             intervals (and several replicas' corrections of one hot
+//             coordinate add up: docs/engine.md), and between merges no parameter's cache line is
+//             written by two cores (an optimizer's state, momentum or Adagrad
+//             sums, stays shared as in plain). The threads merge before every
+//             evaluation or checkpoint and at the end, so the shared parameters
+//             hold every step taken then; a resumed run's replicas start from
+//             them. With one thread the merged value of a parameter is exactly
+//             its replica's, so the run is bit-identical to plain's at any
+//             merge_every. Single-node runs only (no link, no device).
+typedef enum hogwild_variant {
+    HOGWILD_VARIANT_PLAIN,
+    HOGWILD_VARIANT_REPLICAS,
+} hogwild_variant_t;
+
 // Per-thread counters a distributed run's link reads, one cache line each.
 typedef struct train_thread_progress {
     _Alignas(64) _Atomic uint64_t steps;  // steps this thread has taken
@@ -131,6 +154,8 @@ typedef struct train_config {
     double progress_interval_s; // 0: no progress callbacks
     double clip_grad_norm;      // > 0: each thread's minibatch gradient is scaled down to this L2 norm when
                                 // longer (grad_clip_norm), before it is applied or averaged; CPU only
+    hogwild_variant_t hogwild_variant;  // mode hogwild: see above
+    size_t merge_every;         // replicas: a thread's steps between its merges; 0: train_merge_every_default
     const train_link_t *link;   // distributed runs only (borrowed); NULL otherwise
     // Where the steps run. NULL: on the CPU threads. Else on a device (--device
     // cuda: engine/gpu/gpu_device.h): one host thread (threads = 1, mode
@@ -213,6 +238,16 @@ int train_fresh(const model_t *m, const optimizer_config_t *oc, const train_conf
                 const train_callbacks_t *cb, train_result_t *out, float *final_w, char *err, size_t err_len);
 
 const char *train_mode_name(train_mode_t mode);
+const char *hogwild_variant_name(hogwild_variant_t v);
+
+// The replicas variant's merge interval when train_config.merge_every is 0,
+// in steps of `batch` examples: a thread merges after about
+// TRAIN_MERGE_EXAMPLES examples, and at least every step. A merge walks the
+// whole model: on sparse logistic regression over 100,000 features, 2048
+// examples between merges left two threads 1.5x one thread's rate, 8192 1.9x
+// at the same median accuracy (docs/benchmarks.md).
+#define TRAIN_MERGE_EXAMPLES 8192
+size_t train_merge_every_default(size_t batch);
 
 // The examples a hogwild or locked thread steps through, in its order,
 // reproduced away from the thread: for a distributed replica's communication
