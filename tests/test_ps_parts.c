@@ -43,6 +43,17 @@
 #define RUN_ID 0x7e57000051ad0002ull
 #define TIMEOUT_MS 5000  // every wait; only reached when something is broken
 
+// A worker's client that resends nothing before TIMEOUT_MS: the counts this
+// file checks (pulls answered, bytes) are exact only without retries, and
+// under a loaded machine a request can wait past the default retry interval
+// (a quarter of the timeout, at most 1 s) and be answered twice.
+static ps_client_t *client_new(void *ctx, uint32_t worker, const char *const *endpoints, size_t n_shards,
+                               size_t n_params, char *err, size_t err_len) {
+    ps_client_t *c = ps_client_new(ctx, RUN_ID, worker, endpoints, n_shards, n_params, 0, TIMEOUT_MS, err, err_len);
+    if (c) ps_client_set_retry_ms(c, TIMEOUT_MS);
+    return c;
+}
+
 static ps_config_t config(size_t n_shards, size_t shard, size_t n_params, size_t n_workers) {
     ps_config_t c = server_test_config(RUN_ID, n_shards, n_params, n_workers);
     c.shard = shard;
@@ -114,8 +125,8 @@ static void test_parts_match_whole(void *ctx, server_optimizer_t opt) {
     const char *ep_parted[A_SHARDS], *ep_plain[A_SHARDS];
     start_shards(ctx, &cfg, init, parted, ep_parted);
     start_shards(ctx, &cfg, init, plain, ep_plain);
-    ps_client_t *cp = ps_client_new(ctx, RUN_ID, 0, ep_parted, A_SHARDS, A_N, 0, TIMEOUT_MS, err, sizeof err);
-    ps_client_t *cw = ps_client_new(ctx, RUN_ID, 0, ep_plain, A_SHARDS, A_N, 0, TIMEOUT_MS, err, sizeof err);
+    ps_client_t *cp = client_new(ctx, 0, ep_parted, A_SHARDS, A_N, err, sizeof err);
+    ps_client_t *cw = client_new(ctx, 0, ep_plain, A_SHARDS, A_N, err, sizeof err);
     CHECK(cp && cw);
     CHECK_OK(ps_client_set_push_part(cp, A_PART, err, sizeof err), err);
     CHECK_OK(ps_client_set_push_part(cw, 0, err, sizeof err), err);
@@ -183,8 +194,8 @@ static void test_bsp_parts(void *ctx) {
     start_shards(ctx, &cfg, init, &plain, &ep_plain);
     ps_client_t *cp[W], *cw[W];
     for (uint32_t w = 0; w < W; w++) {
-        cp[w] = ps_client_new(ctx, RUN_ID, w, &ep_parted, 1, N, 0, TIMEOUT_MS, err, sizeof err);
-        cw[w] = ps_client_new(ctx, RUN_ID, w, &ep_plain, 1, N, 0, TIMEOUT_MS, err, sizeof err);
+        cp[w] = client_new(ctx, w, &ep_parted, 1, N, err, sizeof err);
+        cw[w] = client_new(ctx, w, &ep_plain, 1, N, err, sizeof err);
         CHECK(cp[w] && cw[w]);
         CHECK_OK(ps_client_set_push_part(cp[w], 1000, err, sizeof err), err);
     }
@@ -252,8 +263,8 @@ static void test_bsp_round_in_ranges(void *ctx) {
     start_shards(ctx, &cfg, init, &plain, &ep_plain);
     ps_client_t *cr[W], *cw[W];
     for (uint32_t w = 0; w < W; w++) {
-        cr[w] = ps_client_new(ctx, RUN_ID, w, &ep_ranged, 1, N, 0, TIMEOUT_MS, err, sizeof err);
-        cw[w] = ps_client_new(ctx, RUN_ID, w, &ep_plain, 1, N, 0, TIMEOUT_MS, err, sizeof err);
+        cr[w] = client_new(ctx, w, &ep_ranged, 1, N, err, sizeof err);
+        cw[w] = client_new(ctx, w, &ep_plain, 1, N, err, sizeof err);
         CHECK(cr[w] && cw[w]);
     }
     for (int r = 0; r < ROUNDS; r++) {
@@ -571,7 +582,7 @@ static void test_client_resends_parts(void *ctx) {
     CHECK(zmq_getsockopt(f.r, ZMQ_LAST_ENDPOINT, ep, &len) == 0);
     CHECK(pthread_create(&f.tid, NULL, fake_shard_main, &f) == 0);
     const char *eps[1] = {ep};
-    ps_client_t *c = ps_client_new(ctx, RUN_ID, 0, eps, 1, G_N, 0, TIMEOUT_MS, err, sizeof err);
+    ps_client_t *c = client_new(ctx, 0, eps, 1, G_N, err, sizeof err);
     if (!c) {
         fprintf(stderr, "ps_client_new: %s\n", err);
         exit(1);
@@ -652,7 +663,7 @@ static void test_replicated(void *ctx) {
     CHECK_OK(ps_replica_await_backup(rp, primary.s, err, sizeof err), err);
     server_thread_start(&primary);
     const char *ep = ps_server_endpoint(primary.s);
-    ps_client_t *c = ps_client_new(ctx, RUN_ID, 0, &ep, 1, N, 0, TIMEOUT_MS, err, sizeof err);
+    ps_client_t *c = client_new(ctx, 0, &ep, 1, N, err, sizeof err);
     CHECK(c != NULL);
     CHECK_OK(ps_client_set_push_part(c, PART, err, sizeof err), err);
     for (int r = 0; r < PUSHES; r++) {
