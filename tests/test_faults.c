@@ -53,9 +53,14 @@ typedef struct run {
 
 // The flags every process of the run gets.
 static int common_args(const run_t *r, const char **a) {
+    // 2 ms a step: longer than a pull's round trip on a slow build. ASP and SSP
+    // workers pull in the background, so a step reads parameters as old as
+    // the round trip is long in steps: at 0.5 ms under TSan the servers saw
+    // staleness 17.5 and 19.9 clocks on average (9.4 and 8.0 at 2 ms), and a
+    // CI run's ASP model ended at loss 0.644, short of the bound below.
     const char *common[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--servers", "1",
                             "--workers", "3", "--threads", "1", "--eval-every", "300",
-                            "--delay-worker", "0:0.5,1:0.5,2:0.5", "--heartbeat-ms", "100", "--retry-ms", "200",
+                            "--delay-worker", "0:2,1:2,2:2", "--heartbeat-ms", "100", "--retry-ms", "200",
                             "--timeout-ms", "30000", "--run-id", "4242", "--quiet", NULL};
     int n = 0;
     for (const char *const *c = common; *c; c++) a[n++] = *c;
@@ -373,7 +378,7 @@ static void launch_restarts_worker(void) {
     snprintf(err_path, sizeof err_path, "%s.err", rd);
     const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
                        "--workers", "3", "--sync", "ssp", "--staleness", "2", "--epochs", "3", "--eval-every", "300",
-                       "--delay-worker", "0:0.5,1:0.5,2:0.5", "--heartbeat-ms", "100", "--worker-timeout", WORKER_TIMEOUT,
+                       "--delay-worker", "0:2,1:2,2:2", "--heartbeat-ms", "100", "--worker-timeout", WORKER_TIMEOUT,
                        "--retry-ms", "200", "--restart-workers", "1", "--quiet", "--run-dir", rd, NULL};
     pid_t launcher = proc_start(a, out, err_path);
     char csv[450];
