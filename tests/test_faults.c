@@ -199,11 +199,14 @@ static char *check_accounting(const run_t *r, int dead_worker, int restarted_wor
 // The model learned: a worker's evaluation of the global model. On this data
 // (a 300-example test set, 45% positive) the untrained model scores 0.45 with
 // loss ln 2 = 0.693, and no constant predictor beats 0.55 / 0.688. Measured
-// (4 runs of each case, 3 of them side by side): SSP 0.820-0.833 (loss
-// 0.448-0.449), BSP with a restarted worker 0.767-0.777 (0.503-0.505), ASP
-// 0.763-0.837 (0.420-0.472), BSP with a resumed server 0.763-0.773
-// (0.503-0.506). The bounds sit more than 0.1 under the worst run and at
-// least 0.1 better than the untrained model on both counts.
+// at 0.5 ms a step, before pulls went to the background (4 runs of each
+// case, 3 of them side by side): SSP 0.820-0.833 (loss 0.448-0.449), BSP
+// with a restarted worker 0.767-0.777 (0.503-0.505), ASP 0.763-0.837
+// (0.420-0.472), BSP with a resumed server 0.763-0.773 (0.503-0.506); at
+// 2 ms, one run under TSan with two busy loops beside it: 0.833 (0.4486),
+// 0.770 (0.5030), 0.837 (0.4150), 0.767 (0.5049). The bounds sit more than
+// 0.1 under the worst run and at least 0.1 better than the untrained model
+// on both counts.
 static void check_learned(const char *worker_json) {
     double acc = proc_json_number(worker_json, NULL, "global_test_accuracy");
     double loss = proc_json_number(worker_json, NULL, "global_test_loss");
