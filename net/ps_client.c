@@ -1067,6 +1067,7 @@ int ps_client_pull_pending(const ps_client_t *c) { return c->pull_started > 0.0;
 // The pull in flight is answered: its counts, and the client free for another.
 static void pull_done(ps_client_t *c, uint64_t *min_clock) {
     c->pull_out = NULL;
+    c->pull_values = NULL;
     finish_requests(c);
     c->stats.pulls++;
     c->stats.pull_flight_s += mono_clock_s() - c->pull_started;
@@ -1115,10 +1116,13 @@ int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *v
     return ps_client_pull_keys_at(c, 0, keys, n, values, err, err_len);
 }
 
-int ps_client_pull_keys_at(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
-                           char *err, size_t err_len) {
+int ps_client_pull_keys_start(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
+                              char *err, size_t err_len) {
+    if (c->pull_started > 0.0) {
+        snprintf(err, err_len, "worker %u: a pull was started while another was in flight", c->worker);
+        return -1;
+    }
     if (check_indices(c, keys, n, "pull key", err, err_len) != 0) return -1;
-    double t0 = mono_clock_s();
     size_t pos = 0;
     for (size_t k = 0; k < c->n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
@@ -1135,17 +1139,15 @@ int ps_client_pull_keys_at(ps_client_t *c, uint64_t need_clock, const uint32_t *
         memcpy(zmq_msg_data(&frame), keys + first, (pos - first) * sizeof(uint32_t));
         if (start_request(c, k, REQUEST_PULL, h, &frame, err, err_len) != 0) return -1;
     }
-    if (pos != n) {
-        snprintf(err, err_len, "worker: pull key %u is not strictly ascending or not below %zu", keys[pos], c->n_params);
-        return -1;
-    }
     c->pull_values = values;
-    int rc = pump(c, all_answered, "pulling keys", err, err_len);
-    c->pull_values = NULL;
-    finish_requests(c);
-    c->stats.pulls++;
-    c->stats.pull_wait_s += mono_clock_s() - t0;
-    return rc;
+    c->pull_started = mono_clock_s();
+    return 0;
+}
+
+int ps_client_pull_keys_at(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
+                           char *err, size_t err_len) {
+    if (ps_client_pull_keys_start(c, need_clock, keys, n, values, err, err_len) != 0) return -1;
+    return ps_client_pull_finish(c, NULL, err, err_len);
 }
 
 int ps_client_wait_acks(ps_client_t *c, char *err, size_t err_len) {

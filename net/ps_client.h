@@ -174,6 +174,12 @@ int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *v
 // under SSP.
 int ps_client_pull_keys_at(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
                            char *err, size_t err_len);
+// The same in the background, as ps_client_pull_start: looked at with
+// ps_client_pull_poll, waited for with ps_client_pull_finish (whose *min_clock
+// is what the values stand for). keys and values are the caller's again once
+// it is done.
+int ps_client_pull_keys_start(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
+                              char *err, size_t err_len);
 
 // Waits until every push sent has been acknowledged.
 int ps_client_wait_acks(ps_client_t *c, char *err, size_t err_len);

@@ -368,6 +368,50 @@ static void test_asp_sgd(void *ctx) {
     cluster_destroy(&cl);
 }
 
+// A keyed pull in the background: answered with the values the servers held
+// when they answered it, with a push sent while it is in flight (applied
+// once, seen by the next pull); one pull at a time.
+static void test_keys_in_background(void *ctx) {
+    char err[256];
+    float init[A_N], want[A_N];
+    random_values(init, A_N, 13, 1);
+    memcpy(want, init, sizeof want);
+    ps_config_t cfg = config(2, A_N, 1, SYNC_MODE_ASP);
+    cluster_t cl;
+    cluster_start(&cl, ctx, &cfg, init);
+    ps_client_t *c = client(ctx, 0, &cl, A_N);
+    static const uint32_t keys[] = {0, 3, 10, 500, 501, 600, 999, 1000};
+    enum { NK = sizeof keys / sizeof keys[0] };
+    float kv[NK];
+    uint64_t min_clock = 99;
+    CHECK_OK(ps_client_pull_keys_start(c, 0, keys, NK, kv, err, sizeof err), err);
+    CHECK(ps_client_pull_pending(c));
+    static const uint32_t idx[] = {3, 999};
+    static const float val[] = {2.0f, -0.5f};
+    CHECK_OK(ps_client_push_sparse(c, idx, val, 2, 0, 1, 0, err, sizeof err), err);
+    CHECK(ps_client_pull_keys_start(c, 0, keys, NK, kv, err, sizeof err) == -1);
+    CHECK(strstr(err, "another was in flight") != NULL);
+    CHECK_OK(ps_client_pull_finish(c, &min_clock, err, sizeof err), err);
+    CHECK(!ps_client_pull_pending(c) && min_clock == 0);
+    for (size_t k = 0; k < NK; k++) CHECK(memcmp(&kv[k], &want[keys[k]], sizeof(float)) == 0);  // before the push
+    CHECK_OK(ps_client_wait_acks(c, err, sizeof err), err);
+    for (size_t k = 0; k < 2; k++) want[idx[k]] = want[idx[k]] - cfg.lr * val[k];
+    CHECK_OK(ps_client_pull_keys_start(c, 1, keys, NK, kv, err, sizeof err), err);
+    int done = 0;
+    while (!done) CHECK_OK(ps_client_pull_poll(c, &done, &min_clock, err, sizeof err), err);
+    CHECK(min_clock == 1);
+    for (size_t k = 0; k < NK; k++) CHECK(memcmp(&kv[k], &want[keys[k]], sizeof(float)) == 0);
+    ps_client_stats_t cs;
+    ps_client_get_stats(c, &cs);
+    CHECK(cs.pulls == 2 && cs.pushes_acked == 2);
+    CHECK_OK(ps_client_bye(c, err, sizeof err), err);
+    ps_client_destroy(&c);
+    cluster_join_returned(&cl);
+    CHECK_BITS(ps_server_values(cl.st[0].s), want, 501, "shard 0 after the push");
+    cluster_destroy(&cl);
+    printf("keyed pull in the background: ok\n");
+}
+
 static void test_asp_adagrad(void *ctx) {
     char err[256];
     const float lr = 0.5f, eps = 1e-6f;
@@ -1448,6 +1492,7 @@ int main(void) {
     CHECK(ctx != NULL);
     test_asp_sgd(ctx);
     test_asp_adagrad(ctx);
+    test_keys_in_background(ctx);
     test_exactly_once(ctx);
     test_bsp(ctx);
     test_bsp_bye_completes_round(ctx);

@@ -136,6 +136,10 @@ static void check(size_t threads, size_t rank, size_t ranks) {
         }
         uneven += o.len % c.batch != 0;
         size_t n;
+        // One epoch behind the last asked for is still there; two are not.
+        uint64_t back = 2 * o.per_epoch;  // epoch 2's first step, after epoch 3's
+        const uint32_t *ex = train_order_step(&o, back, &n);
+        CHECK(ex && n == mine->count[back] && memcmp(ex, mine->ex + back * mine->batch, n * sizeof *ex) == 0);
         CHECK(train_order_step(&o, 0, &n) == NULL && n == 0);  // it only goes forward
         checked++;
         steps += mine->steps;

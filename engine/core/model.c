@@ -21,6 +21,21 @@ size_t model_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, ui
     return m->ops->sparse_keys ? m->ops->sparse_keys(m, idx, count, mark, keys) : 0;
 }
 
+size_t model_feature_rows_keys(const sparse_dataset_t *d, const uint32_t *idx, size_t count, size_t width,
+                               size_t dim, uint8_t *mark, uint32_t *keys) {
+    size_t n = 0;
+    for (size_t r = 0; r < count; r++) {
+        for (size_t p = d->row_ptr[idx[r]]; p < d->row_ptr[idx[r] + 1]; p++) {
+            uint32_t f = d->col[p];
+            if (f >= dim || mark[f]) continue;
+            mark[f] = 1;
+            for (size_t i = 0; i < width; i++) keys[n++] = (uint32_t)(f * width + i);
+        }
+    }
+    for (size_t j = 0; j < n; j += width) mark[keys[j] / width] = 0;
+    return n;
+}
+
 void model_layout(const model_t *m, model_layout_t *out) {
     memset(out, 0, sizeof *out);
     if (m->ops->layout) m->ops->layout(m, out);

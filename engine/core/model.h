@@ -79,10 +79,12 @@ size_t model_num_params(const model_t *m);
 size_t model_num_train(const model_t *m);
 size_t model_num_test(const model_t *m);
 int model_grad_is_dense(const model_t *m);
-// Models with a sparse part and a dense part (embmlp) keep the sparse part
-// first: parameters [0, S) are rows a step touches only for its examples'
-// features, [S, n) are used by every step. S, or 0 for models without such a
-// split (the whole of a linear model or mf is sparse, an mlp dense).
+// Models read by key keep their sparse block first: parameters [0, S) are
+// rows a step reads only for its examples (a linear model's weights, mf's
+// factors, a sparse mlp's or embmlp's first layer), [S, n) are read by every
+// step (biases, dense layers). S, or 0 for a dense model. A model whose S is
+// below n has a sparse and a dense part (--sync hybrid takes those with a
+// registry split, model_registry.h).
 size_t model_num_sparse_params(const model_t *m);
 // The sparse parameters examples idx[0..count) touch, each once, in no
 // particular order, written to keys (room for model_num_sparse_params); mark

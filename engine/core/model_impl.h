@@ -36,6 +36,13 @@ typedef struct model_ops {
     size_t (*sparse_keys)(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys);
 } model_ops_t;
 
+// A sparse_keys for models whose block [0, S) is one row of `width`
+// parameters per feature of a sparse dataset, feature f at [f*width,
+// (f+1)*width): the rows of examples idx[0..count) of d, features from `dim`
+// on (none in the training set) left out. mark has a byte per row.
+size_t model_feature_rows_keys(const sparse_dataset_t *d, const uint32_t *idx, size_t count, size_t width,
+                               size_t dim, uint8_t *mark, uint32_t *keys);
+
 // Every workspace starts with this header.
 typedef struct model_ws_header {
     const model_ops_t *ops;

@@ -376,7 +376,8 @@ int train_order_init(train_order_t *o, const train_config_t *c, size_t n_train, 
     thread_shard(c, n_train, thread, &begin, &end);
     o->len = end - begin;
     o->data = malloc((o->len ? o->len : 1) * sizeof *o->data);
-    if (!all || !o->data) {
+    o->prev = malloc((o->len ? o->len : 1) * sizeof *o->prev);
+    if (!all || !o->data || !o->prev) {
         free(all);
         train_order_free(o);
         snprintf(err, err_len, "trainer: out of memory for a thread's order of %zu examples", n_train);
@@ -394,21 +395,24 @@ int train_order_init(train_order_t *o, const train_config_t *c, size_t n_train, 
 
 void train_order_free(train_order_t *o) {
     free(o->data);
-    o->data = NULL;
+    free(o->prev);
+    o->data = o->prev = NULL;
 }
 
 const uint32_t *train_order_step(train_order_t *o, uint64_t step, size_t *count) {
     *count = 0;
     if (o->per_epoch == 0) return NULL;
     uint64_t epoch = step / o->per_epoch;
-    if (o->epoch != UINT64_MAX && epoch < o->epoch) return NULL;
+    int behind = o->epoch != UINT64_MAX && o->epoch > 0 && epoch == o->epoch - 1;
+    if (o->epoch != UINT64_MAX && epoch < o->epoch && !behind) return NULL;
     while (o->epoch == UINT64_MAX || o->epoch < epoch) {
+        memcpy(o->prev, o->data, o->len * sizeof *o->data);
         rng_shuffle_u32(&o->rng, o->data, o->len);  // what the thread's epoch_begin draws
         o->epoch = o->epoch == UINT64_MAX ? 0 : o->epoch + 1;
     }
     size_t pos = (size_t)(step % o->per_epoch) * o->batch;
     *count = o->len - pos < o->batch ? o->len - pos : o->batch;
-    return o->data + pos;
+    return (behind ? o->prev : o->data) + pos;
 }
 
 // ---- hogwild and locked ----

@@ -257,6 +257,7 @@ size_t train_merge_every_default(size_t batch);
 // rank among ranks) on n_train examples. Returns 0, or -1 with err filled.
 typedef struct train_order {
     uint32_t *data;    // (len) the thread's examples in the order of epoch `epoch`
+    uint32_t *prev;    // (len) and in the order of the epoch before it (if any)
     size_t len, batch, per_epoch;
     uint64_t epoch;    // the epoch data is in; UINT64_MAX before the first
     rng_t rng;         // the thread's shuffles, as its loop draws them
@@ -266,8 +267,9 @@ int train_order_init(train_order_t *o, const train_config_t *c, size_t n_train, 
 void train_order_free(train_order_t *o);
 // The examples of the thread's step `step` (counted from the run's start,
 // earlier epochs' steps included): *count of them, at a pointer valid until
-// the next call. A step in an epoch before the one last asked for is not
-// available (NULL, *count 0): the order only goes forward.
+// the next call. The order goes forward, keeping one epoch behind: a step in
+// an epoch before the one before the last asked for is not available (NULL,
+// *count 0).
 const uint32_t *train_order_step(train_order_t *o, uint64_t step, size_t *count);
 
 #endif

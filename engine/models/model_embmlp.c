@@ -179,18 +179,7 @@ static void embmlp_predict(const model_t *m, const param_t *w, size_t begin, siz
 static size_t embmlp_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark,
                                  uint32_t *keys) {
     const embmlp_model_t *e = (const embmlp_model_t *)m;
-    const sparse_dataset_t *d = e->train;
-    size_t n = 0;
-    for (size_t r = 0; r < count; r++) {
-        for (size_t p = d->row_ptr[idx[r]]; p < d->row_ptr[idx[r] + 1]; p++) {
-            uint32_t f = d->col[p];
-            if (mark[f]) continue;
-            mark[f] = 1;
-            for (size_t i = 0; i < e->k; i++) keys[n++] = (uint32_t)(f * e->k + i);
-        }
-    }
-    for (size_t j = 0; j < n; j += e->k) mark[keys[j] / e->k] = 0;
-    return n;
+    return model_feature_rows_keys(e->train, idx, count, e->k, e->dim, mark, keys);
 }
 
 static void embmlp_destroy(model_t *m) { free(m); }

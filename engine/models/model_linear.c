@@ -218,6 +218,12 @@ static void linear_layout(const model_t *m, model_layout_t *out) {
     out->sparse_train = lm->train;
 }
 
+static size_t linear_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark,
+                                 uint32_t *keys) {
+    const linear_model_t *lm = (const linear_model_t *)m;
+    return model_feature_rows_keys(lm->train, idx, count, 1, lm->dim, mark, keys);
+}
+
 static const model_ops_t linear_ops = {
     .describe = linear_describe,
     .num_params = linear_num_params,
@@ -235,6 +241,7 @@ static const model_ops_t linear_ops = {
     .has_grad_one_scale = linear_has_grad_one_scale,
     .grad_one_scale = linear_grad_one_scale,
     .sgd_apply_one_scale = linear_sgd_apply_one_scale,
+    .sparse_keys = linear_sparse_keys,
 };
 
 model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, const sparse_dataset_t *test,
@@ -274,6 +281,7 @@ model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, con
     lm->train = train;
     lm->test = test;
     lm->dim = train->dim;
+    lm->base.sparse_params = train->dim;  // the weights; the bias is read by every step
     lm->l2 = (float)l2;
     return &lm->base;
 }

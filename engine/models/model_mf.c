@@ -145,6 +145,22 @@ static void mf_layout(const model_t *m, model_layout_t *out) {
     out->ratings_train = mf->train;
 }
 
+// The factor rows of the ratings' users and items; mark has a byte per row.
+static size_t mf_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys) {
+    const mf_model_t *mf = (const mf_model_t *)m;
+    size_t n = 0;
+    for (size_t r = 0; r < count; r++) {
+        size_t rows[2] = {mf->train->user[idx[r]], mf->n_users + mf->train->item[idx[r]]};
+        for (size_t j = 0; j < 2; j++) {
+            if (mark[rows[j]]) continue;
+            mark[rows[j]] = 1;
+            for (size_t k = 0; k < mf->rank; k++) keys[n++] = (uint32_t)(rows[j] * mf->rank + k);
+        }
+    }
+    for (size_t j = 0; j < n; j += mf->rank) mark[keys[j] / mf->rank] = 0;
+    return n;
+}
+
 static const model_ops_t mf_ops = {
     .describe = mf_describe,
     .num_params = mf_num_params,
@@ -158,6 +174,7 @@ static const model_ops_t mf_ops = {
     .destroy = mf_destroy,
     .layout = mf_layout,
     .sgd_step_one = mf_sgd_step_one,
+    .sparse_keys = mf_sparse_keys,
 };
 
 model_t *model_new_mf(const ratings_t *train, const ratings_t *test, size_t rank, double l2, char *err,
@@ -200,6 +217,7 @@ model_t *model_new_mf(const ratings_t *train, const ratings_t *test, size_t rank
     mf->n_items = n_items;
     mf->mean = (float)(sum / (double)train->n);
     mf->l2 = (float)l2;
+    mf->base.sparse_params = (n_users + n_items) * rank;  // every factor row is read by key
     return &mf->base;
 }
 

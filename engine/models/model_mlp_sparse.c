@@ -299,6 +299,13 @@ static void smlp_layout(const model_t *m, model_layout_t *out) {
     out->sparse_train = mm->train;
 }
 
+// W0's rows of the examples' features.
+static size_t smlp_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark,
+                               uint32_t *keys) {
+    const smlp_model_t *mm = (const smlp_model_t *)m;
+    return model_feature_rows_keys(mm->train, idx, count, mm->width[1], mm->width[0], mark, keys);
+}
+
 static const model_ops_t smlp_ops = {
     .describe = smlp_describe,
     .num_params = smlp_num_params,
@@ -312,6 +319,7 @@ static const model_ops_t smlp_ops = {
     .destroy = smlp_destroy,
     .layout = smlp_layout,
     .loss_grad_apply = smlp_loss_grad_apply,
+    .sparse_keys = smlp_sparse_keys,
 };
 
 // The same classes: the same labels, or for a set without labels (generated:
@@ -385,6 +393,7 @@ model_t *model_new_mlp_sparse(const sparse_dataset_t *train, const sparse_datase
     }
     mm->num_params = at;
     mm->dense_start = mm->b_offset[0];
+    mm->base.sparse_params = mm->dense_start;  // W0, one row per feature
     for (size_t i = 0; i < train->n; i++) {
         size_t nnz = train->row_ptr[i + 1] - train->row_ptr[i];
         if (nnz > mm->max_row_nnz) mm->max_row_nnz = nnz;
