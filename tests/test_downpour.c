@@ -99,12 +99,12 @@ static void check_replicas_agree(const char *rd, int workers) {
 // steps per push times its pushes is its steps, and the run's mean is all
 // workers' steps over all their pushes; the threads' wait is the bound's
 // share plus the bytes'.
-static void check_periods(const char *rd, const char *summary, double push_every, double fetch_every) {
+static void check_periods(const char *rd, const char *summary, int workers, double push_every, double fetch_every) {
     const char *push = launch_section(summary, "steps_per_push"), *pull = launch_section(summary, "steps_per_pull");
     CHECK(push && pull);
     CHECK(launch_field(push, "requested") == push_every && launch_field(pull, "requested") == fetch_every);
     double steps = 0, pushes = 0, pulls = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < workers; k++) {
         char path[400];
         snprintf(path, sizeof path, "%s/worker-%d.json", rd, k);
         char *w = launch_slurp(path);
@@ -177,7 +177,7 @@ static void check_staleness(void) {
         // of a run above loss 0.56.
         CHECK(acc >= 0.504 + LEARNED_MARGIN);
         CHECK(loss <= 0.693 - LEARNED_MARGIN);
-        check_periods(rd, s, 10, 10);
+        check_periods(rd, s, 3, 10, 10);
         const char *config = launch_section(s, "config");
         CHECK(launch_field(config, "train_examples") == 27000.0);  // 30,000 generated, 10% held out
         CHECK(strstr(config, runs[r].bound ? "\"staleness\":" : "\"staleness\":null"));
@@ -193,6 +193,38 @@ static void check_staleness(void) {
         free(server);
         free(s);
     }
+}
+
+// ---- a model read by key moves its working set ---------------------------------
+
+// logreg with a million weights (4 MB), 20 features per example: the workers
+// pull the keys their next steps read and push the keys they wrote, never
+// the whole model but at the join and for the final evaluation. ssp with
+// bound 0 makes every round wait for a pull, so there are many.
+static void check_working_set(void) {
+    const double model_bytes = 4.0 * (1000000 + 1);
+    char *rd = run_dir("working-set");
+    const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=4000,dim=1000000,nnz=20", "--servers",
+                       "2", "--workers", "2", "--sync", "ssp", "--staleness", "0", "--push-every", "10",
+                       "--fetch-every", "10", "--quiet", "--run-dir", rd, NULL};
+    CHECK(launch_run(a) == 0);
+    char *s = summary_of(rd);
+    CHECK(launch_field(launch_section(s, "staleness_clocks"), "max") == 0.0);
+    CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
+    check_periods(rd, s, 2, 10, 10);
+    for (int k = 0; k < 2; k++) {
+        char path[400];
+        snprintf(path, sizeof path, "%s/worker-%d.json", rd, k);
+        char *w = launch_slurp(path);
+        double pulls = launch_field(w, "pulls"), in = launch_field(w, "bytes_in"), out = launch_field(w, "bytes_out");
+        printf("working set: worker %d pulled %g times, %.0f bytes in, %.0f out (the model: %.0f)\n", k, pulls, in, out,
+               model_bytes);
+        CHECK(pulls >= 10);               // 90 rounds of 10 steps, each waiting for the one before it
+        CHECK(in < 3.0 * model_bytes);    // the join's and the final evaluation's whole pulls, and keys
+        CHECK(out < 1.0 * model_bytes);   // the first push compares every key, but sends what changed
+        free(w);
+    }
+    free(s);
 }
 
 // ---- the launch says when its workers mostly waited ----------------------------
@@ -319,6 +351,7 @@ int main(void) {
         free(sum);
     }
     check_staleness();
+    check_working_set();
     check_wait_hint();
     check_failure_named();
     check_interrupt();

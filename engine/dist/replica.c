@@ -242,7 +242,7 @@ static void link_init(replica_t *r, train_config_t *tc) {
 // The dense part's bits (the whole model when it has no sparse part):
 // replicas that apply the same updates report the same checksum.
 static void dense_checksum(replica_t *r, replica_stats_t *stats) {
-    size_t S = model_num_sparse_params(r->model);
+    size_t S = r->ps_n < r->n ? r->ps_n : 0;  // hybrid: the sparse part is the servers
     for (size_t j = S; j < r->n; j++) r->pulled[j - S] = param_get(&r->w[j]);
     stats->dense_checksum = wire_checksum(r->pulled, (r->n - S) * sizeof(float), 0);
 }
@@ -333,6 +333,9 @@ static void replica_free(replica_t *r) {
     free(r->base);
     free(r->pulled);
     free(r->idx);
+    working_set_free(&r->ws);
+    free(r->push_keys);
+    free(r->pull_keys);
     free(r->val);
     if (!r->rc->shm) free(r->ring_buf);
     free(r->progress);

@@ -11,6 +11,7 @@
 #include "engine/dist/sync_strategy.h"
 #include "datasets/storage/counter_file.h"  // defines: counter_file_t
 #include "engine/dist/worker_checkpoint.h"  // defines: worker_ckpt_t
+#include "engine/dist/working_set.h"  // defines: working_set_t
 #include "net/compress.h"   // defines: compressor_t, ef_residual_t
 #include "net/ps_client.h"  // defines: ps_client_t
 #include "net/ps_heartbeat.h"  // defines: ps_heartbeat_t
@@ -82,6 +83,16 @@ struct replica {
     uint64_t pulled_at_steps;  // the replica's steps when the last pull was answered
     // The periods achieved: steps (all threads') between pushes and between pulls.
     staleness_hist_t steps_per_push, steps_per_pull;
+    // A model read by key moves its working set only (working_set.h): pushes
+    // send the keys the steps wrote, pulls bring the keys the next steps read.
+    int by_key;
+    working_set_t ws;
+    uint32_t *push_keys;      // (n) the keys a push compares
+    uint32_t *pull_keys;      // (n) the keys of the pull in flight, pull_n of them
+    size_t pull_n;
+    uint64_t window_sent;     // the step (per thread) the pull in flight's keys reach
+    uint64_t keys_allowance;  // ssp: the steps whose keys were pulled at a clock the bound accepts
+    int scanned_once;         // the first push compares every key (a resumed update may hold any)
     // hybrid (strategy_hybrid.c).
     uint32_t *keys;   // (ps_n) the sparse rows a round reads
     uint8_t *mark;    // (ps_n) scratch for model_sparse_keys

@@ -126,6 +126,30 @@ static int write_dense_frames(replica_t *r, const float *snap, float inv_lr) {
     return changed;
 }
 
+// By key: the change at each key the steps since the last push may have
+// written (the first push compares every key), into r->idx / r->val in key
+// order. Returns how many changed.
+static size_t push_by_key(replica_t *r, float inv_lr) {
+    size_t nk = working_set_pushed(&r->ws, r->push_keys);
+    const uint32_t *keys = r->push_keys;
+    if (!r->scanned_once) {
+        for (size_t j = 0; j < r->n; j++) r->push_keys[j] = (uint32_t)j;
+        nk = r->n;
+        r->scanned_once = 1;
+    }
+    size_t nnz = 0;
+    for (size_t i = 0; i < nk; i++) {
+        uint32_t j = keys[i];
+        float cur = param_get(&r->w[j]);
+        if (cur != r->base[j]) {
+            r->idx[nnz] = j;
+            r->val[nnz++] = (r->base[j] - cur) * inv_lr;
+            r->base[j] = cur;
+        }
+    }
+    return nnz;
+}
+
 // Pushes what the replica learned since its last push: (base - w) / lr per
 // coordinate, the sum of the gradients its SGD steps applied. With
 // skip_if_empty, nothing is sent when nothing changed.
@@ -146,7 +170,12 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     float inv_lr = 1.0f / r->lr;
     const float *snap = NULL;  // the GPU's parameters, copied to the host
     if (r->gpu && !(snap = gpu_model_snapshot(r->gpu, r->err, sizeof r->err))) return -1;
-    if (!r->sparse && r->comp) {
+    if (r->by_key) {
+        size_t nnz = push_by_key(r, inv_lr);
+        if (skip_if_empty && nnz == 0) return 0;
+        if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, steps_aux, 0, r->err, sizeof r->err) != 0)
+            return -1;
+    } else if (!r->sparse && r->comp) {
         int changed = 0;
         for (size_t j = 0; j < r->n; j++) {
             float cur = snap ? snap[j] : param_get(&r->w[j]);
@@ -196,6 +225,18 @@ static int rebase(replica_t *r, uint64_t need, uint64_t min_clock, uint64_t span
             r->base[j] = r->pulled[j];
         }
         if (gpu_model_add_delta(r->gpu, r->err, sizeof r->err) != 0) return -1;
+    } else if (r->by_key) {
+        for (size_t i = 0; i < r->pull_n; i++) {
+            uint32_t j = r->pull_keys[i];
+            float cur = param_get(&r->w[j]);
+            param_set(&r->w[j], r->pulled[i] + (cur - r->base[j]));
+            r->base[j] = r->pulled[i];
+        }
+        // The steps up to the window read keys as new as min_clock; those
+        // before it, keys an earlier pull brought.
+        uint64_t allowed = allowance_for(min_clock, r->read_bound, r->quota);
+        if (allowed > r->window_sent) allowed = r->window_sent;
+        if (allowed > r->keys_allowance) r->keys_allowance = allowed;
     } else {
         for (size_t j = 0; j < r->n; j++) {
             float cur = param_get(&r->w[j]);
@@ -214,11 +255,36 @@ static int rebase(replica_t *r, uint64_t need, uint64_t min_clock, uint64_t span
     return 0;
 }
 
+static uint64_t gate_lead(const replica_t *r, uint64_t min_steps);
+static void threads_progress(const replica_t *r, uint64_t *min_steps, uint64_t *total);
+
+// By key: the keys the threads' next steps read, from each one's step now to
+// a common end: past the steps this pull's answer allows (ssp), and ahead by
+// the steps a round trip takes plus a fetch period, so that the threads find
+// their keys fresh when they get there.
+static int pull_keys_send(replica_t *r, uint64_t need) {
+    uint64_t min_steps, total, max_steps = 0;
+    threads_progress(r, &min_steps, &total);
+    for (size_t t = 0; t < r->threads; t++) {
+        uint64_t s = atomic_load_explicit(&r->progress[t].steps, memory_order_relaxed);
+        if (s > max_steps) max_steps = s;
+    }
+    uint64_t fetch = r->rc->fetch_every / r->threads;
+    uint64_t end = max_steps + gate_lead(r, min_steps == UINT64_MAX ? max_steps : min_steps) + (fetch ? fetch : 1);
+    if (r->read_bound != STALENESS_INFINITE) {
+        uint64_t allowed = allowance_for(need, r->read_bound, r->quota);
+        if (allowed != UINT64_MAX && allowed > end) end = allowed;
+    }
+    r->pull_n = working_set_window(&r->ws, end, r->pull_keys, &r->window_sent);
+    return ps_client_pull_keys_start(r->client, need, r->pull_keys, r->pull_n, r->pulled, r->err, sizeof r->err);
+}
+
 // Sends a pull in the background (ps_client_pull_start): the global model,
 // answered once every live worker has pushed `need` rounds. The threads
 // train on while it is in flight; pull_landed rebases on its answer.
 static int pull_send(replica_t *r, uint64_t need) {
-    if (ps_client_pull_start(r->client, need, r->pulled, r->err, sizeof r->err) != 0) return -1;
+    if (r->by_key ? pull_keys_send(r, need) != 0 : ps_client_pull_start(r->client, need, r->pulled, r->err, sizeof r->err) != 0)
+        return -1;
     r->pull_need = need;
     r->pull_span = TRACE_BEGIN();
     r->pull_sent_s = replica_now_s();
@@ -308,8 +374,10 @@ static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t 
         }
     }
     // The slowest worker had pushed g_read rounds when the local copy was last rebased.
-    if (r->read_bound != STALENESS_INFINITE)
-        atomic_store_explicit(&r->allowance, allowance_for(r->g_read, r->read_bound, quota), memory_order_release);
+    if (r->read_bound != STALENESS_INFINITE) {
+        uint64_t allowed = r->by_key ? r->keys_allowance : allowance_for(r->g_read, r->read_bound, quota);
+        atomic_store_explicit(&r->allowance, allowed, memory_order_release);
+    }
     return worked;
 }
 
@@ -406,6 +474,20 @@ static int downpour_alloc(replica_t *r, char *err, size_t err_len) {
     return 0;
 }
 
+// Whether the model moves by key (a sparse block, on the CPU, its updates
+// not compressed as a dense vector), and its working set if so; every key
+// is as new as the join's pull.
+static int by_key_begin(replica_t *r, const train_config_t *tc, char *err, size_t err_len) {
+    r->by_key = working_set_applies(r->model) && !r->gpu && (r->sparse || !r->comp);
+    if (!r->by_key) return 0;
+    r->push_keys = malloc(r->n * sizeof *r->push_keys);
+    r->pull_keys = malloc(r->n * sizeof *r->pull_keys);
+    if (!r->push_keys || !r->pull_keys) return replica_out_of_memory(r, err, err_len);
+    if (working_set_init(&r->ws, r->model, tc, r->progress, err, err_len) != 0) return -1;
+    r->keys_allowance = allowance_for(r->g_read, r->read_bound, r->quota);
+    return 0;
+}
+
 static int downpour_begin(replica_t *r, train_config_t *tc, const train_callbacks_t **cb, char *err,
                           size_t err_len) {
     (void)cb;
@@ -416,6 +498,7 @@ static int downpour_begin(replica_t *r, train_config_t *tc, const train_callback
     uint64_t steps = replica_steps(r);
     r->steps_pushed = steps > r->resumed_unpushed ? steps - r->resumed_unpushed : 0;
     atomic_store(&r->allowance, allowance_for(r->g_read, r->read_bound, r->quota));
+    if (by_key_begin(r, tc, err, err_len) != 0) return -1;
     // Each thread's first window starts at its first step; none has started.
     for (size_t t = 0; t < r->threads; t++) {
         r->win[t].first = atomic_load(&r->progress[t].steps);
