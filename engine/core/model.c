@@ -18,7 +18,11 @@ int model_grad_is_dense(const model_t *m) { return m->grad_dense; }
 size_t model_num_sparse_params(const model_t *m) { return m->sparse_params; }
 
 size_t model_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys) {
-    return m->ops->sparse_keys ? m->ops->sparse_keys(m, idx, count, mark, keys) : 0;
+    return m->ops->sparse_keys ? m->ops->sparse_keys(m, 0, idx, count, mark, keys) : 0;
+}
+
+size_t model_sparse_test_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys) {
+    return m->ops->sparse_keys ? m->ops->sparse_keys(m, 1, idx, count, mark, keys) : 0;
 }
 
 size_t model_feature_rows_keys(const sparse_dataset_t *d, const uint32_t *idx, size_t count, size_t width,

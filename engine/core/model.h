@@ -91,6 +91,8 @@ size_t model_num_sparse_params(const model_t *m);
 // is scratch of model_num_sparse_params bytes, all zero, and left so. Returns
 // how many; 0 for models without a sparse part.
 size_t model_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys);
+// The same for test examples idx[0..count): what evaluating them reads.
+size_t model_sparse_test_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys);
 metric_kind_t model_metric(const model_t *m);
 // Floating-point operations of one forward+backward pass over one example, as counted
 // for throughput reports (2 per multiply-add of the matrix products).

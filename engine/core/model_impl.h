@@ -33,7 +33,9 @@ typedef struct model_ops {
     double (*grad_one_scale)(const model_t *m, const param_t *w, uint32_t example, float *scale);
     void (*sgd_apply_one_scale)(const model_t *m, param_t *w, uint32_t example, float scale, float lr);
     // Optional: the sparse parameters some examples touch (see model.h).
-    size_t (*sparse_keys)(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys);
+    // of_test: idx are test examples.
+    size_t (*sparse_keys)(const model_t *m, int of_test, const uint32_t *idx, size_t count, uint8_t *mark,
+                          uint32_t *keys);
 } model_ops_t;
 
 // A sparse_keys for models whose block [0, S) is one row of `width`

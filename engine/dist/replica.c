@@ -133,6 +133,14 @@ static int rejoin_position(const replica_t *r, train_config_t *tc, train_positio
     return 0;
 }
 
+// A fresh worker (the servers gave it clock 0; not resuming a checkpoint) of
+// a model read by key, exchanging with the servers only (asp, ssp, bsp):
+// every shard started from the seeded model this worker makes itself.
+static int starts_from_seed(const replica_t *r) {
+    return r->clock == 0 && !(r->rc->ckpt && r->rc->ckpt->resume) && model_num_sparse_params(r->model) > 0 &&
+           r->strategy->servers && !r->strategy->ring;
+}
+
 // Joins the servers: the client (and its heartbeats), the model they hold
 // (the part they hold), and the clock they give this worker, from which a
 // rejoining worker goes on.
@@ -150,14 +158,22 @@ static int join_servers_now(replica_t *r, void *zmq_ctx, uint64_t init_seed, tra
                                           rc->heartbeat_ms, err, err_len);
         if (!r->heartbeat) return -1;
     }
-    uint64_t min_clock;
-    if (ps_client_pull(r->client, 0, r->pulled, &min_clock, err, err_len) != 0) return -1;
-    // What the servers do not hold (hybrid's dense part) starts where every replica's does, from the seed.
-    if (r->ps_n < r->n) model_init_params(r->model, r->w, init_seed);
-    for (size_t j = 0; j < r->ps_n; j++) param_set(&r->w[j], r->pulled[j]);
-    memcpy(r->base, r->pulled, r->ps_n * sizeof *r->base);
-    r->g_read = min_clock;
     r->clock = ps_client_join_clock(r->client);
+    if (starts_from_seed(r)) {
+        // The servers' version 0, which a worker of a model read by key need
+        // not pull: its pulls bring the keys its steps read.
+        model_init_params(r->model, r->w, init_seed);
+        params_read(r->w, r->n, r->base);
+        r->g_read = 0;
+    } else {
+        uint64_t min_clock;
+        if (ps_client_pull(r->client, 0, r->pulled, &min_clock, err, err_len) != 0) return -1;
+        // What the servers do not hold (hybrid's dense part) starts where every replica's does, from the seed.
+        if (r->ps_n < r->n) model_init_params(r->model, r->w, init_seed);
+        for (size_t j = 0; j < r->ps_n; j++) param_set(&r->w[j], r->pulled[j]);
+        memcpy(r->base, r->pulled, r->ps_n * sizeof *r->base);
+        r->g_read = min_clock;
+    }
     stats->start_clock = r->clock;
     return r->clock > 0 ? rejoin_position(r, tc, start, err, err_len) : 0;
 }
@@ -358,6 +374,7 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     memset(stats, 0, sizeof *stats);
     replica_t r;
     if (replica_init(&r, rc, m, oc, tc_in, err, err_len) != 0) return -1;
+    r.keep_model = final_w != NULL;
     const sync_strategy_t *s = r.strategy;
     train_config_t tc = *tc_in;
     tc.mode = s->train_mode;

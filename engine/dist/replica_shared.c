@@ -47,20 +47,39 @@ int replica_push_encoded(replica_t *r, const float *g, uint32_t aux, int bsp) {
     return ps_client_push_commit(r->client, r->clock, aux, bsp, r->err, sizeof r->err);
 }
 
+// The servers' model into global: by key, what evaluating the first `limit`
+// test examples reads (the rest left 0: no evaluation reads it); else, or
+// when the model is to be kept (keep_model), all of it, into r->pulled too.
+static int pull_global(replica_t *r, param_t *global, size_t limit, char *err, size_t err_len) {
+    uint64_t min_clock;
+    if (!r->by_key || r->keep_model) {
+        if (ps_client_pull(r->client, 0, r->pulled, &min_clock, err, err_len) != 0) return -1;
+        for (size_t j = 0; j < r->n; j++) param_set(&global[j], r->pulled[j]);
+        return 0;
+    }
+    uint32_t *examples = malloc((limit ? limit : 1) * sizeof *examples);
+    if (!examples) return replica_out_of_memory(r, err, err_len);
+    for (size_t i = 0; i < limit; i++) examples[i] = (uint32_t)i;
+    size_t nk = working_set_test_keys(&r->ws, examples, limit, r->pull_keys);
+    free(examples);
+    if (ps_client_pull_keys_at(r->client, 0, r->pull_keys, nk, r->pulled, err, err_len) != 0) return -1;
+    for (size_t j = 0; j < r->n; j++) param_set(&global[j], 0.0f);
+    for (size_t i = 0; i < nk; i++) param_set(&global[r->pull_keys[i]], r->pulled[i]);
+    return 0;
+}
+
 int replica_evaluate_global(replica_t *r, const train_result_t *out, replica_stats_t *stats, char *err,
                             size_t err_len) {
     (void)out;
-    uint64_t min_clock;
-    if (ps_client_pull(r->client, 0, r->pulled, &min_clock, err, err_len) != 0) return -1;
     param_t *global = params_new(r->n, err, err_len);
     model_ws_t *ws = global ? model_ws_new(r->model, 1, err, err_len) : NULL;
-    if (!ws) {
+    size_t limit = model_num_test(r->model);
+    if (r->eval_limit && r->eval_limit < limit) limit = r->eval_limit;
+    if (!ws || pull_global(r, global, limit, err, err_len) != 0) {
+        model_ws_destroy(&ws);
         params_free(&global);
         return -1;
     }
-    for (size_t j = 0; j < r->n; j++) param_set(&global[j], r->pulled[j]);
-    size_t limit = model_num_test(r->model);
-    if (r->eval_limit && r->eval_limit < limit) limit = r->eval_limit;
     eval_sums_t sums = {0.0, 0.0, 0};
     model_evaluate(r->model, global, 0, limit, ws, &sums);
     stats->global_test_loss = sums.count ? sums.loss_sum / (double)sums.count : NAN;

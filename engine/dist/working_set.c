@@ -85,11 +85,19 @@ static void radix_sort(uint32_t *keys, uint32_t *tmp, size_t n) {
     if (from != keys) memcpy(keys, from, n * sizeof *keys);
 }
 
-size_t working_set_keys(working_set_t *ws, const uint32_t *examples, size_t count, uint32_t *keys) {
-    size_t nk = model_sparse_keys(ws->model, examples, count, ws->mark, keys);
+// Sparse keys[0..nk) sorted, then the dense part after them.
+static size_t with_dense_part(working_set_t *ws, size_t nk, uint32_t *keys) {
     radix_sort(keys, ws->sort_tmp, nk);
     for (size_t j = ws->key_n; j < ws->n; j++) keys[nk++] = (uint32_t)j;
     return nk;
+}
+
+size_t working_set_keys(working_set_t *ws, const uint32_t *examples, size_t count, uint32_t *keys) {
+    return with_dense_part(ws, model_sparse_keys(ws->model, examples, count, ws->mark, keys), keys);
+}
+
+size_t working_set_test_keys(working_set_t *ws, const uint32_t *examples, size_t count, uint32_t *keys) {
+    return with_dense_part(ws, model_sparse_test_keys(ws->model, examples, count, ws->mark, keys), keys);
 }
 
 // Appends the examples of steps [from, to) of order o; 0 when they would not fit.

@@ -176,10 +176,10 @@ static void embmlp_predict(const model_t *m, const param_t *w, size_t begin, siz
     for (size_t row = begin; row < end; row++) out[row - begin] = forward(e, e->test, row, w, (embmlp_ws_t *)wsp);
 }
 
-static size_t embmlp_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark,
+static size_t embmlp_sparse_keys(const model_t *m, int of_test, const uint32_t *idx, size_t count, uint8_t *mark,
                                  uint32_t *keys) {
     const embmlp_model_t *e = (const embmlp_model_t *)m;
-    return model_feature_rows_keys(e->train, idx, count, e->k, e->dim, mark, keys);
+    return model_feature_rows_keys(of_test ? e->test : e->train, idx, count, e->k, e->dim, mark, keys);
 }
 
 static void embmlp_destroy(model_t *m) { free(m); }

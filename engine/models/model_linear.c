@@ -218,10 +218,10 @@ static void linear_layout(const model_t *m, model_layout_t *out) {
     out->sparse_train = lm->train;
 }
 
-static size_t linear_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark,
+static size_t linear_sparse_keys(const model_t *m, int of_test, const uint32_t *idx, size_t count, uint8_t *mark,
                                  uint32_t *keys) {
     const linear_model_t *lm = (const linear_model_t *)m;
-    return model_feature_rows_keys(lm->train, idx, count, 1, lm->dim, mark, keys);
+    return model_feature_rows_keys(of_test ? lm->test : lm->train, idx, count, 1, lm->dim, mark, keys);
 }
 
 static const model_ops_t linear_ops = {

@@ -146,11 +146,13 @@ static void mf_layout(const model_t *m, model_layout_t *out) {
 }
 
 // The factor rows of the ratings' users and items; mark has a byte per row.
-static size_t mf_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark, uint32_t *keys) {
+static size_t mf_sparse_keys(const model_t *m, int of_test, const uint32_t *idx, size_t count, uint8_t *mark,
+                             uint32_t *keys) {
     const mf_model_t *mf = (const mf_model_t *)m;
+    const ratings_t *d = of_test ? mf->test : mf->train;
     size_t n = 0;
     for (size_t r = 0; r < count; r++) {
-        size_t rows[2] = {mf->train->user[idx[r]], mf->n_users + mf->train->item[idx[r]]};
+        size_t rows[2] = {d->user[idx[r]], mf->n_users + d->item[idx[r]]};
         for (size_t j = 0; j < 2; j++) {
             if (mark[rows[j]]) continue;
             mark[rows[j]] = 1;

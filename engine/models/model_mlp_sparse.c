@@ -300,10 +300,10 @@ static void smlp_layout(const model_t *m, model_layout_t *out) {
 }
 
 // W0's rows of the examples' features.
-static size_t smlp_sparse_keys(const model_t *m, const uint32_t *idx, size_t count, uint8_t *mark,
+static size_t smlp_sparse_keys(const model_t *m, int of_test, const uint32_t *idx, size_t count, uint8_t *mark,
                                uint32_t *keys) {
     const smlp_model_t *mm = (const smlp_model_t *)m;
-    return model_feature_rows_keys(mm->train, idx, count, mm->width[1], mm->width[0], mark, keys);
+    return model_feature_rows_keys(of_test ? mm->test : mm->train, idx, count, mm->width[1], mm->width[0], mark, keys);
 }
 
 static const model_ops_t smlp_ops = {
