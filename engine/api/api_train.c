@@ -6,7 +6,7 @@
 
 #include "asgd/train.h"
 #include "engine/api/api_job.h"     // defines: api_argv_t
-#include "engine/cli/launch_job.h"  // defines: launch_job_run
+#include "engine/run/launch_job.h"  // defines: launch_job_run
 #include "engine/cli/train_job.h"   // defines: train_job_run
 
 static asgd_point_t point_of(const train_point_t *p) {

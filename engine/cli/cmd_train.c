@@ -9,18 +9,19 @@
 #include <unistd.h>
 
 #include "engine/cli/commands.h"
-#include "engine/cli/dist.h"         // defines: dist_check_writable_dir, dist_check_writable_file
+#include "engine/run/dist.h"         // defines: dist_check_writable_dir, dist_check_writable_file
 #include "engine/core/train_checkpoint.h"  // defines: train_checkpoint_save, train_checkpoint_load
 #include "engine/data/data_source.h"  // defines: data_bundle_load
 #include "engine/core/flags.h"        // defines: flags_parse
 #include "engine/core/json_writer.h"  // defines: json_*
 #include "engine/core/model.h"        // defines: model_describe
-#include "engine/cli/model_file.h"   // defines: model_file_info_of, model_file_write
+#include "engine/run/model_file.h"   // defines: model_file_info_of, model_file_write
 #include "engine/core/optimizer.h"    // defines: optimizer_new
 #include "engine/core/params.h"       // defines: params_new, params_read
 #include "engine/core/run_report.h"   // defines: run_report_new, run_report_callbacks
 #include "engine/sim/simulate.h"     // defines: simulate_config_t, simulate_fresh
-#include "engine/cli/train_args.h"   // defines: train_args_t, train_args_build, train_args_checkpoint_flag
+#include "engine/cli/train_help.h"  // defines: train_args_command
+#include "engine/run/train_args.h"   // defines: train_args_t, train_args_build, train_args_checkpoint_flag
 #include "engine/cli/train_job.h"    // defines: train_job_outcome_t
 #include "engine/core/trainer.h"      // defines: train_run
 #include "kernels/blas_runtime.h"  // defines: blas_core_name

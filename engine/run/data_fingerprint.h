@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_DATA_FINGERPRINT_H
-#define ASGD_ENGINE_CLI_DATA_FINGERPRINT_H
+#ifndef ASGD_ENGINE_RUN_DATA_FINGERPRINT_H
+#define ASGD_ENGINE_RUN_DATA_FINGERPRINT_H
 // A data set's fingerprint: the sum, modulo 2^64, of a 64-bit hash of each
 // example — its label and its contents bit for bit (a sparse example's
 // indices and values, an image's pixels, a rating's user, item and value).

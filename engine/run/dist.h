@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_DIST_H
-#define ASGD_ENGINE_CLI_DIST_H
+#ifndef ASGD_ENGINE_RUN_DIST_H
+#define ASGD_ENGINE_RUN_DIST_H
 // The processes of a distributed run: their flags, and what one rank does.
 //
 // Every process gets the same training flags (train_args.h) and the same
@@ -15,7 +15,7 @@
 #include "engine/core/flags.h"       // defines: flag_spec_t
 #include "engine/core/json_writer.h" // defines: json_writer_t
 #include "staleness/histogram.h"  // defines: staleness_hist_t
-#include "engine/cli/train_args.h"  // defines: train_args_t
+#include "engine/run/train_args.h"  // defines: train_args_t
 #include "net/compress.h"       // defines: compress_spec_t
 #include "staleness/sync_mode.h"  // defines: sync_mode_t
 
@@ -162,13 +162,23 @@ typedef struct dist_role_args {
 // Sets the defaults and writes the flag table into specs[0..DIST_ROLE_N_FLAGS); returns its length.
 size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs);
 // After flags_parse: the checks across flags (training, distributed, scaling).
-// Returns 0, or 2 after printing a usage error prefixed with command.
-int dist_role_finish(dist_role_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command);
+// Returns 0, or 2 with the usage error, prefixed with command, in err.
+int dist_role_check(dist_role_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command, char *err,
+                    size_t err_len);
 
 // Runs one process of the run: loads the data, builds the model, meets the
 // others at the coordinator (first hosting it, bound at host_bind, when that is
 // not NULL), and serves or trains until the run ends. Returns the exit status.
 int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist_args_t *d, const char *host_bind);
+
+// What a joiner (--join --run-dir DIR, no --coordinator) reads from DIR/join,
+// which asgd launch writes (owner-only: it may hold the run's secret key).
+typedef struct dist_join_file {
+    char coordinator[300], pub[64], sec[64];
+} dist_join_file_t;
+// Fills d's coordinator, run id and launch keys from DIR/join (jf holds the
+// strings). Returns 0, or 2 with err naming --join --run-dir and the file.
+int dist_join_file_read(dist_args_t *d, dist_join_file_t *jf, char *err, size_t err_len);
 
 // Creates a run directory and any missing parents (like mkdir -p). Returns 0,
 // or -1 with err naming the directory that could not be made.

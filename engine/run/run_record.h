@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_RUN_RECORD_H
-#define ASGD_ENGINE_CLI_RUN_RECORD_H
+#ifndef ASGD_ENGINE_RUN_RUN_RECORD_H
+#define ASGD_ENGINE_RUN_RUN_RECORD_H
 // Result records: what each process of a distributed run hands to whoever
 // merges the run directory (asgd launch, rank 0 under a cluster launcher, the
 // ps-lite scheduler). Beside its JSON for people, each process writes

@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_LAUNCH_CURVE_H
-#define ASGD_ENGINE_CLI_LAUNCH_CURVE_H
+#ifndef ASGD_ENGINE_RUN_LAUNCH_CURVE_H
+#define ASGD_ENGINE_RUN_LAUNCH_CURVE_H
 // The global model's curve of a finished distributed run, assembled by
 // `asgd launch` from its run directory, and merged.csv written from it.
 //
@@ -11,7 +11,7 @@
 //                     evaluation); samples counted over all workers.
 #include <stddef.h>
 
-#include "engine/cli/dist.h"  // defines: dist_args_t, CURVE_N_COLUMNS
+#include "engine/run/dist.h"  // defines: dist_args_t, CURVE_N_COLUMNS
 
 typedef struct curve_point {
     double v[CURVE_N_COLUMNS];  // dist_curve_columns; NaN: empty

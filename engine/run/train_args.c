@@ -1,5 +1,5 @@
 // Training-job flags shared by every command that trains (train_args.h).
-#include "engine/cli/train_args.h"
+#include "engine/run/train_args.h"
 
 #include <errno.h>
 #include <math.h>
@@ -136,45 +136,16 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
     return n;
 }
 
-// Whether spec is one of a's model-flag slots (train_args_flags' tail).
-static int is_model_flag(const train_args_t *a, const flag_spec_t *spec) {
+int train_args_is_model_flag(const train_args_t *a, const flag_spec_t *spec) {
     for (size_t k = 0; k < MODEL_REGISTRY_MAX_FLAGS; k++)
         if (spec->target == (const void *)&a->model_flag_text[k] || spec->target == (const void *)&a->model_flag_bool[k])
             return 1;
     return 0;
 }
 
-static const char *data_kind_text(const model_descriptor_t *d) {
+const char *train_args_data_kind_text(const model_descriptor_t *d) {
     if (d->data == DATA_KIND_DENSE && d->create_sparse) return "dense images, or sparse features (libsvm, CSV)";
     return d->data == DATA_KIND_DENSE ? "dense images" : d->data == DATA_KIND_SPARSE ? "sparse features (libsvm, CSV)" : "ratings";
-}
-
-void train_args_print_help(FILE *out, const train_args_t *a, const char *command, const char *usage,
-                           const char *description, const flag_spec_t *specs, size_t n_specs) {
-    if (flags_help_hooked()) {  // asgd help --man/--completion: every flag, the models' included
-        flags_print_help(out, command, usage, description, specs, n_specs);
-        return;
-    }
-    flag_spec_t *shared = malloc((n_specs ? n_specs : 1) * sizeof *shared);
-    size_t n = 0;
-    for (size_t i = 0; shared && i < n_specs; i++)
-        if (!is_model_flag(a, &specs[i])) shared[n++] = specs[i];
-    flags_print_help(out, command, usage, description, shared ? shared : specs, shared ? n : n_specs);
-    free(shared);
-    fprintf(out, "\nmodels (--model M), each with its defaults and its own flags:\n");
-    for (size_t i = 0; i < model_registry_count(); i++) {
-        const model_descriptor_t *d = model_registry_at(i);
-        fprintf(out, "  %-10s %s\n", d->name, d->summary ? d->summary : "");
-        fprintf(out, "  %-10s data: %s (default --data %s); measured by %s%s\n", "", data_kind_text(d),
-                d->defaults.data, d->metric == METRIC_KIND_RMSE ? "test RMSE (--target-rmse)" : "test accuracy (--target-acc)",
-                d->gpu ? "" : "; CPU only");
-        fprintf(out, "  %-10s defaults: --lr %g --batch %zu --l2 %g\n", "", d->defaults.lr, d->defaults.batch,
-                d->defaults.l2);
-        model_options_t scratch;
-        flag_spec_t own[MODEL_MAX_FLAGS];
-        model_options_init(d, &scratch, own);
-        flags_print_specs(out, "    ", own, d->n_flags);
-    }
 }
 
 flags_status_t train_args_parse(train_args_t *a, const char *command, flag_spec_t *specs, size_t n_specs, int argc,
@@ -223,21 +194,6 @@ int train_args_write_run_config(const train_args_t *a, const char *dir, char *er
     return train_args_write_given(a, "asgd launch", path, err, err_len);
 }
 
-int train_args_command(train_args_t *a, const char *command, const char *usage, const char *description,
-                       flag_spec_t *specs, size_t n_specs, int argc, char **argv) {
-    char err[512];
-    flags_status_t st = train_args_parse(a, command, specs, n_specs, argc, argv, err, sizeof err);
-    if (st == FLAGS_STATUS_HELP) {
-        train_args_print_help(stdout, a, command, usage, description, specs, n_specs);
-        return 0;
-    }
-    if (st == FLAGS_STATUS_ERROR) {
-        fprintf(stderr, "%s\n", err);
-        return 2;
-    }
-    return -1;
-}
-
 // Every model's own flags from their text: the chosen model's into
 // a->model_opts, the others' into scratch (so that a bad value is refused
 // whichever model is chosen, as for any flag). Returns 0, or -1 with err.
@@ -253,7 +209,7 @@ static int model_flags_finish(train_args_t *a, const flag_spec_t *specs, size_t 
         for (size_t k = 0; k < d->n_flags; k++) {
             const flag_spec_t *given = flags_find(specs, n_specs, own[k].name);
             if (!given || !given->seen) continue;
-            if (!is_model_flag(a, given)) {
+            if (!train_args_is_model_flag(a, given)) {
                 snprintf(err, err_len, "%s: model %s: its flag --%s has a training flag's name", command, d->name,
                          own[k].name);
                 return -1;
@@ -307,7 +263,7 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
     }
     if (a->data_dir && d->data != DATA_KIND_DENSE) {
         snprintf(err, err_len, "%s: --data-dir: %s reads %s from --data; --data-dir applies to models on dense images",
-                 command, d->name, data_kind_text(d));
+                 command, d->name, train_args_data_kind_text(d));
         return 2;
     }
     if (a->stop_at_target && isnan(a->target_acc) && isnan(a->target_rmse)) {

@@ -1,10 +1,10 @@
-// The startup line every command that trains prints (commands.h).
+// The startup line every command that trains shows (banner.h).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli/commands.h"
+#include "engine/run/banner.h"
 #include "kernels/blas_runtime.h"  // defines: blas_describe
 #include "kernels/cuda_info.h"     // defines: cuda_device_summary
 
@@ -20,10 +20,10 @@ void cuda_banner_part(char *out, size_t out_len, int details) {
     else snprintf(out, out_len, "%s", strstr(summary, "not built") ? "no GPU (CUDA not built)" : "no GPU");
 }
 
-void print_banner(FILE *out, const char *command) {
+void banner_line(char *out, size_t out_len, const char *command) {
     char blas[256], cuda[256];
     blas_describe(blas, sizeof blas);
     cuda_banner_part(cuda, sizeof cuda, cuda_details_wanted());
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    fprintf(out, "asgd %s %s | %s | %ld CPUs | %s\n", ASGD_VERSION, command, blas, cpus, cuda);
+    snprintf(out, out_len, "asgd %s %s | %s | %ld CPUs | %s", ASGD_VERSION, command, blas, cpus, cuda);
 }

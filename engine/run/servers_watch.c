@@ -1,5 +1,5 @@
 // A worker's watch on the servers' end (servers_watch.h).
-#include "engine/cli/servers_watch.h"
+#include "engine/run/servers_watch.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/cli/run_record.h"  // defines: run_record_path
+#include "engine/run/run_record.h"  // defines: run_record_path
 
 // Whether shard k's record is there, of this run.
 static int record_of_run(const servers_watch_t *w, size_t k) {

@@ -1,5 +1,5 @@
 // Data sets' fingerprints (data_fingerprint.h).
-#include "engine/cli/data_fingerprint.h"
+#include "engine/run/data_fingerprint.h"
 
 #include <string.h>
 

@@ -1,13 +1,13 @@
 // Result records (run_record.h): one writer and one reader per kind, both
 // driven by the field tables below.
-#include "engine/cli/run_record.h"
+#include "engine/run/run_record.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli/dist.h"  // defines: dist_file_open, dist_file_close
+#include "engine/run/dist.h"  // defines: dist_file_open, dist_file_close
 
 static const char magic[8] = {'A', 'S', 'G', 'D', 'R', 'S', 'L', 'T'};
 #define HEADER_BYTES 32

@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_TRAIN_ARGS_H
-#define ASGD_ENGINE_CLI_TRAIN_ARGS_H
+#ifndef ASGD_ENGINE_RUN_TRAIN_ARGS_H
+#define ASGD_ENGINE_RUN_TRAIN_ARGS_H
 // The flags that describe one training job (model, data, optimizer, threads,
 // evaluation), shared by `asgd train` and by every process of a distributed
 // run, so that all of them build the same model from the same data.
@@ -85,12 +85,10 @@ int train_args_write_given(const train_args_t *a, const char *command, const cha
 const char *train_args_checkpoint_flag(const train_args_t *a);
 // asgd launch's copy: DIR/config.
 int train_args_write_run_config(const train_args_t *a, const char *dir, char *err, size_t err_len);
-// flags_command for a command whose flags include train_args_flags': its
-// --help lists the shared flags, then each model with its own flags.
-int train_args_command(train_args_t *a, const char *command, const char *usage, const char *description,
-                       flag_spec_t *specs, size_t n_specs, int argc, char **argv);
-void train_args_print_help(FILE *out, const train_args_t *a, const char *command, const char *usage,
-                           const char *description, const flag_spec_t *specs, size_t n_specs);
+// Whether spec is one of a's model-flag slots (train_args_flags' tail).
+int train_args_is_model_flag(const train_args_t *a, const flag_spec_t *spec);
+// The data a model reads, in words: "dense images", "sparse features (libsvm, CSV)", ...
+const char *train_args_data_kind_text(const model_descriptor_t *d);
 // After parsing: per-model defaults and checks across flags. Returns 0, or 2
 // with the usage error, prefixed with `command`, in err.
 int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command, char *err,

@@ -1,5 +1,5 @@
 // Model files (model_file.h; the layout in docs/model_file.md).
-#include "engine/cli/model_file.h"
+#include "engine/run/model_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "engine/cli/data_fingerprint.h"       // defines: data_fingerprint
+#include "engine/run/data_fingerprint.h"       // defines: data_fingerprint
 
 #define KIND_BYTES 16
 _Static_assert(MODEL_NAME_MAX < KIND_BYTES, "a model's name fits the kind field");

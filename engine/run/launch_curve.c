@@ -1,5 +1,5 @@
 // The global model's curve of a finished run (launch_curve.h).
-#include "engine/cli/launch_curve.h"
+#include "engine/run/launch_curve.h"
 
 #include <math.h>
 #include <stdio.h>

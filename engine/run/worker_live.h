@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_WORKER_LIVE_H
-#define ASGD_ENGINE_CLI_WORKER_LIVE_H
+#ifndef ASGD_ENGINE_RUN_WORKER_LIVE_H
+#define ASGD_ENGINE_RUN_WORKER_LIVE_H
 // A worker's live counts for asgd launch's progress line: RUN_DIR/worker-K.live
 // holds one line — samples trained, samples/s, training seconds — rewritten in
 // place at every progress tick of the worker's trainer (every 0.5 s) and at

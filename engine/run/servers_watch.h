@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_SERVERS_WATCH_H
-#define ASGD_ENGINE_CLI_SERVERS_WATCH_H
+#ifndef ASGD_ENGINE_RUN_SERVERS_WATCH_H
+#define ASGD_ENGINE_RUN_SERVERS_WATCH_H
 // A worker's watch on the servers' end. A worker the servers evicted
 // (silent past --worker-timeout: stopped, swapped out, cut off) may come back
 // after they finished the run — every other worker gone — and then waits for

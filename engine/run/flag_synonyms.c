@@ -1,5 +1,5 @@
 // Other names of asgd's flags (flag_synonyms.h).
-#include "engine/cli/flag_synonyms.h"
+#include "engine/run/flag_synonyms.h"
 
 #include <stdio.h>
 #include <string.h>

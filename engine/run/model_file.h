@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_MODEL_FILE_H
-#define ASGD_ENGINE_CLI_MODEL_FILE_H
+#ifndef ASGD_ENGINE_RUN_MODEL_FILE_H
+#define ASGD_ENGINE_RUN_MODEL_FILE_H
 // Model files: what --save-model writes and `asgd predict` / `asgd eval` read.
 // A file names the model's kind (its name in the model registry, whose
 // descriptor describes and rebuilds it), the shapes that rebuild it, its class labels

@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_FLAG_SYNONYMS_H
-#define ASGD_ENGINE_CLI_FLAG_SYNONYMS_H
+#ifndef ASGD_ENGINE_RUN_FLAG_SYNONYMS_H
+#define ASGD_ENGINE_RUN_FLAG_SYNONYMS_H
 // Other names asgd's flags answer to: the names users bring from PyTorch's
 // examples, scikit-learn and Vowpal Wabbit (--batch-size, --learning-rate,
 // --max-iter, --passes, ...). The one table; flags_find takes them

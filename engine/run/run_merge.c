@@ -1,5 +1,6 @@
 // A distributed run's directory merged (run_merge.h).
-#include "engine/cli/run_merge.h"
+#include "engine/run/run_merge.h"
+#include "engine/run/run_output.h"  // defines: run_say, run_results
 
 #include <math.h>
 #include <stdio.h>
@@ -7,10 +8,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli/launch_curve.h"  // defines: global_curve_load, global_curve_write_merged
-#include "engine/cli/model_file.h"    // defines: model_file_join, model_file_write
-#include "engine/cli/run_record.h"    // defines: run_record_read_worker, run_record_read_server
-#include "engine/cli/worker_live.h"   // defines: worker_live_path
+#include "engine/run/launch_curve.h"  // defines: global_curve_load, global_curve_write_merged
+#include "engine/run/model_file.h"    // defines: model_file_join, model_file_write
+#include "engine/run/run_record.h"    // defines: run_record_read_worker, run_record_read_server
+#include "engine/run/worker_live.h"   // defines: worker_live_path
 #include "engine/core/json_writer.h"  // defines: json_*
 #include "net/ps_client.h"            // defines: ps_push_count_t
 #include "staleness/histogram.h"      // defines: staleness_hist_t
@@ -412,9 +413,10 @@ static int write_summaries(const char *dir, const train_args_t *t, const dist_ar
     if (!f) return -1;
     write_summary(f, dir, t, d, s);
     if (dist_file_close(f, dir, "summary.json", err, err_len) != 0) return -1;
-    if (!with_stdout) return 0;
-    write_summary(stdout, dir, t, d, s);
-    fflush(stdout);
+    FILE *results = run_results();
+    if (!with_stdout || !results) return 0;
+    write_summary(results, dir, t, d, s);
+    fflush(results);
     return 0;
 }
 
@@ -456,14 +458,14 @@ static void say_wait_hint(const train_args_t *t, const dist_args_t *d, const run
     if (!(thread_s > 0) || waited <= 0.25 * thread_s) return;
     double share = 100.0 * waited / thread_s;
     if (d->sync == SYNC_MODE_BSP)
-        fprintf(stderr, "asgd launch: the workers waited %.0f%% of their time for each round's slowest gradient; "
+        run_say("asgd launch: the workers waited %.0f%% of their time for each round's slowest gradient; "
                         "--backup-workers B drops the last B, --sync ssp lets the fast ones run ahead\n", share);
     else if (d->sync == SYNC_MODE_SSP && bound >= waited - bound)
-        fprintf(stderr, "asgd launch: the workers waited %.0f%% of their time (%.1f s) for slower workers, held by "
+        run_say("asgd launch: the workers waited %.0f%% of their time (%.1f s) for slower workers, held by "
                         "the staleness bound; a larger --staleness (now %zu) lets the fast ones run further ahead\n",
                 share, bound, d->staleness);
     else if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP)
-        fprintf(stderr, "asgd launch: the workers waited %.0f%% of their time (%.1f s) for pulls to come back; a "
+        run_say("asgd launch: the workers waited %.0f%% of their time (%.1f s) for pulls to come back; a "
                         "larger --push-every and --fetch-every (now %zu, %zu) make fewer, larger exchanges\n",
                 share, waited - bound, d->push_every, d->fetch_every);
 }
@@ -479,7 +481,7 @@ static void say_period_hint(const train_args_t *t, const dist_args_t *d, const r
     if (!(p.push_mean > 2.0 * (double)d->push_every) && !(p.pull_mean > 2.0 * (double)d->fetch_every)) return;
     char pulled[48] = "did not pull";
     if (!isnan(p.pull_mean)) snprintf(pulled, sizeof pulled, "pulled every %.0f", p.pull_mean);
-    fprintf(stderr, "asgd launch: the workers pushed every %.0f steps and %s on average (asked: --push-every %zu, "
+    run_say("asgd launch: the workers pushed every %.0f steps and %s on average (asked: --push-every %zu, "
                     "--fetch-every %zu): an exchange took longer than that many steps, so they pushed and pulled as "
                     "often as they could, each push carrying every step since the last (summary.json: "
                     "steps_per_push, steps_per_pull)\n",

@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli/dist.h"
+#include "engine/run/dist.h"
 
 static void tmp_path(char *out, size_t len, const char *dir, const char *name) {
     snprintf(out, len, "%s/.%s.tmp", dir, name);

@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_RUN_MERGE_H
-#define ASGD_ENGINE_CLI_RUN_MERGE_H
+#ifndef ASGD_ENGINE_RUN_RUN_MERGE_H
+#define ASGD_ENGINE_RUN_RUN_MERGE_H
 // A distributed run's directory merged into the run's own results, from the
 // result records every process wrote there (run_record.h): staleness.csv,
 // merged.csv (launch_curve.h), summary.json and the global model
@@ -8,9 +8,9 @@
 // mpirun, the ps-lite scheduler, and asgd merge RUN_DIR afterwards.
 #include <stddef.h>
 
-#include "engine/cli/dist.h"        // defines: dist_args_t, dist_role_t
-#include "engine/cli/launch_job.h"  // defines: launch_job_outcome_t
-#include "engine/cli/train_args.h"  // defines: train_args_t
+#include "engine/run/dist.h"        // defines: dist_args_t, dist_role_t
+#include "engine/run/launch_job.h"  // defines: launch_job_outcome_t
+#include "engine/run/train_args.h"  // defines: train_args_t
 
 // What summary.json says that no record holds: the launcher's own figures.
 typedef struct run_merge_info {

@@ -1,5 +1,5 @@
-#ifndef ASGD_ENGINE_CLI_LAUNCH_JOB_H
-#define ASGD_ENGINE_CLI_LAUNCH_JOB_H
+#ifndef ASGD_ENGINE_RUN_LAUNCH_JOB_H
+#define ASGD_ENGINE_RUN_LAUNCH_JOB_H
 // `asgd launch` on this machine for a program: the same flags, processes and
 // run directory, without output on stdout or stderr (the children's lines are
 // not shown; the first failure is the error), and the global model's figures
@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/cli/launch_curve.h"  // defines: curve_point_t, CURVE_* columns
+#include "engine/run/launch_curve.h"  // defines: curve_point_t, CURVE_* columns
 
 typedef struct launch_job_outcome {
     char model[64];             // --model

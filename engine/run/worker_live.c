@@ -1,5 +1,5 @@
 // A worker's live counts (worker_live.h).
-#include "engine/cli/worker_live.h"
+#include "engine/run/worker_live.h"
 
 #include <errno.h>
 #include <fcntl.h>
