@@ -13,10 +13,11 @@
 #include "engine/run/run_merge.h"    // defines: run_merge_dir, run_merge_model, run_merge_missing
 #include "engine/run/run_record.h"   // defines: run_record_path
 #include "net/launch_env.h"          // defines: launch_env_detect
+#include "staleness/sync_mode.h"     // defines: SYNC_MODE_CHOICES
 
 #define ERR_LEN 512
 
-static const char usage[] = "asgd launch [--servers M] [--workers N] [--threads T] [--sync bsp|ssp|asp|allreduce|hybrid|local] [train flags]";
+static const char usage[] = "asgd launch [--servers M] [--workers N] [--threads T] [--sync " SYNC_MODE_CHOICES "] [train flags]";
 static const char description[] =
     "Runs one model with N worker replicas (each T Hogwild threads) and M parameter-server shards.\n"
     "On its own it starts every process on this machine, shows their progress as one view, stops\n"

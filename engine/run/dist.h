@@ -158,7 +158,8 @@ typedef struct dist_role_args {
     size_t id;
     const char *host;  // --host-coordinator ENDPOINT, or NULL
 } dist_role_args_t;
-#define DIST_ROLE_N_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + 6)
+#define DIST_ROLE_OWN_N_FLAGS 6  // --id, --join, --replica, --replica-backup, --host-coordinator, --save-model
+#define DIST_ROLE_N_FLAGS (TRAIN_ARGS_N_FLAGS + DIST_N_FLAGS + DIST_ROLE_OWN_N_FLAGS)
 // Sets the defaults and writes the flag table into specs[0..DIST_ROLE_N_FLAGS); returns its length.
 size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs);
 // After flags_parse: the checks across flags (training, distributed, scaling).

@@ -46,7 +46,7 @@
 
 #define ERR_LEN 512
 
-static const char sync_choices[] = "bsp|ssp|asp|allreduce|hybrid|local";
+static const char sync_choices[] = SYNC_MODE_CHOICES;
 
 void dist_args_defaults(dist_args_t *d) {
     memset(d, 0, sizeof *d);
@@ -90,7 +90,7 @@ int dist_uses_ring(int sync) {
 int dist_without_servers(int sync) { return sync == SYNC_MODE_ALLREDUCE || sync == SYNC_MODE_LOCAL; }
 
 size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
-    const flag_spec_t table[DIST_N_FLAGS] = {
+    const flag_spec_t table[] = {
         {"servers", FLAG_TYPE_SIZE, &d->servers, "M", "parameter-server shards (0 with --sync allreduce and local)", 0, 1024, NULL, 0},
         {"workers", FLAG_TYPE_SIZE, &d->workers, "N", "worker replicas", 1, 4096, NULL, 0},
         {"max-workers", FLAG_TYPE_SIZE, &d->max_workers, "M", "asp, ssp, bsp: room for M workers; ids from --workers to M - 1 may join the running run (asgd worker --join; --workers when not given)", 1, 4096, NULL, 0},
@@ -130,6 +130,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"local-steps", FLAG_TYPE_SIZE, &d->local_steps, "H", "--sync local: each worker takes H steps alone, then the workers average their models by ring allreduce (local SGD)", 1, 1e9, NULL, 0},
         {"lr-scaling", FLAG_TYPE_CHOICE, &d->lr_scaling, "RULE", "multiply --lr and --server-lr by the workers (linear) or its square root (sqrt); with --warmup for large batches", 0, 0, "none|linear|sqrt", 0},
     };
+    _Static_assert(sizeof table / sizeof table[0] == DIST_N_FLAGS, "DIST_N_FLAGS is the table's length");
     memcpy(specs, table, sizeof table);
     return DIST_N_FLAGS;
 }

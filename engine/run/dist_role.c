@@ -167,12 +167,17 @@ size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
     dist_args_defaults(&a->d);
     size_t n = train_args_flags(&a->t, specs, 0);
     n += dist_args_flags(&a->d, specs + n);
-    specs[n++] = (flag_spec_t){"id", FLAG_TYPE_SIZE, &a->id, "K", "this process's shard or worker id", 0, 4096, NULL, 0};
-    specs[n++] = (flag_spec_t){"join", FLAG_TYPE_BOOL, &a->d.join, NULL, "worker: join a running asp/ssp/bsp run with a free id from --workers to --max-workers - 1; with --run-dir of an asgd launch and no --coordinator, the coordinator, run id and keys come from DIR/join", 0, 0, NULL, 0};
-    specs[n++] = (flag_spec_t){"replica", FLAG_TYPE_SIZE, &a->d.replica, "I", "server, with --server-replicas: this process's replica of its shard (asgd launch gives it)", 0, PS_REPLICA_MAX - 1, NULL, 0};
-    specs[n++] = (flag_spec_t){"replica-backup", FLAG_TYPE_BOOL, &a->d.replica_backup, NULL, "server, with --server-replicas: start as a backup that copies the state of its shard's primary", 0, 0, NULL, 0};
-    specs[n++] = (flag_spec_t){"host-coordinator", FLAG_TYPE_STRING, &a->host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0};
-    specs[n++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE", "worker: write its final model to FILE; server: its shard's final values, a part of the model (docs/model_file.md)", 0, 0, NULL, 0};
+    const flag_spec_t own[] = {
+        {"id", FLAG_TYPE_SIZE, &a->id, "K", "this process's shard or worker id", 0, 4096, NULL, 0},
+        {"join", FLAG_TYPE_BOOL, &a->d.join, NULL, "worker: join a running asp/ssp/bsp run with a free id from --workers to --max-workers - 1; with --run-dir of an asgd launch and no --coordinator, the coordinator, run id and keys come from DIR/join", 0, 0, NULL, 0},
+        {"replica", FLAG_TYPE_SIZE, &a->d.replica, "I", "server, with --server-replicas: this process's replica of its shard (asgd launch gives it)", 0, PS_REPLICA_MAX - 1, NULL, 0},
+        {"replica-backup", FLAG_TYPE_BOOL, &a->d.replica_backup, NULL, "server, with --server-replicas: start as a backup that copies the state of its shard's primary", 0, 0, NULL, 0},
+        {"host-coordinator", FLAG_TYPE_STRING, &a->host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0},
+        {"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE", "worker: write its final model to FILE; server: its shard's final values, a part of the model (docs/model_file.md)", 0, 0, NULL, 0},
+    };
+    _Static_assert(sizeof own / sizeof own[0] == DIST_ROLE_OWN_N_FLAGS, "DIST_ROLE_OWN_N_FLAGS is the table's length");
+    memcpy(specs + n, own, sizeof own);
+    n += DIST_ROLE_OWN_N_FLAGS;
     return n;
 }
 
