@@ -45,7 +45,8 @@ static int launch_prepare(run_job_t *j, launch_env_t *env, int argc, char **argv
     // stops here: never a whole local run per process.
     char err[ERR_LEN];
     if (launch_env_detect(env, NULL, NULL, err, sizeof err) != 0 ||
-        (env->kind == LAUNCHER_KIND_PSLITE && run_launch_env_counts(env, &j->d, j->flags, j->n_flags, err, sizeof err) != 0)) {
+        (env->kind == LAUNCHER_KIND_PSLITE &&
+         run_launch_env_counts(env, &j->d, j->flags, j->n_flags, err, sizeof err) != 0)) {
         fprintf(stderr, "asgd launch: %s\n", err);
         return 2;
     }

@@ -138,8 +138,9 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
 static int has_split(const model_descriptor_t *m) { return m->split; }
 static int on_dense_data(const model_descriptor_t *m) { return m->data == DATA_KIND_DENSE; }
 
-int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *specs, size_t n_specs,
-                     const char *command, char *err, size_t err_len) {
+// Flags given that a distributed run does not take. Returns 0, or 2 with the usage error in err.
+static int finish_given(dist_args_t *d, const train_args_t *t, const flag_spec_t *specs, size_t n_specs,
+                        const char *command, char *err, size_t err_len) {
     const flag_spec_t *servers = flags_find(specs, n_specs, "servers"), *staleness = flags_find(specs, n_specs, "staleness");
     if (t->summary) {
         snprintf(err, err_len, "%s: --summary: a distributed run writes summary.json into --run-dir (asgd launch) and "
@@ -157,6 +158,11 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
                  d->sync == SYNC_MODE_HYBRID ? "hybrid --hybrid-sparse asp" : sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
+    return 0;
+}
+
+// CURVE and where the sockets listen. Returns 0, or 2 with the usage error in err.
+static int finish_security(dist_args_t *d, const char *command, char *err, size_t err_len) {
     if ((d->curve_key || d->curve_allow) && !d->curve_server_key) {
         snprintf(err, err_len, "%s: --curve-key/--curve-allow: CURVE is turned on by --curve-server-key FILE (the run's server key)",
                 command);
@@ -174,6 +180,11 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
                 command, d->bind_host);
         return 2;
     }
+    return 0;
+}
+
+// The servers, the workers, the periods of the exchange and who may join. Returns 0, or 2 with the usage error in err.
+static int finish_membership(dist_args_t *d, const char *command, char *err, size_t err_len) {
     if (dist_without_servers(d->sync)) {
         d->servers = 0;
     } else if (d->servers == 0) {
@@ -211,6 +222,11 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
                                    : "--sync local needs --local-steps H (the steps between model averages)");
         return 2;
     }
+    return 0;
+}
+
+// What the sync mode asks of the model and the optimizer. Returns 0, or 2 with the usage error in err.
+static int finish_mode(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len) {
     if (d->sync == SYNC_MODE_LOCAL && (t->opt.kind != OPTIMIZER_KIND_SGD || t->opt.momentum > 0)) {
         snprintf(err, err_len, "%s: --sync local: the workers step with plain SGD (no --momentum, --optimizer sgd); their "
                         "models are averaged, not their optimizer states", command);
@@ -237,6 +253,11 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
                         "stop them by --epochs", command, sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
+    return 0;
+}
+
+// The servers' update rules, their replicas and their eviction of silent workers. Returns 0, or 2 with the usage error in err.
+static int finish_servers(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len) {
     if ((d->server_staleness_aware || d->server_dc_lambda > 0 || d->server_delay_adaptive) && d->sync != SYNC_MODE_ASP &&
         d->sync != SYNC_MODE_SSP) {
         snprintf(err, err_len, "%s: --server-staleness-aware/--server-dc-asgd/--server-delay-adaptive: only asp and ssp "
@@ -275,6 +296,12 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
                 command, d->worker_timeout_ms, d->heartbeat_ms);
         return 2;
     }
+    return 0;
+}
+
+// What goes over the wire: compression, the collective, error feedback. Returns 0, or 2 with the usage error in err.
+static int finish_exchange(dist_args_t *d, const train_args_t *t, const char *command, char *err,
+                           size_t err_len) {
     char cerr[ERR_LEN];
     if (compress_spec_parse(d->compress, &d->compress_spec, cerr, sizeof cerr) != 0) {
         snprintf(err, err_len, "%s: %s", command, cerr);
@@ -322,6 +349,11 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
                 command, d->compress, train_args_model(t)->name, dense);
         return 2;
     }
+    return 0;
+}
+
+// Values that follow from others: --server-lr, the parsed --delay-worker. Returns 0, or 2 with the usage error in err.
+static int finish_fill(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len) {
     if (isnan(d->server_lr)) d->server_lr = t->lr;
     if (d->delay_worker) {
         step_delay_t *ms = calloc(dist_slots(d), sizeof *ms);
@@ -334,6 +366,18 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
         }
     }
     return 0;
+}
+
+int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *specs, size_t n_specs,
+                     const char *command, char *err, size_t err_len) {
+    int usage = finish_given(d, t, specs, n_specs, command, err, err_len);
+    if (usage == 0) usage = finish_security(d, command, err, err_len);
+    if (usage == 0) usage = finish_membership(d, command, err, err_len);
+    if (usage == 0) usage = finish_mode(d, t, command, err, err_len);
+    if (usage == 0) usage = finish_servers(d, t, command, err, err_len);
+    if (usage == 0) usage = finish_exchange(d, t, command, err, err_len);
+    if (usage == 0) usage = finish_fill(d, t, command, err, err_len);
+    return usage;
 }
 
 const char *dist_lr_scaling_name(int lr_scaling) {

@@ -48,17 +48,30 @@
 
 #define ERR_LEN 512
 
-int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist_args_t *d, const char *host_bind) {
-    char err[ERR_LEN] = "";
+// How the process ended, said: a worker's graceful leave, a stop signal (the
+// status then 128 + it), or the failure in err. Returns the exit status.
+static int role_said_end(dist_role_t role, size_t id, const dist_args_t *d, int status, const char *err) {
     const char *what = role == DIST_ROLE_SERVER ? "server" : "worker";
-    char coordinator[300];
-    if (!d->coordinator) {
-        run_say("asgd %s: --coordinator HOST:PORT is needed to find the other processes\n", what);
-        return 2;
+    if (stop_signal_received() && status == 0 && role == DIST_ROLE_WORKER && d->servers > 0) {
+        // A graceful leave (docs/reliability.md, "Elastic membership"): it
+        // pushed what it had and said goodbye; the servers count it as left.
+        run_say("asgd worker %zu: left the run on signal %d (%s)\n", id, stop_signal_received(),
+                strsignal(stop_signal_received()));
+    } else if (stop_signal_received()) {
+        int sig = stop_signal_received();
+        if (status != 0) run_say("asgd %s %zu: stopped by signal %d (%s): %s\n", what, id, sig, strsignal(sig), err);
+        else run_say("asgd %s %zu: stopped by signal %d (%s)\n", what, id, sig, strsignal(sig));
+        status = 128 + sig;
+    } else if (status != 0) {
+        run_say("asgd %s %zu: %s\n", what, id, err);
     }
-    snprintf(coordinator, sizeof coordinator, "%s%s", strncmp(d->coordinator, "tcp://", 6) == 0 ? "" : "tcp://",
-             d->coordinator);
-    uint64_t run_id = d->run_id ? d->run_id : dist_default_run_id(coordinator);
+    return status;
+}
+
+// The role's id and flags against the run: 0, or 2 after saying why.
+static int role_refused(dist_role_t role, size_t id, const train_args_t *t, const dist_args_t *d,
+                        const char *host_bind) {
+    const char *what = role == DIST_ROLE_SERVER ? "server" : "worker";
     size_t limit = role == DIST_ROLE_SERVER ? d->servers : d->join ? dist_slots(d) : d->workers;
     if (d->join && role == DIST_ROLE_WORKER && (id < d->workers || id >= dist_slots(d))) {
         if (dist_slots(d) == d->workers)
@@ -91,6 +104,21 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
                         "the endpoint it had); drop the flag\n");
         return 2;
     }
+    return 0;
+}
+
+int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist_args_t *d, const char *host_bind) {
+    char err[ERR_LEN] = "";
+    const char *what = role == DIST_ROLE_SERVER ? "server" : "worker";
+    char coordinator[300];
+    if (!d->coordinator) {
+        run_say("asgd %s: --coordinator HOST:PORT is needed to find the other processes\n", what);
+        return 2;
+    }
+    snprintf(coordinator, sizeof coordinator, "%s%s", strncmp(d->coordinator, "tcp://", 6) == 0 ? "" : "tcp://",
+             d->coordinator);
+    uint64_t run_id = d->run_id ? d->run_id : dist_default_run_id(coordinator);
+    if (role_refused(role, id, t, d, host_bind) != 0) return 2;
     // SIGTERM, SIGINT, SIGHUP: every wait below ends early, a worker stops
     // training at its next step and leaves; the summary says interrupted, the
     // exit status is 128 + the signal (0 for a worker with servers that left
@@ -138,19 +166,7 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     if (rdv && rdv_server_wait(rdv, (int)d->timeout_ms, err, sizeof err) != 0) goto out;
     status = 0;
 out:
-    if (stop_signal_received() && status == 0 && role == DIST_ROLE_WORKER && d->servers > 0) {
-        // A graceful leave (docs/reliability.md, "Elastic membership"): it
-        // pushed what it had and said goodbye; the servers count it as left.
-        run_say("asgd worker %zu: left the run on signal %d (%s)\n", id, stop_signal_received(),
-                strsignal(stop_signal_received()));
-    } else if (stop_signal_received()) {
-        int sig = stop_signal_received();
-        if (status != 0) run_say("asgd %s %zu: stopped by signal %d (%s): %s\n", what, id, sig, strsignal(sig), err);
-        else run_say("asgd %s %zu: stopped by signal %d (%s)\n", what, id, sig, strsignal(sig));
-        status = 128 + sig;
-    } else if (status != 0) {
-        run_say("asgd %s %zu: %s\n", what, id, err);
-    }
+    status = role_said_end(role, id, d, status, err);
     rdv_server_destroy(&rdv);
     zap_handler_destroy(&zap);
     if (ctx) zmq_ctx_term(ctx);

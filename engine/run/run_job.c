@@ -1,8 +1,11 @@
 // A distributed job parsed once into one typed struct (run_job.h).
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "engine/run/run_job.h"
+
+#include "engine/core/flags_file.h"  // defines: flags_file_format
 
 // The launcher's own flags.
 static size_t launch_opts_flags(launch_opts_t *o, flag_spec_t *flags) {
@@ -20,6 +23,7 @@ static size_t launch_opts_flags(launch_opts_t *o, flag_spec_t *flags) {
 }
 
 void run_job_init(run_job_t *j) {
+    j->process_flags = NULL;
     train_args_defaults(&j->t);
     dist_args_defaults(&j->d);
     size_t n = train_args_flags(&j->t, j->flags, 0);
@@ -36,7 +40,21 @@ static int launch_refuse_log(const train_args_t *t, char *err, size_t err_len) {
     return 2;
 }
 
+// The flags a process of the run does not read from the job: the launcher's
+// own, the flag file already read, and those each process is given for itself
+// (its run directory, coordinator, run id and timeline).
+static const char *const not_for_processes[] = {"save-model", "progress-every", "restart-workers", "restart-servers",
+                                                "verbose", "config", "run-dir", "coordinator", "run-id", "trace",
+                                                NULL};
+
 int run_job_check(run_job_t *j, const char *command, char *err, size_t err_len) {
+    // As given, before the checks fill in defaults and scaling changes --batch and --lr.
+    free(j->process_flags);
+    char why[256];
+    if (!(j->process_flags = flags_file_format(j->flags, j->n_flags, not_for_processes, why, sizeof why))) {
+        snprintf(err, err_len, "%s: %s", command, why);
+        return 2;
+    }
     int usage = train_args_finish(&j->t, j->flags, j->n_flags, command, err, err_len);
     if (usage == 0) usage = dist_args_finish(&j->d, &j->t, j->flags, j->n_flags, command, err, err_len);
     if (usage == 0) usage = launch_refuse_log(&j->t, err, err_len);
@@ -51,4 +69,17 @@ int run_job_parse(run_job_t *j, const char *command, int argc, char **argv, char
     return run_job_check(j, command, err, err_len) != 0 ? -1 : 0;
 }
 
-void run_job_release(run_job_t *j) { train_args_release(&j->t); }
+void run_job_release(run_job_t *j) {
+    train_args_release(&j->t);
+    free(j->process_flags);
+    j->process_flags = NULL;
+}
+
+int run_job_write_process_file(const run_job_t *j, const char *dir, char *path, size_t path_len, char *err,
+                               size_t err_len) {
+    snprintf(path, path_len, "%s/%s", dir, RUN_JOB_PROCESS_FILE);
+    char comment[160];
+    snprintf(comment, sizeof comment,
+             "asgd launch %s: the job every server and worker of this run reads (their --config)", ASGD_VERSION);
+    return train_args_write_flag_file(path, comment, j->process_flags, err, err_len);
+}

@@ -27,7 +27,15 @@ typedef struct run_job {
     launch_opts_t o;
     flag_spec_t flags[RUN_JOB_MAX_FLAGS];  // point into t, d and o: a job is not copied
     size_t n_flags;
+    // The job every process of a local launch reads back once (run_job_write_process_file):
+    // the flags as given, as a flag file, less the launcher's own and those
+    // each process gets for itself. Filled by run_job_check; NULL before.
+    char *process_flags;
 } run_job_t;
+
+// The file of the run directory that holds a local launch's process_flags,
+// which each server and worker reads as its --config.
+#define RUN_JOB_PROCESS_FILE "job"
 
 // Sets the defaults and fills j->flags: the training ones, the distributed
 // ones and the launcher's.
@@ -41,5 +49,9 @@ int run_job_check(run_job_t *j, const char *command, char *err, size_t err_len);
 int run_job_parse(run_job_t *j, const char *command, int argc, char **argv, char *err, size_t err_len);
 // Frees what the parse kept (the words the string flags point into).
 void run_job_release(run_job_t *j);
+// Writes j->process_flags to DIR/RUN_JOB_PROCESS_FILE, its path into path.
+// Returns 0, or -1 with err naming the file.
+int run_job_write_process_file(const run_job_t *j, const char *dir, char *path, size_t path_len, char *err,
+                               size_t err_len);
 
 #endif

@@ -172,20 +172,27 @@ void train_args_release(train_args_t *a) {
     a->given = NULL;
 }
 
-int train_args_write_given(const train_args_t *a, const char *command, const char *path, char *err, size_t err_len) {
+int train_args_write_flag_file(const char *path, const char *comment, const char *flags, char *err, size_t err_len) {
     FILE *f = fopen(path, "w");
     if (!f) {
         snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
         return -1;
     }
-    fprintf(f, "# %s %s: the flags this run was given (--config and the command line); %s --config FILE repeats it\n",
-            command, ASGD_VERSION, command);
-    fputs(a->given ? a->given : "", f);
+    fprintf(f, "# %s\n", comment);
+    fputs(flags ? flags : "", f);
     if (ferror(f) | (fclose(f) != 0)) {
         snprintf(err, err_len, "%.300s: writing failed: %s", path, strerror(errno));
         return -1;
     }
     return 0;
+}
+
+int train_args_write_given(const train_args_t *a, const char *command, const char *path, char *err, size_t err_len) {
+    char comment[300];
+    snprintf(comment, sizeof comment,
+             "%s %s: the flags this run was given (--config and the command line); %s --config FILE repeats it",
+             command, ASGD_VERSION, command);
+    return train_args_write_flag_file(path, comment, a->given, err, err_len);
 }
 
 int train_args_write_run_config(const train_args_t *a, const char *dir, char *err, size_t err_len) {

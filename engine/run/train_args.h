@@ -78,6 +78,8 @@ flags_status_t train_args_parse(train_args_t *a, const char *command, flag_spec_
                                 char **argv, char *err, size_t err_len);
 // Frees what train_args_parse kept.
 void train_args_release(train_args_t *a);
+// Writes a flag file (flags_file.h): one comment line, then flags (NULL: none). Returns 0, or -1 with err.
+int train_args_write_flag_file(const char *path, const char *comment, const char *flags, char *err, size_t err_len);
 // Writes a->given (with a comment line saying what wrote it) to path. Returns 0, or -1 with err.
 int train_args_write_given(const train_args_t *a, const char *command, const char *path, char *err, size_t err_len);
 // The flag that named a->checkpoint_dir, for messages about it: "--resume"
