@@ -3,8 +3,11 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const names[] = {"bsp", "ssp", "asp", "allreduce", "hybrid", "local"};
+#define NAME_OF(suffix, name) [SYNC_MODE_##suffix] = name
+static const char *const names[] = {SYNC_MODE_LIST(NAME_OF, SYNC_MODE_COMMA)};
 #define N_MODES (sizeof names / sizeof names[0])
+#define ONE(suffix, name) 1
+_Static_assert(N_MODES == SYNC_MODE_LIST(ONE, +), "every mode has its name, at its enum value");
 
 const char *sync_mode_name(sync_mode_t m) { return (unsigned)m < N_MODES ? names[m] : "unknown"; }
 
@@ -15,7 +18,7 @@ int sync_mode_parse(const char *s, sync_mode_t *out, char *err, size_t err_len) 
             return 0;
         }
     }
-    snprintf(err, err_len, "--sync: '%s' is not one of bsp|ssp|asp|allreduce|hybrid|local", s);
+    snprintf(err, err_len, "--sync: '%s' is not one of " SYNC_MODE_CHOICES, s);
     return -1;
 }
 

@@ -12,18 +12,27 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum sync_mode {
-    SYNC_MODE_BSP,
-    SYNC_MODE_SSP,
-    SYNC_MODE_ASP,
-    SYNC_MODE_ALLREDUCE,
-    SYNC_MODE_HYBRID,  // sparse parameters through the servers (asp or ssp), dense ones by ring allreduce
-    SYNC_MODE_LOCAL,   // local SGD: replicas step alone and average their models by ring allreduce every H steps
-} sync_mode_t;
+#define SYNC_MODE_COMMA ,
+
+// The modes, in the enum's order, with their names: the one list the enum,
+// the names (sync_mode_name), the parser and the --sync choices are made from.
+// X(SUFFIX, "name") for each, SEP between two.
+#define SYNC_MODE_LIST(X, SEP)                                                                              \
+    X(BSP, "bsp") SEP X(SSP, "ssp") SEP X(ASP, "asp") SEP X(ALLREDUCE, "allreduce") SEP X(HYBRID, "hybrid") \
+    SEP X(LOCAL, "local")
+
+// HYBRID: sparse parameters through the servers (asp or ssp), dense ones by ring allreduce.
+// LOCAL: local SGD: replicas step alone and average their models by ring allreduce every H steps.
+#define SYNC_MODE_ENUM_ENTRY(suffix, name) SYNC_MODE_##suffix
+typedef enum sync_mode { SYNC_MODE_LIST(SYNC_MODE_ENUM_ENTRY, SYNC_MODE_COMMA) } sync_mode_t;
+
+// "bsp|ssp|asp|allreduce|hybrid|local": --sync's choices, a string literal.
+#define SYNC_MODE_NAME_ENTRY(suffix, name) name
+#define SYNC_MODE_CHOICES SYNC_MODE_LIST(SYNC_MODE_NAME_ENTRY, "|")
 
 #define STALENESS_INFINITE UINT64_MAX
 
-// "bsp", "ssp", "asp", "allreduce", "hybrid", "local".
+// The mode's name (SYNC_MODE_LIST), or "unknown".
 const char *sync_mode_name(sync_mode_t m);
 // Parses a name; returns 0, or -1 with err naming the accepted values.
 int sync_mode_parse(const char *s, sync_mode_t *out, char *err, size_t err_len);

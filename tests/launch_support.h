@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "datasets/text_io.h"  // defines: text_file_read
-#include "engine/cli/model_file.h"  // defines: model_file_read
+#include "engine/run/model_file.h"  // defines: model_file_read
 #include "test_support.h"
 
 extern char **environ;

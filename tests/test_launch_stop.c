@@ -23,7 +23,7 @@
 // assertion: without the fixes (e) and (f) wait out 600 s and fail.
 #include <sys/stat.h>
 
-#include "engine/cli/model_file.h"  // defines: model_file_read
+#include "engine/run/model_file.h"  // defines: model_file_read
 #include "proc_support.h"
 
 static char dir[] = "/tmp/asgd_launch_stop_XXXXXX";

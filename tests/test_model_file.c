@@ -1,4 +1,4 @@
-// Model files (engine/cli/model_file.h, docs/model_file.md): the format read back
+// Model files (engine/run/model_file.h, docs/model_file.md): the format read back
 // exactly and bad files refused by name; `asgd eval` of a saved model gives the
 // numbers `asgd train` reported for it, `asgd predict` agrees with it; and a
 // distributed run's --save-model is its global model (ASP: the servers' final
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "datasets/idx.h"         // defines: fashion_mnist_load
-#include "engine/cli/model_file.h"
+#include "engine/run/model_file.h"
 #include "engine/models/model_registry.h"  // defines: model_registry_find
 #include "test_support.h"         // defines: CHECK, CHECK_OK, CHECK_NEAR
 

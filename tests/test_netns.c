@@ -26,7 +26,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
-#include "engine/cli/dist.h"  // defines: dist_check_pushes_applied_once
+#include "engine/run/dist.h"  // defines: dist_check_pushes_applied_once
 #include "proc_support.h"
 
 #define SUBNET "10.61.0."

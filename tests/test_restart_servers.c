@@ -23,8 +23,8 @@
 
 #include "datasets/storage/checkpoint_file.h"  // defines: ckpt_file_read, ckpt_file_get
 #include "datasets/storage/counter_file.h"     // defines: counter_file_read
-#include "engine/cli/dist.h"                   // defines: dist_push_ledger_sum
-#include "engine/cli/run_record.h"             // defines: run_record_read_server
+#include "engine/run/dist.h"                   // defines: dist_push_ledger_sum
+#include "engine/run/run_record.h"             // defines: run_record_read_server
 #include "net/ps_client.h"                     // defines: ps_push_count_t
 #include "proc_support.h"
 

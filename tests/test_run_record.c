@@ -1,4 +1,4 @@
-// Result records (engine/cli/run_record.h): every field of a worker's and a
+// Result records (engine/run/run_record.h): every field of a worker's and a
 // shard's record comes back as written; a file of another magic, version or
 // kind, cut short at any byte, or with bytes after its end is refused with
 // one line naming the file. A record that cannot be written whole (the
@@ -13,7 +13,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "engine/cli/run_record.h"
+#include "engine/run/run_record.h"
 #include "test_support.h"
 
 #define WORKERS 5

@@ -15,7 +15,7 @@
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_scaling_XXXXXX";  // read by launch_support.h
-#include "engine/cli/dist.h"       // defines: dist_args_t, dist_apply_scaling
+#include "engine/run/dist.h"       // defines: dist_args_t, dist_apply_scaling
 #include "engine/core/optimizer.h"  // defines: optimizer_lr
 #include "launch_support.h"
 

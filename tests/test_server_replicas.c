@@ -38,8 +38,8 @@
 #include <zmq.h>
 
 #include "datasets/storage/counter_file.h"  // defines: counter_file_read
-#include "engine/cli/dist.h"                // defines: dist_push_ledger_sum
-#include "engine/cli/run_record.h"          // defines: run_record_read_server
+#include "engine/run/dist.h"                // defines: dist_push_ledger_sum
+#include "engine/run/run_record.h"          // defines: run_record_read_server
 #include "net/ps_client.h"                  // defines: ps_push_count_t, ps_client_new
 #include "net/ps_replica.h"                 // defines: ps_replica_new, ps_replica_lead, ps_replica_join
 #include "net/ps_server.h"                  // defines: ps_server_new, ps_server_stats
@@ -55,7 +55,7 @@
 
 static char dir[] = "/tmp/asgd_replicas_XXXXXX";
 
-// The workers' push ledgers (engine/cli/cmd_dist.c): run id, then per shard sent and acknowledged.
+// The workers' push ledgers (engine/run/push_ledger.c): run id, then per shard sent and acknowledged.
 static const char push_magic[8] = {'A', 'S', 'G', 'D', 'P', 'U', 'S', 'H'};
 
 // Pushes to shard 0 acknowledged to all workers so far (first incarnations); -1 while a ledger is unreadable.

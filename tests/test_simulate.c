@@ -9,7 +9,7 @@
 
 #include "engine/data/data_source.h"      // defines: data_bundle_load
 #include "engine/core/model.h"            // defines: model_new_*
-#include "engine/cli/model_file.h"       // defines: MODEL_FILE_HEADER_BYTES
+#include "engine/run/model_file.h"       // defines: MODEL_FILE_HEADER_BYTES
 #include "engine/sim/simulate.h"         // defines: simulate_fresh
 #include "engine/core/trainer.h"          // defines: train_fresh
 #include "staleness/delay_model.h"   // defines: delay_model_parse, delay_sampler_*

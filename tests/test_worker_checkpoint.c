@@ -23,7 +23,7 @@
 #include <sys/stat.h>
 
 #include "datasets/storage/checkpoint_file.h"  // defines: ckpt_file_read, ckpt_file_get
-#include "engine/cli/dist.h"                   // defines: dist_check_pushes_applied_once
+#include "engine/run/dist.h"                   // defines: dist_check_pushes_applied_once
 #include "engine/dist/worker_checkpoint.h"     // defines: worker_progress_read
 #include "proc_support.h"
 

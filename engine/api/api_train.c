@@ -1,13 +1,14 @@
-// asgd_train and asgd_launch: a job's flags through the command line's own
-// paths (engine/cli/train_job.h, launch_job.h), the outcome as asgd_result_t.
+// asgd_train and asgd_launch: a job's flags parsed once by the run layer into
+// its typed job and run there (engine/run/train_job.h, launch_job.h), without
+// the command line; the outcome as asgd_result_t.
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "asgd/train.h"
 #include "engine/api/api_job.h"     // defines: api_argv_t
-#include "engine/cli/launch_job.h"  // defines: launch_job_run
-#include "engine/cli/train_job.h"   // defines: train_job_run
+#include "engine/run/launch_job.h"  // defines: launch_job_run
+#include "engine/run/train_job.h"   // defines: train_job_run
 
 static asgd_point_t point_of(const train_point_t *p) {
     return (asgd_point_t){p->wall_s, p->epoch, p->samples, p->train_loss, p->test_loss, p->test_metric};

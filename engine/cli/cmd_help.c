@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "engine/cli/commands.h"
-#include "engine/cli/flag_synonyms.h"       // defines: flag_synonyms_of
+#include "engine/run/flag_synonyms.h"       // defines: flag_synonyms_of
 #include "engine/cli/help_layout.h"         // defines: help_group, help_group_title, help_examples
 #include "engine/core/flags.h"              // defines: flags_set_help_hook, flag_spec_t
 #include "engine/models/model_registry.h"   // defines: model_registry_at, model_registry_count

@@ -14,8 +14,8 @@
 #include "engine/data/data_source.h"   // defines: data_bundle_load, data_spec_parse
 #include "engine/core/flags.h"         // defines: flags_command
 #include "engine/core/json_writer.h"   // defines: json_*
-#include "engine/cli/data_fingerprint.h"  // defines: data_fingerprint
-#include "engine/cli/model_file.h"    // defines: model_file_join, model_file_instantiate
+#include "engine/run/data_fingerprint.h"  // defines: data_fingerprint
+#include "engine/run/model_file.h"    // defines: model_file_join, model_file_instantiate
 #include "engine/models/model_registry.h"  // defines: model_descriptor_t
 
 #define ERR_LEN 768

@@ -14,6 +14,11 @@ int cmd_predict(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_merge(int argc, char **argv);
 
+// dist_role_check for `asgd server` / `asgd worker`: 0, or 2 after printing the usage error.
+struct dist_role_args;
+struct flag_spec;
+int dist_role_finish(struct dist_role_args *a, const struct flag_spec *specs, size_t n_specs, const char *command);
+
 // asgd help --man [COMMAND] | --completion bash: the manual pages and the
 // bash completion, rendered from the commands' own flag tables.
 int cmd_help(int argc, char **argv);
@@ -34,11 +39,6 @@ int cmd_launch_has_flag(const char *name);
 // Before anything else it may restart the process with faster BLAS kernels.
 int asgd_cli_main(int argc, char **argv);
 
-// The startup banner's shared part: version, BLAS kernels, CPUs, GPU.
+// The startup banner (engine/run/banner.h), one line on out.
 void print_banner(FILE *out, const char *command);
-// The banner's GPU part: device 0 when there is one, else "no GPU" (or "no
-// GPU (CUDA not built)"); with details, the CUDA runtime's own answer (why
-// there is none). Details are wanted when ASGD_CUDA_DETAILS is set and not 0.
-void cuda_banner_part(char *out, size_t out_len, int details);
-int cuda_details_wanted(void);
 #endif

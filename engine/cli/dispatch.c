@@ -2,11 +2,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "engine/cli/commands.h"
-#include "engine/cli/dist.h"       // defines: dist_role_flags
-#include "engine/cli/flag_synonyms.h"  // defines: flag_synonym_canonical
+#include "engine/run/dist.h"       // defines: dist_role_flags
+#include "engine/run/flag_synonyms.h"  // defines: flag_synonym_canonical
 #include "engine/cli/help_layout.h"    // defines: help_render
+#include "engine/run/banner.h"          // defines: banner_line, cuda_banner_part
+#include "engine/run/run_output.h"      // defines: run_output_set
 #include "engine/core/flags.h"     // defines: flags_set_owner_lookup, flags_set_alias_lookup, flags_find
 #include "kernels/blas_runtime.h"  // defines: blas_prepare_process, blas_describe
 
@@ -49,6 +52,19 @@ static size_t flag_owners(const char *command, const char *name, char *owners, s
     return n;
 }
 
+// The run layer's words: messages on stderr, results on stdout.
+static void say_on_stderr(void *ctx, const char *text) {
+    (void)ctx;
+    fputs(text, stderr);
+    fflush(stderr);
+}
+
+void print_banner(FILE *out, const char *command) {
+    char line[600];
+    banner_line(line, sizeof line, command);
+    fprintf(out, "%s\n", line);
+}
+
 int asgd_cli_main(int argc, char **argv) {
     // Before anything else: this may restart the process with faster BLAS kernels.
     blas_prepare_process(argv, 0);
@@ -57,6 +73,8 @@ int asgd_cli_main(int argc, char **argv) {
         print_usage(stdout);
         return argc < 2 ? 2 : 0;
     }
+    run_output_t out = {say_on_stderr, NULL, stdout, stderr, isatty(STDERR_FILENO)};
+    run_output_set(&out);
     flags_set_owner_lookup(flag_owners);
     flags_set_alias_lookup(flag_synonym_canonical);
     flags_set_help_renderer(help_render);

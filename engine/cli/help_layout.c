@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/cli/flag_synonyms.h"  // defines: flag_synonyms_of
+#include "engine/run/flag_synonyms.h"  // defines: flag_synonyms_of
 
 static const char *const group_titles[] = {
     [HELP_TOPIC_DATA] = "data",

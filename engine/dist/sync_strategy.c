@@ -4,6 +4,7 @@
 #include <stddef.h>
 
 const sync_strategy_t *sync_strategy_for(sync_mode_t mode) {
+    // No default: -Wswitch makes a mode without a strategy a warning, an error under -Werror.
     switch (mode) {
     case SYNC_MODE_ASP:
     case SYNC_MODE_SSP: return &sync_strategy_downpour;

@@ -1,12 +1,13 @@
-// Command-line parsing (engine/core/flags.c, engine/cli/train_args.c, engine/cli/cmd_dist.c)
+// Command-line parsing (engine/core/flags.c, engine/run/train_args.c, engine/run/dist_args.c)
 // and the spec mini-languages inside flag values. The first byte picks the
 // parser (its low 3 bits) and a parameter (the other 5: a worker count for the
 // delay specs, a data kind for --data); the rest is NUL-separated strings
 // (argv, or the spec).
 #include "engine/data/data_source.h"   // defines: data_spec_parse
-#include "engine/cli/dist.h"          // defines: dist_role_flags, dist_role_finish
+#include "engine/cli/commands.h"       // defines: dist_role_finish
+#include "engine/run/dist.h"          // defines: dist_role_flags
 #include "engine/core/flags.h"         // defines: flags_parse, flags_parse_pairs
-#include "engine/cli/train_args.h"    // defines: train_args_model
+#include "engine/run/train_args.h"    // defines: train_args_model
 #include "net/launch_env.h"       // defines: slurm_first_host
 #include "staleness/delay.h"      // defines: delay_spec_parse
 #include "staleness/delay_model.h"  // defines: delay_model_parse, delay_model_check

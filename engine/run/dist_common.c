@@ -1,0 +1,148 @@
+// What the processes of a run share: the run id, the run directory's checks, endpoints, staleness JSON (dist.h).
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
+#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
+#include "kernels/partition.h"  // defines: shard_range
+#include "engine/run/dist.h"
+#include "engine/dist/collective.h"      // defines: collective_open, collective_name
+#include "engine/dist/collective_mpi.h"  // defines: collective_mpi_usable
+#include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
+#include "engine/core/json_writer.h"     // defines: json_*
+#include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
+#include "engine/run/model_file.h"      // defines: model_file_info_of, model_file_write
+#include "engine/run/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
+#include "engine/run/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
+#include "engine/run/worker_live.h"     // defines: worker_live_open, worker_live_close
+#include "engine/dist/replica.h"         // defines: replica_train
+#include "engine/dist/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
+#include "engine/core/run_report.h"      // defines: run_report_new
+#include "net/ps_client.h"          // defines: ps_push_count_t
+#include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
+#include "kernels/trace.h"           // defines: trace_start, trace_write
+#include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
+#include "net/ps_replica.h"         // defines: ps_replica_new, ps_replica_lead, ps_replica_join
+#include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
+#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
+#include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
+#include "net/wire.h"               // defines: wire_fresh_id
+#include "net/hier_allreduce.h"     // defines: hier_allreduce_destroy
+#include "net/shm_allreduce.h"      // defines: shm_allreduce_destroy
+#include "net/stream_ring.h"        // defines: stream_ring_destroy
+#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
+#include "staleness/histogram.h"    // defines: staleness_hist_*
+
+#include "engine/run/dist_roles.h"
+
+uint64_t dist_default_run_id(const char *coordinator) {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a
+    for (const char *p = coordinator; *p; p++) h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+// ---- helpers -------------------------------------------------------------------
+
+static int make_dir(const char *dir, const char *flag, char *err, size_t err_len) {
+    if (!dir) return 0;
+    char path[1024];
+    snprintf(path, sizeof path, "%s", dir);
+    for (char *p = path + 1;; p++) {
+        int last = *p == '\0';
+        if (*p == '/' || last) {
+            *p = '\0';
+            if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+                snprintf(err, err_len, "%s %.300s: cannot create %.300s: %s", flag, dir, path, strerror(errno));
+                return -1;
+            }
+            if (last) break;
+            *p = '/';
+        }
+    }
+    return 0;
+}
+
+int dist_make_run_dir(const char *dir, char *err, size_t err_len) { return make_dir(dir, "--run-dir", err, err_len); }
+
+int dist_check_writable_dir(const char *dir, const char *flag, char *err, size_t err_len) {
+    if (make_dir(dir, flag, err, err_len) != 0) return -1;
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s/.asgd-write-check.XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        snprintf(err, err_len, "%s %.300s: cannot write there (%s)", flag, dir, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+int dist_check_writable_file(const char *path, const char *flag, char *err, size_t err_len) {
+    if (!path) return 0;
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(err, err_len, "%s %.300s: is a directory; expected a file to write", flag, path);
+        return -1;
+    }
+    // Created and removed when new, opened without truncating when not: the
+    // check leaves the file system as it was.
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644), created = fd >= 0;
+    if (fd < 0 && errno == EEXIST) fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, err_len, "%s %.300s: cannot write there: %s", flag, path, strerror(errno));
+        return -1;
+    }
+    close(fd);
+    if (created) unlink(path);
+    return 0;
+}
+
+// The endpoint others should dial: a wildcard bind is advertised under this host's name.
+void dist_advertise(const char *bound, char *out, size_t out_len) {
+    const char *wild = strstr(bound, "0.0.0.0");
+    if (!wild) {
+        snprintf(out, out_len, "%s", bound);
+        return;
+    }
+    char host[256] = "localhost";
+    gethostname(host, sizeof host - 1);
+    snprintf(out, out_len, "%.*s%s%s", (int)(wild - bound), bound, host, wild + strlen("0.0.0.0"));
+}
+
+void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist_t *h) {
+    json_object(j, key);
+    json_uint(j, "updates", h->count);
+    json_number(j, "mean", staleness_hist_mean(h));
+    json_staleness_quantile(j, "p50", h, 0.5);
+    json_staleness_quantile(j, "p99", h, 0.99);
+    json_uint(j, "max", h->max);
+    json_object_end(j);
+}
+
+// --save-model: parameters [first, first + count) of model m (all of them, or
+// a server's shard) as a model file (model_file.h), with the run's split.
+int dist_save_model(const char *path, const model_t *m, const model_file_split_t *split, size_t first,
+                    size_t count, const float *values, char *err, size_t err_len) {
+    model_file_info_t *info = malloc(sizeof *info);
+    int rc = -1;
+    if (!info) snprintf(err, err_len, "--save-model %s: out of memory", path);
+    else if (model_file_info_of(m, info, err, err_len) == 0) {
+        info->first = first;
+        info->count = count;
+        info->split = *split;
+        rc = model_file_write(path, "--save-model", info, values, err, err_len);
+    }
+    free(info);
+    return rc;
+}

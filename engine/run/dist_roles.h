@@ -1,0 +1,32 @@
+#ifndef ASGD_ENGINE_RUN_DIST_ROLES_H
+#define ASGD_ENGINE_RUN_DIST_ROLES_H
+// The two roles of a run's process, as dist_run_role runs them once the data,
+// the model, the security and the coordinator are set up. Inside the run layer.
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/run/dist.h"        // defines: dist_args_t
+#include "engine/run/model_file.h"  // defines: model_file_split_t
+
+// A parameter-server shard (or, with --server-replicas, one replica of it):
+// meets the others, serves until the run ends, writes its result files.
+// Returns 0, or -1 with err.
+int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                    const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
+                    size_t err_len);
+// A worker replica: meets the others, trains (rejoining after an eviction),
+// writes its JSON result and files. Returns 0, or -1 with err.
+int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                    const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
+                    size_t err_len);
+
+// The endpoint others should dial: a wildcard bind is advertised under this host's name.
+void dist_advertise(const char *bound, char *out, size_t out_len);
+
+// --save-model: parameters [first, first + count) of model m (all of them, or
+// a server's shard) as a model file (model_file.h), with the run's split.
+// Returns 0, or -1 with err.
+int dist_save_model(const char *path, const model_t *m, const model_file_split_t *split, size_t first,
+                    size_t count, const float *values, char *err, size_t err_len);
+
+#endif

@@ -1,0 +1,193 @@
+// The global model's curve of a finished run (launch_curve.h).
+#include "engine/run/launch_curve.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+// Numbers of one CSV line (ours: no quoting) into v[0..max); empty fields and
+// missing trailing ones are NaN. Returns how many fields the line had.
+static size_t parse_numbers(const char *line, double *v, size_t max) {
+    for (size_t i = 0; i < max; i++) v[i] = NAN;
+    size_t field = 0;
+    const char *p = line;
+    for (;;) {
+        const char *end = p + strcspn(p, ",\r\n");
+        if (field < max && end > p) v[field] = strtod(p, NULL);
+        field++;
+        if (*end != ',') break;
+        p = end + 1;
+    }
+    return field;
+}
+
+static int append(global_curve_t *c, size_t *cap, const curve_point_t *p, char *err, size_t err_len) {
+    if (c->n == *cap) {
+        size_t grown_cap = *cap ? 2 * *cap : 64;
+        curve_point_t *grown = realloc(c->points, grown_cap * sizeof *grown);
+        if (!grown) {
+            snprintf(err, err_len, "launch: out of memory for the global curve");
+            return -1;
+        }
+        c->points = grown;
+        *cap = grown_cap;
+    }
+    c->points[c->n++] = *p;
+    return 0;
+}
+
+// Rows of a CSV with a header; each handed to row(). Returns 0, 1 when the file is absent, -1 on error.
+static int read_rows(const char *path, int (*row)(const char *line, void *ctx), void *ctx) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 1;
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = 0, header = 1;
+    while (rc == 0 && getline(&line, &cap, f) > 0) {
+        if (header) {
+            header = 0;
+            continue;
+        }
+        if (line[0] != '\n' && line[0] != '\0') rc = row(line, ctx);
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+typedef struct load_ctx {
+    global_curve_t *c;
+    size_t cap;
+    double workers;   // scale for worker 0's samples (allreduce, hybrid); 0: rows are the evaluator's
+    char *err;
+    size_t err_len;
+} load_ctx_t;
+
+static int load_row(const char *line, void *arg) {
+    load_ctx_t *x = arg;
+    curve_point_t p;
+    double v[CURVE_N_COLUMNS + 2];  // the curve, then the evaluator's eval_s and during_training
+    parse_numbers(line, v, CURVE_N_COLUMNS + 2);
+    memcpy(p.v, v, sizeof p.v);
+    if (x->workers > 0) {
+        // Worker 0's replica is the global model; its samples are its share.
+        p.v[CURVE_SAMPLES] *= x->workers;
+        p.v[CURVE_SAMPLES_PER_S] *= x->workers;
+    } else if (!isnan(v[CURVE_N_COLUMNS])) {
+        x->c->evals++;
+        x->c->eval_s += v[CURVE_N_COLUMNS];
+        if (v[CURVE_N_COLUMNS + 1] == 1.0) {
+            x->c->evals_during_training++;
+            x->c->eval_during_training_s += v[CURVE_N_COLUMNS];
+        }
+    }
+    return append(x->c, &x->cap, &p, x->err, x->err_len);
+}
+
+int global_curve_load(const char *dir, const dist_args_t *d, double train_examples, const curve_final_t *final,
+                      int rmse, global_curve_t *out, char *err, size_t err_len) {
+    memset(out, 0, sizeof *out);
+    load_ctx_t x = {out, 0, 0.0, err, err_len};
+    char path[1100];
+    int rc = 1;
+    if (dist_global_on_servers(d->sync)) {
+        snprintf(path, sizeof path, "%s/global.csv", dir);
+        out->source = "servers";
+        rc = read_rows(path, load_row, &x);
+        if (rc < 0) return -1;
+        if (rc == 1) {
+            snprintf(err, err_len, "launch: %s is missing: the evaluator beside server shard 0 wrote no curve", path);
+            return -1;
+        }
+        if (!isnan(final->test_metric)) {
+            curve_point_t p;
+            for (size_t i = 0; i < CURVE_N_COLUMNS; i++) p.v[i] = NAN;
+            const curve_point_t *last = out->n ? &out->points[out->n - 1] : NULL;
+            double wall = final->wall_s;
+            if (last && last->v[CURVE_WALL_S] > wall) wall = last->v[CURVE_WALL_S];
+            p.v[CURVE_WALL_S] = wall;
+            p.v[CURVE_SAMPLES] = final->samples;
+            p.v[CURVE_EPOCH] = train_examples > 0 ? final->samples / train_examples : NAN;
+            p.v[CURVE_SAMPLES_PER_S] = wall > 0 ? final->samples / wall : NAN;
+            p.v[CURVE_UPDATES] = last ? last->v[CURVE_UPDATES] : NAN;
+            p.v[CURVE_TEST_LOSS] = final->test_loss;
+            p.v[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY] = final->test_metric;
+            p.v[CURVE_STALENESS_VERSIONS_MEAN] = final->staleness_versions_mean;
+            p.v[CURVE_STALENESS_VERSIONS_MAX] = final->staleness_versions_max;
+            p.v[CURVE_STALENESS_CLOCKS_MEAN] = final->staleness_clocks_mean;
+            p.v[CURVE_STALENESS_CLOCKS_MAX] = final->staleness_clocks_max;
+            p.v[CURVE_WAIT_S] = last ? last->v[CURVE_WAIT_S] : NAN;
+            if (append(out, &x.cap, &p, err, err_len) != 0) return -1;
+        }
+    } else {
+        snprintf(path, sizeof path, "%s/worker-0.csv", dir);
+        out->source = "worker 0's replica";
+        x.workers = (double)d->workers;
+        rc = read_rows(path, load_row, &x);
+        if (rc < 0) return -1;
+        if (rc == 1) {
+            snprintf(err, err_len, "launch: %s is missing: worker 0 wrote no curve", path);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void global_curve_free(global_curve_t *c) {
+    free(c->points);
+    memset(c, 0, sizeof *c);
+}
+
+static double metric_of(const curve_point_t *p, int rmse) { return p->v[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY]; }
+
+const curve_point_t *global_curve_at_target(const global_curve_t *c, double target, int rmse) {
+    if (isnan(target)) return NULL;
+    for (size_t i = 0; i < c->n; i++) {
+        double m = metric_of(&c->points[i], rmse);
+        if (!isnan(m) && (rmse ? m <= target : m >= target)) return &c->points[i];
+    }
+    return NULL;
+}
+
+const curve_point_t *global_curve_last(const global_curve_t *c) {
+    for (size_t i = c->n; i > 0; i--)
+        if (!isnan(c->points[i - 1].v[CURVE_TEST_LOSS])) return &c->points[i - 1];
+    return NULL;
+}
+
+typedef struct worker_rows {
+    FILE *out;
+    size_t k;
+} worker_rows_t;
+
+static int copy_worker_row(const char *line, void *arg) {
+    worker_rows_t *w = arg;
+    size_t len = strcspn(line, "\r\n");
+    // A worker's row has the first columns; staleness and wait are the global rows'.
+    size_t empty = CURVE_N_COLUMNS - (CURVE_TEST_RMSE + 1);
+    fprintf(w->out, "worker-%zu,%.*s%.*s\n", w->k, (int)len, line, (int)empty, ",,,,,,,,,,,,,,,,");
+    return 0;
+}
+
+int global_curve_write_merged(const char *dir, const global_curve_t *c, size_t workers, char *err, size_t err_len) {
+    FILE *out = dist_file_open(dir, "merged.csv", err, err_len);
+    if (!out) return -1;
+    fprintf(out, "process,%s\n", dist_curve_columns);
+    for (size_t i = 0; i < c->n; i++) {
+        fputs("global", out);
+        for (size_t col = 0; col < CURVE_N_COLUMNS; col++) {
+            double v = c->points[i].v[col];
+            if (isfinite(v)) fprintf(out, ",%.9g", v);
+            else fputc(',', out);
+        }
+        fputc('\n', out);
+    }
+    for (size_t k = 0; k < workers; k++) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/worker-%zu.csv", dir, k);
+        worker_rows_t w = {out, k};
+        read_rows(path, copy_worker_row, &w);
+    }
+    return dist_file_close(out, dir, "merged.csv", err, err_len);
+}

@@ -1,0 +1,72 @@
+// A worker's live counts (worker_live.h).
+#include "engine/run/worker_live.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+// Fixed widths: every write is the same length, at offset 0, in one call.
+#define LIVE_FORMAT "%20llu %20.3f %20.6f\n"
+#define LIVE_BYTES 64
+
+void worker_live_path(char *out, size_t len, const char *dir, size_t worker) {
+    snprintf(out, len, "%s/worker-%zu.live", dir, worker);
+}
+
+static void write_point(const worker_live_t *l, const train_point_t *p) {
+    char line[LIVE_BYTES + 1];
+    int n = snprintf(line, sizeof line, LIVE_FORMAT, (unsigned long long)p->samples, p->samples_per_s, p->wall_s);
+    if (n == LIVE_BYTES - 1 && pwrite(l->fd, line, (size_t)n, 0) != n) {
+        // A progress line missed: the next tick writes it again.
+    }
+}
+
+static void live_on_eval(const train_point_t *p, void *ctx) {
+    worker_live_t *l = ctx;
+    write_point(l, p);
+    if (l->next.on_eval) l->next.on_eval(p, l->next.ctx);
+}
+
+static void live_on_progress(const train_point_t *p, double eta_s, void *ctx) {
+    worker_live_t *l = ctx;
+    write_point(l, p);
+    if (l->next.on_progress) l->next.on_progress(p, eta_s, l->next.ctx);
+}
+
+int worker_live_open(worker_live_t *l, const char *dir, size_t worker, train_callbacks_t next,
+                     train_callbacks_t *out, char *err, size_t err_len) {
+    l->fd = -1;
+    l->next = next;
+    *out = next;
+    if (!dir) return 0;
+    char path[1100];
+    worker_live_path(path, sizeof path, dir, worker);
+    if ((l->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644)) < 0) {
+        snprintf(err, err_len, "%.300s: cannot open for writing: %s", path, strerror(errno));
+        return -1;
+    }
+    *out = (train_callbacks_t){live_on_eval, live_on_progress, l};
+    return 0;
+}
+
+void worker_live_close(worker_live_t *l) {
+    if (l->fd >= 0) close(l->fd);
+    l->fd = -1;
+}
+
+int worker_live_read(const char *dir, size_t worker, double *samples, double *samples_per_s, double *wall_s) {
+    char path[1100], line[LIVE_BYTES + 1];
+    worker_live_path(path, sizeof path, dir, worker);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return 0;
+    ssize_t got = read(fd, line, LIVE_BYTES);
+    close(fd);
+    if (got != LIVE_BYTES - 1) return 0;
+    line[got] = '\0';
+    unsigned long long s;
+    if (sscanf(line, "%llu %lf %lf", &s, samples_per_s, wall_s) != 3) return 0;
+    *samples = (double)s;
+    return 1;
+}
