@@ -2,6 +2,7 @@
 // engine's model interface (engine/core/model_impl.h) and in its registry
 // (engine/models/model_registry.h). One ops table serves every registered
 // model; what differs per model is reached from the model object.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,8 +20,8 @@ void asgd_grad_add(asgd_grad_t *g, uint32_t i, float v) { grad_add((grad_t *)g, 
 typedef struct ext_model {
     struct model base;  // first: the engine sees a model_t
     const asgd_model_def_t *def;
-    void *self;                // what def->create returned
-    asgd_data_t train, test;   // the views create was given, kept for its life
+    void *self;               // what def->create returned
+    asgd_data_t train, test;  // the views create was given, kept for its life
 } ext_model_t;
 
 typedef struct ext_ws {
