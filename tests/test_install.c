@@ -1,7 +1,10 @@
 // `cmake --install` into a temporary prefix, then, with nothing but that
-// prefix: experiments/custom_model (copied out of the tree) configures with
-// find_package(asgd), builds, and trains its own model with Hogwild! threads
-// and through a 2-worker ASP launch; a one-file program builds with
+// prefix: the installed headers are the public ones alone and the shared
+// library exports asgd_ functions alone; examples/custom_model (copied out
+// of the tree) configures with find_package(asgd), builds, and trains its
+// own model with Hogwild! threads and through a 2-worker ASP launch, and
+// builds with pkg-config too; a misspelt field of asgd_job_config_t does
+// not compile; a one-file program builds with
 // `pkg-config --cflags --libs asgd` and links the shared library, and with
 // `pkg-config --static --libs asgd` the static one (CUDA's libraries named
 // when the build has CUDA) and runs without libasgd.so; the guides the
@@ -54,7 +57,7 @@ int main(void) {
 
     // Installed: the program, both libraries, the headers, pkg-config and the CMake package.
     const char *installed[] = {"bin/asgd", "lib/libasgd.a", "lib/libasgd.so", "include/asgd/asgd.h",
-                               "include/asgd/engine/core/model_impl.h", "lib/pkgconfig/asgd.pc",
+                               "include/asgd/model_ext.h", "include/asgd/train.h", "lib/pkgconfig/asgd.pc",
                                "lib/cmake/asgd/asgdConfig.cmake", "lib/cmake/asgd/asgdTargets.cmake",
                                "share/doc/asgd/README.md", "share/doc/asgd/cli.md", "share/doc/asgd/model_file.md",
                                "share/doc/asgd/reliability.md", "share/man/man1/asgd-merge.1"};
@@ -65,8 +68,30 @@ int main(void) {
         CHECK(access(path, R_OK) == 0);
     }
 
+    // Only the public headers, which name only asgd_ things.
+    CHECK(run("headers.log", "cd %s/include && find . -type f | sort", prefix) == 0);
+    char *headers = proc_slurp(proc_path(work, "headers.log"));
+    printf("installed headers:\n%s", headers);
+    CHECK(strcmp(headers, "./asgd/asgd.h\n./asgd/export.h\n./asgd/model_ext.h\n./asgd/train.h\n") == 0);
+    free(headers);
+    // The shared library exports the API's functions and nothing of its insides.
+    CHECK(run("exports.log", "nm -D --defined-only %s/lib/libasgd.so | awk '$2 == \"T\" {print $3}' | sort", prefix) ==
+          0);
+    char *exports = proc_slurp(proc_path(work, "exports.log"));
+    size_t n_exports = 0;
+    for (char *line = exports; *line; n_exports++) {
+        if (strncmp(line, "asgd_", 5) != 0) fprintf(stderr, "exported, not asgd_: %.60s\n", line);
+        CHECK(strncmp(line, "asgd_", 5) == 0);
+        line = strchr(line, '\n');
+        CHECK(line != NULL);
+        line++;
+    }
+    CHECK(strstr(exports, "asgd_model_register\n") && strstr(exports, "asgd_job_configure\n"));
+    printf("libasgd.so exports %zu functions\n", n_exports);
+    free(exports);
+
     // The example, away from the source tree, against the prefix alone.
-    CHECK(run("copy.log", "cp -r %s/experiments/custom_model %s/example", ASGD_SOURCE_DIR, work) == 0);
+    CHECK(run("copy.log", "cp -r %s/examples/custom_model %s/example", ASGD_SOURCE_DIR, work) == 0);
     CHECK(run("configure.log",
               "%s -S %s/example -B %s/example-build -DCMAKE_PREFIX_PATH=%s -DCMAKE_C_COMPILER=%s "
               "-DCMAKE_C_FLAGS='%s' -DCMAKE_EXE_LINKER_FLAGS='%s'",
@@ -108,6 +133,30 @@ int main(void) {
     CHECK(hogwild_samples == 3 * 5400.0 && asp_samples == hogwild_samples);
     CHECK(strstr(table, "{\"asgd\"") == NULL);  // the library printed no summary
     free(table);
+
+    // The example with pkg-config, and its model on its command line again.
+    CHECK(run("example-pkg.log",
+              "export PKG_CONFIG_PATH=%s/lib/pkgconfig; cd %s/example && %s %s -std=c11 -Wall -Wextra -Werror main.c "
+              "sqhinge_model.c -o %s/custom_model-pkg $(pkg-config --cflags --libs asgd) && "
+              "LD_LIBRARY_PATH=%s/lib %s/custom_model-pkg train --help | grep -q -- --margin",
+              prefix, work, ASGD_C_COMPILER, ASGD_EXTRA_FLAGS, work, prefix, work) == 0);
+
+    // A job's typed fields are checked by the compiler: a misspelt one is an error.
+    FILE *typo = fopen(proc_path(work, "typo.c"), "w");
+    CHECK(typo != NULL);
+    fputs("#include <asgd/asgd.h>\n"
+          "int main(void) { asgd_job_config_t c; asgd_job_config_init(&c); c.stalenes = 4; return 0; }\n",
+          typo);
+    CHECK(fclose(typo) == 0);
+    CHECK(run("typo-ok.log", "sed 's/stalenes /staleness /' %s/typo.c > %s/typo-fixed.c && %s -std=c11 -c %s/typo-fixed.c "
+              "-o %s/typo.o -I%s/include", work, work, ASGD_C_COMPILER, work, work, prefix) == 0);
+    char typo_cmd[2048];
+    snprintf(typo_cmd, sizeof typo_cmd, "%s -std=c11 -c %s/typo.c -o %s/typo.o -I%s/include > %s/typo.log 2>&1",
+             ASGD_C_COMPILER, work, work, prefix, work);
+    CHECK(system(typo_cmd) != 0);
+    char *typo_log = proc_slurp(proc_path(work, "typo.log"));
+    CHECK(strstr(typo_log, "stalenes") != NULL);
+    free(typo_log);
 
     // pkg-config: a one-file program against the shared library.
     FILE *f = fopen(proc_path(work, "version.c"), "w");

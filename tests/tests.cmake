@@ -69,6 +69,7 @@ asgd_test(test_cuda_kernels)
 
 # ---- the engine in one process ----
 asgd_test(test_api)
+asgd_test(test_api_model             LABELS threads)
 asgd_test(test_checkpoint                                COST 10)
 asgd_test(test_clip_trainer          LABELS threads)
 asgd_test(test_delay_trace)

@@ -4,20 +4,21 @@
 // threads, through the staleness simulator, or as a distributed run
 // (parameter servers and worker replicas), and read the results as structs.
 // Models are found by name in a registry that a program can extend with its
-// own (asgd/model.h). Every function that can fail returns 0 or -1 and then
+// own (asgd/model_ext.h). Every function that can fail returns 0 or -1 and then
 // fills err with one line saying what went wrong, in the words of the
 // flags; nothing prints and nothing exits. docs/api.md has a complete example.
-#include "asgd/model.h"  // asgd_model_register, the model interface
-#include "asgd/train.h"  // asgd_job_t, asgd_train, asgd_launch, asgd_result_t
+#include "asgd/export.h"     // defines: ASGD_API
+#include "asgd/model_ext.h"  // defines: asgd_model_def_t, asgd_model_register
+#include "asgd/train.h"      // defines: asgd_job_t, asgd_train, asgd_launch, asgd_result_t
 
 #define ASGD_API_VERSION 1
 
 // The library's version, e.g. "0.1.0".
-const char *asgd_version(void);
+ASGD_API const char *asgd_version(void);
 
 // The whole `asgd` program (train, launch, server, worker, predict, eval,
 // gen, keygen, help): what a program that registers its own models calls to
 // offer the same command line. Returns the exit status.
-int asgd_main(int argc, char **argv);
+ASGD_API int asgd_main(int argc, char **argv);
 
 #endif

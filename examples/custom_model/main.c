@@ -11,12 +11,6 @@
 
 #include "sqhinge_model.h"
 
-static int set_all(asgd_job_t *job, const char *const *pairs, char *err, size_t err_len) {
-    for (size_t i = 0; pairs[i]; i += 2)
-        if (asgd_job_set(job, pairs[i], pairs[i + 1], err, err_len) != 0) return -1;
-    return 0;
-}
-
 static void print_row(const char *how, const asgd_result_t *r) {
     printf("%-22s %9.3f %10.4f %12llu %12.0f\n", how, r->final.test_metric, r->final.test_loss,
            (unsigned long long)r->samples, r->samples_per_s);
@@ -34,24 +28,38 @@ int main(int argc, char **argv) {
     if (asgd_run_role(argc, argv, &status)) return status;
     if (argc > 1) return asgd_main(argc, argv);
 
-    static const char *const common[] = {"model", "sqhinge", "margin", "1", "data",
-                                         "gen:sparse:n=6000,dim=2000,nnz=20,seed=3", "epochs", "3", "lr", "0.05",
-                                         "seed", "1", NULL};
-    static const char *const hogwild[] = {"threads", "2", "mode", "hogwild", NULL};
+    // The job's common flags, typed (a misspelt field does not compile);
+    // the model's own flag by name.
+    asgd_job_config_t common;
+    asgd_job_config_init(&common);
+    common.model = "sqhinge";
+    common.data = "gen:sparse:n=6000,dim=2000,nnz=20,seed=3";
+    common.epochs = 3;
+    common.lr = 0.05;
+    common.seed = 1;
+    asgd_job_config_t hogwild = common;
+    hogwild.threads = 2;
+    hogwild.mode = "hogwild";
     // The server averages the two workers' deltas (its step is lr / 2): each
     // push carries hundreds of this cheap model's steps, and summed at the
     // workers' step they overshoot (docs/distributed.md, "Summed deltas and
     // the hot coordinates").
-    static const char *const downpour[] = {"servers", "1", "workers", "2", "threads", "1", "sync", "asp",
-                                           "server-lr", "0.025", NULL};
+    asgd_job_config_t downpour = common;
+    downpour.servers = 1;
+    downpour.workers = 2;
+    downpour.threads = 1;
+    downpour.sync = "asp";
+    downpour.server_lr = 0.025;
+
     asgd_result_t local = {0}, dist = {0};
     asgd_job_t *job = asgd_job_new(err, sizeof err);
-    int ok = job && set_all(job, common, err, sizeof err) == 0 && set_all(job, hogwild, err, sizeof err) == 0 &&
-             asgd_train(job, &local, err, sizeof err) == 0;
+    int ok = job && asgd_job_configure(job, &hogwild, err, sizeof err) == 0 &&
+             asgd_job_set(job, "margin", "1", err, sizeof err) == 0 && asgd_train(job, &local, err, sizeof err) == 0;
     asgd_job_destroy(&job);
     if (ok) {
         job = asgd_job_new(err, sizeof err);
-        ok = job && set_all(job, common, err, sizeof err) == 0 && set_all(job, downpour, err, sizeof err) == 0 &&
+        ok = job && asgd_job_configure(job, &downpour, err, sizeof err) == 0 &&
+             asgd_job_set(job, "margin", "1", err, sizeof err) == 0 &&
              asgd_launch(job, &dist, err, sizeof err) == 0;
         asgd_job_destroy(&job);
     }
