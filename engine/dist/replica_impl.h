@@ -94,6 +94,7 @@ struct replica {
     uint64_t keys_allowance;  // ssp: the steps whose keys were pulled at a clock the bound accepts
     int scanned_once;         // the first push compares every key (a resumed update may hold any)
     int keep_model;           // the caller keeps the final model (final_w): pulled whole at the end
+    int round_prepared;       // bsp by key: this round's keys were pulled (its round before complete)
     // hybrid (strategy_hybrid.c).
     uint32_t *keys;   // (ps_n) the sparse rows a round reads
     uint8_t *mark;    // (ps_n) scratch for model_sparse_keys

@@ -48,11 +48,37 @@ static int push_round(replica_t *r, grad_t *sum, size_t examples, int *asked) {
                                  sizeof r->err);
 }
 
+// By key, before a round: the keys its examples read, as they are once every
+// worker's gradient of the round before is in.
+static int prepare_bsp(void *ctx, const uint32_t *examples, size_t count, param_t *w) {
+    static const trace_kind_t round_wait = {"round_wait", "sync", "clock"};
+    replica_t *r = ctx;
+    if (!r->by_key) return 0;
+    double t0 = replica_now_s();
+    size_t nk = working_set_keys(&r->ws, examples, count, r->pull_keys);
+    uint64_t span = TRACE_BEGIN();
+    if (ps_client_pull_keys_at(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pull_keys, nk, r->pulled, r->err,
+                               sizeof r->err) != 0)
+        return -1;
+    TRACE_END(&round_wait, span, r->clock);
+    for (size_t i = 0; i < nk; i++) param_set(&w[r->pull_keys[i]], r->pulled[i]);
+    r->stats.pulls++;
+    r->round_prepared = 1;
+    double dt = replica_now_s() - t0;
+    r->stats.wait_s += dt;  // the round before ends when the slowest worker's gradient is in
+    r->stats.comm_s += dt;
+    return 0;
+}
+
 static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
     (void)lr;
     static const trace_kind_t push = {"push", "net", "clock"}, round_wait = {"round_wait", "sync", "clock"};
     replica_t *r = ctx;
     double t0 = replica_now_s();
+    // By key, a round with none of this replica's examples had no prepare:
+    // its push still waits for the round before it to be complete.
+    if (r->by_key && !r->round_prepared && prepare_bsp(r, NULL, 0, w) != 0) return -1;
+    r->round_prepared = 0;
     uint64_t span = TRACE_BEGIN();
     int asked;
     if (push_round(r, sum, examples, &asked) != 0) return -1;
@@ -79,27 +105,6 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);
     *applied = 1;
     r->stats.comm_s += replica_now_s() - t0;
-    return 0;
-}
-
-// By key, before a round: the keys its examples read, as they are once every
-// worker's gradient of the round before is in.
-static int prepare_bsp(void *ctx, const uint32_t *examples, size_t count, param_t *w) {
-    static const trace_kind_t round_wait = {"round_wait", "sync", "clock"};
-    replica_t *r = ctx;
-    if (!r->by_key) return 0;
-    double t0 = replica_now_s();
-    size_t nk = working_set_keys(&r->ws, examples, count, r->pull_keys);
-    uint64_t span = TRACE_BEGIN();
-    if (ps_client_pull_keys_at(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pull_keys, nk, r->pulled, r->err,
-                               sizeof r->err) != 0)
-        return -1;
-    TRACE_END(&round_wait, span, r->clock);
-    for (size_t i = 0; i < nk; i++) param_set(&w[r->pull_keys[i]], r->pulled[i]);
-    r->stats.pulls++;
-    double dt = replica_now_s() - t0;
-    r->stats.wait_s += dt;  // the round before ends when the slowest worker's gradient is in
-    r->stats.comm_s += dt;
     return 0;
 }
 
