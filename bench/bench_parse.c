@@ -2,7 +2,7 @@
 // memory (no disk, no decompression), on 1 thread and on 2
 // (text_blocks_set_threads), and per core.
 //
-//   build/bench_parse [--libsvm FILE] [--csv FILE] [--reps R] [--threads 1,2]
+//   build/bench_parse [--libsvm FILE] [--csv FILE] [--reps R] [--threads 1,2] [--only libsvm|csv]
 //
 // Text (read into memory once; without a file, made here and kept in memory):
 //   libsvm  what `asgd gen sparse --n 160000 --dim 100000 --nnz 60 --seed 7
@@ -156,17 +156,19 @@ static void parse_text(const char *label, const char *text, size_t len, int csv,
 }
 
 int main(int argc, char **argv) {
-    const char *libsvm_path = NULL, *csv_path = NULL;
+    const char *libsvm_path = NULL, *csv_path = NULL, *only = NULL;
     int reps = 5;
     size_t counts[MAX_COUNTS] = {1, 2}, n_counts = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--libsvm") == 0 && v) libsvm_path = v, i++;
         else if (strcmp(a, "--csv") == 0 && v) csv_path = v, i++;
+        else if (strcmp(a, "--only") == 0 && v && (!strcmp(v, "libsvm") || !strcmp(v, "csv"))) only = v, i++;
         else if (strcmp(a, "--reps") == 0 && v) reps = atoi(v), i++;
         else if (strcmp(a, "--threads") == 0 && v) n_counts = bench_parse_list("bench_parse", v, counts, MAX_COUNTS), i++;
         else {
-            fprintf(stderr, "usage: bench_parse [--libsvm FILE] [--csv FILE] [--reps R (1..%d)] [--threads 1,2]\n",
+            fprintf(stderr, "usage: bench_parse [--libsvm FILE] [--csv FILE] [--reps R (1..%d)] [--threads 1,2] "
+                    "[--only libsvm|csv]\n",
                     MAX_REPS);
             return 2;
         }
@@ -174,13 +176,17 @@ int main(int argc, char **argv) {
     if (reps < 1 || reps > MAX_REPS) die("--reps: 1 to 64");
     char *text;
     size_t len;
-    if (libsvm_path) read_text(libsvm_path, &text, &len);
-    else make_libsvm(&text, &len);
-    parse_text(libsvm_path ? libsvm_path : "gen-sparse.svm", text, len, 0, counts, n_counts, reps);
-    free(text);
-    if (csv_path) read_text(csv_path, &text, &len);
-    else make_csv(&text, &len);
-    parse_text(csv_path ? csv_path : "dense.csv", text, len, 1, counts, n_counts, reps);
-    free(text);
+    if (!only || strcmp(only, "libsvm") == 0) {
+        if (libsvm_path) read_text(libsvm_path, &text, &len);
+        else make_libsvm(&text, &len);
+        parse_text(libsvm_path ? libsvm_path : "gen-sparse.svm", text, len, 0, counts, n_counts, reps);
+        free(text);
+    }
+    if (!only || strcmp(only, "csv") == 0) {
+        if (csv_path) read_text(csv_path, &text, &len);
+        else make_csv(&text, &len);
+        parse_text(csv_path ? csv_path : "dense.csv", text, len, 1, counts, n_counts, reps);
+        free(text);
+    }
     return 0;
 }
