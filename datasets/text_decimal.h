@@ -6,9 +6,7 @@
 // every byte up to the number's end (a block's text: text_io.h's
 // TEXT_BLOCK_PAD). The results are those of text_io.h's text_parse_double,
 // bit for bit; what these do not cover, the caller hands to it.
-#include <errno.h>
 #include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -163,13 +161,9 @@ __attribute__((target("ssse3,sse4.1"))) static inline uint64_t text_decimal_digi
 #define TEXT_HOT_CLONES
 #endif
 
-// strtof's float for the number at p, errno left as it was.
-static inline float text_strtof(const char *p) {
-    int saved = errno;
-    float f = strtof(p, NULL);
-    errno = saved;
-    return f;
-}
+// strtof's float for the number at p, errno left as it was (text_io.c). Out
+// of line and cold: the hot loops keep their registers across the rare call.
+__attribute__((cold, noinline)) float text_strtof(const char *p);
 
 // A decimal of the fast kind: [+-] digits [. digits], shorter than 16 bytes
 // after its sign, with no letter, digit or '.' after it. Returns its end with

@@ -276,6 +276,13 @@ slow:;
     return end;
 }
 
+float text_strtof(const char *p) {
+    int saved = errno;
+    float f = strtof(p, NULL);
+    errno = saved;
+    return f;
+}
+
 const char *text_parse_double_padded(const char *p, double *value) {
     uint64_t mantissa;
     int frac_digits, negative;
