@@ -12,8 +12,9 @@
 #include "datasets/csv_cells.h"    // defines: csv_split, csv_delimiter
 #include "datasets/label_dict.h"   // defines: label_dict_t, label_dict_id, label_dict_classes
 #include "datasets/text_blocks.h"  // defines: text_blocks_run
-#include "datasets/text_decimal.h" // defines: text_decimal_fast, text_decimal_float
+#include "datasets/text_decimal.h" // defines: text_decimal_fast, text_decimal_float, text_strtof
 #include "datasets/text_io.h"      // defines: text_reader_*, text_parse_double
+#include "datasets/text_span.h"    // defines: text_span_until
 
 #define FLOAT_ROUNDS_FINITE_BELOW 0x1.ffffffp+127  // as libsvm.c: FLT_MAX and half an ulp
 #define MAX_COLUMNS ((size_t)1 << 24)
@@ -420,8 +421,9 @@ static int careful_line(const csv_read_t *c, csv_part_t *s, const char *p, const
             show_cell(cell, shown);
             FAIL_CELL(c, s, k, "value '%s' is out of float range (|value| <= 3.40282347e+38)", shown);
         }
-        if ((float)v == 0.0f) continue;
-        if (add_value(s, (uint32_t)(k < c->label_col ? k : k - 1), (float)v) != 0) {
+        float f = text_strtof(cell->text);  // not (float)v, which could round twice
+        if (f == 0.0f) continue;
+        if (add_value(s, (uint32_t)(k < c->label_col ? k : k - 1), f) != 0) {
             s->at = cell->at;
             snprintf(s->what, sizeof s->what, "out of memory after %zu non-zeros", s->nnz);
             return -1;
@@ -434,8 +436,11 @@ static int careful_line(const csv_read_t *c, csv_part_t *s, const char *p, const
 // of the file's kind). 1 when read (the row's label stored, its values
 // appended), 0 when the careful path must read it (the values appended so far
 // are dropped by the caller).
-static int fast_line(const csv_read_t *c, csv_part_t *s, const char *p, const char **end) {
+__attribute__((always_inline)) static inline int fast_line(const csv_read_t *c, csv_part_t *s, const char *p, const char **end) {
     const char delim = c->delim;
+    uint32_t *col = s->col;
+    float *val = s->val;
+    size_t nnz = s->nnz;  // in a register, not in s: stored once, with the row
     for (size_t k = 0;; k++) {
         while (*p == ' ' || (*p == '\t' && delim != '\t')) p++;
         if (k == c->label_col) {
@@ -452,25 +457,30 @@ static int fast_line(const csv_read_t *c, csv_part_t *s, const char *p, const ch
             } else {
                 uint64_t mantissa;
                 int frac_digits, negative;
+                const char *cell_end = b + text_span_until(b, delim);
                 const char *e = text_decimal_fast(b, &mantissa, &frac_digits, &negative);
                 if (!e || frac_digits || mantissa > 2147483647u + (uint64_t)negative) return 0;
                 int32_t label = negative ? (int32_t)(-(int64_t)mantissa) : (int32_t)mantissa;
                 if (c->o->labels && (label = dataset_label_class(c->o->labels, c->o->k, label)) < 0) return 0;
                 s->cls[s->rows] = label;
-                p = e;
+                p = e == cell_end ? cell_end : e;
             }
         } else {
+            // Where the cell ends is found first (text_span.h), so that the next
+            // cell's start does not wait for this one's number; the number must
+            // end there too, or (blanks before the delimiter) where it ends.
             uint64_t mantissa;
             int frac_digits, negative;
+            const char *cell_end = p + text_span_until(p, delim);
             const char *e = text_decimal_fast(p, &mantissa, &frac_digits, &negative);
             if (!e) return 0;
             // Stored whatever it is, kept only when not 0: no branch on the value
             // (the caller made room for the row).
-            float v = text_decimal_float(mantissa, frac_digits, negative);
-            s->col[s->nnz] = (uint32_t)(k - (k > c->label_col));
-            s->val[s->nnz] = v;
-            s->nnz += v != 0.0f;
-            p = e;
+            float v = text_decimal_float(mantissa, frac_digits, negative, p);
+            col[nnz] = (uint32_t)(k - (k > c->label_col));
+            val[nnz] = v;
+            nnz += v != 0.0f;
+            p = e == cell_end ? cell_end : e;
         }
         while (*p == ' ' || *p == '\r' || (*p == '\t' && delim != '\t')) p++;
         if (*p == delim && k + 1 < c->ncols) {
@@ -480,6 +490,7 @@ static int fast_line(const csv_read_t *c, csv_part_t *s, const char *p, const ch
         if ((*p == '\n' || *p == '\0') && k + 1 == c->ncols) break;
         return 0;
     }
+    s->nnz = nnz;
     *end = p;
     return 1;
 }
@@ -501,7 +512,8 @@ static void part_free(void *ctx, void *part) {
     free(s);
 }
 
-static int parse_block(void *ctx, const text_block_t *b, void *part, size_t *lines, text_block_error_t *out) {
+TEXT_HOT_CLONES static int parse_block(void *ctx, const text_block_t *b, void *part, size_t *lines,
+                                       text_block_error_t *out) {
     const csv_read_t *c = ctx;
     csv_part_t *s = part;
     s->rows = s->nnz = 0;

@@ -12,6 +12,7 @@
 #include "datasets/text_blocks.h"  // defines: text_blocks_run
 #include "datasets/text_decimal.h"  // defines: text_load8, text_digit_run8, text_decimal_fast, text_decimal_float
 #include "datasets/text_io.h"  // defines: text_reader_*, text_parse_double_padded, text_format_float, text_show_char
+#include "datasets/text_span.h"  // defines: text_span_until
 
 // The largest double that still rounds to a finite float (FLT_MAX plus half an
 // ulp, exclusive: the tie rounds to even, which is infinity). Comparing with this
@@ -104,7 +105,7 @@ static int parse_value(const char *value_at, uint64_t index, float *out, const c
 // comment, appending them to s; *pp is left there. With skip_beyond
 // (prediction), an index above dim is skipped and counted in s->beyond
 // instead of refused.
-static int parse_features(const char **pp, size_t dim, int skip_beyond, libsvm_part_t *s, parse_error_t *e) {
+__attribute__((always_inline)) static inline int parse_features(const char **pp, size_t dim, int skip_beyond, libsvm_part_t *s, parse_error_t *e) {
     const char *p = *pp;
     char shown[48];
     uint64_t prev = 0, limit = dim > 0 ? dim : LIBSVM_MAX_DIM;
@@ -113,18 +114,21 @@ static int parse_features(const char **pp, size_t dim, int skip_beyond, libsvm_p
         if (*p == '\n' || *p == '#' || *p == '\0') break;
         const char *tok = p;
         // The common token in one pass: an index of at most 7 digits in order,
-        // ':' and a short plain decimal (text_decimal.h). Anything else, every
-        // error included, is read by the careful code below.
+        // ':' and a short plain decimal (text_decimal.h). Where it ends is
+        // found first (text_span.h), and the next token starts from there, not
+        // from the end of the number read. Anything else, every error
+        // included, is read by the careful code below.
+        const char *tok_end = tok + text_span_until(tok, '#');
         uint64_t word = text_load8(tok), mantissa;
         int k = text_digit_run8(word), frac_digits, negative;
         if (k && k < 8 && tok[k] == ':' && s->nnz < s->nnz_cap) {
             uint64_t index = text_digits_value8(word, k);
             const char *end = text_decimal_fast(tok + k + 1, &mantissa, &frac_digits, &negative);
-            if (end && ends_token(*end) && index > prev && index <= limit) {
+            if (end == tok_end && ends_token(*tok_end) && index > prev && index <= limit) {
                 s->col[s->nnz] = (uint32_t)(index - 1);
-                s->val[s->nnz++] = text_decimal_float(mantissa, frac_digits, negative);
+                s->val[s->nnz++] = text_decimal_float(mantissa, frac_digits, negative, tok + k + 1);
                 prev = index;
-                p = end;
+                p = tok_end;
                 continue;
             }
         }
@@ -250,7 +254,8 @@ static void part_free(void *ctx, void *part) {
     free(s);
 }
 
-static int parse_block(void *ctx, const text_block_t *b, void *part, size_t *lines, text_block_error_t *out) {
+TEXT_HOT_CLONES static int parse_block(void *ctx, const text_block_t *b, void *part, size_t *lines,
+                                       text_block_error_t *out) {
     const libsvm_read_t *c = ctx;
     libsvm_part_t *s = part;
     s->rows = s->nnz = s->max_index = s->beyond = 0;

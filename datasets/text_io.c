@@ -2,10 +2,6 @@
 
 #include "datasets/text_decimal.h"  // defines: text_decimal_fast, text_decimal_double, text_decimal_float
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <smmintrin.h>  // SSE4.1 (and SSSE3, SSE2) intrinsics, used under a target attribute
-#endif
-
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -280,24 +276,12 @@ slow:;
     return end;
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-__attribute__((target("ssse3,sse4.1"))) uint64_t text_decimal_digits_sse41(const char *s, int a, int b) {
-    // Output lane j (0..15) takes digit i = j - (16 - a - b): the digits end at
-    // lane 15, lanes before the first are 0, and digits past the point come
-    // from one byte further on.
-    const __m128i lanes = _mm_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    __m128i digit = _mm_sub_epi8(lanes, _mm_set1_epi8((char)(16 - a - b)));
-    __m128i past_point = _mm_cmpgt_epi8(digit, _mm_set1_epi8((char)(a - 1)));  // -1 where digit >= a
-    __m128i from = _mm_or_si128(_mm_sub_epi8(digit, past_point), _mm_cmplt_epi8(digit, _mm_setzero_si128()));
-    __m128i x = _mm_sub_epi8(_mm_loadu_si128((const __m128i *)(const void *)s), _mm_set1_epi8('0'));
-    __m128i d = _mm_shuffle_epi8(x, from);  // a lane of from with its high bit set is 0
-    __m128i pairs = _mm_maddubs_epi16(d, _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1));
-    __m128i fours = _mm_madd_epi16(pairs, _mm_setr_epi16(100, 1, 100, 1, 100, 1, 100, 1));
-    __m128i eights = _mm_madd_epi16(_mm_packus_epi32(fours, fours), _mm_setr_epi16(10000, 1, 10000, 1, 0, 0, 0, 0));
-    uint64_t high = (uint32_t)_mm_cvtsi128_si32(eights), low = (uint32_t)_mm_extract_epi32(eights, 1);
-    return high * 100000000u + low;
+float text_strtof(const char *p) {
+    int saved = errno;
+    float f = strtof(p, NULL);
+    errno = saved;
+    return f;
 }
-#endif
 
 const char *text_parse_double_padded(const char *p, double *value) {
     uint64_t mantissa;
@@ -314,10 +298,10 @@ const char *text_parse_float_padded(const char *p, float *value, double *wide) {
     const char *end = text_decimal_fast(p, &mantissa, &frac_digits, &negative);
     if (!end) {
         end = text_parse_double(p, wide);
-        *value = (float)*wide;
+        *value = end == p ? 0.0f : text_strtof(p);  // not (float)*wide, which could round twice
         return end;
     }
-    *value = text_decimal_float(mantissa, frac_digits, negative);
+    *value = text_decimal_float(mantissa, frac_digits, negative, p);
     *wide = *value;  // a fast decimal is finite and below 10^15: no check can tell
     return end;
 }

@@ -71,10 +71,10 @@ const char *text_parse_double(const char *p, double *value);
 // (a block's text: TEXT_BLOCK_PAD): the same value and end, a short decimal
 // read without a loop over its digits (text_decimal.h).
 const char *text_parse_double_padded(const char *p, double *value);
-// text_parse_double_padded's number rounded to a float: *value is exactly
-// (float)text_parse_double(p). *wide is text_parse_double's double where the
-// number is outside float range or not finite (for the caller's checks), and
-// the float itself otherwise.
+// text_parse_double_padded's number as a float: *value is exactly strtof's
+// (the decimal rounded once, to a float). *wide is text_parse_double's double
+// where the number is outside float range or not finite (for the caller's
+// checks), and the float itself otherwise.
 const char *text_parse_float_padded(const char *p, float *value, double *wide);
 
 // Writes v NUL-terminated exactly as snprintf(out, 32, "%.9g", v) would, and

@@ -9,7 +9,11 @@
 //      compressed file after good blocks is reported, a bad line before it
 //      first;
 //   d) short decimals read without a loop over their digits give strtod's
-//      double and float exactly (text_decimal.h), near float midpoints too.
+//      double and strtof's float exactly (text_decimal.h), near float
+//      midpoints too;
+//   e) awkward values (exponents, many digits, denormals, signs, float
+//      midpoints) read through the whole libsvm and CSV readers, on 1 and 2
+//      threads, are strtof's floats bit for bit.
 #include <float.h>
 #include <zlib.h>
 
@@ -340,8 +344,9 @@ static void decimals_exact(void) {
             int64_t from_mid = (int64_t)(bits & ((1ull << 29) - 1)) - (1ll << 28);
             exact_path += frac && from_mid <= 8 && from_mid >= -8;
         }
-        if (e1 != end || e2 != end || memcmp(&got, &want, 8) != 0 || (float)want != gotf) {
-            fprintf(stderr, "'%s': strtod %.17g (float %.9g), padded %.17g, float %.9g\n", buf, want, (double)(float)want, got, (double)gotf);
+        float wantf = strtof(buf, NULL);
+        if (e1 != end || e2 != end || memcmp(&got, &want, 8) != 0 || memcmp(&wantf, &gotf, 4) != 0) {
+            fprintf(stderr, "'%s': strtod %.17g (strtof %.9g), padded %.17g, float %.9g\n", buf, want, (double)wantf, got, (double)gotf);
             exit(1);
         }
     }
@@ -367,6 +372,86 @@ static void decimals_exact(void) {
     printf("  digits 8 at a time: as strtoull\n");
 }
 
+// ---- e) awkward values through the readers ----
+
+// An awkward decimal into buf (NUL-terminated).
+static void awkward_value(rng_t *r, char *buf, size_t cap) {
+    static const char *const fixed[] = {"1e-45", "-1.4e-45", "7e-46", "1.17549435e-38", "1.1754942e-38", "3.4028234e38",
+                                        "-3.40282346638528859811704183484516925440e+38", "+0.5", "-0", "+0", "0.0",
+                                        "1.0000000596046447753906250000001", "1.00000005960464477539062499999",
+                                        "0.000000000000000000000000000000000000000000001", "123456789012345678901234567890",
+                                        "16777217", "16777216.5", "9.99999999e-10", "1E+10", "5e-324", "2.5E-39"};
+    int kind = (int)rng_below(r, 5);
+    if (kind == 0) {
+        snprintf(buf, cap, "%s", fixed[rng_below(r, sizeof fixed / sizeof fixed[0])]);
+    } else if (kind == 1) {  // a float midpoint to many digits, a little above or below it
+        float a = (float)(rng_uniform(r) * pow(10, (int)rng_below(r, 30) - 15));
+        double mid = 0.5 * ((double)a + (double)nextafterf(a, FLT_MAX));
+        int n = snprintf(buf, cap, "%.25e", mid);
+        char *e = strchr(buf, 'e');
+        if (e && rng_below(r, 2)) {  // past the double's precision: strtod lands on the midpoint
+            memmove(e + 6, e, (size_t)(buf + n - e) + 1);
+            memcpy(e, rng_below(r, 2) ? "00001" : "99999", 5);
+            e[5] = rng_below(r, 2) ? '1' : '9';
+        }
+    } else if (kind == 2) {  // exponents, signs, denormals
+        snprintf(buf, cap, "%s%.*e", rng_below(r, 2) ? "-" : rng_below(r, 2) ? "+" : "", (int)rng_below(r, 12),
+                 rng_uniform(r) * pow(10, (int)rng_below(r, 90) - 60));
+    } else if (kind == 3) {  // 14-17 significant digits without an exponent
+        snprintf(buf, cap, "%.*f", 14 + (int)rng_below(r, 4), rng_uniform(r) * pow(10, (int)rng_below(r, 3)));
+    } else {  // the common kind
+        snprintf(buf, cap, "%.9g", (double)(float)(rng_normal(r) * 3));
+    }
+}
+
+static void awkward_values(void) {
+    printf("e) awkward values through the readers, as strtof reads them\n");
+    enum { ROWS = 3000, PER_ROW = 20 };
+    rng_t r;
+    rng_seed(&r, 23, 0);
+    size_t cap = (size_t)ROWS * PER_ROW * 80;
+    char *svm = malloc(cap), *csv = malloc(cap), value[96];
+    float *want = malloc((size_t)ROWS * PER_ROW * sizeof *want);
+    CHECK(svm && csv && want);
+    size_t ls = 0, lc = 0, n = 0;
+    for (int i = 0; i < ROWS; i++) {
+        ls += (size_t)snprintf(svm + ls, cap - ls, "%d", i % 2);
+        lc += (size_t)snprintf(csv + lc, cap - lc, "%d", i % 2);
+        for (int k = 0; k < PER_ROW; k++) {
+            awkward_value(&r, value, sizeof value);
+            want[n++] = strtof(value, NULL);
+            ls += (size_t)snprintf(svm + ls, cap - ls, " %d:%s", k + 1, value);
+            lc += (size_t)snprintf(csv + lc, cap - lc, ",%s", value);
+        }
+        svm[ls++] = '\n';
+        csv[lc++] = '\n';
+    }
+    for (size_t threads = 1; threads <= 2; threads++) {
+        text_blocks_set_threads(threads);
+        char err[512];
+        sparse_dataset_t d;
+        CHECK(libsvm_parse("awkward.svm", svm, ls, 0, &d, err, sizeof err) == 0);
+        CHECK(d.nnz == n);
+        CHECK(memcmp(d.val, want, n * sizeof *want) == 0);
+        sparse_dataset_free(&d);
+        csv_options_t o = {.label_column = NULL};
+        CHECK(csv_parse("awkward.csv", csv, lc, &o, &d, err, sizeof err) == 0);
+        size_t kept = 0;  // CSV keeps the values that are not 0, in order
+        for (size_t i = 0; i < n; i++) {
+            if (want[i] == 0.0f) continue;
+            CHECK(kept < d.nnz && memcmp(&d.val[kept], &want[i], sizeof want[i]) == 0);
+            kept++;
+        }
+        CHECK(kept == d.nnz && d.n == ROWS);
+        sparse_dataset_free(&d);
+    }
+    text_blocks_set_threads(0);
+    printf("  %zu values in libsvm and CSV on 1 and 2 threads: strtof's floats\n", n);
+    free(svm);
+    free(csv);
+    free(want);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir) != NULL);
@@ -374,6 +459,7 @@ int main(void) {
     many_blocks();
     errors_far_in();
     decimals_exact();
+    awkward_values();
     CHECK(test_remove_tree(dir) == 0);
     printf("parse block tests passed\n");
     return 0;
