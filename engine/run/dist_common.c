@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -109,6 +110,12 @@ int dist_check_writable_file(const char *path, const char *flag, char *err, size
 }
 
 // The endpoint others should dial: a wildcard bind is advertised under this host's name.
+uint64_t dist_peak_rss_bytes(void) {
+    struct rusage u;
+    if (getrusage(RUSAGE_SELF, &u) != 0 || u.ru_maxrss < 0) return 0;
+    return (uint64_t)u.ru_maxrss * 1024u;  // Linux counts kilobytes
+}
+
 void dist_advertise(const char *bound, char *out, size_t out_len) {
     const char *wild = strstr(bound, "0.0.0.0");
     if (!wild) {

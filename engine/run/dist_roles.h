@@ -20,6 +20,10 @@ int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args
                     const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
                     size_t err_len);
 
+// This process's peak resident memory so far, in bytes (0 if unknown): what
+// a server or worker reports as peak_rss_bytes.
+uint64_t dist_peak_rss_bytes(void);
+
 // The endpoint others should dial: a wildcard bind is advertised under this host's name.
 void dist_advertise(const char *bound, char *out, size_t out_len);
 

@@ -73,6 +73,7 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_uint(&j, "duplicates", st.duplicates);
     json_uint(&j, "evictions", st.evictions);
     json_uint(&j, "stalls", st.stalls);
+    json_uint(&j, "peak_rss_bytes", dist_peak_rss_bytes());
     json_uint(&j, "rejoins", st.rejoins);
     json_uint(&j, "hellos_resent", st.hellos_resent);
     json_uint(&j, "memory_trips", st.memory_trips);

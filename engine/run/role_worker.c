@@ -150,6 +150,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
         json_number(&j, "wait_for_bytes_s", rs->wait_s - bound);
     }
     json_number(&j, "comm_s", rs->comm_s);
+    json_uint(&j, "peak_rss_bytes", dist_peak_rss_bytes());
     json_uint(&j, "bytes_out", rs->bytes_out);
     json_uint(&j, "bytes_in", rs->bytes_in);
     char spec[64];
