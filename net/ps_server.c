@@ -148,8 +148,6 @@ static const trace_kind_t TK_EVICT = {"evict", "server", "worker"};
 static const trace_kind_t TK_REJOIN = {"rejoin", "server", "worker"};
 static const trace_kind_t TK_CHECKPOINT = {"checkpoint", "io", NULL};
 
-const char *server_optimizer_name(server_optimizer_t o) { return o == SERVER_OPTIMIZER_ADAGRAD ? "adagrad" : "sgd"; }
-
 // A shard with its state allocated and initialised from shard_init (NULL:
 // zeros, for a shard about to be restored), not yet bound.
 static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, char *err, size_t err_len) {
@@ -218,7 +216,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     s->decoded = malloc(n * sizeof *s->decoded);
     if (c->stale.dc_lambda > 0) s->backup = malloc(nw * n * sizeof *s->backup);
     s->scratch_cap = n;
-    if (c->optimizer == SERVER_OPTIMIZER_ADAGRAD) s->h = calloc(n, sizeof *s->h);
+    if (c->optimizer == OPTIMIZER_KIND_ADAGRAD) s->h = calloc(n, sizeof *s->h);
     if (c->mode == SYNC_MODE_BSP) {
         s->bsp_grad = calloc(nw * n, sizeof *s->bsp_grad);
         s->bsp_held = malloc(nw * sizeof *s->bsp_held);
@@ -230,7 +228,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     }
     if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged ||
         !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->claim || !s->join_nonce || !s->hello || !s->parts || !s->own_ledger ||
-        !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
+        !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == OPTIMIZER_KIND_ADAGRAD && !s->h) ||
         (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_held || !s->bsp_examples || !s->bsp_version || !s->bsp_weight || !s->bsp_terms))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
         ps_server_destroy(&s);
@@ -371,7 +369,7 @@ static void identity_of(const ps_server_t *s, uint64_t id[ID_COUNT_]) {
 // An identity field's value as the flags say it: modes and optimizers by name.
 static void identity_value(int field, uint64_t v, char *out, size_t len) {
     if (field == ID_MODE) snprintf(out, len, "%s", sync_mode_name((sync_mode_t)v));
-    else if (field == ID_OPTIMIZER) snprintf(out, len, "%s", server_optimizer_name((server_optimizer_t)v));
+    else if (field == ID_OPTIMIZER) snprintf(out, len, "%s", optimizer_kind_name((optimizer_kind_t)v));
     else if (field == ID_BACKUP) snprintf(out, len, "%s", v ? "on" : "off");
     else snprintf(out, len, "%llu", (unsigned long long)v);
 }

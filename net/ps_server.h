@@ -42,11 +42,7 @@
 #include "staleness/stale_update.h"  // defines: stale_update_config_t
 #include "staleness/sync_mode.h"   // defines: sync_mode_t
 #include "net/wire.h"              // defines: WIRE_STATUS_COUNT_
-
-typedef enum server_optimizer {
-    SERVER_OPTIMIZER_SGD,
-    SERVER_OPTIMIZER_ADAGRAD,
-} server_optimizer_t;
+#include "kernels/optimizer_kind.h"  // defines: optimizer_kind_t, optimizer_kind_name
 
 typedef struct ps_config {
     uint64_t run_id;
@@ -59,7 +55,7 @@ typedef struct ps_config {
     size_t n_start_workers;
     sync_mode_t mode;     // BSP, SSP or ASP (allreduce runs have no server)
     uint64_t staleness;   // SSP bound (sync_mode_bound gives the effective one)
-    server_optimizer_t optimizer;
+    optimizer_kind_t optimizer;
     float lr;
     uint64_t warmup;      // > 0: the step grows linearly over the first `warmup` updates applied (--warmup)
     float adagrad_eps;
@@ -236,7 +232,5 @@ const uint64_t *ps_server_resumed_pushes_per_worker(const ps_server_t *s);
 const uint64_t *ps_server_late_per_worker(const ps_server_t *s);
 // The shard's current values (range entries).
 const float *ps_server_values(const ps_server_t *s);
-
-const char *server_optimizer_name(server_optimizer_t o);
 
 #endif

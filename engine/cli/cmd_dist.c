@@ -901,7 +901,7 @@ static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, c
         .n_start_workers = d->workers,
         .mode = hybrid ? (d->hybrid_sparse ? SYNC_MODE_SSP : SYNC_MODE_ASP) : (sync_mode_t)d->sync,
         .staleness = d->staleness,
-        .optimizer = (server_optimizer_t)d->server_optimizer,
+        .optimizer = (optimizer_kind_t)d->server_optimizer,
         .lr = (float)d->server_lr,
         .adagrad_eps = (float)t->adagrad_eps,
         .heartbeat_ms = (int)d->heartbeat_ms,
