@@ -16,6 +16,7 @@
 #include "kernels/trace.h"          // defines: TRACE_BEGIN, TRACE_END
 #include "net/compress.h"           // defines: compress_decode
 #include "net/memory_guard.h"       // defines: memory_guard_new, memory_guard_check, memory_guard_destroy
+#include "net/ps_progress.h"        // defines: ps_progress_board_*
 #include "net/ps_reply.h"           // defines: ps_values_*
 #include "net/zmsg.h"               // defines: zmsg_recv, zmsg_send, ZMQ_FAIL
 #include "staleness/clock_table.h"  // defines: clock_table_t
@@ -56,7 +57,6 @@ struct ps_server {
     float *w;              // (n) the current values: ps_values_get(values), refreshed after each write
     ps_values_t *values;   // the values, lent to replies without a copy (ps_reply.h)
     float *h;              // (n) Adagrad's squared-gradient sums, or NULL
-    uint64_t bound;        // effective staleness bound
     clock_table_t clocks;
     uint64_t *read_min_clock;  // (n_workers) min clock when the worker last pulled
     // What was sent to each worker: (version, min clock) of its last SENT_HISTORY
@@ -74,10 +74,9 @@ struct ps_server {
     float *bsp_weight;         // (n_workers) each gradient's share of the round's examples
     const float **bsp_terms;   // (n_workers) the gradients summed in a round; NULL: none from that worker
     float *backup;             // (n_workers, n) DC-ASGD: the shard as each worker last pulled it
-    float *scratch_g;          // (scratch_cap) a push's values after delay compensation
+    float *scratch_g;          // (n) a push's values after delay compensation
     float *decoded;            // (n) an ENCODED push, decoded
-    uint32_t *scratch_idx;     // (scratch_cap) a sparse push's indices, shifted into the shard
-    size_t scratch_cap;
+    uint32_t *scratch_idx;     // (n) a sparse push's indices, shifted into the shard
     uint64_t bsp_clock;        // the clock being aggregated
     pending_pull_t *pending;
     size_t n_pending, cap_pending;
@@ -122,10 +121,7 @@ struct ps_server {
     // Progress, kept by the serving thread and published for ps_server_progress.
     uint64_t samples;          // examples behind the updates applied
     double wait_s;             // workers' conditional pulls, time waited
-    // A sequence lock: odd while a publication is being written, so that a
-    // reader takes the four figures from one publication.
-    _Atomic uint64_t pub_seq, pub_samples, pub_version, pub_min_clock, pub_wait_ns;
-    _Atomic uint64_t pub_stale_count, pub_stale_v_sum, pub_stale_v_max, pub_stale_c_sum, pub_stale_c_max;
+    ps_progress_board_t board;
     ps_server_hooks_t hooks;   // replication (net/ps_replica.h); zeros: none
     push_parts_t *parts;       // (n_workers) the push each worker is sending in parts
     // The answer to the part being taken from an ECHO push: its range's new
@@ -188,7 +184,6 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         return NULL;
     }
     s->cfg = *c;
-    s->bound = sync_mode_bound(c->mode, c->staleness);
     shard_range(c->n_params, c->n_shards, c->shard, &s->begin, &s->end);
     s->n = s->end - s->begin;
     size_t nw = c->n_workers, n = s->n ? s->n : 1;
@@ -215,7 +210,6 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     s->scratch_g = malloc(n * sizeof *s->scratch_g);
     s->decoded = malloc(n * sizeof *s->decoded);
     if (c->stale.dc_lambda > 0) s->backup = malloc(nw * n * sizeof *s->backup);
-    s->scratch_cap = n;
     if (c->optimizer == OPTIMIZER_KIND_ADAGRAD) s->h = calloc(n, sizeof *s->h);
     if (c->mode == SYNC_MODE_BSP) {
         s->bsp_grad = calloc(nw * n, sizeof *s->bsp_grad);
@@ -244,16 +238,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     for (size_t k = 0; s->backup && k < nw; k++) memcpy(s->backup + k * n, s->w, s->n * sizeof *s->w);
     staleness_hist_init(&s->stats.staleness_clocks);
     staleness_hist_init(&s->stats.staleness_updates);
-    atomic_init(&s->pub_seq, 0);
-    atomic_init(&s->pub_samples, 0);
-    atomic_init(&s->pub_version, 0);
-    atomic_init(&s->pub_min_clock, 0);
-    atomic_init(&s->pub_wait_ns, 0);
-    atomic_init(&s->pub_stale_count, 0);
-    atomic_init(&s->pub_stale_v_sum, 0);
-    atomic_init(&s->pub_stale_v_max, 0);
-    atomic_init(&s->pub_stale_c_sum, 0);
-    atomic_init(&s->pub_stale_c_max, 0);
+    ps_progress_board_init(&s->board);
     return s;
 }
 
@@ -751,42 +736,24 @@ static uint64_t ready_clock(const ps_server_t *s) {
 const float *ps_server_values(const ps_server_t *s) { return s->w; }
 
 // Single writer (the serving thread); readers see the figures of one
-// publication (a sequence lock), a state the shard was in after some message.
+// publication, a state the shard was in after some message.
 static void publish_progress(ps_server_t *s) {
-    uint64_t seq = atomic_load_explicit(&s->pub_seq, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_seq, seq + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&s->pub_samples, s->samples, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_version, s->stats.version, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_min_clock, ready_clock(s), memory_order_relaxed);
-    atomic_store_explicit(&s->pub_wait_ns, (uint64_t)(s->wait_s * 1e9), memory_order_relaxed);
     const staleness_hist_t *hv = &s->stats.staleness_updates, *hc = &s->stats.staleness_clocks;
-    atomic_store_explicit(&s->pub_stale_count, hc->count, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_stale_v_sum, (uint64_t)hv->sum, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_stale_v_max, hv->max, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_stale_c_sum, (uint64_t)hc->sum, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_stale_c_max, hc->max, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_seq, seq + 2, memory_order_release);
+    ps_progress_t p = {
+        .samples = s->samples,
+        .version = s->stats.version,
+        .min_clock = ready_clock(s),
+        .wait_s = s->wait_s,
+        .staleness_count = hc->count,
+        .staleness_versions_sum = (uint64_t)hv->sum,
+        .staleness_versions_max = hv->max,
+        .staleness_clocks_sum = (uint64_t)hc->sum,
+        .staleness_clocks_max = hc->max,
+    };
+    ps_progress_board_publish(&s->board, &p);
 }
 
-void ps_server_progress(const ps_server_t *s, ps_progress_t *out) {
-    ps_server_t *m = (ps_server_t *)s;  // atomic loads take non-const pointers in C11
-    uint64_t before, after;
-    do {
-        before = atomic_load_explicit(&m->pub_seq, memory_order_acquire);
-        out->samples = atomic_load_explicit(&m->pub_samples, memory_order_relaxed);
-        out->version = atomic_load_explicit(&m->pub_version, memory_order_relaxed);
-        out->min_clock = atomic_load_explicit(&m->pub_min_clock, memory_order_relaxed);
-        out->wait_s = 1e-9 * (double)atomic_load_explicit(&m->pub_wait_ns, memory_order_relaxed);
-        out->staleness_count = atomic_load_explicit(&m->pub_stale_count, memory_order_relaxed);
-        out->staleness_versions_sum = atomic_load_explicit(&m->pub_stale_v_sum, memory_order_relaxed);
-        out->staleness_versions_max = atomic_load_explicit(&m->pub_stale_v_max, memory_order_relaxed);
-        out->staleness_clocks_sum = atomic_load_explicit(&m->pub_stale_c_sum, memory_order_relaxed);
-        out->staleness_clocks_max = atomic_load_explicit(&m->pub_stale_c_max, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
-        after = atomic_load_explicit(&m->pub_seq, memory_order_relaxed);
-    } while ((before & 1) || before != after);
-}
+void ps_server_progress(const ps_server_t *s, ps_progress_t *out) { ps_progress_board_read(&s->board, out); }
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out) {
     *out = s->stats;

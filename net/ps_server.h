@@ -41,6 +41,7 @@
 #include "staleness/histogram.h"   // defines: staleness_hist_t
 #include "staleness/stale_update.h"  // defines: stale_update_config_t
 #include "staleness/sync_mode.h"   // defines: sync_mode_t
+#include "net/ps_progress.h"       // defines: ps_progress_t
 #include "net/wire.h"              // defines: WIRE_STATUS_COUNT_
 #include "kernels/optimizer_kind.h"  // defines: optimizer_kind_t, optimizer_kind_name
 
@@ -144,21 +145,6 @@ typedef struct ps_server_hooks {
     void *ctx;
 } ps_server_hooks_t;
 
-// Where the shard stands, for another thread of the same process (the run's
-// global-model evaluator, engine/dist/global_eval.h): published by the serving
-// thread after every message it handles, read as one publication.
-typedef struct ps_progress {
-    uint64_t samples;     // training examples behind the updates applied (see samples_per_step)
-    uint64_t version;     // updates applied
-    uint64_t min_clock;   // the slowest live worker's clock
-    double wait_s;        // time workers' conditional pulls (SSP, BSP) waited here, summed
-    // Staleness of the updates applied so far (docs/distributed.md), in
-    // versions and in clocks: mean = sum / count (BSP: one per gradient of a round).
-    uint64_t staleness_count;
-    uint64_t staleness_versions_sum, staleness_versions_max;
-    uint64_t staleness_clocks_sum, staleness_clocks_max;
-} ps_progress_t;
-
 // Binds the server's ROUTER to `endpoint` ("tcp://127.0.0.1:*" picks a free
 // port) and takes a copy of the shard's initial values init[0..range).
 // Returns NULL with err filled.
@@ -210,7 +196,10 @@ void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end);
 int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len);
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out);
-// Safe to call from any thread while ps_server_run serves.
+// Where the shard stands, for another thread of the same process (the run's
+// global-model evaluator, engine/dist/global_eval.h): published by the serving
+// thread after every message it handles, read as one publication
+// (net/ps_progress.h). Safe to call from any thread while ps_server_run serves.
 void ps_server_progress(const ps_server_t *s, ps_progress_t *out);
 // Per-worker counters (n_workers entries each): pushes applied since the
 // worker last joined, pushes applied over all its joins, and final clocks.
