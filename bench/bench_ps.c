@@ -242,7 +242,7 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o, int repli
     for (size_t k = 0; k < n_shards; k++) {
         // No memory guard: the bench's clients and echo peers share the process.
         ps_config_t c = {.run_id = RUN, .shard = k, .n_shards = n_shards, .n_params = n, .n_workers = 1,
-                         .mode = SYNC_MODE_ASP, .optimizer = SERVER_OPTIMIZER_SGD, .lr = 1.0f,
+                         .mode = SYNC_MODE_ASP, .optimizer = OPTIMIZER_KIND_SGD, .lr = 1.0f,
                          .memory_allowance = SIZE_MAX, .quiet = 1};
         size_t begin, end;
         shard_range(n, n_shards, k, &begin, &end);
@@ -747,7 +747,7 @@ static double run_bsp(size_t n, size_t n_shards, long iters, int raw, const opts
             continue;
         }
         ps_config_t c = {.run_id = RUN, .shard = k, .n_shards = n_shards, .n_params = n, .n_workers = nw,
-                         .mode = SYNC_MODE_BSP, .optimizer = SERVER_OPTIMIZER_SGD, .lr = 1.0f,
+                         .mode = SYNC_MODE_BSP, .optimizer = OPTIMIZER_KIND_SGD, .lr = 1.0f,
                          .memory_allowance = SIZE_MAX, .quiet = 1};  // no memory guard, as above
         shard_thread_init(&th[k], &c, zeros + begin, o);
         endpoints[k] = ps_server_endpoint(th[k].server);

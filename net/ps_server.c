@@ -16,6 +16,7 @@
 #include "kernels/trace.h"          // defines: TRACE_BEGIN, TRACE_END
 #include "net/compress.h"           // defines: compress_decode
 #include "net/memory_guard.h"       // defines: memory_guard_new, memory_guard_check, memory_guard_destroy
+#include "net/ps_progress.h"        // defines: ps_progress_board_*
 #include "net/ps_reply.h"           // defines: ps_values_*
 #include "net/zmsg.h"               // defines: zmsg_recv, zmsg_send, ZMQ_FAIL
 #include "staleness/clock_table.h"  // defines: clock_table_t
@@ -47,16 +48,9 @@ typedef struct pending_pull {
     double since;      // when it started waiting
 } pending_pull_t;
 
-struct ps_server {
-    ps_config_t cfg;
-    void *sock;
-    memory_guard_t *guard;     // NULL: none (ps_config.memory_allowance SIZE_MAX)
-    char endpoint[256];
-    size_t begin, end, n;  // shard range, n = end - begin
-    float *w;              // (n) the current values: ps_values_get(values), refreshed after each write
-    ps_values_t *values;   // the values, lent to replies without a copy (ps_reply.h)
-    float *h;              // (n) Adagrad's squared-gradient sums, or NULL
-    uint64_t bound;        // effective staleness bound
+// Membership and clocks: who is in the run, how far each worker got, and
+// what each was sent.
+typedef struct ps_members {
     clock_table_t clocks;
     uint64_t *read_min_clock;  // (n_workers) min clock when the worker last pulled
     // What was sent to each worker: (version, min clock) of its last SENT_HISTORY
@@ -64,33 +58,43 @@ struct ps_server {
     // staleness is measured from the min clock that came with the version it carries.
     uint64_t *sent_version, *sent_clock;  // (n_workers, SENT_HISTORY)
     uint32_t *sent_head, *sent_len;       // (n_workers)
-    // BSP: each worker's gradient for the current clock, summed once all arrived.
-    // A dense gradient is kept as received (bsp_held[k], not copied); a
-    // sparse one, or one restored from a checkpoint, is written into bsp_grad.
-    float *bsp_grad;           // (n_workers, n)
-    zmq_msg_t *bsp_held;       // (n_workers) empty when worker k's gradient is in bsp_grad
-    uint32_t *bsp_examples;    // (n_workers) 0 = no gradient yet this clock
-    uint64_t *bsp_version;     // (n_workers) version each gradient was computed from
-    float *bsp_weight;         // (n_workers) each gradient's share of the round's examples
-    const float **bsp_terms;   // (n_workers) the gradients summed in a round; NULL: none from that worker
-    float *backup;             // (n_workers, n) DC-ASGD: the shard as each worker last pulled it
-    float *scratch_g;          // (scratch_cap) a push's values after delay compensation
-    float *decoded;            // (n) an ENCODED push, decoded
-    uint32_t *scratch_idx;     // (scratch_cap) a sparse push's indices, shifted into the shard
-    size_t scratch_cap;
-    uint64_t bsp_clock;        // the clock being aggregated
-    pending_pull_t *pending;
-    size_t n_pending, cap_pending;
     double *last_heard;        // (n_workers) when a message last came from each worker
     double quiet_since;        // when the last live worker left or was evicted
-    int resumed;               // restored from a checkpoint: BSP rounds may have been lost
+} ps_members_t;
+
+// Update application: the values, the optimizer's state, DC-ASGD's backups,
+// the scratch a push is applied from, and divergence.
+typedef struct ps_update {
+    float *w;              // (n) the current values: ps_values_get(values), refreshed after each write
+    ps_values_t *values;   // the values, lent to replies without a copy (ps_reply.h)
+    float *h;              // (n) Adagrad's squared-gradient sums, or NULL
+    float *backup;             // (n_workers, n) DC-ASGD: the shard as each worker last pulled it
+    float *scratch_g;          // (n) a push's values after delay compensation
+    float *decoded;            // (n) an ENCODED push, decoded
+    uint32_t *scratch_idx;     // (n) a sparse push's indices, shifted into the shard
     int diverged;              // a push held NaN or Inf: every request is refused from now on
     int push_finite;           // the message being handled: a dense push's values are finite (1) or not (0); -1: not known
     double diverged_at;
     uint8_t *told_diverged;    // (n_workers) refused with NOT_FINITE at least once
     char diverged_msg[256];
-    double next_checkpoint;
-    // The exactly-once record (docs/reliability.md), per worker, over the whole run.
+} ps_update_t;
+
+// BSP: each worker's gradient for the current clock, summed once all arrived.
+// A dense gradient is kept as received (held[k], not copied); a sparse one,
+// or one restored from a checkpoint, is written into grad.
+typedef struct ps_bsp_round {
+    float *grad;           // (n_workers, n)
+    zmq_msg_t *held;       // (n_workers) empty when worker k's gradient is in grad
+    uint32_t *examples;    // (n_workers) 0 = no gradient yet this clock
+    uint64_t *version;     // (n_workers) version each gradient was computed from
+    float *weight;         // (n_workers) each gradient's share of the round's examples
+    const float **terms;   // (n_workers) the gradients summed in a round; NULL: none from that worker
+    uint64_t clock;        // the clock being aggregated
+} ps_bsp_round_t;
+
+// The exactly-once record (docs/reliability.md), per worker, over the whole
+// run, with what keeps it exact: clock claims and HELLO de-duplication.
+typedef struct ps_once {
     uint64_t *duplicates_by;   // (n_workers) pushes acknowledged again and not applied
     uint64_t *lost_by;         // (n_workers) applied, then lost with a crash (after the checkpoint resumed from)
     uint64_t *resumed_by;      // (n_workers) its pushes the checkpoint held at the last resume
@@ -116,16 +120,33 @@ struct ps_server {
     uint64_t *ledger;
     uint64_t *own_ledger;
     counter_file_t ledger_file;
+} ps_once_t;
+
+// The shard: its configuration and range, the four parts above, and the
+// serving loop's own state (socket, pulls waiting, pushes in parts, the
+// progress it publishes, replication hooks).
+struct ps_server {
+    ps_config_t cfg;
+    size_t begin, end, n;  // shard range, n = end - begin
+    ps_members_t members;
+    ps_update_t upd;
+    ps_bsp_round_t bsp;
+    ps_once_t once;
+    int resumed;               // restored from a checkpoint: BSP rounds may have been lost
+    double next_checkpoint;
+    // The serving loop.
+    void *sock;
+    memory_guard_t *guard;     // NULL: none (ps_config.memory_allowance SIZE_MAX)
+    char endpoint[256];
+    pending_pull_t *pending;
+    size_t n_pending, cap_pending;
     ps_stats_t stats;
     int warned[WIRE_STATUS_COUNT_];
     int warned_clock;
     // Progress, kept by the serving thread and published for ps_server_progress.
     uint64_t samples;          // examples behind the updates applied
     double wait_s;             // workers' conditional pulls, time waited
-    // A sequence lock: odd while a publication is being written, so that a
-    // reader takes the four figures from one publication.
-    _Atomic uint64_t pub_seq, pub_samples, pub_version, pub_min_clock, pub_wait_ns;
-    _Atomic uint64_t pub_stale_count, pub_stale_v_sum, pub_stale_v_max, pub_stale_c_sum, pub_stale_c_max;
+    ps_progress_board_t board;
     ps_server_hooks_t hooks;   // replication (net/ps_replica.h); zeros: none
     push_parts_t *parts;       // (n_workers) the push each worker is sending in parts
     // The answer to the part being taken from an ECHO push: its range's new
@@ -147,8 +168,6 @@ static const trace_kind_t TK_SERVE = {"serve_pull", "server", "worker"};   // a 
 static const trace_kind_t TK_EVICT = {"evict", "server", "worker"};
 static const trace_kind_t TK_REJOIN = {"rejoin", "server", "worker"};
 static const trace_kind_t TK_CHECKPOINT = {"checkpoint", "io", NULL};
-
-const char *server_optimizer_name(server_optimizer_t o) { return o == SERVER_OPTIMIZER_ADAGRAD ? "adagrad" : "sgd"; }
 
 // A shard with its state allocated and initialised from shard_init (NULL:
 // zeros, for a shard about to be restored), not yet bound.
@@ -190,72 +209,61 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         return NULL;
     }
     s->cfg = *c;
-    s->bound = sync_mode_bound(c->mode, c->staleness);
     shard_range(c->n_params, c->n_shards, c->shard, &s->begin, &s->end);
     s->n = s->end - s->begin;
     size_t nw = c->n_workers, n = s->n ? s->n : 1;
-    s->values = ps_values_new(s->n);
-    if (s->values) s->w = ps_values_get(s->values);
-    s->read_min_clock = calloc(nw, sizeof *s->read_min_clock);
-    s->sent_version = malloc(nw * SENT_HISTORY * sizeof *s->sent_version);
-    s->sent_clock = malloc(nw * SENT_HISTORY * sizeof *s->sent_clock);
-    s->sent_head = calloc(nw, sizeof *s->sent_head);
-    s->sent_len = calloc(nw, sizeof *s->sent_len);
-    s->last_heard = calloc(nw, sizeof *s->last_heard);
-    s->told_diverged = calloc(nw, 1);
-    s->duplicates_by = calloc(nw, sizeof *s->duplicates_by);
-    s->lost_by = calloc(nw, sizeof *s->lost_by);
-    s->resumed_by = calloc(nw, sizeof *s->resumed_by);
-    s->late_by = calloc(nw, sizeof *s->late_by);
-    s->resend_clock = calloc(nw, sizeof *s->resend_clock);
-    s->claim = calloc(nw, sizeof *s->claim);
-    s->join_nonce = calloc(nw, sizeof *s->join_nonce);
-    s->hello = calloc(nw, sizeof *s->hello);
+    s->upd.values = ps_values_new(s->n);
+    if (s->upd.values) s->upd.w = ps_values_get(s->upd.values);
+    s->members.read_min_clock = calloc(nw, sizeof *s->members.read_min_clock);
+    s->members.sent_version = malloc(nw * SENT_HISTORY * sizeof *s->members.sent_version);
+    s->members.sent_clock = malloc(nw * SENT_HISTORY * sizeof *s->members.sent_clock);
+    s->members.sent_head = calloc(nw, sizeof *s->members.sent_head);
+    s->members.sent_len = calloc(nw, sizeof *s->members.sent_len);
+    s->members.last_heard = calloc(nw, sizeof *s->members.last_heard);
+    s->upd.told_diverged = calloc(nw, 1);
+    s->once.duplicates_by = calloc(nw, sizeof *s->once.duplicates_by);
+    s->once.lost_by = calloc(nw, sizeof *s->once.lost_by);
+    s->once.resumed_by = calloc(nw, sizeof *s->once.resumed_by);
+    s->once.late_by = calloc(nw, sizeof *s->once.late_by);
+    s->once.resend_clock = calloc(nw, sizeof *s->once.resend_clock);
+    s->once.claim = calloc(nw, sizeof *s->once.claim);
+    s->once.join_nonce = calloc(nw, sizeof *s->once.join_nonce);
+    s->once.hello = calloc(nw, sizeof *s->once.hello);
     s->parts = calloc(nw, sizeof *s->parts);
-    s->ledger = s->own_ledger = calloc(2 * nw, sizeof *s->own_ledger);
-    s->scratch_idx = malloc(n * sizeof *s->scratch_idx);
-    s->scratch_g = malloc(n * sizeof *s->scratch_g);
-    s->decoded = malloc(n * sizeof *s->decoded);
-    if (c->stale.dc_lambda > 0) s->backup = malloc(nw * n * sizeof *s->backup);
-    s->scratch_cap = n;
-    if (c->optimizer == SERVER_OPTIMIZER_ADAGRAD) s->h = calloc(n, sizeof *s->h);
+    s->once.ledger = s->once.own_ledger = calloc(2 * nw, sizeof *s->once.own_ledger);
+    s->upd.scratch_idx = malloc(n * sizeof *s->upd.scratch_idx);
+    s->upd.scratch_g = malloc(n * sizeof *s->upd.scratch_g);
+    s->upd.decoded = malloc(n * sizeof *s->upd.decoded);
+    if (c->stale.dc_lambda > 0) s->upd.backup = malloc(nw * n * sizeof *s->upd.backup);
+    if (c->optimizer == OPTIMIZER_KIND_ADAGRAD) s->upd.h = calloc(n, sizeof *s->upd.h);
     if (c->mode == SYNC_MODE_BSP) {
-        s->bsp_grad = calloc(nw * n, sizeof *s->bsp_grad);
-        s->bsp_held = malloc(nw * sizeof *s->bsp_held);
-        for (size_t k = 0; s->bsp_held && k < nw; k++) zmq_msg_init(&s->bsp_held[k]);
-        s->bsp_examples = calloc(nw, sizeof *s->bsp_examples);
-        s->bsp_version = calloc(nw, sizeof *s->bsp_version);
-        s->bsp_weight = calloc(nw, sizeof *s->bsp_weight);
-        s->bsp_terms = calloc(nw, sizeof *s->bsp_terms);
+        s->bsp.grad = calloc(nw * n, sizeof *s->bsp.grad);
+        s->bsp.held = malloc(nw * sizeof *s->bsp.held);
+        for (size_t k = 0; s->bsp.held && k < nw; k++) zmq_msg_init(&s->bsp.held[k]);
+        s->bsp.examples = calloc(nw, sizeof *s->bsp.examples);
+        s->bsp.version = calloc(nw, sizeof *s->bsp.version);
+        s->bsp.weight = calloc(nw, sizeof *s->bsp.weight);
+        s->bsp.terms = calloc(nw, sizeof *s->bsp.terms);
     }
-    if (!s->w || !s->read_min_clock || !s->sent_version || !s->sent_clock || !s->sent_head || !s->sent_len || !s->last_heard || !s->told_diverged ||
-        !s->duplicates_by || !s->lost_by || !s->resumed_by || !s->late_by || !s->resend_clock || !s->claim || !s->join_nonce || !s->hello || !s->parts || !s->own_ledger ||
-        !s->scratch_idx || !s->scratch_g || !s->decoded || (c->stale.dc_lambda > 0 && !s->backup) || (c->optimizer == SERVER_OPTIMIZER_ADAGRAD && !s->h) ||
-        (c->mode == SYNC_MODE_BSP && (!s->bsp_grad || !s->bsp_held || !s->bsp_examples || !s->bsp_version || !s->bsp_weight || !s->bsp_terms))) {
+    if (!s->upd.w || !s->members.read_min_clock || !s->members.sent_version || !s->members.sent_clock || !s->members.sent_head || !s->members.sent_len || !s->members.last_heard || !s->upd.told_diverged ||
+        !s->once.duplicates_by || !s->once.lost_by || !s->once.resumed_by || !s->once.late_by || !s->once.resend_clock || !s->once.claim || !s->once.join_nonce || !s->once.hello || !s->parts || !s->once.own_ledger ||
+        !s->upd.scratch_idx || !s->upd.scratch_g || !s->upd.decoded || (c->stale.dc_lambda > 0 && !s->upd.backup) || (c->optimizer == OPTIMIZER_KIND_ADAGRAD && !s->upd.h) ||
+        (c->mode == SYNC_MODE_BSP && (!s->bsp.grad || !s->bsp.held || !s->bsp.examples || !s->bsp.version || !s->bsp.weight || !s->bsp.terms))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
         ps_server_destroy(&s);
         return NULL;
     }
-    if (clock_table_init(&s->clocks, nw, err, err_len) != 0) {
+    if (clock_table_init(&s->members.clocks, nw, err, err_len) != 0) {
         ps_server_destroy(&s);
         return NULL;
     }
-    clock_table_set_start(&s->clocks, c->n_start_workers ? c->n_start_workers : nw);
-    if (shard_init) memcpy(s->w, shard_init, s->n * sizeof *s->w);
-    else memset(s->w, 0, s->n * sizeof *s->w);
-    for (size_t k = 0; s->backup && k < nw; k++) memcpy(s->backup + k * n, s->w, s->n * sizeof *s->w);
+    clock_table_set_start(&s->members.clocks, c->n_start_workers ? c->n_start_workers : nw);
+    if (shard_init) memcpy(s->upd.w, shard_init, s->n * sizeof *s->upd.w);
+    else memset(s->upd.w, 0, s->n * sizeof *s->upd.w);
+    for (size_t k = 0; s->upd.backup && k < nw; k++) memcpy(s->upd.backup + k * n, s->upd.w, s->n * sizeof *s->upd.w);
     staleness_hist_init(&s->stats.staleness_clocks);
     staleness_hist_init(&s->stats.staleness_updates);
-    atomic_init(&s->pub_seq, 0);
-    atomic_init(&s->pub_samples, 0);
-    atomic_init(&s->pub_version, 0);
-    atomic_init(&s->pub_min_clock, 0);
-    atomic_init(&s->pub_wait_ns, 0);
-    atomic_init(&s->pub_stale_count, 0);
-    atomic_init(&s->pub_stale_v_sum, 0);
-    atomic_init(&s->pub_stale_v_max, 0);
-    atomic_init(&s->pub_stale_c_sum, 0);
-    atomic_init(&s->pub_stale_c_max, 0);
+    ps_progress_board_init(&s->board);
     return s;
 }
 
@@ -332,19 +340,19 @@ static int ledger_open(ps_server_t *s, const uint64_t *values, char *err, size_t
     ledger_path(path, sizeof path, s->cfg.checkpoint_path);
     size_t n = 2 * s->cfg.n_workers;
     char why[1200];
-    if (counter_file_create(&s->ledger_file, path, ledger_magic, n, 0, why, sizeof why) != 0) {
+    if (counter_file_create(&s->once.ledger_file, path, ledger_magic, n, 0, why, sizeof why) != 0) {
         snprintf(err, err_len, "server: %s", why);
         return -1;
     }
-    memcpy(s->ledger_file.v, values, n * sizeof *values);
-    s->ledger = s->ledger_file.v;
+    memcpy(s->once.ledger_file.v, values, n * sizeof *values);
+    s->once.ledger = s->once.ledger_file.v;
     return 0;
 }
 
 ps_server_t *ps_server_new(void *zmq_ctx, const ps_config_t *c, const char *endpoint, const float *shard_init,
                            char *err, size_t err_len) {
     ps_server_t *s = server_alloc(c, shard_init, err, err_len);
-    if (s && ledger_open(s, s->own_ledger, err, err_len) != 0) ps_server_destroy(&s);
+    if (s && ledger_open(s, s->once.own_ledger, err, err_len) != 0) ps_server_destroy(&s);
     if (s && server_bind(s, zmq_ctx, endpoint, 0.0, err, err_len) != 0) ps_server_destroy(&s);
     return s;
 }
@@ -365,29 +373,29 @@ static void identity_of(const ps_server_t *s, uint64_t id[ID_COUNT_]) {
     id[ID_WORKERS] = s->cfg.n_workers;
     id[ID_MODE] = (uint64_t)s->cfg.mode;
     id[ID_OPTIMIZER] = (uint64_t)s->cfg.optimizer;
-    id[ID_BACKUP] = s->backup != NULL;
+    id[ID_BACKUP] = s->upd.backup != NULL;
 }
 
 // An identity field's value as the flags say it: modes and optimizers by name.
 static void identity_value(int field, uint64_t v, char *out, size_t len) {
     if (field == ID_MODE) snprintf(out, len, "%s", sync_mode_name((sync_mode_t)v));
-    else if (field == ID_OPTIMIZER) snprintf(out, len, "%s", server_optimizer_name((server_optimizer_t)v));
+    else if (field == ID_OPTIMIZER) snprintf(out, len, "%s", optimizer_kind_name((optimizer_kind_t)v));
     else if (field == ID_BACKUP) snprintf(out, len, "%s", v ? "on" : "off");
     else snprintf(out, len, "%llu", (unsigned long long)v);
 }
 
 // Worker k's gradient for the round being aggregated (meaningful while
-// bsp_examples[k] > 0): as received, or in bsp_grad.
+// bsp.examples[k] > 0): as received, or in bsp.grad.
 static const float *bsp_gradient(const ps_server_t *s, size_t k) {
-    zmq_msg_t *held = &s->bsp_held[k];
-    return zmq_msg_size(held) > 0 ? zmq_msg_data(held) : s->bsp_grad + k * s->n;
+    zmq_msg_t *held = &s->bsp.held[k];
+    return zmq_msg_size(held) > 0 ? zmq_msg_data(held) : s->bsp.grad + k * s->n;
 }
 
 // Lets go of worker k's received gradient (its round was applied, or it is replaced).
 static void bsp_release(ps_server_t *s, size_t k) {
-    if (zmq_msg_size(&s->bsp_held[k]) == 0) return;
-    zmq_msg_close(&s->bsp_held[k]);
-    zmq_msg_init(&s->bsp_held[k]);
+    if (zmq_msg_size(&s->bsp.held[k]) == 0) return;
+    zmq_msg_close(&s->bsp.held[k]);
+    zmq_msg_init(&s->bsp.held[k]);
 }
 
 // The pushes being taken in parts, four numbers per worker: flags (open,
@@ -456,23 +464,23 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
     uint64_t id[ID_COUNT_], counters[CT_COUNT_] = {
         s->stats.version, s->stats.pushes_applied, s->stats.pulls_answered, s->stats.pulls_waited, s->stats.bytes_in,
         s->stats.bytes_out, s->stats.rejected, s->stats.duplicates, s->stats.evictions, s->stats.rejoins,
-        s->stats.rounds_skipped, s->bsp_clock};
+        s->stats.rounds_skipped, s->bsp.clock};
     identity_of(s, id);
     ckpt_writer_t *w = ckpt_writer_open(path, err, err_len);
     if (!w) return -1;
     ckpt_writer_section(w, "ps.identity", id, sizeof id);
     ckpt_writer_section(w, "ps.endpoint", s->endpoint, strlen(s->endpoint));
     ckpt_writer_section(w, "ps.counters", counters, sizeof counters);
-    ckpt_writer_section(w, "ps.values", s->w, n * sizeof *s->w);
-    if (s->h) ckpt_writer_section(w, "ps.adagrad", s->h, n * sizeof *s->h);
-    ckpt_writer_section(w, "ps.clock", s->clocks.clock, nw * sizeof *s->clocks.clock);
-    ckpt_writer_section(w, "ps.joined", s->clocks.joined, nw);
-    ckpt_writer_section(w, "ps.left", s->clocks.left, nw);
-    ckpt_writer_section(w, "ps.evicted", s->clocks.evicted, nw);
-    ckpt_writer_section(w, "ps.pushes", s->clocks.pushes, nw * sizeof *s->clocks.pushes);
-    ckpt_writer_section(w, "ps.pushes_total", s->clocks.pushes_total, nw * sizeof *s->clocks.pushes_total);
-    ckpt_writer_section(w, "ps.read_min", s->read_min_clock, nw * sizeof *s->read_min_clock);
-    ckpt_writer_section(w, "ps.duplicates", s->duplicates_by, nw * sizeof *s->duplicates_by);
+    ckpt_writer_section(w, "ps.values", s->upd.w, n * sizeof *s->upd.w);
+    if (s->upd.h) ckpt_writer_section(w, "ps.adagrad", s->upd.h, n * sizeof *s->upd.h);
+    ckpt_writer_section(w, "ps.clock", s->members.clocks.clock, nw * sizeof *s->members.clocks.clock);
+    ckpt_writer_section(w, "ps.joined", s->members.clocks.joined, nw);
+    ckpt_writer_section(w, "ps.left", s->members.clocks.left, nw);
+    ckpt_writer_section(w, "ps.evicted", s->members.clocks.evicted, nw);
+    ckpt_writer_section(w, "ps.pushes", s->members.clocks.pushes, nw * sizeof *s->members.clocks.pushes);
+    ckpt_writer_section(w, "ps.pushes_total", s->members.clocks.pushes_total, nw * sizeof *s->members.clocks.pushes_total);
+    ckpt_writer_section(w, "ps.read_min", s->members.read_min_clock, nw * sizeof *s->members.read_min_clock);
+    ckpt_writer_section(w, "ps.duplicates", s->once.duplicates_by, nw * sizeof *s->once.duplicates_by);
     // What each worker's pushes have claimed (clock_plausible): a backup that
     // adopts this state judges the next push as the primary does.
     uint64_t *claims = malloc(2 * nw * sizeof *claims);
@@ -481,18 +489,18 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
         snprintf(err, err_len, "server: out of memory writing a checkpoint");
         return -1;
     }
-    for (size_t k = 0; k < nw; k++) claims[2 * k] = s->claim[k].base, claims[2 * k + 1] = s->claim[k].steps;
+    for (size_t k = 0; k < nw; k++) claims[2 * k] = s->once.claim[k].base, claims[2 * k + 1] = s->once.claim[k].steps;
     ckpt_writer_section(w, "ps.claims", claims, 2 * nw * sizeof *claims);
     free(claims);
     // The HELLOs answered, so that a backup answers a resent one as the primary does.
-    ckpt_writer_section(w, "ps.hellos", s->hello, nw * sizeof *s->hello);
-    ckpt_writer_section(w, "ps.lost", s->lost_by, nw * sizeof *s->lost_by);
-    ckpt_writer_section(w, "ps.resend", s->resend_clock, nw * sizeof *s->resend_clock);
-    ckpt_writer_section(w, "ps.ledger", s->ledger, 2 * nw * sizeof *s->ledger);
+    ckpt_writer_section(w, "ps.hellos", s->once.hello, nw * sizeof *s->once.hello);
+    ckpt_writer_section(w, "ps.lost", s->once.lost_by, nw * sizeof *s->once.lost_by);
+    ckpt_writer_section(w, "ps.resend", s->once.resend_clock, nw * sizeof *s->once.resend_clock);
+    ckpt_writer_section(w, "ps.ledger", s->once.ledger, 2 * nw * sizeof *s->once.ledger);
     if (save_parts(s, w, err, err_len) != 0) return -1;
     ckpt_writer_section(w, "ps.stale_clocks", &s->stats.staleness_clocks, sizeof s->stats.staleness_clocks);
     ckpt_writer_section(w, "ps.stale_vers", &s->stats.staleness_updates, sizeof s->stats.staleness_updates);
-    if (s->bsp_grad) {
+    if (s->bsp.grad) {
         const void **parts = malloc(nw * sizeof *parts);
         size_t *sizes = malloc(nw * sizeof *sizes);
         if (!parts || !sizes) {
@@ -501,13 +509,13 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
             snprintf(err, err_len, "server: out of memory writing a checkpoint");
             return -1;
         }
-        for (size_t k = 0; k < nw; k++) parts[k] = bsp_gradient(s, k), sizes[k] = n * sizeof *s->bsp_grad;
+        for (size_t k = 0; k < nw; k++) parts[k] = bsp_gradient(s, k), sizes[k] = n * sizeof *s->bsp.grad;
         ckpt_writer_section_parts(w, "bsp.grad", parts, sizes, nw);
         free(parts), free(sizes);
-        ckpt_writer_section(w, "bsp.examples", s->bsp_examples, nw * sizeof *s->bsp_examples);
-        ckpt_writer_section(w, "bsp.version", s->bsp_version, nw * sizeof *s->bsp_version);
+        ckpt_writer_section(w, "bsp.examples", s->bsp.examples, nw * sizeof *s->bsp.examples);
+        ckpt_writer_section(w, "bsp.version", s->bsp.version, nw * sizeof *s->bsp.version);
     }
-    if (s->backup) ckpt_writer_section(w, "dc.backup", s->backup, nw * n * sizeof *s->backup);
+    if (s->upd.backup) ckpt_writer_section(w, "dc.backup", s->upd.backup, nw * n * sizeof *s->upd.backup);
     return ckpt_writer_commit(&w, err, err_len);
 }
 
@@ -536,19 +544,19 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
     memcpy(endpoint, ep, len);
     endpoint[len] = '\0';
     if (ckpt_file_get(f, "ps.counters", counters, sizeof counters, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.values", ps_values_write(s->values), n * sizeof *s->w, err, err_len) != 0 ||
-        (s->h && ckpt_file_get(f, "ps.adagrad", s->h, n * sizeof *s->h, err, err_len) != 0) ||
-        ckpt_file_get(f, "ps.clock", s->clocks.clock, nw * sizeof *s->clocks.clock, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.joined", s->clocks.joined, nw, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.left", s->clocks.left, nw, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.evicted", s->clocks.evicted, nw, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.pushes", s->clocks.pushes, nw * sizeof *s->clocks.pushes, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.pushes_total", s->clocks.pushes_total, nw * sizeof *s->clocks.pushes_total, err,
+        ckpt_file_get(f, "ps.values", ps_values_write(s->upd.values), n * sizeof *s->upd.w, err, err_len) != 0 ||
+        (s->upd.h && ckpt_file_get(f, "ps.adagrad", s->upd.h, n * sizeof *s->upd.h, err, err_len) != 0) ||
+        ckpt_file_get(f, "ps.clock", s->members.clocks.clock, nw * sizeof *s->members.clocks.clock, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.joined", s->members.clocks.joined, nw, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.left", s->members.clocks.left, nw, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.evicted", s->members.clocks.evicted, nw, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.pushes", s->members.clocks.pushes, nw * sizeof *s->members.clocks.pushes, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.pushes_total", s->members.clocks.pushes_total, nw * sizeof *s->members.clocks.pushes_total, err,
                       err_len) != 0 ||
-        ckpt_file_get(f, "ps.read_min", s->read_min_clock, nw * sizeof *s->read_min_clock, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.duplicates", s->duplicates_by, nw * sizeof *s->duplicates_by, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.lost", s->lost_by, nw * sizeof *s->lost_by, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.resend", s->resend_clock, nw * sizeof *s->resend_clock, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.read_min", s->members.read_min_clock, nw * sizeof *s->members.read_min_clock, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.duplicates", s->once.duplicates_by, nw * sizeof *s->once.duplicates_by, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.lost", s->once.lost_by, nw * sizeof *s->once.lost_by, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.resend", s->once.resend_clock, nw * sizeof *s->once.resend_clock, err, err_len) != 0 ||
         ckpt_file_get(f, "ps.ledger", ledger_at_checkpoint, 2 * nw * sizeof *ledger_at_checkpoint, err, err_len) != 0 ||
         ckpt_file_get(f, "ps.stale_clocks", &s->stats.staleness_clocks, sizeof s->stats.staleness_clocks, err,
                       err_len) != 0 ||
@@ -556,14 +564,14 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
                       err_len) != 0 ||
         restore_parts(s, f, err, err_len) != 0)
         return -1;
-    if (s->bsp_grad && (ckpt_file_get(f, "bsp.grad", s->bsp_grad, nw * n * sizeof *s->bsp_grad, err, err_len) != 0 ||
-                        ckpt_file_get(f, "bsp.examples", s->bsp_examples, nw * sizeof *s->bsp_examples, err,
+    if (s->bsp.grad && (ckpt_file_get(f, "bsp.grad", s->bsp.grad, nw * n * sizeof *s->bsp.grad, err, err_len) != 0 ||
+                        ckpt_file_get(f, "bsp.examples", s->bsp.examples, nw * sizeof *s->bsp.examples, err,
                                       err_len) != 0 ||
-                        ckpt_file_get(f, "bsp.version", s->bsp_version, nw * sizeof *s->bsp_version, err,
+                        ckpt_file_get(f, "bsp.version", s->bsp.version, nw * sizeof *s->bsp.version, err,
                                       err_len) != 0))
         return -1;
-    for (size_t k = 0; s->bsp_grad && k < nw; k++) bsp_release(s, k);  // the checkpoint's gradients are in bsp_grad now
-    if (s->backup && ckpt_file_get(f, "dc.backup", s->backup, nw * n * sizeof *s->backup, err, err_len) != 0)
+    for (size_t k = 0; s->bsp.grad && k < nw; k++) bsp_release(s, k);  // the checkpoint's gradients are in bsp.grad now
+    if (s->upd.backup && ckpt_file_get(f, "dc.backup", s->upd.backup, nw * n * sizeof *s->upd.backup, err, err_len) != 0)
         return -1;
     s->stats.version = counters[CT_VERSION];
     s->stats.pushes_applied = counters[CT_APPLIED];
@@ -576,10 +584,10 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
     s->stats.evictions = counters[CT_EVICTIONS];
     s->stats.rejoins = counters[CT_REJOINS];
     s->stats.rounds_skipped = counters[CT_SKIPPED];
-    s->bsp_clock = counters[CT_BSP_CLOCK];
+    s->bsp.clock = counters[CT_BSP_CLOCK];
     s->stats.resumed_version = s->stats.version;
     s->resumed = 1;
-    for (size_t k = 0; k < s->cfg.n_workers; k++) s->claim[k].unanchored = 1;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) s->once.claim[k].unanchored = 1;
     return 0;
 }
 
@@ -591,7 +599,7 @@ static void count_lost(ps_server_t *s, const char *path, uint64_t *at_checkpoint
     size_t nw = s->cfg.n_workers;
     char lpath[1100], why[1200];
     ledger_path(lpath, sizeof lpath, path);
-    uint64_t *now = s->own_ledger;  // the ledger at the crash, read into own memory
+    uint64_t *now = s->once.own_ledger;  // the ledger at the crash, read into own memory
     size_t held = 0;
     int known = counter_file_read(lpath, ledger_magic, 2 * nw, now, &held, why, sizeof why) == 0;
     if (known && held != 2 * nw) {
@@ -608,9 +616,9 @@ static void count_lost(ps_server_t *s, const char *path, uint64_t *at_checkpoint
     }
     for (size_t k = 0; k < nw; k++) {
         uint64_t after = now[2 * k] - at_checkpoint[2 * k];
-        s->lost_by[k] += after;
-        if (after > 0) s->resend_clock[k] = now[2 * k + 1];
-        s->resumed_by[k] = s->clocks.pushes_total[k];
+        s->once.lost_by[k] += after;
+        if (after > 0) s->once.resend_clock[k] = now[2 * k + 1];
+        s->once.resumed_by[k] = s->members.clocks.pushes_total[k];
     }
 }
 
@@ -629,7 +637,7 @@ ps_server_t *ps_server_resume(void *zmq_ctx, const ps_config_t *c, const char *e
     ckpt_file_free(&f);
     if (s) count_lost(s, path, at_checkpoint);
     free(at_checkpoint);
-    if (s && ledger_open(s, s->own_ledger, err, err_len) != 0) ps_server_destroy(&s);
+    if (s && ledger_open(s, s->once.own_ledger, err, err_len) != 0) ps_server_destroy(&s);
     if (s && server_bind(s, zmq_ctx, endpoint ? endpoint : saved, 5.0, err, err_len) != 0) ps_server_destroy(&s);
     return s;
 }
@@ -639,7 +647,7 @@ int ps_server_adopt(ps_server_t *s, const char *path, char *err, size_t err_len)
     if (!f) return -1;
     char saved[256];
     uint64_t resumed_version = s->stats.resumed_version;
-    int rc = restore(s, f, saved, sizeof saved, s->ledger, err, err_len);
+    int rc = restore(s, f, saved, sizeof saved, s->once.ledger, err, err_len);
     if (rc == 0) {
         s->resumed = 0;  // a copy of a live shard: nothing was lost
         // Its claims too, so that the backup refuses exactly the pushes the
@@ -648,9 +656,9 @@ int ps_server_adopt(ps_server_t *s, const char *path, char *err, size_t err_len)
         const uint64_t *claims = ckpt_file_section(f, "ps.claims", &size);
         if (claims && size == 2 * nw * sizeof *claims)
             for (size_t k = 0; k < nw; k++)
-                s->claim[k] = (struct clock_claim){.base = claims[2 * k], .steps = claims[2 * k + 1]};
+                s->once.claim[k] = (struct clock_claim){.base = claims[2 * k], .steps = claims[2 * k + 1]};
         const void *hellos = ckpt_file_section(f, "ps.hellos", &size);
-        if (hellos && size == nw * sizeof *s->hello) memcpy(s->hello, hellos, size);
+        if (hellos && size == nw * sizeof *s->once.hello) memcpy(s->once.hello, hellos, size);
         s->stats.resumed_version = resumed_version;
     }
     ckpt_file_free(&f);
@@ -663,8 +671,8 @@ void *ps_server_socket(ps_server_t *s) { return s->sock; }
 void ps_server_set_worker_timeout(ps_server_t *s, int worker_timeout_ms) {
     double now = mono_clock_s();
     s->cfg.worker_timeout_ms = worker_timeout_ms;
-    for (size_t k = 0; k < s->cfg.n_workers; k++) s->last_heard[k] = now;
-    s->quiet_since = now;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) s->members.last_heard[k] = now;
+    s->members.quiet_since = now;
 }
 
 // Writes a checkpoint when one is due. A failure (a full disk) is reported and
@@ -694,39 +702,39 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->pending);
     memory_guard_destroy(&s->guard);
     if (s->sock) zmq_close(s->sock);
-    clock_table_free(&s->clocks);
-    ps_values_release(&s->values);
-    free(s->h);
-    free(s->read_min_clock);
-    free(s->sent_version);
-    free(s->sent_clock);
-    free(s->sent_head);
-    free(s->sent_len);
-    free(s->last_heard);
-    free(s->told_diverged);
-    free(s->duplicates_by);
-    free(s->lost_by);
-    free(s->resumed_by);
-    free(s->late_by);
-    free(s->resend_clock);
-    free(s->claim);
-    free(s->join_nonce);
-    free(s->hello);
+    clock_table_free(&s->members.clocks);
+    ps_values_release(&s->upd.values);
+    free(s->upd.h);
+    free(s->members.read_min_clock);
+    free(s->members.sent_version);
+    free(s->members.sent_clock);
+    free(s->members.sent_head);
+    free(s->members.sent_len);
+    free(s->members.last_heard);
+    free(s->upd.told_diverged);
+    free(s->once.duplicates_by);
+    free(s->once.lost_by);
+    free(s->once.resumed_by);
+    free(s->once.late_by);
+    free(s->once.resend_clock);
+    free(s->once.claim);
+    free(s->once.join_nonce);
+    free(s->once.hello);
     free(s->parts);
     buffer_pool_release(&s->echo_pool);
-    free(s->own_ledger);
-    counter_file_close(&s->ledger_file);
-    free(s->bsp_grad);
-    for (size_t k = 0; s->bsp_held && k < s->cfg.n_workers; k++) zmq_msg_close(&s->bsp_held[k]);
-    free(s->bsp_held);
-    free(s->bsp_examples);
-    free(s->bsp_version);
-    free(s->bsp_weight);
-    free(s->bsp_terms);
-    free(s->scratch_idx);
-    free(s->scratch_g);
-    free(s->decoded);
-    free(s->backup);
+    free(s->once.own_ledger);
+    counter_file_close(&s->once.ledger_file);
+    free(s->bsp.grad);
+    for (size_t k = 0; s->bsp.held && k < s->cfg.n_workers; k++) zmq_msg_close(&s->bsp.held[k]);
+    free(s->bsp.held);
+    free(s->bsp.examples);
+    free(s->bsp.version);
+    free(s->bsp.weight);
+    free(s->bsp.terms);
+    free(s->upd.scratch_idx);
+    free(s->upd.scratch_g);
+    free(s->upd.decoded);
+    free(s->upd.backup);
     free(s);
     *sp = NULL;
 }
@@ -736,69 +744,51 @@ void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end) {
     *begin = s->begin;
     *end = s->end;
 }
-const uint64_t *ps_server_pushes_per_worker(const ps_server_t *s) { return s->clocks.pushes; }
-const uint64_t *ps_server_pushes_total_per_worker(const ps_server_t *s) { return s->clocks.pushes_total; }
-const uint64_t *ps_server_clocks(const ps_server_t *s) { return s->clocks.clock; }
-const uint64_t *ps_server_duplicates_per_worker(const ps_server_t *s) { return s->duplicates_by; }
-const uint64_t *ps_server_lost_per_worker(const ps_server_t *s) { return s->lost_by; }
-const uint64_t *ps_server_resumed_pushes_per_worker(const ps_server_t *s) { return s->resumed_by; }
-const uint64_t *ps_server_late_per_worker(const ps_server_t *s) { return s->late_by; }
+const uint64_t *ps_server_pushes_per_worker(const ps_server_t *s) { return s->members.clocks.pushes; }
+const uint64_t *ps_server_pushes_total_per_worker(const ps_server_t *s) { return s->members.clocks.pushes_total; }
+const uint64_t *ps_server_clocks(const ps_server_t *s) { return s->members.clocks.clock; }
+const uint64_t *ps_server_duplicates_per_worker(const ps_server_t *s) { return s->once.duplicates_by; }
+const uint64_t *ps_server_lost_per_worker(const ps_server_t *s) { return s->once.lost_by; }
+const uint64_t *ps_server_resumed_pushes_per_worker(const ps_server_t *s) { return s->once.resumed_by; }
+const uint64_t *ps_server_late_per_worker(const ps_server_t *s) { return s->once.late_by; }
 
 // The clock conditional pulls wait on: the slowest live worker's; under BSP
 // with backup workers, the rounds applied (a round completes without the late).
 static uint64_t ready_clock(const ps_server_t *s) {
-    if (s->cfg.backup_workers > 0) return s->bsp_clock;
-    return clock_table_min(&s->clocks);
+    if (s->cfg.backup_workers > 0) return s->bsp.clock;
+    return clock_table_min(&s->members.clocks);
 }
-const float *ps_server_values(const ps_server_t *s) { return s->w; }
+const float *ps_server_values(const ps_server_t *s) { return s->upd.w; }
 
 // Single writer (the serving thread); readers see the figures of one
-// publication (a sequence lock), a state the shard was in after some message.
+// publication, a state the shard was in after some message.
 static void publish_progress(ps_server_t *s) {
-    uint64_t seq = atomic_load_explicit(&s->pub_seq, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_seq, seq + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&s->pub_samples, s->samples, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_version, s->stats.version, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_min_clock, ready_clock(s), memory_order_relaxed);
-    atomic_store_explicit(&s->pub_wait_ns, (uint64_t)(s->wait_s * 1e9), memory_order_relaxed);
     const staleness_hist_t *hv = &s->stats.staleness_updates, *hc = &s->stats.staleness_clocks;
-    atomic_store_explicit(&s->pub_stale_count, hc->count, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_stale_v_sum, (uint64_t)hv->sum, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_stale_v_max, hv->max, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_stale_c_sum, (uint64_t)hc->sum, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_stale_c_max, hc->max, memory_order_relaxed);
-    atomic_store_explicit(&s->pub_seq, seq + 2, memory_order_release);
+    ps_progress_t p = {
+        .samples = s->samples,
+        .version = s->stats.version,
+        .min_clock = ready_clock(s),
+        .wait_s = s->wait_s,
+        .staleness_count = hc->count,
+        .staleness_versions_sum = (uint64_t)hv->sum,
+        .staleness_versions_max = hv->max,
+        .staleness_clocks_sum = (uint64_t)hc->sum,
+        .staleness_clocks_max = hc->max,
+    };
+    ps_progress_board_publish(&s->board, &p);
 }
 
-void ps_server_progress(const ps_server_t *s, ps_progress_t *out) {
-    ps_server_t *m = (ps_server_t *)s;  // atomic loads take non-const pointers in C11
-    uint64_t before, after;
-    do {
-        before = atomic_load_explicit(&m->pub_seq, memory_order_acquire);
-        out->samples = atomic_load_explicit(&m->pub_samples, memory_order_relaxed);
-        out->version = atomic_load_explicit(&m->pub_version, memory_order_relaxed);
-        out->min_clock = atomic_load_explicit(&m->pub_min_clock, memory_order_relaxed);
-        out->wait_s = 1e-9 * (double)atomic_load_explicit(&m->pub_wait_ns, memory_order_relaxed);
-        out->staleness_count = atomic_load_explicit(&m->pub_stale_count, memory_order_relaxed);
-        out->staleness_versions_sum = atomic_load_explicit(&m->pub_stale_v_sum, memory_order_relaxed);
-        out->staleness_versions_max = atomic_load_explicit(&m->pub_stale_v_max, memory_order_relaxed);
-        out->staleness_clocks_sum = atomic_load_explicit(&m->pub_stale_c_sum, memory_order_relaxed);
-        out->staleness_clocks_max = atomic_load_explicit(&m->pub_stale_c_max, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
-        after = atomic_load_explicit(&m->pub_seq, memory_order_relaxed);
-    } while ((before & 1) || before != after);
-}
+void ps_server_progress(const ps_server_t *s, ps_progress_t *out) { ps_progress_board_read(&s->board, out); }
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out) {
     *out = s->stats;
     ps_values_counts_t vc;
-    ps_values_counts(s->values, &vc);
+    ps_values_counts(s->upd.values, &vc);
     out->replies_lent = vc.lent;
     out->replies_copied = vc.copied;
     out->writes_moved = vc.moved;
-    out->min_clock = clock_table_min(&s->clocks);
-    out->max_clock = clock_table_max(&s->clocks);
+    out->min_clock = clock_table_min(&s->members.clocks);
+    out->max_clock = clock_table_max(&s->members.clocks);
 }
 
 // ---- replies -----------------------------------------------------------------
@@ -851,12 +841,12 @@ static int reject(ps_server_t *s, zmq_msg_t *identity, wire_status_t why, const 
 // version sent again keeps the clock it was first sent with (the min clock can
 // rise without an update only when a worker leaves, is evicted or rejoins).
 static void note_sent(ps_server_t *s, uint32_t worker, uint64_t version, uint64_t min_clock) {
-    s->read_min_clock[worker] = min_clock;
-    uint64_t *v = s->sent_version + (size_t)worker * SENT_HISTORY, *c = s->sent_clock + (size_t)worker * SENT_HISTORY;
-    uint32_t head = s->sent_head[worker], len = s->sent_len[worker];
+    s->members.read_min_clock[worker] = min_clock;
+    uint64_t *v = s->members.sent_version + (size_t)worker * SENT_HISTORY, *c = s->members.sent_clock + (size_t)worker * SENT_HISTORY;
+    uint32_t head = s->members.sent_head[worker], len = s->members.sent_len[worker];
     if (len > 0 && v[(head + len - 1) % SENT_HISTORY] == version) return;
-    if (len == SENT_HISTORY) head = s->sent_head[worker] = (head + 1) % SENT_HISTORY;
-    else s->sent_len[worker] = ++len;
+    if (len == SENT_HISTORY) head = s->members.sent_head[worker] = (head + 1) % SENT_HISTORY;
+    else s->members.sent_len[worker] = ++len;
     v[(head + len - 1) % SENT_HISTORY] = version;
     c[(head + len - 1) % SENT_HISTORY] = min_clock;
 }
@@ -866,9 +856,9 @@ static void note_sent(ps_server_t *s, uint32_t worker, uint64_t version, uint64_
 // remembered is newer, the oldest one's; when none is (a shard restored from a
 // checkpoint), the one reported with the worker's last pull.
 static uint64_t read_clock_of(const ps_server_t *s, uint32_t worker, uint64_t version) {
-    const uint64_t *v = s->sent_version + (size_t)worker * SENT_HISTORY, *c = s->sent_clock + (size_t)worker * SENT_HISTORY;
-    uint32_t head = s->sent_head[worker], len = s->sent_len[worker];
-    if (len == 0) return s->read_min_clock[worker];
+    const uint64_t *v = s->members.sent_version + (size_t)worker * SENT_HISTORY, *c = s->members.sent_clock + (size_t)worker * SENT_HISTORY;
+    uint32_t head = s->members.sent_head[worker], len = s->members.sent_len[worker];
+    if (len == 0) return s->members.read_min_clock[worker];
     for (uint32_t i = len; i-- > 0;)
         if (v[(head + i) % SENT_HISTORY] <= version) return c[(head + i) % SENT_HISTORY];
     return c[head];
@@ -889,11 +879,11 @@ static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker,
         h.count = (uint32_t)s->n;
         // Lent without a copy; a push applied while libzmq still holds it
         // writes the other buffer (ps_reply.h).
-        if (ps_values_reply(s->values, &frames[0], &h.checksum, err, err_len) != 0) return -1;
+        if (ps_values_reply(s->upd.values, &frames[0], &h.checksum, err, err_len) != 0) return -1;
         if (worker == WIRE_NO_ID) {
             s->stats.observer_pulls++;  // a reader of the global model: no worker's state changes
         } else {
-            if (s->backup) memcpy(s->backup + (size_t)worker * s->n, s->w, s->n * sizeof(float));
+            if (s->upd.backup) memcpy(s->upd.backup + (size_t)worker * s->n, s->upd.w, s->n * sizeof(float));
             s->stats.bytes_out += 4u * h.count;
             s->stats.pulls_answered++;
             note_sent(s, worker, h.param_version, h.clock);
@@ -909,7 +899,7 @@ static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker,
         }
         memcpy(zmq_msg_data(&frames[0]), keys, n_keys * sizeof(uint32_t));
         float *v = zmq_msg_data(&frames[1]);
-        for (uint32_t k = 0; k < n_keys; k++) v[k] = s->w[keys[k] - s->begin];
+        for (uint32_t k = 0; k < n_keys; k++) v[k] = s->upd.w[keys[k] - s->begin];
         n_frames = 2;
     }
     s->stats.bytes_out += h.count * (n_frames == 2 ? 8u : 4u);
@@ -1016,8 +1006,8 @@ static float warmed_up_lr(const ps_server_t *s) {
 }
 
 static void apply_dense(ps_server_t *s, const float *g, float lr) {
-    ps_values_apply(s->values, g, lr, s->h, s->cfg.adagrad_eps);
-    s->w = ps_values_get(s->values);
+    ps_values_apply(s->upd.values, g, lr, s->upd.h, s->cfg.adagrad_eps);
+    s->upd.w = ps_values_get(s->upd.values);
 }
 
 // Range checks of a push's payload against this shard; fills a dense view.
@@ -1063,7 +1053,7 @@ static int send_round_range(void *ctx, size_t from, size_t n, uint32_t checksum)
     ps_server_t *s = r->s;
     for (size_t i = 0; i < r->n; i++) {
         zmq_msg_t frame;
-        if (ps_values_reply_range(s->values, from, n, &frame, r->err, r->err_len) != 0) return -1;
+        if (ps_values_reply_range(s->upd.values, from, n, &frame, r->err, r->err_len) != 0) return -1;
         wire_header_t h = r->h;
         h.offset = s->begin + from;
         h.count = (uint32_t)n;
@@ -1079,7 +1069,7 @@ static int send_round_range(void *ctx, size_t from, size_t n, uint32_t checksum)
 // ready_clock: with backup workers the rounds applied, else the min clock,
 // which the round's last gradient already raised).
 static uint64_t round_ready_clock(const ps_server_t *s) {
-    return s->cfg.backup_workers > 0 ? s->bsp_clock + 1 : clock_table_min(&s->clocks);
+    return s->cfg.backup_workers > 0 ? s->bsp.clock + 1 : clock_table_min(&s->members.clocks);
 }
 
 // The whole-shard pulls of workers that this round (complete, about to be
@@ -1102,7 +1092,7 @@ static int bsp_sum_and_answer(ps_server_t *s, int answer, char *err, size_t err_
     size_t which[64];
     size_t n = answer && s->n_pending <= 64 ? pulls_for_round(s, which) : 0;
     if (n == 0 || s->n < 2 * ROUND_RANGE) {
-        ps_values_apply_sum(s->values, s->bsp_terms, s->bsp_weight, s->cfg.n_workers, warmed_up_lr(s), s->h,
+        ps_values_apply_sum(s->upd.values, s->bsp.terms, s->bsp.weight, s->cfg.n_workers, warmed_up_lr(s), s->upd.h,
                             s->cfg.adagrad_eps);
         return 0;
     }
@@ -1111,8 +1101,8 @@ static int bsp_sum_and_answer(ps_server_t *s, int answer, char *err, size_t err_
     r.h.param_version = s->stats.version + 1;
     r.h.clock = round_ready_clock(s);
     r.h.payload_kind = PAYLOAD_KIND_DENSE;
-    int rc = ps_values_apply_sum_in_ranges(s->values, s->bsp_terms, s->bsp_weight, s->cfg.n_workers,
-                                           warmed_up_lr(s), s->h, s->cfg.adagrad_eps, ROUND_RANGE, send_round_range,
+    int rc = ps_values_apply_sum_in_ranges(s->upd.values, s->bsp.terms, s->bsp.weight, s->cfg.n_workers,
+                                           warmed_up_lr(s), s->upd.h, s->cfg.adagrad_eps, ROUND_RANGE, send_round_range,
                                            &r);
     // Answered: out of the queue, counted as a whole reply is.
     size_t kept = 0, next = 0;
@@ -1140,22 +1130,22 @@ static int bsp_apply_round(ps_server_t *s, int answer, char *err, size_t err_len
     uint64_t span = TRACE_BEGIN();
     uint32_t total = 0;
     int rc = 0;
-    for (size_t k = 0; k < s->cfg.n_workers; k++) total += s->bsp_examples[k];
+    for (size_t k = 0; k < s->cfg.n_workers; k++) total += s->bsp.examples[k];
     if (total > 0) {
         for (size_t k = 0; k < s->cfg.n_workers; k++) {
-            s->bsp_terms[k] = s->bsp_examples[k] ? bsp_gradient(s, k) : NULL;
-            s->bsp_weight[k] = (float)s->bsp_examples[k] / (float)total;
-            if (s->bsp_examples[k]) record_staleness(s, (uint32_t)k, s->bsp_clock, s->bsp_version[k]);
+            s->bsp.terms[k] = s->bsp.examples[k] ? bsp_gradient(s, k) : NULL;
+            s->bsp.weight[k] = (float)s->bsp.examples[k] / (float)total;
+            if (s->bsp.examples[k]) record_staleness(s, (uint32_t)k, s->bsp.clock, s->bsp.version[k]);
         }
         rc = bsp_sum_and_answer(s, answer, err, err_len);
-        s->w = ps_values_get(s->values);
+        s->upd.w = ps_values_get(s->upd.values);
         s->stats.version++;
         s->samples += total;
     }
-    memset(s->bsp_examples, 0, s->cfg.n_workers * sizeof *s->bsp_examples);
+    memset(s->bsp.examples, 0, s->cfg.n_workers * sizeof *s->bsp.examples);
     for (size_t k = 0; k < s->cfg.n_workers; k++) bsp_release(s, k);
-    TRACE_END(&TK_BSP_ROUND, span, s->bsp_clock);
-    s->bsp_clock++;
+    TRACE_END(&TK_BSP_ROUND, span, s->bsp.clock);
+    s->bsp.clock++;
     return rc;
 }
 
@@ -1164,11 +1154,11 @@ static int bsp_apply_round(ps_server_t *s, int answer, char *err, size_t err_len
 // it went silent still counts: it was acknowledged), or, with b backup workers,
 // N - b workers have.
 static int bsp_round_complete(const ps_server_t *s) {
-    if (clock_table_live(&s->clocks) == 0) return 0;
-    if (clock_table_min(&s->clocks) > s->bsp_clock) return 1;
+    if (clock_table_live(&s->members.clocks) == 0) return 0;
+    if (clock_table_min(&s->members.clocks) > s->bsp.clock) return 1;
     if (s->cfg.backup_workers == 0) return 0;
     size_t in = 0;
-    for (size_t k = 0; k < s->cfg.n_workers; k++) in += s->clocks.clock[k] > s->bsp_clock;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) in += s->members.clocks.clock[k] > s->bsp.clock;
     return in >= s->cfg.n_workers - s->cfg.backup_workers;
 }
 
@@ -1184,20 +1174,20 @@ static int bsp_maybe_apply(ps_server_t *s, char *err, size_t err_len) {
 // c: those rounds are lost with it. The gradients buffered for round r (pushed
 // before the checkpoint) are applied as they are, and every clock moves to c.
 static int bsp_skip_to(ps_server_t *s, uint64_t c, char *err, size_t err_len) {
-    // Rounds [bsp_clock, c) as the workers saw them are lost; the restored
+    // Rounds [bsp.clock, c) as the workers saw them are lost; the restored
     // round is among them (applied here with only the gradients that were in
     // the checkpoint).
     if (!s->cfg.quiet)
         fprintf(stderr, "asgd server %zu: resumed at round %llu but the workers are at round %llu: rounds applied "
                         "after the checkpoint were lost\n",
-                s->cfg.shard, (unsigned long long)s->bsp_clock, (unsigned long long)c);
-    s->stats.rounds_skipped += c - s->bsp_clock;
+                s->cfg.shard, (unsigned long long)s->bsp.clock, (unsigned long long)c);
+    s->stats.rounds_skipped += c - s->bsp.clock;
     int buffered = 0;
-    for (size_t k = 0; k < s->cfg.n_workers; k++) buffered |= s->bsp_examples[k] != 0;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) buffered |= s->bsp.examples[k] != 0;
     if (buffered && bsp_apply_round(s, 0, err, err_len) != 0) return -1;
-    s->bsp_clock = c;
+    s->bsp.clock = c;
     for (size_t k = 0; k < s->cfg.n_workers; k++)
-        if (s->clocks.clock[k] < c) s->clocks.clock[k] = c;
+        if (s->members.clocks.clock[k] < c) s->members.clocks.clock[k] = c;
     return 0;
 }
 
@@ -1206,21 +1196,21 @@ static int bsp_skip_to(ps_server_t *s, uint64_t c, char *err, size_t err_len) {
 // `from`: where the refused part starts (0: the push's first message), as
 // the parts before it were applied.
 static void mark_diverged(ps_server_t *s, const wire_header_t *h, size_t from) {
-    if (s->diverged) return;
-    s->diverged = 1;
-    s->diverged_at = mono_clock_s();
+    if (s->upd.diverged) return;
+    s->upd.diverged = 1;
+    s->upd.diverged_at = mono_clock_s();
     char kept[96];
     if (from == 0) snprintf(kept, sizeof kept, "from before that push");
     else snprintf(kept, sizeof kept, "with that push applied to its first %zu parameters only", from);
-    snprintf(s->diverged_msg, sizeof s->diverged_msg,
+    snprintf(s->upd.diverged_msg, sizeof s->upd.diverged_msg,
              "worker %u pushed an update holding NaN or Inf (its clock %llu): the run diverged; the shard kept its "
              "parameters %s (lower --lr or --server-lr)",
              h->sender, (unsigned long long)h->clock, kept);
-    if (!s->cfg.quiet) fprintf(stderr, "asgd server %zu: %s\n", s->cfg.shard, s->diverged_msg);
+    if (!s->cfg.quiet) fprintf(stderr, "asgd server %zu: %s\n", s->cfg.shard, s->upd.diverged_msg);
 }
 
 static int push_is_finite(const ps_server_t *s, zmsg_t *m) {
-    if (s->push_finite >= 0) return s->push_finite;  // found with the checksum
+    if (s->upd.push_finite >= 0) return s->upd.push_finite;  // found with the checksum
     const wire_header_t *h = &m->h;
     const void *values = zmsg_payload(m, h->payload_kind == PAYLOAD_KIND_SPARSE ? 1 : 0);
     return all_finite_cpu(values, h->count);
@@ -1228,19 +1218,19 @@ static int push_is_finite(const ps_server_t *s, zmsg_t *m) {
 
 // Worker k's push of `clock` was applied (under BSP: buffered for its round).
 static void count_applied(ps_server_t *s, uint32_t k, uint64_t clock, int resent_lost) {
-    s->clocks.clock[k] = clock + 1;
-    s->clocks.pushes[k]++;
-    s->clocks.pushes_total[k]++;
+    s->members.clocks.clock[k] = clock + 1;
+    s->members.clocks.pushes[k]++;
+    s->members.clocks.pushes_total[k]++;
     s->stats.pushes_applied++;
-    s->ledger[2 * k]++;  // a store into the mapped ledger: it survives a crash
-    s->ledger[2 * k + 1] = clock + 1;
-    if (resent_lost && s->lost_by[k] > 0) s->lost_by[k]--;
+    s->once.ledger[2 * k]++;  // a store into the mapped ledger: it survives a crash
+    s->once.ledger[2 * k + 1] = clock + 1;
+    if (resent_lost && s->once.lost_by[k] > 0) s->once.lost_by[k]--;
 }
 
 // Whether a push's clock is one its worker's steps can have reached; a
 // plausible push's steps are added to what the worker has claimed.
 static int clock_plausible(ps_server_t *s, uint32_t k, const wire_header_t *h) {
-    struct clock_claim *c = &s->claim[k];
+    struct clock_claim *c = &s->once.claim[k];
     if (c->unanchored) *c = (struct clock_claim){.base = h->clock};
     uint64_t limit = c->base + c->steps + h->aux;
     if (limit < c->base) limit = UINT64_MAX;  // saturate
@@ -1288,23 +1278,23 @@ static int admit_push(ps_server_t *s, zmsg_t *m, int last, char *err, size_t err
     // (a push in parts at its last part). After a resume the worker's first
     // push may instead resend the push this shard applied last before the
     // crash, lost with it: applied again, it is no longer lost.
-    int resent_lost = s->resend_clock[k] != 0 && h->clock + 1 == s->resend_clock[k];
-    s->resend_clock[k] = 0;
-    if (h->clock < s->clocks.clock[k]) {
+    int resent_lost = s->once.resend_clock[k] != 0 && h->clock + 1 == s->once.resend_clock[k];
+    s->once.resend_clock[k] = 0;
+    if (h->clock < s->members.clocks.clock[k]) {
         if (!last || h->count < s->n) s->stats.parts_skipped++;  // a resent first part
         if (!last) return 0;
         s->stats.duplicates++;
-        s->duplicates_by[k]++;
+        s->once.duplicates_by[k]++;
         return send_push_ack(s, &m->identity, h->clock, err, err_len);
     }
     if (!sum && !clock_plausible(s, k, h)) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
-    if (sum && s->resumed && h->clock > s->bsp_clock && bsp_skip_to(s, h->clock, err, err_len) != 0) return -1;
+    if (sum && s->resumed && h->clock > s->bsp.clock && bsp_skip_to(s, h->clock, err, err_len) != 0) return -1;
     // Late (backup workers): its round was applied without it. Taken (a retry
     // of it is a duplicate) and dropped; the worker's pull of the next round
     // is answered from the model as it is now.
-    int late = sum && s->cfg.backup_workers > 0 && h->clock == s->clocks.clock[k] && h->clock < s->bsp_clock;
+    int late = sum && s->cfg.backup_workers > 0 && h->clock == s->members.clocks.clock[k] && h->clock < s->bsp.clock;
     // BSP: one gradient per worker per clock, for the clock being aggregated.
-    if (sum && !late && (h->clock != s->clocks.clock[k] || h->clock != s->bsp_clock))
+    if (sum && !late && (h->clock != s->members.clocks.clock[k] || h->clock != s->bsp.clock))
         return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
     *p = (push_parts_t){.clock = h->clock, .open = 1, .late = (uint8_t)late, .resent_lost = (uint8_t)resent_lost};
     if (sum && !late) bsp_release(s, k);
@@ -1324,12 +1314,12 @@ static int admit_part(ps_server_t *s, zmsg_t *m, size_t from, int last, char *er
         else s->stats.parts_out_of_order++;            // one before it was lost: the retry resends all
         return 0;
     }
-    if (h->clock < s->clocks.clock[k]) {
+    if (h->clock < s->members.clocks.clock[k]) {
         // A resent part of a push taken whole already: its last part is acknowledged.
         s->stats.parts_skipped++;
         if (!last) return 0;
         s->stats.duplicates++;
-        s->duplicates_by[k]++;
+        s->once.duplicates_by[k]++;
         return send_push_ack(s, &m->identity, h->clock, err, err_len);
     }
     s->stats.parts_out_of_order++;  // its push's first part never came, or was refused
@@ -1370,7 +1360,7 @@ static int take_payload(ps_server_t *s, zmsg_t *m, size_t from, char *err, size_
     const float *dense = h->payload_kind == PAYLOAD_KIND_DENSE ? zmsg_payload(m, 0) : NULL;
     if (h->payload_kind == PAYLOAD_KIND_ENCODED) {
         char detail[256];
-        if (compress_decode(zmsg_payload(m, 0), zmq_msg_size(&m->frames[0]), s->n, s->decoded, detail, sizeof detail) != 0) {
+        if (compress_decode(zmsg_payload(m, 0), zmq_msg_size(&m->frames[0]), s->n, s->upd.decoded, detail, sizeof detail) != 0) {
             if (!s->cfg.quiet && !s->warned[WIRE_STATUS_BAD_ENCODING])
                 fprintf(stderr, "asgd server %zu: refused a push from worker %u: %s (further ones are counted, not shown)\n",
                         s->cfg.shard, k, detail);
@@ -1378,10 +1368,10 @@ static int take_payload(ps_server_t *s, zmsg_t *m, size_t from, char *err, size_
             end_unfinished(s, k);
             return reject(s, &m->identity, WIRE_STATUS_BAD_ENCODING, h, err, err_len);
         }
-        dense = s->decoded;
+        dense = s->upd.decoded;
     } else if (!push_is_finite(s, m)) {
         mark_diverged(s, h, from);
-        s->told_diverged[k] = 1;
+        s->upd.told_diverged[k] = 1;
         end_unfinished(s, k);
         return reject(s, &m->identity, WIRE_STATUS_NOT_FINITE, h, err, err_len);
     }
@@ -1389,15 +1379,15 @@ static int take_payload(ps_server_t *s, zmsg_t *m, size_t from, char *err, size_
                          : h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);  // accepted pushes only
     if (from > 0 || (dense && h->count < s->n)) s->stats.parts_taken++;
     if (!sum && from == 0) {
-        record_staleness(s, k, s->clocks.clock[k], h->param_version);
+        record_staleness(s, k, s->members.clocks.clock[k], h->param_version);
         uint64_t tau = s->stats.version > h->param_version ? s->stats.version - h->param_version : 0;
         p->lr = stale_update_lr(&s->cfg.stale, warmed_up_lr(s), tau);
     }
     uint64_t span = TRACE_BEGIN();
     if (sum) {
-        float *g = s->bsp_grad + (size_t)k * s->n;
+        float *g = s->bsp.grad + (size_t)k * s->n;
         if (h->payload_kind == PAYLOAD_KIND_DENSE && h->count == s->n) {
-            zmq_msg_move(&s->bsp_held[k], &m->frames[0]);  // kept, not copied: read once, when the round is applied
+            zmq_msg_move(&s->bsp.held[k], &m->frames[0]);  // kept, not copied: read once, when the round is applied
         } else if (dense) {
             memcpy(g + from, dense, (h->payload_kind == PAYLOAD_KIND_DENSE ? h->count : s->n) * sizeof *g);
         } else {
@@ -1412,39 +1402,39 @@ static int take_payload(ps_server_t *s, zmsg_t *m, size_t from, char *err, size_
     // An ASP/SSP push sums the gradients of aux local steps (at least 1):
     // the compensation, made for one gradient, is spread over them.
     float lambda = (float)(s->cfg.stale.dc_lambda / (double)(h->aux ? h->aux : 1));
-    const float *backup = s->backup ? s->backup + (size_t)k * s->n : NULL;
+    const float *backup = s->upd.backup ? s->upd.backup + (size_t)k * s->n : NULL;
     if (dense) {
         size_t count = h->payload_kind == PAYLOAD_KIND_DENSE ? h->count : s->n;
         const float *g = dense;
         if (backup) {
-            memcpy(s->scratch_g, g, count * sizeof *g);
-            dc_asgd_compensate(s->scratch_g, s->w + from, backup + from, count, lambda);
-            g = s->scratch_g;
+            memcpy(s->upd.scratch_g, g, count * sizeof *g);
+            dc_asgd_compensate(s->upd.scratch_g, s->upd.w + from, backup + from, count, lambda);
+            g = s->upd.scratch_g;
         }
         if (count == s->n) {
             apply_dense(s, g, p->lr);
         } else {
             float *copy = NULL;
             if ((h->flags & WIRE_FLAG_ECHO) && !(copy = echo_frame(s, count, err, err_len))) return -1;
-            s->echo_sum = ps_values_apply_range(s->values, from, count, g, p->lr, s->h, s->cfg.adagrad_eps, copy);
-            s->w = ps_values_get(s->values);
+            s->echo_sum = ps_values_apply_range(s->upd.values, from, count, g, p->lr, s->upd.h, s->cfg.adagrad_eps, copy);
+            s->upd.w = ps_values_get(s->upd.values);
         }
     } else {
         // The kernels index by parameter; shift the indices into the shard.
         const uint32_t *idx = zmsg_payload(m, 0);
         const float *v = zmsg_payload(m, 1);
-        uint32_t *local = s->scratch_idx;
+        uint32_t *local = s->upd.scratch_idx;
         for (uint32_t j = 0; j < h->count; j++) local[j] = idx[j] - (uint32_t)s->begin;
         if (backup) {
             for (uint32_t j = 0; j < h->count; j++) {
                 float g = v[j];
-                s->scratch_g[j] = g + lambda * g * g * (s->w[local[j]] - backup[local[j]]);
+                s->upd.scratch_g[j] = g + lambda * g * g * (s->upd.w[local[j]] - backup[local[j]]);
             }
-            v = s->scratch_g;
+            v = s->upd.scratch_g;
         }
-        s->w = ps_values_write(s->values);
-        if (s->h) adagrad_update_sparse_cpu(h->count, p->lr, s->cfg.adagrad_eps, local, v, s->h, s->w);
-        else sgd_update_sparse_cpu(h->count, p->lr, local, v, s->w);
+        s->upd.w = ps_values_write(s->upd.values);
+        if (s->upd.h) adagrad_update_sparse_cpu(h->count, p->lr, s->cfg.adagrad_eps, local, v, s->upd.h, s->upd.w);
+        else sgd_update_sparse_cpu(h->count, p->lr, local, v, s->upd.w);
     }
     TRACE_END(&TK_APPLY, span, k);
     return 1;
@@ -1464,12 +1454,12 @@ static int finish_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     if (sum && (h->flags & WIRE_FLAG_ECHO) && queue_pull(s, &m->identity, k, h->clock + 1, NULL, 0, err, err_len) != 0)
         return -1;
     if (p->late) {
-        s->late_by[k]++;
+        s->once.late_by[k]++;
         s->stats.late_dropped++;
         count_applied(s, k, h->clock, p->resent_lost);
     } else if (sum) {
-        s->bsp_examples[k] = h->aux;
-        s->bsp_version[k] = h->param_version;
+        s->bsp.examples[k] = h->aux;
+        s->bsp.version[k] = h->param_version;
         count_applied(s, k, h->clock, p->resent_lost);
         if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
     } else {
@@ -1494,7 +1484,7 @@ static int echo_range(ps_server_t *s, zmsg_t *m, size_t from, int last, char *er
     h.offset = s->begin + from;
     h.count = count;
     h.checksum = s->echo_sum;  // of s->echo_frame, filled as the part was applied
-    if (s->backup) memcpy(s->backup + (size_t)k * s->n + from, s->w + from, count * sizeof(float));
+    if (s->upd.backup) memcpy(s->upd.backup + (size_t)k * s->n + from, s->upd.w + from, count * sizeof(float));
     s->stats.bytes_out += 4u * count;
     if (last) {
         s->stats.pulls_answered++;
@@ -1563,24 +1553,24 @@ static void drop_pending_of(ps_server_t *s, uint32_t k) {
 static int run_finished(const ps_server_t *s, double now) {
     int all_left = 1, none_live = 1;
     for (size_t k = 0; k < s->cfg.n_workers; k++) {
-        if (!s->clocks.joined[k] && k >= s->clocks.n_start) continue;  // a joiner's slot nobody took
-        if (!s->clocks.joined[k]) return 0;
-        all_left &= s->clocks.left[k];
-        none_live &= !clock_table_is_live(&s->clocks, k);
+        if (!s->members.clocks.joined[k] && k >= s->members.clocks.n_start) continue;  // a joiner's slot nobody took
+        if (!s->members.clocks.joined[k]) return 0;
+        all_left &= s->members.clocks.left[k];
+        none_live &= !clock_table_is_live(&s->members.clocks, k);
     }
     if (all_left) return 1;
-    return s->cfg.worker_timeout_ms > 0 && none_live && (now - s->quiet_since) * 1000.0 >= s->cfg.worker_timeout_ms;
+    return s->cfg.worker_timeout_ms > 0 && none_live && (now - s->members.quiet_since) * 1000.0 >= s->cfg.worker_timeout_ms;
 }
 
 static void note_not_live(ps_server_t *s, double now) {
-    if (clock_table_live(&s->clocks) == 0) s->quiet_since = now;
+    if (clock_table_live(&s->members.clocks) == 0) s->members.quiet_since = now;
 }
 
 // Evicts every joined, live worker silent for longer than the worker timeout:
 // the minimum clock no longer counts it, so SSP waits and BSP rounds go on.
 static void evict(ps_server_t *s, uint32_t k, double now) {
     uint64_t span = TRACE_BEGIN();
-    s->clocks.evicted[k] = 1;
+    s->members.clocks.evicted[k] = 1;
     s->stats.evictions++;
     end_unfinished(s, k);
     drop_pending_of(s, k);
@@ -1589,7 +1579,7 @@ static void evict(ps_server_t *s, uint32_t k, double now) {
 }
 
 int ps_server_evict(ps_server_t *s, uint32_t k, char *err, size_t err_len) {
-    if (k >= s->cfg.n_workers || !s->clocks.joined[k] || !clock_table_is_live(&s->clocks, k)) return 0;
+    if (k >= s->cfg.n_workers || !s->members.clocks.joined[k] || !clock_table_is_live(&s->members.clocks, k)) return 0;
     evict(s, k, mono_clock_s());
     if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
     return serve_pending(s, err, err_len);
@@ -1599,8 +1589,8 @@ static int evict_silent(ps_server_t *s, double now, char *err, size_t err_len) {
     if (s->cfg.worker_timeout_ms <= 0) return 0;
     int evicted = 0;
     for (uint32_t k = 0; k < s->cfg.n_workers; k++) {
-        if (!s->clocks.joined[k] || !clock_table_is_live(&s->clocks, k)) continue;
-        double silent = now - s->last_heard[k];
+        if (!s->members.clocks.joined[k] || !clock_table_is_live(&s->members.clocks, k)) continue;
+        double silent = now - s->members.last_heard[k];
         if (silent * 1000.0 <= s->cfg.worker_timeout_ms) continue;
         // Replicas evict together, in the primary's order (net/ps_replica.h).
         if (s->hooks.on_evict && s->hooks.on_evict(s->hooks.ctx, s, k, err, err_len) != 0) return -1;
@@ -1609,7 +1599,7 @@ static int evict_silent(ps_server_t *s, double now, char *err, size_t err_len) {
         if (!s->cfg.quiet)
             fprintf(stderr, "asgd server %zu: worker %u silent for %.1f s (--worker-timeout %d ms): evicted at clock %llu; "
                             "the others no longer wait for it, and it may rejoin\n",
-                    s->cfg.shard, k, silent, s->cfg.worker_timeout_ms, (unsigned long long)s->clocks.clock[k]);
+                    s->cfg.shard, k, silent, s->cfg.worker_timeout_ms, (unsigned long long)s->members.clocks.clock[k]);
     }
     if (!evicted) return 0;
     if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
@@ -1623,19 +1613,19 @@ static int evict_silent(ps_server_t *s, double now, char *err, size_t err_len) {
 // since joining starts again.
 static void rejoin(ps_server_t *s, uint32_t k, uint64_t proposed) {
     uint64_t span = TRACE_BEGIN();
-    uint64_t c = s->clocks.clock[k];
+    uint64_t c = s->members.clocks.clock[k];
     if (proposed > c) c = proposed;
-    uint64_t others = clock_table_min_others(&s->clocks, k);
+    uint64_t others = clock_table_min_others(&s->members.clocks, k);
     if (others != UINT64_MAX && others > c) c = others;
-    if (s->cfg.mode == SYNC_MODE_BSP && s->bsp_clock > c) c = s->bsp_clock;
+    if (s->cfg.mode == SYNC_MODE_BSP && s->bsp.clock > c) c = s->bsp.clock;
     if (!s->cfg.quiet)
         fprintf(stderr, "asgd server %zu: worker %u rejoined%s at clock %llu (it had pushed %llu rounds)\n", s->cfg.shard,
-                k, s->clocks.evicted[k] ? " after eviction" : "", (unsigned long long)c,
-                (unsigned long long)s->clocks.clock[k]);
-    s->clocks.clock[k] = c;
-    s->clocks.evicted[k] = 0;
-    s->clocks.left[k] = 0;
-    s->clocks.pushes[k] = 0;
+                k, s->members.clocks.evicted[k] ? " after eviction" : "", (unsigned long long)c,
+                (unsigned long long)s->members.clocks.clock[k]);
+    s->members.clocks.clock[k] = c;
+    s->members.clocks.evicted[k] = 0;
+    s->members.clocks.left[k] = 0;
+    s->members.clocks.pushes[k] = 0;
     s->stats.rejoins++;
     TRACE_END(&TK_REJOIN, span, k);
 }
@@ -1645,10 +1635,10 @@ static void rejoin(ps_server_t *s, uint32_t k, uint64_t proposed) {
 // nonce. Nonces are not checkpointed: a resumed shard (nonce 0) takes the
 // live joiner's HELLO back.
 static int admit_joiner(ps_server_t *s, uint32_t k, uint32_t nonce) {
-    if (s->clocks.joined[k] && clock_table_is_live(&s->clocks, k) && s->join_nonce[k] != 0 &&
-        s->join_nonce[k] != nonce)
+    if (s->members.clocks.joined[k] && clock_table_is_live(&s->members.clocks, k) && s->once.join_nonce[k] != 0 &&
+        s->once.join_nonce[k] != nonce)
         return 0;
-    s->join_nonce[k] = nonce;
+    s->once.join_nonce[k] = nonce;
     return 1;
 }
 
@@ -1656,10 +1646,10 @@ static int admit_joiner(ps_server_t *s, uint32_t k, uint32_t nonce) {
 // clock (or the one it proposes, what another shard told it, if later); under
 // BSP at the round after the one being aggregated, which completes without it.
 static void enter(ps_server_t *s, uint32_t k, uint64_t proposed) {
-    uint64_t c = clock_table_entry_clock(&s->clocks, k);
-    if (s->cfg.mode == SYNC_MODE_BSP && c < s->bsp_clock + 1) c = s->bsp_clock + 1;
+    uint64_t c = clock_table_entry_clock(&s->members.clocks, k);
+    if (s->cfg.mode == SYNC_MODE_BSP && c < s->bsp.clock + 1) c = s->bsp.clock + 1;
     if (proposed > c) c = proposed;
-    s->clocks.clock[k] = c;
+    s->members.clocks.clock[k] = c;
     if (!s->cfg.quiet)
         fprintf(stderr, "asgd server %zu: worker %u joined the run at clock %llu\n", s->cfg.shard, k,
                 (unsigned long long)c);
@@ -1669,8 +1659,8 @@ static void enter(ps_server_t *s, uint32_t k, uint64_t proposed) {
 // never 0 from ps_client) proposing the same clock. A later HELLO round of
 // the same client proposes a later clock, and is handled.
 static int hello_resent(const ps_server_t *s, uint32_t k, const wire_header_t *h) {
-    const struct hello_seen *seen = &s->hello[k];
-    return s->clocks.joined[k] && h->aux != 0 && seen->nonce == h->aux && seen->proposed == h->clock;
+    const struct hello_seen *seen = &s->once.hello[k];
+    return s->members.clocks.joined[k] && h->aux != 0 && seen->nonce == h->aux && seen->proposed == h->clock;
 }
 
 static void count_dropped(ps_server_t *s, wire_status_t why) {
@@ -1687,9 +1677,9 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
     const wire_header_t *h = &m->h;
     // Received with the checksum deferred: checked here, before anything, and
     // for a dense push in the same pass as the test for NaN and Inf.
-    s->push_finite = -1;
+    s->upd.push_finite = -1;
     int ok = h->type == MSG_TYPE_PUSH && h->payload_kind == PAYLOAD_KIND_DENSE
-                 ? ps_push_verify_finite(m, &s->push_finite) == 0
+                 ? ps_push_verify_finite(m, &s->upd.push_finite) == 0
                  : zmsg_verify(m) == 0;
     if (!ok) {
         count_dropped(s, m->status);
@@ -1706,11 +1696,11 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
     }
     uint32_t k = h->sender;
     if (h->type == MSG_TYPE_HEARTBEAT) {
-        if (s->clocks.joined[k] && clock_table_is_live(&s->clocks, k)) s->last_heard[k] = now;
+        if (s->members.clocks.joined[k] && clock_table_is_live(&s->members.clocks, k)) s->members.last_heard[k] = now;
         return 0;
     }
-    if (s->diverged && h->type != MSG_TYPE_BYE) {
-        s->told_diverged[k] = 1;
+    if (s->upd.diverged && h->type != MSG_TYPE_BYE) {
+        s->upd.told_diverged[k] = 1;
         return reject(s, &m->identity, WIRE_STATUS_NOT_FINITE, h, err, err_len);
     }
     switch (h->type) {
@@ -1721,34 +1711,34 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
             return reject(s, &m->identity, WIRE_STATUS_ID_LIVE, h, err, err_len);
         if (hello_resent(s, k, h)) {
             s->stats.hellos_resent++;
-            s->last_heard[k] = now;
-            return send_welcome(s, &m->identity, s->hello[k].welcomed, err, err_len);
+            s->members.last_heard[k] = now;
+            return send_welcome(s, &m->identity, s->once.hello[k].welcomed, err, err_len);
         }
         end_unfinished(s, k);  // a new client sends its pushes anew
-        if (s->clocks.joined[k]) rejoin(s, k, h->clock);
-        else if (k >= s->clocks.n_start) enter(s, k, h->clock);
-        s->resend_clock[k] = 0;  // a new client: the lost push is not resent
-        s->claim[k] = (struct clock_claim){.base = s->clocks.clock[k]};
-        s->clocks.joined[k] = 1;
-        s->last_heard[k] = now;
-        s->hello[k] = (struct hello_seen){h->aux, h->clock, s->clocks.clock[k]};
-        if (send_welcome(s, &m->identity, s->clocks.clock[k], err, err_len) != 0) return -1;
+        if (s->members.clocks.joined[k]) rejoin(s, k, h->clock);
+        else if (k >= s->members.clocks.n_start) enter(s, k, h->clock);
+        s->once.resend_clock[k] = 0;  // a new client: the lost push is not resent
+        s->once.claim[k] = (struct clock_claim){.base = s->members.clocks.clock[k]};
+        s->members.clocks.joined[k] = 1;
+        s->members.last_heard[k] = now;
+        s->once.hello[k] = (struct hello_seen){h->aux, h->clock, s->members.clocks.clock[k]};
+        if (send_welcome(s, &m->identity, s->members.clocks.clock[k], err, err_len) != 0) return -1;
         // A raised clock can complete a round or answer a waiting pull.
         if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
         return serve_pending(s, err, err_len);
     case MSG_TYPE_PUSH:
-        if (!s->clocks.joined[k] || s->clocks.left[k]) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
-        if (s->clocks.evicted[k]) return reject(s, &m->identity, WIRE_STATUS_EVICTED, h, err, err_len);
-        s->last_heard[k] = now;
+        if (!s->members.clocks.joined[k] || s->members.clocks.left[k]) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+        if (s->members.clocks.evicted[k]) return reject(s, &m->identity, WIRE_STATUS_EVICTED, h, err, err_len);
+        s->members.last_heard[k] = now;
         return handle_push(s, m, err, err_len);
     case MSG_TYPE_PULL:
-        if (!s->clocks.joined[k]) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
-        if (s->clocks.evicted[k]) return reject(s, &m->identity, WIRE_STATUS_EVICTED, h, err, err_len);
-        s->last_heard[k] = now;
+        if (!s->members.clocks.joined[k]) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+        if (s->members.clocks.evicted[k]) return reject(s, &m->identity, WIRE_STATUS_EVICTED, h, err, err_len);
+        s->members.last_heard[k] = now;
         return handle_pull(s, m, err, err_len);
     case MSG_TYPE_BYE:
         // Idempotent: a retried BYE is answered again.
-        s->clocks.left[k] = 1;
+        s->members.clocks.left[k] = 1;
         end_unfinished(s, k);
         note_not_live(s, now);
         if (send_simple(s, &m->identity, MSG_TYPE_BYE_ACK, 0, err, err_len) != 0) return -1;
@@ -1763,9 +1753,9 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
 // After a divergence the shard goes on refusing for a moment, so that every
 // live worker learns why the run stops instead of timing out, then fails.
 static int diverged_done(const ps_server_t *s, double now) {
-    if (now - s->diverged_at > 2.0) return 1;
+    if (now - s->upd.diverged_at > 2.0) return 1;
     for (size_t k = 0; k < s->cfg.n_workers; k++)
-        if (clock_table_is_live(&s->clocks, k) && s->clocks.joined[k] && !s->told_diverged[k]) return 0;
+        if (clock_table_is_live(&s->members.clocks, k) && s->members.clocks.joined[k] && !s->upd.told_diverged[k]) return 0;
     return 1;
 }
 
@@ -1793,8 +1783,8 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
     double now = mono_clock_s();
     // Eviction counts silence from when this shard started serving (a resumed
     // shard's workers get a full timeout to reach it).
-    for (size_t k = 0; k < s->cfg.n_workers; k++) s->last_heard[k] = now;
-    s->quiet_since = now;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) s->members.last_heard[k] = now;
+    s->members.quiet_since = now;
     s->next_checkpoint = now + s->cfg.checkpoint_every_s;
     publish_progress(s);  // a resumed shard's counts
     double turn_end = now;
@@ -1812,8 +1802,8 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
         if (now - turn_end > STALL_S) {
             double gap = now - turn_end;
             for (size_t k = 0; k < s->cfg.n_workers; k++)
-                s->last_heard[k] = s->last_heard[k] + gap < now ? s->last_heard[k] + gap : now;
-            s->quiet_since = s->quiet_since + gap < now ? s->quiet_since + gap : now;
+                s->members.last_heard[k] = s->members.last_heard[k] + gap < now ? s->members.last_heard[k] + gap : now;
+            s->members.quiet_since = s->members.quiet_since + gap < now ? s->members.quiet_since + gap : now;
             s->stats.stalls++;
         }
         turn_end = now;
@@ -1838,11 +1828,11 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
             zmsg_close(&m);
             publish_progress(s);
             if (hrc != 0) return -1;
-            if (run_finished(s, now) && !s->diverged) return 0;
+            if (run_finished(s, now) && !s->upd.diverged) return 0;
         }
-        if (s->diverged) {
+        if (s->upd.diverged) {
             if (diverged_done(s, now)) {
-                snprintf(err, err_len, "%s", s->diverged_msg);
+                snprintf(err, err_len, "%s", s->upd.diverged_msg);
                 return -1;
             }
             continue;

@@ -41,12 +41,9 @@
 #include "staleness/histogram.h"   // defines: staleness_hist_t
 #include "staleness/stale_update.h"  // defines: stale_update_config_t
 #include "staleness/sync_mode.h"   // defines: sync_mode_t
+#include "net/ps_progress.h"       // defines: ps_progress_t
 #include "net/wire.h"              // defines: WIRE_STATUS_COUNT_
-
-typedef enum server_optimizer {
-    SERVER_OPTIMIZER_SGD,
-    SERVER_OPTIMIZER_ADAGRAD,
-} server_optimizer_t;
+#include "kernels/optimizer_kind.h"  // defines: optimizer_kind_t, optimizer_kind_name
 
 typedef struct ps_config {
     uint64_t run_id;
@@ -59,7 +56,7 @@ typedef struct ps_config {
     size_t n_start_workers;
     sync_mode_t mode;     // BSP, SSP or ASP (allreduce runs have no server)
     uint64_t staleness;   // SSP bound (sync_mode_bound gives the effective one)
-    server_optimizer_t optimizer;
+    optimizer_kind_t optimizer;
     float lr;
     uint64_t warmup;      // > 0: the step grows linearly over the first `warmup` updates applied (--warmup)
     float adagrad_eps;
@@ -148,21 +145,6 @@ typedef struct ps_server_hooks {
     void *ctx;
 } ps_server_hooks_t;
 
-// Where the shard stands, for another thread of the same process (the run's
-// global-model evaluator, engine/dist/global_eval.h): published by the serving
-// thread after every message it handles, read as one publication.
-typedef struct ps_progress {
-    uint64_t samples;     // training examples behind the updates applied (see samples_per_step)
-    uint64_t version;     // updates applied
-    uint64_t min_clock;   // the slowest live worker's clock
-    double wait_s;        // time workers' conditional pulls (SSP, BSP) waited here, summed
-    // Staleness of the updates applied so far (docs/distributed.md), in
-    // versions and in clocks: mean = sum / count (BSP: one per gradient of a round).
-    uint64_t staleness_count;
-    uint64_t staleness_versions_sum, staleness_versions_max;
-    uint64_t staleness_clocks_sum, staleness_clocks_max;
-} ps_progress_t;
-
 // Binds the server's ROUTER to `endpoint` ("tcp://127.0.0.1:*" picks a free
 // port) and takes a copy of the shard's initial values init[0..range).
 // Returns NULL with err filled.
@@ -214,7 +196,10 @@ void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end);
 int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len);
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out);
-// Safe to call from any thread while ps_server_run serves.
+// Where the shard stands, for another thread of the same process (the run's
+// global-model evaluator, engine/dist/global_eval.h): published by the serving
+// thread after every message it handles, read as one publication
+// (net/ps_progress.h). Safe to call from any thread while ps_server_run serves.
 void ps_server_progress(const ps_server_t *s, ps_progress_t *out);
 // Per-worker counters (n_workers entries each): pushes applied since the
 // worker last joined, pushes applied over all its joins, and final clocks.
@@ -236,7 +221,5 @@ const uint64_t *ps_server_resumed_pushes_per_worker(const ps_server_t *s);
 const uint64_t *ps_server_late_per_worker(const ps_server_t *s);
 // The shard's current values (range entries).
 const float *ps_server_values(const ps_server_t *s);
-
-const char *server_optimizer_name(server_optimizer_t o);
 
 #endif

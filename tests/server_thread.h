@@ -39,7 +39,7 @@ static inline ps_config_t server_test_config(uint64_t run_id, size_t n_shards, s
     c.n_params = n_params;
     c.n_workers = n_workers;
     c.mode = SYNC_MODE_ASP;
-    c.optimizer = SERVER_OPTIMIZER_SGD;
+    c.optimizer = OPTIMIZER_KIND_SGD;
     c.lr = 0.5f;
     c.adagrad_eps = 1e-8f;
     c.quiet = 1;

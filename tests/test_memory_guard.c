@@ -106,7 +106,7 @@ int main(void) {
     for (size_t j = 0; j < N; j++) init[j] = want[j] = (float)j * 0.5f, g[j] = (float)(j % 7) - 3.0f;
     // quiet 0: the trip is logged.
     ps_config_t c = {.run_id = RUN_ID, .n_shards = 1, .n_params = N, .n_workers = 1, .mode = SYNC_MODE_ASP,
-                     .optimizer = SERVER_OPTIMIZER_SGD, .lr = 0.5f, .memory_allowance = ALLOWANCE, .quiet = 0};
+                     .optimizer = OPTIMIZER_KIND_SGD, .lr = 0.5f, .memory_allowance = ALLOWANCE, .quiet = 0};
     server_thread_t st = {0};
     st.s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err);
     CHECK_OK(st.s == NULL, err);

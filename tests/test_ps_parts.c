@@ -114,7 +114,7 @@ static void fill_announced(ps_client_t *c, const float *g, int blockwise, int an
 
 static void fill(ps_client_t *c, const float *g, int blockwise) { fill_announced(c, g, blockwise, 0, 0, PS_PUSH_UPDATE); }
 
-static void test_parts_match_whole(void *ctx, server_optimizer_t opt) {
+static void test_parts_match_whole(void *ctx, optimizer_kind_t opt) {
     char err[256];
     static float init[A_N], g[A_PUSHES][A_N], whole[A_N], echoed[A_N];
     random_values(init, A_N, 31);
@@ -176,7 +176,7 @@ static void test_parts_match_whole(void *ctx, server_optimizer_t opt) {
     // Not the same as doing nothing: the values moved from init by the pushes.
     CHECK(memcmp(whole, init, sizeof init) != 0);
     printf("parts (%s): %d pushes in 6 parts per shard, bit for bit the whole pushes', answered with the push\n",
-           server_optimizer_name(opt), A_PUSHES);
+           optimizer_kind_name(opt), A_PUSHES);
 }
 
 // ---- e) BSP gradients announced, so sent in parts; and a commit that is not the push announced ----
@@ -699,8 +699,8 @@ static void test_replicated(void *ctx) {
 int main(void) {
     void *ctx = zmq_ctx_new();
     CHECK(ctx != NULL);
-    test_parts_match_whole(ctx, SERVER_OPTIMIZER_SGD);
-    test_parts_match_whole(ctx, SERVER_OPTIMIZER_ADAGRAD);
+    test_parts_match_whole(ctx, OPTIMIZER_KIND_SGD);
+    test_parts_match_whole(ctx, OPTIMIZER_KIND_ADAGRAD);
     test_bsp_parts(ctx);
     test_bsp_round_in_ranges(ctx);
     test_protocol(ctx);

@@ -63,7 +63,7 @@ static ps_config_t config(size_t n_shards, size_t n_workers, sync_mode_t mode) {
     c.n_params = N;
     c.n_workers = n_workers;
     c.mode = mode;
-    c.optimizer = SERVER_OPTIMIZER_SGD;
+    c.optimizer = OPTIMIZER_KIND_SGD;
     c.lr = 0.37f;
     c.quiet = 1;
     return c;

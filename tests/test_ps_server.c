@@ -107,7 +107,7 @@ static ps_config_t config(size_t n_shards, size_t n_params, size_t n_workers, sy
     c.n_workers = n_workers;
     c.mode = mode;
     c.staleness = 0;
-    c.optimizer = SERVER_OPTIMIZER_SGD;
+    c.optimizer = OPTIMIZER_KIND_SGD;
     c.lr = 0.5f;
     c.adagrad_eps = 1e-8f;
     c.heartbeat_ms = 0;
@@ -424,11 +424,11 @@ static void test_asp_adagrad(void *ctx) {
     memset(h, 0, sizeof h);
 
     ps_config_t cfg = config(2, A_N, 1, SYNC_MODE_ASP);
-    cfg.optimizer = SERVER_OPTIMIZER_ADAGRAD;
+    cfg.optimizer = OPTIMIZER_KIND_ADAGRAD;
     cfg.lr = lr;
     cfg.adagrad_eps = eps;
-    CHECK(strcmp(server_optimizer_name(cfg.optimizer), "adagrad") == 0);
-    CHECK(strcmp(server_optimizer_name(SERVER_OPTIMIZER_SGD), "sgd") == 0);
+    CHECK(strcmp(optimizer_kind_name(cfg.optimizer), "adagrad") == 0);
+    CHECK(strcmp(optimizer_kind_name(OPTIMIZER_KIND_SGD), "sgd") == 0);
     cluster_t cl;
     cluster_start(&cl, ctx, &cfg, init);
     ps_client_t *c = client(ctx, 0, &cl, A_N);

@@ -119,7 +119,7 @@ static ps_config_t config(void) {
     c.n_params = N_PARAMS;
     c.n_workers = 1;
     c.mode = SYNC_MODE_ASP;
-    c.optimizer = SERVER_OPTIMIZER_SGD;
+    c.optimizer = OPTIMIZER_KIND_SGD;
     c.lr = 0.5f;
     c.quiet = 1;
     return c;

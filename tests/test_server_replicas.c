@@ -326,7 +326,7 @@ static void replicated_eviction(void) {
     CHECK(ctx);
     float init[EVICT_N] = {0};
     ps_config_t c = {.run_id = EVICT_RUN, .shard = 0, .n_shards = 1, .n_params = EVICT_N, .n_workers = 2,
-                     .mode = SYNC_MODE_BSP, .optimizer = SERVER_OPTIMIZER_SGD, .lr = 0.5f, .worker_timeout_ms = 300,
+                     .mode = SYNC_MODE_BSP, .optimizer = OPTIMIZER_KIND_SGD, .lr = 0.5f, .worker_timeout_ms = 300,
                      .quiet = 1};
     ps_config_t cb = c;
     cb.worker_timeout_ms = 0;  // a backup evicts only when told

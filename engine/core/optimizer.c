@@ -189,8 +189,6 @@ void optimizer_state_write(optimizer_t *o, const float *in) {
 
 int optimizer_is_plain_sgd(const optimizer_t *o) { return o->config.kind == OPTIMIZER_KIND_SGD && !o->state; }
 
-const char *optimizer_kind_name(optimizer_kind_t k) { return k == OPTIMIZER_KIND_ADAGRAD ? "adagrad" : "sgd"; }
-
 const char *lr_schedule_name(lr_schedule_t s) {
     switch (s) {
     case LR_SCHEDULE_INVERSE_TIME:

@@ -9,13 +9,10 @@
 
 #include "engine/core/grad.h"    // defines: grad_t
 #include "engine/core/params.h"  // defines: param_t
+#include "kernels/optimizer_kind.h"  // defines: optimizer_kind_t, optimizer_kind_name
 
 typedef struct optimizer optimizer_t;
 
-typedef enum optimizer_kind {
-    OPTIMIZER_KIND_SGD,
-    OPTIMIZER_KIND_ADAGRAD,
-} optimizer_kind_t;
 
 typedef enum lr_schedule {
     LR_SCHEDULE_CONSTANT,      // lr
@@ -86,7 +83,6 @@ int optimizer_is_plain_sgd(const optimizer_t *o);
 // The configuration the optimizer was made from.
 const optimizer_config_t *optimizer_config(const optimizer_t *o);
 
-const char *optimizer_kind_name(optimizer_kind_t k);
 const char *lr_schedule_name(lr_schedule_t s);
 
 #endif

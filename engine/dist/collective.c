@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/dist/collective_impl.h"  // defines: collective_ops_t, collective_*_ops
 #include "engine/dist/collective_mpi.h"  // defines: collective_mpi_open
 #include "net/curve_auth.h"     // defines: net_endpoint_is_local, net_security_get
 #include "net/hier_allreduce.h"  // defines: hier_allreduce_new, hier_allreduce_connect
@@ -14,14 +15,13 @@
 #include "net/shm_allreduce.h"  // defines: shm_allreduce_new
 #include "net/stream_ring.h"   // defines: stream_ring_new, stream_ring_connect
 
-const char *collective_name(collective_choice_t c) {
-    return c == COLLECTIVE_SHM    ? "shm"
-           : c == COLLECTIVE_RING ? "ring"
-           : c == COLLECTIVE_MPI  ? "mpi"
-           : c == COLLECTIVE_HIER ? "hier"
-           : c == COLLECTIVE_STREAM ? "stream"
-                                  : "auto";
-}
+static const char *const names[] = {
+    [COLLECTIVE_AUTO] = "auto", [COLLECTIVE_SHM] = "shm",   [COLLECTIVE_RING] = "ring",
+    [COLLECTIVE_MPI] = "mpi",   [COLLECTIVE_HIER] = "hier", [COLLECTIVE_STREAM] = "stream",
+};
+_Static_assert(sizeof names / sizeof names[0] == COLLECTIVE_STREAM + 1, "one name per collective_choice_t");
+
+const char *collective_name(collective_choice_t c) { return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "auto"; }
 
 // Whether two ring endpoints are on the same host: both ipc:// or loopback,
 // or both tcp:// with the same host name or address.
@@ -287,4 +287,115 @@ int collective_open_stream(struct ring *main_ring, const rdv_entry_t *ring, size
     free(all);
     if (rc != 0) stream_ring_destroy(stream);
     return rc;
+}
+
+// ---- the collective a worker sums with (collective_impl.h) ----
+
+// The implementation of `pick`, opened: its table and state.
+static int open_state(void *zmq_ctx, struct ring *main_ring, collective_choice_t pick, const compress_spec_t *compress,
+                      const rdv_entry_t *ring, size_t n, size_t id, uint64_t run_id, size_t max_count,
+                      const char *bind_host, int timeout_ms, collective_t *c, char *err, size_t err_len) {
+    int compressed = compress->kind != COMPRESS_KIND_NONE, rc = -1;
+    if (pick == COLLECTIVE_RING) {
+        c->ops = &collective_ring_ops;
+        c->impl = collective_ring_state(main_ring, compress, n, id, max_count, err, err_len);
+        rc = c->impl ? 0 : -1;
+    } else if (pick == COLLECTIVE_HIER) {
+        struct hier_allreduce *h = NULL;
+        c->ops = &collective_hier_ops;
+        rc = collective_open_hier(zmq_ctx, main_ring, ring, n, id, run_id, max_count, bind_host, timeout_ms, &h, err,
+                                  err_len);
+        c->impl = h;
+    } else if (pick == COLLECTIVE_STREAM) {
+        struct stream_ring *s = NULL;
+        c->ops = &collective_stream_ops;
+        rc = collective_open_stream(main_ring, ring, n, id, run_id, max_count, bind_host, timeout_ms, &s, err, err_len);
+        c->impl = s;
+    } else {  // shm, or MPI (one per process: no state of its own)
+        struct shm_allreduce *shm = NULL;
+        c->ops = pick == COLLECTIVE_MPI ? &collective_mpi_ops : &collective_shm_ops;
+        rc = collective_open(pick, compressed, ring, n, id, run_id, max_count, &shm, err, err_len);
+        c->impl = shm;
+    }
+    return rc;
+}
+
+collective_t *collective_new(void *zmq_ctx, struct ring *main_ring, collective_choice_t choice,
+                             const compress_spec_t *compress, const rdv_entry_t *ring, size_t n, size_t id,
+                             uint64_t run_id, size_t max_count, const char *bind_host, int timeout_ms, char *err,
+                             size_t err_len) {
+    int pick = collective_pick(choice, compress->kind != COMPRESS_KIND_NONE, ring, n, err, err_len);
+    if (pick < 0) return NULL;
+    collective_t *c = calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(err, err_len, "worker: out of memory");
+        return NULL;
+    }
+    c->main_ring = main_ring;
+    if (open_state(zmq_ctx, main_ring, (collective_choice_t)pick, compress, ring, n, id, run_id, max_count, bind_host,
+                   timeout_ms, c, err, err_len) != 0) {
+        collective_destroy(&c);
+        return NULL;
+    }
+    c->buffer = c->ops->buffer ? c->ops->buffer(c->impl) : NULL;
+    if (!c->buffer) {
+        c->own_buffer = 1;
+        if (!(c->buffer = malloc(max_count * sizeof *c->buffer))) {
+            snprintf(err, err_len, "worker: out of memory for a collective of %zu floats", max_count);
+            collective_destroy(&c);
+            return NULL;
+        }
+    }
+    return c;
+}
+
+void collective_destroy(collective_t **cp) {
+    collective_t *c = cp ? *cp : NULL;
+    if (!c) return;
+    if (c->own_buffer) free(c->buffer);
+    if (c->impl && c->ops->destroy) c->ops->destroy(c->impl);
+    free(c);
+    *cp = NULL;
+}
+
+collective_choice_t collective_kind(const collective_t *c) { return c->ops->kind; }
+
+float *collective_buffer(collective_t *c) { return c->buffer; }
+
+int collective_sum(collective_t *c, float *buf, size_t n, int timeout_ms, char *err, size_t err_len) {
+    return c->ops->sum(c->impl, buf, n, timeout_ms, err, err_len);
+}
+
+int collective_compresses(const collective_t *c) { return c->ops->sum_compressed != NULL; }
+
+int collective_sum_compressed(collective_t *c, compressor_t *comp, float *residual, float *buf, size_t m,
+                              size_t examples, float *total, uint64_t *raw_sent, int timeout_ms, char *err,
+                              size_t err_len) {
+    if (!c->ops->sum_compressed) {
+        snprintf(err, err_len, "--compress: compressed exchanges go round the ZeroMQ ring, not --collective %s",
+                 collective_name(c->ops->kind));
+        return -1;
+    }
+    return c->ops->sum_compressed(c->impl, comp, residual, buf, m, examples, total, raw_sent, timeout_ms, err,
+                                  err_len);
+}
+
+void collective_net_bytes(const collective_t *c, uint64_t *sent, uint64_t *recv) {
+    ring_stats_t rs;
+    ring_get_stats(c->main_ring, &rs);
+    *sent = rs.bytes_sent;
+    *recv = rs.bytes_recv;
+    if (!c->ops->net_bytes) return;
+    uint64_t s = 0, r = 0;
+    c->ops->net_bytes(c->impl, &s, &r);
+    *sent += s;
+    *recv += r;
+}
+
+const char *collective_cross_ring(const collective_t *c) {
+    return c->ops->cross_ring ? c->ops->cross_ring(c->impl) : NULL;
+}
+
+void collective_settled(collective_t *c) {
+    if (c->ops->settled) c->ops->settled(c->impl);
 }

@@ -5,9 +5,14 @@
 // or, when every worker is on this host, the shared-memory segment
 // (net/shm_allreduce.h), or, when asked for under mpirun, MPI_Allreduce
 // (collective_mpi.h). docs/allreduce.md, "Choosing the collective".
+// The one chosen is a collective_t: one table of operations
+// (collective_impl.h), one implementation per file (collective_ring.c,
+// collective_shm.c, collective_stream.c, collective_hier.c, collective_mpi.c),
+// each owning its state.
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/compress.h"    // defines: compress_spec_t, compressor_t
 #include "net/rendezvous.h"  // defines: rdv_entry_t
 
 typedef enum collective_choice {
@@ -97,5 +102,53 @@ int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_
 int collective_open_stream(struct ring *main_ring, const rdv_entry_t *ring, size_t n, size_t id, uint64_t run_id,
                            size_t max_count, const char *bind_host, int timeout_ms, struct stream_ring **stream,
                            char *err, size_t err_len);
+
+// ---- the collective a worker sums with ------------------------------------
+
+typedef struct collective collective_t;
+
+// Picks the collective for worker `id` of n from the rendezvous table `ring`
+// (collective_pick) and opens it: on the connected main ring `main_ring`
+// (borrowed: it outlives the collective; the others' endpoints are exchanged
+// over it), for calls of up to max_count floats, with the buffers the
+// compression `compress` asks for, bound as collective_open_hier and
+// collective_open_stream say. Returns the collective, or NULL with err.
+collective_t *collective_new(void *zmq_ctx, struct ring *main_ring, collective_choice_t choice,
+                             const compress_spec_t *compress, const rdv_entry_t *ring, size_t n, size_t id,
+                             uint64_t run_id, size_t max_count, const char *bind_host, int timeout_ms, char *err,
+                             size_t err_len);
+void collective_destroy(collective_t **c);  // accepts NULL and nulls the pointer
+
+// What was chosen (never COLLECTIVE_AUTO).
+collective_choice_t collective_kind(const collective_t *c);
+
+// The input area of a call, max_count floats, owned by the collective: in
+// shared memory the segment's, which spares the sum its copy in.
+float *collective_buffer(collective_t *c);
+
+// Sums buf[0..n) (n <= max_count) over every worker in place, as float32;
+// every worker ends with the same bits. Returns 0, or -1 with err.
+int collective_sum(collective_t *c, float *buf, size_t n, int timeout_ms, char *err, size_t err_len);
+
+// Whether it carries compressed exchanges (the ZeroMQ ring only).
+int collective_compresses(const collective_t *c);
+
+// A compressed exchange (collective_compresses): buf[0..m) encoded by comp
+// (with error feedback into residual when not NULL), buf[m] the examples
+// behind it. On return buf[0..m) is the sum and *total the examples of every
+// worker; *raw_sent grows by what float32 would have sent. Returns 0, or -1.
+int collective_sum_compressed(collective_t *c, compressor_t *comp, float *residual, float *buf, size_t m,
+                              size_t examples, float *total, uint64_t *raw_sent, int timeout_ms, char *err,
+                              size_t err_len);
+
+// Payload bytes sent and received, the main ring's included.
+void collective_net_bytes(const collective_t *c, uint64_t *sent, uint64_t *recv);
+
+// hier: what carries it across hosts, "stream" or "zeromq"; else NULL.
+const char *collective_cross_ring(const collective_t *c);
+
+// This worker took part in every sum it was to (MPI may then be finalised
+// at exit: collective_mpi_settled).
+void collective_settled(collective_t *c);
 
 #endif

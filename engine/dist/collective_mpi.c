@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "engine/dist/collective_impl.h"  // defines: collective_ops_t
+
 #ifdef ASGD_HAVE_MPI
 #include <limits.h>
 #include <mpi.h>
@@ -128,3 +130,22 @@ int collective_mpi_sum(float *buf, size_t count, char *err, size_t err_len) {
 void collective_mpi_settled(void) {}
 
 #endif
+
+// ---- behind the collective table (collective_impl.h) ----
+
+static int mpi_sum(void *impl, float *buf, size_t n, int timeout_ms, char *err, size_t err_len) {
+    (void)impl;
+    (void)timeout_ms;  // MPI_Allreduce has none
+    return collective_mpi_sum(buf, n, err, err_len);
+}
+
+static void mpi_settled(void *impl) {
+    (void)impl;
+    collective_mpi_settled();
+}
+
+const collective_ops_t collective_mpi_ops = {
+    .kind = COLLECTIVE_MPI,
+    .sum = mpi_sum,
+    .settled = mpi_settled,
+};

@@ -11,16 +11,12 @@
 #include <time.h>
 
 #include "engine/core/test_hooks.h"       // defines: test_hook_value
-#include "engine/dist/collective_mpi.h"  // defines: collective_mpi_settled
+#include "engine/dist/collective.h"  // defines: collective_sum, collective_settled, collective_net_bytes
 #include "engine/dist/replica_impl.h"
 #include "kernels/partition.h"  // defines: shard_range
 #include "net/compress.h"   // defines: compressor_new, compress_encode, ef_residual_t
 #include "net/ps_client.h"  // defines: ps_client_new, ps_client_push_*, ps_client_pull
 #include "net/ps_heartbeat.h"  // defines: ps_heartbeat_start, ps_heartbeat_stop
-#include "net/hier_allreduce.h"  // defines: hier_allreduce_net_bytes, hier_allreduce_uses_stream
-#include "net/ring.h"       // defines: ring_get_stats
-#include "net/shm_allreduce.h"  // defines: shm_allreduce_buffer
-#include "net/stream_ring.h"  // defines: stream_ring_get_stats
 #include "net/wire.h"       // defines: wire_checksum
 
 // ---- the common path -----------------------------------------------------------------
@@ -52,11 +48,12 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
                                "replicas run on the CPU");
         return -1;
     }
-    if (s->ring && !rc->ring && !rc->shm && !rc->hier && !rc->mpi && !rc->stream) {
+    if (s->ring && !rc->collective) {
         snprintf(err, err_len, "--sync %s needs a ring of workers", sync_mode_name(rc->mode));
         return -1;
     }
-    if ((rc->shm || rc->hier || rc->stream) && rc->compress.kind != COMPRESS_KIND_NONE) {
+    int mpi = rc->collective && collective_kind(rc->collective) == COLLECTIVE_MPI;
+    if (rc->collective && !mpi && !collective_compresses(rc->collective) && rc->compress.kind != COMPRESS_KIND_NONE) {
         snprintf(err, err_len, "--compress: compressed exchanges go round the ZeroMQ ring, not through shared memory or "
                                "the stream ring");
         return -1;
@@ -65,7 +62,7 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
         snprintf(err, err_len, "--checkpoint-every, --resume: workers checkpoint under --sync asp and ssp only");
         return -1;
     }
-    if (rc->mpi && rc->compress.kind != COMPRESS_KIND_NONE) {
+    if (mpi && rc->compress.kind != COMPRESS_KIND_NONE) {
         snprintf(err, err_len, "--compress: compressed exchanges go round the ring, not through MPI");
         return -1;
     }
@@ -98,10 +95,9 @@ static int replica_alloc(replica_t *r, char *err, size_t err_len) {
         atomic_init(&r->progress[t].finished, 0);
         atomic_init(&r->progress[t].read_gen, 0);
     }
-    // In shared memory the buffer is this rank's input area of the segment,
-    // which saves the sum its copy in (net/shm_allreduce.h).
-    if (r->strategy->ring && r->rc->shm) r->ring_buf = shm_allreduce_buffer(r->rc->shm);
-    else if (r->strategy->ring) r->ring_buf = malloc((r->n + 1) * sizeof *r->ring_buf);
+    // The collective's input area (in shared memory the segment's, which
+    // saves the sum its copy in).
+    if (r->strategy->ring) r->ring_buf = collective_buffer(r->rc->collective);
     if (!r->base || !r->pulled || !r->idx || !r->val || !r->progress || (r->strategy->ring && !r->ring_buf))
         return replica_out_of_memory(r, err, err_len);
     atomic_init(&r->abort, 0);
@@ -210,12 +206,6 @@ static int compression_setup(replica_t *r, char *err, size_t err_len) {
         max_n = end - begin;
         r->enc_bytes = calloc(rc->n_servers, sizeof *r->enc_bytes);
         if (!r->enc_bytes) goto oom;
-    } else if (rc->compress.kind != COMPRESS_KIND_FP16) {
-        r->blob_cap = compress_encoded_bytes(&rc->compress, r->n);
-        r->blobs = malloc(rc->n_workers * r->blob_cap);
-        r->blob_lens = calloc(rc->n_workers, sizeof *r->blob_lens);
-        r->blob_weights = calloc(rc->n_workers, sizeof *r->blob_weights);
-        if (!r->blobs || !r->blob_lens || !r->blob_weights) goto oom;
     }
     r->comp = compressor_new(&rc->compress, max_n, rc->compress_seed, 0x434f4d50u + rc->id, err, err_len);
     if (!r->comp) return -1;
@@ -290,10 +280,9 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
     for (size_t t = 0; r->progress && t < r->threads; t++)
         stats->wait_s += 1e-9 * (double)atomic_load_explicit(&r->progress[t].wait_ns, memory_order_relaxed);
     stats->clock = r->clock;
-    stats->collective = !r->strategy || !r->strategy->ring ? NULL
-                        : r->rc->shm ? "shm" : r->rc->hier ? "hier" : r->rc->mpi ? "mpi" : r->rc->stream ? "stream" : "ring";
-    stats->cross_ring = stats->collective && r->rc->hier ? hier_allreduce_uses_stream(r->rc->hier) ? "stream" : "zeromq"
-                                                         : NULL;
+    const collective_t *coll = r->strategy && r->strategy->ring ? r->rc->collective : NULL;
+    stats->collective = coll ? collective_name(collective_kind(coll)) : NULL;
+    stats->cross_ring = coll ? collective_cross_ring(coll) : NULL;
     stats->pushes = r->stats.pushes;
     stats->pulls = r->stats.pulls;
     stats->steps_per_push_mean = staleness_hist_mean(&r->steps_per_push);
@@ -316,21 +305,9 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
         stats->bytes_out = cs.bytes_out;
         stats->bytes_in = cs.bytes_in;
     }
-    if (r->rc->ring) {
-        ring_stats_t rs;
-        ring_get_stats(r->rc->ring, &rs);
-        stats->bytes_out += rs.bytes_sent;
-        stats->bytes_in += rs.bytes_recv;
-    }
-    if (r->rc->stream) {
-        ring_stats_t rs;
-        stream_ring_get_stats(r->rc->stream, &rs);
-        stats->bytes_out += rs.bytes_sent;
-        stats->bytes_in += rs.bytes_recv;
-    }
-    if (r->rc->hier) {
+    if (r->rc->collective) {
         uint64_t sent, recv;
-        hier_allreduce_net_bytes(r->rc->hier, &sent, &recv);
+        collective_net_bytes(r->rc->collective, &sent, &recv);
         stats->bytes_out += sent;
         stats->bytes_in += recv;
     }
@@ -353,16 +330,12 @@ static void replica_free(replica_t *r) {
     free(r->push_keys);
     free(r->pull_keys);
     free(r->val);
-    if (!r->rc->shm) free(r->ring_buf);
     free(r->progress);
     free(r->gen_versions);
     free(r->win);
     compressor_destroy(&r->comp);
     ef_residual_free(&r->resid);
     free(r->enc_bytes);
-    free(r->blobs);
-    free(r->blob_lens);
-    free(r->blob_weights);
     free(r->keys);
     free(r->mark);
     free(r->ae);
@@ -407,7 +380,7 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
         dense_checksum(&r, stats);
     }
     // Its last sum is behind it: exit may finalise MPI.
-    if (status == 0 && rc->mpi) collective_mpi_settled();
+    if (status == 0 && rc->collective) collective_settled(rc->collective);
 out:
     replica_report(&r, status != 0, stats);
     free(start.samples);

@@ -40,11 +40,8 @@
 #include "net/compress.h"          // defines: compress_spec_t
 #include "staleness/sync_mode.h"   // defines: sync_mode_t
 
-typedef struct ring ring_t;
-struct shm_allreduce;
+struct collective;
 struct worker_ckpt_config;
-struct hier_allreduce;
-struct stream_ring;
 
 typedef struct replica_config {
     uint64_t run_id;
@@ -55,22 +52,11 @@ typedef struct replica_config {
     size_t push_every, fetch_every;  // replica steps (asp/ssp)
     const char *const *servers;    // (n_servers) endpoints, shard order
     size_t n_servers;
-    ring_t *ring;                  // allreduce: connected ring (borrowed)
-    // Ring modes, set when the workers share this host (engine/dist/collective.h):
-    // the uncompressed exchanges go through this shared-memory group instead of
-    // the ring (borrowed; NULL: the ring). Not with compression.
-    struct shm_allreduce *shm;
-    // Ring modes on several hosts (collective.h): the uncompressed exchanges go
-    // through shared memory within each host and rings across hosts instead
-    // (borrowed; NULL: not). Not with compression.
-    struct hier_allreduce *hier;
-    // --collective stream (auto's choice across hosts with one worker each):
-    // the uncompressed exchanges go round the stream ring instead (borrowed;
-    // NULL: not). Not with compression.
-    struct stream_ring *stream;
-    // --collective mpi: the uncompressed exchanges go through MPI_Allreduce over
-    // the worker ranks, opened for the process (engine/dist/collective_mpi.h).
-    int mpi;
+    // Ring modes (allreduce, local, hybrid): what sums the exchanges, chosen
+    // and opened once (engine/dist/collective.h: the ZeroMQ ring, shared
+    // memory, the stream ring, hier or MPI; compressed exchanges only on the
+    // ZeroMQ ring). Borrowed; NULL in the other modes.
+    struct collective *collective;
     int timeout_ms;                // longest wait for any peer
     int heartbeat_ms;              // ZMTP heartbeats, and this worker's heartbeats to the servers; 0 = off
     int retry_ms;                  // resend an unanswered request after this long; 0 = the client's default

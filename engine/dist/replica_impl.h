@@ -41,7 +41,7 @@ struct replica {
     uint32_t *idx;    // (n) sparse push scratch
     float *val;       // (n)
     float *ring_buf;  // (n + 1) ring modes: gradient (or model) times examples, then the example count
-                      // (with rc->shm: this rank's input area in the segment, not ours to free)
+                      // (the collective's input area, collective_buffer: not ours to free)
     float lr;         // the local step size, to turn a change of the model into a gradient
     size_t ps_n;      // parameters the servers hold: n, or under hybrid the sparse part [0, ps_n)
     uint64_t quota;   // asp/ssp: per-thread steps per round (push_every over the threads, at least 1)
@@ -52,10 +52,6 @@ struct replica {
     compressor_t *comp;
     ef_residual_t resid;   // error feedback over the whole vector sent (n), or empty
     size_t *enc_bytes;     // (n_servers) encoded push frame sizes
-    uint8_t *blobs;        // ring allgather: (n_workers, blob_cap) encodings
-    size_t blob_cap;
-    size_t *blob_lens;     // (n_workers)
-    uint32_t *blob_weights;  // (n_workers) examples behind each
     uint64_t raw_out;      // bytes the compressed exchanges would have sent as float32
     train_thread_progress_t *progress;
     train_link_t link;
@@ -148,10 +144,8 @@ int replica_cmp_u32(const void *a, const void *b);
 int replica_push_encoded(replica_t *r, const float *g, uint32_t aux, int bsp);
 
 // Sums buf[0..m) (this replica's gradient or model times its examples) over
-// the workers by ring allreduce, compressed as the run asks, or through the
-// run's shared-memory group (rc->shm; r->ring_buf is then this rank's input
-// area, which spares a copy); the examples travel with it (buf has room for
-// m + 1). On return buf[0..m) is the sum and *total the examples behind it,
+// the workers through the run's collective (rc->collective), compressed as
+// the run asks; the examples travel with it (buf has room for m + 1). On return buf[0..m) is the sum and *total the examples behind it,
 // the same bits on every replica.
 int replica_ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *total);
 

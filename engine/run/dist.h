@@ -55,7 +55,7 @@ typedef struct dist_args {
     int sync;                 // sync_mode_t
     size_t staleness;
     size_t push_every, fetch_every;
-    int server_optimizer;     // server_optimizer_t
+    int server_optimizer;     // optimizer_kind_t
     double server_lr;         // NaN: the workers' --lr
     int server_staleness_aware;
     double server_dc_lambda;

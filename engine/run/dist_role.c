@@ -16,7 +16,7 @@
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
 #include "kernels/partition.h"  // defines: shard_range
 #include "engine/run/dist.h"
-#include "engine/dist/collective.h"      // defines: collective_open, collective_name
+#include "engine/dist/collective.h"      // defines: collective_new, collective_kind, collective_name
 #include "engine/dist/collective_mpi.h"  // defines: collective_mpi_usable
 #include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/core/json_writer.h"     // defines: json_*
@@ -37,9 +37,6 @@
 #include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
 #include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
 #include "net/wire.h"               // defines: wire_fresh_id
-#include "net/hier_allreduce.h"     // defines: hier_allreduce_destroy
-#include "net/shm_allreduce.h"      // defines: shm_allreduce_destroy
-#include "net/stream_ring.h"        // defines: stream_ring_destroy
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
 #include "staleness/histogram.h"    // defines: staleness_hist_*
 

@@ -16,7 +16,7 @@
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
 #include "kernels/partition.h"  // defines: shard_range
 #include "engine/run/dist.h"
-#include "engine/dist/collective.h"      // defines: collective_open, collective_name
+#include "engine/dist/collective.h"      // defines: collective_new, collective_kind, collective_name
 #include "engine/dist/collective_mpi.h"  // defines: collective_mpi_usable
 #include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/core/json_writer.h"     // defines: json_*
@@ -37,9 +37,6 @@
 #include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
 #include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
 #include "net/wire.h"               // defines: wire_fresh_id
-#include "net/hier_allreduce.h"     // defines: hier_allreduce_destroy
-#include "net/shm_allreduce.h"      // defines: shm_allreduce_destroy
-#include "net/stream_ring.h"        // defines: stream_ring_destroy
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
 #include "staleness/histogram.h"    // defines: staleness_hist_*
 
@@ -256,7 +253,7 @@ static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, c
         .n_start_workers = d->workers,
         .mode = hybrid ? (d->hybrid_sparse ? SYNC_MODE_SSP : SYNC_MODE_ASP) : (sync_mode_t)d->sync,
         .staleness = d->staleness,
-        .optimizer = (server_optimizer_t)d->server_optimizer,
+        .optimizer = (optimizer_kind_t)d->server_optimizer,
         .lr = (float)d->server_lr,
         .adagrad_eps = (float)t->adagrad_eps,
         .heartbeat_ms = (int)d->heartbeat_ms,

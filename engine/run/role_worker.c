@@ -16,7 +16,7 @@
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
 #include "kernels/partition.h"  // defines: shard_range
 #include "engine/run/dist.h"
-#include "engine/dist/collective.h"      // defines: collective_open, collective_name
+#include "engine/dist/collective.h"      // defines: collective_new, collective_kind, collective_name
 #include "engine/dist/collective_mpi.h"  // defines: collective_mpi_usable
 #include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/core/json_writer.h"     // defines: json_*
@@ -37,9 +37,6 @@
 #include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
 #include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
 #include "net/wire.h"               // defines: wire_fresh_id
-#include "net/hier_allreduce.h"     // defines: hier_allreduce_destroy
-#include "net/shm_allreduce.h"      // defines: shm_allreduce_destroy
-#include "net/stream_ring.h"        // defines: stream_ring_destroy
 #include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
 #include "staleness/histogram.h"    // defines: staleness_hist_*
 
@@ -213,9 +210,7 @@ typedef struct worker {
     const model_t *m;
     const model_file_split_t *split;  // --save-model: the run's split, recorded in the file
     ring_t *ring;
-    shm_allreduce_t *shm;      // the ring modes' sums through shared memory (collective.h), or NULL
-    hier_allreduce_t *hier;    // ... or through shared memory and rings across hosts, or NULL
-    stream_ring_t *stream;     // ... or round the stream ring, or NULL
+    collective_t *collective;  // the ring modes' sums (collective.h), or NULL
     rdv_entry_t *table;        // every rank's endpoint, from the coordinator
     const char **servers;      // the shards' endpoints (into table)
     step_delay_t *delays;      // --delay-worker, per worker
@@ -243,9 +238,7 @@ static void worker_free(worker_t *w) {
     free(w->ckpt);
     free(w->servers);
     free(w->table);
-    shm_allreduce_destroy(&w->shm);
-    hier_allreduce_destroy(&w->hier);
-    stream_ring_destroy(&w->stream);
+    collective_destroy(&w->collective);
     ring_destroy(&w->ring);
     free(w->delays);
     counter_file_close(&w->ledger);
@@ -296,20 +289,10 @@ static int worker_meet(void *ctx, worker_t *w, const char *coordinator, uint64_t
     // memory, the ring staying for compressed ones. All decide alike: from the
     // same table.
     if (!w->ring) return 0;
-    int compressed = d->compress_spec.kind != COMPRESS_KIND_NONE;
-    int pick = collective_pick((collective_choice_t)d->collective, compressed, w->table + d->servers, d->workers, err,
-                               err_len);
-    if (pick < 0) return -1;
-    if (pick == COLLECTIVE_HIER)
-        return collective_open_hier(ctx, w->ring, w->table + d->servers, d->workers, w->id, run_id,
-                                    model_num_params(w->m) + 1, d->bind_host, (int)d->timeout_ms, &w->hier, err,
-                                    err_len);
-    if (pick == COLLECTIVE_STREAM)
-        return collective_open_stream(w->ring, w->table + d->servers, d->workers, w->id, run_id,
-                                      model_num_params(w->m) + 1, d->bind_host, (int)d->timeout_ms, &w->stream, err,
-                                      err_len);
-    return collective_open((collective_choice_t)pick, compressed, w->table + d->servers, d->workers, w->id, run_id,
-                           model_num_params(w->m) + 1, &w->shm, err, err_len);
+    w->collective = collective_new(ctx, w->ring, (collective_choice_t)d->collective, &d->compress_spec,
+                                   w->table + d->servers, d->workers, w->id, run_id, model_num_params(w->m) + 1,
+                                   d->bind_host, (int)d->timeout_ms, err, err_len);
+    return w->collective ? 0 : -1;
 }
 
 // Its pushes are counted from the first on, in a file that outlives a SIGKILL
@@ -341,11 +324,7 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
         .fetch_every = d->fetch_every,
         .servers = w->servers,
         .n_servers = d->servers,
-        .ring = w->ring,
-        .shm = w->shm,
-        .hier = w->hier,
-        .stream = w->stream,
-        .mpi = d->collective == COLLECTIVE_MPI,
+        .collective = w->collective,
         .timeout_ms = (int)d->timeout_ms,
         .heartbeat_ms = (int)d->heartbeat_ms,
         .retry_ms = (int)d->retry_ms,
@@ -464,7 +443,7 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
         char desc[160];
         model_describe(w->m, desc, sizeof desc);
         run_say("asgd worker %zu of %zu: %s, %s%s, %zu threads, batch %zu%s%s\n", w->id, d->workers, desc,
-                sync_mode_name((sync_mode_t)d->sync), w->shm ? " in shared memory" : w->hier ? " in shared memory and across hosts" : w->stream ? " over the stream ring" : "", t->threads, t->batch,
+                sync_mode_name((sync_mode_t)d->sync), !w->collective ? "" : collective_kind(w->collective) == COLLECTIVE_SHM ? " in shared memory" : collective_kind(w->collective) == COLLECTIVE_HIER ? " in shared memory and across hosts" : collective_kind(w->collective) == COLLECTIVE_STREAM ? " over the stream ring" : "", t->threads, t->batch,
                 step_delay_active(&w->delays[w->id]) ? ", delayed" : "", t->device ? ", on the GPU" : "");
     }
     return 0;

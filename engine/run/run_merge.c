@@ -13,6 +13,7 @@
 #include "engine/run/run_record.h"    // defines: run_record_read_worker, run_record_read_server
 #include "engine/run/worker_live.h"   // defines: worker_live_path
 #include "engine/core/json_writer.h"  // defines: json_*
+#include "kernels/optimizer_kind.h"    // defines: optimizer_kind_name
 #include "net/ps_client.h"            // defines: ps_push_count_t
 #include "staleness/histogram.h"      // defines: staleness_hist_t
 
@@ -321,7 +322,7 @@ static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_
     else json_null(j, "staleness");  // the bound exists under ssp only
     json_uint(j, "push_every", d->push_every);
     json_uint(j, "fetch_every", d->fetch_every);
-    json_string(j, "server_optimizer", d->server_optimizer ? "adagrad" : "sgd");
+    json_string(j, "server_optimizer", optimizer_kind_name((optimizer_kind_t)d->server_optimizer));
     json_number(j, "server_lr", d->server_lr);
     json_bool(j, "server_staleness_aware", d->server_staleness_aware);
     json_number(j, "server_dc_asgd", d->server_dc_lambda);
