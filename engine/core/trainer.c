@@ -590,7 +590,9 @@ static void solo_step_done(loop_t *L, size_t count, double loss, float lr, uint6
     L->samples += count;
     publish(&L->tr->stats[L->id], count, loss, lr, updates);
     if (L->link) {
-        atomic_store_explicit(&L->link->progress[L->id].steps, L->updates, memory_order_relaxed);
+        // Release: a link that reads this count (acquire) sees the step's writes
+        // (a replica moving keys pushes a step's keys until it sees it done).
+        atomic_store_explicit(&L->link->progress[L->id].steps, L->updates, memory_order_release);
         step_delay_sleep(L->link, &L->delay_rng);
     }
     if (L->samples >= L->next_check) L->next_check = maybe_request_eval(L->tr, L->samples);

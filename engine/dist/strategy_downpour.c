@@ -152,7 +152,9 @@ static size_t push_by_key(replica_t *r, float inv_lr) {
 
 // Pushes what the replica learned since its last push: (base - w) / lr per
 // coordinate, the sum of the gradients its SGD steps applied. With
-// skip_if_empty, nothing is sent when nothing changed.
+// skip_if_empty, nothing is sent when no step came after the last push (a
+// push whose steps changed nothing still goes: the last push may have
+// carried a step in flight whole, and its steps are counted here).
 // The communication thread's spans in a --trace timeline (docs/trace.md).
 static const trace_kind_t TK_PUSH = {"push", "net", "clock"};
 static const trace_kind_t TK_PULL = {"pull", "net", "need"};  // need > 0: the gate's pull (waits for the bound)
@@ -172,24 +174,21 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     if (r->gpu && !(snap = gpu_model_snapshot(r->gpu, r->err, sizeof r->err))) return -1;
     if (r->by_key) {
         size_t nnz = push_by_key(r, inv_lr);
-        if (skip_if_empty && nnz == 0) return 0;
+        if (skip_if_empty && steps == 0) return 0;
         if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, steps_aux, 0, r->err, sizeof r->err) != 0)
             return -1;
     } else if (!r->sparse && r->comp) {
-        int changed = 0;
         for (size_t j = 0; j < r->n; j++) {
             float cur = snap ? snap[j] : param_get(&r->w[j]);
             r->val[j] = (r->base[j] - cur) * inv_lr;
-            changed |= cur != r->base[j];
             r->base[j] = cur;
         }
-        if (skip_if_empty && !changed) return 0;
+        if (skip_if_empty && steps == 0) return 0;
         if (replica_push_encoded(r, r->val, steps_aux, 0) != 0) return -1;
     } else if (!r->sparse) {
-        int changed = write_dense_frames(r, snap, inv_lr);
-        if (changed < 0) return -1;
+        if (write_dense_frames(r, snap, inv_lr) < 0) return -1;
         // The frames stay allocated for the next push when this one is skipped.
-        if (skip_if_empty && !changed) return 0;
+        if (skip_if_empty && steps == 0) return 0;
         if (ps_client_push_commit(r->client, r->clock, steps_aux, 0, r->err, sizeof r->err) != 0) return -1;
     } else {
         size_t nnz = 0;
@@ -201,7 +200,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
                 r->base[j] = cur;
             }
         }
-        if (skip_if_empty && nnz == 0) return 0;
+        if (skip_if_empty && steps == 0) return 0;
         if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, steps_aux, 0, r->err, sizeof r->err) != 0)
             return -1;
     }

@@ -6,7 +6,7 @@
 #include <string.h>
 
 static uint64_t steps_of(const working_set_t *ws, size_t t) {
-    return atomic_load_explicit(&ws->progress[t].steps, memory_order_relaxed);
+    return atomic_load_explicit(&ws->progress[t].steps, memory_order_acquire);  // with the steps' writes
 }
 
 int working_set_applies(const model_t *m) { return model_num_sparse_params(m) > 0; }
