@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "bench/bench_support.h"
-#include "kernels/rng.h"   // defines: rng_seed, rng_normal
+#include "kernels/foundation/rng.h"   // defines: rng_seed, rng_normal
 #include "net/compress.h"   // defines: compressor_new, compress_encode, compress_decode
 
 int main(int argc, char **argv) {

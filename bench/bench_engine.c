@@ -32,7 +32,7 @@
 
 #include "bench/bench_support.h"  // defines: bench_now_s, bench_median
 #include "engine/data/generate.h"
-#include "kernels/rng.h"
+#include "kernels/foundation/rng.h"
 #include "engine/data/data_source.h"
 #include "engine/core/trainer.h"
 #include "kernels/blas_runtime.h"

@@ -16,7 +16,7 @@
 
 #include "bench_support.h"
 #include "engine/data/generate.h"   // defines: generate_sparse
-#include "kernels/rng.h"
+#include "kernels/foundation/rng.h"
 #include "engine/data/data_source.h"  // defines: data_bundle_load
 #include "engine/core/trainer.h"      // defines: train_fresh
 #include "engine/gpu/gpu_device.h"   // defines: gpu_device_ops

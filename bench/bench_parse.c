@@ -28,7 +28,7 @@
 #include "datasets/text_blocks.h"   // defines: text_blocks_set_threads
 #include "datasets/text_io.h"       // defines: text_file_read, text_format_float
 #include "engine/data/generate.h"   // defines: gen_sparse
-#include "kernels/rng.h"            // defines: rng_*
+#include "kernels/foundation/rng.h"            // defines: rng_*
 
 #define MAX_REPS 64
 #define MAX_COUNTS 8

@@ -61,7 +61,7 @@
 #include <zmq.h>
 
 #include "bench/bench_support.h"  // defines: bench_now_s, bench_median
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "kernels/update.h"   // defines: sgd_update_cpu
 #include "net/ps_client.h"    // defines: ps_client_new, ps_client_push_frames, ps_client_push_commit, ps_client_pull
 #include "net/ps_server.h"    // defines: ps_server_new, ps_server_run, ps_config_t
@@ -72,7 +72,7 @@
 #define MAX_LIST 8
 #define MAX_SHARDS 8
 #define ERR_LEN 512
-#define PUSH_BLOCK 2048  // floats per block a worker writes (as engine/dist/replica.c does)
+#define PUSH_BLOCK 2048  // floats per block a worker writes (as engine/replica/replica.c does)
 #define TIMEOUT_MS 60000
 // Gradient entries and lr chosen so that every value the server computes is
 // exact in float: after r pushes each parameter is -r * GRAD_VALUE.

@@ -25,7 +25,7 @@
 #include "engine/core/trainer.h"    // defines: train_fresh
 #include "engine/data/data_source.h"  // defines: data_bundle_load
 #include "engine/sim/simulate.h"    // defines: simulate_fresh
-#include "kernels/rng.h"            // defines: rng_seed, rng_uniform, rng_normal, rng_below
+#include "kernels/foundation/rng.h"            // defines: rng_seed, rng_uniform, rng_normal, rng_below
 #include "staleness/delay_model.h"  // defines: delay_model_parse
 
 #define MAX_REPS 15

@@ -32,7 +32,7 @@
 #include <zmq.h>
 
 #include "bench/bench_support.h"  // defines: bench_now_s, bench_median
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "net/ps_client.h"        // defines: ps_client_new, ps_client_push_frames, ps_client_push_commit
 #include "net/ps_server.h"        // defines: ps_server_new, ps_server_run, ps_server_stats
 

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/rng.h"  // defines: rng_t
+#include "kernels/foundation/rng.h"  // defines: rng_t
 
 typedef enum compress_kind {
     COMPRESS_KIND_NONE = 0,
@@ -82,7 +82,7 @@ double ef_residual_norm(const ef_residual_t *r);  // Euclidean
 typedef struct compressor compressor_t;
 
 // A compressor for vectors of up to max_n values. The stochastic methods draw
-// from the stream (seed, stream) of kernels/rng.h: the same seed, stream and
+// from the stream (seed, stream) of kernels/foundation/rng.h: the same seed, stream and
 // inputs give the same encodings. Returns NULL with err filled.
 compressor_t *compressor_new(const compress_spec_t *s, size_t max_n, uint64_t seed, uint64_t stream, char *err,
                              size_t err_len);

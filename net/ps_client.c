@@ -10,8 +10,8 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "kernels/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "net/buffer_pool.h"    // defines: buffer_pool_new, buffer_pool_frame, buffer_pool_message, buffer_pool_release
 #include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, ZMQ_FAIL, wire_fresh_id (net/wire.h)
 

@@ -9,7 +9,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "kernels/mono_clock.h"  // defines: mono_clock_s
+#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
 #include "net/zmsg.h"  // defines: zmsg_t, zmsg_recv, zmsg_send_sealed, zmsg_bind, zmsg_connect, wire_fresh_id
 
 #define EP_MAX 256

@@ -9,11 +9,11 @@
 
 #include "datasets/storage/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "kernels/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "kernels/finite.h"         // defines: all_finite_cpu
 #include "kernels/update.h"         // defines: sgd_update_sparse_cpu, adagrad_update_sparse_cpu
-#include "kernels/trace.h"          // defines: TRACE_BEGIN, TRACE_END
+#include "kernels/foundation/trace.h"          // defines: TRACE_BEGIN, TRACE_END
 #include "net/compress.h"           // defines: compress_decode
 #include "net/memory_guard.h"       // defines: memory_guard_new, memory_guard_check, memory_guard_destroy
 #include "net/ps_progress.h"        // defines: ps_progress_board_*

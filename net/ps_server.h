@@ -197,7 +197,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len);
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out);
 // Where the shard stands, for another thread of the same process (the run's
-// global-model evaluator, engine/dist/global_eval.h): published by the serving
+// global-model evaluator, engine/replica/global_eval.h): published by the serving
 // thread after every message it handles, read as one publication
 // (net/ps_progress.h). Safe to call from any thread while ps_server_run serves.
 void ps_server_progress(const ps_server_t *s, ps_progress_t *out);

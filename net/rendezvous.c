@@ -10,7 +10,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "kernels/mono_clock.h"  // defines: mono_clock_ms
+#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_ms
 #include "net/curve_auth.h"  // defines: net_security_get
 #include "net/stop_signal.h"  // defines: stop_signal_received
 #include "net/zmsg.h"  // defines: zmsg_recv, zmsg_send, zmsg_header, zmsg_socket_defaults, ZMQ_FAIL

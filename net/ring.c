@@ -10,8 +10,8 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "kernels/mono_clock.h"  // defines: mono_clock_ms
-#include "kernels/partition.h"   // defines: shard_range
+#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_ms
+#include "kernels/foundation/partition.h"   // defines: shard_range
 #include "net/compress.h"        // defines: compress_encode_fp16, compress_check, compress_decode
 #include "net/ring_schedule.h"   // defines: ring_cursor_t, ring_cursor_init, ring_cursor_next
 #include "net/zmsg.h"        // defines: zmsg_t, zmsg_send, zmsg_recv, zmsg_close, zmsg_header, ZMQ_FAIL

@@ -17,8 +17,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/mono_clock.h"  // defines: mono_clock_ms
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_ms
+#include "kernels/foundation/partition.h"  // defines: shard_range
 
 #define SHM_MAGIC 0x6173676473686d31ull  // "asgdshm1"
 #define SHM_VERSION 1u

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#include "kernels/mono_clock.h"  // defines: mono_clock_ms
+#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_ms
 
 double tcp_link_now_ms(void) { return mono_clock_ms(); }
 

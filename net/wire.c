@@ -5,7 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/rng.h"        // defines: rng_splitmix64
+#include "kernels/foundation/rng.h"        // defines: rng_splitmix64
 #include "net/checksum_lanes.h"  // defines: checksum_lanes_add
 
 static void put16(uint8_t *p, uint16_t v) {

@@ -4,7 +4,7 @@
 // asynchrony under imbalance can be measured.
 #include <stddef.h>
 
-#include "kernels/rng.h"
+#include "kernels/foundation/rng.h"
 
 // One worker's delay after every step, in milliseconds: a fixed sleep, or one
 // drawn per step (uniform on [a, b], or exponential with mean a, capped at

@@ -22,7 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/rng.h"  // defines: rng_t, rng_seed, rng_uniform, rng_below
+#include "kernels/foundation/rng.h"  // defines: rng_t, rng_seed, rng_uniform, rng_below
 
 #define DELAY_MODEL_MAX 1000000u        // largest delay, bound or worker count accepted
 #define DELAY_MODEL_TIME_UNIT 1024u     // a fast worker's gradient, in virtual time units

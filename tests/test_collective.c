@@ -1,4 +1,4 @@
-// The ring modes' two collectives (--collective, engine/dist/collective.h):
+// The ring modes' two collectives (--collective, engine/replica/collective.h):
 //   - the rule: workers whose ring endpoints are all ipc:// or loopback, or
 //     all tcp:// on one host name, are on one host; any other table is not,
 //     and a forced shm then fails naming --collective and the worker elsewhere;
@@ -32,7 +32,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/dist/collective.h"
+#include "engine/replica/collective.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_collective_XXXXXX";  // read by launch_support.h

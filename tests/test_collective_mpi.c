@@ -1,4 +1,4 @@
-// --collective mpi (engine/dist/collective_mpi.h) under a real `mpirun -np 2`:
+// --collective mpi (engine/replica/collective_mpi.h) under a real `mpirun -np 2`:
 //   - `asgd launch --sync allreduce --collective mpi`, one rank per worker:
 //     both workers say "collective":"mpi", send no byte through ZeroMQ, end
 //     with the same bits (dense_params_checksum), and the saved model is

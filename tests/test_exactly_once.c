@@ -31,7 +31,7 @@
 
 #include "datasets/storage/checkpoint_file.h"  // defines: ckpt_file_read, ckpt_file_get
 #include "datasets/storage/counter_file.h"     // defines: counter_file_t
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "engine/run/dist.h"               // defines: dist_push_ledger_*, dist_check_pushes_applied_once
 #include "net/ps_client.h"             // defines: ps_client_*, ps_push_count_t
 #include "net/rendezvous.h"            // defines: rdv_join

@@ -1,4 +1,4 @@
-// The global model's curve of a distributed run (engine/dist/global_eval.c,
+// The global model's curve of a distributed run (engine/replica/global_eval.c,
 // engine/run/launch_curve.c), through real `asgd launch` runs on 127.0.0.1:
 //   - asp: merged.csv's global rows come from the servers' model (they exist
 //     while --worker-eval off leaves the workers only their first and last

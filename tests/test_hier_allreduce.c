@@ -18,7 +18,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "kernels/partition.h"   // defines: shard_range
+#include "kernels/foundation/partition.h"   // defines: shard_range
 #include "net/hier_allreduce.h"  // defines: hier_allreduce_new, hier_allreduce_sum
 #include "proc_support.h"        // defines: proc_wait
 #include "test_support.h"

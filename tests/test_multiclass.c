@@ -12,7 +12,7 @@
 #include "datasets/csv.h"               // defines: csv_load, csv_options_t
 #include "engine/data/data_source.h"    // defines: data_bundle_load, data_spec_kind
 #include "engine/models/model_registry.h"  // defines: model_registry_find, model_create
-#include "kernels/rng.h"
+#include "kernels/foundation/rng.h"
 #include "learning_support.h"           // defines: train, modes
 
 static char dir[] = "/tmp/asgd_multiclass_XXXXXX";  // read by launch_support.h

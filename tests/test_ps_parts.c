@@ -30,7 +30,7 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "kernels/update.h"     // defines: sgd_update_cpu, adagrad_update_cpu
 #include "net/ps_replica.h"     // defines: ps_replica_new, ps_replica_lead, ps_replica_join, ...
 #include "net/ps_client.h"      // defines: ps_client_new, ps_client_set_push_part, ps_client_push_commit_pull, ...

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "kernels/update.h"     // defines: sgd_update_cpu, axpy_cpu
 #include "net/ps_client.h"      // defines: ps_client_new, ps_client_push_frames, ps_client_pull
 #include "net/ps_server.h"      // defines: ps_server_new, ps_server_stats

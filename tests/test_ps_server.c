@@ -25,8 +25,8 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "kernels/rng.h"    // defines: rng_seed, rng_uniform, rng_below
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/rng.h"    // defines: rng_seed, rng_uniform, rng_below
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "net/compress.h"    // defines: compressor_new, compress_encode, compress_encoded_bytes
 #include "net/ps_client.h"   // defines: ps_client_new, ps_client_push_frames, ps_client_pull, ...
 #include "net/ps_server.h"   // defines: ps_server_new, ps_server_run, ps_server_stats, ...

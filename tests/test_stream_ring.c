@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "net/curve_auth.h"     // defines: net_security_set, curve_keypair_new
 #include "net/stream_ring.h"    // defines: stream_ring_new, stream_ring_connect, stream_ring_allreduce_sum
 #include "net/tcp_link.h"       // defines: tcp_link_dial, tcp_link_send_all

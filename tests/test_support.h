@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "datasets/dataset.h"
-#include "kernels/rng.h"
+#include "kernels/foundation/rng.h"
 
 #define TEST_SKIP 77
 

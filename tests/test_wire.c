@@ -9,7 +9,7 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "kernels/rng.h"  // defines: rng_t, rng_seed, rng_next, rng_below
+#include "kernels/foundation/rng.h"  // defines: rng_t, rng_seed, rng_next, rng_below
 #include "net/checksum_lanes.h"  // defines: checksum_lanes_add_with, checksum_lanes_available
 #include "net/wire.h"      // defines: wire_header_t, wire_checksum, wire_validate, wire_seal
 #include "net/zmsg.h"      // defines: zmsg_t, zmsg_send, zmsg_recv, zmsg_close, zmsg_header

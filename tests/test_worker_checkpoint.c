@@ -24,7 +24,7 @@
 
 #include "datasets/storage/checkpoint_file.h"  // defines: ckpt_file_read, ckpt_file_get
 #include "engine/run/dist.h"                   // defines: dist_check_pushes_applied_once
-#include "engine/dist/worker_checkpoint.h"     // defines: worker_progress_read
+#include "engine/replica/worker_checkpoint.h"     // defines: worker_progress_read
 #include "proc_support.h"
 
 #define HANG_S 120.0

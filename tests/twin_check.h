@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 
-#include "kernels/rng.h"
+#include "kernels/foundation/rng.h"
 
 // n floats uniform in [lo, hi), none of them 0. Caller frees; NULL if out of memory.
 static inline float *twin_random_floats(rng_t *rng, size_t n, float lo, float hi) {

@@ -11,12 +11,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/rng.h"
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
+#include "kernels/foundation/rng.h"
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "engine/core/spin_barrier.h"  // defines: spin_barrier_t, spin_barrier_wait
 #include "kernels/blas_runtime.h"  // defines: blas_set_threads, blas_get_threads
-#include "kernels/trace.h"  // defines: TRACE_BEGIN, TRACE_END, trace_thread_name
+#include "kernels/foundation/trace.h"  // defines: TRACE_BEGIN, TRACE_END, trace_thread_name
 #include "engine/core/hogwild_replica.h"  // defines: hogwild_replica_t, hogwild_replica_merge
 
 // rng streams: one for the initial data order, then one per thread for its shuffles.

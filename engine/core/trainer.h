@@ -23,7 +23,7 @@
 #include <stdatomic.h>
 
 #include "engine/core/train_device.h"  // defines: train_device_ops_t
-#include "kernels/rng.h"                // defines: rng_t
+#include "kernels/foundation/rng.h"                // defines: rng_t
 #include "engine/core/model.h"      // defines: model_t, model_loss_grad, model_evaluate
 #include "engine/core/optimizer.h"  // defines: optimizer_t, optimizer_config_t
 #include "staleness/delay.h"   // defines: step_delay_t
@@ -67,7 +67,7 @@ typedef struct train_thread_progress {
     _Atomic uint64_t read_gen;
 } train_thread_progress_t;
 
-// How one replica of a distributed run (engine/dist/replica.h) hooks into the
+// How one replica of a distributed run (engine/replica/replica.h) hooks into the
 // trainer. Single-node runs leave train_config.link NULL.
 typedef struct train_link {
     // Which replica this is, of how many. hogwild/locked: the replica trains on

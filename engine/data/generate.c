@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/rng.h"  // defines: rng_seed, rng_next, rng_below, rng_normal
+#include "kernels/foundation/rng.h"  // defines: rng_seed, rng_next, rng_below, rng_normal
 
 // One rng stream per purpose, so that one kind of draw never shifts another.
 enum {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/rng.h"  // defines: rng_seed, rng_below
+#include "kernels/foundation/rng.h"  // defines: rng_seed, rng_below
 
 #define SPLIT_STREAM 0x53504c54u  // "SPLT": not shared with the generators' streams
 

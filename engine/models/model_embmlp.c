@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/rng.h"
+#include "kernels/foundation/rng.h"
 #include "engine/core/model_impl.h"
 #include "engine/models/layer_widths.h"    // defines: model_parse_widths
 #include "engine/models/model_registry.h"  // defines: model_descriptor_t

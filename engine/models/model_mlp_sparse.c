@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/rng.h"
+#include "kernels/foundation/rng.h"
 #include "engine/core/model_impl.h"
 #include "kernels/dense.h"  // defines: dense_*_cpu, softmax_xent_cpu, relu_*_cpu
 

@@ -66,7 +66,7 @@ typedef struct dist_args {
     const char *run_dir;
     const char *bind_host;
     int ring_ipc;             // allreduce over ipc:// (one machine) instead of tcp
-    int collective;           // collective_choice_t (engine/dist/collective.h): --collective auto|shm|ring|mpi
+    int collective;           // collective_choice_t (engine/replica/collective.h): --collective auto|shm|ring|mpi
     size_t timeout_ms;
     size_t heartbeat_ms;
     size_t worker_timeout_ms; // servers evict a worker silent this long; 0 = never

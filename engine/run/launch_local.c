@@ -24,8 +24,8 @@
 #include "engine/run/run_merge.h"       // defines: run_merge_dir, run_merge_model, run_merge_part_path
 #include "engine/run/run_record.h"      // defines: run_record_path
 #include "engine/run/worker_live.h"     // defines: worker_live_read
-#include "kernels/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/trace.h"          // defines: trace_merge
+#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
+#include "kernels/foundation/trace.h"          // defines: trace_merge
 #include "net/curve_auth.h"         // defines: zap_handler_destroy, curve_keypair_new
 #include "net/wire.h"               // defines: wire_fresh_id
 #include "net/launch_env.h"         // defines: launch_env_detect

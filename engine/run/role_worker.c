@@ -14,23 +14,23 @@
 
 #include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
 #include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "kernels/partition.h"  // defines: shard_range
+#include "kernels/foundation/partition.h"  // defines: shard_range
 #include "engine/run/dist.h"
-#include "engine/dist/collective.h"      // defines: collective_new, collective_kind, collective_name
-#include "engine/dist/collective_mpi.h"  // defines: collective_mpi_usable
-#include "engine/dist/global_eval.h"     // defines: global_eval_start, global_eval_rows
+#include "engine/replica/collective.h"      // defines: collective_new, collective_kind, collective_name
+#include "engine/replica/collective_mpi.h"  // defines: collective_mpi_usable
+#include "engine/replica/global_eval.h"     // defines: global_eval_start, global_eval_rows
 #include "engine/core/json_writer.h"     // defines: json_*
 #include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
 #include "engine/run/model_file.h"      // defines: model_file_info_of, model_file_write
 #include "engine/run/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
 #include "engine/run/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
 #include "engine/run/worker_live.h"     // defines: worker_live_open, worker_live_close
-#include "engine/dist/replica.h"         // defines: replica_train
-#include "engine/dist/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
+#include "engine/replica/replica.h"         // defines: replica_train
+#include "engine/replica/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
 #include "engine/core/run_report.h"      // defines: run_report_new
 #include "net/ps_client.h"          // defines: ps_push_count_t
 #include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
-#include "kernels/trace.h"           // defines: trace_start, trace_write
+#include "kernels/foundation/trace.h"           // defines: trace_start, trace_write
 #include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
 #include "net/ps_replica.h"         // defines: ps_replica_new, ps_replica_lead, ps_replica_join
 #include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new

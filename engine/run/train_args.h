@@ -45,7 +45,7 @@ typedef struct train_args {
     int stop_at_target, pin, quiet;
     double time_limit;
     const char *log, *summary;
-    const char *trace;  // --trace FILE: the timeline (kernels/trace.h)
+    const char *trace;  // --trace FILE: the timeline (kernels/foundation/trace.h)
     double checkpoint_every;      // seconds; 0 = no checkpoints
     const char *checkpoint_dir;   // where checkpoints go (default: the --resume directory)
     const char *resume;           // a checkpoint directory to continue from

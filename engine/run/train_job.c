@@ -25,7 +25,7 @@
 #include "engine/run/run_output.h"   // defines: run_say, run_results, run_progress
 #include "engine/core/trainer.h"      // defines: train_run
 #include "kernels/blas_runtime.h"  // defines: blas_core_name
-#include "kernels/trace.h"          // defines: trace_start, trace_write
+#include "kernels/foundation/trace.h"          // defines: trace_start, trace_write
 #include "net/stop_signal.h"   // defines: stop_signal_install, stop_signal_received
 
 #define ERR_LEN 512

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/rng.h"  // defines: rng_seed, rng_shuffle_u32
+#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
+#include "kernels/foundation/rng.h"  // defines: rng_seed, rng_shuffle_u32
 
 // The trainer's rng streams (engine/core/trainer.c): the initial data order, then
 // thread 0's per-epoch shuffles. Using the same ones makes fixed:0 replay

@@ -1,0 +1,150 @@
+// bsp: a synchronous parameter server. Each round the replica's threads
+// average one gradient, thread 0 pushes it to every shard (flag SUM), the
+// servers apply the workers' sum once, and the replica pulls the result
+// (sync_strategy.h): a dense gradient asks for it with the push
+// (ps_client_push_commit_ask), which saves the pull's message and lets a
+// large shard answer range by range as it applies the round. With backup workers the servers close a round without
+// the late gradients; the replica does the same either way.
+// A model read by key (working_set.h) with a sparse gradient pulls no model
+// after its push: before each round it pulls the keys that round's examples
+// read, once the round before it is complete, and the whole model only
+// before an evaluation and at the end.
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/replica/replica_impl.h"
+#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "net/ps_client.h"      // defines: ps_client_push_*, ps_client_await_values, ps_client_pull
+
+#define PUSH_BLOCK 2048  // floats per block copied into a push frame and checksummed at once
+
+// This round's average, pushed as the run asks: encoded, dense frames, or the
+// touched coordinates in key order. *asked: the push asked for the round's
+// values (into r->pulled), so no pull follows.
+static int push_round(replica_t *r, grad_t *sum, size_t examples, int *asked) {
+    *asked = 0;
+    if (sum->dense && r->comp) return replica_push_encoded(r, sum->value, (uint32_t)examples, 1);
+    if (sum->dense) {
+        float *const *frames = ps_client_push_frames(r->client, r->err, sizeof r->err);
+        if (!frames) return -1;
+        // Copied block by block, each block checksummed while still in cache
+        // (the commit then sends without another pass over the frame).
+        size_t begin = 0, end = 0;
+        for (size_t k = 0; k < r->rc->n_servers; k++) {
+            shard_range(r->n, r->rc->n_servers, k, &begin, &end);
+            for (size_t from = 0; from < end - begin; from += PUSH_BLOCK) {
+                size_t len = end - begin - from < PUSH_BLOCK ? end - begin - from : PUSH_BLOCK;
+                memcpy(frames[k] + from, sum->value + begin + from, len * sizeof(float));
+                ps_client_push_block_written(r->client, k, from, len);
+            }
+        }
+        *asked = 1;
+        return ps_client_push_commit_ask(r->client, r->clock, (uint32_t)examples, 1, r->pulled, r->err, sizeof r->err);
+    }
+    memcpy(r->idx, sum->touched, sum->n_touched * sizeof *r->idx);
+    qsort(r->idx, sum->n_touched, sizeof *r->idx, replica_cmp_u32);
+    for (size_t k = 0; k < sum->n_touched; k++) r->val[k] = sum->value[r->idx[k]];
+    return ps_client_push_sparse(r->client, r->idx, r->val, sum->n_touched, r->clock, (uint32_t)examples, 1, r->err,
+                                 sizeof r->err);
+}
+
+// By key, before a round: the keys its examples read, as they are once every
+// worker's gradient of the round before is in.
+static int prepare_bsp(void *ctx, const uint32_t *examples, size_t count, param_t *w) {
+    static const trace_kind_t round_wait = {"round_wait", "sync", "clock"};
+    replica_t *r = ctx;
+    if (!r->by_key) return 0;
+    double t0 = replica_now_s();
+    size_t nk = working_set_keys(&r->ws, examples, count, r->pull_keys);
+    uint64_t span = TRACE_BEGIN();
+    if (ps_client_pull_keys_at(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pull_keys, nk, r->pulled, r->err,
+                               sizeof r->err) != 0)
+        return -1;
+    TRACE_END(&round_wait, span, r->clock);
+    for (size_t i = 0; i < nk; i++) param_set(&w[r->pull_keys[i]], r->pulled[i]);
+    r->stats.pulls++;
+    r->round_prepared = 1;
+    double dt = replica_now_s() - t0;
+    r->stats.wait_s += dt;  // the round before ends when the slowest worker's gradient is in
+    r->stats.comm_s += dt;
+    return 0;
+}
+
+static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
+    (void)lr;
+    static const trace_kind_t push = {"push", "net", "clock"}, round_wait = {"round_wait", "sync", "clock"};
+    replica_t *r = ctx;
+    double t0 = replica_now_s();
+    // By key, a round with none of this replica's examples had no prepare:
+    // its push still waits for the round before it to be complete.
+    if (r->by_key && !r->round_prepared && prepare_bsp(r, NULL, 0, w) != 0) return -1;
+    r->round_prepared = 0;
+    uint64_t span = TRACE_BEGIN();
+    int asked;
+    if (push_round(r, sum, examples, &asked) != 0) return -1;
+    r->clock++;
+    r->stats.pushes++;
+    TRACE_END(&push, span, r->clock);
+    if (r->by_key && !asked) {
+        // The next round's prepare pulls its keys once this one is complete.
+        *applied = 1;
+        r->stats.comm_s += replica_now_s() - t0;
+        return 0;
+    }
+    // The next round (bound 0) starts on the model every worker's gradient of this one is in.
+    uint64_t min_clock;
+    double wait_from = replica_now_s();
+    span = TRACE_BEGIN();
+    int rc = asked ? ps_client_await_values(r->client, &min_clock, r->err, sizeof r->err)
+                   : ps_client_pull(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pulled, &min_clock, r->err,
+                                    sizeof r->err);
+    if (rc != 0) return -1;
+    TRACE_END(&round_wait, span, r->clock);
+    r->stats.wait_s += replica_now_s() - wait_from;  // the round ends when the slowest worker's gradient is in
+    r->stats.pulls++;
+    for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);
+    *applied = 1;
+    r->stats.comm_s += replica_now_s() - t0;
+    return 0;
+}
+
+// By key: the whole model as of the last complete round, into w.
+static int refresh_bsp(void *ctx, param_t *w) {
+    replica_t *r = ctx;
+    if (!r->by_key) return 0;
+    uint64_t min_clock;
+    if (ps_client_pull(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pulled, &min_clock, r->err,
+                       sizeof r->err) != 0)
+        return -1;
+    for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);
+    r->stats.pulls++;
+    return 0;
+}
+
+// By key for a model with a sparse block whose gradient is sparse (a dense
+// one is pushed and answered whole).
+static int bsp_alloc(replica_t *r, char *err, size_t err_len) {
+    r->by_key = working_set_applies(r->model) && r->sparse;
+    if (!r->by_key) return 0;
+    r->pull_keys = malloc(r->n * sizeof *r->pull_keys);
+    if (!r->pull_keys) return replica_out_of_memory(r, err, err_len);
+    return working_set_init_keys(&r->ws, r->model, err, err_len);
+}
+
+// By key: the replica's model is the servers' after the last round.
+static void bsp_end(replica_t *r) {
+    if (r->by_key && !atomic_load(&r->abort) && refresh_bsp(r, r->w) != 0)
+        atomic_store(&r->abort, 1);
+}
+
+const sync_strategy_t sync_strategy_bsp = {
+    .family = "bsp",
+    .train_mode = TRAIN_MODE_SYNC,
+    .servers = 1,
+    .alloc = bsp_alloc,
+    .exchange = exchange_bsp,
+    .prepare = prepare_bsp,
+    .refresh = refresh_bsp,
+    .end = bsp_end,
+    .global = replica_evaluate_global,  // the servers' model: the replica's too
+};

@@ -1,0 +1,69 @@
+// allreduce: the rounds of bsp without a server. The replicas sum their
+// averaged gradients, weighted by examples, with a ring allreduce (through
+// shared memory or MPI when the run chose it: collective.h), and every replica
+// applies the identical update (sync_strategy.h). Also the weighted sum that
+// local SGD and hybrid share.
+#include <string.h>
+
+#include "engine/replica/collective.h"  // defines: collective_sum, collective_sum_compressed
+#include "engine/replica/replica_impl.h"
+
+// Through the collective the run opened (rc->collective); compressed
+// exchanges only on the ZeroMQ ring (replica.c checks that no other is asked to).
+static int ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *total) {
+    const replica_config_t *c = r->rc;
+    buf[m] = (float)examples;
+    if (r->comp)
+        return collective_sum_compressed(c->collective, r->comp, r->resid.e, buf, m, examples, total, &r->raw_out,
+                                         c->timeout_ms, r->err, sizeof r->err);
+    if (collective_sum(c->collective, buf, m + 1, c->timeout_ms, r->err, sizeof r->err) != 0) return -1;
+    *total = buf[m];
+    return 0;
+}
+
+// The collective's call, a span of a --trace timeline (docs/trace.md).
+int replica_ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *total) {
+    static const trace_kind_t allreduce = {"allreduce", "net", "floats"};
+    uint64_t span = TRACE_BEGIN();
+    int rc = ring_sum(r, buf, m, examples, total);
+    TRACE_END(&allreduce, span, m + 1);
+    return rc;
+}
+
+static int exchange_allreduce(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
+    (void)lr;
+    (void)w;
+    replica_t *r = ctx;
+    double t0 = replica_now_s();
+    float *buf = r->ring_buf;
+    float ex = (float)examples;
+    if (sum->dense) {
+        for (size_t j = 0; j < r->n; j++) buf[j] = sum->value[j] * ex;
+    } else {
+        memset(buf, 0, r->n * sizeof *buf);
+        for (size_t k = 0; k < sum->n_touched; k++) buf[sum->touched[k]] = sum->value[sum->touched[k]] * ex;
+    }
+    float total;
+    if (replica_ring_sum(r, buf, r->n, examples, &total) != 0) return -1;
+    r->clock++;
+    r->stats.pushes++;
+    if (total <= 0.0f) {
+        if (!sum->dense) grad_clear(sum);
+        *applied = 1;  // no example anywhere this round: nothing to apply
+    } else if (sum->dense) {
+        for (size_t j = 0; j < r->n; j++) sum->value[j] = buf[j] / total;
+    } else {
+        grad_clear(sum);
+        for (size_t j = 0; j < r->n; j++)
+            if (buf[j] != 0.0f) grad_add(sum, (uint32_t)j, buf[j] / total);
+    }
+    r->stats.comm_s += replica_now_s() - t0;
+    return 0;
+}
+
+const sync_strategy_t sync_strategy_allreduce = {
+    .family = "allreduce",
+    .train_mode = TRAIN_MODE_SYNC,
+    .ring = 1,
+    .exchange = exchange_allreduce,
+};
