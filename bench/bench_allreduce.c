@@ -30,11 +30,11 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "bench/bench_support.h"  // defines: bench_now_s, bench_median
-#include "net/hier_allreduce.h"  // defines: hier_allreduce_new, hier_allreduce_sum
-#include "net/ring.h"  // defines: ring_new, ring_connect, ring_tune, ring_allreduce_sum, ring_destroy
-#include "net/shm_allreduce.h"  // defines: shm_allreduce_new, shm_allreduce_sum, shm_allreduce_buffer
-#include "net/stream_ring.h"  // defines: stream_ring_new, stream_ring_connect, stream_ring_allreduce_sum
+#include "bench/bench_support.h"
+#include "net/hier_allreduce.h"
+#include "net/ring.h"
+#include "net/shm_allreduce.h"
+#include "net/stream_ring.h"
 
 #define RUN 0xbe9c400000000001ull
 #define MAX_LIST 8
@@ -46,8 +46,8 @@ typedef struct opts {
     size_t ranks[MAX_LIST], n_ranks;
     size_t bytes[MAX_LIST], n_sizes;
     int warmup, iters;
-    int tcp, ipc;      // transports to run
-    int copy, zc;      // send modes to run
+    int tcp, ipc;  // transports to run
+    int copy, zc;  // send modes to run
     size_t sub;
     int io_threads;
     int mpi;
@@ -62,11 +62,11 @@ typedef struct opts {
 // allreduce from the rank's own array or from its buffer in the segment.
 typedef struct impl_cfg {
     const char *transport;  // "tcp", "ipc", or NULL for shared memory
-    int zero_copy;          // ring: zero-copy sends
-    int in_segment;         // shm: the data live in shm_allreduce_buffer()
-    uint64_t run;           // shm, hier: the segment's run id
-    int hier;               // 2 pretend hosts: shm within, cross rings over tcp (1: ZeroMQ rings, 2: stream rings)
-    int stream;             // the stream ring over tcp
+    int zero_copy;  // ring: zero-copy sends
+    int in_segment;  // shm: the data live in shm_allreduce_buffer()
+    uint64_t run;  // shm, hier: the segment's run id
+    int hier;  // 2 pretend hosts: shm within, cross rings over tcp (1: ZeroMQ rings, 2: stream rings)
+    int stream;  // the stream ring over tcp
 } impl_cfg_t;
 
 // The rank whose (ring or cross-ring) endpoint rank i connects to.
@@ -74,7 +74,7 @@ static size_t next_of(const impl_cfg_t *cfg, size_t i, size_t n) { return cfg->h
 
 typedef struct record {
     double sec;  // median time of the timed calls; < 0 when the rank failed
-    int ok;      // the checked call summed right
+    int ok;  // the checked call summed right
 } record_t;
 
 static void die(const char *what) {
@@ -153,7 +153,8 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
     }
     write_all(up, ep, sizeof ep);
     if (read_all(down, ep, sizeof ep) != 0) exit(1);
-    if ((r && ring_connect(r, ep, err, sizeof err) != 0) || (hier && hier_allreduce_connect(hier, ep, CALL_TIMEOUT_MS, err, sizeof err) != 0) ||
+    if ((r && ring_connect(r, ep, err, sizeof err) != 0) ||
+        (hier && hier_allreduce_connect(hier, ep, CALL_TIMEOUT_MS, err, sizeof err) != 0) ||
         (sr && stream_ring_connect(sr, ep, CALL_TIMEOUT_MS, err, sizeof err) != 0)) {
         fprintf(stderr, "rank %zu: %s\n", rank, err);
         exit(1);
@@ -169,10 +170,11 @@ static void rank_main(size_t rank, size_t n, const opts_t *o, const impl_cfg_t *
         if (!x) die("calloc");
         if (cfg->in_segment) memset(x, 0, count * sizeof *x);
         record_t rec = {-1.0, 0};
-#define CALL() (sr     ? stream_ring_allreduce_sum(sr, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
-                : r    ? ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
-                : hier ? hier_allreduce_sum(hier, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
-                       : shm_allreduce_sum(shm, x, count, CALL_TIMEOUT_MS, err, sizeof err))
+#define CALL()                                                                          \
+    (sr     ? stream_ring_allreduce_sum(sr, x, count, CALL_TIMEOUT_MS, err, sizeof err) \
+     : r    ? ring_allreduce_sum(r, x, count, CALL_TIMEOUT_MS, err, sizeof err)         \
+     : hier ? hier_allreduce_sum(hier, x, count, CALL_TIMEOUT_MS, err, sizeof err)      \
+            : shm_allreduce_sum(shm, x, count, CALL_TIMEOUT_MS, err, sizeof err))
         int rc = 0;
         for (int i = 0; i < o->warmup && rc == 0; i++) rc = CALL();
         for (int i = 0; i < o->iters && rc == 0; i++) {
@@ -266,8 +268,7 @@ static int mpi_paths(char *bench, size_t bench_len, char *mpiexec, size_t mpiexe
 }
 
 // Runs the reference under mpirun; sec[s] as for run_ours.
-static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mpiexec, const char *extra,
-                    double *sec) {
+static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mpiexec, const char *extra, double *sec) {
     char cmd[4096];
     int at = snprintf(cmd, sizeof cmd, "%s --oversubscribe --allow-run-as-root %s -n %zu %s %d %d", mpiexec, extra, n,
                       bench, o->warmup, o->iters);
@@ -296,12 +297,23 @@ static void run_mpi(size_t n, const opts_t *o, const char *bench, const char *mp
 }
 
 #define MAX_ROUNDS 16
-enum { IMPL_TCP, IMPL_TCP_ZC, IMPL_IPC, IMPL_IPC_ZC, IMPL_STREAM, IMPL_SHM, IMPL_SHM_SEG, IMPL_HIER, IMPL_HIER_STREAM,
-       IMPL_MPI_SM, IMPL_MPI_TCP, IMPL_COUNT_ };
+enum {
+    IMPL_TCP,
+    IMPL_TCP_ZC,
+    IMPL_IPC,
+    IMPL_IPC_ZC,
+    IMPL_STREAM,
+    IMPL_SHM,
+    IMPL_SHM_SEG,
+    IMPL_HIER,
+    IMPL_HIER_STREAM,
+    IMPL_MPI_SM,
+    IMPL_MPI_TCP,
+    IMPL_COUNT_
+};
 static const char *const impl_names[IMPL_COUNT_] = {
-    "asgd ring tcp", "asgd ring tcp zc", "asgd ring ipc",   "asgd ring ipc zc", "asgd stream tcp",
-    "asgd shm",      "asgd shm in-seg",  "asgd hier 2xR/2", "asgd hier stream", "Open MPI sm",
-    "Open MPI tcp"};
+    "asgd ring tcp",   "asgd ring tcp zc", "asgd ring ipc",    "asgd ring ipc zc", "asgd stream tcp", "asgd shm",
+    "asgd shm in-seg", "asgd hier 2xR/2",  "asgd hier stream", "Open MPI sm",      "Open MPI tcp"};
 
 // The median over rounds of one measurement (< 0 when any round failed);
 // *lo and *hi get the fastest and slowest round.
@@ -317,12 +329,13 @@ static double over_rounds(const double *v, int rounds, double *lo, double *hi) {
     return bench_median(tmp, rounds);
 }
 
-static void row(size_t n, size_t bytes, const char *who, const double *v, int rounds, double mpi_sm,
-                double mpi_tcp) {
+static void row(size_t n, size_t bytes, const char *who, const double *v, int rounds, double mpi_sm, double mpi_tcp) {
     double lo, hi, sec = over_rounds(v, rounds, &lo, &hi);
     char size[32];
-    if (bytes % (1u << 20) == 0) snprintf(size, sizeof size, "%zu MiB", bytes >> 20);
-    else snprintf(size, sizeof size, "%zu B", bytes);
+    if (bytes % (1u << 20) == 0)
+        snprintf(size, sizeof size, "%zu MiB", bytes >> 20);
+    else
+        snprintf(size, sizeof size, "%zu B", bytes);
     if (sec < 0) {
         printf("| %5zu | %9s | %-16s | %9s | %17s | %8s | %7s | %8s |\n", n, size, who, "failed", "-", "-", "-", "-");
         return;
@@ -332,29 +345,47 @@ static void row(size_t n, size_t bytes, const char *who, const double *v, int ro
     if (mpi_sm > 0) snprintf(r1, sizeof r1, "%.2f", sec / mpi_sm);
     if (mpi_tcp > 0) snprintf(r2, sizeof r2, "%.2f", sec / mpi_tcp);
     snprintf(range, sizeof range, "%.2f-%.2f", lo * 1e3, hi * 1e3);
-    printf("| %5zu | %9s | %-16s | %9.3f | %17s | %8.2f | %7s | %8s |\n", n, size, who, sec * 1e3, range, bus, r1,
-           r2);
+    printf("| %5zu | %9s | %-16s | %9.3f | %17s | %8.2f | %7s | %8s |\n", n, size, who, sec * 1e3, range, bus, r1, r2);
 }
 
 int main(int argc, char **argv) {
-    opts_t o = {.ranks = {2, 4}, .n_ranks = 2, .bytes = {940584, 1u << 20, 16u << 20, 64u << 20}, .n_sizes = 4,
-                .warmup = 3, .iters = 10, .tcp = 1, .ipc = 1, .copy = 1, .zc = 1, .sub = RING_SUB_CHUNK_DEFAULT,
-                .io_threads = 1, .mpi = 1, .shm = 1, .hier = 1, .stream = 1,
-                .stream_sub = STREAM_RING_SUB_CHUNK_DEFAULT, .rounds = 1};
+    opts_t o = {.ranks = {2, 4},
+                .n_ranks = 2,
+                .bytes = {940584, 1u << 20, 16u << 20, 64u << 20},
+                .n_sizes = 4,
+                .warmup = 3,
+                .iters = 10,
+                .tcp = 1,
+                .ipc = 1,
+                .copy = 1,
+                .zc = 1,
+                .sub = RING_SUB_CHUNK_DEFAULT,
+                .io_threads = 1,
+                .mpi = 1,
+                .shm = 1,
+                .hier = 1,
+                .stream = 1,
+                .stream_sub = STREAM_RING_SUB_CHUNK_DEFAULT,
+                .rounds = 1};
     for (int a = 1; a < argc; a++) {
         const char *v = a + 1 < argc ? argv[a + 1] : "";
-        if (strcmp(argv[a], "--ranks") == 0) o.n_ranks = bench_parse_list("bench_allreduce", v, o.ranks, MAX_LIST), a++;
+        if (strcmp(argv[a], "--ranks") == 0)
+            o.n_ranks = bench_parse_list("bench_allreduce", v, o.ranks, MAX_LIST), a++;
         else if (strcmp(argv[a], "--sizes-mb") == 0) {
             o.n_sizes = bench_parse_list("bench_allreduce", v, o.bytes, MAX_LIST), a++;
             for (size_t i = 0; i < o.n_sizes; i++) o.bytes[i] <<= 20;
         } else if (strcmp(argv[a], "--sizes-bytes") == 0) {
             o.n_sizes = bench_parse_list("bench_allreduce", v, o.bytes, MAX_LIST), a++;
-        }
-        else if (strcmp(argv[a], "--warmup") == 0) o.warmup = atoi(v), a++;
-        else if (strcmp(argv[a], "--iters") == 0) o.iters = atoi(v), a++;
-        else if (strcmp(argv[a], "--sub") == 0) o.sub = strtoull(v, NULL, 10), a++;
-        else if (strcmp(argv[a], "--io-threads") == 0) o.io_threads = atoi(v), a++;
-        else if (strcmp(argv[a], "--rounds") == 0) o.rounds = atoi(v), a++;
+        } else if (strcmp(argv[a], "--warmup") == 0)
+            o.warmup = atoi(v), a++;
+        else if (strcmp(argv[a], "--iters") == 0)
+            o.iters = atoi(v), a++;
+        else if (strcmp(argv[a], "--sub") == 0)
+            o.sub = strtoull(v, NULL, 10), a++;
+        else if (strcmp(argv[a], "--io-threads") == 0)
+            o.io_threads = atoi(v), a++;
+        else if (strcmp(argv[a], "--rounds") == 0)
+            o.rounds = atoi(v), a++;
         else if (strcmp(argv[a], "--transport") == 0) {
             o.tcp = strcmp(v, "ipc") != 0 && strcmp(v, "none") != 0;
             o.ipc = strcmp(v, "tcp") != 0 && strcmp(v, "none") != 0;
@@ -363,11 +394,16 @@ int main(int argc, char **argv) {
             o.copy = strcmp(v, "1") != 0;
             o.zc = strcmp(v, "0") != 0;
             a++;
-        } else if (strcmp(argv[a], "--no-mpi") == 0) o.mpi = 0;
-        else if (strcmp(argv[a], "--no-shm") == 0) o.shm = 0;
-        else if (strcmp(argv[a], "--no-hier") == 0) o.hier = 0;
-        else if (strcmp(argv[a], "--no-stream") == 0) o.stream = 0;
-        else if (strcmp(argv[a], "--stream-sub") == 0) o.stream_sub = strtoull(v, NULL, 10), a++;
+        } else if (strcmp(argv[a], "--no-mpi") == 0)
+            o.mpi = 0;
+        else if (strcmp(argv[a], "--no-shm") == 0)
+            o.shm = 0;
+        else if (strcmp(argv[a], "--no-hier") == 0)
+            o.hier = 0;
+        else if (strcmp(argv[a], "--no-stream") == 0)
+            o.stream = 0;
+        else if (strcmp(argv[a], "--stream-sub") == 0)
+            o.stream_sub = strtoull(v, NULL, 10), a++;
         else {
             fprintf(stderr,
                     "usage: bench_allreduce [--ranks 2,4] [--sizes-mb 1,16,64 | --sizes-bytes 940584,...]\n"
@@ -382,29 +418,37 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_allreduce: at most %d ranks\n", MAX_RANKS);
             return 2;
         }
-    if (o.iters < 1 || o.warmup < 0 || o.io_threads < 1 || o.sub == 0 || o.stream_sub == 0 || o.rounds < 1 || o.rounds > MAX_ROUNDS) {
-        fprintf(stderr, "bench_allreduce: need --iters >= 1, --warmup >= 0, --io-threads >= 1, --sub and --stream-sub >= 1, "
-                        "--rounds 1..%d\n", MAX_ROUNDS);
+    if (o.iters < 1 || o.warmup < 0 || o.io_threads < 1 || o.sub == 0 || o.stream_sub == 0 || o.rounds < 1 ||
+        o.rounds > MAX_ROUNDS) {
+        fprintf(stderr,
+                "bench_allreduce: need --iters >= 1, --warmup >= 0, --io-threads >= 1, --sub and --stream-sub >= 1, "
+                "--rounds 1..%d\n",
+                MAX_ROUNDS);
         return 2;
     }
     char mpi_bench[PATH_MAX], mpiexec[PATH_MAX];
     int have_mpi = o.mpi && mpi_paths(mpi_bench, sizeof mpi_bench, mpiexec, sizeof mpiexec) == 0;
     int major, minor, patch;
     zmq_version(&major, &minor, &patch);
-    printf("bench_allreduce | %ld CPUs | libzmq %d.%d.%d, %d I/O thread(s) per rank | sub-chunk %zu floats | "
-           "stream sub-chunk %zu floats | %d warm-up + %d timed calls, median per call of the slowest rank\n",
-           sysconf(_SC_NPROCESSORS_ONLN), major, minor, patch, o.io_threads, o.sub, o.stream_sub, o.warmup, o.iters);
+    printf(
+        "bench_allreduce | %ld CPUs | libzmq %d.%d.%d, %d I/O thread(s) per rank | sub-chunk %zu floats | "
+        "stream sub-chunk %zu floats | %d warm-up + %d timed calls, median per call of the slowest rank\n",
+        sysconf(_SC_NPROCESSORS_ONLN), major, minor, patch, o.io_threads, o.sub, o.stream_sub, o.warmup, o.iters);
     if (have_mpi)
-        printf("reference: %s --oversubscribe --allow-run-as-root -n R %s (default transports: \"MPI sm\"; "
-               "--mca btl self,tcp --mca btl_tcp_if_include lo: \"MPI tcp\")\n",
-               mpiexec, mpi_bench);
+        printf(
+            "reference: %s --oversubscribe --allow-run-as-root -n R %s (default transports: \"MPI sm\"; "
+            "--mca btl self,tcp --mca btl_tcp_if_include lo: \"MPI tcp\")\n",
+            mpiexec, mpi_bench);
     else if (o.mpi)
         printf("reference: no mpi_allreduce_bench found (configure with MPI installed to build it)\n");
-    printf("figures: median over %d round(s), the implementations taking turns in each; range: fastest and "
-           "slowest round\nratio columns: our time / MPI's time (below 1: faster than MPI)\n\n",
-           o.rounds);
-    printf("| ranks |      size | implementation   |   ms/call | range ms (rounds) | bus GB/s | /MPI sm | /MPI tcp |\n");
-    printf("|------:|----------:|------------------|----------:|------------------:|---------:|--------:|---------:|\n");
+    printf(
+        "figures: median over %d round(s), the implementations taking turns in each; range: fastest and "
+        "slowest round\nratio columns: our time / MPI's time (below 1: faster than MPI)\n\n",
+        o.rounds);
+    printf(
+        "| ranks |      size | implementation   |   ms/call | range ms (rounds) | bus GB/s | /MPI sm | /MPI tcp |\n");
+    printf(
+        "|------:|----------:|------------------|----------:|------------------:|---------:|--------:|---------:|\n");
 
     // (implementation, ranks, size, round) -> seconds per call; < 0: failed.
     static double t[IMPL_COUNT_][MAX_LIST][MAX_LIST][MAX_ROUNDS];
@@ -422,8 +466,13 @@ int main(int argc, char **argv) {
                 } else if (k == IMPL_SHM || k == IMPL_SHM_SEG) {
                     if (!o.shm) continue;
                     // A run id of its own per group: no group meets another's segment.
-                    impl_cfg_t cfg = {NULL, 0, k == IMPL_SHM_SEG, RUN ^ ((uint64_t)getpid() << 16) ^ (uint64_t)(
-                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k), 0, 0};
+                    impl_cfg_t cfg = {
+                        NULL,
+                        0,
+                        k == IMPL_SHM_SEG,
+                        RUN ^ ((uint64_t)getpid() << 16) ^ (uint64_t)((round * MAX_LIST + ri) * IMPL_COUNT_ + k),
+                        0,
+                        0};
                     run_ours(n, &o, &cfg, sec);
                 } else if (k == IMPL_STREAM) {
                     if (!o.stream) continue;
@@ -431,8 +480,13 @@ int main(int argc, char **argv) {
                     run_ours(n, &o, &cfg, sec);
                 } else if (k == IMPL_HIER || k == IMPL_HIER_STREAM) {
                     if (!o.hier || n < 4 || n % 2 || (k == IMPL_HIER_STREAM && !o.stream)) continue;
-                    impl_cfg_t cfg = {NULL, 0, 0, RUN ^ ((uint64_t)getpid() << 16) ^ (uint64_t)(
-                                          (round * MAX_LIST + ri) * IMPL_COUNT_ + k), k == IMPL_HIER ? 1 : 2, 0};
+                    impl_cfg_t cfg = {
+                        NULL,
+                        0,
+                        0,
+                        RUN ^ ((uint64_t)getpid() << 16) ^ (uint64_t)((round * MAX_LIST + ri) * IMPL_COUNT_ + k),
+                        k == IMPL_HIER ? 1 : 2,
+                        0};
                     run_ours(n, &o, &cfg, sec);
                 } else {
                     if (!(tr ? o.tcp : o.ipc) || !(zc ? o.zc : o.copy)) continue;

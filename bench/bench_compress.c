@@ -10,15 +10,17 @@
 #include <string.h>
 
 #include "bench/bench_support.h"
-#include "kernels/foundation/rng.h"   // defines: rng_seed, rng_normal
-#include "net/compress.h"   // defines: compressor_new, compress_encode, compress_decode
+#include "kernels/foundation/rng.h"
+#include "net/compress.h"
 
 int main(int argc, char **argv) {
     size_t n = 235146;
     int reps = 15;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--n") == 0 && i + 1 < argc) n = strtoul(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
+        if (strcmp(argv[i], "--n") == 0 && i + 1 < argc)
+            n = strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
         else {
             fprintf(stderr, "usage: bench_compress [--n VALUES] [--reps R]\n");
             return 2;
@@ -38,8 +40,8 @@ int main(int argc, char **argv) {
     rng_t r;
     rng_seed(&r, 1, 1);
     for (size_t i = 0; i < n; i++) x[i] = (float)(0.01 * rng_normal(&r));
-    const char *methods[] = {"none", "fp16", "qsgd:8", "qsgd:4", "qsgd:2", "topk:0.01", "topk:0.1", "randk:0.01",
-                             "randk:0.1"};
+    const char *methods[] = {"none",      "fp16",     "qsgd:8",     "qsgd:4",   "qsgd:2",
+                             "topk:0.01", "topk:0.1", "randk:0.01", "randk:0.1"};
     printf("bench_compress | %zu values | median of %d | 1 thread\n\n", n, reps);
     printf("| method | bytes/value | encode ns/value | encode+feedback ns/value | decode ns/value |\n");
     printf("|---|--:|--:|--:|--:|\n");

@@ -30,13 +30,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench/bench_support.h"  // defines: bench_now_s, bench_median
+#include "bench/bench_support.h"
 #include "engine/data/generate.h"
 #include "kernels/foundation/rng.h"
 #include "engine/data/data_source.h"
 #include "engine/core/trainer.h"
 #include "kernels/blas_runtime.h"
-#include "kernels/dense.h"  // defines: dense_forward_cpu, dense_backward_input_cpu, dense_weight_grad_cpu
+#include "kernels/dense.h"
 
 static double sgemm_gflops(int n, int threads, int reps) {
     float *a = malloc(sizeof(float) * n * n), *b = malloc(sizeof(float) * n * n), *c = malloc(sizeof(float) * n * n);
@@ -46,7 +46,8 @@ static double sgemm_gflops(int n, int threads, int reps) {
     double t[9];
     for (int r = 0; r < reps; r++) {
         double t0 = bench_now_s();
-        for (int k = 0; k < 4; k++) cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        for (int k = 0; k < 4; k++)
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
         t[r] = 4 * 2.0 * n * n * n / (bench_now_s() - t0) / 1e9;
     }
     free(a), free(b), free(c);
@@ -210,9 +211,12 @@ static int sync_vs_hogwild(size_t threads, int reps, const size_t *batches, size
         fprintf(stderr, "bench: %s\n", err);
         return 1;
     }
-    printf("mlp 784-256-128-10 on Fashion-MNIST, lr 0.05, 1 epoch per run, %zu threads; hogwild and sync alternate, "
-           "%d runs each\n\n", threads, reps);
-    printf("%6s %4s %14s %14s %8s %10s %10s\n", "batch", "run", "hogwild/s", "sync/s", "sync/hog", "hog acc", "sync acc");
+    printf(
+        "mlp 784-256-128-10 on Fashion-MNIST, lr 0.05, 1 epoch per run, %zu threads; hogwild and sync alternate, "
+        "%d runs each\n\n",
+        threads, reps);
+    printf("%6s %4s %14s %14s %8s %10s %10s\n", "batch", "run", "hogwild/s", "sync/s", "sync/hog", "hog acc",
+           "sync acc");
     for (size_t b = 0; b < n_batches; b++) {
         double hog[9], syn[9], ratio[9];
         for (int r = 0; r < reps; r++) {
@@ -241,10 +245,10 @@ static int sync_vs_hogwild(size_t threads, int reps, const size_t *batches, size
 typedef struct gemm_step {
     size_t n_layers, steps;
     int batch, width[MODEL_MAX_LAYERS + 1];
-    float *w[MODEL_MAX_LAYERS];      // (width[l+1], width[l])
-    float *dw[MODEL_MAX_LAYERS];     // (width[l+1], width[l])
-    float *bias[MODEL_MAX_LAYERS];   // (width[l+1])
-    float *act[MODEL_MAX_LAYERS + 1];    // (batch, width[l])
+    float *w[MODEL_MAX_LAYERS];  // (width[l+1], width[l])
+    float *dw[MODEL_MAX_LAYERS];  // (width[l+1], width[l])
+    float *bias[MODEL_MAX_LAYERS];  // (width[l+1])
+    float *act[MODEL_MAX_LAYERS + 1];  // (batch, width[l])
     float *delta[MODEL_MAX_LAYERS + 1];  // (batch, width[l])
 } gemm_step_t;
 
@@ -343,9 +347,10 @@ static int mlp_gemm_bound(size_t threads, int reps, size_t epochs) {
     model_layout(mlp, &L);
     double flops = model_flops_per_example(mlp);
     size_t samples = model_num_train(mlp) * epochs, ts[2] = {1, threads};
-    printf("\nmlp 784-256-128-10 on Fashion-MNIST, batch 16, lr 0.05, %zu epoch%s per run (%.3f MFLOP per sample);\n"
-           "gemm-only: the step's sgemm calls alone on private copies, as many samples; the two alternate, %d runs\n\n",
-           epochs, epochs == 1 ? "" : "s", flops / 1e6, reps);
+    printf(
+        "\nmlp 784-256-128-10 on Fashion-MNIST, batch 16, lr 0.05, %zu epoch%s per run (%.3f MFLOP per sample);\n"
+        "gemm-only: the step's sgemm calls alone on private copies, as many samples; the two alternate, %d runs\n\n",
+        epochs, epochs == 1 ? "" : "s", flops / 1e6, reps);
     printf("%7s %4s %14s %14s %9s %10s\n", "threads", "run", "gemm-only/s", "hogwild/s", "hog/gemm", "hog acc");
     for (int k = 0; k < 2; k++) {
         size_t t = ts[k];
@@ -384,17 +389,25 @@ int main(int argc, char **argv) {
     size_t epochs = 1;
     size_t batches[8] = {16, 64}, n_batches = 2;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) max_threads = atoi(argv[++i]), threads_given = 1;
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--quick") == 0) quick = 1;
-        else if (strcmp(argv[i], "--sync-vs-hogwild") == 0) compare = 1;
-        else if (strcmp(argv[i], "--mlp-gemm") == 0) gemm_bound = 1;
-        else if (strcmp(argv[i], "--epochs") == 0 && i + 1 < argc) epochs = strtoul(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc) n_batches = bench_parse_list("bench_engine", argv[++i], batches, 8);
+        if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            max_threads = atoi(argv[++i]), threads_given = 1;
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--quick") == 0)
+            quick = 1;
+        else if (strcmp(argv[i], "--sync-vs-hogwild") == 0)
+            compare = 1;
+        else if (strcmp(argv[i], "--mlp-gemm") == 0)
+            gemm_bound = 1;
+        else if (strcmp(argv[i], "--epochs") == 0 && i + 1 < argc)
+            epochs = strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--batches") == 0 && i + 1 < argc)
+            n_batches = bench_parse_list("bench_engine", argv[++i], batches, 8);
         else {
-            fprintf(stderr, "usage: bench_engine [--threads N] [--reps R (1..9)] [--quick]\n"
-                            "       bench_engine --sync-vs-hogwild [--threads N] [--reps R (1..9)] [--batches B1,B2]\n"
-                            "       bench_engine --mlp-gemm [--threads N (1..64)] [--reps R (1..9)] [--epochs E]\n");
+            fprintf(stderr,
+                    "usage: bench_engine [--threads N] [--reps R (1..9)] [--quick]\n"
+                    "       bench_engine --sync-vs-hogwild [--threads N] [--reps R (1..9)] [--batches B1,B2]\n"
+                    "       bench_engine --mlp-gemm [--threads N (1..64)] [--reps R (1..9)] [--epochs E]\n");
             return 2;
         }
     }
@@ -414,8 +427,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     double peak1 = peaks1[0], peak2 = peaks2[0];
-    printf("cblas_sgemm 1024^2 (in a child process with OpenBLAS's thread pool): %.1f GFLOP/s (1 thread), %.1f GFLOP/s "
-           "(2 threads)\n\n", peak1, peak2);
+    printf(
+        "cblas_sgemm 1024^2 (in a child process with OpenBLAS's thread pool): %.1f GFLOP/s (1 thread), %.1f GFLOP/s "
+        "(2 threads)\n\n",
+        peak1, peak2);
 
     // ---- sparse logistic regression ----
     data_options_t so = {quick ? "gen:sparse:n=50000" : "gen:sparse", NULL, 0, 0, 0.1, 1, NULL, NULL, 0};
@@ -428,25 +443,29 @@ int main(int argc, char **argv) {
     double bare_stream = bare_sparse_rate(&sd.sparse_train, 0, reps);
     double bare = bare_sparse_rate(&sd.sparse_train, 1, reps);
     double nnz = (double)sd.sparse_train.nnz / (double)sd.sparse_train.n;
-    printf("logreg on %s: %zu train examples, %.1f non-zeros each, %zu features\n", sd.description,
-           sd.sparse_train.n, nnz, sd.sparse_train.dim);
-    printf("bare sparse dot+update loop: %.0f examples/s in storage order, %.0f examples/s in shuffled order\n"
-           "(the shuffled figure is the memory-system estimate for SGD, which visits examples at random)\n\n",
-           bare_stream, bare);
-    printf("%-8s %-8s %7s %14s %14s %9s %10s\n", "model", "mode", "threads", "samples/s", "updates/s", "speedup", "test acc");
+    printf("logreg on %s: %zu train examples, %.1f non-zeros each, %zu features\n", sd.description, sd.sparse_train.n,
+           nnz, sd.sparse_train.dim);
+    printf(
+        "bare sparse dot+update loop: %.0f examples/s in storage order, %.0f examples/s in shuffled order\n"
+        "(the shuffled figure is the memory-system estimate for SGD, which visits examples at random)\n\n",
+        bare_stream, bare);
+    printf("%-8s %-8s %7s %14s %14s %9s %10s\n", "model", "mode", "threads", "samples/s", "updates/s", "speedup",
+           "test acc");
     double lr_rate[3][65] = {{0}};
     for (int mi = 0; mi < 3; mi++) {
         for (int t = 1; t <= max_threads && t <= 64; t++) {
             measured_t r = measure(lr, modes[mi], (size_t)t, 1, 0.5, 5, reps);  // 5 epochs: ~1 s per run
             lr_rate[mi][t] = r.samples_per_s;
-            printf("%-8s %-8s %7d %14.0f %14.0f %8.2fx %10.4f\n", "logreg", train_mode_name(modes[mi]), t, r.samples_per_s,
-                   r.updates_per_s, r.samples_per_s / lr_rate[mi][1], r.accuracy);
+            printf("%-8s %-8s %7d %14.0f %14.0f %8.2fx %10.4f\n", "logreg", train_mode_name(modes[mi]), t,
+                   r.samples_per_s, r.updates_per_s, r.samples_per_s / lr_rate[mi][1], r.accuracy);
         }
     }
     int t2 = max_threads >= 2 ? 2 : 1;
-    printf("\nlogreg ratios: hogwild %d-thread speedup %.2fx (target >= 1.8x); hogwild/locked at %d threads %.2fx (target >= 3x);\n"
-           "               hogwild 1-thread / bare loop %.2f (target >= 0.5: within 2x of the memory-system estimate)\n\n",
-           t2, lr_rate[0][t2] / lr_rate[0][1], t2, lr_rate[0][t2] / lr_rate[1][t2], lr_rate[0][1] / bare);
+    printf(
+        "\nlogreg ratios: hogwild %d-thread speedup %.2fx (target >= 1.8x); hogwild/locked at %d threads %.2fx (target "
+        ">= 3x);\n"
+        "               hogwild 1-thread / bare loop %.2f (target >= 0.5: within 2x of the memory-system estimate)\n\n",
+        t2, lr_rate[0][t2] / lr_rate[0][1], t2, lr_rate[0][t2] / lr_rate[1][t2], lr_rate[0][1] / bare);
     model_destroy(&lr);
     data_bundle_free(&sd);
 
@@ -458,8 +477,10 @@ int main(int argc, char **argv) {
         return 0;
     }
     double flops = model_flops_per_example(mlp);
-    printf("mlp 784-256-128-10 on Fashion-MNIST, batch 16, lr 0.05: %.3f MFLOP per sample (fwd 2*MACs, bwd weight\n"
-           "grads 2*MACs, input grads 2*MACs except the first layer)\n\n", flops / 1e6);
+    printf(
+        "mlp 784-256-128-10 on Fashion-MNIST, batch 16, lr 0.05: %.3f MFLOP per sample (fwd 2*MACs, bwd weight\n"
+        "grads 2*MACs, input grads 2*MACs except the first layer)\n\n",
+        flops / 1e6);
     printf("%-8s %-8s %7s %14s %14s %9s %12s %10s\n", "model", "mode", "threads", "samples/s", "updates/s", "speedup",
            "GFLOP/s", "acc@1ep");
     double mlp_rate[3][65] = {{0}}, hog2_gflops = 0;
@@ -473,8 +494,9 @@ int main(int argc, char **argv) {
                    r.samples_per_s, r.updates_per_s, r.samples_per_s / mlp_rate[mi][1], gf, r.accuracy);
         }
     }
-    printf("\nmlp ratio: hogwild %d-thread training %.1f GFLOP/s = %.0f%% of the %d-thread sgemm peak (target >= 40%%)\n",
-           t2, hog2_gflops, 100.0 * hog2_gflops / (t2 == 2 ? peak2 : peak1), t2);
+    printf(
+        "\nmlp ratio: hogwild %d-thread training %.1f GFLOP/s = %.0f%% of the %d-thread sgemm peak (target >= 40%%)\n",
+        t2, hog2_gflops, 100.0 * hog2_gflops / (t2 == 2 ? peak2 : peak1), t2);
 
     // Statistical efficiency over a budget of 120,000 samples (2 epochs), evaluated
     // every 5,000: when 85% is first reached, and 1 thread vs hogwild at matched
@@ -494,10 +516,13 @@ int main(int argc, char **argv) {
     }
     if (matched) mean_one /= (double)matched, mean_hog /= (double)matched;
     uint64_t to_one = samples_to(&one, 0.85), to_hog = samples_to(&hog, 0.85);
-    printf("mlp within 120,000 samples (evaluated every 5,000): first >= 0.85 at %llu samples (1 thread), %llu (hogwild %d threads)\n"
-           "    (0 = not reached); best accuracy %.4f vs %.4f; mean over the second epoch %.4f vs %.4f (hogwild - 1 thread: %+.4f)\n",
-           (unsigned long long)to_one, (unsigned long long)to_hog, t2, best_one, best_hog, mean_one, mean_hog,
-           mean_hog - mean_one);
+    printf(
+        "mlp within 120,000 samples (evaluated every 5,000): first >= 0.85 at %llu samples (1 thread), %llu (hogwild "
+        "%d threads)\n"
+        "    (0 = not reached); best accuracy %.4f vs %.4f; mean over the second epoch %.4f vs %.4f (hogwild - 1 "
+        "thread: %+.4f)\n",
+        (unsigned long long)to_one, (unsigned long long)to_hog, t2, best_one, best_hog, mean_one, mean_hog,
+        mean_hog - mean_one);
     model_destroy(&mlp);
     data_bundle_free(&md);
     return 0;

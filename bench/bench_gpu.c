@@ -15,17 +15,17 @@
 #include <unistd.h>
 
 #include "bench_support.h"
-#include "engine/data/generate.h"   // defines: generate_sparse
+#include "engine/data/generate.h"
 #include "kernels/foundation/rng.h"
-#include "engine/data/data_source.h"  // defines: data_bundle_load
-#include "engine/core/trainer.h"      // defines: train_fresh
-#include "engine/gpu/gpu_device.h"   // defines: gpu_device_ops
+#include "engine/data/data_source.h"
+#include "engine/core/trainer.h"
+#include "engine/gpu/gpu_device.h"
 #include "kernels/blas_runtime.h"
 #include "kernels/dense.h"
 #include "kernels/gpu.h"
 #include "kernels/sparse_sgd.h"
 #include "kernels/update.h"
-#include "tests/twin_check.h"  // defines: twin_random_floats, twin_rel_err
+#include "tests/twin_check.h"
 
 #ifndef ASGD_HAVE_CUDA
 int main(void) {
@@ -37,12 +37,12 @@ int main(void) {
 static char err[512];
 static rng_t rng;
 
-#define DIE_IF(cond)                                                       \
-    do {                                                                   \
-        if (cond) {                                                        \
+#define DIE_IF(cond)                                                            \
+    do {                                                                        \
+        if (cond) {                                                             \
             fprintf(stderr, "bench_gpu: %s:%d: %s\n", __FILE__, __LINE__, err); \
-            exit(1);                                                       \
-        }                                                                  \
+            exit(1);                                                            \
+        }                                                                       \
     } while (0)
 
 static float *rand_host(size_t n, float lo, float hi) {
@@ -147,8 +147,12 @@ static void sm_cpu(kcase_t *k) {
 static void sm_gpu(kcase_t *k) {
     softmax_xent_rows_cuda(k->batch, k->out, k->dx, k->dl, 1.0f / k->batch, k->dz, k->dl3, k->db);
 }
-static void gather_cpu(kcase_t *k) { gather_rows_cpu(k->batch, k->in, k->hx, k->hl, k->hidx, k->hz, (int32_t *)k->hl3); }
-static void gather_gpu(kcase_t *k) { gather_rows_cuda(k->batch, k->in, k->dx, k->dl, k->didx, k->dz, (int32_t *)k->dl3); }
+static void gather_cpu(kcase_t *k) {
+    gather_rows_cpu(k->batch, k->in, k->hx, k->hl, k->hidx, k->hz, (int32_t *)k->hl3);
+}
+static void gather_gpu(kcase_t *k) {
+    gather_rows_cuda(k->batch, k->in, k->dx, k->dl, k->didx, k->dz, (int32_t *)k->dl3);
+}
 // Optimizer steps are applied repeatedly to the same w: both twins take the same sequence.
 static void adagrad_cpu(kcase_t *k) { adagrad_update_cpu(k->n, 1e-3f, 1e-8f, k->hx, k->hb, k->hz); }
 static void adagrad_gpu(kcase_t *k) { adagrad_update_cuda(k->n, 1e-3f, 1e-8f, k->dx, k->db, k->dz); }
@@ -178,8 +182,10 @@ static kcase_t dense_case(const char *name, int batch, int in, int out, void (*c
     for (int r = 0; r < batch; r++) k.hidx[r] = (uint32_t)rng_below(&rng, (uint64_t)batch);
     k.didx = dev_copy(k.hidx, (size_t)batch * 4);
     k.check_host = k.hz, k.check_dev = k.dz;
-    k.out_floats = c == wgrad_cpu ? (size_t)out * in : c == bwd_cpu || c == gather_cpu ? (size_t)batch * in
-                 : c == bgrad_cpu ? (size_t)out : (size_t)batch * out;
+    k.out_floats = c == wgrad_cpu                    ? (size_t)out * in
+                   : c == bwd_cpu || c == gather_cpu ? (size_t)batch * in
+                   : c == bgrad_cpu                  ? (size_t)out
+                                                     : (size_t)batch * out;
     return k;
 }
 
@@ -205,8 +211,10 @@ static void kcase_free(kcase_t *k) {
 }
 
 static void kernels_section(void) {
-    printf("\n1. kernels: CUDA twin against CPU twin on fresh random inputs; ms per call (CPU: median of 3 x 3 calls,\n"
-           "   GPU: median of 5 x 50 calls timed by events); the repeated optimizer steps run the same sequence on both\n");
+    printf(
+        "\n1. kernels: CUDA twin against CPU twin on fresh random inputs; ms per call (CPU: median of 3 x 3 calls,\n"
+        "   GPU: median of 5 x 50 calls timed by events); the repeated optimizer steps run the same sequence on "
+        "both\n");
     printf("  %-26s %-20s %10s %10s %10s %10s\n", "kernel", "size", "rel err", "cpu ms", "gpu ms", "speedup");
     static const int batches[] = {16, 256, 1024, 4096};
     for (size_t b = 0; b < 4; b++) {
@@ -303,8 +311,10 @@ static void mlp_section(double peak, size_t cpu_threads, size_t epochs) {
     model_t *m = model_new_mlp(&train, &test, hidden, 2, 0.0, err, sizeof err);
     DIE_IF(!m);
     double flops = model_flops_per_example(m);
-    printf("\n3. MLP 784-256-128-10 (%.3f MFLOP per example, forward + backward), 60,000 synthetic images, %zu epochs,\n"
-           "   SGD; samples/s over the training time (evaluation excluded)\n", flops / 1e6, epochs);
+    printf(
+        "\n3. MLP 784-256-128-10 (%.3f MFLOP per example, forward + backward), 60,000 synthetic images, %zu epochs,\n"
+        "   SGD; samples/s over the training time (evaluation excluded)\n",
+        flops / 1e6, epochs);
     printf("  %-26s %8s %12s %10s %12s\n", "device", "batch", "samples/s", "GFLOP/s", "% of sgemm");
     static const size_t batches[] = {16, 64, 256, 1024, 4096};
     double gpu1024 = 0, cpu_best = 0;
@@ -363,8 +373,8 @@ static void sparse_section(size_t cpu_threads) {
             g.chunk = g.in_flight > 16384 ? g.in_flight : 16384;
             c.device = &gpu_device_ops;
             c.device_options = &g;
-            snprintf(label, sizeof label, "GPU Hogwild!, %s scatters, %zu in flight", g.scatter_atomic ? "atomic" : "plain",
-                     g.in_flight);
+            snprintf(label, sizeof label, "GPU Hogwild!, %s scatters, %zu in flight",
+                     g.scatter_atomic ? "atomic" : "plain", g.in_flight);
         } else {
             c.threads = cfg == 10 ? 1 : cpu_threads;
             snprintf(label, sizeof label, "CPU Hogwild!, %zu threads", c.threads);
@@ -382,8 +392,10 @@ int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     size_t cpu_threads = (size_t)sysconf(_SC_NPROCESSORS_ONLN), epochs = 2;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--cpu-threads") == 0 && i + 1 < argc) cpu_threads = strtoul(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "--epochs") == 0 && i + 1 < argc) epochs = strtoul(argv[++i], NULL, 10);
+        if (strcmp(argv[i], "--cpu-threads") == 0 && i + 1 < argc)
+            cpu_threads = strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--epochs") == 0 && i + 1 < argc)
+            epochs = strtoul(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: bench_gpu [--cpu-threads N] [--epochs E]\n");
             return 2;

@@ -9,17 +9,20 @@
 #include <string.h>
 
 #include "bench/bench_support.h"
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "datasets/idx.h"              // defines: fashion_mnist_load
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/idx.h"
 
 int main(int argc, char **argv) {
     size_t mib = 64;
     int reps = 5;
     const char *dir = NULL;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc) mib = strtoul(argv[++i], NULL, 10);
-        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--data-dir") == 0 && i + 1 < argc) dir = argv[++i];
+        if (strcmp(argv[i], "--mib") == 0 && i + 1 < argc)
+            mib = strtoul(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--data-dir") == 0 && i + 1 < argc)
+            dir = argv[++i];
         else {
             fprintf(stderr, "usage: bench_input [--mib MIB] [--reps R] [--data-dir DIR]\n");
             return 2;

@@ -9,11 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "bench/bench_support.h"         // defines: bench_median
-#include "engine/core/trainer.h"          // defines: train_fresh
-#include "engine/data/data_source.h"      // defines: data_bundle_load
-#include "engine/models/update_counter.h" // defines: update_counter_new, update_counter_result
-#include "kernels/blas_runtime.h"         // defines: blas_prepare_process, blas_describe
+#include "bench/bench_support.h"
+#include "engine/core/trainer.h"
+#include "engine/data/data_source.h"
+#include "engine/models/update_counter.h"
+#include "kernels/blas_runtime.h"
 
 // The lost fraction of one counted run; -1 on error (message printed). With
 // w_out, the final counts (in units) are left there.
@@ -83,14 +83,15 @@ static int where_lost(const model_t *lr, const sparse_dataset_t *d, size_t threa
         if (j < 10) top10 += rows[2 * j + 1], top10_exp += rows[2 * j];
         top100 += rows[2 * j + 1], top100_exp += rows[2 * j];
     }
-    printf("\none %zu-thread logreg run: %.0f of %.0f updates lost (%.3g); of the bias's %zu updates %.0f lost (%.3g); "
-           "of the 10 most frequent features' %.0f, %.0f (%.3g); of the next 90's %.0f, %.0f (%.3g); of the other "
-           "%zu features' %.0f, %.0f (%.3g)\n",
-           threads, total_lost, handed, total_lost / handed, d->n, (double)d->n - w[dim], 1.0 - w[dim] / (double)d->n,
-           top10_exp, top10, top10 / top10_exp, top100_exp - top10_exp, top100 - top10,
-           (top100 - top10) / (top100_exp - top10_exp), dim - 100, handed - d->n - top100_exp,
-           total_lost - ((double)d->n - w[dim]) - top100,
-           (total_lost - ((double)d->n - w[dim]) - top100) / (handed - d->n - top100_exp));
+    printf(
+        "\none %zu-thread logreg run: %.0f of %.0f updates lost (%.3g); of the bias's %zu updates %.0f lost (%.3g); "
+        "of the 10 most frequent features' %.0f, %.0f (%.3g); of the next 90's %.0f, %.0f (%.3g); of the other "
+        "%zu features' %.0f, %.0f (%.3g)\n",
+        threads, total_lost, handed, total_lost / handed, d->n, (double)d->n - w[dim], 1.0 - w[dim] / (double)d->n,
+        top10_exp, top10, top10 / top10_exp, top100_exp - top10_exp, top100 - top10,
+        (top100 - top10) / (top100_exp - top10_exp), dim - 100, handed - d->n - top100_exp,
+        total_lost - ((double)d->n - w[dim]) - top100,
+        (total_lost - ((double)d->n - w[dim]) - top100) / (handed - d->n - top100_exp));
     free(w);
     free(rows);
     return 0;
@@ -101,8 +102,10 @@ int main(int argc, char **argv) {
     int runs = 5;
     size_t threads = 2;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc) runs = atoi(argv[++i]);
-        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) threads = strtoul(argv[++i], NULL, 10);
+        if (strcmp(argv[i], "--runs") == 0 && i + 1 < argc)
+            runs = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc)
+            threads = strtoul(argv[++i], NULL, 10);
         else {
             fprintf(stderr, "usage: bench_lost_updates [--runs R (1..64)] [--threads T (1..64)]\n");
             return 2;

@@ -22,13 +22,13 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include "bench/bench_support.h"    // defines: bench_now_s, bench_median, bench_parse_list
-#include "datasets/csv.h"           // defines: csv_parse, csv_options_t
-#include "datasets/libsvm.h"        // defines: libsvm_parse, libsvm_write
-#include "datasets/text_blocks.h"   // defines: text_blocks_set_threads
-#include "datasets/text_io.h"       // defines: text_file_read, text_format_float
-#include "engine/data/generate.h"   // defines: gen_sparse
-#include "kernels/foundation/rng.h"            // defines: rng_*
+#include "bench/bench_support.h"
+#include "datasets/csv.h"
+#include "datasets/libsvm.h"
+#include "datasets/text_blocks.h"
+#include "datasets/text_io.h"
+#include "engine/data/generate.h"
+#include "kernels/foundation/rng.h"
 
 #define MAX_REPS 64
 #define MAX_COUNTS 8
@@ -100,8 +100,10 @@ static void make_csv(char **text, size_t *len) {
         put(&b, rng_below(&r, 2) ? "1" : "0", 1);
         for (int k = 0; k < FEATURES; k++) {
             num[0] = ',';
-            if (rng_below(&r, 5) == 0) put(&b, ",0", 2);
-            else put(&b, num, 1 + (size_t)text_format_float((float)(rng_normal(&r) * 3.0), num + 1));
+            if (rng_below(&r, 5) == 0)
+                put(&b, ",0", 2);
+            else
+                put(&b, num, 1 + (size_t)text_format_float((float)(rng_normal(&r) * 3.0), num + 1));
         }
         put(&b, "\n", 1);
     }
@@ -118,8 +120,8 @@ static int same_sets(const sparse_dataset_t *a, const sparse_dataset_t *b) {
            memcmp(a->val, b->val, a->nnz * sizeof *a->val) == 0 && memcmp(a->cls, b->cls, a->n * sizeof *a->cls) == 0;
 }
 
-static void parse_text(const char *label, const char *text, size_t len, int csv, const size_t *counts,
-                       size_t n_counts, int reps) {
+static void parse_text(const char *label, const char *text, size_t len, int csv, const size_t *counts, size_t n_counts,
+                       int reps) {
     static double wall[MAX_COUNTS][MAX_REPS], cpu[MAX_COUNTS][MAX_REPS];
     sparse_dataset_t first;
     sparse_dataset_init(&first);
@@ -149,8 +151,7 @@ static void parse_text(const char *label, const char *text, size_t len, int csv,
     printf("  threads   wall s    MB/s  MB/s per core   cpu s  MB per cpu s\n");
     for (size_t t = 0; t < n_counts; t++) {
         double w = bench_median(wall[t], reps), c = bench_median(cpu[t], reps);
-        printf("  %7zu %8.3f %7.0f %14.0f %7.3f %13.0f\n", counts[t], w, mb / w, mb / w / (double)counts[t], c,
-               mb / c);
+        printf("  %7zu %8.3f %7.0f %14.0f %7.3f %13.0f\n", counts[t], w, mb / w, mb / w / (double)counts[t], c, mb / c);
     }
     sparse_dataset_free(&first);
 }
@@ -161,13 +162,19 @@ int main(int argc, char **argv) {
     size_t counts[MAX_COUNTS] = {1, 2}, n_counts = 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--libsvm") == 0 && v) libsvm_path = v, i++;
-        else if (strcmp(a, "--csv") == 0 && v) csv_path = v, i++;
-        else if (strcmp(a, "--only") == 0 && v && (!strcmp(v, "libsvm") || !strcmp(v, "csv"))) only = v, i++;
-        else if (strcmp(a, "--reps") == 0 && v) reps = atoi(v), i++;
-        else if (strcmp(a, "--threads") == 0 && v) n_counts = bench_parse_list("bench_parse", v, counts, MAX_COUNTS), i++;
+        if (strcmp(a, "--libsvm") == 0 && v)
+            libsvm_path = v, i++;
+        else if (strcmp(a, "--csv") == 0 && v)
+            csv_path = v, i++;
+        else if (strcmp(a, "--only") == 0 && v && (!strcmp(v, "libsvm") || !strcmp(v, "csv")))
+            only = v, i++;
+        else if (strcmp(a, "--reps") == 0 && v)
+            reps = atoi(v), i++;
+        else if (strcmp(a, "--threads") == 0 && v)
+            n_counts = bench_parse_list("bench_parse", v, counts, MAX_COUNTS), i++;
         else {
-            fprintf(stderr, "usage: bench_parse [--libsvm FILE] [--csv FILE] [--reps R (1..%d)] [--threads 1,2] "
+            fprintf(stderr,
+                    "usage: bench_parse [--libsvm FILE] [--csv FILE] [--reps R (1..%d)] [--threads 1,2] "
                     "[--only libsvm|csv]\n",
                     MAX_REPS);
             return 2;
@@ -177,14 +184,18 @@ int main(int argc, char **argv) {
     char *text;
     size_t len;
     if (!only || strcmp(only, "libsvm") == 0) {
-        if (libsvm_path) read_text(libsvm_path, &text, &len);
-        else make_libsvm(&text, &len);
+        if (libsvm_path)
+            read_text(libsvm_path, &text, &len);
+        else
+            make_libsvm(&text, &len);
         parse_text(libsvm_path ? libsvm_path : "gen-sparse.svm", text, len, 0, counts, n_counts, reps);
         free(text);
     }
     if (!only || strcmp(only, "csv") == 0) {
-        if (csv_path) read_text(csv_path, &text, &len);
-        else make_csv(&text, &len);
+        if (csv_path)
+            read_text(csv_path, &text, &len);
+        else
+            make_csv(&text, &len);
         parse_text(csv_path ? csv_path : "dense.csv", text, len, 1, counts, n_counts, reps);
         free(text);
     }

@@ -60,13 +60,13 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "bench/bench_support.h"  // defines: bench_now_s, bench_median
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "kernels/update.h"   // defines: sgd_update_cpu
-#include "net/ps_client.h"    // defines: ps_client_new, ps_client_push_frames, ps_client_push_commit, ps_client_pull
-#include "net/ps_server.h"    // defines: ps_server_new, ps_server_run, ps_config_t
-#include "net/ps_replica.h"   // defines: ps_replica_new, ps_replica_lead, ps_replica_join
-#include "net/wire.h"         // defines: wire_checksum, WIRE_HEADER_SIZE
+#include "bench/bench_support.h"
+#include "kernels/foundation/partition.h"
+#include "kernels/update.h"
+#include "net/ps_client.h"
+#include "net/ps_server.h"
+#include "net/ps_replica.h"
+#include "net/wire.h"
 
 #define RUN 0xbe9c500000000001ull
 #define MAX_LIST 8
@@ -87,16 +87,16 @@ typedef struct opts {
     int trials;  // each figure is the best of this many medians, trials interleaved across variants
     int io_threads;
     int profile;
-    int bsp;              // the BSP round rows
+    int bsp;  // the BSP round rows
     size_t bsp_workers;
     double compute_ms;
     int replicas;  // 2: also each shard as a primary and a backup (--server-replicas 2)
     size_t pipe_blocks;  // the pipelined design's range messages per push
-    long part_floats;    // ps_client_set_push_part (-1: the client's default)
-    int separate_pull;   // the PS round as push, then pull (not ps_client_push_commit_pull)
-    int announce;        // pushes announced (ps_client_push_announce): parts go out as they are written
-    int bsp_parts;       // BSP gradients announced too, so sent in parts as they are written
-    int only;            // ONLY_PS or ONLY_RAW: run that variant alone (for perf record); 0: both
+    long part_floats;  // ps_client_set_push_part (-1: the client's default)
+    int separate_pull;  // the PS round as push, then pull (not ps_client_push_commit_pull)
+    int announce;  // pushes announced (ps_client_push_announce): parts go out as they are written
+    int bsp_parts;  // BSP gradients announced too, so sent in parts as they are written
+    int only;  // ONLY_PS or ONLY_RAW: run that variant alone (for perf record); 0: both
     char state_dir[64];
 } opts_t;
 
@@ -121,9 +121,9 @@ static void die(const char *what, const char *detail) {
 // whole process's CPU time (every thread: client, servers, libzmq's I/O
 // threads) and minor page faults, which a busy shared machine disturbs less.
 typedef struct round_cost {
-    double sec;              // median wall time of a round
-    double user_s, sys_s;    // CPU seconds per round, all threads
-    double faults;           // minor page faults per round
+    double sec;  // median wall time of a round
+    double user_s, sys_s;  // CPU seconds per round, all threads
+    double faults;  // minor page faults per round
 } round_cost_t;
 
 typedef struct meter {
@@ -135,8 +135,10 @@ static void meter_start(meter_t *m) { getrusage(RUSAGE_SELF, &m->ru); }
 static void meter_stop(const meter_t *m, int rounds, double *times, round_cost_t *out) {
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
-    double u = (double)(ru.ru_utime.tv_sec - m->ru.ru_utime.tv_sec) + 1e-6 * (double)(ru.ru_utime.tv_usec - m->ru.ru_utime.tv_usec);
-    double k = (double)(ru.ru_stime.tv_sec - m->ru.ru_stime.tv_sec) + 1e-6 * (double)(ru.ru_stime.tv_usec - m->ru.ru_stime.tv_usec);
+    double u = (double)(ru.ru_utime.tv_sec - m->ru.ru_utime.tv_sec) +
+               1e-6 * (double)(ru.ru_utime.tv_usec - m->ru.ru_utime.tv_usec);
+    double k = (double)(ru.ru_stime.tv_sec - m->ru.ru_stime.tv_sec) +
+               1e-6 * (double)(ru.ru_stime.tv_usec - m->ru.ru_stime.tv_usec);
     out->user_s = u / rounds;
     out->sys_s = k / rounds;
     out->faults = (double)(ru.ru_minflt - m->ru.ru_minflt) / rounds;
@@ -155,13 +157,12 @@ static void keep_best(round_cost_t *best, const round_cost_t *c, int first) {
     if (c->faults < best->faults) best->faults = c->faults;
 }
 
-#define ZCHECK(expr)                                                                                     \
-    do {                                                                                                 \
-        if ((expr) < 0) {                                                                                \
-            fprintf(stderr, "bench_ps: %s failed at %s:%d: %s\n", #expr, __FILE__, __LINE__,              \
-                    zmq_strerror(errno));                                                                \
-            exit(1);                                                                                     \
-        }                                                                                                \
+#define ZCHECK(expr)                                                                                               \
+    do {                                                                                                           \
+        if ((expr) < 0) {                                                                                          \
+            fprintf(stderr, "bench_ps: %s failed at %s:%d: %s\n", #expr, __FILE__, __LINE__, zmq_strerror(errno)); \
+            exit(1);                                                                                               \
+        }                                                                                                          \
     } while (0)
 
 static void *new_ctx(int io_threads) {
@@ -221,8 +222,14 @@ static void *backup_thread_main(void *arg) {
 
 static ps_replica_t *bench_replica(void *ctx, const opts_t *o, size_t shard, size_t replica) {
     char err[ERR_LEN];
-    ps_replica_config_t rc = {.state_dir = o->state_dir, .shard = shard, .replica = replica, .run_id = RUN,
-                              .n_workers = 1, .ack_timeout_ms = TIMEOUT_MS, .join_timeout_ms = TIMEOUT_MS, .quiet = 1};
+    ps_replica_config_t rc = {.state_dir = o->state_dir,
+                              .shard = shard,
+                              .replica = replica,
+                              .run_id = RUN,
+                              .n_workers = 1,
+                              .ack_timeout_ms = TIMEOUT_MS,
+                              .join_timeout_ms = TIMEOUT_MS,
+                              .quiet = 1};
     ps_replica_t *r = ps_replica_new(ctx, &rc, err, sizeof err);
     if (!r) die("ps_replica_new", err);
     return r;
@@ -241,9 +248,16 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o, int repli
     for (size_t i = 0; i < n; i++) grad[i] = GRAD_VALUE;
     for (size_t k = 0; k < n_shards; k++) {
         // No memory guard: the bench's clients and echo peers share the process.
-        ps_config_t c = {.run_id = RUN, .shard = k, .n_shards = n_shards, .n_params = n, .n_workers = 1,
-                         .mode = SYNC_MODE_ASP, .optimizer = OPTIMIZER_KIND_SGD, .lr = 1.0f,
-                         .memory_allowance = SIZE_MAX, .quiet = 1};
+        ps_config_t c = {.run_id = RUN,
+                         .shard = k,
+                         .n_shards = n_shards,
+                         .n_params = n,
+                         .n_workers = 1,
+                         .mode = SYNC_MODE_ASP,
+                         .optimizer = OPTIMIZER_KIND_SGD,
+                         .lr = 1.0f,
+                         .memory_allowance = SIZE_MAX,
+                         .quiet = 1};
         size_t begin, end;
         shard_range(n, n_shards, k, &begin, &end);
         shard_thread_init(&th[k], &c, zeros + begin, o);
@@ -253,7 +267,8 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o, int repli
             if (ps_replica_lead(th[k].replica, th[k].server, err, sizeof err) != 0) die("ps_replica_lead", err);
             shard_thread_init(&bk[k], &c, zeros + begin, o);
             bk[k].replica = bench_replica(bk[k].ctx, o, k, 1);
-            if (pthread_create(&bk[k].thread, NULL, backup_thread_main, &bk[k]) != 0) die("pthread_create", strerror(errno));
+            if (pthread_create(&bk[k].thread, NULL, backup_thread_main, &bk[k]) != 0)
+                die("pthread_create", strerror(errno));
             if (ps_replica_await_backup(th[k].replica, th[k].server, err, sizeof err) != 0)
                 die("ps_replica_await_backup", err);
         }
@@ -332,16 +347,16 @@ static round_cost_t run_ps(size_t n, size_t n_shards, const opts_t *o, int repli
 // EMUL replays the PS's messages with the WORK_* steps that are switched on.
 typedef enum raw_kind {
     RAW_KIND_COPY,  // zmq_send / zmq_recv: one copy in, one copy out
-    RAW_KIND_ZC,    // zmq_msg_init_data sends, replies read in place
+    RAW_KIND_ZC,  // zmq_msg_init_data sends, replies read in place
     RAW_KIND_EMUL,  // PS messages: [header, payload] push, ack, [header] pull, [header, payload] params
     RAW_KIND_PIPE,  // a design not built: the push cut into --pipe-blocks range messages [header, payload],
-                    // each answered at once with its range's updated values [header, payload]
+    // each answered at once with its range's updated values [header, payload]
 } raw_kind_t;
 
-#define WORK_CSUM 0x1u          // a checksum over each payload by its sender and its receiver (4 per round)
-#define WORK_CLIENT_COPY 0x2u   // client fills a fresh push frame by memcpy, copies the params out
-#define WORK_SERVER_COPY 0x4u   // server copies its shard into a fresh reply frame
-#define WORK_UPDATE 0x8u        // server applies sgd_update_cpu with the pushed values
+#define WORK_CSUM 0x1u  // a checksum over each payload by its sender and its receiver (4 per round)
+#define WORK_CLIENT_COPY 0x2u  // client fills a fresh push frame by memcpy, copies the params out
+#define WORK_SERVER_COPY 0x4u  // server copies its shard into a fresh reply frame
+#define WORK_UPDATE 0x8u  // server applies sgd_update_cpu with the pushed values
 #define WORK_ALL (WORK_CSUM | WORK_CLIENT_COPY | WORK_SERVER_COPY | WORK_UPDATE)
 
 #define MAX_WORKERS 8
@@ -587,8 +602,10 @@ static round_cost_t run_raw(size_t n, size_t n_peers, raw_kind_t kind, unsigned 
             ZCHECK(recv_part(socks[k], &m));
             if (zmq_msg_size(&m) != bytes) die("echo of the wrong size", NULL);
             if (kind == RAW_KIND_EMUL && (work & WORK_CSUM)) keep(wire_checksum(zmq_msg_data(&m), bytes, 0));
-            if (kind == RAW_KIND_EMUL && (work & WORK_CLIENT_COPY)) memcpy(p, zmq_msg_data(&m), bytes);
-            else keep(((const uint8_t *)zmq_msg_data(&m))[bytes - 1]);  // read in place
+            if (kind == RAW_KIND_EMUL && (work & WORK_CLIENT_COPY))
+                memcpy(p, zmq_msg_data(&m), bytes);
+            else
+                keep(((const uint8_t *)zmq_msg_data(&m))[bytes - 1]);  // read in place
             zmq_msg_close(&m);
         }
         if (r >= o->warmup) t[r - o->warmup] = bench_now_s() - t0;
@@ -635,13 +652,13 @@ static long calibrate(double ms) {
 
 typedef struct bsp_worker {
     uint32_t id;
-    int raw;                    // compute + zmq_send/zmq_recv to echo peers, not the PS
+    int raw;  // compute + zmq_send/zmq_recv to echo peers, not the PS
     size_t n, n_shards;
     const char *const *endpoints;
     long iters;
     const opts_t *o;
-    double *t;                  // (rounds) each timed round
-    float last;                 // PS: a value of the last model pulled (every round applied: checked)
+    double *t;  // (rounds) each timed round
+    float last;  // PS: a value of the last model pulled (every round applied: checked)
     pthread_t thread;
 } bsp_worker_t;
 
@@ -696,7 +713,8 @@ static void *bsp_worker_main(void *arg) {
                 }
             }
             if (w->o->separate_pull) {
-                if (ps_client_push_commit(cl, (uint64_t)r, 1, 1, err, sizeof err) != 0) die("ps_client_push_commit", err);
+                if (ps_client_push_commit(cl, (uint64_t)r, 1, 1, err, sizeof err) != 0)
+                    die("ps_client_push_commit", err);
                 if (ps_client_pull(cl, (uint64_t)r + 1, out, NULL, err, sizeof err) != 0) die("ps_client_pull", err);
             } else if (ps_client_push_commit_pull(cl, (uint64_t)r, 1, 1, out, err, sizeof err) != 0) {
                 die("ps_client_push_commit_pull", err);
@@ -746,17 +764,30 @@ static double run_bsp(size_t n, size_t n_shards, long iters, int raw, const opts
             if (pthread_create(&e->thread, NULL, echo_main, e) != 0) die("pthread_create", strerror(errno));
             continue;
         }
-        ps_config_t c = {.run_id = RUN, .shard = k, .n_shards = n_shards, .n_params = n, .n_workers = nw,
-                         .mode = SYNC_MODE_BSP, .optimizer = OPTIMIZER_KIND_SGD, .lr = 1.0f,
-                         .memory_allowance = SIZE_MAX, .quiet = 1};  // no memory guard, as above
+        ps_config_t c = {.run_id = RUN,
+                         .shard = k,
+                         .n_shards = n_shards,
+                         .n_params = n,
+                         .n_workers = nw,
+                         .mode = SYNC_MODE_BSP,
+                         .optimizer = OPTIMIZER_KIND_SGD,
+                         .lr = 1.0f,
+                         .memory_allowance = SIZE_MAX,
+                         .quiet = 1};  // no memory guard, as above
         shard_thread_init(&th[k], &c, zeros + begin, o);
         endpoints[k] = ps_server_endpoint(th[k].server);
         if (pthread_create(&th[k].thread, NULL, ps_thread_main, &th[k]) != 0) die("pthread_create", strerror(errno));
     }
     bsp_worker_t w[MAX_WORKERS];
     for (size_t i = 0; i < nw; i++) {
-        w[i] = (bsp_worker_t){.id = (uint32_t)i, .raw = raw != 0, .n = n, .n_shards = n_shards, .endpoints = endpoints,
-                              .iters = iters, .o = o, .t = calloc((size_t)o->rounds, sizeof(double))};
+        w[i] = (bsp_worker_t){.id = (uint32_t)i,
+                              .raw = raw != 0,
+                              .n = n,
+                              .n_shards = n_shards,
+                              .endpoints = endpoints,
+                              .iters = iters,
+                              .o = o,
+                              .t = calloc((size_t)o->rounds, sizeof(double))};
         if (!w[i].t) die("out of memory", NULL);
         if (pthread_create(&w[i].thread, NULL, bsp_worker_main, &w[i]) != 0) die("pthread_create", strerror(errno));
     }
@@ -791,12 +822,13 @@ static double run_bsp(size_t n, size_t n_shards, long iters, int raw, const opts
 
 static void bsp_rows(const opts_t *o) {
     long iters = calibrate(o->compute_ms);
-    printf("\nBSP rounds: %zu workers, each computing %.1f ms (a calibrated busy loop: %ld dependent multiply-adds)\n"
-           "then pushing its gradient and pulling the round's model through BSP ps_servers; against the same\n"
-           "compute + the same bytes over raw zmq_send/zmq_recv echoes; worker 0's median round, best of %d trials.\n"
-           "raw with a barrier: the same, the echo answering once every worker's bytes are in (BSP's barrier,\n"
-           "no server work): what BSP costs by its semantics alone\n",
-           o->bsp_workers, o->compute_ms, iters, o->trials);
+    printf(
+        "\nBSP rounds: %zu workers, each computing %.1f ms (a calibrated busy loop: %ld dependent multiply-adds)\n"
+        "then pushing its gradient and pulling the round's model through BSP ps_servers; against the same\n"
+        "compute + the same bytes over raw zmq_send/zmq_recv echoes; worker 0's median round, best of %d trials.\n"
+        "raw with a barrier: the same, the echo answering once every worker's bytes are in (BSP's barrier,\n"
+        "no server work): what BSP costs by its semantics alone\n",
+        o->bsp_workers, o->compute_ms, iters, o->trials);
     printf("%-8s %6s %11s %15s %18s %10s %22s\n", "floats", "shards", "compute ms", "BSP round ms", "compute+raw ms",
            "BSP/raw", "raw with a barrier ms");
     for (size_t i = 0; i < o->n_sizes; i++) {
@@ -910,55 +942,90 @@ static void profile(size_t m, const opts_t *o) {
         c = run_raw(n, 1, RAW_KIND_PIPE, pipe_work, o);
         keep_best(&pipe, &c, t == 0);
     }
-    printf("\nwhere a round's time goes: %zuM floats (%zu MiB each way), 1 shard; per round: median wall ms, MB/s,\n"
-           "PS wall / this wall, CPU ms of the whole process (every thread, user and sys), minor page faults;\n"
-           "each the best of %d trials\n",
-           m, bytes >> 20, o->trials);
+    printf(
+        "\nwhere a round's time goes: %zuM floats (%zu MiB each way), 1 shard; per round: median wall ms, MB/s,\n"
+        "PS wall / this wall, CPU ms of the whole process (every thread, user and sys), minor page faults;\n"
+        "each the best of %d trials\n",
+        m, bytes >> 20, o->trials);
     printf("  %-50s %8s %7s %7s %8s %7s %8s\n", "variant", "wall ms", "MB/s", "PS/this", "user ms", "sys ms", "faults");
     print_cost("PS (announce, parts as written, values back)", &ps, 2 * bytes, &ps);
     print_cost("raw zmq_send/zmq_recv", &cp, 2 * bytes, &ps);
     print_cost("raw zero-copy", &zc, 2 * bytes, &ps);
-    printf("  the PS's messages over raw libzmq (push [header, payload], ack, pull [header],\n"
-           "  params [header, payload]) with the PS's work switched on and off:\n");
+    printf(
+        "  the PS's messages over raw libzmq (push [header, payload], ack, pull [header],\n"
+        "  params [header, payload]) with the PS's work switched on and off:\n");
     for (size_t i = 0; i < N_ROWS; i++) print_cost(rows[i].what, &emul[i], 2 * bytes, &ps);
     char what[96];
     snprintf(what, sizeof what, "  not built: the push in %zu ranges, each answered", o->pipe_blocks);
     printf("  a design not built, the PS's work but the server's copy, pipelined within the shard:\n");
     print_cost(what, &pipe, 2 * bytes, &ps);
     op_times_t op = time_ops(n, 15);
-    printf("  each step alone on %zu MiB (one thread, mapped buffers, fastest of 15): wire_checksum %.2f ms (%.1f GB/s),\n"
-           "  memcpy %.2f ms (%.1f GB/s), sgd_update_cpu %.2f ms, memcpy into a fresh zmq_msg_init_size buffer %.2f ms\n",
-           bytes >> 20, 1e3 * op.csum, bytes / op.csum / 1e9, 1e3 * op.copy, bytes / op.copy / 1e9, 1e3 * op.update,
-           1e3 * op.fresh);
-    printf("  a PS round adds in series to a zmq_send/zmq_recv echo: 4 checksums (push: client, server; params:\n"
-           "  server, client), the server's copy of its shard into a fresh reply, the update: %.2f ms at these speeds\n",
-           1e3 * (4 * op.csum + op.fresh + op.update));
+    printf(
+        "  each step alone on %zu MiB (one thread, mapped buffers, fastest of 15): wire_checksum %.2f ms (%.1f GB/s),\n"
+        "  memcpy %.2f ms (%.1f GB/s), sgd_update_cpu %.2f ms, memcpy into a fresh zmq_msg_init_size buffer %.2f ms\n",
+        bytes >> 20, 1e3 * op.csum, bytes / op.csum / 1e9, 1e3 * op.copy, bytes / op.copy / 1e9, 1e3 * op.update,
+        1e3 * op.fresh);
+    printf(
+        "  a PS round adds in series to a zmq_send/zmq_recv echo: 4 checksums (push: client, server; params:\n"
+        "  server, client), the server's copy of its shard into a fresh reply, the update: %.2f ms at these speeds\n",
+        1e3 * (4 * op.csum + op.fresh + op.update));
 }
 
 int main(int argc, char **argv) {
-    opts_t o = {.n_sizes = 2, .mfloats = {1, 4}, .n_shards = 2, .shards = {1, 2}, .warmup = 3, .rounds = 20,
-                .trials = 5, .io_threads = 1, .profile = 1, .bsp = 1, .bsp_workers = 2, .compute_ms = 5.0,
-                .replicas = 1, .pipe_blocks = 8, .part_floats = -1, .announce = 1};
+    opts_t o = {.n_sizes = 2,
+                .mfloats = {1, 4},
+                .n_shards = 2,
+                .shards = {1, 2},
+                .warmup = 3,
+                .rounds = 20,
+                .trials = 5,
+                .io_threads = 1,
+                .profile = 1,
+                .bsp = 1,
+                .bsp_workers = 2,
+                .compute_ms = 5.0,
+                .replicas = 1,
+                .pipe_blocks = 8,
+                .part_floats = -1,
+                .announce = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--sizes-m") == 0 && v) o.n_sizes = bench_parse_list("bench_ps", v, o.mfloats, MAX_LIST), i++;
-        else if (strcmp(a, "--shards") == 0 && v) o.n_shards = bench_parse_list("bench_ps", v, o.shards, MAX_LIST), i++;
-        else if (strcmp(a, "--warmup") == 0 && v) o.warmup = atoi(v), i++;
-        else if (strcmp(a, "--rounds") == 0 && v) o.rounds = atoi(v), i++;
-        else if (strcmp(a, "--trials") == 0 && v) o.trials = atoi(v), i++;
-        else if (strcmp(a, "--io-threads") == 0 && v) o.io_threads = atoi(v), i++;
-        else if (strcmp(a, "--no-profile") == 0) o.profile = 0;
-        else if (strcmp(a, "--replicas") == 0 && v) o.replicas = atoi(v), i++;
-        else if (strcmp(a, "--no-bsp") == 0) o.bsp = 0;
-        else if (strcmp(a, "--pipe-blocks") == 0 && v) o.pipe_blocks = strtoull(v, NULL, 10), i++;
-        else if (strcmp(a, "--part-floats") == 0 && v) o.part_floats = strtol(v, NULL, 10), i++;
-        else if (strcmp(a, "--separate-pull") == 0) o.separate_pull = 1;
-        else if (strcmp(a, "--no-announce") == 0) o.announce = 0;
-        else if (strcmp(a, "--bsp-parts") == 0) o.bsp_parts = 1;
-        else if (strcmp(a, "--only") == 0 && v && strcmp(v, "ps") == 0) o.only = ONLY_PS, i++;
-        else if (strcmp(a, "--only") == 0 && v && strcmp(v, "raw") == 0) o.only = ONLY_RAW, i++;
-        else if (strcmp(a, "--bsp-workers") == 0 && v) o.bsp_workers = (size_t)atoi(v), i++;
-        else if (strcmp(a, "--compute-ms") == 0 && v) o.compute_ms = atof(v), i++;
+        if (strcmp(a, "--sizes-m") == 0 && v)
+            o.n_sizes = bench_parse_list("bench_ps", v, o.mfloats, MAX_LIST), i++;
+        else if (strcmp(a, "--shards") == 0 && v)
+            o.n_shards = bench_parse_list("bench_ps", v, o.shards, MAX_LIST), i++;
+        else if (strcmp(a, "--warmup") == 0 && v)
+            o.warmup = atoi(v), i++;
+        else if (strcmp(a, "--rounds") == 0 && v)
+            o.rounds = atoi(v), i++;
+        else if (strcmp(a, "--trials") == 0 && v)
+            o.trials = atoi(v), i++;
+        else if (strcmp(a, "--io-threads") == 0 && v)
+            o.io_threads = atoi(v), i++;
+        else if (strcmp(a, "--no-profile") == 0)
+            o.profile = 0;
+        else if (strcmp(a, "--replicas") == 0 && v)
+            o.replicas = atoi(v), i++;
+        else if (strcmp(a, "--no-bsp") == 0)
+            o.bsp = 0;
+        else if (strcmp(a, "--pipe-blocks") == 0 && v)
+            o.pipe_blocks = strtoull(v, NULL, 10), i++;
+        else if (strcmp(a, "--part-floats") == 0 && v)
+            o.part_floats = strtol(v, NULL, 10), i++;
+        else if (strcmp(a, "--separate-pull") == 0)
+            o.separate_pull = 1;
+        else if (strcmp(a, "--no-announce") == 0)
+            o.announce = 0;
+        else if (strcmp(a, "--bsp-parts") == 0)
+            o.bsp_parts = 1;
+        else if (strcmp(a, "--only") == 0 && v && strcmp(v, "ps") == 0)
+            o.only = ONLY_PS, i++;
+        else if (strcmp(a, "--only") == 0 && v && strcmp(v, "raw") == 0)
+            o.only = ONLY_RAW, i++;
+        else if (strcmp(a, "--bsp-workers") == 0 && v)
+            o.bsp_workers = (size_t)atoi(v), i++;
+        else if (strcmp(a, "--compute-ms") == 0 && v)
+            o.compute_ms = atof(v), i++;
         else {
             fprintf(stderr,
                     "usage: bench_ps [--sizes-m 1,4] [--shards 1,2] [--warmup 3] [--rounds 20] [--trials 5] "
@@ -980,14 +1047,16 @@ int main(int argc, char **argv) {
         if (o.shards[s] > MAX_SHARDS) die("at most 8 shards", NULL);
     int major, minor, patch;
     zmq_version(&major, &minor, &patch);
-    printf("bench_ps | libzmq %d.%d.%d, %d I/O thread(s) per context | %ld CPUs | tcp://127.0.0.1 | best of %d trials,\n"
-           "each the median of %d rounds after %d warm-ups, trials interleaved across variants\n",
-           major, minor, patch, o.io_threads, sysconf(_SC_NPROCESSORS_ONLN), o.trials, o.rounds, o.warmup);
-    printf("a round moves the whole model both ways (PS: dense push + pull; raw: send + echo), one request\n"
-           "outstanding per shard; MB/s = (bytes sent + bytes received) / round time, MB = 10^6 bytes;\n"
-           "1M floats = 2^20 floats = 4 MiB each way\n\n");
-    printf("%-8s %6s %10s %10s %14s %10s %10s\n", "floats", "shards", "PS MB/s", "raw MB/s", "raw ZC MB/s",
-           "PS/raw", "PS/raw ZC");
+    printf(
+        "bench_ps | libzmq %d.%d.%d, %d I/O thread(s) per context | %ld CPUs | tcp://127.0.0.1 | best of %d trials,\n"
+        "each the median of %d rounds after %d warm-ups, trials interleaved across variants\n",
+        major, minor, patch, o.io_threads, sysconf(_SC_NPROCESSORS_ONLN), o.trials, o.rounds, o.warmup);
+    printf(
+        "a round moves the whole model both ways (PS: dense push + pull; raw: send + echo), one request\n"
+        "outstanding per shard; MB/s = (bytes sent + bytes received) / round time, MB = 10^6 bytes;\n"
+        "1M floats = 2^20 floats = 4 MiB each way\n\n");
+    printf("%-8s %6s %10s %10s %14s %10s %10s\n", "floats", "shards", "PS MB/s", "raw MB/s", "raw ZC MB/s", "PS/raw",
+           "PS/raw ZC");
     for (size_t i = 0; i < o.n_sizes; i++) {
         size_t n = o.mfloats[i] << 20, bytes = 2 * n * sizeof(float);
         for (size_t s = 0; s < o.n_shards; s++) {
@@ -1013,8 +1082,9 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
     }
-    printf("raw = zmq_send/zmq_recv (copies in and out); raw ZC = zero-copy sends (zmq_msg_init_data), replies read\n"
-           "in place; target PS/raw >= 0.9\n");
+    printf(
+        "raw = zmq_send/zmq_recv (copies in and out); raw ZC = zero-copy sends (zmq_msg_init_data), replies read\n"
+        "in place; target PS/raw >= 0.9\n");
     if (o.bsp) bsp_rows(&o);
     if (o.profile)
         for (size_t i = 0; i < o.n_sizes; i++) profile(o.mfloats[i], &o);

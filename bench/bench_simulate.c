@@ -21,12 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bench/bench_support.h"    // defines: bench_median
-#include "engine/core/trainer.h"    // defines: train_fresh
-#include "engine/data/data_source.h"  // defines: data_bundle_load
-#include "engine/sim/simulate.h"    // defines: simulate_fresh
-#include "kernels/foundation/rng.h"            // defines: rng_seed, rng_uniform, rng_normal, rng_below
-#include "staleness/delay_model.h"  // defines: delay_model_parse
+#include "bench/bench_support.h"
+#include "engine/core/trainer.h"
+#include "engine/data/data_source.h"
+#include "engine/sim/simulate.h"
+#include "kernels/foundation/rng.h"
+#include "staleness/delay_model.h"
 
 #define MAX_REPS 15
 
@@ -40,7 +40,7 @@ static const sim_case_t cases[] = {
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 static const char *only_delay;  // --delay: time just this case
-static int alone;               // --alone: no trainer runs (or only them, without --delay)
+static int alone;  // --alone: no trainer runs (or only them, without --delay)
 
 typedef struct problem {
     const char *name;
@@ -119,9 +119,11 @@ static void bench_problem(const problem_t *p, int reps) {
     for (size_t k = 0; k < N_CASES; k++) {
         if ((only_delay && strcmp(only_delay, cases[k].delay)) || (alone && !only_delay)) continue;
         char label[64];
-        if (cases[k].workers) snprintf(label, sizeof label, "--delay %s (%llu workers)", cases[k].delay,
-                                       (unsigned long long)cases[k].workers);
-        else snprintf(label, sizeof label, "--delay %s", cases[k].delay);
+        if (cases[k].workers)
+            snprintf(label, sizeof label, "--delay %s (%llu workers)", cases[k].delay,
+                     (unsigned long long)cases[k].workers);
+        else
+            snprintf(label, sizeof label, "--delay %s", cases[k].delay);
         double s = bench_median(sim[k], reps);
         printf("  %-40s %14.0f %10.3f %12.3f %10.4f\n", label, s, s / t, bench_median(ratio[k], reps), sim_loss[k]);
     }
@@ -153,7 +155,8 @@ static int make_clusters(dense_dataset_t *d, size_t n, size_t dim, size_t classe
 }
 
 static void usage(void) {
-    fprintf(stderr, "usage: bench_simulate [--reps R (1..%d)] [--epochs E] [--only sparse|mlp] [--delay SPEC] [--alone]\n",
+    fprintf(stderr,
+            "usage: bench_simulate [--reps R (1..%d)] [--epochs E] [--only sparse|mlp] [--delay SPEC] [--alone]\n",
             MAX_REPS);
     exit(2);
 }
@@ -163,12 +166,18 @@ int main(int argc, char **argv) {
     size_t epochs = 0;
     const char *only = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--epochs") && i + 1 < argc) epochs = (size_t)atol(argv[++i]);
-        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
-        else if (!strcmp(argv[i], "--delay") && i + 1 < argc) only_delay = argv[++i];
-        else if (!strcmp(argv[i], "--alone")) alone = 1;
-        else usage();
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc)
+            reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--epochs") && i + 1 < argc)
+            epochs = (size_t)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc)
+            only = argv[++i];
+        else if (!strcmp(argv[i], "--delay") && i + 1 < argc)
+            only_delay = argv[++i];
+        else if (!strcmp(argv[i], "--alone"))
+            alone = 1;
+        else
+            usage();
     }
     if (reps < 1 || reps > MAX_REPS || (only && strcmp(only, "sparse") && strcmp(only, "mlp"))) usage();
     int known = !only_delay;
@@ -183,7 +192,8 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_simulate: %s\n", err);
             return 1;
         }
-        model_t *m = model_new_linear(LINEAR_LOSS_LOGISTIC, &data.sparse_train, &data.sparse_test, 0.0, err, sizeof err);
+        model_t *m =
+            model_new_linear(LINEAR_LOSS_LOGISTIC, &data.sparse_train, &data.sparse_test, 0.0, err, sizeof err);
         if (!m) {
             fprintf(stderr, "bench_simulate: %s\n", err);
             return 1;

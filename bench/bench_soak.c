@@ -31,10 +31,10 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "bench/bench_support.h"  // defines: bench_now_s, bench_median
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "net/ps_client.h"        // defines: ps_client_new, ps_client_push_frames, ps_client_push_commit
-#include "net/ps_server.h"        // defines: ps_server_new, ps_server_run, ps_server_stats
+#include "bench/bench_support.h"
+#include "kernels/foundation/partition.h"
+#include "net/ps_client.h"
+#include "net/ps_server.h"
 
 #define RUN 0x50a50a50a50a0001ull
 #define MAX_SHARDS 16
@@ -71,8 +71,8 @@ typedef struct worker {
     uint32_t id;
     double deadline;
     _Atomic uint64_t *pushed;  // pushes acknowledged, all workers (for the per-second rate)
-    uint64_t pushes;           // pushes this worker made (each to every shard), all acknowledged
-    uint64_t acked;            // push messages acknowledged (one per shard per push)
+    uint64_t pushes;  // pushes this worker made (each to every shard), all acknowledged
+    uint64_t acked;  // push messages acknowledged (one per shard per push)
     uint64_t retries;
     uint64_t hist[LAT_BINS];
     double max_latency_s;
@@ -106,8 +106,8 @@ static double bin_upper_s(size_t bin) {
 static void *work(void *arg) {
     worker_t *w = arg;
     const opts_t *o = w->o;
-    ps_client_t *c = ps_client_new(w->ctx, RUN, w->id, w->endpoints, o->shards, o->params, 0, 60000, w->err,
-                                   sizeof w->err);
+    ps_client_t *c =
+        ps_client_new(w->ctx, RUN, w->id, w->endpoints, o->shards, o->params, 0, 60000, w->err, sizeof w->err);
     if (!c) {
         w->failed = 1;
         return NULL;
@@ -171,11 +171,16 @@ int main(int argc, char **argv) {
             fprintf(stderr, "bench_soak: %s needs a value (usage: see the top of bench/bench_soak.c)\n", a);
             return 2;
         }
-        if (strcmp(a, "--workers") == 0) o.workers = parse_size(a, v, 1, MAX_WORKERS);
-        else if (strcmp(a, "--shards") == 0) o.shards = parse_size(a, v, 1, MAX_SHARDS);
-        else if (strcmp(a, "--params") == 0) o.params = parse_size(a, v, 1, 1u << 28);
-        else if (strcmp(a, "--seconds") == 0) o.seconds = parse_size(a, v, 3, MAX_SECONDS);
-        else if (strcmp(a, "--io-threads") == 0) o.io_threads = (int)parse_size(a, v, 1, 64);
+        if (strcmp(a, "--workers") == 0)
+            o.workers = parse_size(a, v, 1, MAX_WORKERS);
+        else if (strcmp(a, "--shards") == 0)
+            o.shards = parse_size(a, v, 1, MAX_SHARDS);
+        else if (strcmp(a, "--params") == 0)
+            o.params = parse_size(a, v, 1, 1u << 28);
+        else if (strcmp(a, "--seconds") == 0)
+            o.seconds = parse_size(a, v, 3, MAX_SECONDS);
+        else if (strcmp(a, "--io-threads") == 0)
+            o.io_threads = (int)parse_size(a, v, 1, 64);
         else {
             fprintf(stderr, "bench_soak: unknown flag %s\n", a);
             return 2;
@@ -308,9 +313,10 @@ int main(int argc, char **argv) {
     double rss_peak = 0;
     for (size_t i = 0; i <= n_samples; i++)
         if (rss[i] > rss_peak) rss_peak = rss[i];
-    printf("bench_soak: %zu workers -> %zu shards, dense pushes of %zu floats (%.0f KiB per push, all shards), %zu s, "
-           "%ld CPUs\n",
-           o.workers, o.shards, o.params, (double)o.params * 4 / 1024, o.seconds, sysconf(_SC_NPROCESSORS_ONLN));
+    printf(
+        "bench_soak: %zu workers -> %zu shards, dense pushes of %zu floats (%.0f KiB per push, all shards), %zu s, "
+        "%ld CPUs\n",
+        o.workers, o.shards, o.params, (double)o.params * 4 / 1024, o.seconds, sysconf(_SC_NPROCESSORS_ONLN));
     printf("\n%-34s %14s\n", "figure", "value");
     printf("%-34s %14llu\n", "pushes acknowledged (all workers)", (unsigned long long)pushes);
     printf("%-34s %14.0f\n", "pushes/s, median 1-s window", rmed);

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/csv_cells.h"    // defines: csv_split, csv_delimiter
-#include "datasets/label_dict.h"   // defines: label_dict_t, label_dict_id, label_dict_classes
-#include "datasets/text_blocks.h"  // defines: text_blocks_run
-#include "datasets/text_decimal.h" // defines: text_decimal_fast, text_decimal_float, text_strtof
-#include "datasets/text_io.h"      // defines: text_reader_*, text_parse_double
-#include "datasets/text_span.h"    // defines: text_span_until
+#include "datasets/csv_cells.h"
+#include "datasets/label_dict.h"
+#include "datasets/text_blocks.h"
+#include "datasets/text_decimal.h"
+#include "datasets/text_io.h"
+#include "datasets/text_span.h"
 
 #define FLOAT_ROUNDS_FINITE_BELOW 0x1.ffffffp+127  // as libsvm.c: FLT_MAX and half an ulp
 #define MAX_COLUMNS ((size_t)1 << 24)
@@ -26,28 +26,28 @@ typedef struct csv_read {
     char delim;
     size_t ncols, label_col;
     int have_header;
-    int string_labels;        // labels are strings (label_dict ids, or with given classes their classes)
-    char *names;              // the header's names, NUL-separated (have_header)
-    size_t *name_at;          // (ncols) each name's offset in names
-    const char **given;       // (o->k) the given classes' names (o->label_text), for lookups
-    size_t *row_ptr;          // (rows + 1)
-    int32_t *cls;             // (rows) labels, or classes (given classes), or dict ids (string labels)
-    uint32_t *col;            // (nnz)
-    float *val;               // (nnz)
+    int string_labels;  // labels are strings (label_dict ids, or with given classes their classes)
+    char *names;  // the header's names, NUL-separated (have_header)
+    size_t *name_at;  // (ncols) each name's offset in names
+    const char **given;  // (o->k) the given classes' names (o->label_text), for lookups
+    size_t *row_ptr;  // (rows + 1)
+    int32_t *cls;  // (rows) labels, or classes (given classes), or dict ids (string labels)
+    uint32_t *col;  // (nnz)
+    float *val;  // (nnz)
     size_t rows, row_cap, nnz, nnz_cap;
-    label_dict_t dict;        // string labels, in order of first appearance
-    int32_t *to_dict;         // (to_dict_cap) a part's label ids to dict's, while it joins
+    label_dict_t dict;  // string labels, in order of first appearance
+    int32_t *to_dict;  // (to_dict_cap) a part's label ids to dict's, while it joins
     size_t to_dict_cap;
 } csv_read_t;
 
 // One block's examples, reused block after block.
 typedef struct csv_part {
-    size_t *row_end;          // (rows) the part's non-zeros up to each row's end
-    int32_t *cls;             // (rows) as csv_read_t's, string labels as ids of dict
-    uint32_t *col;            // (nnz)
-    float *val;               // (nnz)
+    size_t *row_end;  // (rows) the part's non-zeros up to each row's end
+    int32_t *cls;  // (rows) as csv_read_t's, string labels as ids of dict
+    uint32_t *col;  // (nnz)
+    float *val;  // (nnz)
     size_t rows, row_cap, nnz, nnz_cap;
-    label_dict_t dict;        // the block's string labels
+    label_dict_t dict;  // the block's string labels
     csv_splitter_t split;
     // The error, when one is found: where and what.
     const char *at;
@@ -95,15 +95,15 @@ static void show_cell(const csv_cell_t *c, char out[48]) {
     out[k] = '\0';
 }
 
-#define FAIL_CELL(c, s, k, ...)                                               \
-    do {                                                                      \
-        char name_[80];                                                       \
-        char msg_[300];                                                       \
-        column_name((c), (k), name_, sizeof name_);                           \
-        snprintf(msg_, sizeof msg_, __VA_ARGS__);                             \
-        snprintf((s)->what, sizeof (s)->what, "%s: %s", name_, msg_);         \
-        (s)->at = (s)->split.cells[k].at;                                     \
-        return -1;                                                            \
+#define FAIL_CELL(c, s, k, ...)                                      \
+    do {                                                             \
+        char name_[80];                                              \
+        char msg_[300];                                              \
+        column_name((c), (k), name_, sizeof name_);                  \
+        snprintf(msg_, sizeof msg_, __VA_ARGS__);                    \
+        snprintf((s)->what, sizeof(s)->what, "%s: %s", name_, msg_); \
+        (s)->at = (s)->split.cells[k].at;                            \
+        return -1;                                                   \
     } while (0)
 
 // ---- the first lines: columns, header, label column, the labels' kind ----
@@ -134,13 +134,16 @@ static int find_label_column(csv_read_t *c, size_t line, text_block_error_t *e) 
     } else if (strspn(lc, "0123456789") == strlen(lc)) {
         c->label_col = strlen(lc) > 9 ? n : (size_t)strtoul(lc, NULL, 10);
         if (c->label_col >= n) {
-            snprintf(e->what, sizeof e->what, "--label-column %s: %s has %zu columns (0 to %zu)", lc, c->name, n, n - 1);
+            snprintf(e->what, sizeof e->what, "--label-column %s: %s has %zu columns (0 to %zu)", lc, c->name, n,
+                     n - 1);
             return -1;
         }
     } else {
         if (!c->have_header) {
-            snprintf(e->what, sizeof e->what, "--label-column %s: %s has no header line to find the name in (give "
-                     "the column's position from 0, or --csv-header)", lc, c->name);
+            snprintf(e->what, sizeof e->what,
+                     "--label-column %s: %s has no header line to find the name in (give "
+                     "the column's position from 0, or --csv-header)",
+                     lc, c->name);
             return -1;
         }
         size_t k = 0;
@@ -230,8 +233,11 @@ static int prepare(void *ctx, const text_block_t *b, int at_end, size_t *used, s
     }
     if (n < 0 || (size_t)n > MAX_COLUMNS) {
         e->whole = 1;
-        if (n < 0) snprintf(e->what, sizeof e->what, "%s: out of memory for the first line's cells", c->name);
-        else snprintf(e->what, sizeof e->what, "%s: more than %zu columns; at most %zu are read", c->name, MAX_COLUMNS, MAX_COLUMNS);
+        if (n < 0)
+            snprintf(e->what, sizeof e->what, "%s: out of memory for the first line's cells", c->name);
+        else
+            snprintf(e->what, sizeof e->what, "%s: more than %zu columns; at most %zu are read", c->name, MAX_COLUMNS,
+                     MAX_COLUMNS);
         goto out;
     }
     int header = header_verdict(c, &s, (size_t)n);
@@ -256,13 +262,16 @@ static int prepare(void *ctx, const text_block_t *b, int at_end, size_t *used, s
         goto out;
     }
     if (c->ncols < 2) {
-        snprintf(e->what, sizeof e->what, "one column: a label and at least one feature are needed (cells separated "
+        snprintf(e->what, sizeof e->what,
+                 "one column: a label and at least one feature are needed (cells separated "
                  "by commas or tabs)");
         goto out;
     }
     if (find_label_column(c, line, e) != 0) goto out;
-    if (c->o->labels) c->string_labels = c->o->label_text != NULL;
-    else c->string_labels = data && label_is_number(&s, data, c->delim, c->label_col) == 0;
+    if (c->o->labels)
+        c->string_labels = c->o->label_text != NULL;
+    else
+        c->string_labels = data && label_is_number(&s, data, c->delim, c->label_col) == 0;
     if (c->o->labels && c->string_labels) {
         if (!(c->given = malloc((c->o->k ? c->o->k : 1) * sizeof *c->given))) {
             e->whole = 1;
@@ -317,8 +326,10 @@ static int32_t given_class(const csv_read_t *c, const char *s, size_t len) {
         size_t mid = lo + (hi - lo) / 2;
         int cmp = strncmp(c->given[mid], s, len);
         if (cmp == 0 && c->given[mid][len] != '\0') cmp = 1;
-        if (cmp < 0) lo = mid + 1;
-        else hi = mid;
+        if (cmp < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     if (lo < c->o->k && strncmp(c->given[lo], s, len) == 0 && c->given[lo][len] == '\0') return (int32_t)lo;
     return -1;
@@ -340,7 +351,8 @@ static int careful_label(const csv_read_t *c, csv_part_t *s, size_t k) {
         if (cell->len == 0) FAIL_CELL(c, s, k, "empty cell (expected a label)");
         if (cell->len > DATASET_MAX_LABEL_BYTES) {
             show_cell(cell, shown);
-            FAIL_CELL(c, s, k, "label '%s' of %zu bytes; at most %d are read", shown, cell->len, DATASET_MAX_LABEL_BYTES);
+            FAIL_CELL(c, s, k, "label '%s' of %zu bytes; at most %d are read", shown, cell->len,
+                      DATASET_MAX_LABEL_BYTES);
         }
         int32_t id = string_label(c, s, cell->text, cell->len);
         if (id == -2) FAIL_CELL(c, s, k, "out of memory for the labels");
@@ -395,8 +407,10 @@ static int careful_line(const csv_read_t *c, csv_part_t *s, const char *p, const
     }
     if ((size_t)n != c->ncols) {
         s->at = (size_t)n > c->ncols ? s->split.cells[c->ncols - 1].at_end : *end;
-        if ((size_t)n > c->ncols) snprintf(s->what, sizeof s->what, "more than %zu cells (the first line has %zu)", c->ncols, c->ncols);
-        else snprintf(s->what, sizeof s->what, "%ld cells; the first line has %zu", n, c->ncols);
+        if ((size_t)n > c->ncols)
+            snprintf(s->what, sizeof s->what, "more than %zu cells (the first line has %zu)", c->ncols, c->ncols);
+        else
+            snprintf(s->what, sizeof s->what, "%ld cells; the first line has %zu", n, c->ncols);
         return -1;
     }
     char shown[48];
@@ -436,7 +450,8 @@ static int careful_line(const csv_read_t *c, csv_part_t *s, const char *p, const
 // of the file's kind). 1 when read (the row's label stored, its values
 // appended), 0 when the careful path must read it (the values appended so far
 // are dropped by the caller).
-__attribute__((always_inline)) static inline int fast_line(const csv_read_t *c, csv_part_t *s, const char *p, const char **end) {
+__attribute__((always_inline)) static inline int fast_line(const csv_read_t *c, csv_part_t *s, const char *p,
+                                                           const char **end) {
     const char delim = c->delim;
     uint32_t *col = s->col;
     float *val = s->val;
@@ -572,8 +587,10 @@ static int fold_labels(csv_read_t *c, const csv_part_t *s, char *err, size_t err
     if (c->dict.count > DATASET_MAX_CLASSES) {
         char shown[160];
         dataset_label_names_text(c->dict.text, c->dict.count, shown, sizeof shown);
-        snprintf(err, err_len, "%s: more than %d distinct labels (%s); at most %d classes are read (labels are "
-                 "classes, not values to regress on)", c->name, DATASET_MAX_CLASSES, shown, DATASET_MAX_CLASSES);
+        snprintf(err, err_len,
+                 "%s: more than %d distinct labels (%s); at most %d classes are read (labels are "
+                 "classes, not values to regress on)",
+                 c->name, DATASET_MAX_CLASSES, shown, DATASET_MAX_CLASSES);
         return -1;
     }
     return 0;
@@ -664,8 +681,7 @@ static int classes_of(csv_read_t *c, int32_t **labels, char **label_text, size_t
     return 0;
 }
 
-static int parse_all(text_reader_t *reader, const csv_options_t *o, sparse_dataset_t *out, char *err,
-                     size_t err_len) {
+static int parse_all(text_reader_t *reader, const csv_options_t *o, sparse_dataset_t *out, char *err, size_t err_len) {
     csv_read_t c;
     memset(&c, 0, sizeof c);
     char name[512];
@@ -689,8 +705,16 @@ static int parse_all(text_reader_t *reader, const csv_options_t *o, sparse_datas
         read_free(&c);
         return -1;
     }
-    *out = (sparse_dataset_t){.n = c.rows, .dim = c.ncols - 1, .nnz = c.nnz, .row_ptr = c.row_ptr, .col = c.col,
-                              .val = c.val, .cls = c.cls, .labels = labels, .label_text = label_text, .n_classes = k};
+    *out = (sparse_dataset_t){.n = c.rows,
+                              .dim = c.ncols - 1,
+                              .nnz = c.nnz,
+                              .row_ptr = c.row_ptr,
+                              .col = c.col,
+                              .val = c.val,
+                              .cls = c.cls,
+                              .labels = labels,
+                              .label_text = label_text,
+                              .n_classes = k};
     c.row_ptr = NULL, c.col = NULL, c.val = NULL, c.cls = NULL;
     read_free(&c);
     return sparse_dataset_adopt(out, name, err, err_len);
@@ -703,8 +727,8 @@ int csv_load(const char *path, const csv_options_t *o, sparse_dataset_t *out, ch
     return parse_all(&reader, o, out, err, err_len);
 }
 
-int csv_parse(const char *name, const char *text, size_t len, const csv_options_t *o, sparse_dataset_t *out,
-              char *err, size_t err_len) {
+int csv_parse(const char *name, const char *text, size_t len, const csv_options_t *o, sparse_dataset_t *out, char *err,
+              size_t err_len) {
     sparse_dataset_init(out);
     text_reader_t reader;
     if (text_reader_open_memory(&reader, name, text, len, err, err_len) != 0) return -1;

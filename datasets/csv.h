@@ -38,20 +38,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/dataset.h"  // defines: sparse_dataset_t
+#include "datasets/dataset.h"
 
 typedef struct csv_options {
     const char *label_column;  // NULL: the first; digits: a position from 0; else a header name
-    int header;                // 1: the first line is a header; 0: detected
-    const int32_t *labels;     // non-NULL: read with these classes (a training set's, ascending, k of them);
-    size_t k;                  //   a label not among them is an error at its line
-    const char *label_text;    // with labels: their names (string labels, as a set's label_text), or NULL
+    int header;  // 1: the first line is a header; 0: detected
+    const int32_t *labels;  // non-NULL: read with these classes (a training set's, ascending, k of them);
+    size_t k;  //   a label not among them is an error at its line
+    const char *label_text;  // with labels: their names (string labels, as a set's label_text), or NULL
 } csv_options_t;
 
 int csv_load(const char *path, const csv_options_t *o, sparse_dataset_t *out, char *err, size_t err_len);
 
 // csv_load over len bytes in memory; name stands for the path in messages.
-int csv_parse(const char *name, const char *text, size_t len, const csv_options_t *o, sparse_dataset_t *out,
-              char *err, size_t err_len);
+int csv_parse(const char *name, const char *text, size_t len, const csv_options_t *o, sparse_dataset_t *out, char *err,
+              size_t err_len);
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/text_io.h"  // defines: text_show_char
+#include "datasets/text_io.h"
 
 void csv_splitter_free(csv_splitter_t *s) {
     free(s->cells);
@@ -16,9 +16,12 @@ void csv_splitter_free(csv_splitter_t *s) {
 char csv_delimiter(const char *line) {
     int quoted = 0, tab = 0;
     for (const char *q = line; *q != '\n' && *q != '\0'; q++) {
-        if (*q == '"') quoted = !quoted;
-        else if (!quoted && *q == ',') return ',';
-        else if (!quoted && *q == '\t') tab = 1;
+        if (*q == '"')
+            quoted = !quoted;
+        else if (!quoted && *q == ',')
+            return ',';
+        else if (!quoted && *q == '\t')
+            tab = 1;
     }
     return tab ? '\t' : ',';
 }
@@ -66,7 +69,8 @@ static char *unquote(const char **p, char *out, const char **bad, char *why, siz
             return out;
         } else if (*q == '\n' || *q == '\0') {
             *bad = *p;
-            snprintf(why, why_len, "a quoted cell opens here and is not closed on its line (expected a closing '\"'; "
+            snprintf(why, why_len,
+                     "a quoted cell opens here and is not closed on its line (expected a closing '\"'; "
                      "newlines inside quotes are not read)");
             return NULL;
         } else {
@@ -75,8 +79,8 @@ static char *unquote(const char **p, char *out, const char **bad, char *why, siz
     }
 }
 
-long csv_split(csv_splitter_t *s, const char *p, char delim, size_t max, const char **end, const char **bad,
-               char *why, size_t why_len) {
+long csv_split(csv_splitter_t *s, const char *p, char delim, size_t max, const char **end, const char **bad, char *why,
+               size_t why_len) {
     if (text_room(s, strcspn(p, "\n")) != 0) return -2;
     char *out = s->scratch;
     size_t n = 0;

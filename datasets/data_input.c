@@ -29,24 +29,24 @@ static const char *const format_names[] = {"plain", "gzip", "xz", "zstd"};
 
 struct data_input {
     const char *name;
-    int fd;                 // -1: bytes in memory
-    int owns_fd;            // 0 for stdin, which stays open
-    uint8_t *buf;           // a file's read buffer (CHUNK)
-    const uint8_t *next;    // input not yet consumed: avail bytes
+    int fd;  // -1: bytes in memory
+    int owns_fd;  // 0 for stdin, which stays open
+    uint8_t *buf;  // a file's read buffer (CHUNK)
+    const uint8_t *next;  // input not yet consumed: avail bytes
     size_t avail;
-    uint64_t offset;        // where next[0] is in the file
-    int source_done;        // nothing follows next[avail]
+    uint64_t offset;  // where next[0] is in the file
+    int source_done;  // nothing follows next[avail]
     input_format_t format;
-    int capped;             // the cap applies: compressed, or plain from a pipe or stdin
-    int in_member;          // inside a gzip member, an xz stream, a zstd frame
-    uint64_t members;       // gzip members started
-    uint64_t part_start;    // where the xz stream or zstd frame being read starts
+    int capped;  // the cap applies: compressed, or plain from a pipe or stdin
+    int in_member;  // inside a gzip member, an xz stream, a zstd frame
+    uint64_t members;  // gzip members started
+    uint64_t part_start;  // where the xz stream or zstd frame being read starts
     z_stream zs;
     int zs_ready;
     lzma_stream xz;
     int xz_ready;
     ZSTD_DCtx *zstd;
-    uint64_t inflated;      // bytes produced so far
+    uint64_t inflated;  // bytes produced so far
     uint64_t max_inflated;
 };
 
@@ -126,9 +126,14 @@ static int starts_with(const uint8_t *p, size_t n, const char *bytes, size_t len
 
 static input_format_t format_of(const uint8_t *p, size_t n) {
     if (starts_with(p, n, "\x1f\x8b", 2)) return INPUT_FORMAT_GZIP;
-    if (starts_with(p, n, "\xfd" "7zXZ\x00", 6)) return INPUT_FORMAT_XZ;
+    if (starts_with(p, n,
+                    "\xfd"
+                    "7zXZ\x00",
+                    6))
+        return INPUT_FORMAT_XZ;
     // A zstd frame, or a skippable frame (magic 0x184D2A50..5F, little-endian).
-    if (starts_with(p, n, "\x28\xb5\x2f\xfd", 4) || (n >= 4 && (p[0] & 0xf0) == 0x50 && starts_with(p + 1, n - 1, "\x2a\x4d\x18", 3)))
+    if (starts_with(p, n, "\x28\xb5\x2f\xfd", 4) ||
+        (n >= 4 && (p[0] & 0xf0) == 0x50 && starts_with(p + 1, n - 1, "\x2a\x4d\x18", 3)))
         return INPUT_FORMAT_ZSTD;
     return INPUT_FORMAT_PLAIN;
 }
@@ -136,11 +141,14 @@ static input_format_t format_of(const uint8_t *p, size_t n) {
 // "42 5a 68 ('BZh')": the first bytes, for a refusal.
 static void show_start(const uint8_t *p, size_t n, char *out, size_t out_len) {
     size_t at = 0, k = n < 6 ? n : 6;
-    for (size_t i = 0; i < k && at < out_len; i++) at += (size_t)snprintf(out + at, out_len - at, "%s%02x", i ? " " : "", p[i]);
+    for (size_t i = 0; i < k && at < out_len; i++)
+        at += (size_t)snprintf(out + at, out_len - at, "%s%02x", i ? " " : "", p[i]);
     if (at < out_len) at += (size_t)snprintf(out + at, out_len - at, " '");
     for (size_t i = 0; i < k && at + 1 < out_len; i++) out[at++] = p[i] >= 0x20 && p[i] < 0x7f ? (char)p[i] : '?';
-    if (at + 2 < out_len) out[at++] = '\'', out[at] = '\0';
-    else if (out_len) out[out_len - 1] = '\0';
+    if (at + 2 < out_len)
+        out[at++] = '\'', out[at] = '\0';
+    else if (out_len)
+        out[out_len - 1] = '\0';
 }
 
 static int refuse_unread_formats(const data_input_t *in, char *err, size_t err_len) {
@@ -148,8 +156,10 @@ static int refuse_unread_formats(const data_input_t *in, char *err, size_t err_l
         if (!starts_with(in->next, in->avail, refused[i].bytes, refused[i].len)) continue;
         char shown[64];
         show_start(in->next, in->avail, shown, sizeof shown);
-        snprintf(err, err_len, "%s: is %s (it starts with %s); asgd reads plain text and gzip, xz or zstd data: "
-                 "decompress it first (%s)", in->name, refused[i].what, shown, refused[i].tool);
+        snprintf(err, err_len,
+                 "%s: is %s (it starts with %s); asgd reads plain text and gzip, xz or zstd data: "
+                 "decompress it first (%s)",
+                 in->name, refused[i].what, shown, refused[i].tool);
         return -1;
     }
     return 0;
@@ -162,7 +172,9 @@ static int start_gzip(data_input_t *in, char *err, size_t err_len) {
     int rc = inflateInit2(&in->zs, 16 + MAX_WBITS);
     if (rc != Z_OK) {
         snprintf(err, err_len, "%s: cannot start zlib's inflate: %s", in->name,
-                 rc == Z_MEM_ERROR ? "out of memory" : in->zs.msg ? in->zs.msg : zError(rc));
+                 rc == Z_MEM_ERROR ? "out of memory"
+                 : in->zs.msg      ? in->zs.msg
+                                   : zError(rc));
         return -1;
     }
     in->zs_ready = 1;
@@ -204,10 +216,14 @@ static int start(data_input_t *in, char *err, size_t err_len) {
     in->max_inflated = data_input_max_inflated();
     if (in->format != INPUT_FORMAT_PLAIN) in->capped = 1;
     switch (in->format) {
-    case INPUT_FORMAT_GZIP: return start_gzip(in, err, err_len);
-    case INPUT_FORMAT_XZ: return start_xz(in, err, err_len);
-    case INPUT_FORMAT_ZSTD: return start_zstd(in, err, err_len);
-    case INPUT_FORMAT_PLAIN: break;
+        case INPUT_FORMAT_GZIP:
+            return start_gzip(in, err, err_len);
+        case INPUT_FORMAT_XZ:
+            return start_xz(in, err, err_len);
+        case INPUT_FORMAT_ZSTD:
+            return start_zstd(in, err, err_len);
+        case INPUT_FORMAT_PLAIN:
+            break;
     }
     return refuse_unread_formats(in, err, err_len);
 }
@@ -335,13 +351,16 @@ static int count_output(data_input_t *in, size_t made, char *err, size_t err_len
     in->inflated += made;
     if (!in->capped || in->inflated <= in->max_inflated) return 0;
     if (in->format == INPUT_FORMAT_PLAIN)
-        snprintf(err, err_len, "%s: more than %llu bytes, the cap on data read from a pipe or stdin (expected a "
-                 "smaller input; give a large one as a file)", in->name, (unsigned long long)in->max_inflated);
+        snprintf(err, err_len,
+                 "%s: more than %llu bytes, the cap on data read from a pipe or stdin (expected a "
+                 "smaller input; give a large one as a file)",
+                 in->name, (unsigned long long)in->max_inflated);
     else
-        snprintf(err, err_len, "%s: %s to more than %llu bytes, the cap on %s-compressed input (expected a smaller "
-                 "file; decompress it first if it is genuine)", in->name,
-                 in->format == INPUT_FORMAT_GZIP ? "inflates" : "decompresses", (unsigned long long)in->max_inflated,
-                 format_names[in->format]);
+        snprintf(err, err_len,
+                 "%s: %s to more than %llu bytes, the cap on %s-compressed input (expected a smaller "
+                 "file; decompress it first if it is genuine)",
+                 in->name, in->format == INPUT_FORMAT_GZIP ? "inflates" : "decompresses",
+                 (unsigned long long)in->max_inflated, format_names[in->format]);
     return -1;
 }
 
@@ -374,10 +393,11 @@ static int next_member(data_input_t *in, char *err, size_t err_len) {
         if (in->avail == 0) return 0;
         if (in->next[0] == 0x1f) break;
         if (in->next[0] != 0) {
-            snprintf(err, err_len,
-                     "%s: byte 0x%02x at byte offset %llu follows the end of the gzip data (expected another gzip member or "
-                     "the end of the file)",
-                     in->name, in->next[0], (unsigned long long)in->offset);
+            snprintf(
+                err, err_len,
+                "%s: byte 0x%02x at byte offset %llu follows the end of the gzip data (expected another gzip member or "
+                "the end of the file)",
+                in->name, in->next[0], (unsigned long long)in->offset);
             return -1;
         }
         size_t zeros = 0;
@@ -466,8 +486,10 @@ static int next_part(data_input_t *in, char *err, size_t err_len) {
     }
     in->part_start = in->offset;
     if (format_of(in->next, in->avail) == in->format) return 1;
-    snprintf(err, err_len, "%s: byte 0x%02x at byte offset %llu follows the end of the %s data (expected another %s %s "
-             "or the end of the file)", in->name, in->next[0], (unsigned long long)in->offset, what, what, part);
+    snprintf(err, err_len,
+             "%s: byte 0x%02x at byte offset %llu follows the end of the %s data (expected another %s %s "
+             "or the end of the file)",
+             in->name, in->next[0], (unsigned long long)in->offset, what, what, part);
     return -1;
 }
 
@@ -495,17 +517,23 @@ static int read_xz(data_input_t *in, uint8_t *dst, size_t n, size_t *got, char *
         if (rc == LZMA_STREAM_END) in->in_member = 0;
         if (rc == LZMA_OK || rc == LZMA_STREAM_END) continue;
         if (rc == LZMA_BUF_ERROR)
-            snprintf(err, err_len, "%s: truncated xz data: the file ends at byte offset %llu inside a stream "
-                     "(expected a complete .xz file)", in->name, (unsigned long long)in->offset);
+            snprintf(err, err_len,
+                     "%s: truncated xz data: the file ends at byte offset %llu inside a stream "
+                     "(expected a complete .xz file)",
+                     in->name, (unsigned long long)in->offset);
         else if (rc == LZMA_MEMLIMIT_ERROR)
-            snprintf(err, err_len, "%s: the xz data needs %llu MiB of memory to decompress, more than the %llu MiB "
-                     "allowed (expected a smaller dictionary, as xz -0 to -9 make; decompress it first)", in->name,
-                     (unsigned long long)(lzma_memusage(&in->xz) >> 20), (unsigned long long)(DATA_INPUT_MAX_WINDOW >> 20));
+            snprintf(err, err_len,
+                     "%s: the xz data needs %llu MiB of memory to decompress, more than the %llu MiB "
+                     "allowed (expected a smaller dictionary, as xz -0 to -9 make; decompress it first)",
+                     in->name, (unsigned long long)(lzma_memusage(&in->xz) >> 20),
+                     (unsigned long long)(DATA_INPUT_MAX_WINDOW >> 20));
         else if (rc == LZMA_MEM_ERROR)
             snprintf(err, err_len, "%s: out of memory decompressing the xz data", in->name);
         else
-            snprintf(err, err_len, "%s: corrupt xz data in the stream from byte offset %llu: %s (expected a valid "
-                     ".xz file)", in->name, (unsigned long long)in->part_start,
+            snprintf(err, err_len,
+                     "%s: corrupt xz data in the stream from byte offset %llu: %s (expected a valid "
+                     ".xz file)",
+                     in->name, (unsigned long long)in->part_start,
                      rc == LZMA_FORMAT_ERROR    ? "not an xz stream"
                      : rc == LZMA_OPTIONS_ERROR ? "unsupported compression options"
                                                 : "the data or its integrity check is wrong");
@@ -518,17 +546,21 @@ static int read_xz(data_input_t *in, uint8_t *dst, size_t n, size_t *got, char *
 static void zstd_failed(const data_input_t *in, size_t rc, char *err, size_t err_len) {
     ZSTD_ErrorCode code = ZSTD_getErrorCode(rc);
     if (code == ZSTD_error_frameParameter_windowTooLarge)
-        snprintf(err, err_len, "%s: the zstd data needs a window of more than %llu MiB (zstd --long or --ultra "
-                 "levels); decompress it first (zstd -d --long=31)", in->name,
-                 (unsigned long long)(DATA_INPUT_MAX_WINDOW >> 20));
+        snprintf(err, err_len,
+                 "%s: the zstd data needs a window of more than %llu MiB (zstd --long or --ultra "
+                 "levels); decompress it first (zstd -d --long=31)",
+                 in->name, (unsigned long long)(DATA_INPUT_MAX_WINDOW >> 20));
     else if (code == ZSTD_error_memory_allocation)
         snprintf(err, err_len, "%s: out of memory decompressing the zstd data", in->name);
     else
-        snprintf(err, err_len, "%s: corrupt zstd data in the frame from byte offset %llu: %s (expected a valid .zst "
-                 "file)", in->name, (unsigned long long)in->part_start,
+        snprintf(err, err_len,
+                 "%s: corrupt zstd data in the frame from byte offset %llu: %s (expected a valid .zst "
+                 "file)",
+                 in->name, (unsigned long long)in->part_start,
                  code == ZSTD_error_prefix_unknown ? "not a zstd frame"
-                 : code == ZSTD_error_checksum_wrong ? "checksum mismatch"
-                                                     : "the data is corrupt");  // libzstd's words vary with the reads' sizes
+                 : code == ZSTD_error_checksum_wrong
+                     ? "checksum mismatch"
+                     : "the data is corrupt");  // libzstd's words vary with the reads' sizes
 }
 
 static int read_zstd(data_input_t *in, uint8_t *dst, size_t n, size_t *got, char *err, size_t err_len) {
@@ -555,8 +587,10 @@ static int read_zstd(data_input_t *in, uint8_t *dst, size_t n, size_t *got, char
         }
         in->in_member = rc != 0;  // 0: a frame is complete and flushed
         if (in->in_member && in->avail == 0 && in->source_done && out.pos == 0 && src.pos == 0) {
-            snprintf(err, err_len, "%s: truncated zstd data: the file ends at byte offset %llu inside a frame "
-                     "(expected a complete .zst file)", in->name, (unsigned long long)in->offset);
+            snprintf(err, err_len,
+                     "%s: truncated zstd data: the file ends at byte offset %llu inside a frame "
+                     "(expected a complete .zst file)",
+                     in->name, (unsigned long long)in->offset);
             return -1;
         }
     }
@@ -568,10 +602,14 @@ int data_input_read(data_input_t *in, void *buf, size_t n, size_t *got, char *er
     *got = 0;
     if (n == 0) return 0;
     switch (in->format) {
-    case INPUT_FORMAT_GZIP: return read_gz(in, buf, n, got, err, err_len);
-    case INPUT_FORMAT_XZ: return read_xz(in, buf, n, got, err, err_len);
-    case INPUT_FORMAT_ZSTD: return read_zstd(in, buf, n, got, err, err_len);
-    case INPUT_FORMAT_PLAIN: break;
+        case INPUT_FORMAT_GZIP:
+            return read_gz(in, buf, n, got, err, err_len);
+        case INPUT_FORMAT_XZ:
+            return read_xz(in, buf, n, got, err, err_len);
+        case INPUT_FORMAT_ZSTD:
+            return read_zstd(in, buf, n, got, err, err_len);
+        case INPUT_FORMAT_PLAIN:
+            break;
     }
     return read_plain(in, buf, n, got, err, err_len);
 }

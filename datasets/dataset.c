@@ -135,8 +135,8 @@ static int32_t class_among(const sparse_dataset_t *d, size_t c, const int32_t *l
     return dataset_label_name_class(names, k, mine);
 }
 
-int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, const char *label_text, size_t k,
-                         const char *name, char *err, size_t err_len) {
+int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, const char *label_text, size_t k, const char *name,
+                         char *err, size_t err_len) {
     if (!d->cls) return 0;
     int32_t map[DATASET_MAX_CLASSES];
     const char *names[DATASET_MAX_CLASSES];
@@ -152,8 +152,10 @@ int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, const char 
             } else {
                 snprintf(mine, sizeof mine, "%d", (int)d->labels[c]);
             }
-            if (label_text) dataset_label_names_text(label_text, k, known, sizeof known);
-            else dataset_labels_text(labels, k, known, sizeof known);
+            if (label_text)
+                dataset_label_names_text(label_text, k, known, sizeof known);
+            else
+                dataset_labels_text(labels, k, known, sizeof known);
             snprintf(err, err_len, "%s: label %s is not among the model's labels (%s)", name, mine, known);
             return -1;
         }
@@ -175,8 +177,10 @@ int32_t dataset_label_class(const int32_t *labels, size_t k, int32_t label) {
     size_t lo = 0, hi = k;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (labels[mid] < label) lo = mid + 1;
-        else hi = mid;
+        if (labels[mid] < label)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < k && labels[lo] == label ? (int32_t)lo : -1;
 }
@@ -200,8 +204,10 @@ int dataset_classes_of(const char *name, int32_t *raw, size_t n, int32_t **label
     if (distinct > DATASET_MAX_CLASSES) {
         char shown[160];
         dataset_labels_text(sorted, distinct, shown, sizeof shown);
-        snprintf(err, err_len, "%s: %zu distinct labels (%s); at most %d classes are read (labels are class ids, "
-                 "not values to regress on)", name, distinct, shown, DATASET_MAX_CLASSES);
+        snprintf(err, err_len,
+                 "%s: %zu distinct labels (%s); at most %d classes are read (labels are class ids, "
+                 "not values to regress on)",
+                 name, distinct, shown, DATASET_MAX_CLASSES);
         free(sorted);
         return -1;
     }
@@ -231,8 +237,10 @@ int32_t dataset_label_name_class(const char *const *names, size_t k, const char 
     size_t lo = 0, hi = k;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
-        if (strcmp(names[mid], name) < 0) lo = mid + 1;
-        else hi = mid;
+        if (strcmp(names[mid], name) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
     return lo < k && strcmp(names[lo], name) == 0 ? (int32_t)lo : -1;
 }
@@ -249,15 +257,18 @@ void dataset_label_names_text(const char *label_text, size_t k, char *out, size_
 }
 
 void sparse_dataset_labels_text(const sparse_dataset_t *d, char *out, size_t out_len) {
-    if (d->label_text) dataset_label_names_text(d->label_text, d->n_classes, out, out_len);
-    else dataset_labels_text(d->labels, d->n_classes, out, out_len);
+    if (d->label_text)
+        dataset_label_names_text(d->label_text, d->n_classes, out, out_len);
+    else
+        dataset_labels_text(d->labels, d->n_classes, out, out_len);
 }
 
 void dataset_labels_text(const int32_t *labels, size_t k, char *out, size_t out_len) {
     size_t at = 0;
     if (out_len) out[0] = '\0';
     for (size_t i = 0; i < k && at < out_len; i++) {
-        int w = i == 16 ? snprintf(out + at, out_len - at, ", ...") : snprintf(out + at, out_len - at, "%s%d", i ? ", " : "", labels[i]);
+        int w = i == 16 ? snprintf(out + at, out_len - at, ", ...")
+                        : snprintf(out + at, out_len - at, "%s%d", i ? ", " : "", labels[i]);
         if (w < 0) return;
         at += (size_t)w;
         if (i == 16) return;
@@ -291,14 +302,16 @@ void ratings_free(ratings_t *r) {
 static int check_indices(const uint32_t *idx, size_t count, size_t n, char *err, size_t err_len) {
     for (size_t i = 0; i < count; i++) {
         if (idx[i] >= n) {
-            snprintf(err, err_len, "dataset subset: index %u at position %zu is out of range (set has %zu examples)", idx[i], i, n);
+            snprintf(err, err_len, "dataset subset: index %u at position %zu is out of range (set has %zu examples)",
+                     idx[i], i, n);
             return -1;
         }
     }
     return 0;
 }
 
-int sparse_dataset_subset(const sparse_dataset_t *src, const uint32_t *idx, size_t count, sparse_dataset_t *dst, char *err, size_t err_len) {
+int sparse_dataset_subset(const sparse_dataset_t *src, const uint32_t *idx, size_t count, sparse_dataset_t *dst,
+                          char *err, size_t err_len) {
     if (check_indices(idx, count, src->n, err, err_len) != 0) return -1;
     size_t nnz = 0;
     for (size_t i = 0; i < count; i++) nnz += src->row_ptr[idx[i] + 1] - src->row_ptr[idx[i]];

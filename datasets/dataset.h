@@ -8,18 +8,18 @@
 
 // Which of the three sets below a model reads.
 typedef enum data_kind {
-    DATA_KIND_DENSE,    // dense_dataset_t: images
-    DATA_KIND_SPARSE,   // sparse_dataset_t: libsvm
+    DATA_KIND_DENSE,  // dense_dataset_t: images
+    DATA_KIND_SPARSE,  // sparse_dataset_t: libsvm
     DATA_KIND_RATINGS,  // ratings_t
 } data_kind_t;
 
 // Dense labelled examples (images).
 typedef struct dense_dataset {
-    size_t n;          // examples
-    size_t dim;        // features per example
+    size_t n;  // examples
+    size_t dim;  // features per example
     size_t n_classes;  // labels are in [0, n_classes)
-    float *x;          // (n, dim) row-major; pixels scaled to [0, 1]
-    int32_t *y;        // (n)
+    float *x;  // (n, dim) row-major; pixels scaled to [0, 1]
+    int32_t *y;  // (n)
 } dense_dataset_t;
 
 // The most distinct class labels a file may hold (a model file's limit too).
@@ -38,27 +38,27 @@ typedef struct dense_dataset {
 // refuse such sets). Generated sets have y only (n_classes 0, labels and cls
 // NULL): their class is y > 0.
 typedef struct sparse_dataset {
-    size_t n;          // examples
-    size_t dim;        // features (largest index + 1, or as declared)
-    size_t nnz;        // stored non-zeros
-    size_t *row_ptr;   // (n + 1); example i owns [row_ptr[i], row_ptr[i+1])
-    uint32_t *col;     // (nnz) 0-based feature index, strictly increasing within a row
-    float *val;        // (nnz)
-    float *y;          // (n) -1 or +1
+    size_t n;  // examples
+    size_t dim;  // features (largest index + 1, or as declared)
+    size_t nnz;  // stored non-zeros
+    size_t *row_ptr;  // (n + 1); example i owns [row_ptr[i], row_ptr[i+1])
+    uint32_t *col;  // (nnz) 0-based feature index, strictly increasing within a row
+    float *val;  // (nnz)
+    float *y;  // (n) -1 or +1
     size_t n_classes;  // distinct labels (0: y only)
-    int32_t *labels;   // (n_classes) ascending, or NULL
-    int32_t *cls;      // (n) class in [0, n_classes), or NULL
+    int32_t *labels;  // (n_classes) ascending, or NULL
+    int32_t *cls;  // (n) class in [0, n_classes), or NULL
     char *label_text;  // n_classes names (string labels), or NULL: the labels are integers
 } sparse_dataset_t;
 
 // (user, item, rating) triples with dense 0-based ids.
 typedef struct ratings {
-    size_t n;          // ratings
-    size_t n_users;    // user ids are in [0, n_users)
-    size_t n_items;    // item ids are in [0, n_items)
-    uint32_t *user;    // (n)
-    uint32_t *item;    // (n)
-    float *rating;     // (n)
+    size_t n;  // ratings
+    size_t n_users;  // user ids are in [0, n_users)
+    size_t n_items;  // item ids are in [0, n_items)
+    uint32_t *user;  // (n)
+    uint32_t *item;  // (n)
+    float *rating;  // (n)
 } ratings_t;
 
 void dense_dataset_init(dense_dataset_t *d);
@@ -108,8 +108,8 @@ int sparse_dataset_set_label_text(sparse_dataset_t *d, const char *label_text, c
 // a training set's; label_text their names, or NULL for integer labels), which
 // must hold each of d's labels; a set without classes is left alone. -1 with
 // err naming `name` and the label otherwise.
-int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, const char *label_text, size_t k,
-                         const char *name, char *err, size_t err_len);
+int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, const char *label_text, size_t k, const char *name,
+                         char *err, size_t err_len);
 
 // Labels to classes, shared by the file readers. label_class: the class of
 // label among labels[0..k) (ascending), or -1 when absent. classes_of: the
@@ -142,7 +142,8 @@ void ratings_free(ratings_t *r);
 
 // Copies the examples named by idx (count of them, each < src->n) into dst
 // (which must be freshly initialised). Dimensions and classes carry over.
-int sparse_dataset_subset(const sparse_dataset_t *src, const uint32_t *idx, size_t count, sparse_dataset_t *dst, char *err, size_t err_len);
+int sparse_dataset_subset(const sparse_dataset_t *src, const uint32_t *idx, size_t count, sparse_dataset_t *dst,
+                          char *err, size_t err_len);
 int ratings_subset(const ratings_t *src, const uint32_t *idx, size_t count, ratings_t *dst, char *err, size_t err_len);
 
 #endif

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "datasets/data_input.h"  // defines: data_input_open, data_input_read
+#include "datasets/data_input.h"
 
 #ifndef ASGD_FASHION_MNIST_DIR
 #define ASGD_FASHION_MNIST_DIR "/usr/share/datasets/fashion-mnist"
@@ -28,14 +28,17 @@ typedef struct idx_header {
     uint32_t rows, cols;  // images only
 } idx_header_t;
 
-static int check_magic(const char *path, const uint8_t *data, size_t len, uint32_t want, const char *what, char *err, size_t err_len) {
+static int check_magic(const char *path, const uint8_t *data, size_t len, uint32_t want, const char *what, char *err,
+                       size_t err_len) {
     if (len < 4) {
-        snprintf(err, err_len, "%s: file is %zu bytes, too short for the 4-byte IDX magic (expected 0x%08x for %s)", path, len, want, what);
+        snprintf(err, err_len, "%s: file is %zu bytes, too short for the 4-byte IDX magic (expected 0x%08x for %s)",
+                 path, len, want, what);
         return -1;
     }
     uint32_t magic = load_be32(data);
     if (magic != want) {
-        snprintf(err, err_len, "%s: bad IDX magic 0x%08x at byte offset 0 (expected 0x%08x for %s)", path, magic, want, what);
+        snprintf(err, err_len, "%s: bad IDX magic 0x%08x at byte offset 0 (expected 0x%08x for %s)", path, magic, want,
+                 what);
         return -1;
     }
     return 0;
@@ -45,7 +48,8 @@ static int check_magic(const char *path, const uint8_t *data, size_t len, uint32
 // header that claims more than the file holds allocates no more than the file),
 // then looks for bytes beyond n: *extra is how many (at most TRAILING_PROBE).
 #define TRAILING_PROBE 4096
-static int read_bounded(data_input_t *in, uint64_t n, uint8_t **out, size_t *len, size_t *extra, char *err, size_t err_len) {
+static int read_bounded(data_input_t *in, uint64_t n, uint8_t **out, size_t *len, size_t *extra, char *err,
+                        size_t err_len) {
     *out = NULL;
     *len = *extra = 0;
     size_t cap = 0, have = 0;
@@ -93,8 +97,8 @@ static int read_idx(data_input_t *in, const char *path, int images, idx_header_t
     uint8_t header[IMAGES_HEADER];
     size_t len;
     if (data_input_read(in, header, header_len, &len, err, err_len) != 0) return -1;
-    if (check_magic(path, header, len, images ? IDX_MAGIC_IMAGES : IDX_MAGIC_LABELS, images ? "uint8 images" : "uint8 labels", err,
-                    err_len) != 0)
+    if (check_magic(path, header, len, images ? IDX_MAGIC_IMAGES : IDX_MAGIC_LABELS,
+                    images ? "uint8 images" : "uint8 labels", err, err_len) != 0)
         return -1;
     if (len < header_len) {
         snprintf(err, err_len, "%s: file is %zu bytes, too short for the %zu-byte IDX %s header", path, len, header_len,
@@ -109,7 +113,8 @@ static int read_idx(data_input_t *in, const char *path, int images, idx_header_t
     for (int i = 0; i < (images ? 3 : 1); i++) {
         if (dims[i] == 0) {
             if (images)
-                snprintf(err, err_len, "%s: %s is 0 at byte offset %d (expected a positive dimension)", path, field[i], 4 + 4 * i);
+                snprintf(err, err_len, "%s: %s is 0 at byte offset %d (expected a positive dimension)", path, field[i],
+                         4 + 4 * i);
             else
                 snprintf(err, err_len, "%s: label count is 0 at byte offset 4 (expected a positive count)", path);
             return -1;
@@ -124,13 +129,16 @@ static int read_idx(data_input_t *in, const char *path, int images, idx_header_t
     size_t got, extra;
     int rc = read_bounded(in, need, &data, &got, &extra, err, err_len);
     if (rc == -2) {
-        snprintf(err, err_len, "%s: out of memory for the %llu bytes its header declares", path, (unsigned long long)need);
+        snprintf(err, err_len, "%s: out of memory for the %llu bytes its header declares", path,
+                 (unsigned long long)need);
         return -1;
     }
     if (rc != 0) return -1;
     if (got < need) {
         if (!images) {
-            snprintf(err, err_len, "%s: truncated: header says %u labels but the file has %zu bytes after the %d-byte header (expected exactly %u)",
+            snprintf(err, err_len,
+                     "%s: truncated: header says %u labels but the file has %zu bytes after the %d-byte header "
+                     "(expected exactly %u)",
                      path, h->n, got, LABELS_HEADER, h->n);
         } else {
             char need_text[48];
@@ -139,7 +147,8 @@ static int read_idx(data_input_t *in, const char *path, int images, idx_header_t
             else
                 snprintf(need_text, sizeof need_text, "%llu", (unsigned long long)need);
             snprintf(err, err_len,
-                     "%s: truncated: header says %u images of %u x %u pixels (%s bytes after the %d-byte header) but the file has only "
+                     "%s: truncated: header says %u images of %u x %u pixels (%s bytes after the %d-byte header) but "
+                     "the file has only "
                      "%zu",
                      path, h->n, h->rows, h->cols, need_text, IMAGES_HEADER, got);
         }
@@ -151,11 +160,14 @@ static int read_idx(data_input_t *in, const char *path, int images, idx_header_t
         snprintf(count, sizeof count, extra < TRAILING_PROBE ? "%zu" : "at least %zu", extra);
         if (images)
             snprintf(err, err_len,
-                     "%s: %s trailing byte(s) after the %u images of %u x %u pixels the header declares (expected the file to end at "
+                     "%s: %s trailing byte(s) after the %u images of %u x %u pixels the header declares (expected the "
+                     "file to end at "
                      "byte offset %llu)",
                      path, count, h->n, h->rows, h->cols, (unsigned long long)(IMAGES_HEADER + need));
         else
-            snprintf(err, err_len, "%s: trailing bytes: header says %u labels but %s more byte(s) follow them (expected the file to end at byte offset %llu)",
+            snprintf(err, err_len,
+                     "%s: trailing bytes: header says %u labels but %s more byte(s) follow them (expected the file to "
+                     "end at byte offset %llu)",
                      path, h->n, count, (unsigned long long)(LABELS_HEADER + need));
         free(data);
         return -1;
@@ -163,8 +175,8 @@ static int read_idx(data_input_t *in, const char *path, int images, idx_header_t
     if (!images) {
         for (uint32_t i = 0; i < h->n; i++) {
             if (data[i] >= IDX_N_CLASSES) {
-                snprintf(err, err_len, "%s: label %u of example %u at byte offset %u is out of range (expected 0..%d)", path, data[i], i,
-                         LABELS_HEADER + i, IDX_N_CLASSES - 1);
+                snprintf(err, err_len, "%s: label %u of example %u at byte offset %u is out of range (expected 0..%d)",
+                         path, data[i], i, LABELS_HEADER + i, IDX_N_CLASSES - 1);
                 free(data);
                 return -1;
             }
@@ -175,15 +187,16 @@ static int read_idx(data_input_t *in, const char *path, int images, idx_header_t
 }
 
 // Reads both files and builds out from them.
-static int load(data_input_t *images_in, const char *images_path, data_input_t *labels_in, const char *labels_path, size_t limit,
-                dense_dataset_t *out, char *err, size_t err_len) {
+static int load(data_input_t *images_in, const char *images_path, data_input_t *labels_in, const char *labels_path,
+                size_t limit, dense_dataset_t *out, char *err, size_t err_len) {
     idx_header_t ih, lh;
     uint8_t *px = NULL, *labels = NULL;
     int rc = -1;
     if (read_idx(images_in, images_path, 1, &ih, &px, err, err_len) != 0) goto done;
     if (read_idx(labels_in, labels_path, 0, &lh, &labels, err, err_len) != 0) goto done;
     if (ih.n != lh.n) {
-        snprintf(err, err_len, "%s has %u images but %s has %u labels (expected the same count)", images_path, ih.n, labels_path, lh.n);
+        snprintf(err, err_len, "%s has %u images but %s has %u labels (expected the same count)", images_path, ih.n,
+                 labels_path, lh.n);
         goto done;
     }
     // Both sizes are now bounded by the bytes actually read, so allocating is safe.
@@ -202,11 +215,13 @@ done:
     return rc;
 }
 
-int idx_load(const char *images_path, const char *labels_path, size_t limit, dense_dataset_t *out, char *err, size_t err_len) {
+int idx_load(const char *images_path, const char *labels_path, size_t limit, dense_dataset_t *out, char *err,
+             size_t err_len) {
     dense_dataset_init(out);
     data_input_t *images = NULL, *labels = NULL;
     int rc = -1;
-    if (data_input_open(&images, images_path, err, err_len) == 0 && data_input_open(&labels, labels_path, err, err_len) == 0)
+    if (data_input_open(&images, images_path, err, err_len) == 0 &&
+        data_input_open(&labels, labels_path, err, err_len) == 0)
         rc = load(images, images_path, labels, labels_path, limit, out, err, err_len);
     data_input_close(images);
     data_input_close(labels);
@@ -242,7 +257,8 @@ static int find_file(const char *dir, const char *name, char *path, size_t path_
     int gz_errno = errno;
     snprintf(path, path_len, "%s/%s", dir, name);
     if (file_exists(path)) return 0;
-    snprintf(err, err_len, "fashion-mnist: neither %s/%s.gz (%s) nor %s/%s (%s) can be read ---> HINT: is dataset-fashion-mnist "
+    snprintf(err, err_len,
+             "fashion-mnist: neither %s/%s.gz (%s) nor %s/%s (%s) can be read ---> HINT: is dataset-fashion-mnist "
              "installed? (apt-get install dataset-fashion-mnist), or pass --data-dir DIR",
              dir, name, strerror(gz_errno), dir, name, strerror(errno));
     return -1;

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/dataset.h"  // defines: dense_dataset_t, dense_dataset_free
+#include "datasets/dataset.h"
 
 // Labels of these sets are the ten classes 0..9; n_classes is always this, not
 // max label + 1, so that a small `limit` subset keeps the full output layer.
@@ -23,7 +23,8 @@
 // must be < IDX_N_CLASSES.
 // limit > 0 keeps the first `limit` examples (0 = all). Pixels become value/255
 // in [0, 1]; out->dim = rows * cols.
-int idx_load(const char *images_path, const char *labels_path, size_t limit, dense_dataset_t *out, char *err, size_t err_len);
+int idx_load(const char *images_path, const char *labels_path, size_t limit, dense_dataset_t *out, char *err,
+             size_t err_len);
 
 // idx_load over the two files' contents in memory (raw or gzipped, as they
 // would be stored); the names stand for the paths in messages.

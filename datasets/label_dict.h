@@ -8,11 +8,11 @@
 #include <stdint.h>
 
 typedef struct label_dict {
-    char *text;        // (text_cap) the labels, each NUL-terminated, in id order
+    char *text;  // (text_cap) the labels, each NUL-terminated, in id order
     size_t text_len, text_cap;
-    size_t *at;        // (at_cap) label id's offset in text
+    size_t *at;  // (at_cap) label id's offset in text
     size_t count, at_cap;
-    uint32_t *slots;   // (n_slots) an id + 1, or 0: empty; open addressing
+    uint32_t *slots;  // (n_slots) an id + 1, or 0: empty; open addressing
     size_t n_slots;
 } label_dict_t;
 

@@ -8,11 +8,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "datasets/data_input.h"   // defines: data_input_display_name
-#include "datasets/text_blocks.h"  // defines: text_blocks_run
-#include "datasets/text_decimal.h"  // defines: text_load8, text_digit_run8, text_decimal_fast, text_decimal_float
-#include "datasets/text_io.h"  // defines: text_reader_*, text_parse_double_padded, text_format_float, text_show_char
-#include "datasets/text_span.h"  // defines: text_span_until
+#include "datasets/data_input.h"
+#include "datasets/text_blocks.h"
+#include "datasets/text_decimal.h"
+#include "datasets/text_io.h"
+#include "datasets/text_span.h"
 
 // The largest double that still rounds to a finite float (FLT_MAX plus half an
 // ulp, exclusive: the tie rounds to even, which is infinity). Comparing with this
@@ -42,16 +42,15 @@ static const char *show_token(const char *p, char buf[48]) {
     return buf;
 }
 
-
 // The examples of one block, in growable arrays reused block after block.
 typedef struct libsvm_part {
     size_t *row_end;  // (rows) the part's non-zeros up to each row's end
-    int32_t *cls;     // (rows) the label, or with a given mapping its class
-    uint32_t *col;    // (nnz)
-    float *val;       // (nnz)
+    int32_t *cls;  // (rows) the label, or with a given mapping its class
+    uint32_t *col;  // (nnz)
+    float *val;  // (nnz)
     size_t rows, nnz, row_cap, nnz_cap;
     size_t max_index;
-    size_t beyond;    // prediction: features above the width, skipped
+    size_t beyond;  // prediction: features above the width, skipped
 } libsvm_part_t;
 
 // Doubles *cap (at least to `need`) and reallocates the arrays of that capacity.
@@ -78,22 +77,24 @@ typedef struct parse_error {
     char detail[256];
 } parse_error_t;
 
-#define FAIL_AT(where, ...)                                      \
-    do {                                                         \
-        e->at = (where);                                         \
-        snprintf(e->detail, sizeof e->detail, __VA_ARGS__);     \
-        return -1;                                               \
+#define FAIL_AT(where, ...)                                 \
+    do {                                                    \
+        e->at = (where);                                    \
+        snprintf(e->detail, sizeof e->detail, __VA_ARGS__); \
+        return -1;                                          \
     } while (0)
 
 // An index:value pair's value at value_at into *out; the end in *end.
 static int parse_value(const char *value_at, uint64_t index, float *out, const char **end, parse_error_t *e) {
     char shown[48];
     if (ends_token(*value_at))
-        FAIL_AT(value_at, "expected a value after '%llu:', got %s", (unsigned long long)index, text_show_char(value_at, shown));
+        FAIL_AT(value_at, "expected a value after '%llu:', got %s", (unsigned long long)index,
+                text_show_char(value_at, shown));
     double value;
     *end = text_parse_float_padded(value_at, out, &value);
     if (*end == value_at || !ends_token(**end))
-        FAIL_AT(value_at, "expected a number after '%llu:', got '%s'", (unsigned long long)index, show_token(value_at, shown));
+        FAIL_AT(value_at, "expected a number after '%llu:', got '%s'", (unsigned long long)index,
+                show_token(value_at, shown));
     if (isnan(value) || (isinf(value) && !spelled_in_digits(value_at)))
         FAIL_AT(value_at, "value '%s' is not finite", show_token(value_at, shown));
     if (fabs(value) >= FLOAT_ROUNDS_FINITE_BELOW)
@@ -105,7 +106,8 @@ static int parse_value(const char *value_at, uint64_t index, float *out, const c
 // comment, appending them to s; *pp is left there. With skip_beyond
 // (prediction), an index above dim is skipped and counted in s->beyond
 // instead of refused.
-__attribute__((always_inline)) static inline int parse_features(const char **pp, size_t dim, int skip_beyond, libsvm_part_t *s, parse_error_t *e) {
+__attribute__((always_inline)) static inline int parse_features(const char **pp, size_t dim, int skip_beyond,
+                                                                libsvm_part_t *s, parse_error_t *e) {
     const char *p = *pp;
     char shown[48];
     uint64_t prev = 0, limit = dim > 0 ? dim : LIBSVM_MAX_DIM;
@@ -134,14 +136,16 @@ __attribute__((always_inline)) static inline int parse_features(const char **pp,
         }
         if (first && strncmp(p, "qid:", 4) == 0) {
             const char *q = p + 4;
-            if (!text_is_digit(*q)) FAIL_AT(q, "expected a query id (digits) after 'qid:', got %s", text_show_char(q, shown));
+            if (!text_is_digit(*q))
+                FAIL_AT(q, "expected a query id (digits) after 'qid:', got %s", text_show_char(q, shown));
             while (text_is_digit(*q)) q++;
             if (!ends_token(*q)) FAIL_AT(q, "expected a space after the query id, got %s", text_show_char(q, shown));
             p = q;
             continue;
         }
         if (!text_is_digit(*p))
-            FAIL_AT(tok, "expected a feature index (an integer >= 1) followed by ':', got '%s'", show_token(tok, shown));
+            FAIL_AT(tok, "expected a feature index (an integer >= 1) followed by ':', got '%s'",
+                    show_token(tok, shown));
         uint64_t index;
         int digits;
         p = text_parse_digits_padded(tok, &index, &digits);
@@ -157,17 +161,21 @@ __attribute__((always_inline)) static inline int parse_features(const char **pp,
             continue;
         }
         if (overflow) {
-            FAIL_AT(tok, "feature index %.*s is too large (at most %zu features)", (int)(p - tok < 40 ? p - tok : 40), tok,
-                    LIBSVM_MAX_DIM);
+            FAIL_AT(tok, "feature index %.*s is too large (at most %zu features)", (int)(p - tok < 40 ? p - tok : 40),
+                    tok, LIBSVM_MAX_DIM);
         }
-        if (*p != ':') FAIL_AT(p, "expected ':' after feature index %llu, got %s", (unsigned long long)index, text_show_char(p, shown));
+        if (*p != ':')
+            FAIL_AT(p, "expected ':' after feature index %llu, got %s", (unsigned long long)index,
+                    text_show_char(p, shown));
         if (index == 0) FAIL_AT(tok, "feature index 0 (indices are 1-based)");
         if (index == prev)
-            FAIL_AT(tok, "duplicate feature index %llu (indices must be strictly increasing)", (unsigned long long)index);
+            FAIL_AT(tok, "duplicate feature index %llu (indices must be strictly increasing)",
+                    (unsigned long long)index);
         if (index < prev)
-            FAIL_AT(tok, "feature index %llu after %llu (indices must be strictly increasing)", (unsigned long long)index,
-                    (unsigned long long)prev);
-        if (dim > 0 && index > dim) FAIL_AT(tok, "feature index %llu is beyond dim %zu", (unsigned long long)index, dim);
+            FAIL_AT(tok, "feature index %llu after %llu (indices must be strictly increasing)",
+                    (unsigned long long)index, (unsigned long long)prev);
+        if (dim > 0 && index > dim)
+            FAIL_AT(tok, "feature index %llu is beyond dim %zu", (unsigned long long)index, dim);
         if (s->nnz == s->nnz_cap &&
             grow_pair((void **)&s->col, sizeof *s->col, (void **)&s->val, sizeof *s->val, &s->nnz_cap, s->nnz + 1) != 0)
             FAIL_AT(tok, "out of memory after %zu non-zeros", s->nnz);
@@ -185,7 +193,7 @@ __attribute__((always_inline)) static inline int parse_features(const char **pp,
 typedef struct label_map {
     const int32_t *labels;  // ascending; NULL: the file's own labels make the classes
     size_t k;
-    int unlabelled;         // labels optional and not kept; features beyond dim skipped (libsvm_load_unlabelled)
+    int unlabelled;  // labels optional and not kept; features beyond dim skipped (libsvm_load_unlabelled)
 } label_map_t;
 
 // Whether a line's first token is a feature ("7:0.5", "qid:3") rather than a label.
@@ -235,12 +243,12 @@ typedef struct libsvm_read {
     size_t dim;
     label_map_t map;
     size_t *row_ptr;  // (rows + 1)
-    int32_t *cls;     // (rows)
-    uint32_t *col;    // (nnz)
-    float *val;       // (nnz)
+    int32_t *cls;  // (rows)
+    uint32_t *col;  // (nnz)
+    float *val;  // (nnz)
     size_t rows, nnz, row_cap, nnz_cap;
     size_t max_index;
-    size_t beyond;    // prediction: features above the width, skipped
+    size_t beyond;  // prediction: features above the width, skipped
 } libsvm_read_t;
 
 static void *part_new(void *ctx) { return calloc(1, sizeof(libsvm_part_t)); }
@@ -267,9 +275,8 @@ TEXT_HOT_CLONES static int parse_block(void *ctx, const text_block_t *b, void *p
         line_start = p;
         while (is_blank(*p)) p++;
         if (*p != '\n' && *p != '#' && *p != '\0') {
-            if (s->rows == s->row_cap &&
-                grow_pair((void **)&s->row_end, sizeof *s->row_end, (void **)&s->cls, sizeof *s->cls, &s->row_cap,
-                          s->rows + 1) != 0) {
+            if (s->rows == s->row_cap && grow_pair((void **)&s->row_end, sizeof *s->row_end, (void **)&s->cls,
+                                                   sizeof *s->cls, &s->row_cap, s->rows + 1) != 0) {
                 e->at = p;
                 snprintf(e->detail, sizeof e->detail, "out of memory after %zu examples", s->rows);
                 goto fail;
@@ -304,11 +311,10 @@ fail:
 static int join_part(void *ctx, void *part, char *err, size_t err_len) {
     libsvm_read_t *c = ctx;
     const libsvm_part_t *s = part;
-    if ((c->rows + s->rows + 1 > c->row_cap &&
-         (grow_pair((void **)&c->row_ptr, sizeof *c->row_ptr, (void **)&c->cls, sizeof *c->cls, &c->row_cap,
-                    c->rows + s->rows + 1) != 0)) ||
-        (c->nnz + s->nnz > c->nnz_cap && grow_pair((void **)&c->col, sizeof *c->col, (void **)&c->val,
-                                                   sizeof *c->val, &c->nnz_cap, c->nnz + s->nnz) != 0)) {
+    if ((c->rows + s->rows + 1 > c->row_cap && (grow_pair((void **)&c->row_ptr, sizeof *c->row_ptr, (void **)&c->cls,
+                                                          sizeof *c->cls, &c->row_cap, c->rows + s->rows + 1) != 0)) ||
+        (c->nnz + s->nnz > c->nnz_cap && grow_pair((void **)&c->col, sizeof *c->col, (void **)&c->val, sizeof *c->val,
+                                                   &c->nnz_cap, c->nnz + s->nnz) != 0)) {
         snprintf(err, err_len, "%s: out of memory after %zu examples and %zu non-zeros", c->name, c->rows, c->nnz);
         return -1;
     }
@@ -342,7 +348,8 @@ static int parse_all(text_reader_t *reader, size_t dim, const label_map_t *map, 
     char name[512];
     snprintf(name, sizeof name, "%s", reader->name);
     if (dim > LIBSVM_MAX_DIM) {
-        snprintf(err, err_len, "%s: a dimension of %zu features is more than the %zu accepted", name, dim, LIBSVM_MAX_DIM);
+        snprintf(err, err_len, "%s: a dimension of %zu features is more than the %zu accepted", name, dim,
+                 LIBSVM_MAX_DIM);
         text_reader_close(reader);
         return -1;
     }
@@ -375,8 +382,15 @@ static int parse_all(text_reader_t *reader, size_t dim, const label_map_t *map, 
         read_free(&c);
         return -1;
     }
-    *out = (sparse_dataset_t){.n = c.rows, .dim = dim ? dim : c.max_index, .nnz = c.nnz, .row_ptr = c.row_ptr,
-                              .col = c.col, .val = c.val, .cls = c.cls, .labels = labels, .n_classes = k};
+    *out = (sparse_dataset_t){.n = c.rows,
+                              .dim = dim ? dim : c.max_index,
+                              .nnz = c.nnz,
+                              .row_ptr = c.row_ptr,
+                              .col = c.col,
+                              .val = c.val,
+                              .cls = c.cls,
+                              .labels = labels,
+                              .n_classes = k};
     if (sparse_dataset_adopt(out, name, err, err_len) != 0) return -1;
     if (beyond) *beyond = c.beyond;
     return 0;
@@ -392,8 +406,10 @@ int libsvm_load_mapped(const char *path, size_t dim, const int32_t *labels, cons
     if (labels && label_text) {
         char known[160];
         dataset_label_names_text(label_text, k, known, sizeof known);
-        snprintf(err, err_len, "%s: a libsvm file's labels are integers, and the training data's are strings (%s): "
-                 "give the examples as CSV", data_input_display_name(path), known);
+        snprintf(err, err_len,
+                 "%s: a libsvm file's labels are integers, and the training data's are strings (%s): "
+                 "give the examples as CSV",
+                 data_input_display_name(path), known);
         return -1;
     }
     text_reader_t reader;

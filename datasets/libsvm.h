@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/dataset.h"  // defines: sparse_dataset_t, sparse_dataset_free
+#include "datasets/dataset.h"
 
 // The widest feature space accepted (2^26 = 67,108,864 features): above every
 // public libsvm set (kdd2012 has 54,686,452), yet the model it implies — a

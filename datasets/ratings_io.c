@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/data_input.h"  // defines: data_input_display_name
-#include "datasets/text_io.h"  // defines: text_reader_*, text_parse_double, text_format_float, text_show_char
+#include "datasets/data_input.h"
+#include "datasets/text_io.h"
 
 // See libsvm.c: the largest double that still rounds to a finite float.
 #define FLOAT_ROUNDS_FINITE_BELOW 0x1.ffffffp+127
@@ -17,7 +17,7 @@
 
 // Open addressing with linear probing; values hold dense id + 1 so 0 marks a free slot.
 typedef struct id_map {
-    uint64_t *keys;    // (cap)
+    uint64_t *keys;  // (cap)
     uint32_t *values;  // (cap)
     size_t cap, count;
 } id_map_t;
@@ -108,7 +108,6 @@ static const char *show_field(const char *p, char buf[48]) {
     return buf;
 }
 
-
 // Moves past one separator: "::", or ',' with optional blanks around it, or a run
 // of spaces/tabs. 0 when there is none at p.
 static int skip_separator(const char **pp) {
@@ -118,9 +117,12 @@ static int skip_separator(const char **pp) {
         return 1;
     }
     const char *q = skip_blanks(p);
-    if (*q == ',') q = skip_blanks(q + 1);
-    else if (q[0] == ':' && q[1] == ':') q += 2;
-    else if (q == p || at_line_end(q)) return 0;  // no blank, or only trailing blanks
+    if (*q == ',')
+        q = skip_blanks(q + 1);
+    else if (q[0] == ':' && q[1] == ':')
+        q += 2;
+    else if (q == p || at_line_end(q))
+        return 0;  // no blank, or only trailing blanks
     *pp = q;
     return 1;
 }
@@ -131,11 +133,11 @@ typedef struct parse_error {
     char detail[256];
 } parse_error_t;
 
-#define FAIL_AT(where, ...)                                  \
-    do {                                                     \
-        e->at = (where);                                     \
+#define FAIL_AT(where, ...)                                 \
+    do {                                                    \
+        e->at = (where);                                    \
         snprintf(e->detail, sizeof e->detail, __VA_ARGS__); \
-        return -1;                                           \
+        return -1;                                          \
     } while (0)
 
 static int is_alnum(char c) { return text_is_digit(c) || (unsigned)((c | 0x20) - 'a') < 26; }
@@ -187,14 +189,17 @@ static int parse_line(const char **pp, uint64_t *user, uint64_t *item, float *ra
     p = end;
     if (!at_line_end(skip_blanks(p))) {
         if (!skip_separator(&p))
-            FAIL_AT(p, "expected a separator or the end of the line after the rating, got %s", text_show_char(p, shown));
+            FAIL_AT(p, "expected a separator or the end of the line after the rating, got %s",
+                    text_show_char(p, shown));
         double timestamp;
         end = text_parse_double(p, &timestamp);
         if (end == p || !ends_field(end))
             FAIL_AT(p, "expected a timestamp (a number) as the 4th field, got %s", show_field(p, shown));
         p = skip_blanks(end);
         if (!at_line_end(p))
-            FAIL_AT(p, "expected the end of the line after the timestamp (at most 4 fields: user, item, rating, timestamp), got %s",
+            FAIL_AT(p,
+                    "expected the end of the line after the timestamp (at most 4 fields: user, item, rating, "
+                    "timestamp), got %s",
                     text_show_char(p, shown));
     }
     *rating = (float)value;
@@ -216,7 +221,7 @@ static int is_header(const char *p) {
 typedef struct parse_state {
     uint32_t *user;  // (cap)
     uint32_t *item;  // (cap)
-    float *rating;   // (cap)
+    float *rating;  // (cap)
     size_t n, cap;
     id_map_t *users, *items;  // shared by the files read together (ratings_load_pair)
 } parse_state_t;
@@ -299,7 +304,8 @@ static int parse_with(text_reader_t *reader, const char *path, id_map_t *users, 
         return -1;
     }
     if (s.n == 0) {
-        snprintf(err, err_len, "%s: no ratings (the file is empty or has only a header, comments and blank lines)", path);
+        snprintf(err, err_len, "%s: no ratings (the file is empty or has only a header, comments and blank lines)",
+                 path);
         state_free(&s);
         return -1;
     }

@@ -18,7 +18,7 @@
 // strerror" for I/O errors.
 #include <stddef.h>
 
-#include "datasets/dataset.h"  // defines: ratings_t, ratings_free
+#include "datasets/dataset.h"
 
 // out is initialised first and filled only on success; the caller then owns its
 // arrays (ratings_free). A file with no ratings is an error.

@@ -28,11 +28,11 @@ enum { OUTCOME_PARSED, OUTCOME_BAD_LINE, OUTCOME_READ_ERROR };
 // One block on its way: read, parsed, waiting for its turn to be joined.
 typedef struct slot {
     text_block_buf_t buf;
-    size_t skip;   // bytes of buf before the text handed to the parser (the first block's)
+    size_t skip;  // bytes of buf before the text handed to the parser (the first block's)
     void *part;
     uint64_t seq;  // the block's place in the input
-    int state;     // SLOT_*: under the run's lock
-    int outcome;   // OUTCOME_*
+    int state;  // SLOT_*: under the run's lock
+    int outcome;  // OUTCOME_*
     size_t lines;
     text_block_error_t e;
     char read_err[512];
@@ -51,7 +51,7 @@ typedef struct run {
     size_t n_slots;
     uint64_t next_join;
     size_t lines_before;  // input lines before the next block to join
-    int stop;             // an error is in err: nothing more is read or joined
+    int stop;  // an error is in err: nothing more is read or joined
     char *err;
     size_t err_len;
 } run_t;

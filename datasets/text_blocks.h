@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/text_io.h"  // defines: text_reader_t
+#include "datasets/text_io.h"
 
 // The most threads a parse uses.
 #define TEXT_BLOCKS_MAX_THREADS 16

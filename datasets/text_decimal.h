@@ -12,11 +12,25 @@
 #include <emmintrin.h>
 #endif
 
-static const uint64_t text_pow10_u64[20] = {1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull,
-                                            10000000ull, 100000000ull, 1000000000ull, 10000000000ull,
-                                            100000000000ull, 1000000000000ull, 10000000000000ull,
-                                            100000000000000ull, 1000000000000000ull, 10000000000000000ull,
-                                            100000000000000000ull, 1000000000000000000ull,
+static const uint64_t text_pow10_u64[20] = {1ull,
+                                            10ull,
+                                            100ull,
+                                            1000ull,
+                                            10000ull,
+                                            100000ull,
+                                            1000000ull,
+                                            10000000ull,
+                                            100000000ull,
+                                            1000000000ull,
+                                            10000000000ull,
+                                            100000000000ull,
+                                            1000000000000ull,
+                                            10000000000000ull,
+                                            100000000000000ull,
+                                            1000000000000000ull,
+                                            10000000000000000ull,
+                                            100000000000000000ull,
+                                            1000000000000000000ull,
                                             10000000000000000000ull};
 // 10^k and 10^-k as doubles: exact, and rounded to nearest.
 static const double text_pow10_exact[16] = {1e0, 1e1, 1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
@@ -143,10 +157,10 @@ __attribute__((target("ssse3,sse4.1"))) static inline uint64_t text_decimal_digi
     uint64_t high = (uint32_t)_mm_cvtsi128_si32(eights), low = (uint32_t)_mm_extract_epi32(eights, 1);
     return high * 100000000u + low;
 }
-#define TEXT_DECIMAL_DIGITS(s, a, b)                                                                  \
-    (__builtin_cpu_supports("sse4.1") ? text_decimal_digits_sse41((s), (a), (b))                      \
-                                      : text_digits_value((s), (a)) * text_pow10_u64[(b)] +           \
-                                            text_digits_value((s) + (a) + 1, (b)))
+#define TEXT_DECIMAL_DIGITS(s, a, b)                \
+    (__builtin_cpu_supports("sse4.1")               \
+         ? text_decimal_digits_sse41((s), (a), (b)) \
+         : text_digits_value((s), (a)) * text_pow10_u64[(b)] + text_digits_value((s) + (a) + 1, (b)))
 // A parser's hot function compiled twice, for any x86-64 CPU and for those
 // with SSE4.1 (x86-64-v2), the one to run chosen once when the program loads:
 // in the second the digits above are inlined, not called (about 15% of a
@@ -155,7 +169,8 @@ __attribute__((target("ssse3,sse4.1"))) static inline uint64_t text_decimal_digi
 #define TEXT_HOT_CLONES __attribute__((target_clones("default", "arch=x86-64-v2")))
 #endif
 #else
-#define TEXT_DECIMAL_DIGITS(s, a, b) (text_digits_value((s), (a)) * text_pow10_u64[(b)] + text_digits_value((s) + (a) + 1, (b)))
+#define TEXT_DECIMAL_DIGITS(s, a, b) \
+    (text_digits_value((s), (a)) * text_pow10_u64[(b)] + text_digits_value((s) + (a) + 1, (b)))
 #endif
 #ifndef TEXT_HOT_CLONES
 #define TEXT_HOT_CLONES
@@ -169,7 +184,8 @@ __attribute__((cold, noinline)) float text_strtof(const char *p);
 // after its sign, with no letter, digit or '.' after it. Returns its end with
 // its digits as *mantissa (below 10^15: exact in a double) and *frac_digits
 // after the point, or NULL for any other text.
-__attribute__((always_inline)) static inline const char *text_decimal_fast(const char *p, uint64_t *mantissa, int *frac_digits, int *negative) {
+__attribute__((always_inline)) static inline const char *text_decimal_fast(const char *p, uint64_t *mantissa,
+                                                                           int *frac_digits, int *negative) {
     *negative = *p == '-';
     const char *s = p + (*p == '-' || *p == '+');
     int a, b, len = text_decimal_shape(s, &a, &b);

@@ -1,6 +1,6 @@
 #include "datasets/text_io.h"
 
-#include "datasets/text_decimal.h"  // defines: text_decimal_fast, text_decimal_double, text_decimal_float
+#include "datasets/text_decimal.h"
 
 #include <errno.h>
 #include <math.h>
@@ -48,7 +48,8 @@ int text_file_read(const char *path, char **out, size_t *out_len, char *err, siz
         const char *line_start = buf;
         for (const char *c = buf; c < nul; c++)
             if (*c == '\n') line++, line_start = c + 1;
-        snprintf(err, err_len, "%s:%zu:%zu: NUL byte in a text file (is it binary?)", path, line, (size_t)(nul - line_start) + 1);
+        snprintf(err, err_len, "%s:%zu:%zu: NUL byte in a text file (is it binary?)", path, line,
+                 (size_t)(nul - line_start) + 1);
         free(buf);
         return -1;
     }
@@ -67,7 +68,9 @@ typedef struct binary_magic {
 } binary_magic_t;
 
 static const binary_magic_t binary_magics[] = {
-    {"\x7f" "ELF", 4, "an ELF program or library"},
+    {"\x7f"
+     "ELF",
+     4, "an ELF program or library"},
     {"\x89PNG\r\n\x1a\n", 8, "a PNG image"},
     {"\xff\xd8\xff", 3, "a JPEG image"},
     {"GIF87a", 6, "a GIF image"},
@@ -90,8 +93,10 @@ static int refuse_binary(const text_reader_t *r, const char *p, size_t n, char *
             what = binary_magics[i].what;
     if (!what && n >= 262 && memcmp(p + 257, "ustar", 5) == 0) what = "a tar archive";
     if (!what) return 0;
-    snprintf(err, err_len, "%s: is %s%s, not text (expected a text data file: libsvm, CSV or ratings, plain or "
-             "compressed)", r->name, what, data_input_compressed(r->in) ? " inside compressed data" : "");
+    snprintf(err, err_len,
+             "%s: is %s%s, not text (expected a text data file: libsvm, CSV or ratings, plain or "
+             "compressed)",
+             r->name, what, data_input_compressed(r->in) ? " inside compressed data" : "");
     return -1;
 }
 
@@ -212,9 +217,7 @@ void text_reader_close(text_reader_t *r) {
 static const double exact_pow10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
                                        1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-static int is_alnum_or_dot(char c) {
-    return text_is_digit(c) || c == '.' || ((unsigned)((c | 0x20) - 'a') < 26);
-}
+static int is_alnum_or_dot(char c) { return text_is_digit(c) || c == '.' || ((unsigned)((c | 0x20) - 'a') < 26); }
 
 const char *text_parse_double(const char *p, double *value) {
     // Clinger's fast path: a mantissa below 2^53 times or divided by an exact
@@ -308,11 +311,29 @@ const char *text_parse_float_padded(const char *p, float *value, double *wide) {
 
 // ---- formatting floats ----
 
-static const uint64_t pow5[23] = {
-    1ull,          5ull,           25ull,           125ull,           625ull,            3125ull,
-    15625ull,      78125ull,       390625ull,       1953125ull,       9765625ull,        48828125ull,
-    244140625ull,  1220703125ull,  6103515625ull,   30517578125ull,   152587890625ull,   762939453125ull,
-    3814697265625ull, 19073486328125ull, 95367431640625ull, 476837158203125ull, 2384185791015625ull};
+static const uint64_t pow5[23] = {1ull,
+                                  5ull,
+                                  25ull,
+                                  125ull,
+                                  625ull,
+                                  3125ull,
+                                  15625ull,
+                                  78125ull,
+                                  390625ull,
+                                  1953125ull,
+                                  9765625ull,
+                                  48828125ull,
+                                  244140625ull,
+                                  1220703125ull,
+                                  6103515625ull,
+                                  30517578125ull,
+                                  152587890625ull,
+                                  762939453125ull,
+                                  3814697265625ull,
+                                  19073486328125ull,
+                                  95367431640625ull,
+                                  476837158203125ull,
+                                  2384185791015625ull};
 
 // printf's arbitrary-precision path costs ~280 ns a value, most of the
 // time of writing a large file; floats in [1e-14, 1e9) are instead rounded
@@ -408,7 +429,9 @@ const char *text_show_char(const char *p, char buf[48]) {
     if (c == '#') return "a '#' comment";
     if (c == ' ') return "a space";
     if (c == '\t') return "a tab";
-    if (c >= 0x20 && c < 0x7f) snprintf(buf, 48, "'%c'", c);
-    else snprintf(buf, 48, "byte 0x%02x", c);
+    if (c >= 0x20 && c < 0x7f)
+        snprintf(buf, 48, "'%c'", c);
+    else
+        snprintf(buf, 48, "byte 0x%02x", c);
     return buf;
 }

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "datasets/data_input.h"  // defines: data_input_t
+#include "datasets/data_input.h"
 
 // Reads the whole file at path (plain or compressed: datasets/data_input.h)
 // into a NUL-terminated buffer; the caller owns *out (free). Refuses files
@@ -38,13 +38,13 @@ typedef struct text_block_buf {
 
 typedef struct text_reader {
     data_input_t *in;
-    const char *name;     // for messages: the path, "stdin", or the name given
-    size_t block;         // bytes read for a block (its lines are cut at the last '\n')
-    char *carry;          // (carry_cap) the partial line after the last block
+    const char *name;  // for messages: the path, "stdin", or the name given
+    size_t block;  // bytes read for a block (its lines are cut at the last '\n')
+    char *carry;  // (carry_cap) the partial line after the last block
     size_t carry_len, carry_cap;
-    size_t blocks;        // blocks given so far
+    size_t blocks;  // blocks given so far
     int at_eof;
-    text_block_buf_t own; // the block of text_reader_next
+    text_block_buf_t own;  // the block of text_reader_next
 } text_reader_t;
 
 int text_reader_open(text_reader_t *r, const char *path, char *err, size_t err_len);

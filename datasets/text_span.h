@@ -19,7 +19,8 @@ __attribute__((always_inline)) static inline int text_span_until(const char *p, 
     __m128i space = _mm_set1_epi8(' '), cc = _mm_set1_epi8(c);
     __m128i stop_a = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(a, space), a), _mm_cmpeq_epi8(a, cc));
     __m128i stop_b = _mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(b, space), b), _mm_cmpeq_epi8(b, cc));
-    uint64_t stops = (uint64_t)(unsigned)_mm_movemask_epi8(stop_a) | (uint64_t)(unsigned)_mm_movemask_epi8(stop_b) << 16;
+    uint64_t stops = (uint64_t)(unsigned)_mm_movemask_epi8(stop_a) | (uint64_t)(unsigned)_mm_movemask_epi8(stop_b)
+                                                                         << 16;
     return __builtin_ctzll(stops | (UINT64_C(1) << 32));
 #else
     int n = 0;

@@ -12,9 +12,9 @@
 
 // Cores OpenBLAS falls back to when it does not recognise a CPU; none of them
 // uses AVX, so any AVX2 machine loses several times its matrix throughput.
-static const char *const generic_cores[] = {"prescott", "katmai", "coppermine", "northwood", "banias",
-                                            "core2", "penryn", "dunnington", "nehalem", "atom",
-                                            "opteron", "barcelona", "bobcat", "generic", NULL};
+static const char *const generic_cores[] = {"prescott", "katmai",    "coppermine", "northwood", "banias",
+                                            "core2",    "penryn",    "dunnington", "nehalem",   "atom",
+                                            "opteron",  "barcelona", "bobcat",     "generic",   NULL};
 
 static int is_generic_core(const char *name) {
     for (int i = 0; generic_cores[i]; i++)
@@ -25,9 +25,8 @@ static int is_generic_core(const char *name) {
 // The fastest OpenBLAS core this CPU can execute, and why (NULL: none better than generic).
 static const char *best_supported_core(const char **why) {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512cd")) {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd")) {
         *why = "CPU has AVX-512 F/BW/VL/DQ/CD";
         return "SkylakeX";
     }

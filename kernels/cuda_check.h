@@ -15,19 +15,19 @@ int gpu_record_failure(int failed, const char *expr, const char *library_text, c
 const char *cublas_status_text(cublasStatus_t s);
 
 // Checks a call whose failure the caller also returns (rc) or only records.
-#define CUDA_CHECK(expr)                                                                                  \
-    ([&]() -> int {                                                                                       \
-        cudaError_t rc_ = (expr);                                                                         \
-        return rc_ == cudaSuccess ? 0                                                                     \
-                                  : gpu_record_failure(-1, #expr, cudaGetErrorString(rc_), __func__,      \
-                                                       __FILE__, __LINE__);                              \
+#define CUDA_CHECK(expr)                                                                                   \
+    ([&]() -> int {                                                                                        \
+        cudaError_t rc_ = (expr);                                                                          \
+        return rc_ == cudaSuccess                                                                          \
+                   ? 0                                                                                     \
+                   : gpu_record_failure(-1, #expr, cudaGetErrorString(rc_), __func__, __FILE__, __LINE__); \
     }())
-#define CUBLAS_CHECK(expr)                                                                                \
-    ([&]() -> int {                                                                                       \
-        cublasStatus_t rc_ = (expr);                                                                      \
-        return rc_ == CUBLAS_STATUS_SUCCESS ? 0                                                           \
-                                            : gpu_record_failure(-1, #expr, cublas_status_text(rc_),      \
-                                                                 __func__, __FILE__, __LINE__);          \
+#define CUBLAS_CHECK(expr)                                                                                 \
+    ([&]() -> int {                                                                                        \
+        cublasStatus_t rc_ = (expr);                                                                       \
+        return rc_ == CUBLAS_STATUS_SUCCESS                                                                \
+                   ? 0                                                                                     \
+                   : gpu_record_failure(-1, #expr, cublas_status_text(rc_), __func__, __FILE__, __LINE__); \
     }())
 // After every kernel launch: a bad configuration shows up here, not later.
 int gpu_check_launch(const char *kernel, const char *func, const char *file, int line);

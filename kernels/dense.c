@@ -55,8 +55,8 @@ static double softmax_xent_row(int classes, const float *row, int label, float s
     return log_sum - (double)(row[label] - max);
 }
 
-double softmax_xent_cpu(int batch, int classes, const float *logits, const int32_t *labels, float scale,
-                        float *dlogits, int *correct) {
+double softmax_xent_cpu(int batch, int classes, const float *logits, const int32_t *labels, float scale, float *dlogits,
+                        int *correct) {
     double loss = 0.0;
     int hits = 0;
     for (int r = 0; r < batch; r++) {

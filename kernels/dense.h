@@ -20,8 +20,8 @@ void relu_backward_cpu(int n, const float *activation, float *dz);
 // Softmax cross-entropy over rows of logits (batch, classes). Returns the summed loss.
 // If dlogits is not NULL it receives scale * (softmax - onehot(label)).
 // If correct is not NULL it receives the number of rows whose argmax equals the label.
-double softmax_xent_cpu(int batch, int classes, const float *logits, const int32_t *labels, float scale,
-                        float *dlogits, int *correct);
+double softmax_xent_cpu(int batch, int classes, const float *logits, const int32_t *labels, float scale, float *dlogits,
+                        int *correct);
 
 // dw += dz^T x      dz (batch, out) with row stride ldz >= out, x (batch, in), dw (out, in)
 // Accumulates: with beta = 1 OpenBLAS skips its separate pass that scales (here:

@@ -37,7 +37,9 @@ int gpu_zero_async(void *d, size_t n, gpu_stream_t *st, char *err, size_t err_le
     return (void)d, (void)n, (void)st, not_built(err, err_len);
 }
 int gpu_use_stream(gpu_stream_t *s, char *err, size_t err_len) { return (void)s, not_built(err, err_len); }
-gpu_event_t *gpu_event_new(int timing, char *err, size_t err_len) { return (void)timing, not_built(err, err_len), NULL; }
+gpu_event_t *gpu_event_new(int timing, char *err, size_t err_len) {
+    return (void)timing, not_built(err, err_len), NULL;
+}
 void gpu_event_destroy(gpu_event_t **e) { (void)e; }
 int gpu_event_record(gpu_event_t *e, gpu_stream_t *s, char *err, size_t err_len) {
     return (void)e, (void)s, not_built(err, err_len);

@@ -7,6 +7,4 @@ static const char *const names[] = {
 };
 _Static_assert(sizeof names / sizeof names[0] == OPTIMIZER_KIND_COUNT_, "one name per optimizer_kind_t");
 
-const char *optimizer_kind_name(optimizer_kind_t k) {
-    return (unsigned)k < OPTIMIZER_KIND_COUNT_ ? names[k] : "sgd";
-}
+const char *optimizer_kind_name(optimizer_kind_t k) { return (unsigned)k < OPTIMIZER_KIND_COUNT_ ? names[k] : "sgd"; }

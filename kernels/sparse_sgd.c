@@ -2,7 +2,7 @@
 // per-example arithmetic.
 #include "kernels/sparse_sgd.h"
 
-#include "kernels/linear_loss.h"  // defines: linear_loss_of
+#include "kernels/linear_loss.h"
 
 #include <math.h>
 #include <string.h>

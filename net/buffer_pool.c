@@ -10,15 +10,15 @@
 typedef struct pool_buf {
     struct buffer_pool *pool;
     struct pool_buf *next;  // in the free list
-    _Atomic size_t holds;   // the taker's, plus one per message over it
+    _Atomic size_t holds;  // the taker's, plus one per message over it
     alignas(64) unsigned char data[];
 } pool_buf_t;
 
 struct buffer_pool {
-    pthread_mutex_t lock;   // the free list: taken on the owner's thread, given back on I/O threads
+    pthread_mutex_t lock;  // the free list: taken on the owner's thread, given back on I/O threads
     pool_buf_t *free;
     size_t n_free, keep, bytes;
-    _Atomic size_t refs;    // the owner's, plus one per buffer out of the free list
+    _Atomic size_t refs;  // the owner's, plus one per buffer out of the free list
     buffer_pool_counts_t counts;
 };
 

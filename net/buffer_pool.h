@@ -38,7 +38,7 @@ void buffer_pool_drop(void *data);
 
 typedef struct buffer_pool_counts {
     size_t allocated;  // buffers allocated (a reused one is not counted again)
-    size_t taken;      // buffers handed out
+    size_t taken;  // buffers handed out
 } buffer_pool_counts_t;
 void buffer_pool_counts(buffer_pool_t *p, buffer_pool_counts_t *out);
 

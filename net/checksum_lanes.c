@@ -57,7 +57,7 @@ static void lanes_add_vector2(uint64_t a[4], uint64_t b[4], const uint8_t *p, ui
 typedef uint64_t lanes4_t __attribute__((vector_size(32)));
 
 __attribute__((target("avx2"))) static void lanes_add_avx2(uint64_t a[4], uint64_t b[4], const uint8_t *p, uint8_t *q,
-                                                          size_t blocks) {
+                                                           size_t blocks) {
     lanes4_t va, vb;
     memcpy(&va, a, 32), memcpy(&vb, b, 32);
     if (q) {
@@ -80,14 +80,18 @@ __attribute__((target("avx2"))) static void lanes_add_avx2(uint64_t a[4], uint64
 
 int checksum_lanes_available(checksum_lanes_way_t way) {
     switch (way) {
-    case CHECKSUM_LANES_WORDS: return 1;
+        case CHECKSUM_LANES_WORDS:
+            return 1;
 #ifdef HAVE_VECTORS
-    case CHECKSUM_LANES_VECTOR2: return 1;
+        case CHECKSUM_LANES_VECTOR2:
+            return 1;
 #endif
 #ifdef HAVE_AVX2
-    case CHECKSUM_LANES_AVX2: return __builtin_cpu_supports("avx2") != 0;
+        case CHECKSUM_LANES_AVX2:
+            return __builtin_cpu_supports("avx2") != 0;
 #endif
-    default: return 0;
+        default:
+            return 0;
     }
 }
 
@@ -95,12 +99,18 @@ void checksum_lanes_add_with(checksum_lanes_way_t way, uint64_t a[4], uint64_t b
                              size_t blocks) {
     switch (way) {
 #ifdef HAVE_AVX2
-    case CHECKSUM_LANES_AVX2: lanes_add_avx2(a, b, p, q, blocks); return;
+        case CHECKSUM_LANES_AVX2:
+            lanes_add_avx2(a, b, p, q, blocks);
+            return;
 #endif
 #ifdef HAVE_VECTORS
-    case CHECKSUM_LANES_VECTOR2: lanes_add_vector2(a, b, p, q, blocks); return;
+        case CHECKSUM_LANES_VECTOR2:
+            lanes_add_vector2(a, b, p, q, blocks);
+            return;
 #endif
-    default: lanes_add_words(a, b, p, q, blocks); return;
+        default:
+            lanes_add_words(a, b, p, q, blocks);
+            return;
     }
 }
 

@@ -28,9 +28,9 @@ struct compressor {
     compress_spec_t spec;
     size_t max_n;
     rng_t rng;
-    float *work;        // (max_n) x + residual: the vector being encoded
-    float *mag;         // (max_n) topk: magnitudes, reordered while selecting
-    uint64_t *chosen;   // (max_n / 64 + 1) randk: which indices were drawn
+    float *work;  // (max_n) x + residual: the vector being encoded
+    float *mag;  // (max_n) topk: magnitudes, reordered while selecting
+    uint64_t *chosen;  // (max_n / 64 + 1) randk: which indices were drawn
 };
 
 static const char *const kind_names[COMPRESS_KIND_COUNT_] = {"none", "fp16", "qsgd", "topk", "randk"};
@@ -61,48 +61,49 @@ int compress_spec_parse(const char *text, compress_spec_t *out, char *err, size_
         return -1;
     }
     switch (s.kind) {
-    case COMPRESS_KIND_NONE:
-    case COMPRESS_KIND_FP16:
-        if (arg) {
-            snprintf(err, err_len, "--compress '%s': %s takes no parameter", text, kind_names[s.kind]);
-            return -1;
+        case COMPRESS_KIND_NONE:
+        case COMPRESS_KIND_FP16:
+            if (arg) {
+                snprintf(err, err_len, "--compress '%s': %s takes no parameter", text, kind_names[s.kind]);
+                return -1;
+            }
+            break;
+        case COMPRESS_KIND_QSGD: {
+            char *end = NULL;
+            unsigned long bits = arg ? strtoul(arg, &end, 10) : 0;
+            unsigned long bucket = COMPRESS_QSGD_BUCKET;
+            int bad_bucket = 0;
+            if (arg && end != arg && *end == ':') {
+                const char *b = end + 1;
+                bucket = strtoul(b, &end, 10);
+                bad_bucket = end == b || *b == '-' || bucket == 0 || bucket > (1ul << 24);
+            }
+            if (!arg || end == arg || *end != '\0' || *arg == '-' || bad_bucket || bits < COMPRESS_QSGD_MIN_BITS ||
+                bits > COMPRESS_QSGD_MAX_BITS) {
+                snprintf(
+                    err, err_len,
+                    "--compress '%s': expected qsgd:BITS with BITS %u..%u (or qsgd:BITS:BUCKET, BUCKET 1..16777216)",
+                    text, COMPRESS_QSGD_MIN_BITS, COMPRESS_QSGD_MAX_BITS);
+                return -1;
+            }
+            s.bits = (unsigned)bits;
+            s.bucket = (uint32_t)bucket;
+            break;
         }
-        break;
-    case COMPRESS_KIND_QSGD: {
-        char *end = NULL;
-        unsigned long bits = arg ? strtoul(arg, &end, 10) : 0;
-        unsigned long bucket = COMPRESS_QSGD_BUCKET;
-        int bad_bucket = 0;
-        if (arg && end != arg && *end == ':') {
-            const char *b = end + 1;
-            bucket = strtoul(b, &end, 10);
-            bad_bucket = end == b || *b == '-' || bucket == 0 || bucket > (1ul << 24);
+        case COMPRESS_KIND_TOPK:
+        case COMPRESS_KIND_RANDK: {
+            char *end = NULL;
+            double f = arg ? strtod(arg, &end) : NAN;
+            if (!arg || end == arg || *end != '\0' || !(f > 0.0 && f <= 1.0)) {
+                snprintf(err, err_len, "--compress '%s': expected %s:FRACTION with FRACTION in (0, 1], e.g. %s:0.01",
+                         text, kind_names[s.kind], kind_names[s.kind]);
+                return -1;
+            }
+            s.fraction = f;
+            break;
         }
-        if (!arg || end == arg || *end != '\0' || *arg == '-' || bad_bucket || bits < COMPRESS_QSGD_MIN_BITS ||
-            bits > COMPRESS_QSGD_MAX_BITS) {
-            snprintf(err, err_len,
-                     "--compress '%s': expected qsgd:BITS with BITS %u..%u (or qsgd:BITS:BUCKET, BUCKET 1..16777216)",
-                     text, COMPRESS_QSGD_MIN_BITS, COMPRESS_QSGD_MAX_BITS);
-            return -1;
-        }
-        s.bits = (unsigned)bits;
-        s.bucket = (uint32_t)bucket;
-        break;
-    }
-    case COMPRESS_KIND_TOPK:
-    case COMPRESS_KIND_RANDK: {
-        char *end = NULL;
-        double f = arg ? strtod(arg, &end) : NAN;
-        if (!arg || end == arg || *end != '\0' || !(f > 0.0 && f <= 1.0)) {
-            snprintf(err, err_len, "--compress '%s': expected %s:FRACTION with FRACTION in (0, 1], e.g. %s:0.01", text,
-                     kind_names[s.kind], kind_names[s.kind]);
-            return -1;
-        }
-        s.fraction = f;
-        break;
-    }
-    default:
-        break;
+        default:
+            break;
     }
     *out = s;
     return 0;
@@ -110,17 +111,19 @@ int compress_spec_parse(const char *text, compress_spec_t *out, char *err, size_
 
 void compress_spec_format(const compress_spec_t *s, char *out, size_t out_len) {
     switch (s->kind) {
-    case COMPRESS_KIND_QSGD:
-        if (s->bucket == COMPRESS_QSGD_BUCKET) snprintf(out, out_len, "qsgd:%u", s->bits);
-        else snprintf(out, out_len, "qsgd:%u:%u", s->bits, s->bucket);
-        break;
-    case COMPRESS_KIND_TOPK:
-    case COMPRESS_KIND_RANDK:
-        snprintf(out, out_len, "%s:%g", kind_names[s->kind], s->fraction);
-        break;
-    default:
-        snprintf(out, out_len, "%s", compress_kind_name(s->kind));
-        break;
+        case COMPRESS_KIND_QSGD:
+            if (s->bucket == COMPRESS_QSGD_BUCKET)
+                snprintf(out, out_len, "qsgd:%u", s->bits);
+            else
+                snprintf(out, out_len, "qsgd:%u:%u", s->bits, s->bucket);
+            break;
+        case COMPRESS_KIND_TOPK:
+        case COMPRESS_KIND_RANDK:
+            snprintf(out, out_len, "%s:%g", kind_names[s->kind], s->fraction);
+            break;
+        default:
+            snprintf(out, out_len, "%s", compress_kind_name(s->kind));
+            break;
     }
 }
 
@@ -141,12 +144,21 @@ static size_t qsgd_code_bytes(size_t n, unsigned bits) { return (n * bits + 7) /
 size_t compress_encoded_bytes(const compress_spec_t *s, size_t n) {
     size_t body = 0;
     switch (s->kind) {
-    case COMPRESS_KIND_NONE: body = 4 * n; break;
-    case COMPRESS_KIND_FP16: body = 2 * n; break;
-    case COMPRESS_KIND_QSGD: body = 4 * qsgd_buckets(n, s->bucket) + qsgd_code_bytes(n, s->bits); break;
-    case COMPRESS_KIND_TOPK:
-    case COMPRESS_KIND_RANDK: body = 8 * compress_values_sent(s, n); break;
-    default: break;
+        case COMPRESS_KIND_NONE:
+            body = 4 * n;
+            break;
+        case COMPRESS_KIND_FP16:
+            body = 2 * n;
+            break;
+        case COMPRESS_KIND_QSGD:
+            body = 4 * qsgd_buckets(n, s->bucket) + qsgd_code_bytes(n, s->bits);
+            break;
+        case COMPRESS_KIND_TOPK:
+        case COMPRESS_KIND_RANDK:
+            body = 8 * compress_values_sent(s, n);
+            break;
+        default:
+            break;
     }
     return COMPRESS_DESCRIPTOR_BYTES + body;
 }
@@ -361,8 +373,8 @@ void compress_round_fp16(float *x, size_t n) { fp16_pack(x, n, NULL, x); }
 compressor_t *compressor_new(const compress_spec_t *s, size_t max_n, uint64_t seed, uint64_t stream, char *err,
                              size_t err_len) {
     if ((unsigned)s->kind >= COMPRESS_KIND_COUNT_ ||
-        (s->kind == COMPRESS_KIND_QSGD && (s->bits < COMPRESS_QSGD_MIN_BITS || s->bits > COMPRESS_QSGD_MAX_BITS ||
-                                           s->bucket == 0)) ||
+        (s->kind == COMPRESS_KIND_QSGD &&
+         (s->bits < COMPRESS_QSGD_MIN_BITS || s->bits > COMPRESS_QSGD_MAX_BITS || s->bucket == 0)) ||
         ((s->kind == COMPRESS_KIND_TOPK || s->kind == COMPRESS_KIND_RANDK) && !(s->fraction > 0 && s->fraction <= 1))) {
         snprintf(err, err_len, "compressor: invalid spec (kind %d, bits %u, bucket %u, fraction %g)", (int)s->kind,
                  s->bits, s->bucket, s->fraction);
@@ -437,7 +449,8 @@ static const float *encode_input(compressor_t *c, const float *x, size_t n, cons
     }
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(p[i])) {
-            snprintf(err, err_len, "compress %s: value %zu of %zu is %g: a gradient that is not finite cannot be encoded",
+            snprintf(err, err_len,
+                     "compress %s: value %zu of %zu is %g: a gradient that is not finite cannot be encoded",
                      compress_kind_name(c->spec.kind), i, n, (double)p[i]);
             return NULL;
         }
@@ -527,9 +540,12 @@ static float select_kth(float *a, size_t n, size_t kth) {
             }
         }
         // Now a[lo..j] <= pivot <= a[i..hi], and anything between equals pivot.
-        if (k <= j) hi = j;
-        else if (k >= i) lo = i;
-        else return a[k];
+        if (k <= j)
+            hi = j;
+        else if (k >= i)
+            lo = i;
+        else
+            return a[k];
     }
     return a[k];
 }
@@ -595,14 +611,14 @@ int compress_encode(compressor_t *c, const float *x, size_t n, float *residual, 
                     size_t out_len, char *err, size_t err_len) {
     const compress_spec_t *s = &c->spec;
     if (n > c->max_n) {
-        snprintf(err, err_len, "compress %s: %zu values but the compressor was sized for %zu", compress_kind_name(s->kind),
-                 n, c->max_n);
+        snprintf(err, err_len, "compress %s: %zu values but the compressor was sized for %zu",
+                 compress_kind_name(s->kind), n, c->max_n);
         return -1;
     }
     size_t need = compress_encoded_bytes(s, n);
     if (out_len < need) {
-        snprintf(err, err_len, "compress %s: %zu values need %zu bytes, the buffer has %zu", compress_kind_name(s->kind), n,
-                 need, out_len);
+        snprintf(err, err_len, "compress %s: %zu values need %zu bytes, the buffer has %zu",
+                 compress_kind_name(s->kind), n, need, out_len);
         return -1;
     }
     const float *p = encode_input(c, x, n, residual, err, err_len);
@@ -610,38 +626,36 @@ int compress_encode(compressor_t *c, const float *x, size_t n, float *residual, 
     uint8_t *body = out + COMPRESS_DESCRIPTOR_BYTES;
     size_t k = compress_values_sent(s, n);
     switch (s->kind) {
-    case COMPRESS_KIND_NONE:
-        write_descriptor(out, s->kind, 0, 0);
-        memcpy(body, p, n * sizeof *p);
-        for (size_t i = 0; i < n; i++) account(residual, sent, i, p[i], p[i]);
-        break;
-    case COMPRESS_KIND_FP16:
-        write_descriptor(out, s->kind, 0, 0);
-        encode_fp16(p, n, residual, sent, body);
-        break;
-    case COMPRESS_KIND_QSGD:
-        write_descriptor(out, s->kind, s->bits, s->bucket);
-        encode_qsgd(c, p, n, residual, sent, body);
-        break;
-    case COMPRESS_KIND_TOPK:
-        write_descriptor(out, s->kind, 0, (uint32_t)k);
-        encode_topk(c, p, n, k, residual, sent, body);
-        break;
-    case COMPRESS_KIND_RANDK:
-        write_descriptor(out, s->kind, 0, (uint32_t)k);
-        encode_randk(c, p, n, k, residual, sent, body);
-        break;
-    default:
-        break;
+        case COMPRESS_KIND_NONE:
+            write_descriptor(out, s->kind, 0, 0);
+            memcpy(body, p, n * sizeof *p);
+            for (size_t i = 0; i < n; i++) account(residual, sent, i, p[i], p[i]);
+            break;
+        case COMPRESS_KIND_FP16:
+            write_descriptor(out, s->kind, 0, 0);
+            encode_fp16(p, n, residual, sent, body);
+            break;
+        case COMPRESS_KIND_QSGD:
+            write_descriptor(out, s->kind, s->bits, s->bucket);
+            encode_qsgd(c, p, n, residual, sent, body);
+            break;
+        case COMPRESS_KIND_TOPK:
+            write_descriptor(out, s->kind, 0, (uint32_t)k);
+            encode_topk(c, p, n, k, residual, sent, body);
+            break;
+        case COMPRESS_KIND_RANDK:
+            write_descriptor(out, s->kind, 0, (uint32_t)k);
+            encode_randk(c, p, n, k, residual, sent, body);
+            break;
+        default:
+            break;
     }
     return 0;
 }
 
 // ---- decoding --------------------------------------------------------------------
 
-int compress_encoded_kind(const uint8_t *in, size_t len) {
-    return len < COMPRESS_DESCRIPTOR_BYTES ? -1 : (int)in[0];
-}
+int compress_encoded_kind(const uint8_t *in, size_t len) { return len < COMPRESS_DESCRIPTOR_BYTES ? -1 : (int)in[0]; }
 
 #define BAD(...) (snprintf(err, err_len, __VA_ARGS__), -1)
 
@@ -652,71 +666,77 @@ static int check_size(const char *name, size_t len, size_t want, size_t n, char 
 
 int compress_check(const uint8_t *in, size_t len, size_t n, char *err, size_t err_len) {
     if (len < COMPRESS_DESCRIPTOR_BYTES)
-        return BAD("encoded gradient of %zu bytes is shorter than its %u-byte descriptor", len, COMPRESS_DESCRIPTOR_BYTES);
+        return BAD("encoded gradient of %zu bytes is shorter than its %u-byte descriptor", len,
+                   COMPRESS_DESCRIPTOR_BYTES);
     unsigned kind = in[0], bits = in[1];
     uint32_t param = get_u32(in + 4);
     const uint8_t *body = in + COMPRESS_DESCRIPTOR_BYTES;
     if (kind >= COMPRESS_KIND_COUNT_)
         return BAD("unknown gradient encoding %u (this build knows 0 none, 1 fp16, 2 qsgd, 3 topk, 4 randk)", kind);
     const char *name = kind_names[kind];
-    if (in[2] || in[3]) return BAD("encoded %s gradient: descriptor bytes 2-3 are %u, %u; they must be 0", name, in[2], in[3]);
+    if (in[2] || in[3])
+        return BAD("encoded %s gradient: descriptor bytes 2-3 are %u, %u; they must be 0", name, in[2], in[3]);
     switch ((compress_kind_t)kind) {
-    case COMPRESS_KIND_NONE:
-    case COMPRESS_KIND_FP16: {
-        if (bits || param) return BAD("encoded %s gradient: descriptor parameters %u, %u must be 0", name, bits, param);
-        size_t width = kind == COMPRESS_KIND_NONE ? 4 : 2;
-        if (check_size(name, len, COMPRESS_DESCRIPTOR_BYTES + width * n, n, err, err_len) != 0) return -1;
-        for (size_t i = 0; i < n; i++) {
-            int finite = kind == COMPRESS_KIND_NONE ? isfinite(get_f32(body + 4 * i))
-                                                    : ((body[2 * i + 1] >> 2) & 0x1fu) != 0x1fu;
-            if (!finite) return BAD("encoded %s gradient: value %zu is not finite", name, i);
+        case COMPRESS_KIND_NONE:
+        case COMPRESS_KIND_FP16: {
+            if (bits || param)
+                return BAD("encoded %s gradient: descriptor parameters %u, %u must be 0", name, bits, param);
+            size_t width = kind == COMPRESS_KIND_NONE ? 4 : 2;
+            if (check_size(name, len, COMPRESS_DESCRIPTOR_BYTES + width * n, n, err, err_len) != 0) return -1;
+            for (size_t i = 0; i < n; i++) {
+                int finite = kind == COMPRESS_KIND_NONE ? isfinite(get_f32(body + 4 * i))
+                                                        : ((body[2 * i + 1] >> 2) & 0x1fu) != 0x1fu;
+                if (!finite) return BAD("encoded %s gradient: value %zu is not finite", name, i);
+            }
+            return 0;
         }
-        return 0;
-    }
-    case COMPRESS_KIND_QSGD: {
-        if (bits < COMPRESS_QSGD_MIN_BITS || bits > COMPRESS_QSGD_MAX_BITS)
-            return BAD("encoded qsgd gradient: %u bits per value; expected %u..%u", bits, COMPRESS_QSGD_MIN_BITS,
-                       COMPRESS_QSGD_MAX_BITS);
-        if (param == 0) return BAD("encoded qsgd gradient: bucket length 0");
-        size_t nb = qsgd_buckets(n, param);
-        if (check_size(name, len, COMPRESS_DESCRIPTOR_BYTES + 4 * nb + qsgd_code_bytes(n, bits), n, err, err_len) != 0)
-            return -1;
-        for (size_t b = 0; b < nb; b++) {
-            float scale = get_f32(body + 4 * b);
-            if (!(scale >= 0.0f) || !isfinite(scale))
-                return BAD("encoded qsgd gradient: bucket %zu has scale %g; expected a finite value >= 0", b, (double)scale);
+        case COMPRESS_KIND_QSGD: {
+            if (bits < COMPRESS_QSGD_MIN_BITS || bits > COMPRESS_QSGD_MAX_BITS)
+                return BAD("encoded qsgd gradient: %u bits per value; expected %u..%u", bits, COMPRESS_QSGD_MIN_BITS,
+                           COMPRESS_QSGD_MAX_BITS);
+            if (param == 0) return BAD("encoded qsgd gradient: bucket length 0");
+            size_t nb = qsgd_buckets(n, param);
+            if (check_size(name, len, COMPRESS_DESCRIPTOR_BYTES + 4 * nb + qsgd_code_bytes(n, bits), n, err, err_len) !=
+                0)
+                return -1;
+            for (size_t b = 0; b < nb; b++) {
+                float scale = get_f32(body + 4 * b);
+                if (!(scale >= 0.0f) || !isfinite(scale))
+                    return BAD("encoded qsgd gradient: bucket %zu has scale %g; expected a finite value >= 0", b,
+                               (double)scale);
+            }
+            const uint8_t *codes = body + 4 * nb;
+            uint32_t top = 2u * ((1u << (bits - 1)) - 1u), mask = (1u << bits) - 1u;
+            for (size_t i = 0; i < n; i++) {
+                size_t bit = i * bits;
+                uint32_t two =
+                    codes[bit / 8] | (bit / 8 + 1 < qsgd_code_bytes(n, bits) ? (uint32_t)codes[bit / 8 + 1] << 8 : 0);
+                uint32_t code = (two >> (bit % 8)) & mask;
+                if (code > top) return BAD("encoded qsgd gradient: code %u of value %zu is above %u", code, i, top);
+            }
+            size_t used = n * bits;
+            if (used % 8 && (codes[used / 8] >> (used % 8)) != 0)
+                return BAD("encoded qsgd gradient: the unused bits of the last byte are not 0");
+            return 0;
         }
-        const uint8_t *codes = body + 4 * nb;
-        uint32_t top = 2u * ((1u << (bits - 1)) - 1u), mask = (1u << bits) - 1u;
-        for (size_t i = 0; i < n; i++) {
-            size_t bit = i * bits;
-            uint32_t two = codes[bit / 8] | (bit / 8 + 1 < qsgd_code_bytes(n, bits) ? (uint32_t)codes[bit / 8 + 1] << 8 : 0);
-            uint32_t code = (two >> (bit % 8)) & mask;
-            if (code > top) return BAD("encoded qsgd gradient: code %u of value %zu is above %u", code, i, top);
+        case COMPRESS_KIND_TOPK:
+        case COMPRESS_KIND_RANDK: {
+            if (bits) return BAD("encoded %s gradient: descriptor byte 1 is %u; it must be 0", name, bits);
+            if (param > n) return BAD("encoded %s gradient: %u pairs for a vector of %zu values", name, param, n);
+            if (check_size(name, len, COMPRESS_DESCRIPTOR_BYTES + 8 * (size_t)param, n, err, err_len) != 0) return -1;
+            for (uint32_t j = 0; j < param; j++) {
+                uint32_t i = get_u32(body + 4 * (size_t)j);
+                if (i >= n) return BAD("encoded %s gradient: index %u of pair %u is not below %zu", name, i, j, n);
+                if (j > 0 && i <= get_u32(body + 4 * (size_t)(j - 1)))
+                    return BAD("encoded %s gradient: indices are not ascending at pair %u (%u after %u)", name, j, i,
+                               get_u32(body + 4 * (size_t)(j - 1)));
+                if (!isfinite(get_f32(body + 4 * (size_t)param + 4 * (size_t)j)))
+                    return BAD("encoded %s gradient: value of pair %u is not finite", name, j);
+            }
+            return 0;
         }
-        size_t used = n * bits;
-        if (used % 8 && (codes[used / 8] >> (used % 8)) != 0)
-            return BAD("encoded qsgd gradient: the unused bits of the last byte are not 0");
-        return 0;
-    }
-    case COMPRESS_KIND_TOPK:
-    case COMPRESS_KIND_RANDK: {
-        if (bits) return BAD("encoded %s gradient: descriptor byte 1 is %u; it must be 0", name, bits);
-        if (param > n) return BAD("encoded %s gradient: %u pairs for a vector of %zu values", name, param, n);
-        if (check_size(name, len, COMPRESS_DESCRIPTOR_BYTES + 8 * (size_t)param, n, err, err_len) != 0) return -1;
-        for (uint32_t j = 0; j < param; j++) {
-            uint32_t i = get_u32(body + 4 * (size_t)j);
-            if (i >= n) return BAD("encoded %s gradient: index %u of pair %u is not below %zu", name, i, j, n);
-            if (j > 0 && i <= get_u32(body + 4 * (size_t)(j - 1)))
-                return BAD("encoded %s gradient: indices are not ascending at pair %u (%u after %u)", name, j, i,
-                           get_u32(body + 4 * (size_t)(j - 1)));
-            if (!isfinite(get_f32(body + 4 * (size_t)param + 4 * (size_t)j)))
-                return BAD("encoded %s gradient: value of pair %u is not finite", name, j);
-        }
-        return 0;
-    }
-    default:
-        break;
+        default:
+            break;
     }
     return BAD("unknown gradient encoding %u", kind);
 }
@@ -727,43 +747,43 @@ static int decode_impl(const uint8_t *in, size_t len, size_t n, float *out, int 
     uint32_t param = get_u32(in + 4);
     const uint8_t *body = in + COMPRESS_DESCRIPTOR_BYTES;
     switch ((compress_kind_t)kind) {
-    case COMPRESS_KIND_NONE:
-        for (size_t i = 0; i < n; i++) out[i] = (add ? out[i] : 0.0f) + get_f32(body + 4 * i);
-        break;
-    case COMPRESS_KIND_FP16:
-        fp16_unpack(body, n, out, add);
-        break;
-    case COMPRESS_KIND_QSGD: {
-        uint32_t s = (1u << (bits - 1)) - 1u, mask = (1u << bits) - 1u;
-        size_t nb = qsgd_buckets(n, param);
-        const uint8_t *codes = body + 4 * nb;
-        uint64_t acc = 0;
-        unsigned held = 0;
-        for (size_t b = 0; b < nb; b++) {
-            float unit = get_f32(body + 4 * b) / (float)s;  // as the encoder computed it
-            size_t lo = b * param, hi = lo + param < n ? lo + param : n;
-            for (size_t i = lo; i < hi; i++) {
-                while (held < bits) {
-                    acc |= (uint64_t)*codes++ << held;
-                    held += 8;
+        case COMPRESS_KIND_NONE:
+            for (size_t i = 0; i < n; i++) out[i] = (add ? out[i] : 0.0f) + get_f32(body + 4 * i);
+            break;
+        case COMPRESS_KIND_FP16:
+            fp16_unpack(body, n, out, add);
+            break;
+        case COMPRESS_KIND_QSGD: {
+            uint32_t s = (1u << (bits - 1)) - 1u, mask = (1u << bits) - 1u;
+            size_t nb = qsgd_buckets(n, param);
+            const uint8_t *codes = body + 4 * nb;
+            uint64_t acc = 0;
+            unsigned held = 0;
+            for (size_t b = 0; b < nb; b++) {
+                float unit = get_f32(body + 4 * b) / (float)s;  // as the encoder computed it
+                size_t lo = b * param, hi = lo + param < n ? lo + param : n;
+                for (size_t i = lo; i < hi; i++) {
+                    while (held < bits) {
+                        acc |= (uint64_t)*codes++ << held;
+                        held += 8;
+                    }
+                    uint32_t code = (uint32_t)acc & mask;
+                    acc >>= bits;
+                    held -= bits;
+                    float v = (float)((int32_t)code - (int32_t)s) * unit;
+                    out[i] = add ? out[i] + v : v;
                 }
-                uint32_t code = (uint32_t)acc & mask;
-                acc >>= bits;
-                held -= bits;
-                float v = (float)((int32_t)code - (int32_t)s) * unit;
-                out[i] = add ? out[i] + v : v;
             }
+            break;
         }
-        break;
-    }
-    case COMPRESS_KIND_TOPK:
-    case COMPRESS_KIND_RANDK:
-        if (!add) memset(out, 0, n * sizeof *out);
-        for (uint32_t j = 0; j < param; j++)
-            out[get_u32(body + 4 * (size_t)j)] += get_f32(body + 4 * (size_t)param + 4 * (size_t)j);
-        break;
-    default:
-        break;
+        case COMPRESS_KIND_TOPK:
+        case COMPRESS_KIND_RANDK:
+            if (!add) memset(out, 0, n * sizeof *out);
+            for (uint32_t j = 0; j < param; j++)
+                out[get_u32(body + 4 * (size_t)j)] += get_f32(body + 4 * (size_t)param + 4 * (size_t)j);
+            break;
+        default:
+            break;
     }
     return 0;
 }

@@ -28,7 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/foundation/rng.h"  // defines: rng_t
+#include "kernels/foundation/rng.h"
 
 typedef enum compress_kind {
     COMPRESS_KIND_NONE = 0,
@@ -47,7 +47,7 @@ typedef enum compress_kind {
 
 typedef struct compress_spec {
     compress_kind_t kind;
-    unsigned bits;    // qsgd: 2..8
+    unsigned bits;  // qsgd: 2..8
     uint32_t bucket;  // qsgd: values per scale
     double fraction;  // topk, randk: in (0, 1]
 } compress_spec_t;

@@ -11,11 +11,11 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "net/zmq_error.h"  // defines: ZMQ_FAIL
+#include "net/zmq_error.h"
 
 #define ZAP_ENDPOINT "inproc://zeromq.zap.01"  // fixed by RFC 27: one handler per context
 #define ZAP_DOMAIN "asgd"
-#define ZAP_POLL_MS 100                        // how soon the handler notices a stop
+#define ZAP_POLL_MS 100  // how soon the handler notices a stop
 
 // The process's settings: written once by net_security_set before any socket
 // exists (see curve_auth.h), read by every thread that binds or connects.
@@ -38,10 +38,13 @@ static int pair_valid(const curve_key_t *pub, const curve_key_t *sec) {
 int net_security_set(const net_security_t *s, char *err, size_t err_len) {
     if (s->curve) {
         if (!zmq_has("curve")) {
-            snprintf(err, err_len, "CURVE security was asked for, but this libzmq was built without it (zmq_has(\"curve\") is false)");
+            snprintf(
+                err, err_len,
+                "CURVE security was asked for, but this libzmq was built without it (zmq_has(\"curve\") is false)");
             return -1;
         }
-        if (!key_valid(&s->server_public) || (s->server_secret.z85[0] && !pair_valid(&s->server_public, &s->server_secret))) {
+        if (!key_valid(&s->server_public) ||
+            (s->server_secret.z85[0] && !pair_valid(&s->server_public, &s->server_secret))) {
             snprintf(err, err_len, "the server key is not a valid CURVE key pair (make one with asgd keygen)");
             return -1;
         }
@@ -93,8 +96,10 @@ static int listen_without_curve(const char *endpoint, const char *instead, char 
         return -1;
     }
     if (!atomic_exchange(&warned_insecure, 1))
-        fprintf(stderr, "asgd: WARNING: listening on %s without encryption or authentication (--insecure): anyone "
-                        "who can reach it can read the training traffic, send updates and stop the run\n", endpoint);
+        fprintf(stderr,
+                "asgd: WARNING: listening on %s without encryption or authentication (--insecure): anyone "
+                "who can reach it can read the training traffic, send updates and stop the run\n",
+                endpoint);
     return 0;
 }
 
@@ -115,14 +120,17 @@ int net_security_listen(void *sock, const char *endpoint, char *err, size_t err_
                                     err, err_len);
     if (strncmp(endpoint, "inproc://", 9) == 0) return 0;  // never leaves the process
     if (!security.server_secret.z85[0]) {
-        snprintf(err, err_len, "%.200s: listening with CURVE needs the server key's secret half: --curve-server-key FILE.key "
-                 "(the .pub file only lets a process connect)", endpoint);
+        snprintf(err, err_len,
+                 "%.200s: listening with CURVE needs the server key's secret half: --curve-server-key FILE.key "
+                 "(the .pub file only lets a process connect)",
+                 endpoint);
         return -1;
     }
     // libzmq admits every CURVE client when no ZAP handler answers; without
     // one there would be encryption but no authentication.
     if (atomic_load(&zap_handlers_running) == 0) {
-        snprintf(err, err_len, "%.200s: listening with CURVE needs the allow list's ZAP handler running (--curve-allow FILE)",
+        snprintf(err, err_len,
+                 "%.200s: listening with CURVE needs the allow list's ZAP handler running (--curve-allow FILE)",
                  endpoint);
         return -1;
     }
@@ -189,9 +197,11 @@ int curve_keygen(const char *base, curve_key_t *public_out, char *err, size_t er
     snprintf(text, sizeof text,
              "# asgd CURVE key pair, made by asgd keygen. The secret key is this process's identity:\n"
              "# keep the file private (mode 0600); share only %s.\n"
-             "public-key = %s\nsecret-key = %s\n", pub_path, pub.z85, sec.z85);
+             "public-key = %s\nsecret-key = %s\n",
+             pub_path, pub.z85, sec.z85);
     if (write_new_file(key_path, 0600, text, err, err_len) != 0) return -1;
-    snprintf(text, sizeof text, "# asgd CURVE public key (the secret half is in %s)\npublic-key = %s\n", key_path, pub.z85);
+    snprintf(text, sizeof text, "# asgd CURVE public key (the secret half is in %s)\npublic-key = %s\n", key_path,
+             pub.z85);
     if (write_new_file(pub_path, 0644, text, err, err_len) != 0) {
         unlink(key_path);
         return -1;
@@ -248,11 +258,13 @@ int curve_key_load(const char *path, curve_key_t *public_out, curve_key_t *secre
         curve_key_t k;
         int got = parse_key_line(line, &name, &k);
         if (got == 0) continue;
-        if (got > 0 && (strcmp(name, "public-key") == 0 || name[0] == '\0')) *public_out = k;
-        else if (got > 0 && strcmp(name, "secret-key") == 0) *secret_out = k;
+        if (got > 0 && (strcmp(name, "public-key") == 0 || name[0] == '\0'))
+            *public_out = k;
+        else if (got > 0 && strcmp(name, "secret-key") == 0)
+            *secret_out = k;
         else {
-            snprintf(err, err_len, "%s:%zu: expected 'public-key = KEY' or 'secret-key = KEY' with a 40-character Z85 key",
-                     path, n);
+            snprintf(err, err_len,
+                     "%s:%zu: expected 'public-key = KEY' or 'secret-key = KEY' with a 40-character Z85 key", path, n);
             rc = -1;
         }
     }
@@ -287,7 +299,8 @@ int curve_allow_load(const char *path, curve_key_t **keys, size_t *n, char *err,
         if (got == 0) continue;
         if (got < 0 || (name[0] && strcmp(name, "public-key") != 0)) {
             snprintf(err, err_len, "%s:%zu: expected a public key (40 Z85 characters, bare or as 'public-key = KEY')%s",
-                     path, lineno, got > 0 && strcmp(name, "secret-key") == 0 ? "; this is a secret key: list .pub files" : "");
+                     path, lineno,
+                     got > 0 && strcmp(name, "secret-key") == 0 ? "; this is a secret key: list .pub files" : "");
             rc = -1;
             break;
         }
@@ -319,7 +332,7 @@ int curve_allow_load(const char *path, curve_key_t **keys, size_t *n, char *err,
 // ---- the ZAP handler ------------------------------------------------------------
 
 struct zap_handler {
-    void *rep;          // bound at ZAP_ENDPOINT; used by the thread once it runs
+    void *rep;  // bound at ZAP_ENDPOINT; used by the thread once it runs
     pthread_t thread;
     atomic_int stop;
     atomic_uint_least64_t admitted, refused;
@@ -356,8 +369,10 @@ static void answer_one(zap_handler_t *z) {
     int ok = n == 7 && zmq_msg_size(&part[0]) == 3 && memcmp(zmq_msg_data(&part[0]), "1.0", 3) == 0 &&
              zmq_msg_size(&part[5]) == 5 && memcmp(zmq_msg_data(&part[5]), "CURVE", 5) == 0 &&
              is_allowed(z, zmq_msg_data(&part[6]), zmq_msg_size(&part[6]));
-    if (ok) atomic_fetch_add(&z->admitted, 1);
-    else atomic_fetch_add(&z->refused, 1);
+    if (ok)
+        atomic_fetch_add(&z->admitted, 1);
+    else
+        atomic_fetch_add(&z->refused, 1);
     const char *status = ok ? "200" : "400", *text = ok ? "OK" : "public key not on the allow list";
     const void *id = n >= 2 ? zmq_msg_data(&part[1]) : "";
     size_t id_len = n >= 2 ? zmq_msg_size(&part[1]) : 0;
@@ -366,7 +381,7 @@ static void answer_one(zap_handler_t *z) {
     if (zmq_send(z->rep, "1.0", 3, ZMQ_SNDMORE) < 0 || zmq_send(z->rep, id, id_len, ZMQ_SNDMORE) < 0 ||
         zmq_send(z->rep, status, 3, ZMQ_SNDMORE) < 0 || zmq_send(z->rep, text, strlen(text), ZMQ_SNDMORE) < 0 ||
         zmq_send(z->rep, "", 0, ZMQ_SNDMORE) < 0 ||  // user id
-        zmq_send(z->rep, "", 0, 0) < 0)              // metadata
+        zmq_send(z->rep, "", 0, 0) < 0)  // metadata
         fprintf(stderr, "asgd: ZAP handler: sending a reply failed: %s\n", zmq_strerror(errno));
     for (int i = 0; i < n && i < 7; i++) zmq_msg_close(&part[i]);
 }

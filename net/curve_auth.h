@@ -30,8 +30,8 @@ typedef struct curve_key {
 // How this process's sockets are secured. Set once (net_security_set) before
 // any socket listens or connects, and only read after that.
 typedef struct net_security {
-    int curve;                  // CURVE on every tcp/ipc socket
-    int insecure;               // without CURVE, listening beyond loopback is allowed (with a warning)
+    int curve;  // CURVE on every tcp/ipc socket
+    int insecure;  // without CURVE, listening beyond loopback is allowed (with a warning)
     curve_key_t server_public;  // curve: the run's server key
     curve_key_t server_secret;  // curve: "" where this process only connects
     curve_key_t client_public;  // curve: this process's own key pair, for connecting

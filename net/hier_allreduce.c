@@ -5,15 +5,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "net/ring.h"           // defines: ring_new, ring_connect, ring_allreduce_sum
-#include "net/shm_allreduce.h"  // defines: shm_allreduce_new, shm_allreduce_reduce_scatter
-#include "net/stream_ring.h"    // defines: stream_ring_new, stream_ring_connect, stream_ring_allreduce_sum
+#include "net/ring.h"
+#include "net/shm_allreduce.h"
+#include "net/stream_ring.h"
 
 struct hier_allreduce {
     size_t host, hosts, local, local_n;
     shm_allreduce_t *shm;
-    ring_t *cross;            // the cross ring over ZeroMQ, or
-    stream_ring_t *stream;    // over plain TCP
+    ring_t *cross;  // the cross ring over ZeroMQ, or
+    stream_ring_t *stream;  // over plain TCP
 };
 
 // Host h's segment: its own run id, so that hosts that are really one
@@ -26,8 +26,10 @@ hier_allreduce_t *hier_allreduce_new(void *zmq_ctx, int stream, uint64_t run_id,
                                      size_t local, size_t local_n, size_t max_count, const char *bind_host, char *err,
                                      size_t err_len) {
     if (hosts == 0 || host >= hosts || local_n == 0 || local >= local_n) {
-        snprintf(err, err_len, "hier_allreduce_new: need host < hosts and local < local_n (host %zu of %zu, local %zu "
-                 "of %zu)", host, hosts, local, local_n);
+        snprintf(err, err_len,
+                 "hier_allreduce_new: need host < hosts and local < local_n (host %zu of %zu, local %zu "
+                 "of %zu)",
+                 host, hosts, local, local_n);
         return NULL;
     }
     hier_allreduce_t *h = calloc(1, sizeof *h);
@@ -39,8 +41,10 @@ hier_allreduce_t *hier_allreduce_new(void *zmq_ctx, int stream, uint64_t run_id,
     size_t b, e;
     shm_allreduce_slice(max_count, local_n, 0, &b, &e);  // slice 0 is the longest
     h->shm = shm_allreduce_new(host_run_id(run_id, host), local, local_n, max_count, err, err_len);
-    if (h->shm && stream) h->stream = stream_ring_new(host, hosts, run_id, e - b, bind_host, err, err_len);
-    else if (h->shm) h->cross = ring_new(zmq_ctx, host, hosts, run_id, e - b, bind_host, err, err_len);
+    if (h->shm && stream)
+        h->stream = stream_ring_new(host, hosts, run_id, e - b, bind_host, err, err_len);
+    else if (h->shm)
+        h->cross = ring_new(zmq_ctx, host, hosts, run_id, e - b, bind_host, err, err_len);
     if (!h->cross && !h->stream) hier_allreduce_destroy(&h);
     return h;
 }
@@ -49,8 +53,7 @@ const char *hier_allreduce_endpoint(const hier_allreduce_t *h) {
     return h->stream ? stream_ring_endpoint(h->stream) : ring_endpoint(h->cross);
 }
 
-int hier_allreduce_connect(hier_allreduce_t *h, const char *next_endpoint, int timeout_ms, char *err,
-                           size_t err_len) {
+int hier_allreduce_connect(hier_allreduce_t *h, const char *next_endpoint, int timeout_ms, char *err, size_t err_len) {
     if (h->hosts == 1) return 0;
     if (h->stream) return stream_ring_connect(h->stream, next_endpoint, timeout_ms, err, err_len);
     return ring_connect(h->cross, next_endpoint, err, err_len);
@@ -68,8 +71,10 @@ int hier_allreduce_sum(hier_allreduce_t *h, float *data, size_t count, int timeo
 
 void hier_allreduce_net_bytes(const hier_allreduce_t *h, uint64_t *sent, uint64_t *recv) {
     ring_stats_t rs;
-    if (h->stream) stream_ring_get_stats(h->stream, &rs);
-    else ring_get_stats(h->cross, &rs);
+    if (h->stream)
+        stream_ring_get_stats(h->stream, &rs);
+    else
+        ring_get_stats(h->cross, &rs);
     *sent = rs.bytes_sent;
     *recv = rs.bytes_recv;
 }

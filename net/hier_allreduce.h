@@ -38,8 +38,7 @@ const char *hier_allreduce_endpoint(const hier_allreduce_t *h);
 // Connects the cross ring to the next host's rank of this local index
 // (host + 1 mod hosts); a stream ring also waits for the previous host's to
 // connect, up to timeout_ms (<= 0: forever). Returns 0, or -1 with err.
-int hier_allreduce_connect(hier_allreduce_t *h, const char *next_endpoint, int timeout_ms, char *err,
-                           size_t err_len);
+int hier_allreduce_connect(hier_allreduce_t *h, const char *next_endpoint, int timeout_ms, char *err, size_t err_len);
 
 // In place: data[0..count) becomes the sum over all H * L ranks; every rank
 // ends with the same bits. timeout_ms bounds each wait as in shm_allreduce_sum

@@ -15,22 +15,32 @@ static const char *process_getenv(const char *name, void *ctx) {
 
 const char *launcher_kind_name(launcher_kind_t kind) {
     switch (kind) {
-    case LAUNCHER_KIND_NONE: return "none";
-    case LAUNCHER_KIND_SLURM: return "slurm";
-    case LAUNCHER_KIND_OPENMPI: return "openmpi";
-    case LAUNCHER_KIND_PMI: return "pmi";
-    case LAUNCHER_KIND_TORCHRUN: return "torchrun";
-    case LAUNCHER_KIND_PSLITE: return "pslite";
+        case LAUNCHER_KIND_NONE:
+            return "none";
+        case LAUNCHER_KIND_SLURM:
+            return "slurm";
+        case LAUNCHER_KIND_OPENMPI:
+            return "openmpi";
+        case LAUNCHER_KIND_PMI:
+            return "pmi";
+        case LAUNCHER_KIND_TORCHRUN:
+            return "torchrun";
+        case LAUNCHER_KIND_PSLITE:
+            return "pslite";
     }
     return "unknown";
 }
 
 const char *launch_env_role_name(launch_env_role_t role) {
     switch (role) {
-    case LAUNCH_ENV_BY_RANK: return "rank";
-    case LAUNCH_ENV_SCHEDULER: return "scheduler";
-    case LAUNCH_ENV_SERVER: return "server";
-    case LAUNCH_ENV_WORKER: return "worker";
+        case LAUNCH_ENV_BY_RANK:
+            return "rank";
+        case LAUNCH_ENV_SCHEDULER:
+            return "scheduler";
+        case LAUNCH_ENV_SERVER:
+            return "server";
+        case LAUNCH_ENV_WORKER:
+            return "worker";
     }
     return "unknown";
 }
@@ -90,9 +100,7 @@ static int rank_and_size(launch_env_t *e, const char *rank_name, const char *ran
 
 // A hostname character as SLURM's hostlist accepts it outside brackets (and
 // as a host name or IPv4 address in MASTER_ADDR / DMLC_PS_ROOT_URI).
-static int host_char(char c) {
-    return isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.';
-}
+static int host_char(char c) { return isalnum((unsigned char)c) || c == '-' || c == '_' || c == '.'; }
 
 // A host a launcher names (MASTER_ADDR, DMLC_PS_ROOT_URI) into out.
 static int parse_host(const char *name, const char *s, char *out, size_t out_len, char *err, size_t err_len) {
@@ -126,8 +134,10 @@ static int detect_torchrun(launch_env_t *e, launch_getenv_fn getenv_fn, void *ct
     const char *r = getenv_fn("RANK", ctx), *s = getenv_fn("WORLD_SIZE", ctx), *l = getenv_fn("LOCAL_RANK", ctx);
     e->kind = LAUNCHER_KIND_TORCHRUN;
     if (!r && !s) {
-        snprintf(err, err_len, "LOCAL_RANK=%s is set but RANK and WORLD_SIZE are not (torchrun sets all three: the "
-                               "global rank and the number of processes, decimal)", l);
+        snprintf(err, err_len,
+                 "LOCAL_RANK=%s is set but RANK and WORLD_SIZE are not (torchrun sets all three: the "
+                 "global rank and the number of processes, decimal)",
+                 l);
         return -1;
     }
     if (rank_and_size(e, "RANK", r, "WORLD_SIZE", s, err, err_len) != 0) return -1;
@@ -164,9 +174,12 @@ static int detect_pslite(launch_env_t *e, launch_getenv_fn getenv_fn, void *ctx,
             return -1;
         }
     }
-    if (strcmp(v[0], "scheduler") == 0) e->role = LAUNCH_ENV_SCHEDULER;
-    else if (strcmp(v[0], "server") == 0) e->role = LAUNCH_ENV_SERVER;
-    else if (strcmp(v[0], "worker") == 0) e->role = LAUNCH_ENV_WORKER;
+    if (strcmp(v[0], "scheduler") == 0)
+        e->role = LAUNCH_ENV_SCHEDULER;
+    else if (strcmp(v[0], "server") == 0)
+        e->role = LAUNCH_ENV_SERVER;
+    else if (strcmp(v[0], "worker") == 0)
+        e->role = LAUNCH_ENV_WORKER;
     else {
         snprintf(err, err_len, "DMLC_ROLE=\"%s\" is not a ps-lite role (expected scheduler, server or worker)", v[0]);
         return -1;

@@ -10,29 +10,29 @@
 #include <stddef.h>
 
 typedef enum launcher_kind {
-    LAUNCHER_KIND_NONE,     // started by hand (or by asgd's own local launcher)
-    LAUNCHER_KIND_SLURM,    // srun: SLURM_PROCID / SLURM_NTASKS
+    LAUNCHER_KIND_NONE,  // started by hand (or by asgd's own local launcher)
+    LAUNCHER_KIND_SLURM,  // srun: SLURM_PROCID / SLURM_NTASKS
     LAUNCHER_KIND_OPENMPI,  // mpirun (Open MPI): OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE
-    LAUNCHER_KIND_PMI,      // MPICH/Intel mpiexec, srun --mpi=pmi2: PMI_RANK (or PMIX_RANK) / PMI_SIZE
-    LAUNCHER_KIND_TORCHRUN, // torchrun (and launchers that copy it): RANK / WORLD_SIZE, MASTER_ADDR / MASTER_PORT
-    LAUNCHER_KIND_PSLITE,   // a ps-lite (DMLC) tracker: DMLC_ROLE, DMLC_PS_ROOT_URI/_PORT, DMLC_NUM_SERVER/_WORKER
+    LAUNCHER_KIND_PMI,  // MPICH/Intel mpiexec, srun --mpi=pmi2: PMI_RANK (or PMIX_RANK) / PMI_SIZE
+    LAUNCHER_KIND_TORCHRUN,  // torchrun (and launchers that copy it): RANK / WORLD_SIZE, MASTER_ADDR / MASTER_PORT
+    LAUNCHER_KIND_PSLITE,  // a ps-lite (DMLC) tracker: DMLC_ROLE, DMLC_PS_ROOT_URI/_PORT, DMLC_NUM_SERVER/_WORKER
 } launcher_kind_t;
 
 // What the launcher says this process is: a rank (every launcher but
 // ps-lite), or a ps-lite role whose id the coordinator hands out.
 typedef enum launch_env_role {
-    LAUNCH_ENV_BY_RANK = 0,   // rank below; the role follows from it (launch_role_of_rank)
-    LAUNCH_ENV_SCHEDULER,     // DMLC_ROLE=scheduler: hosts the coordinator, trains nothing
-    LAUNCH_ENV_SERVER,        // DMLC_ROLE=server: a shard, id assigned at the rendezvous
-    LAUNCH_ENV_WORKER,        // DMLC_ROLE=worker: a worker, id assigned at the rendezvous
+    LAUNCH_ENV_BY_RANK = 0,  // rank below; the role follows from it (launch_role_of_rank)
+    LAUNCH_ENV_SCHEDULER,  // DMLC_ROLE=scheduler: hosts the coordinator, trains nothing
+    LAUNCH_ENV_SERVER,  // DMLC_ROLE=server: a shard, id assigned at the rendezvous
+    LAUNCH_ENV_WORKER,  // DMLC_ROLE=worker: a worker, id assigned at the rendezvous
 } launch_env_role_t;
 
 typedef struct launch_env {
     launcher_kind_t kind;
     launch_env_role_t role;
-    size_t rank, size;       // rank < size; 0 and 1 when kind is NONE; under ps-lite rank is 0 (not known yet)
-    size_t servers, workers; // ps-lite: DMLC_NUM_SERVER and DMLC_NUM_WORKER (size is their sum); else 0
-    char first_host[256];    // first host of SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST); "" without one
+    size_t rank, size;  // rank < size; 0 and 1 when kind is NONE; under ps-lite rank is 0 (not known yet)
+    size_t servers, workers;  // ps-lite: DMLC_NUM_SERVER and DMLC_NUM_WORKER (size is their sum); else 0
+    char first_host[256];  // first host of SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST); "" without one
     // The coordinator as the launcher names it: torchrun MASTER_ADDR and
     // MASTER_PORT + 1, ps-lite DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT.
     // coord_host "" / coord_port 0 when the variable is not set.

@@ -12,18 +12,18 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "net/zmq_error.h"  // defines: ZMQ_FAIL
+#include "net/zmq_error.h"
 
 #define CHECK_EVERY_S 0.1  // the serving loop turns at least this often
 
 struct memory_guard {
-    void *sock;        // the socket watched (the caller's)
-    void *monitor;     // PAIR: its connection events
+    void *sock;  // the socket watched (the caller's)
+    void *monitor;  // PAIR: its connection events
     size_t allowance;  // bytes
-    size_t start;      // resident bytes the growth is measured from
+    size_t start;  // resident bytes the growth is measured from
     double next_check;
-    int trimmed;       // 0: a trip's freed memory is still to be handed back
-    int *fds;          // (n_fds) connections accepted and not yet closed
+    int trimmed;  // 0: a trip's freed memory is still to be handed back
+    int *fds;  // (n_fds) connections accepted and not yet closed
     size_t n_fds, cap_fds;
 };
 

@@ -23,7 +23,7 @@ typedef struct memory_guard memory_guard_t;
 
 // What a trip did.
 typedef struct memory_guard_trip {
-    size_t grown;        // bytes beyond the start when it tripped
+    size_t grown;  // bytes beyond the start when it tripped
     size_t connections;  // connections shut down
 } memory_guard_trip_t;
 

@@ -10,13 +10,13 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "net/buffer_pool.h"    // defines: buffer_pool_new, buffer_pool_frame, buffer_pool_message, buffer_pool_release
-#include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, ZMQ_FAIL, wire_fresh_id (net/wire.h)
+#include "kernels/foundation/mono_clock.h"
+#include "kernels/foundation/partition.h"
+#include "net/buffer_pool.h"
+#include "net/zmsg.h"
 
 #define RETRY_BACKOFF_MAX 8  // a silent shard is retried at most every 8 retry intervals
-#define JOIN_ROUNDS_MAX 8    // HELLO rounds to make the shards agree on a rejoin clock
+#define JOIN_ROUNDS_MAX 8  // HELLO rounds to make the shards agree on a rejoin clock
 // A dense push larger than this goes in parts of this many floats (1 MiB):
 // the shard applies one while the next is on the wire (docs/protocol.md).
 #define PART_FLOATS_DEFAULT ((size_t)1 << 18)
@@ -33,9 +33,9 @@ typedef struct shard_conn {
     void *sock;
     const char *endpoint;
     size_t begin, end;
-    uint64_t version;     // of the parameters last pulled from it
+    uint64_t version;  // of the parameters last pulled from it
     uint64_t carry_version;  // the next push's computed-from version, when the client carries set ones
-    uint64_t min_clock;   // the min worker clock it reported last
+    uint64_t min_clock;  // the min worker clock it reported last
     uint64_t welcome_clock;  // the clock its WELCOME said this worker continues from
     // The last push (a copy of its frames shares their buffers), until the next
     // one replaces it: resent while unacknowledged, and with a retried pull.
@@ -43,39 +43,39 @@ typedef struct shard_conn {
     wire_header_t push_h;
     zmq_msg_t push_frames[2];
     size_t push_n_frames;  // 0: no push yet, or one in parts
-    zmq_msg_t *push_parts;   // (n_parts) a push in parts
-    uint32_t *push_sums;     // (n_parts) its parts' checksums
-    size_t push_n_parts;     // 0: no push in parts
+    zmq_msg_t *push_parts;  // (n_parts) a push in parts
+    uint32_t *push_sums;  // (n_parts) its parts' checksums
+    size_t push_n_parts;  // 0: no push in parts
     int push_acked;
     // The request waiting for its answer.
     request_kind_t req;
     wire_header_t req_h;
-    zmq_msg_t req_keys;   // a keyed pull's key frame (copy)
+    zmq_msg_t req_keys;  // a keyed pull's key frame (copy)
     int req_has_keys;
     int answered;
-    size_t key_begin;     // keyed pull: where this shard's keys start in the caller's array
-    size_t key_count;     // keyed pull: how many of them this shard was asked for
+    size_t key_begin;  // keyed pull: where this shard's keys start in the caller's array
+    size_t key_count;  // keyed pull: how many of them this shard was asked for
     // A pull answered with the push (ps_client_push_commit_pull): the floats
     // of the shard received so far, in order, and the oldest version among them.
     size_t echo_next;
     uint64_t echo_version;
-    double held_s;        // how long it held the last pull it answered, waiting for slower workers
+    double held_s;  // how long it held the last pull it answered, waiting for slower workers
     uint64_t answer_min_clock;  // the min clock its answer to the last pull reported (what the values stand for)
     // Retries: when something was last sent, the current interval, when the shard last spoke.
     double sent_at, retry_s, heard_at;
     // The frame being filled: its parts' checksums, block by block.
-    size_t n_parts;              // parts a dense push to this shard is cut into (1: sent whole)
+    size_t n_parts;  // parts a dense push to this shard is cut into (1: sent whole)
     wire_checksum_stream_t sum;  // the checksum of the part being summed
     wire_checksum_stream_t whole;  // with parts, the whole frame's too (a BSP push goes whole)
-    uint32_t *fill_sums;         // (n_parts) those of the parts summed
-    size_t summed;               // floats of the push frame summed so far; SIZE_MAX: given up
-    int stream_begun;            // an announced push's first part was sent while the frame was written
+    uint32_t *fill_sums;  // (n_parts) those of the parts summed
+    size_t summed;  // floats of the push frame summed so far; SIZE_MAX: given up
+    int stream_begun;  // an announced push's first part was sent while the frame was written
 } shard_conn_t;
 
 struct ps_client {
     uint64_t run_id;
     uint32_t worker;
-    uint32_t join_nonce;   // a joiner's (asgd worker --join); 0: an original worker
+    uint32_t join_nonce;  // a joiner's (asgd worker --join); 0: an original worker
     // This client's own number, never 0, sent with every HELLO (a joiner's is
     // its join nonce): a shard tells a resent HELLO from a new client's by it.
     uint32_t nonce;
@@ -84,18 +84,18 @@ struct ps_client {
     double retry_s;
     shard_conn_t *shards;
     zmq_pollitem_t *items;
-    zmq_msg_t *frames;   // (n_shards) dense push frames being filled
+    zmq_msg_t *frames;  // (n_shards) dense push frames being filled
     float **frame_data;  // (n_shards) their data
     buffer_pool_t *pool;  // dense push frames' buffers, reused (the largest shard's size)
-    uint8_t **encoded;   // (n_shards) the same frames' bytes when they hold encodings
+    uint8_t **encoded;  // (n_shards) the same frames' bytes when they hold encodings
     int frames_ready;
     int frames_encoded;  // the frames being filled are ENCODED, not DENSE
-    int carry;           // the next push carries shards[k].carry_version (ps_client_carry_versions)
+    int carry;  // the next push carries shards[k].carry_version (ps_client_carry_versions)
     // The push announced for the frames being filled (ps_client_push_announce):
     // its parts go out as they are written.
     int announced;
     wire_header_t announce_h;  // its header, but for the shard, the version and the range
-    int stream_rc;             // a part's send failed while streaming (reported by the commit)
+    int stream_rc;  // a part's send failed while streaming (reported by the commit)
     char stream_err[256];
     size_t part_floats;  // a dense push's parts hold this many floats (a multiple of 8; 0: sent whole)
     // The pull in progress.
@@ -105,7 +105,7 @@ struct ps_client {
     wire_status_t refusal;
     ps_client_stats_t stats;
     const atomic_int *abort;  // a wait ends early once it is non-zero (NULL: never)
-    double ask_started;       // when the push that asked for values began (ps_client_push_commit_ask)
+    double ask_started;  // when the push that asked for values began (ps_client_push_commit_ask)
     ps_push_count_t *counts;  // (n_shards) the caller's, or NULL
 };
 
@@ -265,92 +265,95 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
     s->heard_at = mono_clock_s();
     s->min_clock = h->clock;
     switch (h->type) {
-    case MSG_TYPE_WELCOME:
-        if (s->req != REQUEST_HELLO || s->answered) {
-            note_stale(c);
-            return 0;
-        }
-        if (h->offset != s->begin || h->aux != s->end - s->begin) {
-            snprintf(err, err_len,
-                     "server shard %zu holds parameters [%llu, %llu) but this worker expects [%zu, %zu): do all "
-                     "processes run the same model and --servers?",
-                     k, (unsigned long long)h->offset, (unsigned long long)(h->offset + h->aux), s->begin, s->end);
-            return -1;
-        }
-        s->version = h->param_version;
-        s->welcome_clock = h->clock;
-        s->answered = 1;
-        return 0;
-    case MSG_TYPE_PUSH_ACK:
-        // The acknowledgement names its push: one of an earlier retry is stale.
-        if (!push_outstanding(s) || h->offset != s->push_h.clock) {
-            note_stale(c);
-            return 0;
-        }
-        s->push_acked = 1;
-        c->stats.pushes_acked++;
-        if (c->counts) c->counts[k].acked++;
-        return 0;
-    case MSG_TYPE_PARAMS:
-        if (s->req != REQUEST_PULL || s->answered || h->clock < s->req_h.clock) {
-            note_stale(c);  // a retried pull's second answer, or one for an earlier pull
-            return 0;
-        }
-        if (h->payload_kind == PAYLOAD_KIND_DENSE && c->pull_out && h->count < s->end - s->begin)
-            return take_echo(c, k, m, err, err_len);
-        if (h->payload_kind == PAYLOAD_KIND_DENSE && c->pull_out && h->offset == s->begin &&
-            h->count == s->end - s->begin) {
-            // Verified while copied: one pass over the payload instead of two.
-            if (zmsg_copy_verified(m, c->pull_out + s->begin) != 0) {
-                snprintf(err, err_len, "worker %u: parameters from server shard %zu failed their checksum", c->worker,
-                         k);
+        case MSG_TYPE_WELCOME:
+            if (s->req != REQUEST_HELLO || s->answered) {
+                note_stale(c);
+                return 0;
+            }
+            if (h->offset != s->begin || h->aux != s->end - s->begin) {
+                snprintf(err, err_len,
+                         "server shard %zu holds parameters [%llu, %llu) but this worker expects [%zu, %zu): do all "
+                         "processes run the same model and --servers?",
+                         k, (unsigned long long)h->offset, (unsigned long long)(h->offset + h->aux), s->begin, s->end);
                 return -1;
             }
-        } else if (zmsg_verify(m) != 0) {
+            s->version = h->param_version;
+            s->welcome_clock = h->clock;
+            s->answered = 1;
+            return 0;
+        case MSG_TYPE_PUSH_ACK:
+            // The acknowledgement names its push: one of an earlier retry is stale.
+            if (!push_outstanding(s) || h->offset != s->push_h.clock) {
+                note_stale(c);
+                return 0;
+            }
+            s->push_acked = 1;
+            c->stats.pushes_acked++;
+            if (c->counts) c->counts[k].acked++;
+            return 0;
+        case MSG_TYPE_PARAMS:
+            if (s->req != REQUEST_PULL || s->answered || h->clock < s->req_h.clock) {
+                note_stale(c);  // a retried pull's second answer, or one for an earlier pull
+                return 0;
+            }
+            if (h->payload_kind == PAYLOAD_KIND_DENSE && c->pull_out && h->count < s->end - s->begin)
+                return take_echo(c, k, m, err, err_len);
+            if (h->payload_kind == PAYLOAD_KIND_DENSE && c->pull_out && h->offset == s->begin &&
+                h->count == s->end - s->begin) {
+                // Verified while copied: one pass over the payload instead of two.
+                if (zmsg_copy_verified(m, c->pull_out + s->begin) != 0) {
+                    snprintf(err, err_len, "worker %u: parameters from server shard %zu failed their checksum",
+                             c->worker, k);
+                    return -1;
+                }
+            } else if (zmsg_verify(m) != 0) {
+                note_dropped(c, k, m->status);
+                return 0;
+            } else if (h->payload_kind == PAYLOAD_KIND_SPARSE && c->pull_values && answers_keys(s, m)) {
+                memcpy(c->pull_values + s->key_begin, zmsg_payload(m, 1), h->count * sizeof(float));
+            } else {
+                note_stale(c);
+                return 0;
+            }
+            c->stats.bytes_in += h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);
+            s->version = h->param_version;
+            s->held_s = 1e-6 * h->aux;
+            s->answer_min_clock = h->clock;
+            s->answered = 1;
+            return 0;
+        case MSG_TYPE_BYE_ACK:
+            if (s->req != REQUEST_BYE || s->answered) {
+                note_stale(c);
+                return 0;
+            }
+            s->answered = 1;
+            return 0;
+        case MSG_TYPE_REJECT:
+            c->stats.rejects++;
+            c->refusal = (wire_status_t)h->aux;
+            // The refusal ends the push in flight (the oldest request): nothing waits for it now.
+            if (push_outstanding(s)) s->push_acked = -1;
+            if (h->aux == WIRE_STATUS_EVICTED)
+                snprintf(err, err_len,
+                         "server shard %zu evicted worker %u: it was silent for longer than --worker-timeout; it must "
+                         "rejoin",
+                         k, c->worker);
+            else if (h->aux == WIRE_STATUS_ID_LIVE)
+                snprintf(err, err_len,
+                         "--join --id %u: worker %u is live in the run (server shard %zu); pick a free id", c->worker,
+                         c->worker, k);
+            else if (h->aux == WIRE_STATUS_NOT_FINITE)
+                snprintf(
+                    err, err_len,
+                    "server shard %zu refused a request from worker %u: the run diverged (an update held NaN or Inf)",
+                    k, c->worker);
+            else
+                snprintf(err, err_len, "server shard %zu refused a request from worker %u: %s", k, c->worker,
+                         wire_status_name((wire_status_t)h->aux));
+            return -1;
+        default:
             note_dropped(c, k, m->status);
             return 0;
-        } else if (h->payload_kind == PAYLOAD_KIND_SPARSE && c->pull_values && answers_keys(s, m)) {
-            memcpy(c->pull_values + s->key_begin, zmsg_payload(m, 1), h->count * sizeof(float));
-        } else {
-            note_stale(c);
-            return 0;
-        }
-        c->stats.bytes_in += h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);
-        s->version = h->param_version;
-        s->held_s = 1e-6 * h->aux;
-        s->answer_min_clock = h->clock;
-        s->answered = 1;
-        return 0;
-    case MSG_TYPE_BYE_ACK:
-        if (s->req != REQUEST_BYE || s->answered) {
-            note_stale(c);
-            return 0;
-        }
-        s->answered = 1;
-        return 0;
-    case MSG_TYPE_REJECT:
-        c->stats.rejects++;
-        c->refusal = (wire_status_t)h->aux;
-        // The refusal ends the push in flight (the oldest request): nothing waits for it now.
-        if (push_outstanding(s)) s->push_acked = -1;
-        if (h->aux == WIRE_STATUS_EVICTED)
-            snprintf(err, err_len,
-                     "server shard %zu evicted worker %u: it was silent for longer than --worker-timeout; it must "
-                     "rejoin", k, c->worker);
-        else if (h->aux == WIRE_STATUS_ID_LIVE)
-            snprintf(err, err_len, "--join --id %u: worker %u is live in the run (server shard %zu); pick a free id",
-                     c->worker, c->worker, k);
-        else if (h->aux == WIRE_STATUS_NOT_FINITE)
-            snprintf(err, err_len,
-                     "server shard %zu refused a request from worker %u: the run diverged (an update held NaN or Inf)",
-                     k, c->worker);
-        else
-            snprintf(err, err_len, "server shard %zu refused a request from worker %u: %s", k, c->worker,
-                     wire_status_name((wire_status_t)h->aux));
-        return -1;
-    default:
-        note_dropped(c, k, m->status);
-        return 0;
     }
 }
 
@@ -390,8 +393,10 @@ static int pump_round(ps_client_t *c, int wait_ms, double started, const char *w
                 return -1;
             }
             int drc = 0;
-            if (got == 0) note_dropped(c, k, m.status);
-            else drc = dispatch(c, k, &m, err, err_len);
+            if (got == 0)
+                note_dropped(c, k, m.status);
+            else
+                drc = dispatch(c, k, &m, err, err_len);
             zmsg_close(&m);
             if (drc != 0) return -1;
             int events = 0;
@@ -407,7 +412,8 @@ static int pump_round(ps_client_t *c, int wait_ms, double started, const char *w
         if (c->timeout_ms > 0 && (now - quiet_from) * 1000.0 > c->timeout_ms) {
             char silent[512];
             list_silent(c, started, now, silent, sizeof silent);
-            snprintf(err, err_len, "worker %u: no answer from the parameter server within %d ms while %s (silent shards: %s)",
+            snprintf(err, err_len,
+                     "worker %u: no answer from the parameter server within %d ms while %s (silent shards: %s)",
                      c->worker, c->timeout_ms, what, silent);
             return -1;
         }
@@ -520,9 +526,8 @@ size_t ps_client_push_parts(const ps_client_t *c, size_t shard) { return c->shar
 
 // Connects a DEALER to every shard; the caller then joins (a worker) or not (an observer).
 static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t worker, uint32_t join_nonce,
-                                   const char *const *endpoints,
-                                   size_t n_shards, size_t n_params, int heartbeat_ms, int timeout_ms, char *err,
-                                   size_t err_len) {
+                                   const char *const *endpoints, size_t n_shards, size_t n_params, int heartbeat_ms,
+                                   int timeout_ms, char *err, size_t err_len) {
     ps_client_t *c = calloc(1, sizeof *c);
     if (!c) {
         snprintf(err, err_len, "worker: out of memory");
@@ -599,8 +604,8 @@ static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t work
 ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, const char *const *endpoints,
                            size_t n_shards, size_t n_params, int heartbeat_ms, int timeout_ms, char *err,
                            size_t err_len) {
-    ps_client_t *c =
-        client_connect(zmq_ctx, run_id, worker, 0, endpoints, n_shards, n_params, heartbeat_ms, timeout_ms, err, err_len);
+    ps_client_t *c = client_connect(zmq_ctx, run_id, worker, 0, endpoints, n_shards, n_params, heartbeat_ms, timeout_ms,
+                                    err, err_len);
     if (c && join(c, err, err_len) != 0) ps_client_destroy(&c);
     return c;
 }
@@ -608,9 +613,8 @@ ps_client_t *ps_client_new(void *zmq_ctx, uint64_t run_id, uint32_t worker, cons
 ps_client_t *ps_client_new_joiner(void *zmq_ctx, uint64_t run_id, uint32_t worker, uint32_t join_nonce,
                                   const char *const *endpoints, size_t n_shards, size_t n_params, int heartbeat_ms,
                                   int timeout_ms, char *err, size_t err_len) {
-    ps_client_t *c =
-        client_connect(zmq_ctx, run_id, worker, join_nonce, endpoints, n_shards, n_params, heartbeat_ms, timeout_ms,
-                       err, err_len);
+    ps_client_t *c = client_connect(zmq_ctx, run_id, worker, join_nonce, endpoints, n_shards, n_params, heartbeat_ms,
+                                    timeout_ms, err, err_len);
     if (c && join(c, err, err_len) != 0) ps_client_destroy(&c);
     return c;
 }
@@ -737,7 +741,8 @@ static void stream_part(ps_client_t *c, size_t k, size_t i) {
 int ps_client_push_announce(ps_client_t *c, uint64_t clock, uint32_t examples, ps_push_kind_t kind, char *err,
                             size_t err_len) {
     if (!c->frames_ready || c->frames_encoded) {
-        snprintf(err, err_len, "worker: a push is announced after ps_client_push_frames, before its frames are written");
+        snprintf(err, err_len,
+                 "worker: a push is announced after ps_client_push_frames, before its frames are written");
         return -1;
     }
     if (wait_previous_push(c, err, err_len) != 0) return -1;
@@ -825,8 +830,8 @@ static int send_parts_upto(ps_client_t *c, size_t k, size_t upto, char *err, siz
 
 // Sends a push to shard k (frames consumed) and keeps it for resending.
 // h->checksum must be set already.
-static int send_push(ps_client_t *c, size_t k, const wire_header_t *h, zmq_msg_t *frames, size_t n_frames,
-                     char *err, size_t err_len) {
+static int send_push(ps_client_t *c, size_t k, const wire_header_t *h, zmq_msg_t *frames, size_t n_frames, char *err,
+                     size_t err_len) {
     shard_conn_t *s = &c->shards[k];
     drop_kept_push(s);
     for (size_t i = 0; i < n_frames; i++) {
@@ -870,9 +875,10 @@ static int check_announced(ps_client_t *c, uint64_t clock, uint32_t examples, ui
                            size_t err_len) {
     const wire_header_t *a = &c->announce_h;
     if (clock != a->clock || examples != a->aux || flags != a->flags) {
-        snprintf(err, err_len, "worker: the push committed (clock %llu, %u examples, flags %u) is not the one "
-                 "announced (clock %llu, %u examples, flags %u)", (unsigned long long)clock, examples, flags,
-                 (unsigned long long)a->clock, a->aux, a->flags);
+        snprintf(err, err_len,
+                 "worker: the push committed (clock %llu, %u examples, flags %u) is not the one "
+                 "announced (clock %llu, %u examples, flags %u)",
+                 (unsigned long long)clock, examples, flags, (unsigned long long)a->clock, a->aux, a->flags);
         return -1;
     }
     if (c->stream_rc != 0) {
@@ -888,7 +894,8 @@ static int commit(ps_client_t *c, uint64_t clock, uint32_t examples, uint16_t fl
         return -1;
     }
     // An announced push waited for the previous one's acknowledgement already.
-    int rc = c->announced ? check_announced(c, clock, examples, flags, err, err_len) : wait_previous_push(c, err, err_len);
+    int rc =
+        c->announced ? check_announced(c, clock, examples, flags, err, err_len) : wait_previous_push(c, err, err_len);
     c->frames_ready = 0;
     int encoded = c->frames_encoded;
     c->frames_encoded = 0;
@@ -916,7 +923,8 @@ static int commit(ps_client_t *c, uint64_t clock, uint32_t examples, uint16_t fl
         } else {
             if (!encoded && s->summed == s->end - s->begin && s->summed > 0)
                 h.checksum = s->n_parts > 1 ? wire_checksum_end(&s->whole) : s->fill_sums[0];
-            else wire_seal(&h, zmq_msg_data(&c->frames[k]), frame_bytes, NULL, 0);
+            else
+                wire_seal(&h, zmq_msg_data(&c->frames[k]), frame_bytes, NULL, 0);
             rc = send_push(c, k, &h, &c->frames[k], 1, err, err_len);
         }
         if (rc == 0) c->stats.bytes_out += frame_bytes;
@@ -999,7 +1007,8 @@ static int check_indices(const ps_client_t *c, const uint32_t *idx, size_t n, co
                          size_t err_len) {
     for (size_t i = 0; i < n; i++) {
         if (idx[i] >= c->n_params || (i > 0 && idx[i] <= idx[i - 1])) {
-            snprintf(err, err_len, "worker: %s %u is not strictly ascending or not below %zu", what, idx[i], c->n_params);
+            snprintf(err, err_len, "worker: %s %u is not strictly ascending or not below %zu", what, idx[i],
+                     c->n_params);
             return -1;
         }
     }
@@ -1037,7 +1046,8 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
     }
     c->carry = 0;
     if (pos != nnz) {
-        snprintf(err, err_len, "worker: sparse push index %u is not strictly ascending or not below %zu", idx[pos], c->n_params);
+        snprintf(err, err_len, "worker: sparse push index %u is not strictly ascending or not below %zu", idx[pos],
+                 c->n_params);
         return -1;
     }
     return 0;

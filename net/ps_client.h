@@ -21,20 +21,20 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "net/wire.h"  // defines: wire_status_t
+#include "net/wire.h"
 
 typedef struct ps_client ps_client_t;
 
 typedef struct ps_client_stats {
     uint64_t pushes_sent, pushes_acked, pulls;
-    uint64_t rejects;                   // requests a server refused
-    uint64_t retries;                   // requests sent again for want of an answer
-    uint64_t stale;                     // replies to requests answered already (after a retry)
-    uint64_t bytes_out, bytes_in;       // payload bytes (first sends only)
-    uint64_t dropped;                   // invalid messages received
-    double pull_wait_s;                 // time spent blocked in pulls
-    double pull_flight_s;               // time pulls were in flight, from sent to answered (blocked or not)
-    double pull_held_s;                 // of it, time the shards held pulls until slower workers caught up
+    uint64_t rejects;  // requests a server refused
+    uint64_t retries;  // requests sent again for want of an answer
+    uint64_t stale;  // replies to requests answered already (after a retry)
+    uint64_t bytes_out, bytes_in;  // payload bytes (first sends only)
+    uint64_t dropped;  // invalid messages received
+    double pull_wait_s;  // time spent blocked in pulls
+    double pull_flight_s;  // time pulls were in flight, from sent to answered (blocked or not)
+    double pull_held_s;  // of it, time the shards held pulls until slower workers caught up
 } ps_client_stats_t;
 
 // Connects to every shard (endpoints[k] serves shard k), says hello, and checks
@@ -96,8 +96,8 @@ float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len);
 void ps_client_push_block_written(ps_client_t *c, size_t shard, size_t from, size_t n);
 // What a push announced before its frames are written is, and how it is committed.
 typedef enum ps_push_kind {
-    PS_PUSH_UPDATE = 0,       // ASP/SSP: ps_client_push_commit(bsp = 0)
-    PS_PUSH_GRADIENT = 1,     // BSP: ps_client_push_commit(bsp = 1)
+    PS_PUSH_UPDATE = 0,  // ASP/SSP: ps_client_push_commit(bsp = 0)
+    PS_PUSH_GRADIENT = 1,  // BSP: ps_client_push_commit(bsp = 1)
     PS_PUSH_UPDATE_PULL = 2,  // ASP/SSP: ps_client_push_commit_pull(bsp = 0)
     PS_PUSH_GRADIENT_PULL = 3,  // BSP: ps_client_push_commit_pull(bsp = 1)
 } ps_push_kind_t;

@@ -10,7 +10,7 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "net/zmsg.h"  // defines: zmsg_send, zmsg_header, ZMQ_FAIL
+#include "net/zmsg.h"
 
 #define NAP_MS 20  // how often the thread looks at its stop flag
 

@@ -8,10 +8,10 @@
 #include <stdint.h>
 
 typedef struct ps_progress {
-    uint64_t samples;     // training examples behind the updates applied (see samples_per_step)
-    uint64_t version;     // updates applied
-    uint64_t min_clock;   // the slowest live worker's clock
-    double wait_s;        // time workers' conditional pulls (SSP, BSP) waited here, summed
+    uint64_t samples;  // training examples behind the updates applied (see samples_per_step)
+    uint64_t version;  // updates applied
+    uint64_t min_clock;  // the slowest live worker's clock
+    double wait_s;  // time workers' conditional pulls (SSP, BSP) waited here, summed
     // Staleness of the updates applied so far (docs/distributed.md), in
     // versions and in clocks: mean = sum / count (BSP: one per gradient of a round).
     uint64_t staleness_count;

@@ -9,22 +9,22 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
-#include "net/zmsg.h"  // defines: zmsg_t, zmsg_recv, zmsg_send_sealed, zmsg_bind, zmsg_connect, wire_fresh_id
+#include "kernels/foundation/mono_clock.h"
+#include "net/zmsg.h"
 
 #define EP_MAX 256
 
 // One backup in sync, as the primary sees it.
 typedef struct backup {
-    void *fwd;                // the primary's forwarding socket to it
+    void *fwd;  // the primary's forwarding socket to it
     char ep[EP_MAX];
     size_t replica;
-    int answered;             // while a forwarded message waits: its answer came
+    int answered;  // while a forwarded message waits: its answer came
     // It answered a forwarded message, so it holds the state it was sent and
     // applies what follows: only then does the record list it (a replica still
     // adopting the state cannot take over).
     int synced;
-    uint64_t nonce;           // the joining process's own number: a resent JOIN carries the same
+    uint64_t nonce;  // the joining process's own number: a resent JOIN carries the same
 } backup_t;
 
 struct ps_replica {
@@ -33,15 +33,15 @@ struct ps_replica {
     void *ctx;
     ps_server_t *s;
     int primary;
-    int stale;                // a backup that found the run finished without it
-    char public_ep[EP_MAX];   // P: the shard's endpoint in the rendezvous table
-    char own_ep[EP_MAX];      // where this replica's server was bound first
+    int stale;  // a backup that found the run finished without it
+    char public_ep[EP_MAX];  // P: the shard's endpoint in the rendezvous table
+    char own_ep[EP_MAX];  // where this replica's server was bound first
     // The primary's backups in sync, in the order they joined.
     backup_t backups[PS_REPLICA_MAX - 1];
     size_t n_backups;
-    double next_check;        // a backup: when it next reads the record
-    int listed;               // a backup: the record has listed it (so, no longer listed, it was dropped)
-    long joined_primary;      // a backup: the replica index of the primary it joined (-1: unknown)
+    double next_check;  // a backup: when it next reads the record
+    int listed;  // a backup: the record has listed it (so, no longer listed, it was dropped)
+    long joined_primary;  // a backup: the replica index of the primary it joined (-1: unknown)
     ps_replica_stats_t stats;
 };
 
@@ -104,8 +104,10 @@ static int record_read(const ps_replica_t *r, record_t *rec) {
     int primary = 0, state = 0;
     while (fgets(line, sizeof line, f)) {
         size_t idx;
-        if (sscanf(line, "primary %255s", rec->primary) == 1) primary = 1;
-        else if (sscanf(line, "replicas %zu", &idx) == 1) rec->primary_replica = (long)idx;
+        if (sscanf(line, "primary %255s", rec->primary) == 1)
+            primary = 1;
+        else if (sscanf(line, "replicas %zu", &idx) == 1)
+            rec->primary_replica = (long)idx;
         else if (sscanf(line, "backup %255s", word) == 1) {
             if (strcmp(word, "-") != 0 && rec->n_backups < PS_REPLICA_MAX - 1)
                 snprintf(rec->backup[rec->n_backups++], EP_MAX, "%s", word);
@@ -240,7 +242,8 @@ static void drain_answers(ps_replica_t *r) {
     for (size_t i = 0; i < r->n_backups; i++) {
         zmq_msg_t part;
         zmq_msg_init(&part);
-        while (zmq_msg_recv(&part, r->backups[i].fwd, ZMQ_DONTWAIT) >= 0) {}
+        while (zmq_msg_recv(&part, r->backups[i].fwd, ZMQ_DONTWAIT) >= 0) {
+        }
         zmq_msg_close(&part);
     }
 }
@@ -332,8 +335,7 @@ static int take_join(ps_replica_t *r, ps_server_t *s, zmsg_t *m, char *err, size
     r->stats.joins++;
     if (record_write(r, 0, err, err_len) != 0) return -1;
     if (!r->cfg.quiet)
-        fprintf(stderr, "asgd server %zu: replica %u joined as a backup at %s\n", r->cfg.shard, (unsigned)m->h.aux,
-                ep);
+        fprintf(stderr, "asgd server %zu: replica %u joined as a backup at %s\n", r->cfg.shard, (unsigned)m->h.aux, ep);
     wire_header_t h = zmsg_header(MSG_TYPE_REPLICA_STATE, r->cfg.run_id);
     h.shard = (uint32_t)r->cfg.shard;
     h.aux = m->h.aux;
@@ -376,16 +378,17 @@ static int on_turn(void *ctx, ps_server_t *s, char *err, size_t err_len) {
         if (known && record_lists(&rec, r->own_ep)) r->listed = 1;
         // Out: dropped after being listed, or another replica took over (a
         // takeover may come before this backup ever saw itself listed).
-        int took_over = known && r->joined_primary >= 0 && rec.primary_replica >= 0 &&
-                        rec.primary_replica != r->joined_primary;
+        int took_over =
+            known && r->joined_primary >= 0 && rec.primary_replica >= 0 && rec.primary_replica != r->joined_primary;
         if (known && (r->listed || took_over || rec.finished) && !record_lists(&rec, r->own_ep)) {
             if (rec.finished) {
                 r->stale = 1;
                 return 1;
             }
-            snprintf(err, err_len, "server %zu, replica %zu: no longer in sync with the primary at %s (dropped, or "
-                     "another replica took over): it leaves, to join again as a backup", r->cfg.shard,
-                     r->cfg.replica, r->public_ep);
+            snprintf(err, err_len,
+                     "server %zu, replica %zu: no longer in sync with the primary at %s (dropped, or "
+                     "another replica took over): it leaves, to join again as a backup",
+                     r->cfg.shard, r->cfg.replica, r->public_ep);
             return -1;
         }
     }
@@ -401,8 +404,10 @@ static int on_turn(void *ctx, ps_server_t *s, char *err, size_t err_len) {
     }
     if (!known || !record_lists(&rec, r->own_ep)) {
         zmq_unbind(ps_server_socket(s), r->public_ep);
-        snprintf(err, err_len, "server %zu, replica %zu: the primary at %s is gone but this backup was not in sync "
-                 "with it (%s): it cannot take over", r->cfg.shard, r->cfg.replica, r->public_ep,
+        snprintf(err, err_len,
+                 "server %zu, replica %zu: the primary at %s is gone but this backup was not in sync "
+                 "with it (%s): it cannot take over",
+                 r->cfg.shard, r->cfg.replica, r->public_ep,
                  known ? "it had been dropped" : "no record of the replicas");
         return -1;
     }
@@ -437,8 +442,10 @@ int ps_replica_join(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) 
     record_t rec;
     while (record_read(r, &rec) != 0) {
         if (mono_clock_s() > give_up) {
-            snprintf(err, err_len, "server %zu, replica %zu: no primary recorded in %s/server-%zu.replicas within "
-                     "%d ms", r->cfg.shard, r->cfg.replica, r->state_dir, r->cfg.shard, r->cfg.join_timeout_ms);
+            snprintf(err, err_len,
+                     "server %zu, replica %zu: no primary recorded in %s/server-%zu.replicas within "
+                     "%d ms",
+                     r->cfg.shard, r->cfg.replica, r->state_dir, r->cfg.shard, r->cfg.join_timeout_ms);
             return -1;
         }
         nap_ms(20);
@@ -505,8 +512,10 @@ int ps_replica_join(ps_replica_t *r, ps_server_t *s, char *err, size_t err_len) 
         if (record_read(r, &answered) == 0) r->joined_primary = answered.primary_replica;
         rc = 0;
         if (!r->cfg.quiet)
-            fprintf(stderr, "asgd server %zu: replica %zu copied the state of the primary at %s and serves as its "
-                            "backup at %s\n", r->cfg.shard, r->cfg.replica, rec.primary, r->own_ep);
+            fprintf(stderr,
+                    "asgd server %zu: replica %zu copied the state of the primary at %s and serves as its "
+                    "backup at %s\n",
+                    r->cfg.shard, r->cfg.replica, rec.primary, r->own_ep);
         break;
     }
 out:
@@ -534,7 +543,8 @@ int ps_replica_await_backup(ps_replica_t *r, ps_server_t *s, char *err, size_t e
             return -1;
         }
         int taken = got == 1 && m.h.type == MSG_TYPE_REPLICA_JOIN && m.h.shard == r->cfg.shard
-                        ? take_join(r, s, &m, err, err_len) : 1;
+                        ? take_join(r, s, &m, err, err_len)
+                        : 1;
         zmsg_close(&m);
         if (taken < 0) return -1;
     }

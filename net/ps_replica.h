@@ -44,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "net/ps_server.h"  // defines: ps_server_t, ps_config_t
+#include "net/ps_server.h"
 
 // Replicas per shard, primary included, at most: every push waits for the
 // slowest backup's answer, and the replicas share one host (the port is the
@@ -52,13 +52,13 @@
 #define PS_REPLICA_MAX 4
 
 typedef struct ps_replica_config {
-    const char *state_dir;    // the record and state copies (the run directory: shared by the replicas)
-    size_t shard, replica;    // replica: this process's index among the shard's R
+    const char *state_dir;  // the record and state copies (the run directory: shared by the replicas)
+    size_t shard, replica;  // replica: this process's index among the shard's R
     uint64_t run_id;
     size_t n_workers;
-    int ack_timeout_ms;       // a backup silent this long with a message forwarded is dropped
-    int worker_timeout_ms;    // evictions once promoted (a backup evicts nobody)
-    int join_timeout_ms;      // a joining backup gives up after this long
+    int ack_timeout_ms;  // a backup silent this long with a message forwarded is dropped
+    int worker_timeout_ms;  // evictions once promoted (a backup evicts nobody)
+    int join_timeout_ms;  // a joining backup gives up after this long
     int quiet;
     // Called on the serving thread once this backup took over (NULL: nothing).
     void (*on_promoted)(void *ctx, ps_server_t *s, const char *endpoint);
@@ -66,10 +66,10 @@ typedef struct ps_replica_config {
 } ps_replica_config_t;
 
 typedef struct ps_replica_stats {
-    uint64_t forwarded;       // answers of backups to forwarded messages
-    uint64_t joins;           // backups that joined this replica as primary
-    uint64_t dropped;         // backups dropped for silence
-    uint64_t promotions;      // 1 when this replica was promoted from backup
+    uint64_t forwarded;  // answers of backups to forwarded messages
+    uint64_t joins;  // backups that joined this replica as primary
+    uint64_t dropped;  // backups dropped for silence
+    uint64_t promotions;  // 1 when this replica was promoted from backup
 } ps_replica_stats_t;
 
 typedef struct ps_replica ps_replica_t;

@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/finite.h"  // defines: all_finite_cpu
-#include "kernels/update.h"  // defines: sgd_update_cpu, adagrad_update_cpu, axpy_cpu
-#include "net/wire.h"        // defines: wire_checksum, wire_checksum_stream_t
-#include "net/zmsg.h"        // defines: zmsg_frame_alloc
+#include "kernels/finite.h"
+#include "kernels/update.h"
+#include "net/wire.h"
+#include "net/zmsg.h"
 
 // Floats per block of a fused pass: small enough that a block written is
 // still in L1/L2 when it is checksummed; a multiple of 8 (the checksum's 32 bytes).
@@ -24,15 +24,15 @@ struct ps_values {
     size_t n;
     float *buf[2];
     lend_slot_t slot[2];
-    int cur;              // the buffer holding the current values
-    _Atomic int refs;     // the owner's, plus one per reply in flight
-    int sum_valid;        // sum is the checksum of buf[cur]
+    int cur;  // the buffer holding the current values
+    _Atomic int refs;  // the owner's, plus one per reply in flight
+    int sum_valid;  // sum is the checksum of buf[cur]
     uint32_t sum;
     // A push applied range by range (ps_values_apply_range): the checksum of
     // values [0, summed_to) as they are now, while nothing else wrote there.
     wire_checksum_stream_t stream;
-    size_t summed_to;     // SIZE_MAX: no stream
-    size_t cur_written;   // during ps_values_apply_sum_in_ranges: the values written so far; else SIZE_MAX
+    size_t summed_to;  // SIZE_MAX: no stream
+    size_t cur_written;  // during ps_values_apply_sum_in_ranges: the values written so far; else SIZE_MAX
     ps_values_counts_t counts;
 };
 
@@ -118,7 +118,7 @@ typedef struct range_watch {
     size_t range;  // floats per range, a multiple of BLOCK
     ps_range_done_fn done;
     void *ctx;
-    int rc;        // the first non-zero answer of done; it is not called again
+    int rc;  // the first non-zero answer of done; it is not called again
 } range_watch_t;
 
 // One blocked pass: dst = src, updated with g (SGD, or Adagrad when h is
@@ -141,8 +141,10 @@ static void update_blocks(ps_values_t *v, const float *src, float *dst, const fl
             step = sum;
         }
         if (dst != src) memcpy(dst + off, src + off, len * sizeof(float));
-        if (h) adagrad_update_cpu(len, lr, eps, step, h + off, dst + off);
-        else sgd_update_cpu(len, lr, step, dst + off);
+        if (h)
+            adagrad_update_cpu(len, lr, eps, step, h + off, dst + off);
+        else
+            sgd_update_cpu(len, lr, step, dst + off);
         wire_checksum_update(&st, dst + off, len * sizeof(float));
         if (!watch || watch->rc != 0) continue;
         wire_checksum_update(&range_st, dst + off, len * sizeof(float));
@@ -228,11 +230,15 @@ uint32_t ps_values_apply_range(ps_values_t *v, size_t from, size_t n, const floa
     wire_checksum_begin(&copied, 0);
     for (size_t off = 0; off < n; off += BLOCK) {
         size_t len = n - off < BLOCK ? n - off : BLOCK;
-        if (h) adagrad_update_cpu(len, lr, eps, g + off, h + from + off, w + off);
-        else sgd_update_cpu(len, lr, g + off, w + off);
+        if (h)
+            adagrad_update_cpu(len, lr, eps, g + off, h + from + off, w + off);
+        else
+            sgd_update_cpu(len, lr, g + off, w + off);
         // A copied range is summed once: its sums join the shard's stream after.
-        if (copy) wire_checksum_update_copy(&copied, copy + off, w + off, len * sizeof(float));
-        else if (streaming) wire_checksum_update(&v->stream, w + off, len * sizeof(float));
+        if (copy)
+            wire_checksum_update_copy(&copied, copy + off, w + off, len * sizeof(float));
+        else if (streaming)
+            wire_checksum_update(&v->stream, w + off, len * sizeof(float));
     }
     if (copy && streaming) wire_checksum_join(&v->stream, &copied);
     uint32_t copy_sum = copy ? wire_checksum_end(&copied) : 0;

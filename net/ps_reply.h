@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#include "net/zmsg.h"  // defines: zmsg_t
+#include "net/zmsg.h"
 
 typedef struct ps_values ps_values_t;
 
@@ -81,9 +81,9 @@ int ps_values_reply(ps_values_t *v, zmq_msg_t *frame, uint32_t *checksum, char *
 int ps_push_verify_finite(zmsg_t *m, int *finite);
 
 typedef struct ps_values_counts {
-    uint64_t lent;    // replies sent zero-copy
+    uint64_t lent;  // replies sent zero-copy
     uint64_t copied;  // replies copied (the other buffer was still referenced)
-    uint64_t moved;   // writes that went to the other buffer (a reply held the values)
+    uint64_t moved;  // writes that went to the other buffer (a reply held the values)
 } ps_values_counts_t;
 void ps_values_counts(const ps_values_t *v, ps_values_counts_t *out);
 

@@ -7,20 +7,20 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*
-#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "kernels/finite.h"         // defines: all_finite_cpu
-#include "kernels/update.h"         // defines: sgd_update_sparse_cpu, adagrad_update_sparse_cpu
-#include "kernels/foundation/trace.h"          // defines: TRACE_BEGIN, TRACE_END
-#include "net/compress.h"           // defines: compress_decode
-#include "net/memory_guard.h"       // defines: memory_guard_new, memory_guard_check, memory_guard_destroy
-#include "net/ps_progress.h"        // defines: ps_progress_board_*
-#include "net/ps_reply.h"           // defines: ps_values_*
-#include "net/zmsg.h"               // defines: zmsg_recv, zmsg_send, ZMQ_FAIL
-#include "staleness/clock_table.h"  // defines: clock_table_t
-#include "net/buffer_pool.h"  // defines: buffer_pool_new, buffer_pool_frame, buffer_pool_bytes, buffer_pool_release
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/storage/counter_file.h"
+#include "kernels/foundation/mono_clock.h"
+#include "kernels/foundation/partition.h"
+#include "kernels/finite.h"
+#include "kernels/update.h"
+#include "kernels/foundation/trace.h"
+#include "net/compress.h"
+#include "net/memory_guard.h"
+#include "net/ps_progress.h"
+#include "net/ps_reply.h"
+#include "net/zmsg.h"
+#include "staleness/clock_table.h"
+#include "net/buffer_pool.h"
 
 // Versions remembered per worker: more than the rebases a worker's push can
 // reach back over (replica.c keeps its own history of 64 rebases).
@@ -31,21 +31,21 @@
 // parts are being taken. The push counts once, at its last part: one version,
 // one clock, one ledger entry.
 typedef struct push_parts {
-    uint64_t clock;     // the push's
-    uint64_t next;      // where (within the shard) its next part starts
-    float lr;           // ASP/SSP: the step its parts are applied with, fixed at its first part
-    uint8_t open;       // a push is being taken
-    uint8_t late;       // BSP with backup workers: its round went without it; its parts are dropped
+    uint64_t clock;  // the push's
+    uint64_t next;  // where (within the shard) its next part starts
+    float lr;  // ASP/SSP: the step its parts are applied with, fixed at its first part
+    uint8_t open;  // a push is being taken
+    uint8_t late;  // BSP with backup workers: its round went without it; its parts are dropped
     uint8_t resent_lost;  // it resends the push a crash lost (count_applied)
 } push_parts_t;
 
 typedef struct pending_pull {
     zmq_msg_t identity;
     uint32_t worker;
-    uint64_t need;     // answer once the min clock reaches this
-    uint32_t *keys;    // NULL: the whole shard
+    uint64_t need;  // answer once the min clock reaches this
+    uint32_t *keys;  // NULL: the whole shard
     uint32_t n_keys;
-    double since;      // when it started waiting
+    double since;  // when it started waiting
 } pending_pull_t;
 
 // Membership and clocks: who is in the run, how far each worker got, and
@@ -57,25 +57,25 @@ typedef struct ps_members {
     // distinct versions, oldest first from sent_head, so that a push's clock
     // staleness is measured from the min clock that came with the version it carries.
     uint64_t *sent_version, *sent_clock;  // (n_workers, SENT_HISTORY)
-    uint32_t *sent_head, *sent_len;       // (n_workers)
-    double *last_heard;        // (n_workers) when a message last came from each worker
-    double quiet_since;        // when the last live worker left or was evicted
+    uint32_t *sent_head, *sent_len;  // (n_workers)
+    double *last_heard;  // (n_workers) when a message last came from each worker
+    double quiet_since;  // when the last live worker left or was evicted
 } ps_members_t;
 
 // Update application: the values, the optimizer's state, DC-ASGD's backups,
 // the scratch a push is applied from, and divergence.
 typedef struct ps_update {
-    float *w;              // (n) the current values: ps_values_get(values), refreshed after each write
-    ps_values_t *values;   // the values, lent to replies without a copy (ps_reply.h)
-    float *h;              // (n) Adagrad's squared-gradient sums, or NULL
-    float *backup;             // (n_workers, n) DC-ASGD: the shard as each worker last pulled it
-    float *scratch_g;          // (n) a push's values after delay compensation
-    float *decoded;            // (n) an ENCODED push, decoded
-    uint32_t *scratch_idx;     // (n) a sparse push's indices, shifted into the shard
-    int diverged;              // a push held NaN or Inf: every request is refused from now on
-    int push_finite;           // the message being handled: a dense push's values are finite (1) or not (0); -1: not known
+    float *w;  // (n) the current values: ps_values_get(values), refreshed after each write
+    ps_values_t *values;  // the values, lent to replies without a copy (ps_reply.h)
+    float *h;  // (n) Adagrad's squared-gradient sums, or NULL
+    float *backup;  // (n_workers, n) DC-ASGD: the shard as each worker last pulled it
+    float *scratch_g;  // (n) a push's values after delay compensation
+    float *decoded;  // (n) an ENCODED push, decoded
+    uint32_t *scratch_idx;  // (n) a sparse push's indices, shifted into the shard
+    int diverged;  // a push held NaN or Inf: every request is refused from now on
+    int push_finite;  // the message being handled: a dense push's values are finite (1) or not (0); -1: not known
     double diverged_at;
-    uint8_t *told_diverged;    // (n_workers) refused with NOT_FINITE at least once
+    uint8_t *told_diverged;  // (n_workers) refused with NOT_FINITE at least once
     char diverged_msg[256];
 } ps_update_t;
 
@@ -83,37 +83,42 @@ typedef struct ps_update {
 // A dense gradient is kept as received (held[k], not copied); a sparse one,
 // or one restored from a checkpoint, is written into grad.
 typedef struct ps_bsp_round {
-    float *grad;           // (n_workers, n)
-    zmq_msg_t *held;       // (n_workers) empty when worker k's gradient is in grad
-    uint32_t *examples;    // (n_workers) 0 = no gradient yet this clock
-    uint64_t *version;     // (n_workers) version each gradient was computed from
-    float *weight;         // (n_workers) each gradient's share of the round's examples
-    const float **terms;   // (n_workers) the gradients summed in a round; NULL: none from that worker
-    uint64_t clock;        // the clock being aggregated
+    float *grad;  // (n_workers, n)
+    zmq_msg_t *held;  // (n_workers) empty when worker k's gradient is in grad
+    uint32_t *examples;  // (n_workers) 0 = no gradient yet this clock
+    uint64_t *version;  // (n_workers) version each gradient was computed from
+    float *weight;  // (n_workers) each gradient's share of the round's examples
+    const float **terms;  // (n_workers) the gradients summed in a round; NULL: none from that worker
+    uint64_t clock;  // the clock being aggregated
 } ps_bsp_round_t;
 
 // The exactly-once record (docs/reliability.md), per worker, over the whole
 // run, with what keeps it exact: clock claims and HELLO de-duplication.
 typedef struct ps_once {
-    uint64_t *duplicates_by;   // (n_workers) pushes acknowledged again and not applied
-    uint64_t *lost_by;         // (n_workers) applied, then lost with a crash (after the checkpoint resumed from)
-    uint64_t *resumed_by;      // (n_workers) its pushes the checkpoint held at the last resume
-    uint64_t *late_by;         // (n_workers) BSP with backup workers: gradients dropped for coming late
+    uint64_t *duplicates_by;  // (n_workers) pushes acknowledged again and not applied
+    uint64_t *lost_by;  // (n_workers) applied, then lost with a crash (after the checkpoint resumed from)
+    uint64_t *resumed_by;  // (n_workers) its pushes the checkpoint held at the last resume
+    uint64_t *late_by;  // (n_workers) BSP with backup workers: gradients dropped for coming late
     // What a worker's clock can plausibly be (docs/security.md): its clock
     // counts rounds, and a round is at least one step, so a push's clock is at
     // most the clock it joined at plus the steps its pushes since reported.
     // After a resume the first push re-anchors it (the steps the crash lost
     // are unknown).
-    struct clock_claim { uint64_t base, steps; uint8_t unanchored; } *claim;  // (n_workers)
-    uint32_t *join_nonce;      // (n_workers) the nonce of the joiner holding the slot (0: none)
+    struct clock_claim {
+        uint64_t base, steps;
+        uint8_t unanchored;
+    } * claim;  // (n_workers)
+    uint32_t *join_nonce;  // (n_workers) the nonce of the joiner holding the slot (0: none)
     // The last HELLO handled from each worker: its client's nonce, the clock it
     // proposed and the clock its WELCOME gave. A copy resent while the WELCOME
     // was on its way is answered with that clock again: taken as a rejoin, it
     // could move the worker's clock past the one the worker went on from, and
     // its next pushes would be acknowledged as duplicates without being applied.
-    struct hello_seen { uint64_t nonce, proposed, welcomed; } *hello;  // (n_workers)
-    uint64_t *resend_clock;    // (n_workers) after a resume: 1 + the clock of the last push applied before the
-                               // crash and lost, until the worker's next push or HELLO; 0: none
+    struct hello_seen {
+        uint64_t nonce, proposed, welcomed;
+    } * hello;  // (n_workers)
+    uint64_t *resend_clock;  // (n_workers) after a resume: 1 + the clock of the last push applied before the
+        // crash and lost, until the worker's next push or HELLO; 0: none
     // Per worker: applications ever (2k, never rolled back) and 1 + the clock
     // of the last one (2k + 1): mapped from CHECKPOINT.ledger when the shard
     // checkpoints, so that a resume knows what the crash lost; else own_ledger.
@@ -132,11 +137,11 @@ struct ps_server {
     ps_update_t upd;
     ps_bsp_round_t bsp;
     ps_once_t once;
-    int resumed;               // restored from a checkpoint: BSP rounds may have been lost
+    int resumed;  // restored from a checkpoint: BSP rounds may have been lost
     double next_checkpoint;
     // The serving loop.
     void *sock;
-    memory_guard_t *guard;     // NULL: none (ps_config.memory_allowance SIZE_MAX)
+    memory_guard_t *guard;  // NULL: none (ps_config.memory_allowance SIZE_MAX)
     char endpoint[256];
     pending_pull_t *pending;
     size_t n_pending, cap_pending;
@@ -144,11 +149,11 @@ struct ps_server {
     int warned[WIRE_STATUS_COUNT_];
     int warned_clock;
     // Progress, kept by the serving thread and published for ps_server_progress.
-    uint64_t samples;          // examples behind the updates applied
-    double wait_s;             // workers' conditional pulls, time waited
+    uint64_t samples;  // examples behind the updates applied
+    double wait_s;  // workers' conditional pulls, time waited
     ps_progress_board_t board;
-    ps_server_hooks_t hooks;   // replication (net/ps_replica.h); zeros: none
-    push_parts_t *parts;       // (n_workers) the push each worker is sending in parts
+    ps_server_hooks_t hooks;  // replication (net/ps_replica.h); zeros: none
+    push_parts_t *parts;  // (n_workers) the push each worker is sending in parts
     // The answer to the part being taken from an ECHO push: its range's new
     // values, copied while they are written, in a buffer of echo_pool
     // (made at the first such part, of its size) or a frame of its own.
@@ -161,10 +166,10 @@ struct ps_server {
 };
 
 // The shard's spans in a --trace timeline (docs/trace.md), all on its one thread.
-static const trace_kind_t TK_APPLY = {"apply", "server", "worker"};        // asp/ssp: one push applied
-static const trace_kind_t TK_BUFFER = {"buffer", "server", "worker"};      // bsp: one gradient taken into its round
-static const trace_kind_t TK_BSP_ROUND = {"bsp_round", "server", "clock"}; // bsp: a round's sum applied
-static const trace_kind_t TK_SERVE = {"serve_pull", "server", "worker"};   // a pull answered
+static const trace_kind_t TK_APPLY = {"apply", "server", "worker"};  // asp/ssp: one push applied
+static const trace_kind_t TK_BUFFER = {"buffer", "server", "worker"};  // bsp: one gradient taken into its round
+static const trace_kind_t TK_BSP_ROUND = {"bsp_round", "server", "clock"};  // bsp: a round's sum applied
+static const trace_kind_t TK_SERVE = {"serve_pull", "server", "worker"};  // a pull answered
 static const trace_kind_t TK_EVICT = {"evict", "server", "worker"};
 static const trace_kind_t TK_REJOIN = {"rejoin", "server", "worker"};
 static const trace_kind_t TK_CHECKPOINT = {"checkpoint", "io", NULL};
@@ -173,12 +178,14 @@ static const trace_kind_t TK_CHECKPOINT = {"checkpoint", "io", NULL};
 // zeros, for a shard about to be restored), not yet bound.
 static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, char *err, size_t err_len) {
     if (c->n_shards == 0 || c->shard >= c->n_shards || c->n_workers == 0 || c->n_params == 0) {
-        snprintf(err, err_len, "server: shard %zu of %zu, %zu workers, %zu parameters is not a valid layout",
-                 c->shard, c->n_shards, c->n_workers, c->n_params);
+        snprintf(err, err_len, "server: shard %zu of %zu, %zu workers, %zu parameters is not a valid layout", c->shard,
+                 c->n_shards, c->n_workers, c->n_params);
         return NULL;
     }
     if (c->mode == SYNC_MODE_BSP && (c->stale.staleness_aware || c->stale.dc_lambda > 0 || c->stale.delay_adaptive)) {
-        snprintf(err, err_len, "server: staleness-aware and delay-adaptive steps and DC-ASGD apply to asp and ssp; bsp updates are never stale");
+        snprintf(err, err_len,
+                 "server: staleness-aware and delay-adaptive steps and DC-ASGD apply to asp and ssp; bsp updates are "
+                 "never stale");
         return NULL;
     }
     char why[160];
@@ -245,10 +252,14 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         s->bsp.weight = calloc(nw, sizeof *s->bsp.weight);
         s->bsp.terms = calloc(nw, sizeof *s->bsp.terms);
     }
-    if (!s->upd.w || !s->members.read_min_clock || !s->members.sent_version || !s->members.sent_clock || !s->members.sent_head || !s->members.sent_len || !s->members.last_heard || !s->upd.told_diverged ||
-        !s->once.duplicates_by || !s->once.lost_by || !s->once.resumed_by || !s->once.late_by || !s->once.resend_clock || !s->once.claim || !s->once.join_nonce || !s->once.hello || !s->parts || !s->once.own_ledger ||
-        !s->upd.scratch_idx || !s->upd.scratch_g || !s->upd.decoded || (c->stale.dc_lambda > 0 && !s->upd.backup) || (c->optimizer == OPTIMIZER_KIND_ADAGRAD && !s->upd.h) ||
-        (c->mode == SYNC_MODE_BSP && (!s->bsp.grad || !s->bsp.held || !s->bsp.examples || !s->bsp.version || !s->bsp.weight || !s->bsp.terms))) {
+    if (!s->upd.w || !s->members.read_min_clock || !s->members.sent_version || !s->members.sent_clock ||
+        !s->members.sent_head || !s->members.sent_len || !s->members.last_heard || !s->upd.told_diverged ||
+        !s->once.duplicates_by || !s->once.lost_by || !s->once.resumed_by || !s->once.late_by ||
+        !s->once.resend_clock || !s->once.claim || !s->once.join_nonce || !s->once.hello || !s->parts ||
+        !s->once.own_ledger || !s->upd.scratch_idx || !s->upd.scratch_g || !s->upd.decoded ||
+        (c->stale.dc_lambda > 0 && !s->upd.backup) || (c->optimizer == OPTIMIZER_KIND_ADAGRAD && !s->upd.h) ||
+        (c->mode == SYNC_MODE_BSP &&
+         (!s->bsp.grad || !s->bsp.held || !s->bsp.examples || !s->bsp.version || !s->bsp.weight || !s->bsp.terms))) {
         snprintf(err, err_len, "server: out of memory for a shard of %zu parameters and %zu workers", s->n, nw);
         ps_server_destroy(&s);
         return NULL;
@@ -258,8 +269,10 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         return NULL;
     }
     clock_table_set_start(&s->members.clocks, c->n_start_workers ? c->n_start_workers : nw);
-    if (shard_init) memcpy(s->upd.w, shard_init, s->n * sizeof *s->upd.w);
-    else memset(s->upd.w, 0, s->n * sizeof *s->upd.w);
+    if (shard_init)
+        memcpy(s->upd.w, shard_init, s->n * sizeof *s->upd.w);
+    else
+        memset(s->upd.w, 0, s->n * sizeof *s->upd.w);
     for (size_t k = 0; s->upd.backup && k < nw; k++) memcpy(s->upd.backup + k * n, s->upd.w, s->n * sizeof *s->upd.w);
     staleness_hist_init(&s->stats.staleness_clocks);
     staleness_hist_init(&s->stats.staleness_updates);
@@ -378,10 +391,14 @@ static void identity_of(const ps_server_t *s, uint64_t id[ID_COUNT_]) {
 
 // An identity field's value as the flags say it: modes and optimizers by name.
 static void identity_value(int field, uint64_t v, char *out, size_t len) {
-    if (field == ID_MODE) snprintf(out, len, "%s", sync_mode_name((sync_mode_t)v));
-    else if (field == ID_OPTIMIZER) snprintf(out, len, "%s", optimizer_kind_name((optimizer_kind_t)v));
-    else if (field == ID_BACKUP) snprintf(out, len, "%s", v ? "on" : "off");
-    else snprintf(out, len, "%llu", (unsigned long long)v);
+    if (field == ID_MODE)
+        snprintf(out, len, "%s", sync_mode_name((sync_mode_t)v));
+    else if (field == ID_OPTIMIZER)
+        snprintf(out, len, "%s", optimizer_kind_name((optimizer_kind_t)v));
+    else if (field == ID_BACKUP)
+        snprintf(out, len, "%s", v ? "on" : "off");
+    else
+        snprintf(out, len, "%llu", (unsigned long long)v);
 }
 
 // Worker k's gradient for the round being aggregated (meaningful while
@@ -446,8 +463,10 @@ static int restore_parts(ps_server_t *s, const ckpt_file_t *f, char *err, size_t
         p->next = v[PARTS_FIELDS * k + 2];
         memcpy(&p->lr, &lr_bits, sizeof p->lr);
         if (p->next > s->n) {
-            snprintf(err, err_len, "%s: section 'ps.parts': worker %zu's push resumes at %llu, beyond the shard's %zu "
-                     "parameters", ckpt_file_path(f), k, (unsigned long long)p->next, s->n);
+            snprintf(err, err_len,
+                     "%s: section 'ps.parts': worker %zu's push resumes at %llu, beyond the shard's %zu "
+                     "parameters",
+                     ckpt_file_path(f), k, (unsigned long long)p->next, s->n);
             return -1;
         }
         if (p->open && s->cfg.mode != SYNC_MODE_BSP) s->parts_applying++;
@@ -456,15 +475,29 @@ static int restore_parts(ps_server_t *s, const ckpt_file_t *f, char *err, size_t
 }
 
 // The counters kept across a restart.
-enum { CT_VERSION, CT_APPLIED, CT_ANSWERED, CT_WAITED, CT_BYTES_IN, CT_BYTES_OUT, CT_REJECTED, CT_DUPLICATES,
-       CT_EVICTIONS, CT_REJOINS, CT_SKIPPED, CT_BSP_CLOCK, CT_COUNT_ };
+enum {
+    CT_VERSION,
+    CT_APPLIED,
+    CT_ANSWERED,
+    CT_WAITED,
+    CT_BYTES_IN,
+    CT_BYTES_OUT,
+    CT_REJECTED,
+    CT_DUPLICATES,
+    CT_EVICTIONS,
+    CT_REJOINS,
+    CT_SKIPPED,
+    CT_BSP_CLOCK,
+    CT_COUNT_
+};
 
 int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err_len) {
     size_t nw = s->cfg.n_workers, n = s->n;
-    uint64_t id[ID_COUNT_], counters[CT_COUNT_] = {
-        s->stats.version, s->stats.pushes_applied, s->stats.pulls_answered, s->stats.pulls_waited, s->stats.bytes_in,
-        s->stats.bytes_out, s->stats.rejected, s->stats.duplicates, s->stats.evictions, s->stats.rejoins,
-        s->stats.rounds_skipped, s->bsp.clock};
+    uint64_t id[ID_COUNT_],
+        counters[CT_COUNT_] = {s->stats.version,      s->stats.pushes_applied, s->stats.pulls_answered,
+                               s->stats.pulls_waited, s->stats.bytes_in,       s->stats.bytes_out,
+                               s->stats.rejected,     s->stats.duplicates,     s->stats.evictions,
+                               s->stats.rejoins,      s->stats.rounds_skipped, s->bsp.clock};
     identity_of(s, id);
     ckpt_writer_t *w = ckpt_writer_open(path, err, err_len);
     if (!w) return -1;
@@ -478,7 +511,8 @@ int ps_server_save(const ps_server_t *s, const char *path, char *err, size_t err
     ckpt_writer_section(w, "ps.left", s->members.clocks.left, nw);
     ckpt_writer_section(w, "ps.evicted", s->members.clocks.evicted, nw);
     ckpt_writer_section(w, "ps.pushes", s->members.clocks.pushes, nw * sizeof *s->members.clocks.pushes);
-    ckpt_writer_section(w, "ps.pushes_total", s->members.clocks.pushes_total, nw * sizeof *s->members.clocks.pushes_total);
+    ckpt_writer_section(w, "ps.pushes_total", s->members.clocks.pushes_total,
+                        nw * sizeof *s->members.clocks.pushes_total);
     ckpt_writer_section(w, "ps.read_min", s->members.read_min_clock, nw * sizeof *s->members.read_min_clock);
     ckpt_writer_section(w, "ps.duplicates", s->once.duplicates_by, nw * sizeof *s->once.duplicates_by);
     // What each worker's pushes have claimed (clock_plausible): a backup that
@@ -546,15 +580,19 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
     if (ckpt_file_get(f, "ps.counters", counters, sizeof counters, err, err_len) != 0 ||
         ckpt_file_get(f, "ps.values", ps_values_write(s->upd.values), n * sizeof *s->upd.w, err, err_len) != 0 ||
         (s->upd.h && ckpt_file_get(f, "ps.adagrad", s->upd.h, n * sizeof *s->upd.h, err, err_len) != 0) ||
-        ckpt_file_get(f, "ps.clock", s->members.clocks.clock, nw * sizeof *s->members.clocks.clock, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.clock", s->members.clocks.clock, nw * sizeof *s->members.clocks.clock, err, err_len) !=
+            0 ||
         ckpt_file_get(f, "ps.joined", s->members.clocks.joined, nw, err, err_len) != 0 ||
         ckpt_file_get(f, "ps.left", s->members.clocks.left, nw, err, err_len) != 0 ||
         ckpt_file_get(f, "ps.evicted", s->members.clocks.evicted, nw, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.pushes", s->members.clocks.pushes, nw * sizeof *s->members.clocks.pushes, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.pushes_total", s->members.clocks.pushes_total, nw * sizeof *s->members.clocks.pushes_total, err,
+        ckpt_file_get(f, "ps.pushes", s->members.clocks.pushes, nw * sizeof *s->members.clocks.pushes, err, err_len) !=
+            0 ||
+        ckpt_file_get(f, "ps.pushes_total", s->members.clocks.pushes_total, nw * sizeof *s->members.clocks.pushes_total,
+                      err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.read_min", s->members.read_min_clock, nw * sizeof *s->members.read_min_clock, err,
                       err_len) != 0 ||
-        ckpt_file_get(f, "ps.read_min", s->members.read_min_clock, nw * sizeof *s->members.read_min_clock, err, err_len) != 0 ||
-        ckpt_file_get(f, "ps.duplicates", s->once.duplicates_by, nw * sizeof *s->once.duplicates_by, err, err_len) != 0 ||
+        ckpt_file_get(f, "ps.duplicates", s->once.duplicates_by, nw * sizeof *s->once.duplicates_by, err, err_len) !=
+            0 ||
         ckpt_file_get(f, "ps.lost", s->once.lost_by, nw * sizeof *s->once.lost_by, err, err_len) != 0 ||
         ckpt_file_get(f, "ps.resend", s->once.resend_clock, nw * sizeof *s->once.resend_clock, err, err_len) != 0 ||
         ckpt_file_get(f, "ps.ledger", ledger_at_checkpoint, 2 * nw * sizeof *ledger_at_checkpoint, err, err_len) != 0 ||
@@ -564,14 +602,14 @@ static int restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t 
                       err_len) != 0 ||
         restore_parts(s, f, err, err_len) != 0)
         return -1;
-    if (s->bsp.grad && (ckpt_file_get(f, "bsp.grad", s->bsp.grad, nw * n * sizeof *s->bsp.grad, err, err_len) != 0 ||
-                        ckpt_file_get(f, "bsp.examples", s->bsp.examples, nw * sizeof *s->bsp.examples, err,
-                                      err_len) != 0 ||
-                        ckpt_file_get(f, "bsp.version", s->bsp.version, nw * sizeof *s->bsp.version, err,
-                                      err_len) != 0))
+    if (s->bsp.grad &&
+        (ckpt_file_get(f, "bsp.grad", s->bsp.grad, nw * n * sizeof *s->bsp.grad, err, err_len) != 0 ||
+         ckpt_file_get(f, "bsp.examples", s->bsp.examples, nw * sizeof *s->bsp.examples, err, err_len) != 0 ||
+         ckpt_file_get(f, "bsp.version", s->bsp.version, nw * sizeof *s->bsp.version, err, err_len) != 0))
         return -1;
     for (size_t k = 0; s->bsp.grad && k < nw; k++) bsp_release(s, k);  // the checkpoint's gradients are in bsp.grad now
-    if (s->upd.backup && ckpt_file_get(f, "dc.backup", s->upd.backup, nw * n * sizeof *s->upd.backup, err, err_len) != 0)
+    if (s->upd.backup &&
+        ckpt_file_get(f, "dc.backup", s->upd.backup, nw * n * sizeof *s->upd.backup, err, err_len) != 0)
         return -1;
     s->stats.version = counters[CT_VERSION];
     s->stats.pushes_applied = counters[CT_APPLIED];
@@ -610,8 +648,10 @@ static void count_lost(ps_server_t *s, const char *path, uint64_t *at_checkpoint
     if (!known) {
         s->stats.lost_unknown = 1;
         if (!s->cfg.quiet)
-            fprintf(stderr, "asgd server %zu: %s; the pushes applied after the checkpoint and lost cannot be "
-                            "counted\n", s->cfg.shard, known ? "its ledger is of another run" : why);
+            fprintf(stderr,
+                    "asgd server %zu: %s; the pushes applied after the checkpoint and lost cannot be "
+                    "counted\n",
+                    s->cfg.shard, known ? "its ledger is of another run" : why);
         memcpy(now, at_checkpoint, 2 * nw * sizeof *now);
     }
     for (size_t k = 0; k < nw; k++) {
@@ -842,11 +882,14 @@ static int reject(ps_server_t *s, zmq_msg_t *identity, wire_status_t why, const 
 // rise without an update only when a worker leaves, is evicted or rejoins).
 static void note_sent(ps_server_t *s, uint32_t worker, uint64_t version, uint64_t min_clock) {
     s->members.read_min_clock[worker] = min_clock;
-    uint64_t *v = s->members.sent_version + (size_t)worker * SENT_HISTORY, *c = s->members.sent_clock + (size_t)worker * SENT_HISTORY;
+    uint64_t *v = s->members.sent_version + (size_t)worker * SENT_HISTORY,
+             *c = s->members.sent_clock + (size_t)worker * SENT_HISTORY;
     uint32_t head = s->members.sent_head[worker], len = s->members.sent_len[worker];
     if (len > 0 && v[(head + len - 1) % SENT_HISTORY] == version) return;
-    if (len == SENT_HISTORY) head = s->members.sent_head[worker] = (head + 1) % SENT_HISTORY;
-    else s->members.sent_len[worker] = ++len;
+    if (len == SENT_HISTORY)
+        head = s->members.sent_head[worker] = (head + 1) % SENT_HISTORY;
+    else
+        s->members.sent_len[worker] = ++len;
     v[(head + len - 1) % SENT_HISTORY] = version;
     c[(head + len - 1) % SENT_HISTORY] = min_clock;
 }
@@ -856,7 +899,8 @@ static void note_sent(ps_server_t *s, uint32_t worker, uint64_t version, uint64_
 // remembered is newer, the oldest one's; when none is (a shard restored from a
 // checkpoint), the one reported with the worker's last pull.
 static uint64_t read_clock_of(const ps_server_t *s, uint32_t worker, uint64_t version) {
-    const uint64_t *v = s->members.sent_version + (size_t)worker * SENT_HISTORY, *c = s->members.sent_clock + (size_t)worker * SENT_HISTORY;
+    const uint64_t *v = s->members.sent_version + (size_t)worker * SENT_HISTORY,
+                   *c = s->members.sent_clock + (size_t)worker * SENT_HISTORY;
     uint32_t head = s->members.sent_head[worker], len = s->members.sent_len[worker];
     if (len == 0) return s->members.read_min_clock[worker];
     for (uint32_t i = len; i-- > 0;)
@@ -1039,9 +1083,9 @@ static wire_status_t check_push(const ps_server_t *s, const wire_header_t *h, zm
 
 typedef struct round_answers {
     ps_server_t *s;
-    size_t *which;      // indices into s->pending: whole-shard pulls the round makes ready
+    size_t *which;  // indices into s->pending: whole-shard pulls the round makes ready
     size_t n;
-    wire_header_t h;    // PARAMS as it will stand after the round
+    wire_header_t h;  // PARAMS as it will stand after the round
     char *err;
     size_t err_len;
 } round_answers_t;
@@ -1096,14 +1140,14 @@ static int bsp_sum_and_answer(ps_server_t *s, int answer, char *err, size_t err_
                             s->cfg.adagrad_eps);
         return 0;
     }
-    round_answers_t r = {.s = s, .which = which, .n = n, .h = reply_header(s, MSG_TYPE_PARAMS), .err = err,
-                         .err_len = err_len};
+    round_answers_t r = {
+        .s = s, .which = which, .n = n, .h = reply_header(s, MSG_TYPE_PARAMS), .err = err, .err_len = err_len};
     r.h.param_version = s->stats.version + 1;
     r.h.clock = round_ready_clock(s);
     r.h.payload_kind = PAYLOAD_KIND_DENSE;
-    int rc = ps_values_apply_sum_in_ranges(s->upd.values, s->bsp.terms, s->bsp.weight, s->cfg.n_workers,
-                                           warmed_up_lr(s), s->upd.h, s->cfg.adagrad_eps, ROUND_RANGE, send_round_range,
-                                           &r);
+    int rc =
+        ps_values_apply_sum_in_ranges(s->upd.values, s->bsp.terms, s->bsp.weight, s->cfg.n_workers, warmed_up_lr(s),
+                                      s->upd.h, s->cfg.adagrad_eps, ROUND_RANGE, send_round_range, &r);
     // Answered: out of the queue, counted as a whole reply is.
     size_t kept = 0, next = 0;
     for (size_t i = 0; i < s->n_pending; i++) {
@@ -1178,8 +1222,9 @@ static int bsp_skip_to(ps_server_t *s, uint64_t c, char *err, size_t err_len) {
     // round is among them (applied here with only the gradients that were in
     // the checkpoint).
     if (!s->cfg.quiet)
-        fprintf(stderr, "asgd server %zu: resumed at round %llu but the workers are at round %llu: rounds applied "
-                        "after the checkpoint were lost\n",
+        fprintf(stderr,
+                "asgd server %zu: resumed at round %llu but the workers are at round %llu: rounds applied "
+                "after the checkpoint were lost\n",
                 s->cfg.shard, (unsigned long long)s->bsp.clock, (unsigned long long)c);
     s->stats.rounds_skipped += c - s->bsp.clock;
     int buffered = 0;
@@ -1200,8 +1245,10 @@ static void mark_diverged(ps_server_t *s, const wire_header_t *h, size_t from) {
     s->upd.diverged = 1;
     s->upd.diverged_at = mono_clock_s();
     char kept[96];
-    if (from == 0) snprintf(kept, sizeof kept, "from before that push");
-    else snprintf(kept, sizeof kept, "with that push applied to its first %zu parameters only", from);
+    if (from == 0)
+        snprintf(kept, sizeof kept, "from before that push");
+    else
+        snprintf(kept, sizeof kept, "with that push applied to its first %zu parameters only", from);
     snprintf(s->upd.diverged_msg, sizeof s->upd.diverged_msg,
              "worker %u pushed an update holding NaN or Inf (its clock %llu): the run diverged; the shard kept its "
              "parameters %s (lower --lr or --server-lr)",
@@ -1236,8 +1283,9 @@ static int clock_plausible(ps_server_t *s, uint32_t k, const wire_header_t *h) {
     if (limit < c->base) limit = UINT64_MAX;  // saturate
     if (h->clock > limit) {
         if (!s->cfg.quiet && !s->warned_clock)
-            fprintf(stderr, "asgd server %zu: refused a push from worker %u: its clock %llu is beyond the %llu its "
-                            "steps allow (further ones are counted, not shown)\n",
+            fprintf(stderr,
+                    "asgd server %zu: refused a push from worker %u: its clock %llu is beyond the %llu its "
+                    "steps allow (further ones are counted, not shown)\n",
                     s->cfg.shard, k, (unsigned long long)h->clock, (unsigned long long)limit);
         s->warned_clock = 1;
         return 0;
@@ -1310,8 +1358,10 @@ static int admit_part(ps_server_t *s, zmsg_t *m, size_t from, int last, char *er
     push_parts_t *p = &s->parts[k];
     if (p->open && p->clock == h->clock) {
         if (from == p->next) return 1;
-        if (from < p->next) s->stats.parts_skipped++;   // resent, taken already
-        else s->stats.parts_out_of_order++;            // one before it was lost: the retry resends all
+        if (from < p->next)
+            s->stats.parts_skipped++;  // resent, taken already
+        else
+            s->stats.parts_out_of_order++;  // one before it was lost: the retry resends all
         return 0;
     }
     if (h->clock < s->members.clocks.clock[k]) {
@@ -1360,9 +1410,11 @@ static int take_payload(ps_server_t *s, zmsg_t *m, size_t from, char *err, size_
     const float *dense = h->payload_kind == PAYLOAD_KIND_DENSE ? zmsg_payload(m, 0) : NULL;
     if (h->payload_kind == PAYLOAD_KIND_ENCODED) {
         char detail[256];
-        if (compress_decode(zmsg_payload(m, 0), zmq_msg_size(&m->frames[0]), s->n, s->upd.decoded, detail, sizeof detail) != 0) {
+        if (compress_decode(zmsg_payload(m, 0), zmq_msg_size(&m->frames[0]), s->n, s->upd.decoded, detail,
+                            sizeof detail) != 0) {
             if (!s->cfg.quiet && !s->warned[WIRE_STATUS_BAD_ENCODING])
-                fprintf(stderr, "asgd server %zu: refused a push from worker %u: %s (further ones are counted, not shown)\n",
+                fprintf(stderr,
+                        "asgd server %zu: refused a push from worker %u: %s (further ones are counted, not shown)\n",
                         s->cfg.shard, k, detail);
             s->warned[WIRE_STATUS_BAD_ENCODING] = 1;
             end_unfinished(s, k);
@@ -1375,8 +1427,9 @@ static int take_payload(ps_server_t *s, zmsg_t *m, size_t from, char *err, size_
         end_unfinished(s, k);
         return reject(s, &m->identity, WIRE_STATUS_NOT_FINITE, h, err, err_len);
     }
-    s->stats.bytes_in += h->payload_kind == PAYLOAD_KIND_ENCODED ? zmq_msg_size(&m->frames[0])
-                         : h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);  // accepted pushes only
+    s->stats.bytes_in += h->payload_kind == PAYLOAD_KIND_ENCODED
+                             ? zmq_msg_size(&m->frames[0])
+                             : h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);  // accepted pushes only
     if (from > 0 || (dense && h->count < s->n)) s->stats.parts_taken++;
     if (!sum && from == 0) {
         record_staleness(s, k, s->members.clocks.clock[k], h->param_version);
@@ -1416,7 +1469,8 @@ static int take_payload(ps_server_t *s, zmsg_t *m, size_t from, char *err, size_
         } else {
             float *copy = NULL;
             if ((h->flags & WIRE_FLAG_ECHO) && !(copy = echo_frame(s, count, err, err_len))) return -1;
-            s->echo_sum = ps_values_apply_range(s->upd.values, from, count, g, p->lr, s->upd.h, s->cfg.adagrad_eps, copy);
+            s->echo_sum =
+                ps_values_apply_range(s->upd.values, from, count, g, p->lr, s->upd.h, s->cfg.adagrad_eps, copy);
             s->upd.w = ps_values_get(s->upd.values);
         }
     } else {
@@ -1433,8 +1487,10 @@ static int take_payload(ps_server_t *s, zmsg_t *m, size_t from, char *err, size_
             v = s->upd.scratch_g;
         }
         s->upd.w = ps_values_write(s->upd.values);
-        if (s->upd.h) adagrad_update_sparse_cpu(h->count, p->lr, s->cfg.adagrad_eps, local, v, s->upd.h, s->upd.w);
-        else sgd_update_sparse_cpu(h->count, p->lr, local, v, s->upd.w);
+        if (s->upd.h)
+            adagrad_update_sparse_cpu(h->count, p->lr, s->cfg.adagrad_eps, local, v, s->upd.h, s->upd.w);
+        else
+            sgd_update_sparse_cpu(h->count, p->lr, local, v, s->upd.w);
     }
     TRACE_END(&TK_APPLY, span, k);
     return 1;
@@ -1559,7 +1615,8 @@ static int run_finished(const ps_server_t *s, double now) {
         none_live &= !clock_table_is_live(&s->members.clocks, k);
     }
     if (all_left) return 1;
-    return s->cfg.worker_timeout_ms > 0 && none_live && (now - s->members.quiet_since) * 1000.0 >= s->cfg.worker_timeout_ms;
+    return s->cfg.worker_timeout_ms > 0 && none_live &&
+           (now - s->members.quiet_since) * 1000.0 >= s->cfg.worker_timeout_ms;
 }
 
 static void note_not_live(ps_server_t *s, double now) {
@@ -1597,8 +1654,9 @@ static int evict_silent(ps_server_t *s, double now, char *err, size_t err_len) {
         evict(s, k, now);
         evicted = 1;
         if (!s->cfg.quiet)
-            fprintf(stderr, "asgd server %zu: worker %u silent for %.1f s (--worker-timeout %d ms): evicted at clock %llu; "
-                            "the others no longer wait for it, and it may rejoin\n",
+            fprintf(stderr,
+                    "asgd server %zu: worker %u silent for %.1f s (--worker-timeout %d ms): evicted at clock %llu; "
+                    "the others no longer wait for it, and it may rejoin\n",
                     s->cfg.shard, k, silent, s->cfg.worker_timeout_ms, (unsigned long long)s->members.clocks.clock[k]);
     }
     if (!evicted) return 0;
@@ -1619,8 +1677,8 @@ static void rejoin(ps_server_t *s, uint32_t k, uint64_t proposed) {
     if (others != UINT64_MAX && others > c) c = others;
     if (s->cfg.mode == SYNC_MODE_BSP && s->bsp.clock > c) c = s->bsp.clock;
     if (!s->cfg.quiet)
-        fprintf(stderr, "asgd server %zu: worker %u rejoined%s at clock %llu (it had pushed %llu rounds)\n", s->cfg.shard,
-                k, s->members.clocks.evicted[k] ? " after eviction" : "", (unsigned long long)c,
+        fprintf(stderr, "asgd server %zu: worker %u rejoined%s at clock %llu (it had pushed %llu rounds)\n",
+                s->cfg.shard, k, s->members.clocks.evicted[k] ? " after eviction" : "", (unsigned long long)c,
                 (unsigned long long)s->members.clocks.clock[k]);
     s->members.clocks.clock[k] = c;
     s->members.clocks.evicted[k] = 0;
@@ -1704,49 +1762,52 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
         return reject(s, &m->identity, WIRE_STATUS_NOT_FINITE, h, err, err_len);
     }
     switch (h->type) {
-    case MSG_TYPE_HELLO:
-        if (h->count != 0 || h->offset != s->cfg.n_params)
-            return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
-        if ((h->flags & WIRE_FLAG_JOIN) && !admit_joiner(s, k, h->aux))
-            return reject(s, &m->identity, WIRE_STATUS_ID_LIVE, h, err, err_len);
-        if (hello_resent(s, k, h)) {
-            s->stats.hellos_resent++;
+        case MSG_TYPE_HELLO:
+            if (h->count != 0 || h->offset != s->cfg.n_params)
+                return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+            if ((h->flags & WIRE_FLAG_JOIN) && !admit_joiner(s, k, h->aux))
+                return reject(s, &m->identity, WIRE_STATUS_ID_LIVE, h, err, err_len);
+            if (hello_resent(s, k, h)) {
+                s->stats.hellos_resent++;
+                s->members.last_heard[k] = now;
+                return send_welcome(s, &m->identity, s->once.hello[k].welcomed, err, err_len);
+            }
+            end_unfinished(s, k);  // a new client sends its pushes anew
+            if (s->members.clocks.joined[k])
+                rejoin(s, k, h->clock);
+            else if (k >= s->members.clocks.n_start)
+                enter(s, k, h->clock);
+            s->once.resend_clock[k] = 0;  // a new client: the lost push is not resent
+            s->once.claim[k] = (struct clock_claim){.base = s->members.clocks.clock[k]};
+            s->members.clocks.joined[k] = 1;
             s->members.last_heard[k] = now;
-            return send_welcome(s, &m->identity, s->once.hello[k].welcomed, err, err_len);
-        }
-        end_unfinished(s, k);  // a new client sends its pushes anew
-        if (s->members.clocks.joined[k]) rejoin(s, k, h->clock);
-        else if (k >= s->members.clocks.n_start) enter(s, k, h->clock);
-        s->once.resend_clock[k] = 0;  // a new client: the lost push is not resent
-        s->once.claim[k] = (struct clock_claim){.base = s->members.clocks.clock[k]};
-        s->members.clocks.joined[k] = 1;
-        s->members.last_heard[k] = now;
-        s->once.hello[k] = (struct hello_seen){h->aux, h->clock, s->members.clocks.clock[k]};
-        if (send_welcome(s, &m->identity, s->members.clocks.clock[k], err, err_len) != 0) return -1;
-        // A raised clock can complete a round or answer a waiting pull.
-        if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
-        return serve_pending(s, err, err_len);
-    case MSG_TYPE_PUSH:
-        if (!s->members.clocks.joined[k] || s->members.clocks.left[k]) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
-        if (s->members.clocks.evicted[k]) return reject(s, &m->identity, WIRE_STATUS_EVICTED, h, err, err_len);
-        s->members.last_heard[k] = now;
-        return handle_push(s, m, err, err_len);
-    case MSG_TYPE_PULL:
-        if (!s->members.clocks.joined[k]) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
-        if (s->members.clocks.evicted[k]) return reject(s, &m->identity, WIRE_STATUS_EVICTED, h, err, err_len);
-        s->members.last_heard[k] = now;
-        return handle_pull(s, m, err, err_len);
-    case MSG_TYPE_BYE:
-        // Idempotent: a retried BYE is answered again.
-        s->members.clocks.left[k] = 1;
-        end_unfinished(s, k);
-        note_not_live(s, now);
-        if (send_simple(s, &m->identity, MSG_TYPE_BYE_ACK, 0, err, err_len) != 0) return -1;
-        if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
-        return serve_pending(s, err, err_len);
-    default:
-        count_dropped(s, WIRE_STATUS_BAD_TYPE);
-        return 0;
+            s->once.hello[k] = (struct hello_seen){h->aux, h->clock, s->members.clocks.clock[k]};
+            if (send_welcome(s, &m->identity, s->members.clocks.clock[k], err, err_len) != 0) return -1;
+            // A raised clock can complete a round or answer a waiting pull.
+            if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
+            return serve_pending(s, err, err_len);
+        case MSG_TYPE_PUSH:
+            if (!s->members.clocks.joined[k] || s->members.clocks.left[k])
+                return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+            if (s->members.clocks.evicted[k]) return reject(s, &m->identity, WIRE_STATUS_EVICTED, h, err, err_len);
+            s->members.last_heard[k] = now;
+            return handle_push(s, m, err, err_len);
+        case MSG_TYPE_PULL:
+            if (!s->members.clocks.joined[k]) return reject(s, &m->identity, WIRE_STATUS_BAD_RANGE, h, err, err_len);
+            if (s->members.clocks.evicted[k]) return reject(s, &m->identity, WIRE_STATUS_EVICTED, h, err, err_len);
+            s->members.last_heard[k] = now;
+            return handle_pull(s, m, err, err_len);
+        case MSG_TYPE_BYE:
+            // Idempotent: a retried BYE is answered again.
+            s->members.clocks.left[k] = 1;
+            end_unfinished(s, k);
+            note_not_live(s, now);
+            if (send_simple(s, &m->identity, MSG_TYPE_BYE_ACK, 0, err, err_len) != 0) return -1;
+            if (bsp_maybe_apply(s, err, err_len) != 0) return -1;
+            return serve_pending(s, err, err_len);
+        default:
+            count_dropped(s, WIRE_STATUS_BAD_TYPE);
+            return 0;
     }
 }
 
@@ -1755,7 +1816,8 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
 static int diverged_done(const ps_server_t *s, double now) {
     if (now - s->upd.diverged_at > 2.0) return 1;
     for (size_t k = 0; k < s->cfg.n_workers; k++)
-        if (clock_table_is_live(&s->members.clocks, k) && s->members.clocks.joined[k] && !s->upd.told_diverged[k]) return 0;
+        if (clock_table_is_live(&s->members.clocks, k) && s->members.clocks.joined[k] && !s->upd.told_diverged[k])
+            return 0;
     return 1;
 }
 
@@ -1769,9 +1831,10 @@ static int guard_memory(ps_server_t *s, double now, char *err, size_t err_len) {
     s->stats.memory_trips++;
     s->stats.connections_dropped += trip.connections;
     if (!s->cfg.quiet)
-        fprintf(stderr, "asgd server %zu: the process grew by %zu MiB, past its allowance of %zu MiB "
-                        "(--server-memory-allowance): a peer may be sending a message that never ends; shut down "
-                        "all %zu connections (workers reconnect and resend)\n",
+        fprintf(stderr,
+                "asgd server %zu: the process grew by %zu MiB, past its allowance of %zu MiB "
+                "(--server-memory-allowance): a peer may be sending a message that never ends; shut down "
+                "all %zu connections (workers reconnect and resend)\n",
                 s->cfg.shard, trip.grown >> 20, memory_allowance(&s->cfg, s->n) >> 20, trip.connections);
     return 0;
 }
@@ -1821,10 +1884,12 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
                 return -1;
             }
             int hrc = 0;
-            if (got == 0) count_dropped(s, m.status);
+            if (got == 0)
+                count_dropped(s, m.status);
             else if (s->hooks.on_message && (hrc = s->hooks.on_message(s->hooks.ctx, s, &m, err, err_len)) != 0)
                 hrc = hrc < 0 ? -1 : 0;  // 1: taken by the hook
-            else hrc = handle(s, &m, now, err, err_len);
+            else
+                hrc = handle(s, &m, now, err, err_len);
             zmsg_close(&m);
             publish_progress(s);
             if (hrc != 0) return -1;

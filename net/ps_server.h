@@ -38,29 +38,29 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "staleness/histogram.h"   // defines: staleness_hist_t
-#include "staleness/stale_update.h"  // defines: stale_update_config_t
-#include "staleness/sync_mode.h"   // defines: sync_mode_t
-#include "net/ps_progress.h"       // defines: ps_progress_t
-#include "net/wire.h"              // defines: WIRE_STATUS_COUNT_
-#include "kernels/optimizer_kind.h"  // defines: optimizer_kind_t, optimizer_kind_name
+#include "staleness/histogram.h"
+#include "staleness/stale_update.h"
+#include "staleness/sync_mode.h"
+#include "net/ps_progress.h"
+#include "net/wire.h"
+#include "kernels/optimizer_kind.h"
 
 typedef struct ps_config {
     uint64_t run_id;
     size_t shard, n_shards;
-    size_t n_params;      // the whole model's
-    size_t n_workers;     // slots: the most workers the run may have (--max-workers)
+    size_t n_params;  // the whole model's
+    size_t n_workers;  // slots: the most workers the run may have (--max-workers)
     // Workers the run starts with (--workers), 0: n_workers. Slots from here on
     // are for joiners (HELLO with WIRE_FLAG_JOIN): they hold nobody back until
     // they join, and enter at the slowest live member's clock (docs/reliability.md).
     size_t n_start_workers;
-    sync_mode_t mode;     // BSP, SSP or ASP (allreduce runs have no server)
-    uint64_t staleness;   // SSP bound (sync_mode_bound gives the effective one)
+    sync_mode_t mode;  // BSP, SSP or ASP (allreduce runs have no server)
+    uint64_t staleness;  // SSP bound (sync_mode_bound gives the effective one)
     optimizer_kind_t optimizer;
     float lr;
-    uint64_t warmup;      // > 0: the step grows linearly over the first `warmup` updates applied (--warmup)
+    uint64_t warmup;  // > 0: the step grows linearly over the first `warmup` updates applied (--warmup)
     float adagrad_eps;
-    int heartbeat_ms;     // ZMTP heartbeats on the server socket; 0 = off
+    int heartbeat_ms;  // ZMTP heartbeats on the server socket; 0 = off
     int worker_timeout_ms;  // evict a joined worker silent this long; 0 = never
     // Every checkpoint_every_s seconds (> 0) the shard writes its whole state
     // to checkpoint_path (ps_server_save), which ps_server_resume restores.
@@ -82,27 +82,27 @@ typedef struct ps_config {
     // that never ends a message); 0: automatic, 256 MiB plus 8 pushes per
     // worker slot; SIZE_MAX: no guard.
     size_t memory_allowance;
-    int quiet;            // no per-message warnings on stderr
+    int quiet;  // no per-message warnings on stderr
 } ps_config_t;
 
 typedef struct ps_stats {
-    uint64_t version;                      // updates applied to this shard
-    uint64_t pushes_applied;               // all workers
+    uint64_t version;  // updates applied to this shard
+    uint64_t pushes_applied;  // all workers
     uint64_t pulls_answered;
-    uint64_t pulls_waited;                 // pulls that had to wait for slower workers
-    uint64_t observer_pulls;               // pulls answered to observers (the global-model evaluator)
-    uint64_t bytes_in, bytes_out;          // payload bytes
+    uint64_t pulls_waited;  // pulls that had to wait for slower workers
+    uint64_t observer_pulls;  // pulls answered to observers (the global-model evaluator)
+    uint64_t bytes_in, bytes_out;  // payload bytes
     uint64_t dropped[WIRE_STATUS_COUNT_];  // invalid messages, by reason
     uint64_t dropped_total;
-    uint64_t rejected;                     // valid on the wire but refused (REJECT sent)
-    uint64_t duplicates;                   // retried pushes acknowledged again, not applied
-    uint64_t evictions, rejoins;           // workers evicted for silence; HELLOs from workers seen before
-    uint64_t hellos_resent;                // copies of a HELLO answered already: its WELCOME sent again
-    uint64_t memory_trips;                 // times the memory guard shut every connection down
-    uint64_t connections_dropped;          // connections it shut down
-    uint64_t stalls;                       // gaps > 0.5 s between serving turns, not counted as workers' silence
-    uint64_t rounds_skipped;               // BSP rounds a resumed shard had lost (applied after its checkpoint)
-    uint64_t late_dropped;                 // BSP with backup workers: gradients that came after their round
+    uint64_t rejected;  // valid on the wire but refused (REJECT sent)
+    uint64_t duplicates;  // retried pushes acknowledged again, not applied
+    uint64_t evictions, rejoins;  // workers evicted for silence; HELLOs from workers seen before
+    uint64_t hellos_resent;  // copies of a HELLO answered already: its WELCOME sent again
+    uint64_t memory_trips;  // times the memory guard shut every connection down
+    uint64_t connections_dropped;  // connections it shut down
+    uint64_t stalls;  // gaps > 0.5 s between serving turns, not counted as workers' silence
+    uint64_t rounds_skipped;  // BSP rounds a resumed shard had lost (applied after its checkpoint)
+    uint64_t late_dropped;  // BSP with backup workers: gradients that came after their round
     // Dense pushes sent in parts (range messages, docs/protocol.md "Pushes in
     // parts"): parts taken; parts of a push taken already, or of the part
     // being taken, resent and skipped; parts dropped because an earlier one
@@ -118,8 +118,8 @@ typedef struct ps_stats {
     // reply still held the values.
     uint64_t replies_lent, replies_copied, writes_moved;
     uint64_t checkpoints, checkpoint_failures;
-    uint64_t resumed_version;              // the version a resumed shard was restored at (0: not resumed)
-    uint64_t lost_unknown;                 // 1: resumed without the ledger of what the crash lost
+    uint64_t resumed_version;  // the version a resumed shard was restored at (0: not resumed)
+    uint64_t lost_unknown;  // 1: resumed without the ledger of what the crash lost
     uint64_t min_clock, max_clock;
     // Per update (docs/distributed.md, "Staleness, measured"): in clocks, the
     // first round it covers minus the min clock reported with the oldest

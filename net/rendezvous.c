@@ -10,10 +10,10 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_ms
-#include "net/curve_auth.h"  // defines: net_security_get
-#include "net/stop_signal.h"  // defines: stop_signal_received
-#include "net/zmsg.h"  // defines: zmsg_recv, zmsg_send, zmsg_header, zmsg_socket_defaults, ZMQ_FAIL
+#include "kernels/foundation/mono_clock.h"
+#include "net/curve_auth.h"
+#include "net/stop_signal.h"
+#include "net/zmsg.h"
 
 // One line of text is at most two uint32s, three blanks, an endpoint, a name and '\n'.
 #define RDV_LINE_MAX (10 + 1 + 10 + 1 + RDV_ENDPOINT_MAX + 1 + RDV_NAME_MAX + 1)
@@ -69,7 +69,7 @@ static int parse_u32(const char **pp, const char *end, uint32_t *out) {
 // One word of visible ASCII characters at *pp, shorter than max, into out.
 static int parse_word(const char **pp, const char *end, char *out, size_t max) {
     const char *p = *pp, *w = p;
-    while (p < end && *p > ' ' && *p < 0x7f) p++;
+    while (p<end && * p> ' ' && *p < 0x7f) p++;
     size_t len = (size_t)(p - w);
     if (len == 0 || len >= max) return -1;
     memcpy(out, w, len);
@@ -142,40 +142,40 @@ static int send_text(void *sock, zmq_msg_t *identity, wire_header_t *h, const ch
 // Why a message was dropped, beyond what wire_validate says.
 typedef enum rdv_drop {
     RDV_DROP_TYPE = WIRE_STATUS_COUNT_,  // valid, but not a join
-    RDV_DROP_BODY,                       // the text does not parse or disagrees with the header
-    RDV_DROP_RANK,                       // rank >= n_ranks
-    RDV_DROP_SIZE,                       // the joiner expects another number of ranks
-    RDV_DROP_CONFLICT,                   // the rank was taken by another endpoint, role or name
-    RDV_DROP_RECV,                       // the socket failed mid-message
-    RDV_DROP_ROLE,                       // a role the layout does not have, or not the rank's
-    RDV_DROP_FULL,                       // an any-rank join when every rank of its role is taken
+    RDV_DROP_BODY,  // the text does not parse or disagrees with the header
+    RDV_DROP_RANK,  // rank >= n_ranks
+    RDV_DROP_SIZE,  // the joiner expects another number of ranks
+    RDV_DROP_CONFLICT,  // the rank was taken by another endpoint, role or name
+    RDV_DROP_RECV,  // the socket failed mid-message
+    RDV_DROP_ROLE,  // a role the layout does not have, or not the rank's
+    RDV_DROP_FULL,  // an any-rank join when every rank of its role is taken
     RDV_DROP_COUNT_,
 } rdv_drop_t;
 
 struct rdv_server {
     void *ctx;
-    void *pipe;        // caller's end of the inproc pair to the actor
+    void *pipe;  // caller's end of the inproc pair to the actor
     void *actor_pipe;  // the actor's end (created here, used only by the actor)
     pthread_t thread;
     size_t n_ranks;
-    size_t n_required;        // the table goes out once ranks [0, n_required) have joined (rdv_server_new_elastic)
-    size_t n_required_in;     // the actor's count of those present
+    size_t n_required;  // the table goes out once ranks [0, n_required) have joined (rdv_server_new_elastic)
+    size_t n_required_in;  // the actor's count of those present
     uint64_t run_id;
-    size_t n_roles;           // 0: no layout (any-rank joins are dropped)
-    size_t *role_first;       // (n_roles) role r owns ranks [role_first[r], role_first[r] + role_count[r])
+    size_t n_roles;  // 0: no layout (any-rank joins are dropped)
+    size_t *role_first;  // (n_roles) role r owns ranks [role_first[r], role_first[r] + role_count[r])
     size_t *role_count;
-    char bind_to[256];   // as asked
+    char bind_to[256];  // as asked
     char endpoint[256];  // as bound: the caller's copy, from the actor's ready message
-    int done;                 // the caller saw the actor's "done"
+    int done;  // the caller saw the actor's "done"
     atomic_size_t dropped;
     atomic_size_t joined;
-    atomic_uchar *present;    // (n_ranks) rank has joined
-    atomic_size_t *answers;   // (n_ranks) tables sent to the rank (rdv_server_answers)
+    atomic_uchar *present;  // (n_ranks) rank has joined
+    atomic_size_t *answers;  // (n_ranks) tables sent to the rank (rdv_server_answers)
     // The actor's own state.
-    char bound[256];          // the actor's copy of the bound endpoint (for its log lines)
-    rdv_entry_t *table;       // (n_ranks) sorted by rank as it fills
-    zmq_msg_t *who;           // (n_ranks) identity of each rank's latest join
-    unsigned char *has_who;   // (n_ranks)
+    char bound[256];  // the actor's copy of the bound endpoint (for its log lines)
+    rdv_entry_t *table;  // (n_ranks) sorted by rank as it fills
+    zmq_msg_t *who;  // (n_ranks) identity of each rank's latest join
+    unsigned char *has_who;  // (n_ranks)
     unsigned char *answered;  // (n_ranks) the table went to this rank's identity
     size_t n_answered;
     int complete, signalled;
@@ -187,13 +187,18 @@ static void drop(rdv_server_t *s, int reason, const char *detail) {
     if (s->reported[reason]) return;
     s->reported[reason] = 1;
     static const char *const why[RDV_DROP_COUNT_ - WIRE_STATUS_COUNT_] = {
-        "not a join", "malformed join text", "rank out of range", "wrong rank count",
-        "rank already joined with another endpoint, role or name", "receive failed",
-        "role unknown to this coordinator or not the rank's", "no rank of the role left"};
-    const char *name = reason < WIRE_STATUS_COUNT_ ? wire_status_name((wire_status_t)reason)
-                                                   : why[reason - WIRE_STATUS_COUNT_];
-    fprintf(stderr, "rendezvous %s: dropped a message (%s%s%s); further ones like it are only counted\n",
-            s->bound, name, detail ? ": " : "", detail ? detail : "");
+        "not a join",
+        "malformed join text",
+        "rank out of range",
+        "wrong rank count",
+        "rank already joined with another endpoint, role or name",
+        "receive failed",
+        "role unknown to this coordinator or not the rank's",
+        "no rank of the role left"};
+    const char *name =
+        reason < WIRE_STATUS_COUNT_ ? wire_status_name((wire_status_t)reason) : why[reason - WIRE_STATUS_COUNT_];
+    fprintf(stderr, "rendezvous %s: dropped a message (%s%s%s); further ones like it are only counted\n", s->bound,
+            name, detail ? ": " : "", detail ? detail : "");
 }
 
 static char *table_text(const rdv_server_t *s, size_t *len) {
@@ -240,12 +245,14 @@ static void on_join(rdv_server_t *s, void *router, zmsg_t *m) {
         drop(s, RDV_DROP_BODY, NULL);
         return;
     }
-    if (s->n_roles && (e.role >= s->n_roles || (!any && e.rank < s->n_ranks &&
-                                                (e.rank < s->role_first[e.role] ||
-                                                 e.rank - s->role_first[e.role] >= s->role_count[e.role])))) {
+    if (s->n_roles && (e.role >= s->n_roles ||
+                       (!any && e.rank < s->n_ranks &&
+                        (e.rank < s->role_first[e.role] || e.rank - s->role_first[e.role] >= s->role_count[e.role])))) {
         char d[96];
-        if (any) snprintf(d, sizeof d, "role %u for any rank", e.role);
-        else snprintf(d, sizeof d, "role %u for rank %u", e.role, e.rank);
+        if (any)
+            snprintf(d, sizeof d, "role %u for any rank", e.role);
+        else
+            snprintf(d, sizeof d, "role %u for rank %u", e.role, e.rank);
         drop(s, RDV_DROP_ROLE, d);
         return;
     }
@@ -281,8 +288,8 @@ static void on_join(rdv_server_t *s, void *router, zmsg_t *m) {
             strcmp(s->table[r].name, e.name) != 0) {
             char d[2 * (RDV_ENDPOINT_MAX + RDV_NAME_MAX) + 64];
             snprintf(d, sizeof d, "rank %zu is role %u at %s%s%s, not role %u at %s%s%s", r, s->table[r].role,
-                     s->table[r].endpoint, s->table[r].name[0] ? " named " : "", s->table[r].name, e.role,
-                     e.endpoint, e.name[0] ? " named " : "", e.name);
+                     s->table[r].endpoint, s->table[r].name[0] ? " named " : "", s->table[r].name, e.role, e.endpoint,
+                     e.name[0] ? " named " : "", e.name);
             drop(s, RDV_DROP_CONFLICT, d);
             return;
         }
@@ -399,14 +406,13 @@ static void server_free(rdv_server_t *s) {
     free(s);
 }
 
-static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, size_t n_required,
-                                uint64_t run_id, const size_t *role_counts, size_t n_roles, char *err,
-                                size_t err_len) {
+static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ranks, size_t n_required, uint64_t run_id,
+                                const size_t *role_counts, size_t n_roles, char *err, size_t err_len) {
     if (n_ranks == 0 || n_ranks > UINT32_MAX) {
         snprintf(err, err_len, "rdv_server_new: n_ranks %zu is not in 1..%u", n_ranks, UINT32_MAX);
         return NULL;
     }
-    if (!endpoint || strlen(endpoint) >= sizeof ((rdv_server_t *)0)->bind_to) {
+    if (!endpoint || strlen(endpoint) >= sizeof((rdv_server_t *)0)->bind_to) {
         snprintf(err, err_len, "rdv_server_new: endpoint missing or too long");
         return NULL;
     }
@@ -462,8 +468,7 @@ static rdv_server_t *server_new(void *zmq_ctx, const char *endpoint, size_t n_ra
     // another was destroyed (often at the same address) could find it taken.
     static atomic_uint_least64_t pipes_made;
     char name[64];
-    snprintf(name, sizeof name, "inproc://rendezvous-%llu",
-             (unsigned long long)atomic_fetch_add(&pipes_made, 1));
+    snprintf(name, sizeof name, "inproc://rendezvous-%llu", (unsigned long long)atomic_fetch_add(&pipes_made, 1));
     s->pipe = zmq_socket(zmq_ctx, ZMQ_PAIR);
     if (!s->pipe) {
         ZMQ_FAIL("zmq_socket(ZMQ_PAIR)", err, err_len);
@@ -538,13 +543,9 @@ rdv_server_t *rdv_server_new_roles(void *zmq_ctx, const char *endpoint, const si
     return server_new(zmq_ctx, endpoint, n, n, run_id, role_counts, n_roles, err, err_len);
 }
 
-const char *rdv_server_endpoint(const rdv_server_t *s) {
-    return s->endpoint;
-}
+const char *rdv_server_endpoint(const rdv_server_t *s) { return s->endpoint; }
 
-size_t rdv_server_dropped(const rdv_server_t *s) {
-    return atomic_load(&((rdv_server_t *)s)->dropped);
-}
+size_t rdv_server_dropped(const rdv_server_t *s) { return atomic_load(&((rdv_server_t *)s)->dropped); }
 
 size_t rdv_server_answers(const rdv_server_t *s, size_t rank) {
     return rank < s->n_ranks ? atomic_load(&s->answers[rank]) : 0;
@@ -662,8 +663,8 @@ static void join_watch_start(join_watch_t *w, void *zmq_ctx, void *sock) {
     if (zmq_socket_monitor(sock, endpoint, events) != 0) return;  // unwatched: the message stays general
     w->monitor = zmq_socket(zmq_ctx, ZMQ_PAIR);
     int zero = 0;
-    if (w->monitor && (zmq_setsockopt(w->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 ||
-                       zmq_connect(w->monitor, endpoint) != 0)) {
+    if (w->monitor &&
+        (zmq_setsockopt(w->monitor, ZMQ_LINGER, &zero, sizeof zero) != 0 || zmq_connect(w->monitor, endpoint) != 0)) {
         zmq_close(w->monitor);
         w->monitor = NULL;
     }
@@ -684,8 +685,10 @@ static void join_watch_poll(join_watch_t *w) {
         zmq_msg_close(&frame);
         while (more) {  // the event's endpoint
             zmq_msg_init(&frame);
-            if (zmq_msg_recv(&frame, w->monitor, 0) < 0) more = 0;
-            else more = zmq_msg_more(&frame);
+            if (zmq_msg_recv(&frame, w->monitor, 0) < 0)
+                more = 0;
+            else
+                more = zmq_msg_more(&frame);
             zmq_msg_close(&frame);
         }
         w->connected |= event == ZMQ_EVENT_CONNECTED;
@@ -708,8 +711,8 @@ static void join_watch_stop(join_watch_t *w, void *sock) {
     w->monitor = NULL;
 }
 
-static int join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, int any,
-                size_t n_ranks, rdv_entry_t **table, uint32_t *rank, int timeout_ms, char *err, size_t err_len) {
+static int join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const rdv_entry_t *me, int any, size_t n_ranks,
+                rdv_entry_t **table, uint32_t *rank, int timeout_ms, char *err, size_t err_len) {
     *table = NULL;
     if (n_ranks == 0 || n_ranks > UINT32_MAX || (!any && me->rank >= n_ranks)) {
         snprintf(err, err_len, "rdv_join: rank %u is not below n_ranks %zu", me->rank, n_ranks);
@@ -785,8 +788,8 @@ static int join(void *zmq_ctx, const char *coordinator, uint64_t run_id, const r
                 char why[128];
                 const char *text = zmsg_payload(&m, 0);
                 if (m.h.payload_kind != PAYLOAD_KIND_TEXT || m.h.aux != n_ranks || !text) {
-                    snprintf(err, err_len, "rdv_join: the table from %s is for %u ranks, not %zu", coordinator,
-                             m.h.aux, n_ranks);
+                    snprintf(err, err_len, "rdv_join: the table from %s is for %u ranks, not %zu", coordinator, m.h.aux,
+                             n_ranks);
                     zmsg_close(&m);
                     goto done;
                 }

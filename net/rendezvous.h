@@ -33,9 +33,9 @@
 
 typedef struct rdv_entry {
     uint32_t rank;
-    uint32_t role;                    // the caller's (launch_role_t); carried, not interpreted (but see _roles)
+    uint32_t role;  // the caller's (launch_role_t); carried, not interpreted (but see _roles)
     char endpoint[RDV_ENDPOINT_MAX];  // where this rank can be reached, e.g. "tcp://node01:40123"
-    char name[RDV_NAME_MAX];          // the joiner's own name, "" for none (required by rdv_join_any)
+    char name[RDV_NAME_MAX];  // the joiner's own name, "" for none (required by rdv_join_any)
 } rdv_entry_t;
 
 // ---- the coordinator ---------------------------------------------------------

@@ -10,11 +10,11 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_ms
-#include "kernels/foundation/partition.h"   // defines: shard_range
-#include "net/compress.h"        // defines: compress_encode_fp16, compress_check, compress_decode
-#include "net/ring_schedule.h"   // defines: ring_cursor_t, ring_cursor_init, ring_cursor_next
-#include "net/zmsg.h"        // defines: zmsg_t, zmsg_send, zmsg_recv, zmsg_close, zmsg_header, ZMQ_FAIL
+#include "kernels/foundation/mono_clock.h"
+#include "kernels/foundation/partition.h"
+#include "net/compress.h"
+#include "net/ring_schedule.h"
+#include "net/zmsg.h"
 
 // Messages queued per direction before a send waits: with 1 MiB sub-chunks,
 // 16 MiB on each side of the pipe, so that a rank that is descheduled for a
@@ -52,7 +52,7 @@ struct ring {
     char endpoint[256];
     char next_endpoint[256];
     char ipc_file[256];  // the ipc:// socket file bound, removed by ring_destroy ("" for tcp)
-    char ipc_dir[256];   // the directory made for it (bind host "ipc"), removed too
+    char ipc_dir[256];  // the directory made for it (bind host "ipc"), removed too
     size_t sub;  // floats per sub-chunk
     size_t max_count;  // the most values a call may have: the receiving socket takes no more
     int zero_copy;
@@ -125,7 +125,8 @@ static void abandon_sends(ring_t *r) {
     wait_released(r, 0);
     char ignored[256];
     r->push = push_socket(r, ignored, sizeof ignored);
-    if (r->push && r->next_endpoint[0]) zmsg_connect(r->push, r->next_endpoint, WIRE_HEADER_SIZE, ignored, sizeof ignored);
+    if (r->push && r->next_endpoint[0])
+        zmsg_connect(r->push, r->next_endpoint, WIRE_HEADER_SIZE, ignored, sizeof ignored);
 }
 
 // The socket file of an ipc:// ring: bind host "ipc://PATH" is PATH; "ipc" a
@@ -203,8 +204,10 @@ ring_t *ring_new(void *zmq_ctx, size_t rank, size_t n, uint64_t run_id, size_t m
         ring_destroy(&r);
         return NULL;
     }
-    if (r->ipc_file[0]) snprintf(bind_ep, sizeof bind_ep, "ipc://%s", r->ipc_file);
-    else snprintf(bind_ep, sizeof bind_ep, "tcp://%s:*", bind_host);
+    if (r->ipc_file[0])
+        snprintf(bind_ep, sizeof bind_ep, "ipc://%s", r->ipc_file);
+    else
+        snprintf(bind_ep, sizeof bind_ep, "tcp://%s:*", bind_host);
     // Whatever the sub-chunk size, no legitimate frame is larger than a whole
     // call's values (a RING_GATHER carries one rank's encoded vector).
     char why[400];
@@ -232,8 +235,8 @@ const char *ring_endpoint(const ring_t *r) { return r->endpoint; }
 int ring_connect(ring_t *r, const char *next_endpoint, char *err, size_t err_len) {
     // A second peer would make PUSH deal messages round-robin between them.
     if (r->next_endpoint[0]) {
-        snprintf(err, err_len, "ring_connect: rank %zu is already connected to rank %zu at %s", r->rank,
-                 next_rank(r), r->next_endpoint);
+        snprintf(err, err_len, "ring_connect: rank %zu is already connected to rank %zu at %s", r->rank, next_rank(r),
+                 r->next_endpoint);
         return -1;
     }
     if (!next_endpoint || strlen(next_endpoint) >= sizeof r->next_endpoint) {
@@ -288,8 +291,8 @@ static void seal(ring_t *r, size_t step, size_t k, uint32_t sum) {
 // once libzmq is done with it; in_flight counts it until then) behind header h,
 // without blocking. Returns 0, 1 when the socket would block (nothing was
 // sent, buf released), or -1.
-static int send_frame(ring_t *r, wire_header_t *h, void *buf, size_t bytes, void (*release)(void *, void *),
-                      int sealed, char *err, size_t err_len) {
+static int send_frame(ring_t *r, wire_header_t *h, void *buf, size_t bytes, void (*release)(void *, void *), int sealed,
+                      char *err, size_t err_len) {
     zmq_msg_t frame;
     atomic_fetch_add_explicit(&r->in_flight, 1, memory_order_relaxed);
     if (zmq_msg_init_data(&frame, buf, bytes, release, r) != 0) {
@@ -378,8 +381,8 @@ static int bad_checksum(ring_t *r, const wire_header_t *h, size_t a, size_t len,
 }
 
 typedef struct mismatch {
-    uint64_t n;          // this call's messages dropped for a wrong step/offset/size
-    wire_header_t first; // the first of them
+    uint64_t n;  // this call's messages dropped for a wrong step/offset/size
+    wire_header_t first;  // the first of them
 } mismatch_t;
 
 // Handles one received message. Returns 1 when it was the expected sub-chunk
@@ -388,8 +391,8 @@ static int take(ring_t *r, zmsg_t *m, float *data, size_t count, const ring_curs
                 size_t err_len) {
     const wire_header_t *h = &m->h;
     if (h->type != MSG_TYPE_RING_CHUNK ||
-        (h->payload_kind != PAYLOAD_KIND_DENSE && h->payload_kind != PAYLOAD_KIND_ENCODED) || h->sender != prev_rank(r) ||
-        h->clock != r->seq) {
+        (h->payload_kind != PAYLOAD_KIND_DENSE && h->payload_kind != PAYLOAD_KIND_ENCODED) ||
+        h->sender != prev_rank(r) || h->clock != r->seq) {
         r->stats.dropped++;
         return 0;
     }
@@ -431,8 +434,10 @@ static int take(ring_t *r, zmsg_t *m, float *data, size_t count, const ring_curs
                      r->rank, h->sender, compress_kind_name((compress_kind_t)p[0]), (unsigned long long)r->seq);
             return -1;
         }
-        if (c->step + 1 < r->n) compress_decode_add(p, plen, len, data + a, why, sizeof why);
-        else compress_decode(p, plen, len, data + a, why, sizeof why);
+        if (c->step + 1 < r->n)
+            compress_decode_add(p, plen, len, data + a, why, sizeof why);
+        else
+            compress_decode(p, plen, len, data + a, why, sizeof why);
     } else if (c->step + 1 < r->n) {
         // Reduce-scatter: add our values, checking the payload and
         // checksumming the sum (sent on at the next step) block by block.
@@ -469,11 +474,11 @@ static int timeout_error(ring_t *r, const ring_cursor_t *sc, const ring_cursor_t
                       "for %d ms",
                       r->rank, prev_rank(r), next_rank(r), timeout_ms);
     else if (send_blocked)
-        at = snprintf(err, err_len, "ring: rank %zu: rank %zu (next) accepted nothing for %d ms", r->rank,
-                      next_rank(r), timeout_ms);
+        at = snprintf(err, err_len, "ring: rank %zu: rank %zu (next) accepted nothing for %d ms", r->rank, next_rank(r),
+                      timeout_ms);
     else
-        at = snprintf(err, err_len, "ring: rank %zu: nothing from rank %zu (previous) for %d ms", r->rank,
-                      prev_rank(r), timeout_ms);
+        at = snprintf(err, err_len, "ring: rank %zu: nothing from rank %zu (previous) for %d ms", r->rank, prev_rank(r),
+                      timeout_ms);
     if (at < 0 || (size_t)at >= err_len) return -1;
     at += snprintf(err + at, err_len - (size_t)at,
                    " in allreduce call %llu of %zu floats (sending step %zu, receiving step %zu of %zu): is it "
@@ -550,8 +555,7 @@ static int allreduce(ring_t *r, float *data, size_t count, int timeout_ms, char 
         if (!ring_cursor_done(&r->sched, &rc)) items[n_items++] = (zmq_pollitem_t){r->pull, 0, ZMQ_POLLIN, 0};
         if (send_blocked) items[n_items++] = (zmq_pollitem_t){r->push, 0, ZMQ_POLLOUT, 0};
         long wait = timeout_ms > 0 ? (long)(timeout_ms - (t - last)) + 1 : -1;
-        if (zmq_poll(items, n_items, wait) < 0 && errno != EINTR)
-            return ZMQ_FAIL("ring: zmq_poll", err, err_len);
+        if (zmq_poll(items, n_items, wait) < 0 && errno != EINTR) return ZMQ_FAIL("ring: zmq_poll", err, err_len);
     }
     return 0;
 }
@@ -564,11 +568,14 @@ int ring_allreduce_sum_fp16(ring_t *r, float *data, size_t count, size_t fp16_co
                             size_t err_len) {
     r->seq++;
     r->stats.calls++;
-    r->sched = (ring_schedule_t){
-        .rank = r->rank, .n = r->n, .sub = r->sub, .count = count, .fp16_count = fp16_count < count ? fp16_count : count};
+    r->sched = (ring_schedule_t){.rank = r->rank,
+                                 .n = r->n,
+                                 .sub = r->sub,
+                                 .count = count,
+                                 .fp16_count = fp16_count < count ? fp16_count : count};
     if (count > r->max_count) {
-        snprintf(err, err_len, "ring_allreduce_sum: rank %zu: %zu values, but the ring was made for at most %zu", r->rank,
-                 count, r->max_count);
+        snprintf(err, err_len, "ring_allreduce_sum: rank %zu: %zu values, but the ring was made for at most %zu",
+                 r->rank, count, r->max_count);
         return -1;
     }
     if (r->n == 1 || count == 0) return 0;
@@ -643,11 +650,12 @@ static int gather_take(ring_t *r, zmsg_t *m, const gather_call_t *g, size_t orig
         return 0;
     }
     if (h->payload_kind != PAYLOAD_KIND_ENCODED || h->offset != origin || h->count != g->count) {
-        snprintf(err, err_len,
-                 "ring: rank %zu: rank %u sent rank %llu's vector of %u values (payload kind %u) in allgather call %llu "
-                 "where rank %zu's encoded vector of %zu values was due: do all ranks make the same calls?",
-                 r->rank, h->sender, (unsigned long long)h->offset, h->count, h->payload_kind,
-                 (unsigned long long)r->seq, origin, g->count);
+        snprintf(
+            err, err_len,
+            "ring: rank %zu: rank %u sent rank %llu's vector of %u values (payload kind %u) in allgather call %llu "
+            "where rank %zu's encoded vector of %zu values was due: do all ranks make the same calls?",
+            r->rank, h->sender, (unsigned long long)h->offset, h->count, h->payload_kind, (unsigned long long)r->seq,
+            origin, g->count);
         return -1;
     }
     const uint8_t *p = zmsg_payload(m, 0);
@@ -741,7 +749,8 @@ int ring_allgather_encoded(ring_t *r, uint8_t *blobs, size_t cap, size_t *lens, 
                            int timeout_ms, char *err, size_t err_len) {
     r->seq++;
     r->stats.calls++;
-    if (count > UINT32_MAX || count > r->max_count || lens[r->rank] > cap || lens[r->rank] < COMPRESS_DESCRIPTOR_BYTES) {
+    if (count > UINT32_MAX || count > r->max_count || lens[r->rank] > cap ||
+        lens[r->rank] < COMPRESS_DESCRIPTOR_BYTES) {
         snprintf(err, err_len, "ring_allgather_encoded: rank %zu: a vector of %zu values in %zu bytes (slots of %zu)",
                  r->rank, count, lens[r->rank], cap);
         return -1;
@@ -754,8 +763,9 @@ int ring_allgather_encoded(ring_t *r, uint8_t *blobs, size_t cap, size_t *lens, 
     gather_call_t g = {blobs, cap, count, lens, weights};
     int rc = allgather(r, &g, timeout_ms, err, err_len);
     if (rc == 0 && wait_released(r, timeout_ms) != 0) {
-        snprintf(err, err_len, "ring: rank %zu: rank %zu (next) did not take the last vectors of allgather call %llu "
-                               "within %d ms",
+        snprintf(err, err_len,
+                 "ring: rank %zu: rank %zu (next) did not take the last vectors of allgather call %llu "
+                 "within %d ms",
                  r->rank, next_rank(r), (unsigned long long)r->seq, timeout_ms);
         rc = -1;
     }

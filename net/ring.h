@@ -112,10 +112,10 @@ void ring_destroy(ring_t **r);  // accepts NULL and nulls the pointer
 int ring_tune(ring_t *r, size_t sub_chunk, int zero_copy, char *err, size_t err_len);
 
 typedef struct ring_stats {
-    uint64_t calls;               // allreduces started
+    uint64_t calls;  // allreduces started
     uint64_t msgs_sent, msgs_recv;
     uint64_t bytes_sent, bytes_recv;  // payload bytes
-    uint64_t dropped;             // messages refused: invalid, foreign, or of another call/offset
+    uint64_t dropped;  // messages refused: invalid, foreign, or of another call/offset
 } ring_stats_t;
 
 void ring_get_stats(const ring_t *r, ring_stats_t *out);

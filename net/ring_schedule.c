@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "kernels/foundation/partition.h"
 
 size_t ring_schedule_steps(const ring_schedule_t *s) { return 2 * s->n - 2; }
 

@@ -15,8 +15,8 @@
 
 typedef struct ring_schedule {
     size_t rank, n;
-    size_t sub;         // values per sub-chunk (>= 1)
-    size_t count;       // the call's values
+    size_t sub;  // values per sub-chunk (>= 1)
+    size_t count;  // the call's values
     size_t fp16_count;  // values [0, fp16_count) travel as fp16 (0: none)
 } ring_schedule_t;
 
@@ -36,7 +36,7 @@ void ring_cursor_init(const ring_schedule_t *s, int recv, ring_cursor_t *c);
 void ring_cursor_next(const ring_schedule_t *s, int recv, ring_cursor_t *c);
 int ring_cursor_done(const ring_schedule_t *s, const ring_cursor_t *c);
 size_t ring_cursor_offset(const ring_schedule_t *s, const ring_cursor_t *c);  // first value of the sub-chunk
-size_t ring_cursor_len(const ring_schedule_t *s, const ring_cursor_t *c);     // its values
+size_t ring_cursor_len(const ring_schedule_t *s, const ring_cursor_t *c);  // its values
 
 // A send at step s >= 1 forwards what arrived at step s - 1 (same chunk, same
 // sub-chunk): whether the receives have got that far.

@@ -17,42 +17,42 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_ms
-#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "kernels/foundation/mono_clock.h"
+#include "kernels/foundation/partition.h"
 
 #define SHM_MAGIC 0x6173676473686d31ull  // "asgdshm1"
 #define SHM_VERSION 1u
-#define SHM_LINE 128      // one rank's counters: their own pair of cache lines
+#define SHM_LINE 128  // one rank's counters: their own pair of cache lines
 #define SHM_PAGE 4096
-#define SHM_BLOCK 2048    // floats summed per pass: the partial sums stay in L1
-#define SHM_SPINS 4000    // pause-spins before a waiter yields (when ranks <= CPUs)
-#define SHM_YIELDS 64     // sched_yields before it sleeps on the futex
-#define SHM_SLEEP_MS 10   // futex sleeps between checks of the peer's lock, the failure mark, the timeout
-#define LOCK_SETUP 0      // lock bytes: 0 serialises attach and detach, 1 + r is held by rank r
+#define SHM_BLOCK 2048  // floats summed per pass: the partial sums stay in L1
+#define SHM_SPINS 4000  // pause-spins before a waiter yields (when ranks <= CPUs)
+#define SHM_YIELDS 64  // sched_yields before it sleeps on the futex
+#define SHM_SLEEP_MS 10  // futex sleeps between checks of the peer's lock, the failure mark, the timeout
+#define LOCK_SETUP 0  // lock bytes: 0 serialises attach and detach, 1 + r is held by rank r
 
 typedef struct shm_header {
     uint64_t magic;
     uint32_t version, n;
     uint64_t max_count;
     uint64_t run_id;
-    uint64_t bytes;        // the segment's size
+    uint64_t bytes;  // the segment's size
     // 0, or the first failure: (1 + the rank that found it) | (1 + the rank
     // at fault) << 24 | why << 48 (fail_why_t).
     _Atomic uint64_t failed;
 } shm_header_t;
 
 typedef enum fail_why { FAIL_EXITED = 1, FAIL_STUCK, FAIL_ABSENT, FAIL_COUNT } fail_why_t;
-static const char *const fail_text[] = {"", "has exited", "did not take its next step in time",
-                                        "never attached", "passed another count"};
+static const char *const fail_text[] = {"", "has exited", "did not take its next step in time", "never attached",
+                                        "passed another count"};
 #define SHM_MAX_RANKS ((1u << 24) - 2)
 
 // Rank r's line. Written only by rank r, except sleepers.
 typedef struct shm_slot {
-    _Atomic uint32_t step;      // 2c - 1: call c's input is in place; 2c: call c's slice is summed
+    _Atomic uint32_t step;  // 2c - 1: call c's input is in place; 2c: call c's slice is summed
     _Atomic uint32_t sleepers;  // peers asleep on step's futex: the poster wakes them
-    _Atomic int32_t pid;        // set when the rank attaches (0: never attached)
-    _Atomic int32_t cpu;        // the CPU the rank ran on when it last posted a step
-    uint64_t count;             // the current call's count, for the peers to compare
+    _Atomic int32_t pid;  // set when the rank attaches (0: never attached)
+    _Atomic int32_t cpu;  // the CPU the rank ran on when it last posted a step
+    uint64_t count;  // the current call's count, for the peers to compare
 } shm_slot_t;
 
 struct shm_allreduce {
@@ -64,9 +64,9 @@ struct shm_allreduce {
     shm_header_t *hdr;
     float *input0, *result;  // rank 0's input area (the others follow, `area` floats apart), the result area
     size_t area;
-    uint64_t seq;   // calls started
+    uint64_t seq;  // calls started
     unsigned spins;
-    int avx;             // sum with AVX
+    int avx;  // sum with AVX
     const float **srcs;  // n: where a call's slice of each rank's input is
 };
 
@@ -83,9 +83,7 @@ static void cpu_pause(void) {
 #endif
 }
 
-static shm_slot_t *slot(const shm_allreduce_t *s, size_t r) {
-    return (shm_slot_t *)(s->base + SHM_LINE * (1 + r));
-}
+static shm_slot_t *slot(const shm_allreduce_t *s, size_t r) { return (shm_slot_t *)(s->base + SHM_LINE * (1 + r)); }
 static float *input(const shm_allreduce_t *s, size_t r) { return s->input0 + r * s->area; }
 
 // Layout for n ranks of max_count values: header line, n slot lines, then
@@ -167,8 +165,7 @@ static int attach_locked(shm_allreduce_t *s, uint64_t run_id, char *err, size_t 
     s->base = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
     if (s->base == MAP_FAILED) {
         s->base = NULL;
-        snprintf(err, err_len, "shm allreduce: cannot map /dev/shm%s (%zu bytes): %s", s->name, bytes,
-                 strerror(errno));
+        snprintf(err, err_len, "shm allreduce: cannot map /dev/shm%s (%zu bytes): %s", s->name, bytes, strerror(errno));
         return -1;
     }
     s->bytes = bytes;
@@ -190,8 +187,8 @@ static int attach_locked(shm_allreduce_t *s, uint64_t run_id, char *err, size_t 
                  s->rank, s->name, s->hdr->n, (unsigned long long)s->hdr->max_count, s->n, s->max_count);
         return -1;
     } else if (atomic_load(&s->hdr->failed) != 0) {
-        snprintf(err, err_len, "shm allreduce: rank %zu: the group on /dev/shm%s has failed; start a new run",
-                 s->rank, s->name);
+        snprintf(err, err_len, "shm allreduce: rank %zu: the group on /dev/shm%s has failed; start a new run", s->rank,
+                 s->name);
         return -1;
     } else if (atomic_load(&slot(s, s->rank)->pid) != 0) {
         int held = rank_alive(s, s->rank);
@@ -341,8 +338,8 @@ static int report_failed(const shm_allreduce_t *s, uint64_t mark, char *err, siz
 static const char *const step_names[] = {"", "its input", "its slice's sum"};
 
 // Waits until rank j's counter reaches want (step kind 1 or 2 of the current call).
-static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size_t count, int timeout_ms,
-                     char *err, size_t err_len) {
+static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size_t count, int timeout_ms, char *err,
+                     size_t err_len) {
     shm_slot_t *peer = slot(s, j);
     if (reached(atomic_load_explicit(&peer->step, memory_order_acquire), want)) return 0;
     // A peer last seen on this CPU is not running while this rank spins.
@@ -363,21 +360,25 @@ static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size
         if (pid != 0 && !rank_alive(s, j)) {
             // It may have done its part just before it left.
             if (reached(atomic_load_explicit(&peer->step, memory_order_acquire), want)) return 0;
-            snprintf(err, err_len, "shm allreduce: rank %zu: rank %zu (pid %d) has exited; call %llu of %zu floats "
-                     "was waiting for %s", s->rank, j, (int)pid, (unsigned long long)s->seq, count,
-                     step_names[kind]);
+            snprintf(err, err_len,
+                     "shm allreduce: rank %zu: rank %zu (pid %d) has exited; call %llu of %zu floats "
+                     "was waiting for %s",
+                     s->rank, j, (int)pid, (unsigned long long)s->seq, count, step_names[kind]);
             mark_failed(s, j, FAIL_EXITED);
             return -1;
         }
         double waited = mono_clock_ms() - start;
         if (timeout_ms > 0 && waited >= timeout_ms) {
             if (pid == 0)
-                snprintf(err, err_len, "shm allreduce: rank %zu: rank %zu has not attached to /dev/shm%s after %d ms: "
-                         "is it running?", s->rank, j, s->name, timeout_ms);
+                snprintf(err, err_len,
+                         "shm allreduce: rank %zu: rank %zu has not attached to /dev/shm%s after %d ms: "
+                         "is it running?",
+                         s->rank, j, s->name, timeout_ms);
             else
-                snprintf(err, err_len, "shm allreduce: rank %zu: nothing from rank %zu (pid %d) for %d ms in call "
-                         "%llu of %zu floats (waiting for %s): is it stuck or not calling?", s->rank, j, (int)pid,
-                         timeout_ms, (unsigned long long)s->seq, count, step_names[kind]);
+                snprintf(err, err_len,
+                         "shm allreduce: rank %zu: nothing from rank %zu (pid %d) for %d ms in call "
+                         "%llu of %zu floats (waiting for %s): is it stuck or not calling?",
+                         s->rank, j, (int)pid, timeout_ms, (unsigned long long)s->seq, count, step_names[kind]);
             mark_failed(s, j, pid == 0 ? FAIL_ABSENT : FAIL_STUCK);
             return -1;
         }
@@ -423,7 +424,7 @@ static inline __attribute__((always_inline)) void sum_slice_body(float *restrict
 
 #if defined(__x86_64__)
 __attribute__((target("avx"))) static void sum_slice_avx(float *restrict dst, float *restrict copy,
-                                                          const float *const *src, size_t k, size_t len) {
+                                                         const float *const *src, size_t k, size_t len) {
     sum_slice_body(dst, copy, src, k, len);
 }
 #endif
@@ -497,7 +498,8 @@ static int shm_call(shm_allreduce_t *s, shm_op_t op, float *data, size_t count, 
         size_t j = (me + k) % n, jb, je;
         rc = wait_step(s, j, sum_step, 2, count, timeout_ms, err, err_len);
         shard_range(count, n, j, &jb, &je);
-        if (rc == 0 && je > jb && op != SHM_OP_REDUCE_SCATTER) memcpy(data + jb, s->result + jb, (je - jb) * sizeof *data);
+        if (rc == 0 && je > jb && op != SHM_OP_REDUCE_SCATTER)
+            memcpy(data + jb, s->result + jb, (je - jb) * sizeof *data);
     }
     return rc;
 }

@@ -41,8 +41,7 @@ int shm_allreduce_name(uint64_t run_id, char *out, size_t len);
 // of the n ranks to attach removes the name (the mapping stays), so a run
 // that dies after that leaves nothing in /dev/shm. Does not wait for the
 // other ranks: the first call does. Returns NULL with err filled.
-shm_allreduce_t *shm_allreduce_new(uint64_t run_id, size_t rank, size_t n, size_t max_count, char *err,
-                                   size_t err_len);
+shm_allreduce_t *shm_allreduce_new(uint64_t run_id, size_t rank, size_t n, size_t max_count, char *err, size_t err_len);
 
 // In place: data[0..count) becomes the elementwise sum over all ranks
 // (count <= max_count; any count, 0 and counts below n included). Element i

@@ -11,10 +11,10 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "net/curve_auth.h"     // defines: net_security_listen_plain
-#include "net/ring_schedule.h"  // defines: ring_schedule_t, ring_cursor_t, ring_cursor_init, ring_cursor_next
-#include "net/tcp_link.h"       // defines: tcp_link_listen, tcp_link_dial, tcp_link_accept, tcp_link_now_ms
-#include "net/wire.h"           // defines: wire_header_t, wire_header_encode, wire_checksum_stream_t
+#include "net/curve_auth.h"
+#include "net/ring_schedule.h"
+#include "net/tcp_link.h"
+#include "net/wire.h"
 
 // Received bytes are verified, added and checksummed for the next send block
 // by block as they arrive, each block while it is still in cache (a multiple
@@ -36,9 +36,9 @@ struct stream_ring {
     size_t max_count, sub;
     int listen_fd, next_fd, prev_fd;
     char endpoint[300];
-    uint64_t seq;          // calls started: the clock of the current call's messages
-    uint64_t broken;       // the call that failed (0: none): the streams are out of step
-    float *stage;          // a reduce-scatter sub-chunk as it arrives (sub floats)
+    uint64_t seq;  // calls started: the clock of the current call's messages
+    uint64_t broken;  // the call that failed (0: none): the streams are out of step
+    float *stage;  // a reduce-scatter sub-chunk as it arrives (sub floats)
     ring_schedule_t sched;  // this call's
     ring_stats_t stats;
     sealed_t sealed[STREAM_SEALED];
@@ -57,11 +57,11 @@ typedef struct out_msg {
 // `dst` (the stage, or in the allgather the caller's array itself).
 typedef struct in_msg {
     uint8_t header[WIRE_HEADER_SIZE];
-    wire_header_t h;    // decoded once all of header is in
+    wire_header_t h;  // decoded once all of header is in
     uint8_t *dst;
-    size_t a, values;   // the sub-chunk due: first value and count
-    size_t got;         // bytes of header + payload read
-    size_t processed;   // payload bytes verified (and added)
+    size_t a, values;  // the sub-chunk due: first value and count
+    size_t got;  // bytes of header + payload read
+    size_t processed;  // payload bytes verified (and added)
     int header_checked;
     wire_checksum_stream_t in, out;  // over the payload; over what goes on (reduce-scatter)
 } in_msg_t;
@@ -85,8 +85,8 @@ stream_ring_t *stream_ring_new(size_t rank, size_t n, uint64_t run_id, size_t ma
         snprintf(err, err_len, "stream ring: out of memory");
         return NULL;
     }
-    *r = (stream_ring_t){.rank = rank, .n = n, .run_id = run_id, .max_count = max_count, .listen_fd = -1,
-                         .next_fd = -1, .prev_fd = -1};
+    *r = (stream_ring_t){
+        .rank = rank, .n = n, .run_id = run_id, .max_count = max_count, .listen_fd = -1, .next_fd = -1, .prev_fd = -1};
     char why[400];
     if (stream_ring_tune(r, STREAM_RING_SUB_CHUNK_DEFAULT, err, err_len) != 0) {
         stream_ring_destroy(&r);
@@ -140,8 +140,12 @@ void stream_ring_destroy(stream_ring_t **rp) {
 
 // The first message on a link: who is calling, for which run and ring size.
 static void hello_header(const stream_ring_t *r, uint8_t out[WIRE_HEADER_SIZE]) {
-    wire_header_t h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .type = MSG_TYPE_RING_CHUNK,
-                       .run_id = r->run_id, .sender = (uint32_t)r->rank, .shard = (uint32_t)r->n,
+    wire_header_t h = {.magic = WIRE_MAGIC,
+                       .version = WIRE_VERSION,
+                       .type = MSG_TYPE_RING_CHUNK,
+                       .run_id = r->run_id,
+                       .sender = (uint32_t)r->rank,
+                       .shard = (uint32_t)r->n,
                        .payload_kind = PAYLOAD_KIND_NONE};
     wire_header_encode(&h, out);
 }
@@ -215,14 +219,24 @@ static int reduce_step(const stream_ring_t *r, size_t step) { return step + 1 < 
 
 static void out_begin(stream_ring_t *r, const float *data, const ring_cursor_t *c, out_msg_t *o) {
     size_t a = ring_cursor_offset(&r->sched, c), len = ring_cursor_len(&r->sched, c), bytes = len * sizeof(float);
-    wire_header_t h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .type = MSG_TYPE_RING_CHUNK,
-                       .run_id = r->run_id, .sender = (uint32_t)r->rank, .shard = WIRE_NO_ID, .clock = r->seq,
-                       .param_version = r->sched.count, .offset = a, .count = (uint32_t)len,
-                       .payload_kind = PAYLOAD_KIND_DENSE, .aux = (uint32_t)c->step};
+    wire_header_t h = {.magic = WIRE_MAGIC,
+                       .version = WIRE_VERSION,
+                       .type = MSG_TYPE_RING_CHUNK,
+                       .run_id = r->run_id,
+                       .sender = (uint32_t)r->rank,
+                       .shard = WIRE_NO_ID,
+                       .clock = r->seq,
+                       .param_version = r->sched.count,
+                       .offset = a,
+                       .count = (uint32_t)len,
+                       .payload_kind = PAYLOAD_KIND_DENSE,
+                       .aux = (uint32_t)c->step};
     // Computed as it arrived, unless it is this rank's own (step 0) or the slot was reused.
     const sealed_t *sl = sealed_slot(r, c->step, c->k);
-    if (sl->seq == r->seq && sl->step == c->step && sl->k == c->k) h.checksum = sl->sum;
-    else h.checksum = wire_checksum(data + a, bytes, 0);
+    if (sl->seq == r->seq && sl->step == c->step && sl->k == c->k)
+        h.checksum = sl->sum;
+    else
+        h.checksum = wire_checksum(data + a, bytes, 0);
     *o = (out_msg_t){.active = 1, .payload = (const uint8_t *)(data + a), .len = WIRE_HEADER_SIZE + bytes};
     wire_header_encode(&h, o->header);
 }
@@ -268,21 +282,25 @@ static int in_check_header(stream_ring_t *r, const ring_cursor_t *c, in_msg_t *m
     const wire_header_t *h = &m->h;
     if (h->magic != WIRE_MAGIC || h->version != WIRE_VERSION || h->type != MSG_TYPE_RING_CHUNK ||
         h->run_id != r->run_id || h->sender != prev_rank(r) || h->payload_kind != PAYLOAD_KIND_DENSE) {
-        snprintf(err, err_len, "stream ring: rank %zu: what rank %zu (previous) sent in allreduce call %llu is not a "
-                 "float32 ring message of this run", r->rank, prev_rank(r), (unsigned long long)r->seq);
+        snprintf(err, err_len,
+                 "stream ring: rank %zu: what rank %zu (previous) sent in allreduce call %llu is not a "
+                 "float32 ring message of this run",
+                 r->rank, prev_rank(r), (unsigned long long)r->seq);
         return -1;
     }
     if (h->clock != r->seq || h->param_version != r->sched.count) {
-        snprintf(err, err_len, "stream ring: rank %zu: rank %u sent call %llu of %llu floats where this rank makes call "
-                 "%llu of %zu: every rank must make the same calls with the same counts", r->rank, h->sender,
-                 (unsigned long long)h->clock, (unsigned long long)h->param_version, (unsigned long long)r->seq,
-                 r->sched.count);
+        snprintf(err, err_len,
+                 "stream ring: rank %zu: rank %u sent call %llu of %llu floats where this rank makes call "
+                 "%llu of %zu: every rank must make the same calls with the same counts",
+                 r->rank, h->sender, (unsigned long long)h->clock, (unsigned long long)h->param_version,
+                 (unsigned long long)r->seq, r->sched.count);
         return -1;
     }
     if (h->aux != c->step || h->offset != m->a || h->count != m->values) {
-        snprintf(err, err_len, "stream ring: rank %zu: rank %u sent step %u offset %llu count %u where step %zu offset "
-                 "%zu count %zu was due: do all ranks use the same sub-chunk size?", r->rank, h->sender, h->aux,
-                 (unsigned long long)h->offset, h->count, c->step, m->a, m->values);
+        snprintf(err, err_len,
+                 "stream ring: rank %zu: rank %u sent step %u offset %llu count %u where step %zu offset "
+                 "%zu count %zu was due: do all ranks use the same sub-chunk size?",
+                 r->rank, h->sender, h->aux, (unsigned long long)h->offset, h->count, c->step, m->a, m->values);
         return -1;
     }
     return 0;
@@ -295,8 +313,10 @@ static void in_process(stream_ring_t *r, float *data, const ring_cursor_t *c, in
     int reduce = reduce_step(r, c->step);
     while (m->processed < have) {
         size_t b = have - m->processed;
-        if (b > STREAM_BLOCK_BYTES) b = STREAM_BLOCK_BYTES;
-        else if (have < total && b < STREAM_BLOCK_BYTES) return;  // wait for a whole block
+        if (b > STREAM_BLOCK_BYTES)
+            b = STREAM_BLOCK_BYTES;
+        else if (have < total && b < STREAM_BLOCK_BYTES)
+            return;  // wait for a whole block
         const uint8_t *src = m->dst + m->processed;
         wire_checksum_update(&m->in, src, b);
         if (reduce) {
@@ -321,16 +341,19 @@ static int in_read(stream_ring_t *r, float *data, const ring_cursor_t *c, in_msg
         if (total - WIRE_HEADER_SIZE > pgot) iov[k++] = (struct iovec){m->dst + pgot, total - WIRE_HEADER_SIZE - pgot};
         ssize_t g = readv(r->prev_fd, iov, (int)k);
         if (g == 0) {
-            snprintf(err, err_len, "stream ring: rank %zu: rank %zu (previous) closed its connection during allreduce "
-                     "call %llu (receiving step %zu of %zu): did it fail or exit?", r->rank, prev_rank(r),
-                     (unsigned long long)r->seq, c->step, ring_schedule_steps(&r->sched));
+            snprintf(err, err_len,
+                     "stream ring: rank %zu: rank %zu (previous) closed its connection during allreduce "
+                     "call %llu (receiving step %zu of %zu): did it fail or exit?",
+                     r->rank, prev_rank(r), (unsigned long long)r->seq, c->step, ring_schedule_steps(&r->sched));
             return -1;
         }
         if (g < 0 && errno == EINTR) continue;
         if (g < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 0;
         if (g < 0) {
-            snprintf(err, err_len, "stream ring: rank %zu: receiving from rank %zu (previous) in allreduce call %llu "
-                     "failed: %s", r->rank, prev_rank(r), (unsigned long long)r->seq, strerror(errno));
+            snprintf(err, err_len,
+                     "stream ring: rank %zu: receiving from rank %zu (previous) in allreduce call %llu "
+                     "failed: %s",
+                     r->rank, prev_rank(r), (unsigned long long)r->seq, strerror(errno));
             return -1;
         }
         size_t before = m->got;
@@ -340,12 +363,16 @@ static int in_read(stream_ring_t *r, float *data, const ring_cursor_t *c, in_msg
         if (m->got > WIRE_HEADER_SIZE) in_process(r, data, c, m);
     }
     if (wire_checksum_end(&m->in) != m->h.checksum) {
-        snprintf(err, err_len, "stream ring: rank %zu: elements [%zu, %zu) from rank %u in call %llu fail their checksum "
-                 "(corrupted on the way)", r->rank, m->a, m->a + m->values, m->h.sender, (unsigned long long)r->seq);
+        snprintf(err, err_len,
+                 "stream ring: rank %zu: elements [%zu, %zu) from rank %u in call %llu fail their checksum "
+                 "(corrupted on the way)",
+                 r->rank, m->a, m->a + m->values, m->h.sender, (unsigned long long)r->seq);
         return -1;
     }
-    if (reduce_step(r, c->step)) seal(r, c->step + 1, c->k, wire_checksum_end(&m->out));
-    else if (c->step + 1 < ring_schedule_steps(&r->sched)) seal(r, c->step + 1, c->k, m->h.checksum);
+    if (reduce_step(r, c->step))
+        seal(r, c->step + 1, c->k, wire_checksum_end(&m->out));
+    else if (c->step + 1 < ring_schedule_steps(&r->sched))
+        seal(r, c->step + 1, c->k, m->h.checksum);
     r->stats.msgs_recv++;
     r->stats.bytes_recv += m->values * sizeof(float);
     return 1;
@@ -354,11 +381,15 @@ static int in_read(stream_ring_t *r, float *data, const ring_cursor_t *c, in_msg
 static int timeout_error(stream_ring_t *r, const ring_cursor_t *sc, const ring_cursor_t *rc, int send_blocked,
                          int timeout_ms, char *err, size_t err_len) {
     char who[96];
-    if (send_blocked) snprintf(who, sizeof who, "rank %zu (next) took nothing", next_rank(r));
-    else snprintf(who, sizeof who, "nothing came from rank %zu (previous)", prev_rank(r));
-    snprintf(err, err_len, "stream ring: rank %zu: %s for %d ms in allreduce call %llu of %zu floats (sending step %zu, "
-             "receiving step %zu of %zu): is it gone or not calling?", r->rank, who, timeout_ms,
-             (unsigned long long)r->seq, r->sched.count, sc->step, rc->step, ring_schedule_steps(&r->sched));
+    if (send_blocked)
+        snprintf(who, sizeof who, "rank %zu (next) took nothing", next_rank(r));
+    else
+        snprintf(who, sizeof who, "nothing came from rank %zu (previous)", prev_rank(r));
+    snprintf(err, err_len,
+             "stream ring: rank %zu: %s for %d ms in allreduce call %llu of %zu floats (sending step %zu, "
+             "receiving step %zu of %zu): is it gone or not calling?",
+             r->rank, who, timeout_ms, (unsigned long long)r->seq, r->sched.count, sc->step, rc->step,
+             ring_schedule_steps(&r->sched));
     return -1;
 }
 
@@ -434,8 +465,10 @@ int stream_ring_allreduce_sum(stream_ring_t *r, float *data, size_t count, int t
     }
     if (r->n == 1 || count == 0) return 0;
     if (r->broken) {
-        snprintf(err, err_len, "stream ring: rank %zu: allreduce call %llu failed, so its connections are closed: "
-                 "rebuild the ring", r->rank, (unsigned long long)r->broken);
+        snprintf(err, err_len,
+                 "stream ring: rank %zu: allreduce call %llu failed, so its connections are closed: "
+                 "rebuild the ring",
+                 r->rank, (unsigned long long)r->broken);
         return -1;
     }
     if (r->next_fd < 0 || r->prev_fd < 0) {

@@ -26,7 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "net/ring.h"  // defines: ring_stats_t
+#include "net/ring.h"
 
 typedef struct stream_ring stream_ring_t;
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_ms
+#include "kernels/foundation/mono_clock.h"
 
 double tcp_link_now_ms(void) { return mono_clock_ms(); }
 
@@ -102,9 +102,12 @@ static int dial_once(const struct addrinfo *a, double deadline_ms, int *e) {
     }
     int so = 0;
     socklen_t sl = sizeof so;
-    if (pr == 0) so = ETIMEDOUT;
-    else if (pr < 0) so = errno;
-    else if (getsockopt(s, SOL_SOCKET, SO_ERROR, &so, &sl) != 0) so = errno;
+    if (pr == 0)
+        so = ETIMEDOUT;
+    else if (pr < 0)
+        so = errno;
+    else if (getsockopt(s, SOL_SOCKET, SO_ERROR, &so, &sl) != 0)
+        so = errno;
     if (so != 0) {
         *e = so;
         close(s);

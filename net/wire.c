@@ -5,8 +5,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/foundation/rng.h"        // defines: rng_splitmix64
-#include "net/checksum_lanes.h"  // defines: checksum_lanes_add
+#include "kernels/foundation/rng.h"
+#include "net/checksum_lanes.h"
 
 static void put16(uint8_t *p, uint16_t v) {
     p[0] = (uint8_t)v;
@@ -129,7 +129,9 @@ static inline void checksum_update(wire_checksum_stream_t *st, void *dst, const 
     st->n += n;
 }
 
-void wire_checksum_update(wire_checksum_stream_t *st, const void *data, size_t n) { checksum_update(st, NULL, data, n); }
+void wire_checksum_update(wire_checksum_stream_t *st, const void *data, size_t n) {
+    checksum_update(st, NULL, data, n);
+}
 
 void wire_checksum_update_copy(wire_checksum_stream_t *st, void *dst, const void *data, size_t n) {
     checksum_update(st, dst, data, n);
@@ -184,20 +186,35 @@ void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1) 
     size_t c = h->count;
     *frame0 = *frame1 = 0;
     switch (h->payload_kind) {
-    case PAYLOAD_KIND_DENSE: *frame0 = 4 * c; break;
-    case PAYLOAD_KIND_SPARSE: *frame0 = 4 * c; *frame1 = 4 * c; break;
-    case PAYLOAD_KIND_KEYS: *frame0 = 4 * c; break;
-    case PAYLOAD_KIND_TEXT: *frame0 = c; break;
-    case PAYLOAD_KIND_ENCODED: *frame0 = WIRE_ENCODED_MIN_BYTES; break;
-    default: break;
+        case PAYLOAD_KIND_DENSE:
+            *frame0 = 4 * c;
+            break;
+        case PAYLOAD_KIND_SPARSE:
+            *frame0 = 4 * c;
+            *frame1 = 4 * c;
+            break;
+        case PAYLOAD_KIND_KEYS:
+            *frame0 = 4 * c;
+            break;
+        case PAYLOAD_KIND_TEXT:
+            *frame0 = c;
+            break;
+        case PAYLOAD_KIND_ENCODED:
+            *frame0 = WIRE_ENCODED_MIN_BYTES;
+            break;
+        default:
+            break;
     }
 }
 
 static size_t payload_frames(uint16_t kind) {
     switch (kind) {
-    case PAYLOAD_KIND_NONE: return 0;
-    case PAYLOAD_KIND_SPARSE: return 2;
-    default: return 1;
+        case PAYLOAD_KIND_NONE:
+            return 0;
+        case PAYLOAD_KIND_SPARSE:
+            return 2;
+        default:
+            return 1;
     }
 }
 
@@ -246,7 +263,8 @@ wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header
     if (n_frames != payload_frames(out->payload_kind)) return WIRE_STATUS_BAD_SIZE;
     size_t want[2];
     wire_payload_sizes(out, &want[0], &want[1]);
-    if (out->payload_kind == PAYLOAD_KIND_ENCODED) return frame_lens[0] >= want[0] ? WIRE_STATUS_OK : WIRE_STATUS_BAD_SIZE;
+    if (out->payload_kind == PAYLOAD_KIND_ENCODED)
+        return frame_lens[0] >= want[0] ? WIRE_STATUS_OK : WIRE_STATUS_BAD_SIZE;
     for (size_t f = 0; f < n_frames; f++)
         if (frame_lens[f] != want[f]) return WIRE_STATUS_BAD_SIZE;
     return WIRE_STATUS_OK;
@@ -263,25 +281,35 @@ wire_status_t wire_validate(const uint8_t *header, size_t header_len, uint64_t r
 }
 
 const char *wire_status_name(wire_status_t s) {
-    static const char *const names[WIRE_STATUS_COUNT_] = {
-        "ok", "bad size", "bad magic", "bad version", "bad type", "foreign run id", "bad range", "bad checksum",
-        "bad payload kind", "evicted", "not finite",
-        "bad gradient encoding", "worker id live"};
+    static const char *const names[WIRE_STATUS_COUNT_] = {"ok",
+                                                          "bad size",
+                                                          "bad magic",
+                                                          "bad version",
+                                                          "bad type",
+                                                          "foreign run id",
+                                                          "bad range",
+                                                          "bad checksum",
+                                                          "bad payload kind",
+                                                          "evicted",
+                                                          "not finite",
+                                                          "bad gradient encoding",
+                                                          "worker id live"};
     return (unsigned)s < WIRE_STATUS_COUNT_ ? names[s] : "unknown";
 }
 
 const char *msg_type_name(uint16_t type) {
-    static const char *const names[MSG_TYPE_MAX_] = {"?",      "hello", "welcome", "push",    "push-ack",
-                                                     "pull",   "params", "bye",    "bye-ack", "reject",
-                                                     "ring-chunk", "rdv-join", "rdv-table", "heartbeat",
-                                                     "ring-gather", "replica-join", "replica-state", "replica-evict"};
+    static const char *const names[MSG_TYPE_MAX_] = {
+        "?",         "hello",     "welcome",     "push",         "push-ack",      "pull",
+        "params",    "bye",       "bye-ack",     "reject",       "ring-chunk",    "rdv-join",
+        "rdv-table", "heartbeat", "ring-gather", "replica-join", "replica-state", "replica-evict"};
     return type > 0 && type < MSG_TYPE_MAX_ ? names[type] : "unknown";
 }
 
 uint64_t wire_fresh_id(const void *salt) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t x = (uint64_t)getpid() << 40 ^ (uint64_t)ts.tv_sec << 20 ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)salt;
+    uint64_t x =
+        (uint64_t)getpid() << 40 ^ (uint64_t)ts.tv_sec << 20 ^ (uint64_t)ts.tv_nsec ^ (uint64_t)(uintptr_t)salt;
     uint64_t id = rng_splitmix64(&x);
     return id ? id : 1;
 }

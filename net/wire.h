@@ -21,23 +21,24 @@
 #define WIRE_NO_ID 0xFFFFFFFFu  // sender/shard field that names no worker or shard
 
 typedef enum msg_type {
-    MSG_TYPE_HELLO = 1,      // worker -> server: join (offset = the model's parameter count)
-    MSG_TYPE_WELCOME = 2,    // server -> worker: shard range [offset, offset + aux), clock, version
-    MSG_TYPE_PUSH = 3,       // worker -> server: an update (dense range or sparse pairs)
-    MSG_TYPE_PUSH_ACK = 4,   // server -> worker: applied (or buffered for BSP); clock = min clock
-    MSG_TYPE_PULL = 5,       // worker -> server: parameters wanted (whole shard or KEYS)
-    MSG_TYPE_PARAMS = 6,     // server -> worker: parameters (dense range or sparse pairs)
-    MSG_TYPE_BYE = 7,        // worker -> server: leaving
-    MSG_TYPE_BYE_ACK = 8,    // server -> worker
-    MSG_TYPE_REJECT = 9,     // server -> worker: request refused (aux = wire_status_t)
+    MSG_TYPE_HELLO = 1,  // worker -> server: join (offset = the model's parameter count)
+    MSG_TYPE_WELCOME = 2,  // server -> worker: shard range [offset, offset + aux), clock, version
+    MSG_TYPE_PUSH = 3,  // worker -> server: an update (dense range or sparse pairs)
+    MSG_TYPE_PUSH_ACK = 4,  // server -> worker: applied (or buffered for BSP); clock = min clock
+    MSG_TYPE_PULL = 5,  // worker -> server: parameters wanted (whole shard or KEYS)
+    MSG_TYPE_PARAMS = 6,  // server -> worker: parameters (dense range or sparse pairs)
+    MSG_TYPE_BYE = 7,  // worker -> server: leaving
+    MSG_TYPE_BYE_ACK = 8,  // server -> worker
+    MSG_TYPE_REJECT = 9,  // server -> worker: request refused (aux = wire_status_t)
     MSG_TYPE_RING_CHUNK = 10,  // allreduce: a chunk between ring neighbours
-    MSG_TYPE_RDV_JOIN = 11,    // process -> coordinator: rank, role, endpoint (payload: text)
-    MSG_TYPE_RDV_TABLE = 12,   // coordinator -> process: every endpoint (payload: text)
-    MSG_TYPE_HEARTBEAT = 13,   // worker -> server: still alive (no answer)
-    MSG_TYPE_RING_GATHER = 14, // allgather: one rank's encoded gradient between ring neighbours
-    MSG_TYPE_REPLICA_JOIN = 15,  // backup -> primary shard: send me your state (payload: text, my endpoint; aux = replica)
-    MSG_TYPE_REPLICA_STATE = 16, // primary -> backup: the state is written; forwarding starts
-    MSG_TYPE_REPLICA_EVICT = 17, // primary -> backup: evict worker `sender` (silent); answered in kind
+    MSG_TYPE_RDV_JOIN = 11,  // process -> coordinator: rank, role, endpoint (payload: text)
+    MSG_TYPE_RDV_TABLE = 12,  // coordinator -> process: every endpoint (payload: text)
+    MSG_TYPE_HEARTBEAT = 13,  // worker -> server: still alive (no answer)
+    MSG_TYPE_RING_GATHER = 14,  // allgather: one rank's encoded gradient between ring neighbours
+    MSG_TYPE_REPLICA_JOIN =
+        15,  // backup -> primary shard: send me your state (payload: text, my endpoint; aux = replica)
+    MSG_TYPE_REPLICA_STATE = 16,  // primary -> backup: the state is written; forwarding starts
+    MSG_TYPE_REPLICA_EVICT = 17,  // primary -> backup: evict worker `sender` (silent); answered in kind
     MSG_TYPE_MAX_ = 18,
 } msg_type_t;
 
@@ -53,43 +54,43 @@ typedef enum payload_kind {
 
 // Header flags.
 #define WIRE_FLAG_SUM 0x1u  // PUSH: a gradient to be summed into the clock's aggregate (BSP)
-#define WIRE_FLAG_JOIN 0x2u // HELLO: a new member (asgd worker --join); aux (every HELLO's) is the client's nonce
-#define WIRE_FLAG_ECHO 0x4u // PUSH (ASP/SSP, dense): answer each part taken with its range's new values (PARAMS)
+#define WIRE_FLAG_JOIN 0x2u  // HELLO: a new member (asgd worker --join); aux (every HELLO's) is the client's nonce
+#define WIRE_FLAG_ECHO 0x4u  // PUSH (ASP/SSP, dense): answer each part taken with its range's new values (PARAMS)
 
 typedef struct wire_header {
-    uint32_t magic;          // WIRE_MAGIC
-    uint16_t version;        // WIRE_VERSION
-    uint16_t type;           // msg_type_t
-    uint64_t run_id;         // every process of one run shares it; others are dropped
-    uint32_t sender;         // worker id (or shard id when a server sends)
-    uint32_t shard;          // the shard addressed or answering
-    uint64_t clock;          // sender's clock (worker: pushes done; server: min worker clock); HELLO: the
-                             // clock proposed on a rejoin; WELCOME: the clock the worker continues from
+    uint32_t magic;  // WIRE_MAGIC
+    uint16_t version;  // WIRE_VERSION
+    uint16_t type;  // msg_type_t
+    uint64_t run_id;  // every process of one run shares it; others are dropped
+    uint32_t sender;  // worker id (or shard id when a server sends)
+    uint32_t shard;  // the shard addressed or answering
+    uint64_t clock;  // sender's clock (worker: pushes done; server: min worker clock); HELLO: the
+        // clock proposed on a rejoin; WELCOME: the clock the worker continues from
     uint64_t param_version;  // PUSH: version the update was computed from; PARAMS: version sent
-    uint64_t offset;         // DENSE: first parameter index of the range; PUSH_ACK: the acknowledged push's clock
-    uint32_t count;          // elements in the payload (0 for NONE)
-    uint16_t payload_kind;   // payload_kind_t
-    uint16_t flags;          // WIRE_FLAG_*
-    uint32_t checksum;       // wire_checksum over the payload frames
-    uint32_t aux;            // PUSH: examples behind a BSP gradient, or local steps an ASP/SSP update sums; REJECT:
-                             // wire_status_t; PARAMS: microseconds the shard held the pull for the bound
+    uint64_t offset;  // DENSE: first parameter index of the range; PUSH_ACK: the acknowledged push's clock
+    uint32_t count;  // elements in the payload (0 for NONE)
+    uint16_t payload_kind;  // payload_kind_t
+    uint16_t flags;  // WIRE_FLAG_*
+    uint32_t checksum;  // wire_checksum over the payload frames
+    uint32_t aux;  // PUSH: examples behind a BSP gradient, or local steps an ASP/SSP update sums; REJECT:
+        // wire_status_t; PARAMS: microseconds the shard held the pull for the bound
 } wire_header_t;
 
 // Why a message was refused (counted per kind by whoever validates).
 typedef enum wire_status {
     WIRE_STATUS_OK = 0,
-    WIRE_STATUS_BAD_SIZE,      // header frame not 64 bytes, or payload frames of the wrong size/number
+    WIRE_STATUS_BAD_SIZE,  // header frame not 64 bytes, or payload frames of the wrong size/number
     WIRE_STATUS_BAD_MAGIC,
     WIRE_STATUS_BAD_VERSION,
     WIRE_STATUS_BAD_TYPE,
-    WIRE_STATUS_BAD_RUN,       // run id is not ours
-    WIRE_STATUS_BAD_RANGE,     // offset/count or an index outside what the receiver holds
+    WIRE_STATUS_BAD_RUN,  // run id is not ours
+    WIRE_STATUS_BAD_RANGE,  // offset/count or an index outside what the receiver holds
     WIRE_STATUS_BAD_CHECKSUM,
-    WIRE_STATUS_BAD_KIND,      // unknown payload kind, one the message's type does not carry, or (REJECT) one the receiver does not take
-    WIRE_STATUS_EVICTED,       // REJECT: the worker was silent too long and was evicted; it must rejoin (HELLO)
-    WIRE_STATUS_NOT_FINITE,    // REJECT: the update holds NaN or Inf; the run has diverged and stops
+    WIRE_STATUS_BAD_KIND,  // unknown payload kind, one the message's type does not carry, or (REJECT) one the receiver does not take
+    WIRE_STATUS_EVICTED,  // REJECT: the worker was silent too long and was evicted; it must rejoin (HELLO)
+    WIRE_STATUS_NOT_FINITE,  // REJECT: the update holds NaN or Inf; the run has diverged and stops
     WIRE_STATUS_BAD_ENCODING,  // an ENCODED payload the receiver cannot decode (unknown encoding, malformed)
-    WIRE_STATUS_ID_LIVE,       // REJECT: a joiner's HELLO names a worker id that is live in the run
+    WIRE_STATUS_ID_LIVE,  // REJECT: a joiner's HELLO names a worker id that is live in the run
     WIRE_STATUS_COUNT_,
 } wire_status_t;
 
@@ -116,7 +117,7 @@ uint32_t wire_checksum(const void *data, size_t n, uint32_t seed);
 typedef struct wire_checksum_stream {
     uint64_t a[4], b[4];
     size_t n;
-    int closed;     // a piece that was not a multiple of 32 bytes ended the stream
+    int closed;  // a piece that was not a multiple of 32 bytes ended the stream
     uint32_t seed;  // as begun (wire_checksum_join needs it)
 } wire_checksum_stream_t;
 void wire_checksum_begin(wire_checksum_stream_t *st, uint32_t seed);

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "net/compress.h"    // defines: compress_max_encoded_bytes
-#include "net/curve_auth.h"  // defines: net_security_listen, net_security_dial
+#include "net/compress.h"
+#include "net/curve_auth.h"
 
 wire_header_t zmsg_header(uint16_t type, uint64_t run_id) {
     wire_header_t h;
@@ -112,13 +112,14 @@ static int recv_impl(void *sock, int router, uint64_t run_id, zmsg_t *m, int def
         payload[i] = zmq_msg_data(&m->frames[i]);
         lens[i] = zmq_msg_size(&m->frames[i]);
     }
-    if (too_many) m->status = WIRE_STATUS_BAD_SIZE;
+    if (too_many)
+        m->status = WIRE_STATUS_BAD_SIZE;
     else if (defer)
         m->status = wire_validate_except_checksum(zmq_msg_data(&header), zmq_msg_size(&header), run_id, lens,
                                                   m->n_frames, &m->h);
     else
-        m->status = wire_validate(zmq_msg_data(&header), zmq_msg_size(&header), run_id, payload, lens, m->n_frames,
-                                  &m->h);
+        m->status =
+            wire_validate(zmq_msg_data(&header), zmq_msg_size(&header), run_id, payload, lens, m->n_frames, &m->h);
     m->checksum_pending = defer && m->status == WIRE_STATUS_OK;
     zmq_msg_close(&header);
     return m->status == WIRE_STATUS_OK ? 1 : 0;
@@ -135,7 +136,8 @@ int zmsg_recv_deferred(void *sock, int router, uint64_t run_id, zmsg_t *m, char 
 int zmsg_verify(zmsg_t *m) {
     if (!m->checksum_pending) return m->status == WIRE_STATUS_OK ? 0 : -1;
     uint32_t c = 0;
-    for (size_t i = 0; i < m->n_frames; i++) c = wire_checksum(zmq_msg_data(&m->frames[i]), zmq_msg_size(&m->frames[i]), c);
+    for (size_t i = 0; i < m->n_frames; i++)
+        c = wire_checksum(zmq_msg_data(&m->frames[i]), zmq_msg_size(&m->frames[i]), c);
     m->checksum_pending = 0;
     if (c != m->h.checksum) m->status = WIRE_STATUS_BAD_CHECKSUM;
     return m->status == WIRE_STATUS_OK ? 0 : -1;
@@ -248,7 +250,8 @@ size_t zmsg_max_frame(size_t n_values) {
 static int limit_frames(void *sock, size_t max_frame, char *err, size_t err_len) {
     if (max_frame == 0) return 0;
     if (max_frame < ZMSG_HANDSHAKE_FRAME_MAX) max_frame = ZMSG_HANDSHAKE_FRAME_MAX;
-    int64_t limit = max_frame > INT64_MAX - ZMSG_FRAME_OVERHEAD ? INT64_MAX : (int64_t)(max_frame + ZMSG_FRAME_OVERHEAD);
+    int64_t limit =
+        max_frame > INT64_MAX - ZMSG_FRAME_OVERHEAD ? INT64_MAX : (int64_t)(max_frame + ZMSG_FRAME_OVERHEAD);
     if (zmq_setsockopt(sock, ZMQ_MAXMSGSIZE, &limit, sizeof limit) != 0)
         return ZMQ_FAIL("zmq_setsockopt(ZMQ_MAXMSGSIZE)", err, err_len);
     return 0;

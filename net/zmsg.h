@@ -11,9 +11,8 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#include "net/zmq_error.h"  // defines: ZMQ_FAIL
-#include "net/wire.h"  // defines: wire_header_t, wire_status_t
-
+#include "net/zmq_error.h"
+#include "net/wire.h"
 
 // A received message. Payload pointers stay valid until zmsg_close.
 typedef struct zmsg {

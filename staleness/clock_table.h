@@ -16,13 +16,13 @@
 #include <stdint.h>
 
 typedef struct clock_table {
-    size_t n;                // slots: the most workers the run may have (--max-workers)
-    size_t n_start;          // workers the run starts with (--workers); n unless set
-    uint64_t *clock;         // (n) rounds applied, per worker
-    uint8_t *joined;         // (n) said hello at least once
-    uint8_t *left;           // (n) said bye (no longer holds anyone back)
-    uint8_t *evicted;        // (n) silent too long: holds nobody back until it rejoins
-    uint64_t *pushes;        // (n) pushes applied since the worker last joined
+    size_t n;  // slots: the most workers the run may have (--max-workers)
+    size_t n_start;  // workers the run starts with (--workers); n unless set
+    uint64_t *clock;  // (n) rounds applied, per worker
+    uint8_t *joined;  // (n) said hello at least once
+    uint8_t *left;  // (n) said bye (no longer holds anyone back)
+    uint8_t *evicted;  // (n) silent too long: holds nobody back until it rejoins
+    uint64_t *pushes;  // (n) pushes applied since the worker last joined
     uint64_t *pushes_total;  // (n) pushes applied over every time it joined
 } clock_table_t;
 

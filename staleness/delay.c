@@ -29,7 +29,8 @@ int delay_spec_parse(const char *spec, size_t n_workers, step_delay_t *per_worke
             item_len += 1 + (int)strcspn(item + item_len + 1, ",");
         if (end == p || *end != ':' || *p == '-' || errno) {
             snprintf(err, err_len,
-                     "--delay-worker: '%.*s' is not ID:MS, ID:uniform:A,B or ID:exp:MEAN (e.g. 1:5 delays worker 1 by 5 ms a step)",
+                     "--delay-worker: '%.*s' is not ID:MS, ID:uniform:A,B or ID:exp:MEAN (e.g. 1:5 delays worker 1 by "
+                     "5 ms a step)",
                      item_len, item);
             return -1;
         }
@@ -39,7 +40,8 @@ int delay_spec_parse(const char *spec, size_t n_workers, step_delay_t *per_worke
         int bad;
         if (strncmp(p, "uniform:", 8) == 0) {
             d.kind = STEP_DELAY_UNIFORM;
-            bad = parse_ms(p + 8, ",", &d.a, &next) || *next != ',' || parse_ms(next + 1, ",", &d.b, &next) || d.b < d.a;
+            bad =
+                parse_ms(p + 8, ",", &d.a, &next) || *next != ',' || parse_ms(next + 1, ",", &d.b, &next) || d.b < d.a;
         } else if (strncmp(p, "exp:", 4) == 0) {
             d.kind = STEP_DELAY_EXP;
             bad = parse_ms(p + 4, ",", &d.a, &next);
@@ -62,22 +64,20 @@ int delay_spec_parse(const char *spec, size_t n_workers, step_delay_t *per_worke
     return 0;
 }
 
-int step_delay_active(const step_delay_t *d) {
-    return d->kind == STEP_DELAY_UNIFORM ? d->b > 0 : d->a > 0;
-}
+int step_delay_active(const step_delay_t *d) { return d->kind == STEP_DELAY_UNIFORM ? d->b > 0 : d->a > 0; }
 
 double step_delay_draw(const step_delay_t *d, rng_t *rng) {
     switch (d->kind) {
-    case STEP_DELAY_UNIFORM: return d->a + (d->b - d->a) * rng_uniform(rng);
-    case STEP_DELAY_EXP: {
-        double ms = -d->a * log1p(-rng_uniform(rng));  // 1 - u in (0, 1]
-        return ms < STEP_DELAY_MAX_MS ? ms : STEP_DELAY_MAX_MS;
-    }
-    case STEP_DELAY_FIXED: break;
+        case STEP_DELAY_UNIFORM:
+            return d->a + (d->b - d->a) * rng_uniform(rng);
+        case STEP_DELAY_EXP: {
+            double ms = -d->a * log1p(-rng_uniform(rng));  // 1 - u in (0, 1]
+            return ms < STEP_DELAY_MAX_MS ? ms : STEP_DELAY_MAX_MS;
+        }
+        case STEP_DELAY_FIXED:
+            break;
     }
     return d->a;
 }
 
-double step_delay_mean(const step_delay_t *d) {
-    return d->kind == STEP_DELAY_UNIFORM ? 0.5 * (d->a + d->b) : d->a;
-}
+double step_delay_mean(const step_delay_t *d) { return d->kind == STEP_DELAY_UNIFORM ? 0.5 * (d->a + d->b) : d->a; }

@@ -9,7 +9,8 @@
 #define SPEC_MAX DELAY_MODEL_SPEC_MAX
 #define GEOMETRIC_TAIL 1e-6  // default geometric bound: P(delay > max) <= this
 
-static const char kinds_hint[] = "expected fixed:K, uniform:A,B, geometric:P[,max=M], trace:FILE or straggler:slow=F[,n=S]";
+static const char kinds_hint[] =
+    "expected fixed:K, uniform:A,B, geometric:P[,max=M], trace:FILE or straggler:slow=F[,n=S]";
 
 // A decimal integer in [0, DELAY_MODEL_MAX], nothing else.
 static int parse_count(const char *s, uint64_t *out) {
@@ -32,12 +33,12 @@ static int parse_real(const char *s, double lo, double hi, int lo_open, double *
     return 0;
 }
 
-#define FAIL(...)                                                 \
-    do {                                                          \
-        int n_ = snprintf(err, err_len, "--delay '%s': ", spec);  \
-        if (n_ < 0 || (size_t)n_ >= err_len) n_ = 0;              \
-        snprintf(err + n_, err_len - (size_t)n_, __VA_ARGS__);    \
-        return -1;                                                \
+#define FAIL(...)                                                \
+    do {                                                         \
+        int n_ = snprintf(err, err_len, "--delay '%s': ", spec); \
+        if (n_ < 0 || (size_t)n_ >= err_len) n_ = 0;             \
+        snprintf(err + n_, err_len - (size_t)n_, __VA_ARGS__);   \
+        return -1;                                               \
     } while (0)
 
 // Splits "key=value" in place; returns the value or NULL when there is no '='.
@@ -205,23 +206,23 @@ int delay_model_check(const delay_model_t *m, char *err, size_t err_len) {
 
 void delay_model_describe(const delay_model_t *m, char *out, size_t out_len) {
     switch (m->kind) {
-    case DELAY_KIND_FIXED:
-        snprintf(out, out_len, "fixed:%llu", (unsigned long long)m->lo);
-        return;
-    case DELAY_KIND_UNIFORM:
-        snprintf(out, out_len, "uniform:%llu,%llu", (unsigned long long)m->lo, (unsigned long long)m->hi);
-        return;
-    case DELAY_KIND_GEOMETRIC:
-        snprintf(out, out_len, "geometric:%g,max=%llu", m->p, (unsigned long long)m->hi);
-        return;
-    case DELAY_KIND_TRACE:
-        snprintf(out, out_len, "trace:%s (%llu delays in %llu..%llu)", m->trace_file,
-                 (unsigned long long)m->trace_len, (unsigned long long)m->lo, (unsigned long long)m->hi);
-        return;
-    case DELAY_KIND_STRAGGLER:
-        snprintf(out, out_len, "straggler:slow=%g,n=%llu (%llu workers)", m->slow, (unsigned long long)m->slow_workers,
-                 (unsigned long long)m->workers);
-        return;
+        case DELAY_KIND_FIXED:
+            snprintf(out, out_len, "fixed:%llu", (unsigned long long)m->lo);
+            return;
+        case DELAY_KIND_UNIFORM:
+            snprintf(out, out_len, "uniform:%llu,%llu", (unsigned long long)m->lo, (unsigned long long)m->hi);
+            return;
+        case DELAY_KIND_GEOMETRIC:
+            snprintf(out, out_len, "geometric:%g,max=%llu", m->p, (unsigned long long)m->hi);
+            return;
+        case DELAY_KIND_TRACE:
+            snprintf(out, out_len, "trace:%s (%llu delays in %llu..%llu)", m->trace_file,
+                     (unsigned long long)m->trace_len, (unsigned long long)m->lo, (unsigned long long)m->hi);
+            return;
+        case DELAY_KIND_STRAGGLER:
+            snprintf(out, out_len, "straggler:slow=%g,n=%llu (%llu workers)", m->slow,
+                     (unsigned long long)m->slow_workers, (unsigned long long)m->workers);
+            return;
     }
 }
 
@@ -244,40 +245,40 @@ void delay_sampler_init(delay_sampler_t *s, const delay_model_t *m, uint64_t see
 uint64_t delay_sampler_next(delay_sampler_t *s) {
     const delay_model_t *m = &s->model;
     switch (m->kind) {
-    case DELAY_KIND_FIXED:
-        return m->lo;
-    case DELAY_KIND_UNIFORM:
-        return m->lo + rng_below(&s->rng, m->hi - m->lo + 1);
-    case DELAY_KIND_GEOMETRIC: {
-        if (m->p >= 1.0) return 0;
-        // Inversion: floor(log U / log(1-p)) with U in (0, 1].
-        double u = 1.0 - rng_uniform(&s->rng);
-        double k = floor(log(u) / s->log_q);
-        return k >= (double)m->hi ? m->hi : (uint64_t)k;
-    }
-    case DELAY_KIND_TRACE: {
-        uint64_t v = m->trace[s->pos];
-        s->pos = s->pos + 1 == m->trace_len ? 0 : s->pos + 1;
-        return v;
-    }
-    case DELAY_KIND_STRAGGLER:
-        break;
+        case DELAY_KIND_FIXED:
+            return m->lo;
+        case DELAY_KIND_UNIFORM:
+            return m->lo + rng_below(&s->rng, m->hi - m->lo + 1);
+        case DELAY_KIND_GEOMETRIC: {
+            if (m->p >= 1.0) return 0;
+            // Inversion: floor(log U / log(1-p)) with U in (0, 1].
+            double u = 1.0 - rng_uniform(&s->rng);
+            double k = floor(log(u) / s->log_q);
+            return k >= (double)m->hi ? m->hi : (uint64_t)k;
+        }
+        case DELAY_KIND_TRACE: {
+            uint64_t v = m->trace[s->pos];
+            s->pos = s->pos + 1 == m->trace_len ? 0 : s->pos + 1;
+            return v;
+        }
+        case DELAY_KIND_STRAGGLER:
+            break;
     }
     return 0;
 }
 
 const char *delay_kind_name(delay_kind_t k) {
     switch (k) {
-    case DELAY_KIND_UNIFORM:
-        return "uniform";
-    case DELAY_KIND_GEOMETRIC:
-        return "geometric";
-    case DELAY_KIND_STRAGGLER:
-        return "straggler";
-    case DELAY_KIND_TRACE:
-        return "trace";
-    case DELAY_KIND_FIXED:
-        break;
+        case DELAY_KIND_UNIFORM:
+            return "uniform";
+        case DELAY_KIND_GEOMETRIC:
+            return "geometric";
+        case DELAY_KIND_STRAGGLER:
+            return "straggler";
+        case DELAY_KIND_TRACE:
+            return "trace";
+        case DELAY_KIND_FIXED:
+            break;
     }
     return "fixed";
 }

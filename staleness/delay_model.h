@@ -22,10 +22,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/foundation/rng.h"  // defines: rng_t, rng_seed, rng_uniform, rng_below
+#include "kernels/foundation/rng.h"
 
-#define DELAY_MODEL_MAX 1000000u        // largest delay, bound or worker count accepted
-#define DELAY_MODEL_TIME_UNIT 1024u     // a fast worker's gradient, in virtual time units
+#define DELAY_MODEL_MAX 1000000u  // largest delay, bound or worker count accepted
+#define DELAY_MODEL_TIME_UNIT 1024u  // a fast worker's gradient, in virtual time units
 
 typedef enum delay_kind {
     DELAY_KIND_FIXED,
@@ -35,17 +35,17 @@ typedef enum delay_kind {
     DELAY_KIND_TRACE,
 } delay_kind_t;
 
-#define DELAY_MODEL_SPEC_MAX 256        // longest --delay SPEC, terminator included
+#define DELAY_MODEL_SPEC_MAX 256  // longest --delay SPEC, terminator included
 
 typedef struct delay_model {
     delay_kind_t kind;
-    uint64_t lo, hi;    // fixed: lo == hi == K; uniform: [A, B]; geometric: [0, max]
-    double p;           // geometric: success probability in (0, 1]
-    uint64_t workers;   // straggler: simulated workers W (set by the caller, see delay_model_check)
+    uint64_t lo, hi;  // fixed: lo == hi == K; uniform: [A, B]; geometric: [0, max]
+    double p;  // geometric: success probability in (0, 1]
+    uint64_t workers;  // straggler: simulated workers W (set by the caller, see delay_model_check)
     uint64_t slow_workers;  // straggler: S, the workers 0..S-1 that are slow
-    double slow;        // straggler: F >= 1, a slow worker's time per gradient / a fast one's
-    uint32_t *trace;    // trace: the delays (owned: delay_model_free), lo/hi their min/max
-    uint64_t trace_len; // trace: how many (>= 1)
+    double slow;  // straggler: F >= 1, a slow worker's time per gradient / a fast one's
+    uint32_t *trace;  // trace: the delays (owned: delay_model_free), lo/hi their min/max
+    uint64_t trace_len;  // trace: how many (>= 1)
     char trace_file[DELAY_MODEL_SPEC_MAX];  // trace: FILE as given
 } delay_model_t;
 

@@ -49,6 +49,8 @@ int staleness_hist_quantile_exact(const staleness_hist_t *h, double q) {
 }
 
 void staleness_hist_quantile_text(const staleness_hist_t *h, double q, char *out, size_t len) {
-    if (staleness_hist_quantile_exact(h, q)) snprintf(out, len, "%llu", (unsigned long long)staleness_hist_quantile(h, q));
-    else snprintf(out, len, ">= %d", STALENESS_HIST_BINS - 1);
+    if (staleness_hist_quantile_exact(h, q))
+        snprintf(out, len, "%llu", (unsigned long long)staleness_hist_quantile(h, q));
+    else
+        snprintf(out, len, ">= %d", STALENESS_HIST_BINS - 1);
 }

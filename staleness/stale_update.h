@@ -25,7 +25,7 @@
 
 typedef struct stale_update_config {
     int staleness_aware;  // divide the step by max(1, staleness)
-    double dc_lambda;     // > 0: delay compensation with this lambda; 0: off
+    double dc_lambda;  // > 0: delay compensation with this lambda; 0: off
     uint64_t delay_adaptive;  // > 0: the delay-adaptive step with threshold tau_C = this; 0: off
 } stale_update_config_t;
 

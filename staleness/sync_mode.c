@@ -24,9 +24,12 @@ int sync_mode_parse(const char *s, sync_mode_t *out, char *err, size_t err_len) 
 
 uint64_t sync_mode_bound(sync_mode_t m, uint64_t ssp_bound) {
     switch (m) {
-    case SYNC_MODE_BSP: return 0;
-    case SYNC_MODE_SSP: return ssp_bound;
-    default: return STALENESS_INFINITE;
+        case SYNC_MODE_BSP:
+            return 0;
+        case SYNC_MODE_SSP:
+            return ssp_bound;
+        default:
+            return STALENESS_INFINITE;
     }
 }
 

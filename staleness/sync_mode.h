@@ -17,9 +17,9 @@
 // The modes, in the enum's order, with their names: the one list the enum,
 // the names (sync_mode_name), the parser and the --sync choices are made from.
 // X(SUFFIX, "name") for each, SEP between two.
-#define SYNC_MODE_LIST(X, SEP)                                                                              \
-    X(BSP, "bsp") SEP X(SSP, "ssp") SEP X(ASP, "asp") SEP X(ALLREDUCE, "allreduce") SEP X(HYBRID, "hybrid") \
-    SEP X(LOCAL, "local")
+#define SYNC_MODE_LIST(X, SEP) \
+    X(BSP, "bsp")              \
+    SEP X(SSP, "ssp") SEP X(ASP, "asp") SEP X(ALLREDUCE, "allreduce") SEP X(HYBRID, "hybrid") SEP X(LOCAL, "local")
 
 // HYBRID: sparse parameters through the servers (asp or ssp), dense ones by ring allreduce.
 // LOCAL: local SGD: replicas step alone and average their models by ring allreduce every H steps.

@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "kernels/foundation/rng.h"  // defines: rng_t, rng_seed, rng_uniform
+#include "kernels/foundation/rng.h"
 #include "test_support.h"
 
 // Rank `rank`'s values of a call seeded `seed`, in [0.5, 1.5).

@@ -10,8 +10,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "datasets/text_io.h"  // defines: text_file_read
-#include "engine/run/model_file.h"  // defines: model_file_read
+#include "datasets/text_io.h"
+#include "engine/run/model_file.h"
 #include "test_support.h"
 
 extern char **environ;

@@ -12,7 +12,7 @@ static const train_mode_t modes[] = {TRAIN_MODE_HOGWILD, TRAIN_MODE_LOCKED, TRAI
 typedef struct late_points {
     size_t n;
     double first_loss, first_metric;  // the run's first evaluation: the untrained model
-    double loss[2], metric[2];        // [1]: the latest
+    double loss[2], metric[2];  // [1]: the latest
 } late_points_t;
 
 static inline void note_late_point(const train_point_t *p, void *ctx) {

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "datasets/text_io.h"  // defines: text_file_read
+#include "datasets/text_io.h"
 #include "test_support.h"
 
 extern char **environ;

@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <zmq.h>
 
-#include "net/ps_server.h"  // defines: ps_server_t, ps_server_run
+#include "net/ps_server.h"
 #include "test_support.h"
 
 typedef struct server_thread {

@@ -22,10 +22,10 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "fork_ranks.h"     // defines: fork_ranks_spawn, fork_ranks_fill, fork_ranks_shared
-#include "net/compress.h"  // defines: compressor_new, compress_encode, compress_decode_add
-#include "net/ring.h"      // defines: ring_new, ring_connect, ring_allreduce_sum, ring_tune, ring_destroy
-#include "net/zmsg.h"      // defines: zmsg_send, zmsg_header
+#include "fork_ranks.h"
+#include "net/compress.h"
+#include "net/ring.h"
+#include "net/zmsg.h"
 #include "test_support.h"
 
 #define RUN 0x7269e60000000001ull
@@ -36,9 +36,9 @@
 #define ODD_TIMEOUT_MS 2000
 
 typedef enum call_kind {
-    CALL_KIND_SUM = 0,     // ring_allreduce_sum
-    CALL_KIND_FP16,        // ring_allreduce_sum_fp16, the last element in float32
-    CALL_KIND_GATHER,      // ring_allgather_encoded of qsgd:4 encodings, decoded and summed in rank order
+    CALL_KIND_SUM = 0,  // ring_allreduce_sum
+    CALL_KIND_FP16,  // ring_allreduce_sum_fp16, the last element in float32
+    CALL_KIND_GATHER,  // ring_allgather_encoded of qsgd:4 encodings, decoded and summed in rank order
 } call_kind_t;
 
 typedef struct call {
@@ -84,9 +84,9 @@ static int gather_call(ring_t *r, size_t rank, size_t n, float *x, size_t count,
 
 // What a child reports besides its results (in memory shared with the parent).
 typedef struct child_report {
-    int rc;             // of the failing call in the dead-rank test
-    double ms;          // how long that call took (printed only)
-    uint64_t dropped;   // messages its ring refused
+    int rc;  // of the failing call in the dead-rank test
+    double ms;  // how long that call took (printed only)
+    uint64_t dropped;  // messages its ring refused
     char err[512];
 } child_report_t;
 
@@ -153,10 +153,12 @@ static void child_main(size_t rank, size_t n, int up, int down, const call_t *ca
         int odd = calls[j].rank0_odd;
         int timeout = odd ? ODD_TIMEOUT_MS : expect_fail ? DEAD_TIMEOUT_MS : CALL_TIMEOUT_MS;
         int rc;
-        if (calls[j].kind == CALL_KIND_GATHER) rc = gather_call(r, rank, n, x, calls[j].count, odd, timeout, err, sizeof err);
+        if (calls[j].kind == CALL_KIND_GATHER)
+            rc = gather_call(r, rank, n, x, calls[j].count, odd, timeout, err, sizeof err);
         else if (calls[j].kind == CALL_KIND_FP16 && !(odd && rank > 0))
             rc = ring_allreduce_sum_fp16(r, x, calls[j].count, calls[j].count - 1, timeout, err, sizeof err);
-        else rc = ring_allreduce_sum(r, x, calls[j].count, timeout, err, sizeof err);
+        else
+            rc = ring_allreduce_sum(r, x, calls[j].count, timeout, err, sizeof err);
         rep->ms = now_ms() - t0;
         rep->rc = rc;
         snprintf(rep->err, sizeof rep->err, "%s", rc ? err : "");
@@ -179,8 +181,8 @@ done:
 
 // Forks n ranks, relays endpoints, waits for all of them. Returns when every
 // child exited 0 (anything else fails the test).
-static void run_ring(size_t n, const call_t *calls, size_t n_calls, float *out, size_t per_rank,
-                     child_report_t *reps, long dead_rank, int expect_fail) {
+static void run_ring(size_t n, const call_t *calls, size_t n_calls, float *out, size_t per_rank, child_report_t *reps,
+                     long dead_rank, int expect_fail) {
     int up[MAX_RANKS][2], down[MAX_RANKS][2];
     pid_t pid[MAX_RANKS];
     fflush(stdout);
@@ -222,11 +224,13 @@ static void test_ring(size_t n) {
     // Copied sends first, then zero-copy ones; the last call is a large one, so
     // that ranks close their rings and exit right after sending many frames.
     const call_t calls[] = {
-        {1, D, 0, CALL_KIND_SUM, 0},     {n - 1, D, 0, CALL_KIND_SUM, 0},   {1001, D, 0, CALL_KIND_SUM, 0},  {3000001, S, 0, CALL_KIND_SUM, 0},  // the sizes asked for
-        {1001, D, 0, CALL_KIND_SUM, 0},  {1001, D, 0, CALL_KIND_SUM, 0},    {1001, D, 0, CALL_KIND_SUM, 0},  {5, D, 0, CALL_KIND_SUM, 0},        // back to back
-        {1001, 97, 0, CALL_KIND_SUM, 0}, {5000, 97, 0, CALL_KIND_SUM, 0},                                    // many small sub-chunks
-        {1001, D, 1, CALL_KIND_SUM, 0},  {2, D, 1, CALL_KIND_SUM, 0},                                        // zero-copy sends
-        {1001, D, 1, CALL_KIND_FP16, 0}, {5000, 97, 1, CALL_KIND_FP16, 0},  // fp16 on the wire
+        {1, D, 0, CALL_KIND_SUM, 0},       {n - 1, D, 0, CALL_KIND_SUM, 0},
+        {1001, D, 0, CALL_KIND_SUM, 0},    {3000001, S, 0, CALL_KIND_SUM, 0},  // the sizes asked for
+        {1001, D, 0, CALL_KIND_SUM, 0},    {1001, D, 0, CALL_KIND_SUM, 0},
+        {1001, D, 0, CALL_KIND_SUM, 0},    {5, D, 0, CALL_KIND_SUM, 0},  // back to back
+        {1001, 97, 0, CALL_KIND_SUM, 0},   {5000, 97, 0, CALL_KIND_SUM, 0},  // many small sub-chunks
+        {1001, D, 1, CALL_KIND_SUM, 0},    {2, D, 1, CALL_KIND_SUM, 0},  // zero-copy sends
+        {1001, D, 1, CALL_KIND_FP16, 0},   {5000, 97, 1, CALL_KIND_FP16, 0},  // fp16 on the wire
         {1001, D, 1, CALL_KIND_GATHER, 0}, {3, D, 1, CALL_KIND_GATHER, 0},  // allgather of qsgd encodings
         {3000001, D, 1, CALL_KIND_SUM, 0},
     };
@@ -276,19 +280,21 @@ static void test_ring(size_t n) {
             free(enc);
         }
         // fp16: each hop rounds a partial sum (relative 2^-11), the last element is exact.
-        double tol = calls[j].kind == CALL_KIND_FP16 ? (double)n * 0x1p-11 : calls[j].kind == CALL_KIND_GATHER ? 0.5 : 1e-5;
+        double tol = calls[j].kind == CALL_KIND_FP16     ? (double)n * 0x1p-11
+                     : calls[j].kind == CALL_KIND_GATHER ? 0.5
+                                                         : 1e-5;
         for (size_t i = 0; i < c; i++) {
             double t = calls[j].kind == CALL_KIND_FP16 && i + 1 == c ? 1e-5 : tol;
             if (!(fabs(r0[i] - sum[i]) <= t * fabs(sum[i]))) {
-                fprintf(stderr, "ring of %zu, call %zu (count %zu): element %zu is %.9g, serial sum %.9g\n", n, j, c,
-                        i, r0[i], sum[i]);
+                fprintf(stderr, "ring of %zu, call %zu (count %zu): element %zu is %.9g, serial sum %.9g\n", n, j, c, i,
+                        r0[i], sum[i]);
                 exit(1);
             }
         }
         for (size_t r = 1; r < n; r++) {
             if (memcmp(r0, out + r * per_rank + off, c * sizeof(float)) != 0) {
-                fprintf(stderr, "ring of %zu, call %zu (count %zu): rank %zu's result differs from rank 0's\n", n, j,
-                        c, r);
+                fprintf(stderr, "ring of %zu, call %zu (count %zu): rank %zu's result differs from rank 0's\n", n, j, c,
+                        r);
                 exit(1);
             }
         }
@@ -324,8 +330,7 @@ static void test_dead_neighbour(size_t n, size_t dead, int zero_copy) {
     for (size_t r = 0; r < n; r++) {
         if (r == dead) continue;
         printf("ring of %zu without rank %zu%s: rank %zu failed after %.0f ms: %s\n", n, dead,
-               zero_copy ? " (zero-copy)" : "", r, reps[r].ms,
-               reps[r].err);
+               zero_copy ? " (zero-copy)" : "", r, reps[r].ms, reps[r].err);
         CHECK(reps[r].rc == -1);
         CHECK(strstr(reps[r].err, "for 300 ms") != NULL);
         CHECK(strstr(reps[r].err, "nothing from rank") || strstr(reps[r].err, "accepted nothing"));

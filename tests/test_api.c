@@ -33,8 +33,10 @@ int main(void) {
     int saved_out = dup(1), saved_err = dup(2);
     CHECK(dup2(quiet, 1) >= 0 && dup2(quiet, 2) >= 0);
 
-    static const char *const good[] = {"model", "logreg", "data", "gen:sparse:n=3000,dim=500,nnz=10,seed=5",
-                                       "threads", "2", "epochs", "2", "eval-every", "1000", "seed", "3", NULL};
+    static const char *const good[] = {"model",      "logreg", "data",   "gen:sparse:n=3000,dim=500,nnz=10,seed=5",
+                                       "threads",    "2",      "epochs", "2",
+                                       "eval-every", "1000",   "seed",   "3",
+                                       NULL};
     asgd_result_t r;
     int good_rc = train(good, &r, err, sizeof err);
 
@@ -64,7 +66,7 @@ int main(void) {
     CHECK_OK(good_rc, err);
     CHECK(strcmp(r.metric, "accuracy") == 0 && strstr(r.model, "logreg") == r.model);
     CHECK(r.samples == 2 * 2700);  // 2 epochs of 3,000 less the tenth held out
-    CHECK(r.n_points >= 6);        // the start, one per 1,000 samples, the end
+    CHECK(r.n_points >= 6);  // the start, one per 1,000 samples, the end
     CHECK(r.points[0].samples == 0 && r.points[r.n_points - 1].samples == r.samples);
     for (size_t i = 1; i < r.n_points; i++) CHECK(r.points[i].samples > r.points[i - 1].samples);
     CHECK(r.final.test_metric == r.points[r.n_points - 1].test_metric);
@@ -72,8 +74,7 @@ int main(void) {
     CHECK(r.final.test_metric > 0.7 && r.final.test_metric > r.points[0].test_metric + 0.15);
     CHECK(r.final.test_loss <= r.points[0].test_loss - 0.1);
     printf("train: %s %.3f (at the start %.3f) after %llu samples, %zu points\n", r.metric, r.final.test_metric,
-           r.points[0].test_metric,
-           (unsigned long long)r.samples, r.n_points);
+           r.points[0].test_metric, (unsigned long long)r.samples, r.n_points);
     asgd_result_free(&r);
     CHECK(r.points == NULL && r.n_points == 0);
 

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/api/api_job.h"  // defines: struct asgd_job (its flag count)
+#include "engine/api/api_job.h"
 #include "test_support.h"
 
 // ---- a least-squares linear model on sparse data: y ~ w.x + b ----
@@ -34,8 +34,8 @@ static float lsq_score(const asgd_sparse_data_t *d, size_t row, const asgd_param
 
 static size_t lsq_num_params(const void *self) { return ((const lsq_t *)self)->train->dim + 1; }
 
-static double lsq_loss_grad(const void *self, const asgd_param_t *w, const uint32_t *idx, size_t count,
-                            asgd_grad_t *g, void *ws) {
+static double lsq_loss_grad(const void *self, const asgd_param_t *w, const uint32_t *idx, size_t count, asgd_grad_t *g,
+                            void *ws) {
     const lsq_t *m = self;
     CHECK(ws != NULL && *(int *)ws == 42);
     double loss = 0.0;
@@ -44,7 +44,8 @@ static double lsq_loss_grad(const void *self, const asgd_param_t *w, const uint3
         float e = lsq_score(d, idx[i], w) - d->y[idx[i]];
         loss += 0.5 * m->scale * (double)e * e;
         float coef = (float)m->scale * e / (float)count;
-        for (size_t k = d->row_ptr[idx[i]]; k < d->row_ptr[idx[i] + 1]; k++) asgd_grad_add(g, d->col[k], coef * d->val[k]);
+        for (size_t k = d->row_ptr[idx[i]]; k < d->row_ptr[idx[i] + 1]; k++)
+            asgd_grad_add(g, d->col[k], coef * d->val[k]);
         asgd_grad_add(g, (uint32_t)d->dim, coef);
     }
     return loss / (double)count;
@@ -91,8 +92,8 @@ static const asgd_model_ops_t lsq_ops = {
     .destroy = lsq_destroy,
 };
 
-static void *lsq_create(const asgd_data_t *train, const asgd_data_t *test, const void *opts, double l2,
-                        uint64_t seed, char *err, size_t err_len) {
+static void *lsq_create(const asgd_data_t *train, const asgd_data_t *test, const void *opts, double l2, uint64_t seed,
+                        char *err, size_t err_len) {
     CHECK(train->kind == ASGD_DATA_KIND_SPARSE && test->kind == ASGD_DATA_KIND_SPARSE);
     lsq_t *m = calloc(1, sizeof *m);
     CHECK(m != NULL);
@@ -174,12 +175,12 @@ int main(void) {
     CHECK(typed.final.test_loss < typed.points[0].test_loss);
     // One workspace per training thread and the evaluation's, each freed.
     CHECK(ws_made > 0 && ws_made == ws_freed);
-    printf("lsq: loss %.4f -> %.4f, accuracy %.3f, %d workspaces\n", typed.points[0].test_loss,
-           typed.final.test_loss, typed.final.test_metric, ws_made);
+    printf("lsq: loss %.4f -> %.4f, accuracy %.3f, %d workspaces\n", typed.points[0].test_loss, typed.final.test_loss,
+           typed.final.test_metric, ws_made);
 
     // The same job flag by flag: the same run, bit for bit.
-    static const char *const pairs[] = {"model", "lsq", "data", NULL, "mode", "sync", "threads", "2",
-                                        "epochs", "2", "seed", "9", "lsq-scale", "2", NULL};
+    static const char *const pairs[] = {"model",  "lsq", "data", NULL, "mode",      "sync", "threads", "2",
+                                        "epochs", "2",   "seed", "9",  "lsq-scale", "2",    NULL};
     job = asgd_job_new(err, sizeof err);
     for (size_t i = 0; pairs[i]; i += 2)
         CHECK_OK(asgd_job_set(job, pairs[i], i == 2 ? data : pairs[i + 1], err, sizeof err), err);

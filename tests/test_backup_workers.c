@@ -40,10 +40,35 @@ static double first_row_accuracy(const char *csv) {
 static void run(const char *name, const char *backups, double *late_slow, double *late_total) {
     char rd[300];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
-    const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=6000,dim=1000,nnz=20", "--batch", "8",
-                       "--lr", "0.5", "--epochs", "2", "--sync", "bsp", "--backup-workers", backups, "--servers", "2",
-                       "--workers", "3", "--threads", "1", "--delay-worker", "2:2", "--worker-eval", "off", "--quiet",
-                       "--run-dir", rd, NULL};
+    const char *a[] = {"launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=6000,dim=1000,nnz=20",
+                       "--batch",
+                       "8",
+                       "--lr",
+                       "0.5",
+                       "--epochs",
+                       "2",
+                       "--sync",
+                       "bsp",
+                       "--backup-workers",
+                       backups,
+                       "--servers",
+                       "2",
+                       "--workers",
+                       "3",
+                       "--threads",
+                       "1",
+                       "--delay-worker",
+                       "2:2",
+                       "--worker-eval",
+                       "off",
+                       "--quiet",
+                       "--run-dir",
+                       rd,
+                       NULL};
     CHECK(launch_run(a) == 0);
     char *s = launch_file(name, "summary.json");
     CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
@@ -67,11 +92,12 @@ static void run(const char *name, const char *backups, double *late_slow, double
     }
     char *g = launch_file(name, "global.csv");
     double untrained = first_row_accuracy(g), acc = launch_field(s, "final_test_accuracy");
-    printf("%s (--backup-workers %s): late gradients dropped %.0f (slow worker %.0f, the others %.0f), global accuracy "
-           "%.3f vs %.3f untrained (margin %.3f)\n",
-           name, backups, *late_total, *late_slow, fast_late, acc, untrained, acc - untrained);
+    printf(
+        "%s (--backup-workers %s): late gradients dropped %.0f (slow worker %.0f, the others %.0f), global accuracy "
+        "%.3f vs %.3f untrained (margin %.3f)\n",
+        name, backups, *late_total, *late_slow, fast_late, acc, untrained, acc - untrained);
     CHECK(untrained > 0.3 && untrained < 0.7);  // two balanced classes
-    CHECK(acc > untrained + 0.15);               // measured: 0.77 vs 0.49
+    CHECK(acc > untrained + 0.15);  // measured: 0.77 vs 0.49
     free(g);
     free(s);
 }
@@ -81,8 +107,9 @@ static void check_refused(void) {
         const char *sync, *backups, *needle;
     } bad[] = {{"bsp", "3", "--backup-workers 3"}, {"asp", "1", "--backup-workers 1"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=600,dim=100,nnz=5", "--sync",
-                           bad[i].sync, "--workers", "3", "--backup-workers", bad[i].backups, NULL};
+        const char *a[] = {"launch",       "--model",   "logreg",    "--data", "gen:sparse:n=600,dim=100,nnz=5",
+                           "--sync",       bad[i].sync, "--workers", "3",      "--backup-workers",
+                           bad[i].backups, NULL};
         launch_expect_refusal(a, bad[i].needle);
     }
 }

@@ -28,8 +28,10 @@ int main(void) {
     const char *why = "";
     const char *better = blas_better_core("Prescott", &why);
     printf("generic Prescott on this CPU -> %s (%s)\n", better ? better : "(keep)", why);
-    if (avx512) CHECK(better && strcmp(better, "SkylakeX") == 0);
-    else if (avx2) CHECK(better && strcmp(better, "Haswell") == 0);
+    if (avx512)
+        CHECK(better && strcmp(better, "SkylakeX") == 0);
+    else if (avx2)
+        CHECK(better && strcmp(better, "Haswell") == 0);
     CHECK(blas_better_core("Nehalem", &why) == better);  // every generic core is replaced alike
     // A core that is not generic is kept, whatever the CPU.
     CHECK(blas_better_core("Zen", &why) == NULL);

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#include "net/buffer_pool.h"  // defines: buffer_pool_new, buffer_pool_take, buffer_pool_message, ...
+#include "net/buffer_pool.h"
 #include "test_support.h"
 
 enum { BYTES = 1 << 20 };

@@ -24,11 +24,11 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*, ckpt_crc32
-#include "net/ps_client.h"             // defines: ps_client_new, ps_client_push_frames, ps_client_pull
-#include "net/ps_server.h"             // defines: ps_server_new, ps_server_resume, ps_server_run
+#include "datasets/storage/checkpoint_file.h"
+#include "net/ps_client.h"
+#include "net/ps_server.h"
 #include "proc_support.h"
-#include "server_thread.h"  // defines: server_thread_t, server_thread_start, server_thread_join
+#include "server_thread.h"
 
 static char dir[] = "/tmp/asgd_checkpoint_XXXXXX";
 
@@ -138,7 +138,8 @@ static void test_format(void) {
     uint8_t *again = read_bytes(path, &len2);
     CHECK(len2 == len && memcmp(again, good, len) == 0 && access(path_of("a.ckpt.tmp"), F_OK) != 0);
     // A directory that does not exist: the error names the file.
-    CHECK(ckpt_writer_open("/nonexistent-dir/x.ckpt", err, sizeof err) == NULL && strstr(err, "/nonexistent-dir/x.ckpt.tmp"));
+    CHECK(ckpt_writer_open("/nonexistent-dir/x.ckpt", err, sizeof err) == NULL &&
+          strstr(err, "/nonexistent-dir/x.ckpt.tmp"));
     free(good);
     free(again);
 }
@@ -345,14 +346,25 @@ static void test_divergence(void) {
     char ckdir[300], ckfile[320], errp[320], err[512];
     snprintf(ckdir, sizeof ckdir, "%s", path_of("mf-ck"));
     snprintf(ckfile, sizeof ckfile, "%s/train.ckpt", ckdir);
-    const char *good[] = {"train", "--model", "mf", "--data", "gen:ratings:n=20000", "--lr", "0.01", "--quiet",
-                          "--checkpoint-dir", ckdir, "--checkpoint-every", "30", NULL};
+    const char *good[] = {"train",
+                          "--model",
+                          "mf",
+                          "--data",
+                          "gen:ratings:n=20000",
+                          "--lr",
+                          "0.01",
+                          "--quiet",
+                          "--checkpoint-dir",
+                          ckdir,
+                          "--checkpoint-every",
+                          "30",
+                          NULL};
     CHECK(run_asgd(good, "mf-good") == 0);  // its last checkpoint is at its end
     size_t len;
     uint8_t *before = read_bytes(ckfile, &len);
     // Resumed with a step size that blows up: stopped, with the step and the checkpoint named.
-    const char *bad[] = {"train", "--model", "mf", "--data", "gen:ratings:n=20000", "--lr", "1", "--epochs", "4",
-                         "--quiet", "--resume", ckdir, "--checkpoint-every", "30", NULL};
+    const char *bad[] = {"train", "--model", "mf",       "--data", "gen:ratings:n=20000", "--lr", "1", "--epochs",
+                         "4",     "--quiet", "--resume", ckdir,    "--checkpoint-every",  "30",   NULL};
     CHECK(run_asgd(bad, "mf-bad") == 1);
     snprintf(errp, sizeof errp, "%s.err", path_of("mf-bad"));
     char *log = proc_slurp(errp);
@@ -373,8 +385,23 @@ static void test_divergence(void) {
     free(log);
 
     // A distributed run diverges: it stops (it does not hang) and says so.
-    const char *dist[] = {"launch", "--model", "mf", "--data", "gen:ratings:n=20000", "--lr", "1", "--epochs", "4", "--workers", "2",
-                          "--sync", "asp", "--quiet", "--run-dir", path_of("mf-dist"), NULL};
+    const char *dist[] = {"launch",
+                          "--model",
+                          "mf",
+                          "--data",
+                          "gen:ratings:n=20000",
+                          "--lr",
+                          "1",
+                          "--epochs",
+                          "4",
+                          "--workers",
+                          "2",
+                          "--sync",
+                          "asp",
+                          "--quiet",
+                          "--run-dir",
+                          path_of("mf-dist"),
+                          NULL};
     CHECK(run_asgd(dist, "mf-dist") == 1);
     snprintf(errp, sizeof errp, "%s.err", path_of("mf-dist"));
     log = proc_slurp(errp);
@@ -392,23 +419,42 @@ int main(void) {
     test_server_restart(ctx);
     CHECK(zmq_ctx_term(ctx) == 0);
 
-    const char *logreg1[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=100000,dim=20000,nnz=30", "--threads",
-                             "1", "--epochs", "3", "--optimizer", "adagrad", "--lr", "0.1", "--quiet", NULL};
+    const char *logreg1[] = {"train",     "--model", "logreg",   "--data",  "gen:sparse:n=100000,dim=20000,nnz=30",
+                             "--threads", "1",       "--epochs", "3",       "--optimizer",
+                             "adagrad",   "--lr",    "0.1",      "--quiet", NULL};
     check_resume_identical("hogwild-1", logreg1);
     // The replicas variant: the thread merges before each checkpoint, and the
     // resumed replica starts from the checkpoint's parameters.
-    const char *replicas1[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=100000,dim=20000,nnz=30",
-                               "--threads", "1", "--epochs", "3", "--optimizer", "adagrad", "--lr", "0.1",
-                               "--hogwild-variant", "replicas", "--merge-every", "7", "--quiet", NULL};
+    const char *replicas1[] = {"train",
+                               "--model",
+                               "logreg",
+                               "--data",
+                               "gen:sparse:n=100000,dim=20000,nnz=30",
+                               "--threads",
+                               "1",
+                               "--epochs",
+                               "3",
+                               "--optimizer",
+                               "adagrad",
+                               "--lr",
+                               "0.1",
+                               "--hogwild-variant",
+                               "replicas",
+                               "--merge-every",
+                               "7",
+                               "--quiet",
+                               NULL};
     check_resume_identical("replicas-1", replicas1);
-    const char *logreg_sync[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=100000,dim=20000,nnz=30",
-                                 "--threads", "2", "--mode", "sync", "--batch", "4", "--epochs", "2", "--quiet", NULL};
+    const char *logreg_sync[] = {"train",     "--model",  "logreg", "--data",  "gen:sparse:n=100000,dim=20000,nnz=30",
+                                 "--threads", "2",        "--mode", "sync",    "--batch",
+                                 "4",         "--epochs", "2",      "--quiet", NULL};
     check_resume_identical("sync-2", logreg_sync);
     if (test_have_fashion_mnist("test_checkpoint: the MLP resume case")) {
         // 20 epochs: sync rounds are fast enough that 2 epochs ended before
         // the first checkpoint (0.05 s of training) on an idle machine.
-        const char *mlp[] = {"train", "--model", "mlp", "--hidden", "32", "--train-limit", "6000", "--test-limit", "500",
-                             "--threads", "2", "--mode", "sync", "--momentum", "0.9", "--epochs", "20", "--quiet", NULL};
+        const char *mlp[] = {"train", "--model",   "mlp", "--hidden", "32",   "--train-limit", "6000", "--test-limit",
+                             "500",   "--threads", "2",   "--mode",   "sync", "--momentum",    "0.9",  "--epochs",
+                             "20",    "--quiet",   NULL};
         check_resume_identical("mlp-sync-2", mlp);
     }
     test_divergence();

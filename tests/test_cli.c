@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "engine/core/run_report.h"
-#include "datasets/text_io.h"  // defines: text_file_read, text_format_float
+#include "datasets/text_io.h"
 #include "test_support.h"
 
 extern char **environ;
@@ -109,8 +109,8 @@ int main(void) {
     snprintf(log, sizeof log, "%s/run.csv", dir);
     snprintf(summary, sizeof summary, "%s/run.json", dir);
     int code = run_asgd(&out, &err, "train", "--model", "logreg", "--data", "gen:sparse:n=5000,dim=3000,nnz=20",
-                        "--threads", "2", "--epochs", "2", "--eval-every", "1000", "--log", log, "--summary",
-                        summary, "--target-acc", "0.7", NULL);
+                        "--threads", "2", "--epochs", "2", "--eval-every", "1000", "--log", log, "--summary", summary,
+                        "--target-acc", "0.7", NULL);
     printf("%s%s", err, out);
     CHECK(code == 0);
     CHECK(strstr(err, "OpenBLAS") && strstr(err, "core="));  // the startup line names the kernels
@@ -130,7 +130,8 @@ int main(void) {
     CHECK(a && sscanf(a + strlen("\"final_test_accuracy\":"), "%lf", &acc) == 1 && acc > 0.7);
     const char *l = strstr(json, "\"final_test_loss\":");
     double loss;
-    CHECK(l && sscanf(l + strlen("\"final_test_loss\":"), "%lf", &loss) == 1 && loss <= M_LN2 - 0.1);  // untrained: ln 2
+    CHECK(l && sscanf(l + strlen("\"final_test_loss\":"), "%lf", &loss) == 1 &&
+          loss <= M_LN2 - 0.1);  // untrained: ln 2
     CHECK(strstr(json, "\"time_to_target_s\":") && !strstr(json, "\"time_to_target_s\":null"));
     free(csv), free(json), free(out), free(err);
 
@@ -138,11 +139,14 @@ int main(void) {
     snprintf(gen_a, sizeof gen_a, "%s/a.svm", dir);
     snprintf(gen_b, sizeof gen_b, "%s/b.svm", dir);
     snprintf(gen_c, sizeof gen_c, "%s/c.svm", dir);
-    CHECK(run_asgd(&out, &err, "gen", "sparse", "--out", gen_a, "--n", "800", "--dim", "400", "--seed", "3", NULL) == 0);
+    CHECK(run_asgd(&out, &err, "gen", "sparse", "--out", gen_a, "--n", "800", "--dim", "400", "--seed", "3", NULL) ==
+          0);
     free(out), free(err);
-    CHECK(run_asgd(&out, &err, "gen", "sparse", "--out", gen_b, "--n", "800", "--dim", "400", "--seed", "3", NULL) == 0);
+    CHECK(run_asgd(&out, &err, "gen", "sparse", "--out", gen_b, "--n", "800", "--dim", "400", "--seed", "3", NULL) ==
+          0);
     free(out), free(err);
-    CHECK(run_asgd(&out, &err, "gen", "sparse", "--out", gen_c, "--n", "800", "--dim", "400", "--seed", "4", NULL) == 0);
+    CHECK(run_asgd(&out, &err, "gen", "sparse", "--out", gen_c, "--n", "800", "--dim", "400", "--seed", "4", NULL) ==
+          0);
     free(out), free(err);
     char *da = slurp(gen_a), *db = slurp(gen_b), *dc = slurp(gen_c);
     CHECK(strlen(da) > 1000 && strcmp(da, db) == 0 && strcmp(da, dc) != 0);

@@ -13,7 +13,7 @@
 //      still says "(default 1)"); no help text writes one of its own;
 //   f) synonyms: --batch-size and --learning_rate set --batch and --lr (in a
 //      flag file too), and a flag given under two names is refused.
-#include "engine/models/model_registry.h"  // defines: model_registry_at, model_registry_count
+#include "engine/models/model_registry.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_cli_manual_XXXXXX";
@@ -126,8 +126,10 @@ static void check_layout(const char *command) {
     char *man = built(page);
     CHECK(strstr(man, ".SH EXAMPLES\n") && strstr(man, ".SH ENVIRONMENT\n") && strstr(man, ".SH EXIT STATUS\n"));
     CHECK(strstr(man, ".SS common flags\n"));
-    printf("d) asgd %s: common flags, then %zu topics; asgd help %s the same; the page has examples, environment, "
-           "exit status\n", command, topics_shown, command);
+    printf(
+        "d) asgd %s: common flags, then %zu topics; asgd help %s the same; the page has examples, environment, "
+        "exit status\n",
+        command, topics_shown, command);
     free(man), free(help), free(again);
 }
 
@@ -138,8 +140,19 @@ static void check_defaults_and_synonyms(void) {
     CHECK(strstr(help, "(sgd|adagrad; default sgd)") && strstr(help, "--test-frac F") && strstr(help, "(default 0.1)"));
     free(help);
     printf("e) --help shows the table's defaults, before any flag given with it\n");
-    const char *syn[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=2000,dim=100,nnz=5", "--batch-size", "4",
-                         "--learning_rate", "0.125", "--max-iter", "2", "--quiet", NULL};
+    const char *syn[] = {"train",
+                         "--model",
+                         "logreg",
+                         "--data",
+                         "gen:sparse:n=2000,dim=100,nnz=5",
+                         "--batch-size",
+                         "4",
+                         "--learning_rate",
+                         "0.125",
+                         "--max-iter",
+                         "2",
+                         "--quiet",
+                         NULL};
     char *out = printed(syn);
     CHECK(launch_field(out, "batch") == 4 && launch_field(out, "lr") == 0.125 && launch_field(out, "epochs") == 2);
     free(out);
@@ -147,8 +160,8 @@ static void check_defaults_and_synonyms(void) {
     snprintf(cfg, sizeof cfg, "%s/syn.config", dir);
     FILE *f = fopen(cfg, "w");
     CHECK(f && fputs("batch_size = 3\nweight-decay = 0.001\n", f) >= 0 && fclose(f) == 0);
-    const char *from_file[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=2000,dim=100,nnz=5", "--config",
-                               cfg, "--quiet", NULL};
+    const char *from_file[] = {"train",    "--model", "logreg",  "--data", "gen:sparse:n=2000,dim=100,nnz=5",
+                               "--config", cfg,       "--quiet", NULL};
     out = printed(from_file);
     CHECK(launch_field(out, "batch") == 3 && launch_field(out, "l2") == 0.001);
     free(out);

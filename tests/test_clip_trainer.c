@@ -4,10 +4,10 @@
 // along the step's own (unclipped) gradient.
 #include <math.h>
 
-#include "engine/core/grad.h"      // defines: grad_clip_norm
-#include "engine/core/params.h"    // defines: params_new, params_read
-#include "engine/sim/simulate.h"  // defines: simulate_fresh
-#include "engine/core/trainer.h"   // defines: train_fresh
+#include "engine/core/grad.h"
+#include "engine/core/params.h"
+#include "engine/sim/simulate.h"
+#include "engine/core/trainer.h"
 #include "test_support.h"
 
 #define LR 0.1f
@@ -131,9 +131,10 @@ static void check_one_step(const char *label, const model_t *m) {
     run(m, &c, w);
     for (size_t i = 0; i < n; i++) step[i] = w[i] - w0[i];
     CHECK_NEAR(norm(step, n), LR * gn, LR * gn * ROUNDING);
-    printf("%s: one step, |g| = %.4g: update norm lr * C = %.4g along -g in hogwild, locked, sync (1 and 2 threads); "
-           "unclipped %.4g\n",
-           label, gn, LR * CLIP, LR * gn);
+    printf(
+        "%s: one step, |g| = %.4g: update norm lr * C = %.4g along -g in hogwild, locked, sync (1 and 2 threads); "
+        "unclipped %.4g\n",
+        label, gn, LR * CLIP, LR * gn);
     free(w0);
     free(g);
     free(w);

@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "datasets/text_io.h"  // defines: text_file_read
+#include "datasets/text_io.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_cluster_XXXXXX";
@@ -51,7 +51,8 @@ int main(void) {
     snprintf(command, sizeof command,
              "%s/../cluster/run_under_launchers.sh -n 4 sh -c 'if [ -n \"$OMPI_COMM_WORLD_SIZE\" ]; then "
              "l=mpi; c=\"--coordinator 127.0.0.1:%d\"; else l=slurm; c=; fi; exec %s launch --servers 1 --model logreg "
-             "--data gen:sparse:n=8000,dim=2000,nnz=20 --sync ssp --staleness 2 --push-every 10 --fetch-every 10 --server-lr 0.15 "
+             "--data gen:sparse:n=8000,dim=2000,nnz=20 --sync ssp --staleness 2 --push-every 10 --fetch-every 10 "
+             "--server-lr 0.15 "
              "--quiet --timeout-ms 30000 --run-dir %s/$l $c' 2>&1",
              ASGD_TEST_DATA_DIR, port, ASGD_BINARY, dir);
     FILE *p = popen(command, "r");

@@ -67,12 +67,9 @@ static void check_hosts(void) {
         int pick;  // auto's
         size_t hosts, local_n;
     } cases[] = {
-        {{"a", "a", "a", "a"}, 4, COLLECTIVE_SHM, 1, 4},
-        {{"a", "a", "b", "b"}, 4, COLLECTIVE_HIER, 2, 2},
-        {{"a", "b", "a", "b"}, 4, COLLECTIVE_HIER, 2, 2},
-        {{"a", "a", "b", "b", "c", "c"}, 6, COLLECTIVE_HIER, 3, 2},
-        {{"a", "b", "c", "d"}, 4, COLLECTIVE_STREAM, 4, 1},
-        {{"a", "a", "b"}, 3, COLLECTIVE_STREAM, 2, 0},
+        {{"a", "a", "a", "a"}, 4, COLLECTIVE_SHM, 1, 4},    {{"a", "a", "b", "b"}, 4, COLLECTIVE_HIER, 2, 2},
+        {{"a", "b", "a", "b"}, 4, COLLECTIVE_HIER, 2, 2},   {{"a", "a", "b", "b", "c", "c"}, 6, COLLECTIVE_HIER, 3, 2},
+        {{"a", "b", "c", "d"}, 4, COLLECTIVE_STREAM, 4, 1}, {{"a", "a", "b"}, 3, COLLECTIVE_STREAM, 2, 0},
     };
     char err[512];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -171,8 +168,8 @@ static void run(const char *name, const char *const *model_args, const char *syn
     int n = 0;
     a[n++] = "launch";
     for (const char *const *m = model_args; *m; m++) a[n++] = *m;
-    const char *tail[] = {"--sync", sync, "--workers", workers, "--quiet", "--worker-eval", "off", "--run-dir",
-                          path_of(name), NULL};
+    const char *tail[] = {"--sync",        sync,  "--workers", workers,       "--quiet",
+                          "--worker-eval", "off", "--run-dir", path_of(name), NULL};
     for (const char *const *t = tail; *t; t++) a[n++] = *t;
     for (const char *const *t = extra; t && *t; t++) a[n++] = *t;
     if (collective) {
@@ -194,8 +191,10 @@ static void run(const char *name, const char *const *model_args, const char *syn
         CHECK(strcmp(ck, c0) == 0);
         snprintf(want, sizeof want, "\"collective\":\"%s\"", expect);
         CHECK(strstr(json, want));
-        if (strcmp(expect, "shm") == 0) CHECK(launch_field(json, "bytes_out") == 0);
-        else CHECK(launch_field(json, "bytes_out") > 0);
+        if (strcmp(expect, "shm") == 0)
+            CHECK(launch_field(json, "bytes_out") == 0);
+        else
+            CHECK(launch_field(json, "bytes_out") > 0);
         free(ck);
         free(json);
     }
@@ -245,8 +244,9 @@ int main(void) {
     check_rule();
     check_hosts();
     // 5400 training examples, rounds of 8 per worker.
-    const char *sparse[] = {"--model", "logreg", "--data", "gen:sparse:n=6000,dim=1000,nnz=20", "--batch", "8",
-                            "--lr", "0.5", "--epochs", "2", NULL};
+    const char *sparse[] = {"--model",  "logreg", "--data", "gen:sparse:n=6000,dim=1000,nnz=20",
+                            "--batch",  "8",      "--lr",   "0.5",
+                            "--epochs", "2",      NULL};
     compare("logreg", sparse, "allreduce", NULL, 1);
     const char *local[] = {"--local-steps", "3", NULL};
     compare("logreg-local", sparse, "local", local, 0);
@@ -255,8 +255,9 @@ int main(void) {
     const char *fp16[] = {"--compress", "fp16", NULL};
     run("auto-fp16", sparse, "allreduce", "2", NULL, fp16, "ring");
     if (test_have_fashion_mnist("the dense (MLP) comparison")) {
-        const char *dense[] = {"--model", "mlp", "--hidden", "16", "--train-limit", "1200", "--test-limit", "200",
-                               "--batch", "8", "--threads", "2", NULL};
+        const char *dense[] = {
+            "--model", "mlp",       "--hidden", "16", "--train-limit", "1200", "--test-limit", "200", "--batch",
+            "8",       "--threads", "2",        NULL};
         compare("mlp", dense, "allreduce", NULL, 0);
     }
     // The stream ring sums in the ZeroMQ ring's order: the same bits. Its
@@ -271,22 +272,26 @@ int main(void) {
     CHECK(same_bits("stream-auto", "logreg-3-ring"));
     run("stream-auto-curve", sparse, "allreduce", "3", NULL, NULL, "ring");  // CURVE: the ZeroMQ ring
     unsetenv("ASGD_HOST_ID");
-    const char *forced[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=600,dim=100,nnz=5", "--workers",
-                            "2", "--sync", "allreduce", "--collective", "stream", "--quiet", NULL};
+    const char *forced[] = {"launch",    "--model", "logreg", "--data",    "gen:sparse:n=600,dim=100,nnz=5",
+                            "--workers", "2",       "--sync", "allreduce", "--collective",
+                            "stream",    "--quiet", NULL};
     CHECK(launch_run(forced) != 0);
     char *fe = launch_stderr();
     CHECK(strstr(fe, "--collective stream: the stream ring's connections are plain TCP") && strstr(fe, "CURVE"));
     free(fe);
-    printf("stream ring: models bit-identical to the ZeroMQ ring's (allreduce, 3 workers; local SGD, 2); auto "
-           "picks it for 3 hosts of one worker under --insecure, the ZeroMQ ring under CURVE; forced under CURVE "
-           "it is refused\n");
+    printf(
+        "stream ring: models bit-identical to the ZeroMQ ring's (allreduce, 3 workers; local SGD, 2); auto "
+        "picks it for 3 hosts of one worker under --insecure, the ZeroMQ ring under CURVE; forced under CURVE "
+        "it is refused\n");
     // Two pretend hosts of two workers each.
     setenv("ASGD_HOST_ID", "a,a,b,b", 1);
     run("hier", sparse, "allreduce", "4", NULL, NULL, "hier");
     run("hier-ring", sparse, "allreduce", "4", "ring", NULL, "ring");
     double dh = launch_model_diff(path_of("hier.model"), path_of("hier-ring.model"));
-    printf("logreg --sync allreduce, 2 hosts x 2 workers: hier vs ring largest relative difference %.3g (tolerance "
-           "%.1g), bits %s\n", dh, TOLERANCE, same_bits("hier", "hier-ring") ? "equal" : "differ");
+    printf(
+        "logreg --sync allreduce, 2 hosts x 2 workers: hier vs ring largest relative difference %.3g (tolerance "
+        "%.1g), bits %s\n",
+        dh, TOLERANCE, same_bits("hier", "hier-ring") ? "equal" : "differ");
     CHECK(dh <= TOLERANCE);
     char *hj = launch_file("hier", "worker-0.json"), *rj = launch_file("hier-ring", "worker-0.json");
     double hb = launch_field(hj, "bytes_out"), rb = launch_field(rj, "bytes_out");
@@ -303,8 +308,9 @@ int main(void) {
     free(hj);
     free(rj);
     setenv("ASGD_HOST_ID", "a,a,b", 1);
-    const char *uneven[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=600,dim=100,nnz=5", "--workers",
-                            "3", "--sync", "allreduce", "--collective", "hier", "--quiet", NULL};
+    const char *uneven[] = {"launch",    "--model", "logreg", "--data",    "gen:sparse:n=600,dim=100,nnz=5",
+                            "--workers", "3",       "--sync", "allreduce", "--collective",
+                            "hier",      "--quiet", NULL};
     CHECK(launch_run(uneven) != 0);
     char *ue = launch_stderr();
     printf("refused: %s", ue);
@@ -312,11 +318,11 @@ int main(void) {
     free(ue);
     unsetenv("ASGD_HOST_ID");
     const char *base[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=600,dim=100,nnz=5", "--workers", "2"};
-    const char *shm_fp16[] = {base[0], base[1], base[2], base[3], base[4], base[5], base[6], "--sync", "allreduce",
-                              "--collective", "shm", "--compress", "fp16", NULL};
+    const char *shm_fp16[] = {base[0],  base[1],     base[2],        base[3], base[4],      base[5], base[6],
+                              "--sync", "allreduce", "--collective", "shm",   "--compress", "fp16",  NULL};
     launch_expect_refusal(shm_fp16, "--collective shm: compressed exchanges");
-    const char *asp[] = {base[0], base[1], base[2], base[3], base[4], base[5], base[6], "--sync", "asp",
-                         "--collective", "ring", NULL};
+    const char *asp[] = {base[0], base[1],  base[2], base[3],        base[4], base[5],
+                         base[6], "--sync", "asp",   "--collective", "ring",  NULL};
     launch_expect_refusal(asp, "--collective ring: applies to --sync allreduce");
     CHECK(test_remove_tree(dir) == 0);
     printf("collective tests passed\n");

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proc_support.h"  // defines: proc_start, proc_free_port
+#include "proc_support.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_collective_mpi_XXXXXX";  // read by launch_support.h
@@ -28,9 +28,10 @@ static const char *path_of(const char *name) {
 }
 
 // 5400 training examples, rounds of 8 per worker.
-static const char *const model_args[] = {"--model", "logreg", "--data", "gen:sparse:n=6000,dim=1000,nnz=20",
-                                         "--batch", "8", "--lr", "0.5", "--epochs", "2", "--quiet",
-                                         "--worker-eval", "off", NULL};
+static const char *const model_args[] = {"--model",  "logreg", "--data",  "gen:sparse:n=6000,dim=1000,nnz=20",
+                                         "--batch",  "8",      "--lr",    "0.5",
+                                         "--epochs", "2",      "--quiet", "--worker-eval",
+                                         "off",      NULL};
 
 // args: "launch" + model_args + --sync sync + extra + --collective collective
 // + --run-dir and --save-model named after `name`; returns the count.
@@ -78,8 +79,8 @@ static int run_mpi(const char *name, const char *sync, const char *const *extra)
     char coordinator[32];
     snprintf(coordinator, sizeof coordinator, "127.0.0.1:%d", proc_free_port());
     // --timeout: MPI_Allreduce has none of its own; a hang becomes a failure.
-    const char *a[80] = {ASGD_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "--timeout", "240",
-                         "-np", "2", ASGD_BINARY};
+    const char *a[80] = {ASGD_MPIEXEC, "--oversubscribe", "--allow-run-as-root", "--timeout", "240", "-np",
+                         "2",          ASGD_BINARY};
     int n = 8;
     n += launch_args(a + n, name, sync, "mpi", extra);
     a[n++] = "--coordinator";
@@ -96,8 +97,10 @@ static int run_mpi(const char *name, const char *sync, const char *const *extra)
     snprintf(opts, sizeof opts, "%s%sdetect_leaks=0", saved, saved[0] ? ":" : "");
     setenv("ASAN_OPTIONS", opts, 1);
     pid_t pid = proc_start(a, path_of(out), path_of(err));
-    if (asan) setenv("ASAN_OPTIONS", saved, 1);
-    else unsetenv("ASAN_OPTIONS");
+    if (asan)
+        setenv("ASAN_OPTIONS", saved, 1);
+    else
+        unsetenv("ASAN_OPTIONS");
     int st;
     CHECK(waitpid(pid, &st, 0) == pid);
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
@@ -145,13 +148,15 @@ static void compare(const char *label, const char *sync, const char *const *extr
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
-    const char *base[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=600,dim=100,nnz=5", "--workers", "2",
-                          "--sync", "allreduce", "--collective", "mpi", NULL, NULL, NULL};
+    const char *base[] = {"launch",    "--model", "logreg", "--data",    "gen:sparse:n=600,dim=100,nnz=5",
+                          "--workers", "2",       "--sync", "allreduce", "--collective",
+                          "mpi",       NULL,      NULL,     NULL};
 #ifndef ASGD_HAVE_MPI
     launch_expect_refusal(base, "asgd was built without MPI");
     CHECK(test_remove_tree(dir) == 0);
-    return test_skip("test_collective_mpi: asgd was built without MPI (Open MPI not found at configure time, or "
-                     "-DASGD_MPI=OFF)");
+    return test_skip(
+        "test_collective_mpi: asgd was built without MPI (Open MPI not found at configure time, or "
+        "-DASGD_MPI=OFF)");
 #else
     // Outside mpirun (this test is not under it), compressed, and under asp.
     unsetenv("OMPI_COMM_WORLD_SIZE");

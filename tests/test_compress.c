@@ -57,9 +57,8 @@ static void test_specs(void) {
     }
     compress_spec_t q = spec_of("qsgd:4");
     CHECK(q.kind == COMPRESS_KIND_QSGD && q.bits == 4 && q.bucket == COMPRESS_QSGD_BUCKET);
-    const char *bad[] = {"",       "zip",      "fp16:2",     "qsgd",     "qsgd:1",  "qsgd:9", "qsgd:x",
-                         "qsgd:4:", "qsgd:4:0", "topk",       "topk:0",   "topk:1.5", "randk:-0.1", "randk:nan",
-                         "none:1", "topk:0.1x"};
+    const char *bad[] = {"",         "zip",  "fp16:2", "qsgd",     "qsgd:1",     "qsgd:9",    "qsgd:x", "qsgd:4:",
+                         "qsgd:4:0", "topk", "topk:0", "topk:1.5", "randk:-0.1", "randk:nan", "none:1", "topk:0.1x"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         char err[ERR_LEN] = "";
         compress_spec_t s;
@@ -106,9 +105,12 @@ static void test_fp16(void) {
         float x = (float)(pow(2.0, -149.0 + 276.0 * rng_uniform(&r)) * (rng_uniform(&r) < 0.5 ? -1 : 1));
         float q = compress_f16_to_f32(compress_f32_to_f16(x));
         double e = fabs((double)q - (double)x), ax = fabs((double)x);
-        if (ax >= 0x1p-14 && ax <= 65504.0) CHECK(e <= 0x1p-11 * ax);
-        else if (ax < 0x1p-14) CHECK(e <= 0x1p-25);
-        else CHECK(q == (x > 0 ? 65504.0f : -65504.0f));
+        if (ax >= 0x1p-14 && ax <= 65504.0)
+            CHECK(e <= 0x1p-11 * ax);
+        else if (ax < 0x1p-14)
+            CHECK(e <= 0x1p-25);
+        else
+            CHECK(q == (x > 0 ? 65504.0f : -65504.0f));
 #ifdef __FLT16_MAX__
         if (ax <= 65504.0) {
             _Float16 ref = (_Float16)x;
@@ -139,9 +141,10 @@ static void test_fp16(void) {
     free(q2);
     free(b1);
     free(b2);
-    printf("fp16: every half round-trips; 200000 random floats (2^-149 .. 2^127) within 2^-11 relative / 2^-25 "
-           "absolute; %zu agree with the compiler's _Float16; the %s path equals the reference\n",
-           agreed, compress_fp16_hardware() ? "F16C" : "scalar");
+    printf(
+        "fp16: every half round-trips; 200000 random floats (2^-149 .. 2^127) within 2^-11 relative / 2^-25 "
+        "absolute; %zu agree with the compiler's _Float16; the %s path equals the reference\n",
+        agreed, compress_fp16_hardware() ? "F16C" : "scalar");
 }
 
 // ---- round trips -----------------------------------------------------------------
@@ -149,8 +152,8 @@ static void test_fp16(void) {
 static void test_round_trips(void) {
     char err[ERR_LEN];
     const size_t sizes[] = {0, 1, 7, 511, 512, 513, 5000};
-    const char *methods[] = {"none", "fp16", "qsgd:2", "qsgd:4", "qsgd:8", "qsgd:3:100", "topk:0.1", "randk:0.1",
-                             "topk:1"};
+    const char *methods[] = {"none",       "fp16",     "qsgd:2",    "qsgd:4", "qsgd:8",
+                             "qsgd:3:100", "topk:0.1", "randk:0.1", "topk:1"};
     for (size_t m = 0; m < sizeof methods / sizeof *methods; m++) {
         compress_spec_t s = spec_of(methods[m]);
         compressor_t *c = compressor_new(&s, 5000, 42, 7, err, sizeof err);
@@ -173,33 +176,40 @@ static void test_round_trips(void) {
                 double e = fabs((double)back[i] - (double)x[i]);
                 nonzero += back[i] != 0.0f;
                 switch (s.kind) {
-                case COMPRESS_KIND_NONE: CHECK(back[i] == x[i]); break;
-                case COMPRESS_KIND_FP16:
-                    CHECK(fabs(x[i]) < 0x1p-14 ? e <= 0x1p-25 : e <= 0x1p-11 * fabs(x[i]));
-                    break;
-                case COMPRESS_KIND_QSGD: {
-                    // At most one level (bucket scale / s) away, same sign, zero stays zero.
-                    size_t lo = i / s.bucket * s.bucket, hi = lo + s.bucket < n ? lo + s.bucket : n;
-                    float scale = 0.0f;
-                    for (size_t j = lo; j < hi; j++) scale = fmaxf(scale, fabsf(x[j]));
-                    CHECK(e <= (double)scale / levels * (1 + 1e-6));
-                    CHECK(back[i] * x[i] >= 0.0f);
-                    if (x[i] == 0.0f) CHECK(back[i] == 0.0f);
-                    break;
-                }
-                case COMPRESS_KIND_TOPK: CHECK(back[i] == 0.0f || back[i] == x[i]); break;
-                case COMPRESS_KIND_RANDK:
-                    CHECK(back[i] == 0.0f || back[i] == x[i] * (float)((double)n / (double)k));
-                    break;
-                default: break;
+                    case COMPRESS_KIND_NONE:
+                        CHECK(back[i] == x[i]);
+                        break;
+                    case COMPRESS_KIND_FP16:
+                        CHECK(fabs(x[i]) < 0x1p-14 ? e <= 0x1p-25 : e <= 0x1p-11 * fabs(x[i]));
+                        break;
+                    case COMPRESS_KIND_QSGD: {
+                        // At most one level (bucket scale / s) away, same sign, zero stays zero.
+                        size_t lo = i / s.bucket * s.bucket, hi = lo + s.bucket < n ? lo + s.bucket : n;
+                        float scale = 0.0f;
+                        for (size_t j = lo; j < hi; j++) scale = fmaxf(scale, fabsf(x[j]));
+                        CHECK(e <= (double)scale / levels * (1 + 1e-6));
+                        CHECK(back[i] * x[i] >= 0.0f);
+                        if (x[i] == 0.0f) CHECK(back[i] == 0.0f);
+                        break;
+                    }
+                    case COMPRESS_KIND_TOPK:
+                        CHECK(back[i] == 0.0f || back[i] == x[i]);
+                        break;
+                    case COMPRESS_KIND_RANDK:
+                        CHECK(back[i] == 0.0f || back[i] == x[i] * (float)((double)n / (double)k));
+                        break;
+                    default:
+                        break;
                 }
             }
             if (s.kind == COMPRESS_KIND_TOPK) {
                 // The k largest magnitudes: nothing dropped is larger than anything kept.
                 float smallest_kept = INFINITY, largest_dropped = 0.0f;
                 for (size_t i = 0; i < n; i++) {
-                    if (back[i] != 0.0f) smallest_kept = fminf(smallest_kept, fabsf(x[i]));
-                    else largest_dropped = fmaxf(largest_dropped, fabsf(x[i]));
+                    if (back[i] != 0.0f)
+                        smallest_kept = fminf(smallest_kept, fabsf(x[i]));
+                    else
+                        largest_dropped = fmaxf(largest_dropped, fabsf(x[i]));
                 }
                 CHECK(n == 0 || largest_dropped <= smallest_kept);
                 CHECK(nonzero <= k);
@@ -267,9 +277,10 @@ static void test_unbiased(void) {
     // about 300 * 6e-7; the seeds are fixed, so the outcome is too.
     double zq2 = worst_z("qsgd:2", x, N, DRAWS), zq4 = worst_z("qsgd:4:64", x, N, DRAWS);
     double zr = worst_z("randk:0.2", x, N, DRAWS), zt = worst_z("topk:0.2", x, N, DRAWS);
-    printf("unbiasedness over %d draws, worst |z| of %d coordinates: qsgd:2 %.2f, qsgd:4:64 %.2f, randk:0.2 %.2f; "
-           "topk:0.2 (biased) %.3g\n",
-           DRAWS, N, zq2, zq4, zr, zt);
+    printf(
+        "unbiasedness over %d draws, worst |z| of %d coordinates: qsgd:2 %.2f, qsgd:4:64 %.2f, randk:0.2 %.2f; "
+        "topk:0.2 (biased) %.3g\n",
+        DRAWS, N, zq2, zq4, zr, zt);
     CHECK(zq2 < 5.0 && zq4 < 5.0 && zr < 5.0);
     CHECK(zt > 50.0);  // the statistic does see a bias when there is one
 }
@@ -277,10 +288,10 @@ static void test_unbiased(void) {
 // ---- error feedback ---------------------------------------------------------------
 
 typedef struct ef_outcome {
-    double gap_end;        // |sum of g - sum of sent| after the last step
-    double residual_end;   // |residual| after the last step
+    double gap_end;  // |sum of g - sum of sent| after the last step
+    double residual_end;  // |residual| after the last step
     double max_first, max_second;  // largest |residual| in each half of the run
-    double identity;       // | (sum g - sum sent) - residual |, float rounding only
+    double identity;  // | (sum g - sum sent) - residual |, float rounding only
 } ef_outcome_t;
 
 static ef_outcome_t run_feedback(const char *method, int feedback, size_t n, int steps) {
@@ -309,8 +320,10 @@ static ef_outcome_t run_feedback(const char *method, int feedback, size_t n, int
             got[i] += sent[i];
         }
         double norm = ef_residual_norm(&res);
-        if (t < steps / 2) o.max_first = fmax(o.max_first, norm);
-        else o.max_second = fmax(o.max_second, norm);
+        if (t < steps / 2)
+            o.max_first = fmax(o.max_first, norm);
+        else
+            o.max_second = fmax(o.max_second, norm);
     }
     double gap = 0, id = 0;
     for (size_t i = 0; i < n; i++) {
@@ -337,9 +350,10 @@ static void test_error_feedback(void) {
     const char *methods[] = {"topk:0.01", "randk:0.05", "qsgd:2", "fp16"};
     for (size_t m = 0; m < sizeof methods / sizeof *methods; m++) {
         ef_outcome_t on = run_feedback(methods[m], 1, N, STEPS), off = run_feedback(methods[m], 0, N, STEPS);
-        printf("error feedback %-10s |sum g - sum sent| after %d steps: %.4g with (residual %.4g, max %.4g then "
-               "%.4g), %.4g without\n",
-               methods[m], STEPS, on.gap_end, on.residual_end, on.max_first, on.max_second, off.gap_end);
+        printf(
+            "error feedback %-10s |sum g - sum sent| after %d steps: %.4g with (residual %.4g, max %.4g then "
+            "%.4g), %.4g without\n",
+            methods[m], STEPS, on.gap_end, on.residual_end, on.max_first, on.max_second, off.gap_end);
         // What was not sent is exactly what the residual holds (to float rounding).
         CHECK(on.identity <= 1e-3 * (1.0 + on.gap_end));
         // The residual stays bounded: no larger late in the run than early on.
@@ -390,10 +404,10 @@ static void test_malformed(void) {
     memcpy(tmp, buf, len);
     tmp[2] = 1;
     expect_bad(tmp, len, N, "bytes 2-3");
-    expect_bad(buf, len - 1, N, "expected");          // truncated
-    expect_bad(buf, len, N + 1, "expected");          // another length than announced
+    expect_bad(buf, len - 1, N, "expected");  // truncated
+    expect_bad(buf, len, N + 1, "expected");  // another length than announced
     memcpy(tmp, buf, len);
-    tmp[8 + 2 * 3 + 1] = 0x7c;                        // value 3 becomes infinity
+    tmp[8 + 2 * 3 + 1] = 0x7c;  // value 3 becomes infinity
     expect_bad(tmp, len, N, "not finite");
     cases += 5;
     free(buf);
@@ -411,10 +425,10 @@ static void test_malformed(void) {
     memset(tmp + 4, 0, 4);
     expect_bad(tmp, len, N - 1, "bucket length 0");
     memcpy(tmp, buf, len);
-    tmp[codes] = 0xff;                                // code 15 > 2s = 14
+    tmp[codes] = 0xff;  // code 15 > 2s = 14
     expect_bad(tmp, len, N - 1, "above 14");
     memcpy(tmp, buf, len);
-    tmp[len - 1] |= 0xf0;                             // padding bits set
+    tmp[len - 1] |= 0xf0;  // padding bits set
     expect_bad(tmp, len, N - 1, "unused bits");
     memcpy(tmp, buf, len);
     float neg = -1.0f;
@@ -427,19 +441,19 @@ static void test_malformed(void) {
     compress_spec_t t = spec_of("topk:0.25");
     c = compressor_new(&t, N, 1, 1, err, sizeof err);
     CHECK(c);
-    buf = encode_new(c, x, N, NULL, NULL, &len);      // 10 pairs
+    buf = encode_new(c, x, N, NULL, NULL, &len);  // 10 pairs
     uint32_t v;
     memcpy(tmp, buf, len);
     v = N;
-    memcpy(tmp + 8 + 4 * 9, &v, 4);                   // last index out of range
+    memcpy(tmp + 8 + 4 * 9, &v, 4);  // last index out of range
     expect_bad(tmp, len, N, "not below 40");
     memcpy(tmp, buf, len);
     memcpy(&v, tmp + 8 + 4 * 3, 4);
-    memcpy(tmp + 8 + 4 * 4, &v, 4);                   // a repeated index
+    memcpy(tmp + 8 + 4 * 4, &v, 4);  // a repeated index
     expect_bad(tmp, len, N, "not ascending");
     memcpy(tmp, buf, len);
     v = 200;
-    memcpy(tmp + 4, &v, 4);                           // more pairs than values
+    memcpy(tmp + 4, &v, 4);  // more pairs than values
     expect_bad(tmp, len, N, "200 pairs");
     memcpy(tmp, buf, len);
     float inf = INFINITY;
@@ -464,14 +478,15 @@ static void test_encoder(void) {
     const char *methods[] = {"qsgd:3", "randk:0.1"};
     for (size_t m = 0; m < 2; m++) {
         compress_spec_t s = spec_of(methods[m]);
-        compressor_t *c1 = compressor_new(&s, N, 5, 2, err, sizeof err), *c2 = compressor_new(&s, N, 5, 2, err, sizeof err),
+        compressor_t *c1 = compressor_new(&s, N, 5, 2, err, sizeof err),
+                     *c2 = compressor_new(&s, N, 5, 2, err, sizeof err),
                      *c3 = compressor_new(&s, N, 6, 2, err, sizeof err);
         CHECK(c1 && c2 && c3);
         size_t l1, l2, l3;
         uint8_t *e1 = encode_new(c1, x, N, NULL, NULL, &l1), *e2 = encode_new(c2, x, N, NULL, NULL, &l2),
                 *e3 = encode_new(c3, x, N, NULL, NULL, &l3);
         CHECK(l1 == l2 && memcmp(e1, e2, l1) == 0);  // same seed, same bytes
-        CHECK(memcmp(e1, e3, l1) != 0);              // another seed, other draws
+        CHECK(memcmp(e1, e3, l1) != 0);  // another seed, other draws
         // decode_add adds onto what is there.
         for (size_t i = 0; i < N; i++) a[i] = b[i] = (float)i;
         float d[N];

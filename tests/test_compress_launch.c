@@ -18,7 +18,7 @@
 
 static char dir[] = "/tmp/asgd_compress_XXXXXX";  // read by launch_support.h
 #include "launch_support.h"
-#include "net/compress.h"  // defines: compress_spec_parse, compress_encoded_bytes, compress_values_sent
+#include "net/compress.h"
 
 static char *rundir(const char *name) {
     static char path[8][300];
@@ -54,14 +54,17 @@ static double ratio_expected_allgather(size_t n_params, size_t workers, const ch
 }
 
 static void check_allreduce_topk(void) {
-    const char *common[] = {"--model", "logreg", "--data", "gen:sparse:n=20000,dim=2000,nnz=20", "--batch", "4",
-                            "--lr", "0.5", "--workers", "3", "--sync", "allreduce", NULL};
+    const char *common[] = {"--model",   "logreg", "--data", "gen:sparse:n=20000,dim=2000,nnz=20",
+                            "--batch",   "4",      "--lr",   "0.5",
+                            "--workers", "3",      "--sync", "allreduce",
+                            NULL};
     const char *extra[] = {"--compress", "topk:0.01", "--error-feedback", "on", NULL};
     char *s = launch("logreg-topk", common, extra);
     double ratio = launch_field(s, "compression_ratio"), want = ratio_expected_allgather(2001, 3, "topk:0.01");
-    printf("logreg allreduce topk:0.01 + error feedback: accuracy %.3f, bytes out %.0f in %.0f, ratio %.3f "
-           "(expected about %.3f)\n",
-           launch_field(s, "final_test_accuracy"), launch_field(s, "bytes_out"), launch_field(s, "bytes_in"), ratio, want);
+    printf(
+        "logreg allreduce topk:0.01 + error feedback: accuracy %.3f, bytes out %.0f in %.0f, ratio %.3f "
+        "(expected about %.3f)\n",
+        launch_field(s, "final_test_accuracy"), launch_field(s, "bytes_out"), launch_field(s, "bytes_in"), ratio, want);
     CHECK(fabs(ratio - want) < 0.01 * want);
     CHECK(launch_field(s, "final_test_accuracy") > 0.8);  // float32: 0.843; balanced classes: chance is 0.5
     // Every replica applied the same bits: identical final evaluations.
@@ -104,8 +107,9 @@ static void check_refused(void) {
 static void check_dense(void) {
     // mlp 784-16-10: 12730 parameters.
     const size_t n = 784 * 16 + 16 + 16 * 10 + 10;
-    const char *common[] = {"--model", "mlp", "--hidden", "16", "--train-limit", "1200", "--test-limit", "300",
-                            "--batch", "8", "--workers", "2", NULL};
+    const char *common[] = {
+        "--model", "mlp",       "--hidden", "16", "--train-limit", "1200", "--test-limit", "300", "--batch",
+        "8",       "--workers", "2",        NULL};
     const char *bsp[] = {"--sync", "bsp", NULL}, *bsp16[] = {"--sync", "bsp", "--compress", "fp16", NULL};
     char *plain = launch("mlp-bsp", common, bsp), *half = launch("mlp-bsp-fp16", common, bsp16);
     double a32 = launch_field(plain, "final_test_accuracy"), a16 = launch_field(half, "final_test_accuracy");
@@ -120,18 +124,19 @@ static void check_dense(void) {
     free(plain);
     free(half);
 
-    const char *asp_common[] = {"--model", "mlp", "--hidden", "16", "--train-limit", "3000", "--test-limit", "500",
-                                "--batch", "8", "--workers", "2", NULL};
-    const char *asp[] = {"--sync", "asp", "--push-every", "4", "--fetch-every", "4", "--server-lr", "0.025",
-                         "--epochs", "2", "--compress", "qsgd:4", "--error-feedback", "on", NULL};
+    const char *asp_common[] = {
+        "--model", "mlp",       "--hidden", "16", "--train-limit", "3000", "--test-limit", "500", "--batch",
+        "8",       "--workers", "2",        NULL};
+    const char *asp[] = {"--sync",   "asp", "--push-every", "4",      "--fetch-every",    "4",  "--server-lr", "0.025",
+                         "--epochs", "2",   "--compress",   "qsgd:4", "--error-feedback", "on", NULL};
     char *q = launch("mlp-asp-qsgd", asp_common, asp);
     char err[256];
     compress_spec_t spec;
     CHECK_OK(compress_spec_parse("qsgd:4", &spec, err, sizeof err), err);
     double want = 4.0 * (double)n / (double)compress_encoded_bytes(&spec, n);
     printf("mlp asp qsgd:4 + error feedback: accuracy %.3f, ratio %.4f (each push %zu bytes for %zu floats: %.4f)\n",
-           launch_field(q, "final_test_accuracy"), launch_field(q, "compression_ratio"), compress_encoded_bytes(&spec, n),
-           n, want);
+           launch_field(q, "final_test_accuracy"), launch_field(q, "compression_ratio"),
+           compress_encoded_bytes(&spec, n), n, want);
     CHECK(fabs(launch_field(q, "compression_ratio") - want) < 1e-6 * want);
     CHECK(launch_field(q, "bytes_out") == launch_field(q, "pushes") * (double)compress_encoded_bytes(&spec, n));
     CHECK(launch_field(q, "final_test_accuracy") > 0.6);  // 10 classes: chance is 0.1

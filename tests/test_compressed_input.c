@@ -13,11 +13,11 @@
 #include <zlib.h>
 #include <zstd.h>
 
-#include "datasets/csv.h"         // defines: csv_load
-#include "datasets/data_input.h"  // defines: data_input_set_max_inflated
-#include "datasets/idx.h"         // defines: idx_load
-#include "datasets/libsvm.h"      // defines: libsvm_load, libsvm_write
-#include "datasets/ratings_io.h"  // defines: ratings_load
+#include "datasets/csv.h"
+#include "datasets/data_input.h"
+#include "datasets/idx.h"
+#include "datasets/libsvm.h"
+#include "datasets/ratings_io.h"
 #include "input_support.h"
 #include "test_support.h"
 
@@ -137,7 +137,9 @@ static void round_trips(void) {
     FILE *f = fopen(path_of("iris.csv"), "w");
     CHECK(f);
     fprintf(f, "a,b,species\n");
-    for (int i = 0; i < 5000; i++) fprintf(f, "%d.%d,%d,%s\n", i % 7, i % 10, i % 3, i % 3 ? (i % 3 == 1 ? "versicolor" : "\"virginica, v\"") : "setosa");
+    for (int i = 0; i < 5000; i++)
+        fprintf(f, "%d.%d,%d,%s\n", i % 7, i % 10, i % 3,
+                i % 3 ? (i % 3 == 1 ? "versicolor" : "\"virginica, v\"") : "setosa");
     CHECK(fclose(f) == 0);
     f = fopen(path_of("r.csv"), "w");
     CHECK(f);
@@ -174,8 +176,9 @@ static void round_trips(void) {
     spill(path_of("l-idx1"), labels, sizeof labels);
     dense_dataset_t a, b;
     CHECK_OK(idx_load(path_of("i-idx3"), path_of("l-idx1"), 0, &a, err, sizeof err), err);
-    CHECK_OK(idx_load(compress_file("i-idx3", "i-idx3.xz", "xz"), compress_file("l-idx1", "l-idx1.zst", "zst"), 0, &b, err,
-                      sizeof err), err);
+    CHECK_OK(idx_load(compress_file("i-idx3", "i-idx3.xz", "xz"), compress_file("l-idx1", "l-idx1.zst", "zst"), 0, &b,
+                      err, sizeof err),
+             err);
     CHECK(a.n == 4 && b.n == 4 && memcmp(a.x, b.x, 4 * 9 * sizeof *a.x) == 0 && memcmp(a.y, b.y, 4 * sizeof *a.y) == 0);
     dense_dataset_free(&a);
     dense_dataset_free(&b);
@@ -238,15 +241,18 @@ static void broken(void) {
     const char *p = variant(xz, "half.xz", xn / 2, -1, NULL);
     expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p, "truncated xz data");
     p = variant(xz, "flip.xz", xn, (long)(xn / 2), NULL);
-    expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p, "corrupt xz data in the stream from byte offset 0: the data or its integrity check is wrong");
+    expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p,
+                   "corrupt xz data in the stream from byte offset 0: the data or its integrity check is wrong");
     p = variant(xz, "check.xz", xn, (long)xn - 20, NULL);  // inside the index or its CRC
     expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p, "corrupt xz data");
     p = variant(xz, "trailed.xz", xn, -1, "more text\n");
-    expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p,
-                   "byte 0x6d at byte offset 622532 follows the end of the xz data (expected another xz stream or the end of "
-                   "the file)");
+    expect_refused(
+        libsvm_load(p, 0, &d, err, sizeof err), err, p,
+        "byte 0x6d at byte offset 622532 follows the end of the xz data (expected another xz stream or the end of "
+        "the file)");
     p = xz_huge_dictionary(xz, "huge-dict.xz");
-    expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p, "MiB of memory to decompress, more than the 128 MiB allowed");
+    expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p,
+                   "MiB of memory to decompress, more than the 128 MiB allowed");
 
     p = variant(zst, "half.zst", zn / 2, -1, NULL);
     expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p, "truncated zstd data");
@@ -256,12 +262,13 @@ static void broken(void) {
     expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p, "checksum mismatch");
     p = variant(zst, "trailed.zst", zn, -1, "ab");
     expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p, "byte 0x61 at byte offset");
-    expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p, "follows the end of the zstd data (expected another zstd "
-                                                                    "frame or the end of the file)");
+    expect_refused(libsvm_load(p, 0, &d, err, sizeof err), err, p,
+                   "follows the end of the zstd data (expected another zstd "
+                   "frame or the end of the file)");
     size_t len;
     unsigned char *b = slurp(zst, &len);
     CHECK((b[4] & 0x20) == 0);  // not a single segment: byte 5 is the window descriptor
-    b[5] = 20 << 3;             // a window of 2^30 bytes
+    b[5] = 20 << 3;  // a window of 2^30 bytes
     p = path_of("window.zst");
     spill(p, b, len);
     free(b);
@@ -286,8 +293,9 @@ static void refused_content(void) {
         size_t len;
         const char *words;
     } cases[] = {
-        {"data.bz2", "BZh91AY&SY\x01\x02", 12, "is bzip2-compressed (it starts with 42 5a 68 39 31 41 'BZh91A'); asgd reads "
-                                             "plain text and gzip, xz or zstd data: decompress it first (bunzip2 -k FILE)"},
+        {"data.bz2", "BZh91AY&SY\x01\x02", 12,
+         "is bzip2-compressed (it starts with 42 5a 68 39 31 41 'BZh91A'); asgd reads "
+         "plain text and gzip, xz or zstd data: decompress it first (bunzip2 -k FILE)"},
         {"data.lz4", "\x04\x22\x4d\x18\x64\x40\xa7", 7, "is lz4-compressed"},
         {"data.lz", "LZIP\x01\x0c", 6, "is lzip-compressed"},
         {"data.lzma", "\x5d\x00\x00\x80\x00\xff", 6, "is compressed in the .lzma format, older than .xz"},
@@ -295,7 +303,10 @@ static void refused_content(void) {
         {"data.zip", "PK\x03\x04\x14\x00", 6, "is a zip archive"},
         {"data.7z", "7z\xbc\xaf\x27\x1c\x00\x04", 8, "is a 7-Zip archive"},
         {"data.rar", "Rar!\x1a\x07\x01\x00", 8, "is a RAR archive"},
-        {"prog", "\x7f" "ELF\x02\x01\x01\x00", 8, "is an ELF program or library, not text"},
+        {"prog",
+         "\x7f"
+         "ELF\x02\x01\x01\x00",
+         8, "is an ELF program or library, not text"},
         {"img.png", "\x89PNG\r\n\x1a\n\0\0", 10, "is a PNG image, not text"},
         {"m.model", "ASGDMODL\x01\0\0\0", 12, "is an asgd model file (--save-model), not text"},
         {"images", "\x00\x00\x08\x03\x00\x00\x00\x01", 8, "is an IDX file (binary images), not text"},

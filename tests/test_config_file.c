@@ -80,8 +80,9 @@ static void expect_refused(const char *text, const char *needle) {
 }
 
 static void part_parse(void) {
-    const char *path = write_text("a.cfg", "# a run\n\n  epochs = 7   # seven\nlr=0.25\npin\nsync = asp\n"
-                                           "log = \"my # log.csv \"\nseed = 18446744073709551615\n");
+    const char *path = write_text("a.cfg",
+                                  "# a run\n\n  epochs = 7   # seven\nlr=0.25\npin\nsync = asp\n"
+                                  "log = \"my # log.csv \"\nseed = 18446744073709551615\n");
     char *argv[] = {"--config", (char *)path, "--epochs", "9"};
     opts_t o;
     flag_spec_t specs[8];
@@ -153,8 +154,7 @@ static void part_train(void) {
     for (int i = 0; i < 200; i++) fprintf(f, "%s %d:1 %d:1\n", i % 2 ? "+1" : "-1", 1 + i % 2, 3 + i % 5);
     fclose(f);
     char text[1200];
-    snprintf(text, sizeof text, "model = logreg\ndata = %s\nepochs = 4\nlr = 0.3\nquiet\n",
-             in_dir("train.svm"));
+    snprintf(text, sizeof text, "model = logreg\ndata = %s\nepochs = 4\nlr = 0.3\nquiet\n", in_dir("train.svm"));
     const char *cfg = write_text("train.cfg", text);
     const char *summary = in_dir("train.json");
     const char *args[] = {"train", "--config", cfg, "--epochs", "2", "--summary", summary, NULL};
@@ -166,8 +166,9 @@ static void part_train(void) {
     snprintf(written, sizeof written, "%s.config", summary);
     char *w = launch_slurp(written);
     printf("train.json.config:\n%s", w);
-    CHECK(strstr(w, "model = logreg\n") && strstr(w, "epochs = 2\n") && strstr(w, "lr = 0.29999999999999999\n") == NULL &&
-          strstr(w, "lr = 0.3\n") && strstr(w, "quiet\n") && !strstr(w, "config ="));
+    CHECK(strstr(w, "model = logreg\n") && strstr(w, "epochs = 2\n") &&
+          strstr(w, "lr = 0.29999999999999999\n") == NULL && strstr(w, "lr = 0.3\n") && strstr(w, "quiet\n") &&
+          !strstr(w, "config ="));
     free(w);
     // The written file repeats the run.
     const char *again[] = {"train", "--config", written, NULL};
@@ -202,9 +203,9 @@ static char *config_object(const char *json) {
 }
 
 static void part_launch(void) {
-    const char *a[] = {"launch", "--servers", "1", "--workers", "2", "--sync", "asp", "--model", "logreg", "--data",
-                       in_dir("train.svm"), "--epochs", "2", "--lr", "0.2", "--seed", "5", "--quiet",
-                       "--run-dir", in_dir("A"), NULL};
+    const char *a[] = {"launch",  "--servers", "1",      "--workers",         "2",         "--sync",    "asp",
+                       "--model", "logreg",    "--data", in_dir("train.svm"), "--epochs",  "2",         "--lr",
+                       "0.2",     "--seed",    "5",      "--quiet",           "--run-dir", in_dir("A"), NULL};
     CHECK(launch_run(a) == 0);
     char *cfg = launch_file("A", "config");
     printf("A/config:\n%s", cfg);

@@ -13,7 +13,7 @@
 
 static char dir[] = "/tmp/asgd_csv_XXXXXX";
 
-#include "datasets/csv.h"  // defines: csv_load, csv_options_t
+#include "datasets/csv.h"
 #include "input_support.h"
 #include "launch_support.h"
 
@@ -38,7 +38,8 @@ static void expect_error(const char *name, const char *text, const csv_options_t
     CHECK(d.n == 0 && d.row_ptr == NULL && d.cls == NULL && d.label_text == NULL);
 }
 
-static void check_row(const sparse_dataset_t *d, size_t i, int32_t cls, size_t nnz, const uint32_t *col, const float *val) {
+static void check_row(const sparse_dataset_t *d, size_t i, int32_t cls, size_t nnz, const uint32_t *col,
+                      const float *val) {
     CHECK(d->cls[i] == cls);
     CHECK(d->row_ptr[i + 1] - d->row_ptr[i] == nnz);
     for (size_t k = 0; k < nnz; k++) CHECK(d->col[d->row_ptr[i] + k] == col[k] && d->val[d->row_ptr[i] + k] == val[k]);
@@ -80,11 +81,14 @@ static void quoting(void) {
     check_row(&d, 1, 0, 2, (uint32_t[]){0, 1}, (float[]){4.0f, 5.0f});
     sparse_dataset_free(&d);
     // A quoted cell of a number with the delimiter inside is one cell, not a number.
-    expect_error("q_bad_number.csv", "y,x1,x2\n1,\"1,5\",2\n", &o, "q_bad_number.csv:2:4: column 1 ('x1'): expected a number, got '1,5'");
-    expect_error("q_open.csv", "y,x\n1,2\n0,\"3\n", &o,
-                 "q_open.csv:3:3: a quoted cell opens here and is not closed on its line (expected a closing '\"'; newlines "
-                 "inside quotes are not read)");
-    expect_error("q_newline.csv", "y,x\n\"a\nb\",2\n", &o, "q_newline.csv:2:1: a quoted cell opens here and is not closed");
+    expect_error("q_bad_number.csv", "y,x1,x2\n1,\"1,5\",2\n", &o,
+                 "q_bad_number.csv:2:4: column 1 ('x1'): expected a number, got '1,5'");
+    expect_error(
+        "q_open.csv", "y,x\n1,2\n0,\"3\n", &o,
+        "q_open.csv:3:3: a quoted cell opens here and is not closed on its line (expected a closing '\"'; newlines "
+        "inside quotes are not read)");
+    expect_error("q_newline.csv", "y,x\n\"a\nb\",2\n", &o,
+                 "q_newline.csv:2:1: a quoted cell opens here and is not closed");
     expect_error("q_after.csv", "y,x\n1,\"2\"3\n", &o,
                  "q_after.csv:2:6: expected the delimiter or the end of the line after a quoted cell, got '3'");
     expect_error("q_header.csv", "\"y,x\n1,2\n", &o, "q_header.csv:1:1: a quoted cell opens here");
@@ -138,9 +142,10 @@ static void string_labels(void) {
     sparse_dataset_free(&d);
 
     // Errors.
-    expect_error("mixed.csv", "y,a\n1,2\ncat,3\n", &o,
-                 "mixed.csv:3:1: column 0 ('y'): expected a number, got 'cat' (the first data line's label is a number: "
-                 "every label must be one)");
+    expect_error(
+        "mixed.csv", "y,a\n1,2\ncat,3\n", &o,
+        "mixed.csv:3:1: column 0 ('y'): expected a number, got 'cat' (the first data line's label is a number: "
+        "every label must be one)");
     expect_error("empty_label.csv", "cat,1\n,2\n", &o, "empty_label.csv:2:1: column 0: empty cell (expected a label)");
     char long_label[200];
     snprintf(long_label, sizeof long_label, "cat,1\n%070d,2\n", 1);
@@ -199,8 +204,9 @@ static void through_the_program(void) {
     const char *two[] = {"\"no, never\"", "yes"}, *three[] = {"setosa", "versicolor", "virginica"};
     write_blobs("two.csv", two, 2, 2000, 1);
     write_blobs("three.csv", three, 3, 3000, 2);
-    const char *tr[] = {"train", "--model", "logreg", "--data", path_of("two.csv"), "--label-column", "the class",
-                        "--epochs", "2", "--quiet", "--save-model", path_of("two.model"), NULL};
+    const char *tr[] = {"train",     "--model",  "logreg", "--data",  path_of("two.csv"), "--label-column",
+                        "the class", "--epochs", "2",      "--quiet", "--save-model",     path_of("two.model"),
+                        NULL};
     CHECK(launch_run(tr) == 0);
     model_file_t mf;
     char err[512];
@@ -214,8 +220,9 @@ static void through_the_program(void) {
     CHECK(memcmp(head, "ASGDMODL\2\0\0\0", 12) == 0);  // version 2: names follow the labels
 
     // predict prints the names, right as often as the data says.
-    const char *pr[] = {"predict", "--model-file", path_of("two.model"), "--data", path_of("two.csv"), "--label-column",
-                        "the class", "--out", path_of("two.pred"), NULL};
+    const char *pr[] = {
+        "predict",   "--model-file", path_of("two.model"), "--data", path_of("two.csv"), "--label-column",
+        "the class", "--out",        path_of("two.pred"),  NULL};
     CHECK(launch_run(pr) == 0);
     char *pred = launch_slurp(path_of("two.pred")), *truth = launch_slurp(path_of("two.csv"));
     size_t lines = 0, right = 0;
@@ -235,12 +242,37 @@ static void through_the_program(void) {
     free(truth);
 
     // softmax on three names; eval scores the saved model on its split as train did.
-    const char *tr3[] = {"train", "--model", "softmax", "--data", path_of("three.csv"), "--label-column", "3",
-                         "--epochs", "3", "--lr", "0.3", "--seed", "5", "--quiet", "--save-model", path_of("three.model"), NULL};
+    const char *tr3[] = {"train",
+                         "--model",
+                         "softmax",
+                         "--data",
+                         path_of("three.csv"),
+                         "--label-column",
+                         "3",
+                         "--epochs",
+                         "3",
+                         "--lr",
+                         "0.3",
+                         "--seed",
+                         "5",
+                         "--quiet",
+                         "--save-model",
+                         path_of("three.model"),
+                         NULL};
     CHECK(launch_run(tr3) == 0);
     char *train_out = launch_slurp(path_of("stdout"));
-    const char *ev[] = {"eval", "--model-file", path_of("three.model"), "--data", path_of("three.csv"), "--label-column",
-                        "3", "--split", "test", "--seed", "5", NULL};
+    const char *ev[] = {"eval",
+                        "--model-file",
+                        path_of("three.model"),
+                        "--data",
+                        path_of("three.csv"),
+                        "--label-column",
+                        "3",
+                        "--split",
+                        "test",
+                        "--seed",
+                        "5",
+                        NULL};
     CHECK(launch_run(ev) == 0);
     char *eval_out = launch_slurp(path_of("stdout"));
     printf("  softmax on three names: train %.6f, eval of the saved model %.6f\n",
@@ -249,8 +281,20 @@ static void through_the_program(void) {
     CHECK(launch_field(eval_out, "test_accuracy") >= 0.9);
     free(train_out);
     free(eval_out);
-    const char *pr3[] = {"predict", "--model-file", path_of("three.model"), "--data", path_of("three.csv"),
-                         "--label-column", "3", "--split", "test", "--seed", "5", "--out", path_of("three.pred"), NULL};
+    const char *pr3[] = {"predict",
+                         "--model-file",
+                         path_of("three.model"),
+                         "--data",
+                         path_of("three.csv"),
+                         "--label-column",
+                         "3",
+                         "--split",
+                         "test",
+                         "--seed",
+                         "5",
+                         "--out",
+                         path_of("three.pred"),
+                         NULL};
     CHECK(launch_run(pr3) == 0);
     pred = launch_slurp(path_of("three.pred"));
     size_t named = 0;
@@ -261,8 +305,19 @@ static void through_the_program(void) {
 
     // --test-data in CSV with the training file's names.
     write_blobs("three_test.csv", three, 3, 500, 3);
-    const char *td[] = {"train", "--model", "softmax", "--data", path_of("three.csv"), "--test-data",
-                        path_of("three_test.csv"), "--label-column", "3", "--epochs", "2", "--quiet", NULL};
+    const char *td[] = {"train",
+                        "--model",
+                        "softmax",
+                        "--data",
+                        path_of("three.csv"),
+                        "--test-data",
+                        path_of("three_test.csv"),
+                        "--label-column",
+                        "3",
+                        "--epochs",
+                        "2",
+                        "--quiet",
+                        NULL};
     CHECK(launch_run(td) == 0);
     train_out = launch_slurp(path_of("stdout"));
     CHECK(launch_field(train_out, "final_test_accuracy") >= 0.9);
@@ -271,29 +326,32 @@ static void through_the_program(void) {
     // A name the model does not know: predict reads any label (it is not
     // used) and prints the model's names; eval, which scores the labels, refuses it.
     put("unknown.csv", "x1,x2,x3,the class\n1,2,3,setosa\n1,2,3,iris\n");
-    const char *unk_predict[] = {"predict", "--model-file", path_of("three.model"), "--data", path_of("unknown.csv"),
-                                 "--label-column", "3", "--out", path_of("unknown.pred"), NULL};
+    const char *unk_predict[] = {
+        "predict", "--model-file", path_of("three.model"),  "--data", path_of("unknown.csv"), "--label-column",
+        "3",       "--out",        path_of("unknown.pred"), NULL};
     CHECK(launch_run(unk_predict) == 0);
     char *unk_out = launch_slurp(path_of("unknown.pred"));
     CHECK(strchr(unk_out, '\n') && strchr(strchr(unk_out, '\n') + 1, '\n') &&
           (strncmp(unk_out, "setosa ", 7) == 0 || strncmp(unk_out, "versicolor ", 11) == 0 ||
            strncmp(unk_out, "virginica ", 10) == 0));
     free(unk_out);
-    const char *unk[] = {"eval", "--model-file", path_of("three.model"), "--data", path_of("unknown.csv"),
-                         "--label-column", "3", NULL};
+    const char *unk[] = {
+        "eval", "--model-file", path_of("three.model"), "--data", path_of("unknown.csv"), "--label-column", "3", NULL};
     CHECK(launch_run(unk) == 1);
     char *e = launch_stderr();
     printf("  refused: %s", e);
-    CHECK(strstr(e, "unknown.csv:3:7: column 3 ('the class'): label 'iris' is not among the training data's labels "
-                    "('setosa', 'versicolor', 'virginica')"));
+    CHECK(strstr(e,
+                 "unknown.csv:3:7: column 3 ('the class'): label 'iris' is not among the training data's labels "
+                 "('setosa', 'versicolor', 'virginica')"));
     free(e);
     put("ints.svm", "1 1:1\n");
     const char *svm[] = {"eval", "--model-file", path_of("three.model"), "--data", path_of("ints.svm"), NULL};
     CHECK(launch_run(svm) == 1);
     e = launch_stderr();
     printf("  refused: %s", e);
-    CHECK(strstr(e, "ints.svm: a libsvm file's labels are integers, and the training data's are strings ('setosa', "
-                    "'versicolor', 'virginica'): give the examples as CSV"));
+    CHECK(strstr(e,
+                 "ints.svm: a libsvm file's labels are integers, and the training data's are strings ('setosa', "
+                 "'versicolor', 'virginica'): give the examples as CSV"));
     free(e);
 }
 

@@ -8,17 +8,15 @@
 // Skips (77) without a CUDA build or device.
 #include <stdint.h>
 
-#include "kernels/dense.h"       // defines: dense_*_cpu/cuda, softmax_xent_rows_*, gather_rows_*
-#include "kernels/gpu.h"         // defines: gpu_alloc, gpu_upload, gpu_download, gpu_check
-#include "kernels/sparse_sgd.h"  // defines: linear_*_cpu/cuda, mf_sgd_hogwild_*
-#include "kernels/update.h"      // defines: sgd/adagrad/momentum_update_*, axpy_*, dot/sum_accumulate_*
+#include "kernels/dense.h"
+#include "kernels/gpu.h"
+#include "kernels/sparse_sgd.h"
+#include "kernels/update.h"
 #include "test_support.h"
-#include "twin_check.h"          // defines: twin_random_floats, twin_rel_err
+#include "twin_check.h"
 
 #ifndef ASGD_HAVE_CUDA
-int main(void) {
-    return test_skip_no_gpu("built without CUDA");
-}
+int main(void) { return test_skip_no_gpu("built without CUDA"); }
 #else
 
 static char err[512];
@@ -43,14 +41,14 @@ static void from_device(void *host, const void *dev, size_t bytes) {
 }
 
 #define TOL 1e-4
-#define EXPECT_CLOSE(name, got, want, n)                                                      \
-    do {                                                                                      \
-        double e_ = twin_rel_err(got, want, n);                                                    \
-        printf("  %-40s rel err %.2e\n", name, e_);                                           \
-        if (!(e_ < TOL)) {                                                                    \
+#define EXPECT_CLOSE(name, got, want, n)                                                                  \
+    do {                                                                                                  \
+        double e_ = twin_rel_err(got, want, n);                                                           \
+        printf("  %-40s rel err %.2e\n", name, e_);                                                       \
+        if (!(e_ < TOL)) {                                                                                \
             fprintf(stderr, "%s:%d: %s: relative error %.3g >= %g\n", __FILE__, __LINE__, name, e_, TOL); \
-            exit(1);                                                                          \
-        }                                                                                     \
+            exit(1);                                                                                      \
+        }                                                                                                 \
     } while (0)
 
 static void test_dense(int batch, int in, int out) {
@@ -60,7 +58,8 @@ static void test_dense(int batch, int in, int out) {
     float *dx = to_device(x, (size_t)batch * in * 4), *dw = to_device(w, (size_t)out * in * 4);
     float *dbias = to_device(bias, (size_t)out * 4);
     size_t nz = (size_t)batch * out;
-    float *z = malloc(nz * 4), *got = malloc((nz > (size_t)out * in ? nz : (size_t)out * in) * 4 + (size_t)batch * in * 4);
+    float *z = malloc(nz * 4),
+          *got = malloc((nz > (size_t)out * in ? nz : (size_t)out * in) * 4 + (size_t)batch * in * 4);
     float *dz = gpu_alloc(nz * 4, err, sizeof err);
     CHECK(z && got && dz);
     for (int relu = 0; relu <= 1; relu++) {
@@ -219,13 +218,18 @@ typedef struct {
 
 static dev_csr_t csr_to_device(const sparse_dataset_t *d, const uint32_t *order, size_t count) {
     dev_csr_t c = {
-        to_device(d->row_ptr, (d->n + 1) * sizeof(size_t)), to_device(d->col, d->nnz * 4), to_device(order, count * 4),
-        to_device(d->val, d->nnz * 4), to_device(d->y, d->n * 4),
+        to_device(d->row_ptr, (d->n + 1) * sizeof(size_t)),
+        to_device(d->col, d->nnz * 4),
+        to_device(order, count * 4),
+        to_device(d->val, d->nnz * 4),
+        to_device(d->y, d->n * 4),
     };
     return c;
 }
 
-static void csr_free(dev_csr_t *c) { gpu_free(c->row_ptr), gpu_free(c->col), gpu_free(c->order), gpu_free(c->val), gpu_free(c->y); }
+static void csr_free(dev_csr_t *c) {
+    gpu_free(c->row_ptr), gpu_free(c->col), gpu_free(c->order), gpu_free(c->val), gpu_free(c->y);
+}
 
 static void test_linear(void) {
     printf("sparse linear models\n");
@@ -247,9 +251,10 @@ static void test_linear(void) {
         double acc = 0.25, gacc;
         double *dacc = to_device(&acc, sizeof acc);
         size_t batch = 200;
-        linear_grad_csr_cpu(batch, order, d.row_ptr, d.col, d.val, d.y, dim, hinge, 1.0f / batch, w, grad, touched, &acc);
-        linear_grad_csr_cuda(batch, c.order, c.row_ptr, c.col, c.val, c.y, dim, hinge, 1.0f / batch, dw, dgrad, dtouched,
-                             dacc);
+        linear_grad_csr_cpu(batch, order, d.row_ptr, d.col, d.val, d.y, dim, hinge, 1.0f / batch, w, grad, touched,
+                            &acc);
+        linear_grad_csr_cuda(batch, c.order, c.row_ptr, c.col, c.val, c.y, dim, hinge, 1.0f / batch, dw, dgrad,
+                             dtouched, dacc);
         from_device(got, dgrad, (dim + 1) * 4);
         EXPECT_CLOSE(hinge ? "linear_grad_csr (hinge): grad" : "linear_grad_csr: grad", got, grad, dim + 1);
         uint8_t *gt = malloc(dim);
@@ -276,9 +281,10 @@ static void test_linear(void) {
             double acc = 0.0, gacc;
             double *dacc = to_device(&acc, sizeof acc);
             CHECK_OK(gpu_upload(dw, w, (dim + 1) * 4, err, sizeof err), err);
-            linear_sgd_hogwild_cpu(1, order + 5, d.row_ptr, d.col, d.val, d.y, dim, hinge, 0.5f, 0.01f, atomic, 0, w, &acc);
-            linear_sgd_hogwild_cuda(1, c.order + 5, c.row_ptr, c.col, c.val, c.y, dim, hinge, 0.5f, 0.01f, atomic, 0, dw,
-                                    dacc);
+            linear_sgd_hogwild_cpu(1, order + 5, d.row_ptr, d.col, d.val, d.y, dim, hinge, 0.5f, 0.01f, atomic, 0, w,
+                                   &acc);
+            linear_sgd_hogwild_cuda(1, c.order + 5, c.row_ptr, c.col, c.val, c.y, dim, hinge, 0.5f, 0.01f, atomic, 0,
+                                    dw, dacc);
             from_device(got, dw, (dim + 1) * 4);
             EXPECT_CLOSE("linear_sgd_hogwild, one example: w", got, w, dim + 1);
             from_device(&gacc, dacc, sizeof gacc);
@@ -338,7 +344,8 @@ static void test_mf(void) {
     size_t np = (users + items) * rank;
     float *w = random_floats(np, -0.3f, 0.3f), *got = malloc(np * 4);
     float *dw = to_device(w, np * 4), *drating = to_device(r.rating, r.n * 4);
-    uint32_t *duser = to_device(r.user, r.n * 4), *ditem = to_device(r.item, r.n * 4), *dorder = to_device(order, r.n * 4);
+    uint32_t *duser = to_device(r.user, r.n * 4), *ditem = to_device(r.item, r.n * 4),
+             *dorder = to_device(order, r.n * 4);
     double acc = 0.0, gacc = 0.0;
     double *dacc = to_device(&gacc, sizeof gacc);
     mf_sgd_hogwild_cpu(r.n, order, r.user, r.item, r.rating, 3.0f, users, rank, 0.05f, 0.01f, 0, 0, w, &acc);

@@ -106,8 +106,10 @@ static void test_keygen(void) {
     CHECK(run_asgd("again", again) == 1);
     char *after = proc_slurp(in_dir("worker0.key")), *e = output_of("again", "err");
     CHECK(strcmp(before, after) == 0 && strstr(e, "asgd keygen:") && strstr(e, "worker0.key"));
-    printf("keygen: 4 key pairs (secret files mode 0600), 2 on the allow list; an existing key is not overwritten: "
-           "%s", e);
+    printf(
+        "keygen: 4 key pairs (secret files mode 0600), 2 on the allow list; an existing key is not overwritten: "
+        "%s",
+        e);
     free(before);
     free(after);
     free(e);
@@ -119,9 +121,27 @@ static void test_launch(void) {
     snprintf(key, sizeof key, "%s", in_dir("server.key"));
     snprintf(allowed, sizeof allowed, "%s", in_dir("allowed"));
     snprintf(rd, sizeof rd, "%s", in_dir("launch"));
-    const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=8000,dim=2000,nnz=20", "--servers", "2",
-                       "--workers", "2", "--sync", "ssp", "--staleness", "2", "--curve-server-key", key,
-                       "--curve-allow", allowed, "--quiet", "--run-dir", rd, NULL};
+    const char *a[] = {"launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=8000,dim=2000,nnz=20",
+                       "--servers",
+                       "2",
+                       "--workers",
+                       "2",
+                       "--sync",
+                       "ssp",
+                       "--staleness",
+                       "2",
+                       "--curve-server-key",
+                       key,
+                       "--curve-allow",
+                       allowed,
+                       "--quiet",
+                       "--run-dir",
+                       rd,
+                       NULL};
     expect_ok("launch", run_asgd("launch", a));
     char *summary = output_of("launch", "out");
     double acc = proc_json_number(summary, NULL, "final_test_accuracy");
@@ -165,17 +185,19 @@ static void test_refused(void) {
     snprintf(k0, sizeof k0, "%s", in_dir("worker0.key"));
     snprintf(k1, sizeof k1, "%s", in_dir("worker1.key"));
     snprintf(stranger, sizeof stranger, "%s", in_dir("stranger.key"));
-#define COMMON "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--servers", "1", "--workers", \
-               "2", "--sync", "asp", "--run-id", "5151", "--coordinator", coordinator, "--run-dir", rd, "--quiet"
-    const char *server[] = {ASGD_BINARY, "server", "--id", "0", COMMON, "--host-coordinator", host,
-                            "--curve-server-key", server_key, "--curve-allow", allowed, NULL};
-    const char *w0[] = {ASGD_BINARY, "worker", "--id", "0", COMMON, "--curve-server-key", server_pub,
-                        "--curve-key", k0, NULL};
+#define COMMON                                                                                                        \
+    "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--servers", "1", "--workers", "2", "--sync", \
+        "asp", "--run-id", "5151", "--coordinator", coordinator, "--run-dir", rd, "--quiet"
+    const char *server[] = {
+        ASGD_BINARY,          "server",   "--id",          "0",     COMMON, "--host-coordinator", host,
+        "--curve-server-key", server_key, "--curve-allow", allowed, NULL};
+    const char *w0[] = {ASGD_BINARY,          "worker",   "--id",        "0", COMMON,
+                        "--curve-server-key", server_pub, "--curve-key", k0,  NULL};
     // The stranger gives up sooner than the others wait for it.
-    const char *bad[] = {ASGD_BINARY, "worker", "--id", "1", COMMON, "--curve-server-key", server_pub,
+    const char *bad[] = {ASGD_BINARY,   "worker", "--id",         "1",    COMMON, "--curve-server-key", server_pub,
                          "--curve-key", stranger, "--timeout-ms", "2000", NULL};
-    const char *w1[] = {ASGD_BINARY, "worker", "--id", "1", COMMON, "--curve-server-key", server_pub,
-                        "--curve-key", k1, NULL};
+    const char *w1[] = {ASGD_BINARY,          "worker",   "--id",        "1", COMMON,
+                        "--curve-server-key", server_pub, "--curve-key", k1,  NULL};
 #undef COMMON
     pid_t ps = proc_start(server, proc_path(rd, "server.out"), proc_path(rd, "server.err"));
     pid_t p0 = proc_start(w0, proc_path(rd, "w0.out"), proc_path(rd, "w0.err"));
@@ -187,8 +209,9 @@ static void test_refused(void) {
     printf("unlisted key: exit %d: %s", st, e);
     CHECK(st == 1);
     CHECK(strstr(e, "no table from the coordinator"));
-    CHECK(strstr(e, "With CURVE a refused key looks like this too: is this process's public key on the "
-                    "coordinator's --curve-allow list, and does --curve-server-key name the run's server key?"));
+    CHECK(strstr(e,
+                 "With CURVE a refused key looks like this too: is this process's public key on the "
+                 "coordinator's --curve-allow list, and does --curve-server-key name the run's server key?"));
     free(e);
     pid_t p1 = proc_start(w1, proc_path(rd, "w1.out"), proc_path(rd, "w1.err"));
     const pid_t pids[] = {p0, p1, ps};

@@ -8,9 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/core/model.h"          // defines: model_new_*
-#include "engine/sim/simulate.h"        // defines: simulate_fresh
-#include "staleness/delay_model.h"      // defines: delay_model_parse, delay_model_free
+#include "engine/core/model.h"
+#include "engine/sim/simulate.h"
+#include "staleness/delay_model.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_trace_XXXXXX";

@@ -16,11 +16,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "datasets/text_io.h"  // defines: text_file_read
+#include "datasets/text_io.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_downpour_XXXXXX";  // read by launch_support.h
-#include "launch_support.h"  // defines: launch_run, launch_slurp, launch_field, launch_section, launch_load_model, launch_model_diff, launch_checksum
+#include "launch_support.h"
 
 static char *run_dir(const char *name) {
     static char path[8][300];
@@ -56,8 +56,8 @@ static void check_equivalent(const char *label, const char *const *model_args, c
     a[n++] = "launch";
     for (const char *const *m = model_args; *m; m++) a[n++] = *m;
     const char *servers = strcmp(sync, "allreduce") == 0 ? "0" : "2";  // allreduce refuses servers
-    const char *tail2[] = {"--sync", sync, "--servers", servers, "--workers", workers, "--threads", threads_each,
-                           "--quiet", "--save-model", dist, "--run-dir", rd, NULL};
+    const char *tail2[] = {"--sync",     sync,      "--servers",    servers, "--workers", workers, "--threads",
+                           threads_each, "--quiet", "--save-model", dist,    "--run-dir", rd,      NULL};
     for (const char *const *t = tail2; *t; t++) a[n++] = *t;
     a[n] = NULL;
     CHECK(launch_run(a) == 0);
@@ -117,12 +117,14 @@ static void check_periods(const char *rd, const char *summary, int workers, doub
     }
     CHECK(fabs(launch_field(push, "mean") * pushes - steps) < 0.5);
     CHECK(fabs(launch_field(pull, "mean") * pulls - steps) < 0.5);
-    double bound = launch_field(summary, "worker_wait_for_bound_s"), bytes = launch_field(summary, "worker_wait_for_bytes_s");
+    double bound = launch_field(summary, "worker_wait_for_bound_s"),
+           bytes = launch_field(summary, "worker_wait_for_bytes_s");
     CHECK(bound >= 0 && bytes >= 0 && fabs(bound + bytes - launch_field(summary, "worker_wait_s")) <= 1e-6);
-    printf("     achieved: %.1f steps per push (p99 %g), %.1f per pull (p99 %g), requested 10; waited %.3f s for the "
-           "bound, %.3f s for bytes\n",
-           launch_field(push, "mean"), launch_field(push, "p99"), launch_field(pull, "mean"), launch_field(pull, "p99"),
-           bound, bytes);
+    printf(
+        "     achieved: %.1f steps per push (p99 %g), %.1f per pull (p99 %g), requested 10; waited %.3f s for the "
+        "bound, %.3f s for bytes\n",
+        launch_field(push, "mean"), launch_field(push, "p99"), launch_field(pull, "mean"), launch_field(pull, "p99"),
+        bound, bytes);
 }
 
 static void check_staleness(void) {
@@ -131,9 +133,11 @@ static void check_staleness(void) {
     // (test loss 0.38 -> 0.88 -> 0.40 between evaluations, up to 2.5 under
     // asp), and a run's final iterate is a draw from that (docs/distributed.md,
     // "Summed deltas and the hot coordinates").
-    const char *common[] = {"--model", "logreg", "--data", "gen:sparse:n=30000,dim=3000,nnz=20", "--servers", "1",
-                            "--workers", "3", "--threads", "1", "--push-every", "10", "--fetch-every", "10",
-                            "--server-lr", "0.1667", "--delay-worker", "0:0.05", "--quiet", NULL};
+    const char *common[] = {"--model",        "logreg", "--data",       "gen:sparse:n=30000,dim=3000,nnz=20",
+                            "--servers",      "1",      "--workers",    "3",
+                            "--threads",      "1",      "--push-every", "10",
+                            "--fetch-every",  "10",     "--server-lr",  "0.1667",
+                            "--delay-worker", "0:0.05", "--quiet",      NULL};
     struct {
         const char *sync, *bound;
     } runs[] = {{"ssp", "2"}, {"ssp", "0"}, {"asp", NULL}};
@@ -164,9 +168,10 @@ static void check_staleness(void) {
         // round the slowest worker had not pushed yet.
         double waited = launch_field(server, "pulls_waited"), answered = launch_field(server, "pulls_answered");
         double acc = launch_field(s, "final_test_accuracy"), loss = launch_field(s, "final_test_loss");
-        printf("%-4s bound %-3s: staleness max %g clocks, %g of %g pulls waited at the server, accuracy %.3f, test loss "
-               "%.4f\n",
-               runs[r].sync, runs[r].bound ? runs[r].bound : "inf", max, waited, answered, acc, loss);
+        printf(
+            "%-4s bound %-3s: staleness max %g clocks, %g of %g pulls waited at the server, accuracy %.3f, test loss "
+            "%.4f\n",
+            runs[r].sync, runs[r].bound ? runs[r].bound : "inf", max, waited, answered, acc, loss);
         CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
         // It learned, on every run: the untrained model (all zeros) scores
         // 0.504 with loss ln 2 = 0.693 on this test set, and no constant
@@ -188,7 +193,7 @@ static void check_staleness(void) {
             CHECK(waited > 0);  // the straggler held the others back
         } else {
             CHECK(waited == 0);  // ASP pulls never ask for a round
-            CHECK(max > 2.0);    // and its staleness is not bounded by anything but the straggler
+            CHECK(max > 2.0);  // and its staleness is not bounded by anything but the straggler
         }
         free(server);
         free(s);
@@ -205,9 +210,27 @@ static void check_staleness(void) {
 static void check_working_set(void) {
     const double model_bytes = 4.0 * (1000000 + 1);
     char *rd = run_dir("working-set");
-    const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=4000,dim=1000000,nnz=20", "--servers",
-                       "2", "--workers", "2", "--sync", "ssp", "--staleness", "0", "--push-every", "10",
-                       "--fetch-every", "10", "--quiet", "--run-dir", rd, NULL};
+    const char *a[] = {"launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=4000,dim=1000000,nnz=20",
+                       "--servers",
+                       "2",
+                       "--workers",
+                       "2",
+                       "--sync",
+                       "ssp",
+                       "--staleness",
+                       "0",
+                       "--push-every",
+                       "10",
+                       "--fetch-every",
+                       "10",
+                       "--quiet",
+                       "--run-dir",
+                       rd,
+                       NULL};
     CHECK(launch_run(a) == 0);
     char *s = summary_of(rd);
     CHECK(launch_field(launch_section(s, "staleness_clocks"), "max") == 0.0);
@@ -220,9 +243,9 @@ static void check_working_set(void) {
         double pulls = launch_field(w, "pulls"), in = launch_field(w, "bytes_in"), out = launch_field(w, "bytes_out");
         printf("working set: worker %d pulled %g times, %.0f bytes in, %.0f out (the model: %.0f)\n", k, pulls, in, out,
                model_bytes);
-        CHECK(pulls >= 10);               // 90 rounds of 10 steps, each waiting for the one before it
-        CHECK(in < 0.5 * model_bytes);    // no whole pull
-        CHECK(out < 1.0 * model_bytes);   // the first push compares every key, but sends what changed
+        CHECK(pulls >= 10);  // 90 rounds of 10 steps, each waiting for the one before it
+        CHECK(in < 0.5 * model_bytes);  // no whole pull
+        CHECK(out < 1.0 * model_bytes);  // the first push compares every key, but sends what changed
         free(w);
     }
     free(s);
@@ -234,8 +257,20 @@ static void check_working_set(void) {
 // round trip before nearly every step: the launch says so, naming the flags.
 // ASP pushing every 50 steps waits for nothing: no such line.
 static void check_wait_hint(void) {
-    const char *ssp[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=6000,dim=2000,nnz=20", "--workers",
-                         "2", "--sync", "ssp", "--staleness", "2", "--run-dir", run_dir("hint-ssp"), NULL};
+    const char *ssp[] = {"launch",
+                         "--model",
+                         "logreg",
+                         "--data",
+                         "gen:sparse:n=6000,dim=2000,nnz=20",
+                         "--workers",
+                         "2",
+                         "--sync",
+                         "ssp",
+                         "--staleness",
+                         "2",
+                         "--run-dir",
+                         run_dir("hint-ssp"),
+                         NULL};
     CHECK(launch_run(ssp) == 0);
     char path[400];
     snprintf(path, sizeof path, "%s/stderr", dir);
@@ -244,9 +279,22 @@ static void check_wait_hint(void) {
     CHECK(line && strstr(line, "for pulls to come back; a larger --push-every and --fetch-every (now 1, 1)"));
     printf("wait hint: %.*s\n", (int)strcspn(line, "\n"), line);
     free(err);
-    const char *asp[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=6000,dim=2000,nnz=20", "--workers",
-                         "2", "--sync", "asp", "--push-every", "50", "--fetch-every", "50", "--run-dir",
-                         run_dir("hint-asp"), NULL};
+    const char *asp[] = {"launch",
+                         "--model",
+                         "logreg",
+                         "--data",
+                         "gen:sparse:n=6000,dim=2000,nnz=20",
+                         "--workers",
+                         "2",
+                         "--sync",
+                         "asp",
+                         "--push-every",
+                         "50",
+                         "--fetch-every",
+                         "50",
+                         "--run-dir",
+                         run_dir("hint-asp"),
+                         NULL};
     CHECK(launch_run(asp) == 0);
     err = launch_slurp(path);
     CHECK(!strstr(err, "asgd launch: the workers waited "));
@@ -259,8 +307,10 @@ static void check_wait_hint(void) {
     if (said) {
         char want[160], pulled[48] = "did not pull";
         if (!isnan(pull_mean)) snprintf(pulled, sizeof pulled, "pulled every %.0f", pull_mean);
-        snprintf(want, sizeof want, "pushed every %.0f steps and %s on average (asked: --push-every 50, "
-                 "--fetch-every 50)", push_mean, pulled);
+        snprintf(want, sizeof want,
+                 "pushed every %.0f steps and %s on average (asked: --push-every 50, "
+                 "--fetch-every 50)",
+                 push_mean, pulled);
         CHECK(strstr(said, want));
     }
     printf("period hint (means %.0f, %.0f of 50): %s\n", push_mean, pull_mean, said ? "said" : "not said");
@@ -271,8 +321,8 @@ static void check_wait_hint(void) {
 // ---- a failing process --------------------------------------------------------
 
 static void check_failure_named(void) {
-    const char *a[] = {"launch", "--model", "logreg", "--data", "/nonexistent/train.svm", "--workers", "2",
-                       "--run-dir", run_dir("fail"), NULL};
+    const char *a[] = {"launch",    "--model", "logreg",    "--data",        "/nonexistent/train.svm",
+                       "--workers", "2",       "--run-dir", run_dir("fail"), NULL};
     CHECK(launch_run(a) == 1);
     char path[400];
     snprintf(path, sizeof path, "%s/stderr", dir);
@@ -287,9 +337,10 @@ static void check_failure_named(void) {
 // server or worker of that run is left behind.
 static void check_interrupt(void) {
     char *rd = run_dir("interrupted");
-    const char *argv[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=20000,dim=2000,nnz=20",
-                          "--workers", "2", "--epochs", "50", "--delay-worker", "0:1,1:1", "--quiet", "--run-dir", rd,
-                          NULL};
+    const char *argv[] = {
+        ASGD_BINARY, "launch",    "--model",  "logreg", "--data",         "gen:sparse:n=20000,dim=2000,nnz=20",
+        "--workers", "2",         "--epochs", "50",     "--delay-worker", "0:1,1:1",
+        "--quiet",   "--run-dir", rd,         NULL};
     char err_path[256];
     snprintf(err_path, sizeof err_path, "%s/stderr", dir);
     posix_spawn_file_actions_t fa;
@@ -327,27 +378,32 @@ int main(void) {
     // cases need Fashion-MNIST and are skipped, saying so, without it (a
     // failure under ASGD_REQUIRE_ALL=1).
     const char *sparse[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--batch", "4",
-                            "--lr", "0.5", NULL};
+                            "--lr",    "0.5",    NULL};
     check_equivalent("logreg", sparse, "3", "3", "1", "bsp", 0.0);
     check_equivalent("logreg", sparse, "4", "2", "2", "bsp", 1e-5);
     check_equivalent("logreg", sparse, "3", "3", "1", "allreduce", 1e-5);
     check_replicas_agree(run_dir("logreg-allreduce"), 3);
     if (test_have_fashion_mnist("test_downpour: the dense (MLP) cases")) {
-        const char *dense[] = {"--model", "mlp", "--hidden", "16", "--train-limit", "1200", "--test-limit", "200",
-                               "--batch", "8", NULL};
+        const char *dense[] = {"--model", "mlp",     "--hidden", "16", "--train-limit", "1200", "--test-limit",
+                               "200",     "--batch", "8",        NULL};
         check_equivalent("mlp", dense, "2", "2", "1", "bsp", 0.0);
         check_equivalent("mlp", dense, "2", "2", "1", "allreduce", 1e-5);
         check_replicas_agree(run_dir("mlp-allreduce"), 2);
         // Dense Downpour: pushes written and checksummed block by block, 2 shards.
         char *rd = run_dir("mlp-asp");
-        const char *asp[] = {"launch", "--model", "mlp", "--hidden", "16", "--train-limit", "3000", "--test-limit",
-                             "500", "--batch", "8", "--epochs", "2", "--sync", "asp", "--servers", "2", "--workers", "2",
-                             "--push-every", "4", "--fetch-every", "4", "--server-lr", "0.025", "--quiet", "--run-dir", rd,
+        const char *asp[] = {"launch", "--model",       "mlp",       "--hidden",
+                             "16",     "--train-limit", "3000",      "--test-limit",
+                             "500",    "--batch",       "8",         "--epochs",
+                             "2",      "--sync",        "asp",       "--servers",
+                             "2",      "--workers",     "2",         "--push-every",
+                             "4",      "--fetch-every", "4",         "--server-lr",
+                             "0.025",  "--quiet",       "--run-dir", rd,
                              NULL};
         CHECK(launch_run(asp) == 0);
         char *sum = summary_of(rd);
-        printf("mlp asp: accuracy %.3f, pushes %g, acked pushes applied once: %s\n", launch_field(sum, "final_test_accuracy"),
-               launch_field(sum, "pushes"), strstr(sum, "\"acked_pushes_applied_once\":true") ? "yes" : "no");
+        printf("mlp asp: accuracy %.3f, pushes %g, acked pushes applied once: %s\n",
+               launch_field(sum, "final_test_accuracy"), launch_field(sum, "pushes"),
+               strstr(sum, "\"acked_pushes_applied_once\":true") ? "yes" : "no");
         CHECK(strstr(sum, "\"acked_pushes_applied_once\":true"));
         // 10 classes: chance is 0.1, and a uniform guess's loss ln 10 = 2.303
         // (the untrained network's is no lower).

@@ -27,9 +27,10 @@
 
 static char dir[] = "/tmp/asgd_elastic_XXXXXX";
 
-#define COMMON "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--servers", "1", "--threads", "1", \
-               "--eval-every", "300", "--heartbeat-ms", "100", "--retry-ms", "200", "--worker-timeout", "60000",      \
-               "--epochs", "3", "--quiet"
+#define COMMON                                                                                                        \
+    "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--servers", "1", "--threads", "1",           \
+        "--eval-every", "300", "--heartbeat-ms", "100", "--retry-ms", "200", "--worker-timeout", "60000", "--epochs", \
+        "3", "--quiet"
 
 static void wait_lines(const char *path, size_t n) {
     double until = proc_now_s() + 60.0;
@@ -62,8 +63,9 @@ static void asp_join(void) {
     snprintf(rd, sizeof rd, "%s/asp-join", dir);
     snprintf(rd2, sizeof rd2, "%s/asp-join-dup", dir);
     // Every worker sleeps 5 ms a step, so that it is still training when stopped below.
-    const char *a[] = {ASGD_BINARY, "launch", COMMON, "--sync", "asp", "--lr", "0.5", "--workers", "2",
-                       "--max-workers", "3", "--delay-worker", "0:5,1:5,2:5", "--run-dir", rd, NULL};
+    const char *a[] = {
+        ASGD_BINARY, "launch",        COMMON, "--sync",         "asp",         "--lr",      "0.5", "--workers",
+        "2",         "--max-workers", "3",    "--delay-worker", "0:5,1:5,2:5", "--run-dir", rd,    NULL};
     pid_t launcher = proc_start(a, proc_path(dir, "asp-join.out"), proc_path(dir, "asp-join.err"));
     wait_lines(proc_path(rd, "worker-0.csv"), 3);  // training: the server has applied worker 0's pushes
     pid_t w0 = proc_find_child(launcher, "worker", 0), w1 = proc_find_child(launcher, "worker", 1);
@@ -72,8 +74,16 @@ static void asp_join(void) {
     CHECK(kill(w0, SIGSTOP) == 0 && kill(w1, SIGSTOP) == 0);
     struct stat st;
     CHECK(stat(proc_path(rd, "join"), &st) == 0 && (st.st_mode & 077) == 0);  // it holds the run's key
-    const char *j[] = {ASGD_BINARY, "worker", COMMON, "--sync", "asp", "--lr", "0.5", "--workers", "2",
-                       "--max-workers", "3", "--delay-worker", "0:5,1:5,2:5", "--join", "--id", "2", "--run-dir", rd, NULL};
+    const char *j[] = {ASGD_BINARY,   "worker",
+                       COMMON,        "--sync",
+                       "asp",         "--lr",
+                       "0.5",         "--workers",
+                       "2",           "--max-workers",
+                       "3",           "--delay-worker",
+                       "0:5,1:5,2:5", "--join",
+                       "--id",        "2",
+                       "--run-dir",   rd,
+                       NULL};
     pid_t joiner = proc_start(j, proc_path(dir, "joiner.out"), proc_path(dir, "joiner.err"));
     wait_lines(proc_path(rd, "worker-2.csv"), 3);  // joined, and training
     CHECK(kill(joiner, SIGSTOP) == 0);
@@ -83,8 +93,8 @@ static void asp_join(void) {
     char command[1000];
     snprintf(command, sizeof command, "cp -p %s/join %s/join", rd, rd2);
     CHECK(system(command) == 0);
-    const char *dup[] = {ASGD_BINARY, "worker", COMMON, "--sync", "asp", "--lr", "0.5", "--workers", "2",
-                         "--max-workers", "3", "--join", "--id", "2", "--run-dir", rd2, NULL};
+    const char *dup[] = {ASGD_BINARY,     "worker", COMMON,   "--sync", "asp", "--lr",      "0.5", "--workers", "2",
+                         "--max-workers", "3",      "--join", "--id",   "2",   "--run-dir", rd2,   NULL};
     pid_t dup_pid = proc_start(dup, proc_path(dir, "dup.out"), proc_path(dir, "dup.err"));
     expect_exit(dup_pid, 1, proc_path(dir, "dup.err"), "the second joiner with id 2");
     char *dup_err = proc_slurp(proc_path(dir, "dup.err"));
@@ -102,8 +112,8 @@ static void asp_join(void) {
     double acc = proc_json_number(summary, NULL, "final_test_accuracy");
     printf("   final test loss %.4f\n", proc_json_number(summary, NULL, "final_test_loss"));
     printf("asp join: worker 2 pushed %.0f (acknowledged %.0f); workers 0, 1 %.0f, %.0f; joined %.0f; accuracy %.3f\n",
-           applied2, acked2, by_worker(server, "pushes_total_by_worker", 0), by_worker(server, "pushes_total_by_worker", 1),
-           proc_json_number(summary, NULL, "workers_joined"), acc);
+           applied2, acked2, by_worker(server, "pushes_total_by_worker", 0),
+           by_worker(server, "pushes_total_by_worker", 1), proc_json_number(summary, NULL, "workers_joined"), acc);
     CHECK(applied2 > 0 && applied2 == acked2);
     CHECK(proc_json_number(summary, NULL, "workers_joined") == 1);
     CHECK(proc_json_number(summary, NULL, "workers_left") == 0);
@@ -125,8 +135,8 @@ static void leave(const char *sync) {
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
     int bsp = strcmp(sync, "bsp") == 0;
     // 2 ms a step: still training when the signal comes.
-    const char *a[40] = {ASGD_BINARY, "launch", COMMON, "--sync", sync, "--lr", bsp ? "2" : "0.5", "--workers", "3",
-                         "--delay-worker", "0:2,1:2,2:2", "--run-dir", rd};
+    const char *a[40] = {ASGD_BINARY, "launch", COMMON,           "--sync",      sync,        "--lr", bsp ? "2" : "0.5",
+                         "--workers", "3",      "--delay-worker", "0:2,1:2,2:2", "--run-dir", rd};
     size_t n = 0;
     while (a[n]) n++;
     if (!bsp) {
@@ -145,7 +155,8 @@ static void leave(const char *sync) {
     expect_exit(launcher, 0, err, "asgd launch");
     char *summary = proc_slurp(out), *server = proc_slurp(proc_path(rd, "server-0.json"));
     char *w2_json = proc_slurp(proc_path(rd, "worker-2.json"));
-    double c0 = by_worker(server, "clocks", 0), c1 = by_worker(server, "clocks", 1), c2 = by_worker(server, "clocks", 2);
+    double c0 = by_worker(server, "clocks", 0), c1 = by_worker(server, "clocks", 1),
+           c2 = by_worker(server, "clocks", 2);
     double left = proc_json_number(summary, NULL, "workers_left");
     printf("%s leave: clocks %.0f %.0f %.0f; workers_left %.0f; worker 2 acknowledged %.0f, applied %.0f\n", sync, c0,
            c1, c2, left, proc_json_number(w2_json, NULL, "push_messages_acked"),
@@ -178,9 +189,15 @@ static void refusals(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(out, sizeof out, "%s/refusal-%zu.out", dir, i);
         snprintf(err, sizeof err, "%s/refusal-%zu.err", dir, i);
-        const char *a[] = {ASGD_BINARY, "worker", "--model", "logreg", "--data", "gen:sparse:n=300,dim=20,nnz=5",
-                           "--sync", cases[i].sync, "--workers", "2", "--max-workers", cases[i].max, "--join",
-                           "--id", cases[i].id, "--coordinator", "127.0.0.1:1", NULL};
+        const char *a[] = {ASGD_BINARY,     "worker",
+                           "--model",       "logreg",
+                           "--data",        "gen:sparse:n=300,dim=20,nnz=5",
+                           "--sync",        cases[i].sync,
+                           "--workers",     "2",
+                           "--max-workers", cases[i].max,
+                           "--join",        "--id",
+                           cases[i].id,     "--coordinator",
+                           "127.0.0.1:1",   NULL};
         char *e = proc_run_expect(a, out, err, 30.0, 2);
         printf("refused: %s", e);
         CHECK(strstr(e, cases[i].needle) && strchr(e, '\n') == e + strlen(e) - 1);  // one line

@@ -29,16 +29,16 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_file_read, ckpt_file_get
-#include "datasets/storage/counter_file.h"     // defines: counter_file_t
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "engine/run/dist.h"               // defines: dist_push_ledger_*, dist_check_pushes_applied_once
-#include "net/ps_client.h"             // defines: ps_client_*, ps_push_count_t
-#include "net/rendezvous.h"            // defines: rdv_join
-#include "net/zmsg.h"                  // defines: zmsg_send, zmsg_recv
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/storage/counter_file.h"
+#include "kernels/foundation/partition.h"
+#include "engine/run/dist.h"
+#include "net/ps_client.h"
+#include "net/rendezvous.h"
+#include "net/zmsg.h"
 #include "proc_support.h"
 
-#define N 64       // logreg over dim 63: 63 weights and a bias
+#define N 64  // logreg over dim 63: 63 weights and a bias
 #define SHARDS 2
 #define WORKERS 2
 #define LR 0.5
@@ -49,7 +49,7 @@ static char dir[] = "/tmp/asgd_once_XXXXXX";
 
 typedef struct run {
     char rd[400];
-    char ck[450];           // checkpoint directory ("" : none)
+    char ck[450];  // checkpoint directory ("" : none)
     char coordinator[64];
     int port;
     pid_t server[SHARDS];
@@ -83,10 +83,30 @@ static pid_t start_server(const run_t *r, int s, int resume) {
     char id[16], host[80];
     snprintf(id, sizeof id, "%d", s);
     snprintf(host, sizeof host, "tcp://127.0.0.1:%d", r->port);
-    const char *a[64] = {ASGD_BINARY, "server", "--model", "logreg", "--data", "gen:sparse:n=64,dim=63,nnz=4",
-                         "--servers", "2", "--workers", "2", "--sync", "asp", "--server-lr", "0.5",
-                         "--worker-timeout", "0", "--run-id", "7717", "--coordinator", r->coordinator,
-                         "--run-dir", r->rd, "--id", id};
+    const char *a[64] = {ASGD_BINARY,
+                         "server",
+                         "--model",
+                         "logreg",
+                         "--data",
+                         "gen:sparse:n=64,dim=63,nnz=4",
+                         "--servers",
+                         "2",
+                         "--workers",
+                         "2",
+                         "--sync",
+                         "asp",
+                         "--server-lr",
+                         "0.5",
+                         "--worker-timeout",
+                         "0",
+                         "--run-id",
+                         "7717",
+                         "--coordinator",
+                         r->coordinator,
+                         "--run-dir",
+                         r->rd,
+                         "--id",
+                         id};
     int n = 0;
     while (a[n]) n++;
     if (r->ck[0]) {
@@ -244,7 +264,10 @@ static void raw_expect(worker_t *w, int s, uint16_t type, uint64_t clock) {
     int got = zmsg_recv(w->raw[s], 0, RUN_ID, &m, err, sizeof err);
     if (got != 1 || m.h.type != type || (type == MSG_TYPE_PUSH_ACK && m.h.offset != clock)) {
         fprintf(stderr, "worker %d: from shard %d wanted a %s (clock %llu), got %s\n", w->k, s, msg_type_name(type),
-                (unsigned long long)clock, got == 1 ? msg_type_name(m.h.type) : got == 0 ? "an invalid message" : err);
+                (unsigned long long)clock,
+                got == 1   ? msg_type_name(m.h.type)
+                : got == 0 ? "an invalid message"
+                           : err);
         exit(1);
     }
     zmsg_close(&m);
@@ -378,9 +401,9 @@ static void expect_check(const run_t *r, int k, int s) {
 
 // ---- a) a worker killed with a push in flight, restarted ------------------------------
 
-#define A_FIRST 20    // worker 0's pushes before it is killed (one more is in flight)
-#define A_SECOND 15   // its pushes after the restart
-#define A_OTHER 25    // worker 1's
+#define A_FIRST 20  // worker 0's pushes before it is killed (one more is in flight)
+#define A_SECOND 15  // its pushes after the restart
+#define A_OTHER 25  // worker 1's
 
 static void killed_worker(void) {
     run_t r;
@@ -520,8 +543,8 @@ static void duplicated_push(void) {
 // ---- c) a shard killed and resumed from its checkpoint ------------------------------------
 
 #define C_A 12  // worker 0's pushes in the checkpoint
-#define C_B 7   // applied after it, lost with the crash
-#define C_C 9   // applied by the resumed shard
+#define C_B 7  // applied after it, lost with the crash
+#define C_C 9  // applied by the resumed shard
 #define C_RAW 5  // worker 1's pushes to shard 0 in the checkpoint; its push C_RAW is applied after it
 
 // The pushes of workers 0 and 1 that shard 0's checkpoint holds.
@@ -614,8 +637,10 @@ static void resumed_shard(void) {
     touch(&r, "go-C");
     pid_t kids[] = {w0, w1};
     finish_run(&r, kids, 2);
-    printf("c) shard 0 killed after %d + %d pushes of worker 0 (its checkpoint held %d) and %d + 1 of worker 1 (held "
-           "%d), resumed:\n", C_A, C_B, C_A, C_RAW, C_RAW);
+    printf(
+        "c) shard 0 killed after %d + %d pushes of worker 0 (its checkpoint held %d) and %d + 1 of worker 1 (held "
+        "%d), resumed:\n",
+        C_A, C_B, C_A, C_RAW, C_RAW);
     char *json = proc_slurp(proc_path(r.rd, "server-0.json"));
     CHECK(proc_json_number(json, "resumed_pushes_by_worker", "0") == C_A);
     CHECK(proc_json_number(json, "resumed_pushes_by_worker", "1") == C_RAW);

@@ -31,7 +31,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
-#include "engine/run/dist.h"  // defines: dist_check_pushes_applied_once
+#include "engine/run/dist.h"
 #include "proc_support.h"
 
 #define WORKERS 3
@@ -58,10 +58,12 @@ static int common_args(const run_t *r, const char **a) {
     // the round trip is long in steps: at 0.5 ms under TSan the servers saw
     // staleness 17.5 and 19.9 clocks on average (9.4 and 8.0 at 2 ms), and a
     // CI run's ASP model ended at loss 0.644, short of the bound below.
-    const char *common[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--servers", "1",
-                            "--workers", "3", "--threads", "1", "--eval-every", "300",
-                            "--delay-worker", "0:2,1:2,2:2", "--heartbeat-ms", "100", "--retry-ms", "200",
-                            "--timeout-ms", "30000", "--run-id", "4242", "--quiet", NULL};
+    const char *common[] = {"--model",        "logreg",      "--data",         "gen:sparse:n=3000,dim=2000,nnz=20",
+                            "--servers",      "1",           "--workers",      "3",
+                            "--threads",      "1",           "--eval-every",   "300",
+                            "--delay-worker", "0:2,1:2,2:2", "--heartbeat-ms", "100",
+                            "--retry-ms",     "200",         "--timeout-ms",   "30000",
+                            "--run-id",       "4242",        "--quiet",        NULL};
     int n = 0;
     for (const char *const *c = common; *c; c++) a[n++] = *c;
     a[n++] = "--sync";
@@ -189,8 +191,10 @@ static char *check_accounting(const run_t *r, int dead_worker, int restarted_wor
         printf("  worker %d: %.0f pushes acknowledged, %.0f applied since it joined, %.0f in all\n", k, acked, applied,
                total);
         CHECK(acked > 0 && acked == applied);
-        if (k == restarted_worker) CHECK(total > applied);  // its first life's pushes (it trained before the kill)
-        else CHECK(total == applied);
+        if (k == restarted_worker)
+            CHECK(total > applied);  // its first life's pushes (it trained before the kill)
+        else
+            CHECK(total == applied);
         free(w);
     }
     return server;
@@ -356,8 +360,10 @@ static void bsp_restarted_server(void) {
         double acked = proc_json_number(w, NULL, "push_messages_acked");
         double applied = proc_json_number(server, "pushes_total_by_worker", key);
         double lost = proc_json_number(server, "pushes_lost_by_worker", key);
-        printf("  worker %d: %.0f pushes acknowledged, %.0f applied over the run, %.0f of them lost with the server; "
-               "%.0f retries\n", k, acked, applied + lost, lost, proc_json_number(w, NULL, "retries"));
+        printf(
+            "  worker %d: %.0f pushes acknowledged, %.0f applied over the run, %.0f of them lost with the server; "
+            "%.0f retries\n",
+            k, acked, applied + lost, lost, proc_json_number(w, NULL, "retries"));
         // What is lost is what the server applied after its checkpoint: at most
         // one push per round it skipped on resuming (a lost push the worker
         // resent after the restart was applied again and is not lost).
@@ -379,10 +385,36 @@ static void launch_restarts_worker(void) {
     snprintf(rd, sizeof rd, "%s/launch-restart", dir);
     snprintf(out, sizeof out, "%s.out", rd);
     snprintf(err_path, sizeof err_path, "%s.err", rd);
-    const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
-                       "--workers", "3", "--sync", "ssp", "--staleness", "2", "--epochs", "3", "--eval-every", "300",
-                       "--delay-worker", "0:2,1:2,2:2", "--heartbeat-ms", "100", "--worker-timeout", WORKER_TIMEOUT,
-                       "--retry-ms", "200", "--restart-workers", "1", "--quiet", "--run-dir", rd, NULL};
+    const char *a[] = {ASGD_BINARY,
+                       "launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--workers",
+                       "3",
+                       "--sync",
+                       "ssp",
+                       "--staleness",
+                       "2",
+                       "--epochs",
+                       "3",
+                       "--eval-every",
+                       "300",
+                       "--delay-worker",
+                       "0:2,1:2,2:2",
+                       "--heartbeat-ms",
+                       "100",
+                       "--worker-timeout",
+                       WORKER_TIMEOUT,
+                       "--retry-ms",
+                       "200",
+                       "--restart-workers",
+                       "1",
+                       "--quiet",
+                       "--run-dir",
+                       rd,
+                       NULL};
     pid_t launcher = proc_start(a, out, err_path);
     char csv[450];
     snprintf(csv, sizeof csv, "%s/worker-1.csv", rd);

@@ -19,9 +19,8 @@ typedef struct harness {
 } harness_t;
 
 static const harness_t harnesses[] = {
-    {"libsvm", fuzz_libsvm}, {"ratings", fuzz_ratings}, {"idx", fuzz_idx},
-    {"gz", fuzz_gz},         {"flags", fuzz_flags},     {"wire", fuzz_wire},
-    {"csv", fuzz_csv},
+    {"libsvm", fuzz_libsvm}, {"ratings", fuzz_ratings}, {"idx", fuzz_idx}, {"gz", fuzz_gz},
+    {"flags", fuzz_flags},   {"wire", fuzz_wire},       {"csv", fuzz_csv},
 };
 
 static uint8_t *read_all(const char *path, size_t *len) {

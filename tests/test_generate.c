@@ -4,10 +4,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/data/generate.h"    // defines: gen_sparse(_with_truth), gen_ratings(_with_truth), their configs
-#include "datasets/libsvm.h"      // defines: libsvm_write
-#include "datasets/ratings_io.h"  // defines: ratings_write
-#include "datasets/text_io.h"  // defines: text_file_read, text_format_float
+#include "engine/data/generate.h"
+#include "datasets/libsvm.h"
+#include "datasets/ratings_io.h"
+#include "datasets/text_io.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_generate_XXXXXX";
@@ -98,8 +98,8 @@ static void determinism(void) {
     a = sparse_bytes(&small, &la);
     b = ratings_bytes(&small_r, &lb);
     uint64_t ha = fnv1a(a, la), hb = fnv1a(b, lb);
-    printf("pinned bytes: sparse %zu bytes fnv1a %016llx, ratings %zu bytes fnv1a %016llx\n", la, (unsigned long long)ha, lb,
-           (unsigned long long)hb);
+    printf("pinned bytes: sparse %zu bytes fnv1a %016llx, ratings %zu bytes fnv1a %016llx\n", la,
+           (unsigned long long)ha, lb, (unsigned long long)hb);
     CHECK(ha == 0x4a29f73e7b703618ull);
     CHECK(hb == 0x55c4f07f9c8a2db8ull);
     free(a), free(b);
@@ -137,9 +137,10 @@ static void sparse_statistics(const sparse_gen_config_t *c, double *top_share_ou
     for (size_t j = 0; j < top_n; j++) top += uses[j];
     double mean_nnz = (double)d.nnz / (double)d.n, balance = (double)positives / (double)d.n;
     double agreement = (double)agree / (double)d.n, top_share = (double)top / (double)d.nnz;
-    printf("sparse %zu x %zu, nnz %zu, zipf %g: mean nnz %.2f, max |row norm - 1| %.2g, positives %.4f, "
-           "hidden model agrees with %.4f of labels, top 1%% of features carry %.3f of non-zeros\n",
-           c->n_examples, c->dim, k, c->zipf_exponent, mean_nnz, worst_norm, balance, agreement, top_share);
+    printf(
+        "sparse %zu x %zu, nnz %zu, zipf %g: mean nnz %.2f, max |row norm - 1| %.2g, positives %.4f, "
+        "hidden model agrees with %.4f of labels, top 1%% of features carry %.3f of non-zeros\n",
+        c->n_examples, c->dim, k, c->zipf_exponent, mean_nnz, worst_norm, balance, agreement, top_share);
     CHECK(fabs(mean_nnz - (double)k) <= 0.1 * (double)k);
     CHECK(worst_norm < 1e-5);
     CHECK(balance > 0.35 && balance < 0.65);
@@ -199,20 +200,35 @@ static void sparse_properties(void) {
     static const struct {
         size_t field;  // which one to break
         const char *words;
-    } bad[] = {{0, "n_examples is 0"},     {1, "dim is 0"},           {2, "nnz_per_example is 0"},
-               {3, "nnz_per_example is 101; expected 1..dim (100)"},
-               {4, "zipf_exponent is -1"}, {5, "label_noise is 0.7"}, {6, "label_noise is nan"}};
+    } bad[] = {{0, "n_examples is 0"},      {1, "dim is 0"},
+               {2, "nnz_per_example is 0"}, {3, "nnz_per_example is 101; expected 1..dim (100)"},
+               {4, "zipf_exponent is -1"},  {5, "label_noise is 0.7"},
+               {6, "label_noise is nan"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         sparse_gen_config_default(&c);
         c.dim = 100;
         switch (bad[i].field) {
-        case 0: c.n_examples = 0; break;
-        case 1: c.dim = 0; break;
-        case 2: c.nnz_per_example = 0; break;
-        case 3: c.nnz_per_example = 101; break;
-        case 4: c.zipf_exponent = -1; break;
-        case 5: c.label_noise = 0.7; break;
-        default: c.label_noise = NAN; break;
+            case 0:
+                c.n_examples = 0;
+                break;
+            case 1:
+                c.dim = 0;
+                break;
+            case 2:
+                c.nnz_per_example = 0;
+                break;
+            case 3:
+                c.nnz_per_example = 101;
+                break;
+            case 4:
+                c.zipf_exponent = -1;
+                break;
+            case 5:
+                c.label_noise = 0.7;
+                break;
+            default:
+                c.label_noise = NAN;
+                break;
         }
         CHECK(gen_sparse(&c, &d, err, sizeof err) == -1);
         printf("bad config -> %s\n", err);
@@ -231,7 +247,8 @@ static void ratings_properties(void) {
     char err[512];
     ratings_gen_config_t c;
     ratings_gen_config_default(&c);
-    CHECK(c.n_users == 2000 && c.n_items == 1000 && c.rank == 8 && c.n_ratings == 200000 && c.noise_std == 0.1 && c.seed == 1);
+    CHECK(c.n_users == 2000 && c.n_items == 1000 && c.rank == 8 && c.n_ratings == 200000 && c.noise_std == 0.1 &&
+          c.seed == 1);
     c.n_ratings = 50000;
     ratings_t r;
     double *u = malloc(c.n_users * c.rank * sizeof *u), *v = malloc(c.n_items * c.rank * sizeof *v);
@@ -252,9 +269,10 @@ static void ratings_properties(void) {
     for (size_t i = 1; i < r.n; i++) CHECK(pair[i] != pair[i - 1]);  // no pair twice
     double rmse = sqrt(sq / (double)r.n), signal_std = sqrt(signal / (double)r.n);
     double factor_var = factor2 / (double)(c.n_users * c.rank);
-    printf("ratings %zu of %zu x %zu, rank %zu: RMSE of the hidden factors %.4f (noise_std 0.1), rating signal std %.3f, "
-           "factor variance %.4f (1/sqrt(rank) = %.4f)\n",
-           r.n, c.n_users, c.n_items, c.rank, rmse, signal_std, factor_var, 1.0 / sqrt((double)c.rank));
+    printf(
+        "ratings %zu of %zu x %zu, rank %zu: RMSE of the hidden factors %.4f (noise_std 0.1), rating signal std %.3f, "
+        "factor variance %.4f (1/sqrt(rank) = %.4f)\n",
+        r.n, c.n_users, c.n_items, c.rank, rmse, signal_std, factor_var, 1.0 / sqrt((double)c.rank));
     // 50,000 squared N(0, 0.01) draws: the RMSE's relative standard error is 1/sqrt(2n) = 0.3%.
     CHECK(fabs(rmse - 0.1) < 0.005);
     CHECK(signal_std > 0.8 && signal_std < 1.2);
@@ -279,18 +297,37 @@ static void ratings_properties(void) {
     static const struct {
         size_t field;
         const char *words;
-    } bad[] = {{0, "n_users is 0"}, {1, "n_items is 0"}, {2, "rank is 0"}, {3, "n_ratings is 0"},
-               {4, "n_ratings is 601; expected 1..600"}, {5, "noise_std is -0.1"}, {6, "noise_std is inf"}};
+    } bad[] = {{0, "n_users is 0"},
+               {1, "n_items is 0"},
+               {2, "rank is 0"},
+               {3, "n_ratings is 0"},
+               {4, "n_ratings is 601; expected 1..600"},
+               {5, "noise_std is -0.1"},
+               {6, "noise_std is inf"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         c = dense;
         switch (bad[i].field) {
-        case 0: c.n_users = 0; break;
-        case 1: c.n_items = 0; break;
-        case 2: c.rank = 0; break;
-        case 3: c.n_ratings = 0; break;
-        case 4: c.n_ratings = 601; break;
-        case 5: c.noise_std = -0.1; break;
-        default: c.noise_std = INFINITY; break;
+            case 0:
+                c.n_users = 0;
+                break;
+            case 1:
+                c.n_items = 0;
+                break;
+            case 2:
+                c.rank = 0;
+                break;
+            case 3:
+                c.n_ratings = 0;
+                break;
+            case 4:
+                c.n_ratings = 601;
+                break;
+            case 5:
+                c.noise_std = -0.1;
+                break;
+            default:
+                c.noise_std = INFINITY;
+                break;
         }
         CHECK(gen_ratings(&c, &r, err, sizeof err) == -1);
         printf("bad config -> %s\n", err);

@@ -20,7 +20,7 @@
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_global_eval_XXXXXX";  // read by launch_support.h
-#include "launch_support.h"  // defines: launch_run, launch_file, launch_field
+#include "launch_support.h"
 
 #define MAX_ROWS 4096
 #define N_COLS 16  // process + the 15 curve columns
@@ -30,7 +30,23 @@ typedef struct rows {
     size_t n;
 } rows_t;
 
-enum { WALL, EPOCH, SAMPLES, UPDATES, RATE, LR, TRAIN_LOSS, TEST_LOSS, ACC, RMSE, SV_MEAN, SV_MAX, SC_MEAN, SC_MAX, WAIT };
+enum {
+    WALL,
+    EPOCH,
+    SAMPLES,
+    UPDATES,
+    RATE,
+    LR,
+    TRAIN_LOSS,
+    TEST_LOSS,
+    ACC,
+    RMSE,
+    SV_MEAN,
+    SV_MAX,
+    SC_MEAN,
+    SC_MAX,
+    WAIT
+};
 
 // The rows of one process ("global", "worker-0", ...) of a merged.csv text.
 static void rows_of(const char *csv, const char *process, rows_t *out) {
@@ -41,9 +57,10 @@ static void rows_of(const char *csv, const char *process, rows_t *out) {
         const char *end = strchr(line, '\n');
         size_t len = end ? (size_t)(end - line) : strlen(line);
         if (header) {
-            CHECK(strncmp(line, "process,wall_s,epoch,samples,updates,samples_per_s,lr,train_loss,test_loss,test_accuracy,"
-                                "test_rmse,staleness_versions_mean,staleness_versions_max,staleness_clocks_mean,"
-                                "staleness_clocks_max,wait_s",
+            CHECK(strncmp(line,
+                          "process,wall_s,epoch,samples,updates,samples_per_s,lr,train_loss,test_loss,test_accuracy,"
+                          "test_rmse,staleness_versions_mean,staleness_versions_max,staleness_clocks_mean,"
+                          "staleness_clocks_max,wait_s",
                           len) == 0);
             header = 0;
         } else if (strncmp(line, process, strlen(process)) == 0 && line[strlen(process)] == ',') {
@@ -89,10 +106,11 @@ static void check_during_training_column(const char *name, int expected) {
 // With no room for snapshots the evaluator evaluates at once, while the
 // workers train, and the summary counts every evaluation as such.
 static void test_live(void) {
-    const char *args[] = {"launch", "--servers", "1", "--workers", "2", "--threads", "1", "--sync", "asp",
-                          "--model", "logreg", "--data", DATA, "--epochs", "1", "--batch", "20", "--lr", "2",
-                          "--delay-worker", "0:1,1:1", "--eval-every", "2000", "--eval-snapshot-mb", "0",
-                          "--worker-eval", "off", "--run-dir", rd("live"), "--quiet", NULL};
+    const char *args[] = {
+        "launch", "--servers",     "1",      "--workers",      "2",        "--threads",    "1",    "--sync",
+        "asp",    "--model",       "logreg", "--data",         DATA,       "--epochs",     "1",    "--batch",
+        "20",     "--lr",          "2",      "--delay-worker", "0:1,1:1",  "--eval-every", "2000", "--eval-snapshot-mb",
+        "0",      "--worker-eval", "off",    "--run-dir",      rd("live"), "--quiet",      NULL};
     CHECK(launch_run(args) == 0);
     char *summary = launch_file("live", "summary.json");
     double evals = launch_field(summary, "global_evaluations");
@@ -113,10 +131,11 @@ static void test_asp(void) {
     // took ~3 steps each, the servers saw staleness 6-12, and at lr 2 the
     // summed deltas made the global model oscillate below 0.75 all run
     // (asynchrony's real cost, not a bookkeeping fault).
-    const char *args[] = {"launch", "--servers", "2", "--workers", "2", "--threads", "1", "--sync", "asp",
-                          "--model", "logreg", "--data", DATA, "--epochs", "2", "--batch", "20", "--lr", "2",
-                          "--delay-worker", "0:3,1:3", "--eval-every", "2000", "--target-acc", "0.75",
-                          "--worker-eval", "off", "--run-dir", rd("asp"), "--quiet", NULL};
+    const char *args[] = {
+        "launch", "--servers",     "2",      "--workers",      "2",       "--threads",    "1",    "--sync",
+        "asp",    "--model",       "logreg", "--data",         DATA,      "--epochs",     "2",    "--batch",
+        "20",     "--lr",          "2",      "--delay-worker", "0:3,1:3", "--eval-every", "2000", "--target-acc",
+        "0.75",   "--worker-eval", "off",    "--run-dir",      rd("asp"), "--quiet",      NULL};
     CHECK(launch_run(args) == 0);
     char *merged = launch_file("asp", "merged.csv"), *summary = launch_file("asp", "summary.json");
     static rows_t g, w0;
@@ -166,8 +185,8 @@ static void test_asp(void) {
     // Worker 0's own figures are named as such (here: only its final evaluation).
     CHECK(launch_field(summary, "worker0_test_accuracy") == w0.v[1][ACC]);
     if (hit < g.n)
-        printf("asp: %zu global rows; target 0.75 at %.0f samples (%.3f s), final %.4f (worker 0's copy: %.4f)\n",
-               g.n, g.v[hit][SAMPLES], g.v[hit][WALL], g.v[g.n - 1][ACC], w0.v[1][ACC]);
+        printf("asp: %zu global rows; target 0.75 at %.0f samples (%.3f s), final %.4f (worker 0's copy: %.4f)\n", g.n,
+               g.v[hit][SAMPLES], g.v[hit][WALL], g.v[g.n - 1][ACC], w0.v[1][ACC]);
     else
         printf("asp: %zu global rows; target 0.75 not reached (summary: null), final %.4f (worker 0's copy: %.4f)\n",
                g.n, g.v[g.n - 1][ACC], w0.v[1][ACC]);
@@ -176,9 +195,9 @@ static void test_asp(void) {
 }
 
 static void test_bsp(void) {
-    const char *args[] = {"launch", "--servers", "2", "--workers", "2", "--threads", "1", "--sync", "bsp",
-                          "--model", "logreg", "--data", DATA, "--epochs", "1", "--batch", "10",
-                          "--eval-every", "1000", "--run-dir", rd("bsp"), "--quiet", NULL};
+    const char *args[] = {"launch", "--servers",    "2",      "--workers", "2",       "--threads", "1", "--sync",
+                          "bsp",    "--model",      "logreg", "--data",    DATA,      "--epochs",  "1", "--batch",
+                          "10",     "--eval-every", "1000",   "--run-dir", rd("bsp"), "--quiet",   NULL};
     CHECK(launch_run(args) == 0);
     char *merged = launch_file("bsp", "merged.csv");
     static rows_t g, w0, w1;
@@ -203,9 +222,31 @@ static void test_bsp(void) {
 }
 
 static void test_allreduce(void) {
-    const char *args[] = {"launch", "--servers", "0", "--workers", "2", "--threads", "1", "--sync", "allreduce",
-                          "--model", "logreg", "--data", DATA, "--epochs", "1", "--batch", "10",
-                          "--eval-every", "2000", "--target-acc", "0.6", "--run-dir", rd("allreduce"), "--quiet", NULL};
+    const char *args[] = {"launch",
+                          "--servers",
+                          "0",
+                          "--workers",
+                          "2",
+                          "--threads",
+                          "1",
+                          "--sync",
+                          "allreduce",
+                          "--model",
+                          "logreg",
+                          "--data",
+                          DATA,
+                          "--epochs",
+                          "1",
+                          "--batch",
+                          "10",
+                          "--eval-every",
+                          "2000",
+                          "--target-acc",
+                          "0.6",
+                          "--run-dir",
+                          rd("allreduce"),
+                          "--quiet",
+                          NULL};
     CHECK(launch_run(args) == 0);
     char *merged = launch_file("allreduce", "merged.csv"), *summary = launch_file("allreduce", "summary.json");
     static rows_t g, w0;
@@ -239,10 +280,10 @@ static void test_eval_every_s(void) {
     snprintf(log, sizeof log, "%s/train.csv", dir);
     // 0.4 s of training, however fast the machine: 100 epochs once took under
     // 0.15 s here, too few grid points to check.
-    const char *train[] = {"train", "--model", "logreg", "--data", DATA, "--threads", "2", "--epochs", "100000",
-                           "--time-limit", "0.4", "--eval-every", "1000000000", "--eval-every-s", "0.05",
-                           "--eval-limit", "200",
-                           "--log", log, "--quiet", NULL};
+    const char *train[] = {"train",      "--model",        "logreg", "--data",       DATA,  "--threads",
+                           "2",          "--epochs",       "100000", "--time-limit", "0.4", "--eval-every",
+                           "1000000000", "--eval-every-s", "0.05",   "--eval-limit", "200", "--log",
+                           log,          "--quiet",        NULL};
     CHECK(launch_run(train) == 0);
     char *csv = launch_slurp(log);
     // Re-read as "worker" rows: prefix each line so rows_of can parse it.
@@ -250,9 +291,10 @@ static void test_eval_every_s(void) {
     char *tagged = malloc(2 * len + 4096);
     CHECK(tagged);
     char *o = tagged;
-    o += sprintf(o, "process,wall_s,epoch,samples,updates,samples_per_s,lr,train_loss,test_loss,test_accuracy,"
-                    "test_rmse,staleness_versions_mean,staleness_versions_max,staleness_clocks_mean,"
-                    "staleness_clocks_max,wait_s\n");
+    o += sprintf(o,
+                 "process,wall_s,epoch,samples,updates,samples_per_s,lr,train_loss,test_loss,test_accuracy,"
+                 "test_rmse,staleness_versions_mean,staleness_versions_max,staleness_clocks_mean,"
+                 "staleness_clocks_max,wait_s\n");
     const char *line = strchr(csv, '\n');
     while (line && line[1]) {
         const char *end = strchr(line + 1, '\n');
@@ -267,11 +309,11 @@ static void test_eval_every_s(void) {
     free(tagged);
     free(csv);
 
-    const char *launch[] = {"launch", "--servers", "1", "--workers", "2", "--threads", "1", "--sync", "asp",
-                            "--model", "logreg", "--data", DATA, "--epochs", "2", "--batch", "20",
-                            "--delay-worker", "0:1,1:1", "--eval-every", "1000000000",
-                            "--eval-every-s", "0.05", "--eval-limit", "200", "--worker-eval", "off",
-                            "--run-dir", rd("by-time"), "--quiet", NULL};
+    const char *launch[] = {
+        "launch", "--servers",      "1",       "--workers",    "2",           "--threads",      "1",    "--sync",
+        "asp",    "--model",        "logreg",  "--data",       DATA,          "--epochs",       "2",    "--batch",
+        "20",     "--delay-worker", "0:1,1:1", "--eval-every", "1000000000",  "--eval-every-s", "0.05", "--eval-limit",
+        "200",    "--worker-eval",  "off",     "--run-dir",    rd("by-time"), "--quiet",        NULL};
     CHECK(launch_run(launch) == 0);
     char *merged = launch_file("by-time", "merged.csv");
     static rows_t g;

@@ -8,20 +8,18 @@
 // Skips (77) without a CUDA build or device.
 #include <sys/wait.h>
 
-#include "datasets/text_io.h"  // defines: text_file_read
-#include "kernels/gpu.h"       // defines: gpu_device_count
+#include "datasets/text_io.h"
+#include "kernels/gpu.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_gpu_downpour_XXXXXX";
-#include "launch_support.h"  // defines: launch_field
+#include "launch_support.h"
 
 #ifndef ASGD_HAVE_CUDA
-int main(void) {
-    return test_skip_no_gpu("built without CUDA");
-}
+int main(void) { return test_skip_no_gpu("built without CUDA"); }
 #else
 
-#define COMMON                                                                                          \
+#define COMMON                                                                                              \
     "--model logreg --data gen:sparse:n=40000,dim=20000,nnz=30,noise=0 --epochs 2 --workers 2 --servers 1 " \
     "--lr 0.5 --seed 5 --quiet"
 #define DOWNPOUR "--server-lr 0.25 --push-every 500 --fetch-every 500 "
@@ -52,7 +50,8 @@ int main(void) {
     } runs[] = {
         {"asp-cpu", DOWNPOUR "--sync asp", -1},
         {"asp-gpu", DOWNPOUR "--sync asp --device cuda --gpu-chunk 250 --gpu-in-flight 8", -1},
-        {"asp-gpu-atomic", DOWNPOUR "--sync asp --device cuda --gpu-chunk 250 --gpu-in-flight 8 --gpu-scatter atomic", -1},
+        {"asp-gpu-atomic", DOWNPOUR "--sync asp --device cuda --gpu-chunk 250 --gpu-in-flight 8 --gpu-scatter atomic",
+         -1},
         {"ssp2-gpu", DOWNPOUR "--sync ssp --staleness 2 --device cuda --gpu-chunk 250 --gpu-in-flight 8", 2},
     };
     double cpu_acc = 0;
@@ -71,8 +70,10 @@ int main(void) {
         // The majority class is about 0.5; the CPU run reached 0.82 in three runs here. ASP runs vary by a
         // few points between runs, so the GPU's are only printed next to the CPU's, not held to them.
         CHECK(acc >= 0.70);
-        if (i == 0) cpu_acc = acc;
-        else printf("  %+.4f against the CPU run\n", acc - cpu_acc);
+        if (i == 0)
+            cpu_acc = acc;
+        else
+            printf("  %+.4f against the CPU run\n", acc - cpu_acc);
         if (runs[i].max_clock_staleness >= 0) CHECK(stale_max <= runs[i].max_clock_staleness);
         free(s);
     }

@@ -7,17 +7,15 @@
 //    as the CPU's learning tests require.
 //  - Configurations the GPU path does not run are refused with the flag named.
 // Skips (77) without a CUDA build or device.
-#include "engine/data/data_source.h"  // defines: data_bundle_load
-#include "engine/core/trainer.h"      // defines: train_fresh, train_config_t
-#include "engine/gpu/gpu_device.h"   // defines: gpu_device_ops, gpu_options_t
-#include "kernels/gpu.h"         // defines: gpu_device_count
-#include "learning_support.h"  // defines: train (a CPU run), test_support.h
-#include "twin_check.h"        // defines: twin_rel_err
+#include "engine/data/data_source.h"
+#include "engine/core/trainer.h"
+#include "engine/gpu/gpu_device.h"
+#include "kernels/gpu.h"
+#include "learning_support.h"
+#include "twin_check.h"
 
 #ifndef ASGD_HAVE_CUDA
-int main(void) {
-    return test_skip_no_gpu("built without CUDA");
-}
+int main(void) { return test_skip_no_gpu("built without CUDA"); }
 #else
 
 static char err[512];
@@ -82,9 +80,10 @@ static void mlp_matches_cpu(void) {
     for (int i = 0; i < 3; i++) {
         train_result_t rc, rg;
         double d = cpu_vs_gpu(m, &ocs[i], 40, 2, &rc, &rg);  // 60 steps
-        printf("mlp 64-48-24-5 %-8s batch 40, 2 epochs: params rel diff %.2e; accuracy cpu %.4f gpu %.4f; "
-               "train loss cpu %.5f gpu %.5f\n", names[i], d, rc.last.test_metric, rg.last.test_metric,
-               rc.last.train_loss, rg.last.train_loss);
+        printf(
+            "mlp 64-48-24-5 %-8s batch 40, 2 epochs: params rel diff %.2e; accuracy cpu %.4f gpu %.4f; "
+            "train loss cpu %.5f gpu %.5f\n",
+            names[i], d, rc.last.test_metric, rg.last.test_metric, rc.last.train_loss, rg.last.train_loss);
         CHECK(d < 1e-4);
         CHECK_NEAR(rg.last.test_metric, rc.last.test_metric, 0.0026);  // at most one of 400 test images
         CHECK_NEAR(rg.last.train_loss, rc.last.train_loss, 1e-4 * fabs(rc.last.train_loss));
@@ -124,9 +123,10 @@ static void logreg_on_gpu(void) {
         train_config_t c = config(1, 3, &g);
         train_result_t r;
         CHECK_OK(train_fresh(m, &oc, &c, 1, NULL, &r, NULL, err, sizeof err), err);
-        printf("logreg GPU Hogwild! (%s scatters, chunks of 4096, 64 in flight), 3 epochs: accuracy %.4f (majority "
-               "class %.4f), %llu updates\n", atomic ? "atomic" : "plain", r.last.test_metric, majority,
-               (unsigned long long)r.updates);
+        printf(
+            "logreg GPU Hogwild! (%s scatters, chunks of 4096, 64 in flight), 3 epochs: accuracy %.4f (majority "
+            "class %.4f), %llu updates\n",
+            atomic ? "atomic" : "plain", r.last.test_metric, majority, (unsigned long long)r.updates);
         CHECK(r.updates == 3 * model_num_train(m));
         CHECK(r.last.test_metric >= majority + 0.20);  // as test_learning asks of the CPU
     }

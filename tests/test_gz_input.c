@@ -11,10 +11,10 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "datasets/data_input.h"  // defines: data_input_open, data_input_read, data_input_set_max_inflated
-#include "datasets/idx.h"         // defines: idx_load
-#include "datasets/libsvm.h"      // defines: libsvm_load, libsvm_write
-#include "datasets/ratings_io.h"  // defines: ratings_load
+#include "datasets/data_input.h"
+#include "datasets/idx.h"
+#include "datasets/libsvm.h"
+#include "datasets/ratings_io.h"
 #include "input_support.h"
 #include "test_support.h"
 
@@ -109,8 +109,8 @@ static void ratings_gz(void) {
     rng_t r;
     rng_seed(&r, 11, 0);
     for (int i = 0; i < 20000; i++)
-        fprintf(f, "%u,%u,%.1f,%u\n", (unsigned)rng_below(&r, 700), (unsigned)rng_below(&r, 900), 0.5 * (double)(1 + rng_below(&r, 10)),
-                1000000000u + (unsigned)i);
+        fprintf(f, "%u,%u,%.1f,%u\n", (unsigned)rng_below(&r, 700), (unsigned)rng_below(&r, 900),
+                0.5 * (double)(1 + rng_below(&r, 10)), 1000000000u + (unsigned)i);
     CHECK(fclose(f) == 0);
     const char *gz_path = gzip_file("r.csv", "r.csv.gz");
     char err[512];
@@ -118,7 +118,8 @@ static void ratings_gz(void) {
     CHECK_OK(ratings_load(path_of("r.csv"), &plain, err, sizeof err), err);
     CHECK_OK(ratings_load(gz_path, &gz, err, sizeof err), err);
     CHECK(plain.n == 20000 && gz.n == plain.n && gz.n_users == plain.n_users && gz.n_items == plain.n_items);
-    CHECK(memcmp(gz.user, plain.user, gz.n * sizeof *gz.user) == 0 && memcmp(gz.item, plain.item, gz.n * sizeof *gz.item) == 0);
+    CHECK(memcmp(gz.user, plain.user, gz.n * sizeof *gz.user) == 0 &&
+          memcmp(gz.item, plain.item, gz.n * sizeof *gz.item) == 0);
     CHECK(memcmp(gz.rating, plain.rating, gz.n * sizeof *gz.rating) == 0);
     printf("  r.csv.gz reads as r.csv: %zu ratings, %zu users, %zu items\n", gz.n, gz.n_users, gz.n_items);
     size_t len;
@@ -162,7 +163,8 @@ static void idx_gz(void) {
     CHECK_OK(idx_load(path_of("i-idx3.gz"), path_of("l-idx1.gz"), 0, &gz, err, sizeof err), err);
     CHECK_OK(idx_load(path_of("i-idx3.gz"), path_of("l-idx1"), 0, &mixed, err, sizeof err), err);
     CHECK(plain.n == 300 && plain.dim == 784 && gz.n == plain.n && gz.dim == plain.dim && mixed.n == plain.n);
-    CHECK(memcmp(gz.x, plain.x, plain.n * plain.dim * sizeof *gz.x) == 0 && memcmp(gz.y, plain.y, plain.n * sizeof *gz.y) == 0);
+    CHECK(memcmp(gz.x, plain.x, plain.n * plain.dim * sizeof *gz.x) == 0 &&
+          memcmp(gz.y, plain.y, plain.n * sizeof *gz.y) == 0);
     CHECK(memcmp(mixed.x, plain.x, plain.n * plain.dim * sizeof *gz.x) == 0);
     CHECK(plain.x[1] == (float)131 / 255.0f && plain.y[3] == 1);
     printf("  i-idx3.gz + l-idx1.gz read as the plain pair: %zu x %zu\n", gz.n, gz.dim);
@@ -211,9 +213,11 @@ static void idx_gz(void) {
     free(zeros);
     uint64_t cap_before = data_input_set_max_inflated(1 << 20);
     p = path_of("claims-idx3.gz");
-    expect_refused(idx_load(p, path_of("big-idx1"), 0, &d, err, sizeof err), err, p, "inflates to more than 1048576 bytes");
+    expect_refused(idx_load(p, path_of("big-idx1"), 0, &d, err, sizeof err), err, p,
+                   "inflates to more than 1048576 bytes");
     data_input_set_max_inflated(cap_before);
-    expect_refused(idx_load(p, path_of("big-idx1"), 0, &d, err, sizeof err), err, p, "truncated: header says 1048576 images");
+    expect_refused(idx_load(p, path_of("big-idx1"), 0, &d, err, sizeof err), err, p,
+                   "truncated: header says 1048576 images");
 }
 
 // FIFOs are read (plain or compressed, as a file); devices and directories
@@ -246,8 +250,10 @@ static void not_regular(void) {
     CHECK(r.n == 20000);
     ratings_free(&r);
     sparse_dataset_free(&plain);
-    expect_refused(libsvm_load("/dev/zero", 0, &s, err, sizeof err), err, "/dev/zero", "is a character device, not a regular file");
-    expect_refused(idx_load(path_of("i-idx3"), "/dev/zero", 0, &d, err, sizeof err), err, "/dev/zero", "is a character device");
+    expect_refused(libsvm_load("/dev/zero", 0, &s, err, sizeof err), err, "/dev/zero",
+                   "is a character device, not a regular file");
+    expect_refused(idx_load(path_of("i-idx3"), "/dev/zero", 0, &d, err, sizeof err), err, "/dev/zero",
+                   "is a character device");
     expect_refused(ratings_load(dir, &r, err, sizeof err), err, dir, "is a directory");
     CHECK(s.n == 0 && r.n == 0 && d.n == 0);
 }

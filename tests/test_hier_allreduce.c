@@ -18,9 +18,9 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "kernels/foundation/partition.h"   // defines: shard_range
-#include "net/hier_allreduce.h"  // defines: hier_allreduce_new, hier_allreduce_sum
-#include "proc_support.h"        // defines: proc_wait
+#include "kernels/foundation/partition.h"
+#include "net/hier_allreduce.h"
+#include "proc_support.h"
 #include "test_support.h"
 
 #define MAX_RANKS 6
@@ -67,7 +67,9 @@ static void expected(float *want, size_t count, size_t call, size_t H, size_t L)
     free(tmp);
 }
 
-static void cross_path(char *out, size_t len, size_t h, size_t j) { snprintf(out, len, "ipc://%s/x-%zu-%zu", dir, h, j); }
+static void cross_path(char *out, size_t len, size_t h, size_t j) {
+    snprintf(out, len, "ipc://%s/x-%zu-%zu", dir, h, j);
+}
 
 // Stream rings' endpoints (ephemeral ports), relayed through memory shared
 // by the forked ranks: each writes its own, then waits for its next host's.
@@ -92,8 +94,8 @@ static int rank_main(size_t H, size_t L, size_t g, uint64_t run, relay_t *rl) {
     char err[512], bind[300], next[300];
     cross_path(bind, sizeof bind, h, j);
     cross_path(next, sizeof next, (h + 1) % H, j);
-    hier_allreduce_t *x = hier_allreduce_new(ctx, rl != NULL, run, h, H, j, L, BIG, rl ? "127.0.0.1" : bind, err,
-                                             sizeof err);
+    hier_allreduce_t *x =
+        hier_allreduce_new(ctx, rl != NULL, run, h, H, j, L, BIG, rl ? "127.0.0.1" : bind, err, sizeof err);
     if (x && rl) {
         CHECK(hier_allreduce_uses_stream(x));
         relay_next(rl, H, L, g, hier_allreduce_endpoint(x), next, sizeof next);
@@ -143,8 +145,8 @@ static void run_layout(size_t H, size_t L, uint64_t run, int stream) {
         if (pid[g] == 0) _exit(rank_main(H, L, g, run, rl));
     }
     for (size_t g = 0; g < H * L; g++) CHECK(proc_wait(pid[g], HANG_S) == 0);
-    printf("%zu hosts x %zu ranks, %s cross rings: every rank's %zu sums equal the promised order bit for bit\n", H,
-           L, stream ? "stream" : "ZeroMQ", N_CALLS);
+    printf("%zu hosts x %zu ranks, %s cross rings: every rank's %zu sums equal the promised order bit for bit\n", H, L,
+           stream ? "stream" : "ZeroMQ", N_CALLS);
     if (rl) munmap(rl, sizeof *rl);
 }
 

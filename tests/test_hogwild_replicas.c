@@ -14,8 +14,8 @@
 #include <string.h>
 
 #include "engine/core/trainer.h"
-#include "engine/data/data_source.h"       // defines: data_bundle_load
-#include "engine/models/update_counter.h"  // defines: update_counter_new, update_counter_result
+#include "engine/data/data_source.h"
+#include "engine/models/update_counter.h"
 #include "test_support.h"
 
 typedef struct run_spec {
@@ -96,8 +96,8 @@ static void check_none_lost(const char *label, const model_t *inner, size_t batc
     CHECK(w);
     // Evaluation pauses every fifth of an epoch: the threads merge before each.
     // Plain SGD at a constant step of 1: a parameter gains one unit per update that reaches it.
-    run_spec_t s = {HOGWILD_VARIANT_REPLICAS, merge_every, 2, batch, 2, model_num_train(inner) / 5,
-                    OPTIMIZER_KIND_SGD, 1.0};
+    run_spec_t s = {HOGWILD_VARIANT_REPLICAS,   merge_every,        2,  batch, 2,
+                    model_num_train(inner) / 5, OPTIMIZER_KIND_SGD, 1.0};
     train_result_t r = run(counter, s, w, NULL);
     update_count_t count = update_counter_result(counter, w);
     printf("%-28s two threads, merged every %zu: %llu updates handed over, %.0f arrived\n", label, merge_every,

@@ -35,8 +35,9 @@ static char dir[] = "/tmp/asgd_hostile_XXXXXX";
 
 #define HANG_S 60.0
 
-static const char *const data_args[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
-                                        "--threads", "1", "--eval-every", "300", "--quiet", NULL};
+static const char *const data_args[] = {"--model",   "logreg", "--data",       "gen:sparse:n=3000,dim=2000,nnz=20",
+                                        "--threads", "1",      "--eval-every", "300",
+                                        "--quiet",   NULL};
 
 static int add_args(const char **a, int n, const char *const *more) {
     for (; *more; more++) a[n++] = *more;
@@ -111,8 +112,8 @@ static void checkpoint_dir_unwritable(void) {
     snprintf(rd, sizeof rd, "%s/a-launch", dir);
     const char *l[40] = {"launch"};
     n = add_args(l, 1, data_args);
-    const char *lmore[] = {"--workers", "2", "--checkpoint-dir", ro, "--checkpoint-every", "0.2", "--run-dir", rd,
-                           NULL};
+    const char *lmore[] = {"--workers", "2", "--checkpoint-dir", ro, "--checkpoint-every", "0.2", "--run-dir",
+                           rd,          NULL};
     n = add_args(l, n, lmore);
     l[n] = NULL;
     st = run("a-launch", l, &err);
@@ -151,8 +152,8 @@ static void fifo_checkpoints(void) {
     CHECK(mkfifo(fifo, 0644) == 0);
     const char *s[40] = {"server"};
     n = add_args(s, 1, data_args);
-    const char *smore[] = {"--id", "0", "--servers", "1", "--workers", "1", "--coordinator", "127.0.0.1:1",
-                           "--resume", rd, NULL};
+    const char *smore[] = {"--id",          "0",           "--servers", "1", "--workers", "1",
+                           "--coordinator", "127.0.0.1:1", "--resume",  rd,  NULL};
     n = add_args(s, n, smore);
     s[n] = NULL;
     st = run("b-server", s, &err);
@@ -170,10 +171,31 @@ static void stalled_server(void) {
     char coordinator[64], host[80];
     snprintf(coordinator, sizeof coordinator, "127.0.0.1:%d", port);
     snprintf(host, sizeof host, "tcp://127.0.0.1:%d", port);
-    const char *common[] = {"--servers", "1", "--workers", "3", "--sync", "asp", "--epochs", "3",
-                            "--delay-worker", "0:0.5,1:0.5,2:0.5", "--heartbeat-ms", "100", "--worker-timeout",
-                            "1000", "--retry-ms", "200", "--timeout-ms", "30000", "--coordinator", coordinator,
-                            "--run-dir", rd, "--run-id", "99", NULL};
+    const char *common[] = {"--servers",
+                            "1",
+                            "--workers",
+                            "3",
+                            "--sync",
+                            "asp",
+                            "--epochs",
+                            "3",
+                            "--delay-worker",
+                            "0:0.5,1:0.5,2:0.5",
+                            "--heartbeat-ms",
+                            "100",
+                            "--worker-timeout",
+                            "1000",
+                            "--retry-ms",
+                            "200",
+                            "--timeout-ms",
+                            "30000",
+                            "--coordinator",
+                            coordinator,
+                            "--run-dir",
+                            rd,
+                            "--run-id",
+                            "99",
+                            NULL};
     const char *s[64] = {ASGD_BINARY, "server"};
     int n = add_args(s, 2, data_args);
     n = add_args(s, n, common);
@@ -245,9 +267,23 @@ static void checkpoint_fails_midway(void) {
     FILE *f = fopen(summary, "w");
     CHECK(f && fclose(f) == 0);
     snprintf(summary, sizeof summary, "%s/summary.json", rd);
-    const char *t[32] = {"train", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--threads", "1",
-                         "--epochs", "20", "--checkpoint-dir", rd, "--checkpoint-every", "0.001", "--summary", summary,
-                         "--quiet", NULL};
+    const char *t[32] = {"train",
+                         "--model",
+                         "logreg",
+                         "--data",
+                         "gen:sparse:n=3000,dim=2000,nnz=20",
+                         "--threads",
+                         "1",
+                         "--epochs",
+                         "20",
+                         "--checkpoint-dir",
+                         rd,
+                         "--checkpoint-every",
+                         "0.001",
+                         "--summary",
+                         summary,
+                         "--quiet",
+                         NULL};
     char *err;
     int st = run("e-train", t, &err);
     const char *line = strstr(err, "asgd train: checkpoint failed");
@@ -293,8 +329,9 @@ static void crash_loop(void) {
     // The cause quoted is the worker's own message.
     const char *line = strstr(err, "asgd launch: worker 1 (pid ");
     for (const char *next; line && (next = strstr(line + 1, "asgd launch: worker 1 (pid "));) line = next;
-    CHECK(line && strstr(line, "failed: exit status 1: asgd worker 1: ASGD_TEST_WORKER_FAIL_EARLY=1: failing before "
-                               "joining the run; stopped the others"));
+    CHECK(line && strstr(line,
+                         "failed: exit status 1: asgd worker 1: ASGD_TEST_WORKER_FAIL_EARLY=1: failing before "
+                         "joining the run; stopped the others"));
     free(err);
 }
 
@@ -309,8 +346,7 @@ static int launch_and_kill_worker(const char *name, const char *const *args, con
     a[n] = NULL;
     pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
     const char *csv = proc_path(rd, "worker-1.csv");
-    for (double until = proc_now_s() + HANG_S; proc_count_lines(csv) < rows && proc_now_s() < until;)
-        proc_sleep_ms(10);
+    for (double until = proc_now_s() + HANG_S; proc_count_lines(csv) < rows && proc_now_s() < until;) proc_sleep_ms(10);
     CHECK(proc_count_lines(csv) >= rows);
     *victim = 0;
     for (double until = proc_now_s() + HANG_S; proc_now_s() < until; proc_sleep_ms(10))
@@ -324,8 +360,21 @@ static int launch_and_kill_worker(const char *name, const char *const *args, con
 static void killed_worker_line(void) {
     char rd[400];
     snprintf(rd, sizeof rd, "%s/g-launch", dir);
-    const char *l[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--threads", "1",
-                       "--eval-every", "300", "--epochs", "1000", "--workers", "2", "--run-dir", rd, NULL};
+    const char *l[] = {"--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--threads",
+                       "1",
+                       "--eval-every",
+                       "300",
+                       "--epochs",
+                       "1000",
+                       "--workers",
+                       "2",
+                       "--run-dir",
+                       rd,
+                       NULL};
     pid_t victim;
     int st = launch_and_kill_worker("g-launch", l, rd, 4, &victim);
     char *err = proc_slurp(proc_path(dir, "g-launch.err"));
@@ -337,8 +386,10 @@ static void killed_worker_line(void) {
     printf("g) worker 1 SIGKILLed after its evaluation lines: exit %d: %s\n", st, line);
     CHECK(st == 1);
     CHECK(strstr(err, "[worker 1] eval "));  // it did write evaluation lines
-    snprintf(needle, sizeof needle, "asgd launch: worker 1 (pid %d) failed: killed by signal 9 (Killed); stopped the "
-             "others", (int)victim);
+    snprintf(needle, sizeof needle,
+             "asgd launch: worker 1 (pid %d) failed: killed by signal 9 (Killed); stopped the "
+             "others",
+             (int)victim);
     CHECK(strcmp(line, needle) == 0);
     free(err);
 }
@@ -352,8 +403,10 @@ static void allreduce_leaves_nothing(void) {
     CHECK(getcwd(back, sizeof back));
     CHECK(chdir(cwd) == 0);  // the launch starts here, as its children do
     unsetenv("TMPDIR"), unsetenv("TEMPDIR"), unsetenv("TMP");
-    const char *l[] = {"--model", "logreg", "--data", "gen:sparse:n=20000,dim=2000,nnz=20", "--threads", "1",
-                       "--epochs", "200", "--sync", "allreduce", "--workers", "2", "--quiet", "--run-dir", rd, NULL};
+    const char *l[] = {"--model",   "logreg",    "--data",    "gen:sparse:n=20000,dim=2000,nnz=20",
+                       "--threads", "1",         "--epochs",  "200",
+                       "--sync",    "allreduce", "--workers", "2",
+                       "--quiet",   "--run-dir", rd,          NULL};
     pid_t victim;
     // Its evaluations are deferred to the end (the ring's): training is the event.
     int st = launch_and_kill_worker("h-launch", l, rd, 0, &victim);
@@ -397,15 +450,28 @@ static void exposed_secret_key(void) {
     l[n] = NULL;
     int st = run("i-launch", l, &err);
     printf("i) launch with a 0640 server key: exit %d: %s", st, err);
-    snprintf(needle, sizeof needle, "--curve-server-key %s: holds a secret key but is readable by its group (mode "
-             "0640); make it yours alone: chmod 600 %s", server_key, server_key);
+    snprintf(needle, sizeof needle,
+             "--curve-server-key %s: holds a secret key but is readable by its group (mode "
+             "0640); make it yours alone: chmod 600 %s",
+             server_key, server_key);
     CHECK(st == 1);
     expect(err, needle);
     free(err);
     const char *w[40] = {"worker"};
     n = add_args(w, 1, data_args);
-    const char *wmore[] = {"--id", "0", "--servers", "1", "--workers", "1", "--coordinator", "127.0.0.1:1",
-                           "--curve-server-key", server_pub, "--curve-key", worker_key, NULL};
+    const char *wmore[] = {"--id",
+                           "0",
+                           "--servers",
+                           "1",
+                           "--workers",
+                           "1",
+                           "--coordinator",
+                           "127.0.0.1:1",
+                           "--curve-server-key",
+                           server_pub,
+                           "--curve-key",
+                           worker_key,
+                           NULL};
     n = add_args(w, n, wmore);
     w[n] = NULL;
     st = run("i-worker", w, &err);
@@ -428,8 +494,21 @@ static void checkpoint_dir_blame(void) {
     for (int k = 0; k < 2; k++) {
         const char *s[40] = {"server"};
         int n = add_args(s, 1, data_args);
-        const char *more[] = {"--id", "0", "--servers", "1", "--workers", "1", "--coordinator", "127.0.0.1:1",
-                              "--checkpoint-every", "1", "--run-dir", proc_path(dir, "j-run"), flags[k], below, NULL};
+        const char *more[] = {"--id",
+                              "0",
+                              "--servers",
+                              "1",
+                              "--workers",
+                              "1",
+                              "--coordinator",
+                              "127.0.0.1:1",
+                              "--checkpoint-every",
+                              "1",
+                              "--run-dir",
+                              proc_path(dir, "j-run"),
+                              flags[k],
+                              below,
+                              NULL};
         n = add_args(s, n, more);
         s[n] = NULL;
         char *err;

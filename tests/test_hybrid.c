@@ -23,10 +23,12 @@ static char dir[] = "/tmp/asgd_hybrid_XXXXXX";  // read by launch_support.h
 static void run_hybrid(const char *name, const char *sparse_mode, const char *staleness) {
     char rd[300];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
-    const char *a[] = {"launch", "--model", "embmlp", "--data", "gen:sparse:n=12000,dim=1000,nnz=20", "--embed-dim", "4",
-                       "--hidden", "16", "--batch", "8", "--epochs", "2", "--servers", "2", "--workers", "3",
-                       "--sync", "hybrid", "--hybrid-sparse", sparse_mode, "--quiet", "--run-dir", rd,
-                       staleness ? "--staleness" : NULL, staleness, NULL};  // --staleness bounds ssp only
+    const char *a[] = {"launch",      "--model",  "embmlp",    "--data",    "gen:sparse:n=12000,dim=1000,nnz=20",
+                       "--embed-dim", "4",        "--hidden",  "16",        "--batch",
+                       "8",           "--epochs", "2",         "--servers", "2",
+                       "--workers",   "3",        "--sync",    "hybrid",    "--hybrid-sparse",
+                       sparse_mode,   "--quiet",  "--run-dir", rd,          staleness ? "--staleness" : NULL,
+                       staleness,     NULL};  // --staleness bounds ssp only
     CHECK(launch_run(a) == 0);
     char *s = launch_file(name, "summary.json");
     double acc = launch_field(s, "final_test_accuracy");
@@ -47,9 +49,10 @@ static void run_hybrid(const char *name, const char *sparse_mode, const char *st
         free(sv);
     }
     double stale_max = launch_field(launch_section(s, "staleness_clocks"), "max");
-    printf("hybrid (sparse %s, staleness %s): accuracy %.3f, dense checksums %s on 3 workers (%s), servers hold %.0f "
-           "parameters, staleness max %g clocks\n",
-           sparse_mode, staleness, acc, same ? "equal" : "DIFFER", c0, held, stale_max);
+    printf(
+        "hybrid (sparse %s, staleness %s): accuracy %.3f, dense checksums %s on 3 workers (%s), servers hold %.0f "
+        "parameters, staleness max %g clocks\n",
+        sparse_mode, staleness, acc, same ? "equal" : "DIFFER", c0, held, stale_max);
     CHECK(same);
     CHECK(acc > 0.75);  // classes are balanced: guessing gives 0.5
     CHECK(launch_field(s, "final_test_loss") <= M_LN2 - 0.1);  // and the untrained model's loss is ln 2

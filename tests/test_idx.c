@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "datasets/idx.h"  // defines: idx_load, fashion_mnist_load, IDX_N_CLASSES
-#include "test_support.h"  // defines: test_skip, test_have_fashion_mnist
+#include "datasets/idx.h"
+#include "test_support.h"
 
 #define SEED_DIR ASGD_TEST_DATA_DIR "/idx"
 #define N 5
@@ -39,8 +39,8 @@ static void put_be32(uint8_t *p, uint32_t v) {
 }
 
 // An images file with the given header and `payload` pixel bytes after it.
-static void write_images(const char *dir, const char *name, size_t header_len, uint32_t magic, uint32_t n, uint32_t rows, uint32_t cols,
-                         size_t payload) {
+static void write_images(const char *dir, const char *name, size_t header_len, uint32_t magic, uint32_t n,
+                         uint32_t rows, uint32_t cols, size_t payload) {
     uint8_t buf[256] = {0};
     assert(16 + payload <= sizeof buf);
     put_be32(buf, magic);
@@ -53,7 +53,8 @@ static void write_images(const char *dir, const char *name, size_t header_len, u
     write_file(path, buf, header_len < 16 ? header_len : 16 + payload);
 }
 
-static void write_labels(const char *dir, const char *name, uint32_t magic, uint32_t n, const uint8_t *labels, size_t count) {
+static void write_labels(const char *dir, const char *name, uint32_t magic, uint32_t n, const uint8_t *labels,
+                         size_t count) {
     uint8_t buf[64];
     assert(8 + count <= sizeof buf);
     put_be32(buf, magic);
@@ -137,12 +138,13 @@ static void test_good(const char *dir) {
 
 typedef struct bad_case {
     const char *images, *labels;
-    const char *blamed;        // the file the message must name
+    const char *blamed;  // the file the message must name
     const char *must_contain;  // and what it must say
 } bad_case_t;
 
 static const bad_case_t bad_cases[] = {
-    {"bad-magic-images-idx3-ubyte", "good-labels-idx1-ubyte", "bad-magic-images-idx3-ubyte", "bad IDX magic 0x00000000"},
+    {"bad-magic-images-idx3-ubyte", "good-labels-idx1-ubyte", "bad-magic-images-idx3-ubyte",
+     "bad IDX magic 0x00000000"},
     {"bad-type-images-idx3-ubyte", "good-labels-idx1-ubyte", "bad-type-images-idx3-ubyte", "expected 0x00000803"},
     {"good-labels-idx1-ubyte", "good-labels-idx1-ubyte", "good-labels-idx1-ubyte", "bad IDX magic 0x00000801"},
     {"truncated-images-idx3-ubyte", "good-labels-idx1-ubyte", "truncated-images-idx3-ubyte", "truncated"},
@@ -153,10 +155,12 @@ static const bad_case_t bad_cases[] = {
     {"huge-dims-images-idx3-ubyte", "good-labels-idx1-ubyte", "huge-dims-images-idx3-ubyte", "more than 2^64"},
     {"huge-count-images-idx3-ubyte", "good-labels-idx1-ubyte", "huge-count-images-idx3-ubyte", "truncated"},
     {"good-images-idx3-ubyte", "bad-magic-labels-idx1-ubyte", "bad-magic-labels-idx1-ubyte", "expected 0x00000801"},
-    {"good-images-idx3-ubyte", "count-mismatch-labels-idx1-ubyte", "count-mismatch-labels-idx1-ubyte", "expected the same count"},
+    {"good-images-idx3-ubyte", "count-mismatch-labels-idx1-ubyte", "count-mismatch-labels-idx1-ubyte",
+     "expected the same count"},
     {"good-images-idx3-ubyte", "truncated-labels-idx1-ubyte", "truncated-labels-idx1-ubyte", "truncated"},
     {"good-images-idx3-ubyte", "trailing-labels-idx1-ubyte", "trailing-labels-idx1-ubyte", "trailing"},
-    {"good-images-idx3-ubyte", "bad-label-labels-idx1-ubyte", "bad-label-labels-idx1-ubyte", "label 10 of example 2 at byte offset 10"},
+    {"good-images-idx3-ubyte", "bad-label-labels-idx1-ubyte", "bad-label-labels-idx1-ubyte",
+     "label 10 of example 2 at byte offset 10"},
     {"missing-images-idx3-ubyte", "good-labels-idx1-ubyte", "missing-images-idx3-ubyte", "No such file or directory"},
     {"good-images-idx3-ubyte", "missing-labels-idx1-ubyte", "missing-labels-idx1-ubyte", "No such file or directory"},
     {"truncated-images-idx3-ubyte.gz", "good-labels-idx1-ubyte", "truncated-images-idx3-ubyte.gz", "truncated"},
@@ -171,8 +175,8 @@ static void test_bad(const char *dir) {
         char err[512] = "";
         int rc = idx_load(path_in(dir, c->images), path_in(dir, c->labels), 0, &d, err, sizeof err);
         if (rc != -1 || !strstr(err, c->blamed) || !strstr(err, c->must_contain)) {
-            fprintf(stderr, "%s + %s: expected an error naming %s and saying '%s', got rc=%d err='%s'\n", c->images, c->labels, c->blamed,
-                    c->must_contain, rc, err);
+            fprintf(stderr, "%s + %s: expected an error naming %s and saying '%s', got rc=%d err='%s'\n", c->images,
+                    c->labels, c->blamed, c->must_contain, rc, err);
             exit(1);
         }
         assert(d.n == 0 && d.dim == 0 && d.n_classes == 0 && d.x == NULL && d.y == NULL);
@@ -199,7 +203,9 @@ static void test_fashion_layout(const char *tmpdir) {
     rc = fashion_mnist_load(path_in(tmpdir, "fm"), 1, 0, &d, err, sizeof err);
     assert(rc == -1 && d.n == 0 && d.x == NULL);
     assert(strstr(err, "train-images-idx3-ubyte") && strstr(err, "No such file or directory"));
-    const char *hint = "---> HINT: is dataset-fashion-mnist installed? (apt-get install dataset-fashion-mnist), or pass --data-dir DIR";
+    const char *hint =
+        "---> HINT: is dataset-fashion-mnist installed? (apt-get install dataset-fashion-mnist), or pass --data-dir "
+        "DIR";
     assert(strlen(err) > strlen(hint) && strcmp(err + strlen(err) - strlen(hint), hint) == 0);
     printf("  ok (error): %s\n", err);
 }
@@ -212,7 +218,8 @@ static double seconds_since(const struct timespec *t0) {
 
 // Reference numbers computed independently (Python's gzip module) from the
 // files shipped by dataset-fashion-mnist.
-static void check_fashion(const dense_dataset_t *d, size_t n, const int32_t *first_labels, double mean, unsigned first_image_sum) {
+static void check_fashion(const dense_dataset_t *d, size_t n, const int32_t *first_labels, double mean,
+                          unsigned first_image_sum) {
     assert(d->n == n && d->dim == 784 && d->n_classes == 10);
     size_t hist[10] = {0};
     for (size_t i = 0; i < d->n; i++) {
@@ -233,8 +240,8 @@ static void check_fashion(const dense_dataset_t *d, size_t n, const int32_t *fir
     assert(lo == 0.0f && hi == 1.0f);
     assert(sum / (double)(n * 784) > mean - 1e-6 && sum / (double)(n * 784) < mean + 1e-6);
     assert((unsigned)(first + 0.5) == first_image_sum);
-    printf("  ok: %zu x %zu, n_classes %zu, %zu per class, pixels in [%g, %g], mean %.6f\n", d->n, d->dim, d->n_classes, hist[0], lo, hi,
-           sum / (double)(n * 784));
+    printf("  ok: %zu x %zu, n_classes %zu, %zu per class, pixels in [%g, %g], mean %.6f\n", d->n, d->dim, d->n_classes,
+           hist[0], lo, hi, sum / (double)(n * 784));
 }
 
 static int test_real_fashion_mnist(void) {

@@ -56,11 +56,20 @@ int main(void) {
     CHECK(run("install.log", "%s --install %s --prefix %s", ASGD_CMAKE_COMMAND, ASGD_BUILD_DIR, prefix) == 0);
 
     // Installed: the program, both libraries, the headers, pkg-config and the CMake package.
-    const char *installed[] = {"bin/asgd", "lib/libasgd.a", "lib/libasgd.so", "include/asgd/asgd.h",
-                               "include/asgd/model_ext.h", "include/asgd/train.h", "lib/pkgconfig/asgd.pc",
-                               "lib/cmake/asgd/asgdConfig.cmake", "lib/cmake/asgd/asgdTargets.cmake",
-                               "share/doc/asgd/README.md", "share/doc/asgd/cli.md", "share/doc/asgd/model_file.md",
-                               "share/doc/asgd/reliability.md", "share/man/man1/asgd-merge.1"};
+    const char *installed[] = {"bin/asgd",
+                               "lib/libasgd.a",
+                               "lib/libasgd.so",
+                               "include/asgd/asgd.h",
+                               "include/asgd/model_ext.h",
+                               "include/asgd/train.h",
+                               "lib/pkgconfig/asgd.pc",
+                               "lib/cmake/asgd/asgdConfig.cmake",
+                               "lib/cmake/asgd/asgdTargets.cmake",
+                               "share/doc/asgd/README.md",
+                               "share/doc/asgd/cli.md",
+                               "share/doc/asgd/model_file.md",
+                               "share/doc/asgd/reliability.md",
+                               "share/man/man1/asgd-merge.1"};
     for (size_t i = 0; i < sizeof installed / sizeof installed[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/%s", prefix, installed[i]);
@@ -144,12 +153,15 @@ int main(void) {
     // A job's typed fields are checked by the compiler: a misspelt one is an error.
     FILE *typo = fopen(proc_path(work, "typo.c"), "w");
     CHECK(typo != NULL);
-    fputs("#include <asgd/asgd.h>\n"
-          "int main(void) { asgd_job_config_t c; asgd_job_config_init(&c); c.stalenes = 4; return 0; }\n",
-          typo);
+    fputs(
+        "#include <asgd/asgd.h>\n"
+        "int main(void) { asgd_job_config_t c; asgd_job_config_init(&c); c.stalenes = 4; return 0; }\n",
+        typo);
     CHECK(fclose(typo) == 0);
-    CHECK(run("typo-ok.log", "sed 's/stalenes /staleness /' %s/typo.c > %s/typo-fixed.c && %s -std=c11 -c %s/typo-fixed.c "
-              "-o %s/typo.o -I%s/include", work, work, ASGD_C_COMPILER, work, work, prefix) == 0);
+    CHECK(run("typo-ok.log",
+              "sed 's/stalenes /staleness /' %s/typo.c > %s/typo-fixed.c && %s -std=c11 -c %s/typo-fixed.c "
+              "-o %s/typo.o -I%s/include",
+              work, work, ASGD_C_COMPILER, work, work, prefix) == 0);
     char typo_cmd[2048];
     snprintf(typo_cmd, sizeof typo_cmd, "%s -std=c11 -c %s/typo.c -o %s/typo.o -I%s/include > %s/typo.log 2>&1",
              ASGD_C_COMPILER, work, work, prefix, work);
@@ -161,9 +173,10 @@ int main(void) {
     // pkg-config: a one-file program against the shared library.
     FILE *f = fopen(proc_path(work, "version.c"), "w");
     CHECK(f != NULL);
-    fputs("#include <asgd/asgd.h>\n#include <stdio.h>\n#include <string.h>\n"
-          "int main(void) { puts(asgd_version()); return strcmp(asgd_version(), \"" ASGD_VERSION "\") != 0; }\n",
-          f);
+    fputs(
+        "#include <asgd/asgd.h>\n#include <stdio.h>\n#include <string.h>\n"
+        "int main(void) { puts(asgd_version()); return strcmp(asgd_version(), \"" ASGD_VERSION "\") != 0; }\n",
+        f);
     CHECK(fclose(f) == 0);
     CHECK(run("pkg.log",
               "PKG_CONFIG_PATH=%s/lib/pkgconfig %s %s %s/version.c -o %s/version $(PKG_CONFIG_PATH=%s/lib/pkgconfig "

@@ -15,9 +15,9 @@
 #include <errno.h>
 #include <zmq.h>
 
-#include "net/curve_auth.h"  // defines: CURVE_KEY_LEN
-#include "net/wire.h"        // defines: wire_header_encode, wire_checksum
-#include "net/zmsg.h"        // defines: zmsg_header, zmsg_recv
+#include "net/curve_auth.h"
+#include "net/wire.h"
+#include "net/zmsg.h"
 #include "proc_support.h"
 
 static char dir[] = "/tmp/asgd_lcurve_XXXXXX";
@@ -118,9 +118,11 @@ static void one_launch(int insecure) {
     const char *name = insecure ? "insecure" : "default";
     char rd[400];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
-    const char *args[40] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
-                            "--threads", "1", "--eval-every", "300", "--servers", "1", "--workers", "2", "--sync",
-                            "asp", "--epochs", "1", "--delay-worker", "0:1,1:1", "--run-dir", rd};
+    const char *args[40] = {
+        ASGD_BINARY,      "launch",  "--model",      "logreg", "--data",    "gen:sparse:n=3000,dim=2000,nnz=20",
+        "--threads",      "1",       "--eval-every", "300",    "--servers", "1",
+        "--workers",      "2",       "--sync",       "asp",    "--epochs",  "1",
+        "--delay-worker", "0:1,1:1", "--run-dir",    rd};
     int n = 22;
     if (insecure) args[n++] = "--insecure";
     args[n] = NULL;
@@ -169,7 +171,8 @@ static void one_launch(int insecure) {
     CHECK(monitor && zmq_connect(monitor, "inproc://forger-monitor") == 0);
     CHECK(zmq_connect(d, endpoint) == 0);
     int admitted = handshake_outcome(monitor);
-    printf("%s: a plain socket's handshake with server 0 at %s %s\n", name, endpoint, admitted ? "succeeded" : "failed");
+    printf("%s: a plain socket's handshake with server 0 at %s %s\n", name, endpoint,
+           admitted ? "succeeded" : "failed");
     CHECK(admitted == insecure);
     if (insecure) {
         // The control: a plain socket with the run id is served.

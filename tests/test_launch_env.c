@@ -2,7 +2,7 @@
 // coordinator endpoints and roles.
 #include <string.h>
 
-#include "net/launch_env.h"  // defines: launch_env_detect, slurm_first_host, launch_coordinator_endpoint
+#include "net/launch_env.h"
 #include "test_support.h"
 
 // A fake environment: NULL-terminated "NAME=VALUE" strings.
@@ -60,8 +60,9 @@ static void test_launchers(void) {
     launch_env_t e = detect_ok(none);
     CHECK(e.kind == LAUNCHER_KIND_NONE && e.rank == 0 && e.size == 1 && e.first_host[0] == '\0');
 
-    const char *slurm[] = {"SLURM_PROCID=3", "SLURM_NTASKS=8", "SLURM_STEP_ID=0",
-                           "SLURM_STEP_NODELIST=node[01-04,07],gpu3", "SLURM_JOB_NODELIST=other", NULL};
+    const char *slurm[] = {"SLURM_PROCID=3",           "SLURM_NTASKS=8",
+                           "SLURM_STEP_ID=0",          "SLURM_STEP_NODELIST=node[01-04,07],gpu3",
+                           "SLURM_JOB_NODELIST=other", NULL};
     e = detect_ok(slurm);
     CHECK(e.kind == LAUNCHER_KIND_SLURM && e.rank == 3 && e.size == 8);
     CHECK(strcmp(e.first_host, "node01") == 0);  // the step's list wins over the job's
@@ -83,8 +84,13 @@ static void test_launchers(void) {
     CHECK(e.kind == LAUNCHER_KIND_OPENMPI && e.rank == 2 && e.size == 4 && e.first_host[0] == '\0');
 
     // mpirun inside an allocation: its ranks inherit the daemon's SLURM_PROCID.
-    const char *ompi_in_slurm[] = {"OMPI_COMM_WORLD_RANK=5", "OMPI_COMM_WORLD_SIZE=6", "SLURM_PROCID=1",
-                                   "SLURM_NTASKS=2", "SLURM_STEP_ID=0", "SLURM_JOB_NODELIST=cn[100-101]", NULL};
+    const char *ompi_in_slurm[] = {"OMPI_COMM_WORLD_RANK=5",
+                                   "OMPI_COMM_WORLD_SIZE=6",
+                                   "SLURM_PROCID=1",
+                                   "SLURM_NTASKS=2",
+                                   "SLURM_STEP_ID=0",
+                                   "SLURM_JOB_NODELIST=cn[100-101]",
+                                   NULL};
     e = detect_ok(ompi_in_slurm);
     CHECK(e.kind == LAUNCHER_KIND_OPENMPI && e.rank == 5 && e.size == 6 && strcmp(e.first_host, "cn100") == 0);
 
@@ -94,8 +100,8 @@ static void test_launchers(void) {
     const char *pmix_size[] = {"PMIX_RANK=2", "PMI_SIZE=3", NULL};
     e = detect_ok(pmix_size);
     CHECK(e.kind == LAUNCHER_KIND_PMI && e.rank == 2 && e.size == 3);
-    const char *pmi_in_slurm[] = {"PMI_RANK=7", "PMI_SIZE=8", "SLURM_PROCID=0", "SLURM_NTASKS=1", "SLURM_STEP_ID=0",
-                                  NULL};
+    const char *pmi_in_slurm[] = {"PMI_RANK=7",     "PMI_SIZE=8",      "SLURM_PROCID=0",
+                                  "SLURM_NTASKS=1", "SLURM_STEP_ID=0", NULL};
     e = detect_ok(pmi_in_slurm);
     CHECK(e.kind == LAUNCHER_KIND_PMI && e.rank == 7 && e.size == 8);
     // srun --mpi=pmix: PMIX_RANK without a size; SLURM's variables size the run.
@@ -118,8 +124,14 @@ static void test_launchers(void) {
 }
 
 static void test_torchrun(void) {
-    const char *all[] = {"RANK=2", "WORLD_SIZE=4", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=2", "MASTER_ADDR=node07",
-                         "MASTER_PORT=29500", "TORCHELASTIC_RUN_ID=none", NULL};
+    const char *all[] = {"RANK=2",
+                         "WORLD_SIZE=4",
+                         "LOCAL_RANK=0",
+                         "LOCAL_WORLD_SIZE=2",
+                         "MASTER_ADDR=node07",
+                         "MASTER_PORT=29500",
+                         "TORCHELASTIC_RUN_ID=none",
+                         NULL};
     launch_env_t e = detect_ok(all);
     CHECK(e.kind == LAUNCHER_KIND_TORCHRUN && e.role == LAUNCH_ENV_BY_RANK && e.rank == 2 && e.size == 4);
     CHECK(strcmp(e.coord_host, "node07") == 0 && e.coord_port == 29501);  // torchrun's store may hold 29500
@@ -129,14 +141,16 @@ static void test_torchrun(void) {
     CHECK(strcmp(out, "tcp://head:9000") == 0);  // --coordinator still wins
 
     // srun torchrun: SLURM's variables describe the agent (task 0 of 2), not this worker.
-    const char *under_srun[] = {"SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=n[1-2]",
-                                "RANK=5", "WORLD_SIZE=8", "LOCAL_RANK=1", "MASTER_ADDR=n1", "MASTER_PORT=1234", NULL};
+    const char *under_srun[] = {
+        "SLURM_PROCID=0", "SLURM_NTASKS=2", "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=n[1-2]", "RANK=5",
+        "WORLD_SIZE=8",   "LOCAL_RANK=1",   "MASTER_ADDR=n1",  "MASTER_PORT=1234",           NULL};
     e = detect_ok(under_srun);
     CHECK(e.kind == LAUNCHER_KIND_TORCHRUN && e.rank == 5 && e.size == 8 && strcmp(e.first_host, "n1") == 0);
     coordinator_is(&e, "tcp://n1:1235");
     // mpirun torchrun, and an MPI launcher's PMI variables: torchrun's still win.
-    const char *under_mpirun[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "PMI_RANK=1", "PMI_SIZE=2",
-                                  "RANK=3", "WORLD_SIZE=4", "MASTER_ADDR=10.0.0.5", "MASTER_PORT=29500", NULL};
+    const char *under_mpirun[] = {
+        "OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=2", "PMI_RANK=1",        "PMI_SIZE=2", "RANK=3",
+        "WORLD_SIZE=4",           "MASTER_ADDR=10.0.0.5",   "MASTER_PORT=29500", NULL};
     e = detect_ok(under_mpirun);
     CHECK(e.kind == LAUNCHER_KIND_TORCHRUN && e.rank == 3 && e.size == 4);
     coordinator_is(&e, "tcp://10.0.0.5:29501");
@@ -161,22 +175,27 @@ static void test_torchrun(void) {
 }
 
 static void test_pslite(void) {
-    const char *worker[] = {"DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=10.1.2.3", "DMLC_PS_ROOT_PORT=9091",
-                            "DMLC_NUM_SERVER=2", "DMLC_NUM_WORKER=3", "DMLC_INTERFACE=eth0", NULL};
+    const char *worker[] = {"DMLC_ROLE=worker",
+                            "DMLC_PS_ROOT_URI=10.1.2.3",
+                            "DMLC_PS_ROOT_PORT=9091",
+                            "DMLC_NUM_SERVER=2",
+                            "DMLC_NUM_WORKER=3",
+                            "DMLC_INTERFACE=eth0",
+                            NULL};
     launch_env_t e = detect_ok(worker);
     CHECK(e.kind == LAUNCHER_KIND_PSLITE && e.role == LAUNCH_ENV_WORKER);
     CHECK(e.servers == 2 && e.workers == 3 && e.size == 5 && e.rank == 0);
     CHECK(strcmp(e.coord_host, "10.1.2.3") == 0 && e.coord_port == 9091);
     coordinator_is(&e, "tcp://10.1.2.3:9091");
 
-    const char *server[] = {"DMLC_ROLE=server", "DMLC_PS_ROOT_URI=head", "DMLC_PS_ROOT_PORT=9091",
-                            "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1", NULL};
+    const char *server[] = {"DMLC_ROLE=server",  "DMLC_PS_ROOT_URI=head", "DMLC_PS_ROOT_PORT=9091",
+                            "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1",     NULL};
     CHECK(detect_ok(server).role == LAUNCH_ENV_SERVER);
     // dmlc-submit --cluster mpi / slurm: the tracker's variables ride on mpirun's and srun's.
     const char *scheduler_in_mpi[] = {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=4", "SLURM_PROCID=0",
-                                      "SLURM_NTASKS=4", "SLURM_STEP_ID=0", "SLURM_STEP_NODELIST=n[1-2]",
-                                      "DMLC_ROLE=scheduler", "DMLC_PS_ROOT_URI=n2", "DMLC_PS_ROOT_PORT=9000",
-                                      "DMLC_NUM_SERVER=0", "DMLC_NUM_WORKER=3", NULL};
+                                      "SLURM_NTASKS=4",         "SLURM_STEP_ID=0",        "SLURM_STEP_NODELIST=n[1-2]",
+                                      "DMLC_ROLE=scheduler",    "DMLC_PS_ROOT_URI=n2",    "DMLC_PS_ROOT_PORT=9000",
+                                      "DMLC_NUM_SERVER=0",      "DMLC_NUM_WORKER=3",      NULL};
     e = detect_ok(scheduler_in_mpi);
     CHECK(e.kind == LAUNCHER_KIND_PSLITE && e.role == LAUNCH_ENV_SCHEDULER && e.servers == 0 && e.size == 3);
     coordinator_is(&e, "tcp://n2:9000");  // not the SLURM first host
@@ -218,13 +237,12 @@ static void test_launcher_conventions_malformed(void) {
                                   {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=tcp://h", NULL}};
     for (size_t i = 0; i < 3; i++) detect_fails_with(bad_addrs[i], "MASTER_ADDR", "host name or IPv4 address");
 
-#define PS(role, uri, port, ns, nw) {role, uri, port, ns, nw, NULL}
-    const char *bogus[][6] = {PS("DMLC_ROLE=bogus", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
-                                 "DMLC_NUM_WORKER=1"),
-                              PS("DMLC_ROLE=", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
-                                 "DMLC_NUM_WORKER=1"),
-                              PS("DMLC_ROLE=Worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9",
-                                 "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1")};
+#define PS(role, uri, port, ns, nw) \
+    { role, uri, port, ns, nw, NULL }
+    const char *bogus[][6] = {
+        PS("DMLC_ROLE=bogus", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=Worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1")};
     for (size_t i = 0; i < 3; i++) detect_fails_with(bogus[i], "DMLC_ROLE", "scheduler, server or worker");
     // Each of the five missing in turn (the others set).
     const char *full[5] = {"DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
@@ -245,25 +263,20 @@ static void test_launcher_conventions_malformed(void) {
         PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=port", "DMLC_NUM_SERVER=1",
            "DMLC_NUM_WORKER=1"),
         PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1"),
-        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h:9", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
-           "DMLC_NUM_WORKER=1"),
-        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=one",
-           "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h:9", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=1"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=one", "DMLC_NUM_WORKER=1"),
         PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=2000",
            "DMLC_NUM_WORKER=1"),
-        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
-           "DMLC_NUM_WORKER=0"),
-        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1",
-           "DMLC_NUM_WORKER=-2"),
-        PS("DMLC_ROLE=server", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=0",
-           "DMLC_NUM_WORKER=2"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=0"),
+        PS("DMLC_ROLE=worker", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=-2"),
+        PS("DMLC_ROLE=server", "DMLC_PS_ROOT_URI=h", "DMLC_PS_ROOT_PORT=9", "DMLC_NUM_SERVER=0", "DMLC_NUM_WORKER=2"),
     };
 #undef PS
     const char *want_var[] = {"DMLC_PS_ROOT_PORT", "DMLC_PS_ROOT_PORT", "DMLC_PS_ROOT_PORT", "DMLC_PS_ROOT_URI",
-                              "DMLC_PS_ROOT_URI", "DMLC_NUM_SERVER", "DMLC_NUM_SERVER", "DMLC_NUM_WORKER",
-                              "DMLC_NUM_WORKER", "DMLC_NUM_SERVER"};
-    const char *want_form[] = {"1..65534", "1..65534", "1..65534", "host name", "host name", "0..1024", "0..1024",
-                               "1..4096", "1..4096", "at least 1"};
+                              "DMLC_PS_ROOT_URI",  "DMLC_NUM_SERVER",   "DMLC_NUM_SERVER",   "DMLC_NUM_WORKER",
+                              "DMLC_NUM_WORKER",   "DMLC_NUM_SERVER"};
+    const char *want_form[] = {"1..65534", "1..65534", "1..65534", "host name", "host name",
+                               "0..1024",  "0..1024",  "1..4096",  "1..4096",   "at least 1"};
     for (size_t i = 0; i < sizeof want_var / sizeof want_var[0]; i++)
         detect_fails_with(malformed[i], want_var[i], want_form[i]);
     // One DMLC variable alone (a stray export) is a half-set launcher, not nothing.

@@ -23,7 +23,7 @@
 // assertion: without the fixes (e) and (f) wait out 600 s and fail.
 #include <sys/stat.h>
 
-#include "engine/run/model_file.h"  // defines: model_file_read
+#include "engine/run/model_file.h"
 #include "proc_support.h"
 
 static char dir[] = "/tmp/asgd_launch_stop_XXXXXX";
@@ -104,9 +104,27 @@ static void interrupted_launch_and_merge(void) {
     snprintf(rd_s, sizeof rd_s, "%s", rd);
     snprintf(model_s, sizeof model_s, "%s", model);
     // Every step of worker 1 sleeps 2 ms: it is still training when the signal comes.
-    const char *a[64] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", DATA, "--workers", "2",
-                         "--epochs", "100000", "--worker-eval", "off", "--delay-worker", "0:2,1:2",
-                         "--progress-every", "0.05", "--run-dir", rd_s, "--save-model", model_s, NULL};
+    const char *a[64] = {ASGD_BINARY,
+                         "launch",
+                         "--model",
+                         "logreg",
+                         "--data",
+                         DATA,
+                         "--workers",
+                         "2",
+                         "--epochs",
+                         "100000",
+                         "--worker-eval",
+                         "off",
+                         "--delay-worker",
+                         "0:2,1:2",
+                         "--progress-every",
+                         "0.05",
+                         "--run-dir",
+                         rd_s,
+                         "--save-model",
+                         model_s,
+                         NULL};
     char out[600], err[600];  // kept: proc_path's buffers rotate
     snprintf(out, sizeof out, "%s", proc_path(dir, "a.out"));
     snprintf(err, sizeof err, "%s", proc_path(dir, "a.err"));
@@ -152,7 +170,8 @@ static void interrupted_launch_and_merge(void) {
     char *after = proc_slurp(proc_path(rd_s, "summary.json"));
     printf("b) asgd merge: exit %d, samples %.0f (launch %.0f), final accuracy %.9g (launch %.9g)\n", st,
            proc_json_number(after, NULL, "samples"), proc_json_number(before[0], NULL, "samples"),
-           proc_json_number(after, NULL, "final_test_accuracy"), proc_json_number(before[0], NULL, "final_test_accuracy"));
+           proc_json_number(after, NULL, "final_test_accuracy"),
+           proc_json_number(before[0], NULL, "final_test_accuracy"));
     CHECK(st == 0);
     const char *same[] = {"samples", "final_test_accuracy", "final_test_loss", "pushes", "workers_left", "wall_s"};
     for (size_t i = 0; i < sizeof same / sizeof same[0]; i++)
@@ -178,9 +197,13 @@ static void interrupted_allreduce(void) {
     char rd_s[600], model_s[600];
     snprintf(rd_s, sizeof rd_s, "%s", rd);
     snprintf(model_s, sizeof model_s, "%s", model);
-    const char *a[64] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", DATA, "--workers", "2", "--sync",
-                         "allreduce", "--epochs", "100000", "--eval-every", "600", "--progress-every", "0.05",
-                         "--run-dir", rd_s, "--save-model", model_s, NULL};
+    const char *a[64] = {ASGD_BINARY,    "launch",    "--model",
+                         "logreg",       "--data",    DATA,
+                         "--workers",    "2",         "--sync",
+                         "allreduce",    "--epochs",  "100000",
+                         "--eval-every", "600",       "--progress-every",
+                         "0.05",         "--run-dir", rd_s,
+                         "--save-model", model_s,     NULL};
     pid_t launcher = proc_start(a, proc_path(dir, "c.out"), proc_path(dir, "c.err"));
     // The event: training, past two evaluation points (which the ring modes
     // evaluate after training, from snapshots: worker-0.csv is written at the
@@ -217,8 +240,8 @@ static void second_signal_kills(void) {
     snprintf(rd_s, sizeof rd_s, "%s", rd);
     // Worker 0's every step sleeps a minute after it is computed: asked to
     // leave, it finishes that step first, so the stop takes that long.
-    const char *a[64] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", DATA, "--workers", "2",
-                         "--epochs", "100", "--delay-worker", "0:60000", "--run-dir", rd_s, "--quiet", NULL};
+    const char *a[64] = {ASGD_BINARY, "launch", "--model",        "logreg",  "--data",    DATA, "--workers", "2",
+                         "--epochs",  "100",    "--delay-worker", "0:60000", "--run-dir", rd_s, "--quiet",   NULL};
     char err[600];  // kept: proc_path's buffers rotate
     snprintf(err, sizeof err, "%s", proc_path(dir, "d.err"));
     pid_t launcher = proc_start(a, proc_path(dir, "d.out"), err);
@@ -252,9 +275,10 @@ static void evicted_worker(void) {
     // Worker 1 is slow (1 ms a step); once worker 0 has finished it is
     // stopped, evicted after 1 s of silence, and the server, with no worker
     // left, finishes 1 s later.
-    const char *a[64] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", DATA, "--workers", "2",
-                         "--epochs", "40", "--delay-worker", "1:1", "--worker-timeout", "1000", "--heartbeat-ms",
-                         "250", "--timeout-ms", "600000", "--run-dir", rd_s, "--quiet", NULL};
+    const char *a[64] = {ASGD_BINARY,        "launch", "--model",        "logreg", "--data",         DATA,
+                         "--workers",        "2",      "--epochs",       "40",     "--delay-worker", "1:1",
+                         "--worker-timeout", "1000",   "--heartbeat-ms", "250",    "--timeout-ms",   "600000",
+                         "--run-dir",        rd_s,     "--quiet",        NULL};
     char err[600];  // kept: proc_path's buffers rotate
     snprintf(err, sizeof err, "%s", proc_path(dir, "e.err"));
     pid_t launcher = proc_start(a, proc_path(dir, "e.out"), err);
@@ -294,8 +318,8 @@ static void server_dies_before_rendezvous(void) {
     for (int c = 0; c < 3; c++) {
         char rd[600];
         snprintf(rd, sizeof rd, "%s/f%d", dir, c);
-        const char *a[64] = {ASGD_HOOKS_BINARY, "launch", "--model", "logreg", "--data", DATA, "--workers", "2",
-                             "--timeout-ms", "600000", "--run-dir", rd, "--quiet"};
+        const char *a[64] = {ASGD_HOOKS_BINARY, "launch", "--model",   "logreg", "--data", DATA, "--workers", "2",
+                             "--timeout-ms",    "600000", "--run-dir", rd,       "--quiet"};
         int n = add_args(a, 13, cases[c]);
         a[n] = NULL;
         char err[600];
@@ -305,7 +329,8 @@ static void server_dies_before_rendezvous(void) {
         printf("f) server 0 dies before the rendezvous, %s: exit %d\n%s", names[c], st, e);
         CHECK(st == 1);
         expect(e, "asgd launch: server 0 (pid ");
-        expect(e, "failed: exit status 1: asgd server 0: ASGD_TEST_SERVER_FAIL_EARLY=0: failing before joining the run");
+        expect(e,
+               "failed: exit status 1: asgd server 0: ASGD_TEST_SERVER_FAIL_EARLY=0: failing before joining the run");
         CHECK(!strstr(e, "refused key"));
         if (c == 1) expect(e, "died before the run's processes had met");
         if (c == 2) expect(e, "nothing to restart it from; its message below says why it failed");

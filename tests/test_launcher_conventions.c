@@ -13,20 +13,20 @@
 #include <math.h>
 #include <sys/stat.h>
 
-#include "proc_support.h"  // defines: proc_start, proc_wait, proc_free_port, proc_slurp
+#include "proc_support.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_conventions_XXXXXX";
 
-#define TRAIN_FLAGS                                                                                                \
-    "--model", "logreg", "--data", "gen:sparse:n=4000,dim=500,nnz=10", "--epochs", "3", "--timeout-ms", "60000",   \
+#define TRAIN_FLAGS                                                                                              \
+    "--model", "logreg", "--data", "gen:sparse:n=4000,dim=500,nnz=10", "--epochs", "3", "--timeout-ms", "60000", \
         "--heartbeat-ms", "200", "--worker-timeout", "20000", "--server-lr", "0.25"
 
 // Variables of any launcher, which this test's own environment must not pass on.
 static int launcher_var(const char *kv) {
     static const char *const prefixes[] = {"OMPI_", "PMI_", "PMIX_", "SLURM_", "DMLC_", "TORCHELASTIC_"};
-    static const char *const names[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "GROUP_RANK=",
-                                        "MASTER_ADDR=", "MASTER_PORT="};
+    static const char *const names[] = {
+        "RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=", "GROUP_RANK=", "MASTER_ADDR=", "MASTER_PORT="};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++)
         if (strncmp(kv, prefixes[i], strlen(prefixes[i])) == 0) return 1;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -149,8 +149,8 @@ static void test_torchrun(void) {
     char run_dir[300], master_port[32];
     snprintf(run_dir, sizeof run_dir, "%s/torchrun", dir);
     snprintf(master_port, sizeof master_port, "MASTER_PORT=%d", port);
-    const char *args[] = {"--servers", "1", "--sync", "ssp", "--staleness", "2", TRAIN_FLAGS, "--quiet",
-                          "--run-dir", run_dir, NULL};
+    const char *args[] = {"--servers", "1",       "--sync",    "ssp",   "--staleness", "2",
+                          TRAIN_FLAGS, "--quiet", "--run-dir", run_dir, NULL};
     const char *tags[3] = {"torchrun-0", "torchrun-1", "torchrun-2"};
     pid_t pids[3];
     // Started from the last rank to the first: rank 0's coordinator comes up last.
@@ -158,8 +158,8 @@ static void test_torchrun(void) {
         char rank[32], local[32];
         snprintf(rank, sizeof rank, "RANK=%d", r);
         snprintf(local, sizeof local, "LOCAL_RANK=%d", r);
-        const char *vars[] = {rank, local, "WORLD_SIZE=3", "LOCAL_WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1", master_port,
-                              NULL};
+        const char *vars[] = {rank,        local, "WORLD_SIZE=3", "LOCAL_WORLD_SIZE=3", "MASTER_ADDR=127.0.0.1",
+                              master_port, NULL};
         pids[r] = start_launch(tags[r], vars, args);
     }
     for (int r = 0; r < 3; r++) expect_success(tags[r], pids[r]);
@@ -189,8 +189,8 @@ static void test_pslite(void) {
     pid_t pids[4];
     for (int i = 0; i < 4; i++) {
         int k = order[i];
-        const char *vars[] = {roles[k], "DMLC_PS_ROOT_URI=127.0.0.1", root_port, "DMLC_NUM_SERVER=1",
-                              "DMLC_NUM_WORKER=2", NULL};
+        const char *vars[] = {
+            roles[k], "DMLC_PS_ROOT_URI=127.0.0.1", root_port, "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=2", NULL};
         pids[k] = start_launch(tags[k], vars, args);
     }
     for (int k = 0; k < 4; k++) expect_success(tags[k], pids[k]);
@@ -235,8 +235,8 @@ static void expect_refused(const char *tag, const char *const *vars, const char 
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
-    const char *bogus[] = {"DMLC_ROLE=bogus", "DMLC_PS_ROOT_URI=127.0.0.1", "DMLC_PS_ROOT_PORT=9091",
-                           "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=2", NULL};
+    const char *bogus[] = {"DMLC_ROLE=bogus",   "DMLC_PS_ROOT_URI=127.0.0.1", "DMLC_PS_ROOT_PORT=9091",
+                           "DMLC_NUM_SERVER=1", "DMLC_NUM_WORKER=2",          NULL};
     expect_refused("bogus-role", bogus, "DMLC_ROLE", "scheduler, server or worker");
     const char *half[] = {"RANK=1", "MASTER_ADDR=127.0.0.1", "MASTER_PORT=29500", NULL};
     expect_refused("rank-without-size", half, "WORLD_SIZE", "number of processes");

@@ -24,8 +24,10 @@ static void print_run(const char *label, train_mode_t mode, const train_result_t
 // Racy modes: better than the untrained model by the margin, on both counts
 // (higher_is_better: accuracy; else RMSE).
 static void check_learned(const train_result_t *r, const late_points_t *l, int higher_is_better) {
-    if (higher_is_better) CHECK(r->last.test_metric >= l->first_metric + LEARNED_MARGIN);
-    else CHECK(r->last.test_metric <= l->first_metric - LEARNED_MARGIN);
+    if (higher_is_better)
+        CHECK(r->last.test_metric >= l->first_metric + LEARNED_MARGIN);
+    else
+        CHECK(r->last.test_metric <= l->first_metric - LEARNED_MARGIN);
     CHECK(r->last.test_loss <= l->first_loss - LEARNED_MARGIN);
 }
 

@@ -11,13 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "datasets/libsvm.h"  // defines: libsvm_load, libsvm_write
-#include "datasets/text_io.h"  // defines: text_file_read, text_format_float
+#include "datasets/libsvm.h"
+#include "datasets/text_io.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_libsvm_XXXXXX";
 
-static const char *put(const char *name, const char *bytes, size_t len) { return test_write_file(dir, name, bytes, len); }
+static const char *put(const char *name, const char *bytes, size_t len) {
+    return test_write_file(dir, name, bytes, len);
+}
 
 static const char *put_text(const char *name, const char *text) { return put(name, text, strlen(text)); }
 
@@ -28,7 +30,8 @@ static const char *data_path(const char *name) {
 }
 
 // One expected row: label, then (index as in the file, value) pairs.
-static void check_row(const sparse_dataset_t *d, size_t i, float y, size_t nnz, const uint32_t *index1, const float *value) {
+static void check_row(const sparse_dataset_t *d, size_t i, float y, size_t nnz, const uint32_t *index1,
+                      const float *value) {
     CHECK(i < d->n);
     CHECK(d->y[i] == y);
     CHECK(d->row_ptr[i + 1] - d->row_ptr[i] == nnz);
@@ -69,7 +72,8 @@ static void good_files(void) {
     CHECK_OK(libsvm_load(data_path("good_label_forms.svm"), 0, &d, err, sizeof err), err);
     CHECK(d.n == 8 && d.dim == 8 && d.nnz == 8);
     const float forms[8] = {1, 1, -1, 1, -1, 1, 1, -1};
-    for (size_t i = 0; i < 8; i++) check_row(&d, i, forms[i], 1, (uint32_t[]){(uint32_t)i + 1}, (float[]){(float)(i + 1)});
+    for (size_t i = 0; i < 8; i++)
+        check_row(&d, i, forms[i], 1, (uint32_t[]){(uint32_t)i + 1}, (float[]){(float)(i + 1)});
     sparse_dataset_free(&d);
 
     // Written here: tabs, trailing blanks, number spellings, a BOM, no final newline.
@@ -85,7 +89,8 @@ static void good_files(void) {
     check_row(&d, 1, 1.0f, 7, (uint32_t[]){2, 3, 4, 5, 6, 7, 8},
               (float[]){5.0f, 7.0f, 100.0f, 0.125f, 0.0f, 3.40282347e+38f, 0.0f});
     CHECK(signbit(d.val[d.row_ptr[1] + 6]));  // "-0" stays a negative zero
-    check_row(&d, 2, -1.0f, 1, (uint32_t[]){9}, (float[]){(float)123456789012345678901234567890.0});  // past the fast path
+    check_row(&d, 2, -1.0f, 1, (uint32_t[]){9},
+              (float[]){(float)123456789012345678901234567890.0});  // past the fast path
     check_row(&d, 3, 1.0f, 1, (uint32_t[]){1}, (float[]){2.5f});
     sparse_dataset_free(&d);
 
@@ -134,9 +139,9 @@ static void good_files(void) {
 
 typedef struct bad_case {
     const char *file;
-    size_t dim;            // passed to libsvm_load
+    size_t dim;  // passed to libsvm_load
     const char *location;  // "line:column"
-    const char *words;     // part of the message
+    const char *words;  // part of the message
 } bad_case_t;
 
 static const bad_case_t bad_cases[] = {
@@ -157,7 +162,8 @@ static const bad_case_t bad_cases[] = {
     {"bad_crlf_comments.svm", 0, "4:10", "duplicate feature index 2"},
     {"bad_qid.svm", 0, "1:8", "expected a query id (digits) after 'qid:', got 'x'"},
     {"bad_index_overflow.svm", 0, "1:4", "feature index 4294967296 is too large"},
-    {"bad_missing_label.svm", 0, "1:1", "expected a label (an integer class id, such as -1, +1, 0, 1 or 7), got '1:0.5'"},
+    {"bad_missing_label.svm", 0, "1:1",
+     "expected a label (an integer class id, such as -1, +1, 0, 1 or 7), got '1:0.5'"},
     {"bad_nul.svm", 0, "2:7", "NUL byte"},
     {"bad_trailing_junk.svm", 0, "2:13", "expected a number after '7:', got '2.5e-3junk'"},
     {"bad_long_line.svm", 0, "2:148898", "got 'x'"},
@@ -245,7 +251,8 @@ static void bad_files(void) {
     CHECK_OK(libsvm_load(data_path("bad_beyond_dim.svm"), 11, &d, err, sizeof err), err);
     sparse_dataset_free(&d);
 
-    CHECK(libsvm_load(data_path("bad_empty.svm"), 0, &d, err, sizeof err) == -1 && strstr(err, "bad_empty.svm: no examples"));
+    CHECK(libsvm_load(data_path("bad_empty.svm"), 0, &d, err, sizeof err) == -1 &&
+          strstr(err, "bad_empty.svm: no examples"));
     printf("%-26s -> %s\n", "bad_empty.svm", err);
     CHECK(libsvm_load(put_text("empty.svm", ""), 0, &d, err, sizeof err) == -1 && strstr(err, "no examples"));
     CHECK(libsvm_load("/nonexistent/file.svm", 0, &d, err, sizeof err) == -1);
@@ -255,18 +262,20 @@ static void bad_files(void) {
     printf("%-26s -> %s\n", "(a directory)", err);
     const char gzip[] = {0x1f, (char)0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00};
     // A gzip header and nothing after it (.gz files proper: test_gz_input.c).
-    CHECK(libsvm_load(put("data.svm.gz", gzip, sizeof gzip), 0, &d, err, sizeof err) == -1 && strstr(err, "truncated gzip data"));
+    CHECK(libsvm_load(put("data.svm.gz", gzip, sizeof gzip), 0, &d, err, sizeof err) == -1 &&
+          strstr(err, "truncated gzip data"));
     printf("%-26s -> %s\n", "(a gzip header alone)", err);
     CHECK(d.n == 0 && d.row_ptr == NULL);
 }
 
 static void unlabelled(void) {
-    const char *path = put_text("predict.svm", "1:0.5 3:2\n"
-                                               "7 2:1 6:9 9:1\n"
-                                               "-0.25 qid:4 1:1 99999999999:3\n"
-                                               "qid:2 5:4\n"
-                                               "\n"
-                                               "1.5e3\n");
+    const char *path = put_text("predict.svm",
+                                "1:0.5 3:2\n"
+                                "7 2:1 6:9 9:1\n"
+                                "-0.25 qid:4 1:1 99999999999:3\n"
+                                "qid:2 5:4\n"
+                                "\n"
+                                "1.5e3\n");
     sparse_dataset_t d;
     char err[512];
     size_t beyond = 99;
@@ -298,13 +307,16 @@ static float random_float(rng_t *r) {
         uint32_t bits = (uint32_t)rng_next(r);
         float f;
         switch (rng_below(r, 4)) {
-        case 0:
-            memcpy(&f, &bits, sizeof f);  // any finite float, denormals too
-            if (isfinite(f)) return f;
-            break;
-        case 1: return (float)rng_uniform(r);  // the generators' range
-        case 2: return (float)(1000000.0 + (double)(bits % 8000000) / 8.0);  // x.125, x.375: ties at 9 digits
-        default: return (float)(rng_normal(r) * 1e6);
+            case 0:
+                memcpy(&f, &bits, sizeof f);  // any finite float, denormals too
+                if (isfinite(f)) return f;
+                break;
+            case 1:
+                return (float)rng_uniform(r);  // the generators' range
+            case 2:
+                return (float)(1000000.0 + (double)(bits % 8000000) / 8.0);  // x.125, x.375: ties at 9 digits
+            default:
+                return (float)(rng_normal(r) * 1e6);
         }
     }
 }
@@ -314,10 +326,12 @@ static void writer(void) {
     rng_t r;
     rng_seed(&r, 11, 0);
     // text_format_float is printf's %.9g, byte for byte.
-    static const float edges[] = {0.0f,     -0.0f,      1.0f,        -1.0f,       1e-14f,     9.99999e-15f, 1e9f,
-                                  999999936.0f, 1e-5f,  9.9999997e-5f, 1e-4f,    123456789.0f, 1234567.125f, 1234567.375f,
-                                  0.5f,     FLT_MIN,    FLT_MAX,     -FLT_MAX,    1.17549421e-38f, 1e-45f, 0.1f, 9.99999999e8f,
-                                  99999999.5f, 0.30000001f, 1e8f, 5e-5f};
+    static const float edges[] = {0.0f,         -0.0f,         1.0f,         -1.0f,           1e-14f,
+                                  9.99999e-15f, 1e9f,          999999936.0f, 1e-5f,           9.9999997e-5f,
+                                  1e-4f,        123456789.0f,  1234567.125f, 1234567.375f,    0.5f,
+                                  FLT_MIN,      FLT_MAX,       -FLT_MAX,     1.17549421e-38f, 1e-45f,
+                                  0.1f,         9.99999999e8f, 99999999.5f,  0.30000001f,     1e8f,
+                                  5e-5f};
     for (size_t i = 0; i < sizeof edges / sizeof edges[0] + 1000000; i++) {
         float f = i < sizeof edges / sizeof edges[0] ? edges[i] : random_float(&r);
         int n = text_format_float(f, value);
@@ -392,8 +406,8 @@ static void timing(void) {
     struct stat st;
     CHECK(stat(path, &st) == 0);
     CHECK(d.nnz == orig.nnz && memcmp(d.val, orig.val, d.nnz * sizeof *d.val) == 0);
-    printf("20,000 x 60 (%.1f MB): written in %.3f s, parsed in %.3f s (%.0f MB/s)\n", (double)st.st_size / 1e6, t1 - t0,
-           t2 - t1, (double)st.st_size / 1e6 / (t2 - t1));
+    printf("20,000 x 60 (%.1f MB): written in %.3f s, parsed in %.3f s (%.0f MB/s)\n", (double)st.st_size / 1e6,
+           t1 - t0, t2 - t1, (double)st.st_size / 1e6 / (t2 - t1));
     sparse_dataset_free(&d);
     sparse_dataset_free(&orig);
 }
@@ -408,10 +422,11 @@ int main(void) {
     writer();
     timing();
     // Everything the test wrote lives in dir.
-    static const char *const names[] = {"forms.svm", "big_index.svm", "huge_index.svm", "max_index.svm", "long_lines.svm", "long_lines_bad.svm",
-                                        "empty.svm", "data.svm.gz", "round_trip.svm", "timing.svm", "multi.svm", "again.svm",
-                                        "multi_test.svm", "unseen.svm", "two.svm", "one.svm", "three.svm", "many.svm",
-                                        "predict.svm", "predict_bad.svm"};
+    static const char *const names[] = {"forms.svm",      "big_index.svm",      "huge_index.svm", "max_index.svm",
+                                        "long_lines.svm", "long_lines_bad.svm", "empty.svm",      "data.svm.gz",
+                                        "round_trip.svm", "timing.svm",         "multi.svm",      "again.svm",
+                                        "multi_test.svm", "unseen.svm",         "two.svm",        "one.svm",
+                                        "three.svm",      "many.svm",           "predict.svm",    "predict_bad.svm"};
     char path[512];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(path, sizeof path, "%s/%s", dir, names[i]);

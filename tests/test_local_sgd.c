@@ -37,8 +37,8 @@ static void run(const char *name, const char *const *model_args, const char *syn
     int n = 0;
     a[n++] = "launch";
     for (const char *const *m = model_args; *m; m++) a[n++] = *m;
-    const char *tail[] = {"--sync", sync, "--workers", "3", "--quiet", "--worker-eval", "off", "--run-dir",
-                          path_of(name), NULL};
+    const char *tail[] = {"--sync",        sync,  "--workers", "3",           "--quiet",
+                          "--worker-eval", "off", "--run-dir", path_of(name), NULL};
     for (const char *const *t = tail; *t; t++) a[n++] = *t;
     char model[64];
     snprintf(model, sizeof model, "%s.model", name);
@@ -104,9 +104,10 @@ static void check_equivalence(const char *label, const char *const *model_args, 
     char *w4 = launch_file(r4, "worker-0.json");
     double averages = launch_field(w4, "pushes"), acc = launch_field(s4, "final_test_accuracy");
     int rows = check_rows_at_averages(r4, 4, rounds);
-    printf("%s: local H=1 vs allreduce: largest relative difference %.3g (tolerance %.1g); local H=4 vs allreduce "
-           "%.3g; H=4: %.0f averages in %ld steps, %d curve rows all at averages, accuracy %.3f (H=1: %.3f)\n",
-           label, d1, TOLERANCE, d4, averages, rounds, rows, acc, launch_field(s1, "final_test_accuracy"));
+    printf(
+        "%s: local H=1 vs allreduce: largest relative difference %.3g (tolerance %.1g); local H=4 vs allreduce "
+        "%.3g; H=4: %.0f averages in %ld steps, %d curve rows all at averages, accuracy %.3f (H=1: %.3f)\n",
+        label, d1, TOLERANCE, d4, averages, rounds, rows, acc, launch_field(s1, "final_test_accuracy"));
     CHECK(d1 <= TOLERANCE);
     CHECK(d4 > 100 * TOLERANCE);  // fewer averages move the model far beyond the tolerance
     CHECK(averages == (double)((rounds + 3) / 4));  // every 4 steps, and after the last
@@ -141,13 +142,16 @@ int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
     // 5400 training examples, rounds of 3 workers x 1 thread x 8: 225 per epoch.
-    const char *sparse[] = {"--model", "logreg", "--data", "gen:sparse:n=6000,dim=1000,nnz=20", "--batch", "8", "--lr",
-                            "0.5", "--epochs", "2", "--threads", "1", "--eval-every", "1000", NULL};
+    const char *sparse[] = {"--model",      "logreg", "--data",    "gen:sparse:n=6000,dim=1000,nnz=20",
+                            "--batch",      "8",      "--lr",      "0.5",
+                            "--epochs",     "2",      "--threads", "1",
+                            "--eval-every", "1000",   NULL};
     check_equivalence("logreg", sparse, 450, 0.788, 0.002);  // two balanced classes: 0.49 untrained
     if (access(ASGD_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0) {
         // 1200 examples, rounds of 3 workers x 2 threads x 8: 25 per epoch.
-        const char *dense[] = {"--model", "mlp", "--hidden", "16", "--train-limit", "1200", "--test-limit", "200",
-                               "--batch", "8", "--threads", "2", "--epochs", "2", "--eval-every", "300", NULL};
+        const char *dense[] = {"--model", "mlp", "--hidden",  "16", "--train-limit", "1200", "--test-limit", "200",
+                               "--batch", "8",   "--threads", "2",  "--epochs",      "2",    "--eval-every", "300",
+                               NULL};
         check_equivalence("mlp", dense, 50, 0.450, 0.01);  // 10 classes: 0.1 by chance
     } else {
         printf("Fashion-MNIST not installed: the dense (MLP) case is skipped\n");

@@ -13,8 +13,8 @@
 // shared model) and on sparse logistic regression over Zipf-popular features
 // (batch 1, the hot bias and head features written by both threads).
 #include "engine/core/trainer.h"
-#include "engine/data/data_source.h"     // defines: data_bundle_load
-#include "engine/models/update_counter.h"  // defines: update_counter_new, update_counter_result
+#include "engine/data/data_source.h"
+#include "engine/models/update_counter.h"
 #include "test_support.h"
 
 // Lost fractions measured with two Hogwild! threads (docs/benchmarks.md, "Lost

@@ -15,14 +15,24 @@ int main(void) {
     const char *wrapper = proc_path(dir, "asgd-failing-bsp");
     FILE *f = fopen(wrapper, "w");
     CHECK(f);
-    fprintf(f, "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = bsp ] && { echo 'asgd launch: provoked failure' >&2; exit 3; };"
-               " done\nexec '%s' \"$@\"\n",
+    fprintf(f,
+            "#!/bin/sh\nfor a in \"$@\"; do [ \"$a\" = bsp ] && { echo 'asgd launch: provoked failure' >&2; exit 3; };"
+            " done\nexec '%s' \"$@\"\n",
             ASGD_BINARY);
     CHECK(fclose(f) == 0 && chmod(wrapper, 0755) == 0);
     CHECK(setenv("ASGD", wrapper, 1) == 0);
     const char *out = proc_path(dir, "out");
-    const char *argv[] = {ASGD_SOURCE_DIR "/experiments/async_vs_sync", "--model", "logreg", "--out", out, "--",
-                          "--train-limit", "2000", "--test-limit", "500", NULL};
+    const char *argv[] = {ASGD_SOURCE_DIR "/experiments/async_vs_sync",
+                          "--model",
+                          "logreg",
+                          "--out",
+                          out,
+                          "--",
+                          "--train-limit",
+                          "2000",
+                          "--test-limit",
+                          "500",
+                          NULL};
     const char *err_path = proc_path(dir, "job.err");
     int status = proc_wait(proc_start(argv, proc_path(dir, "job.out"), err_path), 120.0);
     char *err = proc_slurp(err_path);
@@ -31,7 +41,7 @@ int main(void) {
     CHECK(strstr(err, "async_vs_sync: the launch --sync bsp run failed (exit 3)"));
     CHECK(strstr(err, "asgd launch: provoked failure"));
     CHECK(access(proc_path(out, "dist-ssp/summary.json"), F_OK) == 0);  // the runs before it ran
-    CHECK(access(proc_path(out, "summary.csv"), F_OK) != 0);             // and no table was written
+    CHECK(access(proc_path(out, "summary.csv"), F_OK) != 0);  // and no table was written
     free(err);
     CHECK(test_remove_tree(dir) == 0);
     return 0;

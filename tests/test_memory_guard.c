@@ -16,10 +16,10 @@
 #include <sys/socket.h>
 #include <zmq.h>
 
-#include "net/memory_guard.h"  // defines: memory_guard_resident_bytes
-#include "net/ps_client.h"     // defines: ps_client_new, ps_client_push_frames, ps_client_pull, ...
-#include "net/ps_server.h"     // defines: ps_server_new, ps_server_stats, ...
-#include "server_thread.h"    // defines: server_thread_t, server_thread_start, server_thread_join
+#include "net/memory_guard.h"
+#include "net/ps_client.h"
+#include "net/ps_server.h"
+#include "server_thread.h"
 #include "test_support.h"
 
 #define RUN_ID 0x7e57000051ad0003ull
@@ -54,10 +54,9 @@ static int zmtp_connect(int port) {
     CHECK(connect(fd, (struct sockaddr *)&a, sizeof a) == 0);
     uint8_t greeting[64] = {0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 3, 0, 'N', 'U', 'L', 'L'};
     CHECK(send(fd, greeting, sizeof greeting, MSG_NOSIGNAL) == (ssize_t)sizeof greeting);
-    static const uint8_t ready[] = {0x04, 41, 5, 'R', 'E', 'A', 'D', 'Y',
-                                    11, 'S', 'o', 'c', 'k', 'e', 't', '-', 'T', 'y', 'p', 'e', 0, 0, 0, 6,
-                                    'D', 'E', 'A', 'L', 'E', 'R',
-                                    8, 'I', 'd', 'e', 'n', 't', 'i', 't', 'y', 0, 0, 0, 0};
+    static const uint8_t ready[] = {0x04, 41,  5,   'R', 'E', 'A', 'D', 'Y', 11,  'S', 'o', 'c', 'k', 'e', 't',
+                                    '-',  'T', 'y', 'p', 'e', 0,   0,   0,   6,   'D', 'E', 'A', 'L', 'E', 'R',
+                                    8,    'I', 'd', 'e', 'n', 't', 'i', 't', 'y', 0,   0,   0,   0};
     CHECK(send(fd, ready, sizeof ready, MSG_NOSIGNAL) == (ssize_t)sizeof ready);
     uint8_t theirs[64 + 2 + 255];
     read_exactly(fd, theirs, 64 + 2);
@@ -105,8 +104,15 @@ int main(void) {
     float init[N], g[N], want[N], got[N];
     for (size_t j = 0; j < N; j++) init[j] = want[j] = (float)j * 0.5f, g[j] = (float)(j % 7) - 3.0f;
     // quiet 0: the trip is logged.
-    ps_config_t c = {.run_id = RUN_ID, .n_shards = 1, .n_params = N, .n_workers = 1, .mode = SYNC_MODE_ASP,
-                     .optimizer = OPTIMIZER_KIND_SGD, .lr = 0.5f, .memory_allowance = ALLOWANCE, .quiet = 0};
+    ps_config_t c = {.run_id = RUN_ID,
+                     .n_shards = 1,
+                     .n_params = N,
+                     .n_workers = 1,
+                     .mode = SYNC_MODE_ASP,
+                     .optimizer = OPTIMIZER_KIND_SGD,
+                     .lr = 0.5f,
+                     .memory_allowance = ALLOWANCE,
+                     .quiet = 0};
     server_thread_t st = {0};
     st.s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err);
     CHECK_OK(st.s == NULL, err);
@@ -124,8 +130,10 @@ int main(void) {
     struct rusage ru;
     CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
     size_t peak = (size_t)ru.ru_maxrss << 10;
-    printf("flood: %zu MiB of 1-byte frames sent before the shard shut the connection down (cap %zu MiB); "
-           "resident %zu MiB before, peak %zu MiB\n", sent >> 20, FLOOD_CAP >> 20, before >> 20, peak >> 20);
+    printf(
+        "flood: %zu MiB of 1-byte frames sent before the shard shut the connection down (cap %zu MiB); "
+        "resident %zu MiB before, peak %zu MiB\n",
+        sent >> 20, FLOOD_CAP >> 20, before >> 20, peak >> 20);
     CHECK(sent < FLOOD_CAP);
 
     // The worker goes on over a new connection: its push and pull get through.

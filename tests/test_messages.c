@@ -10,7 +10,7 @@
 //      model's metric (at least the final one), and none under --quiet.
 #include <sys/stat.h>
 
-#include "kernels/cuda_info.h"  // defines: cuda_device_summary
+#include "kernels/cuda_info.h"
 #include "proc_support.h"
 
 static char dir[] = "/tmp/asgd_messages_XXXXXX";
@@ -89,15 +89,15 @@ static void unwritable_outputs(void) {
     char log[400], rd[400], model[400], missing[400];
     snprintf(log, sizeof log, "%s/b.csv", dir);
     snprintf(missing, sizeof missing, "%s/no-such-dir/m.model", dir);
-    const char *t[] = {"train", "--model", "logreg", "--data", DATA, "--epochs", "5", "--log", log,
-                       "--save-model", missing, "--quiet", NULL};
+    const char *t[] = {"train", "--model", "logreg",       "--data", DATA,      "--epochs", "5",
+                       "--log", log,       "--save-model", missing,  "--quiet", NULL};
     expect_failure("b-train-save-model", t, 1, "--save-model");
     CHECK(access(log, F_OK) != 0);  // nothing trained: not even the CSV's header
     const char *s[] = {"train", "--model", "logreg", "--data", DATA, "--summary", dir, "--quiet", NULL};
     expect_failure("b-train-summary", s, 1, "--summary");
     snprintf(rd, sizeof rd, "%s/b-launch", dir);
-    const char *l[] = {"launch", "--model", "logreg", "--data", DATA, "--save-model", missing, "--run-dir", rd,
-                       "--quiet", NULL};
+    const char *l[] = {"launch", "--model",   "logreg", "--data",  DATA, "--save-model",
+                       missing,  "--run-dir", rd,       "--quiet", NULL};
     char *out, *err;
     CHECK(run("b-launch-save-model", l, &out, &err) == 1);
     expect(err, "--save-model");
@@ -118,19 +118,20 @@ static void unwritable_outputs(void) {
 static void checkpoint_names(void) {
     char ck[400];
     snprintf(ck, sizeof ck, "%s/c-ckpt", dir);
-    const char *t[] = {"train", "--model", "logreg", "--data", DATA, "--epochs", "2", "--checkpoint-dir", ck,
-                       "--checkpoint-every", "0.000001", "--quiet", NULL};
+    const char *t[] = {
+        "train",    "--model", "logreg", "--data", DATA, "--epochs", "2", "--checkpoint-dir", ck, "--checkpoint-every",
+        "0.000001", "--quiet", NULL};
     char *out, *err;
     CHECK(run("c-train", t, &out, &err) == 0);
     free(out);
     free(err);
     const char *m[] = {"train", "--model", "svm", "--data", DATA, "--resume", ck, "--quiet", NULL};
     expect_failure("c-model", m, 1, "the checkpointed run's model was logreg, this run's is svm");
-    const char *o[] = {"train", "--model", "logreg", "--data", DATA, "--resume", ck, "--optimizer", "adagrad",
-                       "--quiet", NULL};
+    const char *o[] = {"train", "--model",     "logreg",  "--data",  DATA, "--resume",
+                       ck,      "--optimizer", "adagrad", "--quiet", NULL};
     expect_failure("c-optimizer", o, 1, "optimizer was sgd, this run's is adagrad");
-    const char *d[] = {"train", "--model", "logreg", "--data", DATA, "--resume", ck, "--mode", "locked", "--quiet",
-                       NULL};
+    const char *d[] = {"train", "--model", "logreg", "--data",  DATA, "--resume",
+                       ck,      "--mode",  "locked", "--quiet", NULL};
     expect_failure("c-mode", d, 1, "mode was hogwild, this run's is locked");
 }
 
@@ -143,9 +144,10 @@ static void ignored_flags(void) {
     expect_failure("d-servers", c, 2, "--servers 2: --sync allreduce runs without parameter servers");
     const char *d[] = {"launch", "--model", "logreg", "--data", DATA, "--coordinator", "10.0.0.1:29517", NULL};
     expect_failure("d-coordinator", d, 2, "--coordinator 10.0.0.1:29517: a local launch hosts the coordinator");
-    const char *l[] = {"launch", "--model", "logreg", "--data", DATA, "--sync", "local", "--local-steps", "4",
-                       "--restart-workers", "1", NULL};
-    expect_failure("d-restart-local", l, 2, "--restart-workers: the ring of --sync local cannot take a restarted worker");
+    const char *l[] = {"launch", "--model",           "logreg", "--data", DATA, "--sync", "local", "--local-steps",
+                       "4",      "--restart-workers", "1",      NULL};
+    expect_failure("d-restart-local", l, 2,
+                   "--restart-workers: the ring of --sync local cannot take a restarted worker");
     const char *e[] = {"launch", "--model", "logreg", "--data", DATA, "--summary", "x.json", NULL};
     expect_failure("d-summary", e, 2, "--summary: a distributed run writes summary.json");
     char two[400];
@@ -159,12 +161,12 @@ static void ignored_flags(void) {
 static void quiet_and_banner(void) {
     char rd[400];
     snprintf(rd, sizeof rd, "%s/e-launch", dir);
-    const char *l[] = {"launch", "--model", "logreg", "--data", DATA, "--run-dir", rd, "--progress-every", "0.01",
-                       "--quiet", NULL};
+    const char *l[] = {"launch", "--model",          "logreg", "--data",  DATA, "--run-dir",
+                       rd,       "--progress-every", "0.01",   "--quiet", NULL};
     char *out, *err;
     CHECK(run("e-launch-quiet", l, &out, &err) == 0);
-    CHECK(err[0] == '\0');         // no worker JSON, no progress
-    CHECK(lines_of(out) == 1);     // the summary
+    CHECK(err[0] == '\0');  // no worker JSON, no progress
+    CHECK(lines_of(out) == 1);  // the summary
     expect(out, "\"command\":\"launch\"");
     free(out);
     free(err);
@@ -194,8 +196,8 @@ static void quiet_and_banner(void) {
 static void launch_progress(void) {
     char rd[400];
     snprintf(rd, sizeof rd, "%s/f-launch", dir);
-    const char *l[] = {"launch", "--model", "logreg", "--data", DATA, "--epochs", "2", "--run-dir", rd,
-                       "--progress-every", "0.01", NULL};
+    const char *l[] = {"launch", "--model",   "logreg", "--data",           DATA,   "--epochs",
+                       "2",      "--run-dir", rd,       "--progress-every", "0.01", NULL};
     char *out, *err;
     CHECK(run("f-launch", l, &out, &err) == 0);
     size_t progress = lines_with(err, "asgd launch: ", "samples/s over 2 workers, global test_acc 0.");

@@ -14,13 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/idx.h"         // defines: fashion_mnist_load
+#include "datasets/idx.h"
 #include "engine/run/model_file.h"
-#include "engine/models/model_registry.h"  // defines: model_registry_find
-#include "test_support.h"         // defines: CHECK, CHECK_OK, CHECK_NEAR
+#include "engine/models/model_registry.h"
+#include "test_support.h"
 
 static char dir[] = "/tmp/asgd_model_file_XXXXXX";  // read by launch_support.h
-#include "launch_support.h"  // defines: launch_run, launch_slurp, launch_field, launch_load_model
+#include "launch_support.h"
 
 static const char *path_of(const char *name) {
     static char p[8][400];
@@ -73,7 +73,8 @@ static void test_format(void) {
     CHECK_OK(model_file_write(whole, "--save-model", info, w, err, sizeof err), err);
     model_file_t f;
     CHECK_OK(model_file_read(whole, &f, err, sizeof err), err);
-    CHECK(f.info.model == model_registry_find("mlp") && f.info.n_params == 74 && f.info.first == 0 && f.info.count == 74);
+    CHECK(f.info.model == model_registry_find("mlp") && f.info.n_params == 74 && f.info.first == 0 &&
+          f.info.count == 74);
     CHECK(f.info.dim == 6 && f.info.n_hidden == 2 && f.info.hidden[1] == 4 && f.info.classes == 3);
     CHECK(f.info.labels[2] == 2 && memcmp(f.params, w, sizeof w) == 0);
     CHECK(f.info.split.recorded == 0);  // zeros where a split record goes: a file of an older build
@@ -190,17 +191,18 @@ static double *column(const char *path, int col, size_t *n) {
 }
 
 static void test_cli(int have_fashion) {
-    const char *gen_s[] = {"gen", "sparse", "--n", "3000", "--dim", "400", "--seed", "3", "--out", path_of("s.svm"), NULL};
+    const char *gen_s[] = {"gen",    "sparse", "--n",   "3000",           "--dim", "400",
+                           "--seed", "3",      "--out", path_of("s.svm"), NULL};
     CHECK(launch_run(gen_s) == 0);
-    const char *gen_r[] = {"gen", "ratings", "--users", "60", "--items", "50", "--ratings", "2000", "--out",
-                           path_of("r.csv"), NULL};
+    const char *gen_r[] = {"gen",  "ratings", "--users",        "60", "--items", "50", "--ratings",
+                           "2000", "--out",   path_of("r.csv"), NULL};
     CHECK(launch_run(gen_r) == 0);
 
     // Held out by --test-frac and --seed; 3 threads evaluate in 3 slices.
-    const char *lt[] = {"--model", "logreg", "--data", path_of("s.svm"), "--test-frac", "0.2", "--seed", "5",
-                        "--threads", "3", "--epochs", "2", NULL};
-    const char *le[] = {"--data", path_of("s.svm"), "--split", "test", "--test-frac", "0.2", "--seed", "5",
-                        "--threads", "3", NULL};
+    const char *lt[] = {"--model", "logreg",    "--data", path_of("s.svm"), "--test-frac", "0.2", "--seed",
+                        "5",       "--threads", "3",      "--epochs",       "2",           NULL};
+    const char *le[] = {"--data", path_of("s.svm"), "--split", "test", "--test-frac", "0.2", "--seed",
+                        "5",      "--threads",      "3",       NULL};
     check_eval_equals_train("logreg", "accuracy", lt, le, 600);
     const char *et[] = {"--model", "embmlp", "--data", path_of("s.svm"), "--seed", "9", "--eval-limit", "150", NULL};
     const char *ee[] = {"--data", path_of("s.svm"), "--split", "test", "--seed", "9", "--eval-limit", "150", NULL};
@@ -210,8 +212,9 @@ static void test_cli(int have_fashion) {
     check_eval_equals_train("mf", "rmse", mt, me, 200);
     if (have_fashion) {
         // The official test split, a batch above the evaluation block of 256.
-        const char *ft[] = {"--model", "mlp", "--hidden", "32", "--train-limit", "3000", "--test-limit", "700",
-                            "--batch", "300", "--threads", "2", NULL};
+        const char *ft[] = {
+            "--model", "mlp",       "--hidden", "32", "--train-limit", "3000", "--test-limit", "700", "--batch",
+            "300",     "--threads", "2",        NULL};
         const char *fe[] = {"--test-limit", "700", "--batch", "300", "--threads", "2", NULL};
         check_eval_equals_train("mlp", "accuracy", ft, fe, 700);
         const char *pf[] = {"predict", "--model-file", path_of("mlp"), "--test-limit", "5", NULL};
@@ -226,8 +229,8 @@ static void test_cli(int have_fashion) {
     }
 
     // predict on every example: its labels give eval's accuracy (the same file, --split all).
-    const char *pl[] = {"predict", "--model-file", path_of("logreg"), "--data", path_of("s.svm"), "--out",
-                        path_of("pred.txt"), NULL};
+    const char *pl[] = {"predict",        "--model-file", path_of("logreg"),   "--data",
+                        path_of("s.svm"), "--out",        path_of("pred.txt"), NULL};
     CHECK(launch_run(pl) == 0);
     const char *el[] = {"eval", "--model-file", path_of("logreg"), "--data", path_of("s.svm"), NULL};
     CHECK(launch_run(el) == 0);
@@ -247,8 +250,8 @@ static void test_cli(int have_fashion) {
     free(pred), free(prob), free(truth), free(ev);
 
     // mf: the predicted ratings' RMSE against the file's is eval's (to their printing).
-    const char *pm[] = {"predict", "--model-file", path_of("mf"), "--data", path_of("r.csv"), "--out",
-                        path_of("pred-mf.txt"), NULL};
+    const char *pm[] = {"predict",        "--model-file", path_of("mf"),          "--data",
+                        path_of("r.csv"), "--out",        path_of("pred-mf.txt"), NULL};
     CHECK(launch_run(pm) == 0);
     const char *em[] = {"eval", "--model-file", path_of("mf"), "--data", path_of("r.csv"), NULL};
     CHECK(launch_run(em) == 0);
@@ -290,12 +293,13 @@ static void test_cli(int have_fashion) {
 // --threads 3): without split flags it scores the rows the run held out, as
 // the run did; flags or data that differ from the record are said on stderr.
 static void test_split_record(void) {
-    const char *a[] = {"eval", "--model-file", path_of("logreg"), "--data", path_of("s.svm"), "--split", "test",
-                       "--threads", "3", NULL};
+    const char *a[] = {"eval",    "--model-file", path_of("logreg"), "--data", path_of("s.svm"),
+                       "--split", "test",         "--threads",       "3",      NULL};
     CHECK(launch_run(a) == 0);
     char *ev = run_stdout(), *e = launch_stderr();
-    const char *withflags[] = {"eval", "--model-file", path_of("logreg"), "--data", path_of("s.svm"), "--split",
-                               "test", "--test-frac", "0.2", "--seed", "5", "--threads", "3", NULL};
+    const char *withflags[] = {
+        "eval",        "--model-file", path_of("logreg"), "--data", path_of("s.svm"), "--split", "test",
+        "--test-frac", "0.2",          "--seed",          "5",      "--threads",      "3",       NULL};
     CHECK(launch_run(withflags) == 0);
     char *ev2 = run_stdout();
     printf("eval --split test without the split flags: loss %.9g on %g examples; with them: %.9g on %g\n",
@@ -305,17 +309,18 @@ static void test_split_record(void) {
     CHECK(e[0] == '\0');  // the same data and split: nothing to say
     free(ev), free(ev2), free(e);
 
-    const char *other_frac[] = {"eval", "--model-file", path_of("logreg"), "--data", path_of("s.svm"), "--split",
-                                "test", "--test-frac", "0.1", NULL};
+    const char *other_frac[] = {"eval",    "--model-file", path_of("logreg"), "--data", path_of("s.svm"),
+                                "--split", "test",         "--test-frac",     "0.1",    NULL};
     CHECK(launch_run(other_frac) == 0);
     e = launch_stderr();
     printf("--test-frac 0.1: %s", e);
     CHECK(strstr(e, "--test-frac 0.1 is not the training run's (0.2") && strchr(e, '\n') == e + strlen(e) - 1);
     free(e);
-    const char *gen[] = {"gen", "sparse", "--n", "3000", "--dim", "400", "--seed", "4", "--out", path_of("s4.svm"), NULL};
+    const char *gen[] = {"gen",   "sparse",          "--n", "3000", "--dim", "400", "--seed", "4",
+                         "--out", path_of("s4.svm"), NULL};
     CHECK(launch_run(gen) == 0);
-    const char *other_data[] = {"eval", "--model-file", path_of("logreg"), "--data", path_of("s4.svm"), "--split",
-                                "test", NULL};
+    const char *other_data[] = {
+        "eval", "--model-file", path_of("logreg"), "--data", path_of("s4.svm"), "--split", "test", NULL};
     CHECK(launch_run(other_data) == 0);
     e = launch_stderr();
     printf("other data: %s", e);
@@ -335,9 +340,12 @@ static void rewrite_lines(const char *name, size_t lines, int how) {
         char *end = strchr(line, '\n');
         CHECK(end);
         *end = '\0';
-        if (how == 0) fprintf(f, "%s\n", line);
-        else if (i % 2) fprintf(f, "7%s 401:5\n", strchr(line, ' '));
-        else fprintf(f, "%s 401:5\n", strchr(line, ' ') + 1);
+        if (how == 0)
+            fprintf(f, "%s\n", line);
+        else if (i % 2)
+            fprintf(f, "7%s 401:5\n", strchr(line, ' '));
+        else
+            fprintf(f, "%s 401:5\n", strchr(line, ' ') + 1);
         line = end + 1;
     }
     CHECK(fclose(f) == 0);
@@ -363,8 +371,8 @@ static void test_predict_new_data(void) {
     free(got), free(e);
 
     // --probabilities: the labels, then each class's probability; the predicted one is the plain line's.
-    const char *pp[] = {"predict", "--model-file", path_of("logreg"), "--data", path_of("labelled.svm"),
-                        "--probabilities", NULL};
+    const char *pp[] = {
+        "predict", "--model-file", path_of("logreg"), "--data", path_of("labelled.svm"), "--probabilities", NULL};
     CHECK(launch_run(pp) == 0);
     char *probs = run_stdout();
     CHECK(strncmp(probs, "labels -1 1\n", 12) == 0);
@@ -388,9 +396,9 @@ static void test_predict_new_data(void) {
 // A 2-worker launch of the generated set with --save-model; more: extra flags.
 static void run_launch(const char *kind, const char *sync, const char *servers, const char *rd, const char *model,
                        const char *const *more) {
-    const char *a[64] = {"launch", "--model", kind, "--data", path_of("s.svm"), "--epochs", "2", "--threads", "1",
-                         "--workers", "2", "--quiet", "--sync", sync, "--servers", servers, "--run-dir", rd,
-                         "--save-model", model};
+    const char *a[64] = {"launch",    "--model", kind,        "--data", path_of("s.svm"), "--epochs", "2",
+                         "--threads", "1",       "--workers", "2",      "--quiet",        "--sync",   sync,
+                         "--servers", servers,   "--run-dir", rd,       "--save-model",   model};
     int n = 20;
     for (const char *const *c = more; *c; c++) a[n++] = *c;
     a[n] = NULL;
@@ -464,9 +472,8 @@ static void test_allreduce(void) {
     run_launch("logreg", "allreduce", "0", rd, model, none);
     char *ev = eval_file(model);
     char *s = launch_slurp(path_of("ar/summary.json"));
-    printf("allreduce eval of --save-model: loss %.9g accuracy %.9g; summary.json: %.9g %.9g\n",
-           field(ev, "test_loss"), field(ev, "test_accuracy"), field(s, "final_test_loss"),
-           field(s, "final_test_accuracy"));
+    printf("allreduce eval of --save-model: loss %.9g accuracy %.9g; summary.json: %.9g %.9g\n", field(ev, "test_loss"),
+           field(ev, "test_accuracy"), field(s, "final_test_loss"), field(s, "final_test_accuracy"));
     CHECK(field(ev, "test_loss") == field(s, "final_test_loss"));
     CHECK(field(ev, "test_accuracy") == field(s, "final_test_accuracy"));
     free(ev);
@@ -486,7 +493,8 @@ static void test_hybrid(void) {
     CHECK_OK(model_file_read(path_of("hy/server-0.model"), &p0, err, sizeof err), err);
     CHECK_OK(model_file_read(path_of("hy/server-1.model"), &p1, err, sizeof err), err);
     size_t S = p0.info.count + p1.info.count, n = whole.info.n_params;
-    CHECK(whole.info.model == model_registry_find("embmlp") && p0.info.first == 0 && p1.info.first == p0.info.count && S < n);
+    CHECK(whole.info.model == model_registry_find("embmlp") && p0.info.first == 0 && p1.info.first == p0.info.count &&
+          S < n);
     CHECK(S == whole.info.dim * whole.info.embed_dim);  // the embedding: the sparse part
     // Sparse part: the servers'; dense part: worker 0's replica.
     CHECK(memcmp(whole.params, p0.params, p0.info.count * 4) == 0);
@@ -494,8 +502,10 @@ static void test_hybrid(void) {
     CHECK(memcmp(whole.params + S, w0.params + S, (n - S) * 4) == 0);
     size_t differ = 0;
     for (size_t j = 0; j < S; j++) differ += whole.params[j] != w0.params[j];
-    printf("hybrid: %zu sparse parameters from the servers (%zu differ from worker 0's last pull), %zu dense from "
-           "worker 0\n", S, differ, n - S);
+    printf(
+        "hybrid: %zu sparse parameters from the servers (%zu differ from worker 0's last pull), %zu dense from "
+        "worker 0\n",
+        S, differ, n - S);
     model_file_free(&whole), model_file_free(&w0), model_file_free(&p0), model_file_free(&p1);
 }
 
@@ -505,7 +515,8 @@ int main(void) {
     char err[512];
     dense_dataset_t probe;
     int have_fashion = fashion_mnist_load(NULL, 0, 1, &probe, err, sizeof err) == 0;
-    if (have_fashion) dense_dataset_free(&probe);
+    if (have_fashion)
+        dense_dataset_free(&probe);
     else if (getenv("ASGD_REQUIRE_ALL") && strcmp(getenv("ASGD_REQUIRE_ALL"), "1") == 0) {
         fprintf(stderr, "FAIL: fashion-mnist is required (ASGD_REQUIRE_ALL=1): %s\n", err);
         return 1;

@@ -11,14 +11,14 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/cli/commands.h"         // defines: asgd_cli_main
-#include "engine/core/model_impl.h"      // defines: model_ops_t, struct model
+#include "engine/cli/commands.h"
+#include "engine/core/model_impl.h"
 #include "engine/models/model_registry.h"
-#include "kernels/blas_runtime.h"        // defines: blas_core_name
-#include "test_support.h"               // defines: CHECK, CHECK_OK
+#include "kernels/blas_runtime.h"
+#include "test_support.h"
 
 static char dir[] = "/tmp/asgd_model_registry_XXXXXX";  // read by launch_support.h
-#include "launch_support.h"  // defines: launch_slurp, launch_field
+#include "launch_support.h"
 
 // ---- the model: prediction w.x + b for the target scale * label, loss 1/2 err^2 ----
 
@@ -127,12 +127,19 @@ typedef struct lsq_options {
 static void lsq_options_default(void *opts) { ((lsq_options_t *)opts)->scale = 1.0; }
 
 static void lsq_flags(void *opts, flag_spec_t *specs) {
-    specs[0] = (flag_spec_t){"lsq-scale", FLAG_TYPE_DOUBLE, &((lsq_options_t *)opts)->scale, "S",
-                             "regress S times the label (default 1)", 1e-3, 1e3, NULL, 0};
+    specs[0] = (flag_spec_t){"lsq-scale",
+                             FLAG_TYPE_DOUBLE,
+                             &((lsq_options_t *)opts)->scale,
+                             "S",
+                             "regress S times the label (default 1)",
+                             1e-3,
+                             1e3,
+                             NULL,
+                             0};
 }
 
-static model_t *lsq_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
-                           char *err, size_t err_len) {
+static model_t *lsq_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed, char *err,
+                           size_t err_len) {
     (void)l2, (void)seed;
     const dense_dataset_t *tr = train;
     lsq_model_t *q = calloc(1, sizeof *q);
@@ -269,14 +276,14 @@ int main(void) {
     CHECK(section && strstr(section, "least-squares regression") && strstr(section, "--lr 0.1 --batch 8"));
     CHECK(strstr(section, "--lsq-scale S") && strstr(section, "regress S times the label"));
     CHECK(strstr(help, "--lsq-scale") > strstr(help, "\n  embmlp "));  // under the model, after the built-ins
-    CHECK(strstr(strstr(help, "\n  mlp "), "--hidden W1,W2"));         // the built-ins' own flags too
+    CHECK(strstr(strstr(help, "\n  mlp "), "--hidden W1,W2"));  // the built-ins' own flags too
     free(help);
 
     // Trains through the command line: RMSE from ~10.7 (w = 0) to near 0 only if the gradient is right.
     write_idx("train", 2000, 1);
     write_idx("t10k", 400, 2);
-    const char *train[] = {"train", "--model", "lsq", "--data-dir", dir, "--lsq-scale", "2", "--epochs", "25",
-                           "--quiet", "--summary", summary, NULL};
+    const char *train[] = {"train",    "--model", "lsq",     "--data-dir", dir,     "--lsq-scale", "2",
+                           "--epochs", "25",      "--quiet", "--summary",  summary, NULL};
     CHECK(run_cli(out, train) == 0);
     char *json = launch_slurp(summary);
     double rmse = launch_field(json, "final_test_rmse");

@@ -9,14 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/csv.h"               // defines: csv_load, csv_options_t
-#include "engine/data/data_source.h"    // defines: data_bundle_load, data_spec_kind
-#include "engine/models/model_registry.h"  // defines: model_registry_find, model_create
+#include "datasets/csv.h"
+#include "engine/data/data_source.h"
+#include "engine/models/model_registry.h"
 #include "kernels/foundation/rng.h"
-#include "learning_support.h"           // defines: train, modes
+#include "learning_support.h"
 
 static char dir[] = "/tmp/asgd_multiclass_XXXXXX";  // read by launch_support.h
-#include "launch_support.h"  // defines: launch_run, launch_slurp, launch_field, launch_stderr
+#include "launch_support.h"
 
 static const int32_t class_labels[4] = {3, 7, 10, 42};
 
@@ -101,7 +101,8 @@ static void sparse_models_learn(void) {
     // A binary model refuses four classes, naming them.
     const model_descriptor_t *logreg = model_registry_find("logreg");
     model_options_init(logreg, &opts, specs);
-    CHECK(model_create(logreg, DATA_KIND_SPARSE, &d.sparse_train, &d.sparse_test, &opts, 0, 1, err, sizeof err) == NULL);
+    CHECK(model_create(logreg, DATA_KIND_SPARSE, &d.sparse_train, &d.sparse_test, &opts, 0, 1, err, sizeof err) ==
+          NULL);
     printf("refused: %s\n", err);
     CHECK(strstr(err, "4 labels (3, 7, 10, 42)") && strstr(err, "binary"));
     data_bundle_free(&d);
@@ -109,9 +110,7 @@ static void sparse_models_learn(void) {
 
 // ---- CSV ----
 
-static const char *put(const char *name, const char *text) {
-    return test_write_file(dir, name, text, strlen(text));
-}
+static const char *put(const char *name, const char *text) { return test_write_file(dir, name, text, strlen(text)); }
 
 static void check_example(const sparse_dataset_t *d, size_t i, int32_t label, size_t nnz, const uint32_t *col,
                           const float *val) {
@@ -173,15 +172,18 @@ static void csv_files(void) {
     CHECK_OK(csv_load(put("known.csv", "9,1\n0,2\n"), &o, &d, err, sizeof err), err);
     CHECK(d.n_classes == 3 && d.cls[0] == 2 && d.cls[1] == 0);
     sparse_dataset_free(&d);
-    expect_csv_error("unseen.csv", "9,1\n5,2\n", &o, "unseen.csv:2:1: column 0: label 5 is not among the training "
-                                                     "data's labels (0, 4, 9)");
+    expect_csv_error("unseen.csv", "9,1\n5,2\n", &o,
+                     "unseen.csv:2:1: column 0: label 5 is not among the training "
+                     "data's labels (0, 4, 9)");
 
     // Bad files: each refused at its line and column, the column named.
     o = (csv_options_t){"y", 0, NULL, 0, NULL};
-    expect_csv_error("bad_cell.csv", "x1,y,x2\n1,0,2\n3,1,abc\n", &o, "bad_cell.csv:3:5: column 2 ('x2'): expected a "
-                                                                    "number, got 'abc'");
-    expect_csv_error("bad_label.csv", "x1,y,x2\n1,0.5,2\n", &o, "bad_label.csv:2:3: column 1 ('y'): label '0.5' is "
-                                                               "not an integer");
+    expect_csv_error("bad_cell.csv", "x1,y,x2\n1,0,2\n3,1,abc\n", &o,
+                     "bad_cell.csv:3:5: column 2 ('x2'): expected a "
+                     "number, got 'abc'");
+    expect_csv_error("bad_label.csv", "x1,y,x2\n1,0.5,2\n", &o,
+                     "bad_label.csv:2:3: column 1 ('y'): label '0.5' is "
+                     "not an integer");
     expect_csv_error("short.csv", "x1,y,x2\n1,0,2\n1,0\n", &o, "short.csv:3:4: 2 cells; the first line has 3");
     expect_csv_error("empty_cell.csv", "x1,y,x2\n1,,2\n", &o, "empty_cell.csv:2:3: column 1 ('y'): empty cell");
     expect_csv_error("inf.csv", "x1,y,x2\n1,0,inf\n", &o, "inf.csv:2:5: column 2 ('x2'): value 'inf' is not finite");
@@ -249,8 +251,9 @@ static void csv_models_learn(void) {
 
 static void cli(void) {
     write_clusters(path_of("small.svm"), 1500, 9);
-    const char *tr[] = {"train", "--model", "mlp", "--hidden", "16", "--data", path_of("small.svm"), "--epochs", "3",
-                        "--seed", "4", "--quiet", "--save-model", path_of("mlp.model"), NULL};
+    const char *tr[] = {"train",    "--model", "mlp",    "--hidden", "16",      "--data",       path_of("small.svm"),
+                        "--epochs", "3",       "--seed", "4",        "--quiet", "--save-model", path_of("mlp.model"),
+                        NULL};
     CHECK(launch_run(tr) == 0);
     char *train_out = launch_slurp(path_of("stdout"));
     model_file_t mf;
@@ -259,8 +262,9 @@ static void cli(void) {
     CHECK(mf.info.sparse_input == 1 && mf.info.classes == 4 && mf.info.dim == 1000);
     CHECK(memcmp(mf.info.labels, class_labels, sizeof class_labels) == 0);
     model_file_free(&mf);
-    const char *ev[] = {"eval", "--model-file", path_of("mlp.model"), "--data", path_of("small.svm"), "--split", "test",
-                        "--seed", "4", NULL};
+    const char *ev[] = {
+        "eval", "--model-file", path_of("mlp.model"), "--data", path_of("small.svm"), "--split", "test", "--seed", "4",
+        NULL};
     CHECK(launch_run(ev) == 0);
     char *eval_out = launch_slurp(path_of("stdout"));
     printf("mlp on small.svm: train accuracy %.9g, eval of the saved model %.9g\n",
@@ -270,8 +274,9 @@ static void cli(void) {
     free(train_out), free(eval_out);
 
     // predict prints the file's labels, right as often as eval says.
-    const char *pr[] = {"predict", "--model-file", path_of("mlp.model"), "--data", path_of("small.svm"), "--out",
-                        path_of("pred.txt"), NULL};
+    const char *pr[] = {
+        "predict", "--model-file", path_of("mlp.model"), "--data", path_of("small.svm"), "--out", path_of("pred.txt"),
+        NULL};
     CHECK(launch_run(pr) == 0);
     char *pred = launch_slurp(path_of("pred.txt")), *truth = launch_slurp(path_of("small.svm"));
     size_t lines = 0, right = 0;

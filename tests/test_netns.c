@@ -26,7 +26,7 @@
 #include <stdarg.h>
 #include <sys/stat.h>
 
-#include "engine/run/dist.h"  // defines: dist_check_pushes_applied_once
+#include "engine/run/dist.h"
 #include "proc_support.h"
 
 #define SUBNET "10.61.0."
@@ -99,13 +99,56 @@ static pid_t start(int host, const char *role, int id) {
     char ns[64], id_text[8];
     snprintf(ns, sizeof ns, "%s-h%d", prefix, host);
     snprintf(id_text, sizeof id_text, "%d", id);
-    const char *a[80] = {ip_path, "netns", "exec", ns, ASGD_BINARY, role, "--id", id_text,
-                         "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--epochs", "3", "--push-every", "5", "--fetch-every", "5",
-                         "--servers", "1", "--workers", "2", "--threads", "1", "--sync", "ssp", "--staleness", "4",
-                         "--eval-every", "300", "--delay-worker", "0:2,1:2", "--heartbeat-ms", "200",
-                         "--worker-timeout", "8000", "--retry-ms", "300", "--timeout-ms", "60000",
-                         "--coordinator", SUBNET "1:29517", "--bind-host", SUBNET "1", "--insecure", "--run-id", "6161",
-                         "--run-dir", dir, "--quiet"};
+    const char *a[80] = {ip_path,
+                         "netns",
+                         "exec",
+                         ns,
+                         ASGD_BINARY,
+                         role,
+                         "--id",
+                         id_text,
+                         "--model",
+                         "logreg",
+                         "--data",
+                         "gen:sparse:n=3000,dim=2000,nnz=20",
+                         "--epochs",
+                         "3",
+                         "--push-every",
+                         "5",
+                         "--fetch-every",
+                         "5",
+                         "--servers",
+                         "1",
+                         "--workers",
+                         "2",
+                         "--threads",
+                         "1",
+                         "--sync",
+                         "ssp",
+                         "--staleness",
+                         "4",
+                         "--eval-every",
+                         "300",
+                         "--delay-worker",
+                         "0:2,1:2",
+                         "--heartbeat-ms",
+                         "200",
+                         "--worker-timeout",
+                         "8000",
+                         "--retry-ms",
+                         "300",
+                         "--timeout-ms",
+                         "60000",
+                         "--coordinator",
+                         SUBNET "1:29517",
+                         "--bind-host",
+                         SUBNET "1",
+                         "--insecure",
+                         "--run-id",
+                         "6161",
+                         "--run-dir",
+                         dir,
+                         "--quiet"};
     int n = 0;
     while (a[n]) n++;
     if (strcmp(role, "server") == 0) {
@@ -196,9 +239,11 @@ int main(void) {
         double applied = proc_json_number(server, "pushes_by_worker", key);
         double acc = proc_json_number(w, NULL, "global_test_accuracy");
         double loss = proc_json_number(w, NULL, "global_test_loss");
-        printf("worker %d: %.0f pushes acknowledged, %.0f applied since it joined; %.0f requests resent, %.0f "
-               "rejoins after eviction, accuracy %.3f, test loss %.4f\n", k, acked, applied,
-               proc_json_number(w, NULL, "retries"), proc_json_number(w, NULL, "rejoins_after_eviction"), acc, loss);
+        printf(
+            "worker %d: %.0f pushes acknowledged, %.0f applied since it joined; %.0f requests resent, %.0f "
+            "rejoins after eviction, accuracy %.3f, test loss %.4f\n",
+            k, acked, applied, proc_json_number(w, NULL, "retries"),
+            proc_json_number(w, NULL, "rejoins_after_eviction"), acc, loss);
         CHECK(acked > 0);
         // It learned: on this data (a 300-example test set, 45% positive) the
         // untrained model scores 0.45 with loss ln 2 = 0.693, and no constant

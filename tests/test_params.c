@@ -7,7 +7,7 @@
 #include "engine/core/params.h"
 #include "test_support.h"
 
-#define GUARD 8       // parameters on each side of a range that must stay untouched
+#define GUARD 8  // parameters on each side of a range that must stay untouched
 #define MAX_N 1100
 
 static float value_at(size_t i) { return (float)((i * 7919u) % 1009u) * 0.37f - 150.0f; }
@@ -74,7 +74,8 @@ static void *add_ones(void *arg) {
     float minus_one[256];
     for (size_t i = 0; i < 256; i++) minus_one[i] = -1.0f;
     for (size_t r = 0; r < a->rounds; r++)
-        for (size_t at = 0; at < a->n; at += 256) params_sgd(a->p + at, a->n - at < 256 ? a->n - at : 256, minus_one, 1.0f, NULL);
+        for (size_t at = 0; at < a->n; at += 256)
+            params_sgd(a->p + at, a->n - at < 256 ? a->n - at : 256, minus_one, 1.0f, NULL);
     return NULL;
 }
 

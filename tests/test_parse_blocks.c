@@ -17,11 +17,11 @@
 #include <float.h>
 #include <zlib.h>
 
-#include "datasets/csv.h"          // defines: csv_load, csv_parse
-#include "datasets/libsvm.h"       // defines: libsvm_load, libsvm_parse, libsvm_write
-#include "datasets/text_blocks.h"  // defines: text_blocks_set_threads
-#include "datasets/text_decimal.h" // defines: text_parse_digits_padded
-#include "datasets/text_io.h"      // defines: text_parse_double_padded, text_parse_float_padded
+#include "datasets/csv.h"
+#include "datasets/libsvm.h"
+#include "datasets/text_blocks.h"
+#include "datasets/text_decimal.h"
+#include "datasets/text_io.h"
 #include "input_support.h"
 #include "test_support.h"
 
@@ -54,8 +54,8 @@ static uint64_t digest(const sparse_dataset_t *d) {
 // ---- a) the test data against the reader before blocks ----
 
 typedef struct golden {
-    const char *file;   // under tests/data
-    uint64_t digest;    // of the set read, or 0 with...
+    const char *file;  // under tests/data
+    uint64_t digest;  // of the set read, or 0 with...
     const char *error;  // ...the message after "tests/data/<folder>/"
 } golden_t;
 
@@ -63,26 +63,36 @@ typedef struct golden {
 // default options: libsvm_load(path, 0) and csv_load(path, {NULL, 0, NULL, 0}).
 static const golden_t goldens[] = {
     {"libsvm/bad_beyond_dim.svm", 0x4ee95d6227c36ad3ull, NULL},
-    {"libsvm/bad_crlf_comments.svm", 0, "bad_crlf_comments.svm:4:10: duplicate feature index 2 (indices must be strictly increasing)"},
-    {"libsvm/bad_duplicate.svm", 0, "bad_duplicate.svm:1:8: duplicate feature index 1 (indices must be strictly increasing)"},
+    {"libsvm/bad_crlf_comments.svm", 0,
+     "bad_crlf_comments.svm:4:10: duplicate feature index 2 (indices must be strictly increasing)"},
+    {"libsvm/bad_duplicate.svm", 0,
+     "bad_duplicate.svm:1:8: duplicate feature index 1 (indices must be strictly increasing)"},
     {"libsvm/bad_empty.svm", 0, "bad_empty.svm: no examples (the file is empty or has only comments and blank lines)"},
-    {"libsvm/bad_empty_index.svm", 0, "bad_empty_index.svm:1:4: expected a feature index (an integer >= 1) followed by ':', got ':5'"},
+    {"libsvm/bad_empty_index.svm", 0,
+     "bad_empty_index.svm:1:4: expected a feature index (an integer >= 1) followed by ':', got ':5'"},
     {"libsvm/bad_empty_value.svm", 0, "bad_empty_value.svm:1:6: expected a value after '3:', got the end of the line"},
-    {"libsvm/bad_float_range.svm", 0, "bad_float_range.svm:1:12: value '3.5e38' is out of float range (|value| <= 3.40282347e+38)"},
-    {"libsvm/bad_index_overflow.svm", 0, "bad_index_overflow.svm:1:4: feature index 4294967296 is too large (at most 67108864 features)"},
+    {"libsvm/bad_float_range.svm", 0,
+     "bad_float_range.svm:1:12: value '3.5e38' is out of float range (|value| <= 3.40282347e+38)"},
+    {"libsvm/bad_index_overflow.svm", 0,
+     "bad_index_overflow.svm:1:4: feature index 4294967296 is too large (at most 67108864 features)"},
     {"libsvm/bad_index_zero.svm", 0, "bad_index_zero.svm:1:4: feature index 0 (indices are 1-based)"},
     {"libsvm/bad_inf.svm", 0, "bad_inf.svm:1:6: value 'inf' is not finite"},
     {"libsvm/bad_label.svm", 0, "bad_label.svm:2:1: label '2.5' is not an integer (labels are class ids)"},
-    {"libsvm/bad_long_line.svm", 0, "bad_long_line.svm:2:148898: expected a feature index (an integer >= 1) followed by ':', got 'x'"},
+    {"libsvm/bad_long_line.svm", 0,
+     "bad_long_line.svm:2:148898: expected a feature index (an integer >= 1) followed by ':', got 'x'"},
     {"libsvm/bad_missing_colon.svm", 0, "bad_missing_colon.svm:1:5: expected ':' after feature index 4, got a space"},
-    {"libsvm/bad_missing_label.svm", 0, "bad_missing_label.svm:1:1: expected a label (an integer class id, such as -1, +1, 0, 1 or 7), got '1:0.5'"},
+    {"libsvm/bad_missing_label.svm", 0,
+     "bad_missing_label.svm:1:1: expected a label (an integer class id, such as -1, +1, 0, 1 or 7), got '1:0.5'"},
     {"libsvm/bad_nan.svm", 0, "bad_nan.svm:1:6: value 'nan' is not finite"},
-    {"libsvm/bad_negative_index.svm", 0, "bad_negative_index.svm:1:4: expected a feature index (an integer >= 1) followed by ':', got '-3:1'"},
+    {"libsvm/bad_negative_index.svm", 0,
+     "bad_negative_index.svm:1:4: expected a feature index (an integer >= 1) followed by ':', got '-3:1'"},
     {"libsvm/bad_nul.svm", 0, "bad_nul.svm:2:7: NUL byte in a text file (is it binary?)"},
-    {"libsvm/bad_overflow.svm", 0, "bad_overflow.svm:1:6: value '1e999' is out of float range (|value| <= 3.40282347e+38)"},
+    {"libsvm/bad_overflow.svm", 0,
+     "bad_overflow.svm:1:6: value '1e999' is out of float range (|value| <= 3.40282347e+38)"},
     {"libsvm/bad_qid.svm", 0, "bad_qid.svm:1:8: expected a query id (digits) after 'qid:', got 'x'"},
     {"libsvm/bad_trailing_junk.svm", 0, "bad_trailing_junk.svm:2:13: expected a number after '7:', got '2.5e-3junk'"},
-    {"libsvm/bad_unsorted.svm", 0, "bad_unsorted.svm:1:8: feature index 2 after 3 (indices must be strictly increasing)"},
+    {"libsvm/bad_unsorted.svm", 0,
+     "bad_unsorted.svm:1:8: feature index 2 after 3 (indices must be strictly increasing)"},
     {"libsvm/bad_value.svm", 0, "bad_value.svm:1:6: expected a number after '1:', got 'abc'"},
     {"libsvm/good_01.svm", 0x9667f72a4e6756dfull, NULL},
     {"libsvm/good_basic.svm", 0xddc9bab5611f1dcdull, NULL},
@@ -95,10 +105,13 @@ static const golden_t goldens[] = {
     {"csv/bad_label.csv", 0, "bad_label.csv:2:1: column 0 ('a'): label '0.5' is not an integer (labels are class ids)"},
     {"csv/bad_long.csv", 0, "bad_long.csv:2:4: more than 2 cells (the first line has 2)"},
     {"csv/bad_nul.csv", 0, "bad_nul.csv:2:4: 2 cells; the first line has 3"},
-    {"csv/bad_one_column.csv", 0, "bad_one_column.csv:1: one column: a label and at least one feature are needed (cells separated by commas or tabs)"},
+    {"csv/bad_one_column.csv", 0,
+     "bad_one_column.csv:1: one column: a label and at least one feature are needed (cells separated by commas or "
+     "tabs)"},
     {"csv/bad_range.csv", 0, "bad_range.csv:1:3: column 1: value '1e400' is not finite"},
     {"csv/bad_short.csv", 0, "bad_short.csv:3:4: 2 cells; the first line has 3"},
-    {"csv/bad_tabs_label.tsv", 0, "bad_tabs_label.tsv:2:1: column 0: label '0.5' is not an integer (labels are class ids)"},
+    {"csv/bad_tabs_label.tsv", 0,
+     "bad_tabs_label.tsv:2:1: column 0: label '0.5' is not an integer (labels are class ids)"},
     {"csv/good_bom_exponents.csv", 0x045e73d2a3a52849ull, NULL},
     {"csv/good_header.csv", 0x9cc8d3aa0e4d0f97ull, NULL},
     {"csv/good_plain.csv", 0x84a64fc4f21f67d4ull, NULL},
@@ -156,8 +169,10 @@ static sparse_dataset_t read_on_threads(const char *path, const csv_options_t *o
     for (size_t threads = 1; threads <= 4; threads++) {
         text_blocks_set_threads(threads);
         sparse_dataset_t d;
-        if (o) CHECK_OK(csv_load(path, o, &d, err, sizeof err), err);
-        else CHECK_OK(libsvm_load(path, 0, &d, err, sizeof err), err);
+        if (o)
+            CHECK_OK(csv_load(path, o, &d, err, sizeof err), err);
+        else
+            CHECK_OK(libsvm_load(path, 0, &d, err, sizeof err), err);
         if (threads == 1) {
             first = d;
         } else {
@@ -195,9 +210,12 @@ static void many_blocks(void) {
         int s = (int)rng_below(&r, 4);
         const char *name = species[s];
         double a = rng_normal(&r), b = rng_uniform(&r) < 0.3 ? 0.0 : rng_uniform(&r);
-        if (s == 3) fprintf(f, "%.6g,%g, \"x,y \"\"quoted\"\"\" ,%de-2,0\n", a, b, i % 97);
-        else if (i % 5 == 0) fprintf(f, " %.9g , %.3f,\"%s\",%d,%.1f\r\n", a, b, name, i % 13, 0.5 * (i % 4));
-        else fprintf(f, "%.9g,%.3f,%s,%d,%.1f\n", a, b, name, i % 13, 0.5 * (i % 4));
+        if (s == 3)
+            fprintf(f, "%.6g,%g, \"x,y \"\"quoted\"\"\" ,%de-2,0\n", a, b, i % 97);
+        else if (i % 5 == 0)
+            fprintf(f, " %.9g , %.3f,\"%s\",%d,%.1f\r\n", a, b, name, i % 13, 0.5 * (i % 4));
+        else
+            fprintf(f, "%.9g,%.3f,%s,%d,%.1f\n", a, b, name, i % 13, 0.5 * (i % 4));
     }
     CHECK(fclose(f) == 0);
     csv_options_t o = {"species, as named", 0, NULL, 0, NULL};
@@ -205,8 +223,8 @@ static void many_blocks(void) {
     CHECK(d.n == 120000 && d.dim == 4 && d.n_classes == 4 && d.label_text);
     const char *names[4];
     dataset_label_names(d.label_text, 4, names);
-    CHECK(strcmp(names[0], "setosa") == 0 && strcmp(names[1], "versicolor") == 0 && strcmp(names[2], "virginica") == 0 &&
-          strcmp(names[3], "x,y \"quoted\"") == 0);
+    CHECK(strcmp(names[0], "setosa") == 0 && strcmp(names[1], "versicolor") == 0 &&
+          strcmp(names[2], "virginica") == 0 && strcmp(names[3], "x,y \"quoted\"") == 0);
     rng_seed(&r, 9, 0);
     for (size_t i = 0; i < d.n; i++) {
         int s = (int)rng_below(&r, 4);
@@ -232,11 +250,17 @@ static const char *write_with_errors(const char *name, int lines, int bad_line, 
     CHECK(gz ? g != NULL : f != NULL);
     char line[256];
     for (int i = 1; i <= lines; i++) {
-        if (i == bad_line) snprintf(line, sizeof line, "%s\n", bad_text);
-        else if (i == later_line) snprintf(line, sizeof line, "%s\n", later_text);
-        else snprintf(line, sizeof line, "%d 3:0.%d 17:1.25 %d:%d.5 4000:0.0625\n", i % 2 ? 1 : -1, i % 1000, 20 + i % 3000, i % 7);
-        if (gz) CHECK(gzputs(g, line) > 0);
-        else CHECK(fputs(line, f) >= 0);
+        if (i == bad_line)
+            snprintf(line, sizeof line, "%s\n", bad_text);
+        else if (i == later_line)
+            snprintf(line, sizeof line, "%s\n", later_text);
+        else
+            snprintf(line, sizeof line, "%d 3:0.%d 17:1.25 %d:%d.5 4000:0.0625\n", i % 2 ? 1 : -1, i % 1000,
+                     20 + i % 3000, i % 7);
+        if (gz)
+            CHECK(gzputs(g, line) > 0);
+        else
+            CHECK(fputs(line, f) >= 0);
     }
     CHECK(gz ? gzclose(g) == Z_OK : fclose(f) == 0);
     return path;
@@ -304,7 +328,8 @@ static void decimals_exact(void) {
         memset(buf, 0, sizeof buf);
         int kind = (int)rng_below(&r, 5);
         if (kind == 0) {  // a float's shortest-ish decimal
-            snprintf(buf, 64, "%.*g", 1 + (int)rng_below(&r, 9), (double)(float)(rng_normal(&r) * pow(10, (int)rng_below(&r, 12) - 6)));
+            snprintf(buf, 64, "%.*g", 1 + (int)rng_below(&r, 9),
+                     (double)(float)(rng_normal(&r) * pow(10, (int)rng_below(&r, 12) - 6)));
         } else if (kind == 1) {  // near a float midpoint, as close as 15 characters allow
             float a = (float)(rng_uniform(&r) * pow(10, (int)rng_below(&r, 8) - 4));
             double mid = 0.5 * ((double)a + (double)nextafterf(a, FLT_MAX));
@@ -317,8 +342,20 @@ static void decimals_exact(void) {
                 buf[at++] = (char)('0' + rng_below(&r, 10));
             }
         } else if (kind == 3) {  // leading zeros, exponents, odd forms
-            static const char *const odd[] = {"0.000000000000000000001234", "007", "-0", "+.5", "1.", ".", "1e5", "1.5E-3",
-                                              "00000000000000000000.5", "123456789012345678", "9007199254740993", "0x10", "inf", "-"};
+            static const char *const odd[] = {"0.000000000000000000001234",
+                                              "007",
+                                              "-0",
+                                              "+.5",
+                                              "1.",
+                                              ".",
+                                              "1e5",
+                                              "1.5E-3",
+                                              "00000000000000000000.5",
+                                              "123456789012345678",
+                                              "9007199254740993",
+                                              "0x10",
+                                              "inf",
+                                              "-"};
             snprintf(buf, 64, "%s", odd[rng_below(&r, sizeof odd / sizeof odd[0])]);
         } else {  // libsvm's own: %.9g of floats in (0, 1)
             snprintf(buf, 64, "%.9g", (double)(float)rng_uniform(&r));
@@ -346,12 +383,13 @@ static void decimals_exact(void) {
         }
         float wantf = strtof(buf, NULL);
         if (e1 != end || e2 != end || memcmp(&got, &want, 8) != 0 || memcmp(&wantf, &gotf, 4) != 0) {
-            fprintf(stderr, "'%s': strtod %.17g (strtof %.9g), padded %.17g, float %.9g\n", buf, want, (double)wantf, got, (double)gotf);
+            fprintf(stderr, "'%s': strtod %.17g (strtof %.9g), padded %.17g, float %.9g\n", buf, want, (double)wantf,
+                    got, (double)gotf);
             exit(1);
         }
     }
-    printf("  %zu numbers (%zu of the fast kind, %zu of them near a float midpoint): the same doubles and floats\n", n, fast,
-           exact_path);
+    printf("  %zu numbers (%zu of the fast kind, %zu of them near a float midpoint): the same doubles and floats\n", n,
+           fast, exact_path);
     CHECK(exact_path > 100);  // the midpoints were reached
 
     // Digits 8 at a time, against strtoull.
@@ -376,11 +414,27 @@ static void decimals_exact(void) {
 
 // An awkward decimal into buf (NUL-terminated).
 static void awkward_value(rng_t *r, char *buf, size_t cap) {
-    static const char *const fixed[] = {"1e-45", "-1.4e-45", "7e-46", "1.17549435e-38", "1.1754942e-38", "3.4028234e38",
-                                        "-3.40282346638528859811704183484516925440e+38", "+0.5", "-0", "+0", "0.0",
-                                        "1.0000000596046447753906250000001", "1.00000005960464477539062499999",
-                                        "0.000000000000000000000000000000000000000000001", "123456789012345678901234567890",
-                                        "16777217", "16777216.5", "9.99999999e-10", "1E+10", "5e-324", "2.5E-39"};
+    static const char *const fixed[] = {"1e-45",
+                                        "-1.4e-45",
+                                        "7e-46",
+                                        "1.17549435e-38",
+                                        "1.1754942e-38",
+                                        "3.4028234e38",
+                                        "-3.40282346638528859811704183484516925440e+38",
+                                        "+0.5",
+                                        "-0",
+                                        "+0",
+                                        "0.0",
+                                        "1.0000000596046447753906250000001",
+                                        "1.00000005960464477539062499999",
+                                        "0.000000000000000000000000000000000000000000001",
+                                        "123456789012345678901234567890",
+                                        "16777217",
+                                        "16777216.5",
+                                        "9.99999999e-10",
+                                        "1E+10",
+                                        "5e-324",
+                                        "2.5E-39"};
     int kind = (int)rng_below(r, 5);
     if (kind == 0) {
         snprintf(buf, cap, "%s", fixed[rng_below(r, sizeof fixed / sizeof fixed[0])]);
@@ -395,8 +449,11 @@ static void awkward_value(rng_t *r, char *buf, size_t cap) {
             e[5] = rng_below(r, 2) ? '1' : '9';
         }
     } else if (kind == 2) {  // exponents, signs, denormals
-        snprintf(buf, cap, "%s%.*e", rng_below(r, 2) ? "-" : rng_below(r, 2) ? "+" : "", (int)rng_below(r, 12),
-                 rng_uniform(r) * pow(10, (int)rng_below(r, 90) - 60));
+        snprintf(buf, cap, "%s%.*e",
+                 rng_below(r, 2)   ? "-"
+                 : rng_below(r, 2) ? "+"
+                                   : "",
+                 (int)rng_below(r, 12), rng_uniform(r) * pow(10, (int)rng_below(r, 90) - 60));
     } else if (kind == 3) {  // 14-17 significant digits without an exponent
         snprintf(buf, cap, "%.*f", 14 + (int)rng_below(r, 4), rng_uniform(r) * pow(10, (int)rng_below(r, 3)));
     } else {  // the common kind

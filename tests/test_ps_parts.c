@@ -30,13 +30,13 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "kernels/update.h"     // defines: sgd_update_cpu, adagrad_update_cpu
-#include "net/ps_replica.h"     // defines: ps_replica_new, ps_replica_lead, ps_replica_join, ...
-#include "net/ps_client.h"      // defines: ps_client_new, ps_client_set_push_part, ps_client_push_commit_pull, ...
-#include "net/ps_server.h"      // defines: ps_server_new, ps_server_stats, ps_server_save, ps_server_resume
-#include "net/wire.h"           // defines: wire_header_t, wire_header_encode, wire_checksum, WIRE_FLAG_ECHO
-#include "net/zmsg.h"           // defines: zmsg_header, zmsg_recv, zmsg_close
+#include "kernels/foundation/partition.h"
+#include "kernels/update.h"
+#include "net/ps_replica.h"
+#include "net/ps_client.h"
+#include "net/ps_server.h"
+#include "net/wire.h"
+#include "net/zmsg.h"
 #include "server_thread.h"
 #include "test_support.h"
 
@@ -112,7 +112,9 @@ static void fill_announced(ps_client_t *c, const float *g, int blockwise, int an
     }
 }
 
-static void fill(ps_client_t *c, const float *g, int blockwise) { fill_announced(c, g, blockwise, 0, 0, PS_PUSH_UPDATE); }
+static void fill(ps_client_t *c, const float *g, int blockwise) {
+    fill_announced(c, g, blockwise, 0, 0, PS_PUSH_UPDATE);
+}
 
 static void test_parts_match_whole(void *ctx, optimizer_kind_t opt) {
     char err[256];
@@ -276,8 +278,10 @@ static void test_bsp_round_in_ranges(void *ctx) {
             float *const *frames = ps_client_push_frames(cr[w], err, sizeof err);
             CHECK(frames != NULL);
             memcpy(frames[0], g, sizeof g);
-            if (w == 0) CHECK_OK(ps_client_push_commit_pull(cr[w], (uint64_t)r, 3, 1, a, err, sizeof err), err);
-            else CHECK_OK(ps_client_push_commit(cr[w], (uint64_t)r, 5, 1, err, sizeof err), err);
+            if (w == 0)
+                CHECK_OK(ps_client_push_commit_pull(cr[w], (uint64_t)r, 3, 1, a, err, sizeof err), err);
+            else
+                CHECK_OK(ps_client_push_commit(cr[w], (uint64_t)r, 5, 1, err, sizeof err), err);
             frames = ps_client_push_frames(cw[w], err, sizeof err);
             CHECK(frames != NULL);
             memcpy(frames[0], g, sizeof g);
@@ -333,7 +337,9 @@ static wire_header_t raw_expect(void *d, uint16_t type, float *values) {
     int got = zmsg_recv(d, 0, RUN_ID, &m, err, sizeof err);
     if (got != 1 || m.h.type != type) {
         fprintf(stderr, "raw dealer: want %s, got %s\n", msg_type_name(type),
-                got == 1 ? msg_type_name(m.h.type) : got < 0 ? err : "an invalid message");
+                got == 1  ? msg_type_name(m.h.type)
+                : got < 0 ? err
+                          : "an invalid message");
         exit(1);
     }
     wire_header_t h = m.h;
@@ -449,7 +455,9 @@ static void test_protocol(void *ctx) {
     ps_server_destroy(&st.s);
     zmq_close(d0);
     zmq_close(d1);
-    printf("protocol: out-of-order part dropped, pull held while half applied, resent parts skipped, unfinished push ended\n");
+    printf(
+        "protocol: out-of-order part dropped, pull held while half applied, resent parts skipped, unfinished push "
+        "ended\n");
 }
 
 static void test_resume_mid_push(void *ctx) {
@@ -632,8 +640,14 @@ static void *backup_main(void *arg) {
 
 static ps_replica_t *replica(void *ctx, const char *dir, size_t index) {
     char err[512];
-    ps_replica_config_t rc = {.state_dir = dir, .shard = 0, .replica = index, .run_id = RUN_ID, .n_workers = 1,
-                              .ack_timeout_ms = TIMEOUT_MS, .join_timeout_ms = TIMEOUT_MS, .quiet = 1};
+    ps_replica_config_t rc = {.state_dir = dir,
+                              .shard = 0,
+                              .replica = index,
+                              .run_id = RUN_ID,
+                              .n_workers = 1,
+                              .ack_timeout_ms = TIMEOUT_MS,
+                              .join_timeout_ms = TIMEOUT_MS,
+                              .quiet = 1};
     ps_replica_t *r = ps_replica_new(ctx, &rc, err, sizeof err);
     if (!r) {
         fprintf(stderr, "ps_replica_new: %s\n", err);

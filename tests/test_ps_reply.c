@@ -21,12 +21,12 @@
 #include <stdint.h>
 #include <zmq.h>
 
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "kernels/update.h"     // defines: sgd_update_cpu, axpy_cpu
-#include "net/ps_client.h"      // defines: ps_client_new, ps_client_push_frames, ps_client_pull
-#include "net/ps_server.h"      // defines: ps_server_new, ps_server_stats
-#include "net/zmsg.h"           // defines: zmsg_header, zmsg_recv, zmsg_close
-#include "server_thread.h"      // defines: server_thread_t, server_thread_start, server_thread_join
+#include "kernels/foundation/partition.h"
+#include "kernels/update.h"
+#include "net/ps_client.h"
+#include "net/ps_server.h"
+#include "net/zmsg.h"
+#include "server_thread.h"
 #include "test_support.h"
 
 #define RUN_ID 0x7e57000052e90001ull
@@ -202,7 +202,9 @@ static void test_asp(void) {
     CHECK(s.version == 2);
     zmq_ctx_term(ctx);
     free(w0), free(g1), free(g2), free(want), free(got);
-    printf("asp: a push applied while a reply was lent moved the values; the reply held w0 and the model is the serial one, bit for bit\n");
+    printf(
+        "asp: a push applied while a reply was lent moved the values; the reply held w0 and the model is the serial "
+        "one, bit for bit\n");
 }
 
 #define ROUNDS 4
@@ -257,12 +259,14 @@ static void test_bsp(void) {
     ps_stats_t s[2];
     for (size_t k = 0; k < 2; k++) server_finish(&st[k], &s[k]);
     CHECK(s[1].writes_moved == ROUNDS);  // every round's apply found the observer's reply holding the values
-    CHECK(s[0].writes_moved == 0);       // nobody held shard 0's
+    CHECK(s[0].writes_moved == 0);  // nobody held shard 0's
     CHECK(s[0].version == ROUNDS && s[1].version == ROUNDS);
     zmq_ctx_term(ctx);
     free(w0), free(want), free(got), free(held), free(sum), free(g[0]), free(g[1]);
-    printf("bsp: %d rounds on 2 shards bit for bit the serial weighted sums; an observer's reply held across each round kept the round's starting values\n",
-           ROUNDS);
+    printf(
+        "bsp: %d rounds on 2 shards bit for bit the serial weighted sums; an observer's reply held across each round "
+        "kept the round's starting values\n",
+        ROUNDS);
 }
 
 int main(void) {

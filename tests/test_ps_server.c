@@ -25,13 +25,13 @@
 #include <time.h>
 #include <zmq.h>
 
-#include "kernels/foundation/rng.h"    // defines: rng_seed, rng_uniform, rng_below
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "net/compress.h"    // defines: compressor_new, compress_encode, compress_encoded_bytes
-#include "net/ps_client.h"   // defines: ps_client_new, ps_client_push_frames, ps_client_pull, ...
-#include "net/ps_server.h"   // defines: ps_server_new, ps_server_run, ps_server_stats, ...
-#include "net/wire.h"        // defines: wire_header_t, wire_header_encode, wire_seal
-#include "net/zmsg.h"        // defines: zmsg_header, zmsg_recv, zmsg_close
+#include "kernels/foundation/rng.h"
+#include "kernels/foundation/partition.h"
+#include "net/compress.h"
+#include "net/ps_client.h"
+#include "net/ps_server.h"
+#include "net/wire.h"
+#include "net/zmsg.h"
 #include "test_support.h"
 
 #define RUN_ID 0x7e57000051ad0001ull
@@ -79,7 +79,7 @@ typedef struct server_thread {
     atomic_int *stop;
     atomic_int returned;  // set when ps_server_run has returned
     pthread_t tid;
-    int rc;               // read after join
+    int rc;  // read after join
     char err[256];
 } server_thread_t;
 
@@ -180,8 +180,8 @@ static void cluster_destroy(cluster_t *cl) {
 
 static ps_client_t *client(void *ctx, uint32_t worker, const cluster_t *cl, size_t n_params) {
     char err[256];
-    ps_client_t *c = ps_client_new(ctx, RUN_ID, worker, cl->endpoints, cl->n_shards, n_params, 0, TIMEOUT_MS, err,
-                                   sizeof err);
+    ps_client_t *c =
+        ps_client_new(ctx, RUN_ID, worker, cl->endpoints, cl->n_shards, n_params, 0, TIMEOUT_MS, err, sizeof err);
     if (!c) {
         fprintf(stderr, "ps_client_new(worker %u): %s\n", worker, err);
         exit(1);
@@ -1276,9 +1276,12 @@ static void test_stale_rules(void *ctx) {
     random_values(g1, N, 21, 3);
     for (int variant = 0; variant < 4; variant++) {
         ps_config_t c = config(2, N, 2, SYNC_MODE_ASP);
-        if (variant == 0) c.stale.staleness_aware = 1;
-        else if (variant == 1) c.stale.dc_lambda = 0.75;
-        else c.stale.delay_adaptive = (uint64_t)variant - 1;  // tau_C 1, then 2
+        if (variant == 0)
+            c.stale.staleness_aware = 1;
+        else if (variant == 1)
+            c.stale.dc_lambda = 0.75;
+        else
+            c.stale.delay_adaptive = (uint64_t)variant - 1;  // tau_C 1, then 2
         cluster_t cl;
         cluster_start(&cl, ctx, &c, init);
         ps_client_t *a = client(ctx, 0, &cl, N), *b = client(ctx, 1, &cl, N);
@@ -1311,7 +1314,8 @@ static void test_stale_rules(void *ctx) {
                 want[j] = w - c.lr * g;
             }
         }
-        const char *what[] = {"staleness-aware step", "DC-ASGD", "delay-adaptive step, tau_C 1", "delay-adaptive step, tau_C 2"};
+        const char *what[] = {"staleness-aware step", "DC-ASGD", "delay-adaptive step, tau_C 1",
+                              "delay-adaptive step, tau_C 2"};
         check_bits(got, want, N, what[variant], __LINE__);
         CHECK_OK(ps_client_bye(a, err, sizeof err), err);
         CHECK_OK(ps_client_bye(b, err, sizeof err), err);
@@ -1361,7 +1365,8 @@ static void push_encoded(ps_client_t *c, const cluster_t *cl, size_t n_params, c
     for (size_t k = 0; k < cl->n_shards; k++) {
         size_t begin, end;
         shard_range(n_params, cl->n_shards, k, &begin, &end);
-        CHECK_OK(compress_encode(z, g + begin, end - begin, NULL, dec + begin, frames[k], bytes[k], err, sizeof err), err);
+        CHECK_OK(compress_encode(z, g + begin, end - begin, NULL, dec + begin, frames[k], bytes[k], err, sizeof err),
+                 err);
         if ((long)k == corrupt_shard) frames[k][0] = 99;
         *bytes_total += bytes[k];
     }
@@ -1477,10 +1482,11 @@ static void test_hello_resent(void *ctx) {
     cluster_join_returned(&cl);
     ps_stats_t st;
     ps_server_stats(cl.st[0].s, &st);
-    printf("resent HELLO: answered again %llu time(s); worker 1's push applied %llu time(s), %llu duplicate(s); "
-           "%llu rejoins\n", (unsigned long long)st.hellos_resent,
-           (unsigned long long)ps_server_pushes_total_per_worker(cl.st[0].s)[1], (unsigned long long)st.duplicates,
-           (unsigned long long)st.rejoins);
+    printf(
+        "resent HELLO: answered again %llu time(s); worker 1's push applied %llu time(s), %llu duplicate(s); "
+        "%llu rejoins\n",
+        (unsigned long long)st.hellos_resent, (unsigned long long)ps_server_pushes_total_per_worker(cl.st[0].s)[1],
+        (unsigned long long)st.duplicates, (unsigned long long)st.rejoins);
     CHECK(st.hellos_resent == 1 && st.duplicates == 0 && st.rejoins == 2);
     CHECK(ps_server_pushes_total_per_worker(cl.st[0].s)[1] == 1 && st.pushes_applied == 4);
     CHECK(zmq_close(d1) == 0);

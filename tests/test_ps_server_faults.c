@@ -28,15 +28,15 @@
 #include <stdatomic.h>
 #include <zmq.h>
 
-#include "net/ps_heartbeat.h"  // defines: ps_heartbeat_start, ps_heartbeat_stop
-#include "net/ps_server.h"     // defines: ps_server_new, ps_server_run, ps_server_stats
-#include "net/zmsg.h"          // defines: zmsg_header, zmsg_recv, zmsg_send
-#include "proc_support.h"      // defines: proc_now_s, proc_sleep_ms
+#include "net/ps_heartbeat.h"
+#include "net/ps_server.h"
+#include "net/zmsg.h"
+#include "proc_support.h"
 
 #define RUN_ID 0x7e57000fa0170001ull
 #define N 8
-#define TIMEOUT_MS 5000          // a reply's hang bound
-#define WORKER_TIMEOUT_MS 1000   // the shard evicts a worker silent this long
+#define TIMEOUT_MS 5000  // a reply's hang bound
+#define WORKER_TIMEOUT_MS 1000  // the shard evicts a worker silent this long
 #define HEARTBEAT_MS 50
 
 typedef struct shard {
@@ -81,9 +81,7 @@ static void shard_start(shard_t *sh, void *ctx, sync_mode_t mode, size_t workers
     CHECK(pthread_create(&sh->tid, NULL, serve, sh) == 0);
 }
 
-static void shard_join(shard_t *sh) {
-    CHECK(pthread_join(sh->tid, NULL) == 0);
-}
+static void shard_join(shard_t *sh) { CHECK(pthread_join(sh->tid, NULL) == 0); }
 
 static void *dealer(void *ctx, const ps_server_t *s, uint32_t worker) {
     void *d = zmq_socket(ctx, ZMQ_DEALER);
@@ -380,9 +378,10 @@ static void test_heartbeats(void *ctx) {
     CHECK_OK(sh.rc, sh.err);
     ps_stats_t st;
     ps_server_stats(sh.s, &st);
-    printf("heartbeats: worker 0 fell silent but for heartbeats before worker 1 did: evictions %llu (worker 1's), "
-           "worker 0's pull answered at min clock %llu\n",
-           (unsigned long long)st.evictions, (unsigned long long)p.clock);
+    printf(
+        "heartbeats: worker 0 fell silent but for heartbeats before worker 1 did: evictions %llu (worker 1's), "
+        "worker 0's pull answered at min clock %llu\n",
+        (unsigned long long)st.evictions, (unsigned long long)p.clock);
     CHECK(st.evictions == 1 && st.pulls_waited == 1);
     zmq_close(d0);
     zmq_close(d1);

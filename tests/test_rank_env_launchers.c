@@ -6,7 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "net/launch_env.h"  // defines: launch_env_detect, launcher_kind_name
+#include "net/launch_env.h"
 #include "test_support.h"
 
 #define N_RANKS 4
@@ -32,7 +32,8 @@ static int check_section(const char *launcher, const char *kind, const int seen[
             ok = 0;
         }
     }
-    if (bad_lines) fprintf(stderr, "%s: %d lines were not \"rank R of %d kind %s\"\n", launcher, bad_lines, N_RANKS, kind);
+    if (bad_lines)
+        fprintf(stderr, "%s: %d lines were not \"rank R of %d kind %s\"\n", launcher, bad_lines, N_RANKS, kind);
     return ok;
 }
 

@@ -3,9 +3,9 @@
 // output, and write -> load round trips.
 #include <unistd.h>
 
-#include "datasets/libsvm.h"      // defines: text_file_read
-#include "datasets/ratings_io.h"  // defines: ratings_load, ratings_write
-#include "datasets/text_io.h"  // defines: text_file_read, text_format_float
+#include "datasets/libsvm.h"
+#include "datasets/ratings_io.h"
+#include "datasets/text_io.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_ratings_XXXXXX";
@@ -23,8 +23,8 @@ static void load_data(const char *name, ratings_t *r) {
 }
 
 // Checks every triple: users, items (dense ids) and ratings.
-static void check_all(const ratings_t *r, size_t n, size_t n_users, size_t n_items, const uint32_t *user, const uint32_t *item,
-                      const float *rating) {
+static void check_all(const ratings_t *r, size_t n, size_t n_users, size_t n_items, const uint32_t *user,
+                      const uint32_t *item, const float *rating) {
     CHECK(r->n == n && r->n_users == n_users && r->n_items == n_items);
     for (size_t i = 0; i < n; i++) CHECK(r->user[i] == user[i] && r->item[i] == item[i] && r->rating[i] == rating[i]);
 }
@@ -89,8 +89,9 @@ int main(void) {
     ratings_free(&r);
 
     // The bad corpus.
-    expect_bad_data("bad_missing_field.csv", "2:4",
-                    "expected a separator (',', tab, space or '::') and a rating after the item id, got the end of the line");
+    expect_bad_data(
+        "bad_missing_field.csv", "2:4",
+        "expected a separator (',', tab, space or '::') and a rating after the item id, got the end of the line");
     expect_bad_data("bad_user.csv", "2:1", "expected a user id (a non-negative integer), got 'x1'");
     expect_bad_data("bad_item.csv", "2:3", "expected an item id (a non-negative integer), got '-5'");
     expect_bad_data("bad_rating.csv", "2:5", "rating 'nan' is not finite");
@@ -111,8 +112,10 @@ int main(void) {
                "expected a rating (a number), got the end of the line");
     expect_bad(put("space_after_colons.dat", "1::2:: 3\n"), "space_after_colons.dat", "1:7",
                "expected a rating (a number), got a space");
-    expect_bad(put("float_id.csv", "1.5,2,3\n"), "float_id.csv", "1:1", "expected a user id (a non-negative integer), got '1.5'");
-    expect_bad(put("single_colon.dat", "1:2:3\n"), "single_colon.dat", "1:2", "and an item id after the user id, got ':'");
+    expect_bad(put("float_id.csv", "1.5,2,3\n"), "float_id.csv", "1:1",
+               "expected a user id (a non-negative integer), got '1.5'");
+    expect_bad(put("single_colon.dat", "1:2:3\n"), "single_colon.dat", "1:2",
+               "and an item id after the user id, got ':'");
     expect_bad(put("crlf.csv", "1,2,3\r\n4,5\r\n"), "crlf.csv", "2:4", "got the end of the line");
     expect_bad(put_bytes("nul.csv", "1,2,3\n4,5,6\0\n", 13), "nul.csv", "2:6", "NUL byte");
     CHECK(ratings_load(put("header_only.csv", "userId,movieId,rating\n# nothing\n"), &r, err, sizeof err) == -1);
@@ -156,13 +159,15 @@ int main(void) {
     CHECK_OK(text_file_read(out, &bytes, &len, err, sizeof err), err);
     CHECK(strcmp(bytes, "0,0,0.100000001\n1,0,2\n1,1,-3.75\n") == 0);
     free(bytes);
-    CHECK(ratings_write("/nonexistent/dir/r.csv", &dense, err, sizeof err) == -1 && strstr(err, "No such file or directory"));
+    CHECK(ratings_write("/nonexistent/dir/r.csv", &dense, err, sizeof err) == -1 &&
+          strstr(err, "No such file or directory"));
     ratings_free(&dense);
     ratings_free(&orig);
 
-    static const char *const names[] = {"forms.csv", "digits_first.csv", "inf.csv", "range.csv", "no_item.csv", "next_line.csv",
-                                        "space_after_colons.dat", "float_id.csv",
-                                        "single_colon.dat", "crlf.csv", "nul.csv", "header_only.csv", "round_trip.csv"};
+    static const char *const names[] = {
+        "forms.csv",     "digits_first.csv",       "inf.csv",       "range.csv",        "no_item.csv",
+        "next_line.csv", "space_after_colons.dat", "float_id.csv",  "single_colon.dat", "crlf.csv",
+        "nul.csv",       "header_only.csv",        "round_trip.csv"};
     char p[512];
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);

@@ -12,7 +12,6 @@
 
 #include "test_support.h"
 
-
 static const char *at(const char *base, const char *name) {
     static char path[4][512];
     static int next;

@@ -11,10 +11,10 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "net/curve_auth.h"  // defines: net_security_set, curve_keypair_new
-#include "net/rendezvous.h"  // defines: rdv_server_new, rdv_join, net_bind_ephemeral
-#include "net/zmsg.h"        // defines: zmsg_send, zmsg_recv, zmsg_header
-#include "proc_support.h"  // defines: proc_free_port
+#include "net/curve_auth.h"
+#include "net/rendezvous.h"
+#include "net/zmsg.h"
+#include "proc_support.h"
 #include "test_support.h"
 
 #define RUN_ID 0x5eed0000c0ffee11ull
@@ -247,7 +247,7 @@ static void test_drops(void) {
     zmq_setsockopt(raw, ZMQ_LINGER, &zero, sizeof zero);
     CHECK(zmq_connect(raw, ep) == 0);
     size_t dropped = send_garbage(raw, 3);
-    send_join(raw, RUN_ID, 0, 3, "x y z\n");                   // does not parse
+    send_join(raw, RUN_ID, 0, 3, "x y z\n");  // does not parse
     send_join(raw, RUN_ID, 1, 3, "0 0 tcp://127.0.0.1:1000\n");  // header and body disagree
     send_join(raw, RUN_ID, 0, 3, "0 0 tcp://127.0.0.1:1000\nextra");
     send_join(raw, RUN_ID, 7, 3, "7 1 tcp://127.0.0.1:1007\n");  // rank out of range
@@ -325,18 +325,18 @@ static void test_any_rank(void) {
 
     // One connection delivers in order: first come, first served. Every
     // worker advertises "-": only its name tells it apart.
-    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - w-first\n");   // rank 1
-    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - w-first\n");   // a retry: rank 1 again, not a second rank
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - w-first\n");  // rank 1
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - w-first\n");  // a retry: rank 1 again, not a second rank
     send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - w-second\n");  // rank 2
     size_t dropped = 0;
-    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 -\n");                 // any rank without a name
-    send_join(raw, RUN_ID, 3, 4, "* 1 - w-x\n");                     // any rank, but the header names rank 3
-    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 2 - w-y\n");            // role 2 is not in the layout
-    send_join(raw, RUN_ID, 0, 4, "0 1 tcp://127.0.0.1:1000\n");      // rank 0 is role 0's, not role 1's
-    send_join(raw, RUN_ID, 1, 4, "1 1 - w-other\n");                 // rank 1 is w-first's
-    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - a b\n");            // a name is one word
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 -\n");  // any rank without a name
+    send_join(raw, RUN_ID, 3, 4, "* 1 - w-x\n");  // any rank, but the header names rank 3
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 2 - w-y\n");  // role 2 is not in the layout
+    send_join(raw, RUN_ID, 0, 4, "0 1 tcp://127.0.0.1:1000\n");  // rank 0 is role 0's, not role 1's
+    send_join(raw, RUN_ID, 1, 4, "1 1 - w-other\n");  // rank 1 is w-first's
+    send_join(raw, RUN_ID, WIRE_NO_ID, 4, "* 1 - a b\n");  // a name is one word
     dropped += 6;
-    send_join(raw, RUN_ID, 0, 4, "0 0 tcp://127.0.0.1:1000\n");      // a fixed-rank join, as ever
+    send_join(raw, RUN_ID, 0, 4, "0 0 tcp://127.0.0.1:1000\n");  // a fixed-rank join, as ever
     // The raw connection's joins are taken in order, but another connection's
     // may overtake them: wait until the coordinator has taken the drops, which
     // come after the first two workers' joins.

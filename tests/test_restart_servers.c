@@ -21,17 +21,17 @@
 #include <errno.h>
 #include <sys/stat.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_file_read, ckpt_file_get
-#include "datasets/storage/counter_file.h"     // defines: counter_file_read
-#include "engine/run/dist.h"                   // defines: dist_push_ledger_sum
-#include "engine/run/run_record.h"             // defines: run_record_read_server
-#include "net/ps_client.h"                     // defines: ps_push_count_t
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/storage/counter_file.h"
+#include "engine/run/dist.h"
+#include "engine/run/run_record.h"
+#include "net/ps_client.h"
 #include "proc_support.h"
 
 #define WORKERS 2
-#define HANG_S 120.0          // a bound on every wait, never a window
-#define IN_CHECKPOINT 200     // pushes the checkpoint holds before it is frozen
-#define AFTER_CHECKPOINT 40   // pushes applied after it before the kill
+#define HANG_S 120.0  // a bound on every wait, never a window
+#define IN_CHECKPOINT 200  // pushes the checkpoint holds before it is frozen
+#define AFTER_CHECKPOINT 40  // pushes applied after it before the kill
 
 static char dir[] = "/tmp/asgd_restartsrv_XXXXXX";
 
@@ -62,8 +62,8 @@ static long ledger_pushes(const char *ck, int s) {
 }
 
 typedef struct outcome {
-    int status;        // the launcher's exit status
-    long seen_after;   // pushes the test saw applied after the frozen checkpoint, before the kill
+    int status;  // the launcher's exit status
+    long seen_after;  // pushes the test saw applied after the frozen checkpoint, before the kill
     pid_t victim;
     char rd[400], ck[450];
 } outcome_t;
@@ -78,11 +78,36 @@ static void run_and_kill(const char *name, const char *sync, int servers, int vi
     CHECK(mkdir(o->rd, 0755) == 0 && mkdir(o->ck, 0755) == 0);
     char servers_text[8];
     snprintf(servers_text, sizeof servers_text, "%d", servers);
-    const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
-                       "--servers", servers_text, "--workers", "2", "--sync", sync, "--epochs", "4",
-                       "--delay-worker", "0:1,1:1", "--heartbeat-ms", "100", "--retry-ms", "200",
-                       "--checkpoint-every", "0.1", "--checkpoint-dir", o->ck, "--restart-servers", restarts,
-                       "--quiet", "--run-dir", o->rd, NULL};
+    const char *a[] = {ASGD_BINARY,
+                       "launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--servers",
+                       servers_text,
+                       "--workers",
+                       "2",
+                       "--sync",
+                       sync,
+                       "--epochs",
+                       "4",
+                       "--delay-worker",
+                       "0:1,1:1",
+                       "--heartbeat-ms",
+                       "100",
+                       "--retry-ms",
+                       "200",
+                       "--checkpoint-every",
+                       "0.1",
+                       "--checkpoint-dir",
+                       o->ck,
+                       "--restart-servers",
+                       restarts,
+                       "--quiet",
+                       "--run-dir",
+                       o->rd,
+                       NULL};
     pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
     double until = proc_now_s() + HANG_S;
     while (checkpoint_pushes(o->ck, victim) < IN_CHECKPOINT) {
@@ -109,8 +134,8 @@ static void run_and_kill(const char *name, const char *sync, int servers, int vi
     CHECK(kill(o->victim, SIGKILL) == 0);
     CHECK(rmdir(tmp) == 0);
     o->status = proc_wait(launcher, HANG_S);
-    printf("%s: server %d (pid %d) killed after %ld pushes in its checkpoint and %ld after it; launch exit %d\n",
-           name, victim, (int)o->victim, held, o->seen_after, o->status);
+    printf("%s: server %d (pid %d) killed after %ld pushes in its checkpoint and %ld after it; launch exit %d\n", name,
+           victim, (int)o->victim, held, o->seen_after, o->status);
 }
 
 // The launch's stderr line about the killed server.
@@ -141,7 +166,8 @@ static void restarted(const char *name, const char *sync, int servers, int victi
     }
     char *line = victim_line(name, &o, victim);
     printf("  %s\n", line);
-    CHECK(strstr(line, "killed by signal 9") && strstr(line, "restarting it from") && strstr(line, "restart 1 of at most 1"));
+    CHECK(strstr(line, "killed by signal 9") && strstr(line, "restarting it from") &&
+          strstr(line, "restart 1 of at most 1"));
     free(line);
     char *summary = proc_slurp(proc_path(o.rd, "summary.json"));
     char key[8];
@@ -175,7 +201,8 @@ static void restarted(const char *name, const char *sync, int servers, int victi
     for (int k = 0; k < WORKERS; k++) {
         ps_push_count_t sums[2];
         size_t incarnations = 0;
-        CHECK(dist_push_ledger_sum(o.rd, run_id, (size_t)k, (size_t)servers, sums, &incarnations, err, sizeof err) == 0);
+        CHECK(dist_push_ledger_sum(o.rd, run_id, (size_t)k, (size_t)servers, sums, &incarnations, err, sizeof err) ==
+              0);
         CHECK(incarnations == 1);
         for (int s = 0; s < servers; s++) {
             uint64_t applied = rec[s].pushes_total[k], shard_lost = rec[s].pushes_lost[k];
@@ -215,8 +242,21 @@ static void not_restarted(void) {
 
 // d) refusals (exit 2), each naming the flag.
 static void refused(const char *name, const char *sync, const char *more, const char *needle) {
-    const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=300,dim=20,nnz=4",
-                       "--sync", sync, "--restart-servers", "1", "--run-dir", proc_path(dir, "%s", name), more, more ? "0.1" : NULL, NULL};
+    const char *a[] = {ASGD_BINARY,
+                       "launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=300,dim=20,nnz=4",
+                       "--sync",
+                       sync,
+                       "--restart-servers",
+                       "1",
+                       "--run-dir",
+                       proc_path(dir, "%s", name),
+                       more,
+                       more ? "0.1" : NULL,
+                       NULL};
     char *log = proc_run_expect(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name), HANG_S, 2);
     printf("%s: refused: %s", name, log);
     CHECK(strstr(log, needle));

@@ -39,13 +39,28 @@ static int same_f64(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; 
 
 static void worker_round_trip(void) {
     worker_result_t w = {
-        .id = 3, .metric_rmse = 1, .samples = 123456789012ull, .updates = 987654321ull, .train_examples = 60000,
-        .pushes = 4242, .global_versions = 77, .samples_to_target = 31337, .bytes_out = 1ull << 40,
-        .bytes_in = (1ull << 33) + 5, .bytes_out_uncompressed = UINT64_MAX,
-        .wall_s = 12.345678901234567, .samples_per_s = 1e9 / 3, .wait_s = 0.1,
-        .final_test_loss = 0.3333333333333333, .final_test_metric = 0.9876543210123,
-        .time_to_target_s = NAN, .global_test_loss = -0.0, .global_test_metric = INFINITY,
-        .samples_retrained = 11, .samples_skipped = 12, .evicted = 1,
+        .id = 3,
+        .metric_rmse = 1,
+        .samples = 123456789012ull,
+        .updates = 987654321ull,
+        .train_examples = 60000,
+        .pushes = 4242,
+        .global_versions = 77,
+        .samples_to_target = 31337,
+        .bytes_out = 1ull << 40,
+        .bytes_in = (1ull << 33) + 5,
+        .bytes_out_uncompressed = UINT64_MAX,
+        .wall_s = 12.345678901234567,
+        .samples_per_s = 1e9 / 3,
+        .wait_s = 0.1,
+        .final_test_loss = 0.3333333333333333,
+        .final_test_metric = 0.9876543210123,
+        .time_to_target_s = NAN,
+        .global_test_loss = -0.0,
+        .global_test_metric = INFINITY,
+        .samples_retrained = 11,
+        .samples_skipped = 12,
+        .evicted = 1,
     };
     char err[600];
     CHECK_OK(run_record_write_worker(dir, &w, err, sizeof err), err);
@@ -153,8 +168,9 @@ static void refusals(void) {
     body -= 16;
     for (int i = 0; i < 8; i++) bad[24 + i] = (unsigned char)(body >> (8 * i));
     expect_refused(1, 1, bad, slen - 16, "cut short: it ends at byte");
-    printf("refused, naming the file: another magic, version, kind, field count, field type; trailing bytes; "
-           "cut short in the header, fields, arrays and histograms\n");
+    printf(
+        "refused, naming the file: another magic, version, kind, field count, field type; trailing bytes; "
+        "cut short in the header, fields, arrays and histograms\n");
 
     char err[600];
     worker_result_t r;

@@ -15,8 +15,8 @@
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_scaling_XXXXXX";  // read by launch_support.h
-#include "engine/run/dist.h"       // defines: dist_args_t, dist_apply_scaling
-#include "engine/core/optimizer.h"  // defines: optimizer_lr
+#include "engine/run/dist.h"
+#include "engine/core/optimizer.h"
 #include "launch_support.h"
 
 static void test_warmup_schedule(void) {
@@ -111,7 +111,8 @@ static size_t check_logged_warmup(const char *name, int worker, double peak, dou
         // The row's step is the last round's: round `updates - 1`, (updates) / W of the peak.
         double want = peak * fmin(1.0, updates / warmup);
         if (fabs(lr - (double)(float)want) > 1e-7 * want) {
-            fprintf(stderr, "%s worker %d: lr %.9g after %.0f updates, expected %.9g\n", name, worker, lr, updates, want);
+            fprintf(stderr, "%s worker %d: lr %.9g after %.0f updates, expected %.9g\n", name, worker, lr, updates,
+                    want);
             exit(1);
         }
         rows++;
@@ -127,16 +128,37 @@ static void test_launch_allreduce(void) {
         size_t want_batch, want_rounds;
         double want_lr;
     } runs[] = {
-        {"strong-linear", "strong", "linear", 4, 3600 / 8, 0.5},   // total 8, lr 0.25 x 2
+        {"strong-linear", "strong", "linear", 4, 3600 / 8, 0.5},  // total 8, lr 0.25 x 2
         {"weak-sqrt", "weak", "sqrt", 8, 3600 / 16, 0.25 * sqrt(2.0)},  // total 16
     };
     for (size_t i = 0; i < 2; i++) {
         char rd[300];
         snprintf(rd, sizeof rd, "%s/%s", dir, runs[i].name);
-        const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=4000,dim=500,nnz=10", "--batch", "8",
-                           "--lr", "0.25", "--workers", "2", "--sync", "allreduce", "--scaling", runs[i].scaling,
-                           "--lr-scaling", runs[i].lr_scaling, "--warmup", "60", "--eval-every", "300", "--quiet",
-                           "--run-dir", rd, NULL};
+        const char *a[] = {"launch",
+                           "--model",
+                           "logreg",
+                           "--data",
+                           "gen:sparse:n=4000,dim=500,nnz=10",
+                           "--batch",
+                           "8",
+                           "--lr",
+                           "0.25",
+                           "--workers",
+                           "2",
+                           "--sync",
+                           "allreduce",
+                           "--scaling",
+                           runs[i].scaling,
+                           "--lr-scaling",
+                           runs[i].lr_scaling,
+                           "--warmup",
+                           "60",
+                           "--eval-every",
+                           "300",
+                           "--quiet",
+                           "--run-dir",
+                           rd,
+                           NULL};
         CHECK(launch_run(a) == 0);
         size_t rows = 0;
         for (int k = 0; k < 2; k++) {
@@ -154,9 +176,10 @@ static void test_launch_allreduce(void) {
         CHECK(launch_field(s, "total_batch") == 2.0 * (double)runs[i].want_batch);
         CHECK(launch_field(s, "batch_requested") == 8.0 && launch_field(s, "lr_requested") == 0.25);
         free(s);
-        printf("allreduce --scaling %s --lr-scaling %s: batch %zu per worker, lr %.4f, %zu rounds; the warm-up "
-               "held on %zu logged points\n",
-               runs[i].scaling, runs[i].lr_scaling, runs[i].want_batch, runs[i].want_lr, runs[i].want_rounds, rows);
+        printf(
+            "allreduce --scaling %s --lr-scaling %s: batch %zu per worker, lr %.4f, %zu rounds; the warm-up "
+            "held on %zu logged points\n",
+            runs[i].scaling, runs[i].lr_scaling, runs[i].want_batch, runs[i].want_lr, runs[i].want_rounds, rows);
         CHECK(rows >= 10);
     }
 }
@@ -166,20 +189,56 @@ static void test_bsp_server_warmup(void) {
     snprintf(single, sizeof single, "%s/single.bin", dir);
     snprintf(dist, sizeof dist, "%s/bsp.bin", dir);
     snprintf(rd, sizeof rd, "%s/bsp", dir);
-    const char *a[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--batch", "4",
-                       "--lr", "0.5", "--warmup", "100", "--mode", "sync", "--threads", "2", "--quiet",
-                       "--save-model", single, NULL};
+    const char *a[] = {"train",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--batch",
+                       "4",
+                       "--lr",
+                       "0.5",
+                       "--warmup",
+                       "100",
+                       "--mode",
+                       "sync",
+                       "--threads",
+                       "2",
+                       "--quiet",
+                       "--save-model",
+                       single,
+                       NULL};
     CHECK(launch_run(a) == 0);
-    const char *b[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--batch", "4",
-                       "--lr", "0.5", "--warmup", "100", "--sync", "bsp", "--workers", "2", "--quiet", "--save-model",
-                       dist, "--run-dir", rd, NULL};
+    const char *b[] = {"launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--batch",
+                       "4",
+                       "--lr",
+                       "0.5",
+                       "--warmup",
+                       "100",
+                       "--sync",
+                       "bsp",
+                       "--workers",
+                       "2",
+                       "--quiet",
+                       "--save-model",
+                       dist,
+                       "--run-dir",
+                       rd,
+                       NULL};
     CHECK(launch_run(b) == 0);
     size_t n1, n2;
     float *w1 = launch_load_model(single, &n1), *w2 = launch_load_model(dist, &n2);
     CHECK(n1 == n2 && memcmp(w1, w2, n1 * sizeof *w1) == 0);
     // And the warm-up did something: without it the model differs.
-    const char *c[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--batch", "4",
-                       "--lr", "0.5", "--mode", "sync", "--threads", "2", "--quiet", "--save-model", single, NULL};
+    const char *c[] = {"train",   "--model",   "logreg", "--data",  "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--batch", "4",         "--lr",   "0.5",     "--mode",
+                       "sync",    "--threads", "2",      "--quiet", "--save-model",
+                       single,    NULL};
     CHECK(launch_run(c) == 0);
     float *w3 = launch_load_model(single, &n1);
     CHECK(memcmp(w1, w3, n1 * sizeof *w1) != 0);

@@ -16,13 +16,13 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "net/curve_auth.h"  // defines: curve_*, net_security_*, zap_handler_*
-#include "net/ps_client.h"   // defines: ps_client_new, ps_client_pull, ...
-#include "net/ps_server.h"   // defines: ps_server_new, ps_server_run, ps_server_stats
-#include "net/rendezvous.h"  // defines: rdv_server_new
-#include "net/ring.h"        // defines: ring_new
-#include "net/zmsg.h"        // defines: zmsg_header, zmsg_max_frame
-#include "server_thread.h"    // defines: server_thread_t, server_thread_start
+#include "net/curve_auth.h"
+#include "net/ps_client.h"
+#include "net/ps_server.h"
+#include "net/rendezvous.h"
+#include "net/ring.h"
+#include "net/zmsg.h"
+#include "server_thread.h"
 #include "tests/test_support.h"
 
 #define RUN_ID 0x5ec0de5ec0de0001ull
@@ -130,10 +130,20 @@ static void test_listening_rule(void *ctx) {
         const char *endpoint;
         int local;
     } cases[] = {
-        {"tcp://127.0.0.1:*", 1},  {"tcp://127.1.2.3:5555", 1}, {"tcp://localhost:0", 1}, {"tcp://[::1]:0", 1},
-        {"ipc:///tmp/x", 1},       {"inproc://x", 1},           {"tcp://0.0.0.0:*", 0},   {"tcp://*:5555", 0},
-        {"tcp://10.0.0.1:0", 0},   {"tcp://node01:0", 0},       {"tcp://127.0.0.1.evil:0", 0},
-        {"tcp://128.0.0.1:0", 0},  {"tcp://127.0.0.1;10.0.0.1:5", 0}, {"udp://127.0.0.1:5", 0},
+        {"tcp://127.0.0.1:*", 1},
+        {"tcp://127.1.2.3:5555", 1},
+        {"tcp://localhost:0", 1},
+        {"tcp://[::1]:0", 1},
+        {"ipc:///tmp/x", 1},
+        {"inproc://x", 1},
+        {"tcp://0.0.0.0:*", 0},
+        {"tcp://*:5555", 0},
+        {"tcp://10.0.0.1:0", 0},
+        {"tcp://node01:0", 0},
+        {"tcp://127.0.0.1.evil:0", 0},
+        {"tcp://128.0.0.1:0", 0},
+        {"tcp://127.0.0.1;10.0.0.1:5", 0},
+        {"udp://127.0.0.1:5", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (net_endpoint_is_local(cases[i].endpoint) != cases[i].local) {
@@ -147,7 +157,8 @@ static void test_listening_rule(void *ctx) {
     set_security(0, 0, NULL, NULL, NULL, NULL);
     // Nothing that listens may do so beyond loopback: servers, the coordinator, ring sockets.
     CHECK(ps_server_new(ctx, &c, "tcp://0.0.0.0:*", init, err, sizeof err) == NULL);
-    CHECK(strstr(err, "tcp://0.0.0.0:*: refusing to listen beyond this machine without CURVE") && strstr(err, "--insecure"));
+    CHECK(strstr(err, "tcp://0.0.0.0:*: refusing to listen beyond this machine without CURVE") &&
+          strstr(err, "--insecure"));
     CHECK(rdv_server_new(ctx, "tcp://0.0.0.0:0", 2, RUN_ID, err, sizeof err) == NULL);
     CHECK(strstr(err, "refusing to listen beyond this machine") != NULL);
     CHECK(ring_new(ctx, 0, 2, RUN_ID, 16, "0.0.0.0", err, sizeof err) == NULL);
@@ -302,9 +313,10 @@ static void test_curve_server(void *ctx, const curve_key_t *server_pub, const cu
     ps_server_destroy(&st.s);
     zap_handler_destroy(&zap);
     set_security(0, 0, NULL, NULL, NULL, NULL);
-    printf("CURVE: an unlisted key (ZAP refused %llu), a plain peer and a wrong server key get nothing; the listed key "
-           "is served (admitted %llu)\n",
-           (unsigned long long)refused, (unsigned long long)admitted);
+    printf(
+        "CURVE: an unlisted key (ZAP refused %llu), a plain peer and a wrong server key get nothing; the listed key "
+        "is served (admitted %llu)\n",
+        (unsigned long long)refused, (unsigned long long)admitted);
 }
 
 // ---- message size ------------------------------------------------------------------
@@ -412,7 +424,8 @@ static void test_command_line(void) {
     snprintf(args, sizeof args, "worker --id 0 --coordinator 127.0.0.1:9 --model logreg --curve-server-key %s",
              path_in("server.pub"));
     CHECK(run_asgd(args, out, sizeof out) == 1);
-    CHECK(strstr(out, "--curve-key FILE: a process that only has the server's public key connects with its own key pair"));
+    CHECK(strstr(out,
+                 "--curve-key FILE: a process that only has the server's public key connects with its own key pair"));
     // asgd keygen: the files, the public key on stdout, the allow list appended.
     snprintf(args, sizeof args, "keygen --out %s --allow %s", path_in("cli"), path_in("cli_allowed"));
     CHECK(run_asgd(args, out, sizeof out) == 0);
@@ -426,7 +439,8 @@ static void test_command_line(void) {
     free(keys);
     CHECK(run_asgd(args, out, sizeof out) == 1);  // never overwritten
     CHECK(strstr(out, "cli.key: cannot create: File exists") != NULL);
-    printf("command line: --bind-host beyond loopback refused without keys; keygen writes, lists and never overwrites\n");
+    printf(
+        "command line: --bind-host beyond loopback refused without keys; keygen writes, lists and never overwrites\n");
 }
 
 int main(void) {
@@ -442,7 +456,7 @@ int main(void) {
     test_oversized(ctx);
     CHECK(zmq_ctx_term(ctx) == 0);
     test_command_line();
-    static const char *const names[] = {"server.key", "server.pub", "w1.key", "w1.pub", "w2.key", "w2.pub",
+    static const char *const names[] = {"server.key", "server.pub", "w1.key",    "w1.pub",  "w2.key",  "w2.pub",
                                         "allowed",    "bad_allow",  "mixed.key", "cli.key", "cli.pub", "cli_allowed"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) CHECK(unlink(path_in(names[i])) == 0);
     CHECK(rmdir(dir) == 0);

@@ -37,21 +37,21 @@
 #include <sys/stat.h>
 #include <zmq.h>
 
-#include "datasets/storage/counter_file.h"  // defines: counter_file_read
-#include "engine/run/dist.h"                // defines: dist_push_ledger_sum
-#include "engine/run/run_record.h"          // defines: run_record_read_server
-#include "net/ps_client.h"                  // defines: ps_push_count_t, ps_client_new
-#include "net/ps_replica.h"                 // defines: ps_replica_new, ps_replica_lead, ps_replica_join
-#include "net/ps_server.h"                  // defines: ps_server_new, ps_server_stats
+#include "datasets/storage/counter_file.h"
+#include "engine/run/dist.h"
+#include "engine/run/run_record.h"
+#include "net/ps_client.h"
+#include "net/ps_replica.h"
+#include "net/ps_server.h"
 #include "proc_support.h"
-#include "server_thread.h"  // defines: server_thread_t, server_thread_main, server_thread_start, server_thread_join
+#include "server_thread.h"
 
 #define WORKERS 2
 // A bound on every wait, never a window. A launch with three replicas under
 // TSan, beside three other TSan tests on 2 cores, was still training (epoch 7
 // of 8) after 112 s: the bound leaves room for that.
 #define HANG_S 300.0
-#define KILL_AFTER 100   // acknowledged pushes (both workers) before a kill
+#define KILL_AFTER 100  // acknowledged pushes (both workers) before a kill
 
 static char dir[] = "/tmp/asgd_replicas_XXXXXX";
 
@@ -74,10 +74,10 @@ static long acked_pushes(const char *rd) {
 }
 
 // The replicas' record names a backup other than `not`: one joined.
-static int backup_joined(const char *rd, const char *not) {
+static int backup_joined(const char *rd, const char * not ) {
     char *rec = proc_slurp(proc_path(rd, "server-0.replicas"));
     const char *b = strstr(rec, "backup ");
-    int joined = b && strncmp(b + 7, "-\n", 2) != 0 && (!not || strncmp(b + 7, not, strlen(not)) != 0);
+    int joined = b && strncmp(b + 7, "-\n", 2) != 0 && (!not || strncmp(b + 7, not, strlen(not )) != 0);
     free(rec);
     return joined;
 }
@@ -198,11 +198,36 @@ static void replicated(const char *name, const char *sync, int twice) {
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
     CHECK(mkdir(rd, 0755) == 0);
     int hybrid = strcmp(sync, "hybrid") == 0;
-    const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
-                       "--servers", "1", "--workers", "2", "--sync", sync, "--epochs", "4",
-                       "--delay-worker", "0:1,1:1", "--heartbeat-ms", "100", "--retry-ms", "200",
-                       "--server-replicas", "2", "--quiet",
-                       "--run-dir", rd, hybrid ? "--embed-dim" : NULL, "4", "--hidden", "16", NULL};
+    const char *a[] = {ASGD_BINARY,
+                       "launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--servers",
+                       "1",
+                       "--workers",
+                       "2",
+                       "--sync",
+                       sync,
+                       "--epochs",
+                       "4",
+                       "--delay-worker",
+                       "0:1,1:1",
+                       "--heartbeat-ms",
+                       "100",
+                       "--retry-ms",
+                       "200",
+                       "--server-replicas",
+                       "2",
+                       "--quiet",
+                       "--run-dir",
+                       rd,
+                       hybrid ? "--embed-dim" : NULL,
+                       "4",
+                       "--hidden",
+                       "16",
+                       NULL};
     if (hybrid) a[3] = "embmlp";  // hybrid needs a sparse and a dense part
     printf("%s:\n", name);
     pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
@@ -230,7 +255,8 @@ static void replicated(const char *name, const char *sync, int twice) {
         fprintf(stderr, "asgd launch exited %d:\n%s\n", status, log);
         exit(1);
     }
-    CHECK(strstr(log, "server 0 replica 0 (pid ") && strstr(log, "killed by signal 9") && strstr(log, "; restarting it as a backup"));
+    CHECK(strstr(log, "server 0 replica 0 (pid ") && strstr(log, "killed by signal 9") &&
+          strstr(log, "; restarting it as a backup"));
     CHECK(strstr(log, "replica 1 took over as the primary"));
     CHECK(strstr(log, "replica 0 copied the state of the primary"));
     if (twice) {
@@ -247,11 +273,12 @@ static void replicated3(const char *name, const char *sync) {
     char rd[400];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
     CHECK(mkdir(rd, 0755) == 0);
-    const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
-                       "--servers", "1", "--workers", "2", "--sync", sync, "--epochs", "4",
-                       "--delay-worker", "0:1,1:1", "--heartbeat-ms", "100", "--retry-ms", "200",
-                       "--server-replicas", "3", "--quiet",
-                       "--run-dir", rd, NULL};
+    const char *a[] = {
+        ASGD_BINARY,  "launch", "--model",           "logreg",  "--data",         "gen:sparse:n=3000,dim=2000,nnz=20",
+        "--servers",  "1",      "--workers",         "2",       "--sync",         sync,
+        "--epochs",   "4",      "--delay-worker",    "0:1,1:1", "--heartbeat-ms", "100",
+        "--retry-ms", "200",    "--server-replicas", "3",       "--quiet",        "--run-dir",
+        rd,           NULL};
     printf("%s:\n", name);
     pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
     double until = proc_now_s() + HANG_S;
@@ -293,9 +320,21 @@ static void replicated3(const char *name, const char *sync) {
 
 // f) refusals (exit 2), each naming the flag.
 static void refused(const char *name, const char *sync, const char *more, const char *needle) {
-    const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=300,dim=20,nnz=4",
-                       "--sync", sync, "--server-replicas", "2", "--run-dir", proc_path(dir, "%s", name), more,
-                       more ? "1" : NULL, NULL};
+    const char *a[] = {ASGD_BINARY,
+                       "launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=300,dim=20,nnz=4",
+                       "--sync",
+                       sync,
+                       "--server-replicas",
+                       "2",
+                       "--run-dir",
+                       proc_path(dir, "%s", name),
+                       more,
+                       more ? "1" : NULL,
+                       NULL};
     char *log = proc_run_expect(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name), HANG_S, 2);
     printf("%s: refused: %s", name, log);
     CHECK(strstr(log, needle));
@@ -325,13 +364,27 @@ static void replicated_eviction(void) {
     void *ctx = zmq_ctx_new();
     CHECK(ctx);
     float init[EVICT_N] = {0};
-    ps_config_t c = {.run_id = EVICT_RUN, .shard = 0, .n_shards = 1, .n_params = EVICT_N, .n_workers = 2,
-                     .mode = SYNC_MODE_BSP, .optimizer = OPTIMIZER_KIND_SGD, .lr = 0.5f, .worker_timeout_ms = 300,
+    ps_config_t c = {.run_id = EVICT_RUN,
+                     .shard = 0,
+                     .n_shards = 1,
+                     .n_params = EVICT_N,
+                     .n_workers = 2,
+                     .mode = SYNC_MODE_BSP,
+                     .optimizer = OPTIMIZER_KIND_SGD,
+                     .lr = 0.5f,
+                     .worker_timeout_ms = 300,
                      .quiet = 1};
     ps_config_t cb = c;
     cb.worker_timeout_ms = 0;  // a backup evicts only when told
-    ps_replica_config_t rc = {.state_dir = sd, .shard = 0, .replica = 0, .run_id = EVICT_RUN, .n_workers = 2,
-                              .ack_timeout_ms = 60000, .worker_timeout_ms = 300, .join_timeout_ms = 60000, .quiet = 1};
+    ps_replica_config_t rc = {.state_dir = sd,
+                              .shard = 0,
+                              .replica = 0,
+                              .run_id = EVICT_RUN,
+                              .n_workers = 2,
+                              .ack_timeout_ms = 60000,
+                              .worker_timeout_ms = 300,
+                              .join_timeout_ms = 60000,
+                              .quiet = 1};
     serving_t p = {0}, b = {0};
     atomic_init(&b.t.stop, 0);
     CHECK((p.t.s = ps_server_new(ctx, &c, "tcp://127.0.0.1:*", init, err, sizeof err)));
@@ -370,9 +423,11 @@ static void replicated_eviction(void) {
     ps_server_stats(b.t.s, &sb);
     ps_replica_stats_t rs;
     ps_replica_stats(p.r, &rs);
-    printf("evict: primary version %llu, evictions %llu; backup version %llu, evictions %llu; %llu messages "
-           "forwarded\n", (unsigned long long)sp.version, (unsigned long long)sp.evictions,
-           (unsigned long long)sb.version, (unsigned long long)sb.evictions, (unsigned long long)rs.forwarded);
+    printf(
+        "evict: primary version %llu, evictions %llu; backup version %llu, evictions %llu; %llu messages "
+        "forwarded\n",
+        (unsigned long long)sp.version, (unsigned long long)sp.evictions, (unsigned long long)sb.version,
+        (unsigned long long)sb.evictions, (unsigned long long)rs.forwarded);
     CHECK(sp.version == 1 && sb.version == 1 && sp.evictions == 1 && sb.evictions == 1);
     CHECK(memcmp(ps_server_values(p.t.s), ps_server_values(b.t.s), sizeof init) == 0);
     CHECK(ps_server_values(b.t.s)[0] == -0.5f);

@@ -18,8 +18,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "net/shm_allreduce.h"  // defines: shm_allreduce_new, shm_allreduce_sum, shm_allreduce_destroy
-#include "proc_support.h"       // defines: proc_wait
+#include "net/shm_allreduce.h"
+#include "proc_support.h"
 #include "test_support.h"
 
 #define RUN 0x73686d0000000001ull
@@ -117,16 +117,16 @@ static int rank_sequence(size_t rank, size_t n, const void *argp) {
         if (memcmp(x, want, count * sizeof *x) != 0 || own[count] != 12345.0f) {
             size_t i = 0;
             while (i < count && memcmp(&x[i], &want[i], sizeof *x) == 0) i++;
-            fprintf(stderr, "rank %zu of %zu: call %zu (%zu values): element %zu is %.9g, the serial sum %.9g\n",
-                    rank, n, c, count, i, i < count ? x[i] : own[count], i < count ? want[i] : 12345.0);
+            fprintf(stderr, "rank %zu of %zu: call %zu (%zu values): element %zu is %.9g, the serial sum %.9g\n", rank,
+                    n, c, count, i, i < count ? x[i] : own[count], i < count ? want[i] : 12345.0);
             return 1;
         }
         // The data are such that another order gives other bits.
         if (n >= 3 && count >= 1001) {
             serial_sum(tmp, want, count, c, n, 1);
             if (memcmp(x, tmp, count * sizeof *x) == 0) {
-                fprintf(stderr, "rank %zu: call %zu: the reverse order gives the same bits: the check is blind\n",
-                        rank, c);
+                fprintf(stderr, "rank %zu: call %zu: the reverse order gives the same bits: the check is blind\n", rank,
+                        c);
                 return 1;
             }
         }
@@ -140,8 +140,12 @@ static int rank_sequence(size_t rank, size_t n, const void *argp) {
 
 static void test_sums(void) {
     for (size_t n = 1; n <= MAX_RANKS; n++) {
-        const call_t calls[] = {{1, 0},   {n > 1 ? n - 1 : 0, 0}, {1001, 0}, {BIG, 0}, {BIG, 0}, {0, 0},
-                                {7, 0},   {BIG, 1},               {1001, 1}, {BIG, 0}, {1, 1},   {1001, 0}};
+        const call_t calls[] = {{1, 0},    {n > 1 ? n - 1 : 0, 0},
+                                {1001, 0}, {BIG, 0},
+                                {BIG, 0},  {0, 0},
+                                {7, 0},    {BIG, 1},
+                                {1001, 1}, {BIG, 0},
+                                {1, 1},    {1001, 0}};
         seq_arg_t a = {RUN + n, calls, sizeof calls / sizeof *calls};
         int st[MAX_RANKS];
         run_group(n, rank_sequence, &a, st);
@@ -160,10 +164,10 @@ enum { EXPECTED_FAILURE = 3 };
 
 typedef struct fail_arg {
     uint64_t run;
-    int mode;       // MODE_*
+    int mode;  // MODE_*
     size_t victim;  // the rank that exits, is killed, stops, or passes another count
     const char *needle;  // every other rank's error must hold it
-    int gate;       // MODE_KILL_IN_CALL: the others read a byte from it before their second call
+    int gate;  // MODE_KILL_IN_CALL: the others read a byte from it before their second call
 } fail_arg_t;
 
 enum { MODE_EXIT, MODE_KILL_IN_CALL, MODE_STOP, MODE_COUNT };
@@ -185,7 +189,7 @@ static int rank_fails(size_t rank, size_t n, const void *argp) {
     size_t count = 1001;
     if (rank == a->victim) {
         if (a->mode == MODE_EXIT) _exit(0);  // no destroy: the process just ends
-        if (a->mode == MODE_STOP) pause();   // alive, never calls again; the parent kills it
+        if (a->mode == MODE_STOP) pause();  // alive, never calls again; the parent kills it
         // Killed by the alarm while it waits inside the call for the others,
         // which the parent lets in only once it is dead: its input is posted,
         // its slice is never summed.
@@ -209,8 +213,12 @@ static int rank_fails(size_t rank, size_t n, const void *argp) {
         fprintf(stderr, "rank %zu: the error does not say \"%s\": %s\n", rank, a->needle, err);
         return 1;
     }
-    fprintf(stderr, "  %s rank %zu of %zu: %s\n", a->mode == MODE_EXIT ? "exit" : a->mode == MODE_KILL_IN_CALL ? "kill"
-           : a->mode == MODE_STOP ? "stop" : "count", rank, n, err);
+    fprintf(stderr, "  %s rank %zu of %zu: %s\n",
+            a->mode == MODE_EXIT           ? "exit"
+            : a->mode == MODE_KILL_IN_CALL ? "kill"
+            : a->mode == MODE_STOP         ? "stop"
+                                           : "count",
+            rank, n, err);
     // Every later call fails at once.
     if (shm_allreduce_sum(s, x, count, timeout, err, sizeof err) == 0) {
         fprintf(stderr, "rank %zu: a call after the failure succeeded\n", rank);
@@ -258,14 +266,14 @@ static void test_failures(void) {
         close(gate[0]);
         close(gate[1]);
         for (size_t r = 0; r < cases[c].n; r++) {
-            int want = r != cases[c].victim                    ? EXPECTED_FAILURE
-                       : cases[c].mode == MODE_EXIT             ? 0
-                       : cases[c].mode == MODE_COUNT            ? EXPECTED_FAILURE
-                                                                : 128 + SIGKILL;
+            int want = r != cases[c].victim          ? EXPECTED_FAILURE
+                       : cases[c].mode == MODE_EXIT  ? 0
+                       : cases[c].mode == MODE_COUNT ? EXPECTED_FAILURE
+                                                     : 128 + SIGKILL;
             if (cases[c].mode == MODE_KILL_IN_CALL && r == cases[c].victim) want = 128 + SIGALRM;
             if (st[r] != want)
-                fprintf(stderr, "failures case %zu (%s): rank %zu exited with %d, not %d\n", c, cases[c].what, r,
-                        st[r], want);
+                fprintf(stderr, "failures case %zu (%s): rank %zu exited with %d, not %d\n", c, cases[c].what, r, st[r],
+                        want);
             CHECK(st[r] == want);
         }
         CHECK(!segment_exists(a.run));

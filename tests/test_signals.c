@@ -32,8 +32,8 @@ static char dir[] = "/tmp/asgd_signals_XXXXXX";
 
 #define HANG_S 60.0  // far beyond a prompt stop; without the fix each case waits minutes
 
-static const char *const data_args[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
-                                        "--threads", "1", "--eval-every", "300", NULL};
+static const char *const data_args[] = {
+    "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--threads", "1", "--eval-every", "300", NULL};
 
 static int add_args(const char **a, int n, const char *const *more) {
     for (; *more; more++) a[n++] = *more;
@@ -73,8 +73,8 @@ static void worker_at_rendezvous(void) {
     snprintf(coordinator, sizeof coordinator, "127.0.0.1:%d", port);
     const char *a[64] = {ASGD_BINARY, "worker"};
     int n = add_args(a, 2, data_args);
-    const char *more[] = {"--servers", "1", "--workers", "1", "--id", "0", "--coordinator", coordinator,
-                          "--timeout-ms", "600000", NULL};
+    const char *more[] = {"--servers",     "1",         "--workers",    "1",      "--id", "0",
+                          "--coordinator", coordinator, "--timeout-ms", "600000", NULL};
     n = add_args(a, n, more);
     a[n] = NULL;
     const char *out = proc_path(dir, "a.out"), *err = proc_path(dir, "a.err");
@@ -98,8 +98,9 @@ static void server_at_rendezvous(void) {
     snprintf(host, sizeof host, "tcp://127.0.0.1:%d", port);
     const char *a[64] = {ASGD_BINARY, "server"};
     int n = add_args(a, 2, data_args);
-    const char *more[] = {"--servers", "1", "--workers", "2", "--id", "0", "--coordinator", coordinator,
-                          "--host-coordinator", host, "--timeout-ms", "600000", NULL};
+    const char *more[] = {
+        "--servers",          "1",  "--workers",    "2",      "--id", "0", "--coordinator", coordinator,
+        "--host-coordinator", host, "--timeout-ms", "600000", NULL};
     n = add_args(a, n, more);
     a[n] = NULL;
     const char *out = proc_path(dir, "b.out"), *err = proc_path(dir, "b.err");
@@ -134,8 +135,8 @@ static void stop_while_training(void) {
     char coordinator[64], host[80];
     snprintf(coordinator, sizeof coordinator, "127.0.0.1:%d", port);
     snprintf(host, sizeof host, "tcp://127.0.0.1:%d", port);
-    const char *common[] = {"--servers", "1", "--workers", "1", "--sync", "asp", "--epochs", "100000",
-                            "--coordinator", coordinator, "--run-dir", rd, "--run-id", "77", "--quiet", NULL};
+    const char *common[] = {"--servers",     "1",         "--workers", "1", "--sync",   "asp", "--epochs", "100000",
+                            "--coordinator", coordinator, "--run-dir", rd,  "--run-id", "77",  "--quiet",  NULL};
     const char *s[64] = {ASGD_BINARY, "server"};
     int n = add_args(s, 2, data_args);
     n = add_args(s, n, common);
@@ -217,7 +218,8 @@ static void train_interrupted(void) {
     }
     CHECK(rows >= 4);
     double n_last = samples[2] - samples[1], n_before = samples[1] - samples[0];
-    double want = n_last >= n_before ? loss[2] : (loss[1] * n_before + (n_last > 0 ? loss[2] * n_last : 0)) / (n_before + n_last);
+    double want =
+        n_last >= n_before ? loss[2] : (loss[1] * n_before + (n_last > 0 ? loss[2] * n_last : 0)) / (n_before + n_last);
     double got = proc_json_number(j, NULL, "final_train_loss");
     printf("   final_train_loss %.9g: last interval %.0f samples, the one before %.0f; expected %.9g\n", got, n_last,
            n_before, want);
@@ -240,9 +242,9 @@ static void second_signal_kills(void) {
     char coordinator[64], host[80];
     snprintf(coordinator, sizeof coordinator, "127.0.0.1:%d", port);
     snprintf(host, sizeof host, "tcp://127.0.0.1:%d", port);
-    const char *common[] = {"--servers", "1", "--workers", "1", "--sync", "asp", "--epochs", "100",
-                            "--delay-worker", "0:60000", "--coordinator", coordinator, "--run-dir", rd,
-                            "--run-id", "78", "--quiet", NULL};
+    const char *common[] = {"--servers", "1",   "--workers",      "1",       "--sync",        "asp",
+                            "--epochs",  "100", "--delay-worker", "0:60000", "--coordinator", coordinator,
+                            "--run-dir", rd,    "--run-id",       "78",      "--quiet",       NULL};
     const char *s[64] = {ASGD_BINARY, "server"};
     n = add_args(s, 2, data_args);
     n = add_args(s, n, common);
@@ -328,8 +330,8 @@ static void launcher_killed(void) {
     snprintf(rd, sizeof rd, "%s/f", dir);
     const char *a[64] = {ASGD_BINARY, "launch"};
     int n = add_args(a, 2, data_args);
-    const char *more[] = {"--workers", "2", "--sync", "asp", "--epochs", "100000", "--worker-timeout", "0",
-                          "--quiet", "--run-dir", rd, NULL};
+    const char *more[] = {"--workers",        "2", "--sync",  "asp",       "--epochs", "100000",
+                          "--worker-timeout", "0", "--quiet", "--run-dir", rd,         NULL};
     n = add_args(a, n, more);
     a[n] = NULL;
     pid_t launcher = proc_start(a, proc_path(dir, "f.out"), proc_path(dir, "f.err"));
@@ -356,9 +358,11 @@ static void launcher_killed(void) {
 static void train_killed_leaves_nothing(void) {
     const char *summary = proc_path(dir, "g.json"), *log = proc_path(dir, "g.csv"), *model = proc_path(dir, "g.model");
     // A large test set: the final evaluation after the first signal takes a while.
-    const char *a[64] = {ASGD_BINARY, "train", "--model", "logreg", "--data", "gen:sparse:n=400000,dim=2000,nnz=20",
-                         "--test-frac", "0.5", "--threads", "1", "--eval-every", "300", "--epochs", "100000",
-                         "--log", log, "--summary", summary, "--save-model", model, "--quiet", NULL};
+    const char *a[64] = {
+        ASGD_BINARY,    "train",  "--model",   "logreg", "--data",       "gen:sparse:n=400000,dim=2000,nnz=20",
+        "--test-frac",  "0.5",    "--threads", "1",      "--eval-every", "300",
+        "--epochs",     "100000", "--log",     log,      "--summary",    summary,
+        "--save-model", model,    "--quiet",   NULL};
     pid_t pid = proc_start(a, proc_path(dir, "g.out"), proc_path(dir, "g.err"));
     for (double until = proc_now_s() + HANG_S; proc_count_lines(log) < 2 && proc_now_s() < until;) proc_sleep_ms(20);
     CHECK(proc_count_lines(log) >= 2);  // the event: training

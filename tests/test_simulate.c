@@ -7,13 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/data/data_source.h"      // defines: data_bundle_load
-#include "engine/core/model.h"            // defines: model_new_*
-#include "engine/run/model_file.h"       // defines: MODEL_FILE_HEADER_BYTES
-#include "engine/sim/simulate.h"         // defines: simulate_fresh
-#include "engine/core/trainer.h"          // defines: train_fresh
-#include "staleness/delay_model.h"   // defines: delay_model_parse, delay_sampler_*
-#include "staleness/stale_update.h"  // defines: stale_update_lr, dc_asgd_compensate
+#include "engine/data/data_source.h"
+#include "engine/core/model.h"
+#include "engine/run/model_file.h"
+#include "engine/sim/simulate.h"
+#include "engine/core/trainer.h"
+#include "staleness/delay_model.h"
+#include "staleness/stale_update.h"
 #include "test_support.h"
 
 // ---- delay models ----
@@ -71,8 +71,9 @@ static void test_parse(void) {
     CHECK(delay_model_duration(&m, 0) == 2560 && delay_model_duration(&m, 1) == 2560);
     CHECK(delay_model_duration(&m, 2) == DELAY_MODEL_TIME_UNIT);
 
-    expect_parse_error("foo", "--delay 'foo': unknown model 'foo'; expected fixed:K, uniform:A,B, "
-                              "geometric:P[,max=M], trace:FILE or straggler:slow=F[,n=S]");
+    expect_parse_error("foo",
+                       "--delay 'foo': unknown model 'foo'; expected fixed:K, uniform:A,B, "
+                       "geometric:P[,max=M], trace:FILE or straggler:slow=F[,n=S]");
     expect_parse_error("fixed", "--delay 'fixed': K '' is not an integer in 0..1000000");
     expect_parse_error("fixed:-1", "--delay 'fixed:-1': K '-1' is not an integer in 0..1000000");
     expect_parse_error("fixed:2x", "--delay 'fixed:2x': K '2x' is not an integer in 0..1000000");
@@ -85,10 +86,13 @@ static void test_parse(void) {
     expect_parse_error("geometric:0", "--delay 'geometric:0': P '0' is not a number in (0, 1]");
     expect_parse_error("geometric:1.5", "--delay 'geometric:1.5': P '1.5' is not a number in (0, 1]");
     expect_parse_error("geometric:0.5,cap=3", "--delay 'geometric:0.5,cap=3': unknown field 'cap'; expected max=M");
-    expect_parse_error("geometric:0.5,max=-3", "--delay 'geometric:0.5,max=-3': max '-3' is not an integer in 0..1000000");
-    expect_parse_error("straggler:n=1", "--delay 'straggler:n=1': missing slow=F (a slow worker's time per gradient "
-                                        "over a fast one's)");
-    expect_parse_error("straggler:slow=0.5", "--delay 'straggler:slow=0.5': slow '0.5' is not a number in [1, 1000000]");
+    expect_parse_error("geometric:0.5,max=-3",
+                       "--delay 'geometric:0.5,max=-3': max '-3' is not an integer in 0..1000000");
+    expect_parse_error("straggler:n=1",
+                       "--delay 'straggler:n=1': missing slow=F (a slow worker's time per gradient "
+                       "over a fast one's)");
+    expect_parse_error("straggler:slow=0.5",
+                       "--delay 'straggler:slow=0.5': slow '0.5' is not a number in [1, 1000000]");
     expect_parse_error("straggler:fast=0,slow=2",
                        "--delay 'straggler:fast=0,slow=2': unknown field 'fast'; expected slow=F or n=S");
 
@@ -139,8 +143,8 @@ static void test_sampler(void) {
         zeros += d == 0;
         sum += (double)d;
     }
-    CHECK_NEAR(sum / N, (1 - 0.2) / 0.2, 0.08);   // mean (1-p)/p
-    CHECK_NEAR((double)zeros / N, 0.2, 0.01);     // P(0) = p
+    CHECK_NEAR(sum / N, (1 - 0.2) / 0.2, 0.08);  // mean (1-p)/p
+    CHECK_NEAR((double)zeros / N, 0.2, 0.01);  // P(0) = p
 
     m = parse_ok("geometric:0.01,max=5");
     delay_sampler_init(&s, &m, 3);
@@ -182,8 +186,8 @@ static optimizer_config_t opt_config(const run_opts_t *o, double lr) {
     return oc;
 }
 
-static float *simulate(const model_t *m, const run_opts_t *o, double lr, const char *delay, uint64_t workers,
-                       int aware, double dc, uint64_t seed, simulate_result_t *r) {
+static float *simulate(const model_t *m, const run_opts_t *o, double lr, const char *delay, uint64_t workers, int aware,
+                       double dc, uint64_t seed, simulate_result_t *r) {
     char err[256];
     optimizer_config_t oc = opt_config(o, lr);
     simulate_config_t c;
@@ -476,8 +480,10 @@ static void test_summary_figures(void) {
         CHECK(isfinite(r.train.last.train_loss) && r.train.last.train_loss == last->train_loss);
         CHECK(last->samples == 1800 && last->updates == 1800);
         if (before->samples == last->samples) CHECK(last->train_loss == before->train_loss);
-        if (workers[i]) CHECK(r.workers == workers[i] && strcmp(r.time_model, SIMULATE_TIME_WORKERS) == 0);
-        else CHECK(r.workers == 0 && strcmp(r.time_model, SIMULATE_TIME_PER_GRADIENT) == 0);
+        if (workers[i])
+            CHECK(r.workers == workers[i] && strcmp(r.time_model, SIMULATE_TIME_WORKERS) == 0);
+        else
+            CHECK(r.workers == 0 && strcmp(r.time_model, SIMULATE_TIME_PER_GRADIENT) == 0);
     }
     model_destroy(&lin);
     sparse_dataset_free(&str);
@@ -501,8 +507,9 @@ static void test_learning(void) {
     free(simulate(m, &o, 0.5, "fixed:0", 0, 0, 0.0, 1, &fresh));
     free(simulate(m, &o, 0.5, "fixed:64", 0, 0, 0.0, 1, &plain));
     free(simulate(m, &o, 0.5, "fixed:64", 0, 1, 0.0, 1, &aware));
-    fprintf(stderr, "after 2 epochs: test loss / accuracy fixed:0 %.9f / %.9f, fixed:64 %.9f / %.9f, fixed:64 "
-                    "staleness-aware %.9f / %.9f\n",
+    fprintf(stderr,
+            "after 2 epochs: test loss / accuracy fixed:0 %.9f / %.9f, fixed:64 %.9f / %.9f, fixed:64 "
+            "staleness-aware %.9f / %.9f\n",
             fresh.train.last.test_loss, fresh.train.last.test_metric, plain.train.last.test_loss,
             plain.train.last.test_metric, aware.train.last.test_loss, aware.train.last.test_metric);
     CHECK(fresh.train.last.test_loss < plain.train.last.test_loss);
@@ -524,8 +531,10 @@ static void test_learning(void) {
 
 static int run_cli(const char *dir, const char *args, const char *out) {
     char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s train --quiet --model logreg --data gen:sparse:n=3000,dim=500 --epochs 2 %s "
-                              "--save-model %s/%s > %s/%s.json", ASGD_BINARY, args, dir, out, dir, out);
+    snprintf(cmd, sizeof cmd,
+             "%s train --quiet --model logreg --data gen:sparse:n=3000,dim=500 --epochs 2 %s "
+             "--save-model %s/%s > %s/%s.json",
+             ASGD_BINARY, args, dir, out, dir, out);
     return system(cmd);
 }
 
@@ -572,9 +581,9 @@ static void test_cli(void) {
     free(c);
     // Usage errors are one line each, exit status 2.
     char cmd[1024];
-    const char *bad[] = {"--delay fixed:2 --threads 2", "--delay fixed:2 --mode sync", "--staleness-aware",
-                         "--delay uniform:4,1", "--simulate-workers 4 --delay fixed:3",
-                         "--delay straggler:slow=2"};
+    const char *bad[] = {
+        "--delay fixed:2 --threads 2", "--delay fixed:2 --mode sync",          "--staleness-aware",
+        "--delay uniform:4,1",         "--simulate-workers 4 --delay fixed:3", "--delay straggler:slow=2"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s train --quiet --model logreg --data gen:sparse:n=300,dim=50 %s 2>%s/err.txt",
                  ASGD_BINARY, bad[i], dir);
@@ -596,8 +605,10 @@ static void test_cli_delay_adaptive(void) {
     char dir[] = "/tmp/asgd_test_simulate_XXXXXX";
     CHECK(mkdtemp(dir));
     const char *w = "--simulate-workers 8 --delay straggler:slow=4,n=1 --seed 2";
-    const char *runs[][2] = {{"", "plain.bin"}, {"--delay-adaptive 1000000", "high.bin"},
-                             {"--staleness-aware", "aware.bin"}, {"--delay-adaptive 1", "one.bin"},
+    const char *runs[][2] = {{"", "plain.bin"},
+                             {"--delay-adaptive 1000000", "high.bin"},
+                             {"--staleness-aware", "aware.bin"},
+                             {"--delay-adaptive 1", "one.bin"},
                              {"--delay-adaptive 8", "eight.bin"}};
     char *bin[5];
     size_t len[5];

@@ -1,7 +1,7 @@
 // Seeded train/test splits and shards: sizes, disjointness, coverage, order,
 // determinism by seed, uniformity, and shard_range over many (n, shards) pairs.
-#include "engine/data/train_test_split.h"  // defines: split_train_test
-#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "engine/data/train_test_split.h"
+#include "kernels/foundation/partition.h"
 #include "test_support.h"
 
 // Both parts ascending, disjoint, and together exactly [0, n).

@@ -26,7 +26,7 @@
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_ssp_bound_XXXXXX";  // read by launch_support.h
-#include "launch_support.h"  // defines: launch_run, launch_file, launch_field, launch_section
+#include "launch_support.h"
 
 #define WORKERS 3
 #define BOUND 1
@@ -40,12 +40,37 @@ typedef struct measured {
 static measured_t run(const char *name, int gate_off, const char *binary) {
     char rd[300];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
-    const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=900,dim=1000,nnz=10", "--batch", "8",
-                       "--servers", "1", "--workers", "3", "--threads", "2", "--push-every", "4", "--fetch-every",
-                       "4", "--sync", "ssp", "--staleness", "1", "--delay-worker", "0:240,1:4,2:4", "--quiet", "--run-dir", rd,
+    const char *a[] = {"launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=900,dim=1000,nnz=10",
+                       "--batch",
+                       "8",
+                       "--servers",
+                       "1",
+                       "--workers",
+                       "3",
+                       "--threads",
+                       "2",
+                       "--push-every",
+                       "4",
+                       "--fetch-every",
+                       "4",
+                       "--sync",
+                       "ssp",
+                       "--staleness",
+                       "1",
+                       "--delay-worker",
+                       "0:240,1:4,2:4",
+                       "--quiet",
+                       "--run-dir",
+                       rd,
                        NULL};
-    if (gate_off) setenv("ASGD_TEST_SSP_GATE_OFF", "1", 1);
-    else unsetenv("ASGD_TEST_SSP_GATE_OFF");
+    if (gate_off)
+        setenv("ASGD_TEST_SSP_GATE_OFF", "1", 1);
+    else
+        unsetenv("ASGD_TEST_SSP_GATE_OFF");
     CHECK(launch_run_binary(binary, a) == 0);
     unsetenv("ASGD_TEST_SSP_GATE_OFF");
     char *s = launch_file(name, "summary.json");

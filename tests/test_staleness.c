@@ -6,11 +6,11 @@
 #include <math.h>
 #include <stdint.h>
 
-#include "staleness/clock_table.h"  // defines: clock_table_t, clock_table_min, clock_table_max, clock_table_live
-#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_draw, step_delay_mean
-#include "staleness/histogram.h"    // defines: staleness_hist_t, staleness_hist_quantile
-#include "staleness/stale_update.h" // defines: stale_update_config_t, stale_update_lr, stale_update_config_check
-#include "staleness/sync_mode.h"    // defines: sync_mode_parse, sync_mode_bound, ssp_gate
+#include "staleness/clock_table.h"
+#include "staleness/delay.h"
+#include "staleness/histogram.h"
+#include "staleness/stale_update.h"
+#include "staleness/sync_mode.h"
 #include "test_support.h"
 
 // ---- sync modes --------------------------------------------------------------
@@ -20,8 +20,9 @@ static void test_sync_mode(void) {
     static const struct {
         const char *name;
         sync_mode_t mode;
-    } modes[] = {{"bsp", SYNC_MODE_BSP}, {"ssp", SYNC_MODE_SSP}, {"asp", SYNC_MODE_ASP},
-                 {"allreduce", SYNC_MODE_ALLREDUCE}, {"hybrid", SYNC_MODE_HYBRID}, {"local", SYNC_MODE_LOCAL}};
+    } modes[] = {{"bsp", SYNC_MODE_BSP},       {"ssp", SYNC_MODE_SSP},
+                 {"asp", SYNC_MODE_ASP},       {"allreduce", SYNC_MODE_ALLREDUCE},
+                 {"hybrid", SYNC_MODE_HYBRID}, {"local", SYNC_MODE_LOCAL}};
     for (size_t i = 0; i < sizeof modes / sizeof modes[0]; i++) {
         sync_mode_t m = (sync_mode_t)99;
         CHECK_OK(sync_mode_parse(modes[i].name, &m, err, sizeof err), err);
@@ -63,7 +64,7 @@ static void check_gate_contract(uint64_t round, uint64_t min, uint64_t s) {
     ssp_gate_t g = ssp_gate(round, min, s);
     CHECK(g.proceed == (round <= g.last_round));
     CHECK(g.pull_clock == ssp_gate(round, 0, s).pull_clock);  // what to pull does not depend on the min clock
-    CHECK(ssp_gate(round, g.pull_clock, s).proceed);           // parameters that fresh let the round start
+    CHECK(ssp_gate(round, g.pull_clock, s).proceed);  // parameters that fresh let the round start
     if (g.pull_clock > 0) CHECK(!ssp_gate(round, g.pull_clock - 1, s).proceed);  // and none older do
     // The server answers the pull (bound 0 on the clock it names) exactly when the round may start.
     CHECK(ssp_gate(g.pull_clock, min, 0).proceed == g.proceed);
@@ -327,7 +328,8 @@ static void test_delay_spec(void) {
     CHECK(ms[1].kind == STEP_DELAY_UNIFORM && ms[1].a == 2.0 && ms[1].b == 2.0);
     CHECK(step_delay_mean(&ms[0]) == 2.0 && step_delay_mean(&ms[2]) == 4.5 && step_delay_mean(&ms[3]) == 7.0);
     CHECK(step_delay_active(&ms[0]) && step_delay_active(&ms[2]));
-    step_delay_t zero_u = {STEP_DELAY_UNIFORM, 0, 0}, zero_e = {STEP_DELAY_EXP, 0, 0}, zero_f = {STEP_DELAY_FIXED, 0, 0};
+    step_delay_t zero_u = {STEP_DELAY_UNIFORM, 0, 0}, zero_e = {STEP_DELAY_EXP, 0, 0},
+                 zero_f = {STEP_DELAY_FIXED, 0, 0};
     CHECK(!step_delay_active(&zero_u) && !step_delay_active(&zero_e) && !step_delay_active(&zero_f));
 
     // Draws: in range, seeded (the same seed and stream give the same sequence), means close.
@@ -403,13 +405,12 @@ static void test_delay_spec(void) {
         {"0:1,17:uniform:1,2", "--delay-worker: worker 17 does not exist (workers are 0..3)"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        step_delay_t v[4] = {{STEP_DELAY_FIXED, 1, 0}, {STEP_DELAY_FIXED, 2, 0}, {STEP_DELAY_FIXED, 3, 0},
-                             {STEP_DELAY_FIXED, 4, 0}};
+        step_delay_t v[4] = {
+            {STEP_DELAY_FIXED, 1, 0}, {STEP_DELAY_FIXED, 2, 0}, {STEP_DELAY_FIXED, 3, 0}, {STEP_DELAY_FIXED, 4, 0}};
         err[0] = '\0';
         CHECK(delay_spec_parse(bad[i].spec, 4, v, err, sizeof err) == -1);
         if (strcmp(err, bad[i].want) != 0) {
-            fprintf(stderr, "delay_spec_parse(\"%s\"):\n  got  \"%s\"\n  want \"%s\"\n", bad[i].spec, err,
-                    bad[i].want);
+            fprintf(stderr, "delay_spec_parse(\"%s\"):\n  got  \"%s\"\n  want \"%s\"\n", bad[i].spec, err, bad[i].want);
             CHECK(!"error text");
         }
         CHECK(is_fixed(&v[1], 2) && is_fixed(&v[2], 3) && is_fixed(&v[3], 4));  // bad items write nothing
@@ -434,7 +435,7 @@ static void test_delay_adaptive(void) {
     CHECK(stale_update_lr(&c, 0.5f, 16) == 0.25f);
     CHECK(stale_update_lr(&c, 0.5f, 32) == 0.125f);
     CHECK(stale_update_lr(&c, 0.5f, 1024) == 0.00390625f);
-    CHECK(stale_update_lr(&c, 0.1f, 20) == (float)((double)0.1f * 0.4));   // 8 / 20
+    CHECK(stale_update_lr(&c, 0.1f, 20) == (float)((double)0.1f * 0.4));  // 8 / 20
     CHECK(stale_update_lr(&c, 0.1f, 9) == (float)((double)0.1f * 8.0 / 9.0));
     CHECK(stale_update_lr(&c, 0.1f, 9) < 0.1f && stale_update_lr(&c, 0.1f, 9) > 0.0888f);
     // A huge delay still gives a positive, finite step.
@@ -442,7 +443,8 @@ static void test_delay_adaptive(void) {
     CHECK(tiny > 0.0f && isfinite(tiny) && tiny < 1e-18f);
     // tau_C = 1: the staleness-aware step lr / max(1, tau), value for value.
     stale_update_config_t one = {0, 0.0, 1}, aware = {1, 0.0, 0};
-    for (uint64_t tau = 0; tau <= 64; tau++) CHECK(stale_update_lr(&one, 0.3f, tau) == stale_update_lr(&aware, 0.3f, tau));
+    for (uint64_t tau = 0; tau <= 64; tau++)
+        CHECK(stale_update_lr(&one, 0.3f, tau) == stale_update_lr(&aware, 0.3f, tau));
     // The staleness-aware step divides where the delay-adaptive one does not.
     CHECK(stale_update_lr(&aware, 0.5f, 8) == 0.0625f);
     // Off (tau_C = 0), nothing changes.

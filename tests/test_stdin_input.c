@@ -12,8 +12,8 @@
 
 static char dir[] = "/tmp/asgd_stdin_XXXXXX";
 
-#include "datasets/csv.h"     // defines: csv_load
-#include "datasets/libsvm.h"  // defines: libsvm_load, libsvm_write
+#include "datasets/csv.h"
+#include "datasets/libsvm.h"
 #include "input_support.h"
 #include "launch_support.h"
 
@@ -131,14 +131,25 @@ static int run_with_stdin(const char *const *args, const char *in, int pipe_it) 
 
 static void program(void) {
     printf("b) asgd train and predict on stdin and FIFOs\n");
-    const char *from_file[] = {"train", "--model", "logreg", "--data", path_of("data.svm"), "--epochs", "2", "--seed", "3",
-                               "--quiet", "--save-model", path_of("file.model"), NULL};
+    const char *from_file[] = {"train",  "--model", "logreg",  "--data",       path_of("data.svm"),   "--epochs", "2",
+                               "--seed", "3",       "--quiet", "--save-model", path_of("file.model"), NULL};
     CHECK(launch_run(from_file) == 0);
     char *want = launch_slurp(path_of("stdout"));
     double acc = launch_field(want, "final_test_accuracy");
     // The same run from stdin, then from a pipe: the same data, split and model.
-    const char *from_stdin[] = {"train", "--model", "logreg", "--data", "-", "--epochs", "2", "--seed", "3", "--quiet",
-                                "--save-model", path_of("stdin.model"), NULL};
+    const char *from_stdin[] = {"train",
+                                "--model",
+                                "logreg",
+                                "--data",
+                                "-",
+                                "--epochs",
+                                "2",
+                                "--seed",
+                                "3",
+                                "--quiet",
+                                "--save-model",
+                                path_of("stdin.model"),
+                                NULL};
     for (int pipe_it = 0; pipe_it <= 1; pipe_it++) {
         CHECK(run_with_stdin(from_stdin, path_of("data.svm"), pipe_it) == 0);
         char *got = launch_slurp(path_of("stdout"));

@@ -18,12 +18,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "net/curve_auth.h"     // defines: net_security_set, curve_keypair_new
-#include "net/stream_ring.h"    // defines: stream_ring_new, stream_ring_connect, stream_ring_allreduce_sum
-#include "net/tcp_link.h"       // defines: tcp_link_dial, tcp_link_send_all
-#include "net/wire.h"           // defines: wire_header_t, wire_header_encode
-#include "fork_ranks.h"         // defines: fork_ranks_spawn, fork_ranks_fill, fork_ranks_shared
+#include "kernels/foundation/partition.h"
+#include "net/curve_auth.h"
+#include "net/stream_ring.h"
+#include "net/tcp_link.h"
+#include "net/wire.h"
+#include "fork_ranks.h"
 #include "test_support.h"
 
 #define RUN 0x5712ea0000000001ull
@@ -37,9 +37,9 @@ typedef struct call {
 
 typedef enum fault {
     FAULT_NONE = 0,
-    FAULT_SUB,    // rank 0 uses another sub-chunk size
+    FAULT_SUB,  // rank 0 uses another sub-chunk size
     FAULT_COUNT,  // rank 0 passes one value more
-    FAULT_DEAD,   // the last rank exits right after connecting
+    FAULT_DEAD,  // the last rank exits right after connecting
 } fault_t;
 
 typedef struct report {
@@ -53,8 +53,12 @@ static int stranger(const char *endpoint, size_t n) {
     char err[300];
     int fd = tcp_link_dial(endpoint, 0, err, sizeof err);
     CHECK_OK(fd < 0, err);
-    wire_header_t h = {.magic = WIRE_MAGIC, .version = WIRE_VERSION, .type = MSG_TYPE_RING_CHUNK, .run_id = RUN + 1,
-                       .sender = (uint32_t)(n - 1), .shard = (uint32_t)n};
+    wire_header_t h = {.magic = WIRE_MAGIC,
+                       .version = WIRE_VERSION,
+                       .type = MSG_TYPE_RING_CHUNK,
+                       .run_id = RUN + 1,
+                       .sender = (uint32_t)(n - 1),
+                       .shard = (uint32_t)n};
     uint8_t b[WIRE_HEADER_SIZE];
     wire_header_encode(&h, b);
     CHECK_OK(tcp_link_send_all(fd, b, sizeof b, 0, err, sizeof err), err);
@@ -150,13 +154,15 @@ static void test_sums(size_t n) {
     size_t off = 0;
     for (size_t j = 0; j < n_calls; j++) {
         size_t c = calls[j].count;
-        if (n == 1) fork_ranks_fill(want, c + 1, 1000 + j, 0);
-        else ring_order_sum(n, c, 1000 + j, want, x);
+        if (n == 1)
+            fork_ranks_fill(want, c + 1, 1000 + j, 0);
+        else
+            ring_order_sum(n, c, 1000 + j, want, x);
         for (size_t r = 0; r < n; r++) {
             CHECK_OK(reps[r].rc, reps[r].err);
             if (memcmp(out + r * per_rank + off, want, c * sizeof *want) != 0) {
-                fprintf(stderr, "ring of %zu, call %zu (%zu floats): rank %zu's sum is not the ring-order sum\n", n,
-                        j, c, r);
+                fprintf(stderr, "ring of %zu, call %zu (%zu floats): rank %zu's sum is not the ring-order sum\n", n, j,
+                        c, r);
                 exit(1);
             }
             for (size_t s = 0; n > 1 && s < 2 * n - 2; s++)
@@ -174,8 +180,8 @@ static void test_sums(size_t n) {
         CHECK(st->calls == n_calls && st->msgs_sent == msgs[0][r] && st->msgs_recv == msgs[1][r] &&
               st->bytes_sent == bytes[0][r] && st->bytes_recv == bytes[1][r] && st->dropped == 0);
     }
-    printf("ring of %zu: %zu calls bit-identical to the ring-order sum on every rank, rank 0 sent %llu messages\n",
-           n, n_calls, (unsigned long long)msgs[0][0]);
+    printf("ring of %zu: %zu calls bit-identical to the ring-order sum on every rank, rank 0 sent %llu messages\n", n,
+           n_calls, (unsigned long long)msgs[0][0]);
     free(want);
     free(x);
     munmap(out, n * per_rank * sizeof(float));

@@ -57,35 +57,36 @@ static inline int test_have_fashion_mnist(const char *part) {
     if (access(ASGD_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0 &&
         access(ASGD_FASHION_MNIST_DIR "/t10k-images-idx3-ubyte.gz", R_OK) == 0)
         return 1;
-    test_skip("%s: Fashion-MNIST is not installed in " ASGD_FASHION_MNIST_DIR " (apt-get install dataset-fashion-mnist)",
+    test_skip("%s: Fashion-MNIST is not installed in " ASGD_FASHION_MNIST_DIR
+              " (apt-get install dataset-fashion-mnist)",
               part);
     return 0;
 }
 
-#define CHECK(cond)                                                                      \
-    do {                                                                                 \
-        if (!(cond)) {                                                                   \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);     \
-            exit(1);                                                                     \
-        }                                                                                \
+#define CHECK(cond)                                                                  \
+    do {                                                                             \
+        if (!(cond)) {                                                               \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            exit(1);                                                                 \
+        }                                                                            \
     } while (0)
 
-#define CHECK_OK(call, err)                                                              \
-    do {                                                                                 \
-        if ((call) != 0) {                                                               \
-            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, err);   \
-            exit(1);                                                                     \
-        }                                                                                \
+#define CHECK_OK(call, err)                                                            \
+    do {                                                                               \
+        if ((call) != 0) {                                                             \
+            fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, err); \
+            exit(1);                                                                   \
+        }                                                                              \
     } while (0)
 
-#define CHECK_NEAR(a, b, tol)                                                                        \
-    do {                                                                                             \
-        double a_ = (a), b_ = (b);                                                                   \
-        if (!(fabs(a_ - b_) <= (tol))) {                                                             \
-            fprintf(stderr, "%s:%d: %s = %.9g, %s = %.9g, differ by more than %g\n", __FILE__, __LINE__, \
-                    #a, a_, #b, b_, (double)(tol));                                                  \
-            exit(1);                                                                                 \
-        }                                                                                            \
+#define CHECK_NEAR(a, b, tol)                                                                                        \
+    do {                                                                                                             \
+        double a_ = (a), b_ = (b);                                                                                   \
+        if (!(fabs(a_ - b_) <= (tol))) {                                                                             \
+            fprintf(stderr, "%s:%d: %s = %.9g, %s = %.9g, differ by more than %g\n", __FILE__, __LINE__, #a, a_, #b, \
+                    b_, (double)(tol));                                                                              \
+            exit(1);                                                                                                 \
+        }                                                                                                            \
     } while (0)
 
 // Writes bytes to dir/name and returns the path (a static buffer: one at a time).

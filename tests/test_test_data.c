@@ -68,9 +68,21 @@ static void part_libsvm(void) {
     write_svm("train.svm", 400, 40, 1, 0);
     write_svm("test.svm", 77, 40, 2, 0);
     const char *summary = path_of("s.json"), *model = path_of("m.bin");
-    const char *train[] = {"train", "--model", "logreg", "--data", path_of("train.svm"), "--test-data",
-                           path_of("test.svm"), "--epochs", "3", "--quiet", "--summary", summary, "--save-model",
-                           model, NULL};
+    const char *train[] = {"train",
+                           "--model",
+                           "logreg",
+                           "--data",
+                           path_of("train.svm"),
+                           "--test-data",
+                           path_of("test.svm"),
+                           "--epochs",
+                           "3",
+                           "--quiet",
+                           "--summary",
+                           summary,
+                           "--save-model",
+                           model,
+                           NULL};
     CHECK(launch_run(train) == 0);
     char *s = launch_slurp(summary);
     CHECK(launch_field(s, "train_examples") == 400.0);
@@ -88,8 +100,19 @@ static void part_libsvm(void) {
     free(e);
 
     // Limits cut the files from their first line.
-    const char *limited[] = {"train", "--model", "logreg", "--data", path_of("train.svm"), "--test-data",
-                             path_of("test.svm"), "--train-limit", "100", "--test-limit", "10", "--quiet", NULL};
+    const char *limited[] = {"train",
+                             "--model",
+                             "logreg",
+                             "--data",
+                             path_of("train.svm"),
+                             "--test-data",
+                             path_of("test.svm"),
+                             "--train-limit",
+                             "100",
+                             "--test-limit",
+                             "10",
+                             "--quiet",
+                             NULL};
     CHECK(launch_run(limited) == 0);
     s = stdout_text();
     CHECK(launch_field(s, "train_examples") == 100.0 && launch_field(s, "test_examples") == 10.0);
@@ -97,8 +120,9 @@ static void part_libsvm(void) {
 
     // A narrower test file (indices up to 20) is read at the training width.
     write_svm("narrow.svm", 30, 20, 3, 0);
-    const char *narrow[] = {"train", "--model", "logreg", "--data", path_of("train.svm"), "--test-data",
-                            path_of("narrow.svm"), "--quiet", NULL};
+    const char *narrow[] = {
+        "train",   "--model", "logreg", "--data", path_of("train.svm"), "--test-data", path_of("narrow.svm"),
+        "--quiet", NULL};
     CHECK(launch_run(narrow) == 0);
     s = stdout_text();
     CHECK(launch_field(s, "test_examples") == 30.0 && launch_field(s, "params") == 41.0);
@@ -110,20 +134,34 @@ static void part_libsvm(void) {
     fclose(f);
     char where[600];
     snprintf(where, sizeof where, "%s:3:", path_of("wide.svm"));
-    const char *wide[] = {"train", "--model", "logreg", "--data", path_of("train.svm"), "--test-data",
-                          path_of("wide.svm"), "--quiet", NULL};
+    const char *wide[] = {"train",       "--model",           "logreg",  "--data", path_of("train.svm"),
+                          "--test-data", path_of("wide.svm"), "--quiet", NULL};
     expect_failure(wide, 1, where, "beyond dim 40");
 
     write_svm("bad.svm", 10, 40, 4, 6);
     snprintf(where, sizeof where, "--test-data %s:6:", path_of("bad.svm"));
-    const char *bad[] = {"train", "--model", "logreg", "--data", path_of("train.svm"), "--test-data",
-                         path_of("bad.svm"), "--quiet", NULL};
+    const char *bad[] = {"train",       "--model",          "logreg",  "--data", path_of("train.svm"),
+                         "--test-data", path_of("bad.svm"), "--quiet", NULL};
     expect_failure(bad, 1, where, NULL);
 
     // The same file through asgd launch (a worker reads it the same way).
-    const char *launch[] = {"launch", "--servers", "1", "--workers", "1", "--sync", "asp", "--model", "logreg",
-                            "--data", path_of("train.svm"), "--test-data", path_of("test.svm"), "--quiet",
-                            "--run-dir", path_of("run"), NULL};
+    const char *launch[] = {"launch",
+                            "--servers",
+                            "1",
+                            "--workers",
+                            "1",
+                            "--sync",
+                            "asp",
+                            "--model",
+                            "logreg",
+                            "--data",
+                            path_of("train.svm"),
+                            "--test-data",
+                            path_of("test.svm"),
+                            "--quiet",
+                            "--run-dir",
+                            path_of("run"),
+                            NULL};
     CHECK(launch_run(launch) == 0);
     s = launch_file("run", "worker-0.json");
     CHECK(launch_field(s, "train_examples") == 400.0);
@@ -131,24 +169,27 @@ static void part_libsvm(void) {
 }
 
 static void part_test_frac(void) {
-    const char *zero[] = {"train", "--model", "logreg", "--data", path_of("train.svm"), "--test-frac", "0",
-                          "--quiet", NULL};
+    const char *zero[] = {"train",       "--model", "logreg",  "--data", path_of("train.svm"),
+                          "--test-frac", "0",       "--quiet", NULL};
     expect_failure(zero, 1, "--test-frac 0", "--test-data");
     write_svm("tiny.svm", 4, 40, 5, 0);  // 10% of 4 rounds to no example
     const char *tiny[] = {"train", "--model", "logreg", "--data", path_of("tiny.svm"), "--quiet", NULL};
     expect_failure(tiny, 1, "leaves no test example", "--test-data");
-    const char *both[] = {"train", "--model", "logreg", "--data", path_of("train.svm"), "--test-data",
-                          path_of("test.svm"), "--test-frac", "0.2", "--quiet", NULL};
+    const char *both[] = {"train",       "--model",           "logreg",      "--data", path_of("train.svm"),
+                          "--test-data", path_of("test.svm"), "--test-frac", "0.2",    "--quiet",
+                          NULL};
     expect_failure(both, 2, "--test-frac", "--test-data");
-    const char *ok[] = {"train", "--model", "logreg", "--data", path_of("train.svm"), "--test-data",
-                        path_of("test.svm"), "--test-frac", "0", "--quiet", NULL};
+    const char *ok[] = {"train",       "--model",           "logreg",      "--data", path_of("train.svm"),
+                        "--test-data", path_of("test.svm"), "--test-frac", "0",      "--quiet",
+                        NULL};
     CHECK(launch_run(ok) == 0);
 }
 
 // The test RMSE of mf trained on train.csv and tested on `test`.
 static double mf_rmse(const char *test) {
-    const char *args[] = {"train", "--model", "mf", "--data", path_of("train.csv"), "--test-data", path_of(test),
-                          "--epochs", "5", "--quiet", NULL};
+    const char *args[] = {"train",       "--model",     "mf",       "--data", path_of("train.csv"),
+                          "--test-data", path_of(test), "--epochs", "5",      "--quiet",
+                          NULL};
     CHECK(launch_run(args) == 0);
     char *s = stdout_text();
     CHECK(launch_field(s, "test_examples") == 300.0);
@@ -183,13 +224,14 @@ static void part_ratings(void) {
     fclose(f);
     char where[600];
     snprintf(where, sizeof where, "--test-data %s:2:", path_of("bad.csv"));
-    const char *bad[] = {"train", "--model", "mf", "--data", path_of("train.csv"), "--test-data", path_of("bad.csv"),
-                         "--quiet", NULL};
+    const char *bad[] = {"train",       "--model",          "mf",      "--data", path_of("train.csv"),
+                         "--test-data", path_of("bad.csv"), "--quiet", NULL};
     expect_failure(bad, 1, where, NULL);
 }
 
 static void put_be32(FILE *f, uint32_t v) {
-    unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8), (unsigned char)v};
+    unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16), (unsigned char)(v >> 8),
+                          (unsigned char)v};
     fwrite(b, 1, 4, f);
 }
 
@@ -213,17 +255,19 @@ static void part_dense(void) {
     write_idx("imgs", "train", 40, 4);
     write_idx("imgs_test", "t10k", 12, 4);
     write_idx("imgs_other", "t10k", 12, 5);
-    const char *args[] = {"train", "--model", "softmax", "--data-dir", path_of("imgs"), "--test-data",
-                          path_of("imgs_test"), "--quiet", NULL};
+    const char *args[] = {
+        "train",   "--model", "softmax", "--data-dir", path_of("imgs"), "--test-data", path_of("imgs_test"),
+        "--quiet", NULL};
     CHECK(launch_run(args) == 0);
     char *s = stdout_text();
     CHECK(launch_field(s, "train_examples") == 40.0 && launch_field(s, "test_examples") == 12.0);
     free(s);
-    const char *other[] = {"train", "--model", "softmax", "--data-dir", path_of("imgs"), "--test-data",
-                           path_of("imgs_other"), "--quiet", NULL};
+    const char *other[] = {
+        "train",   "--model", "softmax", "--data-dir", path_of("imgs"), "--test-data", path_of("imgs_other"),
+        "--quiet", NULL};
     expect_failure(other, 1, "25", "16");
-    const char *missing[] = {"train", "--model", "softmax", "--data-dir", path_of("imgs"), "--test-data",
-                             path_of("imgs"), "--quiet", NULL};
+    const char *missing[] = {"train",       "--model",       "softmax", "--data-dir", path_of("imgs"),
+                             "--test-data", path_of("imgs"), "--quiet", NULL};
     expect_failure(missing, 1, "--test-data", "t10k-images-idx3-ubyte");
 }
 

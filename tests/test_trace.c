@@ -11,7 +11,7 @@
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_trace_XXXXXX";  // read by launch_support.h
-#include "launch_support.h"  // defines: launch_run, launch_file, launch_field, launch_slurp
+#include "launch_support.h"
 
 // ---- a strict JSON parser, enough for trace files ----
 
@@ -146,7 +146,10 @@ static void event(parser_t *P, event_t *e) {
         string(P, key, sizeof key);
         expect(P, ':');
         if (!strcmp(key, "name") || !strcmp(key, "ph") || !strcmp(key, "cat")) {
-            string(P, !strcmp(key, "name") ? e->name : !strcmp(key, "ph") ? e->ph : NULL,
+            string(P,
+                   !strcmp(key, "name") ? e->name
+                   : !strcmp(key, "ph") ? e->ph
+                                        : NULL,
                    !strcmp(key, "name") ? sizeof e->name : sizeof e->ph);
         } else if (!strcmp(key, "pid")) {
             e->pid = (long)number(P, NULL);
@@ -170,8 +173,10 @@ static void event(parser_t *P, event_t *e) {
                     string(P, k, sizeof k);
                     expect(P, ':');
                     ws(P);
-                    if (!strcmp(k, "name")) string(P, e->thread, sizeof e->thread);
-                    else value(P);
+                    if (!strcmp(k, "name"))
+                        string(P, e->thread, sizeof e->thread);
+                    else
+                        value(P);
                     ws(P);
                     if (*P->p == ',') {
                         P->p++;
@@ -222,8 +227,10 @@ static trace_t parse_file(const char *path) {
                 }
                 event(&P, &t.ev[t.n++]);
                 ws(&P);
-                if (*P.p == ',') P.p++;
-                else CHECK(*P.p == ']');
+                if (*P.p == ',')
+                    P.p++;
+                else
+                    CHECK(*P.p == ']');
                 ws(&P);
             }
             P.p++;
@@ -325,9 +332,25 @@ static size_t count(const trace_t *t, long pid, long tid, const char *name) {
 static void train(const char *mode, const char *step_span) {
     char path[300];
     snprintf(path, sizeof path, "%s/train-%s.json", dir, mode);
-    const char *a[] = {"train", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--threads", "2",
-                       "--batch", "8", "--epochs", "2", "--eval-every", "1000", "--mode", mode, "--quiet", "--trace",
-                       path, NULL};
+    const char *a[] = {"train",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--threads",
+                       "2",
+                       "--batch",
+                       "8",
+                       "--epochs",
+                       "2",
+                       "--eval-every",
+                       "1000",
+                       "--mode",
+                       mode,
+                       "--quiet",
+                       "--trace",
+                       path,
+                       NULL};
     CHECK(launch_run(a) == 0);
     char *summary = launch_file(".", "stdout");
     double updates = launch_field(summary, "updates"), evals = launch_field(summary, "evaluations");
@@ -350,9 +373,11 @@ static void launch_asp(void) {
     char rd[300], path[320];
     snprintf(rd, sizeof rd, "%s/run", dir);
     snprintf(path, sizeof path, "%s/trace.json", rd);
-    const char *a[] = {"launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--servers", "1",
-                       "--workers", "2", "--sync", "asp", "--threads", "2", "--batch", "8", "--epochs", "2",
-                       "--quiet", "--run-dir", rd, "--trace", path, NULL};
+    const char *a[] = {"launch",    "--model",   "logreg",    "--data",    "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--servers", "1",         "--workers", "2",         "--sync",
+                       "asp",       "--threads", "2",         "--batch",   "8",
+                       "--epochs",  "2",         "--quiet",   "--run-dir", rd,
+                       "--trace",   path,        NULL};
     CHECK(launch_run(a) == 0);
     trace_t t = parse_file(path);
     printf("launch --sync asp:\n");

@@ -13,8 +13,8 @@
 
 typedef struct record_ws {
     model_ws_header_t header;
-    uint32_t *ex;    // (MAX_STEPS * batch) the examples, in the order asked
-    size_t *count;   // (MAX_STEPS) per step
+    uint32_t *ex;  // (MAX_STEPS * batch) the examples, in the order asked
+    size_t *count;  // (MAX_STEPS) per step
     size_t steps, batch;
 } record_ws_t;
 
@@ -23,8 +23,14 @@ static size_t n_made;
 
 static const model_ops_t record_ops;
 
-static size_t rec_num_params(const model_t *m) { (void)m; return 1; }
-static double rec_flops(const model_t *m) { (void)m; return 1.0; }
+static size_t rec_num_params(const model_t *m) {
+    (void)m;
+    return 1;
+}
+static double rec_flops(const model_t *m) {
+    (void)m;
+    return 1.0;
+}
 static void rec_init(const model_t *m, param_t *w, uint64_t seed) { (void)m, (void)seed, param_set(&w[0], 0.0f); }
 static void rec_describe(const model_t *m, char *out, size_t len) { (void)m, snprintf(out, len, "recorder"); }
 
@@ -82,8 +88,8 @@ static void check(size_t threads, size_t rank, size_t ranks) {
     char err[256];
     model_t *m = calloc(1, sizeof *m);
     CHECK(m);
-    *m = (model_t){.ops = &record_ops, .name = "recorder", .num_train = N_TRAIN, .num_test = 1,
-                   .metric = METRIC_KIND_ACCURACY};
+    *m = (model_t){
+        .ops = &record_ops, .name = "recorder", .num_train = N_TRAIN, .num_test = 1, .metric = METRIC_KIND_ACCURACY};
     train_config_t c;
     train_config_default(&c);
     c.mode = TRAIN_MODE_HOGWILD;

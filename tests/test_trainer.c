@@ -76,8 +76,8 @@ static void check_modes(const char *label, const model_t *m, const optimizer_con
         run_out_t sync = run(m, TRAIN_MODE_SYNC, threads, batch, 2, oc, 0);
         run_out_t again = run(m, TRAIN_MODE_SYNC, threads, batch, 2, oc, 0);
         double diff = max_abs_diff(&single, &sync), scale = max_abs(&single);
-        printf("%-22s sync T=%zu b=%zu vs 1 thread b=%zu: max |dw| %.3g (max |w| %.3g), rounds %llu\n", label,
-               threads, batch, threads * batch, diff, scale, (unsigned long long)sync.result.updates);
+        printf("%-22s sync T=%zu b=%zu vs 1 thread b=%zu: max |dw| %.3g (max |w| %.3g), rounds %llu\n", label, threads,
+               batch, threads * batch, diff, scale, (unsigned long long)sync.result.updates);
         CHECK(diff <= 1e-5 * fmax(scale, 1.0));
         CHECK(max_abs_diff(&single, &h1) > 1e-4);  // the comparison can tell batch sizes apart
         CHECK(sync.result.updates == single.result.updates);

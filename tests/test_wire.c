@@ -9,22 +9,22 @@
 #include <string.h>
 #include <zmq.h>
 
-#include "kernels/foundation/rng.h"  // defines: rng_t, rng_seed, rng_next, rng_below
-#include "net/checksum_lanes.h"  // defines: checksum_lanes_add_with, checksum_lanes_available
-#include "net/wire.h"      // defines: wire_header_t, wire_checksum, wire_validate, wire_seal
-#include "net/zmsg.h"      // defines: zmsg_t, zmsg_send, zmsg_recv, zmsg_close, zmsg_header
+#include "kernels/foundation/rng.h"
+#include "net/checksum_lanes.h"
+#include "net/wire.h"
+#include "net/zmsg.h"
 #include "test_support.h"
 
 #define RUN 0x5eed0000c0ffee01ull
 #define OTHER_RUN 0x5eed0000c0ffee02ull
 
 // A libzmq call that returns < 0 on failure.
-#define ZCHECK(call)                                                                                          \
-    do {                                                                                                      \
-        if ((call) < 0) {                                                                                     \
+#define ZCHECK(call)                                                                                         \
+    do {                                                                                                     \
+        if ((call) < 0) {                                                                                    \
             fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, zmq_strerror(zmq_errno())); \
-            exit(1);                                                                                          \
-        }                                                                                                     \
+            exit(1);                                                                                         \
+        }                                                                                                    \
     } while (0)
 
 static void fill_random(uint8_t *p, size_t n, uint64_t seed) {
@@ -37,8 +37,7 @@ static int headers_equal(const wire_header_t *a, const wire_header_t *b) {
     return a->magic == b->magic && a->version == b->version && a->type == b->type && a->run_id == b->run_id &&
            a->sender == b->sender && a->shard == b->shard && a->clock == b->clock &&
            a->param_version == b->param_version && a->offset == b->offset && a->count == b->count &&
-           a->payload_kind == b->payload_kind && a->flags == b->flags && a->checksum == b->checksum &&
-           a->aux == b->aux;
+           a->payload_kind == b->payload_kind && a->flags == b->flags && a->checksum == b->checksum && a->aux == b->aux;
 }
 
 // ---- header layout ---------------------------------------------------------------
@@ -77,11 +76,11 @@ static void test_header_layout(void) {
 
     // The magic reads "ASGD" on the wire.
     CHECK(got[0] == 'A' && got[1] == 'S' && got[2] == 'G' && got[3] == 'D');
-    CHECK(got[4] == 1 && got[5] == 0);                  // version 1, little-endian
-    CHECK(got[6] == MSG_TYPE_PARAMS && got[7] == 0);    // type
-    CHECK(got[8] == 0xef && got[15] == 0x01);           // run id: low byte first
-    CHECK(got[48] == 0xdf && got[51] == 0x13);          // count
-    CHECK(got[56] == 0xef && got[59] == 0xde);          // checksum
+    CHECK(got[4] == 1 && got[5] == 0);  // version 1, little-endian
+    CHECK(got[6] == MSG_TYPE_PARAMS && got[7] == 0);  // type
+    CHECK(got[8] == 0xef && got[15] == 0x01);  // run id: low byte first
+    CHECK(got[48] == 0xdf && got[51] == 0x13);  // count
+    CHECK(got[56] == 0xef && got[59] == 0xde);  // checksum
 
     // The whole layout, from the table in docs/protocol.md.
     uint8_t want[WIRE_HEADER_SIZE];
@@ -292,8 +291,8 @@ static void test_checksum_properties(void) {
 // ---- wire_validate -----------------------------------------------------------------
 
 // Encodes h (after sealing it over the frames unless keep_sum) and validates it.
-static wire_status_t validate(wire_header_t h, int keep_sum, const void *const *frames, const size_t *lens,
-                              size_t n, wire_header_t *out) {
+static wire_status_t validate(wire_header_t h, int keep_sum, const void *const *frames, const size_t *lens, size_t n,
+                              wire_header_t *out) {
     if (!keep_sum) {
         uint32_t c = 0;
         for (size_t i = 0; i < n; i++) c = wire_checksum(frames[i], lens[i], c);
@@ -373,13 +372,12 @@ static void test_validate(void) {
     // Each type carries only the payload kinds of the message table in
     // docs/protocol.md; any other kind, well-formed or not, is BAD_KIND.
     static const char *const kinds_of[MSG_TYPE_MAX_] = {
-        [MSG_TYPE_HELLO] = "N",      [MSG_TYPE_WELCOME] = "N",       [MSG_TYPE_PUSH] = "DSE",
-        [MSG_TYPE_PUSH_ACK] = "N",   [MSG_TYPE_PULL] = "NK",         [MSG_TYPE_PARAMS] = "DS",
-        [MSG_TYPE_BYE] = "N",        [MSG_TYPE_BYE_ACK] = "N",       [MSG_TYPE_REJECT] = "N",
-        [MSG_TYPE_RING_CHUNK] = "DE", [MSG_TYPE_RDV_JOIN] = "T",     [MSG_TYPE_RDV_TABLE] = "T",
-        [MSG_TYPE_HEARTBEAT] = "N",  [MSG_TYPE_RING_GATHER] = "E",
-        [MSG_TYPE_REPLICA_JOIN] = "T", [MSG_TYPE_REPLICA_STATE] = "N",
-        [MSG_TYPE_REPLICA_EVICT] = "N"};
+        [MSG_TYPE_HELLO] = "N",         [MSG_TYPE_WELCOME] = "N",      [MSG_TYPE_PUSH] = "DSE",
+        [MSG_TYPE_PUSH_ACK] = "N",      [MSG_TYPE_PULL] = "NK",        [MSG_TYPE_PARAMS] = "DS",
+        [MSG_TYPE_BYE] = "N",           [MSG_TYPE_BYE_ACK] = "N",      [MSG_TYPE_REJECT] = "N",
+        [MSG_TYPE_RING_CHUNK] = "DE",   [MSG_TYPE_RDV_JOIN] = "T",     [MSG_TYPE_RDV_TABLE] = "T",
+        [MSG_TYPE_HEARTBEAT] = "N",     [MSG_TYPE_RING_GATHER] = "E",  [MSG_TYPE_REPLICA_JOIN] = "T",
+        [MSG_TYPE_REPLICA_STATE] = "N", [MSG_TYPE_REPLICA_EVICT] = "N"};
     static const char kind_letter[PAYLOAD_KIND_MAX_] = {'N', 'D', 'S', 'K', 'T', 'E'};
     for (uint16_t t = 1; t < MSG_TYPE_MAX_; t++) {
         CHECK(strcmp(msg_type_name(t), "unknown") != 0);
@@ -387,7 +385,9 @@ static void test_validate(void) {
             wire_header_t any = zmsg_header(t, RUN);
             any.payload_kind = k;
             any.count = k == PAYLOAD_KIND_NONE ? 0 : k == PAYLOAD_KIND_TEXT ? (uint32_t)strlen(text) : C;
-            const void *f[2] = {k == PAYLOAD_KIND_TEXT ? (const void *)text : k == PAYLOAD_KIND_DENSE ? (const void *)values : (const void *)idx,
+            const void *f[2] = {k == PAYLOAD_KIND_TEXT    ? (const void *)text
+                                : k == PAYLOAD_KIND_DENSE ? (const void *)values
+                                                          : (const void *)idx,
                                 values};
             size_t fl[2] = {k == PAYLOAD_KIND_TEXT ? strlen(text) : sizeof idx, sizeof values};
             size_t nf = k == PAYLOAD_KIND_NONE ? 0 : k == PAYLOAD_KIND_SPARSE ? 2 : 1;
@@ -457,11 +457,11 @@ static void test_validate(void) {
     // Wrong number of payload frames for the kind.
     const void *three[3] = {idx, values, values};
     size_t three_len[3] = {sizeof idx, sizeof values, sizeof values};
-    EXPECT(validate(h, 0, NULL, NULL, 0, NULL), WIRE_STATUS_BAD_SIZE);           // DENSE, no frame
-    EXPECT(validate(h, 0, sparse, sparse_len, 2, NULL), WIRE_STATUS_BAD_SIZE);   // DENSE, two frames
-    EXPECT(validate(sp, 0, dense, dense_len, 1, NULL), WIRE_STATUS_BAD_SIZE);    // SPARSE, one frame
-    EXPECT(validate(sp, 0, three, three_len, 3, NULL), WIRE_STATUS_BAD_SIZE);    // SPARSE, three frames
-    EXPECT(validate(none, 0, dense, zero, 1, NULL), WIRE_STATUS_BAD_SIZE);       // NONE, an empty frame
+    EXPECT(validate(h, 0, NULL, NULL, 0, NULL), WIRE_STATUS_BAD_SIZE);  // DENSE, no frame
+    EXPECT(validate(h, 0, sparse, sparse_len, 2, NULL), WIRE_STATUS_BAD_SIZE);  // DENSE, two frames
+    EXPECT(validate(sp, 0, dense, dense_len, 1, NULL), WIRE_STATUS_BAD_SIZE);  // SPARSE, one frame
+    EXPECT(validate(sp, 0, three, three_len, 3, NULL), WIRE_STATUS_BAD_SIZE);  // SPARSE, three frames
+    EXPECT(validate(none, 0, dense, zero, 1, NULL), WIRE_STATUS_BAD_SIZE);  // NONE, an empty frame
     EXPECT(validate(keys, 0, sparse, sparse_len, 2, NULL), WIRE_STATUS_BAD_SIZE);
     EXPECT(validate(tx, 0, NULL, NULL, 0, NULL), WIRE_STATUS_BAD_SIZE);
 

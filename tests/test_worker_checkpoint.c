@@ -22,9 +22,9 @@
 // window; the waits have hang bounds only.
 #include <sys/stat.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_file_read, ckpt_file_get
-#include "engine/run/dist.h"                   // defines: dist_check_pushes_applied_once
-#include "engine/replica/worker_checkpoint.h"     // defines: worker_progress_read
+#include "datasets/storage/checkpoint_file.h"
+#include "engine/run/dist.h"
+#include "engine/replica/worker_checkpoint.h"
 #include "proc_support.h"
 
 #define HANG_S 120.0
@@ -55,10 +55,12 @@ static int read_ckpt(const char *path, seen_t *s) {
     return rc;
 }
 
-static const char *const common[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
-                                     "--threads", "2", "--batch", "1", "--epochs", "4", "--lr", "0.5",
-                                     "--heartbeat-ms", "100", "--retry-ms", "200", "--timeout-ms", "30000",
-                                     "--run-id", "4343", "--quiet", NULL};
+static const char *const common[] = {"--model",        "logreg", "--data",     "gen:sparse:n=3000,dim=2000,nnz=20",
+                                     "--threads",      "2",      "--batch",    "1",
+                                     "--epochs",       "4",      "--lr",       "0.5",
+                                     "--heartbeat-ms", "100",    "--retry-ms", "200",
+                                     "--timeout-ms",   "30000",  "--run-id",   "4343",
+                                     "--quiet",        NULL};
 
 static int role_args(const char **a, const char *role, const char *rd, const char *coordinator, int workers) {
     int n = 0;
@@ -167,8 +169,7 @@ static void resume_exact(void) {
     CHECK(proc_json_number(json, NULL, "samples_skipped") == 0);
     // Trained in all: the dead incarnation's steps plus the new one's (the planned
     // samples from the checkpoint's position on) = planned + retrained.
-    double trained = (double)(dead[0] + dead[1]) + (double)(N_TRAIN * EPOCHS) -
-                     (double)(at.samples[0] + at.samples[1]);
+    double trained = (double)(dead[0] + dead[1]) + (double)(N_TRAIN * EPOCHS) - (double)(at.samples[0] + at.samples[1]);
     CHECK(trained == (double)(N_TRAIN * EPOCHS) + proc_json_number(json, NULL, "samples_retrained"));
     char why[512];
     CHECK(dist_check_pushes_applied_once(rd, 1, 1, why, sizeof why) == 0);
@@ -217,11 +218,42 @@ static void refusals(void) {
 static void launch_end_to_end(void) {
     char rd[400];
     snprintf(rd, sizeof rd, "%s/c", dir);
-    const char *a[] = {ASGD_BINARY, "launch", "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20",
-                       "--servers", "1", "--workers", "2", "--threads", "2", "--batch", "1", "--epochs", "4",
-                       "--sync", "ssp", "--staleness", "2", "--lr", "0.5", "--delay-worker", "0:0.3,1:0.3",
-                       "--heartbeat-ms", "100", "--retry-ms", "200", "--restart-workers", "1",
-                       "--checkpoint-every", "0.1", "--quiet", "--run-dir", rd, NULL};
+    const char *a[] = {ASGD_BINARY,
+                       "launch",
+                       "--model",
+                       "logreg",
+                       "--data",
+                       "gen:sparse:n=3000,dim=2000,nnz=20",
+                       "--servers",
+                       "1",
+                       "--workers",
+                       "2",
+                       "--threads",
+                       "2",
+                       "--batch",
+                       "1",
+                       "--epochs",
+                       "4",
+                       "--sync",
+                       "ssp",
+                       "--staleness",
+                       "2",
+                       "--lr",
+                       "0.5",
+                       "--delay-worker",
+                       "0:0.3,1:0.3",
+                       "--heartbeat-ms",
+                       "100",
+                       "--retry-ms",
+                       "200",
+                       "--restart-workers",
+                       "1",
+                       "--checkpoint-every",
+                       "0.1",
+                       "--quiet",
+                       "--run-dir",
+                       rd,
+                       NULL};
     pid_t launcher = proc_start(a, proc_path(dir, "c.out"), proc_path(dir, "c.err"));
     const char *ckpt = proc_path(rd, "worker-1.ckpt");
     seen_t at = {0};
@@ -246,11 +278,12 @@ static void launch_end_to_end(void) {
     // At the checkpoint seen before the kill or a later one, never from scratch.
     CHECK(proc_json_number(w1, NULL, "resumed_samples") >= (double)(at.samples[0] + at.samples[1]));
     CHECK(proc_json_number(w1, NULL, "resumed_clock") >= (double)at.clock);
-    printf("   worker 1 resumed at %.0f samples, clock %.0f (checkpoint %llu had %llu); %.0f retrained, %.0f "
-           "skipped\n",
-           proc_json_number(w1, NULL, "resumed_samples"), proc_json_number(w1, NULL, "resumed_clock"),
-           (unsigned long long)at.seq, (unsigned long long)(at.samples[0] + at.samples[1]),
-           proc_json_number(w1, NULL, "samples_retrained"), proc_json_number(w1, NULL, "samples_skipped"));
+    printf(
+        "   worker 1 resumed at %.0f samples, clock %.0f (checkpoint %llu had %llu); %.0f retrained, %.0f "
+        "skipped\n",
+        proc_json_number(w1, NULL, "resumed_samples"), proc_json_number(w1, NULL, "resumed_clock"),
+        (unsigned long long)at.seq, (unsigned long long)(at.samples[0] + at.samples[1]),
+        proc_json_number(w1, NULL, "samples_retrained"), proc_json_number(w1, NULL, "samples_skipped"));
     CHECK(proc_json_number(summary, NULL, "samples") == (double)(N_TRAIN * EPOCHS));
     CHECK(proc_json_number(summary, NULL, "samples_retrained") == proc_json_number(w1, NULL, "samples_retrained"));
     CHECK(strstr(summary, "\"acked_pushes_applied_once\":true"));

@@ -5,7 +5,7 @@
 // where T is the slowest rank's median time per call over the timed iterations.
 //
 //   mpirun -n R mpi_allreduce_bench WARMUP ITERS BYTES [BYTES...]
-#include "../bench_support.h"  // defines: bench_median
+#include "../bench_support.h"
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>

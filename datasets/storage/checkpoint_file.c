@@ -54,7 +54,7 @@ struct ckpt_writer {
     char path[PATH_MAX_LEN], tmp[PATH_MAX_LEN + 8];
     uint32_t crc;
     uint32_t sections;
-    int failed;   // errno of the first failed write (or EINVAL for a bad name), 0 if none
+    int failed;  // errno of the first failed write (or EINVAL for a bad name), 0 if none
     char failed_what[64];
 };
 
@@ -91,8 +91,10 @@ ckpt_writer_t *ckpt_writer_open(const char *path, char *err, size_t err_len) {
     w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK, 0644);
     struct stat st;
     if (w->fd < 0 || fstat(w->fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        if (w->fd < 0 && errno != ENXIO) snprintf(err, err_len, "%s: cannot create: %s", w->tmp, strerror(errno));
-        else snprintf(err, err_len, "%s: cannot create: something other than a regular file is there", w->tmp);
+        if (w->fd < 0 && errno != ENXIO)
+            snprintf(err, err_len, "%s: cannot create: %s", w->tmp, strerror(errno));
+        else
+            snprintf(err, err_len, "%s: cannot create: something other than a regular file is there", w->tmp);
         if (w->fd >= 0) close(w->fd);
         free(w);
         return NULL;
@@ -168,8 +170,10 @@ int ckpt_writer_commit(ckpt_writer_t **wp, char *err, size_t err_len) {
         w->crc = crc;
     }
     if (w->failed) {
-        if (w->failed == EINVAL) snprintf(err, err_len, "%s: invalid %s", w->path, w->failed_what);
-        else snprintf(err, err_len, "%s: %s failed: %s", w->tmp, w->failed_what, strerror(w->failed));
+        if (w->failed == EINVAL)
+            snprintf(err, err_len, "%s: invalid %s", w->path, w->failed_what);
+        else
+            snprintf(err, err_len, "%s: %s failed: %s", w->tmp, w->failed_what, strerror(w->failed));
         writer_free(wp, 1);
         return -1;
     }

@@ -12,7 +12,7 @@
 #include <stdint.h>
 
 typedef struct counter_file {
-    uint64_t *v;   // (n) the counters, in the mapping
+    uint64_t *v;  // (n) the counters, in the mapping
     size_t n;
     void *map;
     size_t map_len;

@@ -49,7 +49,8 @@ int asgd_job_set(asgd_job_t *job, const char *flag, const char *value, char *err
         snprintf(err, err_len, "asgd_job_set: --%s: out of memory", flag);
         return -1;
     }
-    if (i == job->n) job->n++;
+    if (i == job->n)
+        job->n++;
     else {
         free(job->flag[i]);
         free(job->value[i]);
@@ -69,7 +70,8 @@ typedef struct config_field {
     size_t offset;
 } config_field_t;
 
-#define CONFIG_FIELD(flag, type, member) {flag, type, offsetof(asgd_job_config_t, member)}
+#define CONFIG_FIELD(flag, type, member) \
+    { flag, type, offsetof(asgd_job_config_t, member) }
 static const config_field_t config_fields[] = {
     CONFIG_FIELD("model", CONFIG_STRING, model),
     CONFIG_FIELD("data", CONFIG_STRING, data),
@@ -107,9 +109,15 @@ void asgd_job_config_init(asgd_job_config_t *config) {
     for (size_t i = 0; i < sizeof config_fields / sizeof config_fields[0]; i++) {
         void *field = (char *)config + config_fields[i].offset;
         switch (config_fields[i].type) {
-        case CONFIG_STRING: *(const char **)field = NULL; break;
-        case CONFIG_COUNT: *(uint64_t *)field = ASGD_JOB_UNSET; break;
-        case CONFIG_REAL: *(double *)field = NAN; break;
+            case CONFIG_STRING:
+                *(const char **)field = NULL;
+                break;
+            case CONFIG_COUNT:
+                *(uint64_t *)field = ASGD_JOB_UNSET;
+                break;
+            case CONFIG_REAL:
+                *(double *)field = NAN;
+                break;
         }
     }
 }
@@ -118,15 +126,16 @@ void asgd_job_config_init(asgd_job_config_t *config) {
 static const char *config_value(const asgd_job_config_t *config, const config_field_t *f, char *buf, size_t len) {
     const void *field = (const char *)config + f->offset;
     switch (f->type) {
-    case CONFIG_STRING: return *(const char *const *)field;
-    case CONFIG_COUNT:
-        if (*(const uint64_t *)field == ASGD_JOB_UNSET) return NULL;
-        snprintf(buf, len, "%" PRIu64, *(const uint64_t *)field);
-        return buf;
-    case CONFIG_REAL:
-        if (isnan(*(const double *)field)) return NULL;
-        snprintf(buf, len, "%.17g", *(const double *)field);  // read back to the same double
-        return buf;
+        case CONFIG_STRING:
+            return *(const char *const *)field;
+        case CONFIG_COUNT:
+            if (*(const uint64_t *)field == ASGD_JOB_UNSET) return NULL;
+            snprintf(buf, len, "%" PRIu64, *(const uint64_t *)field);
+            return buf;
+        case CONFIG_REAL:
+            if (isnan(*(const double *)field)) return NULL;
+            snprintf(buf, len, "%.17g", *(const double *)field);  // read back to the same double
+            return buf;
     }
     return NULL;
 }

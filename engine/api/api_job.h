@@ -5,13 +5,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "asgd/train.h"  // defines: asgd_job_t
+#include "asgd/train.h"
 
 #define ASGD_JOB_MAX_FLAGS 128
 
 struct asgd_job {
     size_t n;
-    char *flag[ASGD_JOB_MAX_FLAGS];   // without dashes
+    char *flag[ASGD_JOB_MAX_FLAGS];  // without dashes
     char *value[ASGD_JOB_MAX_FLAGS];  // NULL: a switch
 };
 

@@ -7,11 +7,11 @@
 #include <string.h>
 
 #include "asgd/model_ext.h"
-#include "engine/core/grad.h"              // defines: grad_t, grad_add
-#include "engine/core/model_impl.h"        // defines: model_ops_t, struct model, model_ws_header_t
-#include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_registry_add
+#include "engine/core/grad.h"
+#include "engine/core/model_impl.h"
+#include "engine/models/model_registry.h"
 
-_Static_assert(_Generic((param_t *)0, asgd_param_t *: 1, default: 0), "asgd_param_t is param_t");
+_Static_assert(_Generic((param_t *)0, asgd_param_t * : 1, default : 0), "asgd_param_t is param_t");
 
 void asgd_grad_add(asgd_grad_t *g, uint32_t i, float v) { grad_add((grad_t *)g, i, v); }
 
@@ -20,14 +20,14 @@ void asgd_grad_add(asgd_grad_t *g, uint32_t i, float v) { grad_add((grad_t *)g, 
 typedef struct ext_model {
     struct model base;  // first: the engine sees a model_t
     const asgd_model_def_t *def;
-    void *self;               // what def->create returned
+    void *self;  // what def->create returned
     asgd_data_t train, test;  // the views create was given, kept for its life
 } ext_model_t;
 
 typedef struct ext_ws {
-    model_ws_header_t header;        // first: what the engine reads
-    const asgd_model_ops_t *owner;   // whose ws_destroy frees ws
-    void *ws;                        // the model's own, or NULL
+    model_ws_header_t header;  // first: what the engine reads
+    const asgd_model_ops_t *owner;  // whose ws_destroy frees ws
+    void *ws;  // the model's own, or NULL
 } ext_ws_t;
 
 static const ext_model_t *ext(const model_t *m) { return (const ext_model_t *)m; }
@@ -35,8 +35,10 @@ static const asgd_model_ops_t *ops_of(const model_t *m) { return ext(m)->def->op
 static void *user_ws(model_ws_t *ws) { return ((ext_ws_t *)ws)->ws; }
 
 static void ext_describe(const model_t *m, char *out, size_t out_len) {
-    if (ops_of(m)->describe) ops_of(m)->describe(ext(m)->self, out, out_len);
-    else snprintf(out, out_len, "%s", m->name);
+    if (ops_of(m)->describe)
+        ops_of(m)->describe(ext(m)->self, out, out_len);
+    else
+        snprintf(out, out_len, "%s", m->name);
 }
 
 static size_t ext_num_params(const model_t *m) { return ops_of(m)->num_params(ext(m)->self); }
@@ -46,8 +48,10 @@ static double ext_flops(const model_t *m) {
 }
 
 static void ext_init_params(const model_t *m, param_t *w, uint64_t seed) {
-    if (ops_of(m)->init_params) ops_of(m)->init_params(ext(m)->self, w, seed);
-    else for (size_t i = 0, n = model_num_params(m); i < n; i++) param_set(&w[i], 0.0f);
+    if (ops_of(m)->init_params)
+        ops_of(m)->init_params(ext(m)->self, w, seed);
+    else
+        for (size_t i = 0, n = model_num_params(m); i < n; i++) param_set(&w[i], 0.0f);
 }
 
 static const model_ops_t ext_ops;
@@ -89,8 +93,7 @@ static void ext_evaluate(const model_t *m, const param_t *w, size_t begin, size_
     sums->count += s.count;
 }
 
-static void ext_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
-                        double *out) {
+static void ext_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, double *out) {
     ops_of(m)->predict(ext(m)->self, w, begin, end, user_ws(ws), out);
 }
 
@@ -117,9 +120,12 @@ static const model_ops_t ext_ops = {
 
 static data_kind_t data_kind_of(asgd_data_kind_t k) {
     switch (k) {
-    case ASGD_DATA_KIND_DENSE: return DATA_KIND_DENSE;
-    case ASGD_DATA_KIND_SPARSE: return DATA_KIND_SPARSE;
-    case ASGD_DATA_KIND_RATINGS: return DATA_KIND_RATINGS;
+        case ASGD_DATA_KIND_DENSE:
+            return DATA_KIND_DENSE;
+        case ASGD_DATA_KIND_SPARSE:
+            return DATA_KIND_SPARSE;
+        case ASGD_DATA_KIND_RATINGS:
+            return DATA_KIND_RATINGS;
     }
     return (data_kind_t)-1;  // refused by model_registry_add
 }
@@ -130,30 +136,46 @@ static metric_kind_t metric_of(asgd_metric_t m) {
 
 static model_output_t output_of(asgd_output_t o) {
     switch (o) {
-    case ASGD_OUTPUT_CLASS_LOGITS: return MODEL_OUTPUT_CLASS_LOGITS;
-    case ASGD_OUTPUT_LOGISTIC: return MODEL_OUTPUT_LOGISTIC;
-    case ASGD_OUTPUT_MARGIN: return MODEL_OUTPUT_MARGIN;
-    case ASGD_OUTPUT_VALUE: return MODEL_OUTPUT_VALUE;
+        case ASGD_OUTPUT_CLASS_LOGITS:
+            return MODEL_OUTPUT_CLASS_LOGITS;
+        case ASGD_OUTPUT_LOGISTIC:
+            return MODEL_OUTPUT_LOGISTIC;
+        case ASGD_OUTPUT_MARGIN:
+            return MODEL_OUTPUT_MARGIN;
+        case ASGD_OUTPUT_VALUE:
+            return MODEL_OUTPUT_VALUE;
     }
     return MODEL_OUTPUT_MARGIN;  // not reached: asgd_model_register checks
 }
 
 static int flag_type_of(asgd_flag_type_t t, flag_type_t *out) {
     switch (t) {
-    case ASGD_FLAG_BOOL: *out = FLAG_TYPE_BOOL; return 0;
-    case ASGD_FLAG_SIZE: *out = FLAG_TYPE_SIZE; return 0;
-    case ASGD_FLAG_DOUBLE: *out = FLAG_TYPE_DOUBLE; return 0;
-    case ASGD_FLAG_STRING: *out = FLAG_TYPE_STRING; return 0;
+        case ASGD_FLAG_BOOL:
+            *out = FLAG_TYPE_BOOL;
+            return 0;
+        case ASGD_FLAG_SIZE:
+            *out = FLAG_TYPE_SIZE;
+            return 0;
+        case ASGD_FLAG_DOUBLE:
+            *out = FLAG_TYPE_DOUBLE;
+            return 0;
+        case ASGD_FLAG_STRING:
+            *out = FLAG_TYPE_STRING;
+            return 0;
     }
     return -1;
 }
 
 static size_t flag_size(asgd_flag_type_t t) {
     switch (t) {
-    case ASGD_FLAG_BOOL: return sizeof(int);
-    case ASGD_FLAG_SIZE: return sizeof(size_t);
-    case ASGD_FLAG_DOUBLE: return sizeof(double);
-    case ASGD_FLAG_STRING: return sizeof(const char *);
+        case ASGD_FLAG_BOOL:
+            return sizeof(int);
+        case ASGD_FLAG_SIZE:
+            return sizeof(size_t);
+        case ASGD_FLAG_DOUBLE:
+            return sizeof(double);
+        case ASGD_FLAG_STRING:
+            return sizeof(const char *);
     }
     return 0;
 }
@@ -197,8 +219,8 @@ static void slot_flags(const ext_slot_t *s, void *opts, flag_spec_t *specs) {
         const asgd_model_flag_t *f = &s->def->flags[k];
         flag_type_t type = FLAG_TYPE_BOOL;
         flag_type_of(f->type, &type);  // checked at registration
-        specs[k] = (flag_spec_t){f->name, type, (char *)opts + f->offset, f->value_name, f->help, f->min, f->max,
-                                 NULL, 0};
+        specs[k] =
+            (flag_spec_t){f->name, type, (char *)opts + f->offset, f->value_name, f->help, f->min, f->max, NULL, 0};
     }
 }
 
@@ -218,8 +240,11 @@ static model_t *slot_create(const ext_slot_t *s, const void *train, const void *
         free(e);
         return NULL;
     }
-    e->base = (struct model){.ops = &ext_ops, .name = s->desc.name, .num_train = data_count(&e->train),
-                             .num_test = data_count(&e->test), .grad_dense = s->def->grad_dense != 0,
+    e->base = (struct model){.ops = &ext_ops,
+                             .name = s->desc.name,
+                             .num_train = data_count(&e->train),
+                             .num_test = data_count(&e->test),
+                             .grad_dense = s->def->grad_dense != 0,
                              .metric = s->desc.metric};
     return &e->base;
 }
@@ -231,12 +256,12 @@ static model_t *slot_create(const ext_slot_t *s, const void *train, const void *
 static ext_slot_t slots[EXT_SLOTS];
 static size_t n_slots;
 
-#define EXT_SLOT_FUNCTIONS(i)                                                                                     \
-    static void options_default_##i(void *opts) { slot_options_default(&slots[i], opts); }                          \
-    static void flags_##i(void *opts, flag_spec_t *specs) { slot_flags(&slots[i], opts, specs); }                   \
-    static model_t *create_##i(const void *train, const void *test, const void *opts, double l2, uint64_t seed,    \
-                               char *err, size_t err_len) {                                                      \
-        return slot_create(&slots[i], train, test, opts, l2, seed, err, err_len);                                 \
+#define EXT_SLOT_FUNCTIONS(i)                                                                                   \
+    static void options_default_##i(void *opts) { slot_options_default(&slots[i], opts); }                      \
+    static void flags_##i(void *opts, flag_spec_t *specs) { slot_flags(&slots[i], opts, specs); }               \
+    static model_t *create_##i(const void *train, const void *test, const void *opts, double l2, uint64_t seed, \
+                               char *err, size_t err_len) {                                                     \
+        return slot_create(&slots[i], train, test, opts, l2, seed, err, err_len);                               \
     }
 EXT_SLOT_FUNCTIONS(0)
 EXT_SLOT_FUNCTIONS(1)
@@ -254,7 +279,8 @@ typedef struct slot_functions {
                        size_t err_len);
 } slot_functions_t;
 
-#define EXT_SLOT_ENTRY(i) {options_default_##i, flags_##i, create_##i}
+#define EXT_SLOT_ENTRY(i) \
+    { options_default_##i, flags_##i, create_##i }
 static const slot_functions_t slot_functions[] = {EXT_SLOT_ENTRY(0), EXT_SLOT_ENTRY(1), EXT_SLOT_ENTRY(2),
                                                   EXT_SLOT_ENTRY(3), EXT_SLOT_ENTRY(4), EXT_SLOT_ENTRY(5),
                                                   EXT_SLOT_ENTRY(6), EXT_SLOT_ENTRY(7)};
@@ -283,8 +309,10 @@ static int check_def(const asgd_model_def_t *d, char *err, size_t err_len) {
         flag_type_t type;
         if (flag_type_of(f->type, &type) != 0 || f->offset > d->options_size ||
             flag_size(f->type) > d->options_size - f->offset) {
-            snprintf(err, err_len, "model '%s': flag %zu (--%s): its type or offset does not fit the %zu bytes of "
-                     "options", name, k + 1, f->name ? f->name : "", d->options_size);
+            snprintf(err, err_len,
+                     "model '%s': flag %zu (--%s): its type or offset does not fit the %zu bytes of "
+                     "options",
+                     name, k + 1, f->name ? f->name : "", d->options_size);
             return -1;
         }
     }
@@ -310,7 +338,9 @@ int asgd_model_register(const asgd_model_def_t *def, char *err, size_t err_len) 
         .data = data_kind_of(def->data),
         .metric = metric_of(def->metric),
         .output = output_of(def->output),
-        .defaults = {.lr = def->default_lr, .batch = def->default_batch, .l2 = def->default_l2,
+        .defaults = {.lr = def->default_lr,
+                     .batch = def->default_batch,
+                     .l2 = def->default_l2,
                      .data = def->default_data},
         .options_size = def->options_size,
         .n_flags = def->n_flags,

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "asgd/asgd.h"
-#include "engine/cli/commands.h"  // defines: asgd_cli_main
+#include "engine/cli/commands.h"
 
 const char *asgd_version(void) { return ASGD_VERSION; }
 

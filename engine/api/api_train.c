@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "asgd/train.h"
-#include "engine/api/api_job.h"     // defines: api_argv_t
-#include "engine/run/launch_job.h"  // defines: launch_job_run
-#include "engine/run/train_job.h"   // defines: train_job_run
+#include "engine/api/api_job.h"
+#include "engine/run/launch_job.h"
+#include "engine/run/train_job.h"
 
 static asgd_point_t point_of(const train_point_t *p) {
     return (asgd_point_t){p->wall_s, p->epoch, p->samples, p->train_loss, p->test_loss, p->test_metric};
@@ -51,8 +51,8 @@ int asgd_train(const asgd_job_t *job, asgd_result_t *out, char *err, size_t err_
 
 static asgd_point_t point_of_curve(const curve_point_t *p, int rmse) {
     const double *v = p->v;
-    return (asgd_point_t){v[CURVE_WALL_S], v[CURVE_EPOCH], (uint64_t)v[CURVE_SAMPLES], v[CURVE_TRAIN_LOSS],
-                          v[CURVE_TEST_LOSS], v[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY]};
+    return (asgd_point_t){v[CURVE_WALL_S],     v[CURVE_EPOCH],     (uint64_t)v[CURVE_SAMPLES],
+                          v[CURVE_TRAIN_LOSS], v[CURVE_TEST_LOSS], v[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY]};
 }
 
 static int result_of_launch(const launch_job_outcome_t *o, asgd_result_t *out, char *err, size_t err_len) {
@@ -75,8 +75,10 @@ static int result_of_launch(const launch_job_outcome_t *o, asgd_result_t *out, c
         if (!isnan(p.test_metric)) out->points[n++] = p;
     }
     out->n_points = n;
-    if (n) out->final = out->points[n - 1];
-    else out->final = (asgd_point_t){NAN, NAN, 0, NAN, NAN, NAN};
+    if (n)
+        out->final = out->points[n - 1];
+    else
+        out->final = (asgd_point_t){NAN, NAN, 0, NAN, NAN, NAN};
     return 0;
 }
 

@@ -2,11 +2,11 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine/data/generate.h"    // defines: gen_sparse, gen_ratings and their configs
-#include "datasets/libsvm.h"      // defines: libsvm_write
-#include "datasets/ratings_io.h"  // defines: ratings_write
+#include "engine/data/generate.h"
+#include "datasets/libsvm.h"
+#include "datasets/ratings_io.h"
 #include "engine/cli/commands.h"
-#include "engine/core/flags.h"         // defines: flags_parse
+#include "engine/core/flags.h"
 
 #define ERR_LEN 512
 
@@ -72,7 +72,8 @@ int cmd_gen(int argc, char **argv) {
         sc.seed = seed;
         rc_status = gen_sparse(&sc, &d, err, sizeof err) == 0 && libsvm_write(out, &d, err, sizeof err) == 0 ? 0 : 1;
         if (rc_status == 0)
-            fprintf(stderr, "asgd gen: wrote %zu examples x %zu features (%zu non-zeros) to %s\n", d.n, d.dim, d.nnz, out);
+            fprintf(stderr, "asgd gen: wrote %zu examples x %zu features (%zu non-zeros) to %s\n", d.n, d.dim, d.nnz,
+                    out);
         sparse_dataset_free(&d);
     } else {
         ratings_t r;
@@ -80,7 +81,8 @@ int cmd_gen(int argc, char **argv) {
         rc.seed = seed;
         rc_status = gen_ratings(&rc, &r, err, sizeof err) == 0 && ratings_write(out, &r, err, sizeof err) == 0 ? 0 : 1;
         if (rc_status == 0)
-            fprintf(stderr, "asgd gen: wrote %zu ratings (%zu users x %zu items) to %s\n", r.n, r.n_users, r.n_items, out);
+            fprintf(stderr, "asgd gen: wrote %zu ratings (%zu users x %zu items) to %s\n", r.n, r.n_users, r.n_items,
+                    out);
         ratings_free(&r);
     }
     if (rc_status != 0) fprintf(stderr, "asgd gen: %s\n", err);

@@ -6,10 +6,10 @@
 #include <string.h>
 
 #include "engine/cli/commands.h"
-#include "engine/run/flag_synonyms.h"       // defines: flag_synonyms_of
-#include "engine/cli/help_layout.h"         // defines: help_group, help_group_title, help_examples
-#include "engine/core/flags.h"              // defines: flags_set_help_hook, flag_spec_t
-#include "engine/models/model_registry.h"   // defines: model_registry_at, model_registry_count
+#include "engine/run/flag_synonyms.h"
+#include "engine/cli/help_layout.h"
+#include "engine/core/flags.h"
+#include "engine/models/model_registry.h"
 
 static const char help_usage[] =
     "usage: asgd help [COMMAND | --man [COMMAND] | --completion bash]\n"
@@ -33,9 +33,12 @@ static void roff_text(FILE *out, const char *s, size_t n) {
             i += 2;
             continue;
         }
-        if (c == '\\') fputs("\\e", out);
-        else if (c == '-') fputs("\\-", out);
-        else fputc(c, out);
+        if (c == '\\')
+            fputs("\\e", out);
+        else if (c == '-')
+            fputs("\\-", out);
+        else
+            fputc(c, out);
     }
 }
 
@@ -68,8 +71,10 @@ static void man_flag(FILE *out, const flag_spec_t *f) {
     if (f->type == FLAG_TYPE_CHOICE) {
         fputs(" (one of: ", out);
         for (const char *c = f->choices; *c; c++) {
-            if (*c == '|') fputs(", ", out);
-            else roff_text(out, c, 1);
+            if (*c == '|')
+                fputs(", ", out);
+            else
+                roff_text(out, c, 1);
         }
         fputc(')', out);
     }
@@ -92,17 +97,23 @@ static const struct {
     const char *name, *text;
     int training;  // 1: read by the commands that train only
 } environment[] = {
-    {"OPENBLAS_CORETYPE", "OpenBLAS's kernels. Respected when set; when unset and OpenBLAS picks generic kernels on a "
-                          "CPU with AVX-512 or AVX2+FMA, asgd sets it (SkylakeX or Haswell) and runs itself again.", 0},
+    {"OPENBLAS_CORETYPE",
+     "OpenBLAS's kernels. Respected when set; when unset and OpenBLAS picks generic kernels on a "
+     "CPU with AVX-512 or AVX2+FMA, asgd sets it (SkylakeX or Haswell) and runs itself again.",
+     0},
     {"OPENBLAS_NUM_THREADS", "set to 1 by asgd: the training threads are the parallelism.", 0},
     {"ASGD_CUDA_DETAILS", "1: the startup line shows what CUDA says about this machine (why there is no GPU).", 1},
     {"ASGD_HOST_ID", "the host identity by which --collective groups the workers (default: the host name).", 1},
     {"TMPDIR", "where --ring-ipc puts its sockets when the run directory's path is too long.", 1},
-    {"SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST", "asgd launch under srun: this rank, the ranks, the first "
-                                                        "node (the coordinator's host).", 1},
+    {"SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_NODELIST",
+     "asgd launch under srun: this rank, the ranks, the first "
+     "node (the coordinator's host).",
+     1},
     {"OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE, PMIX_RANK", "asgd launch under mpirun.", 1},
-    {"RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT", "asgd launch under torchrun (the coordinator at "
-                                                               "MASTER_PORT + 1).", 1},
+    {"RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT",
+     "asgd launch under torchrun (the coordinator at "
+     "MASTER_PORT + 1).",
+     1},
     {"DMLC_ROLE, DMLC_PS_ROOT_URI, DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER",
      "asgd launch under a ps-lite tracker.", 1},
 };
@@ -119,14 +130,17 @@ static void man_environment(FILE *out, int training) {
 }
 
 static void man_exit_status(FILE *out, int training) {
-    fputs(".SH EXIT STATUS\n.TP\n0\nsuccess\n.TP\n1\nthe run failed (one line on stderr says why: the file, the line, "
-          "the process)\n.TP\n2\na usage error (one line naming the flag)\n",
-          out);
+    fputs(
+        ".SH EXIT STATUS\n.TP\n0\nsuccess\n.TP\n1\nthe run failed (one line on stderr says why: the file, the line, "
+        "the process)\n.TP\n2\na usage error (one line naming the flag)\n",
+        out);
     if (training)
-        fputs(".TP\n128 + N\nstopped by signal N (130: SIGINT, 143: SIGTERM, 129: SIGHUP): the summary and files are "
-              "written, marked interrupted; a second signal kills at once. A worker of an asp, ssp or bsp run that left on "
-              "a signal after its goodbye exits 0.\n",
-              out);
+        fputs(
+            ".TP\n128 + N\nstopped by signal N (130: SIGINT, 143: SIGTERM, 129: SIGHUP): the summary and files are "
+            "written, marked interrupted; a second signal kills at once. A worker of an asp, ssp or bsp run that left "
+            "on "
+            "a signal after its goodbye exits 0.\n",
+            out);
 }
 
 static void man_examples(FILE *out, const char *command) {
@@ -144,8 +158,10 @@ static void man_see_also(FILE *out) {
 }
 
 static void man_models(FILE *out) {
-    fputs(".SH MODELS\nEach \\fB\\-\\-model\\fR reads its own kind of data, has its own defaults and reads the "
-          "flags listed under it.\n", out);
+    fputs(
+        ".SH MODELS\nEach \\fB\\-\\-model\\fR reads its own kind of data, has its own defaults and reads the "
+        "flags listed under it.\n",
+        out);
     for (size_t i = 0; i < model_registry_count(); i++) {
         const model_descriptor_t *d = model_registry_at(i);
         fputs(".TP\n\\fB", out);
@@ -153,8 +169,8 @@ static void man_models(FILE *out) {
         fputs("\\fR\n", out);
         if (d->summary) roff_line(out, d->summary);
         char line[256];
-        snprintf(line, sizeof line, "Defaults: --data %s --lr %g --batch %zu --l2 %g; measured by %s.", d->defaults.data,
-                 d->defaults.lr, d->defaults.batch, d->defaults.l2,
+        snprintf(line, sizeof line, "Defaults: --data %s --lr %g --batch %zu --l2 %g; measured by %s.",
+                 d->defaults.data, d->defaults.lr, d->defaults.batch, d->defaults.l2,
                  d->metric == METRIC_KIND_RMSE ? "test RMSE" : "test accuracy");
         fputs(".br\n", out);
         roff_line(out, line);
@@ -215,11 +231,12 @@ static void man_hook(const char *command, const char *usage, const char *descrip
 static int man_main_page(void) {
     FILE *out = stdout;
     man_header(out, "asgd", "ASGD");
-    fputs(".SH NAME\nasgd \\- asynchronous SGD training engine\n.SH SYNOPSIS\n.B asgd\n\\fICOMMAND\\fR "
-          "[\\fIflags\\fR]\n.SH DESCRIPTION\nTrains models with asynchronous SGD: Hogwild! threads, a "
-          "parameter server (BSP, SSP, ASP) or ring allreduce. Each command lists its flags with "
-          "\\fBasgd\\fR \\fICOMMAND\\fR \\fB\\-\\-help\\fR and in its own page.\n.SH COMMANDS\n",
-          out);
+    fputs(
+        ".SH NAME\nasgd \\- asynchronous SGD training engine\n.SH SYNOPSIS\n.B asgd\n\\fICOMMAND\\fR "
+        "[\\fIflags\\fR]\n.SH DESCRIPTION\nTrains models with asynchronous SGD: Hogwild! threads, a "
+        "parameter server (BSP, SSP, ASP) or ring allreduce. Each command lists its flags with "
+        "\\fBasgd\\fR \\fICOMMAND\\fR \\fB\\-\\-help\\fR and in its own page.\n.SH COMMANDS\n",
+        out);
     size_t n;
     const cli_command_t *c = cli_commands(&n);
     for (size_t i = 0; i < n; i++) {
@@ -228,11 +245,12 @@ static int man_main_page(void) {
         fputs("\\fR\n", out);
         roff_line(out, c[i].summary);
     }
-    fputs(".SH FLAG FILES\n\\fBasgd train\\fR and \\fBasgd launch\\fR read \\fB\\-\\-config\\fR \\fIFILE\\fR: one "
-          "flag a line, \\fIname\\fR = \\fIvalue\\fR, by the flag's name without dashes, a boolean flag's name "
-          "alone, # comments; the command line overrides the file. Each run writes the flags it was given in this "
-          "form (launch: RUN_DIR/config; train: SUMMARY.config or LOG.config).\n",
-          out);
+    fputs(
+        ".SH FLAG FILES\n\\fBasgd train\\fR and \\fBasgd launch\\fR read \\fB\\-\\-config\\fR \\fIFILE\\fR: one "
+        "flag a line, \\fIname\\fR = \\fIvalue\\fR, by the flag's name without dashes, a boolean flag's name "
+        "alone, # comments; the command line overrides the file. Each run writes the flags it was given in this "
+        "form (launch: RUN_DIR/config; train: SUMMARY.config or LOG.config).\n",
+        out);
     fputs(".SH EXAMPLES\n.nf\n", out);
     for (size_t i = 0; i < n; i++) {
         if (!c[i].run) continue;
@@ -267,8 +285,8 @@ static int is_path_value(const flag_spec_t *f) {
     return strcmp(v, "FILE") == 0 || strcmp(v, "SPEC") == 0 || strcmp(v, "DIR") == 0 || strcmp(v, "PATH") == 0;
 }
 
-static void completion_hook(const char *command, const char *usage, const char *description,
-                            const flag_spec_t *specs, size_t n_specs, void *vctx) {
+static void completion_hook(const char *command, const char *usage, const char *description, const flag_spec_t *specs,
+                            size_t n_specs, void *vctx) {
     (void)command, (void)usage, (void)description;
     help_ctx_t *ctx = vctx;
     FILE *out = stdout;
@@ -312,11 +330,12 @@ static int run_hooked(const cli_command_t *c, flags_help_hook_t hook) {
 static int completion_bash(void) {
     size_t n;
     const cli_command_t *c = cli_commands(&n);
-    printf("# bash completion for asgd; generated by asgd help --completion bash from the flag tables.\n"
-           "_asgd() {\n"
-           "    local cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
-           "    if [ \"$COMP_CWORD\" -eq 1 ]; then\n"
-           "        COMPREPLY=($(compgen -W \"");
+    printf(
+        "# bash completion for asgd; generated by asgd help --completion bash from the flag tables.\n"
+        "_asgd() {\n"
+        "    local cur=\"${COMP_WORDS[COMP_CWORD]}\" prev=\"${COMP_WORDS[COMP_CWORD-1]}\"\n"
+        "    if [ \"$COMP_CWORD\" -eq 1 ]; then\n"
+        "        COMPREPLY=($(compgen -W \"");
     for (size_t i = 0; i < n; i++) printf("%s ", c[i].name);
     printf("\" -- \"$cur\"))\n        return\n    fi\n    case \"${COMP_WORDS[1]}\" in\n");
     for (size_t i = 0; i < n; i++)

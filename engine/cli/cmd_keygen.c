@@ -4,8 +4,8 @@
 #include <string.h>
 
 #include "engine/cli/commands.h"
-#include "engine/core/flags.h"       // defines: flags_command
-#include "net/curve_auth.h"     // defines: curve_keygen, curve_key_t
+#include "engine/core/flags.h"
+#include "net/curve_auth.h"
 
 static const char usage[] = "asgd keygen --out NAME [--allow FILE]";
 static const char description[] =
@@ -42,7 +42,7 @@ int cmd_keygen(int argc, char **argv) {
         }
     }
     printf("%s\n", pub.z85);
-    fprintf(stderr, "asgd keygen: wrote %s.key (secret, mode 0600) and %s.pub%s%s\n", out, out, allow ? "; allowed in " : "",
-            allow ? allow : "");
+    fprintf(stderr, "asgd keygen: wrote %s.key (secret, mode 0600) and %s.pub%s%s\n", out, out,
+            allow ? "; allowed in " : "", allow ? allow : "");
     return 0;
 }

@@ -7,17 +7,18 @@
 #include <unistd.h>
 
 #include "engine/cli/commands.h"
-#include "engine/cli/train_help.h"   // defines: train_args_command
-#include "engine/run/launch.h"       // defines: run_launch, run_launch_check, run_launch_env_counts
-#include "engine/run/run_job.h"      // defines: run_job_t, run_job_init, run_job_parse
-#include "engine/run/run_merge.h"    // defines: run_merge_dir, run_merge_model, run_merge_missing
-#include "engine/run/run_record.h"   // defines: run_record_path
-#include "net/launch_env.h"          // defines: launch_env_detect
-#include "staleness/sync_mode.h"     // defines: SYNC_MODE_CHOICES
+#include "engine/cli/train_help.h"
+#include "engine/run/launch.h"
+#include "engine/run/run_job.h"
+#include "engine/run/run_merge.h"
+#include "engine/run/run_record.h"
+#include "net/launch_env.h"
+#include "staleness/sync_mode.h"
 
 #define ERR_LEN 512
 
-static const char usage[] = "asgd launch [--servers M] [--workers N] [--threads T] [--sync " SYNC_MODE_CHOICES "] [train flags]";
+static const char usage[] =
+    "asgd launch [--servers M] [--workers N] [--threads T] [--sync " SYNC_MODE_CHOICES "] [train flags]";
 static const char description[] =
     "Runs one model with N worker replicas (each T Hogwild threads) and M parameter-server shards.\n"
     "On its own it starts every process on this machine, shows their progress as one view, stops\n"
@@ -115,8 +116,10 @@ static int merge_job(run_job_t *j, const char *dir, const char *config, char **w
     char missing[400];
     size_t absent = run_merge_missing(dir, &j->d, missing, sizeof missing);
     if (absent) {
-        fprintf(stderr, "asgd merge: %s: %s wrote no result (%s still running, or stopped before the end): nothing "
-                        "to merge\n", dir, missing, absent == 1 ? "was it" : "were they");
+        fprintf(stderr,
+                "asgd merge: %s: %s wrote no result (%s still running, or stopped before the end): nothing "
+                "to merge\n",
+                dir, missing, absent == 1 ? "was it" : "were they");
         return 1;
     }
     run_merge_info_t info = {NAN, NULL, 0, run_merge_interrupted(dir)};
@@ -132,7 +135,8 @@ int cmd_merge(int argc, char **argv) {
     const char *dir = argc > 0 && strncmp(argv[0], "-", 1) != 0 ? argv[0] : NULL;
     const char *save_model = NULL;
     flag_spec_t own[] = {
-        {"save-model", FLAG_TYPE_STRING, &save_model, "FILE", "write the run's global model to FILE (the run's own --save-model when not given)", 0, 0, NULL, 0},
+        {"save-model", FLAG_TYPE_STRING, &save_model, "FILE",
+         "write the run's global model to FILE (the run's own --save-model when not given)", 0, 0, NULL, 0},
     };
     int parsed = flags_command("asgd merge", merge_usage, merge_description, own, sizeof own / sizeof own[0],
                                argc - (dir != NULL), argv + (dir != NULL));

@@ -5,23 +5,23 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/data/generate.h"    // defines: gen_sparse, gen_ratings
-#include "datasets/csv.h"         // defines: csv_load
-#include "datasets/idx.h"         // defines: fashion_mnist_load
-#include "datasets/libsvm.h"      // defines: libsvm_load_mapped
-#include "datasets/ratings_io.h"  // defines: ratings_load
+#include "engine/data/generate.h"
+#include "datasets/csv.h"
+#include "datasets/idx.h"
+#include "datasets/libsvm.h"
+#include "datasets/ratings_io.h"
 #include "engine/cli/commands.h"
-#include "engine/data/data_source.h"   // defines: data_bundle_load, data_spec_parse
-#include "engine/core/flags.h"         // defines: flags_command
-#include "engine/core/json_writer.h"   // defines: json_*
-#include "engine/run/data_fingerprint.h"  // defines: data_fingerprint
-#include "engine/run/model_file.h"    // defines: model_file_join, model_file_instantiate
-#include "engine/models/model_registry.h"  // defines: model_descriptor_t
+#include "engine/data/data_source.h"
+#include "engine/core/flags.h"
+#include "engine/core/json_writer.h"
+#include "engine/run/data_fingerprint.h"
+#include "engine/run/model_file.h"
+#include "engine/models/model_registry.h"
 
 #define ERR_LEN 768
 #define MAX_PARTS 64
-#define PREDICT_CHUNK 1024        // examples per model_predict call
-#define EVAL_SLICES_MAX 64        // as the trainer's evaluation threads
+#define PREDICT_CHUNK 1024  // examples per model_predict call
+#define EVAL_SLICES_MAX 64  // as the trainer's evaluation threads
 
 enum { SPLIT_ALL, SPLIT_TEST, SPLIT_TRAIN };
 static const char *const split_names[] = {"all", "test", "train"};
@@ -87,8 +87,8 @@ static size_t sparse_drop_beyond(sparse_dataset_t *d, size_t dim) {
 // label or none (every example then has the model's first class: labels are
 // not read), eval: labels among the model's. Features past the model's width
 // are left out and counted in *beyond.
-static int load_sparse_all(const predict_args_t *p, const model_file_info_t *info, const data_spec_t *spec,
-                           int predict, sparse_dataset_t *d, size_t *beyond, char *err, size_t err_len) {
+static int load_sparse_all(const predict_args_t *p, const model_file_info_t *info, const data_spec_t *spec, int predict,
+                           sparse_dataset_t *d, size_t *beyond, char *err, size_t err_len) {
     int rc;
     *beyond = 0;
     if (spec->source == DATA_SOURCE_CSV) {
@@ -124,8 +124,8 @@ static int load_examples(const predict_args_t *p, const model_file_info_t *info,
     char data_name[400];
     snprintf(data_name, sizeof data_name, "--data %s", p->data);
     if (p->split != SPLIT_ALL) {
-        data_options_t o = {p->data, p->data_dir, p->train_limit, p->test_limit, p->test_frac, p->seed, NULL,
-                            p->label_column, p->csv_header};
+        data_options_t o = {p->data, p->data_dir, p->train_limit,  p->test_limit, p->test_frac,
+                            p->seed, NULL,        p->label_column, p->csv_header};
         if (data_bundle_load(&o, kind, b, err, err_len) != 0) return -1;
         int test = p->split == SPLIT_TEST;
         if (kind == DATA_KIND_SPARSE &&
@@ -177,25 +177,42 @@ static int load_examples(const predict_args_t *p, const model_file_info_t *info,
 #define PREDICT_MAX_FLAGS 16
 static size_t predict_flags(predict_args_t *p, int eval, flag_spec_t *flags) {
     const flag_spec_t common[] = {
-        {"model-file", FLAG_TYPE_STRING, &p->model_file, "M", "the model (required): a --save-model file, or parts A,B,...", 0, 0, NULL, 0},
-        {"data", FLAG_TYPE_STRING, &p->data, "SPEC", "the examples (models on dense images: fashion-mnist when not given)", 0, 0, NULL, 0},
-        {"data-dir", FLAG_TYPE_STRING, &p->data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL, 0},
-        {"label-column", FLAG_TYPE_STRING, &p->label_column, "N|NAME", "CSV data: the labels' column, by position from 0 or by header name (the first when not given)", 0, 0, NULL, 0},
-        {"csv-header", FLAG_TYPE_BOOL, &p->csv_header, NULL, "CSV data: the first line names the columns (else detected)", 0, 0, NULL, 0},
-        {"split", FLAG_TYPE_CHOICE, &p->split, "S", "which examples (fashion-mnist: test when not given)", 0, 0, "all|test|train", 0},
-        {"test-frac", FLAG_TYPE_DOUBLE, &p->test_frac, "F", "--split test|train: the training run's held-out fraction (the model file's record when not given)", 0.0001, 0.9999, NULL, 0},
-        {"seed", FLAG_TYPE_U64, &p->seed, "S", "the training run's seed: its split and generated data (the model file's record when not given)", 0, 0, NULL, 0},
-        {"train-limit", FLAG_TYPE_SIZE, &p->train_limit, "N", "--split train: the first N, 0 all (the model file's record when not given)", 0, 0, NULL, 0},
-        {"test-limit", FLAG_TYPE_SIZE, &p->test_limit, "N", "--split test: the first N, 0 all (the model file's record when not given)", 0, 0, NULL, 0},
+        {"model-file", FLAG_TYPE_STRING, &p->model_file, "M",
+         "the model (required): a --save-model file, or parts A,B,...", 0, 0, NULL, 0},
+        {"data", FLAG_TYPE_STRING, &p->data, "SPEC",
+         "the examples (models on dense images: fashion-mnist when not given)", 0, 0, NULL, 0},
+        {"data-dir", FLAG_TYPE_STRING, &p->data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL,
+         0},
+        {"label-column", FLAG_TYPE_STRING, &p->label_column, "N|NAME",
+         "CSV data: the labels' column, by position from 0 or by header name (the first when not given)", 0, 0, NULL,
+         0},
+        {"csv-header", FLAG_TYPE_BOOL, &p->csv_header, NULL,
+         "CSV data: the first line names the columns (else detected)", 0, 0, NULL, 0},
+        {"split", FLAG_TYPE_CHOICE, &p->split, "S", "which examples (fashion-mnist: test when not given)", 0, 0,
+         "all|test|train", 0},
+        {"test-frac", FLAG_TYPE_DOUBLE, &p->test_frac, "F",
+         "--split test|train: the training run's held-out fraction (the model file's record when not given)", 0.0001,
+         0.9999, NULL, 0},
+        {"seed", FLAG_TYPE_U64, &p->seed, "S",
+         "the training run's seed: its split and generated data (the model file's record when not given)", 0, 0, NULL,
+         0},
+        {"train-limit", FLAG_TYPE_SIZE, &p->train_limit, "N",
+         "--split train: the first N, 0 all (the model file's record when not given)", 0, 0, NULL, 0},
+        {"test-limit", FLAG_TYPE_SIZE, &p->test_limit, "N",
+         "--split test: the first N, 0 all (the model file's record when not given)", 0, 0, NULL, 0},
     };
     const flag_spec_t predict_own[] = {
-        {"out", FLAG_TYPE_STRING, &p->out, "FILE", "write the predictions to FILE (stdout when not given)", 0, 0, NULL, 0},
-        {"probabilities", FLAG_TYPE_BOOL, &p->probabilities, NULL, "print each class's probability (logreg, embmlp, softmax, mlp)", 0, 0, NULL, 0},
+        {"out", FLAG_TYPE_STRING, &p->out, "FILE", "write the predictions to FILE (stdout when not given)", 0, 0, NULL,
+         0},
+        {"probabilities", FLAG_TYPE_BOOL, &p->probabilities, NULL,
+         "print each class's probability (logreg, embmlp, softmax, mlp)", 0, 0, NULL, 0},
     };
     const flag_spec_t eval_own[] = {
         {"eval-limit", FLAG_TYPE_SIZE, &p->eval_limit, "N", "the first N examples only (0: all)", 0, 0, NULL, 0},
-        {"threads", FLAG_TYPE_SIZE, &p->threads, "T", "evaluate in T slices summed in order, as a T-thread asgd train does", 1, 1024, NULL, 0},
-        {"batch", FLAG_TYPE_SIZE, &p->batch, "B", "the training run's --batch (dense models evaluate max(B, 256) rows at a time)", 1, 1 << 20, NULL, 0},
+        {"threads", FLAG_TYPE_SIZE, &p->threads, "T",
+         "evaluate in T slices summed in order, as a T-thread asgd train does", 1, 1024, NULL, 0},
+        {"batch", FLAG_TYPE_SIZE, &p->batch, "B",
+         "the training run's --batch (dense models evaluate max(B, 256) rows at a time)", 1, 1 << 20, NULL, 0},
     };
     size_t n = 0;
     for (size_t i = 0; i < sizeof common / sizeof common[0]; i++) flags[n++] = common[i];
@@ -209,7 +226,7 @@ static size_t predict_flags(predict_args_t *p, int eval, flag_spec_t *flags) {
 // one given that differs from it is said on stderr, with what follows.
 // Returns how many were said.
 static size_t apply_recorded_split(const char *command, predict_args_t *p, const model_file_split_t *r,
-                                 const flag_spec_t *flags, size_t n_flags) {
+                                   const flag_spec_t *flags, size_t n_flags) {
     if (!r->recorded || r->test_data) return 0;
     size_t said = 0;
     struct {
@@ -231,9 +248,10 @@ static size_t apply_recorded_split(const char *command, predict_args_t *p, const
     for (size_t i = 0; i < 4; i++) {
         if (!flags_find(flags, n_flags, f[i].name)->seen || !f[i].differs || p->split == SPLIT_ALL) continue;
         said++;
-        fprintf(stderr, "%s: --%s %s is not the training run's (%s, recorded in the model file): --split %s takes "
-                        "other rows than the run's %s set\n", command, f[i].name, f[i].given, f[i].recorded,
-                split_names[p->split], split_names[p->split]);
+        fprintf(stderr,
+                "%s: --%s %s is not the training run's (%s, recorded in the model file): --split %s takes "
+                "other rows than the run's %s set\n",
+                command, f[i].name, f[i].given, f[i].recorded, split_names[p->split], split_names[p->split]);
     }
     if (!flags_find(flags, n_flags, "test-frac")->seen) p->test_frac = r->test_frac;
     if (!flags_find(flags, n_flags, "seed")->seen) p->seed = r->seed;
@@ -251,18 +269,21 @@ static void check_split_data(const char *command, const predict_args_t *p, const
     if (!r->recorded || p->split == SPLIT_ALL) return;
     uint64_t train = data_fingerprint(b, 0), test = data_fingerprint(b, 1);
     if (r->test_data) {
-        fprintf(stderr, "%s: the model was trained with --test-data (a test file of its own, no split): --split %s "
-                        "is not its %s set; give that file as --data with --split all\n", command,
-                split_names[p->split], split_names[p->split]);
+        fprintf(stderr,
+                "%s: the model was trained with --test-data (a test file of its own, no split): --split %s "
+                "is not its %s set; give that file as --data with --split all\n",
+                command, split_names[p->split], split_names[p->split]);
     } else if (train + test != r->train_fingerprint + r->test_fingerprint) {
-        fprintf(stderr, "%s: --data %s is not the data the model was trained on (its fingerprint differs from the "
-                        "model file's record): --split %s is no set of the training run\n", command, p->data,
-                split_names[p->split]);
+        fprintf(stderr,
+                "%s: --data %s is not the data the model was trained on (its fingerprint differs from the "
+                "model file's record): --split %s is no set of the training run\n",
+                command, p->data, split_names[p->split]);
     } else if (!flags_said && (p->split == SPLIT_TEST ? test : train) !=
-               (p->split == SPLIT_TEST ? r->test_fingerprint : r->train_fingerprint)) {
-        fprintf(stderr, "%s: --split %s of --data %s holds other rows than the training run's %s set (the split "
-                        "flags differ from the model file's record)\n", command, split_names[p->split], p->data,
-                split_names[p->split]);
+                                  (p->split == SPLIT_TEST ? r->test_fingerprint : r->train_fingerprint)) {
+        fprintf(stderr,
+                "%s: --split %s of --data %s holds other rows than the training run's %s set (the split "
+                "flags differ from the model file's record)\n",
+                command, split_names[p->split], p->data, split_names[p->split]);
     }
 }
 
@@ -308,8 +329,8 @@ static int prepare(const char *command, const char *usage, const char *more, int
     data_kind_t kind = model_file_data_kind(&mf->info);
     if (!p->data) {
         if (kind != DATA_KIND_DENSE) {
-            fprintf(stderr, "%s: --data: the model is %s; name its data (a %s file or %s)\n", command,
-                    md->name, kind == DATA_KIND_SPARSE ? "libsvm or CSV" : "ratings",
+            fprintf(stderr, "%s: --data: the model is %s; name its data (a %s file or %s)\n", command, md->name,
+                    kind == DATA_KIND_SPARSE ? "libsvm or CSV" : "ratings",
                     kind == DATA_KIND_SPARSE ? "gen:sparse" : "gen:ratings");
             return 2;
         }
@@ -349,30 +370,33 @@ static void write_probability_header(FILE *out, const model_file_info_t *info) {
 static void write_prediction(FILE *out, const model_file_info_t *info, const double *o, int probabilities) {
     char buf[16];
     switch (info->model->output) {
-    case MODEL_OUTPUT_VALUE:
-        fprintf(out, "%.9g\n", o[0]);
-        return;
-    case MODEL_OUTPUT_MARGIN:
-        fprintf(out, "%s %.9g\n", model_file_label(info, o[0] >= 0.0, buf), o[0]);
-        return;
-    case MODEL_OUTPUT_LOGISTIC: {
-        double p1 = 1.0 / (1.0 + exp(-o[0]));
-        const char *label = model_file_label(info, o[0] >= 0.0, buf);
-        if (probabilities) fprintf(out, "%s %.6f %.6f\n", label, 1.0 - p1, p1);
-        else fprintf(out, "%s %.6f\n", label, o[0] >= 0.0 ? p1 : 1.0 - p1);
-        return;
-    }
-    case MODEL_OUTPUT_CLASS_LOGITS: {
-        size_t best = 0;
-        for (size_t k = 1; k < info->classes; k++)
-            if (o[k] > o[best]) best = k;
-        double sum = 0.0;
-        for (size_t k = 0; k < info->classes; k++) sum += exp(o[k] - o[best]);
-        fputs(model_file_label(info, best, buf), out);
-        if (!probabilities) fprintf(out, " %.6f", 1.0 / sum);
-        for (size_t k = 0; probabilities && k < info->classes; k++) fprintf(out, " %.6f", exp(o[k] - o[best]) / sum);
-        fputc('\n', out);
-    }
+        case MODEL_OUTPUT_VALUE:
+            fprintf(out, "%.9g\n", o[0]);
+            return;
+        case MODEL_OUTPUT_MARGIN:
+            fprintf(out, "%s %.9g\n", model_file_label(info, o[0] >= 0.0, buf), o[0]);
+            return;
+        case MODEL_OUTPUT_LOGISTIC: {
+            double p1 = 1.0 / (1.0 + exp(-o[0]));
+            const char *label = model_file_label(info, o[0] >= 0.0, buf);
+            if (probabilities)
+                fprintf(out, "%s %.6f %.6f\n", label, 1.0 - p1, p1);
+            else
+                fprintf(out, "%s %.6f\n", label, o[0] >= 0.0 ? p1 : 1.0 - p1);
+            return;
+        }
+        case MODEL_OUTPUT_CLASS_LOGITS: {
+            size_t best = 0;
+            for (size_t k = 1; k < info->classes; k++)
+                if (o[k] > o[best]) best = k;
+            double sum = 0.0;
+            for (size_t k = 0; k < info->classes; k++) sum += exp(o[k] - o[best]);
+            fputs(model_file_label(info, best, buf), out);
+            if (!probabilities) fprintf(out, " %.6f", 1.0 / sum);
+            for (size_t k = 0; probabilities && k < info->classes; k++)
+                fprintf(out, " %.6f", exp(o[k] - o[best]) / sum);
+            fputc('\n', out);
+        }
     }
 }
 

@@ -6,11 +6,13 @@
 #include <sys/stat.h>
 
 #include "engine/cli/commands.h"
-#include "engine/cli/train_help.h"  // defines: train_args_command
-#include "engine/run/dist.h"        // defines: dist_role_args_t, dist_role_flags, dist_run_role
+#include "engine/cli/train_help.h"
+#include "engine/run/dist.h"
 
-static const char server_usage[] = "asgd server --id K --coordinator HOST:PORT [--servers M --workers N --sync ...] [train flags]";
-static const char worker_usage[] = "asgd worker --id K --coordinator HOST:PORT [--servers M --workers N --sync ...] [train flags]";
+static const char server_usage[] =
+    "asgd server --id K --coordinator HOST:PORT [--servers M --workers N --sync ...] [train flags]";
+static const char worker_usage[] =
+    "asgd worker --id K --coordinator HOST:PORT [--servers M --workers N --sync ...] [train flags]";
 static const char role_description[] =
     "One process of a distributed run, started by hand or by a script: a parameter-server shard\n"
     "(asgd server) or a worker replica (asgd worker). Every process of the run must get the same\n"

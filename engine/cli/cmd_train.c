@@ -3,9 +3,9 @@
 #include <string.h>
 
 #include "engine/cli/commands.h"
-#include "engine/cli/train_help.h"  // defines: train_args_command
-#include "engine/run/train_job.h"   // defines: train_job_new, train_job_execute
-#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
+#include "engine/cli/train_help.h"
+#include "engine/run/train_job.h"
+#include "net/stop_signal.h"
 
 #define ERR_LEN 512
 

@@ -5,13 +5,13 @@
 #include <unistd.h>
 
 #include "engine/cli/commands.h"
-#include "engine/run/dist.h"       // defines: dist_role_flags
-#include "engine/run/flag_synonyms.h"  // defines: flag_synonym_canonical
-#include "engine/cli/help_layout.h"    // defines: help_render
-#include "engine/run/banner.h"          // defines: banner_line, cuda_banner_part
-#include "engine/run/run_output.h"      // defines: run_output_set
-#include "engine/core/flags.h"     // defines: flags_set_owner_lookup, flags_set_alias_lookup, flags_find
-#include "kernels/blas_runtime.h"  // defines: blas_prepare_process, blas_describe
+#include "engine/run/dist.h"
+#include "engine/run/flag_synonyms.h"
+#include "engine/cli/help_layout.h"
+#include "engine/run/banner.h"
+#include "engine/run/run_output.h"
+#include "engine/core/flags.h"
+#include "kernels/blas_runtime.h"
 
 static void print_usage(FILE *out) {
     fprintf(out,

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "engine/core/flags.h"  // defines: flag_spec_t
+#include "engine/core/flags.h"
 
 typedef enum help_topic {
     HELP_TOPIC_DATA,
@@ -40,7 +40,7 @@ help_topic_t help_topic_of(const char *name);
 const char *help_examples(const char *command);
 
 // flags_help_renderer_t: the command's help on out, laid out as above.
-void help_render(FILE *out, const char *command, const char *usage, const char *description,
-                 const flag_spec_t *specs, size_t n_specs);
+void help_render(FILE *out, const char *command, const char *usage, const char *description, const flag_spec_t *specs,
+                 size_t n_specs);
 
 #endif

@@ -21,7 +21,8 @@ void train_args_print_help(FILE *out, const train_args_t *a, const char *command
         const model_descriptor_t *d = model_registry_at(i);
         fprintf(out, "  %-10s %s\n", d->name, d->summary ? d->summary : "");
         fprintf(out, "  %-10s data: %s (default --data %s); measured by %s%s\n", "", train_args_data_kind_text(d),
-                d->defaults.data, d->metric == METRIC_KIND_RMSE ? "test RMSE (--target-rmse)" : "test accuracy (--target-acc)",
+                d->defaults.data,
+                d->metric == METRIC_KIND_RMSE ? "test RMSE (--target-rmse)" : "test accuracy (--target-acc)",
                 d->gpu ? "" : "; CPU only");
         fprintf(out, "  %-10s defaults: --lr %g --batch %zu --l2 %g\n", "", d->defaults.lr, d->defaults.batch,
                 d->defaults.l2);
@@ -46,4 +47,3 @@ int train_args_command(train_args_t *a, const char *command, const char *usage, 
     }
     return -1;
 }
-

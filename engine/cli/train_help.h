@@ -6,7 +6,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "engine/run/train_args.h"  // defines: train_args_t, train_args_parse
+#include "engine/run/train_args.h"
 
 // flags_command for a command whose flags include train_args_flags': its
 // --help lists the shared flags, then each model with its own flags.

@@ -69,43 +69,46 @@ static int set_value(const char *command, flag_spec_t *f, const char *value, cha
     char what[96];
     snprintf(what, sizeof what, "%s: --%s", command, f->name);
     switch (f->type) {
-    case FLAG_TYPE_BOOL:
-        if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0) *(int *)f->target = 1;
-        else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0) *(int *)f->target = 0;
-        else {
-            snprintf(err, err_len, "%s: '%s' is not true or false", what, value);
-            return -1;
+        case FLAG_TYPE_BOOL:
+            if (strcmp(value, "true") == 0 || strcmp(value, "1") == 0)
+                *(int *)f->target = 1;
+            else if (strcmp(value, "false") == 0 || strcmp(value, "0") == 0)
+                *(int *)f->target = 0;
+            else {
+                snprintf(err, err_len, "%s: '%s' is not true or false", what, value);
+                return -1;
+            }
+            return 0;
+        case FLAG_TYPE_SIZE: {
+            size_t v;
+            if (flags_parse_size(what, value, &v, err, err_len) != 0 ||
+                check_range(command, f, (double)v, err, err_len) != 0)
+                return -1;
+            *(size_t *)f->target = v;
+            return 0;
         }
-        return 0;
-    case FLAG_TYPE_SIZE: {
-        size_t v;
-        if (flags_parse_size(what, value, &v, err, err_len) != 0 || check_range(command, f, (double)v, err, err_len) != 0)
-            return -1;
-        *(size_t *)f->target = v;
-        return 0;
-    }
-    case FLAG_TYPE_U64: {
-        size_t v;
-        if (flags_parse_size(what, value, &v, err, err_len) != 0) return -1;
-        *(uint64_t *)f->target = (uint64_t)v;
-        return 0;
-    }
-    case FLAG_TYPE_DOUBLE: {
-        double v;
-        if (flags_parse_double(what, value, &v, err, err_len) != 0 || check_range(command, f, v, err, err_len) != 0)
-            return -1;
-        *(double *)f->target = v;
-        return 0;
-    }
-    case FLAG_TYPE_STRING:
-        if (*value == '\0') {
-            snprintf(err, err_len, "%s: expected a non-empty %s", what, f->value_name ? f->value_name : "value");
-            return -1;
+        case FLAG_TYPE_U64: {
+            size_t v;
+            if (flags_parse_size(what, value, &v, err, err_len) != 0) return -1;
+            *(uint64_t *)f->target = (uint64_t)v;
+            return 0;
         }
-        *(const char **)f->target = value;
-        return 0;
-    case FLAG_TYPE_CHOICE:
-        return parse_choice(command, f, value, err, err_len);
+        case FLAG_TYPE_DOUBLE: {
+            double v;
+            if (flags_parse_double(what, value, &v, err, err_len) != 0 || check_range(command, f, v, err, err_len) != 0)
+                return -1;
+            *(double *)f->target = v;
+            return 0;
+        }
+        case FLAG_TYPE_STRING:
+            if (*value == '\0') {
+                snprintf(err, err_len, "%s: expected a non-empty %s", what, f->value_name ? f->value_name : "value");
+                return -1;
+            }
+            *(const char **)f->target = value;
+            return 0;
+        case FLAG_TYPE_CHOICE:
+            return parse_choice(command, f, value, err, err_len);
     }
     return -1;
 }
@@ -190,8 +193,8 @@ static void unknown_flag(const char *command, const flag_spec_t *specs, size_t n
         snprintf(err, err_len, "%s: unknown flag --%s (see %s --help)", command, name, command);
 }
 
-flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_specs, int argc, char **argv,
-                           char *err, size_t err_len) {
+flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_specs, int argc, char **argv, char *err,
+                           size_t err_len) {
     for (int i = 0; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) return FLAGS_STATUS_HELP;
     for (int i = 0; i < argc; i++) {
@@ -212,8 +215,10 @@ flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_spe
             return FLAGS_STATUS_ERROR;
         }
         if (f->seen) {
-            if (strcmp(name, f->name) == 0) snprintf(err, err_len, "%s: --%s given twice", command, name);
-            else snprintf(err, err_len, "%s: --%s given twice (as --%s too)", command, f->name, name);
+            if (strcmp(name, f->name) == 0)
+                snprintf(err, err_len, "%s: --%s given twice", command, name);
+            else
+                snprintf(err, err_len, "%s: --%s given twice (as --%s too)", command, f->name, name);
             return FLAGS_STATUS_ERROR;
         }
         const char *value;
@@ -224,7 +229,8 @@ flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_spe
         } else if (i + 1 < argc) {
             value = argv[++i];
         } else {
-            snprintf(err, err_len, "%s: --%s needs a value (%s)", command, name, f->value_name ? f->value_name : "VALUE");
+            snprintf(err, err_len, "%s: --%s needs a value (%s)", command, name,
+                     f->value_name ? f->value_name : "VALUE");
             return FLAGS_STATUS_ERROR;
         }
         if (set_value(command, f, value, err, err_len) != 0) return FLAGS_STATUS_ERROR;
@@ -233,8 +239,8 @@ flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_spe
     return FLAGS_STATUS_OK;
 }
 
-int flags_command(const char *command, const char *usage, const char *description, flag_spec_t *specs,
-                  size_t n_specs, int argc, char **argv) {
+int flags_command(const char *command, const char *usage, const char *description, flag_spec_t *specs, size_t n_specs,
+                  int argc, char **argv) {
     char err[512];
     flags_status_t st = flags_parse(command, specs, n_specs, argc, argv, err, sizeof err);
     if (st == FLAGS_STATUS_HELP) {
@@ -289,62 +295,65 @@ void flags_print_specs(FILE *out, const char *indent, const flag_spec_t *specs, 
         char shown[96];
         int has_default = flags_default_text(f, shown, sizeof shown);
         fprintf(out, "%s%-24s %s", indent, left, f->help);
-        if (f->type == FLAG_TYPE_CHOICE) fprintf(out, " (%s%s%s)", f->choices, has_default ? "; default " : "",
-                                                 has_default ? shown : "");
-        else if (has_default) fprintf(out, " (default %s)", shown);
+        if (f->type == FLAG_TYPE_CHOICE)
+            fprintf(out, " (%s%s%s)", f->choices, has_default ? "; default " : "", has_default ? shown : "");
+        else if (has_default)
+            fprintf(out, " (default %s)", shown);
         fputc('\n', out);
     }
 }
 
 // Whether v lies in f's range (or the range is unchecked).
-static int in_range(const flag_spec_t *f, double v) { return (f->min == 0.0 && f->max == 0.0) || (v >= f->min && v <= f->max); }
+static int in_range(const flag_spec_t *f, double v) {
+    return (f->min == 0.0 && f->max == 0.0) || (v >= f->min && v <= f->max);
+}
 
 int flags_default_text(const flag_spec_t *f, char *out, size_t out_len) {
     out[0] = '\0';
     switch (f->type) {
-    case FLAG_TYPE_BOOL:
-        return 0;
-    case FLAG_TYPE_SIZE: {
-        size_t v = *(const size_t *)f->target;
-        if (!in_range(f, (double)v)) return 0;
-        snprintf(out, out_len, "%zu", v);
-        return 1;
-    }
-    case FLAG_TYPE_U64:
-        snprintf(out, out_len, "%llu", (unsigned long long)*(const uint64_t *)f->target);
-        return 1;
-    case FLAG_TYPE_DOUBLE: {
-        double v = *(const double *)f->target;
-        if (!isfinite(v) || !in_range(f, v)) return 0;
-        snprintf(out, out_len, "%g", v);
-        return 1;
-    }
-    case FLAG_TYPE_STRING: {
-        const char *v = *(const char *const *)f->target;
-        if (!v) return 0;
-        snprintf(out, out_len, "%s", v);
-        return 1;
-    }
-    case FLAG_TYPE_CHOICE: {
-        int index = *(const int *)f->target, at = 0;
-        for (const char *c = f->choices; *c; at++) {
-            size_t n = strcspn(c, "|");
-            if (at == index) {
-                snprintf(out, out_len, "%.*s", (int)n, c);
-                return 1;
-            }
-            c += n;
-            if (*c == '|') c++;
+        case FLAG_TYPE_BOOL:
+            return 0;
+        case FLAG_TYPE_SIZE: {
+            size_t v = *(const size_t *)f->target;
+            if (!in_range(f, (double)v)) return 0;
+            snprintf(out, out_len, "%zu", v);
+            return 1;
         }
-        return 0;
-    }
+        case FLAG_TYPE_U64:
+            snprintf(out, out_len, "%llu", (unsigned long long)*(const uint64_t *)f->target);
+            return 1;
+        case FLAG_TYPE_DOUBLE: {
+            double v = *(const double *)f->target;
+            if (!isfinite(v) || !in_range(f, v)) return 0;
+            snprintf(out, out_len, "%g", v);
+            return 1;
+        }
+        case FLAG_TYPE_STRING: {
+            const char *v = *(const char *const *)f->target;
+            if (!v) return 0;
+            snprintf(out, out_len, "%s", v);
+            return 1;
+        }
+        case FLAG_TYPE_CHOICE: {
+            int index = *(const int *)f->target, at = 0;
+            for (const char *c = f->choices; *c; at++) {
+                size_t n = strcspn(c, "|");
+                if (at == index) {
+                    snprintf(out, out_len, "%.*s", (int)n, c);
+                    return 1;
+                }
+                c += n;
+                if (*c == '|') c++;
+            }
+            return 0;
+        }
     }
     return 0;
 }
 
-int flags_parse_pairs(const char *list, int (*fn)(const char *key, const char *value, void *ctx, char *err,
-                                                  size_t err_len),
-                      void *ctx, char *err, size_t err_len) {
+int flags_parse_pairs(const char *list,
+                      int (*fn)(const char *key, const char *value, void *ctx, char *err, size_t err_len), void *ctx,
+                      char *err, size_t err_len) {
     char item[128];
     const char *p = list;
     while (*p) {

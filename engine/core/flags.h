@@ -13,23 +13,23 @@
 #include <stdio.h>
 
 typedef enum flag_type {
-    FLAG_TYPE_BOOL,    // int*, set to 1
-    FLAG_TYPE_SIZE,    // size_t*, decimal, within [min, max]
-    FLAG_TYPE_U64,     // uint64_t*
+    FLAG_TYPE_BOOL,  // int*, set to 1
+    FLAG_TYPE_SIZE,  // size_t*, decimal, within [min, max]
+    FLAG_TYPE_U64,  // uint64_t*
     FLAG_TYPE_DOUBLE,  // double*, finite, within [min, max]
     FLAG_TYPE_STRING,  // const char** (points into argv)
     FLAG_TYPE_CHOICE,  // int* index into `choices` ("a|b|c")
 } flag_type_t;
 
 typedef struct flag_spec {
-    const char *name;        // without the leading "--"
+    const char *name;  // without the leading "--"
     flag_type_t type;
     void *target;
     const char *value_name;  // shown in help: "N", "RATE", ...
     const char *help;
-    double min, max;         // numeric range; min == max == 0 means unchecked
-    const char *choices;     // FLAG_TYPE_CHOICE only
-    int seen;                // set by flags_parse when the flag was given
+    double min, max;  // numeric range; min == max == 0 means unchecked
+    const char *choices;  // FLAG_TYPE_CHOICE only
+    int seen;  // set by flags_parse when the flag was given
 } flag_spec_t;
 
 typedef enum flags_status {
@@ -41,14 +41,14 @@ typedef enum flags_status {
 // Parses argv[0..argc) (the subcommand's own arguments). On error, err names the
 // flag and what was expected, prefixed with `command`. --help (or -h) anywhere
 // returns FLAGS_STATUS_HELP before any flag is set, so the help shows the defaults.
-flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_specs, int argc, char **argv,
-                           char *err, size_t err_len);
+flags_status_t flags_parse(const char *command, flag_spec_t *specs, size_t n_specs, int argc, char **argv, char *err,
+                           size_t err_len);
 
 // flags_parse for a subcommand: prints the help to stdout or the error (one
 // line) to stderr. Returns -1 to go on, else the exit status: 0 after --help,
 // 2 after a usage error.
-int flags_command(const char *command, const char *usage, const char *description, flag_spec_t *specs,
-                  size_t n_specs, int argc, char **argv);
+int flags_command(const char *command, const char *usage, const char *description, flag_spec_t *specs, size_t n_specs,
+                  int argc, char **argv);
 
 // The command's help: the renderer's layout when one is set
 // (flags_set_help_renderer), else usage, description and one line per flag.
@@ -103,9 +103,9 @@ void flags_set_owner_lookup(flags_owner_fn fn);
 
 // "key=value,key=value" lists (used inside --data specs). Calls fn for each pair;
 // stops with -1 on a malformed item or when fn fails.
-int flags_parse_pairs(const char *list, int (*fn)(const char *key, const char *value, void *ctx, char *err,
-                                                  size_t err_len),
-                      void *ctx, char *err, size_t err_len);
+int flags_parse_pairs(const char *list,
+                      int (*fn)(const char *key, const char *value, void *ctx, char *err, size_t err_len), void *ctx,
+                      char *err, size_t err_len);
 
 // Number parsers with the same messages as flag parsing; `what` names the field.
 int flags_parse_size(const char *what, const char *s, size_t *out, char *err, size_t err_len);

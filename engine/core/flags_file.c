@@ -112,7 +112,9 @@ static int read_file(const char *path, char **text, char *err, size_t err_len) {
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, err_len, "%.300s: not a regular file (%s); a flag file is a text file", path,
-                 S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory" : "a device or socket");
+                 S_ISFIFO(st.st_mode)  ? "a FIFO"
+                 : S_ISDIR(st.st_mode) ? "a directory"
+                                       : "a device or socket");
         close(fd);
         return -1;
     }
@@ -134,7 +136,10 @@ static int read_file(const char *path, char **text, char *err, size_t err_len) {
             snprintf(err, err_len, "%.300s:%zu: byte 0x%02x: not a text file (a flag file holds name = value lines)",
                      path, line, (unsigned)(unsigned char)*odd);
         else
-            snprintf(err, err_len, "%.300s: %s", path, !buf ? "out of memory" : bad ? "read failed" : "larger than 1 MiB");
+            snprintf(err, err_len, "%.300s: %s", path,
+                     !buf  ? "out of memory"
+                     : bad ? "read failed"
+                           : "larger than 1 MiB");
         free(buf);
         return -1;
     }
@@ -341,43 +346,47 @@ char *flags_file_format(const flag_spec_t *specs, size_t n_specs, const char *co
         const flag_spec_t *f = &specs[i];
         if (!f->seen || skipped(f->name, skip)) continue;
         switch (f->type) {
-        case FLAG_TYPE_BOOL:
-            if (*(const int *)f->target) buf_add(&b, "%s\n", f->name);
-            else buf_add(&b, "%s = false\n", f->name);
-            break;
-        case FLAG_TYPE_SIZE:
-            buf_add(&b, "%s = %zu\n", f->name, *(const size_t *)f->target);
-            break;
-        case FLAG_TYPE_U64:
-            buf_add(&b, "%s = %" PRIu64 "\n", f->name, *(const uint64_t *)f->target);
-            break;
-        case FLAG_TYPE_DOUBLE: {
-            char v[32];
-            format_double(*(const double *)f->target, v);
-            buf_add(&b, "%s = %s\n", f->name, v);
-            break;
-        }
-        case FLAG_TYPE_STRING: {
-            const char *v = *(const char *const *)f->target;
-            if (!v) break;
-            if (strpbrk(v, "\n")) {
-                snprintf(err, err_len, "--%s: a value with a line break cannot be written to a flag file", f->name);
-                free(b.s);
-                return NULL;
+            case FLAG_TYPE_BOOL:
+                if (*(const int *)f->target)
+                    buf_add(&b, "%s\n", f->name);
+                else
+                    buf_add(&b, "%s = false\n", f->name);
+                break;
+            case FLAG_TYPE_SIZE:
+                buf_add(&b, "%s = %zu\n", f->name, *(const size_t *)f->target);
+                break;
+            case FLAG_TYPE_U64:
+                buf_add(&b, "%s = %" PRIu64 "\n", f->name, *(const uint64_t *)f->target);
+                break;
+            case FLAG_TYPE_DOUBLE: {
+                char v[32];
+                format_double(*(const double *)f->target, v);
+                buf_add(&b, "%s = %s\n", f->name, v);
+                break;
             }
-            if (needs_quotes(v)) buf_add(&b, "%s = \"%s\"\n", f->name, v);
-            else buf_add(&b, "%s = %s\n", f->name, v);
-            break;
-        }
-        case FLAG_TYPE_CHOICE: {
-            const char *c = f->choices;
-            for (int k = *(const int *)f->target; k > 0 && c; k--) {
-                c = strchr(c, '|');
-                if (c) c++;
+            case FLAG_TYPE_STRING: {
+                const char *v = *(const char *const *)f->target;
+                if (!v) break;
+                if (strpbrk(v, "\n")) {
+                    snprintf(err, err_len, "--%s: a value with a line break cannot be written to a flag file", f->name);
+                    free(b.s);
+                    return NULL;
+                }
+                if (needs_quotes(v))
+                    buf_add(&b, "%s = \"%s\"\n", f->name, v);
+                else
+                    buf_add(&b, "%s = %s\n", f->name, v);
+                break;
             }
-            if (c) buf_add(&b, "%s = %.*s\n", f->name, (int)strcspn(c, "|"), c);
-            break;
-        }
+            case FLAG_TYPE_CHOICE: {
+                const char *c = f->choices;
+                for (int k = *(const int *)f->target; k > 0 && c; k--) {
+                    c = strchr(c, '|');
+                    if (c) c++;
+                }
+                if (c) buf_add(&b, "%s = %.*s\n", f->name, (int)strcspn(c, "|"), c);
+                break;
+            }
         }
     }
     if (b.failed) {

@@ -13,14 +13,14 @@
 #include <stddef.h>
 #include <stdio.h>
 
-#include "engine/core/flags.h"  // defines: flag_spec_t
+#include "engine/core/flags.h"
 
 #define FLAGS_FILE_MAX_BYTES (1u << 20)
 
 // The words flags_parse is given once a flag file is read.
 typedef struct flags_argv {
     int argc;
-    char **argv;     // the file's flags as "--name=value", then the command line's words as given
+    char **argv;  // the file's flags as "--name=value", then the command line's words as given
     size_t n_owned;  // argv[0..n_owned) are this struct's (flags_argv_free)
 } flags_argv_t;
 

@@ -11,9 +11,9 @@
 
 typedef struct grad {
     size_t dim;
-    int dense;            // all coordinates are live; touched list unused
-    float *value;         // (dim); zero outside the touched set when sparse
-    uint32_t *touched;    // (dim) indices with an entry, each listed once
+    int dense;  // all coordinates are live; touched list unused
+    float *value;  // (dim); zero outside the touched set when sparse
+    uint32_t *touched;  // (dim) indices with an entry, each listed once
     size_t n_touched;
     uint8_t *is_touched;  // (dim) membership flags for `touched`
 } grad_t;

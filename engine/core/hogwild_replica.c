@@ -31,8 +31,10 @@ void hogwild_replica_free(hogwild_replica_t *r) {
 
 void hogwild_replica_start(hogwild_replica_t *r, const param_t *shared) {
     params_read(shared, r->n, r->base);
-    if (r->values) memcpy(r->values, r->base, r->n * sizeof *r->values);
-    else params_write(r->params, r->n, r->base);
+    if (r->values)
+        memcpy(r->values, r->base, r->n * sizeof *r->values);
+    else
+        params_write(r->params, r->n, r->base);
 }
 
 // One line's worth: s (the shared values, read) becomes the merged values.
@@ -66,8 +68,10 @@ void hogwild_replica_merge(hogwild_replica_t *r, param_t *shared) {
             } else {
                 continue;  // nobody changed the line
             }
-            if (r->values) memcpy(r->values + at + k, s + k, w * sizeof *s);
-            else params_write(r->params + at + k, w, s + k);
+            if (r->values)
+                memcpy(r->values + at + k, s + k, w * sizeof *s);
+            else
+                params_write(r->params + at + k, w, s + k);
         }
     }
 }

@@ -1,6 +1,6 @@
 #include "engine/core/json_writer.h"
 
-#include "staleness/histogram.h"  // defines: staleness_hist_quantile, staleness_hist_quantile_exact
+#include "staleness/histogram.h"
 
 #include <inttypes.h>
 #include <math.h>
@@ -44,17 +44,22 @@ void json_string(json_writer_t *j, const char *k, const char *value) {
     }
     fputc('"', j->out);
     for (const unsigned char *p = (const unsigned char *)value; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(j->out, "\\%c", *p);
-        else if (*p < 0x20) fprintf(j->out, "\\u%04x", *p);
-        else fputc(*p, j->out);
+        if (*p == '"' || *p == '\\')
+            fprintf(j->out, "\\%c", *p);
+        else if (*p < 0x20)
+            fprintf(j->out, "\\u%04x", *p);
+        else
+            fputc(*p, j->out);
     }
     fputc('"', j->out);
 }
 
 void json_number(json_writer_t *j, const char *k, double value) {
     key(j, k);
-    if (isfinite(value)) fprintf(j->out, "%.9g", value);
-    else fputs("null", j->out);
+    if (isfinite(value))
+        fprintf(j->out, "%.9g", value);
+    else
+        fputs("null", j->out);
 }
 
 void json_uint(json_writer_t *j, const char *k, uint64_t value) {

@@ -12,8 +12,8 @@ typedef struct json_writer {
     int need_comma[8];
 } json_writer_t;
 
-void json_begin(json_writer_t *j, FILE *out);   // "{"
-void json_end(json_writer_t *j);                // "}" (no newline)
+void json_begin(json_writer_t *j, FILE *out);  // "{"
+void json_end(json_writer_t *j);  // "}" (no newline)
 void json_object(json_writer_t *j, const char *key);  // "key": {
 void json_object_end(json_writer_t *j);
 void json_string(json_writer_t *j, const char *key, const char *value);  // NULL -> null

@@ -25,8 +25,8 @@ size_t model_sparse_test_keys(const model_t *m, const uint32_t *idx, size_t coun
     return m->ops->sparse_keys ? m->ops->sparse_keys(m, 1, idx, count, mark, keys) : 0;
 }
 
-size_t model_feature_rows_keys(const sparse_dataset_t *d, const uint32_t *idx, size_t count, size_t width,
-                               size_t dim, uint8_t *mark, uint32_t *keys) {
+size_t model_feature_rows_keys(const sparse_dataset_t *d, const uint32_t *idx, size_t count, size_t width, size_t dim,
+                               uint8_t *mark, uint32_t *keys) {
     size_t n = 0;
     for (size_t r = 0; r < count; r++) {
         for (size_t p = d->row_ptr[idx[r]]; p < d->row_ptr[idx[r] + 1]; p++) {
@@ -83,8 +83,8 @@ double model_sgd_step_one(const model_t *m, param_t *w, uint32_t example, float 
 
 int model_has_grad_one_pairs(const model_t *m) { return m->ops->grad_one_pairs != NULL; }
 
-size_t model_grad_one_pairs(const model_t *m, const param_t *w, uint32_t example, uint32_t *idx, float *val,
-                            size_t cap, double *loss) {
+size_t model_grad_one_pairs(const model_t *m, const param_t *w, uint32_t example, uint32_t *idx, float *val, size_t cap,
+                            double *loss) {
     return m->ops->grad_one_pairs(m, w, example, idx, val, cap, loss);
 }
 
@@ -100,8 +100,7 @@ void model_sgd_apply_one_scale(const model_t *m, param_t *w, uint32_t example, f
     m->ops->sgd_apply_one_scale(m, w, example, scale, lr);
 }
 
-void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
-                    eval_sums_t *sums) {
+void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, eval_sums_t *sums) {
     if (end > m->num_test) end = m->num_test;
     if (begin >= end) return;
     m->ops->evaluate(m, w, begin, end, ws, sums);

@@ -9,28 +9,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/dataset.h"  // defines: dense_dataset_t, sparse_dataset_t, ratings_t
-#include "engine/core/grad.h"       // defines: grad_t
-#include "engine/core/params.h"     // defines: param_t
+#include "datasets/dataset.h"
+#include "engine/core/grad.h"
+#include "engine/core/params.h"
 
 typedef struct model model_t;
 typedef struct model_ws model_ws_t;
 
 typedef enum metric_kind {
     METRIC_KIND_ACCURACY,  // fraction of test examples classified correctly (higher is better)
-    METRIC_KIND_RMSE,      // root mean squared rating error (lower is better)
+    METRIC_KIND_RMSE,  // root mean squared rating error (lower is better)
 } metric_kind_t;
 
 #define MODEL_MAX_LAYERS 8  // weight layers of an MLP
 
 typedef enum linear_loss {
     LINEAR_LOSS_LOGISTIC,  // log(1 + exp(-y w.x))
-    LINEAR_LOSS_HINGE,     // max(0, 1 - y w.x)  (linear SVM)
+    LINEAR_LOSS_HINGE,  // max(0, 1 - y w.x)  (linear SVM)
 } linear_loss_t;
 
 // Sums over a range of test examples; combine ranges by adding fields.
 typedef struct eval_sums {
-    double loss_sum;    // data loss, no regulariser
+    double loss_sum;  // data loss, no regulariser
     double metric_sum;  // correct predictions (accuracy) or squared errors (RMSE)
     size_t count;
 } eval_sums_t;
@@ -38,14 +38,14 @@ typedef struct eval_sums {
 // Sparse linear classifier over features [0, dim) plus a bias (the last parameter).
 // L2 (l2/2 * w_j^2) is applied lazily, only to the features a minibatch touches,
 // so a step stays O(non-zeros).
-model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, const sparse_dataset_t *test,
-                          double l2, char *err, size_t err_len);
+model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, const sparse_dataset_t *test, double l2,
+                          char *err, size_t err_len);
 
 // Dense MLP: in -> hidden[0] -> ... -> classes, ReLU between layers, softmax
 // cross-entropy at the top; n_hidden = 0 gives softmax regression.
 // Parameters, per layer: W (out, in) row-major, then bias (out). L2 on W only.
-model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test, const size_t *hidden,
-                       size_t n_hidden, double l2, char *err, size_t err_len);
+model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test, const size_t *hidden, size_t n_hidden,
+                       double l2, char *err, size_t err_len);
 
 // The same over sparse input (libsvm, CSV): classes from the training set's
 // (sparse_dataset_num_classes); the first layer a sparse-dense product, its
@@ -58,15 +58,14 @@ model_t *model_new_mlp_sparse(const sparse_dataset_t *train, const sparse_datase
 // Matrix factorisation: rating(u, i) ~ mean + U[u] . V[i], with U (users, rank)
 // then V (items, rank); loss 1/2 err^2 + l2/2 (|U[u]|^2 + |V[i]|^2) per rating.
 // `mean` is the training ratings' mean, fixed at creation.
-model_t *model_new_mf(const ratings_t *train, const ratings_t *test, size_t rank, double l2, char *err,
-                      size_t err_len);
+model_t *model_new_mf(const ratings_t *train, const ratings_t *test, size_t rank, double l2, char *err, size_t err_len);
 
 // A sparse embedding of libsvm features feeding a small dense MLP (one hidden
 // layer of `hidden` ReLU units, logistic output): E (dim, embed_dim) — the
 // sparse part, rows touched by an example's features — then W1 (hidden,
 // embed_dim), b1 (hidden), w2 (hidden), b2. L2 on W1 and w2.
-model_t *model_new_embmlp(const sparse_dataset_t *train, const sparse_dataset_t *test, size_t embed_dim,
-                          size_t hidden, double l2, char *err, size_t err_len);
+model_t *model_new_embmlp(const sparse_dataset_t *train, const sparse_dataset_t *test, size_t embed_dim, size_t hidden,
+                          double l2, char *err, size_t err_len);
 
 void model_destroy(model_t **m);
 
@@ -130,8 +129,8 @@ double model_sgd_step_one(const model_t *m, param_t *w, uint32_t example, float 
 // nothing was written (call again with room). *loss gets the objective.
 // Only for models where model_has_grad_one_pairs() is true.
 int model_has_grad_one_pairs(const model_t *m);
-size_t model_grad_one_pairs(const model_t *m, const param_t *w, uint32_t example, uint32_t *idx, float *val,
-                            size_t cap, double *loss);
+size_t model_grad_one_pairs(const model_t *m, const param_t *w, uint32_t example, uint32_t *idx, float *val, size_t cap,
+                            double *loss);
 
 // One example's gradient when it is a multiple of the example: scale * x_j
 // for each feature j the example has and scale for the bias (linear models
@@ -171,7 +170,13 @@ void model_ws_mark_copy_current(model_ws_t *ws);
 // data (borrowed from the model). Fields of the other kinds are zero. The
 // kinds are the parameter layouts the GPU steps know; OTHER (a model without
 // a layout op) runs on the CPU only.
-typedef enum model_kind { MODEL_KIND_OTHER, MODEL_KIND_LINEAR, MODEL_KIND_MLP, MODEL_KIND_MF, MODEL_KIND_EMBMLP } model_kind_t;
+typedef enum model_kind {
+    MODEL_KIND_OTHER,
+    MODEL_KIND_LINEAR,
+    MODEL_KIND_MLP,
+    MODEL_KIND_MF,
+    MODEL_KIND_EMBMLP
+} model_kind_t;
 
 typedef struct model_layout {
     model_kind_t kind;
@@ -195,8 +200,7 @@ typedef struct model_layout {
 void model_layout(const model_t *m, model_layout_t *out);
 
 // Adds the loss and metric over test examples [begin, end) to sums.
-void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
-                    eval_sums_t *sums);
+void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, eval_sums_t *sums);
 
 // The model's outputs for test examples [begin, end), the same forward pass
 // model_evaluate measures: model_num_outputs(m) values per example, written to

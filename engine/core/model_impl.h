@@ -14,15 +14,14 @@ typedef struct model_ops {
     void (*ws_destroy)(model_ws_t *ws);
     double (*loss_grad)(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, grad_t *g,
                         model_ws_t *ws);
-    void (*evaluate)(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
-                     eval_sums_t *sums);
+    void (*evaluate)(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, eval_sums_t *sums);
     // Outputs for test examples (see model_predict in model.h).
     void (*predict)(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, double *out);
     void (*destroy)(model_t *m);
     void (*layout)(const model_t *m, model_layout_t *out);  // optional: MODEL_KIND_OTHER
     // Optional: the gradient handed over in blocks (see model.h).
-    double (*loss_grad_apply)(const model_t *m, const param_t *w, const uint32_t *idx, size_t count,
-                              model_ws_t *ws, grad_block_fn apply, void *ctx);
+    double (*loss_grad_apply)(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, model_ws_t *ws,
+                              grad_block_fn apply, void *ctx);
     // Optional: one example's plain-SGD step applied straight to w (see model.h).
     double (*sgd_step_one)(const model_t *m, param_t *w, uint32_t example, float lr);
     // Optional: one example's gradient as (index, value) pairs (see model.h).
@@ -42,14 +41,14 @@ typedef struct model_ops {
 // parameters per feature of a sparse dataset, feature f at [f*width,
 // (f+1)*width): the rows of examples idx[0..count) of d, features from `dim`
 // on (none in the training set) left out. mark has a byte per row.
-size_t model_feature_rows_keys(const sparse_dataset_t *d, const uint32_t *idx, size_t count, size_t width,
-                               size_t dim, uint8_t *mark, uint32_t *keys);
+size_t model_feature_rows_keys(const sparse_dataset_t *d, const uint32_t *idx, size_t count, size_t width, size_t dim,
+                               uint8_t *mark, uint32_t *keys);
 
 // Every workspace starts with this header.
 typedef struct model_ws_header {
     const model_ops_t *ops;
     float *param_copy;  // (num_params) dense models' private copy, else NULL
-    int copy_current;   // the copy already holds w: skip the next refresh
+    int copy_current;  // the copy already holds w: skip the next refresh
 } model_ws_header_t;
 
 // Every model struct starts with this header.

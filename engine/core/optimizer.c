@@ -80,14 +80,14 @@ float optimizer_lr(const optimizer_t *o, double updates, size_t epoch) {
     const optimizer_config_t *c = &o->config;
     double lr = c->lr;
     switch (c->schedule) {
-    case LR_SCHEDULE_INVERSE_TIME:
-        lr = c->lr / (1.0 + c->decay * updates);
-        break;
-    case LR_SCHEDULE_EPOCH_DECAY:
-        lr = c->lr * pow(c->decay, (double)epoch);
-        break;
-    case LR_SCHEDULE_CONSTANT:
-        break;
+        case LR_SCHEDULE_INVERSE_TIME:
+            lr = c->lr / (1.0 + c->decay * updates);
+            break;
+        case LR_SCHEDULE_EPOCH_DECAY:
+            lr = c->lr * pow(c->decay, (double)epoch);
+            break;
+        case LR_SCHEDULE_CONSTANT:
+            break;
     }
     if (c->warmup > 0 && updates + 1.0 < (double)c->warmup) lr *= (updates + 1.0) / (double)c->warmup;
     return (float)lr;
@@ -136,8 +136,7 @@ void optimizer_apply_range(optimizer_t *o, param_t *w, const float *g, size_t be
     for (size_t i = begin; i < end; i++) update_one(o, w, i, g[i], lr);
 }
 
-void optimizer_apply_block(optimizer_t *o, param_t *w, size_t offset, const float *g, size_t n, float lr,
-                           float *copy) {
+void optimizer_apply_block(optimizer_t *o, param_t *w, size_t offset, const float *g, size_t n, float lr, float *copy) {
     param_t *wb = w + offset;
     float *cb = copy + offset;
     if (o->config.kind == OPTIMIZER_KIND_SGD && !o->state) {
@@ -167,8 +166,10 @@ void optimizer_apply_and_clear(optimizer_t *o, param_t *w, grad_t *g, float lr) 
     int plain_sgd = o->config.kind == OPTIMIZER_KIND_SGD && !o->state;
     for (size_t k = 0; k < g->n_touched; k++) {
         uint32_t i = g->touched[k];
-        if (plain_sgd) param_set(&w[i], param_get(&w[i]) - lr * g->value[i]);
-        else update_one(o, w, i, g->value[i], lr);
+        if (plain_sgd)
+            param_set(&w[i], param_get(&w[i]) - lr * g->value[i]);
+        else
+            update_one(o, w, i, g->value[i], lr);
         g->value[i] = 0.0f;
         g->is_touched[i] = 0;
     }
@@ -191,12 +192,12 @@ int optimizer_is_plain_sgd(const optimizer_t *o) { return o->config.kind == OPTI
 
 const char *lr_schedule_name(lr_schedule_t s) {
     switch (s) {
-    case LR_SCHEDULE_INVERSE_TIME:
-        return "inverse-time";
-    case LR_SCHEDULE_EPOCH_DECAY:
-        return "epoch-decay";
-    case LR_SCHEDULE_CONSTANT:
-        break;
+        case LR_SCHEDULE_INVERSE_TIME:
+            return "inverse-time";
+        case LR_SCHEDULE_EPOCH_DECAY:
+            return "epoch-decay";
+        case LR_SCHEDULE_CONSTANT:
+            break;
     }
     return "constant";
 }

@@ -7,27 +7,26 @@
 // Adagrad, as sparse Hogwild! implementations do).
 #include <stddef.h>
 
-#include "engine/core/grad.h"    // defines: grad_t
-#include "engine/core/params.h"  // defines: param_t
-#include "kernels/optimizer_kind.h"  // defines: optimizer_kind_t, optimizer_kind_name
+#include "engine/core/grad.h"
+#include "engine/core/params.h"
+#include "kernels/optimizer_kind.h"
 
 typedef struct optimizer optimizer_t;
 
-
 typedef enum lr_schedule {
-    LR_SCHEDULE_CONSTANT,      // lr
+    LR_SCHEDULE_CONSTANT,  // lr
     LR_SCHEDULE_INVERSE_TIME,  // lr / (1 + decay * updates)
-    LR_SCHEDULE_EPOCH_DECAY,   // lr * decay^floor(epoch)
+    LR_SCHEDULE_EPOCH_DECAY,  // lr * decay^floor(epoch)
 } lr_schedule_t;
 
 typedef struct optimizer_config {
     optimizer_kind_t kind;
     double lr;
     lr_schedule_t schedule;
-    double decay;      // inverse-time gamma, or per-epoch factor in (0, 1]
-    double momentum;   // SGD only; 0 disables the velocity buffer
-    double epsilon;    // Adagrad's denominator guard
-    size_t warmup;     // > 0: the step grows linearly over the first `warmup` updates, lr * (u + 1) / warmup
+    double decay;  // inverse-time gamma, or per-epoch factor in (0, 1]
+    double momentum;  // SGD only; 0 disables the velocity buffer
+    double epsilon;  // Adagrad's denominator guard
+    size_t warmup;  // > 0: the step grows linearly over the first `warmup` updates, lr * (u + 1) / warmup
 } optimizer_config_t;
 
 void optimizer_config_default(optimizer_config_t *c);
@@ -62,8 +61,7 @@ void optimizer_step_values(optimizer_t *o, size_t offset, size_t n, const float 
 // Applies a block of a dense gradient, g[0..n) for parameters [offset, offset+n),
 // and writes each new value into copy[offset + i] as well: the Hogwild! thread's
 // next private copy of the parameters.
-void optimizer_apply_block(optimizer_t *o, param_t *w, size_t offset, const float *g, size_t n, float lr,
-                           float *copy);
+void optimizer_apply_block(optimizer_t *o, param_t *w, size_t offset, const float *g, size_t n, float lr, float *copy);
 
 // The same update on plain floats that one thread owns: values[i], the value
 // of parameter offset + i, becomes its updated value for i < n (a Hogwild!

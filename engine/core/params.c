@@ -61,49 +61,49 @@ static void sgd_floats(param_t *p, size_t n, const float *g, float lr, float *co
 // return how far they got (a multiple of WIDTH; the reference does the rest).
 // The arithmetic between the asm statements is C on vector types: a product
 // and a difference per lane, the reference's expression, so the same bits.
-#define LANE_OPERATIONS(NAME, WIDTH, TARGET, MOVE)                                                            \
-    typedef float NAME##_lanes __attribute__((vector_size(4 * WIDTH)));                                      \
-    typedef struct {                                                                                         \
-        float f[WIDTH];                                                                                      \
-    } __attribute__((may_alias)) NAME##_span;                                                                \
-    TARGET static inline NAME##_lanes NAME##_load(const param_t *p) {                                        \
-        NAME##_lanes v;                                                                                      \
-        __asm__ volatile(MOVE " %1, %0" : "=x"(v) : "m"(*(const NAME##_span *)p));                          \
-        return v;                                                                                            \
-    }                                                                                                        \
-    TARGET static inline void NAME##_store(param_t *p, NAME##_lanes v) {                                     \
-        __asm__ volatile(MOVE " %1, %0" : "=m"(*(NAME##_span *)p) : "x"(v));                                \
-    }                                                                                                        \
-    TARGET static inline NAME##_lanes NAME##_plain(const float *x) {                                         \
-        NAME##_lanes v;                                                                                      \
-        memcpy(&v, x, sizeof v);                                                                             \
-        return v;                                                                                            \
-    }                                                                                                        \
-    TARGET static size_t NAME##_read(const param_t *p, size_t n, float *out) {                               \
-        size_t i = 0;                                                                                        \
-        for (; i + WIDTH <= n; i += WIDTH) {                                                                 \
-            NAME##_lanes v = NAME##_load(p + i);                                                             \
-            memcpy(out + i, &v, sizeof v);                                                                   \
-        }                                                                                                    \
-        return i;                                                                                            \
-    }                                                                                                        \
-    TARGET static size_t NAME##_write(param_t *p, size_t n, const float *in) {                               \
-        size_t i = 0;                                                                                        \
-        for (; i + WIDTH <= n; i += WIDTH) NAME##_store(p + i, NAME##_plain(in + i));                        \
-        return i;                                                                                            \
-    }                                                                                                        \
-    TARGET static size_t NAME##_sgd(param_t *p, size_t n, const float *g, float lr, float *copy) {           \
-        size_t i = 0;                                                                                        \
-        if (!copy) {                                                                                         \
+#define LANE_OPERATIONS(NAME, WIDTH, TARGET, MOVE)                                                                 \
+    typedef float NAME##_lanes __attribute__((vector_size(4 * WIDTH)));                                            \
+    typedef struct {                                                                                               \
+        float f[WIDTH];                                                                                            \
+    } __attribute__((may_alias)) NAME##_span;                                                                      \
+    TARGET static inline NAME##_lanes NAME##_load(const param_t *p) {                                              \
+        NAME##_lanes v;                                                                                            \
+        __asm__ volatile(MOVE " %1, %0" : "=x"(v) : "m"(*(const NAME##_span *)p));                                 \
+        return v;                                                                                                  \
+    }                                                                                                              \
+    TARGET static inline void NAME##_store(param_t *p, NAME##_lanes v) {                                           \
+        __asm__ volatile(MOVE " %1, %0" : "=m"(*(NAME##_span *)p) : "x"(v));                                       \
+    }                                                                                                              \
+    TARGET static inline NAME##_lanes NAME##_plain(const float *x) {                                               \
+        NAME##_lanes v;                                                                                            \
+        memcpy(&v, x, sizeof v);                                                                                   \
+        return v;                                                                                                  \
+    }                                                                                                              \
+    TARGET static size_t NAME##_read(const param_t *p, size_t n, float *out) {                                     \
+        size_t i = 0;                                                                                              \
+        for (; i + WIDTH <= n; i += WIDTH) {                                                                       \
+            NAME##_lanes v = NAME##_load(p + i);                                                                   \
+            memcpy(out + i, &v, sizeof v);                                                                         \
+        }                                                                                                          \
+        return i;                                                                                                  \
+    }                                                                                                              \
+    TARGET static size_t NAME##_write(param_t *p, size_t n, const float *in) {                                     \
+        size_t i = 0;                                                                                              \
+        for (; i + WIDTH <= n; i += WIDTH) NAME##_store(p + i, NAME##_plain(in + i));                              \
+        return i;                                                                                                  \
+    }                                                                                                              \
+    TARGET static size_t NAME##_sgd(param_t *p, size_t n, const float *g, float lr, float *copy) {                 \
+        size_t i = 0;                                                                                              \
+        if (!copy) {                                                                                               \
             for (; i + WIDTH <= n; i += WIDTH) NAME##_store(p + i, NAME##_load(p + i) - lr * NAME##_plain(g + i)); \
-            return i;                                                                                        \
-        }                                                                                                    \
-        for (; i + WIDTH <= n; i += WIDTH) {                                                                 \
-            NAME##_lanes v = NAME##_load(p + i) - lr * NAME##_plain(g + i);                                  \
-            NAME##_store(p + i, v);                                                                          \
-            memcpy(copy + i, &v, sizeof v);                                                                  \
-        }                                                                                                    \
-        return i;                                                                                            \
+            return i;                                                                                              \
+        }                                                                                                          \
+        for (; i + WIDTH <= n; i += WIDTH) {                                                                       \
+            NAME##_lanes v = NAME##_load(p + i) - lr * NAME##_plain(g + i);                                        \
+            NAME##_store(p + i, v);                                                                                \
+            memcpy(copy + i, &v, sizeof v);                                                                        \
+        }                                                                                                          \
+        return i;                                                                                                  \
     }
 
 // SSE2 is part of x86-64; AVX's 8 lanes are chosen at run time where the CPU

@@ -31,9 +31,7 @@
 
 typedef _Atomic float param_t;
 
-static inline float param_get(const param_t *p) {
-    return atomic_load_explicit((param_t *)p, memory_order_relaxed);
-}
+static inline float param_get(const param_t *p) { return atomic_load_explicit((param_t *)p, memory_order_relaxed); }
 
 static inline void param_set(param_t *p, float v) { atomic_store_explicit(p, v, memory_order_relaxed); }
 

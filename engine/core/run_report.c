@@ -73,7 +73,8 @@ static void on_eval(const train_point_t *p, void *ctx) {
     if (!r->progress) return;
     if (r->line_open) fputs("\r\033[K", r->progress);  // replace the live line, do not leave it behind
     r->line_open = 0;
-    fprintf(r->progress, "eval  %8.2fs  epoch %6.3f  samples %10llu  %9.0f samples/s  train_loss %.4f  test_loss %.4f  %s %.4f\n",
+    fprintf(r->progress,
+            "eval  %8.2fs  epoch %6.3f  samples %10llu  %9.0f samples/s  train_loss %.4f  test_loss %.4f  %s %.4f\n",
             p->wall_s, p->epoch, (unsigned long long)p->samples, p->samples_per_s, p->train_loss, p->test_loss,
             accuracy ? "test_acc" : "test_rmse", p->test_metric);
     fflush(r->progress);

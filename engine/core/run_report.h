@@ -15,8 +15,8 @@
 //   test_rmse      rating RMSE (empty for classifiers)
 #include <stdio.h>
 
-#include "engine/core/model.h"    // defines: metric_kind_t
-#include "engine/core/trainer.h"  // defines: train_point_t, train_callbacks_t
+#include "engine/core/model.h"
+#include "engine/core/trainer.h"
 
 typedef struct run_report run_report_t;
 

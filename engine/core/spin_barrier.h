@@ -41,8 +41,10 @@ static inline void spin_barrier_wait(spin_barrier_t *b) {
         return;
     }
     for (unsigned spins = 0; atomic_load_explicit(&b->generation, memory_order_acquire) == generation; spins++) {
-        if (spins < b->spin_limit) spin_pause();
-        else sched_yield();
+        if (spins < b->spin_limit)
+            spin_pause();
+        else
+            sched_yield();
     }
 }
 

@@ -12,10 +12,10 @@
 // (tests/test_ssp_bound.c checks it on a whole run).
 
 typedef enum test_hook {
-    TEST_HOOK_SSP_GATE_OFF,              // "1": the replica's threads run as under asp, the run stays ssp
+    TEST_HOOK_SSP_GATE_OFF,  // "1": the replica's threads run as under asp, the run stays ssp
     TEST_HOOK_WORKER_FREEZE_AT_SAMPLES,  // N: the first checkpoint holding >= N samples is the worker's last
-    TEST_HOOK_WORKER_FAIL_EARLY,         // K: worker K fails before it joins, every time it is started
-    TEST_HOOK_SERVER_FAIL_EARLY,         // K: server K (its first replica) fails before it joins, every time
+    TEST_HOOK_WORKER_FAIL_EARLY,  // K: worker K fails before it joins, every time it is started
+    TEST_HOOK_SERVER_FAIL_EARLY,  // K: server K (its first replica) fails before it joins, every time
     TEST_HOOK_COUNT
 } test_hook_t;
 

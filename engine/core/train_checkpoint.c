@@ -6,10 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*
+#include "datasets/storage/checkpoint_file.h"
 
 static const char *const id_names[] = {"model", "parameter count", "training-set size", "mode", "threads", "batch",
-                                       "seed", "optimizer", "momentum"};
+                                       "seed",  "optimizer",       "momentum"};
 #define ID_FIELDS (sizeof(train_identity_t) / sizeof(uint64_t))
 _Static_assert(sizeof id_names / sizeof id_names[0] == ID_FIELDS, "a name per identity field");
 
@@ -52,13 +52,18 @@ void train_position_free(train_position_t *at) {
 static void id_value(size_t field, uint64_t v, train_model_name_fn name_model, char *out, size_t len) {
     size_t at = field * sizeof(uint64_t);
     const char *name = NULL;
-    if (at == offsetof(train_identity_t, model) && name_model) name = name_model(v);
-    else if (at == offsetof(train_identity_t, mode) && v <= TRAIN_MODE_SYNC) name = train_mode_name((train_mode_t)v);
+    if (at == offsetof(train_identity_t, model) && name_model)
+        name = name_model(v);
+    else if (at == offsetof(train_identity_t, mode) && v <= TRAIN_MODE_SYNC)
+        name = train_mode_name((train_mode_t)v);
     else if (at == offsetof(train_identity_t, optimizer) && v <= OPTIMIZER_KIND_ADAGRAD)
         name = optimizer_kind_name((optimizer_kind_t)v);
-    else if (at == offsetof(train_identity_t, momentum)) name = v ? "on" : "off";
-    if (name) snprintf(out, len, "%s", name);
-    else snprintf(out, len, "%llu", (unsigned long long)v);
+    else if (at == offsetof(train_identity_t, momentum))
+        name = v ? "on" : "off";
+    if (name)
+        snprintf(out, len, "%s", name);
+    else
+        snprintf(out, len, "%llu", (unsigned long long)v);
 }
 
 int train_checkpoint_load(const char *path, const train_identity_t *id, train_model_name_fn name_model, param_t *w,
@@ -78,7 +83,8 @@ int train_checkpoint_load(const char *path, const train_identity_t *id, train_mo
         id_value(i, b[i], name_model, is, sizeof is);
         snprintf(err, err_len,
                  "%s: the checkpointed run's %s was %s, this run's is %s: resume with the flags it was started "
-                 "with", path, id_names[i], was, is);
+                 "with",
+                 path, id_names[i], was, is);
         goto out;
     }
     size_t n = id->n_params, n_state = optimizer_state_len(opt), T = id->threads;

@@ -9,17 +9,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/core/optimizer.h"  // defines: optimizer_t
-#include "engine/core/params.h"     // defines: param_t
-#include "engine/core/trainer.h"    // defines: train_position_t, train_checkpoint_fn
+#include "engine/core/optimizer.h"
+#include "engine/core/params.h"
+#include "engine/core/trainer.h"
 
 // What must match between a checkpoint and the run resuming it.
 typedef struct train_identity {
-    uint64_t model;        // the CLI's model number
+    uint64_t model;  // the CLI's model number
     uint64_t n_params, n_train;
     uint64_t mode, threads, batch, seed;
-    uint64_t optimizer;    // optimizer_kind_t
-    uint64_t momentum;     // 1 if the optimizer keeps a velocity
+    uint64_t optimizer;  // optimizer_kind_t
+    uint64_t momentum;  // 1 if the optimizer keeps a velocity
 } train_identity_t;
 
 typedef struct train_checkpoint {

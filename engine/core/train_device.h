@@ -8,16 +8,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/core/model.h"      // defines: model_t
-#include "engine/core/optimizer.h"  // defines: optimizer_config_t
-#include "engine/core/params.h"     // defines: param_t
+#include "engine/core/model.h"
+#include "engine/core/optimizer.h"
+#include "engine/core/params.h"
 
 typedef struct train_device_ops {
     const char *name;  // as the flag says it: "cuda"
     // Makes a device for m from the caller's options (the layer's own struct),
     // sized for steps of at most max_batch examples; NULL on failure.
-    void *(*create)(const void *options, const model_t *m, const optimizer_config_t *oc, size_t max_batch,
-                    char *err, size_t err_len);
+    void *(*create)(const void *options, const model_t *m, const optimizer_config_t *oc, size_t max_batch, char *err,
+                    size_t err_len);
     void (*destroy)(void *device);
     // The thread that will queue steps binds first, and unbinds when done.
     int (*bind_thread)(void *device, char *err, size_t err_len);

@@ -11,13 +11,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
+#include "kernels/foundation/mono_clock.h"
 #include "kernels/foundation/rng.h"
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "engine/core/spin_barrier.h"  // defines: spin_barrier_t, spin_barrier_wait
-#include "kernels/blas_runtime.h"  // defines: blas_set_threads, blas_get_threads
-#include "kernels/foundation/trace.h"  // defines: TRACE_BEGIN, TRACE_END, trace_thread_name
-#include "engine/core/hogwild_replica.h"  // defines: hogwild_replica_t, hogwild_replica_merge
+#include "kernels/foundation/partition.h"
+#include "engine/core/spin_barrier.h"
+#include "kernels/blas_runtime.h"
+#include "kernels/foundation/trace.h"
+#include "engine/core/hogwild_replica.h"
 
 // rng streams: one for the initial data order, then one per thread for its shuffles.
 #define STREAM_ORDER 0x4f524452u
@@ -40,7 +40,7 @@ typedef struct trainer trainer_t;
 
 // An evaluation point kept for after training (train_config_t.defer_eval_bytes).
 typedef struct deferred_eval {
-    float *values;        // (n_params) the parameters at the point
+    float *values;  // (n_params) the parameters at the point
     train_point_t point;  // its figures, the test ones still to come
 } deferred_eval_t;
 
@@ -61,13 +61,13 @@ struct trainer {
     train_config_t cfg;
     size_t n_train;
     size_t n_params;
-    uint32_t *order;         // (n_train) data order
-    worker_t *workers;       // (threads)
-    worker_stats_t *stats;   // (threads)
+    uint32_t *order;  // (n_train) data order
+    worker_t *workers;  // (threads)
+    worker_stats_t *stats;  // (threads)
     pthread_mutex_t update_lock;  // locked mode only
-    int replicas;                 // hogwild with the replicas variant
-    size_t merge_every;           // replicas: a thread's steps between merges
-    _Atomic int merge_turn;       // replicas: 1 while a thread merges or starts its replica
+    int replicas;  // hogwild with the replicas variant
+    size_t merge_every;  // replicas: a thread's steps between merges
+    _Atomic int merge_turn;  // replicas: 1 while a thread merges or starts its replica
 
     // Pause/resume between the main thread and the workers.
     _Atomic int pause_requested;
@@ -75,7 +75,7 @@ struct trainer {
     pthread_mutex_t mu;
     pthread_cond_t cv_parked;
     pthread_cond_t cv_resume;
-    size_t parked;    // workers parked since the last resume (see park())
+    size_t parked;  // workers parked since the last resume (see park())
     size_t finished;
     uint64_t resume_generation;
     int gate_open;  // workers start only once every thread exists
@@ -88,24 +88,24 @@ struct trainer {
 
     // Sync mode.
     spin_barrier_t barrier;
-    grad_t sum;               // the averaged gradient of a round (dense; sparse with a link)
-    grad_t *sum_part;         // (threads) sparse: sum's values and flags, each thread's own touched list
-    int keep_copies;          // dense, no link: the model lives in the threads' copies between parks
-    float **copies;           // (threads) keep_copies: each thread's parameter copy
-    int round_park;           // thread 0's reading of pause_requested for this round
-    int round_stop;           // distributed: thread 0 saw the link fail; every thread stops
+    grad_t sum;  // the averaged gradient of a round (dense; sparse with a link)
+    grad_t *sum_part;  // (threads) sparse: sum's values and flags, each thread's own touched list
+    int keep_copies;  // dense, no link: the model lives in the threads' copies between parks
+    float **copies;  // (threads) keep_copies: each thread's parameter copy
+    int round_park;  // thread 0's reading of pause_requested for this round
+    int round_stop;  // distributed: thread 0 saw the link fail; every thread stops
     // The same, as the exchange saw it (written by thread 0 between a round's
     // barriers B and the exchange's; read after the exchange's barrier, before
     // the next round's barrier A, while thread 0 may already write round_stop).
     int exchange_stop;
-    int round_applied;        // distributed: the link applied this round's update itself
+    int round_applied;  // distributed: the link applied this round's update itself
 
     // A device (--device cuda): its table, the device the steps run on, and
     // the first failure of the thread driving it.
     const train_device_ops_t *dev_ops;
     void *dev;
     char gpu_err[512];
-    void *own_dev;              // the device train_run made (not a borrowed one)
+    void *own_dev;  // the device train_run made (not a borrowed one)
     train_position_t position;  // filled for each checkpoint
     model_ws_t *eval_ws[EVAL_THREADS_MAX];  // the evaluation threads' workspaces
     size_t n_eval_ws;
@@ -113,21 +113,21 @@ struct trainer {
     deferred_eval_t *deferred;
     size_t n_deferred, cap_deferred, deferred_bytes;
     param_t *deferred_w;  // (n_params) where a deferred point's parameters are evaluated
-    int sync_inited;            // mu, the condition variables and update_lock exist
+    int sync_inited;  // mu, the condition variables and update_lock exist
 };
 
 // The trainer's spans in a --trace timeline (docs/trace.md).
-static const trace_kind_t TK_STEP = {"step", "compute", "examples"};         // hogwild/locked/device: one update
-static const trace_kind_t TK_MERGE = {"merge", "sync", "steps"};             // hogwild replicas: a replica merged
-static const trace_kind_t TK_ROUND = {"round", "compute", "examples"};       // sync: one round, every thread
+static const trace_kind_t TK_STEP = {"step", "compute", "examples"};  // hogwild/locked/device: one update
+static const trace_kind_t TK_MERGE = {"merge", "sync", "steps"};  // hogwild replicas: a replica merged
+static const trace_kind_t TK_ROUND = {"round", "compute", "examples"};  // sync: one round, every thread
 static const trace_kind_t TK_COMPUTE = {"gradient", "compute", "examples"};  // sync: a thread's sub-batch
-static const trace_kind_t TK_REDUCE = {"reduce", "compute", NULL};           // sync: a thread's coordinate slice
-static const trace_kind_t TK_BARRIER = {"barrier", "sync", NULL};            // sync: waiting for the other threads
-static const trace_kind_t TK_EXCHANGE = {"exchange", "sync", "examples"};    // sync, distributed: the link's round
-static const trace_kind_t TK_WAIT_BOUND = {"wait_bound", "sync", "step"};    // held by the link's allowance (SSP/BSP)
-static const trace_kind_t TK_PARKED = {"parked", "sync", NULL};              // parked for an evaluation or checkpoint
-static const trace_kind_t TK_DELAY = {"injected_delay", "sync", NULL};       // --delay-worker
-static const trace_kind_t TK_EVAL = {"evaluate", "eval", "samples"};         // one evaluation point
+static const trace_kind_t TK_REDUCE = {"reduce", "compute", NULL};  // sync: a thread's coordinate slice
+static const trace_kind_t TK_BARRIER = {"barrier", "sync", NULL};  // sync: waiting for the other threads
+static const trace_kind_t TK_EXCHANGE = {"exchange", "sync", "examples"};  // sync, distributed: the link's round
+static const trace_kind_t TK_WAIT_BOUND = {"wait_bound", "sync", "step"};  // held by the link's allowance (SSP/BSP)
+static const trace_kind_t TK_PARKED = {"parked", "sync", NULL};  // parked for an evaluation or checkpoint
+static const trace_kind_t TK_DELAY = {"injected_delay", "sync", NULL};  // --delay-worker
+static const trace_kind_t TK_EVAL = {"evaluate", "eval", "samples"};  // one evaluation point
 static const trace_kind_t TK_CHECKPOINT = {"checkpoint", "io", NULL};
 
 void train_config_default(train_config_t *c) {
@@ -170,18 +170,21 @@ int train_config_check(const train_config_t *c, size_t n_train, char *err, size_
         return -1;
     }
     if (c->device && (c->start || c->checkpoint_every_s > 0)) {
-        snprintf(err, err_len, "--device cuda: checkpoints, resuming and rejoining a run are not built for the GPU "
-                               "path yet; use the CPU");
+        snprintf(err, err_len,
+                 "--device cuda: checkpoints, resuming and rejoining a run are not built for the GPU "
+                 "path yet; use the CPU");
         return -1;
     }
     if (!(c->clip_grad_norm >= 0) || (c->device && c->clip_grad_norm > 0)) {
-        snprintf(err, err_len, "--clip-grad-norm: %g; expected a positive norm, and the CPU (the GPU steps do not clip)",
+        snprintf(err, err_len,
+                 "--clip-grad-norm: %g; expected a positive norm, and the CPU (the GPU steps do not clip)",
                  c->clip_grad_norm);
         return -1;
     }
     if (c->device && (c->threads != 1 || c->mode != TRAIN_MODE_HOGWILD)) {
-        snprintf(err, err_len, "--device cuda: one host thread drives the GPU (--threads 1, --mode hogwild); the "
-                               "parallelism is the GPU's own");
+        snprintf(err, err_len,
+                 "--device cuda: one host thread drives the GPU (--threads 1, --mode hogwild); the "
+                 "parallelism is the GPU's own");
         return -1;
     }
     if (c->hogwild_variant == HOGWILD_VARIANT_REPLICAS && c->mode != TRAIN_MODE_HOGWILD) {
@@ -197,8 +200,8 @@ int train_config_check(const train_config_t *c, size_t n_train, char *err, size_
     size_t shard = c->link ? n_train / c->link->ranks : n_train;
     if (c->mode != TRAIN_MODE_SYNC && c->threads > shard) {
         if (c->link) {
-            snprintf(err, err_len, "--threads: %zu threads but this worker's data shard has only %zu examples", c->threads,
-                     shard);
+            snprintf(err, err_len, "--threads: %zu threads but this worker's data shard has only %zu examples",
+                     c->threads, shard);
             return -1;
         }
         snprintf(err, err_len, "--threads: %zu threads but only %zu training examples to shard", c->threads, n_train);
@@ -209,12 +212,12 @@ int train_config_check(const train_config_t *c, size_t n_train, char *err, size_
 
 const char *train_mode_name(train_mode_t mode) {
     switch (mode) {
-    case TRAIN_MODE_LOCKED:
-        return "locked";
-    case TRAIN_MODE_SYNC:
-        return "sync";
-    case TRAIN_MODE_HOGWILD:
-        break;
+        case TRAIN_MODE_LOCKED:
+            return "locked";
+        case TRAIN_MODE_SYNC:
+            return "sync";
+        case TRAIN_MODE_HOGWILD:
+            break;
     }
     return "hogwild";
 }
@@ -338,9 +341,7 @@ static int check_diverged(trainer_t *tr, size_t id, uint64_t step, double loss) 
 }
 
 // Where thread id starts: the steps it took before (a resumed run), else 0.
-static uint64_t start_updates(const trainer_t *tr, size_t id) {
-    return tr->cfg.start ? tr->cfg.start->updates[id] : 0;
-}
+static uint64_t start_updates(const trainer_t *tr, size_t id) { return tr->cfg.start ? tr->cfg.start->updates[id] : 0; }
 
 // ---- the data order ----
 
@@ -524,15 +525,15 @@ struct loop {
     const train_config_t *c;
     const train_link_t *link;
     size_t id;
-    uint32_t *data;       // what an epoch runs over: this thread's shard, or (sync) the whole order
-    size_t len;           // its positions
-    size_t stride;        // the positions of a whole step (sync: round)
-    uint64_t done;        // steps (sync: rounds) taken before this run, which it skips
-    uint64_t updates;     // steps (sync: rounds) so far, those skipped included
-    uint64_t samples;     // examples so far (sync: all threads')
+    uint32_t *data;  // what an epoch runs over: this thread's shard, or (sync) the whole order
+    size_t len;  // its positions
+    size_t stride;  // the positions of a whole step (sync: round)
+    uint64_t done;  // steps (sync: rounds) taken before this run, which it skips
+    uint64_t updates;  // steps (sync: rounds) so far, those skipped included
+    uint64_t samples;  // examples so far (sync: all threads')
     uint64_t next_check;  // the sample count at which to look whether an evaluation is due
-    rng_t rng;            // the epochs' shuffles
-    rng_t delay_rng;      // injected delays
+    rng_t rng;  // the epochs' shuffles
+    rng_t delay_rng;  // injected delays
 };
 
 static void loop_init(loop_t *L, worker_t *wk, uint32_t *data, size_t len, size_t stride, uint64_t done) {
@@ -610,8 +611,8 @@ typedef struct hogwild_loop {
     int locked;
     int clip;
     float *copy;  // fused dense steps: the thread's parameter copy (see async_worker)
-    int direct;   // one-example plain-SGD steps without the gradient buffer
-    param_t *w;   // the parameters the steps read and write: the shared ones, or (replicas) the thread's
+    int direct;  // one-example plain-SGD steps without the gradient buffer
+    param_t *w;  // the parameters the steps read and write: the shared ones, or (replicas) the thread's
     size_t since_merge;  // replicas: steps since the thread's last merge
 } hogwild_loop_t;
 
@@ -656,8 +657,10 @@ static void give_merge_turn(trainer_t *tr) { atomic_store_explicit(&tr->merge_tu
 // on stepping, and merges at a later step. Returns whether it merged.
 static int merge_replica(hogwild_loop_t *H, int wait) {
     trainer_t *tr = H->loop.tr;
-    if (wait) take_merge_turn(tr);
-    else if (atomic_exchange_explicit(&tr->merge_turn, 1, memory_order_acquire)) return 0;
+    if (wait)
+        take_merge_turn(tr);
+    else if (atomic_exchange_explicit(&tr->merge_turn, 1, memory_order_acquire))
+        return 0;
     uint64_t span = TRACE_BEGIN();
     hogwild_replica_merge(&H->loop.wk->replica, tr->w);
     TRACE_END(&TK_MERGE, span, H->since_merge);
@@ -772,10 +775,10 @@ static int gpu_sync(trainer_t *tr, worker_stats_t *s, int params, char *err, siz
 typedef struct device_loop {
     loop_t loop;
     worker_stats_t *stats;
-    int hogwild;         // sparse models under Hogwild!: a step is a chunk of examples, each one update
-    size_t step_max;     // examples per step
-    uint64_t unsynced;   // steps since the last read of their loss
-    int ok;              // no failure yet (else err says what)
+    int hogwild;  // sparse models under Hogwild!: a step is a chunk of examples, each one update
+    size_t step_max;  // examples per step
+    uint64_t unsynced;  // steps since the last read of their loss
+    int ok;  // no failure yet (else err says what)
     char err[512];
 } device_loop_t;
 
@@ -985,8 +988,10 @@ static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds
         tr->round_applied = applied;
         tr->exchange_stop = atomic_load_explicit(link->abort, memory_order_relaxed);
         if (!dense && !tr->exchange_stop) {
-            if (!applied) optimizer_apply_and_clear(tr->opt, tr->w, sum, lr);
-            else grad_clear(sum);
+            if (!applied)
+                optimizer_apply_and_clear(tr->opt, tr->w, sum, lr);
+            else
+                grad_clear(sum);
         }
     }
     if (dense) spin_barrier_wait(&tr->barrier);  // the global gradient (or model) is here, and exchange_stop
@@ -1006,9 +1011,9 @@ static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds
 typedef struct sync_loop {
     loop_t loop;
     size_t rank, replica_size;  // this replica's slice of a round: [rank * replica_size, + replica_size)
-    int dense, store;           // store: a dense model's step stores its gradient block by block
+    int dense, store;  // store: a dense model's step stores its gradient block by block
     int unflushed;  // keep_copies: w is behind this thread's copy in its range
-    int behind;     // keep_copies: the other threads' ranges of this thread's copy are a round behind
+    int behind;  // keep_copies: the other threads' ranges of this thread's copy are a round behind
 } sync_loop_t;
 
 // Thread 0 shuffles the whole order (the others wait for it at barrier A).
@@ -1093,8 +1098,10 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     spin_barrier_wait(&tr->barrier);  // B
     TRACE_END(&TK_BARRIER, span, 0);
     span = TRACE_BEGIN();
-    if (S->dense) sync_reduce_dense(tr, id, total, lr);
-    else sync_reduce_sparse(tr, id, total, lr);
+    if (S->dense)
+        sync_reduce_dense(tr, id, total, lr);
+    else
+        sync_reduce_sparse(tr, id, total, lr);
     TRACE_END(&TK_REDUCE, span, 0);
     S->unflushed = S->behind = tr->keep_copies;
     if (L->link && sync_exchange(tr, id, total, L->updates, lr)) {
@@ -1173,8 +1180,10 @@ static void evaluate(trainer_t *tr, const param_t *w, model_ws_t **ws, train_poi
     eval_slice_run(&slices[0]);
     eval_sums_t sums = {0.0, 0.0, 0};
     for (size_t i = 0; i < n; i++) {
-        if (i > 0 && started[i]) pthread_join(threads[i], NULL);
-        else if (i > 0) eval_slice_run(&slices[i]);
+        if (i > 0 && started[i])
+            pthread_join(threads[i], NULL);
+        else if (i > 0)
+            eval_slice_run(&slices[i]);
         sums.loss_sum += slices[i].sums.loss_sum;
         sums.metric_sum += slices[i].sums.metric_sum;
         sums.count += slices[i].sums.count;
@@ -1214,7 +1223,8 @@ static int prepare_sync(trainer_t *tr, int dense, char *err, size_t err_len) {
     tr->keep_copies = dense && !tr->cfg.link && model_has_loss_grad_apply(tr->model);
     if (tr->keep_copies) {
         if (!(tr->copies = calloc(T, sizeof *tr->copies))) goto oom;
-        for (size_t i = 0; i < T; i++) tr->keep_copies &= (tr->copies[i] = model_ws_param_copy(tr->workers[i].ws)) != NULL;
+        for (size_t i = 0; i < T; i++)
+            tr->keep_copies &= (tr->copies[i] = model_ws_param_copy(tr->workers[i].ws)) != NULL;
     }
     if (!dense) {
         if (!(tr->sum_part = calloc(T, sizeof *tr->sum_part))) goto oom;
@@ -1282,7 +1292,8 @@ static int start_threads(trainer_t *tr, size_t *started, char *err, size_t err_l
             CPU_SET((int)(i % (size_t)n_cpus), &set);
             int rc = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
             if (rc != 0) {
-                snprintf(err, err_len, "trainer: pinning thread %zu to CPU %zu: %s", i, i % (size_t)n_cpus, strerror(rc));
+                snprintf(err, err_len, "trainer: pinning thread %zu to CPU %zu: %s", i, i % (size_t)n_cpus,
+                         strerror(rc));
                 pthread_attr_destroy(&attr);
                 return -1;
             }
@@ -1309,7 +1320,7 @@ static void resume_workers_locked(trainer_t *tr, int stop) {
 
 typedef struct clock_state {
     double start;
-    double paused;       // seconds spent in evaluation pauses
+    double paused;  // seconds spent in evaluation pauses
     totals_t at_last_eval;
 } clock_state_t;
 
@@ -1531,8 +1542,8 @@ static void schedule_init(schedule_t *sc, const train_config_t *c) {
 // With every worker parked (or finished): the checkpoint and the evaluation
 // that are due (the pause may have been for either). Returns whether the run
 // stops; a failed checkpoint sets *rc.
-static int at_pause(trainer_t *tr, schedule_t *sc, const train_callbacks_t *cb, train_result_t *out, int *rc,
-                    char *err, size_t err_len) {
+static int at_pause(trainer_t *tr, schedule_t *sc, const train_callbacks_t *cb, train_result_t *out, int *rc, char *err,
+                    size_t err_len) {
     const train_config_t *c = &tr->cfg;
     int stop = atomic_load(&tr->diverged);
     if (!stop && sc->checkpoint_due) {
@@ -1560,12 +1571,16 @@ static int at_pause(trainer_t *tr, schedule_t *sc, const train_callbacks_t *cb, 
 static int ask_pause_if_due(trainer_t *tr, schedule_t *sc, train_result_t *out, double now) {
     const train_config_t *c = &tr->cfg;
     double trained = now - sc->clk.start - sc->clk.paused;
-    if (!sc->checkpoint_due && trained >= sc->checkpoint_at) sc->checkpoint_due = 1;
-    else if (!sc->eval_due && trained >= sc->eval_at) sc->eval_due = 1;
-    else if (c->interrupt && !out->interrupted && atomic_load(c->interrupt)) out->interrupted = 1;
+    if (!sc->checkpoint_due && trained >= sc->checkpoint_at)
+        sc->checkpoint_due = 1;
+    else if (!sc->eval_due && trained >= sc->eval_at)
+        sc->eval_due = 1;
+    else if (c->interrupt && !out->interrupted && atomic_load(c->interrupt))
+        out->interrupted = 1;
     else if (c->time_limit_s > 0 && !out->stopped_at_time_limit && trained >= c->time_limit_s)
         out->stopped_at_time_limit = 1;
-    else return 0;
+    else
+        return 0;
     atomic_store_explicit(&tr->pause_requested, 1, memory_order_release);
     return 1;
 }
@@ -1596,8 +1611,8 @@ static void sleep_until_due(trainer_t *tr, const schedule_t *sc, const train_res
 // The main thread while the `started` workers run: it sleeps until a worker
 // asks for a pause (an evaluation, or a stop), all finish, or something
 // falls due, and serves each pause. Returns rc, or -1 if a checkpoint failed.
-static int supervise(trainer_t *tr, schedule_t *sc, size_t started, const train_callbacks_t *cb,
-                     train_result_t *out, int rc, char *err, size_t err_len) {
+static int supervise(trainer_t *tr, schedule_t *sc, size_t started, const train_callbacks_t *cb, train_result_t *out,
+                     int rc, char *err, size_t err_len) {
     sc->next_progress = mono_clock_s() + sc->progress_every;
     pthread_mutex_lock(&tr->mu);
     while (tr->finished < started) {
@@ -1638,7 +1653,10 @@ static int run_outcome(trainer_t *tr, int rc, char *err, size_t err_len) {
         snprintf(err, err_len,
                  "training diverged: thread %zu's minibatch loss was %s at its step %llu (after %llu samples in all); "
                  "stopped without saving the parameters (a smaller --lr may help)",
-                 tr->diverged_thread, isnan(tr->diverged_loss) ? "NaN" : tr->diverged_loss > 0 ? "+Inf" : "-Inf",
+                 tr->diverged_thread,
+                 isnan(tr->diverged_loss) ? "NaN"
+                 : tr->diverged_loss > 0  ? "+Inf"
+                                          : "-Inf",
                  (unsigned long long)tr->diverged_step, (unsigned long long)t.samples);
         rc = -1;
     }
@@ -1668,8 +1686,8 @@ static int finish_result(trainer_t *tr, schedule_t *sc, const train_callbacks_t 
     return 0;
 }
 
-int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
-              const train_callbacks_t *cb, train_result_t *out, char *err, size_t err_len) {
+int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c, const train_callbacks_t *cb,
+              train_result_t *out, char *err, size_t err_len) {
     if (train_config_check(c, model_num_train(m), err, err_len) != 0) return -1;
     trainer_t tr;
     if (trainer_open(&tr, m, opt, w, c, err, err_len) != 0) {

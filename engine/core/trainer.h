@@ -22,11 +22,11 @@
 
 #include <stdatomic.h>
 
-#include "engine/core/train_device.h"  // defines: train_device_ops_t
-#include "kernels/foundation/rng.h"                // defines: rng_t
-#include "engine/core/model.h"      // defines: model_t, model_loss_grad, model_evaluate
-#include "engine/core/optimizer.h"  // defines: optimizer_t, optimizer_config_t
-#include "staleness/delay.h"   // defines: step_delay_t
+#include "engine/core/train_device.h"
+#include "kernels/foundation/rng.h"
+#include "engine/core/model.h"
+#include "engine/core/optimizer.h"
+#include "staleness/delay.h"
 
 typedef enum train_mode {
     TRAIN_MODE_HOGWILD,
@@ -60,8 +60,8 @@ typedef enum hogwild_variant {
 // Per-thread counters a distributed run's link reads, one cache line each.
 typedef struct train_thread_progress {
     _Alignas(64) _Atomic uint64_t steps;  // steps this thread has taken
-    _Atomic uint64_t wait_ns;             // time it spent held by step_allowance
-    _Atomic int finished;                 // it has finished its epochs (or stopped)
+    _Atomic uint64_t wait_ns;  // time it spent held by step_allowance
+    _Atomic int finished;  // it has finished its epochs (or stopped)
     // With a link generation: (generation << 32) | (step index mod 2^32) of the
     // step this thread started last, stored (release) once per step at its start.
     _Atomic uint64_t read_gen;
@@ -116,10 +116,10 @@ typedef struct train_link {
 // would have seen.
 typedef struct train_position {
     size_t threads;
-    uint64_t *samples;   // (threads) examples each thread processed
-    uint64_t *updates;   // (threads) hogwild/locked: steps each thread took; sync: updates[0] = rounds done
-    double *loss_sum;    // (threads) sum over steps of minibatch objective x examples
-    double wall_s;       // training seconds so far
+    uint64_t *samples;  // (threads) examples each thread processed
+    uint64_t *updates;  // (threads) hogwild/locked: steps each thread took; sync: updates[0] = rounds done
+    double *loss_sum;  // (threads) sum over steps of minibatch objective x examples
+    double wall_s;  // training seconds so far
 } train_position_t;
 
 // Called with every thread parked at a step (sync: round) boundary; returns 0,
@@ -131,13 +131,13 @@ typedef struct train_config {
     train_mode_t mode;
     size_t threads;
     size_t epochs;
-    size_t batch;               // examples per step, per thread
-    uint64_t seed;              // data order (initial permutation and per-epoch shuffles)
-    size_t eval_every;          // training samples between evaluations; 0 = once per epoch
-    double eval_every_s;        // > 0: also evaluate every this many training seconds (a fixed grid)
-    size_t eval_limit;          // test examples per evaluation; 0 = the whole test set
-    double target;              // NaN: none; else accuracy >= target, or RMSE <= target
-    int stop_at_target;         // end the run at the first evaluation that meets the target
+    size_t batch;  // examples per step, per thread
+    uint64_t seed;  // data order (initial permutation and per-epoch shuffles)
+    size_t eval_every;  // training samples between evaluations; 0 = once per epoch
+    double eval_every_s;  // > 0: also evaluate every this many training seconds (a fixed grid)
+    size_t eval_limit;  // test examples per evaluation; 0 = the whole test set
+    double target;  // NaN: none; else accuracy >= target, or RMSE <= target
+    int stop_at_target;  // end the run at the first evaluation that meets the target
     // > 0: evaluations are deferred (a distributed replica, whose pause for an
     // evaluation would hold the other ranks back): at each point the
     // parameters are copied, and the copies evaluated in order once training
@@ -145,18 +145,18 @@ typedef struct train_config {
     // evaluated at once, after those before it. Never with stop_at_target,
     // which needs each point's figures as it comes. 0: every point at once.
     size_t defer_eval_bytes;
-    double time_limit_s;        // > 0: stop after this many training seconds (evaluation excluded)
+    double time_limit_s;  // > 0: stop after this many training seconds (evaluation excluded)
     // Not NULL: once *interrupt is non-zero (a stop signal, net/stop_signal.h)
     // the run stops at the next step boundary, as at a time limit, and the
     // result says interrupted. Looked at every progress_interval_s (0.25 s when 0).
     const atomic_int *interrupt;
-    int pin;                    // pin thread t to CPU t mod (online CPUs)
-    double progress_interval_s; // 0: no progress callbacks
-    double clip_grad_norm;      // > 0: each thread's minibatch gradient is scaled down to this L2 norm when
-                                // longer (grad_clip_norm), before it is applied or averaged; CPU only
+    int pin;  // pin thread t to CPU t mod (online CPUs)
+    double progress_interval_s;  // 0: no progress callbacks
+    double clip_grad_norm;  // > 0: each thread's minibatch gradient is scaled down to this L2 norm when
+        // longer (grad_clip_norm), before it is applied or averaged; CPU only
     hogwild_variant_t hogwild_variant;  // mode hogwild: see above
-    size_t merge_every;         // replicas: a thread's steps between its merges; 0: train_merge_every_default
-    const train_link_t *link;   // distributed runs only (borrowed); NULL otherwise
+    size_t merge_every;  // replicas: a thread's steps between its merges; 0: train_merge_every_default
+    const train_link_t *link;  // distributed runs only (borrowed); NULL otherwise
     // Where the steps run. NULL: on the CPU threads. Else on a device (--device
     // cuda: engine/gpu/gpu_device.h): one host thread (threads = 1, mode
     // hogwild) queues its steps, and the device holds the parameters while
@@ -176,15 +176,15 @@ typedef struct train_config {
 
 // One evaluation point (or, for progress callbacks, a snapshot with test fields NaN).
 typedef struct train_point {
-    double wall_s;         // training seconds since start, evaluation pauses excluded
-    double epoch;          // samples / training-set size (times the replicas of a distributed run)
-    uint64_t samples;      // training examples processed, all threads
-    uint64_t updates;      // updates applied to the shared model
+    double wall_s;  // training seconds since start, evaluation pauses excluded
+    double epoch;  // samples / training-set size (times the replicas of a distributed run)
+    uint64_t samples;  // training examples processed, all threads
+    uint64_t updates;  // updates applied to the shared model
     double samples_per_s;  // samples / wall_s
-    float lr;              // current step size (thread 0's view)
-    double train_loss;     // mean minibatch objective since the previous point
-    double test_loss;      // mean test loss (no regulariser)
-    double test_metric;    // accuracy or RMSE, see model_metric()
+    float lr;  // current step size (thread 0's view)
+    double train_loss;  // mean minibatch objective since the previous point
+    double test_loss;  // mean test loss (no regulariser)
+    double test_metric;  // accuracy or RMSE, see model_metric()
 } train_point_t;
 
 typedef struct train_callbacks {
@@ -196,20 +196,20 @@ typedef struct train_callbacks {
 } train_callbacks_t;
 
 typedef struct train_result {
-    double wall_s;             // training time, evaluation excluded
-    double eval_s;             // time spent in evaluation pauses
+    double wall_s;  // training time, evaluation excluded
+    double eval_s;  // time spent in evaluation pauses
     uint64_t samples;
     uint64_t updates;
     double samples_per_s;
     double updates_per_s;
-    double time_to_target_s;   // NaN if the target was not reached (or none was set)
+    double time_to_target_s;  // NaN if the target was not reached (or none was set)
     uint64_t samples_to_target;
     size_t n_evals;
     int stopped_at_target;
     int stopped_at_time_limit;
-    int interrupted;           // stopped early by train_config.interrupt
-    uint64_t checkpoints;      // written (train_config.checkpoint), the final one included
-    train_point_t last;        // the final evaluation
+    int interrupted;  // stopped early by train_config.interrupt
+    uint64_t checkpoints;  // written (train_config.checkpoint), the final one included
+    train_point_t last;  // the final evaluation
 } train_result_t;
 
 void train_config_default(train_config_t *c);
@@ -220,8 +220,8 @@ int train_config_check(const train_config_t *c, size_t n_train, char *err, size_
 // samples and updates done, and the last evaluation). A step whose loss is
 // NaN or Inf stops the run (-1, err saying where): it diverged, and no
 // checkpoint is written after that.
-int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c,
-              const train_callbacks_t *cb, train_result_t *out, char *err, size_t err_len);
+int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config_t *c, const train_callbacks_t *cb,
+              train_result_t *out, char *err, size_t err_len);
 
 // Runs `run` on freshly initialised parameters (model_init_params with
 // init_seed) and a new optimizer built from oc, both freed afterwards; final_w
@@ -256,11 +256,11 @@ size_t train_merge_every_default(size_t batch);
 // gives thread `thread` under config c (its seed, threads, batch and link's
 // rank among ranks) on n_train examples. Returns 0, or -1 with err filled.
 typedef struct train_order {
-    uint32_t *data;    // (len) the thread's examples in the order of epoch `epoch`
-    uint32_t *prev;    // (len) and in the order of the epoch before it (if any)
+    uint32_t *data;  // (len) the thread's examples in the order of epoch `epoch`
+    uint32_t *prev;  // (len) and in the order of the epoch before it (if any)
     size_t len, batch, per_epoch;
-    uint64_t epoch;    // the epoch data is in; UINT64_MAX before the first
-    rng_t rng;         // the thread's shuffles, as its loop draws them
+    uint64_t epoch;  // the epoch data is in; UINT64_MAX before the first
+    rng_t rng;  // the thread's shuffles, as its loop draws them
 } train_order_t;
 int train_order_init(train_order_t *o, const train_config_t *c, size_t n_train, size_t thread, char *err,
                      size_t err_len);

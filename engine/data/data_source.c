@@ -4,14 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/data/generate.h"    // defines: gen_sparse, gen_ratings and their configs
-#include "datasets/csv.h"         // defines: csv_load
-#include "datasets/data_input.h"  // defines: data_input_display_name
-#include "datasets/idx.h"         // defines: fashion_mnist_load
-#include "datasets/libsvm.h"      // defines: libsvm_load
-#include "datasets/ratings_io.h"  // defines: ratings_load
-#include "engine/data/train_test_split.h"  // defines: split_train_test
-#include "engine/core/flags.h"         // defines: flags_parse_pairs, flags_parse_size, flags_parse_double
+#include "engine/data/generate.h"
+#include "datasets/csv.h"
+#include "datasets/data_input.h"
+#include "datasets/idx.h"
+#include "datasets/libsvm.h"
+#include "datasets/ratings_io.h"
+#include "engine/data/train_test_split.h"
+#include "engine/core/flags.h"
 
 static const char *const kind_names[] = {"dense image", "sparse (libsvm)", "ratings"};
 
@@ -35,11 +35,15 @@ void data_bundle_free(data_bundle_t *b) {
 }
 
 size_t data_bundle_num_train(const data_bundle_t *b) {
-    return b->kind == DATA_KIND_DENSE ? b->dense_train.n : b->kind == DATA_KIND_SPARSE ? b->sparse_train.n : b->ratings_train.n;
+    return b->kind == DATA_KIND_DENSE    ? b->dense_train.n
+           : b->kind == DATA_KIND_SPARSE ? b->sparse_train.n
+                                         : b->ratings_train.n;
 }
 
 size_t data_bundle_num_test(const data_bundle_t *b) {
-    return b->kind == DATA_KIND_DENSE ? b->dense_test.n : b->kind == DATA_KIND_SPARSE ? b->sparse_test.n : b->ratings_test.n;
+    return b->kind == DATA_KIND_DENSE    ? b->dense_test.n
+           : b->kind == DATA_KIND_SPARSE ? b->sparse_test.n
+                                         : b->ratings_test.n;
 }
 
 // ---- generator parameters inside the spec ----
@@ -94,7 +98,8 @@ static const char *gen_params(const char *spec, const char *prefix) {
 // (the first `limit` indices of each part; 0 keeps all).
 static int split_limited(size_t n, const data_options_t *o, uint32_t **train_idx, size_t *n_train, uint32_t **test_idx,
                          size_t *n_test, char *err, size_t err_len) {
-    if (split_train_test(n, o->test_fraction, o->seed, train_idx, n_train, test_idx, n_test, err, err_len) != 0) return -1;
+    if (split_train_test(n, o->test_fraction, o->seed, train_idx, n_train, test_idx, n_test, err, err_len) != 0)
+        return -1;
     if (*n_test == 0 || *n_train == 0) {
         snprintf(err, err_len, "--test-frac %g of %zu examples leaves no %s example; %s", o->test_fraction, n,
                  *n_test == 0 ? "test" : "training",
@@ -207,8 +212,10 @@ int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec
     }
     if (kind == DATA_KIND_DENSE) {
         if (strcmp(spec, "fashion-mnist") != 0) {
-            snprintf(err, err_len, "--data %s: dense models read Fashion-MNIST IDX files: use --data fashion-mnist "
-                     "(with --data-dir DIR for files elsewhere)", spec);
+            snprintf(err, err_len,
+                     "--data %s: dense models read Fashion-MNIST IDX files: use --data fashion-mnist "
+                     "(with --data-dir DIR for files elsewhere)",
+                     spec);
             return -1;
         }
         out->source = DATA_SOURCE_FASHION_MNIST;
@@ -244,8 +251,8 @@ int data_spec_parse(const char *spec, data_kind_t kind, uint64_t seed, data_spec
 
 static int load_dense(const data_options_t *o, data_bundle_t *b, char *err, size_t err_len) {
     if (fashion_mnist_load(o->data_dir, 1, o->train_limit, &b->dense_train, err, err_len) != 0) return -1;
-    if (fashion_mnist_load(o->test_spec ? o->test_spec : o->data_dir, 0, o->test_limit, &b->dense_test, err,
-                           err_len) != 0) {
+    if (fashion_mnist_load(o->test_spec ? o->test_spec : o->data_dir, 0, o->test_limit, &b->dense_test, err, err_len) !=
+        0) {
         if (o->test_spec) prefix_test_data(err, err_len);
         return -1;
     }
@@ -262,7 +269,8 @@ static int load_sparse(const data_options_t *o, const data_spec_t *spec, data_bu
         const sparse_gen_config_t *c = &spec->sparse;
         if (gen_sparse(c, &all, err, err_len) != 0) return -1;
         snprintf(b->description, sizeof b->description, "gen:sparse n=%zu dim=%zu nnz=%zu zipf=%g noise=%g seed=%llu",
-                 c->n_examples, c->dim, c->nnz_per_example, c->zipf_exponent, c->label_noise, (unsigned long long)c->seed);
+                 c->n_examples, c->dim, c->nnz_per_example, c->zipf_exponent, c->label_noise,
+                 (unsigned long long)c->seed);
     } else if (spec->source == DATA_SOURCE_CSV) {
         csv_options_t co = {o->label_column, o->csv_header, NULL, 0, NULL};
         if (csv_load(spec->path, &co, &all, err, err_len) != 0) return -1;
@@ -295,8 +303,7 @@ static int load_sparse(const data_options_t *o, const data_spec_t *spec, data_bu
     }
     size_t len = strlen(b->description);
     snprintf(b->description + len, sizeof b->description - len, "; test %.120s (%s)",
-             data_input_display_name(o->test_spec),
-             test_csv ? "csv" : "libsvm");
+             data_input_display_name(o->test_spec), test_csv ? "csv" : "libsvm");
     if (limit_sparse(&b->sparse_train, o->train_limit, err, err_len) != 0) return -1;
     return limit_sparse(&b->sparse_test, o->test_limit, err, err_len);
 }
@@ -307,8 +314,9 @@ static int load_ratings(const data_options_t *o, const data_spec_t *spec, data_b
     if (spec->source == DATA_SOURCE_GEN_RATINGS) {
         const ratings_gen_config_t *c = &spec->ratings;
         if (gen_ratings(c, &all, err, err_len) != 0) return -1;
-        snprintf(b->description, sizeof b->description, "gen:ratings users=%zu items=%zu rank=%zu n=%zu noise=%g seed=%llu",
-                 c->n_users, c->n_items, c->rank, c->n_ratings, c->noise_std, (unsigned long long)c->seed);
+        snprintf(b->description, sizeof b->description,
+                 "gen:ratings users=%zu items=%zu rank=%zu n=%zu noise=%g seed=%llu", c->n_users, c->n_items, c->rank,
+                 c->n_ratings, c->noise_std, (unsigned long long)c->seed);
     } else if (o->test_spec) {
         // The two files' ids name the same users and items.
         if (ratings_load_pair(spec->path, o->test_spec, &b->ratings_train, &b->ratings_test, err, err_len) != 0) {
@@ -338,20 +346,25 @@ int data_bundle_load(const data_options_t *o, data_kind_t kind, data_bundle_t *b
         return -1;
     }
     const char *test_path = o->test_spec && csv_path(o->test_spec) ? csv_path(o->test_spec) : o->test_spec;
-    if (test_path && strcmp(test_path, "-") == 0 && (spec.source == DATA_SOURCE_FILE || spec.source == DATA_SOURCE_CSV) &&
-        strcmp(spec.path, "-") == 0) {
-        snprintf(err, err_len, "--data %s and --test-data %s: both are stdin, which can be read once; give one of "
-                 "them as a file", o->spec, o->test_spec);
+    if (test_path && strcmp(test_path, "-") == 0 &&
+        (spec.source == DATA_SOURCE_FILE || spec.source == DATA_SOURCE_CSV) && strcmp(spec.path, "-") == 0) {
+        snprintf(err, err_len,
+                 "--data %s and --test-data %s: both are stdin, which can be read once; give one of "
+                 "them as a file",
+                 o->spec, o->test_spec);
         return -1;
     }
     if (o->test_spec && kind == DATA_KIND_RATINGS && spec.source != DATA_SOURCE_FILE) {
-        snprintf(err, err_len, "--test-data %s: a ratings test file needs a ratings training file (--data FILE): "
-                 "the two files' ids are matched", o->test_spec);
+        snprintf(err, err_len,
+                 "--test-data %s: a ratings test file needs a ratings training file (--data FILE): "
+                 "the two files' ids are matched",
+                 o->test_spec);
         return -1;
     }
     if (!o->test_spec && !(o->test_fraction > 0.0 && o->test_fraction < 1.0) && kind != DATA_KIND_DENSE) {
         if (o->test_fraction == 0.0)
-            snprintf(err, err_len, "--test-frac 0: the test set would be empty; give a fraction in (0, 1) or name "
+            snprintf(err, err_len,
+                     "--test-frac 0: the test set would be empty; give a fraction in (0, 1) or name "
                      "the test set with --test-data FILE");
         else
             snprintf(err, err_len, "--test-frac: %g; expected a fraction in (0, 1)", o->test_fraction);

@@ -19,19 +19,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/dataset.h"   // defines: data_kind_t, dense_dataset_t, sparse_dataset_t, ratings_t
-#include "engine/data/generate.h"  // defines: sparse_gen_config_t, ratings_gen_config_t
+#include "datasets/dataset.h"
+#include "engine/data/generate.h"
 
 typedef struct data_options {
     const char *spec;
-    const char *data_dir;   // NULL: the default Fashion-MNIST location
-    size_t train_limit;     // 0: all
-    size_t test_limit;      // 0: all
-    double test_fraction;   // for sets without a test split
-    uint64_t seed;          // generators' default seed and the split's seed
+    const char *data_dir;  // NULL: the default Fashion-MNIST location
+    size_t train_limit;  // 0: all
+    size_t test_limit;  // 0: all
+    double test_fraction;  // for sets without a test split
+    uint64_t seed;  // generators' default seed and the split's seed
     const char *test_spec;  // --test-data: the test set (NULL: split the data with test_fraction)
     const char *label_column;  // CSV: --label-column (NULL: the first column)
-    int csv_header;            // CSV: --csv-header (1: the first line names the columns; 0: detected)
+    int csv_header;  // CSV: --csv-header (1: the first line names the columns; 0: detected)
 } data_options_t;
 
 typedef struct data_bundle {
@@ -53,9 +53,9 @@ typedef enum data_source {
 
 typedef struct data_spec {
     data_source_t source;
-    sparse_gen_config_t sparse;    // DATA_SOURCE_GEN_SPARSE: the generator's parameters
+    sparse_gen_config_t sparse;  // DATA_SOURCE_GEN_SPARSE: the generator's parameters
     ratings_gen_config_t ratings;  // DATA_SOURCE_GEN_RATINGS
-    const char *path;              // DATA_SOURCE_FILE: the spec itself; DATA_SOURCE_CSV: after any "csv:"
+    const char *path;  // DATA_SOURCE_FILE: the spec itself; DATA_SOURCE_CSV: after any "csv:"
 } data_spec_t;
 
 // The kind of data spec gives a model whose own kind is model_kind; a model

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/foundation/rng.h"  // defines: rng_seed, rng_next, rng_below, rng_normal
+#include "kernels/foundation/rng.h"
 
 // One rng stream per purpose, so that one kind of draw never shifts another.
 enum {
@@ -81,7 +81,7 @@ static double det_exp(double x) {  // |x| < 700
 // draws are bound by cache misses on this table.
 typedef struct alias_entry {
     uint32_t threshold;  // draws below it (out of 2^32) mean the bucket itself
-    uint32_t alias;      // the rest mean this index
+    uint32_t alias;  // the rest mean this index
 } alias_entry_t;
 
 typedef struct alias_table {
@@ -104,8 +104,10 @@ static int alias_build(alias_table_t *t, const uint64_t *weight, size_t n, uint6
     for (size_t i = 0; i < n; i++) {
         units[i] = weight[i] * n;  // <= 2^62 + 2^41 by the choice of weights
         t->entry[i].alias = (uint32_t)i;
-        if (units[i] < total) small[ns++] = (uint32_t)i;
-        else large[nl++] = (uint32_t)i;
+        if (units[i] < total)
+            small[ns++] = (uint32_t)i;
+        else
+            large[nl++] = (uint32_t)i;
     }
     while (ns && nl) {
         uint32_t s = small[--ns], l = large[nl - 1];
@@ -240,8 +242,8 @@ int gen_sparse(const sparse_gen_config_t *c, sparse_dataset_t *out, char *err, s
     return gen_sparse_with_truth(c, out, NULL, NULL, err, err_len);
 }
 
-int gen_sparse_with_truth(const sparse_gen_config_t *c, sparse_dataset_t *out, double *hidden_w, double *hidden_bias, char *err,
-                          size_t err_len) {
+int gen_sparse_with_truth(const sparse_gen_config_t *c, sparse_dataset_t *out, double *hidden_w, double *hidden_bias,
+                          char *err, size_t err_len) {
     sparse_dataset_init(out);
     if (check_sparse_config(c, err, err_len) != 0) return -1;
     size_t n = c->n_examples, dim = c->dim, k = c->nnz_per_example;
@@ -277,7 +279,8 @@ int gen_sparse_with_truth(const sparse_gen_config_t *c, sparse_dataset_t *out, d
     alias_table_t table = {0, NULL};
     fenwick_t tree = {0, NULL, 0};
     int rc = -1;
-    if (!weight || !idf || !hidden || !score || !hidden_by_rank || !perm || !ranks || !value || !row_val || !keys || !taken) {
+    if (!weight || !idf || !hidden || !score || !hidden_by_rank || !perm || !ranks || !value || !row_val || !keys ||
+        !taken) {
         snprintf(err, err_len, "gen_sparse: out of memory for %zu features", dim);
         goto done;
     }
@@ -435,14 +438,17 @@ static int check_ratings_config(const ratings_gen_config_t *c, char *err, size_t
         snprintf(err, err_len, "gen_ratings: n_items is %zu; expected 1..%u", c->n_items, UINT32_MAX);
         return -1;
     }
-    if (c->rank == 0 || c->rank > SIZE_MAX / sizeof(double) / c->n_users || c->rank > SIZE_MAX / sizeof(double) / c->n_items) {
-        snprintf(err, err_len, "gen_ratings: rank is %zu; expected >= 1 (and factor matrices that fit in memory)", c->rank);
+    if (c->rank == 0 || c->rank > SIZE_MAX / sizeof(double) / c->n_users ||
+        c->rank > SIZE_MAX / sizeof(double) / c->n_items) {
+        snprintf(err, err_len, "gen_ratings: rank is %zu; expected >= 1 (and factor matrices that fit in memory)",
+                 c->rank);
         return -1;
     }
     uint64_t pairs = (uint64_t)c->n_users * (uint64_t)c->n_items;  // < 2^64: both are < 2^32
     if (c->n_ratings == 0 || c->n_ratings > UINT32_MAX || c->n_ratings > pairs) {
         snprintf(err, err_len,
-                 "gen_ratings: n_ratings is %zu; expected 1..%llu (distinct pairs: at most n_users * n_items, and at most %u)",
+                 "gen_ratings: n_ratings is %zu; expected 1..%llu (distinct pairs: at most n_users * n_items, and at "
+                 "most %u)",
                  c->n_ratings, (unsigned long long)(pairs < UINT32_MAX ? pairs : UINT32_MAX), UINT32_MAX);
         return -1;
     }
@@ -498,8 +504,8 @@ int gen_ratings(const ratings_gen_config_t *c, ratings_t *out, char *err, size_t
     return gen_ratings_with_truth(c, out, NULL, NULL, err, err_len);
 }
 
-int gen_ratings_with_truth(const ratings_gen_config_t *c, ratings_t *out, double *user_factors, double *item_factors, char *err,
-                           size_t err_len) {
+int gen_ratings_with_truth(const ratings_gen_config_t *c, ratings_t *out, double *user_factors, double *item_factors,
+                           char *err, size_t err_len) {
     ratings_init(out);
     if (check_ratings_config(c, err, err_len) != 0) return -1;
     size_t rank = c->rank, n = c->n_ratings;

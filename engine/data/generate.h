@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/dataset.h"  // defines: sparse_dataset_t, ratings_t
+#include "datasets/dataset.h"
 
 // Sparse binary classification modelled on RCV1:
 // - row lengths: uniform integers in [nnz - h, nnz + h] with h = min(nnz / 2,
@@ -33,11 +33,11 @@
 //   repeat, go to +1); then exactly round(label_noise * n) labels, chosen at
 //   random, are flipped.
 typedef struct sparse_gen_config {
-    size_t n_examples;       // rows, 1 .. 2^32 - 1
-    size_t dim;              // features, 1 .. 2^32 - 1
+    size_t n_examples;  // rows, 1 .. 2^32 - 1
+    size_t dim;  // features, 1 .. 2^32 - 1
     size_t nnz_per_example;  // mean non-zeros per row, 1 .. dim
-    double zipf_exponent;    // popularity skew, 0 (uniform) .. 10
-    double label_noise;      // fraction of labels flipped, 0 .. 0.5
+    double zipf_exponent;  // popularity skew, 0 (uniform) .. 10
+    double label_noise;  // fraction of labels flipped, 0 .. 0.5
     uint64_t seed;
 } sparse_gen_config_t;
 
@@ -46,17 +46,17 @@ void sparse_gen_config_default(sparse_gen_config_t *c);
 int gen_sparse(const sparse_gen_config_t *c, sparse_dataset_t *out, char *err, size_t err_len);
 // The same, also returning the hidden model that made the labels (before the
 // flips): hidden_w (dim) and *hidden_bias, either may be NULL.
-int gen_sparse_with_truth(const sparse_gen_config_t *c, sparse_dataset_t *out, double *hidden_w, double *hidden_bias, char *err,
-                          size_t err_len);
+int gen_sparse_with_truth(const sparse_gen_config_t *c, sparse_dataset_t *out, double *hidden_w, double *hidden_bias,
+                          char *err, size_t err_len);
 
 // Low-rank ratings: hidden user and item factors with entries ~ N(0, 1/sqrt(rank))
 // (variance 1/sqrt(rank)), so u.v has unit variance; rating = u.v + N(0, noise_std^2).
 // The (user, item) pairs are drawn uniformly WITHOUT repetition (so n_ratings
 // <= n_users * n_items), in random order. Not every user or item need appear.
 typedef struct ratings_gen_config {
-    size_t n_users;    // 1 .. 2^32 - 1
-    size_t n_items;    // 1 .. 2^32 - 1
-    size_t rank;       // >= 1
+    size_t n_users;  // 1 .. 2^32 - 1
+    size_t n_items;  // 1 .. 2^32 - 1
+    size_t rank;  // >= 1
     size_t n_ratings;  // 1 .. min(2^32 - 1, n_users * n_items)
     double noise_std;  // >= 0, finite
     uint64_t seed;
@@ -67,7 +67,7 @@ void ratings_gen_config_default(ratings_gen_config_t *c);
 int gen_ratings(const ratings_gen_config_t *c, ratings_t *out, char *err, size_t err_len);
 // The same, also returning the hidden factors: user_factors (n_users, rank) and
 // item_factors (n_items, rank), row-major; either may be NULL.
-int gen_ratings_with_truth(const ratings_gen_config_t *c, ratings_t *out, double *user_factors, double *item_factors, char *err,
-                           size_t err_len);
+int gen_ratings_with_truth(const ratings_gen_config_t *c, ratings_t *out, double *user_factors, double *item_factors,
+                           char *err, size_t err_len);
 
 #endif

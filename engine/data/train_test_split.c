@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/foundation/rng.h"  // defines: rng_seed, rng_below
+#include "kernels/foundation/rng.h"
 
 #define SPLIT_STREAM 0x53504c54u  // "SPLT": not shared with the generators' streams
 
@@ -38,8 +38,10 @@ int split_train_test(size_t n, double test_fraction, uint64_t seed, uint32_t **t
     rng_seed(&rng, seed, SPLIT_STREAM);
     size_t a = 0, b = 0;
     for (size_t i = 0; i < n; i++) {
-        if (b < tests && rng_below(&rng, n - i) < tests - b) test[b++] = (uint32_t)i;
-        else train[a++] = (uint32_t)i;
+        if (b < tests && rng_below(&rng, n - i) < tests - b)
+            test[b++] = (uint32_t)i;
+        else
+            train[a++] = (uint32_t)i;
     }
     *train_idx = train;
     *test_idx = test;

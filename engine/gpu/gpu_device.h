@@ -4,8 +4,8 @@
 // device to &gpu_device_ops and device_options to a gpu_options_t (or
 // device_handle to a gpu_model_t made already). Without CUDA, create fails
 // with a message that names the build.
-#include "engine/core/train_device.h"  // defines: train_device_ops_t
-#include "engine/gpu/gpu_model.h"      // defines: gpu_model_t, gpu_options_t
+#include "engine/core/train_device.h"
+#include "engine/gpu/gpu_model.h"
 
 extern const train_device_ops_t gpu_device_ops;
 

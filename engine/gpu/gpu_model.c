@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/cuda_info.h"  // defines: cuda_device_summary
-#include "kernels/gpu.h"        // defines: gpu_alloc, gpu_stream_*, gpu_event_*, gpu_check
+#include "kernels/cuda_info.h"
+#include "kernels/gpu.h"
 
 #define GPU_DEFAULT_CHUNK 16384
 #define GPU_DEFAULT_IN_FLIGHT 256  // logreg on gen:sparse: 64 -> 0.80-0.83 accuracy, 1024 -> 0.72-0.76, 4096 diverges
@@ -63,9 +63,9 @@ void gpu_model_describe(const gpu_model_t *g, char *out, size_t out_len) {
 
 #else
 
-#include "kernels/dense.h"       // defines: dense_forward_act_cuda, softmax_xent_rows_cuda, gather_rows_cuda, ...
-#include "kernels/sparse_sgd.h"  // defines: linear_sgd_hogwild_cuda, linear_grad_csr_cuda, mf_sgd_hogwild_cuda, ...
-#include "kernels/update.h"      // defines: sgd_update_cuda, momentum_update_cuda, adagrad_update_cuda, ...
+#include "kernels/dense.h"
+#include "kernels/sparse_sgd.h"
+#include "kernels/update.h"
 
 struct gpu_model {
     model_layout_t L;
@@ -74,30 +74,30 @@ struct gpu_model {
     size_t n_params, n_train, max_batch;
     char device_name[160];
 
-    gpu_stream_t *compute;      // steps
-    gpu_stream_t *copy;         // parameter traffic of a replica
+    gpu_stream_t *compute;  // steps
+    gpu_stream_t *copy;  // parameter traffic of a replica
     gpu_event_t *snapshot_taken;  // compute stream: the snapshot copy is done
-    gpu_event_t *delta_arrived;   // copy stream: the delta is on the device
-    gpu_event_t *delta_used;      // compute stream: the delta has been added
+    gpu_event_t *delta_arrived;  // copy stream: the delta is on the device
+    gpu_event_t *delta_used;  // compute stream: the delta has been added
 
-    float *w;          // (n_params) parameters
-    float *grad;       // (n_params) minibatch gradient
-    float *state;      // (n_params) momentum velocity or Adagrad sums; NULL for plain SGD
-    float *snapshot;   // (n_params) a copy of w for the host
-    float *delta;      // (n_params) a delta from the host
+    float *w;  // (n_params) parameters
+    float *grad;  // (n_params) minibatch gradient
+    float *state;  // (n_params) momentum velocity or Adagrad sums; NULL for plain SGD
+    float *snapshot;  // (n_params) a copy of w for the host
+    float *delta;  // (n_params) a delta from the host
     float *host_snapshot, *host_delta;  // (n_params) pinned: the communication thread's
-    float *host_params;                 // (n_params) pinned: the training thread's
-    uint32_t *order;   // (n_train) this epoch's order
-    double *loss;      // (1) objective sum since the last take
+    float *host_params;  // (n_params) pinned: the training thread's
+    uint32_t *order;  // (n_train) this epoch's order
+    double *loss;  // (1) objective sum since the last take
     size_t loss_examples;
 
     // mlp
-    float *x;                               // (n_train, width[0])
-    int32_t *labels;                        // (n_train)
-    float *act[MODEL_MAX_LAYERS + 1];       // (max_batch, width[l])
+    float *x;  // (n_train, width[0])
+    int32_t *labels;  // (n_train)
+    float *act[MODEL_MAX_LAYERS + 1];  // (max_batch, width[l])
     float *delta_act[MODEL_MAX_LAYERS + 1];
-    int32_t *batch_labels;                  // (max_batch)
-    float *row_loss, *row_hit;              // (max_batch)
+    int32_t *batch_labels;  // (max_batch)
+    float *row_loss, *row_hit;  // (max_batch)
     // linear
     size_t *row_ptr;
     uint32_t *col;
@@ -124,8 +124,8 @@ static void *device_copy_of(const void *host, size_t bytes, const char *what, ch
     return d;
 }
 
-#define DEVICE(field, host, bytes, what)                                           \
-    do {                                                                           \
+#define DEVICE(field, host, bytes, what)                                                   \
+    do {                                                                                   \
         if (!((field) = device_copy_of((host), (bytes), (what), err, err_len))) goto fail; \
     } while (0)
 
@@ -138,13 +138,15 @@ static int check_supported(const model_layout_t *L, const optimizer_config_t *oc
         return -1;
     }
     if (L->kind == MODEL_KIND_MLP && !L->dense_train) {
-        snprintf(err, err_len, "--device cuda: softmax and mlp run on the GPU over dense images only; over sparse "
-                               "input (libsvm, CSV) use --device cpu");
+        snprintf(err, err_len,
+                 "--device cuda: softmax and mlp run on the GPU over dense images only; over sparse "
+                 "input (libsvm, CSV) use --device cpu");
         return -1;
     }
     if (L->kind != MODEL_KIND_MLP && !plain_sgd) {
-        snprintf(err, err_len, "--device cuda: sparse models train with plain SGD on the GPU (no --momentum or "
-                               "--optimizer adagrad); dense models take every optimizer");
+        snprintf(err, err_len,
+                 "--device cuda: sparse models train with plain SGD on the GPU (no --momentum or "
+                 "--optimizer adagrad); dense models take every optimizer");
         return -1;
     }
     if (L->kind == MODEL_KIND_MF && max_batch != 1) {
@@ -177,8 +179,8 @@ gpu_model_t *gpu_model_new(const model_t *m, const optimizer_config_t *oc, const
     if (check_supported(&g->L, oc, max_batch, err, err_len) != 0) goto fail;
     if (gpu_select(o->device, why, sizeof why) != 0 || !(g->compute = gpu_stream_new(why, sizeof why)) ||
         !(g->copy = gpu_stream_new(why, sizeof why)) || !(g->snapshot_taken = gpu_event_new(0, why, sizeof why)) ||
-        !(g->delta_arrived = gpu_event_new(0, why, sizeof why)) || !(g->delta_used = gpu_event_new(0, why, sizeof why)) ||
-        gpu_use_stream(g->compute, why, sizeof why) != 0) {
+        !(g->delta_arrived = gpu_event_new(0, why, sizeof why)) ||
+        !(g->delta_used = gpu_event_new(0, why, sizeof why)) || gpu_use_stream(g->compute, why, sizeof why) != 0) {
         snprintf(err, err_len, "--device cuda: setting up device %d: %s", o->device, why);
         goto fail;
     }
@@ -242,9 +244,9 @@ void gpu_model_destroy(gpu_model_t **gp) {
     char why[320];
     if (g->compute) gpu_stream_sync(g->compute, why, sizeof why);
     if (g->copy) gpu_stream_sync(g->copy, why, sizeof why);
-    void *device[] = {g->w, g->grad, g->state, g->snapshot, g->delta, g->order, g->loss, g->x, g->labels,
-                      g->batch_labels, g->row_loss, g->row_hit, g->row_ptr, g->col, g->val, g->y, g->touched,
-                      g->user, g->item, g->rating};
+    void *device[] = {g->w,   g->grad,   g->state,        g->snapshot, g->delta,   g->order,   g->loss,
+                      g->x,   g->labels, g->batch_labels, g->row_loss, g->row_hit, g->row_ptr, g->col,
+                      g->val, g->y,      g->touched,      g->user,     g->item,    g->rating};
     for (size_t i = 0; i < sizeof device / sizeof device[0]; i++) gpu_free(device[i]);
     for (size_t l = 0; l <= MODEL_MAX_LAYERS; l++) {
         gpu_free(g->act[l]);
@@ -279,10 +281,10 @@ static int failed(const char *what, const char *why, char *err, size_t err_len) 
     return -1;
 }
 
-#define CALL(what, call)                                                \
-    do {                                                                \
-        char why_[320];                                                 \
-        if ((call) != 0) return failed((what), why_, err, err_len);     \
+#define CALL(what, call)                                            \
+    do {                                                            \
+        char why_[320];                                             \
+        if ((call) != 0) return failed((what), why_, err, err_len); \
     } while (0)
 #define WHY why_, sizeof why_
 
@@ -369,8 +371,8 @@ int gpu_model_step(gpu_model_t *g, size_t pos, size_t count, float lr, char *err
             linear_sgd_hogwild_cuda(count, idx, g->row_ptr, g->col, g->val, g->y, d->dim, hinge, lr, L->l2,
                                     g->o.scatter_atomic, g->o.in_flight, g->w, g->loss);
         } else {
-            linear_grad_csr_cuda(count, idx, g->row_ptr, g->col, g->val, g->y, d->dim, hinge, 1.0f / (float)count,
-                                 g->w, g->grad, g->touched, g->loss);
+            linear_grad_csr_cuda(count, idx, g->row_ptr, g->col, g->val, g->y, d->dim, hinge, 1.0f / (float)count, g->w,
+                                 g->grad, g->touched, g->loss);
             linear_apply_csr_cuda(d->dim, lr, L->l2, (float)count, g->grad, g->touched, g->w, g->loss);
         }
     } else {

@@ -21,17 +21,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/core/model.h"      // defines: model_t, model_layout_t
-#include "engine/core/optimizer.h"  // defines: optimizer_config_t
-#include "engine/core/params.h"     // defines: param_t
+#include "engine/core/model.h"
+#include "engine/core/optimizer.h"
+#include "engine/core/params.h"
 
 typedef struct gpu_model gpu_model_t;
 
 typedef struct gpu_options {
-    int device;          // CUDA device index
+    int device;  // CUDA device index
     int scatter_atomic;  // sparse Hogwild!: 1 atomicAdd, 0 plain load + store
-    size_t chunk;        // sparse Hogwild!: examples per call (one kernel launch)
-    size_t in_flight;    // sparse Hogwild!: examples under way at once (0: the whole chunk)
+    size_t chunk;  // sparse Hogwild!: examples per call (one kernel launch)
+    size_t in_flight;  // sparse Hogwild!: examples under way at once (0: the whole chunk)
 } gpu_options_t;
 
 void gpu_options_default(gpu_options_t *o);

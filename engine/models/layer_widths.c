@@ -4,8 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int model_parse_widths(const char *flag, const char *s, size_t *out, size_t max, size_t *n, char *err,
-                       size_t err_len) {
+int model_parse_widths(const char *flag, const char *s, size_t *out, size_t max, size_t *n, char *err, size_t err_len) {
     *n = 0;
     if (strcmp(s, "none") == 0 || *s == '\0') return 0;
     const char *p = s;

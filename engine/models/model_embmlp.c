@@ -16,9 +16,9 @@
 
 #include "kernels/foundation/rng.h"
 #include "engine/core/model_impl.h"
-#include "engine/models/layer_widths.h"    // defines: model_parse_widths
-#include "engine/models/model_registry.h"  // defines: model_descriptor_t
-#include "kernels/sparse_sgd.h"  // defines: linear_example_loss
+#include "engine/models/layer_widths.h"
+#include "engine/models/model_registry.h"
+#include "kernels/sparse_sgd.h"
 
 typedef struct embmlp_model {
     model_t base;
@@ -31,7 +31,7 @@ typedef struct embmlp_model {
 
 typedef struct embmlp_ws {
     model_ws_header_t header;  // no parameter copy: w is read directly
-    float *z, *h, *dh, *dz;    // (k), (H), (H), (k)
+    float *z, *h, *dh, *dz;  // (k), (H), (H), (k)
 } embmlp_ws_t;
 
 static const model_ops_t embmlp_ops;
@@ -89,7 +89,8 @@ static void embmlp_ws_destroy(model_ws_t *ws) {
 }
 
 // The forward pass of one example: fills ws->z and ws->h, returns the score.
-static float forward(const embmlp_model_t *e, const sparse_dataset_t *d, size_t row, const param_t *w, embmlp_ws_t *ws) {
+static float forward(const embmlp_model_t *e, const sparse_dataset_t *d, size_t row, const param_t *w,
+                     embmlp_ws_t *ws) {
     size_t k = e->k, H = e->hidden;
     for (size_t i = 0; i < k; i++) ws->z[i] = 0.0f;
     for (size_t p = d->row_ptr[row]; p < d->row_ptr[row + 1]; p++) {
@@ -170,8 +171,7 @@ static void embmlp_evaluate(const model_t *m, const param_t *w, size_t begin, si
     }
 }
 
-static void embmlp_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *wsp,
-                           double *out) {
+static void embmlp_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *wsp, double *out) {
     const embmlp_model_t *e = (const embmlp_model_t *)m;
     for (size_t row = begin; row < end; row++) out[row - begin] = forward(e, e->test, row, w, (embmlp_ws_t *)wsp);
 }
@@ -208,8 +208,8 @@ static const model_ops_t embmlp_ops = {
     .sparse_keys = embmlp_sparse_keys,
 };
 
-model_t *model_new_embmlp(const sparse_dataset_t *train, const sparse_dataset_t *test, size_t embed_dim,
-                          size_t hidden, double l2, char *err, size_t err_len) {
+model_t *model_new_embmlp(const sparse_dataset_t *train, const sparse_dataset_t *test, size_t embed_dim, size_t hidden,
+                          double l2, char *err, size_t err_len) {
     if (!train || train->n == 0) {
         snprintf(err, err_len, "embmlp: the training set is empty");
         return NULL;
@@ -217,8 +217,10 @@ model_t *model_new_embmlp(const sparse_dataset_t *train, const sparse_dataset_t 
     if (train->cls && train->n_classes > 2) {
         char shown[160];
         dataset_labels_text(train->labels, train->n_classes, shown, sizeof shown);
-        snprintf(err, err_len, "embmlp: the training data has %zu labels (%s); a binary classifier takes two "
-                 "(softmax and mlp take more)", train->n_classes, shown);
+        snprintf(err, err_len,
+                 "embmlp: the training data has %zu labels (%s); a binary classifier takes two "
+                 "(softmax and mlp take more)",
+                 train->n_classes, shown);
         return NULL;
     }
     if (test && test->dim > train->dim) {
@@ -265,8 +267,8 @@ model_t *model_new_embmlp(const sparse_dataset_t *train, const sparse_dataset_t 
 
 typedef struct embmlp_options {
     const char *hidden;  // --hidden: one width
-    size_t embed_dim;    // --embed-dim
-    size_t width;        // parsed --hidden
+    size_t embed_dim;  // --embed-dim
+    size_t width;  // parsed --hidden
 } embmlp_options_t;
 _Static_assert(sizeof(embmlp_options_t) <= MODEL_OPTIONS_BYTES, "embmlp options");
 
@@ -278,10 +280,10 @@ static void embmlp_options_default(void *opts) {
 
 static void embmlp_flags(void *opts, flag_spec_t *specs) {
     embmlp_options_t *o = opts;
-    specs[0] = (flag_spec_t){"hidden", FLAG_TYPE_STRING, &o->hidden, "W", "the one hidden layer's width",
-                             0, 0, NULL, 0};
-    specs[1] = (flag_spec_t){"embed-dim", FLAG_TYPE_SIZE, &o->embed_dim, "K",
-                             "embedding width per feature", 1, 4096, NULL, 0};
+    specs[0] =
+        (flag_spec_t){"hidden", FLAG_TYPE_STRING, &o->hidden, "W", "the one hidden layer's width", 0, 0, NULL, 0};
+    specs[1] =
+        (flag_spec_t){"embed-dim", FLAG_TYPE_SIZE, &o->embed_dim, "K", "embedding width per feature", 1, 4096, NULL, 0};
 }
 
 static int embmlp_options_finish(void *opts, const flag_spec_t *specs, char *err, size_t err_len) {
@@ -329,8 +331,9 @@ static void embmlp_options_of_shape(const model_shape_t *s, void *opts) {
 
 const model_descriptor_t model_embmlp_descriptor = {
     .name = "embmlp",
-    .summary = "sparse feature embedding into a one-hidden-layer MLP, logistic loss, labels -1/+1 "
-               "(a sparse and a dense part: --sync hybrid)",
+    .summary =
+        "sparse feature embedding into a one-hidden-layer MLP, logistic loss, labels -1/+1 "
+        "(a sparse and a dense part: --sync hybrid)",
     .data = DATA_KIND_SPARSE,
     .metric = METRIC_KIND_ACCURACY,
     .output = MODEL_OUTPUT_LOGISTIC,

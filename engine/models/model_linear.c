@@ -7,8 +7,8 @@
 
 #include "kernels/foundation/rng.h"
 #include "engine/core/model_impl.h"
-#include "engine/models/model_registry.h"  // defines: model_descriptor_t
-#include "kernels/sparse_sgd.h"  // defines: linear_example_loss
+#include "engine/models/model_registry.h"
+#include "kernels/sparse_sgd.h"
 
 typedef struct linear_model {
     model_t base;
@@ -109,7 +109,8 @@ static double linear_sgd_step_one(const model_t *m, param_t *w, uint32_t example
     const linear_model_t *lm = (const linear_model_t *)m;
     const sparse_dataset_t *d = lm->train;
     double dscore;
-    double loss = linear_example_loss(lm->loss == LINEAR_LOSS_HINGE, d->y[example], margin_of(lm, d, example, w), &dscore);
+    double loss =
+        linear_example_loss(lm->loss == LINEAR_LOSS_HINGE, d->y[example], margin_of(lm, d, example, w), &dscore);
     float coef = (float)dscore, l2 = lm->l2;
     if (coef == 0.0f && l2 == 0.0f) return loss;
     for (size_t k = d->row_ptr[example]; k < d->row_ptr[example + 1]; k++) {
@@ -167,8 +168,8 @@ static double linear_grad_one_scale(const model_t *m, const param_t *w, uint32_t
     const linear_model_t *lm = (const linear_model_t *)m;
     const sparse_dataset_t *d = lm->train;
     double dscore;
-    double loss = linear_example_loss(lm->loss == LINEAR_LOSS_HINGE, d->y[example], margin_of(lm, d, example, w),
-                                      &dscore);
+    double loss =
+        linear_example_loss(lm->loss == LINEAR_LOSS_HINGE, d->y[example], margin_of(lm, d, example, w), &dscore);
     *scale = (float)dscore;
     return loss;
 }
@@ -200,8 +201,7 @@ static void linear_evaluate(const model_t *m, const param_t *w, size_t begin, si
     }
 }
 
-static void linear_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
-                           double *out) {
+static void linear_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, double *out) {
     (void)ws;
     const linear_model_t *lm = (const linear_model_t *)m;
     for (size_t row = begin; row < end; row++) out[row - begin] = margin_of(lm, lm->test, row, w);
@@ -244,8 +244,8 @@ static const model_ops_t linear_ops = {
     .sparse_keys = linear_sparse_keys,
 };
 
-model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, const sparse_dataset_t *test,
-                          double l2, char *err, size_t err_len) {
+model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, const sparse_dataset_t *test, double l2,
+                          char *err, size_t err_len) {
     if (!train || train->n == 0) {
         snprintf(err, err_len, "linear model: the training set is empty");
         return NULL;
@@ -253,8 +253,10 @@ model_t *model_new_linear(linear_loss_t loss, const sparse_dataset_t *train, con
     if (train->cls && train->n_classes > 2) {
         char shown[160];
         dataset_labels_text(train->labels, train->n_classes, shown, sizeof shown);
-        snprintf(err, err_len, "linear model: the training data has %zu labels (%s); a binary classifier takes two "
-                 "(softmax and mlp take more)", train->n_classes, shown);
+        snprintf(err, err_len,
+                 "linear model: the training data has %zu labels (%s); a binary classifier takes two "
+                 "(softmax and mlp take more)",
+                 train->n_classes, shown);
         return NULL;
     }
     if (test && test->dim > train->dim) {
@@ -294,8 +296,8 @@ static model_t *logreg_create(const void *train, const void *test, const void *o
     return model_new_linear(LINEAR_LOSS_LOGISTIC, train, test, l2, err, err_len);
 }
 
-static model_t *svm_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
-                           char *err, size_t err_len) {
+static model_t *svm_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed, char *err,
+                           size_t err_len) {
     (void)opts, (void)seed;
     return model_new_linear(LINEAR_LOSS_HINGE, train, test, l2, err, err_len);
 }
@@ -313,17 +315,14 @@ static uint64_t linear_shape_params(const model_shape_t *s) { return s->dim + 1;
 
 static void linear_options_of_shape(const model_shape_t *s, void *opts) { (void)s, (void)opts; }
 
-#define LINEAR_DESCRIPTOR(NAME, SUMMARY, OUTPUT, CREATE)                                                 \
-    {                                                                                                     \
-        .name = NAME, .summary = SUMMARY, .data = DATA_KIND_SPARSE, .metric = METRIC_KIND_ACCURACY,     \
-        .output = OUTPUT, .defaults = {.lr = 0.5, .batch = 1, .l2 = 0.0, .data = "gen:sparse"},         \
-        .create = CREATE, .gpu = 1, .shape_of = linear_shape_of, .shape_params = linear_shape_params,    \
-        .options_of_shape = linear_options_of_shape,                                                     \
+#define LINEAR_DESCRIPTOR(NAME, SUMMARY, OUTPUT, CREATE)                                                               \
+    {                                                                                                                  \
+        .name = NAME, .summary = SUMMARY, .data = DATA_KIND_SPARSE, .metric = METRIC_KIND_ACCURACY, .output = OUTPUT,  \
+        .defaults = {.lr = 0.5, .batch = 1, .l2 = 0.0, .data = "gen:sparse"}, .create = CREATE, .gpu = 1,              \
+        .shape_of = linear_shape_of, .shape_params = linear_shape_params, .options_of_shape = linear_options_of_shape, \
     }
 
-const model_descriptor_t model_logreg_descriptor =
-    LINEAR_DESCRIPTOR("logreg", "logistic regression on sparse features, labels -1/+1 (lazy L2)",
-                      MODEL_OUTPUT_LOGISTIC, logreg_create);
-const model_descriptor_t model_svm_descriptor =
-    LINEAR_DESCRIPTOR("svm", "linear SVM (hinge loss) on sparse features, labels -1/+1 (lazy L2)",
-                      MODEL_OUTPUT_MARGIN, svm_create);
+const model_descriptor_t model_logreg_descriptor = LINEAR_DESCRIPTOR(
+    "logreg", "logistic regression on sparse features, labels -1/+1 (lazy L2)", MODEL_OUTPUT_LOGISTIC, logreg_create);
+const model_descriptor_t model_svm_descriptor = LINEAR_DESCRIPTOR(
+    "svm", "linear SVM (hinge loss) on sparse features, labels -1/+1 (lazy L2)", MODEL_OUTPUT_MARGIN, svm_create);

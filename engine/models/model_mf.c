@@ -7,7 +7,7 @@
 
 #include "kernels/foundation/rng.h"
 #include "engine/core/model_impl.h"
-#include "engine/models/model_registry.h"  // defines: model_descriptor_t
+#include "engine/models/model_registry.h"
 
 typedef struct mf_model {
     model_t base;
@@ -125,8 +125,7 @@ static void mf_evaluate(const model_t *m, const param_t *w, size_t begin, size_t
     }
 }
 
-static void mf_predict_test(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
-                            double *out) {
+static void mf_predict_test(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, double *out) {
     (void)ws;
     const mf_model_t *mf = (const mf_model_t *)m;
     for (size_t i = begin; i < end; i++) out[i - begin] = mf_predict(mf, w, mf->test->user[i], mf->test->item[i]);
@@ -232,12 +231,12 @@ typedef struct mf_options {
 static void mf_options_default(void *opts) { ((mf_options_t *)opts)->rank = 16; }
 
 static void mf_flags(void *opts, flag_spec_t *specs) {
-    specs[0] = (flag_spec_t){"rank", FLAG_TYPE_SIZE, &((mf_options_t *)opts)->rank, "K", "factor rank",
-                             1, 4096, NULL, 0};
+    specs[0] =
+        (flag_spec_t){"rank", FLAG_TYPE_SIZE, &((mf_options_t *)opts)->rank, "K", "factor rank", 1, 4096, NULL, 0};
 }
 
-static model_t *mf_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
-                          char *err, size_t err_len) {
+static model_t *mf_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed, char *err,
+                          size_t err_len) {
     (void)seed;
     return model_new_mf(train, test, ((const mf_options_t *)opts)->rank, l2, err, err_len);
 }

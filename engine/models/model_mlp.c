@@ -7,34 +7,34 @@
 
 #include "kernels/foundation/rng.h"
 #include "engine/core/model_impl.h"
-#include "engine/models/layer_widths.h"    // defines: model_parse_widths
-#include "engine/models/model_registry.h"  // defines: model_descriptor_t
-#include "kernels/dense.h"  // defines: dense_*_cpu, softmax_xent_cpu, relu_*_cpu
+#include "engine/models/layer_widths.h"
+#include "engine/models/model_registry.h"
+#include "kernels/dense.h"
 
-#define MLP_EVAL_ROWS 256      // test rows per forward pass when evaluating
+#define MLP_EVAL_ROWS 256  // test rows per forward pass when evaluating
 #define MLP_TILE_FLOATS 16384  // gradient block handed to an apply callback: 64 KB, cache-resident
 
 typedef struct mlp_model {
     model_t base;
     const dense_dataset_t *train;
     const dense_dataset_t *test;
-    size_t n_layers;                    // weight layers (hidden layers + 1)
-    size_t width[MODEL_MAX_LAYERS + 1];   // width[0] = input, width[n_layers] = classes
-    size_t w_offset[MODEL_MAX_LAYERS];    // W_l (width[l+1], width[l]) starts here
-    size_t b_offset[MODEL_MAX_LAYERS];    // bias_l (width[l+1]) starts here
+    size_t n_layers;  // weight layers (hidden layers + 1)
+    size_t width[MODEL_MAX_LAYERS + 1];  // width[0] = input, width[n_layers] = classes
+    size_t w_offset[MODEL_MAX_LAYERS];  // W_l (width[l+1], width[l]) starts here
+    size_t b_offset[MODEL_MAX_LAYERS];  // bias_l (width[l+1]) starts here
     size_t num_params;
     size_t max_width;
     float l2;
 } mlp_model_t;
 
 typedef struct mlp_ws {
-    model_ws_header_t header;      // header.param_copy is `w` below
-    size_t rows;                   // capacity in examples
-    float *w;                      // (num_params) this step's copy of the shared parameters
+    model_ws_header_t header;  // header.param_copy is `w` below
+    size_t rows;  // capacity in examples
+    float *w;  // (num_params) this step's copy of the shared parameters
     float *act[MODEL_MAX_LAYERS + 1];  // act[0] = input batch (rows, width[0]); act[l] (rows, width[l])
     float *delta[MODEL_MAX_LAYERS + 1];
-    int32_t *labels;               // (rows)
-    float *tile;                   // (MLP_TILE_FLOATS) one block of a layer's weight gradient
+    int32_t *labels;  // (rows)
+    float *tile;  // (MLP_TILE_FLOATS) one block of a layer's weight gradient
 } mlp_ws_t;
 
 static const model_ops_t mlp_ops;
@@ -54,8 +54,8 @@ static double mlp_flops(const model_t *m) {
     double flops = 0.0;
     for (size_t l = 0; l < mm->n_layers; l++) {
         double mac = (double)mm->width[l] * mm->width[l + 1];
-        flops += 2 * mac + 2 * mac;     // forward product, weight gradient
-        if (l > 0) flops += 2 * mac;    // input gradient (not needed for the data layer)
+        flops += 2 * mac + 2 * mac;  // forward product, weight gradient
+        if (l > 0) flops += 2 * mac;  // input gradient (not needed for the data layer)
     }
     return flops;
 }
@@ -133,7 +133,8 @@ static double mlp_forward_loss(const mlp_model_t *mm, const param_t *w, const ui
     mlp_forward(mm, ws, rows);
     size_t top = mm->n_layers;
     return softmax_xent_cpu(rows, (int)mm->width[top], ws->act[top], ws->labels, 1.0f / (float)rows, ws->delta[top],
-                            NULL) / rows;
+                            NULL) /
+           rows;
 }
 
 // Propagates layer l's delta to layer l-1 (through the ReLU), using W_l.
@@ -148,8 +149,8 @@ static void mlp_backward_input(const mlp_model_t *mm, mlp_ws_t *ws, int rows, si
 // hands its weight and bias gradients to `apply`, which may overwrite them.
 // Storing the gradient (mlp_loss_grad) and applying it block by block (Hogwild!)
 // share this one pass, so every mode does the same arithmetic.
-static double mlp_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t *idx, size_t count,
-                                  model_ws_t *p, grad_block_fn apply, void *ctx) {
+static double mlp_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, model_ws_t *p,
+                                  grad_block_fn apply, void *ctx) {
     const mlp_model_t *mm = (const mlp_model_t *)m;
     mlp_ws_t *ws = (mlp_ws_t *)p;
     int rows = (int)count;
@@ -250,8 +251,8 @@ static const model_ops_t mlp_ops = {
     .loss_grad_apply = mlp_loss_grad_apply,
 };
 
-model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test, const size_t *hidden,
-                       size_t n_hidden, double l2, char *err, size_t err_len) {
+model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test, const size_t *hidden, size_t n_hidden,
+                       double l2, char *err, size_t err_len) {
     if (!train || train->n == 0 || train->dim == 0) {
         snprintf(err, err_len, "mlp: the training set is empty");
         return NULL;
@@ -310,7 +311,7 @@ model_t *model_new_mlp(const dense_dataset_t *train, const dense_dataset_t *test
 // ---- descriptors: softmax and mlp ----
 
 typedef struct mlp_options {
-    const char *hidden;                        // --hidden
+    const char *hidden;  // --hidden
     size_t widths[MODEL_SHAPE_MAX_HIDDEN], n;  // parsed
 } mlp_options_t;
 _Static_assert(sizeof(mlp_options_t) <= MODEL_OPTIONS_BYTES, "mlp options");
@@ -318,8 +319,15 @@ _Static_assert(sizeof(mlp_options_t) <= MODEL_OPTIONS_BYTES, "mlp options");
 static void mlp_options_default(void *opts) { ((mlp_options_t *)opts)->hidden = "256,128"; }
 
 static void mlp_flags(void *opts, flag_spec_t *specs) {
-    specs[0] = (flag_spec_t){"hidden", FLAG_TYPE_STRING, &((mlp_options_t *)opts)->hidden, "W1,W2",
-                             "hidden layer widths (none: softmax regression)", 0, 0, NULL, 0};
+    specs[0] = (flag_spec_t){"hidden",
+                             FLAG_TYPE_STRING,
+                             &((mlp_options_t *)opts)->hidden,
+                             "W1,W2",
+                             "hidden layer widths (none: softmax regression)",
+                             0,
+                             0,
+                             NULL,
+                             0};
 }
 
 static int mlp_options_finish(void *opts, const flag_spec_t *specs, char *err, size_t err_len) {
@@ -328,8 +336,8 @@ static int mlp_options_finish(void *opts, const flag_spec_t *specs, char *err, s
     return model_parse_widths("--hidden", o->hidden, o->widths, MODEL_MAX_LAYERS - 1, &o->n, err, err_len);
 }
 
-static model_t *mlp_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed,
-                           char *err, size_t err_len) {
+static model_t *mlp_create(const void *train, const void *test, const void *opts, double l2, uint64_t seed, char *err,
+                           size_t err_len) {
     (void)seed;
     const mlp_options_t *o = opts;
     return model_new_mlp(train, test, o->widths, o->n, l2, err, err_len);
@@ -381,15 +389,15 @@ static void mlp_options_of_shape(const model_shape_t *s, void *opts) {
     for (size_t k = 0; k < o->n; k++) o->widths[k] = s->hidden[k];
 }
 
-#define MLP_DESCRIPTOR(NAME, SUMMARY, N_FLAGS)                                                                \
-    {                                                                                                          \
-        .name = NAME, .summary = SUMMARY, .data = DATA_KIND_DENSE, .metric = METRIC_KIND_ACCURACY,           \
-        .output = MODEL_OUTPUT_CLASS_LOGITS, .defaults = {.lr = 0.05, .batch = 16, .l2 = 0.0, .data = "fashion-mnist"}, \
-        .options_size = sizeof(mlp_options_t), .n_flags = N_FLAGS, .options_default = mlp_options_default,    \
-        .flags = mlp_flags, .options_finish = N_FLAGS ? mlp_options_finish : NULL, .create = mlp_create,      \
-        .create_sparse = mlp_create_sparse,                                                                   \
-        .gpu = 1, .shape_of = mlp_shape_of, .shape_params = mlp_shape_params,                                 \
-        .options_of_shape = mlp_options_of_shape,                                                             \
+#define MLP_DESCRIPTOR(NAME, SUMMARY, N_FLAGS)                                                                    \
+    {                                                                                                             \
+        .name = NAME, .summary = SUMMARY, .data = DATA_KIND_DENSE, .metric = METRIC_KIND_ACCURACY,                \
+        .output = MODEL_OUTPUT_CLASS_LOGITS,                                                                      \
+        .defaults = {.lr = 0.05, .batch = 16, .l2 = 0.0, .data = "fashion-mnist"},                                \
+        .options_size = sizeof(mlp_options_t), .n_flags = N_FLAGS, .options_default = mlp_options_default,        \
+        .flags = mlp_flags, .options_finish = N_FLAGS ? mlp_options_finish : NULL, .create = mlp_create,          \
+        .create_sparse = mlp_create_sparse, .gpu = 1, .shape_of = mlp_shape_of, .shape_params = mlp_shape_params, \
+        .options_of_shape = mlp_options_of_shape,                                                                 \
     }
 
 // softmax has no --hidden: its options stay at zero layers.

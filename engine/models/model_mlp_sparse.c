@@ -15,22 +15,22 @@
 
 #include "kernels/foundation/rng.h"
 #include "engine/core/model_impl.h"
-#include "kernels/dense.h"  // defines: dense_*_cpu, softmax_xent_cpu, relu_*_cpu
+#include "kernels/dense.h"
 
-#define SMLP_EVAL_ROWS 256      // test rows per forward pass when evaluating
+#define SMLP_EVAL_ROWS 256  // test rows per forward pass when evaluating
 #define SMLP_TILE_FLOATS 16384  // gradient block handed to an apply callback
 
 typedef struct smlp_model {
     model_t base;
     const sparse_dataset_t *train;
     const sparse_dataset_t *test;
-    size_t n_layers;                     // weight layers (hidden layers + 1)
+    size_t n_layers;  // weight layers (hidden layers + 1)
     size_t width[MODEL_MAX_LAYERS + 1];  // width[0] = features, width[n_layers] = classes
-    size_t w_offset[MODEL_MAX_LAYERS];   // W0 (dim, width[1]) at 0; W_l (width[l+1], width[l]) above
+    size_t w_offset[MODEL_MAX_LAYERS];  // W0 (dim, width[1]) at 0; W_l (width[l+1], width[l]) above
     size_t b_offset[MODEL_MAX_LAYERS];
-    size_t dense_start;                  // b0's offset: [dense_start, num_params) is read whole every step
+    size_t dense_start;  // b0's offset: [dense_start, num_params) is read whole every step
     size_t num_params;
-    size_t max_row_nnz;                  // the training set's most non-zeros in one example
+    size_t max_row_nnz;  // the training set's most non-zeros in one example
     float l2;
 } smlp_model_t;
 
@@ -42,14 +42,14 @@ typedef struct smlp_entry {
 
 typedef struct smlp_ws {
     model_ws_header_t header;  // no parameter copy: W0's rows are read from w as needed
-    size_t rows;               // capacity in examples
-    size_t entry_cap;          // capacity of entries (training minibatches' non-zeros)
-    float *dense;              // (num_params - dense_start) this step's copy of b0 and the layers above
+    size_t rows;  // capacity in examples
+    size_t entry_cap;  // capacity of entries (training minibatches' non-zeros)
+    float *dense;  // (num_params - dense_start) this step's copy of b0 and the layers above
     float *act[MODEL_MAX_LAYERS + 1];  // act[0] unused (the input stays sparse); act[l] (rows, width[l])
     float *delta[MODEL_MAX_LAYERS + 1];
-    int32_t *labels;           // (rows)
-    float *tile;               // (max(SMLP_TILE_FLOATS, width[1])) one block of a gradient
-    smlp_entry_t *entries;     // (entry_cap)
+    int32_t *labels;  // (rows)
+    float *tile;  // (max(SMLP_TILE_FLOATS, width[1])) one block of a gradient
+    smlp_entry_t *entries;  // (entry_cap)
 } smlp_ws_t;
 
 static const model_ops_t smlp_ops;
@@ -150,8 +150,8 @@ static void smlp_forward(const smlp_model_t *mm, const param_t *w, const sparse_
     if (mm->n_layers > 1) relu_forward_cpu(rows * (int)h, ws->act[1]);
     for (size_t l = 1; l < mm->n_layers; l++) {
         int in = (int)mm->width[l], out = (int)mm->width[l + 1];
-        dense_forward_cpu(rows, in, out, ws->act[l], DENSE_AT(mm, ws, mm->w_offset[l]), DENSE_AT(mm, ws, mm->b_offset[l]),
-                          ws->act[l + 1]);
+        dense_forward_cpu(rows, in, out, ws->act[l], DENSE_AT(mm, ws, mm->w_offset[l]),
+                          DENSE_AT(mm, ws, mm->b_offset[l]), ws->act[l + 1]);
         if (l + 1 < mm->n_layers) relu_forward_cpu(rows * out, ws->act[l + 1]);
     }
 }
@@ -170,8 +170,8 @@ static int entry_order(const void *a, const void *b) {
 // then hands its weight and bias gradients to `apply` in blocks; W0's gradient
 // goes out one feature's row at a time, summed over the minibatch's examples
 // that hold the feature. Returns the L2 term's value.
-static double smlp_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t *idx, size_t count,
-                                   model_ws_t *p, grad_block_fn apply, void *ctx) {
+static double smlp_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, model_ws_t *p,
+                                   grad_block_fn apply, void *ctx) {
     const smlp_model_t *mm = (const smlp_model_t *)m;
     smlp_ws_t *ws = (smlp_ws_t *)p;
     const sparse_dataset_t *d = mm->train;
@@ -181,7 +181,8 @@ static double smlp_loss_grad_apply(const model_t *m, const param_t *w, const uin
     for (int r = 0; r < rows; r++) ws->labels[r] = sparse_dataset_class(d, idx[r]);
     size_t top = mm->n_layers;
     double loss = softmax_xent_cpu(rows, (int)mm->width[top], ws->act[top], ws->labels, 1.0f / (float)rows,
-                                   ws->delta[top], NULL) / rows;
+                                   ws->delta[top], NULL) /
+                  rows;
     double sq = 0.0;
     for (size_t l = top; l-- > 1;) {
         int in = (int)mm->width[l], out = (int)mm->width[l + 1];
@@ -264,8 +265,8 @@ static void smlp_evaluate(const model_t *m, const param_t *w, size_t begin, size
         smlp_forward(mm, w, mm->test, NULL, start, rows, ws);
         test_labels(mm->test, start, rows, ws->labels);
         int correct = 0;
-        sums->loss_sum += softmax_xent_cpu(rows, (int)mm->width[mm->n_layers], ws->act[mm->n_layers], ws->labels,
-                                           1.0f, NULL, &correct);
+        sums->loss_sum += softmax_xent_cpu(rows, (int)mm->width[mm->n_layers], ws->act[mm->n_layers], ws->labels, 1.0f,
+                                           NULL, &correct);
         sums->metric_sum += correct;
         sums->count += (size_t)rows;
     }
@@ -343,9 +344,10 @@ model_t *model_new_mlp_sparse(const sparse_dataset_t *train, const sparse_datase
         return NULL;
     }
     if (test && (test->dim > train->dim || !same_classes(train, test))) {
-        snprintf(err, err_len, "%s: the test set (%zu features, %zu classes) does not match the training set (%zu, %zu "
-                 "classes): read it with the training set's labels", name, test->dim, sparse_dataset_num_classes(test),
-                 train->dim, classes);
+        snprintf(err, err_len,
+                 "%s: the test set (%zu features, %zu classes) does not match the training set (%zu, %zu "
+                 "classes): read it with the training set's labels",
+                 name, test->dim, sparse_dataset_num_classes(test), train->dim, classes);
         return NULL;
     }
     if (n_hidden + 1 > MODEL_MAX_LAYERS) {
@@ -386,8 +388,8 @@ model_t *model_new_mlp_sparse(const sparse_dataset_t *train, const sparse_datase
         at += mm->width[l + 1];
     }
     if (at >= UINT32_MAX || mm->b_offset[mm->n_layers - 1] == 0) {
-        snprintf(err, err_len, "%s: %zu features x %zu units exceed the 32-bit parameter index range", name,
-                 train->dim, mm->width[1]);
+        snprintf(err, err_len, "%s: %zu features x %zu units exceed the 32-bit parameter index range", name, train->dim,
+                 mm->width[1]);
         free(mm);
         return NULL;
     }

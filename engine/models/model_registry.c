@@ -85,8 +85,8 @@ int model_registry_add(const model_descriptor_t *d, char *err, size_t err_len) {
         return -1;
     }
     if (!d->create || d->n_flags > MODEL_MAX_FLAGS || (d->n_flags && !d->flags) ||
-        d->options_size > MODEL_OPTIONS_BYTES || (d->data != DATA_KIND_DENSE && d->data != DATA_KIND_SPARSE &&
-                                                  d->data != DATA_KIND_RATINGS)) {
+        d->options_size > MODEL_OPTIONS_BYTES ||
+        (d->data != DATA_KIND_DENSE && d->data != DATA_KIND_SPARSE && d->data != DATA_KIND_RATINGS)) {
         snprintf(err, err_len, "model '%s': needs create, a data kind, at most %d flags and %d bytes of options",
                  d->name, MODEL_MAX_FLAGS, MODEL_OPTIONS_BYTES);
         return -1;
@@ -144,8 +144,11 @@ size_t model_registry_names(char *out, size_t out_len, const char *sep, int (*ke
 model_t *model_create(const model_descriptor_t *d, data_kind_t kind, const void *train, const void *test,
                       const void *opts, double l2, uint64_t seed, char *err, size_t err_len) {
     if (kind == d->data) return d->create(train, test, opts, l2, seed, err, err_len);
-    if (kind == DATA_KIND_SPARSE && d->create_sparse) return d->create_sparse(train, test, opts, l2, seed, err, err_len);
+    if (kind == DATA_KIND_SPARSE && d->create_sparse)
+        return d->create_sparse(train, test, opts, l2, seed, err, err_len);
     snprintf(err, err_len, "%s does not read %s data", d->name,
-             kind == DATA_KIND_DENSE ? "dense" : kind == DATA_KIND_SPARSE ? "sparse" : "ratings");
+             kind == DATA_KIND_DENSE    ? "dense"
+             : kind == DATA_KIND_SPARSE ? "sparse"
+                                        : "ratings");
     return NULL;
 }

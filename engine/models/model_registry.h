@@ -11,15 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "datasets/dataset.h"    // defines: data_kind_t, dense_dataset_t, sparse_dataset_t, ratings_t
-#include "engine/core/flags.h"   // defines: flag_spec_t
-#include "engine/core/model.h"   // defines: model_t, metric_kind_t
+#include "datasets/dataset.h"
+#include "engine/core/flags.h"
+#include "engine/core/model.h"
 
-#define MODEL_REGISTRY_MAX 32      // models, built-ins included
-#define MODEL_NAME_MAX 15          // characters of a name (a model file's kind field holds 16 bytes)
-#define MODEL_MAX_FLAGS 8          // a model's own flags
+#define MODEL_REGISTRY_MAX 32  // models, built-ins included
+#define MODEL_NAME_MAX 15  // characters of a name (a model file's kind field holds 16 bytes)
+#define MODEL_MAX_FLAGS 8  // a model's own flags
 #define MODEL_REGISTRY_MAX_FLAGS 16  // distinct flag names over all models
-#define MODEL_OPTIONS_BYTES 256    // room for one model's parsed options
+#define MODEL_OPTIONS_BYTES 256  // room for one model's parsed options
 #define MODEL_SHAPE_MAX_HIDDEN 8
 #define MODEL_SHAPE_MAX_CLASSES 1024
 
@@ -32,16 +32,16 @@ typedef union model_options {
 // What a test example's outputs (model_predict) mean, for `asgd predict`.
 typedef enum model_output {
     MODEL_OUTPUT_CLASS_LOGITS,  // one logit per class: the label of the largest, softmax probability
-    MODEL_OUTPUT_LOGISTIC,      // one score s: label of sign(s), probability 1 / (1 + exp(-|s|))
-    MODEL_OUTPUT_MARGIN,        // one score s: label of sign(s) and s itself
-    MODEL_OUTPUT_VALUE,         // one predicted value (a rating)
+    MODEL_OUTPUT_LOGISTIC,  // one score s: label of sign(s), probability 1 / (1 + exp(-|s|))
+    MODEL_OUTPUT_MARGIN,  // one score s: label of sign(s) and s itself
+    MODEL_OUTPUT_VALUE,  // one predicted value (a rating)
 } model_output_t;
 
 // A model's shapes as a model file stores them (docs/model_file.md): enough
 // to rebuild it without its training data. Fields a model does not use are 0.
 typedef struct model_shape {
-    uint64_t dim;       // input features
-    uint64_t classes;   // output classes: 2 for binary models, 0 for regression
+    uint64_t dim;  // input features
+    uint64_t classes;  // output classes: 2 for binary models, 0 for regression
     uint64_t n_hidden, hidden[MODEL_SHAPE_MAX_HIDDEN];
     uint64_t embed_dim;
     uint64_t rank, users, items;
@@ -54,24 +54,24 @@ _Static_assert(MODEL_SHAPE_MAX_CLASSES >= DATASET_MAX_CLASSES, "a model file hol
 
 // Per-model defaults of the shared training flags.
 typedef struct model_defaults {
-    double lr;         // --lr
-    size_t batch;      // --batch
-    double l2;         // --l2
+    double lr;  // --lr
+    size_t batch;  // --batch
+    double l2;  // --l2
     const char *data;  // --data
 } model_defaults_t;
 
 typedef struct model_descriptor {
-    const char *name;     // --model NAME: 1..MODEL_NAME_MAX of [a-z0-9_-], starting with a letter
+    const char *name;  // --model NAME: 1..MODEL_NAME_MAX of [a-z0-9_-], starting with a letter
     const char *summary;  // one line for --help
-    data_kind_t data;     // the data it trains on
-    metric_kind_t metric; // what its evaluation measures: --target-acc or --target-rmse
+    data_kind_t data;  // the data it trains on
+    metric_kind_t metric;  // what its evaluation measures: --target-acc or --target-rmse
     model_output_t output;
     model_defaults_t defaults;
 
     // Its own flags, parsed into opts (a model_options_t; options_size bytes used).
-    size_t options_size;                     // <= MODEL_OPTIONS_BYTES
-    size_t n_flags;                          // <= MODEL_MAX_FLAGS
-    void (*options_default)(void *opts);     // optional: zero bytes otherwise
+    size_t options_size;  // <= MODEL_OPTIONS_BYTES
+    size_t n_flags;  // <= MODEL_MAX_FLAGS
+    void (*options_default)(void *opts);  // optional: zero bytes otherwise
     // Writes its n_flags specs, whose targets lie in opts.
     void (*flags)(void *opts, flag_spec_t *specs);
     // Optional: after parsing, checks across its flags and derived values

@@ -8,14 +8,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/core/grad.h"        // defines: grad_t
-#include "engine/core/model_impl.h"  // defines: model_ops_t, model_ws_header_t
+#include "engine/core/grad.h"
+#include "engine/core/model_impl.h"
 
 typedef struct counter_model {
     model_t base;
     model_ops_t ops;  // the inner model's optional ops decide which of ours exist
     const model_t *inner;
-    float *minus_unit;        // (num_params) -UPDATE_COUNT_UNIT each: every block's gradient
+    float *minus_unit;  // (num_params) -UPDATE_COUNT_UNIT each: every block's gradient
     _Atomic uint64_t handed;  // from the workspaces destroyed so far
 } counter_model_t;
 
@@ -119,8 +119,7 @@ static void counter_evaluate(const model_t *m, const param_t *w, size_t begin, s
     model_evaluate(inner_of(m), w, begin, end, ((counter_ws_t *)ws)->inner, sums);
 }
 
-static void counter_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws,
-                            double *out) {
+static void counter_predict(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, double *out) {
     model_predict(inner_of(m), w, begin, end, ((counter_ws_t *)ws)->inner, out);
 }
 
@@ -169,6 +168,4 @@ update_count_t update_counter_result(const model_t *counter, const float *w) {
     return c;
 }
 
-double update_count_lost_fraction(update_count_t c) {
-    return c.handed ? 1.0 - c.applied / (double)c.handed : 0.0;
-}
+double update_count_lost_fraction(update_count_t c) { return c.handed ? 1.0 - c.applied / (double)c.handed : 0.0; }

@@ -32,7 +32,7 @@ model_t *update_counter_new(const model_t *inner, char *err, size_t err_len);
 
 typedef struct update_count {
     uint64_t handed;  // +1 updates the steps handed to the optimizer
-    double applied;   // the parameters' sum over UPDATE_COUNT_UNIT: the updates that reached them
+    double applied;  // the parameters' sum over UPDATE_COUNT_UNIT: the updates that reached them
 } update_count_t;
 
 // The count after a run whose workspaces are all destroyed (train_run and

@@ -7,13 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/replica/collective_impl.h"  // defines: collective_ops_t, collective_*_ops
-#include "engine/replica/collective_mpi.h"  // defines: collective_mpi_open
-#include "net/curve_auth.h"     // defines: net_endpoint_is_local, net_security_get
-#include "net/hier_allreduce.h"  // defines: hier_allreduce_new, hier_allreduce_connect
-#include "net/ring.h"           // defines: ring_allreduce_sum
-#include "net/shm_allreduce.h"  // defines: shm_allreduce_new
-#include "net/stream_ring.h"   // defines: stream_ring_new, stream_ring_connect
+#include "engine/replica/collective_impl.h"
+#include "engine/replica/collective_mpi.h"
+#include "net/curve_auth.h"
+#include "net/hier_allreduce.h"
+#include "net/ring.h"
+#include "net/shm_allreduce.h"
+#include "net/stream_ring.h"
 
 static const char *const names[] = {
     [COLLECTIVE_AUTO] = "auto", [COLLECTIVE_SHM] = "shm",   [COLLECTIVE_RING] = "ring",
@@ -21,7 +21,9 @@ static const char *const names[] = {
 };
 _Static_assert(sizeof names / sizeof names[0] == COLLECTIVE_STREAM + 1, "one name per collective_choice_t");
 
-const char *collective_name(collective_choice_t c) { return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "auto"; }
+const char *collective_name(collective_choice_t c) {
+    return (unsigned)c < sizeof names / sizeof names[0] ? names[c] : "auto";
+}
 
 // Whether two ring endpoints are on the same host: both ipc:// or loopback,
 // or both tcp:// with the same host name or address.
@@ -133,7 +135,8 @@ int collective_pick(collective_choice_t choice, int compressed, const rdv_entry_
     // encrypted and authenticated keeps its sums on the ZeroMQ ring.
     int curve = net_security_get()->curve;
     if (choice == COLLECTIVE_STREAM && curve) {
-        snprintf(err, err_len, "--collective stream: the stream ring's connections are plain TCP, neither encrypted "
+        snprintf(err, err_len,
+                 "--collective stream: the stream ring's connections are plain TCP, neither encrypted "
                  "nor authenticated, and this run uses CURVE; use --collective ring (CURVE), or drop CURVE with "
                  "--insecure on a network you trust");
         return -1;
@@ -142,28 +145,34 @@ int collective_pick(collective_choice_t choice, int compressed, const rdv_entry_
     collective_layout(ring, n, 0, &l);
     int one = collective_one_host(ring, n) && l.hosts == 1;
     if (choice == COLLECTIVE_AUTO)
-        return one ? COLLECTIVE_SHM
+        return one                            ? COLLECTIVE_SHM
                : l.hosts > 1 && l.local_n > 1 ? COLLECTIVE_HIER
-               : curve ? COLLECTIVE_RING
-                       : COLLECTIVE_STREAM;
+               : curve                        ? COLLECTIVE_RING
+                                              : COLLECTIVE_STREAM;
     if (choice == COLLECTIVE_SHM && !one) {
         size_t k = first_elsewhere(ring, n);
         if (k >= n) {  // one host by the endpoints, several by the identities
             k = 1;
             while (k < n && same_group(&ring[0], &ring[k])) k++;
-            snprintf(err, err_len, "--collective shm: the workers are not all on one host (worker 0 reported host "
-                     "%s, worker %zu host %s); use --collective hier, ring or auto", ring[0].name, k, ring[k].name);
+            snprintf(err, err_len,
+                     "--collective shm: the workers are not all on one host (worker 0 reported host "
+                     "%s, worker %zu host %s); use --collective hier, ring or auto",
+                     ring[0].name, k, ring[k].name);
             return -1;
         }
-        snprintf(err, err_len, "--collective shm: the workers are not all on one host (worker 0's ring is at %s, "
-                 "worker %zu's at %s); use --collective ring or auto", ring[0].endpoint, k, ring[k].endpoint);
+        snprintf(err, err_len,
+                 "--collective shm: the workers are not all on one host (worker 0's ring is at %s, "
+                 "worker %zu's at %s); use --collective ring or auto",
+                 ring[0].endpoint, k, ring[k].endpoint);
         return -1;
     }
     if (choice == COLLECTIVE_HIER && !l.local_n) {
         size_t c0, c, k = first_unequal(ring, n, &c0, &c);
-        snprintf(err, err_len, "--collective hier: every host needs the same number of workers, but worker 0's host "
+        snprintf(err, err_len,
+                 "--collective hier: every host needs the same number of workers, but worker 0's host "
                  "(%s) has %zu and worker %zu's (%s) %zu; use --collective ring or auto",
-                 ring[0].name[0] ? ring[0].name : ring[0].endpoint, c0, k, ring[k].name[0] ? ring[k].name : ring[k].endpoint, c);
+                 ring[0].name[0] ? ring[0].name : ring[0].endpoint, c0, k,
+                 ring[k].name[0] ? ring[k].name : ring[k].endpoint, c);
         return -1;
     }
     return choice;
@@ -196,7 +205,8 @@ static int exchange_endpoints(struct ring *main_ring, const char *mine, size_t n
         snprintf(err, err_len, "--collective %s: out of memory", what);
         return -1;
     }
-    for (size_t i = 0; mine[i] && i + 1 < RDV_ENDPOINT_MAX; i++) v[id * RDV_ENDPOINT_MAX + i] = (float)(unsigned char)mine[i];
+    for (size_t i = 0; mine[i] && i + 1 < RDV_ENDPOINT_MAX; i++)
+        v[id * RDV_ENDPOINT_MAX + i] = (float)(unsigned char)mine[i];
     int rc = 0;
     for (size_t at = 0; at < total && rc == 0; at += max_count) {
         size_t len = total - at < max_count ? total - at : max_count;
@@ -247,8 +257,9 @@ int collective_open_hier(void *zmq_ctx, struct ring *main_ring, const rdv_entry_
     advertised(ring[id].endpoint, hier_allreduce_endpoint(*hier), ipc, mine);
     char *all = malloc(n * RDV_ENDPOINT_MAX);
     size_t *host_of = calloc(2 * n, sizeof *host_of);
-    int rc = all && host_of ? exchange_endpoints(main_ring, mine, n, id, max_count, timeout_ms, "hier", all, err, err_len)
-                            : -1;
+    int rc = all && host_of
+                 ? exchange_endpoints(main_ring, mine, n, id, max_count, timeout_ms, "hier", all, err, err_len)
+                 : -1;
     if (!all || !host_of) snprintf(err, err_len, "--collective hier: out of memory");
     if (rc == 0) {
         // The next host's worker of the same local index (there is one: every host has local_n).
@@ -376,8 +387,7 @@ int collective_sum_compressed(collective_t *c, compressor_t *comp, float *residu
                  collective_name(c->ops->kind));
         return -1;
     }
-    return c->ops->sum_compressed(c->impl, comp, residual, buf, m, examples, total, raw_sent, timeout_ms, err,
-                                  err_len);
+    return c->ops->sum_compressed(c->impl, comp, residual, buf, m, examples, total, raw_sent, timeout_ms, err, err_len);
 }
 
 void collective_net_bytes(const collective_t *c, uint64_t *sent, uint64_t *recv) {

@@ -12,14 +12,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "net/compress.h"    // defines: compress_spec_t, compressor_t
-#include "net/rendezvous.h"  // defines: rdv_entry_t
+#include "net/compress.h"
+#include "net/rendezvous.h"
 
 typedef enum collective_choice {
     COLLECTIVE_AUTO = 0,  // shared memory when every worker is on this host and nothing is compressed
     COLLECTIVE_SHM = 1,
     COLLECTIVE_RING = 2,
-    COLLECTIVE_MPI = 3,   // MPI_Allreduce (collective_mpi.h); never chosen by auto
+    COLLECTIVE_MPI = 3,  // MPI_Allreduce (collective_mpi.h); never chosen by auto
     COLLECTIVE_HIER = 4,  // shared memory within each host, rings across hosts (net/hier_allreduce.h)
     COLLECTIVE_STREAM = 5,  // the ring over plain TCP connections (net/stream_ring.h)
 } collective_choice_t;

@@ -2,7 +2,7 @@
 // (collective_impl.h): shared memory within each host, rings across hosts
 // (net/hier_allreduce.h).
 #include "engine/replica/collective_impl.h"
-#include "net/hier_allreduce.h"  // defines: hier_allreduce_sum, hier_allreduce_net_bytes, hier_allreduce_destroy
+#include "net/hier_allreduce.h"
 
 static int hier_sum(void *impl, float *buf, size_t n, int timeout_ms, char *err, size_t err_len) {
     return hier_allreduce_sum(impl, buf, n, timeout_ms, err, err_len);

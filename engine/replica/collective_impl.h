@@ -6,8 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/replica/collective.h"  // defines: collective_choice_t
-#include "net/compress.h"            // defines: compressor_t
+#include "engine/replica/collective.h"
+#include "net/compress.h"
 
 typedef struct collective_ops {
     collective_choice_t kind;
@@ -31,21 +31,21 @@ typedef struct collective_ops {
 
 struct collective {
     const collective_ops_t *ops;
-    void *impl;               // the implementation's state
-    struct ring *main_ring;   // borrowed: the ring the workers met on
-    float *buffer;            // (max_count) a call's input area
-    int own_buffer;           // buffer is ours to free (not lent by the implementation)
+    void *impl;  // the implementation's state
+    struct ring *main_ring;  // borrowed: the ring the workers met on
+    float *buffer;  // (max_count) a call's input area
+    int own_buffer;  // buffer is ours to free (not lent by the implementation)
 };
 
 // The implementations: each returns its state (NULL with err on failure).
 // The ZeroMQ ring (borrowed), with the buffers of the compression `compress`
 // asks for, encodings of up to max_count - 1 values from each of n workers.
-void *collective_ring_state(struct ring *ring, const compress_spec_t *compress, size_t n, size_t id,
-                            size_t max_count, char *err, size_t err_len);
+void *collective_ring_state(struct ring *ring, const compress_spec_t *compress, size_t n, size_t id, size_t max_count,
+                            char *err, size_t err_len);
 extern const collective_ops_t collective_ring_ops;
-extern const collective_ops_t collective_shm_ops;     // state: an shm_allreduce_t, taken over
+extern const collective_ops_t collective_shm_ops;  // state: an shm_allreduce_t, taken over
 extern const collective_ops_t collective_stream_ops;  // state: a stream_ring_t, taken over
-extern const collective_ops_t collective_hier_ops;    // state: a hier_allreduce_t, taken over
-extern const collective_ops_t collective_mpi_ops;     // no state: MPI is one per process
+extern const collective_ops_t collective_hier_ops;  // state: a hier_allreduce_t, taken over
+extern const collective_ops_t collective_mpi_ops;  // no state: MPI is one per process
 
 #endif

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "engine/replica/collective_impl.h"  // defines: collective_ops_t
+#include "engine/replica/collective_impl.h"
 
 #ifdef ASGD_HAVE_MPI
 #include <limits.h>
@@ -36,7 +36,8 @@ static void finalise_at_exit(void) {
 
 int collective_mpi_usable(char *err, size_t err_len) {
     if (getenv("OMPI_COMM_WORLD_SIZE")) return 0;
-    snprintf(err, err_len, "--collective mpi: this process was not started by mpirun (OMPI_COMM_WORLD_SIZE is not "
+    snprintf(err, err_len,
+             "--collective mpi: this process was not started by mpirun (OMPI_COMM_WORLD_SIZE is not "
              "set); run `mpirun -np N asgd launch ...`, one rank per worker");
     return -1;
 }
@@ -61,8 +62,10 @@ int collective_mpi_open(size_t n, size_t id, char *err, size_t err_len) {
         we_initialised = 1;
         atexit(finalise_at_exit);
         if (provided < MPI_THREAD_SERIALIZED) {
-            snprintf(err, err_len, "--collective mpi: this MPI offers thread level %d, below MPI_THREAD_SERIALIZED "
-                     "(the replica's rounds run on its training threads)", provided);
+            snprintf(err, err_len,
+                     "--collective mpi: this MPI offers thread level %d, below MPI_THREAD_SERIALIZED "
+                     "(the replica's rounds run on its training threads)",
+                     provided);
             return -1;
         }
     }
@@ -70,8 +73,10 @@ int collective_mpi_open(size_t n, size_t id, char *err, size_t err_len) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if ((size_t)size != n || (size_t)rank != id) {
-        snprintf(err, err_len, "--collective mpi: this is worker %zu of %zu, but MPI rank %d of %d; every rank "
-                 "must be one worker, in order (mpirun -np %zu asgd launch ..., no --servers)", id, n, rank, size, n);
+        snprintf(err, err_len,
+                 "--collective mpi: this is worker %zu of %zu, but MPI rank %d of %d; every rank "
+                 "must be one worker, in order (mpirun -np %zu asgd launch ..., no --servers)",
+                 id, n, rank, size, n);
         return -1;
     }
     MPI_Comm comm;
@@ -108,7 +113,8 @@ void collective_mpi_settled(void) { settled = 1; }
 #else  // built without MPI
 
 static int without_mpi(char *err, size_t err_len) {
-    snprintf(err, err_len, "--collective mpi: asgd was built without MPI (configure it with Open MPI installed, "
+    snprintf(err, err_len,
+             "--collective mpi: asgd was built without MPI (configure it with Open MPI installed, "
              "libopenmpi-dev and openmpi-bin, and -DASGD_MPI=AUTO or ON; docs/allreduce.md)");
     return -1;
 }

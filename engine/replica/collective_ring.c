@@ -6,15 +6,15 @@
 #include <string.h>
 
 #include "engine/replica/collective_impl.h"
-#include "net/ring.h"  // defines: ring_allreduce_sum, ring_allreduce_sum_fp16, ring_allgather_encoded
+#include "net/ring.h"
 
 typedef struct ring_collective {
     ring_t *ring;  // borrowed
     size_t n, id;
     // Allgather (encodings that cannot be added on the way): every worker's.
-    uint8_t *blobs;          // (n, blob_cap) encodings
+    uint8_t *blobs;  // (n, blob_cap) encodings
     size_t blob_cap;
-    size_t *blob_lens;       // (n)
+    size_t *blob_lens;  // (n)
     uint32_t *blob_weights;  // (n) examples behind each
 } ring_collective_t;
 
@@ -74,9 +74,8 @@ static int sum_allgather(ring_collective_t *c, compressor_t *comp, float *residu
     return 0;
 }
 
-static int ring_sum_compressed(void *impl, compressor_t *comp, float *residual, float *buf, size_t m,
-                               size_t examples, float *total, uint64_t *raw_sent, int timeout_ms, char *err,
-                               size_t err_len) {
+static int ring_sum_compressed(void *impl, compressor_t *comp, float *residual, float *buf, size_t m, size_t examples,
+                               float *total, uint64_t *raw_sent, int timeout_ms, char *err, size_t err_len) {
     ring_collective_t *c = impl;
     if (compressor_spec(comp)->kind == COMPRESS_KIND_FP16) {
         // fp16 partial sums on the wire, added in float32; the count stays exact.

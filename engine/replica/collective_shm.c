@@ -2,7 +2,7 @@
 // segment of the workers on this host (net/shm_allreduce.h), whose input
 // area the caller writes into, sparing the sum its copy in.
 #include "engine/replica/collective_impl.h"
-#include "net/shm_allreduce.h"  // defines: shm_allreduce_sum, shm_allreduce_buffer, shm_allreduce_destroy
+#include "net/shm_allreduce.h"
 
 static int shm_sum(void *impl, float *buf, size_t n, int timeout_ms, char *err, size_t err_len) {
     return shm_allreduce_sum(impl, buf, n, timeout_ms, err, err_len);

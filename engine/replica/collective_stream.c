@@ -1,7 +1,7 @@
 // The stream ring behind the collective table (collective_impl.h): the
 // ring over plain TCP connections (net/stream_ring.h).
 #include "engine/replica/collective_impl.h"
-#include "net/stream_ring.h"  // defines: stream_ring_allreduce_sum, stream_ring_get_stats, stream_ring_destroy
+#include "net/stream_ring.h"
 
 static int stream_sum(void *impl, float *buf, size_t n, int timeout_ms, char *err, size_t err_len) {
     return stream_ring_allreduce_sum(impl, buf, n, timeout_ms, err, err_len);

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/core/params.h"  // defines: param_t, params_new, param_set
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
-#include "net/ps_client.h"  // defines: ps_client_new_observer, ps_client_pull
+#include "engine/core/params.h"
+#include "kernels/foundation/mono_clock.h"
+#include "net/ps_client.h"
 
 #define ERR_LEN 512
 #define POLL_NS 2000000L  // how often shard 0's progress is looked at: 2 ms
@@ -27,8 +27,8 @@ typedef struct snapshot {
 struct global_eval {
     global_eval_config_t cfg;
     ps_client_t *client;
-    float *pulled;      // (n_params)
-    param_t *w;         // (n_params) what is evaluated
+    float *pulled;  // (n_params)
+    param_t *w;  // (n_params) what is evaluated
     model_ws_t *ws;
     snapshot_t *snaps;  // kept for after training, in order
     size_t n_snaps, cap_snaps, snap_bytes;
@@ -160,7 +160,8 @@ static void *eval_main(void *arg) {
         ps_progress_t at;
         ps_server_progress(c->shard, &at);
         double now = mono_clock_s();
-        int due = first || (c->every_samples && at.samples >= next_samples) || (c->every_s > 0 && now - g->t0 >= next_s);
+        int due =
+            first || (c->every_samples && at.samples >= next_samples) || (c->every_s > 0 && now - g->t0 >= next_s);
         if (!due) {
             struct timespec nap = {0, POLL_NS};
             nanosleep(&nap, NULL);

@@ -22,22 +22,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/core/model.h"   // defines: model_t
-#include "net/ps_server.h"  // defines: ps_server_t, ps_progress_t
+#include "engine/core/model.h"
+#include "net/ps_server.h"
 
 typedef struct global_eval global_eval_t;
 
 typedef struct global_eval_row {
-    double wall_s;          // seconds since the evaluator started, when the pulled model had come
-    uint64_t samples;       // examples behind the updates shard 0 had applied then (all workers): at
-                            // least those the model holds
-    uint64_t updates;       // shard 0's version then
+    double wall_s;  // seconds since the evaluator started, when the pulled model had come
+    uint64_t samples;  // examples behind the updates shard 0 had applied then (all workers): at
+        // least those the model holds
+    uint64_t updates;  // shard 0's version then
     double test_loss, test_metric;
-    double wait_s;          // workers' conditional pulls at shard 0 so far (SSP, BSP)
+    double wait_s;  // workers' conditional pulls at shard 0 so far (SSP, BSP)
     // Staleness of the updates shard 0 applied so far (NaN: none yet).
     double staleness_versions_mean, staleness_versions_max, staleness_clocks_mean, staleness_clocks_max;
-    double eval_s;          // the pull and evaluation's own time (not a training cost)
-    int during_training;    // evaluated while the workers trained (the snapshot budget was spent)
+    double eval_s;  // the pull and evaluation's own time (not a training cost)
+    int during_training;  // evaluated while the workers trained (the snapshot budget was spent)
 } global_eval_row_t;
 
 typedef struct global_eval_config {
@@ -45,14 +45,14 @@ typedef struct global_eval_config {
     uint64_t run_id;
     const char *const *servers;  // (n_servers) shard endpoints
     size_t n_servers;
-    size_t n_params;             // parameters the servers hold
+    size_t n_params;  // parameters the servers hold
     const model_t *model;
-    size_t eval_limit;           // test examples per evaluation; 0: all
-    uint64_t every_samples;      // 0: by time only
-    double every_s;              // 0: by samples only
-    const ps_server_t *shard;    // shard 0, served by another thread of this process (borrowed)
+    size_t eval_limit;  // test examples per evaluation; 0: all
+    uint64_t every_samples;  // 0: by time only
+    double every_s;  // 0: by samples only
+    const ps_server_t *shard;  // shard 0, served by another thread of this process (borrowed)
     size_t snapshot_budget_bytes;  // models kept for evaluation after training; beyond it, evaluated at once
-    int timeout_ms;              // longest wait for a shard's answer
+    int timeout_ms;  // longest wait for a shard's answer
     // Called on the evaluator's thread with each row as it is made (NULL: none),
     // e.g. to show the run's progress while it trains.
     void (*on_row)(const global_eval_row_t *row, void *ctx);

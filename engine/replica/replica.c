@@ -10,14 +10,14 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine/core/test_hooks.h"       // defines: test_hook_value
-#include "engine/replica/collective.h"  // defines: collective_sum, collective_settled, collective_net_bytes
+#include "engine/core/test_hooks.h"
+#include "engine/replica/collective.h"
 #include "engine/replica/replica_impl.h"
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "net/compress.h"   // defines: compressor_new, compress_encode, ef_residual_t
-#include "net/ps_client.h"  // defines: ps_client_new, ps_client_push_*, ps_client_pull
-#include "net/ps_heartbeat.h"  // defines: ps_heartbeat_start, ps_heartbeat_stop
-#include "net/wire.h"       // defines: wire_checksum
+#include "kernels/foundation/partition.h"
+#include "net/compress.h"
+#include "net/ps_client.h"
+#include "net/ps_heartbeat.h"
+#include "net/wire.h"
 
 // ---- the common path -----------------------------------------------------------------
 
@@ -44,8 +44,9 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
     }
     if (s->check && s->check(r, oc, err, err_len) != 0) return -1;
     if (rc->gpu && !s->gpu) {
-        snprintf(err, err_len, "--device cuda: GPU replicas run --sync asp and ssp (Downpour); bsp and allreduce "
-                               "replicas run on the CPU");
+        snprintf(err, err_len,
+                 "--device cuda: GPU replicas run --sync asp and ssp (Downpour); bsp and allreduce "
+                 "replicas run on the CPU");
         return -1;
     }
     if (s->ring && !rc->collective) {
@@ -54,8 +55,9 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
     }
     int mpi = rc->collective && collective_kind(rc->collective) == COLLECTIVE_MPI;
     if (rc->collective && !mpi && !collective_compresses(rc->collective) && rc->compress.kind != COMPRESS_KIND_NONE) {
-        snprintf(err, err_len, "--compress: compressed exchanges go round the ZeroMQ ring, not through shared memory or "
-                               "the stream ring");
+        snprintf(err, err_len,
+                 "--compress: compressed exchanges go round the ZeroMQ ring, not through shared memory or "
+                 "the stream ring");
         return -1;
     }
     if (rc->ckpt && s != &sync_strategy_downpour) {
@@ -113,8 +115,7 @@ static int replica_alloc(replica_t *r, char *err, size_t err_len) {
 // A rejoining worker's threads start where its clock puts them in the data
 // order: under hogwild each thread after its quota of steps of every round
 // done, in sync mode after the rounds done.
-static int rejoin_position(const replica_t *r, train_config_t *tc, train_position_t *start, char *err,
-                           size_t err_len) {
+static int rejoin_position(const replica_t *r, train_config_t *tc, train_position_t *start, char *err, size_t err_len) {
     start->threads = r->threads;
     start->samples = calloc(r->threads, sizeof *start->samples);
     start->updates = calloc(r->threads, sizeof *start->updates);
@@ -143,8 +144,8 @@ static int starts_from_seed(const replica_t *r) {
 static int join_servers_now(replica_t *r, void *zmq_ctx, uint64_t init_seed, train_config_t *tc,
                             train_position_t *start, replica_stats_t *stats, char *err, size_t err_len) {
     const replica_config_t *rc = r->rc;
-    r->client = ps_client_new_joiner(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->join_nonce, rc->servers,
-                                     rc->n_servers, r->ps_n, rc->heartbeat_ms, rc->timeout_ms, err, err_len);
+    r->client = ps_client_new_joiner(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->join_nonce, rc->servers, rc->n_servers,
+                                     r->ps_n, rc->heartbeat_ms, rc->timeout_ms, err, err_len);
     if (!r->client) return -1;
     ps_client_set_abort(r->client, rc->servers_finished);
     ps_client_count_pushes(r->client, rc->push_counts);
@@ -267,8 +268,10 @@ static int replica_finish(replica_t *r, const train_result_t *out, replica_stats
     // The model that matters: under asp/ssp the servers' (as the global
     // evaluation pulled it after this replica's last push), not the local
     // copy; under bsp, allreduce, local SGD and hybrid the replica holds it.
-    if (final_w && s->final_from_servers) memcpy(final_w, r->pulled, r->n * sizeof *final_w);
-    else if (final_w) params_read(r->w, r->n, final_w);
+    if (final_w && s->final_from_servers)
+        memcpy(final_w, r->pulled, r->n * sizeof *final_w);
+    else if (final_w)
+        params_read(r->w, r->n, final_w);
     dense_checksum(r, stats);
     return 0;
 }
@@ -354,11 +357,12 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     train_position_t start = {0, NULL, NULL, NULL, 0.0};
     int status = -1;
     if (replica_ckpt_prepare(&r, err, err_len) != 0 || replica_alloc(&r, err, err_len) != 0) goto out;
-    if (!s->servers) model_init_params(m, r.w, init_seed);
-    else if (join_servers(&r, zmq_ctx, init_seed, &tc, &start, stats, err, err_len) != 0) goto out;
-    if (rc->ckpt && rc->ckpt->resume && replica_ckpt_resume(&r, &tc, &start, stats, err, err_len) != 0) goto out;
-    if (compression_setup(&r, err, err_len) != 0 || make_optimizer_and_device(&r, oc, &tc, err, err_len) != 0)
+    if (!s->servers)
+        model_init_params(m, r.w, init_seed);
+    else if (join_servers(&r, zmq_ctx, init_seed, &tc, &start, stats, err, err_len) != 0)
         goto out;
+    if (rc->ckpt && rc->ckpt->resume && replica_ckpt_resume(&r, &tc, &start, stats, err, err_len) != 0) goto out;
+    if (compression_setup(&r, err, err_len) != 0 || make_optimizer_and_device(&r, oc, &tc, err, err_len) != 0) goto out;
     link_init(&r, &tc);
     if (rc->ckpt && rc->ckpt->every_s > 0) {
         tc.checkpoint_every_s = rc->ckpt->every_s;
@@ -368,8 +372,10 @@ int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, c
     if (s->begin && s->begin(&r, &tc, &cb, err, err_len) != 0) goto out;
     int train_rc = train_run(m, r.opt, r.w, &tc, cb, out, err, err_len);
     if (s->end) s->end(&r);
-    if (r.err[0] && atomic_load(&r.abort)) snprintf(err, err_len, "%s", r.err);
-    else if (train_rc == 0 && replica_finish(&r, out, stats, final_w, err, err_len) == 0) status = 0;
+    if (r.err[0] && atomic_load(&r.abort))
+        snprintf(err, err_len, "%s", r.err);
+    else if (train_rc == 0 && replica_finish(&r, out, stats, final_w, err, err_len) == 0)
+        status = 0;
     // Stopped by a signal that reached the other replicas a round sooner: a
     // round's exchange completes for all or none, so this one's parameters
     // are theirs (replica.h, stopped_with_peers).

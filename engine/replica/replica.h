@@ -33,12 +33,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/core/model.h"          // defines: model_t
-#include "engine/core/optimizer.h"      // defines: optimizer_config_t
-#include "engine/core/trainer.h"        // defines: train_config_t, train_result_t
-#include "engine/gpu/gpu_device.h"     // defines: gpu_options_t, gpu_model_t, gpu_device_ops
-#include "net/compress.h"          // defines: compress_spec_t
-#include "staleness/sync_mode.h"   // defines: sync_mode_t
+#include "engine/core/model.h"
+#include "engine/core/optimizer.h"
+#include "engine/core/trainer.h"
+#include "engine/gpu/gpu_device.h"
+#include "net/compress.h"
+#include "staleness/sync_mode.h"
 
 struct collective;
 struct worker_ckpt_config;
@@ -46,21 +46,21 @@ struct worker_ckpt_config;
 typedef struct replica_config {
     uint64_t run_id;
     size_t id, n_workers;
-    uint32_t join_nonce;           // asp/ssp/bsp: non-zero for a worker joining a running run (ps_client_new_joiner)
+    uint32_t join_nonce;  // asp/ssp/bsp: non-zero for a worker joining a running run (ps_client_new_joiner)
     sync_mode_t mode;
-    uint64_t staleness;            // SSP bound
+    uint64_t staleness;  // SSP bound
     size_t push_every, fetch_every;  // replica steps (asp/ssp)
-    const char *const *servers;    // (n_servers) endpoints, shard order
+    const char *const *servers;  // (n_servers) endpoints, shard order
     size_t n_servers;
     // Ring modes (allreduce, local, hybrid): what sums the exchanges, chosen
     // and opened once (engine/replica/collective.h: the ZeroMQ ring, shared
     // memory, the stream ring, hier or MPI; compressed exchanges only on the
     // ZeroMQ ring). Borrowed; NULL in the other modes.
     struct collective *collective;
-    int timeout_ms;                // longest wait for any peer
-    int heartbeat_ms;              // ZMTP heartbeats, and this worker's heartbeats to the servers; 0 = off
-    int retry_ms;                  // resend an unanswered request after this long; 0 = the client's default
-    step_delay_t delay;            // injected delay after every step (a straggler); {0} = none
+    int timeout_ms;  // longest wait for any peer
+    int heartbeat_ms;  // ZMTP heartbeats, and this worker's heartbeats to the servers; 0 = off
+    int retry_ms;  // resend an unanswered request after this long; 0 = the client's default
+    step_delay_t delay;  // injected delay after every step (a straggler); {0} = none
     // --device cuda: the replica trains on a GPU (asp/ssp); its communication
     // thread copies parameters to and from the device while training goes on.
     const gpu_options_t *gpu;
@@ -68,11 +68,11 @@ typedef struct replica_config {
     // and allreduce rounds; pulls are never compressed. fp16 under allreduce
     // rides the ring's reduce-scatter; the other methods an allgather of every
     // worker's encoding. error_feedback keeps what was not sent for later.
-    compress_spec_t compress;      // {COMPRESS_KIND_NONE}: as float32
+    compress_spec_t compress;  // {COMPRESS_KIND_NONE}: as float32
     int error_feedback;
-    uint64_t compress_seed;        // stochastic encodings draw from (seed, worker)
-    int hybrid_ssp;                // hybrid: sparse reads under the SSP bound `staleness` (else asp)
-    size_t local_steps;            // local: steps (rounds) between model averages, H >= 1
+    uint64_t compress_seed;  // stochastic encodings draw from (seed, worker)
+    int hybrid_ssp;  // hybrid: sparse reads under the SSP bound `staleness` (else asp)
+    size_t local_steps;  // local: steps (rounds) between model averages, H >= 1
     // (n_servers) where the client adds its pushes sent and acknowledged per
     // shard (ps_client_count_pushes); NULL: not counted.
     struct ps_push_count *push_counts;
@@ -89,10 +89,10 @@ typedef struct replica_config {
 
 typedef struct replica_stats {
     uint64_t pushes, pulls, pushes_acked;
-    uint64_t clock;                // push rounds done
-    double wait_s;                 // asp/ssp: threads held by the staleness bound (summed over threads);
-                                   // bsp: time the round's pull waited for the other workers
-    double pull_wait_s;            // communication thread blocked in pulls
+    uint64_t clock;  // push rounds done
+    double wait_s;  // asp/ssp: threads held by the staleness bound (summed over threads);
+        // bsp: time the round's pull waited for the other workers
+    double pull_wait_s;  // communication thread blocked in pulls
     // asp/ssp: the periods achieved, in the replica's steps (all threads):
     // between pushes and between pulls (mean NaN, p99 0 when there were none),
     // and the time the shards held this replica's pulls until slower workers
@@ -100,16 +100,16 @@ typedef struct replica_stats {
     double steps_per_push_mean, steps_per_pull_mean;
     uint64_t steps_per_push_p99, steps_per_pull_p99;
     double pull_held_s;
-    double comm_s;                 // communication thread busy (pushing, pulling, merging)
+    double comm_s;  // communication thread busy (pushing, pulling, merging)
     uint64_t bytes_out, bytes_in;  // payload bytes sent and received (servers and ring)
-    uint64_t bytes_out_raw;        // what the same exchanges would have sent as float32
-    double residual_norm;          // error feedback: |residual| at the end (0 without)
-    uint32_t dense_checksum;       // wire_checksum of the final dense parameters (all of them without a sparse part)
-    uint64_t retries;              // requests sent again for want of an answer
-    uint64_t start_clock;          // the clock it started from: 0, or where it rejoined a run in progress
-    int evicted;                   // it failed because the servers had evicted it: a new replica may rejoin
-    int servers_finished;          // it failed because the servers had finished the run (rc->servers_finished)
-    int diverged;                  // it failed because the run diverged (NaN or Inf)
+    uint64_t bytes_out_raw;  // what the same exchanges would have sent as float32
+    double residual_norm;  // error feedback: |residual| at the end (0 without)
+    uint32_t dense_checksum;  // wire_checksum of the final dense parameters (all of them without a sparse part)
+    uint64_t retries;  // requests sent again for want of an answer
+    uint64_t start_clock;  // the clock it started from: 0, or where it rejoined a run in progress
+    int evicted;  // it failed because the servers had evicted it: a new replica may rejoin
+    int servers_finished;  // it failed because the servers had finished the run (rc->servers_finished)
+    int diverged;  // it failed because the run diverged (NaN or Inf)
     // Ring modes: stopped by a stop signal (tc->interrupt) when its collective
     // failed — the peers, stopped by the same signal one round earlier, had
     // left it. No replica applied that round: final_w holds the parameters
@@ -118,9 +118,10 @@ typedef struct replica_stats {
     // The global model at the end (pulled from the servers after this replica's
     // last push; NaN for allreduce, whose replicas all hold the global model).
     double global_test_loss, global_test_metric;
-    uint64_t global_versions;      // the shards' versions of that pull, summed (0 without servers)
-    const char *collective;        // ring modes: "shm", "ring", "hier", "mpi" or "stream", what summed the exchanges; else NULL
-    const char *cross_ring;        // hier: its rings across hosts, "stream" or "zeromq"; else NULL
+    uint64_t global_versions;  // the shards' versions of that pull, summed (0 without servers)
+    const char
+        *collective;  // ring modes: "shm", "ring", "hier", "mpi" or "stream", what summed the exchanges; else NULL
+    const char *cross_ring;  // hier: its rings across hosts, "stream" or "zeromq"; else NULL
     // A worker resumed from its checkpoint (rc->ckpt->resume): where it went on
     // from, and over all its restarts the samples trained twice (by a dead
     // incarnation after its checkpoint and again) and skipped (trained by none:

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "engine/replica/replica_impl.h"
-#include "engine/core/test_hooks.h"         // defines: test_hook_value
-#include "engine/replica/worker_checkpoint.h"  // defines: worker_ckpt_*, worker_progress_*
-#include "net/ps_client.h"                  // defines: ps_client_wait_acks
+#include "engine/core/test_hooks.h"
+#include "engine/replica/worker_checkpoint.h"
+#include "net/ps_client.h"
 
 int replica_ckpt_prepare(replica_t *r, char *err, size_t err_len) {
     const worker_ckpt_config_t *k = r->rc->ckpt;
@@ -37,8 +37,8 @@ int replica_ckpt_prepare(replica_t *r, char *err, size_t err_len) {
 
 int replica_ckpt_progress(replica_t *r, char *err, size_t err_len) {
     const worker_ckpt_config_t *k = r->rc->ckpt;
-    return worker_progress_create(k->progress_path, r->threads, r->carry_retrained, r->carry_skipped,
-                                  &r->progress_file, &r->progress, err, err_len);
+    return worker_progress_create(k->progress_path, r->threads, r->carry_retrained, r->carry_skipped, &r->progress_file,
+                                  &r->progress, err, err_len);
 }
 
 // Samples thread t takes in steps [from, to) (0 when to <= from).
@@ -48,8 +48,8 @@ static uint64_t span_samples(const replica_t *r, const train_config_t *tc, size_
     return worker_steps_samples(len, tc->batch, to) - worker_steps_samples(len, tc->batch, from);
 }
 
-int replica_ckpt_resume(replica_t *r, train_config_t *tc, train_position_t *start, replica_stats_t *stats,
-                        char *err, size_t err_len) {
+int replica_ckpt_resume(replica_t *r, train_config_t *tc, train_position_t *start, replica_stats_t *stats, char *err,
+                        size_t err_len) {
     const worker_ckpt_t *ck = &r->resume;
     size_t T = r->threads;
     uint64_t joined = r->clock;  // the clock the servers gave it
@@ -75,7 +75,7 @@ int replica_ckpt_resume(replica_t *r, train_config_t *tc, train_position_t *star
         start->loss_sum[t] = ck->at.loss_sum[t];
         uint64_t dead = r->dead_steps[t] > p ? r->dead_steps[t] : p;
         retrained += span_samples(r, tc, t, s, dead);  // trained by the dead incarnation, and again from s
-        skipped += span_samples(r, tc, t, dead, s);    // trained by neither
+        skipped += span_samples(r, tc, t, dead, s);  // trained by neither
         samples += start->samples[t];
     }
     start->wall_s = ck->at.wall_s;

@@ -9,20 +9,20 @@
 
 #include "engine/replica/replica.h"
 #include "engine/replica/sync_strategy.h"
-#include "datasets/storage/counter_file.h"  // defines: counter_file_t
-#include "engine/replica/worker_checkpoint.h"  // defines: worker_ckpt_t
-#include "engine/replica/working_set.h"  // defines: working_set_t
-#include "net/compress.h"   // defines: compressor_t, ef_residual_t
-#include "net/ps_client.h"  // defines: ps_client_t
-#include "net/ps_heartbeat.h"  // defines: ps_heartbeat_t
-#include "kernels/foundation/trace.h"  // defines: trace_kind_t, TRACE_BEGIN, TRACE_END
-#include "staleness/histogram.h"  // defines: staleness_hist_t
+#include "datasets/storage/counter_file.h"
+#include "engine/replica/worker_checkpoint.h"
+#include "engine/replica/working_set.h"
+#include "net/compress.h"
+#include "net/ps_client.h"
+#include "net/ps_heartbeat.h"
+#include "kernels/foundation/trace.h"
+#include "staleness/histogram.h"
 
 #define REPLICA_ERR_LEN 512
 
 typedef struct step_window step_window_t;  // strategy_downpour.c
 
-typedef struct avg_eval avg_eval_t;      // strategy_local.c
+typedef struct avg_eval avg_eval_t;  // strategy_local.c
 
 struct replica {
     const replica_config_t *rc;
@@ -36,28 +36,28 @@ struct replica {
     param_t *w;
     optimizer_t *opt;  // the replica's optimizer
     gpu_model_t *gpu;  // --device cuda: the local copy lives here, not in w, while training
-    float *base;      // (n) asp/ssp: the local copy as of the last push or rebase
-    float *pulled;    // (n) the last pulled model
-    uint32_t *idx;    // (n) sparse push scratch
-    float *val;       // (n)
+    float *base;  // (n) asp/ssp: the local copy as of the last push or rebase
+    float *pulled;  // (n) the last pulled model
+    uint32_t *idx;  // (n) sparse push scratch
+    float *val;  // (n)
     float *ring_buf;  // (n + 1) ring modes: gradient (or model) times examples, then the example count
-                      // (the collective's input area, collective_buffer: not ours to free)
-    float lr;         // the local step size, to turn a change of the model into a gradient
-    size_t ps_n;      // parameters the servers hold: n, or under hybrid the sparse part [0, ps_n)
-    uint64_t quota;   // asp/ssp: per-thread steps per round (push_every over the threads, at least 1)
+        // (the collective's input area, collective_buffer: not ours to free)
+    float lr;  // the local step size, to turn a change of the model into a gradient
+    size_t ps_n;  // parameters the servers hold: n, or under hybrid the sparse part [0, ps_n)
+    uint64_t quota;  // asp/ssp: per-thread steps per round (push_every over the threads, at least 1)
     // The staleness bound on what the replica reads from the servers (ssp_gate):
     // asp/ssp's threads, hybrid's sparse rows; infinite under asp.
     uint64_t read_bound;
     // Compressed exchanges (rc->compress not none); all sized once.
     compressor_t *comp;
-    ef_residual_t resid;   // error feedback over the whole vector sent (n), or empty
-    size_t *enc_bytes;     // (n_servers) encoded push frame sizes
-    uint64_t raw_out;      // bytes the compressed exchanges would have sent as float32
+    ef_residual_t resid;  // error feedback over the whole vector sent (n), or empty
+    size_t *enc_bytes;  // (n_servers) encoded push frame sizes
+    uint64_t raw_out;  // bytes the compressed exchanges would have sent as float32
     train_thread_progress_t *progress;
     train_link_t link;
     _Atomic uint64_t allowance;
     _Atomic int abort;
-    uint64_t clock;   // push rounds done
+    uint64_t clock;  // push rounds done
     uint64_t g_read;  // min worker clock when the local copy was last rebased
     // asp/ssp (strategy_downpour.c).
     pthread_t comm;
@@ -69,13 +69,13 @@ struct replica {
     // it read (train_link_t.generation).
     _Atomic uint64_t generation;
     uint64_t *gen_versions;  // (GEN_RING, n_servers) shard versions rebase g installed, at g % GEN_RING
-    step_window_t *win;      // (threads)
+    step_window_t *win;  // (threads)
     // The pull in flight (ps_client_pull_start) and what pulls took.
-    uint64_t pull_need;      // the clock it asked for
-    uint64_t pull_span;      // its trace span
-    double pull_sent_s;      // when it went out
-    double pull_rtt_s;       // round trips measured so far, averaged (0: none yet)
-    double started_s;        // when the communication thread started
+    uint64_t pull_need;  // the clock it asked for
+    uint64_t pull_span;  // its trace span
+    double pull_sent_s;  // when it went out
+    double pull_rtt_s;  // round trips measured so far, averaged (0: none yet)
+    double started_s;  // when the communication thread started
     uint64_t pulled_at_steps;  // the replica's steps when the last pull was answered
     // The periods achieved: steps (all threads') between pushes and between pulls.
     staleness_hist_t steps_per_push, steps_per_pull;
@@ -83,33 +83,33 @@ struct replica {
     // send the keys the steps wrote, pulls bring the keys the next steps read.
     int by_key;
     working_set_t ws;
-    uint32_t *push_keys;      // (n) the keys a push compares
-    uint32_t *pull_keys;      // (n) the keys of the pull in flight, pull_n of them
+    uint32_t *push_keys;  // (n) the keys a push compares
+    uint32_t *pull_keys;  // (n) the keys of the pull in flight, pull_n of them
     size_t pull_n;
-    uint64_t window_sent;     // the step (per thread) the pull in flight's keys reach
+    uint64_t window_sent;  // the step (per thread) the pull in flight's keys reach
     uint64_t keys_allowance;  // ssp: the steps whose keys were pulled at a clock the bound accepts
-    int scanned_once;         // the first push compares every key (a resumed update may hold any)
-    int keep_model;           // the caller keeps the final model (final_w): pulled whole at the end
-    int round_prepared;       // bsp by key: this round's keys were pulled (its round before complete)
+    int scanned_once;  // the first push compares every key (a resumed update may hold any)
+    int keep_model;  // the caller keeps the final model (final_w): pulled whole at the end
+    int round_prepared;  // bsp by key: this round's keys were pulled (its round before complete)
     // hybrid (strategy_hybrid.c).
-    uint32_t *keys;   // (ps_n) the sparse rows a round reads
-    uint8_t *mark;    // (ps_n) scratch for model_sparse_keys
+    uint32_t *keys;  // (ps_n) the sparse rows a round reads
+    uint8_t *mark;  // (ps_n) scratch for model_sparse_keys
     // local SGD (strategy_local.c).
-    uint64_t last_round;      // rounds the run has: the last one is always followed by an average
-    uint64_t since_avg;       // examples this replica took since the last average
-    uint64_t samples;         // examples this replica took
-    avg_eval_t *ae;           // the evaluator of the averaged model
+    uint64_t last_round;  // rounds the run has: the last one is always followed by an average
+    uint64_t since_avg;  // examples this replica took since the last average
+    uint64_t samples;  // examples this replica took
+    avg_eval_t *ae;  // the evaluator of the averaged model
     // Worker checkpoints (replica_checkpoint.c; asp/ssp). The communication
     // thread holds ckpt_mu over each of its passes, so that a checkpoint (taken
     // with the training threads parked) sees no push or rebase half done.
     pthread_mutex_t ckpt_mu;
     int ckpt_mu_ready;
     counter_file_t progress_file;  // the threads' progress lives in it (r->progress points there)
-    worker_ckpt_t resume;          // the checkpoint being resumed (loaded before the join)
-    uint64_t *dead_steps;          // (threads) how far the dead incarnation's threads had stepped
+    worker_ckpt_t resume;  // the checkpoint being resumed (loaded before the join)
+    uint64_t *dead_steps;  // (threads) how far the dead incarnation's threads had stepped
     uint64_t carry_retrained, carry_skipped;  // what earlier restarts counted
-    uint64_t ckpt_seq;             // the last checkpoint written (or resumed)
-    uint64_t freeze_at_samples;    // test only: no checkpoint, push or pull after one with this many samples
+    uint64_t ckpt_seq;  // the last checkpoint written (or resumed)
+    uint64_t freeze_at_samples;  // test only: no checkpoint, push or pull after one with this many samples
     _Atomic int frozen;
     replica_stats_t stats;
     char err[REPLICA_ERR_LEN];
@@ -125,8 +125,8 @@ int replica_ckpt_prepare(replica_t *r, char *err, size_t err_len);
 int replica_ckpt_progress(replica_t *r, char *err, size_t err_len);
 // After the join: the start position, clock and pending update of a resumed
 // worker, and its counts (stats). Returns 0, or -1 with err.
-int replica_ckpt_resume(replica_t *r, train_config_t *tc, train_position_t *start, replica_stats_t *stats,
-                        char *err, size_t err_len);
+int replica_ckpt_resume(replica_t *r, train_config_t *tc, train_position_t *start, replica_stats_t *stats, char *err,
+                        size_t err_len);
 // The trainer's checkpoint callback (train_checkpoint_fn), ctx the replica.
 int replica_ckpt_save(void *ctx, const train_position_t *at, const param_t *w, const optimizer_t *opt, char *err,
                       size_t err_len);
@@ -151,7 +151,6 @@ int replica_ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float 
 
 // Pulls the global model and evaluates it on one thread (it happens once):
 // stats' global figures and the shards' versions. A strategy's `global`.
-int replica_evaluate_global(replica_t *r, const train_result_t *out, replica_stats_t *stats, char *err,
-                            size_t err_len);
+int replica_evaluate_global(replica_t *r, const train_result_t *out, replica_stats_t *stats, char *err, size_t err_len);
 
 #endif

@@ -8,10 +8,10 @@
 #include <time.h>
 
 #include "engine/replica/replica_impl.h"
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "net/compress.h"   // defines: compressor_spec, compress_encode
-#include "net/ps_client.h"  // defines: ps_client_push_encoded_frames, ps_client_pull
+#include "kernels/foundation/mono_clock.h"
+#include "kernels/foundation/partition.h"
+#include "net/compress.h"
+#include "net/ps_client.h"
 
 double replica_now_s(void) { return mono_clock_s(); }
 

@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "engine/replica/replica_impl.h"
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "net/ps_client.h"      // defines: ps_client_push_*, ps_client_await_values, ps_client_pull
+#include "kernels/foundation/partition.h"
+#include "net/ps_client.h"
 
 #define PUSH_BLOCK 2048  // floats per block copied into a push frame and checksummed at once
 
@@ -113,8 +113,8 @@ static int refresh_bsp(void *ctx, param_t *w) {
     replica_t *r = ctx;
     if (!r->by_key) return 0;
     uint64_t min_clock;
-    if (ps_client_pull(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pulled, &min_clock, r->err,
-                       sizeof r->err) != 0)
+    if (ps_client_pull(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pulled, &min_clock, r->err, sizeof r->err) !=
+        0)
         return -1;
     for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);
     r->stats.pulls++;
@@ -133,8 +133,7 @@ static int bsp_alloc(replica_t *r, char *err, size_t err_len) {
 
 // By key: the replica's model is the servers' after the last round.
 static void bsp_end(replica_t *r) {
-    if (r->by_key && !atomic_load(&r->abort) && refresh_bsp(r, r->w) != 0)
-        atomic_store(&r->abort, 1);
+    if (r->by_key && !atomic_load(&r->abort) && refresh_bsp(r, r->w) != 0) atomic_store(&r->abort, 1);
 }
 
 const sync_strategy_t sync_strategy_bsp = {

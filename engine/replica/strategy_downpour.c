@@ -8,11 +8,11 @@
 #include <time.h>
 
 #include "engine/replica/replica_impl.h"
-#include "kernels/foundation/partition.h"  // defines: shard_range
-#include "net/ps_client.h"      // defines: ps_client_push_*, ps_client_pull, ps_client_carry_versions
+#include "kernels/foundation/partition.h"
+#include "net/ps_client.h"
 
 #define PUSH_BLOCK 2048  // floats: 8 KiB, well inside L1
-#define GEN_RING 64      // rebases whose shard versions a push may still carry
+#define GEN_RING 64  // rebases whose shard versions a push may still carry
 
 // The steps one thread's next push will carry, from `first`, the first step
 // not complete at the last cut, and the rebase generation that step read:
@@ -282,7 +282,8 @@ static int pull_keys_send(replica_t *r, uint64_t need) {
 // answered once every live worker has pushed `need` rounds. The threads
 // train on while it is in flight; pull_landed rebases on its answer.
 static int pull_send(replica_t *r, uint64_t need) {
-    if (r->by_key ? pull_keys_send(r, need) != 0 : ps_client_pull_start(r->client, need, r->pulled, r->err, sizeof r->err) != 0)
+    if (r->by_key ? pull_keys_send(r, need) != 0
+                  : ps_client_pull_start(r->client, need, r->pulled, r->err, sizeof r->err) != 0)
         return -1;
     r->pull_need = need;
     r->pull_span = TRACE_BEGIN();
@@ -487,8 +488,7 @@ static int by_key_begin(replica_t *r, const train_config_t *tc, char *err, size_
     return 0;
 }
 
-static int downpour_begin(replica_t *r, train_config_t *tc, const train_callbacks_t **cb, char *err,
-                          size_t err_len) {
+static int downpour_begin(replica_t *r, train_config_t *tc, const train_callbacks_t **cb, char *err, size_t err_len) {
     (void)cb;
     ps_client_pulled_versions(r->client, r->gen_versions);  // generation 0: what joining pulled
     // A rejoining or resumed replica's threads start at the steps its position stands for.

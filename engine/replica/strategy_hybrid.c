@@ -7,7 +7,7 @@
 #include <stdlib.h>
 
 #include "engine/replica/replica_impl.h"
-#include "net/ps_client.h"  // defines: ps_client_pull_keys_at, ps_client_push_sparse, ps_client_pull
+#include "net/ps_client.h"
 
 // The spans in a --trace timeline (docs/trace.md).
 static const trace_kind_t TK_PULL = {"pull", "net", "need"}, TK_PUSH = {"push", "net", "clock"};
@@ -52,8 +52,8 @@ static int exchange_hybrid(void *ctx, grad_t *sum, size_t examples, float lr, pa
     float share = total > 0.0f ? ex / total : 0.0f;
     for (size_t k = 0; k < nnz; k++) r->val[k] = sum->value[r->idx[k]] * share;
     uint64_t span = TRACE_BEGIN();
-    if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, (uint32_t)examples, 0, r->err,
-                              sizeof r->err) != 0)
+    if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, (uint32_t)examples, 0, r->err, sizeof r->err) !=
+        0)
         return -1;
     TRACE_END(&TK_PUSH, span, r->clock + 1);
     // What the trainer applies: the dense part's global average only.

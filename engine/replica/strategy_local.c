@@ -23,7 +23,7 @@
 // evaluated at once, after the copies before it, holding the round.
 
 typedef struct avg_point {
-    float *values;        // (n) the averaged model
+    float *values;  // (n) the averaged model
     train_point_t point;  // test fields filled when evaluated
 } avg_point_t;
 
@@ -32,14 +32,14 @@ struct avg_eval {
     int inited;
     avg_point_t *pending;
     size_t n_pending, cap_pending, bytes, budget;
-    param_t *w;          // (n) where a copy is evaluated
+    param_t *w;  // (n) where a copy is evaluated
     model_ws_t *ws;
-    size_t limit;        // test examples per evaluation
-    uint64_t every, next;       // this replica's examples between points, and the next point
-    double every_s, next_s;     // > 0: points by training time too
-    double t0;           // when training started (the trainer's first evaluation ended)
+    size_t limit;  // test examples per evaluation
+    uint64_t every, next;  // this replica's examples between points, and the next point
+    double every_s, next_s;  // > 0: points by training time too
+    double t0;  // when training started (the trainer's first evaluation ended)
     const train_callbacks_t *user;  // forwarded to
-    train_callbacks_t wrapped;      // what the trainer calls instead
+    train_callbacks_t wrapped;  // what the trainer calls instead
 };
 
 // Evaluates the averaged model `values` into p and reports it (e->mu held).
@@ -188,8 +188,10 @@ static int exchange_local(void *ctx, grad_t *sum, size_t examples, float lr, par
     r->samples += examples;
     if (r->clock % r->rc->local_steps != 0 && r->clock != r->last_round) return 0;
     double t0 = replica_now_s();
-    if (sum->dense) optimizer_apply_range(r->opt, w, sum->value, 0, r->n, lr);
-    else optimizer_apply_and_clear(r->opt, w, sum, lr);
+    if (sum->dense)
+        optimizer_apply_range(r->opt, w, sum->value, 0, r->n, lr);
+    else
+        optimizer_apply_and_clear(r->opt, w, sum, lr);
     *applied = 1;
     float *buf = r->ring_buf, ex = (float)r->since_avg, total;
     for (size_t j = 0; j < r->n; j++) buf[j] = param_get(&w[j]) * ex;

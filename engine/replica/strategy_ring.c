@@ -5,7 +5,7 @@
 // local SGD and hybrid share.
 #include <string.h>
 
-#include "engine/replica/collective.h"  // defines: collective_sum, collective_sum_compressed
+#include "engine/replica/collective.h"
 #include "engine/replica/replica_impl.h"
 
 // Through the collective the run opened (rc->collective); compressed

@@ -22,19 +22,19 @@
 //   strategy_hybrid.c    hybrid     sparse rows through the servers, dense part by allreduce
 #include <stddef.h>
 
-#include "engine/core/optimizer.h"  // defines: optimizer_config_t
-#include "engine/core/trainer.h"    // defines: train_mode_t, train_config_t, train_callbacks_t, train_result_t
-#include "engine/replica/replica.h"    // defines: replica_stats_t
-#include "staleness/sync_mode.h"    // defines: sync_mode_t
+#include "engine/core/optimizer.h"
+#include "engine/core/trainer.h"
+#include "engine/replica/replica.h"
+#include "staleness/sync_mode.h"
 
 typedef struct replica replica_t;  // engine/replica/replica_impl.h
 
 typedef struct sync_strategy {
-    const char *family;      // "downpour", "bsp", "allreduce", "local", "hybrid"
-    train_mode_t train_mode; // hogwild: threads step alone within the link's allowance; sync: rounds
-    int servers;             // joins the parameter servers (they hold the model, or its sparse part)
-    int ring;                // needs the ring of workers
-    int gpu;                 // may train on a GPU (--device cuda)
+    const char *family;  // "downpour", "bsp", "allreduce", "local", "hybrid"
+    train_mode_t train_mode;  // hogwild: threads step alone within the link's allowance; sync: rounds
+    int servers;  // joins the parameter servers (they hold the model, or its sparse part)
+    int ring;  // needs the ring of workers
+    int gpu;  // may train on a GPU (--device cuda)
     // Pushes are changes of the local copy divided by the local step, which
     // must stay constant: no warmup locally (the servers warm up theirs).
     int constant_local_step;
@@ -63,8 +63,8 @@ typedef struct sync_strategy {
     int final_from_servers;
 } sync_strategy_t;
 
-extern const sync_strategy_t sync_strategy_downpour, sync_strategy_bsp, sync_strategy_allreduce,
-    sync_strategy_local, sync_strategy_hybrid;
+extern const sync_strategy_t sync_strategy_downpour, sync_strategy_bsp, sync_strategy_allreduce, sync_strategy_local,
+    sync_strategy_hybrid;
 
 // The table of a mode (downpour for asp and ssp); NULL for a value that is no mode.
 const sync_strategy_t *sync_strategy_for(sync_mode_t mode);

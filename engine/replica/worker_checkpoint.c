@@ -6,12 +6,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_writer_*, ckpt_file_*
-#include "kernels/foundation/partition.h"                 // defines: shard_range
+#include "datasets/storage/checkpoint_file.h"
+#include "kernels/foundation/partition.h"
 
-static const char *const id_names[] = {"worker id", "workers", "servers", "sync mode", "staleness bound", "seed",
-                                       "threads", "batch", "push-every", "parameter count", "training-set size",
-                                       "test-set size", "data (--data, --test-data) fingerprint"};
+static const char *const id_names[] = {"worker id",
+                                       "workers",
+                                       "servers",
+                                       "sync mode",
+                                       "staleness bound",
+                                       "seed",
+                                       "threads",
+                                       "batch",
+                                       "push-every",
+                                       "parameter count",
+                                       "training-set size",
+                                       "test-set size",
+                                       "data (--data, --test-data) fingerprint"};
 #define ID_FIELDS (offsetof(worker_ckpt_identity_t, model) / sizeof(uint64_t))
 _Static_assert(sizeof id_names / sizeof id_names[0] == ID_FIELDS, "a name per identity field");
 
@@ -40,8 +50,7 @@ void worker_ckpt_free(worker_ckpt_t *c) {
 }
 
 // The first identity field that differs, in words; 0 when they match.
-static int id_mismatch(const worker_ckpt_identity_t *have, const worker_ckpt_identity_t *want, char *out,
-                       size_t len) {
+static int id_mismatch(const worker_ckpt_identity_t *have, const worker_ckpt_identity_t *want, char *out, size_t len) {
     const uint64_t *a = (const uint64_t *)have, *b = (const uint64_t *)want;
     for (size_t i = 0; i < ID_FIELDS; i++) {
         if (a[i] == b[i]) continue;
@@ -116,8 +125,8 @@ static const char progress_magic[8] = {'A', 'S', 'G', 'D', 'W', 'P', 'R', 'G'};
 _Static_assert(sizeof(train_thread_progress_t) == 64 && offsetof(train_thread_progress_t, steps) == 0,
                "a thread's progress is one cache line, steps first");
 
-int worker_progress_create(const char *path, size_t threads, uint64_t retrained, uint64_t skipped,
-                           counter_file_t *f, train_thread_progress_t **progress, char *err, size_t err_len) {
+int worker_progress_create(const char *path, size_t threads, uint64_t retrained, uint64_t skipped, counter_file_t *f,
+                           train_thread_progress_t **progress, char *err, size_t err_len) {
     if (counter_file_create(f, path, progress_magic, PROGRESS_FIRST + PROGRESS_STRIDE * threads, 0, err, err_len) != 0)
         return -1;
     f->v[0] = retrained;

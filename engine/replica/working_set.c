@@ -27,8 +27,8 @@ int working_set_init_keys(working_set_t *ws, const model_t *m, char *err, size_t
     return 0;
 }
 
-int working_set_init(working_set_t *ws, const model_t *m, const train_config_t *tc,
-                     train_thread_progress_t *progress, char *err, size_t err_len) {
+int working_set_init(working_set_t *ws, const model_t *m, const train_config_t *tc, train_thread_progress_t *progress,
+                     char *err, size_t err_len) {
     if (working_set_init_keys(ws, m, err, err_len) != 0) return -1;
     ws->threads = tc->threads;
     ws->progress = progress;

@@ -12,21 +12,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/core/trainer.h"  // defines: train_config_t, train_order_t, train_thread_progress_t
-#include "engine/core/model.h"    // defines: model_t
+#include "engine/core/trainer.h"
+#include "engine/core/model.h"
 
 typedef struct working_set {
     const model_t *model;
-    size_t n, key_n;            // the model's parameters; its sparse block [0, key_n)
+    size_t n, key_n;  // the model's parameters; its sparse block [0, key_n)
     size_t threads;
     train_thread_progress_t *progress;  // (threads) the training threads' counts
     train_order_t *push_order;  // (threads) replays for the pushes' steps
     train_order_t *pull_order;  // (threads) replays for the pulls' steps (ahead of the pushes')
-    uint64_t *push_from;        // (threads) the first step whose keys the next push covers
-    uint32_t *examples;         // (cap) the steps' examples, gathered
-    size_t cap;                 // WORKING_SET_EXAMPLES, or a step of every thread where that is more
-    uint8_t *mark;              // (key_n) model_sparse_keys' scratch
-    uint32_t *sort_tmp;         // (n) radix sort's other half
+    uint64_t *push_from;  // (threads) the first step whose keys the next push covers
+    uint32_t *examples;  // (cap) the steps' examples, gathered
+    size_t cap;  // WORKING_SET_EXAMPLES, or a step of every thread where that is more
+    uint8_t *mark;  // (key_n) model_sparse_keys' scratch
+    uint32_t *sort_tmp;  // (n) radix sort's other half
 } working_set_t;
 
 // The most examples one window gathers (all threads together); a window
@@ -46,8 +46,8 @@ size_t working_set_test_keys(working_set_t *ws, const uint32_t *examples, size_t
 // For the threads of tc (whose link is set), whose steps and state
 // progress[0..threads) counts (from the steps counted now). Returns 0, or -1
 // with err.
-int working_set_init(working_set_t *ws, const model_t *m, const train_config_t *tc,
-                     train_thread_progress_t *progress, char *err, size_t err_len);
+int working_set_init(working_set_t *ws, const model_t *m, const train_config_t *tc, train_thread_progress_t *progress,
+                     char *err, size_t err_len);
 void working_set_free(working_set_t *ws);
 
 // The keys the steps since the last call may have written, ascending, into

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include "engine/run/banner.h"
-#include "kernels/blas_runtime.h"  // defines: blas_describe
-#include "kernels/cuda_info.h"     // defines: cuda_device_summary
+#include "kernels/blas_runtime.h"
+#include "kernels/cuda_info.h"
 
 int cuda_details_wanted(void) {
     const char *v = getenv("ASGD_CUDA_DETAILS");
@@ -16,8 +16,10 @@ int cuda_details_wanted(void) {
 void cuda_banner_part(char *out, size_t out_len, int details) {
     char summary[256];
     int devices = cuda_device_summary(summary, sizeof summary);
-    if (devices > 0 || details) snprintf(out, out_len, "%s", summary);
-    else snprintf(out, out_len, "%s", strstr(summary, "not built") ? "no GPU (CUDA not built)" : "no GPU");
+    if (devices > 0 || details)
+        snprintf(out, out_len, "%s", summary);
+    else
+        snprintf(out, out_len, "%s", strstr(summary, "not built") ? "no GPU (CUDA not built)" : "no GPU");
 }
 
 void banner_line(char *out, size_t out_len, const char *command) {

@@ -50,12 +50,12 @@ static uint64_t ratings_fingerprint(const ratings_t *r) {
 
 uint64_t data_fingerprint(const data_bundle_t *b, int test) {
     switch (b->kind) {
-    case DATA_KIND_DENSE:
-        return dense_fingerprint(test ? &b->dense_test : &b->dense_train);
-    case DATA_KIND_SPARSE:
-        return sparse_fingerprint(test ? &b->sparse_test : &b->sparse_train);
-    case DATA_KIND_RATINGS:
-        return ratings_fingerprint(test ? &b->ratings_test : &b->ratings_train);
+        case DATA_KIND_DENSE:
+            return dense_fingerprint(test ? &b->dense_test : &b->dense_train);
+        case DATA_KIND_SPARSE:
+            return sparse_fingerprint(test ? &b->sparse_test : &b->sparse_train);
+        case DATA_KIND_RATINGS:
+            return ratings_fingerprint(test ? &b->ratings_test : &b->ratings_train);
     }
     return 0;
 }

@@ -10,7 +10,7 @@
 // data and split.
 #include <stdint.h>
 
-#include "engine/data/data_source.h"  // defines: data_bundle_t
+#include "engine/data/data_source.h"
 
 // The training set's (test 0) or the test set's (test 1) fingerprint, of the kind b holds.
 uint64_t data_fingerprint(const data_bundle_t *b, int test);

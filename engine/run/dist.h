@@ -12,12 +12,12 @@
 #include <stdio.h>
 #include <stdint.h>
 
-#include "engine/core/flags.h"       // defines: flag_spec_t
-#include "engine/core/json_writer.h" // defines: json_writer_t
-#include "staleness/histogram.h"  // defines: staleness_hist_t
-#include "engine/run/train_args.h"  // defines: train_args_t
-#include "net/compress.h"       // defines: compress_spec_t
-#include "staleness/sync_mode.h"  // defines: sync_mode_t
+#include "engine/core/flags.h"
+#include "engine/core/json_writer.h"
+#include "staleness/histogram.h"
+#include "engine/run/train_args.h"
+#include "net/compress.h"
+#include "staleness/sync_mode.h"
 
 #define DIST_N_FLAGS 38
 #define DIST_DEFAULT_PORT 29517
@@ -27,9 +27,21 @@
 // Staleness and wait are totals so far; a worker's rows leave them empty.
 extern const char dist_curve_columns[];
 enum {
-    CURVE_WALL_S, CURVE_EPOCH, CURVE_SAMPLES, CURVE_UPDATES, CURVE_SAMPLES_PER_S, CURVE_LR, CURVE_TRAIN_LOSS,
-    CURVE_TEST_LOSS, CURVE_TEST_ACCURACY, CURVE_TEST_RMSE, CURVE_STALENESS_VERSIONS_MEAN, CURVE_STALENESS_VERSIONS_MAX,
-    CURVE_STALENESS_CLOCKS_MEAN, CURVE_STALENESS_CLOCKS_MAX, CURVE_WAIT_S,
+    CURVE_WALL_S,
+    CURVE_EPOCH,
+    CURVE_SAMPLES,
+    CURVE_UPDATES,
+    CURVE_SAMPLES_PER_S,
+    CURVE_LR,
+    CURVE_TRAIN_LOSS,
+    CURVE_TEST_LOSS,
+    CURVE_TEST_ACCURACY,
+    CURVE_TEST_RMSE,
+    CURVE_STALENESS_VERSIONS_MEAN,
+    CURVE_STALENESS_VERSIONS_MAX,
+    CURVE_STALENESS_CLOCKS_MEAN,
+    CURVE_STALENESS_CLOCKS_MAX,
+    CURVE_WAIT_S,
     CURVE_N_COLUMNS,
 };
 
@@ -50,50 +62,50 @@ int dist_without_servers(int sync);
 
 typedef struct dist_args {
     size_t servers, workers;
-    size_t max_workers;       // --max-workers: room for joiners (0 until dist_args_finish: --workers)
-    int join;                 // asgd worker --join: this worker joins a running run
-    int sync;                 // sync_mode_t
+    size_t max_workers;  // --max-workers: room for joiners (0 until dist_args_finish: --workers)
+    int join;  // asgd worker --join: this worker joins a running run
+    int sync;  // sync_mode_t
     size_t staleness;
     size_t push_every, fetch_every;
-    int server_optimizer;     // optimizer_kind_t
-    double server_lr;         // NaN: the workers' --lr
+    int server_optimizer;  // optimizer_kind_t
+    double server_lr;  // NaN: the workers' --lr
     int server_staleness_aware;
     double server_dc_lambda;
     size_t server_delay_adaptive;  // tau_C of the delay-adaptive step; 0: off
     const char *delay_worker;
     const char *coordinator;  // "host:port" or "tcp://host:port"
-    uint64_t run_id;          // 0: derived from the coordinator's address
+    uint64_t run_id;  // 0: derived from the coordinator's address
     const char *run_dir;
     const char *bind_host;
-    int ring_ipc;             // allreduce over ipc:// (one machine) instead of tcp
-    int collective;           // collective_choice_t (engine/replica/collective.h): --collective auto|shm|ring|mpi
+    int ring_ipc;  // allreduce over ipc:// (one machine) instead of tcp
+    int collective;  // collective_choice_t (engine/replica/collective.h): --collective auto|shm|ring|mpi
     size_t timeout_ms;
     size_t heartbeat_ms;
-    size_t worker_timeout_ms; // servers evict a worker silent this long; 0 = never
-    size_t server_memory_mib; // --server-memory-allowance; 0: automatic (ps_config.memory_allowance)
-    size_t retry_ms;          // workers resend an unanswered request after this long
+    size_t worker_timeout_ms;  // servers evict a worker silent this long; 0 = never
+    size_t server_memory_mib;  // --server-memory-allowance; 0: automatic (ps_config.memory_allowance)
+    size_t retry_ms;  // workers resend an unanswered request after this long
     const char *save_model;
     // Transport security (net/curve_auth.h, docs/security.md).
     const char *curve_server_key;  // the run's server key: .key where this process listens, else .pub
-    const char *curve_key;         // this process's own key pair (.key) for connecting
-    const char *curve_allow;       // client public keys admitted by this process's listeners
-    int insecure;                  // listen beyond loopback without CURVE
+    const char *curve_key;  // this process's own key pair (.key) for connecting
+    const char *curve_allow;  // client public keys admitted by this process's listeners
+    int insecure;  // listen beyond loopback without CURVE
     // A local launch's throwaway server key pair (Z85), which every process of
     // that run holds and alone admits; NULL: none (dist_args_from_launcher).
     const char *run_key_public, *run_key_secret;
-    const char *compress;     // --compress METHOD (parsed into compress_spec)
-    int error_feedback;       // --error-feedback off|on
+    const char *compress;  // --compress METHOD (parsed into compress_spec)
+    int error_feedback;  // --error-feedback off|on
     compress_spec_t compress_spec;  // filled by dist_args_finish
-    int scaling;              // dist_scaling_t
-    int lr_scaling;           // dist_lr_scaling_t
-    int hybrid_sparse;        // --sync hybrid: the sparse part under 0 asp, 1 ssp (--staleness)
-    int worker_eval;          // workers evaluate their own copies at every evaluation point (else at start and end)
+    int scaling;  // dist_scaling_t
+    int lr_scaling;  // dist_lr_scaling_t
+    int hybrid_sparse;  // --sync hybrid: the sparse part under 0 asp, 1 ssp (--staleness)
+    int worker_eval;  // workers evaluate their own copies at every evaluation point (else at start and end)
     size_t eval_snapshot_mb;  // the global evaluator's snapshots, evaluated after training, up to this many MiB
-    size_t backup_workers;    // --sync bsp: a round is applied once workers - backup_workers gradients are in
-    size_t local_steps;       // --sync local: steps between model averages (0: not given)
-    size_t server_replicas;   // --server-replicas R: each shard a primary and R - 1 backups (net/ps_replica.h)
-    size_t replica;           // server: this process's replica of its shard (--replica, given by asgd launch)
-    int replica_backup;       // server: start as a backup joining the shard's primary (--replica-backup)
+    size_t backup_workers;  // --sync bsp: a round is applied once workers - backup_workers gradients are in
+    size_t local_steps;  // --sync local: steps between model averages (0: not given)
+    size_t server_replicas;  // --server-replicas R: each shard a primary and R - 1 backups (net/ps_replica.h)
+    size_t replica;  // server: this process's replica of its shard (--replica, given by asgd launch)
+    int replica_backup;  // server: start as a backup joining the shard's primary (--replica-backup)
     // Filled by dist_apply_scaling: the flags as given, before scaling.
     size_t requested_batch;
     double requested_lr;
@@ -101,14 +113,14 @@ typedef struct dist_args {
 } dist_args_t;
 
 typedef enum dist_scaling {
-    DIST_SCALING_WEAK = 0,    // --batch per worker: the total grows with the workers
+    DIST_SCALING_WEAK = 0,  // --batch per worker: the total grows with the workers
     DIST_SCALING_STRONG = 1,  // --batch is the total: each worker takes --batch / workers
 } dist_scaling_t;
 
 typedef enum dist_lr_scaling {
     DIST_LR_SCALING_NONE = 0,
     DIST_LR_SCALING_LINEAR = 1,  // lr * workers
-    DIST_LR_SCALING_SQRT = 2,    // lr * sqrt(workers)
+    DIST_LR_SCALING_SQRT = 2,  // lr * sqrt(workers)
 } dist_lr_scaling_t;
 
 void dist_args_defaults(dist_args_t *d);

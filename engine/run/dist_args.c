@@ -12,34 +12,33 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/storage/counter_file.h"
+#include "kernels/foundation/partition.h"
 #include "engine/run/dist.h"
-#include "engine/replica/collective.h"      // defines: collective_new, collective_kind, collective_name
-#include "engine/replica/collective_mpi.h"  // defines: collective_mpi_usable
-#include "engine/replica/global_eval.h"     // defines: global_eval_start, global_eval_rows
-#include "engine/core/json_writer.h"     // defines: json_*
-#include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
-#include "engine/run/model_file.h"      // defines: model_file_info_of, model_file_write
-#include "engine/run/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
-#include "engine/run/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
-#include "engine/run/worker_live.h"     // defines: worker_live_open, worker_live_close
-#include "engine/replica/replica.h"         // defines: replica_train
-#include "engine/replica/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
-#include "engine/core/run_report.h"      // defines: run_report_new
-#include "net/ps_client.h"          // defines: ps_push_count_t
-#include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
-#include "kernels/foundation/trace.h"           // defines: trace_start, trace_write
-#include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
-#include "net/ps_replica.h"         // defines: ps_replica_new, ps_replica_lead, ps_replica_join
-#include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
-#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
-#include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
-#include "net/wire.h"               // defines: wire_fresh_id
-#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
-#include "staleness/histogram.h"    // defines: staleness_hist_*
-
+#include "engine/replica/collective.h"
+#include "engine/replica/collective_mpi.h"
+#include "engine/replica/global_eval.h"
+#include "engine/core/json_writer.h"
+#include "engine/core/test_hooks.h"
+#include "engine/run/model_file.h"
+#include "engine/run/run_record.h"
+#include "engine/run/servers_watch.h"
+#include "engine/run/worker_live.h"
+#include "engine/replica/replica.h"
+#include "engine/replica/worker_checkpoint.h"
+#include "engine/core/run_report.h"
+#include "net/ps_client.h"
+#include "net/curve_auth.h"
+#include "kernels/foundation/trace.h"
+#include "net/ps_server.h"
+#include "net/ps_replica.h"
+#include "net/rendezvous.h"
+#include "net/stop_signal.h"
+#include "net/ring.h"
+#include "net/wire.h"
+#include "staleness/delay.h"
+#include "staleness/histogram.h"
 
 #define ERR_LEN 512
 
@@ -74,9 +73,7 @@ double dist_wait_for_bound(double wait_s, double held_s, size_t threads) {
     return bound < wait_s ? bound : wait_s;
 }
 
-int dist_global_on_servers(int sync) {
-    return sync == SYNC_MODE_ASP || sync == SYNC_MODE_SSP || sync == SYNC_MODE_BSP;
-}
+int dist_global_on_servers(int sync) { return sync == SYNC_MODE_ASP || sync == SYNC_MODE_SSP || sync == SYNC_MODE_BSP; }
 
 size_t dist_slots(const dist_args_t *d) { return d->max_workers > d->workers ? d->max_workers : d->workers; }
 
@@ -88,44 +85,120 @@ int dist_without_servers(int sync) { return sync == SYNC_MODE_ALLREDUCE || sync 
 
 size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
     const flag_spec_t table[] = {
-        {"servers", FLAG_TYPE_SIZE, &d->servers, "M", "parameter-server shards (0 with --sync allreduce and local)", 0, 1024, NULL, 0},
+        {"servers", FLAG_TYPE_SIZE, &d->servers, "M", "parameter-server shards (0 with --sync allreduce and local)", 0,
+         1024, NULL, 0},
         {"workers", FLAG_TYPE_SIZE, &d->workers, "N", "worker replicas", 1, 4096, NULL, 0},
-        {"max-workers", FLAG_TYPE_SIZE, &d->max_workers, "M", "asp, ssp, bsp: room for M workers; ids from --workers to M - 1 may join the running run (asgd worker --join; --workers when not given)", 1, 4096, NULL, 0},
-        {"server-replicas", FLAG_TYPE_SIZE, &d->server_replicas, "R", "asp, ssp, bsp, hybrid: each shard runs as a primary and R - 1 backups that apply every push before it is acknowledged; a backup takes over when the primary dies (docs/reliability.md; at most 4)", 1, PS_REPLICA_MAX, NULL, 0},
+        {"max-workers", FLAG_TYPE_SIZE, &d->max_workers, "M",
+         "asp, ssp, bsp: room for M workers; ids from --workers to M - 1 may join the running run (asgd worker --join; "
+         "--workers when not given)",
+         1, 4096, NULL, 0},
+        {"server-replicas", FLAG_TYPE_SIZE, &d->server_replicas, "R",
+         "asp, ssp, bsp, hybrid: each shard runs as a primary and R - 1 backups that apply every push before it is "
+         "acknowledged; a backup takes over when the primary dies (docs/reliability.md; at most 4)",
+         1, PS_REPLICA_MAX, NULL, 0},
         {"sync", FLAG_TYPE_CHOICE, &d->sync, "MODE", "consistency model", 0, 0, sync_choices, 0},
-        {"staleness", FLAG_TYPE_SIZE, &d->staleness, "S", "ssp: how many push rounds a worker may run ahead of the slowest", 0, 1e9, NULL, 0},
-        {"push-every", FLAG_TYPE_SIZE, &d->push_every, "N", "asp/ssp: push accumulated updates every N steps of a replica", 1, 1e9, NULL, 0},
-        {"fetch-every", FLAG_TYPE_SIZE, &d->fetch_every, "N", "asp/ssp: pull fresh parameters every N steps of a replica", 1, 1e9, NULL, 0},
-        {"server-optimizer", FLAG_TYPE_CHOICE, &d->server_optimizer, "OPT", "update rule on the servers", 0, 0, "sgd|adagrad", 0},
-        {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (--lr when not given)", 1e-12, 1e6, NULL, 0},
-        {"server-staleness-aware", FLAG_TYPE_BOOL, &d->server_staleness_aware, NULL, "asp/ssp: servers divide the step by each update's staleness in versions", 0, 0, NULL, 0},
-        {"server-dc-asgd", FLAG_TYPE_DOUBLE, &d->server_dc_lambda, "LAMBDA", "asp/ssp: servers compensate stale updates (DC-ASGD) with this lambda", 0, 1e6, NULL, 0},
-        {"server-delay-adaptive", FLAG_TYPE_SIZE, &d->server_delay_adaptive, "TAU_C", "asp/ssp: servers take the full step for an update at most TAU_C versions stale, step * TAU_C / staleness above it (Koloskova et al. 2022)", 1, 1e9, NULL, 0},
-        {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:DELAY", "make worker ID sleep after every step (asp/ssp: each thread's step of --batch examples; bsp/allreduce: each round) — a straggler; DELAY is MS, uniform:A,B or exp:MEAN (ms, drawn per step from a stream seeded by --seed, worker and thread); comma-separated list", 0, 0, NULL, 0},
-        {"coordinator", FLAG_TYPE_STRING, &d->coordinator, "HOST:PORT", "where the processes meet (under srun: the first node, port 29517)", 0, 0, NULL, 0},
-        {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (0: derived from the coordinator)", 0, 0, NULL, 0},
-        {"run-dir", FLAG_TYPE_STRING, &d->run_dir, "DIR", "write this process's CSV and JSON files into DIR", 0, 0, NULL, 0},
+        {"staleness", FLAG_TYPE_SIZE, &d->staleness, "S",
+         "ssp: how many push rounds a worker may run ahead of the slowest", 0, 1e9, NULL, 0},
+        {"push-every", FLAG_TYPE_SIZE, &d->push_every, "N",
+         "asp/ssp: push accumulated updates every N steps of a replica", 1, 1e9, NULL, 0},
+        {"fetch-every", FLAG_TYPE_SIZE, &d->fetch_every, "N",
+         "asp/ssp: pull fresh parameters every N steps of a replica", 1, 1e9, NULL, 0},
+        {"server-optimizer", FLAG_TYPE_CHOICE, &d->server_optimizer, "OPT", "update rule on the servers", 0, 0,
+         "sgd|adagrad", 0},
+        {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (--lr when not given)", 1e-12, 1e6,
+         NULL, 0},
+        {"server-staleness-aware", FLAG_TYPE_BOOL, &d->server_staleness_aware, NULL,
+         "asp/ssp: servers divide the step by each update's staleness in versions", 0, 0, NULL, 0},
+        {"server-dc-asgd", FLAG_TYPE_DOUBLE, &d->server_dc_lambda, "LAMBDA",
+         "asp/ssp: servers compensate stale updates (DC-ASGD) with this lambda", 0, 1e6, NULL, 0},
+        {"server-delay-adaptive", FLAG_TYPE_SIZE, &d->server_delay_adaptive, "TAU_C",
+         "asp/ssp: servers take the full step for an update at most TAU_C versions stale, step * TAU_C / staleness "
+         "above it (Koloskova et al. 2022)",
+         1, 1e9, NULL, 0},
+        {"delay-worker", FLAG_TYPE_STRING, &d->delay_worker, "ID:DELAY",
+         "make worker ID sleep after every step (asp/ssp: each thread's step of --batch examples; bsp/allreduce: each "
+         "round) — a straggler; DELAY is MS, uniform:A,B or exp:MEAN (ms, drawn per step from a stream seeded by "
+         "--seed, worker and thread); comma-separated list",
+         0, 0, NULL, 0},
+        {"coordinator", FLAG_TYPE_STRING, &d->coordinator, "HOST:PORT",
+         "where the processes meet (under srun: the first node, port 29517)", 0, 0, NULL, 0},
+        {"run-id", FLAG_TYPE_U64, &d->run_id, "ID", "run id on the wire (0: derived from the coordinator)", 0, 0, NULL,
+         0},
+        {"run-dir", FLAG_TYPE_STRING, &d->run_dir, "DIR", "write this process's CSV and JSON files into DIR", 0, 0,
+         NULL, 0},
         {"bind-host", FLAG_TYPE_STRING, &d->bind_host, "HOST", "address servers and rings listen on", 0, 0, NULL, 0},
-        {"curve-server-key", FLAG_TYPE_STRING, &d->curve_server_key, "FILE", "encrypt and authenticate every connection with CURVE: the run's server key from asgd keygen (FILE.key where this process listens, FILE.pub elsewhere)", 0, 0, NULL, 0},
-        {"curve-key", FLAG_TYPE_STRING, &d->curve_key, "FILE", "this process's own key pair (asgd keygen's FILE.key) for connecting (the server key pair when not given)", 0, 0, NULL, 0},
-        {"curve-allow", FLAG_TYPE_STRING, &d->curve_allow, "FILE", "public keys that may connect to this process's sockets, one per line (e.g. the workers' .pub files concatenated)", 0, 0, NULL, 0},
-        {"insecure", FLAG_TYPE_BOOL, &d->insecure, NULL, "let servers, coordinator and rings listen beyond 127.0.0.1 without CURVE (anyone who reaches them can read and alter the run)", 0, 0, NULL, 0},
-        {"ring-ipc", FLAG_TYPE_BOOL, &d->ring_ipc, NULL, "allreduce over ipc:// sockets (all workers on one machine; asgd launch's default there)", 0, 0, NULL, 0},
-        {"collective", FLAG_TYPE_CHOICE, &d->collective, "auto|shm|ring|mpi|hier|stream", "allreduce, local, hybrid: sum through shared memory (every worker on this host), the ZeroMQ ring, hier (shared memory within each host, rings across hosts; hosts told apart by host name or ASGD_HOST_ID) or stream (a ring over plain TCP connections, without ZeroMQ's I/O thread or CURVE); auto: shared memory when the workers are all on one host, hier when several hosts have the same number (> 1) of workers each, else stream (the ZeroMQ ring under CURVE); compressed exchanges go round the ZeroMQ ring; mpi (allreduce, local; under mpirun, one rank per worker): MPI_Allreduce", 0, 0, "auto|shm|ring|mpi|hier|stream", 0},
-        {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up", 100, 1e9, NULL, 0},
-        {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS", "workers' heartbeats to the servers (and ZMTP's), 0 = off", 0, 1e6, NULL, 0},
-        {"worker-timeout", FLAG_TYPE_SIZE, &d->worker_timeout_ms, "MS", "servers evict a worker silent this long, so ssp/bsp stop waiting for it; 0 = never", 0, 1e9, NULL, 0},
-        {"server-memory-allowance", FLAG_TYPE_SIZE, &d->server_memory_mib, "MIB", "a server shuts every connection down (its workers reconnect and resend) once its process has grown this much past its size at start: what a peer that never ends a message can make it hold; 0 = automatic, 256 MiB plus 8 pushes per worker", 0, 1e9, NULL, 0},
-        {"retry-ms", FLAG_TYPE_SIZE, &d->retry_ms, "MS", "workers resend a request unanswered this long, backing off to 8x", 10, 1e7, NULL, 0},
-        {"compress", FLAG_TYPE_STRING, &d->compress, "METHOD", "compress gradients sent (pushes, allreduce; pulls stay float32): none, fp16, qsgd:BITS, topk:FRACTION or randk:FRACTION (docs/compression.md)", 0, 0, NULL, 0},
-        {"error-feedback", FLAG_TYPE_CHOICE, &d->error_feedback, "on|off", "add what compression left out to the next exchange", 0, 0, "off|on", 0},
-        {"hybrid-sparse", FLAG_TYPE_CHOICE, &d->hybrid_sparse, "MODE", "--sync hybrid: the sparse parameters through the servers under asp, or ssp with --staleness", 0, 0, "asp|ssp", 0},
-        {"scaling", FLAG_TYPE_CHOICE, &d->scaling, "MODE", "weak: --batch is each worker's (the total grows with --workers); strong: --batch is the total, each worker takes --batch / workers", 0, 0, "weak|strong", 0},
-        {"worker-eval", FLAG_TYPE_CHOICE, &d->worker_eval, "on|off", "workers also evaluate their own local copies at every evaluation point, pausing their training (worker-K.csv); off: at start and end only (the global model is evaluated either way)", 0, 0, "off|on", 0},
-        {"eval-snapshot-mb", FLAG_TYPE_SIZE, &d->eval_snapshot_mb, "MIB", "the global model is evaluated off the clock: its snapshots at the evaluation points are kept and evaluated after training, in up to this much memory; evaluations past it run during training and are counted so in summary.json", 0, 1e7, NULL, 0},
-        {"backup-workers", FLAG_TYPE_SIZE, &d->backup_workers, "B", "--sync bsp: apply each round once the first workers - B gradients are in, dropping the late ones (Chen et al. 2016)", 0, 4095, NULL, 0},
-        {"local-steps", FLAG_TYPE_SIZE, &d->local_steps, "H", "--sync local: each worker takes H steps alone, then the workers average their models by ring allreduce (local SGD)", 1, 1e9, NULL, 0},
-        {"lr-scaling", FLAG_TYPE_CHOICE, &d->lr_scaling, "RULE", "multiply --lr and --server-lr by the workers (linear) or its square root (sqrt); with --warmup for large batches", 0, 0, "none|linear|sqrt", 0},
+        {"curve-server-key", FLAG_TYPE_STRING, &d->curve_server_key, "FILE",
+         "encrypt and authenticate every connection with CURVE: the run's server key from asgd keygen (FILE.key where "
+         "this process listens, FILE.pub elsewhere)",
+         0, 0, NULL, 0},
+        {"curve-key", FLAG_TYPE_STRING, &d->curve_key, "FILE",
+         "this process's own key pair (asgd keygen's FILE.key) for connecting (the server key pair when not given)", 0,
+         0, NULL, 0},
+        {"curve-allow", FLAG_TYPE_STRING, &d->curve_allow, "FILE",
+         "public keys that may connect to this process's sockets, one per line (e.g. the workers' .pub files "
+         "concatenated)",
+         0, 0, NULL, 0},
+        {"insecure", FLAG_TYPE_BOOL, &d->insecure, NULL,
+         "let servers, coordinator and rings listen beyond 127.0.0.1 without CURVE (anyone who reaches them can read "
+         "and alter the run)",
+         0, 0, NULL, 0},
+        {"ring-ipc", FLAG_TYPE_BOOL, &d->ring_ipc, NULL,
+         "allreduce over ipc:// sockets (all workers on one machine; asgd launch's default there)", 0, 0, NULL, 0},
+        {"collective", FLAG_TYPE_CHOICE, &d->collective, "auto|shm|ring|mpi|hier|stream",
+         "allreduce, local, hybrid: sum through shared memory (every worker on this host), the ZeroMQ ring, hier "
+         "(shared memory within each host, rings across hosts; hosts told apart by host name or ASGD_HOST_ID) or "
+         "stream (a ring over plain TCP connections, without ZeroMQ's I/O thread or CURVE); auto: shared memory when "
+         "the workers are all on one host, hier when several hosts have the same number (> 1) of workers each, else "
+         "stream (the ZeroMQ ring under CURVE); compressed exchanges go round the ZeroMQ ring; mpi (allreduce, local; "
+         "under mpirun, one rank per worker): MPI_Allreduce",
+         0, 0, "auto|shm|ring|mpi|hier|stream", 0},
+        {"timeout-ms", FLAG_TYPE_SIZE, &d->timeout_ms, "MS", "longest wait for a peer before giving up", 100, 1e9, NULL,
+         0},
+        {"heartbeat-ms", FLAG_TYPE_SIZE, &d->heartbeat_ms, "MS",
+         "workers' heartbeats to the servers (and ZMTP's), 0 = off", 0, 1e6, NULL, 0},
+        {"worker-timeout", FLAG_TYPE_SIZE, &d->worker_timeout_ms, "MS",
+         "servers evict a worker silent this long, so ssp/bsp stop waiting for it; 0 = never", 0, 1e9, NULL, 0},
+        {"server-memory-allowance", FLAG_TYPE_SIZE, &d->server_memory_mib, "MIB",
+         "a server shuts every connection down (its workers reconnect and resend) once its process has grown this much "
+         "past its size at start: what a peer that never ends a message can make it hold; 0 = automatic, 256 MiB plus "
+         "8 pushes per worker",
+         0, 1e9, NULL, 0},
+        {"retry-ms", FLAG_TYPE_SIZE, &d->retry_ms, "MS",
+         "workers resend a request unanswered this long, backing off to 8x", 10, 1e7, NULL, 0},
+        {"compress", FLAG_TYPE_STRING, &d->compress, "METHOD",
+         "compress gradients sent (pushes, allreduce; pulls stay float32): none, fp16, qsgd:BITS, topk:FRACTION or "
+         "randk:FRACTION (docs/compression.md)",
+         0, 0, NULL, 0},
+        {"error-feedback", FLAG_TYPE_CHOICE, &d->error_feedback, "on|off",
+         "add what compression left out to the next exchange", 0, 0, "off|on", 0},
+        {"hybrid-sparse", FLAG_TYPE_CHOICE, &d->hybrid_sparse, "MODE",
+         "--sync hybrid: the sparse parameters through the servers under asp, or ssp with --staleness", 0, 0, "asp|ssp",
+         0},
+        {"scaling", FLAG_TYPE_CHOICE, &d->scaling, "MODE",
+         "weak: --batch is each worker's (the total grows with --workers); strong: --batch is the total, each worker "
+         "takes --batch / workers",
+         0, 0, "weak|strong", 0},
+        {"worker-eval", FLAG_TYPE_CHOICE, &d->worker_eval, "on|off",
+         "workers also evaluate their own local copies at every evaluation point, pausing their training "
+         "(worker-K.csv); off: at start and end only (the global model is evaluated either way)",
+         0, 0, "off|on", 0},
+        {"eval-snapshot-mb", FLAG_TYPE_SIZE, &d->eval_snapshot_mb, "MIB",
+         "the global model is evaluated off the clock: its snapshots at the evaluation points are kept and evaluated "
+         "after training, in up to this much memory; evaluations past it run during training and are counted so in "
+         "summary.json",
+         0, 1e7, NULL, 0},
+        {"backup-workers", FLAG_TYPE_SIZE, &d->backup_workers, "B",
+         "--sync bsp: apply each round once the first workers - B gradients are in, dropping the late ones (Chen et "
+         "al. 2016)",
+         0, 4095, NULL, 0},
+        {"local-steps", FLAG_TYPE_SIZE, &d->local_steps, "H",
+         "--sync local: each worker takes H steps alone, then the workers average their models by ring allreduce "
+         "(local SGD)",
+         1, 1e9, NULL, 0},
+        {"lr-scaling", FLAG_TYPE_CHOICE, &d->lr_scaling, "RULE",
+         "multiply --lr and --server-lr by the workers (linear) or its square root (sqrt); with --warmup for large "
+         "batches",
+         0, 0, "none|linear|sqrt", 0},
     };
     _Static_assert(sizeof table / sizeof table[0] == DIST_N_FLAGS, "DIST_N_FLAGS is the table's length");
     memcpy(specs, table, sizeof table);
@@ -138,10 +211,13 @@ static int on_dense_data(const model_descriptor_t *m) { return m->data == DATA_K
 // Flags given that a distributed run does not take. Returns 0, or 2 with the usage error in err.
 static int finish_given(dist_args_t *d, const train_args_t *t, const flag_spec_t *specs, size_t n_specs,
                         const char *command, char *err, size_t err_len) {
-    const flag_spec_t *servers = flags_find(specs, n_specs, "servers"), *staleness = flags_find(specs, n_specs, "staleness");
+    const flag_spec_t *servers = flags_find(specs, n_specs, "servers"),
+                      *staleness = flags_find(specs, n_specs, "staleness");
     if (t->summary) {
-        snprintf(err, err_len, "%s: --summary: a distributed run writes summary.json into --run-dir (asgd launch) and "
-                 "each process's JSON on stdout; drop --summary", command);
+        snprintf(err, err_len,
+                 "%s: --summary: a distributed run writes summary.json into --run-dir (asgd launch) and "
+                 "each process's JSON on stdout; drop --summary",
+                 command);
         return 2;
     }
     if (dist_without_servers(d->sync) && servers && servers->seen && d->servers > 0) {
@@ -149,9 +225,12 @@ static int finish_given(dist_args_t *d, const train_args_t *t, const flag_spec_t
                  d->servers, sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
-    if (staleness && staleness->seen && d->sync != SYNC_MODE_SSP && !(d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse)) {
-        snprintf(err, err_len, "%s: --staleness: bounds --sync ssp (and hybrid with --hybrid-sparse ssp); --sync %s has "
-                 "no such bound; drop --staleness", command,
+    if (staleness && staleness->seen && d->sync != SYNC_MODE_SSP &&
+        !(d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse)) {
+        snprintf(err, err_len,
+                 "%s: --staleness: bounds --sync ssp (and hybrid with --hybrid-sparse ssp); --sync %s has "
+                 "no such bound; drop --staleness",
+                 command,
                  d->sync == SYNC_MODE_HYBRID ? "hybrid --hybrid-sparse asp" : sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
@@ -161,20 +240,23 @@ static int finish_given(dist_args_t *d, const train_args_t *t, const flag_spec_t
 // CURVE and where the sockets listen. Returns 0, or 2 with the usage error in err.
 static int finish_security(dist_args_t *d, const char *command, char *err, size_t err_len) {
     if ((d->curve_key || d->curve_allow) && !d->curve_server_key) {
-        snprintf(err, err_len, "%s: --curve-key/--curve-allow: CURVE is turned on by --curve-server-key FILE (the run's server key)",
-                command);
+        snprintf(err, err_len,
+                 "%s: --curve-key/--curve-allow: CURVE is turned on by --curve-server-key FILE (the run's server key)",
+                 command);
         return 2;
     }
     if (d->curve_server_key && d->insecure) {
-        snprintf(err, err_len, "%s: --insecure and --curve-server-key: CURVE secures the run; drop --insecure", command);
+        snprintf(err, err_len, "%s: --insecure and --curve-server-key: CURVE secures the run; drop --insecure",
+                 command);
         return 2;
     }
     char bind_ep[300];
     snprintf(bind_ep, sizeof bind_ep, "tcp://%s:0", d->bind_host);
     if (!net_endpoint_is_local(bind_ep) && !d->curve_server_key && !d->insecure) {
-        snprintf(err, err_len, "%s: --bind-host %s: listening beyond this machine needs CURVE (--curve-server-key, --curve-key, "
-                        "--curve-allow; keys from asgd keygen, see docs/security.md) or, on a network you trust, --insecure",
-                command, d->bind_host);
+        snprintf(err, err_len,
+                 "%s: --bind-host %s: listening beyond this machine needs CURVE (--curve-server-key, --curve-key, "
+                 "--curve-allow; keys from asgd keygen, see docs/security.md) or, on a network you trust, --insecure",
+                 command, d->bind_host);
         return 2;
     }
     return 0;
@@ -186,20 +268,21 @@ static int finish_membership(dist_args_t *d, const char *command, char *err, siz
         d->servers = 0;
     } else if (d->servers == 0) {
         snprintf(err, err_len, "%s: --servers: --sync %s needs at least one parameter-server shard", command,
-                sync_mode_name((sync_mode_t)d->sync));
+                 sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
     if (d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
         if ((d->push_every != 1 || d->fetch_every != 1)) {
-            snprintf(err, err_len, "%s: --push-every/--fetch-every apply to asp and ssp; bsp, allreduce and hybrid exchange "
-                            "every round, local every --local-steps",
-                    command);
+            snprintf(err, err_len,
+                     "%s: --push-every/--fetch-every apply to asp and ssp; bsp, allreduce and hybrid exchange "
+                     "every round, local every --local-steps",
+                     command);
             return 2;
         }
     }
     if (d->backup_workers > 0 && (d->sync != SYNC_MODE_BSP || d->backup_workers >= d->workers)) {
-        snprintf(err, err_len, "%s: --backup-workers %zu: applies to --sync bsp, and must be below --workers (%zu)", command,
-                d->backup_workers, d->workers);
+        snprintf(err, err_len, "%s: --backup-workers %zu: applies to --sync bsp, and must be below --workers (%zu)",
+                 command, d->backup_workers, d->workers);
         return 2;
     }
     if (d->max_workers == 0) d->max_workers = d->workers;
@@ -208,15 +291,17 @@ static int finish_membership(dist_args_t *d, const char *command, char *err, siz
         return 2;
     }
     if (dist_slots(d) > d->workers && (dist_uses_ring(d->sync) || d->backup_workers > 0)) {
-        snprintf(err, err_len, "%s: --max-workers %zu: workers join asp, ssp and bsp runs (without --backup-workers); "
-                 "--sync %s%s has a fixed membership", command, d->max_workers, sync_mode_name((sync_mode_t)d->sync),
+        snprintf(err, err_len,
+                 "%s: --max-workers %zu: workers join asp, ssp and bsp runs (without --backup-workers); "
+                 "--sync %s%s has a fixed membership",
+                 command, d->max_workers, sync_mode_name((sync_mode_t)d->sync),
                  d->backup_workers > 0 ? " --backup-workers" : "");
         return 2;
     }
     if ((d->sync == SYNC_MODE_LOCAL) != (d->local_steps > 0)) {
         snprintf(err, err_len, "%s: %s", command,
-                d->local_steps > 0 ? "--local-steps applies to --sync local"
-                                   : "--sync local needs --local-steps H (the steps between model averages)");
+                 d->local_steps > 0 ? "--local-steps applies to --sync local"
+                                    : "--sync local needs --local-steps H (the steps between model averages)");
         return 2;
     }
     return 0;
@@ -225,8 +310,10 @@ static int finish_membership(dist_args_t *d, const char *command, char *err, siz
 // What the sync mode asks of the model and the optimizer. Returns 0, or 2 with the usage error in err.
 static int finish_mode(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len) {
     if (d->sync == SYNC_MODE_LOCAL && (t->opt.kind != OPTIMIZER_KIND_SGD || t->opt.momentum > 0)) {
-        snprintf(err, err_len, "%s: --sync local: the workers step with plain SGD (no --momentum, --optimizer sgd); their "
-                        "models are averaged, not their optimizer states", command);
+        snprintf(err, err_len,
+                 "%s: --sync local: the workers step with plain SGD (no --momentum, --optimizer sgd); their "
+                 "models are averaged, not their optimizer states",
+                 command);
         return 2;
     }
     if (d->sync == SYNC_MODE_LOCAL && strcmp(d->compress, "none") != 0) {
@@ -236,18 +323,23 @@ static int finish_mode(dist_args_t *d, const train_args_t *t, const char *comman
     if (d->sync == SYNC_MODE_HYBRID && !train_args_model(t)->split) {
         char split[200];
         model_registry_names(split, sizeof split, ", ", has_split);
-        snprintf(err, err_len, "%s: --sync hybrid needs a model with a sparse and a dense part (--model %s); %s has no "
-                        "such split (use asp/ssp/bsp or allreduce)", command, split, train_args_model(t)->name);
+        snprintf(err, err_len,
+                 "%s: --sync hybrid needs a model with a sparse and a dense part (--model %s); %s has no "
+                 "such split (use asp/ssp/bsp or allreduce)",
+                 command, split, train_args_model(t)->name);
         return 2;
     }
     if (d->sync == SYNC_MODE_BSP && t->schedule != LR_SCHEDULE_CONSTANT) {
-        snprintf(err, err_len, "%s: --lr-schedule: under bsp the servers apply the update with a constant step (--server-lr)",
-                command);
+        snprintf(err, err_len,
+                 "%s: --lr-schedule: under bsp the servers apply the update with a constant step (--server-lr)",
+                 command);
         return 2;
     }
     if (dist_uses_ring(d->sync) && (t->time_limit > 0 || t->stop_at_target)) {
-        snprintf(err, err_len, "%s: --time-limit/--stop-at-target: %s replicas must run the same rounds; "
-                        "stop them by --epochs", command, sync_mode_name((sync_mode_t)d->sync));
+        snprintf(err, err_len,
+                 "%s: --time-limit/--stop-at-target: %s replicas must run the same rounds; "
+                 "stop them by --epochs",
+                 command, sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
     return 0;
@@ -255,14 +347,17 @@ static int finish_mode(dist_args_t *d, const train_args_t *t, const char *comman
 
 // The servers' update rules, their replicas and their eviction of silent workers. Returns 0, or 2 with the usage error in err.
 static int finish_servers(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len) {
-    if ((d->server_staleness_aware || d->server_dc_lambda > 0 || d->server_delay_adaptive) && d->sync != SYNC_MODE_ASP &&
-        d->sync != SYNC_MODE_SSP) {
-        snprintf(err, err_len, "%s: --server-staleness-aware/--server-dc-asgd/--server-delay-adaptive: only asp and ssp "
-                 "updates are stale", command);
+    if ((d->server_staleness_aware || d->server_dc_lambda > 0 || d->server_delay_adaptive) &&
+        d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
+        snprintf(err, err_len,
+                 "%s: --server-staleness-aware/--server-dc-asgd/--server-delay-adaptive: only asp and ssp "
+                 "updates are stale",
+                 command);
         return 2;
     }
     if (d->server_delay_adaptive && d->server_staleness_aware) {
-        snprintf(err, err_len, "%s: --server-delay-adaptive replaces --server-staleness-aware; give one of the two", command);
+        snprintf(err, err_len, "%s: --server-delay-adaptive replaces --server-staleness-aware; give one of the two",
+                 command);
         return 2;
     }
     if (d->server_replicas > 1 && dist_without_servers(d->sync)) {
@@ -288,17 +383,17 @@ static int finish_servers(dist_args_t *d, const train_args_t *t, const char *com
     }
     if (d->worker_timeout_ms > 0 && !dist_without_servers(d->sync) &&
         (d->heartbeat_ms == 0 || d->worker_timeout_ms < 3 * d->heartbeat_ms)) {
-        snprintf(err, err_len, "%s: --worker-timeout %zu: needs heartbeats at least 3 times as often (--heartbeat-ms %zu), "
-                        "or a busy worker is taken for a dead one; --worker-timeout 0 turns eviction off",
-                command, d->worker_timeout_ms, d->heartbeat_ms);
+        snprintf(err, err_len,
+                 "%s: --worker-timeout %zu: needs heartbeats at least 3 times as often (--heartbeat-ms %zu), "
+                 "or a busy worker is taken for a dead one; --worker-timeout 0 turns eviction off",
+                 command, d->worker_timeout_ms, d->heartbeat_ms);
         return 2;
     }
     return 0;
 }
 
 // What goes over the wire: compression, the collective, error feedback. Returns 0, or 2 with the usage error in err.
-static int finish_exchange(dist_args_t *d, const train_args_t *t, const char *command, char *err,
-                           size_t err_len) {
+static int finish_exchange(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len) {
     char cerr[ERR_LEN];
     if (compress_spec_parse(d->compress, &d->compress_spec, cerr, sizeof cerr) != 0) {
         snprintf(err, err_len, "%s: %s", command, cerr);
@@ -317,8 +412,10 @@ static int finish_exchange(dist_args_t *d, const train_args_t *t, const char *co
     if ((d->collective == COLLECTIVE_SHM || d->collective == COLLECTIVE_MPI || d->collective == COLLECTIVE_HIER ||
          d->collective == COLLECTIVE_STREAM) &&
         d->compress_spec.kind != COMPRESS_KIND_NONE) {
-        snprintf(err, err_len, "%s: --collective %s: compressed exchanges (--compress %s) go round the ring; use "
-                 "--collective ring or auto", command, collective_name((collective_choice_t)d->collective), d->compress);
+        snprintf(err, err_len,
+                 "%s: --collective %s: compressed exchanges (--compress %s) go round the ring; use "
+                 "--collective ring or auto",
+                 command, collective_name((collective_choice_t)d->collective), d->compress);
         return 2;
     }
     if (d->collective == COLLECTIVE_MPI && collective_mpi_usable(cerr, sizeof cerr) != 0) {
@@ -331,8 +428,10 @@ static int finish_exchange(dist_args_t *d, const train_args_t *t, const char *co
     }
     if (d->error_feedback && (d->sync == SYNC_MODE_ALLREDUCE || d->sync == SYNC_MODE_HYBRID) &&
         d->compress_spec.kind == COMPRESS_KIND_FP16) {
-        snprintf(err, err_len, "%s: --error-feedback on: under allreduce fp16 rounds the ring's partial sums, which no worker "
-                        "owns; feedback applies to qsgd, topk and randk there", command);
+        snprintf(err, err_len,
+                 "%s: --error-feedback on: under allreduce fp16 rounds the ring's partial sums, which no worker "
+                 "owns; feedback applies to qsgd, topk and randk there",
+                 command);
         return 2;
     }
     // Models on sparse data or ratings push sparse gradients.
@@ -341,9 +440,10 @@ static int finish_exchange(dist_args_t *d, const train_args_t *t, const char *co
         d->sync != SYNC_MODE_HYBRID) {
         char dense[200];
         model_registry_names(dense, sizeof dense, ", ", on_dense_data);
-        snprintf(err, err_len, "%s: --compress %s: %s pushes are already (index, value) pairs of the touched parameters; "
-                        "compression applies to dense models (%s) and to --sync allreduce",
-                command, d->compress, train_args_model(t)->name, dense);
+        snprintf(err, err_len,
+                 "%s: --compress %s: %s pushes are already (index, value) pairs of the touched parameters; "
+                 "compression applies to dense models (%s) and to --sync allreduce",
+                 command, d->compress, train_args_model(t)->name, dense);
         return 2;
     }
     return 0;
@@ -388,8 +488,9 @@ int dist_apply_scaling(dist_args_t *d, train_args_t *t, const char *command, cha
     d->requested_lr = t->lr;
     if (d->scaling == DIST_SCALING_STRONG) {
         if (n == 0 || t->batch % n != 0) {
-            snprintf(err, err_len, "%s: --scaling strong: --batch %zu is the total, and it does not split evenly over %zu workers",
-                    command, t->batch, n);
+            snprintf(err, err_len,
+                     "%s: --scaling strong: --batch %zu is the total, and it does not split evenly over %zu workers",
+                     command, t->batch, n);
             return 2;
         }
         t->batch /= n;
@@ -403,4 +504,3 @@ int dist_apply_scaling(dist_args_t *d, train_args_t *t, const char *command, cha
     d->scaling_applied = 1;
     return 0;
 }
-

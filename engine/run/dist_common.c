@@ -13,33 +13,33 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/storage/counter_file.h"
+#include "kernels/foundation/partition.h"
 #include "engine/run/dist.h"
-#include "engine/replica/collective.h"      // defines: collective_new, collective_kind, collective_name
-#include "engine/replica/collective_mpi.h"  // defines: collective_mpi_usable
-#include "engine/replica/global_eval.h"     // defines: global_eval_start, global_eval_rows
-#include "engine/core/json_writer.h"     // defines: json_*
-#include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
-#include "engine/run/model_file.h"      // defines: model_file_info_of, model_file_write
-#include "engine/run/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
-#include "engine/run/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
-#include "engine/run/worker_live.h"     // defines: worker_live_open, worker_live_close
-#include "engine/replica/replica.h"         // defines: replica_train
-#include "engine/replica/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
-#include "engine/core/run_report.h"      // defines: run_report_new
-#include "net/ps_client.h"          // defines: ps_push_count_t
-#include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
-#include "kernels/foundation/trace.h"           // defines: trace_start, trace_write
-#include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
-#include "net/ps_replica.h"         // defines: ps_replica_new, ps_replica_lead, ps_replica_join
-#include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
-#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
-#include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
-#include "net/wire.h"               // defines: wire_fresh_id
-#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
-#include "staleness/histogram.h"    // defines: staleness_hist_*
+#include "engine/replica/collective.h"
+#include "engine/replica/collective_mpi.h"
+#include "engine/replica/global_eval.h"
+#include "engine/core/json_writer.h"
+#include "engine/core/test_hooks.h"
+#include "engine/run/model_file.h"
+#include "engine/run/run_record.h"
+#include "engine/run/servers_watch.h"
+#include "engine/run/worker_live.h"
+#include "engine/replica/replica.h"
+#include "engine/replica/worker_checkpoint.h"
+#include "engine/core/run_report.h"
+#include "net/ps_client.h"
+#include "net/curve_auth.h"
+#include "kernels/foundation/trace.h"
+#include "net/ps_server.h"
+#include "net/ps_replica.h"
+#include "net/rendezvous.h"
+#include "net/stop_signal.h"
+#include "net/ring.h"
+#include "net/wire.h"
+#include "staleness/delay.h"
+#include "staleness/histogram.h"
 
 #include "engine/run/dist_roles.h"
 
@@ -136,11 +136,12 @@ void dist_json_staleness(json_writer_t *j, const char *key, const staleness_hist
 
 // --save-model: parameters [first, first + count) of model m (all of them, or
 // a server's shard) as a model file (model_file.h), with the run's split.
-int dist_save_model(const char *path, const model_t *m, const model_file_split_t *split, size_t first,
-                    size_t count, const float *values, char *err, size_t err_len) {
+int dist_save_model(const char *path, const model_t *m, const model_file_split_t *split, size_t first, size_t count,
+                    const float *values, char *err, size_t err_len) {
     model_file_info_t *info = malloc(sizeof *info);
     int rc = -1;
-    if (!info) snprintf(err, err_len, "--save-model %s: out of memory", path);
+    if (!info)
+        snprintf(err, err_len, "--save-model %s: out of memory", path);
     else if (model_file_info_of(m, info, err, err_len) == 0) {
         info->first = first;
         info->count = count;

@@ -12,33 +12,33 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/storage/counter_file.h"
+#include "kernels/foundation/partition.h"
 #include "engine/run/dist.h"
-#include "engine/replica/collective.h"      // defines: collective_new, collective_kind, collective_name
-#include "engine/replica/collective_mpi.h"  // defines: collective_mpi_usable
-#include "engine/replica/global_eval.h"     // defines: global_eval_start, global_eval_rows
-#include "engine/core/json_writer.h"     // defines: json_*
-#include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
-#include "engine/run/model_file.h"      // defines: model_file_info_of, model_file_write
-#include "engine/run/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
-#include "engine/run/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
-#include "engine/run/worker_live.h"     // defines: worker_live_open, worker_live_close
-#include "engine/replica/replica.h"         // defines: replica_train
-#include "engine/replica/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
-#include "engine/core/run_report.h"      // defines: run_report_new
-#include "net/ps_client.h"          // defines: ps_push_count_t
-#include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
-#include "kernels/foundation/trace.h"           // defines: trace_start, trace_write
-#include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
-#include "net/ps_replica.h"         // defines: ps_replica_new, ps_replica_lead, ps_replica_join
-#include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
-#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
-#include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
-#include "net/wire.h"               // defines: wire_fresh_id
-#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
-#include "staleness/histogram.h"    // defines: staleness_hist_*
+#include "engine/replica/collective.h"
+#include "engine/replica/collective_mpi.h"
+#include "engine/replica/global_eval.h"
+#include "engine/core/json_writer.h"
+#include "engine/core/test_hooks.h"
+#include "engine/run/model_file.h"
+#include "engine/run/run_record.h"
+#include "engine/run/servers_watch.h"
+#include "engine/run/worker_live.h"
+#include "engine/replica/replica.h"
+#include "engine/replica/worker_checkpoint.h"
+#include "engine/core/run_report.h"
+#include "net/ps_client.h"
+#include "net/curve_auth.h"
+#include "kernels/foundation/trace.h"
+#include "net/ps_server.h"
+#include "net/ps_replica.h"
+#include "net/rendezvous.h"
+#include "net/stop_signal.h"
+#include "net/ring.h"
+#include "net/wire.h"
+#include "staleness/delay.h"
+#include "staleness/histogram.h"
 
 #include "engine/run/dist_roles.h"
 #include "engine/run/run_output.h"
@@ -56,8 +56,10 @@ static int role_said_end(dist_role_t role, size_t id, const dist_args_t *d, int 
                 strsignal(stop_signal_received()));
     } else if (stop_signal_received()) {
         int sig = stop_signal_received();
-        if (status != 0) run_say("asgd %s %zu: stopped by signal %d (%s): %s\n", what, id, sig, strsignal(sig), err);
-        else run_say("asgd %s %zu: stopped by signal %d (%s)\n", what, id, sig, strsignal(sig));
+        if (status != 0)
+            run_say("asgd %s %zu: stopped by signal %d (%s): %s\n", what, id, sig, strsignal(sig), err);
+        else
+            run_say("asgd %s %zu: stopped by signal %d (%s)\n", what, id, sig, strsignal(sig));
         status = 128 + sig;
     } else if (status != 0) {
         run_say("asgd %s %zu: %s\n", what, id, err);
@@ -76,20 +78,22 @@ static int role_refused(dist_role_t role, size_t id, const train_args_t *t, cons
                     dist_uses_ring(d->sync) ? "--sync allreduce, hybrid and local have a fixed membership"
                                             : "give every process --max-workers above --workers");
         else
-            run_say("asgd worker: --join --id %zu: joiners take ids %zu..%zu (--workers %zu, --max-workers %zu)\n",
-                    id, d->workers, dist_slots(d) - 1, d->workers, dist_slots(d));
+            run_say("asgd worker: --join --id %zu: joiners take ids %zu..%zu (--workers %zu, --max-workers %zu)\n", id,
+                    d->workers, dist_slots(d) - 1, d->workers, dist_slots(d));
         return 2;
     }
     if (id >= limit) {
-        run_say("asgd %s: --id %zu: the run has %zu %ss (ids 0..%zu)\n", what, id, limit, what,
-                limit ? limit - 1 : 0);
+        run_say("asgd %s: --id %zu: the run has %zu %ss (ids 0..%zu)\n", what, id, limit, what, limit ? limit - 1 : 0);
         return 2;
     }
     if (t->resume && role == DIST_ROLE_WORKER && d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) {
-        run_say("asgd worker: --resume: workers checkpoint under --sync asp and ssp only; a %s worker "
-                        "restarted without --resume rejoins by itself%s\n", sync_mode_name((sync_mode_t)d->sync),
-                dist_uses_ring(d->sync) || d->sync == SYNC_MODE_LOCAL ? " where its mode allows it (a ring cannot "
-                                                                         "take a member back)" : "");
+        run_say(
+            "asgd worker: --resume: workers checkpoint under --sync asp and ssp only; a %s worker "
+            "restarted without --resume rejoins by itself%s\n",
+            sync_mode_name((sync_mode_t)d->sync),
+            dist_uses_ring(d->sync) || d->sync == SYNC_MODE_LOCAL ? " where its mode allows it (a ring cannot "
+                                                                    "take a member back)"
+                                                                  : "");
         return 2;
     }
     if (t->resume && role == DIST_ROLE_WORKER && t->device) {
@@ -97,8 +101,9 @@ static int role_refused(dist_role_t role, size_t id, const train_args_t *t, cons
         return 2;
     }
     if (t->resume && host_bind) {
-        run_say("asgd server: --host-coordinator: a resumed server does not meet the others again (it binds "
-                        "the endpoint it had); drop the flag\n");
+        run_say(
+            "asgd server: --host-coordinator: a resumed server does not meet the others again (it binds "
+            "the endpoint it had); drop the flag\n");
         return 2;
     }
     return 0;
@@ -142,8 +147,8 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     if (dist_security_start(d, ctx, &zap, err, sizeof err) != 0) goto out;
     if (train_args_build(t, &data, &model, err, sizeof err) != 0) goto out;
     if (host_bind) {
-        rdv = rdv_server_new_elastic(ctx, host_bind, d->servers + dist_slots(d), d->servers + d->workers, run_id,
-                                     err, sizeof err);
+        rdv = rdv_server_new_elastic(ctx, host_bind, d->servers + dist_slots(d), d->servers + d->workers, run_id, err,
+                                     sizeof err);
         if (!rdv) goto out;
     }
     char process[32];
@@ -151,8 +156,9 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     if (t->trace && trace_start(process, err, sizeof err) != 0) goto out;
     model_file_split_t split;
     model_file_split_of(&data, t->test_frac, t->seed, t->train_limit, t->test_limit, t->test_data != NULL, &split);
-    int rc = role == DIST_ROLE_SERVER ? dist_run_server(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err)
-                                      : dist_run_worker(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err);
+    int rc = role == DIST_ROLE_SERVER
+                 ? dist_run_server(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err)
+                 : dist_run_worker(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err);
     // The timeline of a failed run is written too: it may show why.
     char why[ERR_LEN];
     if (t->trace && trace_write(t->trace, "--trace", why, sizeof why) != 0 && rc == 0) {
@@ -182,11 +188,22 @@ size_t dist_role_flags(dist_role_args_t *a, flag_spec_t *specs) {
     n += dist_args_flags(&a->d, specs + n);
     const flag_spec_t own[] = {
         {"id", FLAG_TYPE_SIZE, &a->id, "K", "this process's shard or worker id", 0, 4096, NULL, 0},
-        {"join", FLAG_TYPE_BOOL, &a->d.join, NULL, "worker: join a running asp/ssp/bsp run with a free id from --workers to --max-workers - 1; with --run-dir of an asgd launch and no --coordinator, the coordinator, run id and keys come from DIR/join", 0, 0, NULL, 0},
-        {"replica", FLAG_TYPE_SIZE, &a->d.replica, "I", "server, with --server-replicas: this process's replica of its shard (asgd launch gives it)", 0, PS_REPLICA_MAX - 1, NULL, 0},
-        {"replica-backup", FLAG_TYPE_BOOL, &a->d.replica_backup, NULL, "server, with --server-replicas: start as a backup that copies the state of its shard's primary", 0, 0, NULL, 0},
-        {"host-coordinator", FLAG_TYPE_STRING, &a->host, "ENDPOINT", "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0},
-        {"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE", "worker: write its final model to FILE; server: its shard's final values, a part of the model (docs/model_file.md)", 0, 0, NULL, 0},
+        {"join", FLAG_TYPE_BOOL, &a->d.join, NULL,
+         "worker: join a running asp/ssp/bsp run with a free id from --workers to --max-workers - 1; with --run-dir of "
+         "an asgd launch and no --coordinator, the coordinator, run id and keys come from DIR/join",
+         0, 0, NULL, 0},
+        {"replica", FLAG_TYPE_SIZE, &a->d.replica, "I",
+         "server, with --server-replicas: this process's replica of its shard (asgd launch gives it)", 0,
+         PS_REPLICA_MAX - 1, NULL, 0},
+        {"replica-backup", FLAG_TYPE_BOOL, &a->d.replica_backup, NULL,
+         "server, with --server-replicas: start as a backup that copies the state of its shard's primary", 0, 0, NULL,
+         0},
+        {"host-coordinator", FLAG_TYPE_STRING, &a->host, "ENDPOINT",
+         "this process also hosts the coordinator, bound at ENDPOINT (e.g. tcp://0.0.0.0:29517)", 0, 0, NULL, 0},
+        {"save-model", FLAG_TYPE_STRING, &a->d.save_model, "FILE",
+         "worker: write its final model to FILE; server: its shard's final values, a part of the model "
+         "(docs/model_file.md)",
+         0, 0, NULL, 0},
     };
     _Static_assert(sizeof own / sizeof own[0] == DIST_ROLE_OWN_N_FLAGS, "DIST_ROLE_OWN_N_FLAGS is the table's length");
     memcpy(specs + n, own, sizeof own);

@@ -5,8 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/run/dist.h"        // defines: dist_args_t
-#include "engine/run/model_file.h"  // defines: model_file_split_t
+#include "engine/run/dist.h"
+#include "engine/run/model_file.h"
 
 // A parameter-server shard (or, with --server-replicas, one replica of it):
 // meets the others, serves until the run ends, writes its result files.
@@ -30,7 +30,7 @@ void dist_advertise(const char *bound, char *out, size_t out_len);
 // --save-model: parameters [first, first + count) of model m (all of them, or
 // a server's shard) as a model file (model_file.h), with the run's split.
 // Returns 0, or -1 with err.
-int dist_save_model(const char *path, const model_t *m, const model_file_split_t *split, size_t first,
-                    size_t count, const float *values, char *err, size_t err_len);
+int dist_save_model(const char *path, const model_t *m, const model_file_split_t *split, size_t first, size_t count,
+                    const float *values, char *err, size_t err_len);
 
 #endif

@@ -12,34 +12,33 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/storage/counter_file.h"
+#include "kernels/foundation/partition.h"
 #include "engine/run/dist.h"
-#include "engine/replica/collective.h"      // defines: collective_new, collective_kind, collective_name
-#include "engine/replica/collective_mpi.h"  // defines: collective_mpi_usable
-#include "engine/replica/global_eval.h"     // defines: global_eval_start, global_eval_rows
-#include "engine/core/json_writer.h"     // defines: json_*
-#include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
-#include "engine/run/model_file.h"      // defines: model_file_info_of, model_file_write
-#include "engine/run/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
-#include "engine/run/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
-#include "engine/run/worker_live.h"     // defines: worker_live_open, worker_live_close
-#include "engine/replica/replica.h"         // defines: replica_train
-#include "engine/replica/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
-#include "engine/core/run_report.h"      // defines: run_report_new
-#include "net/ps_client.h"          // defines: ps_push_count_t
-#include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
-#include "kernels/foundation/trace.h"           // defines: trace_start, trace_write
-#include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
-#include "net/ps_replica.h"         // defines: ps_replica_new, ps_replica_lead, ps_replica_join
-#include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
-#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
-#include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
-#include "net/wire.h"               // defines: wire_fresh_id
-#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
-#include "staleness/histogram.h"    // defines: staleness_hist_*
-
+#include "engine/replica/collective.h"
+#include "engine/replica/collective_mpi.h"
+#include "engine/replica/global_eval.h"
+#include "engine/core/json_writer.h"
+#include "engine/core/test_hooks.h"
+#include "engine/run/model_file.h"
+#include "engine/run/run_record.h"
+#include "engine/run/servers_watch.h"
+#include "engine/run/worker_live.h"
+#include "engine/replica/replica.h"
+#include "engine/replica/worker_checkpoint.h"
+#include "engine/core/run_report.h"
+#include "net/ps_client.h"
+#include "net/curve_auth.h"
+#include "kernels/foundation/trace.h"
+#include "net/ps_server.h"
+#include "net/ps_replica.h"
+#include "net/rendezvous.h"
+#include "net/stop_signal.h"
+#include "net/ring.h"
+#include "net/wire.h"
+#include "staleness/delay.h"
+#include "staleness/histogram.h"
 
 void dist_args_from_launcher(dist_args_t *d) {
     const char *id = getenv(DIST_ENV_RUN_ID), *pub = getenv(DIST_ENV_KEY_PUBLIC), *sec = getenv(DIST_ENV_KEY_SECRET);
@@ -54,8 +53,10 @@ static int secret_key_private(const char *flag, const char *path, const curve_ke
                               size_t err_len) {
     struct stat st;
     if (!secret->z85[0] || stat(path, &st) != 0 || (st.st_mode & 077) == 0) return 0;
-    snprintf(err, err_len, "%s %s: holds a secret key but is readable by %s (mode %04o); make it yours alone: "
-             "chmod 600 %s", flag, path, st.st_mode & 007 ? "others" : "its group", (unsigned)(st.st_mode & 07777), path);
+    snprintf(err, err_len,
+             "%s %s: holds a secret key but is readable by %s (mode %04o); make it yours alone: "
+             "chmod 600 %s",
+             flag, path, st.st_mode & 007 ? "others" : "its group", (unsigned)(st.st_mode & 07777), path);
     return -1;
 }
 
@@ -82,7 +83,8 @@ int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler 
             }
             if (secret_key_private("--curve-key", d->curve_key, &sec.client_secret, err, err_len) != 0) return -1;
             if (!sec.client_secret.z85[0]) {
-                snprintf(err, err_len, "--curve-key %s: holds no secret key (give the .key file asgd keygen wrote, not the .pub)",
+                snprintf(err, err_len,
+                         "--curve-key %s: holds no secret key (give the .key file asgd keygen wrote, not the .pub)",
                          d->curve_key);
                 return -1;
             }
@@ -90,7 +92,8 @@ int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler 
             sec.client_public = sec.server_public;  // a server connects (to the coordinator) as itself
             sec.client_secret = sec.server_secret;
         } else {
-            snprintf(err, err_len, "--curve-key FILE: a process that only has the server's public key connects with "
+            snprintf(err, err_len,
+                     "--curve-key FILE: a process that only has the server's public key connects with "
                      "its own key pair (make one with asgd keygen --out NAME)");
             return -1;
         }
@@ -113,7 +116,8 @@ int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler 
         // A local launch's own pair: every process of the run holds it, and it alone is admitted.
         sec.curve = 1;
         if (strlen(d->run_key_public) != CURVE_KEY_LEN || strlen(d->run_key_secret) != CURVE_KEY_LEN) {
-            snprintf(err, err_len, "the launcher's key pair (%s, %s) is malformed", DIST_ENV_KEY_PUBLIC, DIST_ENV_KEY_SECRET);
+            snprintf(err, err_len, "the launcher's key pair (%s, %s) is malformed", DIST_ENV_KEY_PUBLIC,
+                     DIST_ENV_KEY_SECRET);
             return -1;
         }
         memcpy(sec.server_public.z85, d->run_key_public, CURVE_KEY_LEN + 1);
@@ -139,4 +143,3 @@ int dist_security_start(const dist_args_t *d, void *zmq_ctx, struct zap_handler 
 }
 
 // ---- server --------------------------------------------------------------------
-

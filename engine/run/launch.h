@@ -6,8 +6,8 @@
 // What it says goes to the process's sink (run_output.h).
 #include <stddef.h>
 
-#include "engine/run/run_job.h"  // defines: run_job_t
-#include "net/launch_env.h"      // defines: launch_env_t
+#include "engine/run/run_job.h"
+#include "net/launch_env.h"
 
 // Under ps-lite: sizes the run from DMLC_NUM_SERVER / DMLC_NUM_WORKER before
 // the flags are checked; an explicit --servers or --workers must agree.

@@ -16,22 +16,22 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "engine/run/banner.h"          // defines: banner_line
-#include "engine/run/launch.h"          // defines: run_launch
-#include "engine/run/launch_local.h"    // defines: launch_local, launch_role_name
-#include "engine/run/run_output.h"      // defines: run_say
-#include "engine/run/dist.h"            // defines: dist_args_t, dist_run_role
-#include "engine/run/launch_curve.h"    // defines: curve_point_t, CURVE_* columns
-#include "engine/run/launch_job.h"      // defines: launch_job_outcome_t
-#include "engine/run/run_merge.h"       // defines: run_merge_dir, run_merge_model, run_merge_part_path
-#include "engine/run/run_record.h"      // defines: run_record_path
-#include "engine/run/worker_live.h"     // defines: worker_live_read
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/foundation/trace.h"          // defines: trace_merge
-#include "net/curve_auth.h"         // defines: zap_handler_destroy, curve_keypair_new
-#include "net/wire.h"               // defines: wire_fresh_id
-#include "net/launch_env.h"         // defines: launch_env_detect
-#include "net/rendezvous.h"         // defines: rdv_server_new, rdv_server_answers
+#include "engine/run/banner.h"
+#include "engine/run/launch.h"
+#include "engine/run/launch_local.h"
+#include "engine/run/run_output.h"
+#include "engine/run/dist.h"
+#include "engine/run/launch_curve.h"
+#include "engine/run/launch_job.h"
+#include "engine/run/run_merge.h"
+#include "engine/run/run_record.h"
+#include "engine/run/worker_live.h"
+#include "kernels/foundation/mono_clock.h"
+#include "kernels/foundation/trace.h"
+#include "net/curve_auth.h"
+#include "net/wire.h"
+#include "net/launch_env.h"
+#include "net/rendezvous.h"
 
 #define ERR_LEN 512
 
@@ -48,8 +48,10 @@ static void wait_for_process_files(const dist_args_t *d) {
         size_t have = 0;
         for (size_t k = 0; k < d->servers + d->workers; k++) {
             char path[1100];
-            if (k < d->servers) run_record_path(path, sizeof path, d->run_dir, 1, k);
-            else run_record_path(path, sizeof path, d->run_dir, 0, k - d->servers);
+            if (k < d->servers)
+                run_record_path(path, sizeof path, d->run_dir, 1, k);
+            else
+                run_record_path(path, sizeof path, d->run_dir, 0, k - d->servers);
             have += access(path, R_OK) == 0;
         }
         if (have == d->servers + d->workers) break;
@@ -100,7 +102,8 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
         run_say("asgd launch: %s\n", err);
         return 1;
     }
-    dist_role_t role = launch_role_of_rank(env->rank, d->servers) == LAUNCH_ROLE_SERVER ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
+    dist_role_t role =
+        launch_role_of_rank(env->rank, d->servers) == LAUNCH_ROLE_SERVER ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
     size_t id = role == DIST_ROLE_SERVER ? env->rank : env->rank - d->servers;
     const char *save_model = d->save_model;
     char part[1100];
@@ -131,8 +134,8 @@ static int launch_as_rank(const launch_env_t *env, train_args_t *t, dist_args_t 
 // reports how it finished, waiting for all the others as ps-lite's final
 // barrier does, and the scheduler then merges the run directory.
 
-#define PSLITE_ROLE_SCHEDULER 2          // its own entry in the end table
-#define PSLITE_DONE_RUN_ID 0x656e64ull   // the end rendezvous's run id: the ids' one xor this
+#define PSLITE_ROLE_SCHEDULER 2  // its own entry in the end table
+#define PSLITE_DONE_RUN_ID 0x656e64ull  // the end rendezvous's run id: the ids' one xor this
 
 // "tcp://host:port" -> its port; 0 when it has none.
 static int endpoint_port(const char *ep) {
@@ -154,7 +157,8 @@ static void pslite_name(char *out, size_t len) {
 }
 
 // A server or worker: its id from the scheduler, then its part of the run, then the end.
-static int pslite_member(const launch_env_t *env, train_args_t *t, dist_args_t *d, const char *ids_ep, uint64_t ids_id) {
+static int pslite_member(const launch_env_t *env, train_args_t *t, dist_args_t *d, const char *ids_ep,
+                         uint64_t ids_id) {
     char err[ERR_LEN];
     dist_role_t role = env->role == LAUNCH_ENV_SERVER ? DIST_ROLE_SERVER : DIST_ROLE_WORKER;
     size_t n = d->servers + d->workers;
@@ -168,7 +172,8 @@ static int pslite_member(const launch_env_t *env, train_args_t *t, dist_args_t *
     zap_handler_t *zap = NULL;
     void *ctx = zmq_ctx_new();
     int rc = -1;
-    if (!ctx) snprintf(err, sizeof err, "zmq_ctx_new failed: %s", zmq_strerror(errno));
+    if (!ctx)
+        snprintf(err, sizeof err, "zmq_ctx_new failed: %s", zmq_strerror(errno));
     else if (dist_security_start(d, ctx, &zap, err, sizeof err) == 0)
         rc = rdv_join_any(ctx, ids_ep, ids_id, &me, n, &table, &rank, (int)d->timeout_ms, err, sizeof err);
     free(table);
@@ -179,7 +184,8 @@ static int pslite_member(const launch_env_t *env, train_args_t *t, dist_args_t *
         return 1;
     }
     size_t id = role == DIST_ROLE_SERVER ? rank : rank - d->servers;
-    if (!t->quiet) run_say("asgd launch: ps-lite %s %s is %s %zu\n", launch_role_name(role), me.name, launch_role_name(role), id);
+    if (!t->quiet)
+        run_say("asgd launch: ps-lite %s %s is %s %zu\n", launch_role_name(role), me.name, launch_role_name(role), id);
     char part[1100];
     d->save_model = run_merge_part_path(role, id, d, d->run_dir, d->save_model, part, sizeof part);
     int status = dist_run_role(role, id, t, d, NULL);
@@ -187,15 +193,18 @@ static int pslite_member(const launch_env_t *env, train_args_t *t, dist_args_t *
     // The end: tell the scheduler how this process finished.
     rdv_entry_t end = me;
     end.rank = rank;
-    if (status == 0) snprintf(end.endpoint, sizeof end.endpoint, "ok");
-    else snprintf(end.endpoint, sizeof end.endpoint, "exit-%d", status);
+    if (status == 0)
+        snprintf(end.endpoint, sizeof end.endpoint, "ok");
+    else
+        snprintf(end.endpoint, sizeof end.endpoint, "exit-%d", status);
     ctx = zmq_ctx_new();
     rc = ctx ? rdv_join(ctx, ids_ep, ids_id ^ PSLITE_DONE_RUN_ID, &end, n + 1, &table, -1, err, sizeof err) : -1;
     if (!ctx) snprintf(err, sizeof err, "zmq_ctx_new failed: %s", zmq_strerror(errno));
     free(table);
     if (ctx) zmq_ctx_term(ctx);
     if (rc != 0) {
-        run_say("asgd launch: ps-lite %s %zu: reporting the end to the scheduler: %s\n", launch_role_name(role), id, err);
+        run_say("asgd launch: ps-lite %s %zu: reporting the end to the scheduler: %s\n", launch_role_name(role), id,
+                err);
         return status ? status : 1;
     }
     return status;
@@ -213,7 +222,8 @@ static int pslite_scheduler(const train_args_t *t, const dist_args_t *d, const c
     size_t n = d->servers + d->workers, counts[2] = {d->servers, d->workers};  // roles DIST_ROLE_SERVER, _WORKER
     uint64_t run_id = d->run_id ? d->run_id : dist_default_run_id(run_ep);
     double t0 = mono_clock_s();
-    if (dist_make_run_dir(d->run_dir, err, sizeof err) != 0 || train_args_write_run_config(t, d->run_dir, err, sizeof err) != 0) {
+    if (dist_make_run_dir(d->run_dir, err, sizeof err) != 0 ||
+        train_args_write_run_config(t, d->run_dir, err, sizeof err) != 0) {
         run_say("asgd launch: %s\n", err);
         return 1;
     }
@@ -231,8 +241,8 @@ static int pslite_scheduler(const train_args_t *t, const dist_args_t *d, const c
     if (dist_security_start(d, ctx, &zap, err, sizeof err) == 0 &&
         (ids = rdv_server_new_roles(ctx, ids_bind, counts, 2, ids_id, err, sizeof err)) != NULL) {
         if (!t->quiet)
-            run_say("asgd launch: ps-lite scheduler for %zu servers and %zu workers at %s; logs in %s\n",
-                    d->servers, d->workers, ids_ep, d->run_dir);
+            run_say("asgd launch: ps-lite scheduler for %zu servers and %zu workers at %s; logs in %s\n", d->servers,
+                    d->workers, ids_ep, d->run_dir);
         if (rdv_server_wait(ids, (int)d->timeout_ms, err, sizeof err) == 0) status = 0;
     }
     rdv_server_destroy(&ids);
@@ -297,20 +307,24 @@ int run_launch_env_counts(const launch_env_t *env, dist_args_t *d, const flag_sp
     for (int i = 0; i < 2; i++) {
         const flag_spec_t *f = flags_find(flags, n_flags, c[i].flag);
         if (f && f->seen && *c[i].target != c[i].want) {
-            snprintf(err, err_len, "--%s %zu but %s=%zu: under ps-lite its variables size the run; drop --%s "
-                            "or make them agree", c[i].flag, *c[i].target, c[i].var, c[i].want, c[i].flag);
+            snprintf(err, err_len,
+                     "--%s %zu but %s=%zu: under ps-lite its variables size the run; drop --%s "
+                     "or make them agree",
+                     c[i].flag, *c[i].target, c[i].var, c[i].want, c[i].flag);
             return 2;
         }
         *c[i].target = c[i].want;
     }
     if (d->sync == SYNC_MODE_ALLREDUCE && env->servers > 0) {
-        snprintf(err, err_len, "DMLC_NUM_SERVER=%zu but --sync allreduce runs without servers (expected "
-                        "DMLC_NUM_SERVER=0)", env->servers);
+        snprintf(err, err_len,
+                 "DMLC_NUM_SERVER=%zu but --sync allreduce runs without servers (expected "
+                 "DMLC_NUM_SERVER=0)",
+                 env->servers);
         return 2;
     }
     if (d->sync != SYNC_MODE_ALLREDUCE && env->servers == 0) {
         snprintf(err, err_len, "DMLC_NUM_SERVER=0 but --sync %s needs at least one server",
-                sync_mode_name((sync_mode_t)d->sync));
+                 sync_mode_name((sync_mode_t)d->sync));
         return 2;
     }
     return 0;
@@ -323,14 +337,17 @@ static int launch_pslite(const launch_env_t *env, train_args_t *t, dist_args_t *
         run_say("%s\n", err);
         return scaled;
     }
-    if (launch_coordinator_endpoint(env, d->coordinator, DIST_DEFAULT_PORT, ids_ep, sizeof ids_ep, err, sizeof err) != 0) {
+    if (launch_coordinator_endpoint(env, d->coordinator, DIST_DEFAULT_PORT, ids_ep, sizeof ids_ep, err, sizeof err) !=
+        0) {
         run_say("asgd launch: %s\n", err);
         return 2;
     }
     int port = endpoint_port(ids_ep);
     if (port >= 65535) {
-        run_say("asgd launch: coordinator %s: under ps-lite the port after it is used too (expected a port "
-                        "below 65535)\n", ids_ep);
+        run_say(
+            "asgd launch: coordinator %s: under ps-lite the port after it is used too (expected a port "
+            "below 65535)\n",
+            ids_ep);
         return 2;
     }
     snprintf(run_ep, sizeof run_ep, "%.*s:%d", (int)(strrchr(ids_ep, ':') - ids_ep), ids_ep, port + 1);
@@ -346,18 +363,21 @@ static int launch_pslite(const launch_env_t *env, train_args_t *t, dist_args_t *
 
 int run_launch_check(run_job_t *j, const launch_env_t *env, char *err, size_t err_len) {
     if (j->t.resume) {
-        snprintf(err, err_len, "--resume: restart a failed server by hand with asgd server --id K --resume DIR "
+        snprintf(err, err_len,
+                 "--resume: restart a failed server by hand with asgd server --id K --resume DIR "
                  "(its workers reconnect by themselves)");
         return 2;
     }
     j->d.save_model = j->o.save_model;
     if (j->d.server_replicas > 1 && env->kind != LAUNCHER_KIND_NONE) {
-        snprintf(err, err_len, "--server-replicas: only a launch that starts every process itself places and "
+        snprintf(err, err_len,
+                 "--server-replicas: only a launch that starts every process itself places and "
                  "restarts the replicas (they share one host and the run directory)");
         return 2;
     }
     if (j->o.restart_servers > 0 && env->kind != LAUNCHER_KIND_NONE) {
-        snprintf(err, err_len, "--restart-servers: only a launch that starts every process itself restarts them "
+        snprintf(err, err_len,
+                 "--restart-servers: only a launch that starts every process itself restarts them "
                  "(under %s restart a server by hand with asgd server --id K --resume DIR)",
                  launcher_kind_name(env->kind));
         return 2;
@@ -376,4 +396,3 @@ int run_launch(run_job_t *j, const launch_env_t *env) {
     }
     return launch_local(j, NULL, err, sizeof err);
 }
-

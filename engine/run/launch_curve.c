@@ -59,7 +59,7 @@ static int read_rows(const char *path, int (*row)(const char *line, void *ctx), 
 typedef struct load_ctx {
     global_curve_t *c;
     size_t cap;
-    double workers;   // scale for worker 0's samples (allreduce, hybrid); 0: rows are the evaluator's
+    double workers;  // scale for worker 0's samples (allreduce, hybrid); 0: rows are the evaluator's
     char *err;
     size_t err_len;
 } load_ctx_t;
@@ -178,8 +178,10 @@ int global_curve_write_merged(const char *dir, const global_curve_t *c, size_t w
         fputs("global", out);
         for (size_t col = 0; col < CURVE_N_COLUMNS; col++) {
             double v = c->points[i].v[col];
-            if (isfinite(v)) fprintf(out, ",%.9g", v);
-            else fputc(',', out);
+            if (isfinite(v))
+                fprintf(out, ",%.9g", v);
+            else
+                fputc(',', out);
         }
         fputc('\n', out);
     }

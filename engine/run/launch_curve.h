@@ -11,7 +11,7 @@
 //                     evaluation); samples counted over all workers.
 #include <stddef.h>
 
-#include "engine/run/dist.h"  // defines: dist_args_t, CURVE_N_COLUMNS
+#include "engine/run/dist.h"
 
 typedef struct curve_point {
     double v[CURVE_N_COLUMNS];  // dist_curve_columns; NaN: empty
@@ -19,8 +19,8 @@ typedef struct curve_point {
 
 // The run's last point of the global model (from the workers' summaries).
 typedef struct curve_final {
-    double wall_s;       // the longest worker's training time
-    double samples;      // all workers'
+    double wall_s;  // the longest worker's training time
+    double samples;  // all workers'
     double test_loss, test_metric;  // NaN: none (then no final row is added)
     double staleness_versions_mean, staleness_versions_max, staleness_clocks_mean, staleness_clocks_max;
 } curve_final_t;
@@ -28,8 +28,8 @@ typedef struct curve_final {
 typedef struct global_curve {
     curve_point_t *points;
     size_t n;
-    size_t evals;        // evaluations the evaluator beside shard 0 made (0 for allreduce, hybrid)
-    double eval_s;       // their time, summed
+    size_t evals;  // evaluations the evaluator beside shard 0 made (0 for allreduce, hybrid)
+    double eval_s;  // their time, summed
     size_t evals_during_training;  // of them, made while the workers trained (past the snapshot budget)
     double eval_during_training_s;  // and their time
     const char *source;  // "servers" or "worker 0's replica"

@@ -8,19 +8,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/run/launch_curve.h"  // defines: curve_point_t, CURVE_* columns
+#include "engine/run/launch_curve.h"
 
 typedef struct launch_job_outcome {
-    char model[64];             // --model
-    int rmse;                   // the metric is RMSE (else accuracy)
+    char model[64];  // --model
+    int rmse;  // the metric is RMSE (else accuracy)
     char run_dir[512];
-    double wall_s;              // the longest worker's training time
-    uint64_t samples;           // all workers'
-    uint64_t pushes;            // updates the workers sent
+    double wall_s;  // the longest worker's training time
+    uint64_t samples;  // all workers'
+    uint64_t pushes;  // updates the workers sent
     double samples_per_s;
-    double time_to_target_s;    // NaN: no target, or not reached (global model)
+    double time_to_target_s;  // NaN: no target, or not reached (global model)
     uint64_t samples_to_target;
-    curve_point_t *points;      // the global model's curve (dist_curve_columns), in order
+    curve_point_t *points;  // the global model's curve (dist_curve_columns), in order
     size_t n_points;
 } launch_job_outcome_t;
 

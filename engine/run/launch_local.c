@@ -15,21 +15,21 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "engine/run/banner.h"          // defines: banner_line
-#include "engine/run/launch_local.h"    // defines: launch_local
-#include "engine/run/run_output.h"      // defines: run_say
-#include "engine/run/dist.h"            // defines: dist_args_t, dist_run_role
-#include "engine/run/launch_curve.h"    // defines: curve_point_t, CURVE_* columns
-#include "engine/run/launch_job.h"      // defines: launch_job_outcome_t
-#include "engine/run/run_merge.h"       // defines: run_merge_dir, run_merge_model, run_merge_part_path
-#include "engine/run/run_record.h"      // defines: run_record_path
-#include "engine/run/worker_live.h"     // defines: worker_live_read
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/foundation/trace.h"          // defines: trace_merge
-#include "net/curve_auth.h"         // defines: zap_handler_destroy, curve_keypair_new
-#include "net/wire.h"               // defines: wire_fresh_id
-#include "net/launch_env.h"         // defines: launch_env_detect
-#include "net/rendezvous.h"         // defines: rdv_server_new, rdv_server_answers
+#include "engine/run/banner.h"
+#include "engine/run/launch_local.h"
+#include "engine/run/run_output.h"
+#include "engine/run/dist.h"
+#include "engine/run/launch_curve.h"
+#include "engine/run/launch_job.h"
+#include "engine/run/run_merge.h"
+#include "engine/run/run_record.h"
+#include "engine/run/worker_live.h"
+#include "kernels/foundation/mono_clock.h"
+#include "kernels/foundation/trace.h"
+#include "net/curve_auth.h"
+#include "net/wire.h"
+#include "net/launch_env.h"
+#include "net/rendezvous.h"
 
 #define ERR_LEN 512
 
@@ -47,11 +47,11 @@ typedef struct child {
     int echo;  // show its lines on stderr (not under launch_job_run)
     int echo_stdout;  // ... its stdout's (its JSON) too (not under --quiet)
     const char *resume;  // a restarted server: the checkpoint directory it resumes from
-    size_t replica;      // --server-replicas: which replica of its shard (0: the first primary)
+    size_t replica;  // --server-replicas: which replica of its shard (0: the first primary)
     int replica_backup;  // ... started as a backup that copies the state of the shard's primary
     size_t answers_at_start;  // rdv_server_answers when this incarnation started: more later = it joined
-    size_t early_failures;    // failures in a row before joining (restart_worker backs off, then gives up)
-    int restart_due;          // it is to be started again at restart_at (restart_worker's back-off)
+    size_t early_failures;  // failures in a row before joining (restart_worker backs off, then gives up)
+    int restart_due;  // it is to be started again at restart_at (restart_worker's back-off)
     double restart_at;
 } child_t;
 
@@ -83,7 +83,7 @@ void launch_trace_part_path(char *out, size_t len, const char *dir, dist_role_t 
 // A process that left none (it was stopped) is named on stderr and left out.
 static int merge_traces(const char *dir, const dist_args_t *d, const char *out, int quiet, char *err, size_t err_len) {
     size_t n = d->servers + d->workers;
-    char (*paths)[600] = calloc(n, sizeof *paths);
+    char(*paths)[600] = calloc(n, sizeof *paths);
     const char **list = calloc(n, sizeof *list);
     int rc = -1;
     if (!paths || !list) {
@@ -92,13 +92,12 @@ static int merge_traces(const char *dir, const dist_args_t *d, const char *out, 
     }
     for (size_t i = 0; i < n; i++) {
         launch_trace_part_path(paths[i], sizeof paths[i], dir, i < d->servers ? DIST_ROLE_SERVER : DIST_ROLE_WORKER,
-                        i < d->servers ? i : i - d->servers);
+                               i < d->servers ? i : i - d->servers);
         list[i] = paths[i];
     }
     size_t missing = 0;
     if (trace_merge(out, list, n, &missing, "--trace", err, err_len) != 0) goto out;
-    if (missing && !quiet)
-        run_say("asgd launch: --trace %s: %zu of %zu processes left no timeline\n", out, missing, n);
+    if (missing && !quiet) run_say("asgd launch: --trace %s: %zu of %zu processes left no timeline\n", out, missing, n);
     rc = 0;
 out:
     free(paths);
@@ -111,9 +110,7 @@ out:
 // Whether a child's stderr line is one of its messages ("asgd worker 1: ...",
 // "asgd server: ...", "exec ... failed"), which may say why it failed, rather
 // than an evaluation or progress line, which never does.
-static int is_error_line(const char *line) {
-    return strncmp(line, "asgd ", 5) == 0 || strncmp(line, "exec ", 5) == 0;
-}
+static int is_error_line(const char *line) { return strncmp(line, "asgd ", 5) == 0 || strncmp(line, "exec ", 5) == 0; }
 
 // Shows a child's output line by line, prefixed with who wrote it.
 static void pump_child(child_t *c, int which) {
@@ -123,8 +120,10 @@ static void pump_child(child_t *c, int which) {
     if (got <= 0) {
         if (got < 0 && errno == EINTR) return;
         close(fd);
-        if (which == 0) c->out_fd = -1;
-        else c->err_fd = -1;
+        if (which == 0)
+            c->out_fd = -1;
+        else
+            c->err_fd = -1;
         got = 0;
     }
     for (ssize_t i = 0; i <= got; i++) {
@@ -139,7 +138,8 @@ static void pump_child(child_t *c, int which) {
         if (ch != '\n') continue;
         if (c->line_len[which] == 0) continue;
         c->line[which][c->line_len[which]] = '\0';
-        if (which == 1 && is_error_line(c->line[which])) snprintf(c->last_err, sizeof c->last_err, "%s", c->line[which]);
+        if (which == 1 && is_error_line(c->line[which]))
+            snprintf(c->last_err, sizeof c->last_err, "%s", c->line[which]);
         if (c->echo && (which == 1 || c->echo_stdout)) {
             if (progress_on_screen) run_say("\r\033[K");  // the progress line is redrawn at its next tick
             progress_on_screen = 0;
@@ -213,9 +213,12 @@ static void stop_children(child_t *kids, size_t n) {
 }
 
 static void describe_exit(int status, char *out, size_t len) {
-    if (WIFEXITED(status)) snprintf(out, len, "exit status %d", WEXITSTATUS(status));
-    else if (WIFSIGNALED(status)) snprintf(out, len, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
-    else snprintf(out, len, "status %d", status);
+    if (WIFEXITED(status))
+        snprintf(out, len, "exit status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(out, len, "killed by signal %d (%s)", WTERMSIG(status), strsignal(WTERMSIG(status)));
+    else
+        snprintf(out, len, "status %d", status);
 }
 
 // Starts (or restarts) child c: its role, the run's job (job_path, read as
@@ -268,13 +271,13 @@ typedef struct local_run {
     const run_job_t *job;
     const train_args_t *t;
     const dist_args_t *d;
-    char job_path[600];       // the run directory's RUN_JOB_PROCESS_FILE, every child's --config
+    char job_path[600];  // the run directory's RUN_JOB_PROCESS_FILE, every child's --config
     const char *save_model;
     size_t restart_workers;
     size_t restart_servers, server_restarts_done;
     size_t replica_restarts;  // --server-replicas: dead replicas started again as backups
     size_t *server_restarts;  // [d->servers]: each shard's restarts, for the summary
-    char ckpt_dir[512];       // where the servers checkpoint: --checkpoint-dir, else the run directory
+    char ckpt_dir[512];  // where the servers checkpoint: --checkpoint-dir, else the run directory
     char dir[512];
     void *ctx;
     zap_handler_t *zap;
@@ -285,22 +288,23 @@ typedef struct local_run {
     // which stay off their command lines.
     char **envp;
     char env_run_id[64], env_public[96], env_secret[96];
-    curve_key_t key_public, key_secret;  // the run's throwaway pair (d->run_key_*), unless --curve-server-key or --insecure
+    curve_key_t key_public,
+        key_secret;  // the run's throwaway pair (d->run_key_*), unless --curve-server-key or --insecure
     char exe[4096];
     child_t *kids;
-    char **args;           // a child's command line, built by spawn_child
+    char **args;  // a child's command line, built by spawn_child
     size_t n_kids, started, running, restarts;
-    const child_t *culprit; // the child whose failure stopped the run
-    int verbose;            // --verbose
-    double stop_began;      // after a stop signal: when the workers were asked to leave (0: not yet)
-    double workers_gone_at; // ... when the last of them had ended (0: not yet)
-    int servers_told;       // ... the servers were stopped too (they had not finished by themselves)
-    int merged;             // the run directory was merged (the final progress line shows it)
+    const child_t *culprit;  // the child whose failure stopped the run
+    int verbose;  // --verbose
+    double stop_began;  // after a stop signal: when the workers were asked to leave (0: not yet)
+    double workers_gone_at;  // ... when the last of them had ended (0: not yet)
+    int servers_told;  // ... the servers were stopped too (they had not finished by themselves)
+    int merged;  // the run directory was merged (the final progress line shows it)
     launch_job_outcome_t *outcome;  // launch_job_run: nothing on stderr, the first failure in err, figures here
     double progress_every;  // seconds between progress lines (0: none, --quiet)
-    int progress_tty;       // stderr is a terminal: one line rewritten in place
-    double next_progress;   // when the next one is due
-    double shown_samples;   // the samples the last line showed
+    int progress_tty;  // stderr is a terminal: one line rewritten in place
+    double next_progress;  // when the next one is due
+    double shown_samples;  // the samples the last line showed
     char err[ERR_LEN];
 } local_run_t;
 
@@ -331,8 +335,8 @@ static int local_run_dir(local_run_t *r) {
         struct tm tm;
         localtime_r(&now, &tm);
         mkdir("runs", 0777);
-        snprintf(r->dir, sizeof r->dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900,
-                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
+        snprintf(r->dir, sizeof r->dir, "runs/launch-%04d%02d%02d-%02d%02d%02d-%d", tm.tm_year + 1900, tm.tm_mon + 1,
+                 tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, (int)getpid());
     }
     if (dist_check_writable_dir(r->dir, "--run-dir", err, sizeof err) != 0 ||
         train_args_write_run_config(r->t, r->dir, err, sizeof err) != 0 ||
@@ -381,7 +385,8 @@ static int local_run_write_join(local_run_t *r, uint64_t run_id, char *err, size
         return -1;
     }
     fprintf(f, "coordinator %s\nrun_id %llu\n", rdv_server_endpoint(r->rdv), (unsigned long long)run_id);
-    if (r->d->run_key_secret) fprintf(f, "curve_public %s\ncurve_secret %s\n", r->d->run_key_public, r->d->run_key_secret);
+    if (r->d->run_key_secret)
+        fprintf(f, "curve_public %s\ncurve_secret %s\n", r->d->run_key_public, r->d->run_key_secret);
     if (fclose(f) != 0) {
         snprintf(err, err_len, "%.300s: writing failed: %s", path, strerror(errno));
         return -1;
@@ -405,8 +410,8 @@ static int local_run_start(local_run_t *r) {
     uint64_t run_id = wire_fresh_id(r);
     // The children get the --curve-* flags too: the coordinator here speaks as they do.
     if (dist_security_start(r->d, r->ctx, &r->zap, err, sizeof err) != 0 ||
-        !(r->rdv = rdv_server_new_elastic(r->ctx, r->coordinator_bind, ranks + dist_slots(r->d) - r->d->workers,
-                                          ranks, run_id, err, sizeof err))) {
+        !(r->rdv = rdv_server_new_elastic(r->ctx, r->coordinator_bind, ranks + dist_slots(r->d) - r->d->workers, ranks,
+                                          run_id, err, sizeof err))) {
         launch_say(r, "starting the coordinator: %s", err);
         return 1;
     }
@@ -456,8 +461,7 @@ static void local_run_free(local_run_t *r) {
 static int local_spawn(local_run_t *r, child_t *c) {
     c->answers_at_start = rdv_server_answers(r->rdv, c->role == DIST_ROLE_SERVER ? c->id : r->d->servers + c->id);
     return spawn_child(c, r->exe, r->args, r->envp, r->job_path, r->t->trace != NULL, r->d, r->coordinator, r->dir,
-                       r->save_model,
-                       r->id_text);
+                       r->save_model, r->id_text);
 }
 
 // Servers first, then workers. Returns 0, or -1 after naming the one that did not start.
@@ -530,8 +534,8 @@ static int restart_worker(local_run_t *r, child_t *c) {
     int joined = rdv_server_answers(r->rdv, r->d->servers + c->id) > c->answers_at_start;
     c->early_failures = joined ? 0 : c->early_failures + 1;
     if (c->early_failures >= RESTART_EARLY_FAILURES) {
-        launch_say(r, "worker %zu failed %zu times in a row before joining the run: not restarting it again",
-                   c->id, c->early_failures);
+        launch_say(r, "worker %zu failed %zu times in a row before joining the run: not restarting it again", c->id,
+                   c->early_failures);
         return -1;
     }
     double wait_s = joined ? 0 : RESTART_BACKOFF_S * (double)(1u << (c->early_failures - 1));
@@ -540,15 +544,17 @@ static int restart_worker(local_run_t *r, child_t *c) {
     char ckpt[1100] = "";
     if (r->t->checkpoint_every > 0 && (r->d->sync == SYNC_MODE_ASP || r->d->sync == SYNC_MODE_SSP) && !r->t->device) {
         snprintf(ckpt, sizeof ckpt, "%s/worker-%zu.ckpt", r->ckpt_dir, c->id);
-        if (access(ckpt, R_OK) == 0) c->resume = r->ckpt_dir;
-        else ckpt[0] = '\0';
+        if (access(ckpt, R_OK) == 0)
+            c->resume = r->ckpt_dir;
+        else
+            ckpt[0] = '\0';
     }
     if (!r->outcome) {
         char when[64] = "", from[1120] = "";
         if (!joined) snprintf(when, sizeof when, " in %g s (it had not joined the run)", wait_s);
         if (ckpt[0]) snprintf(from, sizeof from, " from %s", ckpt);
-        run_say("asgd launch: worker %zu (pid %d) failed: %s; restarting it%s%s (restart %zu of at most %zu)\n",
-                c->id, (int)c->pid, how, from, when, r->restarts, r->restart_workers);
+        run_say("asgd launch: worker %zu (pid %d) failed: %s; restarting it%s%s (restart %zu of at most %zu)\n", c->id,
+                (int)c->pid, how, from, when, r->restarts, r->restart_workers);
     }
     c->line_len[0] = c->line_len[1] = 0;
     c->last_err[0] = '\0';
@@ -596,16 +602,20 @@ static int restart_server(local_run_t *r, child_t *c) {
     char ckpt[1100], how[128];
     snprintf(ckpt, sizeof ckpt, "%s/server-%zu.ckpt", r->ckpt_dir, c->id);
     if (access(ckpt, R_OK) != 0) {
-        launch_say(r, "server %zu failed before its first checkpoint (%s: %s): nothing to restart it from; its "
-                      "message below says why it failed, and once that is mended a new launch starts afresh (a "
-                      "smaller --checkpoint-every S saves sooner)", c->id, ckpt, strerror(errno));
+        launch_say(r,
+                   "server %zu failed before its first checkpoint (%s: %s): nothing to restart it from; its "
+                   "message below says why it failed, and once that is mended a new launch starts afresh (a "
+                   "smaller --checkpoint-every S saves sooner)",
+                   c->id, ckpt, strerror(errno));
         return -1;
     }
     describe_exit(c->status, how, sizeof how);
     r->server_restarts_done++;
     if (!r->outcome)
-        run_say("asgd launch: server %zu (pid %d) failed: %s; restarting it from %s (restart %zu of at most "
-                        "%zu)\n", c->id, (int)c->pid, how, ckpt, r->server_restarts_done, r->restart_servers);
+        run_say(
+            "asgd launch: server %zu (pid %d) failed: %s; restarting it from %s (restart %zu of at most "
+            "%zu)\n",
+            c->id, (int)c->pid, how, ckpt, r->server_restarts_done, r->restart_servers);
     c->exited = 0;
     c->line_len[0] = c->line_len[1] = 0;
     c->last_err[0] = '\0';
@@ -630,16 +640,20 @@ static int restart_replica(local_run_t *r, child_t *c) {
     // (none was in sync yet) and no worker knows its endpoint. Started again
     // as a backup it would wait for a primary that never comes: the run ends.
     if (!c->replica_backup && rdv_server_answers(r->rdv, c->id) == 0) {
-        launch_say(r, "server %zu replica %zu died before the run's processes had met: no replica holds its shard "
-                      "to take over from", c->id, c->replica);
+        launch_say(r,
+                   "server %zu replica %zu died before the run's processes had met: no replica holds its shard "
+                   "to take over from",
+                   c->id, c->replica);
         return -1;
     }
     char how[128];
     describe_exit(c->status, how, sizeof how);
     r->replica_restarts++;
     if (!r->outcome)
-        run_say("asgd launch: server %zu replica %zu (pid %d) failed: %s; restarting it as a backup (replica "
-                        "restart %zu)\n", c->id, c->replica, (int)c->pid, how, r->replica_restarts);
+        run_say(
+            "asgd launch: server %zu replica %zu (pid %d) failed: %s; restarting it as a backup (replica "
+            "restart %zu)\n",
+            c->id, c->replica, (int)c->pid, how, r->replica_restarts);
     c->exited = 0;
     c->line_len[0] = c->line_len[1] = 0;
     c->last_err[0] = '\0';
@@ -684,8 +698,10 @@ static int last_curve_row(const char *path, double *v, size_t n) {
     if (!f) return 0;
     char buf[4097];
     long at = 0;
-    if (fseek(f, 0, SEEK_END) == 0 && (at = ftell(f)) > 4096) fseek(f, at - 4096, SEEK_SET);
-    else rewind(f);
+    if (fseek(f, 0, SEEK_END) == 0 && (at = ftell(f)) > 4096)
+        fseek(f, at - 4096, SEEK_SET);
+    else
+        rewind(f);
     size_t got = fread(buf, 1, sizeof buf - 1, f);
     fclose(f);
     buf[got] = '\0';
@@ -761,8 +777,9 @@ static int progress_text(const local_run_t *r, int final, char *out, size_t len,
     *samples_out = samples;
     int rmse = train_args_model(r->t)->metric == METRIC_KIND_RMSE;
     double metric = g[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY];
-    int at = snprintf(out, len, "asgd launch: %.1f s of training, %.0f samples, %.0f samples/s over %zu workers, global %s ",
-                      wall, samples, rate, rows, rmse ? "test_rmse" : "test_acc");
+    int at =
+        snprintf(out, len, "asgd launch: %.1f s of training, %.0f samples, %.0f samples/s over %zu workers, global %s ",
+                 wall, samples, rate, rows, rmse ? "test_rmse" : "test_acc");
     if (at < 0 || (size_t)at >= len) return 1;
     at += isfinite(metric) ? snprintf(out + at, len - (size_t)at, "%.4f", metric)
                            : snprintf(out + at, len - (size_t)at, "-");
@@ -838,9 +855,10 @@ static int stop_in_order(local_run_t *r) {
     double now = mono_clock_s();
     if (r->stop_began == 0) {
         r->stop_began = now;
-        launch_say(r, "signal %d (%s): stopping the run in order: the workers leave, the servers finish, then the "
-                      "run directory is merged (a second signal kills at once)", (int)interrupted,
-                   strsignal(interrupted));
+        launch_say(r,
+                   "signal %d (%s): stopping the run in order: the workers leave, the servers finish, then the "
+                   "run directory is merged (a second signal kills at once)",
+                   (int)interrupted, strsignal(interrupted));
         char err[ERR_LEN];
         if (run_merge_mark_interrupted(r->dir, interrupted, err, sizeof err) != 0) launch_say(r, "%s", err);
         signal_children(r, DIST_ROLE_WORKER, SIGTERM);
@@ -848,8 +866,10 @@ static int stop_in_order(local_run_t *r) {
     if (live_children(r, DIST_ROLE_WORKER) == 0 && r->workers_gone_at == 0) r->workers_gone_at = now;
     if (r->workers_gone_at > 0 && !r->servers_told && now - r->workers_gone_at >= SERVERS_FINISH_S) {
         r->servers_told = 1;
-        launch_say(r, "the servers had not finished %.0f s after the last worker left: stopping them (their model "
-                      "parts are not final)", SERVERS_FINISH_S);
+        launch_say(r,
+                   "the servers had not finished %.0f s after the last worker left: stopping them (their model "
+                   "parts are not final)",
+                   SERVERS_FINISH_S);
         signal_children(r, DIST_ROLE_SERVER, SIGTERM);
     }
     if ((now - r->stop_began) * 1000.0 < (double)r->d->timeout_ms) return 0;
@@ -881,8 +901,10 @@ static int local_run_interrupted(local_run_t *r, double t0) {
     char missing[400], err[ERR_LEN] = "";
     size_t n = run_merge_missing(r->dir, r->d, missing, sizeof missing);
     if (n) {
-        launch_say(r, "stopped by signal %d (%s) before %s wrote %s result: nothing merged (%s keeps what each "
-                      "process wrote)", sig, strsignal(sig), missing, n == 1 ? "its" : "their", r->dir);
+        launch_say(r,
+                   "stopped by signal %d (%s) before %s wrote %s result: nothing merged (%s keeps what each "
+                   "process wrote)",
+                   sig, strsignal(sig), missing, n == 1 ? "its" : "their", r->dir);
         return 128 + sig;
     }
     run_merge_info_t info = {mono_clock_s() - t0, r->server_restarts, r->replica_restarts, sig};
@@ -916,8 +938,8 @@ static int local_run_outcome(local_run_t *r, int failed, double t0) {
             // A process killed by a signal said nothing about it: its last
             // message (a note from its start) is not the cause.
             const char *why = WIFEXITED(c->status) ? c->last_err : "";
-            launch_say(r, "%s %zu (pid %d) failed: %s%s%s; stopped the others", launch_role_name(c->role),
-                    c->id, (int)c->pid, how, why[0] ? ": " : "", why);
+            launch_say(r, "%s %zu (pid %d) failed: %s%s%s; stopped the others", launch_role_name(c->role), c->id,
+                       (int)c->pid, how, why[0] ? ": " : "", why);
         }
         return 1;
     }
@@ -948,10 +970,13 @@ static int local_coordinator(const char *given, char *bind, size_t bind_len, cha
     const char *colon = strrchr(host, ':');
     char *end = NULL;
     long port = colon ? strtol(colon + 1, &end, 10) : 0;
-    int loopback = colon && ((colon - host == 9 && strncmp(host, "localhost", 9) == 0) || strncmp(host, "127.", 4) == 0);
+    int loopback =
+        colon && ((colon - host == 9 && strncmp(host, "localhost", 9) == 0) || strncmp(host, "127.", 4) == 0);
     if (!colon || *end != '\0' || port <= 0 || port > 65535 || !loopback) {
-        snprintf(err, err_len, "--coordinator %s: a local launch hosts the coordinator on this machine; give "
-                 "127.0.0.1:PORT (or drop the flag for any free port)", given);
+        snprintf(err, err_len,
+                 "--coordinator %s: a local launch hosts the coordinator on this machine; give "
+                 "127.0.0.1:PORT (or drop the flag for any free port)",
+                 given);
         return -1;
     }
     snprintf(bind, bind_len, "tcp://127.0.0.1:%ld", port);
@@ -963,7 +988,8 @@ static int check_restart_servers(const train_args_t *t, const dist_args_t *d, si
                                  size_t err_len) {
     if (restart_servers == 0) return 0;
     if (d->server_replicas > 1) {
-        snprintf(err, err_len, "--restart-servers: with --server-replicas a dead replica is started again from a live "
+        snprintf(err, err_len,
+                 "--restart-servers: with --server-replicas a dead replica is started again from a live "
                  "one, not from a checkpoint; drop --restart-servers");
         return 2;
     }
@@ -974,8 +1000,9 @@ static int check_restart_servers(const train_args_t *t, const dist_args_t *d, si
         return 2;
     }
     if (t->checkpoint_every <= 0) {
-        snprintf(err, err_len, "--restart-servers: a server restarts from its last checkpoint: add --checkpoint-every "
-                               "S (and --checkpoint-dir DIR, else they go to the run directory)");
+        snprintf(err, err_len,
+                 "--restart-servers: a server restarts from its last checkpoint: add --checkpoint-every "
+                 "S (and --checkpoint-dir DIR, else they go to the run directory)");
         return 2;
     }
     return 0;
@@ -991,8 +1018,10 @@ int launch_local(run_job_t *j, launch_job_outcome_t *outcome, char *err, size_t 
         return 2;
     }
     if (o->restart_workers > 0 && dist_uses_ring(d->sync)) {
-        snprintf(err, err_len, "--restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
-                               "flag (or use --sync asp, ssp or bsp)", sync_mode_name((sync_mode_t)d->sync));
+        snprintf(err, err_len,
+                 "--restart-workers: the ring of --sync %s cannot take a restarted worker back; drop the "
+                 "flag (or use --sync asp, ssp or bsp)",
+                 sync_mode_name((sync_mode_t)d->sync));
         if (!outcome) run_say("asgd launch: %s\n", err);
         return 2;
     }
@@ -1047,8 +1076,8 @@ int launch_local(run_job_t *j, launch_job_outcome_t *outcome, char *err, size_t 
     double t0 = mono_clock_s();
     int failed = spawn_all(&r) != 0;
     if (!t->quiet && !failed && !outcome)
-        run_say("asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n",
-                d->servers, d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), r.coordinator, r.dir);
+        run_say("asgd launch: %zu servers, %zu workers x %zu threads, %s; coordinator %s; logs in %s\n", d->servers,
+                d->workers, t->threads, sync_mode_name((sync_mode_t)d->sync), r.coordinator, r.dir);
     if (!failed) failed = supervise(&r) != 0;
     if (progress_on_screen) run_say("\n");  // the messages below start on a line of their own
     progress_on_screen = 0;
@@ -1077,7 +1106,8 @@ int launch_job_run(int argc, char **argv, launch_job_outcome_t *out, char *err, 
         dist_apply_scaling(&j->d, &j->t, "asgd launch", err, err_len) != 0)
         goto out;
     if (j->t.resume) {
-        snprintf(err, err_len, "asgd launch: --resume: a launch does not resume; restart a server with asgd server --resume");
+        snprintf(err, err_len,
+                 "asgd launch: --resume: a launch does not resume; restart a server with asgd server --resume");
         goto out;
     }
     j->d.save_model = j->o.save_model;

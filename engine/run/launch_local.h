@@ -7,9 +7,9 @@
 // Inside the run layer; run_launch (launch.h) and launch_job_run call it.
 #include <stddef.h>
 
-#include "engine/run/dist.h"        // defines: dist_role_t
-#include "engine/run/launch_job.h"  // defines: launch_job_outcome_t
-#include "engine/run/run_job.h"     // defines: run_job_t
+#include "engine/run/dist.h"
+#include "engine/run/launch_job.h"
+#include "engine/run/run_job.h"
 
 // Runs j (checked and scaled) here. outcome NULL: messages and progress go to
 // the run layer's sink and stop signals stop the run in order; else nothing is

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "engine/run/data_fingerprint.h"       // defines: data_fingerprint
+#include "datasets/storage/checkpoint_file.h"
+#include "engine/run/data_fingerprint.h"
 
 #define KIND_BYTES 16
 _Static_assert(MODEL_NAME_MAX < KIND_BYTES, "a model's name fits the kind field");
@@ -118,7 +118,8 @@ static void info_of_shape(const model_shape_t *s, model_file_info_t *i) {
     i->sparse_input = s->sparse_input;
     memcpy(i->labels, s->labels, sizeof i->labels);
     size_t bytes = s->label_text ? dataset_label_text_bytes(s->label_text, s->classes) : 0;
-    i->label_text_bytes = (uint32_t)bytes;  // at most MODEL_FILE_MAX_LABEL_TEXT: every name is short (DATASET_MAX_LABEL_BYTES)
+    i->label_text_bytes =
+        (uint32_t)bytes;  // at most MODEL_FILE_MAX_LABEL_TEXT: every name is short (DATASET_MAX_LABEL_BYTES)
     memcpy(i->label_text, s->label_text ? s->label_text : "", bytes);
 }
 
@@ -201,8 +202,8 @@ static int get_split(const uint8_t *h, model_file_split_t *s, char *what, size_t
     return 0;
 }
 
-int model_file_write(const char *path, const char *flag, const model_file_info_t *info, const float *values,
-                     char *err, size_t err_len) {
+int model_file_write(const char *path, const char *flag, const model_file_info_t *info, const float *values, char *err,
+                     size_t err_len) {
     uint8_t h[MODEL_FILE_HEADER_BYTES];
     memset(h, 0, sizeof h);
     memcpy(h + AT_MAGIC, MODEL_FILE_MAGIC, 8);
@@ -270,10 +271,11 @@ static int check_header(const model_file_info_t *i, char *err, size_t err_len) {
     }
     if (i->n_hidden > MODEL_FILE_MAX_HIDDEN || i->classes > MODEL_FILE_MAX_CLASSES ||
         (i->model->metric == METRIC_KIND_RMSE ? i->classes != 0 : i->classes < 2) || implied_params(i) != i->n_params) {
-        snprintf(err, err_len, "its shapes (dim %llu, %llu classes, %llu hidden layers, rank %llu) do not make a %s "
-                 "of %llu parameters", (unsigned long long)i->dim, (unsigned long long)i->classes,
-                 (unsigned long long)i->n_hidden, (unsigned long long)i->rank, i->model->name,
-                 (unsigned long long)i->n_params);
+        snprintf(err, err_len,
+                 "its shapes (dim %llu, %llu classes, %llu hidden layers, rank %llu) do not make a %s "
+                 "of %llu parameters",
+                 (unsigned long long)i->dim, (unsigned long long)i->classes, (unsigned long long)i->n_hidden,
+                 (unsigned long long)i->rank, i->model->name, (unsigned long long)i->n_params);
         return -1;
     }
     return 0;
@@ -290,9 +292,10 @@ static int check_label_text(const model_file_info_t *i, char *what, size_t what_
         const char *nul = memchr(p, '\0', (size_t)(end - p));
         if (!nul || nul == p || nul - p > DATASET_MAX_LABEL_BYTES || (prev && strcmp(prev, p) >= 0) ||
             i->labels[c] != (int32_t)c) {
-            snprintf(what, what_len, "class %llu's name is missing, empty, too long or out of order (expected %llu "
-                     "names in byte order, each NUL-terminated, in %u bytes)", (unsigned long long)c,
-                     (unsigned long long)i->classes, i->label_text_bytes);
+            snprintf(what, what_len,
+                     "class %llu's name is missing, empty, too long or out of order (expected %llu "
+                     "names in byte order, each NUL-terminated, in %u bytes)",
+                     (unsigned long long)c, (unsigned long long)i->classes, i->label_text_bytes);
             return -1;
         }
         prev = p;
@@ -319,8 +322,10 @@ int model_file_read(const char *path, model_file_t *out, char *err, size_t err_l
     size_t got = fread(h, 1, sizeof h, f);
     model_file_info_t *i = &out->info;
     if (got < 8 || memcmp(h, MODEL_FILE_MAGIC, 8) != 0) {
-        snprintf(what, sizeof what, "not an asgd model file (expected \"%s\" at its start; files from "
-                 "--save-model before format version 1 were raw float32 without a header)", MODEL_FILE_MAGIC);
+        snprintf(what, sizeof what,
+                 "not an asgd model file (expected \"%s\" at its start; files from "
+                 "--save-model before format version 1 were raw float32 without a header)",
+                 MODEL_FILE_MAGIC);
         goto out;
     }
     uint32_t version = got >= 12 ? get_u32(h + AT_VERSION) : MODEL_FILE_VERSION;
@@ -363,9 +368,12 @@ int model_file_read(const char *path, model_file_t *out, char *err, size_t err_l
     i->mean = get_f32(h + AT_MEAN);
     i->sparse_input = get_u32(h + AT_SPARSE_INPUT);
     i->label_text_bytes = get_u32(h + AT_LABEL_TEXT_BYTES);
-    if ((version == MODEL_FILE_VERSION) != (i->label_text_bytes == 0) || i->label_text_bytes > MODEL_FILE_MAX_LABEL_TEXT) {
-        snprintf(what, sizeof what, "version %u with %u bytes of class names (expected none in version %u; in "
-                 "version %u, 1 to %u)", version, i->label_text_bytes, MODEL_FILE_VERSION, MODEL_FILE_VERSION_NAMES,
+    if ((version == MODEL_FILE_VERSION) != (i->label_text_bytes == 0) ||
+        i->label_text_bytes > MODEL_FILE_MAX_LABEL_TEXT) {
+        snprintf(what, sizeof what,
+                 "version %u with %u bytes of class names (expected none in version %u; in "
+                 "version %u, 1 to %u)",
+                 version, i->label_text_bytes, MODEL_FILE_VERSION, MODEL_FILE_VERSION_NAMES,
                  (unsigned)MODEL_FILE_MAX_LABEL_TEXT);
         goto out;
     }
@@ -435,7 +443,8 @@ static int same_model(const model_file_info_t *a, const model_file_info_t *b) {
     unsigned char x[HEAD], y[HEAD];
     memcpy(x, a, HEAD);
     memcpy(y, b, HEAD);
-    for (size_t at = offsetof(model_file_info_t, first); at < offsetof(model_file_info_t, count) + 8; at++) x[at] = y[at] = 0;
+    for (size_t at = offsetof(model_file_info_t, first); at < offsetof(model_file_info_t, count) + 8; at++)
+        x[at] = y[at] = 0;
     return memcmp(x, y, HEAD) == 0 && a->classes == b->classes &&
            memcmp(a->labels, b->labels, 4 * (size_t)a->classes) == 0 && a->label_text_bytes == b->label_text_bytes &&
            memcmp(a->label_text, b->label_text, a->label_text_bytes) == 0;
@@ -471,9 +480,10 @@ int model_file_join(const char *const *paths, size_t n, model_file_t *out, char 
     }
     for (uint64_t j = 0; j < out->info.n_params; j++) {
         if (!covered[j]) {
-            snprintf(err, err_len, "%s: parameter %llu of %llu is in none of the %zu file(s): a server's file is one "
-                     "part of the model; give every part, comma-separated", paths[0], (unsigned long long)j,
-                     (unsigned long long)out->info.n_params, n);
+            snprintf(err, err_len,
+                     "%s: parameter %llu of %llu is in none of the %zu file(s): a server's file is one "
+                     "part of the model; give every part, comma-separated",
+                     paths[0], (unsigned long long)j, (unsigned long long)out->info.n_params, n);
             goto fail;
         }
     }
@@ -518,9 +528,11 @@ int model_file_instantiate(const model_file_t *f, const void *test, const char *
     data_kind_t kind = model_file_data_kind(i);
     out->shape.kind = kind;
     if (i->first != 0 || i->count != i->n_params) {
-        snprintf(err, err_len, "the model file holds parameters [%llu, %llu) of %llu only (one server's part): give "
-                 "every part, comma-separated", (unsigned long long)i->first,
-                 (unsigned long long)(i->first + i->count), (unsigned long long)i->n_params);
+        snprintf(err, err_len,
+                 "the model file holds parameters [%llu, %llu) of %llu only (one server's part): give "
+                 "every part, comma-separated",
+                 (unsigned long long)i->first, (unsigned long long)(i->first + i->count),
+                 (unsigned long long)i->n_params);
         return -1;
     }
     // Each model takes its shapes from its training set: one example of the file's.
@@ -543,8 +555,10 @@ int model_file_instantiate(const model_file_t *f, const void *test, const char *
     } else if (kind == DATA_KIND_DENSE) {
         const dense_dataset_t *t = test;
         if (t->dim != i->dim || t->n_classes > i->classes) {
-            snprintf(err, err_len, "%s: %zu features per example and %zu classes; the model (%s) takes %llu features "
-                     "and %llu classes", data_name, t->dim, t->n_classes, d->name, (unsigned long long)i->dim,
+            snprintf(err, err_len,
+                     "%s: %zu features per example and %zu classes; the model (%s) takes %llu features "
+                     "and %llu classes",
+                     data_name, t->dim, t->n_classes, d->name, (unsigned long long)i->dim,
                      (unsigned long long)i->classes);
             return -1;
         }

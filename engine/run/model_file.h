@@ -27,14 +27,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/data/data_source.h"  // defines: data_bundle_t, data_kind_t
-#include "engine/core/model.h"        // defines: model_t
-#include "engine/core/params.h"       // defines: param_t
-#include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_shape_t
+#include "engine/data/data_source.h"
+#include "engine/core/model.h"
+#include "engine/core/params.h"
+#include "engine/models/model_registry.h"
 
 #define MODEL_FILE_MAGIC "ASGDMODL"
-#define MODEL_FILE_VERSION 1u          // integer labels
-#define MODEL_FILE_VERSION_NAMES 2u    // string labels: the classes' names follow their labels
+#define MODEL_FILE_VERSION 1u  // integer labels
+#define MODEL_FILE_VERSION_NAMES 2u  // string labels: the classes' names follow their labels
 #define MODEL_FILE_HEADER_BYTES 256u
 #define MODEL_FILE_MAX_HIDDEN MODEL_SHAPE_MAX_HIDDEN
 #define MODEL_FILE_MAX_CLASSES MODEL_SHAPE_MAX_CLASSES
@@ -44,8 +44,8 @@
 // with the same --data and these flags, --split test scores the rows the run
 // held out. Files of builds before the record have zeros (recorded 0).
 typedef struct model_file_split {
-    uint32_t recorded;      // 1: the fields below are the training run's
-    uint32_t test_data;     // 1: its test set was a file of its own (--test-data): no split
+    uint32_t recorded;  // 1: the fields below are the training run's
+    uint32_t test_data;  // 1: its test set was a file of its own (--test-data): no split
     double test_frac;
     uint64_t seed, train_limit, test_limit;
     uint64_t train_fingerprint, test_fingerprint;  // data_fingerprint.h of its training and test sets
@@ -55,12 +55,12 @@ typedef struct model_file_info {
     const model_descriptor_t *model;  // the kind: a registered model (model_registry.h)
     uint64_t n_params;  // the whole model's
     uint64_t first, count;  // the parameters stored: [first, first + count)
-    uint64_t dim;       // input features (logreg, svm, embmlp: sparse; mlp, softmax: dense); mf: 0
-    uint64_t classes;   // output classes: 2 for the binary models, 0 for mf
+    uint64_t dim;  // input features (logreg, svm, embmlp: sparse; mlp, softmax: dense); mf: 0
+    uint64_t classes;  // output classes: 2 for the binary models, 0 for mf
     uint64_t n_hidden, hidden[MODEL_FILE_MAX_HIDDEN];  // mlp's widths; embmlp's one; else 0
     uint64_t embed_dim;  // embmlp
     uint64_t rank, users, items;  // mf
-    float mean;          // mf: the training ratings' mean, the prediction's offset
+    float mean;  // mf: the training ratings' mean, the prediction's offset
     uint32_t sparse_input;  // 1: softmax or mlp trained on sparse input (libsvm, CSV); 0 otherwise
     int32_t labels[MODEL_FILE_MAX_CLASSES];  // class k's label: the training data's (fashion-mnist: 0..9)
     uint32_t label_text_bytes;  // string labels: the bytes of their names in label_text; 0: integer labels
@@ -87,8 +87,8 @@ void model_file_split_of(const data_bundle_t *data, double test_frac, uint64_t s
 // Writes parameters [info->first, info->first + info->count) (values holds
 // exactly those) to path, through path.tmp renamed into place. `flag` names
 // the option in messages ("--save-model"). Returns 0, or -1 with err.
-int model_file_write(const char *path, const char *flag, const model_file_info_t *info, const float *values,
-                     char *err, size_t err_len);
+int model_file_write(const char *path, const char *flag, const model_file_info_t *info, const float *values, char *err,
+                     size_t err_len);
 
 void model_file_init(model_file_t *f);
 void model_file_free(model_file_t *f);
@@ -114,8 +114,8 @@ const char *model_file_label(const model_file_info_t *info, size_t k, char buf[1
 
 // A saved model, rebuilt over test examples to predict or evaluate with.
 typedef struct model_file_model {
-    model_t *model;    // its test set is the caller's
-    param_t *w;        // the file's parameters
+    model_t *model;  // its test set is the caller's
+    param_t *w;  // the file's parameters
     data_bundle_t shape;  // a one-example training set of the file's shape (the model borrows it)
 } model_file_model_t;
 

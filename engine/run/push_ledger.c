@@ -12,40 +12,38 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/storage/counter_file.h"
+#include "kernels/foundation/partition.h"
 #include "engine/run/dist.h"
-#include "engine/replica/collective.h"      // defines: collective_new, collective_kind, collective_name
-#include "engine/replica/collective_mpi.h"  // defines: collective_mpi_usable
-#include "engine/replica/global_eval.h"     // defines: global_eval_start, global_eval_rows
-#include "engine/core/json_writer.h"     // defines: json_*
-#include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
-#include "engine/run/model_file.h"      // defines: model_file_info_of, model_file_write
-#include "engine/run/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
-#include "engine/run/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
-#include "engine/run/worker_live.h"     // defines: worker_live_open, worker_live_close
-#include "engine/replica/replica.h"         // defines: replica_train
-#include "engine/replica/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
-#include "engine/core/run_report.h"      // defines: run_report_new
-#include "net/ps_client.h"          // defines: ps_push_count_t
-#include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
-#include "kernels/foundation/trace.h"           // defines: trace_start, trace_write
-#include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
-#include "net/ps_replica.h"         // defines: ps_replica_new, ps_replica_lead, ps_replica_join
-#include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
-#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
-#include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
-#include "net/wire.h"               // defines: wire_fresh_id
-#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
-#include "staleness/histogram.h"    // defines: staleness_hist_*
-
+#include "engine/replica/collective.h"
+#include "engine/replica/collective_mpi.h"
+#include "engine/replica/global_eval.h"
+#include "engine/core/json_writer.h"
+#include "engine/core/test_hooks.h"
+#include "engine/run/model_file.h"
+#include "engine/run/run_record.h"
+#include "engine/run/servers_watch.h"
+#include "engine/run/worker_live.h"
+#include "engine/replica/replica.h"
+#include "engine/replica/worker_checkpoint.h"
+#include "engine/core/run_report.h"
+#include "net/ps_client.h"
+#include "net/curve_auth.h"
+#include "kernels/foundation/trace.h"
+#include "net/ps_server.h"
+#include "net/ps_replica.h"
+#include "net/rendezvous.h"
+#include "net/stop_signal.h"
+#include "net/ring.h"
+#include "net/wire.h"
+#include "staleness/delay.h"
+#include "staleness/histogram.h"
 
 // ---- the workers' push ledgers ---------------------------------------------------
 
 static const char push_ledger_magic[8] = {'A', 'S', 'G', 'D', 'P', 'U', 'S', 'H'};
 #define PUSH_LEDGER_MAX 100000  // incarnations of one worker looked for
-
 
 static void push_ledger_path(char *out, size_t len, const char *dir, size_t worker, size_t incarnation) {
     snprintf(out, len, "%s/worker-%zu.pushes.%zu", dir, worker, incarnation);
@@ -132,8 +130,10 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
                      (unsigned long long)shard[s].workers, workers);
             rc = -1;
         } else if (!shard[s].lost_known) {
-            snprintf(why, why_len, "server %zu was resumed without the ledger beside its checkpoint "
-                     "(server-%zu.ckpt.ledger): the pushes its crash lost cannot be counted", s, s);
+            snprintf(why, why_len,
+                     "server %zu was resumed without the ledger beside its checkpoint "
+                     "(server-%zu.ckpt.ledger): the pushes its crash lost cannot be counted",
+                     s, s);
             rc = -1;
         }
     }
@@ -143,8 +143,10 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
     for (size_t k = 0; rc == 0 && k < slots; k++) {
         size_t incarnations = 0;
         uint64_t applied_k = 0;
-        for (size_t s = 0; k >= workers && s < servers; s++) applied_k += shard[s].pushes_total[k] + shard[s].pushes_lost[k];
-        if (k >= workers && applied_k == 0 && dist_push_ledger_sum(dir, run_id, k, servers, acks, &incarnations, err, sizeof err) != 0)
+        for (size_t s = 0; k >= workers && s < servers; s++)
+            applied_k += shard[s].pushes_total[k] + shard[s].pushes_lost[k];
+        if (k >= workers && applied_k == 0 &&
+            dist_push_ledger_sum(dir, run_id, k, servers, acks, &incarnations, err, sizeof err) != 0)
             continue;
         if (dist_push_ledger_sum(dir, run_id, k, servers, acks, &incarnations, err, sizeof err) != 0) {
             snprintf(why, why_len, "%s", err);
@@ -155,8 +157,10 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
             double total = (double)shard[s].pushes_total[k], lost = (double)shard[s].pushes_lost[k];
             double applied = total + lost, acked = (double)acks[s].acked, sent = (double)acks[s].sent;
             if (acked <= applied && applied <= sent) continue;
-            snprintf(why, why_len, "worker %zu, shard %zu: %s: its %zu incarnation%s sent %.0f pushes and were "
-                     "acknowledged for %.0f; the shard applied %.0f (%.0f of them lost with a restart)", k, s,
+            snprintf(why, why_len,
+                     "worker %zu, shard %zu: %s: its %zu incarnation%s sent %.0f pushes and were "
+                     "acknowledged for %.0f; the shard applied %.0f (%.0f of them lost with a restart)",
+                     k, s,
                      acked > applied ? "a push was acknowledged but not applied"
                                      : "more pushes were applied than were sent (one applied twice)",
                      incarnations, incarnations == 1 ? "" : "s", sent, acked, applied, lost);
@@ -170,4 +174,3 @@ int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t worke
 }
 
 // ---- security --------------------------------------------------------------------
-

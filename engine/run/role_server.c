@@ -12,33 +12,33 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/storage/counter_file.h"
+#include "kernels/foundation/partition.h"
 #include "engine/run/dist.h"
-#include "engine/replica/collective.h"      // defines: collective_new, collective_kind, collective_name
-#include "engine/replica/collective_mpi.h"  // defines: collective_mpi_usable
-#include "engine/replica/global_eval.h"     // defines: global_eval_start, global_eval_rows
-#include "engine/core/json_writer.h"     // defines: json_*
-#include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
-#include "engine/run/model_file.h"      // defines: model_file_info_of, model_file_write
-#include "engine/run/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
-#include "engine/run/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
-#include "engine/run/worker_live.h"     // defines: worker_live_open, worker_live_close
-#include "engine/replica/replica.h"         // defines: replica_train
-#include "engine/replica/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
-#include "engine/core/run_report.h"      // defines: run_report_new
-#include "net/ps_client.h"          // defines: ps_push_count_t
-#include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
-#include "kernels/foundation/trace.h"           // defines: trace_start, trace_write
-#include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
-#include "net/ps_replica.h"         // defines: ps_replica_new, ps_replica_lead, ps_replica_join
-#include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
-#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
-#include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
-#include "net/wire.h"               // defines: wire_fresh_id
-#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
-#include "staleness/histogram.h"    // defines: staleness_hist_*
+#include "engine/replica/collective.h"
+#include "engine/replica/collective_mpi.h"
+#include "engine/replica/global_eval.h"
+#include "engine/core/json_writer.h"
+#include "engine/core/test_hooks.h"
+#include "engine/run/model_file.h"
+#include "engine/run/run_record.h"
+#include "engine/run/servers_watch.h"
+#include "engine/run/worker_live.h"
+#include "engine/replica/replica.h"
+#include "engine/replica/worker_checkpoint.h"
+#include "engine/core/run_report.h"
+#include "net/ps_client.h"
+#include "net/curve_auth.h"
+#include "kernels/foundation/trace.h"
+#include "net/ps_server.h"
+#include "net/ps_replica.h"
+#include "net/rendezvous.h"
+#include "net/stop_signal.h"
+#include "net/ring.h"
+#include "net/wire.h"
+#include "staleness/delay.h"
+#include "staleness/histogram.h"
 
 #include "engine/run/dist_roles.h"
 #include "engine/run/run_output.h"
@@ -150,8 +150,10 @@ static int write_server_files(size_t id, uint64_t run_id, const dist_args_t *d, 
 }
 
 static void csv_value(FILE *f, double v) {
-    if (isfinite(v)) fprintf(f, ",%.9g", v);
-    else fputc(',', f);
+    if (isfinite(v))
+        fprintf(f, ",%.9g", v);
+    else
+        fputc(',', f);
 }
 
 // One row of the global model's curve (global.csv, global-progress.csv).
@@ -207,8 +209,8 @@ static void global_progress_row(const global_eval_row_t *row, void *ctx) {
 // global_eval.h) when the run keeps files. NULL, with err empty, when it does not.
 static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const dist_args_t *d, const model_t *m,
                                         const ps_server_t *s, const rdv_entry_t *table, const char **endpoints,
-                                        global_eval_config_t *gc, global_progress_t *gp, uint64_t run_id,
-                                        char *err, size_t err_len) {
+                                        global_eval_config_t *gc, global_progress_t *gp, uint64_t run_id, char *err,
+                                        size_t err_len) {
     if (!d->run_dir || !table || !dist_global_on_servers(d->sync)) return NULL;
     for (size_t k = 0; k < d->servers; k++) endpoints[k] = table[k].endpoint;
     char path[1100];
@@ -296,8 +298,8 @@ static ps_server_t *server_start(void *ctx, size_t id, const train_args_t *t, co
     if (!s) return NULL;
     ps_stats_t st;
     ps_server_stats(s, &st);
-    run_say("asgd server %zu: resumed from %s at version %llu (%llu pushes applied), serving at %s\n", id,
-            path, (unsigned long long)st.version, (unsigned long long)st.pushes_applied, ps_server_endpoint(s));
+    run_say("asgd server %zu: resumed from %s at version %llu (%llu pushes applied), serving at %s\n", id, path,
+            (unsigned long long)st.version, (unsigned long long)st.pushes_applied, ps_server_endpoint(s));
     return s;
 }
 
@@ -315,7 +317,8 @@ static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const
     }
     // Every worker has left: the shard's values are final (before its files,
     // which tell a launcher the shard is done).
-    if (d->save_model && dist_save_model(d->save_model, m, split, begin, end - begin, ps_server_values(s), err, err_len) != 0)
+    if (d->save_model &&
+        dist_save_model(d->save_model, m, split, begin, end - begin, ps_server_values(s), err, err_len) != 0)
         return -1;
     return write_server_files(id, run_id, d, s, err, err_len);
 }
@@ -330,7 +333,8 @@ static void resumed_table(void *ctx, const train_args_t *t, const dist_args_t *d
                           uint64_t run_id, const rdv_entry_t *me, rdv_entry_t **table) {
     if (!d->run_dir || !dist_global_on_servers(d->sync)) return;
     char why[ERR_LEN];
-    if (rdv_join(ctx, coordinator, run_id, me, d->servers + dist_slots(d), table, RESUMED_TABLE_MS, why, sizeof why) == 0)
+    if (rdv_join(ctx, coordinator, run_id, me, d->servers + dist_slots(d), table, RESUMED_TABLE_MS, why, sizeof why) ==
+        0)
         return;
     if (!t->quiet)
         run_say("asgd server 0: resumed without the coordinator (%s): no global model curve from here on\n", why);
@@ -354,11 +358,17 @@ static ps_replica_t *server_replica(void *ctx, size_t id, uint64_t run_id, const
                                     void (*on_promoted)(void *, ps_server_t *, const char *), void *promoted_ctx,
                                     char *err, size_t err_len) {
     int ack_ms = (int)(d->timeout_ms / 4 > 500 ? d->timeout_ms / 4 : 500);
-    ps_replica_config_t rc = {
-        .state_dir = d->run_dir, .shard = id, .replica = d->replica, .run_id = run_id, .n_workers = dist_slots(d),
-        .ack_timeout_ms = ack_ms, .worker_timeout_ms = (int)d->worker_timeout_ms,
-        .join_timeout_ms = (int)d->timeout_ms, .quiet = 0, .on_promoted = on_promoted,
-        .on_promoted_ctx = promoted_ctx};
+    ps_replica_config_t rc = {.state_dir = d->run_dir,
+                              .shard = id,
+                              .replica = d->replica,
+                              .run_id = run_id,
+                              .n_workers = dist_slots(d),
+                              .ack_timeout_ms = ack_ms,
+                              .worker_timeout_ms = (int)d->worker_timeout_ms,
+                              .join_timeout_ms = (int)d->timeout_ms,
+                              .quiet = 0,
+                              .on_promoted = on_promoted,
+                              .on_promoted_ctx = promoted_ctx};
     return ps_replica_new(ctx, &rc, err, err_len);
 }
 
@@ -418,13 +428,21 @@ static void backup_promoted(void *ctx, ps_server_t *s, const char *endpoint) {
 // A backup replica's life: it copies its primary's state, applies what the
 // primary forwards, and takes over when the primary dies. Returns 0 or -1.
 static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t *t, const dist_args_t *d,
-                      const model_t *m, const model_file_split_t *split, const char *coordinator, ps_config_t *c, const float *values, size_t begin,
-                      size_t end, char *err, size_t err_len) {
-    backup_eval_t b = {.ctx = ctx, .id = id, .run_id = run_id, .t = t, .d = d, .m = m, .coordinator = coordinator,
+                      const model_t *m, const model_file_split_t *split, const char *coordinator, ps_config_t *c,
+                      const float *values, size_t begin, size_t end, char *err, size_t err_len) {
+    backup_eval_t b = {.ctx = ctx,
+                       .id = id,
+                       .run_id = run_id,
+                       .t = t,
+                       .d = d,
+                       .m = m,
+                       .coordinator = coordinator,
                        .endpoints = calloc(d->servers, sizeof(const char *))};
     ps_replica_t *rep = NULL;
-    if (!b.endpoints) snprintf(err, err_len, "out of memory");
-    else rep = server_replica(ctx, id, run_id, d, backup_promoted, &b, err, err_len);
+    if (!b.endpoints)
+        snprintf(err, err_len, "out of memory");
+    else
+        rep = server_replica(ctx, id, run_id, d, backup_promoted, &b, err, err_len);
     ps_server_t *s = NULL;
     int rc = -1;
     char bind[300];
@@ -438,15 +456,15 @@ static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t 
     }
     if (serve_then_stop_eval(id, s, &b.ge, err, err_len) != 0) goto out;
     if (ps_replica_stale(rep)) {
-        run_say("asgd server %zu: replica %zu was out of sync when the run finished: it holds no result\n",
-                id, d->replica);
+        run_say("asgd server %zu: replica %zu was out of sync when the run finished: it holds no result\n", id,
+                d->replica);
         rc = 0;
         goto out;
     }
     if (write_replica_values(id, d, s, err, err_len) != 0) goto out;
     // Promoted: it finished the run as the primary, and writes the shard's files.
     if (ps_replica_is_primary(rep) && (ps_replica_finish(rep, err, err_len) != 0 ||
-                                      server_finish(id, run_id, d, m, split, s, b.ge, begin, end, err, err_len) != 0))
+                                       server_finish(id, run_id, d, m, split, s, b.ge, begin, end, err, err_len) != 0))
         goto out;
     rc = 0;
 out:
@@ -460,7 +478,8 @@ out:
 }
 
 int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                      const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err, size_t err_len) {
+                    const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
+                    size_t err_len) {
     // Under hybrid the servers hold the sparse part only, the first S parameters.
     size_t n = d->sync == SYNC_MODE_HYBRID ? model_num_sparse_params(m) : model_num_params(m);
     if (n == 0) {
@@ -505,19 +524,20 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
     }
     if (!(s = server_start(ctx, id, t, d, &c, values + begin, err, err_len))) goto out;
     if (d->server_replicas > 1 &&
-        (!(rep = server_replica(ctx, id, run_id, d, NULL, NULL, err, err_len)) || ps_replica_lead(rep, s, err, err_len) != 0 ||
-         ps_replica_await_backup(rep, s, err, err_len) != 0))
+        (!(rep = server_replica(ctx, id, run_id, d, NULL, NULL, err, err_len)) ||
+         ps_replica_lead(rep, s, err, err_len) != 0 || ps_replica_await_backup(rep, s, err, err_len) != 0))
         goto out;
     rdv_entry_t me = server_entry(id, ps_server_endpoint(s));
     // A resumed shard does not meet the others anew.
-    if (!t->resume &&
-        rdv_join(ctx, coordinator, run_id, &me, d->servers + dist_slots(d), &table, (int)d->timeout_ms, err, err_len) != 0)
+    if (!t->resume && rdv_join(ctx, coordinator, run_id, &me, d->servers + dist_slots(d), &table, (int)d->timeout_ms,
+                               err, err_len) != 0)
         goto out;
     if (t->resume && id == 0) resumed_table(ctx, t, d, coordinator, run_id, &me, &table);
     if (!t->quiet)
-        run_say("asgd server %zu: parameters [%zu, %zu) of %zu at %s, %s\n", id, begin, end, n,
-                ps_server_endpoint(s), sync_mode_name((sync_mode_t)d->sync));
-    if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, &gp, run_id, err, err_len)) && err[0])
+        run_say("asgd server %zu: parameters [%zu, %zu) of %zu at %s, %s\n", id, begin, end, n, ps_server_endpoint(s),
+                sync_mode_name((sync_mode_t)d->sync));
+    if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, &gp, run_id, err, err_len)) &&
+        err[0])
         goto out;
     if (serve_then_stop_eval(id, s, &ge, err, err_len) != 0) goto out;
     if (rep && (write_replica_values(id, d, s, err, err_len) != 0 || ps_replica_finish(rep, err, err_len) != 0))

@@ -12,33 +12,33 @@
 #include <unistd.h>
 #include <zmq.h>
 
-#include "datasets/storage/checkpoint_file.h"  // defines: ckpt_crc32
-#include "datasets/storage/counter_file.h"  // defines: counter_file_create, counter_file_read
-#include "kernels/foundation/partition.h"  // defines: shard_range
+#include "datasets/storage/checkpoint_file.h"
+#include "datasets/storage/counter_file.h"
+#include "kernels/foundation/partition.h"
 #include "engine/run/dist.h"
-#include "engine/replica/collective.h"      // defines: collective_new, collective_kind, collective_name
-#include "engine/replica/collective_mpi.h"  // defines: collective_mpi_usable
-#include "engine/replica/global_eval.h"     // defines: global_eval_start, global_eval_rows
-#include "engine/core/json_writer.h"     // defines: json_*
-#include "engine/core/test_hooks.h"      // defines: test_hook_value, test_hook_name
-#include "engine/run/model_file.h"      // defines: model_file_info_of, model_file_write
-#include "engine/run/run_record.h"      // defines: worker_result_t, server_result_t, run_record_write_*
-#include "engine/run/servers_watch.h"   // defines: servers_watch_start, servers_watch_stop
-#include "engine/run/worker_live.h"     // defines: worker_live_open, worker_live_close
-#include "engine/replica/replica.h"         // defines: replica_train
-#include "engine/replica/worker_checkpoint.h"  // defines: worker_ckpt_config_t, worker_ckpt_load
-#include "engine/core/run_report.h"      // defines: run_report_new
-#include "net/ps_client.h"          // defines: ps_push_count_t
-#include "net/curve_auth.h"         // defines: net_security_set, curve_key_load, zap_handler_new
-#include "kernels/foundation/trace.h"           // defines: trace_start, trace_write
-#include "net/ps_server.h"          // defines: ps_server_new, ps_server_run
-#include "net/ps_replica.h"         // defines: ps_replica_new, ps_replica_lead, ps_replica_join
-#include "net/rendezvous.h"         // defines: rdv_join, rdv_server_new
-#include "net/stop_signal.h"        // defines: stop_signal_install, stop_signal_received
-#include "net/ring.h"               // defines: ring_new, ring_connect, RING_IPC_PATH_MAX
-#include "net/wire.h"               // defines: wire_fresh_id
-#include "staleness/delay.h"        // defines: delay_spec_parse, step_delay_t, step_delay_active
-#include "staleness/histogram.h"    // defines: staleness_hist_*
+#include "engine/replica/collective.h"
+#include "engine/replica/collective_mpi.h"
+#include "engine/replica/global_eval.h"
+#include "engine/core/json_writer.h"
+#include "engine/core/test_hooks.h"
+#include "engine/run/model_file.h"
+#include "engine/run/run_record.h"
+#include "engine/run/servers_watch.h"
+#include "engine/run/worker_live.h"
+#include "engine/replica/replica.h"
+#include "engine/replica/worker_checkpoint.h"
+#include "engine/core/run_report.h"
+#include "net/ps_client.h"
+#include "net/curve_auth.h"
+#include "kernels/foundation/trace.h"
+#include "net/ps_server.h"
+#include "net/ps_replica.h"
+#include "net/rendezvous.h"
+#include "net/stop_signal.h"
+#include "net/ring.h"
+#include "net/wire.h"
+#include "staleness/delay.h"
+#include "staleness/histogram.h"
 
 #include "engine/run/dist_roles.h"
 #include "engine/run/run_output.h"
@@ -83,11 +83,13 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
     if (d->sync == SYNC_MODE_SSP || (d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse))
         json_uint(&j, "staleness_bound", d->staleness);
-    else if (d->sync == SYNC_MODE_BSP) json_uint(&j, "staleness_bound", 0);
-    else json_null(&j, "staleness_bound");
+    else if (d->sync == SYNC_MODE_BSP)
+        json_uint(&j, "staleness_bound", 0);
+    else
+        json_null(&j, "staleness_bound");
     json_uint(&j, "threads", t->threads);
     json_uint(&j, "batch", t->batch);  // each thread's step (sync: its share of a round), after --scaling
-    json_number(&j, "lr", t->lr);      // after --lr-scaling
+    json_number(&j, "lr", t->lr);  // after --lr-scaling
     json_string(&j, "scaling", d->scaling ? "strong" : "weak");
     json_string(&j, "lr_scaling", dist_lr_scaling_name(d->lr_scaling));
     json_uint(&j, "warmup", t->warmup);
@@ -99,8 +101,10 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_uint(&j, "train_examples", model_num_train(m));  // of the whole run; this worker trains on its share
     json_number(&j, "samples_per_s", r->samples_per_s);
     json_number(&j, "time_to_target_s", r->time_to_target_s);
-    if (isnan(r->time_to_target_s)) json_null(&j, "samples_to_target");
-    else json_uint(&j, "samples_to_target", r->samples_to_target);
+    if (isnan(r->time_to_target_s))
+        json_null(&j, "samples_to_target");
+    else
+        json_uint(&j, "samples_to_target", r->samples_to_target);
     json_number(&j, "final_train_loss", r->last.train_loss);
     json_number(&j, "final_test_loss", r->last.test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
@@ -109,10 +113,13 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_bool(&j, "interrupted", r->interrupted);
     json_bool(&j, "evicted", rs->servers_finished);  // the servers finished the run without it
     json_number(&j, "global_test_loss", rs->global_test_loss);
-    json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse", rs->global_test_metric);
+    json_number(&j, metric == METRIC_KIND_ACCURACY ? "global_test_accuracy" : "global_test_rmse",
+                rs->global_test_metric);
     json_uint(&j, "global_versions", rs->global_versions);
-    if (rs->collective) json_string(&j, "collective", rs->collective);
-    else json_null(&j, "collective");
+    if (rs->collective)
+        json_string(&j, "collective", rs->collective);
+    else
+        json_null(&j, "collective");
     if (rs->cross_ring) json_string(&j, "cross_ring", rs->cross_ring);
     json_uint(&j, "clock", rs->clock);
     json_uint(&j, "pushes", rs->pushes);
@@ -211,20 +218,20 @@ typedef struct worker {
     const model_file_split_t *split;  // --save-model: the run's split, recorded in the file
     ring_t *ring;
     collective_t *collective;  // the ring modes' sums (collective.h), or NULL
-    rdv_entry_t *table;        // every rank's endpoint, from the coordinator
-    const char **servers;      // the shards' endpoints (into table)
-    step_delay_t *delays;      // --delay-worker, per worker
-    uint32_t join_nonce;       // --join: this process's own, non-zero (ps_client_new_joiner)
-    counter_file_t ledger;     // its pushes, in the run directory
+    rdv_entry_t *table;  // every rank's endpoint, from the coordinator
+    const char **servers;  // the shards' endpoints (into table)
+    step_delay_t *delays;  // --delay-worker, per worker
+    uint32_t join_nonce;  // --join: this process's own, non-zero (ps_client_new_joiner)
+    counter_file_t ledger;  // its pushes, in the run directory
     ps_push_count_t *own_counts;  // ... or here, without a run directory
-    ps_push_count_t *counts;   // whichever of the two (NULL without servers)
+    ps_push_count_t *counts;  // whichever of the two (NULL without servers)
     size_t incarnation;
     worker_ckpt_config_t *ckpt;  // asp/ssp with --checkpoint-every or --resume, else NULL
-    servers_watch_t watch;     // the servers' end, seen in the run directory
-    worker_live_t live;        // its live counts in the run directory (asgd launch's progress line)
-    train_callbacks_t cb;      // what the trainer calls: the report's, through the live counts
+    servers_watch_t watch;  // the servers' end, seen in the run directory
+    worker_live_t live;  // its live counts in the run directory (asgd launch's progress line)
+    train_callbacks_t cb;  // what the trainer calls: the report's, through the live counts
     run_report_t *report;
-    float *final_w;            // --save-model
+    float *final_w;  // --save-model
 } worker_t;
 
 static void worker_free(worker_t *w) {
@@ -301,7 +308,8 @@ static int worker_open_ledger(worker_t *w, uint64_t run_id, char *err, size_t er
     const dist_args_t *d = w->d;
     if (d->servers == 0) return 0;
     if (d->run_dir) {
-        if (dist_push_ledger_open(d->run_dir, run_id, w->id, d->servers, &w->ledger, &w->incarnation, err, err_len) != 0)
+        if (dist_push_ledger_open(d->run_dir, run_id, w->id, d->servers, &w->ledger, &w->incarnation, err, err_len) !=
+            0)
             return -1;
         w->counts = dist_push_ledger_counts(&w->ledger);
     } else if (!(w->counts = w->own_counts = calloc(d->servers, sizeof *w->counts))) {
@@ -366,8 +374,8 @@ static int worker_ckpt_setup(worker_t *w, char *err, size_t err_len) {
         return -1;
     }
     if (t->checkpoint_every > 0 &&
-        dist_check_writable_dir(dir, t->checkpoint_dir ? train_args_checkpoint_flag(t) : "--run-dir", err,
-                                err_len) != 0)
+        dist_check_writable_dir(dir, t->checkpoint_dir ? train_args_checkpoint_flag(t) : "--run-dir", err, err_len) !=
+            0)
         return -1;
     worker_ckpt_config_t *k = w->ckpt = calloc(1, sizeof *k);
     if (!k) {
@@ -380,15 +388,23 @@ static int worker_ckpt_setup(worker_t *w, char *err, size_t err_len) {
     k->resume = t->resume != NULL;
     k->on_failure = worker_ckpt_failed;
     k->failure_ctx = w;
-    k->id = (worker_ckpt_identity_t){
-        .worker = w->id, .workers = d->workers, .servers = d->servers, .mode = (uint64_t)d->sync,
-        .staleness = d->sync == SYNC_MODE_SSP ? d->staleness : 0, .seed = t->seed, .threads = t->threads,
-        .batch = t->batch, .push_every = d->push_every, .n_params = model_num_params(w->m),
-        .n_train = model_num_train(w->m), .n_test = model_num_test(w->m)};
+    k->id = (worker_ckpt_identity_t){.worker = w->id,
+                                     .workers = d->workers,
+                                     .servers = d->servers,
+                                     .mode = (uint64_t)d->sync,
+                                     .staleness = d->sync == SYNC_MODE_SSP ? d->staleness : 0,
+                                     .seed = t->seed,
+                                     .threads = t->threads,
+                                     .batch = t->batch,
+                                     .push_every = d->push_every,
+                                     .n_params = model_num_params(w->m),
+                                     .n_train = model_num_train(w->m),
+                                     .n_test = model_num_test(w->m)};
     model_describe(w->m, k->id.model, sizeof k->id.model);
     const char *sources[] = {t->data ? t->data : "", "\n", t->test_data ? t->test_data : ""};
     uint32_t crc = 0;
-    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) crc = ckpt_crc32(crc, sources[i], strlen(sources[i]));
+    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++)
+        crc = ckpt_crc32(crc, sources[i], strlen(sources[i]));
     k->id.data = crc;
     if (!k->resume) return 0;
     worker_ckpt_t check;
@@ -443,8 +459,14 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
         char desc[160];
         model_describe(w->m, desc, sizeof desc);
         run_say("asgd worker %zu of %zu: %s, %s%s, %zu threads, batch %zu%s%s\n", w->id, d->workers, desc,
-                sync_mode_name((sync_mode_t)d->sync), !w->collective ? "" : collective_kind(w->collective) == COLLECTIVE_SHM ? " in shared memory" : collective_kind(w->collective) == COLLECTIVE_HIER ? " in shared memory and across hosts" : collective_kind(w->collective) == COLLECTIVE_STREAM ? " over the stream ring" : "", t->threads, t->batch,
-                step_delay_active(&w->delays[w->id]) ? ", delayed" : "", t->device ? ", on the GPU" : "");
+                sync_mode_name((sync_mode_t)d->sync),
+                !w->collective                                        ? ""
+                : collective_kind(w->collective) == COLLECTIVE_SHM    ? " in shared memory"
+                : collective_kind(w->collective) == COLLECTIVE_HIER   ? " in shared memory and across hosts"
+                : collective_kind(w->collective) == COLLECTIVE_STREAM ? " over the stream ring"
+                                                                      : "",
+                t->threads, t->batch, step_delay_active(&w->delays[w->id]) ? ", delayed" : "",
+                t->device ? ", on the GPU" : "");
     }
     return 0;
 }
@@ -490,7 +512,8 @@ static int worker_train(void *ctx, worker_t *w, const replica_config_t *rc, cons
 static int worker_write_results(const worker_t *w, const train_result_t *result, const replica_stats_t *rs,
                                 unsigned rejoins, char *err, size_t err_len) {
     const dist_args_t *d = w->d;
-    if (d->save_model && !rs->servers_finished && dist_save_model(d->save_model, w->m, w->split, 0, model_num_params(w->m), w->final_w, err, err_len) != 0)
+    if (d->save_model && !rs->servers_finished &&
+        dist_save_model(d->save_model, w->m, w->split, 0, model_num_params(w->m), w->final_w, err, err_len) != 0)
         return -1;
     FILE *results = run_results();
     if (results) {
@@ -508,8 +531,8 @@ static int worker_write_results(const worker_t *w, const train_result_t *result,
 }
 
 int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                      const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
-                      size_t err_len) {
+                    const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
+                    size_t err_len) {
     worker_t w = {.id = id, .t = t, .d = d, .m = m, .split = split, .live = {.fd = -1}};
     int rc = -1;
     if (!(w.join_nonce = (uint32_t)wire_fresh_id(&w))) w.join_nonce = 1;
@@ -545,9 +568,10 @@ int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args
     int trained = worker_train(ctx, &w, &rc_cfg, &tc, &result, &rs, &rejoins, err, err_len);
     if (trained < 0) goto out;
     if (trained > 0) {
-        run_say("asgd worker %zu: the servers finished the run without it (evicted: silent longer than "
-                        "--worker-timeout %zu ms): %llu samples trained, its last pushes never applied\n", id,
-                d->worker_timeout_ms, (unsigned long long)result.samples);
+        run_say(
+            "asgd worker %zu: the servers finished the run without it (evicted: silent longer than "
+            "--worker-timeout %zu ms): %llu samples trained, its last pushes never applied\n",
+            id, d->worker_timeout_ms, (unsigned long long)result.samples);
         err[0] = '\0';
     }
     if (run_report_close(&w.report, err, err_len) != 0) goto out;
@@ -559,4 +583,3 @@ out:
 }
 
 // ---- one rank ------------------------------------------------------------------
-

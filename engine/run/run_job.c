@@ -5,17 +5,31 @@
 
 #include "engine/run/run_job.h"
 
-#include "engine/core/flags_file.h"  // defines: flags_file_format
+#include "engine/core/flags_file.h"
 
 // The launcher's own flags.
 static size_t launch_opts_flags(launch_opts_t *o, flag_spec_t *flags) {
     memset(o, 0, sizeof *o);
     const flag_spec_t table[] = {
-        {"save-model", FLAG_TYPE_STRING, &o->save_model, "FILE", "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; docs/model_file.md)", 0, 0, NULL, 0},
-        {"progress-every", FLAG_TYPE_DOUBLE, &o->progress_every, "S", "a local run's progress line on stderr every S seconds (when not given: 0.5 on a terminal, rewritten in place; else 5)", 0.001, 1e6, NULL, 0},
-        {"restart-workers", FLAG_TYPE_SIZE, &o->restart_workers, "N", "start a worker that dies again (it rejoins the run; asp/ssp with --checkpoint-every: from its last checkpoint), at most N times in all (0: a failure stops the run)", 0, 1e6, NULL, 0},
-        {"restart-servers", FLAG_TYPE_SIZE, &o->restart_servers, "N", "start a server that dies again from its last checkpoint (needs --checkpoint-every; asp, ssp, bsp), at most N times in all; the pushes it applied after that checkpoint are lost and counted (0: a failure stops the run)", 0, 1e6, NULL, 0},
-        {"verbose", FLAG_TYPE_BOOL, &o->verbose, NULL, "show every line of every process, their JSON summaries too (they are in --run-dir either way)", 0, 0, NULL, 0},
+        {"save-model", FLAG_TYPE_STRING, &o->save_model, "FILE",
+         "write the run's global model to FILE (the servers' final values; allreduce: worker 0's replica; "
+         "docs/model_file.md)",
+         0, 0, NULL, 0},
+        {"progress-every", FLAG_TYPE_DOUBLE, &o->progress_every, "S",
+         "a local run's progress line on stderr every S seconds (when not given: 0.5 on a terminal, rewritten in "
+         "place; else 5)",
+         0.001, 1e6, NULL, 0},
+        {"restart-workers", FLAG_TYPE_SIZE, &o->restart_workers, "N",
+         "start a worker that dies again (it rejoins the run; asp/ssp with --checkpoint-every: from its last "
+         "checkpoint), at most N times in all (0: a failure stops the run)",
+         0, 1e6, NULL, 0},
+        {"restart-servers", FLAG_TYPE_SIZE, &o->restart_servers, "N",
+         "start a server that dies again from its last checkpoint (needs --checkpoint-every; asp, ssp, bsp), at most N "
+         "times in all; the pushes it applied after that checkpoint are lost and counted (0: a failure stops the run)",
+         0, 1e6, NULL, 0},
+        {"verbose", FLAG_TYPE_BOOL, &o->verbose, NULL,
+         "show every line of every process, their JSON summaries too (they are in --run-dir either way)", 0, 0, NULL,
+         0},
     };
     _Static_assert(sizeof table / sizeof table[0] == LAUNCH_OPTS_N_FLAGS, "LAUNCH_OPTS_N_FLAGS is the table's length");
     memcpy(flags, table, sizeof table);
@@ -35,7 +49,8 @@ void run_job_init(run_job_t *j) {
 // --log: every process's curve goes into the run directory. Returns 0, or 2 with err.
 static int launch_refuse_log(const train_args_t *t, char *err, size_t err_len) {
     if (!t->log) return 0;
-    snprintf(err, err_len, "asgd launch: --log: a launch writes each worker's CSV into --run-dir (worker-K.csv, and "
+    snprintf(err, err_len,
+             "asgd launch: --log: a launch writes each worker's CSV into --run-dir (worker-K.csv, and "
              "global.csv, merged.csv); drop --log");
     return 2;
 }
@@ -43,9 +58,9 @@ static int launch_refuse_log(const train_args_t *t, char *err, size_t err_len) {
 // The flags a process of the run does not read from the job: the launcher's
 // own, the flag file already read, and those each process is given for itself
 // (its run directory, coordinator, run id and timeline).
-static const char *const not_for_processes[] = {"save-model", "progress-every", "restart-workers", "restart-servers",
-                                                "verbose", "config", "run-dir", "coordinator", "run-id", "trace",
-                                                NULL};
+static const char *const not_for_processes[] = {
+    "save-model", "progress-every", "restart-workers", "restart-servers", "verbose", "config",
+    "run-dir",    "coordinator",    "run-id",          "trace",           NULL};
 
 int run_job_check(run_job_t *j, const char *command, char *err, size_t err_len) {
     // As given, before the checks fill in defaults and scaling changes --batch and --lr.

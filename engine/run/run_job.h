@@ -5,17 +5,17 @@
 // it), which the run layer's launch takes (launch.h).
 #include <stddef.h>
 
-#include "engine/core/flags.h"       // defines: flag_spec_t
-#include "engine/run/dist.h"         // defines: dist_args_t
-#include "engine/run/train_args.h"   // defines: train_args_t, TRAIN_ARGS_N_FLAGS
+#include "engine/core/flags.h"
+#include "engine/run/dist.h"
+#include "engine/run/train_args.h"
 
 // The launcher's own flags, beyond the training and distributed ones.
 typedef struct launch_opts {
-    const char *save_model;   // --save-model: the run's global model
-    size_t restart_workers;   // --restart-workers N
-    size_t restart_servers;   // --restart-servers N
-    double progress_every;    // --progress-every S (0: the default for where stderr goes)
-    int verbose;              // --verbose: every child's lines, their JSON summaries included
+    const char *save_model;  // --save-model: the run's global model
+    size_t restart_workers;  // --restart-workers N
+    size_t restart_servers;  // --restart-servers N
+    double progress_every;  // --progress-every S (0: the default for where stderr goes)
+    int verbose;  // --verbose: every child's lines, their JSON summaries included
 } launch_opts_t;
 
 #define LAUNCH_OPTS_N_FLAGS 5

@@ -1,6 +1,6 @@
 // A distributed run's directory merged (run_merge.h).
 #include "engine/run/run_merge.h"
-#include "engine/run/run_output.h"  // defines: run_say, run_results
+#include "engine/run/run_output.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -8,22 +8,22 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/run/launch_curve.h"  // defines: global_curve_load, global_curve_write_merged
-#include "engine/run/model_file.h"    // defines: model_file_join, model_file_write
-#include "engine/run/run_record.h"    // defines: run_record_read_worker, run_record_read_server
-#include "engine/run/worker_live.h"   // defines: worker_live_path
-#include "engine/core/json_writer.h"  // defines: json_*
-#include "kernels/optimizer_kind.h"    // defines: optimizer_kind_name
-#include "net/ps_client.h"            // defines: ps_push_count_t
-#include "staleness/histogram.h"      // defines: staleness_hist_t
+#include "engine/run/launch_curve.h"
+#include "engine/run/model_file.h"
+#include "engine/run/run_record.h"
+#include "engine/run/worker_live.h"
+#include "engine/core/json_writer.h"
+#include "kernels/optimizer_kind.h"
+#include "net/ps_client.h"
+#include "staleness/histogram.h"
 
 // Every process's result record (run_record.h), read once.
 typedef struct run_results {
     worker_result_t *workers;  // [dist_slots(d)]: a joiner's slot nobody took is zeros
     server_result_t *servers;  // [d->servers]
-    size_t n_servers;          // shard records held (to free)
-    size_t joined, left;       // workers that joined the running run (--join); workers that left on a signal
-    size_t evicted;            // workers the servers finished without (worker_result_t.evicted)
+    size_t n_servers;  // shard records held (to free)
+    size_t joined, left;  // workers that joined the running run (--join); workers that left on a signal
+    size_t evicted;  // workers the servers finished without (worker_result_t.evicted)
     uint64_t samples_evicted;  // ... and their samples
 } run_results_t;
 
@@ -99,14 +99,17 @@ static int merge_staleness(const char *dir, const run_results_t *res, size_t ser
     fprintf(f, "staleness,updates_by_clocks,updates_by_versions\n");
     for (size_t v = 0; v < STALENESS_HIST_BINS; v++)
         if (h_clocks->bins[v] || h_updates->bins[v])
-            fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)h_clocks->bins[v], (unsigned long long)h_updates->bins[v]);
+            fprintf(f, "%zu,%llu,%llu\n", v, (unsigned long long)h_clocks->bins[v],
+                    (unsigned long long)h_updates->bins[v]);
     return dist_file_close(f, dir, "staleness.csv", err, err_len);
 }
 
 // One figure of the run: a number, or null when there is none.
 static void json_number_or_null(json_writer_t *j, const char *key, double v) {
-    if (isnan(v)) json_null(j, key);
-    else json_number(j, key, v);
+    if (isnan(v))
+        json_null(j, key);
+    else
+        json_number(j, key, v);
 }
 
 // The global model's time, samples and epochs to the target, and its final metric.
@@ -117,8 +120,10 @@ static void json_global_figures(json_writer_t *j, const global_curve_t *gc, doub
                         last ? last->v[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY] : NAN);
     json_number_or_null(j, "final_test_loss", last ? last->v[CURVE_TEST_LOSS] : NAN);
     json_number_or_null(j, "time_to_target_s", hit ? hit->v[CURVE_WALL_S] : NAN);
-    if (hit) json_uint(j, "samples_to_target", (uint64_t)hit->v[CURVE_SAMPLES]);
-    else json_null(j, "samples_to_target");
+    if (hit)
+        json_uint(j, "samples_to_target", (uint64_t)hit->v[CURVE_SAMPLES]);
+    else
+        json_null(j, "samples_to_target");
     json_number_or_null(j, "epochs_to_target", hit ? hit->v[CURVE_EPOCH] : NAN);
     json_string(j, "global_curve", gc->source);
     json_uint(j, "global_evaluations", gc->evals);
@@ -167,8 +172,10 @@ static void json_run_shape(json_writer_t *j, const train_args_t *t, const dist_a
     json_string(j, "sync", sync_mode_name((sync_mode_t)d->sync));
     if (d->sync == SYNC_MODE_SSP || (d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse))
         json_uint(j, "staleness_bound", d->staleness);
-    else if (d->sync == SYNC_MODE_BSP) json_uint(j, "staleness_bound", 0);
-    else json_null(j, "staleness_bound");
+    else if (d->sync == SYNC_MODE_BSP)
+        json_uint(j, "staleness_bound", 0);
+    else
+        json_null(j, "staleness_bound");
     json_uint(j, "servers", d->servers);
     json_uint(j, "workers", d->workers);
     json_uint(j, "threads", t->threads);
@@ -309,8 +316,10 @@ static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_
     json_object(j, "config");
     json_string(j, "model", train_args_model(t)->name);
     json_string(j, "data", t->data);
-    if (train_examples > 0) json_uint(j, "train_examples", train_examples);
-    else json_null(j, "train_examples");
+    if (train_examples > 0)
+        json_uint(j, "train_examples", train_examples);
+    else
+        json_null(j, "train_examples");
     json_uint(j, "epochs", t->epochs);
     json_uint(j, "batch", t->batch);
     json_number(j, "lr", t->lr);
@@ -318,8 +327,10 @@ static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_
     json_number(j, "time_limit_s", t->time_limit);
     json_number(j, "target", train_args_target(t));
     json_string(j, "sync", sync_mode_name((sync_mode_t)d->sync));
-    if (d->sync == SYNC_MODE_SSP) json_uint(j, "staleness", d->staleness);
-    else json_null(j, "staleness");  // the bound exists under ssp only
+    if (d->sync == SYNC_MODE_SSP)
+        json_uint(j, "staleness", d->staleness);
+    else
+        json_null(j, "staleness");  // the bound exists under ssp only
     json_uint(j, "push_every", d->push_every);
     json_uint(j, "fetch_every", d->fetch_every);
     json_string(j, "server_optimizer", optimizer_kind_name((optimizer_kind_t)d->server_optimizer));
@@ -422,8 +433,8 @@ static int write_summaries(const char *dir, const train_args_t *t, const dist_ar
 }
 
 // The outcome's figures and curve: the global model's, as summary.json has them.
-static int outcome_of(const run_results_t *res, const global_curve_t *gc, const train_args_t *t,
-                      const dist_args_t *d, launch_job_outcome_t *o, char *err, size_t err_len) {
+static int outcome_of(const run_results_t *res, const global_curve_t *gc, const train_args_t *t, const dist_args_t *d,
+                      launch_job_outcome_t *o, char *err, size_t err_len) {
     int rmse = train_args_model(t)->metric == METRIC_KIND_RMSE;
     snprintf(o->model, sizeof o->model, "%s", train_args_model(t)->name);
     o->rmse = rmse;
@@ -459,16 +470,20 @@ static void say_wait_hint(const train_args_t *t, const dist_args_t *d, const run
     if (!(thread_s > 0) || waited <= 0.25 * thread_s) return;
     double share = 100.0 * waited / thread_s;
     if (d->sync == SYNC_MODE_BSP)
-        run_say("asgd launch: the workers waited %.0f%% of their time for each round's slowest gradient; "
-                        "--backup-workers B drops the last B, --sync ssp lets the fast ones run ahead\n", share);
+        run_say(
+            "asgd launch: the workers waited %.0f%% of their time for each round's slowest gradient; "
+            "--backup-workers B drops the last B, --sync ssp lets the fast ones run ahead\n",
+            share);
     else if (d->sync == SYNC_MODE_SSP && bound >= waited - bound)
-        run_say("asgd launch: the workers waited %.0f%% of their time (%.1f s) for slower workers, held by "
-                        "the staleness bound; a larger --staleness (now %zu) lets the fast ones run further ahead\n",
-                share, bound, d->staleness);
+        run_say(
+            "asgd launch: the workers waited %.0f%% of their time (%.1f s) for slower workers, held by "
+            "the staleness bound; a larger --staleness (now %zu) lets the fast ones run further ahead\n",
+            share, bound, d->staleness);
     else if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP)
-        run_say("asgd launch: the workers waited %.0f%% of their time (%.1f s) for pulls to come back; a "
-                        "larger --push-every and --fetch-every (now %zu, %zu) make fewer, larger exchanges\n",
-                share, waited - bound, d->push_every, d->fetch_every);
+        run_say(
+            "asgd launch: the workers waited %.0f%% of their time (%.1f s) for pulls to come back; a "
+            "larger --push-every and --fetch-every (now %zu, %zu) make fewer, larger exchanges\n",
+            share, waited - bound, d->push_every, d->fetch_every);
 }
 
 // One line on stderr when the periods asked for were not what happened: under
@@ -482,11 +497,12 @@ static void say_period_hint(const train_args_t *t, const dist_args_t *d, const r
     if (!(p.push_mean > 2.0 * (double)d->push_every) && !(p.pull_mean > 2.0 * (double)d->fetch_every)) return;
     char pulled[48] = "did not pull";
     if (!isnan(p.pull_mean)) snprintf(pulled, sizeof pulled, "pulled every %.0f", p.pull_mean);
-    run_say("asgd launch: the workers pushed every %.0f steps and %s on average (asked: --push-every %zu, "
-                    "--fetch-every %zu): an exchange took longer than that many steps, so they pushed and pulled as "
-                    "often as they could, each push carrying every step since the last (summary.json: "
-                    "steps_per_push, steps_per_pull)\n",
-            p.push_mean, pulled, d->push_every, d->fetch_every);
+    run_say(
+        "asgd launch: the workers pushed every %.0f steps and %s on average (asked: --push-every %zu, "
+        "--fetch-every %zu): an exchange took longer than that many steps, so they pushed and pulled as "
+        "often as they could, each push carrying every step since the last (summary.json: "
+        "steps_per_push, steps_per_pull)\n",
+        p.push_mean, pulled, d->push_every, d->fetch_every);
 }
 
 int run_merge_dir(const char *dir, const train_args_t *t, const dist_args_t *d, const run_merge_info_t *info,
@@ -504,7 +520,8 @@ int run_merge_dir(const char *dir, const train_args_t *t, const dist_args_t *d, 
     if (global_curve_write_merged(dir, &gc, d->workers, err, err_len) != 0) goto out;
     char why[600] = "";
     run_summary_t s = {&res, &gc, &hc, &hu, info, 1};
-    if (d->servers > 0) s.consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
+    if (d->servers > 0)
+        s.consistent = dist_check_pushes_applied_once(dir, d->servers, d->workers, why, sizeof why) == 0;
     if (write_summaries(dir, t, d, &s, !outcome, err, err_len) != 0) goto out;
     if (!s.consistent) {
         snprintf(err, err_len, "%s", why);
@@ -522,21 +539,26 @@ out:
 
 // ---- --save-model: the global model ----------------------------------------------
 
-const char *run_merge_part_path(dist_role_t role, size_t id, const dist_args_t *d, const char *dir, const char *save_model,
-                                char *buf, size_t len) {
+const char *run_merge_part_path(dist_role_t role, size_t id, const dist_args_t *d, const char *dir,
+                                const char *save_model, char *buf, size_t len) {
     if (!save_model) return NULL;
-    if (role == DIST_ROLE_SERVER) snprintf(buf, len, "%s/server-%zu.model", dir, id);
-    else if (id != 0) return NULL;
-    else if (dist_without_servers(d->sync)) return save_model;
-    else if (d->sync == SYNC_MODE_HYBRID) snprintf(buf, len, "%s/worker-0.model", dir);
-    else return NULL;
+    if (role == DIST_ROLE_SERVER)
+        snprintf(buf, len, "%s/server-%zu.model", dir, id);
+    else if (id != 0)
+        return NULL;
+    else if (dist_without_servers(d->sync))
+        return save_model;
+    else if (d->sync == SYNC_MODE_HYBRID)
+        snprintf(buf, len, "%s/worker-0.model", dir);
+    else
+        return NULL;
     return buf;
 }
 
 int run_merge_model(const char *dir, const dist_args_t *d, const char *save_model, char *err, size_t err_len) {
     if (!save_model || dist_without_servers(d->sync)) return 0;
     size_t n = 0, max = d->servers + 1;
-    char (*buf)[1024] = calloc(max, sizeof *buf);
+    char(*buf)[1024] = calloc(max, sizeof *buf);
     const char **paths = calloc(max, sizeof *paths);
     model_file_t f;
     model_file_init(&f);
@@ -551,8 +573,10 @@ int run_merge_model(const char *dir, const dist_args_t *d, const char *save_mode
         paths[n] = run_merge_part_path(DIST_ROLE_SERVER, k, d, dir, save_model, buf[n], sizeof buf[n]), n++;
     for (size_t i = 0; i < n; i++) {
         if (access(paths[i], R_OK) == 0) continue;
-        snprintf(err, err_len, "--save-model %s: %s is missing: its process wrote no part of the model (a run "
-                 "launched without --save-model, or a server stopped before the end)", save_model, paths[i]);
+        snprintf(err, err_len,
+                 "--save-model %s: %s is missing: its process wrote no part of the model (a run "
+                 "launched without --save-model, or a server stopped before the end)",
+                 save_model, paths[i]);
         goto out;
     }
     if (model_file_join(paths, n, &f, err, err_len) == 0)
@@ -563,7 +587,6 @@ out:
     free(buf);
     return rc;
 }
-
 
 size_t run_merge_missing(const char *dir, const dist_args_t *d, char *names, size_t len) {
     size_t missing = 0, at = 0;

@@ -8,16 +8,16 @@
 // mpirun, the ps-lite scheduler, and asgd merge RUN_DIR afterwards.
 #include <stddef.h>
 
-#include "engine/run/dist.h"        // defines: dist_args_t, dist_role_t
-#include "engine/run/launch_job.h"  // defines: launch_job_outcome_t
-#include "engine/run/train_args.h"  // defines: train_args_t
+#include "engine/run/dist.h"
+#include "engine/run/launch_job.h"
+#include "engine/run/train_args.h"
 
 // What summary.json says that no record holds: the launcher's own figures.
 typedef struct run_merge_info {
-    double launch_wall_s;           // NaN: unknown (asgd merge)
+    double launch_wall_s;  // NaN: unknown (asgd merge)
     const size_t *server_restarts;  // [d->servers] by the local launcher, or NULL: none
-    size_t replica_restarts;        // --server-replicas: dead replicas started again
-    int interrupted;                // the signal that stopped the run (its launcher's), or 0
+    size_t replica_restarts;  // --server-replicas: dead replicas started again
+    int interrupted;  // the signal that stopped the run (its launcher's), or 0
 } run_merge_info_t;
 
 // staleness.csv, merged.csv and summary.json in dir, from every process's

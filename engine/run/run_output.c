@@ -7,8 +7,10 @@
 static run_output_t sink;
 
 void run_output_set(const run_output_t *o) {
-    if (o) sink = *o;
-    else sink = (run_output_t){0};
+    if (o)
+        sink = *o;
+    else
+        sink = (run_output_t){0};
 }
 
 void run_say(const char *fmt, ...) {

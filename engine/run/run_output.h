@@ -14,7 +14,7 @@ typedef struct run_output {
     void (*say)(void *ctx, const char *text);
     void *ctx;
     FILE *results;  // a process's JSON result and a run's summary line; NULL: none
-    FILE *progress; // a worker's progress lines (engine/core/run_report.h writes them); NULL: none
+    FILE *progress;  // a worker's progress lines (engine/core/run_report.h writes them); NULL: none
     // Whether messages reach a terminal (a progress line is then rewritten in place).
     int messages_on_tty;
 } run_output_t;

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/run/dist.h"  // defines: dist_file_open, dist_file_close
+#include "engine/run/dist.h"
 
 static const char magic[8] = {'A', 'S', 'G', 'D', 'R', 'S', 'L', 'T'};
 #define HEADER_BYTES 32
@@ -23,7 +23,8 @@ typedef struct field {
     size_t offset;
 } field_t;
 
-#define WF(type, member) {#member, type, offsetof(worker_result_t, member)}
+#define WF(type, member) \
+    { #member, type, offsetof(worker_result_t, member) }
 static const field_t worker_fields[] = {
     WF(T_U64, id),
     WF(T_U64, metric_rmse),
@@ -55,7 +56,8 @@ static const field_t worker_fields[] = {
 };
 
 // `workers` comes before the arrays it sizes.
-#define SF(type, member) {#member, type, offsetof(server_result_t, member)}
+#define SF(type, member) \
+    { #member, type, offsetof(server_result_t, member) }
 static const field_t server_fields[] = {
     SF(T_U64, id),
     SF(T_U64, run_id),
@@ -157,7 +159,8 @@ static int write_record(const char *dir, int server, size_t id, uint32_t kind, c
     encode(&b, kind, fields, n, r, workers);
     int rc = -1;
     FILE *f = NULL;
-    if (b.failed) snprintf(err, err_len, "%s/%s: out of memory", dir, name);
+    if (b.failed)
+        snprintf(err, err_len, "%s/%s: out of memory", dir, name);
     else if ((f = dist_file_open(dir, name, err, err_len)) != NULL) {
         size_t put = fwrite(b.p, 1, b.len, f);
         rc = dist_file_close(f, dir, name, err, err_len);
@@ -272,8 +275,10 @@ static int check_header(cursor_t *c, uint32_t kind, size_t n_fields) {
     uint64_t version = get_le(h + 8, 4), got_kind = get_le(h + 12, 4), count = get_le(h + 16, 4);
     uint64_t body = get_le(h + 24, 8);
     if (version != RUN_RECORD_VERSION) {
-        snprintf(c->err, c->err_len, "%s: result record version %llu; this asgd reads version %u (rerun the run with "
-                 "one asgd)", c->path, (unsigned long long)version, RUN_RECORD_VERSION);
+        snprintf(c->err, c->err_len,
+                 "%s: result record version %llu; this asgd reads version %u (rerun the run with "
+                 "one asgd)",
+                 c->path, (unsigned long long)version, RUN_RECORD_VERSION);
         return -1;
     }
     if (got_kind != kind) {
@@ -310,8 +315,8 @@ static int decode(cursor_t *c, uint32_t kind, const field_t *fields, size_t n, v
             return -1;
         }
         void *at = base + f->offset;
-        int rc = f->type == T_U64   ? take_u64(c, f->name, at)
-                 : f->type == T_F64 ? take_f64(c, f->name, at)
+        int rc = f->type == T_U64    ? take_u64(c, f->name, at)
+                 : f->type == T_F64  ? take_f64(c, f->name, at)
                  : f->type == T_U64S ? take_array(c, f, *workers, at)
                                      : take_hist(c, f, at);
         if (rc != 0) return -1;
@@ -319,8 +324,8 @@ static int decode(cursor_t *c, uint32_t kind, const field_t *fields, size_t n, v
     return 0;
 }
 
-static int read_record(const char *dir, int server, size_t id, uint32_t kind, const field_t *fields, size_t n,
-                       void *r, const uint64_t *workers, char *err, size_t err_len) {
+static int read_record(const char *dir, int server, size_t id, uint32_t kind, const field_t *fields, size_t n, void *r,
+                       const uint64_t *workers, char *err, size_t err_len) {
     char path[1100];
     run_record_path(path, sizeof path, dir, server, id);
     FILE *f = fopen(path, "rb");
@@ -341,8 +346,10 @@ static int read_record(const char *dir, int server, size_t id, uint32_t kind, co
     int failed = p ? ferror(f) : 0;
     fclose(f);
     int rc = -1;
-    if (!p) snprintf(err, err_len, "%s: out of memory", path);
-    else if (failed) snprintf(err, err_len, "%s: cannot read: %s", path, strerror(errno));
+    if (!p)
+        snprintf(err, err_len, "%s: out of memory", path);
+    else if (failed)
+        snprintf(err, err_len, "%s: cannot read: %s", path, strerror(errno));
     else {
         cursor_t c = {p, len, 0, path, err, err_len};
         rc = decode(&c, kind, fields, n, r, workers);
@@ -358,8 +365,7 @@ int run_record_read_worker(const char *dir, size_t id, worker_result_t *r, char 
 
 int run_record_read_server(const char *dir, size_t id, server_result_t *r, char *err, size_t err_len) {
     memset(r, 0, sizeof *r);
-    int rc = read_record(dir, 1, id, KIND_SERVER, server_fields, N_FIELDS(server_fields), r, &r->workers, err,
-                         err_len);
+    int rc = read_record(dir, 1, id, KIND_SERVER, server_fields, N_FIELDS(server_fields), r, &r->workers, err, err_len);
     if (rc != 0) server_result_free(r);
     return rc;
 }

@@ -19,24 +19,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "staleness/histogram.h"  // defines: staleness_hist_t
+#include "staleness/histogram.h"
 
 #define RUN_RECORD_VERSION 3u
 
 // A worker's run (one incarnation: the last to finish under --restart-workers).
 typedef struct worker_result {
     uint64_t id;
-    uint64_t metric_rmse;       // 1: the model is scored by RMSE, 0: by accuracy
+    uint64_t metric_rmse;  // 1: the model is scored by RMSE, 0: by accuracy
     uint64_t samples, updates;  // its own
-    uint64_t train_examples;    // of the whole run (it trains on its share)
+    uint64_t train_examples;  // of the whole run (it trains on its share)
     uint64_t pushes;
-    uint64_t left;              // 1: it left the run on a stop signal (SIGTERM, SIGINT) before its share was done
-    uint64_t global_versions;   // the shard versions its final pull saw, summed
-    uint64_t samples_to_target; // meaningful when time_to_target_s is not NaN
+    uint64_t left;  // 1: it left the run on a stop signal (SIGTERM, SIGINT) before its share was done
+    uint64_t global_versions;  // the shard versions its final pull saw, summed
+    uint64_t samples_to_target;  // meaningful when time_to_target_s is not NaN
     uint64_t bytes_out, bytes_in, bytes_out_uncompressed;
     double wall_s, samples_per_s, wait_s;
-    double final_test_loss, final_test_metric;    // its own copy's last evaluation
-    double time_to_target_s;                      // NaN: not reached
+    double final_test_loss, final_test_metric;  // its own copy's last evaluation
+    double time_to_target_s;  // NaN: not reached
     double global_test_loss, global_test_metric;  // the servers' model after its last push; NaN: none
     // A worker resumed from its checkpoint, over its restarts: samples trained
     // twice, and samples no incarnation trained (docs/reliability.md).
@@ -55,12 +55,12 @@ typedef struct worker_result {
 // A parameter-server shard's run.
 typedef struct server_result {
     uint64_t id;
-    uint64_t run_id;        // what the workers' push ledgers are matched by
-    uint64_t lost_known;    // 0: resumed without its ledger, the pushes its crash lost are unknown
-    uint64_t workers;       // the length of each array below
-    uint64_t *pushes_total; // applied from each worker over the whole run
+    uint64_t run_id;  // what the workers' push ledgers are matched by
+    uint64_t lost_known;  // 0: resumed without its ledger, the pushes its crash lost are unknown
+    uint64_t workers;  // the length of each array below
+    uint64_t *pushes_total;  // applied from each worker over the whole run
     uint64_t *pushes_lost;  // applied, then lost with a restart from a checkpoint
-    uint64_t *late_dropped; // bsp with backup workers: late gradients dropped (else zeros)
+    uint64_t *late_dropped;  // bsp with backup workers: late gradients dropped (else zeros)
     staleness_hist_t staleness_clocks, staleness_updates;
 } server_result_t;
 

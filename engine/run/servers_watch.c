@@ -8,7 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine/run/run_record.h"  // defines: run_record_path
+#include "engine/run/run_record.h"
 
 // Whether shard k's record is there, of this run.
 static int record_of_run(const servers_watch_t *w, size_t k) {

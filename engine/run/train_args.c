@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "net/stop_signal.h"  // defines: stop_signal_flag
+#include "net/stop_signal.h"
 
 const model_descriptor_t *train_args_model(const train_args_t *a) {
     const model_descriptor_t *d = model_registry_at((size_t)a->model);
@@ -52,50 +52,98 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
     const flag_spec_t table[] = {
         {"model", FLAG_TYPE_CHOICE, &a->model, "M", a->model_help, 0, 0, a->model_choices, 0},
         {"data", FLAG_TYPE_STRING, &a->data, "SPEC", "data source, see above", 0, 0, NULL, 0},
-        {"test-data", FLAG_TYPE_STRING, &a->test_data, "FILE", "the test set: a libsvm or ratings file, or for dense models a directory of t10k IDX files; the training data is then used whole", 0, 0, NULL, 0},
-        {"config", FLAG_TYPE_STRING, &a->config, "FILE", "read flags from FILE (name = value lines; docs/cli.md) before the command line's, which override them", 0, 0, NULL, 0},
-        {"data-dir", FLAG_TYPE_STRING, &a->data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL, 0},
-        {"train-limit", FLAG_TYPE_SIZE, &a->train_limit, "N", "use only the first N training examples (0: all)", 0, 0, NULL, 0},
-        {"test-limit", FLAG_TYPE_SIZE, &a->test_limit, "N", "use only the first N test examples (0: all)", 0, 0, NULL, 0},
-        {"test-frac", FLAG_TYPE_DOUBLE, &a->test_frac, "F", "held-out fraction for data without a test split (0 with --test-data)", 0, 0.9999, NULL, 0},
-        {"label-column", FLAG_TYPE_STRING, &a->label_column, "N|NAME", "CSV data: the labels' column, by position from 0 or by its header name (the first when not given)", 0, 0, NULL, 0},
-        {"csv-header", FLAG_TYPE_BOOL, &a->csv_header, NULL, "CSV data: the first line names the columns (else detected: a line with a cell that is not a number)", 0, 0, NULL, 0},
-        {"l2", FLAG_TYPE_DOUBLE, &a->l2, "X", "L2 regularisation strength (the model's when not given)", 0, 1e6, NULL, 0},
+        {"test-data", FLAG_TYPE_STRING, &a->test_data, "FILE",
+         "the test set: a libsvm or ratings file, or for dense models a directory of t10k IDX files; the training data "
+         "is then used whole",
+         0, 0, NULL, 0},
+        {"config", FLAG_TYPE_STRING, &a->config, "FILE",
+         "read flags from FILE (name = value lines; docs/cli.md) before the command line's, which override them", 0, 0,
+         NULL, 0},
+        {"data-dir", FLAG_TYPE_STRING, &a->data_dir, "DIR", "directory with the Fashion-MNIST IDX files", 0, 0, NULL,
+         0},
+        {"train-limit", FLAG_TYPE_SIZE, &a->train_limit, "N", "use only the first N training examples (0: all)", 0, 0,
+         NULL, 0},
+        {"test-limit", FLAG_TYPE_SIZE, &a->test_limit, "N", "use only the first N test examples (0: all)", 0, 0, NULL,
+         0},
+        {"test-frac", FLAG_TYPE_DOUBLE, &a->test_frac, "F",
+         "held-out fraction for data without a test split (0 with --test-data)", 0, 0.9999, NULL, 0},
+        {"label-column", FLAG_TYPE_STRING, &a->label_column, "N|NAME",
+         "CSV data: the labels' column, by position from 0 or by its header name (the first when not given)", 0, 0,
+         NULL, 0},
+        {"csv-header", FLAG_TYPE_BOOL, &a->csv_header, NULL,
+         "CSV data: the first line names the columns (else detected: a line with a cell that is not a number)", 0, 0,
+         NULL, 0},
+        {"l2", FLAG_TYPE_DOUBLE, &a->l2, "X", "L2 regularisation strength (the model's when not given)", 0, 1e6, NULL,
+         0},
         {"mode", FLAG_TYPE_CHOICE, &a->mode, "MODE", "how threads share the model", 0, 0, "hogwild|locked|sync", 0},
-        {"hogwild-variant", FLAG_TYPE_CHOICE, &a->hogwild_variant, "V", "--mode hogwild: plain (the Hogwild! paper's: every step on the shared model) or replicas (each thread steps on its own replica, merged into the shared model every --merge-every steps)", 0, 0, "plain|replicas", 0},
-        {"merge-every", FLAG_TYPE_SIZE, &a->merge_every, "STEPS", "--hogwild-variant replicas: a thread's steps between merges (8192 examples' worth, at least 1, when not given)", 1, 1e12, NULL, 0},
+        {"hogwild-variant", FLAG_TYPE_CHOICE, &a->hogwild_variant, "V",
+         "--mode hogwild: plain (the Hogwild! paper's: every step on the shared model) or replicas (each thread steps "
+         "on its own replica, merged into the shared model every --merge-every steps)",
+         0, 0, "plain|replicas", 0},
+        {"merge-every", FLAG_TYPE_SIZE, &a->merge_every, "STEPS",
+         "--hogwild-variant replicas: a thread's steps between merges (8192 examples' worth, at least 1, when not "
+         "given)",
+         1, 1e12, NULL, 0},
         {"threads", FLAG_TYPE_SIZE, &a->threads, "T", "training threads", 1, 1024, NULL, 0},
         {"epochs", FLAG_TYPE_SIZE, &a->epochs, "E", "passes over the training set", 1, 1e6, NULL, 0},
-        {"batch", FLAG_TYPE_SIZE, &a->batch, "B", "examples per step per thread (the model's when not given)", 1, 1 << 20, NULL, 0},
+        {"batch", FLAG_TYPE_SIZE, &a->batch, "B", "examples per step per thread (the model's when not given)", 1,
+         1 << 20, NULL, 0},
         {"optimizer", FLAG_TYPE_CHOICE, &a->optimizer, "OPT", "update rule", 0, 0, "sgd|adagrad", 0},
         {"lr", FLAG_TYPE_DOUBLE, &a->lr, "RATE", "initial step size (the model's when not given)", 1e-12, 1e6, NULL, 0},
-        {"lr-schedule", FLAG_TYPE_CHOICE, &a->schedule, "S", "step-size schedule", 0, 0, "constant|inverse-time|epoch-decay", 0},
-        {"lr-decay", FLAG_TYPE_DOUBLE, &a->lr_decay, "X", "inverse-time: lr/(1+X*updates), 0 when not given; epoch-decay: lr*X^epoch, 0.5 when not given", 0, 1e6, NULL, 0},
-        {"warmup", FLAG_TYPE_SIZE, &a->warmup, "STEPS", "grow the step linearly to --lr over the first STEPS updates (0: none)", 0, 1e12, NULL, 0},
-        {"clip-grad-norm", FLAG_TYPE_DOUBLE, &a->clip_grad_norm, "C", "scale each step's gradient down to L2 norm C when it is longer (direction kept; off when not given)", 1e-30, 1e30, NULL, 0},
+        {"lr-schedule", FLAG_TYPE_CHOICE, &a->schedule, "S", "step-size schedule", 0, 0,
+         "constant|inverse-time|epoch-decay", 0},
+        {"lr-decay", FLAG_TYPE_DOUBLE, &a->lr_decay, "X",
+         "inverse-time: lr/(1+X*updates), 0 when not given; epoch-decay: lr*X^epoch, 0.5 when not given", 0, 1e6, NULL,
+         0},
+        {"warmup", FLAG_TYPE_SIZE, &a->warmup, "STEPS",
+         "grow the step linearly to --lr over the first STEPS updates (0: none)", 0, 1e12, NULL, 0},
+        {"clip-grad-norm", FLAG_TYPE_DOUBLE, &a->clip_grad_norm, "C",
+         "scale each step's gradient down to L2 norm C when it is longer (direction kept; off when not given)", 1e-30,
+         1e30, NULL, 0},
         {"momentum", FLAG_TYPE_DOUBLE, &a->momentum, "M", "SGD momentum in [0,1)", 0, 0.9999, NULL, 0},
         {"adagrad-eps", FLAG_TYPE_DOUBLE, &a->adagrad_eps, "E", "Adagrad denominator guard", 1e-30, 1, NULL, 0},
         {"seed", FLAG_TYPE_U64, &a->seed, "S", "seed for data order, initialisation and generators", 0, 0, NULL, 0},
-        {"eval-every", FLAG_TYPE_SIZE, &a->eval_every, "N", "evaluate every N training samples (0: once per epoch)", 0, 0, NULL, 0},
-        {"eval-every-s", FLAG_TYPE_DOUBLE, &a->eval_every_s, "S", "also evaluate every S seconds of training (evaluation excluded; in a distributed run, the global model; off when not given)", 1e-3, 1e9, NULL, 0},
-        {"eval-limit", FLAG_TYPE_SIZE, &a->eval_limit, "N", "evaluate on the first N test examples (0: all)", 0, 0, NULL, 0},
+        {"eval-every", FLAG_TYPE_SIZE, &a->eval_every, "N", "evaluate every N training samples (0: once per epoch)", 0,
+         0, NULL, 0},
+        {"eval-every-s", FLAG_TYPE_DOUBLE, &a->eval_every_s, "S",
+         "also evaluate every S seconds of training (evaluation excluded; in a distributed run, the global model; off "
+         "when not given)",
+         1e-3, 1e9, NULL, 0},
+        {"eval-limit", FLAG_TYPE_SIZE, &a->eval_limit, "N", "evaluate on the first N test examples (0: all)", 0, 0,
+         NULL, 0},
         {"target-acc", FLAG_TYPE_DOUBLE, &a->target_acc, "A", "report time to reach this test accuracy", 0, 1, NULL, 0},
-        {"target-rmse", FLAG_TYPE_DOUBLE, &a->target_rmse, "R", "report time to reach this test RMSE (models measured by RMSE)", 1e-12, 1e12, NULL, 0},
-        {"stop-at-target", FLAG_TYPE_BOOL, &a->stop_at_target, NULL, "stop at the first evaluation that meets the target", 0, 0, NULL, 0},
-        {"time-limit", FLAG_TYPE_DOUBLE, &a->time_limit, "S", "stop after S seconds of training (evaluation excluded), even mid-epoch (0: no limit)", 0, 1e9, NULL, 0},
+        {"target-rmse", FLAG_TYPE_DOUBLE, &a->target_rmse, "R",
+         "report time to reach this test RMSE (models measured by RMSE)", 1e-12, 1e12, NULL, 0},
+        {"stop-at-target", FLAG_TYPE_BOOL, &a->stop_at_target, NULL,
+         "stop at the first evaluation that meets the target", 0, 0, NULL, 0},
+        {"time-limit", FLAG_TYPE_DOUBLE, &a->time_limit, "S",
+         "stop after S seconds of training (evaluation excluded), even mid-epoch (0: no limit)", 0, 1e9, NULL, 0},
         {"pin", FLAG_TYPE_BOOL, &a->pin, NULL, "pin thread t to CPU t mod #CPUs", 0, 0, NULL, 0},
-        {"log", FLAG_TYPE_STRING, &a->log, "FILE", "write one CSV row per evaluation (schema in README)", 0, 0, NULL, 0},
+        {"log", FLAG_TYPE_STRING, &a->log, "FILE", "write one CSV row per evaluation (schema in README)", 0, 0, NULL,
+         0},
         {"summary", FLAG_TYPE_STRING, &a->summary, "FILE", "also write the JSON summary to FILE", 0, 0, NULL, 0},
-        {"trace", FLAG_TYPE_STRING, &a->trace, "FILE", "write a timeline of the run to FILE (Chrome trace-event JSON; launch: the children's merged; docs/trace.md)", 0, 0, NULL, 0},
+        {"trace", FLAG_TYPE_STRING, &a->trace, "FILE",
+         "write a timeline of the run to FILE (Chrome trace-event JSON; launch: the children's merged; docs/trace.md)",
+         0, 0, NULL, 0},
         {"quiet", FLAG_TYPE_BOOL, &a->quiet, NULL, "no startup or progress lines on stderr", 0, 0, NULL, 0},
-        {"checkpoint-every", FLAG_TYPE_DOUBLE, &a->checkpoint_every, "S", "train, server, worker (asp/ssp): write a checkpoint every S seconds of training", 0, 1e9, NULL, 0},
-        {"checkpoint-dir", FLAG_TYPE_STRING, &a->checkpoint_dir, "DIR", "where checkpoints go (train.ckpt, server-K.ckpt, worker-K.ckpt; the --resume directory when not given)", 0, 0, NULL, 0},
-        {"resume", FLAG_TYPE_STRING, &a->resume, "DIR", "train, server, worker (asp/ssp): continue from the checkpoint in DIR (same flags as the run that wrote it)", 0, 0, NULL, 0},
-        {"device", FLAG_TYPE_CHOICE, &a->device, "D", "where the steps run (cuda: one thread drives the GPU)", 0, 0, "cpu|cuda", 0},
+        {"checkpoint-every", FLAG_TYPE_DOUBLE, &a->checkpoint_every, "S",
+         "train, server, worker (asp/ssp): write a checkpoint every S seconds of training", 0, 1e9, NULL, 0},
+        {"checkpoint-dir", FLAG_TYPE_STRING, &a->checkpoint_dir, "DIR",
+         "where checkpoints go (train.ckpt, server-K.ckpt, worker-K.ckpt; the --resume directory when not given)", 0, 0,
+         NULL, 0},
+        {"resume", FLAG_TYPE_STRING, &a->resume, "DIR",
+         "train, server, worker (asp/ssp): continue from the checkpoint in DIR (same flags as the run that wrote it)",
+         0, 0, NULL, 0},
+        {"device", FLAG_TYPE_CHOICE, &a->device, "D", "where the steps run (cuda: one thread drives the GPU)", 0, 0,
+         "cpu|cuda", 0},
         {"gpu", FLAG_TYPE_SIZE, &a->gpu_index, "K", "--device cuda: the CUDA device index", 0, 1023, NULL, 0},
-        {"gpu-scatter", FLAG_TYPE_CHOICE, &a->gpu_scatter, "S", "--device cuda, sparse Hogwild!: how updates are written", 0, 0, "plain|atomic", 0},
-        {"gpu-chunk", FLAG_TYPE_SIZE, &a->gpu_chunk, "N", "--device cuda, sparse Hogwild!: examples per kernel launch", 1, 1 << 26, NULL, 0},
-        {"gpu-in-flight", FLAG_TYPE_SIZE, &a->gpu_in_flight, "N", "--device cuda, sparse Hogwild!: examples under way at once, the degree of asynchrony (0: the whole chunk)", 0, 1 << 26, NULL, 0},
+        {"gpu-scatter", FLAG_TYPE_CHOICE, &a->gpu_scatter, "S",
+         "--device cuda, sparse Hogwild!: how updates are written", 0, 0, "plain|atomic", 0},
+        {"gpu-chunk", FLAG_TYPE_SIZE, &a->gpu_chunk, "N", "--device cuda, sparse Hogwild!: examples per kernel launch",
+         1, 1 << 26, NULL, 0},
+        {"gpu-in-flight", FLAG_TYPE_SIZE, &a->gpu_in_flight, "N",
+         "--device cuda, sparse Hogwild!: examples under way at once, the degree of asynchrony (0: the whole chunk)", 0,
+         1 << 26, NULL, 0},
     };
     _Static_assert(sizeof table / sizeof table[0] + MODEL_REGISTRY_MAX_FLAGS <= TRAIN_ARGS_N_FLAGS, "flag table");
     model_registry_names(a->model_choices, sizeof a->model_choices, "|", NULL);
@@ -113,7 +161,8 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
     flag_spec_t first[MODEL_REGISTRY_MAX_FLAGS];
     size_t n_names = model_registry_flag_names(names, first);
     for (size_t k = 0; k < n_names; k++) {
-        if (flags_find(table, sizeof table / sizeof table[0], names[k])) continue;  // a shared flag's name: refused at use
+        if (flags_find(table, sizeof table / sizeof table[0], names[k]))
+            continue;  // a shared flag's name: refused at use
         char *help = a->model_flag_help[k];
         size_t at = 0;
         help[0] = '\0';
@@ -129,23 +178,32 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
             }
         }
         int is_bool = first[k].type == FLAG_TYPE_BOOL;
-        specs[n++] = (flag_spec_t){names[k], is_bool ? FLAG_TYPE_BOOL : FLAG_TYPE_STRING,
+        specs[n++] = (flag_spec_t){names[k],
+                                   is_bool ? FLAG_TYPE_BOOL : FLAG_TYPE_STRING,
                                    is_bool ? (void *)&a->model_flag_bool[k] : (void *)&a->model_flag_text[k],
-                                   first[k].value_name, help, 0, 0, NULL, 0};
+                                   first[k].value_name,
+                                   help,
+                                   0,
+                                   0,
+                                   NULL,
+                                   0};
     }
     return n;
 }
 
 int train_args_is_model_flag(const train_args_t *a, const flag_spec_t *spec) {
     for (size_t k = 0; k < MODEL_REGISTRY_MAX_FLAGS; k++)
-        if (spec->target == (const void *)&a->model_flag_text[k] || spec->target == (const void *)&a->model_flag_bool[k])
+        if (spec->target == (const void *)&a->model_flag_text[k] ||
+            spec->target == (const void *)&a->model_flag_bool[k])
             return 1;
     return 0;
 }
 
 const char *train_args_data_kind_text(const model_descriptor_t *d) {
     if (d->data == DATA_KIND_DENSE && d->create_sparse) return "dense images, or sparse features (libsvm, CSV)";
-    return d->data == DATA_KIND_DENSE ? "dense images" : d->data == DATA_KIND_SPARSE ? "sparse features (libsvm, CSV)" : "ratings";
+    return d->data == DATA_KIND_DENSE    ? "dense images"
+           : d->data == DATA_KIND_SPARSE ? "sparse features (libsvm, CSV)"
+                                         : "ratings";
 }
 
 flags_status_t train_args_parse(train_args_t *a, const char *command, flag_spec_t *specs, size_t n_specs, int argc,
@@ -204,8 +262,8 @@ int train_args_write_run_config(const train_args_t *a, const char *dir, char *er
 // Every model's own flags from their text: the chosen model's into
 // a->model_opts, the others' into scratch (so that a bad value is refused
 // whichever model is chosen, as for any flag). Returns 0, or -1 with err.
-static int model_flags_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command,
-                              char *err, size_t err_len) {
+static int model_flags_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs, const char *command, char *err,
+                              size_t err_len) {
     const model_descriptor_t *chosen = train_args_model(a);
     for (size_t i = 0; i < model_registry_count(); i++) {
         const model_descriptor_t *d = model_registry_at(i);
@@ -222,7 +280,7 @@ static int model_flags_finish(train_args_t *a, const flag_spec_t *specs, size_t 
                 return -1;
             }
             const char *text = given->type == FLAG_TYPE_BOOL ? (*(const int *)given->target ? "true" : "false")
-                                                              : *(const char *const *)given->target;
+                                                             : *(const char *const *)given->target;
             if (flags_set(command, &own[k], text, err, err_len) != 0) return -1;
         }
         if (d == chosen && d->options_finish) {
@@ -253,8 +311,10 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
         return 2;
     }
     if (a->test_data && a->test_frac != 0.0 && flags_find(specs, n_specs, "test-frac")->seen) {
-        snprintf(err, err_len, "%s: --test-frac: with --test-data the test set is that file and the training data "
-                 "is used whole; drop --test-frac (or give 0)", command);
+        snprintf(err, err_len,
+                 "%s: --test-frac: with --test-data the test set is that file and the training data "
+                 "is used whole; drop --test-frac (or give 0)",
+                 command);
         return 2;
     }
     if (d->metric == METRIC_KIND_RMSE && !isnan(a->target_acc)) {
@@ -265,7 +325,7 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
         char names[256];
         size_t n = model_registry_names(names, sizeof names, ", ", measured_by_rmse);
         snprintf(err, err_len, "%s: --target-rmse: only %s %s measured by RMSE; use --target-acc", command,
-                n ? names : "no model", n > 1 ? "are" : "is");
+                 n ? names : "no model", n > 1 ? "are" : "is");
         return 2;
     }
     if (a->data_dir && d->data != DATA_KIND_DENSE) {
@@ -277,9 +337,9 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
         snprintf(err, err_len, "%s: --stop-at-target needs --target-acc or --target-rmse", command);
         return 2;
     }
-    if (a->device == 0 && (flags_find(specs, n_specs, "gpu")->seen || flags_find(specs, n_specs, "gpu-scatter")->seen ||
-                           flags_find(specs, n_specs, "gpu-chunk")->seen ||
-                           flags_find(specs, n_specs, "gpu-in-flight")->seen)) {
+    if (a->device == 0 &&
+        (flags_find(specs, n_specs, "gpu")->seen || flags_find(specs, n_specs, "gpu-scatter")->seen ||
+         flags_find(specs, n_specs, "gpu-chunk")->seen || flags_find(specs, n_specs, "gpu-in-flight")->seen)) {
         snprintf(err, err_len, "%s: --gpu/--gpu-scatter/--gpu-chunk/--gpu-in-flight apply to --device cuda", command);
         return 2;
     }
@@ -316,8 +376,10 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
         return 2;
     }
     if (a->device && train_args_data_kind(a) != d->data) {
-        snprintf(err, err_len, "%s: --device cuda: %s runs on the GPU over dense images only; over sparse input (--data "
-                 "%s) it runs on the CPU (--device cpu)", command, d->name, a->data);
+        snprintf(err, err_len,
+                 "%s: --device cuda: %s runs on the GPU over dense images only; over sparse input (--data "
+                 "%s) it runs on the CPU (--device cpu)",
+                 command, d->name, a->data);
         return 2;
     }
     optimizer_config_default(&a->opt);
@@ -341,12 +403,14 @@ int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model
     *model = NULL;
     const model_descriptor_t *d = train_args_model(a);
     data_kind_t kind = train_args_data_kind(a);
-    data_options_t dopt = {a->data, a->data_dir, a->train_limit, a->test_limit, a->test_frac, a->seed, a->test_data,
-                           a->label_column, a->csv_header};
+    data_options_t dopt = {a->data, a->data_dir,  a->train_limit,  a->test_limit, a->test_frac,
+                           a->seed, a->test_data, a->label_column, a->csv_header};
     if (data_bundle_load(&dopt, kind, data, err, err_len) != 0) return -1;
     if (data_bundle_num_test(data) == 0) {  // every evaluation would be NaN
-        snprintf(err, err_len, "--data %s: no test examples (%zu training examples; --test-frac %g leaves none): give "
-                 "more examples or a larger --test-frac", a->data, data_bundle_num_train(data), a->test_frac);
+        snprintf(err, err_len,
+                 "--data %s: no test examples (%zu training examples; --test-frac %g leaves none): give "
+                 "more examples or a larger --test-frac",
+                 a->data, data_bundle_num_train(data), a->test_frac);
         return -1;
     }
     const void *train = kind == DATA_KIND_DENSE    ? (const void *)&data->dense_train
@@ -359,8 +423,10 @@ int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model
     if (kind == DATA_KIND_SPARSE && d->output != MODEL_OUTPUT_CLASS_LOGITS && s->cls && s->n_classes > 2) {
         char shown[160];
         sparse_dataset_labels_text(s, shown, sizeof shown);
-        snprintf(err, err_len, "--data %s: %zu labels (%s); %s is a binary classifier and takes two (softmax and mlp "
-                 "take more)", a->data, s->n_classes, shown, d->name);
+        snprintf(err, err_len,
+                 "--data %s: %zu labels (%s); %s is a binary classifier and takes two (softmax and mlp "
+                 "take more)",
+                 a->data, s->n_classes, shown, d->name);
         return -1;
     }
     *model = model_create(d, kind, train, test, &a->model_opts, a->l2, a->seed, err, err_len);

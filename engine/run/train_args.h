@@ -7,14 +7,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "engine/data/data_source.h"  // defines: data_bundle_t
-#include "engine/core/flags.h"        // defines: flag_spec_t
-#include "engine/core/flags_file.h"   // defines: flags_argv_t
-#include "engine/core/model.h"        // defines: model_t
-#include "engine/core/optimizer.h"    // defines: optimizer_config_t
-#include "engine/core/trainer.h"      // defines: train_config_t
-#include "engine/gpu/gpu_device.h"   // defines: gpu_options_t, gpu_device_ops
-#include "engine/models/model_registry.h"  // defines: model_descriptor_t, model_options_t
+#include "engine/data/data_source.h"
+#include "engine/core/flags.h"
+#include "engine/core/flags_file.h"
+#include "engine/core/model.h"
+#include "engine/core/optimizer.h"
+#include "engine/core/trainer.h"
+#include "engine/gpu/gpu_device.h"
+#include "engine/models/model_registry.h"
 
 #define TRAIN_ARGS_N_FLAGS (48 + MODEL_REGISTRY_MAX_FLAGS)
 #define TRAIN_ARGS_HELP_LEN 200
@@ -27,11 +27,11 @@ typedef struct train_args {
     size_t train_limit, test_limit;
     double test_frac;
     const char *label_column;  // CSV data: --label-column
-    int csv_header;            // CSV data: --csv-header
+    int csv_header;  // CSV data: --csv-header
     double l2;
     int mode;
     int hogwild_variant;  // hogwild_variant_t
-    size_t merge_every;   // --hogwild-variant replicas: steps between merges (0: the default)
+    size_t merge_every;  // --hogwild-variant replicas: steps between merges (0: the default)
     size_t threads, epochs, batch;
     int optimizer;
     double lr, lr_decay, momentum, adagrad_eps;
@@ -46,9 +46,9 @@ typedef struct train_args {
     double time_limit;
     const char *log, *summary;
     const char *trace;  // --trace FILE: the timeline (kernels/foundation/trace.h)
-    double checkpoint_every;      // seconds; 0 = no checkpoints
-    const char *checkpoint_dir;   // where checkpoints go (default: the --resume directory)
-    const char *resume;           // a checkpoint directory to continue from
+    double checkpoint_every;  // seconds; 0 = no checkpoints
+    const char *checkpoint_dir;  // where checkpoints go (default: the --resume directory)
+    const char *resume;  // a checkpoint directory to continue from
     int device;  // 0 cpu, 1 cuda
     int gpu_scatter;
     size_t gpu_chunk, gpu_index, gpu_in_flight;
@@ -57,9 +57,9 @@ typedef struct train_args {
     int model_flag_bool[MODEL_REGISTRY_MAX_FLAGS];
     char model_flag_help[MODEL_REGISTRY_MAX_FLAGS][TRAIN_ARGS_HELP_LEN];
     char model_choices[MODEL_REGISTRY_MAX * (MODEL_NAME_MAX + 1)], model_help[TRAIN_ARGS_HELP_LEN];
-    const char *config;      // --config FILE: flags read before the command line's
-    flags_argv_t words;      // the words parsed: --config's flags, then the command line's (train_args_parse)
-    char *given;             // the flags given, as a flag file (train_args_parse; NULL before)
+    const char *config;  // --config FILE: flags read before the command line's
+    flags_argv_t words;  // the words parsed: --config's flags, then the command line's (train_args_parse)
+    char *given;  // the flags given, as a flag file (train_args_parse; NULL before)
     // Filled by train_args_finish.
     model_options_t model_opts;  // the model's own options, for its descriptor's create
     optimizer_config_t opt;

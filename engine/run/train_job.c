@@ -8,57 +8,55 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "engine/run/banner.h"       // defines: banner_line
-#include "engine/run/dist.h"         // defines: dist_check_writable_dir, dist_check_writable_file
-#include "engine/core/train_checkpoint.h"  // defines: train_checkpoint_save, train_checkpoint_load
-#include "engine/data/data_source.h"  // defines: data_bundle_load
-#include "engine/core/flags.h"        // defines: flags_parse
-#include "engine/core/json_writer.h"  // defines: json_*
-#include "engine/core/model.h"        // defines: model_describe
-#include "engine/run/model_file.h"   // defines: model_file_info_of, model_file_write
-#include "engine/core/optimizer.h"    // defines: optimizer_new
-#include "engine/core/params.h"       // defines: params_new, params_read
-#include "engine/core/run_report.h"   // defines: run_report_new, run_report_callbacks
-#include "engine/sim/simulate.h"     // defines: simulate_config_t, simulate_fresh
-#include "engine/run/train_args.h"   // defines: train_args_t, train_args_build, train_args_checkpoint_flag
-#include "engine/run/train_job.h"    // defines: train_job_t, train_job_outcome_t
-#include "engine/run/run_output.h"   // defines: run_say, run_results, run_progress
-#include "engine/core/trainer.h"      // defines: train_run
-#include "kernels/blas_runtime.h"  // defines: blas_core_name
-#include "kernels/foundation/trace.h"          // defines: trace_start, trace_write
-#include "net/stop_signal.h"   // defines: stop_signal_install, stop_signal_received
+#include "engine/run/banner.h"
+#include "engine/run/dist.h"
+#include "engine/core/train_checkpoint.h"
+#include "engine/data/data_source.h"
+#include "engine/core/flags.h"
+#include "engine/core/json_writer.h"
+#include "engine/core/model.h"
+#include "engine/run/model_file.h"
+#include "engine/core/optimizer.h"
+#include "engine/core/params.h"
+#include "engine/core/run_report.h"
+#include "engine/sim/simulate.h"
+#include "engine/run/train_args.h"
+#include "engine/run/train_job.h"
+#include "engine/run/run_output.h"
+#include "engine/core/trainer.h"
+#include "kernels/blas_runtime.h"
+#include "kernels/foundation/trace.h"
+#include "net/stop_signal.h"
 
 #define ERR_LEN 512
 
 // ---- staleness simulation (--simulate-workers, --delay, --staleness-aware, --dc-asgd, --delay-adaptive) ----
 
 typedef struct sim_args {
-    size_t workers;        // --simulate-workers W (0: not given)
-    const char *delay;     // --delay SPEC
-    int staleness_aware;   // --staleness-aware
-    double dc_lambda;      // --dc-asgd LAMBDA
-    size_t delay_adaptive; // --delay-adaptive TAU_C (0: off)
-    int on;                // simulate instead of train_run
+    size_t workers;  // --simulate-workers W (0: not given)
+    const char *delay;  // --delay SPEC
+    int staleness_aware;  // --staleness-aware
+    double dc_lambda;  // --dc-asgd LAMBDA
+    size_t delay_adaptive;  // --delay-adaptive TAU_C (0: off)
+    int on;  // simulate instead of train_run
 } sim_args_t;
-
-
 
 static size_t sim_args_flags(sim_args_t *s, flag_spec_t *specs) {
     const flag_spec_t table[] = {
         {"simulate-workers", FLAG_TYPE_SIZE, &s->workers, "W",
-         "simulate W workers on one thread (alone: W round-robin workers, = --delay fixed:W-1)",
-         1, DELAY_MODEL_MAX, NULL, 0},
+         "simulate W workers on one thread (alone: W round-robin workers, = --delay fixed:W-1)", 1, DELAY_MODEL_MAX,
+         NULL, 0},
         {"delay", FLAG_TYPE_STRING, &s->delay, "SPEC",
-         "simulate staleness: fixed:K|uniform:A,B|geometric:P[,max=M]|trace:FILE|straggler:slow=F[,n=S]",
-         0, 0, NULL, 0},
+         "simulate staleness: fixed:K|uniform:A,B|geometric:P[,max=M]|trace:FILE|straggler:slow=F[,n=S]", 0, 0, NULL,
+         0},
         {"staleness-aware", FLAG_TYPE_BOOL, &s->staleness_aware, NULL,
          "simulation: divide each step by max(1, its staleness)", 0, 0, NULL, 0},
         {"dc-asgd", FLAG_TYPE_DOUBLE, &s->dc_lambda, "LAMBDA",
-         "simulation: delay compensation g + LAMBDA*g*g*(w_now - w_then) (0: off)",
-         0, 1e6, NULL, 0},
+         "simulation: delay compensation g + LAMBDA*g*g*(w_now - w_then) (0: off)", 0, 1e6, NULL, 0},
         {"delay-adaptive", FLAG_TYPE_SIZE, &s->delay_adaptive, "TAU_C",
          "simulation: full step for staleness <= TAU_C, step * TAU_C / staleness above it "
-         "(Koloskova et al. 2022)", 1, DELAY_MODEL_MAX, NULL, 0},
+         "(Koloskova et al. 2022)",
+         1, DELAY_MODEL_MAX, NULL, 0},
     };
     _Static_assert(sizeof table / sizeof table[0] == SIM_N_FLAGS, "SIM_N_FLAGS is the table's length");
     memcpy(specs, table, sizeof table);
@@ -73,28 +71,33 @@ static int sim_args_finish(sim_args_t *s, const train_args_t *a, const flag_spec
     s->on = s->delay || s->workers;
     if (!s->on) {
         if (s->staleness_aware || s->delay_adaptive || flags_find(flags, n_flags, "dc-asgd")->seen) {
-            snprintf(err, err_len, "asgd train: --staleness-aware/--dc-asgd/--delay-adaptive: need --delay or --simulate-workers "
-                            "(only the simulator applies them so far)");
+            snprintf(err, err_len,
+                     "asgd train: --staleness-aware/--dc-asgd/--delay-adaptive: need --delay or --simulate-workers "
+                     "(only the simulator applies them so far)");
             return 2;
         }
         return 0;
     }
     if (a->device) {
-        snprintf(err, err_len, "asgd train: --device cuda: the simulation (--delay/--simulate-workers) runs on the CPU");
+        snprintf(err, err_len,
+                 "asgd train: --device cuda: the simulation (--delay/--simulate-workers) runs on the CPU");
         return 2;
     }
     if (a->threads != 1) {
-        snprintf(err, err_len, "asgd train: --threads: %zu; the simulation (--delay/--simulate-workers) runs on one thread",
-                a->threads);
+        snprintf(err, err_len,
+                 "asgd train: --threads: %zu; the simulation (--delay/--simulate-workers) runs on one thread",
+                 a->threads);
         return 2;
     }
     if (flags_find(flags, n_flags, "mode")->seen && a->mode != TRAIN_MODE_HOGWILD) {
-        snprintf(err, err_len, "asgd train: --mode: the simulation (--delay/--simulate-workers) replaces the mode; drop --mode");
+        snprintf(err, err_len,
+                 "asgd train: --mode: the simulation (--delay/--simulate-workers) replaces the mode; drop --mode");
         return 2;
     }
     if (flags_find(flags, n_flags, "hogwild-variant")->seen) {
-        snprintf(err, err_len, "asgd train: --hogwild-variant: the simulation (--delay/--simulate-workers) replaces the mode; "
-                               "drop --hogwild-variant");
+        snprintf(err, err_len,
+                 "asgd train: --hogwild-variant: the simulation (--delay/--simulate-workers) replaces the mode; "
+                 "drop --hogwild-variant");
         return 2;
     }
     simulate_config_default(sc);
@@ -110,14 +113,17 @@ static int sim_args_finish(sim_args_t *s, const train_args_t *a, const flag_spec
     } else if (sc->delay.kind == DELAY_KIND_STRAGGLER) {
         sc->delay.workers = s->workers;
     } else if (s->workers) {
-        snprintf(err, err_len, "asgd train: --simulate-workers: --delay %s sets each update's delay itself; "
-                        "W workers go with --delay straggler (or alone, for fixed:W-1)", s->delay);
+        snprintf(err, err_len,
+                 "asgd train: --simulate-workers: --delay %s sets each update's delay itself; "
+                 "W workers go with --delay straggler (or alone, for fixed:W-1)",
+                 s->delay);
         return 2;
     }
     sc->update.staleness_aware = s->staleness_aware;
     sc->update.dc_lambda = s->dc_lambda;
     sc->update.delay_adaptive = s->delay_adaptive;
-    if (delay_model_check(&sc->delay, why, sizeof why) != 0 || stale_update_config_check(&sc->update, why, sizeof why) != 0) {
+    if (delay_model_check(&sc->delay, why, sizeof why) != 0 ||
+        stale_update_config_check(&sc->update, why, sizeof why) != 0) {
         snprintf(err, err_len, "asgd train: %s", why);
         return 2;
     }
@@ -129,13 +135,17 @@ static void write_simulation(json_writer_t *j, const simulate_config_t *sc, cons
     delay_model_describe(&sc->delay, desc, sizeof desc);
     json_object(j, "simulation");
     json_string(j, "time_model", sr->time_model);
-    if (sr->workers) json_uint(j, "workers", sr->workers);
-    else json_null(j, "workers");  // a per-gradient delay model has no workers
+    if (sr->workers)
+        json_uint(j, "workers", sr->workers);
+    else
+        json_null(j, "workers");  // a per-gradient delay model has no workers
     json_string(j, "delay", desc);
     json_bool(j, "staleness_aware", sc->update.staleness_aware);
     json_number(j, "dc_asgd_lambda", sc->update.dc_lambda);
-    if (sc->update.delay_adaptive) json_uint(j, "delay_adaptive", sc->update.delay_adaptive);
-    else json_null(j, "delay_adaptive");  // off
+    if (sc->update.delay_adaptive)
+        json_uint(j, "delay_adaptive", sc->update.delay_adaptive);
+    else
+        json_null(j, "delay_adaptive");  // off
     json_uint(j, "max_in_flight", sr->max_in_flight);
     json_object(j, "staleness");
     json_uint(j, "count", sr->staleness.count);
@@ -161,9 +171,8 @@ static const char *model_name_of(uint64_t model) {
 // *resumed_samples, and a line saying so to note (NULL: none). Returns 0, or
 // -1 with err.
 static int train_or_resume(const model_t *m, const optimizer_config_t *oc, uint64_t seed, const train_config_t *c,
-                           const char *resume_path, const train_identity_t *id, const train_callbacks_t *cb,
-                           FILE *note, uint64_t *resumed_samples, train_result_t *out, float *final_w, char *err,
-                           size_t err_len) {
+                           const char *resume_path, const train_identity_t *id, const train_callbacks_t *cb, FILE *note,
+                           uint64_t *resumed_samples, train_result_t *out, float *final_w, char *err, size_t err_len) {
     size_t n = model_num_params(m);
     param_t *w = params_new(n, err, err_len);
     optimizer_t *opt = w ? optimizer_new(oc, n, err, err_len) : NULL;
@@ -216,8 +225,10 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_string(&j, "target_metric", metric == METRIC_KIND_ACCURACY ? "test_accuracy" : "test_rmse");
     json_number(&j, "target", target);
     json_number(&j, "time_to_target_s", r->time_to_target_s);
-    if (isnan(r->time_to_target_s)) json_null(&j, "samples_to_target");
-    else json_uint(&j, "samples_to_target", r->samples_to_target);
+    if (isnan(r->time_to_target_s))
+        json_null(&j, "samples_to_target");
+    else
+        json_uint(&j, "samples_to_target", r->samples_to_target);
     json_bool(&j, "stopped_at_target", r->stopped_at_target);
     json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
     json_bool(&j, "interrupted", r->interrupted);
@@ -247,8 +258,10 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_string(&j, "lr_schedule", lr_schedule_name((lr_schedule_t)a->schedule));
     json_number(&j, "lr_decay", a->lr_decay);
     json_number(&j, "momentum", a->momentum);
-    if (a->clip_grad_norm > 0) json_number(&j, "clip_grad_norm", a->clip_grad_norm);
-    else json_null(&j, "clip_grad_norm");
+    if (a->clip_grad_norm > 0)
+        json_number(&j, "clip_grad_norm", a->clip_grad_norm);
+    else
+        json_null(&j, "clip_grad_norm");
     json_number(&j, "l2", a->l2);
     json_uint(&j, "seed", a->seed);
     json_uint(&j, "eval_every", a->eval_every);
@@ -277,8 +290,8 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
 // weigh), and otherwise the last interval alone. The --log rows stay as they are.
 typedef struct loss_tail {
     train_point_t points[3];  // the last three evaluations, oldest first
-    size_t n;                 // evaluations seen
-    train_callbacks_t next;   // where each goes on to
+    size_t n;  // evaluations seen
+    train_callbacks_t next;  // where each goes on to
 } loss_tail_t;
 
 static void loss_tail_on_eval(const train_point_t *p, void *ctx) {
@@ -315,23 +328,23 @@ static double loss_tail_final(const loss_tail_t *t, const train_result_t *r) {
 // What `asgd train` holds from its flags to its summary (train_job_destroy frees it).
 struct train_job {
     train_args_t a;
-    const char *save_model;     // --save-model FILE
+    const char *save_model;  // --save-model FILE
     sim_args_t sim;
-    simulate_config_t sc;       // when sim.on
+    simulate_config_t sc;  // when sim.on
     data_bundle_t data;
     model_t *model;
     train_config_t tc;
-    train_checkpoint_t ckpt;    // path "" without --checkpoint-dir; the run's identity
-    char resume_path[1100];     // --resume DIR: DIR/train.ckpt
+    train_checkpoint_t ckpt;  // path "" without --checkpoint-dir; the run's identity
+    char resume_path[1100];  // --resume DIR: DIR/train.ckpt
     run_report_t *report;
-    float *final_w;             // --save-model: the final parameters
+    float *final_w;  // --save-model: the final parameters
     model_file_info_t *save_info;  // ... and the file's header
     simulate_result_t *sim_result;
     train_result_t result;
-    loss_tail_t tail;           // the last evaluations' training loss, for the summary's final_train_loss
+    loss_tail_t tail;  // the last evaluations' training loss, for the summary's final_train_loss
     uint64_t checkpoint_failures;  // checkpoints that failed (training went on)
     train_job_outcome_t *outcome;  // called through train_job_run: no output on stdout/stderr; the curve here
-    uint64_t resumed_samples;   // --resume: samples the checkpoint had done
+    uint64_t resumed_samples;  // --resume: samples the checkpoint had done
     flag_spec_t flags[TRAIN_JOB_MAX_FLAGS];  // point into the job
     size_t n_flags;
 };
@@ -339,14 +352,21 @@ struct train_job {
 // The job's flags, pointing into c; returns how many.
 static size_t train_cmd_flags(train_job_t *c, flag_spec_t *flags) {
     size_t n_flags = train_args_flags(&c->a, flags, 1);
-    flags[n_flags++] = (flag_spec_t){"save-model", FLAG_TYPE_STRING, &c->save_model, "FILE",
-                                     "write the final model to FILE (docs/model_file.md; asgd predict, asgd eval read it)", 0, 0, NULL, 0};
+    flags[n_flags++] =
+        (flag_spec_t){"save-model",
+                      FLAG_TYPE_STRING,
+                      &c->save_model,
+                      "FILE",
+                      "write the final model to FILE (docs/model_file.md; asgd predict, asgd eval read it)",
+                      0,
+                      0,
+                      NULL,
+                      0};
     return n_flags + sim_args_flags(&c->sim, flags + n_flags);
 }
 
 // The checks across flags, after parsing. Returns 0, or 2 with the usage error in err.
-static int train_cmd_finish_flags(train_job_t *c, const flag_spec_t *flags, size_t n_flags, char *err,
-                                  size_t err_len) {
+static int train_cmd_finish_flags(train_job_t *c, const flag_spec_t *flags, size_t n_flags, char *err, size_t err_len) {
     train_args_t *a = &c->a;
     int usage_status = train_args_finish(a, flags, n_flags, "asgd train", err, err_len);
     if (usage_status == 0) usage_status = sim_args_finish(&c->sim, a, flags, n_flags, &c->sc, err, err_len);
@@ -356,7 +376,8 @@ static int train_cmd_finish_flags(train_job_t *c, const flag_spec_t *flags, size
         return 2;
     }
     if (a->checkpoint_every > 0 && !a->checkpoint_dir) {
-        snprintf(err, err_len, "asgd train: --checkpoint-every: needs --checkpoint-dir DIR (or --resume DIR) to write to");
+        snprintf(err, err_len,
+                 "asgd train: --checkpoint-every: needs --checkpoint-dir DIR (or --resume DIR) to write to");
         return 2;
     }
     return 0;
@@ -384,8 +405,14 @@ static int train_cmd_checkpoints(train_job_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     const optimizer_config_t *oc = &a->opt;
     if (a->checkpoint_dir) snprintf(c->ckpt.path, sizeof c->ckpt.path, "%s/train.ckpt", a->checkpoint_dir);
-    c->ckpt.id = (train_identity_t){(uint64_t)a->model, model_num_params(c->model), model_num_train(c->model),
-                                    (uint64_t)c->tc.mode, c->tc.threads, c->tc.batch, c->tc.seed, (uint64_t)oc->kind,
+    c->ckpt.id = (train_identity_t){(uint64_t)a->model,
+                                    model_num_params(c->model),
+                                    model_num_train(c->model),
+                                    (uint64_t)c->tc.mode,
+                                    c->tc.threads,
+                                    c->tc.batch,
+                                    c->tc.seed,
+                                    (uint64_t)oc->kind,
                                     oc->momentum > 0};
     c->tc.checkpoint_every_s = a->checkpoint_every;
     c->tc.checkpoint = train_cmd_checkpoint;
@@ -444,9 +471,9 @@ static void print_start(const train_job_t *c, const char *model_desc) {
         snprintf(variant, sizeof variant, " (replicas, merged every %zu steps)",
                  c->tc.merge_every ? c->tc.merge_every : train_merge_every_default(c->tc.batch));
     run_say("asgd: %s%s%s, %zu threads, batch %zu, %zu epochs, %s lr %g (%s), seed %llu\n",
-            c->sim.on ? "simulate" : train_mode_name(c->tc.mode), variant, a->device ? " on the GPU" : "", c->tc.threads,
-            c->tc.batch, c->tc.epochs, optimizer_kind_name(oc->kind), oc->lr, lr_schedule_name(oc->schedule),
-            (unsigned long long)a->seed);
+            c->sim.on ? "simulate" : train_mode_name(c->tc.mode), variant, a->device ? " on the GPU" : "",
+            c->tc.threads, c->tc.batch, c->tc.epochs, optimizer_kind_name(oc->kind), oc->lr,
+            lr_schedule_name(oc->schedule), (unsigned long long)a->seed);
     if (c->sim.on) {
         char desc[160];
         delay_model_describe(&c->sc.delay, desc, sizeof desc);
@@ -463,8 +490,8 @@ static void print_start(const train_job_t *c, const char *model_desc) {
 static int train_cmd_open_outputs(train_job_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     double total = (double)model_num_train(c->model) * (double)a->epochs;
-    c->report = run_report_new(a->log, model_metric(c->model), a->quiet || c->outcome ? NULL : run_progress(), total, err,
-                               err_len);
+    c->report = run_report_new(a->log, model_metric(c->model), a->quiet || c->outcome ? NULL : run_progress(), total,
+                               err, err_len);
     if (!c->report) return -1;
     if (c->save_model && (!(c->final_w = malloc(model_num_params(c->model) * sizeof *c->final_w)) ||
                           !(c->save_info = malloc(sizeof *c->save_info)))) {
@@ -495,8 +522,10 @@ static void curve_sink_on_eval(const train_point_t *p, void *ctx) {
     if (o->n_points == o->cap_points) {
         size_t cap = o->cap_points ? 2 * o->cap_points : 64;
         train_point_t *grown = realloc(o->points, cap * sizeof *grown);
-        if (!grown) o->points_lost = 1;
-        else o->points = grown, o->cap_points = cap;
+        if (!grown)
+            o->points_lost = 1;
+        else
+            o->points = grown, o->cap_points = cap;
     }
     if (o->n_points < o->cap_points) o->points[o->n_points++] = *p;
     if (k->report.on_eval) k->report.on_eval(p, k->report.ctx);
@@ -521,8 +550,8 @@ static int train_job_train(train_job_t *c, char *err, size_t err_len) {
         return 0;
     }
     FILE *note = a->quiet || c->outcome ? NULL : run_progress();
-    if (train_or_resume(c->model, &a->opt, a->seed, &c->tc, a->resume ? c->resume_path : NULL, &c->ckpt.id, &cb,
-                        note, &c->resumed_samples, &c->result, c->final_w, err, err_len) == 0) {
+    if (train_or_resume(c->model, &a->opt, a->seed, &c->tc, a->resume ? c->resume_path : NULL, &c->ckpt.id, &cb, note,
+                        &c->resumed_samples, &c->result, c->final_w, err, err_len) == 0) {
         c->result.checkpoints -= c->checkpoint_failures;  // the trainer counted every call that returned 0
         return 0;
     }
@@ -582,8 +611,8 @@ static int train_cmd_write_results(train_job_t *c, const char *model_desc, char 
     const train_args_t *a = &c->a;
     sigset_t was;
     stop_signal_hold(&was);  // the model's FILE.tmp, as the summary's
-    int saved = !c->save_info || model_file_write(c->save_model, "--save-model", c->save_info, c->final_w, err,
-                                                  err_len) == 0;
+    int saved =
+        !c->save_info || model_file_write(c->save_model, "--save-model", c->save_info, c->final_w, err, err_len) == 0;
     stop_signal_release(&was);
     if (!saved) return -1;
     if (run_report_close(&c->report, err, err_len) != 0) return -1;
@@ -663,8 +692,10 @@ int train_job_run(int argc, char **argv, train_job_outcome_t *out, char *err, si
     c->outcome = out;
     flags_status_t parsed = train_args_parse(&c->a, "asgd train", c->flags, c->n_flags, argc, argv, err, err_len);
     int rc = -1;
-    if (parsed == FLAGS_STATUS_HELP) snprintf(err, err_len, "asgd train: --help is not a job's flag");
-    else if (parsed == FLAGS_STATUS_OK && train_job_check(c, err, err_len) == 0 && train_job_execute(c, err, err_len) == 0) {
+    if (parsed == FLAGS_STATUS_HELP)
+        snprintf(err, err_len, "asgd train: --help is not a job's flag");
+    else if (parsed == FLAGS_STATUS_OK && train_job_check(c, err, err_len) == 0 &&
+             train_job_execute(c, err, err_len) == 0) {
         out->result = c->result;
         rc = 0;
     }

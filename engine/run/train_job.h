@@ -7,21 +7,21 @@
 // --save-model, checkpoints) are written as the command writes them.
 #include <stddef.h>
 
-#include "engine/core/model.h"    // defines: metric_kind_t
-#include "engine/core/flags.h"    // defines: flag_spec_t
-#include "engine/core/trainer.h"  // defines: train_result_t, train_point_t
-#include "engine/run/train_args.h"  // defines: train_args_t, TRAIN_ARGS_N_FLAGS
+#include "engine/core/model.h"
+#include "engine/core/flags.h"
+#include "engine/core/trainer.h"
+#include "engine/run/train_args.h"
 
 #define SIM_N_FLAGS 5
 #define TRAIN_JOB_MAX_FLAGS (TRAIN_ARGS_N_FLAGS + 1 + SIM_N_FLAGS)
 
 typedef struct train_job_outcome {
-    char model[160];           // model_describe
+    char model[160];  // model_describe
     metric_kind_t metric;
     train_result_t result;
-    train_point_t *points;     // every evaluation, in order
+    train_point_t *points;  // every evaluation, in order
     size_t n_points, cap_points;
-    int points_lost;           // internal: a point could not be kept
+    int points_lost;  // internal: a point could not be kept
 } train_job_outcome_t;
 
 // The typed job of `asgd train`: the training flags, --save-model and the

@@ -35,8 +35,8 @@ static void live_on_progress(const train_point_t *p, double eta_s, void *ctx) {
     if (l->next.on_progress) l->next.on_progress(p, eta_s, l->next.ctx);
 }
 
-int worker_live_open(worker_live_t *l, const char *dir, size_t worker, train_callbacks_t next,
-                     train_callbacks_t *out, char *err, size_t err_len) {
+int worker_live_open(worker_live_t *l, const char *dir, size_t worker, train_callbacks_t next, train_callbacks_t *out,
+                     char *err, size_t err_len) {
     l->fd = -1;
     l->next = next;
     *out = next;

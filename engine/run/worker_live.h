@@ -8,18 +8,18 @@
 // current in every mode. Written and read here only.
 #include <stddef.h>
 
-#include "engine/core/trainer.h"  // defines: train_callbacks_t, train_point_t
+#include "engine/core/trainer.h"
 
 typedef struct worker_live {
-    int fd;                  // -1: not written
+    int fd;  // -1: not written
     train_callbacks_t next;  // the callbacks each point goes on to
 } worker_live_t;
 
 // Opens dir/worker-K.live (dir NULL: nothing is written) and returns the
 // callbacks that write each point there, then call next's. Returns 0, or -1
 // with err.
-int worker_live_open(worker_live_t *l, const char *dir, size_t worker, train_callbacks_t next,
-                     train_callbacks_t *out, char *err, size_t err_len);
+int worker_live_open(worker_live_t *l, const char *dir, size_t worker, train_callbacks_t next, train_callbacks_t *out,
+                     char *err, size_t err_len);
 void worker_live_close(worker_live_t *l);
 
 // dir/worker-K.live.

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "kernels/foundation/mono_clock.h"  // defines: mono_clock_s
-#include "kernels/foundation/rng.h"  // defines: rng_seed, rng_shuffle_u32
+#include "kernels/foundation/mono_clock.h"
+#include "kernels/foundation/rng.h"
 
 // The trainer's rng streams (engine/core/trainer.c): the initial data order, then
 // thread 0's per-epoch shuffles. Using the same ones makes fixed:0 replay
@@ -19,19 +19,19 @@
 
 // One gradient in flight.
 typedef struct pending {
-    uint64_t due;           // step (per-gradient delays) or virtual time (straggler) it is applied at
-    uint64_t seq;           // read order: breaks ties in `due`
+    uint64_t due;  // step (per-gradient delays) or virtual time (straggler) it is applied at
+    uint64_t seq;  // read order: breaks ties in `due`
     uint64_t read_version;  // updates applied when its parameters were read
-    size_t epoch;           // the epoch its minibatch came from (for epoch-decay schedules)
-    uint64_t worker;        // straggler: the worker that computed it
-    int scaled;             // sparse: the gradient is `scale` times `example` (model_grad_one_scale), n is 0
+    size_t epoch;  // the epoch its minibatch came from (for epoch-decay schedules)
+    uint64_t worker;  // straggler: the worker that computed it
+    int scaled;  // sparse: the gradient is `scale` times `example` (model_grad_one_scale), n is 0
     uint32_t example;
     float scale;
-    size_t n, cap;          // sparse: entries used and allocated
-    uint32_t *idx;          // (cap) touched coordinates; NULL when dense
-    float *g;               // (cap) gradient values, or (n_params) when dense
-    float *w_then;          // same shape as g: parameters at read time (DC-ASGD only, else NULL)
-    struct pending *next;   // the next record due in the same step (the ring's buckets)
+    size_t n, cap;  // sparse: entries used and allocated
+    uint32_t *idx;  // (cap) touched coordinates; NULL when dense
+    float *g;  // (cap) gradient values, or (n_params) when dense
+    float *w_then;  // same shape as g: parameters at read time (DC-ASGD only, else NULL)
+    struct pending *next;  // the next record due in the same step (the ring's buckets)
 } pending_t;
 
 typedef struct sim {
@@ -42,21 +42,21 @@ typedef struct sim {
     size_t n_train, n_params;
     int dense, dc;
     model_ws_t *ws, *eval_ws;
-    grad_t grad;            // scratch: a sparse gradient is computed into it at a read
-    float *w_now;           // (now_cap) DC-ASGD: current parameters gathered at an apply
+    grad_t grad;  // scratch: a sparse gradient is computed into it at a read
+    float *w_now;  // (now_cap) DC-ASGD: current parameters gathered at an apply
     size_t now_cap;
     // Fused steps for a gradient applied as soon as it is read (as the trainer
     // takes them, engine/core/trainer.c): one-example plain-SGD steps, or a
     // dense model's gradient applied block by block as it is computed.
-    int step_one;           // model_sgd_step_one applies
-    float *copy;            // dense: the workspace's parameter copy (NULL without loss_grad_apply)
-    int fuse_dense;         // dense: fresh gradients go to w block by block (copy, no clipping)
-    int pairs;              // sparse: a one-example gradient is written as pairs (model_grad_one_pairs, no clipping)
-    int scaled;             // sparse: ... or kept as a scale of the example (plain SGD, no clipping, no DC-ASGD)
-    int copy_current;       // dense: every write to w since the copy was refreshed also went to it
+    int step_one;  // model_sgd_step_one applies
+    float *copy;  // dense: the workspace's parameter copy (NULL without loss_grad_apply)
+    int fuse_dense;  // dense: fresh gradients go to w block by block (copy, no clipping)
+    int pairs;  // sparse: a one-example gradient is written as pairs (model_grad_one_pairs, no clipping)
+    int scaled;  // sparse: ... or kept as a scale of the example (plain SGD, no clipping, no DC-ASGD)
+    int copy_current;  // dense: every write to w since the copy was refreshed also went to it
 
     // The data stream, in the order of one hogwild thread.
-    uint32_t *order;        // (n_train)
+    uint32_t *order;  // (n_train)
     rng_t shuffle;
     size_t epoch, pos;
     int exhausted;
@@ -64,22 +64,22 @@ typedef struct sim {
     // Gradients in flight, in (due, seq) order: a binary min-heap, or, for
     // per-gradient delays bounded by D, a ring of D + 1 buckets (see
     // ring_push); and a pool of records.
-    pending_t **heap;       // (cap_in_flight)
+    pending_t **heap;  // (cap_in_flight)
     size_t heap_n;
     pending_t **ring_head, **ring_tail;  // (ring_len) or NULL: the heap is used
-    size_t ring_len, ring_n;             // buckets; records in them
-    pending_t **pool;       // (cap_in_flight) every record allocated so far
+    size_t ring_len, ring_n;  // buckets; records in them
+    pending_t **pool;  // (cap_in_flight) every record allocated so far
     size_t pool_n;
-    pending_t **spare;      // (cap_in_flight) records not in flight
+    pending_t **spare;  // (cap_in_flight) records not in flight
     size_t spare_n;
     size_t cap_in_flight;
 
-    uint64_t seq;           // gradients read
-    uint64_t max_in_flight; // most gradients pending at once, the one being read included
-    uint64_t version;       // updates applied
+    uint64_t seq;  // gradients read
+    uint64_t max_in_flight;  // most gradients pending at once, the one being read included
+    uint64_t version;  // updates applied
     uint64_t samples;
     double loss_sum;
-    float lr;               // the schedule's step size at the last update (before staleness scaling)
+    float lr;  // the schedule's step size at the last update (before staleness scaling)
     staleness_hist_t *hist;
 } sim_t;
 
@@ -143,8 +143,10 @@ static pending_t *heap_pop(sim_t *s) {
 static void ring_push(sim_t *s, pending_t *p) {
     size_t b = (size_t)(p->due % s->ring_len);
     p->next = NULL;
-    if (s->ring_tail[b]) s->ring_tail[b]->next = p;
-    else s->ring_head[b] = p;
+    if (s->ring_tail[b])
+        s->ring_tail[b]->next = p;
+    else
+        s->ring_head[b] = p;
     s->ring_tail[b] = p;
     s->ring_n++;
 }
@@ -163,8 +165,10 @@ static size_t in_flight(const sim_t *s) { return s->heap_n + s->ring_n; }
 
 // Per-gradient delays: schedules a record, whichever structure the run uses.
 static void schedule(sim_t *s, pending_t *p) {
-    if (s->ring_head) ring_push(s, p);
-    else heap_push(s, p);
+    if (s->ring_head)
+        ring_push(s, p);
+    else
+        heap_push(s, p);
 }
 
 // The next record due at or before step t, left in place; NULL when none is.
@@ -402,8 +406,10 @@ static int apply_gradient(sim_t *s, pending_t *p, char *err, size_t err_len) {
     float lambda = (float)s->cfg.update.dc_lambda;
     if (s->dense) {
         if (s->dc) {
-            if (s->copy && s->copy_current) memcpy(s->w_now, s->copy, s->n_params * sizeof *s->w_now);
-            else params_read(s->w, s->n_params, s->w_now);
+            if (s->copy && s->copy_current)
+                memcpy(s->w_now, s->copy, s->n_params * sizeof *s->w_now);
+            else
+                params_read(s->w, s->n_params, s->w_now);
             dc_asgd_compensate(p->g, s->w_now, p->w_then, s->n_params, lambda);
         }
         if (s->copy) {

@@ -39,26 +39,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/core/model.h"            // defines: model_t
-#include "engine/core/optimizer.h"        // defines: optimizer_t, optimizer_config_t
-#include "engine/core/trainer.h"          // defines: train_config_t, train_callbacks_t, train_result_t
-#include "staleness/delay_model.h"   // defines: delay_model_t
-#include "staleness/histogram.h"     // defines: staleness_hist_t
-#include "staleness/stale_update.h"  // defines: stale_update_config_t
+#include "engine/core/model.h"
+#include "engine/core/optimizer.h"
+#include "engine/core/trainer.h"
+#include "staleness/delay_model.h"
+#include "staleness/histogram.h"
+#include "staleness/stale_update.h"
 
 typedef struct simulate_config {
     // epochs, batch, seed, eval_every, eval_limit, target, stop_at_target,
     // time_limit_s and progress_interval_s are used; threads must be 1, mode
     // hogwild, link NULL; pin is ignored.
     train_config_t train;
-    delay_model_t delay;          // checked with delay_model_check
-    stale_update_config_t update; // staleness-aware steps, delay compensation
+    delay_model_t delay;  // checked with delay_model_check
+    stale_update_config_t update;  // staleness-aware steps, delay compensation
 } simulate_config_t;
 
 typedef struct simulate_result {
-    train_result_t train;        // as train_run reports it; updates == gradients computed
+    train_result_t train;  // as train_run reports it; updates == gradients computed
     staleness_hist_t staleness;  // measured staleness of every applied update
-    uint64_t max_in_flight;      // most gradients pending at once
+    uint64_t max_in_flight;  // most gradients pending at once
     // The model of time: SIMULATE_TIME_WORKERS with `workers` simulated workers
     // (straggler, or round-robin workers given as fixed:W-1 with delay.workers
     // = W), or SIMULATE_TIME_PER_GRADIENT (fixed, uniform, geometric: each

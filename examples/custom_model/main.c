@@ -59,8 +59,7 @@ int main(int argc, char **argv) {
     if (ok) {
         job = asgd_job_new(err, sizeof err);
         ok = job && asgd_job_configure(job, &downpour, err, sizeof err) == 0 &&
-             asgd_job_set(job, "margin", "1", err, sizeof err) == 0 &&
-             asgd_launch(job, &dist, err, sizeof err) == 0;
+             asgd_job_set(job, "margin", "1", err, sizeof err) == 0 && asgd_launch(job, &dist, err, sizeof err) == 0;
         asgd_job_destroy(&job);
     }
     if (!ok) {

@@ -189,8 +189,7 @@ int main(int argc, char **argv) {
 
     struct nfq_handle *h = nfq_open();
     if (!h) {
-        fprintf(stderr, "nfq_delay: nfq_open: %s (needs root / CAP_NET_ADMIN and nfnetlink_queue)\n",
-                strerror(errno));
+        fprintf(stderr, "nfq_delay: nfq_open: %s (needs root / CAP_NET_ADMIN and nfnetlink_queue)\n", strerror(errno));
         return 1;
     }
     struct nfq_q_handle *qh = nfq_create_queue(h, (uint16_t)queue, on_packet, NULL);
@@ -275,12 +274,12 @@ int main(int argc, char **argv) {
     /* Let go of everything still held, so that nothing waits on a dead queue. */
     release_due(qh, UINT64_MAX);
     if (!quiet || rc != 0 || n_enobufs)
-        fprintf(stderr,
-                "nfq_delay: %s; %llu packets delayed in %llu verdict batches, at most %llu held at once%s",
+        fprintf(stderr, "nfq_delay: %s; %llu packets delayed in %llu verdict batches, at most %llu held at once%s",
                 stop_signal ? "stopped by signal" : "stopped on error", (unsigned long long)n_packets,
                 (unsigned long long)n_batches, (unsigned long long)max_held, n_enobufs ? "" : "\n");
     if (n_enobufs)
-        fprintf(stderr, "; %llu receive overruns (their packets went through undelayed)\n", (unsigned long long)n_enobufs);
+        fprintf(stderr, "; %llu receive overruns (their packets went through undelayed)\n",
+                (unsigned long long)n_enobufs);
 out:
     nfq_destroy_queue(qh);
     nfq_close(h);

@@ -27,10 +27,10 @@ atomic_int trace_enabled_flag;
 
 static struct {
     char process[64];
-    _Atomic unsigned generation;   // a new one per trace_start: threads claim new buffers
-    _Atomic size_t n_bufs;         // slots claimed (may pass TRACE_THREADS_MAX: those threads drop)
+    _Atomic unsigned generation;  // a new one per trace_start: threads claim new buffers
+    _Atomic size_t n_bufs;  // slots claimed (may pass TRACE_THREADS_MAX: those threads drop)
     _Atomic(trace_buf_t *) bufs[TRACE_THREADS_MAX];
-    _Atomic uint64_t unbuffered;   // events of threads that got no buffer
+    _Atomic uint64_t unbuffered;  // events of threads that got no buffer
 } T;
 
 static _Thread_local trace_buf_t *tl_buf;
@@ -103,8 +103,10 @@ int trace_start(const char *process, char *err, size_t err_len) {
 static void name_os_thread(const char *role, int index) {
     char name[16];
     int word = (int)strcspn(role, " ");
-    if (index < 0) snprintf(name, sizeof name, "%.*s", word, role);
-    else snprintf(name, sizeof name, "%.*s-%d", word, role, index);
+    if (index < 0)
+        snprintf(name, sizeof name, "%.*s", word, role);
+    else
+        snprintf(name, sizeof name, "%.*s-%d", word, role, index);
     pthread_setname_np(pthread_self(), name);  // a name too long or a failure leaves the old one: harmless
 }
 
@@ -113,8 +115,10 @@ void trace_thread_name(const char *role, int index) {
     if (!trace_on()) return;
     trace_buf_t *b = my_buf();
     if (!b) return;
-    if (index < 0) snprintf(b->name, sizeof b->name, "%s", role);
-    else snprintf(b->name, sizeof b->name, "%s %d", role, index);
+    if (index < 0)
+        snprintf(b->name, sizeof b->name, "%s", role);
+    else
+        snprintf(b->name, sizeof b->name, "%s %d", role, index);
 }
 
 uint64_t trace_dropped(void) {
@@ -161,8 +165,9 @@ int trace_write(const char *path, const char *flag, char *err, size_t err_len) {
         fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%ld,\"tid\":%zu,\"args\":{\"name\":", pid, i + 1);
         put_name(f, b->name);
         fputs("}}", f);
-        fprintf(f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%ld,\"tid\":%zu,\"args\":{\"sort_index\":%zu}}",
-                pid, i + 1, i);
+        fprintf(
+            f, ",\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%ld,\"tid\":%zu,\"args\":{\"sort_index\":%zu}}",
+            pid, i + 1, i);
         size_t n = atomic_load_explicit(&b->n, memory_order_acquire);
         for (size_t k = 0; k < n; k++) {
             const trace_event_t *e = &b->ev[k];

@@ -22,8 +22,8 @@
 // What a span is: a static constant at the event site, recorded by address.
 typedef struct trace_kind {
     const char *name;  // "step", "push", ...
-    const char *cat;   // "compute", "sync", "net", "eval", "server"
-    const char *arg;   // the name of the span's one number in args, or NULL for none
+    const char *cat;  // "compute", "sync", "net", "eval", "server"
+    const char *arg;  // the name of the span's one number in args, or NULL for none
 } trace_kind_t;
 
 extern atomic_int trace_enabled_flag;
@@ -42,8 +42,8 @@ void trace_record(const trace_kind_t *kind, uint64_t t0, uint64_t arg);
 // uint64_t start = TRACE_BEGIN(); ... TRACE_END(&kind, start, arg);
 // (0 when tracing is off: TRACE_END then does nothing.)
 #define TRACE_BEGIN() (trace_on() ? trace_clock_ns() : (uint64_t)0)
-#define TRACE_END(kind, start, arg)                               \
-    do {                                                          \
+#define TRACE_END(kind, start, arg)                                                            \
+    do {                                                                                       \
         if (__builtin_expect((start) != 0, 0)) trace_record((kind), (start), (uint64_t)(arg)); \
     } while (0)
 

@@ -29,12 +29,12 @@ int fuzz_flags(const uint8_t *data, size_t size, char *err, size_t err_len);
 int fuzz_wire(const uint8_t *data, size_t size, char *err, size_t err_len);
 
 // An invariant of an accepted result does not hold: abort with where and what.
-#define FUZZ_ASSERT(cond)                                                                      \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: fuzz invariant failed: %s\n", __FILE__, __LINE__, #cond);  \
-            abort();                                                                           \
-        }                                                                                      \
+#define FUZZ_ASSERT(cond)                                                                     \
+    do {                                                                                      \
+        if (!(cond)) {                                                                        \
+            fprintf(stderr, "%s:%d: fuzz invariant failed: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                          \
+        }                                                                                     \
     } while (0)
 
 // A refusal must say why, on one line.
@@ -48,12 +48,12 @@ static inline int fuzz_refused(int rc, const char *err) {
 
 // Under -DASGD_LIBFUZZER a harness file also defines libFuzzer's entry point.
 #ifdef ASGD_LIBFUZZER
-#define FUZZ_ENTRY(harness)                                                  \
-    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);            \
-    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {           \
-        char err[1024] = "";                                                 \
-        harness(data, size, err, sizeof err);                                \
-        return 0;                                                            \
+#define FUZZ_ENTRY(harness)                                        \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);  \
+    int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) { \
+        char err[1024] = "";                                       \
+        harness(data, size, err, sizeof err);                      \
+        return 0;                                                  \
     }
 #else
 #define FUZZ_ENTRY(harness)

@@ -3,7 +3,7 @@
 // with its own classes.
 #include <math.h>
 
-#include "datasets/csv.h"  // defines: csv_parse
+#include "datasets/csv.h"
 #include "tests/fuzz/fuzz.h"
 
 int fuzz_csv(const uint8_t *data, size_t size, char *err, size_t err_len) {

@@ -3,15 +3,15 @@
 // parser (its low 3 bits) and a parameter (the other 5: a worker count for the
 // delay specs, a data kind for --data); the rest is NUL-separated strings
 // (argv, or the spec).
-#include "engine/data/data_source.h"   // defines: data_spec_parse
-#include "engine/cli/commands.h"       // defines: dist_role_finish
-#include "engine/run/dist.h"          // defines: dist_role_flags
-#include "engine/core/flags.h"         // defines: flags_parse, flags_parse_pairs
-#include "engine/run/train_args.h"    // defines: train_args_model
-#include "net/launch_env.h"       // defines: slurm_first_host
-#include "staleness/delay.h"      // defines: delay_spec_parse
-#include "staleness/delay_model.h"  // defines: delay_model_parse, delay_model_check
-#include "staleness/sync_mode.h"  // defines: sync_mode_parse
+#include "engine/data/data_source.h"
+#include "engine/cli/commands.h"
+#include "engine/run/dist.h"
+#include "engine/core/flags.h"
+#include "engine/run/train_args.h"
+#include "net/launch_env.h"
+#include "staleness/delay.h"
+#include "staleness/delay_model.h"
+#include "staleness/sync_mode.h"
 #include "tests/fuzz/fuzz.h"
 
 #define MAX_ARGS 64
@@ -42,7 +42,8 @@ static int fuzz_command_line(int argc, char **argv, char *err, size_t err_len) {
         snprintf(err, err_len, "usage error (printed)");
         return -1;
     }
-    FUZZ_ASSERT(train_args_model(&a.t) == model_registry_at((size_t)a.t.model) && a.t.threads >= 1 && a.t.batch >= 1 && a.t.lr > 0);
+    FUZZ_ASSERT(train_args_model(&a.t) == model_registry_at((size_t)a.t.model) && a.t.threads >= 1 && a.t.batch >= 1 &&
+                a.t.lr > 0);
     FUZZ_ASSERT(a.d.workers >= 1 && (a.d.servers >= 1 || a.d.sync == SYNC_MODE_ALLREDUCE));
     return 0;
 }
@@ -64,57 +65,59 @@ int fuzz_flags(const uint8_t *data, size_t size, char *err, size_t err_len) {
     const char *spec = argc ? argv[0] : "";
     int rc = -1;
     switch (mode) {
-    case 0:
-    case 7: rc = fuzz_command_line(argc, argv, err, err_len); break;
-    case 1: {
-        step_delay_t delays[16];
-        memset(delays, 0, sizeof delays);
-        rc = delay_spec_parse(spec, (size_t)n_workers, delays, err, err_len);
-        for (int k = 0; rc == 0 && k < n_workers; k++)
-            FUZZ_ASSERT(delays[k].a >= 0 && delays[k].a <= STEP_DELAY_MAX_MS && delays[k].b <= STEP_DELAY_MAX_MS &&
-                        (delays[k].kind != STEP_DELAY_UNIFORM || delays[k].a <= delays[k].b));
-        break;
-    }
-    case 2: {
-        delay_model_t m;
-        rc = delay_model_parse(spec, &m, err, err_len);
-        if (rc == 0) {
-            m.workers = (uint64_t)n_workers;
-            if (delay_model_check(&m, err, err_len) == 0 && m.kind != DELAY_KIND_STRAGGLER) {
-                FUZZ_ASSERT(m.lo <= m.hi && m.hi <= DELAY_MODEL_MAX);
-                delay_sampler_t s;
-                delay_sampler_init(&s, &m, 1);
-                for (int i = 0; i < 8; i++) {
-                    uint64_t v = delay_sampler_next(&s);
-                    FUZZ_ASSERT(v >= m.lo && v <= m.hi);
-                }
-            }
-            delay_model_free(&m);
+        case 0:
+        case 7:
+            rc = fuzz_command_line(argc, argv, err, err_len);
+            break;
+        case 1: {
+            step_delay_t delays[16];
+            memset(delays, 0, sizeof delays);
+            rc = delay_spec_parse(spec, (size_t)n_workers, delays, err, err_len);
+            for (int k = 0; rc == 0 && k < n_workers; k++)
+                FUZZ_ASSERT(delays[k].a >= 0 && delays[k].a <= STEP_DELAY_MAX_MS && delays[k].b <= STEP_DELAY_MAX_MS &&
+                            (delays[k].kind != STEP_DELAY_UNIFORM || delays[k].a <= delays[k].b));
+            break;
         }
-        break;
-    }
-    case 3: {
-        data_spec_t ds;
-        rc = data_spec_parse(spec, (data_kind_t)(param % 3), 1, &ds, err, err_len);
-        break;
-    }
-    case 4: {
-        char host[256];
-        rc = slurm_first_host(spec, host, sizeof host, err, err_len);
-        if (rc == 0) FUZZ_ASSERT(host[0] != '\0' && strlen(host) < sizeof host);
-        break;
-    }
-    case 5: {
-        sync_mode_t m;
-        rc = sync_mode_parse(spec, &m, err, err_len);
-        if (rc == 0) FUZZ_ASSERT(strcmp(sync_mode_name(m), spec) == 0);
-        break;
-    }
-    case 6: {
-        size_t pairs = 0;
-        rc = flags_parse_pairs(spec, pair_count, &pairs, err, err_len);
-        break;
-    }
+        case 2: {
+            delay_model_t m;
+            rc = delay_model_parse(spec, &m, err, err_len);
+            if (rc == 0) {
+                m.workers = (uint64_t)n_workers;
+                if (delay_model_check(&m, err, err_len) == 0 && m.kind != DELAY_KIND_STRAGGLER) {
+                    FUZZ_ASSERT(m.lo <= m.hi && m.hi <= DELAY_MODEL_MAX);
+                    delay_sampler_t s;
+                    delay_sampler_init(&s, &m, 1);
+                    for (int i = 0; i < 8; i++) {
+                        uint64_t v = delay_sampler_next(&s);
+                        FUZZ_ASSERT(v >= m.lo && v <= m.hi);
+                    }
+                }
+                delay_model_free(&m);
+            }
+            break;
+        }
+        case 3: {
+            data_spec_t ds;
+            rc = data_spec_parse(spec, (data_kind_t)(param % 3), 1, &ds, err, err_len);
+            break;
+        }
+        case 4: {
+            char host[256];
+            rc = slurm_first_host(spec, host, sizeof host, err, err_len);
+            if (rc == 0) FUZZ_ASSERT(host[0] != '\0' && strlen(host) < sizeof host);
+            break;
+        }
+        case 5: {
+            sync_mode_t m;
+            rc = sync_mode_parse(spec, &m, err, err_len);
+            if (rc == 0) FUZZ_ASSERT(strcmp(sync_mode_name(m), spec) == 0);
+            break;
+        }
+        case 6: {
+            size_t pairs = 0;
+            rc = flags_parse_pairs(spec, pair_count, &pairs, err, err_len);
+            break;
+        }
     }
     free(copy);
     // Not fuzz_refused: messages quote the value as the user typed it, and a

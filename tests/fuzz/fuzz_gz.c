@@ -3,16 +3,16 @@
 // sizes, and parsed as a libsvm file through the text reader that every
 // compressed libsvm and ratings file goes through. The decompressed size is
 // capped at FUZZ_GZ_CAP for the run.
-#include "datasets/data_input.h"  // defines: data_input_open_memory, data_input_read
-#include "datasets/libsvm.h"      // defines: libsvm_parse
+#include "datasets/data_input.h"
+#include "datasets/libsvm.h"
 #include "tests/fuzz/fuzz.h"
 
 #define FUZZ_GZ_CAP ((uint64_t)1 << 18)
 
 // Reads everything in chunks of the sizes in steps[] (cycled); 0 or -1 (err).
 // *gz: 0 plain, 1 gzip, 2 another compression.
-static int read_all(const uint8_t *data, size_t size, const size_t *steps, size_t n_steps, uint8_t *out, size_t *len, int *gz,
-                    char *err, size_t err_len) {
+static int read_all(const uint8_t *data, size_t size, const size_t *steps, size_t n_steps, uint8_t *out, size_t *len,
+                    int *gz, char *err, size_t err_len) {
     data_input_t *in;
     *len = 0;
     *gz = -1;
@@ -40,7 +40,8 @@ int fuzz_gz(const uint8_t *data, size_t size, char *err, size_t err_len) {
     int gz, gz2;
     char err2[1024] = "";
     int rc = fuzz_refused(read_all(data, size, big, 1, whole, &whole_len, &gz, err, err_len), err);
-    int rc2 = fuzz_refused(read_all(data, size, odd, sizeof odd / sizeof *odd, pieces, &pieces_len, &gz2, err2, sizeof err2), err2);
+    int rc2 = fuzz_refused(
+        read_all(data, size, odd, sizeof odd / sizeof *odd, pieces, &pieces_len, &gz2, err2, sizeof err2), err2);
     // How the bytes are asked for changes nothing: the same bytes, or the same refusal.
     FUZZ_ASSERT(rc == rc2 && gz == gz2);
     if (rc != 0) {

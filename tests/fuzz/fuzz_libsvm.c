@@ -1,11 +1,12 @@
 // libsvm reader (datasets/libsvm.c): any bytes as a file's contents.
 #include <math.h>
 
-#include "datasets/libsvm.h"  // defines: libsvm_parse
+#include "datasets/libsvm.h"
 #include "tests/fuzz/fuzz.h"
 
 static void check_dataset(const sparse_dataset_t *d) {
-    FUZZ_ASSERT(d->n > 0 && d->dim <= LIBSVM_MAX_DIM && (d->dim > 0 || d->nnz == 0));  // labels alone: a bias-only model
+    FUZZ_ASSERT(d->n > 0 && d->dim <= LIBSVM_MAX_DIM &&
+                (d->dim > 0 || d->nnz == 0));  // labels alone: a bias-only model
     FUZZ_ASSERT(d->row_ptr[0] == 0 && d->row_ptr[d->n] == d->nnz);
     FUZZ_ASSERT(d->n_classes >= 1 && d->n_classes <= DATASET_MAX_CLASSES && d->labels && d->cls);
     for (size_t c = 1; c < d->n_classes; c++) FUZZ_ASSERT(d->labels[c - 1] < d->labels[c]);

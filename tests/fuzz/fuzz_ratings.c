@@ -1,7 +1,7 @@
 // Ratings reader (datasets/ratings_io.c): any bytes as a file's contents.
 #include <math.h>
 
-#include "datasets/ratings_io.h"  // defines: ratings_parse
+#include "datasets/ratings_io.h"
 #include "tests/fuzz/fuzz.h"
 
 int fuzz_ratings(const uint8_t *data, size_t size, char *err, size_t err_len) {

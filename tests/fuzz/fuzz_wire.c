@@ -10,9 +10,9 @@
 #include <errno.h>
 #include <zmq.h>
 
-#include "net/rendezvous.h"  // defines: rdv_table_parse, rdv_entry_t
-#include "net/wire.h"        // defines: wire_validate, wire_header_*
-#include "net/zmsg.h"        // defines: zmsg_recv, zmsg_recv_deferred, zmsg_verify
+#include "net/rendezvous.h"
+#include "net/wire.h"
+#include "net/zmsg.h"
 #include "tests/fuzz/fuzz.h"
 
 #define FUZZ_RUN_ID 0x0123456789abcdefull  // the seeds' run id

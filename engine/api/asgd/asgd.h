@@ -7,9 +7,9 @@
 // own (asgd/model_ext.h). Every function that can fail returns 0 or -1 and then
 // fills err with one line saying what went wrong, in the words of the
 // flags; nothing prints and nothing exits. docs/api.md has a complete example.
-#include "asgd/export.h"     // defines: ASGD_API
-#include "asgd/model_ext.h"  // defines: asgd_model_def_t, asgd_model_register
-#include "asgd/train.h"      // defines: asgd_job_t, asgd_train, asgd_launch, asgd_result_t
+#include "asgd/export.h"
+#include "asgd/model_ext.h"
+#include "asgd/train.h"
 
 #define ASGD_API_VERSION 1
 

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "asgd/export.h"  // defines: ASGD_API
+#include "asgd/export.h"
 
 // ---- parameters and gradients ----------------------------------------------
 
@@ -34,29 +34,29 @@ ASGD_API void asgd_grad_add(asgd_grad_t *g, uint32_t i, float v);
 // ---- the data a model is built over (borrowed: valid for the model's life) ----
 
 typedef enum asgd_data_kind {
-    ASGD_DATA_KIND_DENSE,    // images: asgd_dense_data_t (--data fashion-mnist)
-    ASGD_DATA_KIND_SPARSE,   // libsvm, CSV, gen:sparse: asgd_sparse_data_t
+    ASGD_DATA_KIND_DENSE,  // images: asgd_dense_data_t (--data fashion-mnist)
+    ASGD_DATA_KIND_SPARSE,  // libsvm, CSV, gen:sparse: asgd_sparse_data_t
     ASGD_DATA_KIND_RATINGS,  // user item rating: asgd_ratings_data_t
 } asgd_data_kind_t;
 
 typedef struct asgd_dense_data {
     size_t n, dim, n_classes;
-    const float *x;    // (n, dim) row-major; pixels in [0, 1]
+    const float *x;  // (n, dim) row-major; pixels in [0, 1]
     const int32_t *y;  // (n) classes in [0, n_classes)
 } asgd_dense_data_t;
 
 typedef struct asgd_sparse_data {
     size_t n, dim, nnz;
     const size_t *row_ptr;  // (n + 1); example i owns [row_ptr[i], row_ptr[i + 1])
-    const uint32_t *col;    // (nnz) feature index, increasing within an example
-    const float *val;       // (nnz)
-    const float *y;         // (n) -1 or +1
+    const uint32_t *col;  // (nnz) feature index, increasing within an example
+    const float *val;  // (nnz)
+    const float *y;  // (n) -1 or +1
 } asgd_sparse_data_t;
 
 typedef struct asgd_ratings_data {
     size_t n, n_users, n_items;
     const uint32_t *user, *item;  // (n) ids in [0, n_users), [0, n_items)
-    const float *rating;          // (n)
+    const float *rating;  // (n)
 } asgd_ratings_data_t;
 
 // One training or test set; only the member of its kind is filled.
@@ -71,22 +71,22 @@ typedef struct asgd_data {
 
 typedef enum asgd_metric {
     ASGD_METRIC_ACCURACY,  // fraction of test examples right (--target-acc)
-    ASGD_METRIC_RMSE,      // root mean squared error (--target-rmse)
+    ASGD_METRIC_RMSE,  // root mean squared error (--target-rmse)
 } asgd_metric_t;
 
 // What predict's outputs mean, for `asgd predict`.
 typedef enum asgd_output {
     ASGD_OUTPUT_CLASS_LOGITS,  // one logit per class
-    ASGD_OUTPUT_LOGISTIC,      // one score s: label sign(s), P = 1 / (1 + exp(-|s|))
-    ASGD_OUTPUT_MARGIN,        // one score s: label sign(s)
-    ASGD_OUTPUT_VALUE,         // one predicted value (a rating)
+    ASGD_OUTPUT_LOGISTIC,  // one score s: label sign(s), P = 1 / (1 + exp(-|s|))
+    ASGD_OUTPUT_MARGIN,  // one score s: label sign(s)
+    ASGD_OUTPUT_VALUE,  // one predicted value (a rating)
 } asgd_output_t;
 
 // Sums over test examples: evaluate adds to them.
 typedef struct asgd_eval_sums {
-    double loss_sum;    // data loss, no regulariser
+    double loss_sum;  // data loss, no regulariser
     double metric_sum;  // correct predictions (accuracy) or squared errors (RMSE)
-    size_t count;       // examples
+    size_t count;  // examples
 } asgd_eval_sums_t;
 
 // The operations on a built model (self: what create returned). Several
@@ -104,8 +104,8 @@ typedef struct asgd_model_ops {
     void (*predict)(const void *self, const asgd_param_t *w, size_t begin, size_t end, void *ws, double *out);
     // Optional below.
     void (*init_params)(const void *self, asgd_param_t *w, uint64_t seed);  // NULL: all zero
-    void (*describe)(const void *self, char *out, size_t out_len);          // NULL: the name
-    double (*flops_per_example)(const void *self);                          // NULL: 0
+    void (*describe)(const void *self, char *out, size_t out_len);  // NULL: the name
+    double (*flops_per_example)(const void *self);  // NULL: 0
     // One thread's scratch for minibatches of at most max_batch examples
     // (NULL with err on failure). NULL ws_new: ws is NULL.
     void *(*ws_new)(const void *self, size_t max_batch, char *err, size_t err_len);
@@ -116,30 +116,30 @@ typedef struct asgd_model_ops {
 // ---- its own flags, parsed into its options struct ---------------------------
 
 typedef enum asgd_flag_type {
-    ASGD_FLAG_BOOL,    // int, set to 1 when given
-    ASGD_FLAG_SIZE,    // size_t, within [min, max]
+    ASGD_FLAG_BOOL,  // int, set to 1 when given
+    ASGD_FLAG_SIZE,  // size_t, within [min, max]
     ASGD_FLAG_DOUBLE,  // double, finite, within [min, max]
     ASGD_FLAG_STRING,  // const char *
 } asgd_flag_type_t;
 
 typedef struct asgd_model_flag {
-    const char *name;        // without dashes: "margin" is --margin
+    const char *name;  // without dashes: "margin" is --margin
     asgd_flag_type_t type;
-    size_t offset;           // of its field in the options struct: offsetof(my_options_t, margin)
+    size_t offset;  // of its field in the options struct: offsetof(my_options_t, margin)
     const char *value_name;  // in --help: "M"
-    const char *help;        // one line
-    double min, max;         // range of a number; both 0: unchecked
+    const char *help;  // one line
+    double min, max;  // range of a number; both 0: unchecked
 } asgd_model_flag_t;
 
 // ---- the model as a --model ----------------------------------------------------
 
 typedef struct asgd_model_def {
-    const char *name;     // --model NAME: 1 to 15 of a-z, 0-9, _ and -, starting with a letter
+    const char *name;  // --model NAME: 1 to 15 of a-z, 0-9, _ and -, starting with a letter
     const char *summary;  // one line for --help
     asgd_data_kind_t data;
     asgd_metric_t metric;
     asgd_output_t output;
-    int grad_dense;       // 1: loss_grad writes every parameter (else a few per example)
+    int grad_dense;  // 1: loss_grad writes every parameter (else a few per example)
     // Defaults of the shared flags when the job does not set them.
     double default_lr;
     size_t default_batch;

@@ -4,7 +4,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "asgd/export.h"  // defines: ASGD_API
+#include "asgd/export.h"
 
 // A training job, described by the flags `asgd train` and `asgd launch` take
 // (`asgd train --help`, `asgd launch --help`): the model, its data, the mode,
@@ -31,33 +31,33 @@ ASGD_API int asgd_job_set(asgd_job_t *job, const char *flag, const char *value, 
 
 typedef struct asgd_job_config {
     // the model and its data
-    const char *model;      // --model
-    const char *data;       // --data
+    const char *model;  // --model
+    const char *data;  // --data
     const char *test_data;  // --test-data
-    double test_frac;       // --test-frac
-    uint64_t seed;          // --seed
+    double test_frac;  // --test-frac
+    uint64_t seed;  // --seed
     // training
-    const char *mode;       // --mode: hogwild, locked or sync
-    uint64_t threads;       // --threads
-    uint64_t epochs;        // --epochs
-    uint64_t batch;         // --batch
-    double lr;              // --lr
-    double l2;              // --l2
+    const char *mode;  // --mode: hogwild, locked or sync
+    uint64_t threads;  // --threads
+    uint64_t epochs;  // --epochs
+    uint64_t batch;  // --batch
+    double lr;  // --lr
+    double l2;  // --l2
     const char *optimizer;  // --optimizer
-    double momentum;        // --momentum
-    double time_limit;      // --time-limit, seconds
+    double momentum;  // --momentum
+    double time_limit;  // --time-limit, seconds
     // evaluation and output
-    uint64_t eval_every;    // --eval-every, samples
-    double target_acc;      // --target-acc
-    double target_rmse;     // --target-rmse
-    const char *log;        // --log FILE
-    const char *save_model; // --save-model FILE
+    uint64_t eval_every;  // --eval-every, samples
+    double target_acc;  // --target-acc
+    double target_rmse;  // --target-rmse
+    const char *log;  // --log FILE
+    const char *save_model;  // --save-model FILE
     // a distributed run (asgd_launch)
-    uint64_t servers;       // --servers
-    uint64_t workers;       // --workers
-    const char *sync;       // --sync: asp, ssp, bsp, ...
-    uint64_t staleness;     // --staleness
-    double server_lr;       // --server-lr
+    uint64_t servers;  // --servers
+    uint64_t workers;  // --workers
+    const char *sync;  // --sync: asp, ssp, bsp, ...
+    uint64_t staleness;  // --staleness
+    double server_lr;  // --server-lr
 } asgd_job_config_t;
 
 ASGD_API void asgd_job_config_init(asgd_job_config_t *config);
@@ -66,25 +66,25 @@ ASGD_API int asgd_job_configure(asgd_job_t *job, const asgd_job_config_t *config
 
 // One evaluation of the model a result is about.
 typedef struct asgd_point {
-    double wall_s;       // training seconds since the start, evaluations excluded
-    double epoch;        // samples / training-set size
-    uint64_t samples;    // training examples processed (all threads, all workers)
-    double train_loss;   // mean training objective since the previous point (NaN where unknown)
-    double test_loss;    // mean test loss
+    double wall_s;  // training seconds since the start, evaluations excluded
+    double epoch;  // samples / training-set size
+    uint64_t samples;  // training examples processed (all threads, all workers)
+    double train_loss;  // mean training objective since the previous point (NaN where unknown)
+    double test_loss;  // mean test loss
     double test_metric;  // accuracy, or RMSE for rating models (see asgd_result_t.metric)
 } asgd_point_t;
 
 typedef struct asgd_result {
-    char model[160];           // the model as built, e.g. "mlp 784-64-10"
-    const char *metric;        // "accuracy" or "rmse"
-    double wall_s;             // training seconds, evaluations excluded
-    uint64_t samples;          // training examples processed
-    uint64_t updates;          // updates applied to the model
+    char model[160];  // the model as built, e.g. "mlp 784-64-10"
+    const char *metric;  // "accuracy" or "rmse"
+    double wall_s;  // training seconds, evaluations excluded
+    uint64_t samples;  // training examples processed
+    uint64_t updates;  // updates applied to the model
     double samples_per_s;
-    double time_to_target_s;   // NaN: no target set, or not reached
+    double time_to_target_s;  // NaN: no target set, or not reached
     uint64_t samples_to_target;
-    asgd_point_t final;        // the last evaluation
-    size_t n_points;           // the curve, in order; final is points[n_points - 1]
+    asgd_point_t final;  // the last evaluation
+    size_t n_points;  // the curve, in order; final is points[n_points - 1]
     asgd_point_t *points;
 } asgd_result_t;
 
