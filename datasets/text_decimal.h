@@ -164,8 +164,10 @@ __attribute__((target("ssse3,sse4.1"))) static inline uint64_t text_decimal_digi
 // A parser's hot function compiled twice, for any x86-64 CPU and for those
 // with SSE4.1 (x86-64-v2), the one to run chosen once when the program loads:
 // in the second the digits above are inlined, not called (about 15% of a
-// libsvm parse). GCC only; clang's build (the fuzzers) calls them.
-#if !defined(__clang__)
+// libsvm parse). GCC only; clang's build (the fuzzers) calls them. Not under
+// TSan: the clones' resolver runs while the program is relocated, before the
+// sanitizer's runtime is up, and its instrumented entry crashes the load.
+#if !defined(__clang__) && !defined(__SANITIZE_THREAD__)
 #define TEXT_HOT_CLONES __attribute__((target_clones("default", "arch=x86-64-v2")))
 #endif
 #else
