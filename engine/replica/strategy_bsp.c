@@ -48,10 +48,13 @@ static int push_round(replica_t *r, grad_t *sum, size_t examples, int *asked) {
                                  sizeof r->err);
 }
 
+// The wait for a round's end in a --trace timeline (docs/trace.md): after the
+// push, or by key before the next round.
+static const trace_kind_t TK_ROUND_WAIT = {"round_wait", "sync", "clock"};
+
 // By key, before a round: the keys its examples read, as they are once every
 // worker's gradient of the round before is in.
 static int prepare_bsp(void *ctx, const uint32_t *examples, size_t count, param_t *w) {
-    static const trace_kind_t round_wait = {"round_wait", "sync", "clock"};
     replica_t *r = ctx;
     if (!r->by_key) return 0;
     double t0 = replica_now_s();
@@ -60,7 +63,7 @@ static int prepare_bsp(void *ctx, const uint32_t *examples, size_t count, param_
     if (ps_client_pull_keys_at(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pull_keys, nk, r->pulled, r->err,
                                sizeof r->err) != 0)
         return -1;
-    TRACE_END(&round_wait, span, r->clock);
+    TRACE_END(&TK_ROUND_WAIT, span, r->clock);
     for (size_t i = 0; i < nk; i++) param_set(&w[r->pull_keys[i]], r->pulled[i]);
     r->stats.pulls++;
     r->round_prepared = 1;
@@ -72,7 +75,7 @@ static int prepare_bsp(void *ctx, const uint32_t *examples, size_t count, param_
 
 static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
     (void)lr;
-    static const trace_kind_t push = {"push", "net", "clock"}, round_wait = {"round_wait", "sync", "clock"};
+    static const trace_kind_t push = {"push", "net", "clock"};
     replica_t *r = ctx;
     double t0 = replica_now_s();
     // By key, a round with none of this replica's examples had no prepare:
@@ -99,7 +102,7 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
                    : ps_client_pull(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pulled, &min_clock, r->err,
                                     sizeof r->err);
     if (rc != 0) return -1;
-    TRACE_END(&round_wait, span, r->clock);
+    TRACE_END(&TK_ROUND_WAIT, span, r->clock);
     r->stats.wait_s += replica_now_s() - wait_from;  // the round ends when the slowest worker's gradient is in
     r->stats.pulls++;
     for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);

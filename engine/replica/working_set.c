@@ -11,6 +11,14 @@ static uint64_t steps_of(const working_set_t *ws, size_t t) {
 
 int working_set_applies(const model_t *m) { return model_num_sparse_params(m) > 0; }
 
+// Frees what was made; "worker: out of memory ..." in err; returns -1.
+static int out_of_memory(working_set_t *ws, const model_t *m, char *err, size_t err_len) {
+    working_set_free(ws);
+    snprintf(err, err_len, "worker: out of memory for the working set of a model of %zu parameters",
+             model_num_params(m));
+    return -1;
+}
+
 int working_set_init_keys(working_set_t *ws, const model_t *m, char *err, size_t err_len) {
     memset(ws, 0, sizeof *ws);
     ws->model = m;
@@ -19,10 +27,7 @@ int working_set_init_keys(working_set_t *ws, const model_t *m, char *err, size_t
     ws->mark = calloc(ws->key_n, 1);
     ws->sort_tmp = malloc(ws->n * sizeof *ws->sort_tmp);
     if (!ws->mark || !ws->sort_tmp) {
-        working_set_free(ws);
-        snprintf(err, err_len, "worker: out of memory for the working set of a model of %zu parameters",
-                 model_num_params(m));
-        return -1;
+        return out_of_memory(ws, m, err, err_len);
     }
     return 0;
 }
@@ -39,10 +44,7 @@ int working_set_init(working_set_t *ws, const model_t *m, const train_config_t *
     ws->cap = WORKING_SET_EXAMPLES > ws->threads * batch ? WORKING_SET_EXAMPLES : ws->threads * batch;
     ws->examples = malloc(ws->cap * sizeof *ws->examples);
     if (!ws->push_order || !ws->pull_order || !ws->push_from || !ws->examples) {
-        working_set_free(ws);
-        snprintf(err, err_len, "worker: out of memory for the working set of a model of %zu parameters",
-                 model_num_params(m));
-        return -1;
+        return out_of_memory(ws, m, err, err_len);
     }
     size_t n_train = model_num_train(m);
     for (size_t t = 0; t < ws->threads; t++) {
