@@ -41,6 +41,8 @@ struct data_input {
     int in_member;  // inside a gzip member, an xz stream, a zstd frame
     uint64_t members;  // gzip members started
     uint64_t part_start;  // where the xz stream or zstd frame being read starts
+    uint64_t frame_size;  // the zstd frame's declared content size, or ZSTD_CONTENTSIZE_UNKNOWN
+    uint64_t frame_made;  // bytes the zstd frame has given so far
     z_stream zs;
     int zs_ready;
     lzma_stream xz;
@@ -206,7 +208,7 @@ static int start_zstd(data_input_t *in, char *err, size_t err_len) {
         snprintf(err, err_len, "%s: cannot start libzstd's decoder: out of memory", in->name);
         return -1;
     }
-    in->in_member = 1;  // the first frame starts at byte 0
+    in->in_member = 0;  // read_zstd starts the first frame as it starts every other
     return 0;
 }
 
@@ -543,8 +545,7 @@ static int read_xz(data_input_t *in, uint8_t *dst, size_t n, size_t *got, char *
     return 0;
 }
 
-static void zstd_failed(const data_input_t *in, size_t rc, char *err, size_t err_len) {
-    ZSTD_ErrorCode code = ZSTD_getErrorCode(rc);
+static void zstd_failed(const data_input_t *in, ZSTD_ErrorCode code, char *err, size_t err_len) {
     if (code == ZSTD_error_frameParameter_windowTooLarge)
         snprintf(err, err_len,
                  "%s: the zstd data needs a window of more than %llu MiB (zstd --long or --ultra "
@@ -571,6 +572,12 @@ static int read_zstd(data_input_t *in, uint8_t *dst, size_t n, size_t *got, char
             if (rc < 0) return -1;
             if (rc == 0) break;
             in->in_member = 1;
+            // The header is at most 18 bytes; a header libzstd cannot read leaves the size
+            // unknown here and the decoder refuses it.
+            if (fill(in, 18, err, err_len) != 0) return -1;
+            unsigned long long size = ZSTD_getFrameContentSize(in->next, in->avail);
+            in->frame_size = size == ZSTD_CONTENTSIZE_ERROR ? ZSTD_CONTENTSIZE_UNKNOWN : size;
+            in->frame_made = 0;
         }
         if (in->avail == 0 && fill(in, 1, err, err_len) != 0) return -1;
         // Called with no input too: the decoder may hold output still to give.
@@ -581,11 +588,19 @@ static int read_zstd(data_input_t *in, uint8_t *dst, size_t n, size_t *got, char
         consume(in, src.pos);
         done += out.pos;
         if (count_output(in, out.pos, err, err_len) != 0) return -1;
+        in->frame_made += out.pos;
         if (ZSTD_isError(rc)) {
-            zstd_failed(in, rc, err, err_len);
+            zstd_failed(in, ZSTD_getErrorCode(rc), err, err_len);
             return -1;
         }
         in->in_member = rc != 0;  // 0: a frame is complete and flushed
+        // libzstd checks the declared size when it decodes into the caller's buffer, not
+        // always when it decodes into its own (small reads): check it for every read size.
+        if (in->frame_size != ZSTD_CONTENTSIZE_UNKNOWN &&
+            (in->frame_made > in->frame_size || (!in->in_member && in->frame_made != in->frame_size))) {
+            zstd_failed(in, ZSTD_error_corruption_detected, err, err_len);
+            return -1;
+        }
         if (in->in_member && in->avail == 0 && in->source_done && out.pos == 0 && src.pos == 0) {
             snprintf(err, err_len,
                      "%s: truncated zstd data: the file ends at byte offset %llu inside a frame "
