@@ -39,7 +39,7 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
     if (r->quota == 0) r->quota = 1;
     const sync_strategy_t *s = r->strategy = sync_strategy_for(rc->mode);
     if (!s) {
-        snprintf(err, err_len, "--sync: mode %d is not one of bsp|ssp|asp|allreduce|hybrid|local", (int)rc->mode);
+        snprintf(err, err_len, "--sync: mode %d is not one of " SYNC_MODE_CHOICES, (int)rc->mode);
         return -1;
     }
     if (s->check && s->check(r, oc, err, err_len) != 0) return -1;

@@ -15,6 +15,7 @@
 #include "datasets/storage/checkpoint_file.h"
 #include "datasets/storage/counter_file.h"
 #include "kernels/foundation/partition.h"
+#include "kernels/optimizer_kind.h"
 #include "engine/run/dist.h"
 #include "engine/replica/collective.h"
 #include "engine/replica/collective_mpi.h"
@@ -104,7 +105,7 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
         {"fetch-every", FLAG_TYPE_SIZE, &d->fetch_every, "N",
          "asp/ssp: pull fresh parameters every N steps of a replica", 1, 1e9, NULL, 0},
         {"server-optimizer", FLAG_TYPE_CHOICE, &d->server_optimizer, "OPT", "update rule on the servers", 0, 0,
-         "sgd|adagrad", 0},
+         OPTIMIZER_KIND_CHOICES, 0},
         {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (--lr when not given)", 1e-12, 1e6,
          NULL, 0},
         {"server-staleness-aware", FLAG_TYPE_BOOL, &d->server_staleness_aware, NULL,

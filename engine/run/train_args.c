@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/optimizer_kind.h"
 #include "net/stop_signal.h"
 
 const model_descriptor_t *train_args_model(const train_args_t *a) {
@@ -88,7 +89,7 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
         {"epochs", FLAG_TYPE_SIZE, &a->epochs, "E", "passes over the training set", 1, 1e6, NULL, 0},
         {"batch", FLAG_TYPE_SIZE, &a->batch, "B", "examples per step per thread (the model's when not given)", 1,
          1 << 20, NULL, 0},
-        {"optimizer", FLAG_TYPE_CHOICE, &a->optimizer, "OPT", "update rule", 0, 0, "sgd|adagrad", 0},
+        {"optimizer", FLAG_TYPE_CHOICE, &a->optimizer, "OPT", "update rule", 0, 0, OPTIMIZER_KIND_CHOICES, 0},
         {"lr", FLAG_TYPE_DOUBLE, &a->lr, "RATE", "initial step size (the model's when not given)", 1e-12, 1e6, NULL, 0},
         {"lr-schedule", FLAG_TYPE_CHOICE, &a->schedule, "S", "step-size schedule", 0, 0,
          "constant|inverse-time|epoch-decay", 0},
