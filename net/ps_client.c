@@ -80,6 +80,10 @@ struct ps_client {
     // its join nonce): a shard tells a resent HELLO from a new client's by it.
     uint32_t nonce;
     size_t n_shards, n_params;
+    // The worker holds only its working set (ps_client_set_key_map): its keys,
+    // translated at every message; NULL: it holds the servers' keys.
+    const ps_key_map_t *map;
+    size_t n_keys;  // the keys the caller names: n_params, or the map's local keys
     int timeout_ms;
     double retry_s;
     shard_conn_t *shards;
@@ -539,6 +543,7 @@ static ps_client_t *client_connect(void *zmq_ctx, uint64_t run_id, uint32_t work
     if (!(c->nonce = join_nonce) && !(c->nonce = (uint32_t)wire_fresh_id(c))) c->nonce = 1;
     c->n_shards = n_shards;
     c->n_params = n_params;
+    c->n_keys = n_params;
     c->timeout_ms = timeout_ms;
     ps_client_set_retry_ms(c, timeout_ms > 0 && timeout_ms < 4000 ? timeout_ms / 4 : 1000);
     c->shards = calloc(n_shards, sizeof *c->shards);
@@ -664,7 +669,16 @@ static void drop_frames(ps_client_t *c) {
     c->frames_ready = 0;
 }
 
+// A worker that holds only its working set cannot fill the servers' ranges.
+static int refuse_whole(const ps_client_t *c, const char *what, char *err, size_t err_len) {
+    if (!c->map) return 0;
+    snprintf(err, err_len, "worker %u: %s of the whole model from a worker that holds only its working set", c->worker,
+             what);
+    return -1;
+}
+
 uint8_t *const *ps_client_push_encoded_frames(ps_client_t *c, const size_t *bytes, char *err, size_t err_len) {
+    if (refuse_whole(c, "an encoded push", err, err_len) != 0) return NULL;
     drop_frames(c);  // sizes may differ from the last ones
     for (size_t k = 0; k < c->n_shards; k++) {
         if (zmsg_frame_alloc(&c->frames[k], bytes[k], err, err_len) != 0) {
@@ -688,6 +702,7 @@ static int pooled_frame(ps_client_t *c, zmq_msg_t *frame, size_t bytes, char *er
 }
 
 float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len) {
+    if (refuse_whole(c, "a dense push", err, err_len) != 0) return NULL;
     if (c->frames_encoded) {
         drop_frames(c);
         c->frames_encoded = 0;
@@ -946,6 +961,7 @@ int ps_client_push_commit_ask(ps_client_t *c, uint64_t clock, uint32_t examples,
         snprintf(err, err_len, "worker: an encoded push is not answered with values");
         return -1;
     }
+    if (refuse_whole(c, "a push answered with values", err, err_len) != 0) return -1;
     c->ask_started = mono_clock_s();
     if (!c->announced && wait_previous_push(c, err, err_len) != 0) return -1;
     // Each shard's pull waits unsent: the answers come with the push. A
@@ -1002,16 +1018,57 @@ int ps_client_push_commit_pull(ps_client_t *c, uint64_t clock, uint32_t examples
 }
 
 // Indices must be strictly ascending (each once, as the protocol says) and
-// below n_params; checked before anything is sent, so a bad set reaches no shard.
+// below the caller's key count; checked before anything is sent, so a bad set
+// reaches no shard.
 static int check_indices(const ps_client_t *c, const uint32_t *idx, size_t n, const char *what, char *err,
                          size_t err_len) {
     for (size_t i = 0; i < n; i++) {
-        if (idx[i] >= c->n_params || (i > 0 && idx[i] <= idx[i - 1])) {
-            snprintf(err, err_len, "worker: %s %u is not strictly ascending or not below %zu", what, idx[i],
-                     c->n_params);
+        if (idx[i] >= c->n_keys || (i > 0 && idx[i] <= idx[i - 1])) {
+            snprintf(err, err_len, "worker: %s %u is not strictly ascending or not below %zu", what, idx[i], c->n_keys);
             return -1;
         }
     }
+    return 0;
+}
+
+// The servers' key of the caller's i-th key (keys NULL: the caller's key i).
+static uint32_t global_key(const ps_client_t *c, const uint32_t *keys, size_t i) {
+    uint32_t local = keys ? keys[i] : (uint32_t)i;
+    return c->map ? ps_key_map_global(c->map, local) : local;
+}
+
+// Shard s's keys from pos on: how many of keys[pos..n) (translated) lie below its end.
+static size_t keys_in_shard(const ps_client_t *c, const shard_conn_t *s, const uint32_t *keys, size_t pos, size_t n) {
+    size_t first = pos;
+    while (pos < n && global_key(c, keys, pos) < s->end) pos++;
+    return pos - first;
+}
+
+// Writes the servers' keys of keys[first..first+n) into out.
+static void copy_keys(const ps_client_t *c, uint32_t *out, const uint32_t *keys, size_t first, size_t n) {
+    if (!c->map && keys) {
+        memcpy(out, keys + first, n * sizeof *out);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) out[i] = global_key(c, keys, first + i);
+}
+
+int ps_client_set_key_map(ps_client_t *c, const ps_key_map_t *map, char *err, size_t err_len) {
+    if (map->n_global != c->n_params || map->width == 0 || map->global_rows * map->width > map->n_global ||
+        map->n_rows > map->global_rows || ps_key_map_local_keys(map) > UINT32_MAX) {
+        snprintf(err, err_len, "worker %u: a key map of %zu of %zu rows (width %zu, %zu keys) for servers of %zu keys",
+                 c->worker, map->n_rows, map->global_rows, map->width, map->n_global, c->n_params);
+        return -1;
+    }
+    for (size_t r = 0; r < map->n_rows; r++) {
+        if (map->rows[r] >= map->global_rows || (r > 0 && map->rows[r] <= map->rows[r - 1])) {
+            snprintf(err, err_len, "worker %u: key map row %zu (%u) is not strictly ascending or not below %zu",
+                     c->worker, r, map->rows[r], map->global_rows);
+            return -1;
+        }
+    }
+    c->map = map;
+    c->n_keys = ps_key_map_local_keys(map);
     return 0;
 }
 
@@ -1022,9 +1079,8 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
     size_t pos = 0;
     for (size_t k = 0; k < c->n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
-        size_t first = pos;
-        while (pos < nnz && idx[pos] < s->end) pos++;
-        size_t n = pos - first;
+        size_t first = pos, n = keys_in_shard(c, s, idx, pos, nnz);
+        pos += n;
         wire_header_t h = request(c, MSG_TYPE_PUSH, k);
         h.clock = clock;
         h.param_version = pushed_version(c, s);
@@ -1038,7 +1094,7 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
             zmq_msg_close(&frames[0]);
             return -1;
         }
-        memcpy(zmq_msg_data(&frames[0]), idx + first, n * sizeof(uint32_t));
+        copy_keys(c, zmq_msg_data(&frames[0]), idx, first, n);
         memcpy(zmq_msg_data(&frames[1]), val + first, n * sizeof(float));
         wire_seal(&h, zmq_msg_data(&frames[0]), n * sizeof(uint32_t), zmq_msg_data(&frames[1]), n * sizeof(float));
         if (send_push(c, k, &h, frames, 2, err, err_len) != 0) return -1;
@@ -1047,7 +1103,7 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
     c->carry = 0;
     if (pos != nnz) {
         snprintf(err, err_len, "worker: sparse push index %u is not strictly ascending or not below %zu", idx[pos],
-                 c->n_params);
+                 c->n_keys);
         return -1;
     }
     return 0;
@@ -1055,7 +1111,12 @@ int ps_client_push_sparse(ps_client_t *c, const uint32_t *idx, const float *val,
 
 // ---- pulls and leaving ----------------------------------------------------------------
 
+static int pull_keys_start(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
+                           char *err, size_t err_len);
+
 int ps_client_pull_start(ps_client_t *c, uint64_t need_clock, float *out, char *err, size_t err_len) {
+    // The whole model of a worker that holds only its working set is every key it holds.
+    if (c->map) return pull_keys_start(c, need_clock, NULL, c->n_keys, out, err, err_len);
     if (c->pull_started > 0.0) {
         snprintf(err, err_len, "worker %u: a pull was started while another was in flight", c->worker);
         return -1;
@@ -1128,25 +1189,31 @@ int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *v
 
 int ps_client_pull_keys_start(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
                               char *err, size_t err_len) {
+    if (check_indices(c, keys, n, "pull key", err, err_len) != 0) return -1;
+    return pull_keys_start(c, need_clock, keys, n, values, err, err_len);
+}
+
+// keys: checked, or NULL for all of the caller's n keys.
+static int pull_keys_start(ps_client_t *c, uint64_t need_clock, const uint32_t *keys, size_t n, float *values,
+                           char *err, size_t err_len) {
     if (c->pull_started > 0.0) {
         snprintf(err, err_len, "worker %u: a pull was started while another was in flight", c->worker);
         return -1;
     }
-    if (check_indices(c, keys, n, "pull key", err, err_len) != 0) return -1;
     size_t pos = 0;
     for (size_t k = 0; k < c->n_shards; k++) {
         shard_conn_t *s = &c->shards[k];
-        size_t first = pos;
-        while (pos < n && keys[pos] < s->end) pos++;
+        size_t first = pos, count = keys_in_shard(c, s, keys, pos, n);
+        pos += count;
         s->key_begin = first;
-        s->key_count = pos - first;
+        s->key_count = count;
         wire_header_t h = request(c, MSG_TYPE_PULL, k);
         h.payload_kind = PAYLOAD_KIND_KEYS;
         h.clock = need_clock;
-        h.count = (uint32_t)(pos - first);
+        h.count = (uint32_t)count;
         zmq_msg_t frame;
-        if (zmsg_frame_alloc(&frame, (pos - first) * sizeof(uint32_t), err, err_len) != 0) return -1;
-        memcpy(zmq_msg_data(&frame), keys + first, (pos - first) * sizeof(uint32_t));
+        if (zmsg_frame_alloc(&frame, count * sizeof(uint32_t), err, err_len) != 0) return -1;
+        copy_keys(c, zmq_msg_data(&frame), keys, first, count);
         if (start_request(c, k, REQUEST_PULL, h, &frame, err, err_len) != 0) return -1;
     }
     c->pull_values = values;

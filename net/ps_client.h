@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "net/ps_key_map.h"
 #include "net/wire.h"
 
 typedef struct ps_client ps_client_t;
@@ -64,6 +65,14 @@ ps_client_t *ps_client_new_observer(void *zmq_ctx, uint64_t run_id, const char *
 // non-zero (checked at least every 50 ms): for a thread that must be able to
 // stop while a shard may already be gone. NULL: never.
 void ps_client_set_abort(ps_client_t *c, const atomic_int *abort);
+
+// The worker holds only its working set (ps_key_map.h): from now on every key
+// it names (pushes by key, pulls by key) is one of its own, translated to the
+// servers' keys on the way out, and a whole pull (ps_client_pull) brings every
+// key it holds, in its order. Pushes of the whole model are refused. The map
+// must outlive the client and agree with the servers' key count. Returns 0, or
+// -1 with err filled (a map that is not ascending or does not fit).
+int ps_client_set_key_map(ps_client_t *c, const ps_key_map_t *map, char *err, size_t err_len);
 
 // The clock this worker continues from: 0 on a first join, on a rejoin what
 // the shards gave it (docs/reliability.md).

@@ -1914,3 +1914,13 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
     }
     return 0;
 }
+
+size_t ps_server_bytes_per_param(const ps_config_t *c) {
+    // The values and the buffer they move to while a reply holds them; the
+    // scratch of a sparse or encoded push (an index, a gradient, a decoded value).
+    size_t bytes = 2 * sizeof(float) + sizeof(uint32_t) + 2 * sizeof(float);
+    if (c->optimizer == OPTIMIZER_KIND_ADAGRAD) bytes += sizeof(float);
+    if (c->stale.dc_lambda > 0) bytes += c->n_workers * sizeof(float);  // each worker's backup
+    if (c->mode == SYNC_MODE_BSP) bytes += c->n_workers * sizeof(float);  // each worker's gradient of the round
+    return bytes;
+}

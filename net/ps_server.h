@@ -219,6 +219,11 @@ const uint64_t *ps_server_resumed_pushes_per_worker(const ps_server_t *s);
 // had been applied without them (acknowledged and dropped; they are among the
 // pushes counted above). Since the shard started (not kept in checkpoints).
 const uint64_t *ps_server_late_per_worker(const ps_server_t *s);
+// The bytes a shard of config c holds per parameter it serves (values, their
+// second buffer, push scratch, optimizer state, per-worker buffers), for a
+// server to say before it starts whether the machine can hold its shard.
+size_t ps_server_bytes_per_param(const ps_config_t *c);
+
 // The shard's current values (range entries).
 const float *ps_server_values(const ps_server_t *s);
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "datasets/text_io.h"
+#include "engine/data/data_source.h"
 #include "test_support.h"
 
 static char dir[] = "/tmp/asgd_downpour_XXXXXX";  // read by launch_support.h
@@ -202,11 +203,32 @@ static void check_staleness(void) {
 
 // ---- a model read by key moves its working set ---------------------------------
 
+// The distinct features of every example of a data spec (training and test
+// sets together: what a worker loads).
+static size_t features_used(const char *spec) {
+    char err[256];
+    data_options_t o = {.spec = spec, .test_fraction = 0.1, .seed = 1};
+    data_bundle_t b;
+    data_bundle_init(&b);
+    CHECK(data_bundle_load(&o, DATA_KIND_SPARSE, &b, err, sizeof err) == 0);
+    uint8_t *seen = calloc(b.sparse_train.dim, 1);
+    CHECK(seen != NULL);
+    size_t used = 0;
+    const sparse_dataset_t *sets[] = {&b.sparse_train, &b.sparse_test};
+    for (size_t k = 0; k < 2; k++)
+        for (size_t i = 0; i < sets[k]->nnz; i++)
+            if (!seen[sets[k]->col[i]]) seen[sets[k]->col[i]] = 1, used++;
+    free(seen);
+    data_bundle_free(&b);
+    return used;
+}
+
 // logreg with a million weights (4 MB), 20 features per example: the workers
 // pull the keys their next steps read and push the keys they wrote, and
 // never the whole model: a fresh worker starts from the seeded model the
 // servers started from, and the final evaluation pulls what the test set
 // reads. ssp with bound 0 makes every round wait for a pull, so there are many.
+// Each worker holds only the weights of the features its data uses.
 static void check_working_set(void) {
     const double model_bytes = 4.0 * (1000000 + 1);
     char *rd = run_dir("working-set");
@@ -232,6 +254,8 @@ static void check_working_set(void) {
                        rd,
                        NULL};
     CHECK(launch_run(a) == 0);
+    size_t used = features_used("gen:sparse:n=4000,dim=1000000,nnz=20");
+    CHECK(used > 0 && used < 4000 * 20);
     char *s = summary_of(rd);
     CHECK(launch_field(launch_section(s, "staleness_clocks"), "max") == 0.0);
     CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
@@ -246,6 +270,11 @@ static void check_working_set(void) {
         CHECK(pulls >= 10);  // 90 rounds of 10 steps, each waiting for the one before it
         CHECK(in < 0.5 * model_bytes);  // no whole pull
         CHECK(out < 1.0 * model_bytes);  // the first push compares every key, but sends what changed
+        // It holds the weights of the features its data uses and the bias, not the model.
+        printf("working set: worker %d holds %g of the model's %g parameters (%zu features used)\n", k,
+               launch_field(w, "params_held"), launch_field(w, "model_params"), used);
+        CHECK(launch_field(w, "model_params") == 1000001.0);
+        CHECK(launch_field(w, "params_held") == (double)(used + 1));
         free(w);
     }
     free(s);
@@ -380,6 +409,10 @@ int main(void) {
     const char *sparse[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--batch", "4",
                             "--lr",    "0.5",    NULL};
     check_equivalent("logreg", sparse, "3", "3", "1", "bsp", 0.0);
+    // Workers holding only the weights their data uses (about 21,000 of 200,000): the same model, bit for bit.
+    const char *wide[] = {"--model", "logreg", "--data", "gen:sparse:n=3000,dim=200000,nnz=20", "--batch", "4",
+                          "--lr",    "0.5",    NULL};
+    check_equivalent("logreg-held", wide, "3", "3", "1", "bsp", 0.0);
     check_equivalent("logreg", sparse, "4", "2", "2", "bsp", 1e-5);
     check_equivalent("logreg", sparse, "3", "3", "1", "allreduce", 1e-5);
     check_replicas_agree(run_dir("logreg-allreduce"), 3);

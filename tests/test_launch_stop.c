@@ -18,7 +18,10 @@
 //   f) a server that dies before the rendezvous completes (the test build's
 //      ASGD_TEST_SERVER_FAIL_EARLY) ends the launch naming it, with
 //      --server-replicas 2 too (its first replica: nothing to take over
-//      from), and --restart-servers says what to do.
+//      from), and --restart-servers says what to do;
+//   g) a server whose shard the machine cannot hold (the test build's
+//      ASGD_TEST_MEMORY_AVAILABLE) refuses before the run starts, saying how
+//      many bytes it needs.
 // Every wait is a hang bound far below the runs' --timeout-ms, not a timing
 // assertion: without the fixes (e) and (f) wait out 600 s and fail.
 #include <sys/stat.h>
@@ -339,6 +342,28 @@ static void server_dies_before_rendezvous(void) {
     unsetenv("ASGD_TEST_SERVER_FAIL_EARLY");
 }
 
+// g) a server whose shard the machine cannot hold (the test build's
+// ASGD_TEST_MEMORY_AVAILABLE: 1 MB) refuses before the run starts, with the bytes it needs.
+static void shard_too_large(void) {
+    setenv("ASGD_TEST_MEMORY_AVAILABLE", "1000000", 1);  // read by the test build only
+    const char *a[] = {ASGD_HOOKS_BINARY,   "launch", "--model",   "logreg", "--data",  "gen:sparse:n=2000,dim=1000000",
+                       "--servers",         "1",      "--workers", "2",      "--quiet", "--run-dir",
+                       proc_path(dir, "g"), NULL};
+    char err[600];
+    snprintf(err, sizeof err, "%s", proc_path(dir, "g.err"));
+    int st = proc_wait(proc_start(a, proc_path(dir, "g.out"), err), HANG_S);
+    char *e = proc_slurp(err);
+    printf("g) a shard larger than the memory available: exit %d\n%s", st, e);
+    CHECK(st == 1);
+    // 1,000,001 parameters at 20 bytes each under asp with sgd, and the 4 MB seeded model.
+    expect(e,
+           "asgd server 0: its shard of 1000001 of the model's 1000001 parameters needs 24.0 MB (20.0 MB the shard, "
+           "4.0 MB the seeded model it starts from), more than the 1.0 MB this machine has available: run more "
+           "--servers (on more machines) or train a smaller model");
+    free(e);
+    unsetenv("ASGD_TEST_MEMORY_AVAILABLE");
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
@@ -347,6 +372,7 @@ int main(void) {
     second_signal_kills();
     evicted_worker();
     server_dies_before_rendezvous();
+    shard_too_large();
     CHECK(test_remove_tree(dir) == 0);
     return 0;
 }

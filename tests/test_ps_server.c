@@ -412,6 +412,57 @@ static void test_keys_in_background(void *ctx) {
     printf("keyed pull in the background: ok\n");
 }
 
+// A worker that holds only its working set: rows of 2 keys (a feature's
+// weights), 4 of the servers' 500 rows plus the dense tail (key 1000), the
+// rows on both sides of the shards' boundary (501). Every message names the
+// servers' keys: a whole pull brings exactly the rows held, a push by the
+// worker's keys lands on the servers' keys, and what cannot be done by key
+// (a dense push) or does not fit (a key past the map, a map out of order) is
+// refused.
+static void test_key_map(void *ctx) {
+    char err[256];
+    float init[A_N], want[A_N];
+    random_values(init, A_N, 14, 1);
+    memcpy(want, init, sizeof want);
+    ps_config_t cfg = config(2, A_N, 1, SYNC_MODE_ASP);
+    cluster_t cl;
+    cluster_start(&cl, ctx, &cfg, init);
+    ps_client_t *c = client(ctx, 0, &cl, A_N);
+    static const uint32_t bad_rows[] = {1, 1};
+    ps_key_map_t bad = {bad_rows, 2, 2, 500, A_N};
+    CHECK(ps_client_set_key_map(c, &bad, err, sizeof err) == -1 && strstr(err, "not strictly ascending"));
+    static const uint32_t rows[] = {1, 249, 250, 400};
+    ps_key_map_t map = {rows, 4, 2, 500, A_N};
+    CHECK_OK(ps_client_set_key_map(c, &map, err, sizeof err), err);
+    enum { HELD = 9 };
+    static const uint32_t global[HELD] = {2, 3, 498, 499, 500, 501, 800, 801, 1000};
+    CHECK(ps_key_map_local_keys(&map) == HELD);
+    for (uint32_t k = 0; k < HELD; k++) CHECK(ps_key_map_global(&map, k) == global[k]);
+    float held[HELD];
+    uint64_t min_clock;
+    CHECK_OK(ps_client_pull(c, 0, held, &min_clock, err, sizeof err), err);
+    for (size_t k = 0; k < HELD; k++) CHECK(memcmp(&held[k], &init[global[k]], sizeof(float)) == 0);
+    static const uint32_t idx[] = {1, 5, 8};  // the servers' 3, 501 and 1000
+    static const float val[] = {1.0f, -2.0f, 0.25f};
+    CHECK_OK(ps_client_push_sparse(c, idx, val, 3, 0, 1, 0, err, sizeof err), err);
+    CHECK_OK(ps_client_wait_acks(c, err, sizeof err), err);
+    for (size_t k = 0; k < 3; k++) want[global[idx[k]]] -= cfg.lr * val[k];
+    static const uint32_t keys[] = {0, 1, 5, 8};
+    float kv[4];
+    CHECK_OK(ps_client_pull_keys_at(c, 1, keys, 4, kv, err, sizeof err), err);
+    for (size_t k = 0; k < 4; k++) CHECK(memcmp(&kv[k], &want[global[keys[k]]], sizeof(float)) == 0);
+    static const uint32_t past[] = {HELD};
+    CHECK(ps_client_push_sparse(c, past, val, 1, 1, 1, 0, err, sizeof err) == -1 && strstr(err, "not below 9"));
+    CHECK(ps_client_push_frames(c, err, sizeof err) == NULL && strstr(err, "holds only its working set"));
+    CHECK_OK(ps_client_bye(c, err, sizeof err), err);
+    ps_client_destroy(&c);
+    cluster_join_returned(&cl);
+    CHECK_BITS(ps_server_values(cl.st[0].s), want, 501, "shard 0 after the push by the worker's keys");
+    CHECK_BITS(ps_server_values(cl.st[1].s), want + 501, 500, "shard 1 after the push by the worker's keys");
+    cluster_destroy(&cl);
+    printf("a worker holding its working set: ok\n");
+}
+
 static void test_asp_adagrad(void *ctx) {
     char err[256];
     const float lr = 0.5f, eps = 1e-6f;
@@ -1499,6 +1550,7 @@ int main(void) {
     test_asp_sgd(ctx);
     test_asp_adagrad(ctx);
     test_keys_in_background(ctx);
+    test_key_map(ctx);
     test_exactly_once(ctx);
     test_bsp(ctx);
     test_bsp_bye_completes_round(ctx);

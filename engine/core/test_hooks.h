@@ -2,7 +2,8 @@
 #define ASGD_ENGINE_CORE_TEST_HOOKS_H
 // Switches that let a test provoke what it cannot provoke from outside: turn
 // the SSP gate off to show the bound a test checks is one the gate enforces,
-// freeze a worker after a checkpoint, fail a worker or a server before it joins.
+// freeze a worker after a checkpoint, fail a worker or a server before it joins,
+// shrink the memory a server sees available.
 //
 // They are read from the environment only in the test build of the program,
 // `asgd-test-hooks` (built beside the tests from engine/cli/main.c and a copy
@@ -16,6 +17,7 @@ typedef enum test_hook {
     TEST_HOOK_WORKER_FREEZE_AT_SAMPLES,  // N: the first checkpoint holding >= N samples is the worker's last
     TEST_HOOK_WORKER_FAIL_EARLY,  // K: worker K fails before it joins, every time it is started
     TEST_HOOK_SERVER_FAIL_EARLY,  // K: server K (its first replica) fails before it joins, every time
+    TEST_HOOK_MEMORY_AVAILABLE,  // BYTES: what a server takes the machine to have available
     TEST_HOOK_COUNT
 } test_hook_t;
 

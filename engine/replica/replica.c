@@ -134,8 +134,10 @@ static int rejoin_position(const replica_t *r, train_config_t *tc, train_positio
 // a model read by key, exchanging with the servers only (asp, ssp, bsp):
 // every shard started from the seeded model this worker makes itself.
 static int starts_from_seed(const replica_t *r) {
+    // A worker holding only its working set numbers its rows its own way: the
+    // seed would give them the servers' values of other rows.
     return r->clock == 0 && !(r->rc->ckpt && r->rc->ckpt->resume) && model_num_sparse_params(r->model) > 0 &&
-           r->strategy->servers && !r->strategy->ring;
+           r->strategy->servers && !r->strategy->ring && !r->rc->key_map;
 }
 
 // Joins the servers: the client (and its heartbeats), the model they hold
@@ -145,8 +147,10 @@ static int join_servers_now(replica_t *r, void *zmq_ctx, uint64_t init_seed, tra
                             train_position_t *start, replica_stats_t *stats, char *err, size_t err_len) {
     const replica_config_t *rc = r->rc;
     r->client = ps_client_new_joiner(zmq_ctx, rc->run_id, (uint32_t)rc->id, rc->join_nonce, rc->servers, rc->n_servers,
-                                     r->ps_n, rc->heartbeat_ms, rc->timeout_ms, err, err_len);
+                                     rc->key_map ? rc->key_map->n_global : r->ps_n, rc->heartbeat_ms, rc->timeout_ms,
+                                     err, err_len);
     if (!r->client) return -1;
+    if (rc->key_map && ps_client_set_key_map(r->client, rc->key_map, err, err_len) != 0) return -1;
     ps_client_set_abort(r->client, rc->servers_finished);
     ps_client_count_pushes(r->client, rc->push_counts);
     if (rc->retry_ms > 0) ps_client_set_retry_ms(r->client, rc->retry_ms);

@@ -85,6 +85,9 @@ typedef struct replica_config {
     // stats->servers_finished set. NULL: never (a silent server is waited
     // for timeout_ms).
     const atomic_int *servers_finished;
+    // The model holds only these of the servers' keys (its working set:
+    // net/ps_key_map.h), moved by key under asp, ssp and bsp; NULL: all of them.
+    const struct ps_key_map *key_map;
 } replica_config_t;
 
 typedef struct replica_stats {

@@ -113,6 +113,19 @@ uint64_t dist_peak_rss_bytes(void) {
     return (uint64_t)u.ru_maxrss * 1024u;  // Linux counts kilobytes
 }
 
+uint64_t dist_memory_available(void) {
+    const char *forced = test_hook_value(TEST_HOOK_MEMORY_AVAILABLE);
+    if (forced) return strtoull(forced, NULL, 10);
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[256];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (uint64_t)kb * 1024u;
+}
+
 void dist_advertise(const char *bound, char *out, size_t out_len) {
     const char *wild = strstr(bound, "0.0.0.0");
     if (!wild) {

@@ -42,6 +42,7 @@
 
 #include "engine/run/dist_roles.h"
 #include "engine/run/run_output.h"
+#include "engine/run/worker_keys.h"
 
 #define ERR_LEN 512
 
@@ -129,6 +130,7 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     data_bundle_t data;
     data_bundle_init(&data);
     model_t *model = NULL;
+    worker_keys_t keys = {0};
     void *ctx = NULL;
     rdv_server_t *rdv = NULL;
     zap_handler_t *zap = NULL;
@@ -145,7 +147,10 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     }
     // Keys first: a bad key file fails at once, not after the data has loaded.
     if (dist_security_start(d, ctx, &zap, err, sizeof err) != 0) goto out;
-    if (train_args_build(t, &data, &model, err, sizeof err) != 0) goto out;
+    // A worker of a model with a row per feature holds the rows its data reads (worker_keys.h).
+    if (role == DIST_ROLE_WORKER ? worker_keys_build(t, d, &data, &model, &keys, err, sizeof err) != 0
+                                 : train_args_build(t, &data, &model, err, sizeof err) != 0)
+        goto out;
     if (host_bind) {
         rdv = rdv_server_new_elastic(ctx, host_bind, d->servers + dist_slots(d), d->servers + d->workers, run_id, err,
                                      sizeof err);
@@ -158,7 +163,8 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     model_file_split_of(&data, t->test_frac, t->seed, t->train_limit, t->test_limit, t->test_data != NULL, &split);
     int rc = role == DIST_ROLE_SERVER
                  ? dist_run_server(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err)
-                 : dist_run_worker(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err);
+                 : dist_run_worker(ctx, id, t, d, model, keys.held ? &keys.map : NULL, &split, coordinator, run_id, err,
+                                   sizeof err);
     // The timeline of a failed run is written too: it may show why.
     char why[ERR_LEN];
     if (t->trace && trace_write(t->trace, "--trace", why, sizeof why) != 0 && rc == 0) {
@@ -174,6 +180,7 @@ out:
     zap_handler_destroy(&zap);
     if (ctx) zmq_ctx_term(ctx);
     model_destroy(&model);
+    worker_keys_free(&keys);
     data_bundle_free(&data);
     return status;
 }

@@ -7,6 +7,7 @@
 
 #include "engine/run/dist.h"
 #include "engine/run/model_file.h"
+#include "net/ps_key_map.h"
 
 // A parameter-server shard (or, with --server-replicas, one replica of it):
 // meets the others, serves until the run ends, writes its result files.
@@ -15,14 +16,19 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
                     const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
                     size_t err_len);
 // A worker replica: meets the others, trains (rejoining after an eviction),
-// writes its JSON result and files. Returns 0, or -1 with err.
+// writes its JSON result and files. key_map: its model holds only those of
+// the servers' keys (worker_keys.h), or NULL. Returns 0, or -1 with err.
 int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                    const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
-                    size_t err_len);
+                    const ps_key_map_t *key_map, const model_file_split_t *split, const char *coordinator,
+                    uint64_t run_id, char *err, size_t err_len);
 
 // This process's peak resident memory so far, in bytes (0 if unknown): what
 // a server or worker reports as peak_rss_bytes.
 uint64_t dist_peak_rss_bytes(void);
+
+// The memory this machine has available for a new allocation, in bytes
+// (MemAvailable; 0 if unknown).
+uint64_t dist_memory_available(void);
 
 // The endpoint others should dial: a wildcard bind is advertised under this host's name.
 void dist_advertise(const char *bound, char *out, size_t out_len);

@@ -477,6 +477,37 @@ out:
     return rc;
 }
 
+// Whether this machine can hold the shard of n parameters: refused before
+// anything starts, with the bytes it needs, when the memory available is less.
+static int shard_fits(const model_t *m, const ps_config_t *c, size_t n, char *err, size_t err_len) {
+    uint64_t available = dist_memory_available();
+    // The shard, and for a moment the seeded model it starts from (shard_init).
+    uint64_t shard = (uint64_t)n * ps_server_bytes_per_param(c);
+    uint64_t seeded = (uint64_t)model_num_params(m) * sizeof(float);
+    if (available == 0 || shard + seeded <= available) return 0;
+    snprintf(err, err_len,
+             "its shard of %zu of the model's %zu parameters needs %.1f MB (%.1f MB the shard, %.1f MB "
+             "the seeded model it starts from), more than the %.1f MB this machine has available: run more "
+             "--servers (on more machines) or train a smaller model",
+             n, model_num_params(m), (double)(shard + seeded) / 1e6, (double)shard / 1e6, (double)seeded / 1e6,
+             (double)available / 1e6);
+    return -1;
+}
+
+// The shard's starting values, [begin, end) of the seeded model a single
+// process would start from (the seeded model itself is freed at once).
+static float *shard_init(const model_t *m, uint64_t seed, size_t begin, size_t end, char *err, size_t err_len) {
+    param_t *init = params_new(model_num_params(m), err, err_len);
+    float *values = init ? malloc((end - begin) * sizeof *values) : NULL;
+    if (init && !values) snprintf(err, err_len, "server: out of memory for %zu parameters", end - begin);
+    if (values) {
+        model_init_params(m, init, seed);
+        params_read(init + begin, end - begin, values);
+    }
+    params_free(&init);
+    return values;
+}
+
 int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                     const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
                     size_t err_len) {
@@ -487,10 +518,13 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
                  train_args_model(t)->name);
         return -1;
     }
-    // Every shard starts from the same seeded model a single process would
-    // (its first n parameters under hybrid).
-    param_t *init = params_new(model_num_params(m), err, err_len);
-    float *values = init ? malloc(n * sizeof *values) : NULL;
+    size_t begin, end;
+    shard_range(n, d->servers, id, &begin, &end);
+    ps_config_t c;
+    char ckpt_path[1100];
+    if (server_ps_config(id, run_id, t, d, n, &c, ckpt_path, sizeof ckpt_path, err, err_len) != 0) return -1;
+    if (shard_fits(m, &c, end - begin, err, err_len) != 0) return -1;
+    float *values = shard_init(m, t->seed, begin, end, err, err_len);
     ps_server_t *s = NULL;
     ps_replica_t *rep = NULL;
     rdv_entry_t *table = NULL;
@@ -500,16 +534,9 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
     const char **endpoints = calloc(d->servers, sizeof *endpoints);
     int rc = -1;
     if (!values || !endpoints) {
-        if (init) snprintf(err, err_len, "server: out of memory for %zu parameters", n);
+        if (values) snprintf(err, err_len, "server: out of memory");
         goto out;
     }
-    model_init_params(m, init, t->seed);
-    params_read(init, n, values);
-    size_t begin, end;
-    shard_range(n, d->servers, id, &begin, &end);
-    ps_config_t c;
-    char ckpt_path[1100];
-    if (server_ps_config(id, run_id, t, d, n, &c, ckpt_path, sizeof ckpt_path, err, err_len) != 0) goto out;
     // Test build only (tests/test_launch_stop.c): the shard's first replica
     // fails before it joins, as one with a broken setup would.
     const char *fail_early = test_hook_value(TEST_HOOK_SERVER_FAIL_EARLY);
@@ -519,10 +546,10 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
         goto out;
     }
     if (d->server_replicas > 1 && d->replica_backup) {
-        rc = run_backup(ctx, id, run_id, t, d, m, split, coordinator, &c, values + begin, begin, end, err, err_len);
+        rc = run_backup(ctx, id, run_id, t, d, m, split, coordinator, &c, values, begin, end, err, err_len);
         goto out;
     }
-    if (!(s = server_start(ctx, id, t, d, &c, values + begin, err, err_len))) goto out;
+    if (!(s = server_start(ctx, id, t, d, &c, values, err, err_len))) goto out;
     if (d->server_replicas > 1 &&
         (!(rep = server_replica(ctx, id, run_id, d, NULL, NULL, err, err_len)) ||
          ps_replica_lead(rep, s, err, err_len) != 0 || ps_replica_await_backup(rep, s, err, err_len) != 0))
@@ -552,7 +579,6 @@ out:
     free(table);
     ps_server_destroy(&s);
     free(values);
-    params_free(&init);
     return rc;
 }
 

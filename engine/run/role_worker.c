@@ -72,8 +72,8 @@ static void json_period(json_writer_t *j, const char *key, size_t requested, dou
 }
 
 static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                              const train_result_t *r, const replica_stats_t *rs, unsigned rejoins,
-                              const ps_push_count_t *counts, size_t incarnation) {
+                              const ps_key_map_t *key_map, const train_result_t *r, const replica_stats_t *rs,
+                              unsigned rejoins, const ps_push_count_t *counts, size_t incarnation) {
     metric_kind_t metric = model_metric(m);
     json_writer_t j;
     json_begin(&j, out);
@@ -155,6 +155,9 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     }
     json_number(&j, "comm_s", rs->comm_s);
     json_uint(&j, "peak_rss_bytes", dist_peak_rss_bytes());
+    // The model's parameters, and those this worker holds: fewer when it holds its working set (worker_keys.h).
+    json_uint(&j, "model_params", key_map ? key_map->n_global : model_num_params(m));
+    json_uint(&j, "params_held", model_num_params(m));
     json_uint(&j, "bytes_out", rs->bytes_out);
     json_uint(&j, "bytes_in", rs->bytes_in);
     char spec[64];
@@ -232,6 +235,7 @@ typedef struct worker {
     train_callbacks_t cb;  // what the trainer calls: the report's, through the live counts
     run_report_t *report;
     float *final_w;  // --save-model
+    const ps_key_map_t *key_map;  // it holds only these of the servers' keys, or NULL
 } worker_t;
 
 static void worker_free(worker_t *w) {
@@ -346,6 +350,7 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
         .push_counts = w->counts,
         .ckpt = w->ckpt,
         .servers_finished = &w->watch.finished,
+        .key_map = w->key_map,
     };
 }
 
@@ -517,7 +522,7 @@ static int worker_write_results(const worker_t *w, const train_result_t *result,
         return -1;
     FILE *results = run_results();
     if (results) {
-        write_worker_json(results, w->id, w->t, d, w->m, result, rs, rejoins, w->counts, w->incarnation);
+        write_worker_json(results, w->id, w->t, d, w->m, w->key_map, result, rs, rejoins, w->counts, w->incarnation);
         fflush(results);
     }
     if (!d->run_dir) return 0;
@@ -525,15 +530,15 @@ static int worker_write_results(const worker_t *w, const train_result_t *result,
     snprintf(name, sizeof name, "worker-%zu.json", w->id);
     FILE *f = dist_file_open(d->run_dir, name, err, err_len);
     if (!f) return -1;
-    write_worker_json(f, w->id, w->t, d, w->m, result, rs, rejoins, w->counts, w->incarnation);
+    write_worker_json(f, w->id, w->t, d, w->m, w->key_map, result, rs, rejoins, w->counts, w->incarnation);
     if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) return -1;
     return write_worker_record(d->run_dir, w->id, w->m, result, rs, err, err_len);
 }
 
 int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                    const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
-                    size_t err_len) {
-    worker_t w = {.id = id, .t = t, .d = d, .m = m, .split = split, .live = {.fd = -1}};
+                    const ps_key_map_t *key_map, const model_file_split_t *split, const char *coordinator,
+                    uint64_t run_id, char *err, size_t err_len) {
+    worker_t w = {.id = id, .t = t, .d = d, .m = m, .key_map = key_map, .split = split, .live = {.fd = -1}};
     int rc = -1;
     if (!(w.join_nonce = (uint32_t)wire_fresh_id(&w))) w.join_nonce = 1;
     if (!(w.delays = calloc(dist_slots(d), sizeof *w.delays))) {

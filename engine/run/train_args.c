@@ -400,9 +400,7 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
     return 0;
 }
 
-int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model, char *err, size_t err_len) {
-    *model = NULL;
-    const model_descriptor_t *d = train_args_model(a);
+int train_args_load(const train_args_t *a, data_bundle_t *data, char *err, size_t err_len) {
     data_kind_t kind = train_args_data_kind(a);
     data_options_t dopt = {a->data, a->data_dir,  a->train_limit,  a->test_limit, a->test_frac,
                            a->seed, a->test_data, a->label_column, a->csv_header};
@@ -414,6 +412,14 @@ int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model
                  a->data, data_bundle_num_train(data), a->test_frac);
         return -1;
     }
+    return 0;
+}
+
+int train_args_make_model(const train_args_t *a, const data_bundle_t *data, model_t **model, char *err,
+                          size_t err_len) {
+    *model = NULL;
+    const model_descriptor_t *d = train_args_model(a);
+    data_kind_t kind = train_args_data_kind(a);
     const void *train = kind == DATA_KIND_DENSE    ? (const void *)&data->dense_train
                         : kind == DATA_KIND_SPARSE ? (const void *)&data->sparse_train
                                                    : (const void *)&data->ratings_train;
@@ -432,6 +438,12 @@ int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model
     }
     *model = model_create(d, kind, train, test, &a->model_opts, a->l2, a->seed, err, err_len);
     return *model ? 0 : -1;
+}
+
+int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model, char *err, size_t err_len) {
+    *model = NULL;
+    if (train_args_load(a, data, err, err_len) != 0) return -1;
+    return train_args_make_model(a, data, model, err, err_len);
 }
 
 void train_args_train_config(const train_args_t *a, train_config_t *tc) {

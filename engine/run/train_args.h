@@ -98,7 +98,11 @@ int train_args_finish(train_args_t *a, const flag_spec_t *specs, size_t n_specs,
 // train_args_train_config points tc->device_options at a->gpu under --device cuda: the
 // arguments must outlive the config.
 
-// Loads the data and builds the model (the caller frees both). Returns 0 or -1.
+// Loads the data (the caller frees it). Returns 0 or -1.
+int train_args_load(const train_args_t *a, data_bundle_t *data, char *err, size_t err_len);
+// Builds the model over the loaded data (the caller frees it). Returns 0 or -1.
+int train_args_make_model(const train_args_t *a, const data_bundle_t *data, model_t **model, char *err, size_t err_len);
+// Both. Returns 0 or -1.
 int train_args_build(const train_args_t *a, data_bundle_t *data, model_t **model, char *err, size_t err_len);
 void train_args_train_config(const train_args_t *a, train_config_t *tc);
 
