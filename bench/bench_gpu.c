@@ -25,7 +25,7 @@
 #include "kernels/gpu.h"
 #include "kernels/sparse_sgd.h"
 #include "kernels/update.h"
-#include "tests/twin_check.h"
+#include "tests/support/twin_check.h"
 
 #ifndef ASGD_HAVE_CUDA
 int main(void) {

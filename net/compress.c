@@ -256,7 +256,7 @@ float compress_f16_to_f32(uint16_t h) {
 // above are the reference; on x86-64 CPUs with F16C the conversion runs eight
 // values at a time in hardware, clamped to +-65504 first so that it saturates
 // as they do, and any block holding an infinity or a NaN goes through the
-// scalar path. tests/test_compress.c checks both paths against each other.
+// scalar path. tests/net/test_compress.c checks both paths against each other.
 static void fp16_pack_scalar(const float *x, size_t n, uint8_t *out, float *q) {
     for (size_t i = 0; i < n; i++) {
         uint16_t h = compress_f32_to_f16(x[i]);

@@ -1,24 +1,36 @@
-# The test suite: every tests/test_*.c is one program and one ctest, declared
-# here once with what it is. A test file missing from this list, or a name
-# here without its file, stops the configure.
+# The test suite: every tests/**/test_*.c is one program and one ctest,
+# declared here once with its folder and what it is. A test file missing from
+# this list, or a name here without its file in the folder given, stops the
+# configure.
+#
+# Folders (docs/architecture.md, "Tests"): a test of one layer's code lives
+# in the tests/ folder that mirrors the layer's own (tests/net/,
+# tests/engine/core/, ...), a test labelled e2e in tests/e2e/, and what the
+# tests share in tests/support/. DIR names the folder under tests/.
 #
 # Labels:
 #   threads  its code runs threads that share memory (Hogwild! trainers,
 #            parameter-server shards and clients, rings, or `asgd` processes
 #            that run them): CI also runs it under TSan (ctest -L threads).
 #   e2e      starts real `asgd` servers and workers (processes on 127.0.0.1,
-#            or in network namespaces the test makes).
+#            or in network namespaces the test makes); its folder is e2e.
 # COST: seconds the test took alone on the 2-vCPU machine, so that a parallel
 # ctest with no timing history yet starts the longest first.
 #
-# Exit code 77 is a skip (test_skip() in tests/test_support.h).
+# Exit code 77 is a skip (test_skip() in tests/support/test_support.h).
 
-set(ASGD_TEST_NAMES "")
+set(ASGD_TEST_SOURCES "")
 function(asgd_test name)
-  cmake_parse_arguments(T "" "COST" "LABELS" ${ARGN})
-  set(src ${CMAKE_SOURCE_DIR}/tests/${name}.c)
+  cmake_parse_arguments(T "" "DIR;COST" "LABELS" ${ARGN})
+  if(NOT T_DIR)
+    message(FATAL_ERROR "tests/tests.cmake declares ${name} without DIR, the folder under tests/ that holds ${name}.c")
+  endif()
+  set(src ${CMAKE_SOURCE_DIR}/tests/${T_DIR}/${name}.c)
   if(NOT EXISTS ${src})
-    message(FATAL_ERROR "tests/tests.cmake declares ${name}, but tests/${name}.c does not exist")
+    message(FATAL_ERROR "tests/tests.cmake declares ${name}, but tests/${T_DIR}/${name}.c does not exist")
+  endif()
+  if(("e2e" IN_LIST T_LABELS AND NOT T_DIR STREQUAL "e2e") OR (T_DIR STREQUAL "e2e" AND NOT "e2e" IN_LIST T_LABELS))
+    message(FATAL_ERROR "tests/tests.cmake declares ${name} in tests/${T_DIR}/: a test is labelled e2e exactly when it is in tests/e2e/")
   endif()
   add_executable(${name} ${src})
   target_link_libraries(${name} PRIVATE asgd_internal)
@@ -36,124 +48,149 @@ function(asgd_test name)
   if(T_COST)
     set_tests_properties(${name} PROPERTIES COST ${T_COST})
   endif()
-  set(ASGD_TEST_NAMES ${ASGD_TEST_NAMES} ${name} PARENT_SCOPE)
+  set(ASGD_TEST_SOURCES ${ASGD_TEST_SOURCES} ${src} PARENT_SCOPE)
 endfunction()
 
-# ---- layers below the engine: formats, math, the network ----
-asgd_test(test_blas_runtime)
-asgd_test(test_buffer_pool           LABELS threads)
-asgd_test(test_compress)
-asgd_test(test_feature_compact)
-asgd_test(test_compressed_input)
-asgd_test(test_gz_input)
-asgd_test(test_idx)
-asgd_test(test_launch_env)
-asgd_test(test_libsvm)
-asgd_test(test_parse_blocks          LABELS threads      COST 4)
+# ---- tests/kernels/ ----
+asgd_test(test_blas_runtime          DIR kernels)
+asgd_test(test_cuda_info             DIR kernels)
+asgd_test(test_cuda_kernels          DIR kernels)
+
+# ---- tests/datasets/ ----
+asgd_test(test_compressed_input      DIR datasets)
+asgd_test(test_feature_compact       DIR datasets)
+asgd_test(test_gz_input              DIR datasets)
+asgd_test(test_idx                   DIR datasets)
+asgd_test(test_libsvm                DIR datasets)
+asgd_test(test_parse_blocks          DIR datasets       LABELS threads       COST 4)
+asgd_test(test_ratings_io            DIR datasets)
+
+# ---- tests/staleness/ ----
+asgd_test(test_staleness             DIR staleness)
+asgd_test(test_delay_trace           DIR staleness)
+
+# ---- tests/net/ ----
+asgd_test(test_buffer_pool           DIR net            LABELS threads)
+asgd_test(test_compress              DIR net)
+asgd_test(test_launch_env            DIR net)
 # Not under TSan: it checks that a shard hands memory back to the system,
 # which a sanitizer's allocator does not (ASan's quarantine, TSan's heap).
-asgd_test(test_memory_guard)
-asgd_test(test_ratings_io)
-asgd_test(test_rendezvous                                COST 4)
-asgd_test(test_shm_allreduce         LABELS threads      COST 3)
-asgd_test(test_staleness)
-asgd_test(test_stream_ring                               COST 2)
-asgd_test(test_wire)
-asgd_test(test_allreduce             LABELS threads      COST 2)
-asgd_test(test_ps_parts              LABELS threads)
-asgd_test(test_ps_reply              LABELS threads)
-asgd_test(test_ps_server             LABELS threads      COST 2)
-asgd_test(test_ps_server_faults      LABELS threads      COST 6)
-asgd_test(test_hier_allreduce        LABELS threads)
-asgd_test(test_cuda_info)
-asgd_test(test_cuda_kernels)
+asgd_test(test_memory_guard          DIR net)
+asgd_test(test_rendezvous            DIR net                                 COST 4)
+asgd_test(test_shm_allreduce         DIR net            LABELS threads       COST 3)
+asgd_test(test_stream_ring           DIR net                                 COST 2)
+asgd_test(test_wire                  DIR net)
+asgd_test(test_allreduce             DIR net            LABELS threads       COST 2)
+asgd_test(test_ps_parts              DIR net            LABELS threads)
+asgd_test(test_ps_reply              DIR net            LABELS threads)
+asgd_test(test_ps_server             DIR net            LABELS threads       COST 2)
+asgd_test(test_ps_server_faults      DIR net            LABELS threads       COST 6)
+asgd_test(test_hier_allreduce        DIR net            LABELS threads)
 
-# ---- the engine in one process ----
-asgd_test(test_api)
-asgd_test(test_api_model             LABELS threads)
-asgd_test(test_checkpoint                                COST 10)
-asgd_test(test_clip_trainer          LABELS threads)
-asgd_test(test_delay_trace)
-asgd_test(test_generate)
-asgd_test(test_gradcheck)
-asgd_test(test_gpu_train)
+# ---- tests/engine/core/ ----
+asgd_test(test_checkpoint            DIR engine/core                         COST 10)
+asgd_test(test_clip_trainer          DIR engine/core    LABELS threads)
 # The learning tests' threads run the same Hogwild!, locked and sync steps as
 # test_trainer (MLP, logreg, mf; 2-3 threads) and test_lost_updates (the
 # 784-256-128-10 MLP, logreg), which TSan runs; under TSan they took 50 s and
 # 174 s of its 8.5 minutes for no code those two leave out.
-asgd_test(test_learning)
-asgd_test(test_learning_mlp                              COST 6)
-asgd_test(test_lost_updates          LABELS threads      COST 3)
-asgd_test(test_hogwild_replicas       LABELS threads)
-asgd_test(test_model_registry)
-asgd_test(test_multiclass                                COST 2)
-asgd_test(test_csv                   LABELS threads e2e  COST 3)
-asgd_test(test_stdin_input           LABELS threads e2e  COST 3)
-asgd_test(test_params                LABELS threads)
-asgd_test(test_simulate                                  COST 5)
-asgd_test(test_split)
-asgd_test(test_trainer               LABELS threads      COST 4)
-asgd_test(test_train_order           LABELS threads)
-asgd_test(test_fuzz_regressions)
-target_sources(test_fuzz_regressions PRIVATE ${ASGD_FUZZ_SOURCES})  # replays tests/fuzz/<harness>/
-target_compile_definitions(test_fuzz_regressions PRIVATE ASGD_FUZZ_DIR="${CMAKE_SOURCE_DIR}/tests/fuzz")
+asgd_test(test_learning              DIR engine/core)
+asgd_test(test_learning_mlp          DIR engine/core                         COST 6)
+asgd_test(test_lost_updates          DIR engine/core    LABELS threads       COST 3)
+asgd_test(test_hogwild_replicas      DIR engine/core    LABELS threads)
+asgd_test(test_params                DIR engine/core    LABELS threads)
+asgd_test(test_trainer               DIR engine/core    LABELS threads       COST 4)
+asgd_test(test_train_order           DIR engine/core    LABELS threads)
+asgd_test(test_config_file           DIR engine/core                         COST 2)
 
-# ---- the command line ----
-asgd_test(test_cli                   LABELS threads      COST 3)
-asgd_test(test_cli_manual)
+# ---- tests/engine/data/ ----
+asgd_test(test_generate              DIR engine/data)
+asgd_test(test_split                 DIR engine/data)
+asgd_test(test_test_data             DIR engine/data                         COST 4)
+
+# ---- tests/engine/models/ ----
+asgd_test(test_gradcheck             DIR engine/models)
+asgd_test(test_model_registry        DIR engine/models)
+asgd_test(test_multiclass            DIR engine/models                       COST 2)
+
+# ---- tests/engine/gpu/ ----
+asgd_test(test_gpu_train             DIR engine/gpu)
+
+# ---- tests/engine/sim/ ----
+asgd_test(test_simulate              DIR engine/sim                          COST 5)
+
+# ---- tests/engine/run/ ----
+asgd_test(test_model_file            DIR engine/run                          COST 9)
+asgd_test(test_run_record            DIR engine/run)
+
+# ---- tests/engine/cli/ ----
+asgd_test(test_cli                   DIR engine/cli     LABELS threads       COST 3)
+asgd_test(test_cli_manual            DIR engine/cli)
 add_dependencies(test_cli_manual asgd_manual)  # reads the built pages and completion
-asgd_test(test_config_file                               COST 2)
-asgd_test(test_install                                   COST 2)
+
+# ---- tests/engine/api/ ----
+asgd_test(test_api                   DIR engine/api)
+asgd_test(test_api_model             DIR engine/api     LABELS threads)
+asgd_test(test_install               DIR engine/api                          COST 2)
 string(REPLACE ";" " " _asgd_san_extra "${ASGD_SAN_FLAGS}")
 target_compile_definitions(test_install PRIVATE ASGD_CMAKE_COMMAND="${CMAKE_COMMAND}"
   ASGD_BUILD_DIR="${CMAKE_BINARY_DIR}" ASGD_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
   ASGD_C_COMPILER="${CMAKE_C_COMPILER}" ASGD_EXTRA_FLAGS="${_asgd_san_extra}")
-asgd_test(test_messages              LABELS e2e          COST 11)
-asgd_test(test_model_file                                COST 9)
-asgd_test(test_remove_tree)
-asgd_test(test_run_record)
-asgd_test(test_test_data                                 COST 4)
 
-# ---- distributed runs end to end ----
-asgd_test(test_backup_workers        LABELS threads e2e  COST 4)
-asgd_test(test_cluster_launch        LABELS e2e          COST 2)
-asgd_test(test_collective            LABELS e2e          COST 13)
-asgd_test(test_collective_mpi        LABELS e2e          COST 3)
+# ---- tests/support/ ----
+asgd_test(test_remove_tree           DIR support)
+
+# ---- tests/fuzz/ ----
+asgd_test(test_fuzz_regressions      DIR fuzz)
+target_sources(test_fuzz_regressions PRIVATE ${ASGD_FUZZ_SOURCES})  # replays tests/fuzz/<harness>/
+target_compile_definitions(test_fuzz_regressions PRIVATE ASGD_FUZZ_DIR="${CMAKE_SOURCE_DIR}/tests/fuzz")
+
+# ---- tests/e2e/ ----
+asgd_test(test_backup_workers        DIR e2e            LABELS threads e2e   COST 4)
+asgd_test(test_cluster_launch        DIR e2e            LABELS e2e           COST 2)
+asgd_test(test_collective            DIR e2e            LABELS e2e           COST 13)
+asgd_test(test_collective_mpi        DIR e2e            LABELS e2e           COST 3)
 if(ASGD_HAVE_MPI)
   target_compile_definitions(test_collective_mpi PRIVATE ASGD_MPIEXEC="${MPIEXEC_EXECUTABLE}")
 endif()
-asgd_test(test_compress_launch       LABELS e2e          COST 5)
-asgd_test(test_curve_cli             LABELS threads e2e  COST 6)
-asgd_test(test_downpour              LABELS threads e2e  COST 19)
-asgd_test(test_elastic               LABELS threads e2e  COST 31)
-asgd_test(test_exactly_once          LABELS threads e2e  COST 3)
-asgd_test(test_faults                LABELS threads e2e  COST 28)
-asgd_test(test_global_eval           LABELS threads e2e  COST 5)
-asgd_test(test_gpu_downpour          LABELS threads e2e)
-asgd_test(test_hostile               LABELS e2e          COST 12)
-asgd_test(test_hybrid                LABELS threads e2e  COST 3)
-asgd_test(test_launch_curve          LABELS e2e          COST 4)
-asgd_test(test_launch_stop           LABELS threads e2e  COST 20)
-asgd_test(test_launcher_conventions  LABELS e2e          COST 2)
-asgd_test(test_local_sgd             LABELS threads e2e  COST 6)
-asgd_test(test_main_job              LABELS e2e          COST 5)
+asgd_test(test_compress_launch       DIR e2e            LABELS e2e           COST 5)
+asgd_test(test_csv                   DIR e2e            LABELS threads e2e   COST 3)
+asgd_test(test_curve_cli             DIR e2e            LABELS threads e2e   COST 6)
+asgd_test(test_downpour              DIR e2e            LABELS threads e2e   COST 19)
+asgd_test(test_elastic               DIR e2e            LABELS threads e2e   COST 31)
+asgd_test(test_exactly_once          DIR e2e            LABELS threads e2e   COST 3)
+asgd_test(test_faults                DIR e2e            LABELS threads e2e   COST 28)
+asgd_test(test_global_eval           DIR e2e            LABELS threads e2e   COST 5)
+asgd_test(test_gpu_downpour          DIR e2e            LABELS threads e2e)
+asgd_test(test_hostile               DIR e2e            LABELS e2e           COST 12)
+asgd_test(test_hybrid                DIR e2e            LABELS threads e2e   COST 3)
+asgd_test(test_launch_curve          DIR e2e            LABELS e2e           COST 4)
+asgd_test(test_launch_stop           DIR e2e            LABELS threads e2e   COST 20)
+asgd_test(test_launcher_conventions  DIR e2e            LABELS e2e           COST 2)
+asgd_test(test_local_sgd             DIR e2e            LABELS threads e2e   COST 6)
+asgd_test(test_main_job              DIR e2e            LABELS e2e           COST 5)
 target_compile_definitions(test_main_job PRIVATE ASGD_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
-asgd_test(test_netns                 LABELS e2e          COST 22)
-asgd_test(test_rank_env_launchers    LABELS e2e)
-asgd_test(test_restart_servers       LABELS e2e          COST 21)
-asgd_test(test_scaling               LABELS threads e2e  COST 2)
-asgd_test(test_security              LABELS threads e2e  COST 4)
-asgd_test(test_server_replicas       LABELS threads e2e  COST 80)
-asgd_test(test_signals               LABELS threads e2e  COST 2)
-asgd_test(test_ssp_bound             LABELS threads e2e  COST 15)
-asgd_test(test_trace                 LABELS threads e2e  COST 1)
-asgd_test(test_worker_checkpoint     LABELS threads e2e  COST 6)
+asgd_test(test_messages              DIR e2e            LABELS e2e           COST 11)
+asgd_test(test_netns                 DIR e2e            LABELS e2e           COST 22)
+asgd_test(test_rank_env_launchers    DIR e2e            LABELS e2e)
+asgd_test(test_restart_servers       DIR e2e            LABELS e2e           COST 21)
+asgd_test(test_scaling               DIR e2e            LABELS threads e2e   COST 2)
+asgd_test(test_security              DIR e2e            LABELS threads e2e   COST 4)
+asgd_test(test_server_replicas       DIR e2e            LABELS threads e2e   COST 80)
+asgd_test(test_signals               DIR e2e            LABELS threads e2e   COST 2)
+asgd_test(test_ssp_bound             DIR e2e            LABELS threads e2e   COST 15)
+asgd_test(test_stdin_input           DIR e2e            LABELS threads e2e   COST 3)
+asgd_test(test_trace                 DIR e2e            LABELS threads e2e   COST 1)
+asgd_test(test_worker_checkpoint     DIR e2e            LABELS threads e2e   COST 6)
 
-# Every test file is declared above.
-file(GLOB _asgd_test_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
+# Every test file is declared above, in its own folder.
+file(GLOB_RECURSE _asgd_test_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)
 foreach(f ${_asgd_test_files})
-  get_filename_component(n ${f} NAME_WE)
-  if(NOT n IN_LIST ASGD_TEST_NAMES)
-    message(FATAL_ERROR "tests/${n}.c is not declared in tests/tests.cmake: add asgd_test(${n} ...) with its labels")
+  if(NOT f IN_LIST ASGD_TEST_SOURCES)
+    get_filename_component(n ${f} NAME_WE)
+    file(RELATIVE_PATH rel ${CMAKE_SOURCE_DIR} ${f})
+    get_filename_component(d ${rel} DIRECTORY)
+    string(REGEX REPLACE "^tests/" "" d ${d})
+    message(FATAL_ERROR "${rel} is not declared in tests/tests.cmake: add asgd_test(${n} DIR ${d} ...) with its labels")
   endif()
 endforeach()

@@ -19,7 +19,7 @@ typedef enum help_topic {
     HELP_TOPIC_DISTRIBUTED,
     HELP_TOPIC_OUTPUT,
     HELP_TOPIC_RELIABILITY,
-    HELP_TOPIC_COUNT,  // as a group: the flags of no topic (every flag has one: tests/test_cli_manual.c)
+    HELP_TOPIC_COUNT,  // as a group: the flags of no topic (every flag has one: tests/engine/cli/test_cli_manual.c)
 } help_topic_t;
 
 // The groups a command's flags are listed in, in order: its common flags,

@@ -23,7 +23,7 @@
 // the value of some store, as with the relaxed atomics, and a read-modify-write
 // racing with another can lose one update, as above. Builds with TSan or ASan,
 // which cannot see into asm, compile the same operations as the per-float
-// relaxed-atomic loops (the reference tests/test_params.c holds the vector
+// relaxed-atomic loops (the reference tests/engine/core/test_params.c holds the vector
 // code to, bit for bit): TSan still checks every parameter access as the
 // atomic it stands for, and a plain access racing with them is still reported.
 #include <stdatomic.h>

@@ -10,7 +10,7 @@
 // of test_hooks.c compiled with ASGD_TEST_HOOKS; never installed). Every other
 // binary, the installed `asgd` and libasgd included, has test_hooks.c compiled
 // without it: there every hook reads as unset whatever the environment says
-// (tests/test_ssp_bound.c checks it on a whole run).
+// (tests/e2e/test_ssp_bound.c checks it on a whole run).
 
 typedef enum test_hook {
     TEST_HOOK_SSP_GATE_OFF,  // "1": the replica's threads run as under asp, the run stays ssp

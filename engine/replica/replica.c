@@ -68,7 +68,7 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
         snprintf(err, err_len, "--compress: compressed exchanges go round the ring, not through MPI");
         return -1;
     }
-    // Test build only (tests/test_ssp_bound.c): the threads run as under asp
+    // Test build only (tests/e2e/test_ssp_bound.c): the threads run as under asp
     // while the run stays ssp, so that a test can show the bound it checks is
     // one the gate enforces.
     const char *gate_off = test_hook_value(TEST_HOOK_SSP_GATE_OFF);

@@ -12,7 +12,7 @@
 
 int replica_ckpt_prepare(replica_t *r, char *err, size_t err_len) {
     const worker_ckpt_config_t *k = r->rc->ckpt;
-    // Test build only (tests/test_worker_checkpoint.c): the first checkpoint
+    // Test build only (tests/e2e/test_worker_checkpoint.c): the first checkpoint
     // holding at least this many samples is the last; then the worker neither
     // pushes nor pulls, so that a test can kill it with work after its
     // checkpoint that no shard holds.

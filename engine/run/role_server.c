@@ -537,7 +537,7 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
         if (values) snprintf(err, err_len, "server: out of memory");
         goto out;
     }
-    // Test build only (tests/test_launch_stop.c): the shard's first replica
+    // Test build only (tests/e2e/test_launch_stop.c): the shard's first replica
     // fails before it joins, as one with a broken setup would.
     const char *fail_early = test_hook_value(TEST_HOOK_SERVER_FAIL_EARLY);
     if (fail_early && strtoull(fail_early, NULL, 10) == id && !d->replica_backup) {

@@ -546,7 +546,7 @@ int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args
         goto out;
     }
     if (d->delay_worker && delay_spec_parse(d->delay_worker, dist_slots(d), w.delays, err, err_len) != 0) goto out;
-    // Test build only (tests/test_hostile.c): worker K fails before it joins,
+    // Test build only (tests/e2e/test_hostile.c): worker K fails before it joins,
     // as a worker with a broken setup would, every time it is started (asgd
     // launch --restart-workers backs off).
     const char *fail_early = test_hook_value(TEST_HOOK_WORKER_FAIL_EARLY);

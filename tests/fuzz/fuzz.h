@@ -8,7 +8,7 @@
 // test both report.
 //
 // Built two ways from the same files: with -DASGD_FUZZ=ON (clang) each file
-// becomes a libFuzzer program; in every build tests/test_fuzz_regressions.c
+// becomes a libFuzzer program; in every build tests/fuzz/test_fuzz_regressions.c
 // replays the corpora under tests/fuzz/<name>/ through the same functions.
 #include <stddef.h>
 #include <stdint.h>
