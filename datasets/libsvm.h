@@ -22,12 +22,15 @@
 
 #include "datasets/dataset.h"
 
-// The widest feature space accepted (2^26 = 67,108,864 features): above every
-// public libsvm set (kdd2012 has 54,686,452), yet the model it implies — a
-// weight per feature, and per training thread a gradient of 9 bytes per
-// feature — fits a small machine. A larger index is refused where it stands,
-// so that a few bytes of text cannot make a run allocate gigabytes.
-#define LIBSVM_MAX_DIM ((size_t)1 << 26)
+// The widest feature space accepted (2^32 - 2 = 4,294,967,294 features):
+// every index fits the 32-bit columns and keys, with room for a model's bias
+// after the last weight. A larger index is refused where it stands. A wide
+// space costs the reader nothing; the model it implies is sized by the run:
+// a worker of a distributed run holds the features its data uses, a server
+// its shard, and every process refuses, before it allocates, a model the
+// machine's available memory cannot hold (engine/run), so that a few bytes of
+// text cannot make a run allocate gigabytes.
+#define LIBSVM_MAX_DIM ((size_t)UINT32_MAX - 1)
 
 // dim > 0 fixes the feature count (an index above it is an error); dim == 0
 // infers it as the largest index in the file; either is at most

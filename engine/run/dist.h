@@ -250,4 +250,13 @@ int dist_push_ledger_sum(const char *dir, uint64_t run_id, size_t worker, size_t
 // missing or unreadable.
 int dist_check_pushes_applied_once(const char *dir, size_t servers, size_t workers, char *why, size_t why_len);
 
+// The memory this machine has available for a new allocation, in bytes
+// (MemAvailable; 0 if unknown).
+uint64_t dist_memory_available(void);
+
+// Whether this machine's available memory holds a model of `params`
+// parameters trained by `threads` threads; refused, with the bytes it needs,
+// before anything is allocated. Returns 0, or -1 with err filled.
+int dist_model_fits(size_t params, size_t threads, char *err, size_t err_len);
+
 #endif

@@ -126,6 +126,19 @@ uint64_t dist_memory_available(void) {
     return (uint64_t)kb * 1024u;
 }
 
+int dist_model_fits(size_t params, size_t threads, char *err, size_t err_len) {
+    uint64_t available = dist_memory_available();
+    // The weights, and per thread a gradient (a value, an index and a mark per parameter).
+    uint64_t need = (uint64_t)params * (sizeof(float) + threads * (2 * sizeof(float) + 1));
+    if (available == 0 || need <= available) return 0;
+    snprintf(err, err_len,
+             "the model's %zu parameters need %.1f MB (its weights and each of %zu threads' gradients), more than "
+             "the %.1f MB this machine has available: train a smaller model, or spread it over parameter servers "
+             "(asgd launch --servers)",
+             params, (double)need / 1e6, threads, (double)available / 1e6);
+    return -1;
+}
+
 void dist_advertise(const char *bound, char *out, size_t out_len) {
     const char *wild = strstr(bound, "0.0.0.0");
     if (!wild) {

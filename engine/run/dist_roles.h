@@ -26,10 +26,6 @@ int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args
 // a server or worker reports as peak_rss_bytes.
 uint64_t dist_peak_rss_bytes(void);
 
-// The memory this machine has available for a new allocation, in bytes
-// (MemAvailable; 0 if unknown).
-uint64_t dist_memory_available(void);
-
 // The endpoint others should dial: a wildcard bind is advertised under this host's name.
 void dist_advertise(const char *bound, char *out, size_t out_len);
 

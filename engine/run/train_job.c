@@ -451,6 +451,7 @@ static int train_cmd_setup(train_job_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     if (train_cmd_check_outputs(c, err, err_len) != 0) return -1;
     if (train_args_build(a, &c->data, &c->model, err, err_len) != 0) return -1;
+    if (dist_model_fits(model_num_params(c->model), a->threads, err, err_len) != 0) return -1;
     train_args_train_config(a, &c->tc);
     if (train_cmd_checkpoints(c, err, err_len) != 0) return -1;
     if (train_config_check(&c->tc, model_num_train(c->model), err, err_len) != 0) return -1;

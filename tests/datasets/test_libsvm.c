@@ -97,15 +97,15 @@ static void good_files(void) {
     // The largest index accepted; dim inferred from it. One more, or an index
     // a uint32 column could hold but no model should be sized by, is refused
     // where it stands.
-    path = put_text("big_index.svm", "+1 3:1 67108865:2\n");
+    path = put_text("big_index.svm", "+1 3:1 4294967295:2\n");
     CHECK(libsvm_load(path, 0, &d, err, sizeof err) == -1);
-    CHECK(strstr(err, "big_index.svm:1:8: feature index 67108865 is too large (at most 67108864 features)"));
-    path = put_text("huge_index.svm", "+1 3:1 4000000000:2\n");
+    CHECK(strstr(err, "big_index.svm:1:8: feature index 4294967295 is too large (at most 4294967294 features)"));
+    path = put_text("huge_index.svm", "+1 3:1 40000000000:2\n");
     CHECK(libsvm_load(path, 0, &d, err, sizeof err) == -1);
-    CHECK(strstr(err, "huge_index.svm:1:8: feature index 4000000000 is too large"));
-    CHECK(libsvm_load(path, (size_t)4000000000u, &d, err, sizeof err) == -1);
-    CHECK(strstr(err, "huge_index.svm: a dimension of 4000000000 features is more than the 67108864 accepted"));
-    path = put_text("max_index.svm", "+1 3:1 67108864:2\n");
+    CHECK(strstr(err, "huge_index.svm:1:8: feature index 40000000000 is too large"));
+    CHECK(libsvm_load(path, (size_t)5000000000u, &d, err, sizeof err) == -1);
+    CHECK(strstr(err, "huge_index.svm: a dimension of 5000000000 features is more than the 4294967294 accepted"));
+    path = put_text("max_index.svm", "+1 3:1 4294967294:2\n");
     CHECK_OK(libsvm_load(path, 0, &d, err, sizeof err), err);
     CHECK(d.dim == LIBSVM_MAX_DIM && d.col[1] == LIBSVM_MAX_DIM - 1);
     sparse_dataset_free(&d);

@@ -74,7 +74,7 @@ static const golden_t goldens[] = {
     {"libsvm/bad_float_range.svm", 0,
      "bad_float_range.svm:1:12: value '3.5e38' is out of float range (|value| <= 3.40282347e+38)"},
     {"libsvm/bad_index_overflow.svm", 0,
-     "bad_index_overflow.svm:1:4: feature index 4294967296 is too large (at most 67108864 features)"},
+     "bad_index_overflow.svm:1:4: feature index 4294967296 is too large (at most 4294967294 features)"},
     {"libsvm/bad_index_zero.svm", 0, "bad_index_zero.svm:1:4: feature index 0 (indices are 1-based)"},
     {"libsvm/bad_inf.svm", 0, "bad_inf.svm:1:6: value 'inf' is not finite"},
     {"libsvm/bad_label.svm", 0, "bad_label.svm:2:1: label '2.5' is not an integer (labels are class ids)"},

@@ -21,7 +21,7 @@
 //      from), and --restart-servers says what to do;
 //   g) a server whose shard the machine cannot hold (the test build's
 //      ASGD_TEST_MEMORY_AVAILABLE) refuses before the run starts, saying how
-//      many bytes it needs.
+//      many bytes it needs, and so does `asgd train` with a model too large.
 // Every wait is a hang bound far below the runs' --timeout-ms, not a timing
 // assertion: without the fixes (e) and (f) wait out 600 s and fail.
 #include <sys/stat.h>
@@ -343,9 +343,11 @@ static void server_dies_before_rendezvous(void) {
 }
 
 // g) a server whose shard the machine cannot hold (the test build's
-// ASGD_TEST_MEMORY_AVAILABLE: 1 MB) refuses before the run starts, with the bytes it needs.
-static void shard_too_large(void) {
-    setenv("ASGD_TEST_MEMORY_AVAILABLE", "1000000", 1);  // read by the test build only
+// ASGD_TEST_MEMORY_AVAILABLE: 10 MB, which holds each worker's ~100,000
+// weights) refuses before the run starts, with the bytes it needs; so does a
+// single process whose model it cannot hold.
+static void too_large_for_memory(void) {
+    setenv("ASGD_TEST_MEMORY_AVAILABLE", "10000000", 1);  // read by the test build only
     const char *a[] = {ASGD_HOOKS_BINARY,   "launch", "--model",   "logreg", "--data",  "gen:sparse:n=2000,dim=1000000",
                        "--servers",         "1",      "--workers", "2",      "--quiet", "--run-dir",
                        proc_path(dir, "g"), NULL};
@@ -358,8 +360,20 @@ static void shard_too_large(void) {
     // 1,000,001 parameters at 20 bytes each under asp with sgd, and the 4 MB seeded model.
     expect(e,
            "asgd server 0: its shard of 1000001 of the model's 1000001 parameters needs 24.0 MB (20.0 MB the shard, "
-           "4.0 MB the seeded model it starts from), more than the 1.0 MB this machine has available: run more "
+           "4.0 MB the seeded model it starts from), more than the 10.0 MB this machine has available: run more "
            "--servers (on more machines) or train a smaller model");
+    free(e);
+    const char *t[] = {ASGD_HOOKS_BINARY, "train", "--model", "logreg", "--data", "gen:sparse:n=2000,dim=1000000",
+                       "--threads",       "2",     "--quiet", NULL};
+    snprintf(err, sizeof err, "%s", proc_path(dir, "g-train.err"));
+    st = proc_wait(proc_start(t, proc_path(dir, "g-train.out"), err), HANG_S);
+    e = proc_slurp(err);
+    printf("g) a model larger than the memory available: exit %d\n%s", st, e);
+    CHECK(st == 1);
+    // The weights (4 bytes) and 2 threads' gradients (9 bytes each) of 1,000,001 parameters.
+    expect(e,
+           "the model's 1000001 parameters need 22.0 MB (its weights and each of 2 threads' gradients), more than "
+           "the 10.0 MB this machine has available");
     free(e);
     unsetenv("ASGD_TEST_MEMORY_AVAILABLE");
 }
@@ -372,7 +386,7 @@ int main(void) {
     second_signal_kills();
     evicted_worker();
     server_dies_before_rendezvous();
-    shard_too_large();
+    too_large_for_memory();
     CHECK(test_remove_tree(dir) == 0);
     return 0;
 }
