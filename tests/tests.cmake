@@ -66,6 +66,9 @@ asgd_test(test_ps_server_faults      LABELS threads      COST 6)
 asgd_test(test_hier_allreduce        LABELS threads)
 asgd_test(test_cuda_info)
 asgd_test(test_cuda_kernels)
+if(ASGD_HAVE_CUDA)
+  target_link_libraries(test_cuda_kernels PRIVATE asgd_cuda_static)  # calls the kernels themselves
+endif()
 
 # ---- the engine in one process ----
 asgd_test(test_api)
