@@ -2,8 +2,9 @@
 #define ASGD_KERNELS_GPU_H
 // The GPU behind plain C: device memory, pinned host memory, streams, events
 // and error reporting, so that code outside kernels/ never includes a CUDA
-// header. Built from gpu.cu when the CUDA Toolkit was found at configure time;
-// otherwise gpu_stub.c answers every call with "built without CUDA".
+// header. Built from gpu.cu into the CUDA module (libasgd_cuda.so,
+// engine/gpu/gpu_module.h) only: libasgd itself never defines these, and
+// outside the module only the CUDA tests and benches call them.
 //
 // Kernels (the *_cuda twins of the *_cpu functions in dense.h, sparse_sgd.h,
 // update.h) take device pointers and have the CPU twins' signatures: they

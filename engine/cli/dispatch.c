@@ -61,7 +61,7 @@ static void say_on_stderr(void *ctx, const char *text) {
 
 void print_banner(FILE *out, const char *command) {
     char line[600];
-    banner_line(line, sizeof line, command);
+    banner_line(line, sizeof line, command, 0);
     fprintf(out, "%s\n", line);
 }
 
@@ -86,7 +86,7 @@ int asgd_cli_main(int argc, char **argv) {
         // --verbose: what CUDA says, in full (the banner says only "no GPU").
         if (argc > 2 && strcmp(argv[2], "--verbose") == 0) {
             char cuda[256];
-            cuda_banner_part(cuda, sizeof cuda, 1);
+            cuda_banner_part(cuda, sizeof cuda, 1, 1);
             printf("%s\n", cuda);
         } else if (argc > 2) {
             fprintf(stderr, "asgd version: unexpected argument '%s' (expected --verbose)\n", argv[2]);

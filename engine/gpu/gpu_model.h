@@ -17,7 +17,9 @@
 // pinned host buffers while the compute stream keeps training
 // (gpu_model_snapshot, gpu_model_add_delta).
 //
-// Built without CUDA, gpu_model_new fails with a message saying so.
+// The work is done by the CUDA module (gpu_module.h), which gpu_model_new
+// opens; without it (a build without CUDA, or the module not loadable),
+// gpu_model_new fails with one line saying why.
 #include <stddef.h>
 #include <stdint.h>
 

@@ -151,7 +151,8 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     if (role == DIST_ROLE_WORKER ? worker_keys_build(t, d, &data, &model, &keys, err, sizeof err) != 0
                                  : train_args_build(t, &data, &model, err, sizeof err) != 0)
         goto out;
-    if (role == DIST_ROLE_WORKER && dist_model_fits(model_num_params(model), t->threads, err, sizeof err) != 0) goto out;
+    if (role == DIST_ROLE_WORKER && dist_model_fits(model_num_params(model), t->threads, err, sizeof err) != 0)
+        goto out;
     if (host_bind) {
         rdv = rdv_server_new_elastic(ctx, host_bind, d->servers + dist_slots(d), d->servers + d->workers, run_id, err,
                                      sizeof err);

@@ -1040,7 +1040,7 @@ int launch_local(run_job_t *j, launch_job_outcome_t *outcome, char *err, size_t 
     }
     if (!t->quiet && !outcome) {
         char banner[600];
-        banner_line(banner, sizeof banner, "launch");
+        banner_line(banner, sizeof banner, "launch", t->device);
         run_say("%s\n", banner);
     }
     int status = 1;

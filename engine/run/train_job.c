@@ -463,7 +463,7 @@ static void print_start(const train_job_t *c, const char *model_desc) {
     const train_args_t *a = &c->a;
     const optimizer_config_t *oc = &a->opt;
     char banner[600];
-    banner_line(banner, sizeof banner, "train");
+    banner_line(banner, sizeof banner, "train", a->device);
     run_say("%s\n", banner);
     run_say("asgd: model %s | data %s: %zu train / %zu test\n", model_desc, c->data.description,
             data_bundle_num_train(&c->data), data_bundle_num_test(&c->data));

@@ -8,9 +8,11 @@
 //     the ring's float32 bytes over the allgathered encodings', as computed here;
 //   - bad --compress / --error-feedback combinations are refused with a usage error;
 //   - with Fashion-MNIST: BSP with fp16 pushes halves the bytes sent and ends
-//     where float32 BSP ends; Downpour (ASP) with qsgd:4 and error feedback
-//     sends exactly the encodings' bytes and learns; every worker's bytes in
-//     and out are in summary.json.
+//     where float32 BSP ends, and so does BSP with qsgd:4 and error feedback
+//     (BSP is deterministic: learning is checked there); Downpour (ASP) with
+//     qsgd:4 and error feedback sends exactly the encodings' bytes and learns
+//     (its accuracy depends on the interleaving); every worker's bytes in and
+//     out are in summary.json.
 #include <math.h>
 #include <stdlib.h>
 
@@ -111,12 +113,20 @@ static void check_dense(void) {
         "--model", "mlp",       "--hidden", "16", "--train-limit", "1200", "--test-limit", "300", "--batch",
         "8",       "--workers", "2",        NULL};
     const char *bsp[] = {"--sync", "bsp", NULL}, *bsp16[] = {"--sync", "bsp", "--compress", "fp16", NULL};
+    const char *bspq[] = {"--sync", "bsp", "--compress", "qsgd:4", "--error-feedback", "on", NULL};
     char *plain = launch("mlp-bsp", common, bsp), *half = launch("mlp-bsp-fp16", common, bsp16);
+    char *quant = launch("mlp-bsp-qsgd", common, bspq);
     double a32 = launch_field(plain, "final_test_accuracy"), a16 = launch_field(half, "final_test_accuracy");
+    double aq = launch_field(quant, "final_test_accuracy");
     double b32 = launch_field(plain, "bytes_out"), b16 = launch_field(half, "bytes_out");
-    printf("mlp bsp: float32 accuracy %.3f, %.0f bytes out; fp16 accuracy %.3f, %.0f bytes out (ratio %.4f)\n", a32,
-           b32, a16, b16, launch_field(half, "compression_ratio"));
+    printf(
+        "mlp bsp: float32 accuracy %.3f, %.0f bytes out; fp16 accuracy %.3f, %.0f bytes out (ratio %.4f); "
+        "qsgd:4 + error feedback accuracy %.3f\n",
+        a32, b32, a16, b16, launch_field(half, "compression_ratio"), aq);
+    // bsp is deterministic (qsgd's rounding draws from the seed): what compression costs in learning shows here.
     CHECK(fabs(a32 - a16) <= 0.03);
+    CHECK(fabs(a32 - aq) <= 0.03);
+    free(quant);
     // Same rounds, so the same pushes: each fp16 frame is 2 bytes a value plus the 8-byte descriptor.
     CHECK(b16 == b32 / 2 + 8.0 * launch_field(half, "pushes"));
     CHECK(launch_field(plain, "compression_ratio") == 1.0);
@@ -139,7 +149,9 @@ static void check_dense(void) {
            compress_encoded_bytes(&spec, n), n, want);
     CHECK(fabs(launch_field(q, "compression_ratio") - want) < 1e-6 * want);
     CHECK(launch_field(q, "bytes_out") == launch_field(q, "pushes") * (double)compress_encoded_bytes(&spec, n));
-    CHECK(launch_field(q, "final_test_accuracy") > 0.6);  // 10 classes: chance is 0.1
+    // asp's accuracy depends on how the workers interleave (0.59 on a loaded machine, about 0.7 on a quiet one):
+    // what holds on every run is that it learned (below the loss of a uniform guess over 10 classes, ln 10).
+    CHECK(launch_field(q, "final_test_loss") <= log(10.0) - 0.1);
     CHECK(strstr(q, "\"acked_pushes_applied_once\":true"));
     free(q);
 }

@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 
 #include "datasets/text_io.h"
-#include "kernels/gpu.h"
+#include "engine/gpu/gpu_module.h"
 #include "tests/support/test_support.h"
 
 static char dir[] = "/tmp/asgd_gpu_downpour_XXXXXX";
@@ -40,7 +40,7 @@ static char *launch(const char *name, const char *flags) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     char why[256];
-    if (gpu_device_count(why, sizeof why) == 0) {
+    if (gpu_device_summary(why, sizeof why) == 0) {
         return test_skip_no_gpu("%s", why);
     }
     CHECK(mkdtemp(dir));

@@ -10,7 +10,7 @@
 //      model's metric (at least the final one), and none under --quiet.
 #include <sys/stat.h>
 
-#include "kernels/cuda_info.h"
+#include "engine/gpu/gpu_module.h"
 #include "tests/support/proc_support.h"
 
 static char dir[] = "/tmp/asgd_messages_XXXXXX";
@@ -176,7 +176,7 @@ static void quiet_and_banner(void) {
     free(out);
     free(err);
     char summary[256];
-    int devices = cuda_device_summary(summary, sizeof summary);
+    int devices = gpu_device_summary(summary, sizeof summary);
     const char *v[] = {"train", "--model", "logreg", "--data", DATA, NULL};
     CHECK(run("e-banner", v, &out, &err) == 0);
     if (devices == 0) {

@@ -6,9 +6,10 @@
 // builds with pkg-config too; a misspelt field of asgd_job_config_t does
 // not compile; a one-file program builds with
 // `pkg-config --cflags --libs asgd` and links the shared library, and with
-// `pkg-config --static --libs asgd` the static one (CUDA's libraries named
-// when the build has CUDA) and runs without libasgd.so; the guides the
-// manual pages name are in share/doc/asgd.
+// `pkg-config --static --libs asgd` the static one and runs without
+// libasgd.so; the guides the manual pages name are in share/doc/asgd.
+// Neither the program nor the libraries need CUDA's libraries: in a CUDA
+// build the installed program opens the CUDA module from lib/ when asked.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -98,6 +99,24 @@ int main(void) {
     CHECK(strstr(exports, "asgd_model_register\n") && strstr(exports, "asgd_job_configure\n"));
     printf("libasgd.so exports %zu functions\n", n_exports);
     free(exports);
+
+    // CUDA's libraries are the module's alone (engine/gpu/gpu_module.h).
+    CHECK(run("needed.log", "readelf -d %s/bin/asgd %s/lib/libasgd.so | grep NEEDED", prefix, prefix) == 0);
+    char *needed = proc_slurp(proc_path(work, "needed.log"));
+    CHECK(strstr(needed, "libzmq") && !strstr(needed, "cuda") && !strstr(needed, "cublas"));
+    free(needed);
+    CHECK(run("cuda.log", "%s/bin/asgd version --verbose", prefix) == 0);
+    char *cuda = proc_slurp(proc_path(work, "cuda.log"));
+    printf("%s", cuda);
+#ifdef ASGD_HAVE_CUDA
+    char module[512];
+    snprintf(module, sizeof module, "%s/lib/libasgd_cuda.so", prefix);
+    CHECK(access(module, R_OK) == 0);
+    CHECK(strstr(cuda, "\nCUDA ") && !strstr(cuda, "cannot load"));  // the runtime answered, from the module
+#else
+    CHECK(strstr(cuda, "\nCUDA: not built"));
+#endif
+    free(cuda);
 
     // The example, away from the source tree, against the prefix alone.
     CHECK(run("copy.log", "cp -r %s/examples/custom_model %s/example", ASGD_SOURCE_DIR, work) == 0);
@@ -193,9 +212,7 @@ int main(void) {
     CHECK(run("pkg-libs.log", "PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --static --libs asgd", prefix) == 0);
     libs = proc_slurp(proc_path(work, "pkg-libs.log"));
     printf("pkg-config --static --libs asgd: %s", libs);
-#ifdef ASGD_HAVE_CUDA
-    CHECK(strstr(libs, "cudart") && strstr(libs, "cublas"));
-#endif
+    CHECK(!strstr(libs, "cudart") && !strstr(libs, "cublas"));
     free(libs);
     CHECK(test_remove_tree(work) == 0);
     printf("installed, built against the prefix alone, and trained\n");

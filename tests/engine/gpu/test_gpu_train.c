@@ -10,7 +10,7 @@
 #include "engine/data/data_source.h"
 #include "engine/core/trainer.h"
 #include "engine/gpu/gpu_device.h"
-#include "kernels/gpu.h"
+#include "engine/gpu/gpu_module.h"
 #include "tests/support/learning_support.h"
 #include "tests/support/twin_check.h"
 
@@ -189,7 +189,7 @@ static void mf_on_gpu(void) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     char why[256];
-    if (gpu_device_count(why, sizeof why) == 0) {
+    if (gpu_device_summary(why, sizeof why) == 0) {
         return test_skip_no_gpu("%s", why);
     }
     mlp_matches_cpu();
