@@ -461,9 +461,12 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
         worker_live_open(&w->live, d->run_dir, w->id, run_report_callbacks(w->report), &w->cb, err, err_len) != 0)
         return -1;
     if (!t->quiet) {
-        char desc[160];
+        char desc[160], held[96] = "";
         model_describe(w->m, desc, sizeof desc);
-        run_say("asgd worker %zu of %zu: %s, %s%s, %zu threads, batch %zu%s%s\n", w->id, d->workers, desc,
+        if (w->key_map)
+            snprintf(held, sizeof held, " (the features its data uses: %zu of the model's %zu parameters)",
+                     model_num_params(w->m), w->key_map->n_global);
+        run_say("asgd worker %zu of %zu: %s%s, %s%s, %zu threads, batch %zu%s%s\n", w->id, d->workers, desc, held,
                 sync_mode_name((sync_mode_t)d->sync),
                 !w->collective                                        ? ""
                 : collective_kind(w->collective) == COLLECTIVE_SHM    ? " in shared memory"
