@@ -1424,6 +1424,15 @@ static int eval_point(trainer_t *tr, model_ws_t **ws, clock_state_t *clk, const 
 // With every thread parked: the run's position, handed to the checkpoint
 // callback unless a parameter is no longer finite (a checkpoint is only ever
 // of a good state). Counted as paused time.
+// Whether a thread took a step since the last checkpoint (or since the start).
+static int stepped_since_checkpoint(const trainer_t *tr) {
+    for (size_t i = 0; i < tr->cfg.threads; i++) {
+        uint64_t now = atomic_load_explicit(&tr->stats[i].samples, memory_order_relaxed);
+        if (now != (i < tr->position.threads ? tr->position.samples[i] : 0)) return 1;
+    }
+    return 0;
+}
+
 static int take_checkpoint(trainer_t *tr, clock_state_t *clk, train_result_t *out, char *err, size_t err_len) {
     double begin = mono_clock_s();
     uint64_t span = TRACE_BEGIN();
@@ -1548,7 +1557,8 @@ static int at_pause(trainer_t *tr, schedule_t *sc, const train_callbacks_t *cb, 
     int stop = atomic_load(&tr->diverged);
     if (!stop && sc->checkpoint_due) {
         sc->checkpoint_due = 0;
-        if (take_checkpoint(tr, &sc->clk, out, err, err_len) != 0) {
+        // A checkpoint with no step since the last one would repeat it (the first: the start).
+        if (stepped_since_checkpoint(tr) && take_checkpoint(tr, &sc->clk, out, err, err_len) != 0) {
             *rc = -1;
             stop = 1;
         }
