@@ -18,6 +18,7 @@ typedef enum test_hook {
     TEST_HOOK_WORKER_FAIL_EARLY,  // K: worker K fails before it joins, every time it is started
     TEST_HOOK_SERVER_FAIL_EARLY,  // K: server K (its first replica) fails before it joins, every time
     TEST_HOOK_MEMORY_AVAILABLE,  // BYTES: what a server takes the machine to have available
+    TEST_HOOK_WORKER_STOP_BEFORE_JOIN,  // K: worker K stops itself (SIGSTOP) once its data is loaded, before it joins
     TEST_HOOK_COUNT
 } test_hook_t;
 

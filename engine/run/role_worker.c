@@ -558,6 +558,10 @@ int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args
                  fail_early);
         goto out;
     }
+    // Test build only (tests/e2e/test_faults.c): worker K waits, stopped, to be
+    // let go when the test has the others where it wants them.
+    const char *stop_before = test_hook_value(TEST_HOOK_WORKER_STOP_BEFORE_JOIN);
+    if (stop_before && strtoull(stop_before, NULL, 10) == id) raise(SIGSTOP);
     if (worker_ckpt_setup(&w, err, err_len) != 0) goto out;
     if (worker_meet(ctx, &w, coordinator, run_id, err, err_len) != 0) goto out;
     if (worker_open_ledger(&w, run_id, err, err_len) != 0) goto out;

@@ -36,7 +36,7 @@
 
 #define WORKERS 3
 #define WORKER_TIMEOUT "3000"  // ms
-// BSP with a restarted worker: the others are stopped while it starts again
+// BSP with a restarted worker: the others are stopped while it joins again
 // (restart_holding_others), so they must outlast that stop unheard.
 #define HELD_WORKER_TIMEOUT "10000"  // ms
 
@@ -94,8 +94,8 @@ static int common_args(const run_t *r, const char **a) {
     return n;
 }
 
-static pid_t start_worker(const run_t *r, int id) {
-    const char *a[64] = {ASGD_BINARY, "worker"};
+static pid_t start_worker_of(const char *binary, const run_t *r, int id) {
+    const char *a[64] = {binary, "worker"};
     int n = 2 + common_args(r, a + 2);
     char id_text[16];
     snprintf(id_text, sizeof id_text, "%d", id);
@@ -103,6 +103,17 @@ static pid_t start_worker(const run_t *r, int id) {
     a[n++] = id_text;
     a[n] = NULL;
     return proc_start(a, proc_path(r->rd, "worker-%d.out", id), proc_path(r->rd, "worker-%d.err", id));
+}
+
+static pid_t start_worker(const run_t *r, int id) { return start_worker_of(ASGD_BINARY, r, id); }
+
+// Whether process pid is stopped (state T in /proc/PID/stat).
+static int is_stopped(pid_t pid) {
+    char *stat = proc_slurp(proc_path("/proc", "%d/stat", (int)pid));
+    const char *end = strrchr(stat, ')');
+    int stopped = end && end[1] == ' ' && end[2] == 'T';
+    free(stat);
+    return stopped;
 }
 
 static void start_run(run_t *r, const char *name, const char *sync, const char *worker_timeout) {
@@ -140,9 +151,19 @@ static void kill_when_training(run_t *r, int k) {
 // rounds left to train. The others are stopped (SIGSTOP) from its start until
 // the server has taken its HELLO (an event in the server's log), then go on.
 static void restart_holding_others(run_t *r, int k) {
+    // The same command line, in the test build, which stops itself once its data
+    // is loaded: the others are held for its join only, however long loading takes.
+    char id_text[16];
+    snprintf(id_text, sizeof id_text, "%d", k);
+    CHECK(setenv("ASGD_TEST_WORKER_STOP_BEFORE_JOIN", id_text, 1) == 0);
+    r->workers[k] = start_worker_of(ASGD_HOOKS_BINARY, r, k);
+    CHECK(unsetenv("ASGD_TEST_WORKER_STOP_BEFORE_JOIN") == 0);
+    double until = proc_now_s() + 60.0;  // a hang bound
+    while (!is_stopped(r->workers[k]) && proc_now_s() < until) proc_sleep_ms(5);
+    CHECK(is_stopped(r->workers[k]));
     for (int j = 0; j < WORKERS; j++)
         if (j != k) CHECK(kill(r->workers[j], SIGSTOP) == 0);
-    r->workers[k] = start_worker(r, k);  // the same command line
+    CHECK(kill(r->workers[k], SIGCONT) == 0);
     char rejoined[32];
     snprintf(rejoined, sizeof rejoined, "worker %d rejoined", k);
     CHECK(proc_wait_for_text(proc_path(r->rd, "server-0.err"), rejoined, 60.0));
