@@ -99,8 +99,8 @@ static int send_round_range(void *ctx, size_t from, size_t n, uint32_t checksum)
 }
 
 // The clock conditional pulls wait on once the round being applied is (as
-// ready_clock: with backup workers the rounds applied, else the min clock,
-// which the round's last gradient already raised).
+// ps_members_ready_clock: with backup workers the rounds applied, else the
+// min clock, which the round's last gradient already raised).
 static uint64_t round_ready_clock(const ps_server_t *s) {
     return s->cfg.backup_workers > 0 ? s->bsp.clock + 1 : clock_table_min(&s->members.clocks);
 }

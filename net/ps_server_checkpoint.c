@@ -2,6 +2,7 @@
 // (ps_server_impl.h): what identifies the run, the values and optimizer
 // state, the clocks, the ledger, the pushes in parts and the BSP round.
 // The sections are written in one fixed order and read by name.
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,30 +100,20 @@ static int restore_parts(ps_server_t *s, const ckpt_file_t *f, char *err, size_t
     return 0;
 }
 
-// The counters kept across a restart.
-enum {
-    CT_VERSION,
-    CT_APPLIED,
-    CT_ANSWERED,
-    CT_WAITED,
-    CT_BYTES_IN,
-    CT_BYTES_OUT,
-    CT_REJECTED,
-    CT_DUPLICATES,
-    CT_EVICTIONS,
-    CT_REJOINS,
-    CT_SKIPPED,
-    CT_BSP_CLOCK,
-    CT_COUNT_
-};
+// The counters kept across a restart, in their order in section "ps.counters".
+static const size_t counter_at[] = {
+    offsetof(ps_server_t, stats.version),        offsetof(ps_server_t, stats.pushes_applied),
+    offsetof(ps_server_t, stats.pulls_answered), offsetof(ps_server_t, stats.pulls_waited),
+    offsetof(ps_server_t, stats.bytes_in),       offsetof(ps_server_t, stats.bytes_out),
+    offsetof(ps_server_t, stats.rejected),       offsetof(ps_server_t, stats.duplicates),
+    offsetof(ps_server_t, stats.evictions),      offsetof(ps_server_t, stats.rejoins),
+    offsetof(ps_server_t, stats.rounds_skipped), offsetof(ps_server_t, bsp.clock)};
+enum { CT_COUNT_ = sizeof counter_at / sizeof *counter_at };
 
 // The identity, the endpoint, the counters, and the values with the optimizer's state.
 static void save_shard(const ps_server_t *s, ckpt_writer_t *w) {
-    uint64_t id[ID_COUNT_],
-        counters[CT_COUNT_] = {s->stats.version,      s->stats.pushes_applied, s->stats.pulls_answered,
-                               s->stats.pulls_waited, s->stats.bytes_in,       s->stats.bytes_out,
-                               s->stats.rejected,     s->stats.duplicates,     s->stats.evictions,
-                               s->stats.rejoins,      s->stats.rounds_skipped, s->bsp.clock};
+    uint64_t id[ID_COUNT_], counters[CT_COUNT_];
+    for (size_t i = 0; i < CT_COUNT_; i++) counters[i] = *(const uint64_t *)((const char *)s + counter_at[i]);
     identity_of(s, id);
     ckpt_writer_section(w, "ps.identity", id, sizeof id);
     ckpt_writer_section(w, "ps.endpoint", s->endpoint, strlen(s->endpoint));
@@ -260,21 +251,6 @@ static int restore_bsp(ps_server_t *s, const ckpt_file_t *f, char *err, size_t e
     return 0;
 }
 
-static void restore_counters(ps_server_t *s, const uint64_t counters[CT_COUNT_]) {
-    s->stats.version = counters[CT_VERSION];
-    s->stats.pushes_applied = counters[CT_APPLIED];
-    s->stats.pulls_answered = counters[CT_ANSWERED];
-    s->stats.pulls_waited = counters[CT_WAITED];
-    s->stats.bytes_in = counters[CT_BYTES_IN];
-    s->stats.bytes_out = counters[CT_BYTES_OUT];
-    s->stats.rejected = counters[CT_REJECTED];
-    s->stats.duplicates = counters[CT_DUPLICATES];
-    s->stats.evictions = counters[CT_EVICTIONS];
-    s->stats.rejoins = counters[CT_REJOINS];
-    s->stats.rounds_skipped = counters[CT_SKIPPED];
-    s->bsp.clock = counters[CT_BSP_CLOCK];
-}
-
 int ps_checkpoint_restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, size_t endpoint_len,
                           uint64_t *ledger_at_checkpoint, char *err, size_t err_len) {
     size_t nw = s->cfg.n_workers, n = s->n;
@@ -294,7 +270,7 @@ int ps_checkpoint_restore(ps_server_t *s, const ckpt_file_t *f, char *endpoint, 
     if (s->upd.backup &&
         ckpt_file_get(f, "dc.backup", s->upd.backup, nw * n * sizeof *s->upd.backup, err, err_len) != 0)
         return -1;
-    restore_counters(s, counters);
+    for (size_t i = 0; i < CT_COUNT_; i++) *(uint64_t *)((char *)s + counter_at[i]) = counters[i];
     s->stats.resumed_version = s->stats.version;
     s->resumed = 1;
     for (size_t k = 0; k < nw; k++) s->members.claim[k].unanchored = 1;
