@@ -12,6 +12,23 @@
 #include "engine/core/optimizer.h"
 #include "engine/core/params.h"
 
+// Where a run's steps run, in the order of --device's choices: the one list
+// the enum, the names (train_device_name) and the flag's choices are made
+// from. X(SUFFIX, "name") for each, SEP between two.
+#define TRAIN_DEVICE_LIST(X, SEP) X(CPU, "cpu") SEP X(CUDA, "cuda")
+#define TRAIN_DEVICE_COMMA ,
+#define TRAIN_DEVICE_ENUM_ENTRY(suffix, name) TRAIN_DEVICE_##suffix
+typedef enum train_device_kind { TRAIN_DEVICE_LIST(TRAIN_DEVICE_ENUM_ENTRY, TRAIN_DEVICE_COMMA) } train_device_kind_t;
+// "cpu|cuda": --device's choices, a string literal.
+#define TRAIN_DEVICE_NAME_ENTRY(suffix, name) name
+#define TRAIN_DEVICE_CHOICES TRAIN_DEVICE_LIST(TRAIN_DEVICE_NAME_ENTRY, "|")
+
+// The device's name (TRAIN_DEVICE_LIST); "cpu" for a value outside the enum.
+static inline const char *train_device_name(int device) {
+    static const char *const names[] = {TRAIN_DEVICE_LIST(TRAIN_DEVICE_NAME_ENTRY, TRAIN_DEVICE_COMMA)};
+    return device >= 0 && (size_t)device < sizeof names / sizeof names[0] ? names[device] : "cpu";
+}
+
 typedef struct train_device_ops {
     const char *name;  // as the flag says it: "cuda"
     // Makes a device for m from the caller's options (the layer's own struct),

@@ -32,7 +32,7 @@ static int device_take_loss(void *device, double *loss_sum, char *err, size_t er
 }
 
 const train_device_ops_t gpu_device_ops = {
-    .name = "cuda",
+    .name = "cuda",  // train_device_name(TRAIN_DEVICE_CUDA)
     .create = device_create,
     .destroy = device_destroy,
     .bind_thread = device_bind_thread,

@@ -347,7 +347,7 @@ static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_
     json_uint(j, "warmup", t->warmup);
     json_uint(j, "batch_requested", d->requested_batch);
     json_number(j, "lr_requested", d->requested_lr);
-    json_string(j, "device", t->device ? "cuda" : "cpu");
+    json_string(j, "device", train_device_name(t->device));
     char spec[64];
     compress_spec_format(&d->compress_spec, spec, sizeof spec);
     json_string(j, "compress", spec);

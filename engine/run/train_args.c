@@ -136,7 +136,7 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
          "train, server, worker (asp/ssp): continue from the checkpoint in DIR (same flags as the run that wrote it)",
          0, 0, NULL, 0},
         {"device", FLAG_TYPE_CHOICE, &a->device, "D", "where the steps run (cuda: one thread drives the GPU)", 0, 0,
-         "cpu|cuda", 0},
+         TRAIN_DEVICE_CHOICES, 0},
         {"gpu", FLAG_TYPE_SIZE, &a->gpu_index, "K", "--device cuda: the CUDA device index", 0, 1023, NULL, 0},
         {"gpu-scatter", FLAG_TYPE_CHOICE, &a->gpu_scatter, "S",
          "--device cuda, sparse Hogwild!: how updates are written", 0, 0, "plain|atomic", 0},

@@ -13,6 +13,7 @@
 #include "engine/core/model.h"
 #include "engine/core/optimizer.h"
 #include "engine/core/trainer.h"
+#include "engine/core/train_device.h"
 #include "engine/gpu/gpu_device.h"
 #include "engine/models/model_registry.h"
 
@@ -49,7 +50,7 @@ typedef struct train_args {
     double checkpoint_every;  // seconds; 0 = no checkpoints
     const char *checkpoint_dir;  // where checkpoints go (default: the --resume directory)
     const char *resume;  // a checkpoint directory to continue from
-    int device;  // 0 cpu, 1 cuda
+    int device;  // train_device_kind_t (engine/core/train_device.h)
     int gpu_scatter;
     size_t gpu_chunk, gpu_index, gpu_in_flight;
     // The models' own flags as given (each model reads them in train_args_finish).

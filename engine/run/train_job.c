@@ -268,7 +268,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_uint(&j, "eval_limit", a->eval_limit);
     json_bool(&j, "pin", a->pin);
     json_number(&j, "time_limit_s", a->time_limit);
-    json_string(&j, "device", a->device ? "cuda" : "cpu");
+    json_string(&j, "device", train_device_name(a->device));
     if (a->device) {
         json_uint(&j, "gpu", a->gpu_index);
         json_string(&j, "gpu_scatter", a->gpu.scatter_atomic ? "atomic" : "plain");
