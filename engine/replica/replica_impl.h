@@ -1,7 +1,8 @@
 #ifndef ASGD_ENGINE_REPLICA_REPLICA_IMPL_H
 #define ASGD_ENGINE_REPLICA_REPLICA_IMPL_H
-// Inside a replica: its state, shared by replica.c and the sync strategies
-// (sync_strategy.h), and the helpers more than one strategy uses.
+// Inside a replica: the state every sync mode shares, read by replica.c and
+// the sync strategies (sync_strategy.h; each keeps its mode's own state,
+// reached through `mode`), and the helpers more than one strategy uses.
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
