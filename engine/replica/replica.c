@@ -106,8 +106,6 @@ static int replica_alloc(replica_t *r, char *err, size_t err_len) {
     atomic_init(&r->frozen, 0);
     if (pthread_mutex_init(&r->ckpt_mu, NULL) != 0) return replica_out_of_memory(r, err, err_len);
     r->ckpt_mu_ready = 1;
-    atomic_init(&r->training_done, 0);
-    atomic_init(&r->generation, 0);
     atomic_init(&r->allowance, UINT64_MAX);
     return r->strategy->alloc ? r->strategy->alloc(r, err, err_len) : 0;
 }
@@ -292,10 +290,9 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
     stats->cross_ring = coll ? collective_cross_ring(coll) : NULL;
     stats->pushes = r->stats.pushes;
     stats->pulls = r->stats.pulls;
-    stats->steps_per_push_mean = staleness_hist_mean(&r->steps_per_push);
-    stats->steps_per_pull_mean = staleness_hist_mean(&r->steps_per_pull);
-    stats->steps_per_push_p99 = staleness_hist_quantile(&r->steps_per_push, 0.99);
-    stats->steps_per_pull_p99 = staleness_hist_quantile(&r->steps_per_pull, 0.99);
+    stats->steps_per_push_mean = stats->steps_per_pull_mean = NAN;  // none measured but the mode's
+    stats->steps_per_push_p99 = stats->steps_per_pull_p99 = 0;
+    if (r->mode && r->strategy->report) r->strategy->report(r, stats);
     stats->checkpoint_failures = r->stats.checkpoint_failures;
     stats->comm_s = r->stats.comm_s;
     if (r->client) {
@@ -333,19 +330,12 @@ static void replica_free(replica_t *r) {
     free(r->base);
     free(r->pulled);
     free(r->idx);
-    working_set_free(&r->ws);
-    free(r->push_keys);
-    free(r->pull_keys);
     free(r->val);
     free(r->progress);
-    free(r->gen_versions);
-    free(r->win);
     compressor_destroy(&r->comp);
     ef_residual_free(&r->resid);
     free(r->enc_bytes);
-    free(r->keys);
-    free(r->mark);
-    free(r->ae);
+    if (r->mode) r->strategy->free(r);
 }
 
 int replica_train(void *zmq_ctx, const replica_config_t *rc, const model_t *m, const optimizer_config_t *oc,

@@ -82,7 +82,7 @@ int replica_ckpt_resume(replica_t *r, train_config_t *tc, train_position_t *star
     tc->start = start;
     if (!past) {
         for (size_t j = 0; j < r->ps_n; j++) param_set(&r->w[j], r->base[j] + ck->pending[j]);
-        r->resumed_unpushed = ck->unpushed_steps;  // the next push claims them (downpour_begin)
+        r->strategy->resume_unpushed(r, ck->unpushed_steps);
     }
     r->carry_retrained += retrained;
     r->carry_skipped += skipped;
@@ -116,7 +116,7 @@ int replica_ckpt_save(void *ctx, const train_position_t *at, const param_t *w, c
                            .skipped = r->carry_skipped,
                            .at = *at,
                            .pending = r->val,
-                           .unpushed_steps = steps > r->steps_pushed ? steps - r->steps_pushed : 0};
+                           .unpushed_steps = r->strategy->unpushed_steps(r, steps)};
         const worker_ckpt_config_t *k = r->rc->ckpt;
         if (worker_ckpt_save(k, &c, err, err_len) == 0) {
             r->ckpt_seq++;

@@ -1,7 +1,8 @@
 #ifndef ASGD_ENGINE_REPLICA_REPLICA_IMPL_H
 #define ASGD_ENGINE_REPLICA_REPLICA_IMPL_H
-// Inside a replica: its state, shared by replica.c and the sync strategies
-// (sync_strategy.h), and the helpers more than one strategy uses.
+// Inside a replica: the state every sync mode shares, read by replica.c and
+// the sync strategies (sync_strategy.h; each keeps its mode's own state,
+// reached through `mode`), and the helpers more than one strategy uses.
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
@@ -11,22 +12,16 @@
 #include "engine/replica/sync_strategy.h"
 #include "datasets/storage/counter_file.h"
 #include "engine/replica/worker_checkpoint.h"
-#include "engine/replica/working_set.h"
 #include "net/compress.h"
 #include "net/ps_client.h"
 #include "net/ps_heartbeat.h"
 #include "kernels/foundation/trace.h"
-#include "staleness/histogram.h"
 
 #define REPLICA_ERR_LEN 512
 
-typedef struct step_window step_window_t;  // strategy_downpour.c
-
-typedef struct avg_eval avg_eval_t;  // strategy_local.c
-
 struct replica {
     const replica_config_t *rc;
-    const sync_strategy_t *strategy;
+    const sync_strategy_t *strategy;  // the sync mode's
     const model_t *model;
     size_t n, threads;
     int sparse;
@@ -59,46 +54,10 @@ struct replica {
     _Atomic int abort;
     uint64_t clock;  // push rounds done
     uint64_t g_read;  // min worker clock when the local copy was last rebased
-    // asp/ssp (strategy_downpour.c).
-    pthread_t comm;
-    _Atomic int training_done;
-    uint64_t steps_pushed;  // replica steps covered by the pushes so far
-    uint64_t resumed_unpushed;  // a resume from a checkpoint: the steps its pending update sums
-    // Which parameters the steps a push sums had read. The communication
-    // thread raises `generation` at every rebase; each step records the value
-    // it read (train_link_t.generation).
-    _Atomic uint64_t generation;
-    uint64_t *gen_versions;  // (GEN_RING, n_servers) shard versions rebase g installed, at g % GEN_RING
-    step_window_t *win;  // (threads)
-    // The pull in flight (ps_client_pull_start) and what pulls took.
-    uint64_t pull_need;  // the clock it asked for
-    uint64_t pull_span;  // its trace span
-    double pull_sent_s;  // when it went out
-    double pull_rtt_s;  // round trips measured so far, averaged (0: none yet)
-    double started_s;  // when the communication thread started
-    uint64_t pulled_at_steps;  // the replica's steps when the last pull was answered
-    // The periods achieved: steps (all threads') between pushes and between pulls.
-    staleness_hist_t steps_per_push, steps_per_pull;
-    // A model read by key moves its working set only (working_set.h): pushes
-    // send the keys the steps wrote, pulls bring the keys the next steps read.
-    int by_key;
-    working_set_t ws;
-    uint32_t *push_keys;  // (n) the keys a push compares
-    uint32_t *pull_keys;  // (n) the keys of the pull in flight, pull_n of them
-    size_t pull_n;
-    uint64_t window_sent;  // the step (per thread) the pull in flight's keys reach
-    uint64_t keys_allowance;  // ssp: the steps whose keys were pulled at a clock the bound accepts
-    int scanned_once;  // the first push compares every key (a resumed update may hold any)
     int keep_model;  // the caller keeps the final model (final_w): pulled whole at the end
-    int round_prepared;  // bsp by key: this round's keys were pulled (its round before complete)
-    // hybrid (strategy_hybrid.c).
-    uint32_t *keys;  // (ps_n) the sparse rows a round reads
-    uint8_t *mark;  // (ps_n) scratch for model_sparse_keys
-    // local SGD (strategy_local.c).
-    uint64_t last_round;  // rounds the run has: the last one is always followed by an average
-    uint64_t since_avg;  // examples this replica took since the last average
-    uint64_t samples;  // examples this replica took
-    avg_eval_t *ae;  // the evaluator of the averaged model
+    // The mode's own state, its strategy's (sync_strategy.h: alloc makes it,
+    // free frees it); NULL before alloc.
+    void *mode;
     // Worker checkpoints (replica_checkpoint.c; asp/ssp). The communication
     // thread holds ckpt_mu over each of its passes, so that a checkpoint (taken
     // with the training threads parked) sees no push or rebase half done.

@@ -1,12 +1,13 @@
-// What the replica's strategies share (replica_impl.h): time, messages, an
-// encoded push, the final evaluation of the servers' model. Its own file, so
-// that the strategies depend on it and replica.c on the strategies, not in a
-// circle.
+// What the replica's strategies share (replica_impl.h, by_key.h): time,
+// messages, an encoded push, the final evaluation of the servers' model. Its
+// own file, so that the strategies depend on it and replica.c on the
+// strategies, not in a circle.
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
+#include "engine/replica/by_key.h"
 #include "engine/replica/replica_impl.h"
 #include "kernels/foundation/mono_clock.h"
 #include "kernels/foundation/partition.h"
@@ -47,12 +48,20 @@ int replica_push_encoded(replica_t *r, const float *g, uint32_t aux, int bsp) {
     return ps_client_push_commit(r->client, r->clock, aux, bsp, r->err, sizeof r->err);
 }
 
-// The servers' model into global: by key, what evaluating the first `limit`
-// test examples reads (the rest left 0: no evaluation reads it); else, or
-// when the model is to be kept (keep_model), all of it, into r->pulled too.
+void by_key_free(by_key_t *k) {
+    working_set_free(&k->ws);
+    free(k->pull_keys);
+    k->pull_keys = NULL;
+}
+
+// The servers' model into global: by key (the strategy's working set), what
+// evaluating the first `limit` test examples reads (the rest left 0: no
+// evaluation reads it); else, or when the model is to be kept (keep_model),
+// all of it, into r->pulled too.
 static int pull_global(replica_t *r, param_t *global, size_t limit, char *err, size_t err_len) {
     uint64_t min_clock;
-    if (!r->by_key || r->keep_model) {
+    by_key_t *k = r->strategy->by_key ? r->strategy->by_key(r) : NULL;
+    if (!k || r->keep_model) {
         if (ps_client_pull(r->client, 0, r->pulled, &min_clock, err, err_len) != 0) return -1;
         for (size_t j = 0; j < r->n; j++) param_set(&global[j], r->pulled[j]);
         return 0;
@@ -60,11 +69,11 @@ static int pull_global(replica_t *r, param_t *global, size_t limit, char *err, s
     uint32_t *examples = malloc((limit ? limit : 1) * sizeof *examples);
     if (!examples) return replica_out_of_memory(r, err, err_len);
     for (size_t i = 0; i < limit; i++) examples[i] = (uint32_t)i;
-    size_t nk = working_set_test_keys(&r->ws, examples, limit, r->pull_keys);
+    size_t nk = working_set_test_keys(&k->ws, examples, limit, k->pull_keys);
     free(examples);
-    if (ps_client_pull_keys_at(r->client, 0, r->pull_keys, nk, r->pulled, err, err_len) != 0) return -1;
+    if (ps_client_pull_keys_at(r->client, 0, k->pull_keys, nk, r->pulled, err, err_len) != 0) return -1;
     for (size_t j = 0; j < r->n; j++) param_set(&global[j], 0.0f);
-    for (size_t i = 0; i < nk; i++) param_set(&global[r->pull_keys[i]], r->pulled[i]);
+    for (size_t i = 0; i < nk; i++) param_set(&global[k->pull_keys[i]], r->pulled[i]);
     return 0;
 }
 

@@ -12,11 +12,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/replica/by_key.h"
 #include "engine/replica/replica_impl.h"
 #include "kernels/foundation/partition.h"
 #include "net/ps_client.h"
 
 #define PUSH_BLOCK 2048  // floats per block copied into a push frame and checksummed at once
+
+// The mode's state (r->mode): a model read by key's.
+typedef struct bsp {
+    by_key_t by_key;
+    int round_prepared;  // this round's keys were pulled (its round before complete)
+} bsp_t;
 
 // This round's average, pushed as the run asks: encoded, dense frames, or the
 // touched coordinates in key order. *asked: the push asked for the round's
@@ -56,17 +63,18 @@ static const trace_kind_t TK_ROUND_WAIT = {"round_wait", "sync", "clock"};
 // worker's gradient of the round before is in.
 static int prepare_bsp(void *ctx, const uint32_t *examples, size_t count, param_t *w) {
     replica_t *r = ctx;
-    if (!r->by_key) return 0;
+    bsp_t *b = r->mode;
+    if (!b->by_key.on) return 0;
     double t0 = replica_now_s();
-    size_t nk = working_set_keys(&r->ws, examples, count, r->pull_keys);
+    size_t nk = working_set_keys(&b->by_key.ws, examples, count, b->by_key.pull_keys);
     uint64_t span = TRACE_BEGIN();
-    if (ps_client_pull_keys_at(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pull_keys, nk, r->pulled, r->err,
-                               sizeof r->err) != 0)
+    if (ps_client_pull_keys_at(r->client, ssp_gate(r->clock, 0, 0).pull_clock, b->by_key.pull_keys, nk, r->pulled,
+                               r->err, sizeof r->err) != 0)
         return -1;
     TRACE_END(&TK_ROUND_WAIT, span, r->clock);
-    for (size_t i = 0; i < nk; i++) param_set(&w[r->pull_keys[i]], r->pulled[i]);
+    for (size_t i = 0; i < nk; i++) param_set(&w[b->by_key.pull_keys[i]], r->pulled[i]);
     r->stats.pulls++;
-    r->round_prepared = 1;
+    b->round_prepared = 1;
     double dt = replica_now_s() - t0;
     r->stats.wait_s += dt;  // the round before ends when the slowest worker's gradient is in
     r->stats.comm_s += dt;
@@ -77,18 +85,19 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     (void)lr;
     static const trace_kind_t push = {"push", "net", "clock"};
     replica_t *r = ctx;
+    bsp_t *b = r->mode;
     double t0 = replica_now_s();
     // By key, a round with none of this replica's examples had no prepare:
     // its push still waits for the round before it to be complete.
-    if (r->by_key && !r->round_prepared && prepare_bsp(r, NULL, 0, w) != 0) return -1;
-    r->round_prepared = 0;
+    if (b->by_key.on && !b->round_prepared && prepare_bsp(r, NULL, 0, w) != 0) return -1;
+    b->round_prepared = 0;
     uint64_t span = TRACE_BEGIN();
     int asked;
     if (push_round(r, sum, examples, &asked) != 0) return -1;
     r->clock++;
     r->stats.pushes++;
     TRACE_END(&push, span, r->clock);
-    if (r->by_key && !asked) {
+    if (b->by_key.on && !asked) {
         // The next round's prepare pulls its keys once this one is complete.
         *applied = 1;
         r->stats.comm_s += replica_now_s() - t0;
@@ -114,7 +123,8 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
 // By key: the whole model as of the last complete round, into w.
 static int refresh_bsp(void *ctx, param_t *w) {
     replica_t *r = ctx;
-    if (!r->by_key) return 0;
+    bsp_t *b = r->mode;
+    if (!b->by_key.on) return 0;
     uint64_t min_clock;
     if (ps_client_pull(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pulled, &min_clock, r->err, sizeof r->err) !=
         0)
@@ -127,16 +137,31 @@ static int refresh_bsp(void *ctx, param_t *w) {
 // By key for a model with a sparse block whose gradient is sparse (a dense
 // one is pushed and answered whole).
 static int bsp_alloc(replica_t *r, char *err, size_t err_len) {
-    r->by_key = working_set_applies(r->model) && r->sparse;
-    if (!r->by_key) return 0;
-    r->pull_keys = malloc(r->n * sizeof *r->pull_keys);
-    if (!r->pull_keys) return replica_out_of_memory(r, err, err_len);
-    return working_set_init_keys(&r->ws, r->model, err, err_len);
+    bsp_t *b = r->mode = calloc(1, sizeof *b);
+    if (!b) return replica_out_of_memory(r, err, err_len);
+    b->by_key.on = working_set_applies(r->model) && r->sparse;
+    if (!b->by_key.on) return 0;
+    b->by_key.pull_keys = malloc(r->n * sizeof *b->by_key.pull_keys);
+    if (!b->by_key.pull_keys) return replica_out_of_memory(r, err, err_len);
+    return working_set_init_keys(&b->by_key.ws, r->model, err, err_len);
+}
+
+static void bsp_free(replica_t *r) {
+    bsp_t *b = r->mode;
+    by_key_free(&b->by_key);
+    free(b);
+    r->mode = NULL;
 }
 
 // By key: the replica's model is the servers' after the last round.
 static void bsp_end(replica_t *r) {
-    if (r->by_key && !atomic_load(&r->abort) && refresh_bsp(r, r->w) != 0) atomic_store(&r->abort, 1);
+    bsp_t *b = r->mode;
+    if (b->by_key.on && !atomic_load(&r->abort) && refresh_bsp(r, r->w) != 0) atomic_store(&r->abort, 1);
+}
+
+static by_key_t *bsp_by_key(replica_t *r) {
+    bsp_t *b = r->mode;
+    return b->by_key.on ? &b->by_key : NULL;
 }
 
 const sync_strategy_t sync_strategy_bsp = {
@@ -144,9 +169,11 @@ const sync_strategy_t sync_strategy_bsp = {
     .train_mode = TRAIN_MODE_SYNC,
     .servers = 1,
     .alloc = bsp_alloc,
+    .free = bsp_free,
     .exchange = exchange_bsp,
     .prepare = prepare_bsp,
     .refresh = refresh_bsp,
     .end = bsp_end,
+    .by_key = bsp_by_key,
     .global = replica_evaluate_global,  // the servers' model: the replica's too
 };

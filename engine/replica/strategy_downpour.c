@@ -7,9 +7,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/replica/by_key.h"
 #include "engine/replica/replica_impl.h"
 #include "kernels/foundation/partition.h"
 #include "net/ps_client.h"
+#include "staleness/histogram.h"
 
 #define PUSH_BLOCK 2048  // floats: 8 KiB, well inside L1
 #define GEN_RING 64  // rebases whose shard versions a push may still carry
@@ -18,10 +20,41 @@
 // not complete at the last cut, and the rebase generation that step read:
 // exact once seen (known), until then the generation current when it was
 // last seen not started (it reads that one or a later one).
-struct step_window {
+typedef struct step_window {
     uint64_t first, gen;
     int known;
-};
+} step_window_t;
+
+// The mode's state (r->mode): the communication thread's.
+typedef struct downpour {
+    pthread_t comm;
+    _Atomic int training_done;
+    uint64_t steps_pushed;  // replica steps covered by the pushes so far
+    uint64_t resumed_unpushed;  // a resume from a checkpoint: the steps its pending update sums
+    // Which parameters the steps a push sums had read. The communication
+    // thread raises `generation` at every rebase; each step records the value
+    // it read (train_link_t.generation).
+    _Atomic uint64_t generation;
+    uint64_t *gen_versions;  // (GEN_RING, n_servers) shard versions rebase g installed, at g % GEN_RING
+    step_window_t *win;  // (threads)
+    // The pull in flight (ps_client_pull_start) and what pulls took.
+    uint64_t pull_need;  // the clock it asked for
+    uint64_t pull_span;  // its trace span
+    double pull_sent_s;  // when it went out
+    double pull_rtt_s;  // round trips measured so far, averaged (0: none yet)
+    double started_s;  // when the communication thread started
+    uint64_t pulled_at_steps;  // the replica's steps when the last pull was answered
+    // The periods achieved: steps (all threads') between pushes and between pulls.
+    staleness_hist_t steps_per_push, steps_per_pull;
+    // A model read by key moves its working set only (working_set.h): pushes
+    // send the keys the steps wrote, pulls bring the keys the next steps read.
+    by_key_t by_key;  // pull_keys: the keys of the pull in flight, pull_n of them
+    uint32_t *push_keys;  // (n) the keys a push compares
+    size_t pull_n;
+    uint64_t window_sent;  // the step (per thread) the pull in flight's keys reach
+    uint64_t keys_allowance;  // ssp: the steps whose keys were pulled at a clock the bound accepts
+    int scanned_once;  // the first push compares every key (a resumed update may hold any)
+} downpour_t;
 
 // Steps the replica's threads have taken, all together.
 static uint64_t replica_steps(const replica_t *r) {
@@ -42,9 +75,10 @@ static uint64_t allowance_for(uint64_t g, uint64_t bound, uint64_t quota) {
 
 // Notes the first step of each window that has started since last seen.
 static void windows_observe(replica_t *r) {
-    uint64_t now = atomic_load_explicit(&r->generation, memory_order_relaxed);
+    downpour_t *d = r->mode;
+    uint64_t now = atomic_load_explicit(&d->generation, memory_order_relaxed);
     for (size_t t = 0; t < r->threads; t++) {
-        step_window_t *w = &r->win[t];
+        step_window_t *w = &d->win[t];
         if (w->known) continue;
         uint64_t x = atomic_load_explicit(&r->progress[t].read_gen, memory_order_acquire);
         uint32_t ahead = (uint32_t)x - (uint32_t)w->first;  // the last step started, past the window's first
@@ -64,10 +98,11 @@ static void windows_observe(replica_t *r) {
 // flight at the cut has written part of its update: it belongs to this push
 // and to the next. A thread with no step since the last cut keeps its window.
 static uint64_t windows_cut(replica_t *r) {
+    downpour_t *d = r->mode;
     windows_observe(r);
-    uint64_t now = atomic_load_explicit(&r->generation, memory_order_relaxed), oldest = UINT64_MAX;
+    uint64_t now = atomic_load_explicit(&d->generation, memory_order_relaxed), oldest = UINT64_MAX;
     for (size_t t = 0; t < r->threads; t++) {
-        step_window_t *w = &r->win[t];
+        step_window_t *w = &d->win[t];
         // read_gen (acquire) first: the count read after it covers every step before that one.
         uint64_t x = atomic_load_explicit(&r->progress[t].read_gen, memory_order_acquire);
         uint64_t c = atomic_load_explicit(&r->progress[t].steps, memory_order_relaxed);
@@ -86,17 +121,19 @@ static uint64_t windows_cut(replica_t *r) {
 
 // Whether one more rebase keeps every generation a push may still carry.
 static int gen_ring_has_room(const replica_t *r) {
-    uint64_t now = atomic_load_explicit(&r->generation, memory_order_relaxed), oldest = now;
+    const downpour_t *d = r->mode;
+    uint64_t now = atomic_load_explicit(&d->generation, memory_order_relaxed), oldest = now;
     for (size_t t = 0; t < r->threads; t++)
-        if (r->win[t].gen < oldest) oldest = r->win[t].gen;
+        if (d->win[t].gen < oldest) oldest = d->win[t].gen;
     return now + 1 - oldest < GEN_RING;
 }
 
 // The shard versions generation g read (the oldest kept, should g have left the ring).
 static const uint64_t *gen_versions_of(const replica_t *r, uint64_t g) {
-    uint64_t now = atomic_load_explicit(&r->generation, memory_order_relaxed);
+    const downpour_t *d = r->mode;
+    uint64_t now = atomic_load_explicit(&d->generation, memory_order_relaxed);
     if (now - g >= GEN_RING) g = now - GEN_RING + 1;
-    return r->gen_versions + (g % GEN_RING) * r->rc->n_servers;
+    return d->gen_versions + (g % GEN_RING) * r->rc->n_servers;
 }
 
 // ---- push and pull -------------------------------------------------------------
@@ -130,12 +167,13 @@ static int write_dense_frames(replica_t *r, const float *snap, float inv_lr) {
 // written (the first push compares every key), into r->idx / r->val in key
 // order. Returns how many changed.
 static size_t push_by_key(replica_t *r, float inv_lr) {
-    size_t nk = working_set_pushed(&r->ws, r->push_keys);
-    const uint32_t *keys = r->push_keys;
-    if (!r->scanned_once) {
-        for (size_t j = 0; j < r->n; j++) r->push_keys[j] = (uint32_t)j;
+    downpour_t *d = r->mode;
+    size_t nk = working_set_pushed(&d->by_key.ws, d->push_keys);
+    const uint32_t *keys = d->push_keys;
+    if (!d->scanned_once) {
+        for (size_t j = 0; j < r->n; j++) d->push_keys[j] = (uint32_t)j;
         nk = r->n;
-        r->scanned_once = 1;
+        d->scanned_once = 1;
     }
     size_t nnz = 0;
     for (size_t i = 0; i < nk; i++) {
@@ -161,18 +199,19 @@ static const trace_kind_t TK_PULL = {"pull", "net", "need"};  // need > 0: the g
 static const trace_kind_t TK_ACKS = {"wait_acks", "net", NULL};
 
 static int push_delta(replica_t *r, int skip_if_empty) {
+    downpour_t *d = r->mode;
     uint64_t span = TRACE_BEGIN();
     // How many steps the push sums (read before the delta, so it never
     // overstates): the server's delay compensation scales by it.
     uint64_t steps_now = replica_steps(r);
-    uint64_t steps = steps_now - r->steps_pushed;
+    uint64_t steps = steps_now - d->steps_pushed;
     // It carries, per shard, the version of the oldest parameters its steps read.
     ps_client_carry_versions(r->client, gen_versions_of(r, windows_cut(r)));
     uint32_t steps_aux = steps > UINT32_MAX ? UINT32_MAX : (uint32_t)steps;
     float inv_lr = 1.0f / r->lr;
     const float *snap = NULL;  // the GPU's parameters, copied to the host
     if (r->gpu && !(snap = gpu_model_snapshot(r->gpu, r->err, sizeof r->err))) return -1;
-    if (r->by_key) {
+    if (d->by_key.on) {
         size_t nnz = push_by_key(r, inv_lr);
         if (skip_if_empty && steps == 0) return 0;
         if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, steps_aux, 0, r->err, sizeof r->err) != 0)
@@ -206,8 +245,8 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     }
     r->clock++;
     r->stats.pushes++;
-    staleness_hist_add(&r->steps_per_push, steps);
-    r->steps_pushed = steps_now;
+    staleness_hist_add(&d->steps_per_push, steps);
+    d->steps_pushed = steps_now;
     TRACE_END(&TK_PUSH, span, r->clock);
     return 0;
 }
@@ -216,6 +255,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
 // (answered once every live worker had pushed `need` rounds, min_clock as the
 // shards reported it), keeping the local changes not yet pushed.
 static int rebase(replica_t *r, uint64_t need, uint64_t min_clock, uint64_t span) {
+    downpour_t *d = r->mode;
     if (r->gpu) {
         // The same rebase as a delta for the device: w + (pulled - base).
         float *delta = gpu_model_delta_buffer(r->gpu);
@@ -224,9 +264,9 @@ static int rebase(replica_t *r, uint64_t need, uint64_t min_clock, uint64_t span
             r->base[j] = r->pulled[j];
         }
         if (gpu_model_add_delta(r->gpu, r->err, sizeof r->err) != 0) return -1;
-    } else if (r->by_key) {
-        for (size_t i = 0; i < r->pull_n; i++) {
-            uint32_t j = r->pull_keys[i];
+    } else if (d->by_key.on) {
+        for (size_t i = 0; i < d->pull_n; i++) {
+            uint32_t j = d->by_key.pull_keys[i];
             float cur = param_get(&r->w[j]);
             param_set(&r->w[j], r->pulled[i] + (cur - r->base[j]));
             r->base[j] = r->pulled[i];
@@ -234,8 +274,8 @@ static int rebase(replica_t *r, uint64_t need, uint64_t min_clock, uint64_t span
         // The steps up to the window read keys as new as min_clock; those
         // before it, keys an earlier pull brought.
         uint64_t allowed = allowance_for(min_clock, r->read_bound, r->quota);
-        if (allowed > r->window_sent) allowed = r->window_sent;
-        if (allowed > r->keys_allowance) r->keys_allowance = allowed;
+        if (allowed > d->window_sent) allowed = d->window_sent;
+        if (allowed > d->keys_allowance) d->keys_allowance = allowed;
     } else {
         for (size_t j = 0; j < r->n; j++) {
             float cur = param_get(&r->w[j]);
@@ -246,9 +286,9 @@ static int rebase(replica_t *r, uint64_t need, uint64_t min_clock, uint64_t span
     r->g_read = min_clock;
     r->stats.pulls++;
     // A new generation: steps that start from now on read at least these parameters.
-    uint64_t g = atomic_load_explicit(&r->generation, memory_order_relaxed) + 1;
-    ps_client_pulled_versions(r->client, r->gen_versions + (g % GEN_RING) * r->rc->n_servers);
-    atomic_store_explicit(&r->generation, g, memory_order_release);
+    uint64_t g = atomic_load_explicit(&d->generation, memory_order_relaxed) + 1;
+    ps_client_pulled_versions(r->client, d->gen_versions + (g % GEN_RING) * r->rc->n_servers);
+    atomic_store_explicit(&d->generation, g, memory_order_release);
     windows_observe(r);
     TRACE_END(&TK_PULL, span, need);
     return 0;
@@ -262,6 +302,7 @@ static void threads_progress(const replica_t *r, uint64_t *min_steps, uint64_t *
 // the steps a round trip takes plus a fetch period, so that the threads find
 // their keys fresh when they get there.
 static int pull_keys_send(replica_t *r, uint64_t need) {
+    downpour_t *d = r->mode;
     uint64_t min_steps, total, max_steps = 0;
     threads_progress(r, &min_steps, &total);
     for (size_t t = 0; t < r->threads; t++) {
@@ -274,32 +315,34 @@ static int pull_keys_send(replica_t *r, uint64_t need) {
         uint64_t allowed = allowance_for(need, r->read_bound, r->quota);
         if (allowed != UINT64_MAX && allowed > end) end = allowed;
     }
-    r->pull_n = working_set_window(&r->ws, end, r->pull_keys, &r->window_sent);
-    return ps_client_pull_keys_start(r->client, need, r->pull_keys, r->pull_n, r->pulled, r->err, sizeof r->err);
+    d->pull_n = working_set_window(&d->by_key.ws, end, d->by_key.pull_keys, &d->window_sent);
+    return ps_client_pull_keys_start(r->client, need, d->by_key.pull_keys, d->pull_n, r->pulled, r->err, sizeof r->err);
 }
 
 // Sends a pull in the background (ps_client_pull_start): the global model,
 // answered once every live worker has pushed `need` rounds. The threads
 // train on while it is in flight; pull_landed rebases on its answer.
 static int pull_send(replica_t *r, uint64_t need) {
-    if (r->by_key ? pull_keys_send(r, need) != 0
-                  : ps_client_pull_start(r->client, need, r->pulled, r->err, sizeof r->err) != 0)
+    downpour_t *d = r->mode;
+    if (d->by_key.on ? pull_keys_send(r, need) != 0
+                     : ps_client_pull_start(r->client, need, r->pulled, r->err, sizeof r->err) != 0)
         return -1;
-    r->pull_need = need;
-    r->pull_span = TRACE_BEGIN();
-    r->pull_sent_s = replica_now_s();
+    d->pull_need = need;
+    d->pull_span = TRACE_BEGIN();
+    d->pull_sent_s = replica_now_s();
     return 0;
 }
 
 // The pull in flight, answered: its round trip and the steps the threads took
 // meanwhile (what the gate's pull must be sent ahead by), and the rebase.
 static int pull_landed(replica_t *r, uint64_t min_clock) {
-    double rtt = replica_now_s() - r->pull_sent_s;
-    r->pull_rtt_s = r->pull_rtt_s > 0.0 ? 0.75 * r->pull_rtt_s + 0.25 * rtt : rtt;
+    downpour_t *d = r->mode;
+    double rtt = replica_now_s() - d->pull_sent_s;
+    d->pull_rtt_s = d->pull_rtt_s > 0.0 ? 0.75 * d->pull_rtt_s + 0.25 * rtt : rtt;
     uint64_t steps = replica_steps(r);
-    staleness_hist_add(&r->steps_per_pull, steps - r->pulled_at_steps);
-    r->pulled_at_steps = steps;
-    return rebase(r, r->pull_need, min_clock, r->pull_span);
+    staleness_hist_add(&d->steps_per_pull, steps - d->pulled_at_steps);
+    d->pulled_at_steps = steps;
+    return rebase(r, d->pull_need, min_clock, d->pull_span);
 }
 
 // Waits for the pull in flight, if any, and rebases on it.
@@ -331,9 +374,10 @@ static void threads_progress(const replica_t *r, uint64_t *min_steps, uint64_t *
 // measured, and at least a round), so that its answer is back when the
 // threads get there unless the bound itself holds them.
 static uint64_t gate_lead(const replica_t *r, uint64_t min_steps) {
-    double elapsed = replica_now_s() - r->started_s;
+    const downpour_t *d = r->mode;
+    double elapsed = replica_now_s() - d->started_s;
     double rate = elapsed > 0.0 ? (double)min_steps / elapsed : 0.0;  // steps per second, the slowest thread's
-    double lead = 2.0 * rate * r->pull_rtt_s;
+    double lead = 2.0 * rate * d->pull_rtt_s;
     return lead > (double)r->quota ? (uint64_t)lead : r->quota;
 }
 
@@ -344,6 +388,7 @@ static uint64_t gate_lead(const replica_t *r, uint64_t min_steps) {
 // where the allowance (the bound) holds them. Returns 1 if it did anything, 0
 // if not, -1.
 static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t *next_fetch) {
+    downpour_t *d = r->mode;
     uint64_t quota = r->quota;
     int worked = 0;
     if (min_steps >= (r->clock + 1) * quota) {
@@ -375,7 +420,7 @@ static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t 
     }
     // The slowest worker had pushed g_read rounds when the local copy was last rebased.
     if (r->read_bound != STALENESS_INFINITE) {
-        uint64_t allowed = r->by_key ? r->keys_allowance : allowance_for(r->g_read, r->read_bound, quota);
+        uint64_t allowed = d->by_key.on ? d->keys_allowance : allowance_for(r->g_read, r->read_bound, quota);
         atomic_store_explicit(&r->allowance, allowed, memory_order_release);
     }
     return worked;
@@ -404,14 +449,15 @@ static int push_last(replica_t *r) {
 
 static void *comm_main(void *arg) {
     replica_t *r = arg;
+    downpour_t *d = r->mode;
     uint64_t next_fetch = r->rc->fetch_every;
     double busy = 0.0;
-    r->started_s = replica_now_s();
-    r->pulled_at_steps = replica_steps(r);
+    d->started_s = replica_now_s();
+    d->pulled_at_steps = replica_steps(r);
     trace_thread_name("comm", -1);
     int rc = r->gpu ? gpu_model_bind_thread(r->gpu, r->err, sizeof r->err) : 0;
     while (rc == 0) {
-        int done = atomic_load_explicit(&r->training_done, memory_order_acquire);
+        int done = atomic_load_explicit(&d->training_done, memory_order_acquire);
         uint64_t min_steps, total;
         threads_progress(r, &min_steps, &total);
         if (done || min_steps == UINT64_MAX) break;
@@ -466,45 +512,61 @@ static int downpour_check(replica_t *r, const optimizer_config_t *oc, char *err,
 }
 
 static int downpour_alloc(replica_t *r, char *err, size_t err_len) {
-    r->gen_versions = calloc(GEN_RING * r->rc->n_servers, sizeof *r->gen_versions);
-    r->win = calloc(r->threads, sizeof *r->win);
-    if (!r->gen_versions || !r->win) return replica_out_of_memory(r, err, err_len);
-    staleness_hist_init(&r->steps_per_push);
-    staleness_hist_init(&r->steps_per_pull);
+    downpour_t *d = r->mode = calloc(1, sizeof *d);
+    if (!d) return replica_out_of_memory(r, err, err_len);
+    atomic_init(&d->training_done, 0);
+    atomic_init(&d->generation, 0);
+    d->gen_versions = calloc(GEN_RING * r->rc->n_servers, sizeof *d->gen_versions);
+    d->win = calloc(r->threads, sizeof *d->win);
+    if (!d->gen_versions || !d->win) return replica_out_of_memory(r, err, err_len);
+    staleness_hist_init(&d->steps_per_push);
+    staleness_hist_init(&d->steps_per_pull);
     return 0;
+}
+
+static void downpour_free(replica_t *r) {
+    downpour_t *d = r->mode;
+    by_key_free(&d->by_key);
+    free(d->push_keys);
+    free(d->gen_versions);
+    free(d->win);
+    free(d);
+    r->mode = NULL;
 }
 
 // Whether the model moves by key (a sparse block, on the CPU, its updates
 // not compressed as a dense vector), and its working set if so; every key
 // is as new as the join's pull.
 static int by_key_begin(replica_t *r, const train_config_t *tc, char *err, size_t err_len) {
-    r->by_key = working_set_applies(r->model) && !r->gpu && (r->sparse || !r->comp);
-    if (!r->by_key) return 0;
-    r->push_keys = malloc(r->n * sizeof *r->push_keys);
-    r->pull_keys = malloc(r->n * sizeof *r->pull_keys);
-    if (!r->push_keys || !r->pull_keys) return replica_out_of_memory(r, err, err_len);
-    if (working_set_init(&r->ws, r->model, tc, r->progress, err, err_len) != 0) return -1;
-    r->keys_allowance = allowance_for(r->g_read, r->read_bound, r->quota);
+    downpour_t *d = r->mode;
+    d->by_key.on = working_set_applies(r->model) && !r->gpu && (r->sparse || !r->comp);
+    if (!d->by_key.on) return 0;
+    d->push_keys = malloc(r->n * sizeof *d->push_keys);
+    d->by_key.pull_keys = malloc(r->n * sizeof *d->by_key.pull_keys);
+    if (!d->push_keys || !d->by_key.pull_keys) return replica_out_of_memory(r, err, err_len);
+    if (working_set_init(&d->by_key.ws, r->model, tc, r->progress, err, err_len) != 0) return -1;
+    d->keys_allowance = allowance_for(r->g_read, r->read_bound, r->quota);
     return 0;
 }
 
 static int downpour_begin(replica_t *r, train_config_t *tc, const train_callbacks_t **cb, char *err, size_t err_len) {
+    downpour_t *d = r->mode;
     (void)cb;
-    ps_client_pulled_versions(r->client, r->gen_versions);  // generation 0: what joining pulled
+    ps_client_pulled_versions(r->client, d->gen_versions);  // generation 0: what joining pulled
     // A rejoining or resumed replica's threads start at the steps its position stands for.
     for (size_t t = 0; tc->start && t < r->threads; t++) atomic_store(&r->progress[t].steps, tc->start->updates[t]);
     // A resumed replica's pending update sums steps no push has claimed yet.
     uint64_t steps = replica_steps(r);
-    r->steps_pushed = steps > r->resumed_unpushed ? steps - r->resumed_unpushed : 0;
+    d->steps_pushed = steps > d->resumed_unpushed ? steps - d->resumed_unpushed : 0;
     atomic_store(&r->allowance, allowance_for(r->g_read, r->read_bound, r->quota));
     if (by_key_begin(r, tc, err, err_len) != 0) return -1;
     // Each thread's first window starts at its first step; none has started.
     for (size_t t = 0; t < r->threads; t++) {
-        r->win[t].first = atomic_load(&r->progress[t].steps);
-        atomic_store(&r->progress[t].read_gen, (uint32_t)(r->win[t].first - 1));
+        d->win[t].first = atomic_load(&r->progress[t].steps);
+        atomic_store(&r->progress[t].read_gen, (uint32_t)(d->win[t].first - 1));
     }
-    r->link.generation = &r->generation;
-    int prc = pthread_create(&r->comm, NULL, comm_main, r);
+    r->link.generation = &d->generation;
+    int prc = pthread_create(&d->comm, NULL, comm_main, r);
     if (prc != 0) {
         snprintf(err, err_len, "worker: starting the communication thread: %s", strerror(prc));
         return -1;
@@ -513,8 +575,34 @@ static int downpour_begin(replica_t *r, train_config_t *tc, const train_callback
 }
 
 static void downpour_end(replica_t *r) {
-    atomic_store_explicit(&r->training_done, 1, memory_order_release);
-    pthread_join(r->comm, NULL);
+    downpour_t *d = r->mode;
+    atomic_store_explicit(&d->training_done, 1, memory_order_release);
+    pthread_join(d->comm, NULL);
+}
+
+// The periods the pushes and pulls achieved.
+static void downpour_report(const replica_t *r, replica_stats_t *stats) {
+    const downpour_t *d = r->mode;
+    stats->steps_per_push_mean = staleness_hist_mean(&d->steps_per_push);
+    stats->steps_per_pull_mean = staleness_hist_mean(&d->steps_per_pull);
+    stats->steps_per_push_p99 = staleness_hist_quantile(&d->steps_per_push, 0.99);
+    stats->steps_per_pull_p99 = staleness_hist_quantile(&d->steps_per_pull, 0.99);
+}
+
+static by_key_t *downpour_by_key(replica_t *r) {
+    downpour_t *d = r->mode;
+    return d->by_key.on ? &d->by_key : NULL;
+}
+
+// A checkpoint's pending update sums the steps no push has claimed yet.
+static uint64_t downpour_unpushed_steps(const replica_t *r, uint64_t steps) {
+    const downpour_t *d = r->mode;
+    return steps > d->steps_pushed ? steps - d->steps_pushed : 0;
+}
+
+static void downpour_resume_unpushed(replica_t *r, uint64_t steps) {
+    downpour_t *d = r->mode;
+    d->resumed_unpushed = steps;  // the first push claims them (downpour_begin)
 }
 
 const sync_strategy_t sync_strategy_downpour = {
@@ -525,8 +613,13 @@ const sync_strategy_t sync_strategy_downpour = {
     .constant_local_step = 1,
     .check = downpour_check,
     .alloc = downpour_alloc,
+    .free = downpour_free,
     .begin = downpour_begin,
     .end = downpour_end,
+    .report = downpour_report,
+    .by_key = downpour_by_key,
+    .unpushed_steps = downpour_unpushed_steps,
+    .resume_unpushed = downpour_resume_unpushed,
     .global = replica_evaluate_global,
     .final_from_servers = 1,
 };

@@ -9,6 +9,12 @@
 #include "engine/replica/replica_impl.h"
 #include "net/ps_client.h"
 
+// The mode's state (r->mode): scratch for the rows a round reads.
+typedef struct hybrid {
+    uint32_t *keys;  // (ps_n) the sparse rows a round reads
+    uint8_t *mark;  // (ps_n) scratch for model_sparse_keys
+} hybrid_t;
+
 // The spans in a --trace timeline (docs/trace.md).
 static const trace_kind_t TK_PULL = {"pull", "net", "need"}, TK_PUSH = {"push", "net", "clock"};
 
@@ -16,14 +22,15 @@ static const trace_kind_t TK_PULL = {"pull", "net", "need"}, TK_PUSH = {"push", 
 // servers (under SSP once every worker has pushed the rounds the bound asks).
 static int prepare_hybrid(void *ctx, const uint32_t *examples, size_t count, param_t *w) {
     replica_t *r = ctx;
+    hybrid_t *h = r->mode;
     double t0 = replica_now_s();
-    size_t nk = model_sparse_keys(r->model, examples, count, r->mark, r->keys);
-    qsort(r->keys, nk, sizeof *r->keys, replica_cmp_u32);
+    size_t nk = model_sparse_keys(r->model, examples, count, h->mark, h->keys);
+    qsort(h->keys, nk, sizeof *h->keys, replica_cmp_u32);
     uint64_t need = ssp_gate(r->clock, 0, r->read_bound).pull_clock;
     uint64_t span = TRACE_BEGIN();
-    if (ps_client_pull_keys_at(r->client, need, r->keys, nk, r->pulled, r->err, sizeof r->err) != 0) return -1;
+    if (ps_client_pull_keys_at(r->client, need, h->keys, nk, r->pulled, r->err, sizeof r->err) != 0) return -1;
     TRACE_END(&TK_PULL, span, need);
-    for (size_t k = 0; k < nk; k++) param_set(&w[r->keys[k]], r->pulled[k]);
+    for (size_t k = 0; k < nk; k++) param_set(&w[h->keys[k]], r->pulled[k]);
     r->stats.pulls++;
     double dt = replica_now_s() - t0;
     if (need > 0) r->stats.wait_s += dt;
@@ -93,10 +100,20 @@ static int hybrid_check(replica_t *r, const optimizer_config_t *oc, char *err, s
 }
 
 static int hybrid_alloc(replica_t *r, char *err, size_t err_len) {
-    r->keys = malloc(r->ps_n * sizeof *r->keys);
-    r->mark = calloc(r->ps_n, 1);
-    if (!r->keys || !r->mark) return replica_out_of_memory(r, err, err_len);
+    hybrid_t *h = r->mode = calloc(1, sizeof *h);
+    if (!h) return replica_out_of_memory(r, err, err_len);
+    h->keys = malloc(r->ps_n * sizeof *h->keys);
+    h->mark = calloc(r->ps_n, 1);
+    if (!h->keys || !h->mark) return replica_out_of_memory(r, err, err_len);
     return 0;
+}
+
+static void hybrid_free(replica_t *r) {
+    hybrid_t *h = r->mode;
+    free(h->keys);
+    free(h->mark);
+    free(h);
+    r->mode = NULL;
 }
 
 // The last evaluation read every sparse row from the servers, and the dense
@@ -117,6 +134,7 @@ const sync_strategy_t sync_strategy_hybrid = {
     .ring = 1,
     .check = hybrid_check,
     .alloc = hybrid_alloc,
+    .free = hybrid_free,
     .exchange = exchange_hybrid,
     .prepare = prepare_hybrid,
     .refresh = refresh_hybrid,

@@ -27,7 +27,7 @@ typedef struct avg_point {
     train_point_t point;  // test fields filled when evaluated
 } avg_point_t;
 
-struct avg_eval {
+typedef struct avg_eval {
     pthread_mutex_t mu;  // the pending copies, between thread 0 and the trainer's main thread
     int inited;
     avg_point_t *pending;
@@ -40,11 +40,24 @@ struct avg_eval {
     double t0;  // when training started (the trainer's first evaluation ended)
     const train_callbacks_t *user;  // forwarded to
     train_callbacks_t wrapped;  // what the trainer calls instead
-};
+} avg_eval_t;
+
+// The mode's state (r->mode).
+typedef struct local_sgd {
+    uint64_t last_round;  // rounds the run has: the last one is always followed by an average
+    uint64_t since_avg;  // examples this replica took since the last average
+    uint64_t samples;  // examples this replica took
+    avg_eval_t ae;  // the evaluator of the averaged model
+} local_sgd_t;
+
+static avg_eval_t *avg_eval_of(replica_t *r) {
+    local_sgd_t *loc = r->mode;
+    return &loc->ae;
+}
 
 // Evaluates the averaged model `values` into p and reports it (e->mu held).
 static void avg_eval_report(replica_t *r, const float *values, train_point_t *p) {
-    avg_eval_t *e = r->ae;
+    avg_eval_t *e = avg_eval_of(r);
     for (size_t j = 0; j < r->n; j++) param_set(&e->w[j], values[j]);
     eval_sums_t sums = {0.0, 0.0, 0};
     model_evaluate(r->model, e->w, 0, e->limit, e->ws, &sums);
@@ -55,7 +68,7 @@ static void avg_eval_report(replica_t *r, const float *values, train_point_t *p)
 
 // Evaluates and reports the pending copies, in order (e->mu held).
 static void avg_eval_flush(replica_t *r) {
-    avg_eval_t *e = r->ae;
+    avg_eval_t *e = avg_eval_of(r);
     for (size_t i = 0; i < e->n_pending; i++) {
         avg_eval_report(r, e->pending[i].values, &e->pending[i].point);
         free(e->pending[i].values);
@@ -68,7 +81,7 @@ static void avg_eval_flush(replica_t *r) {
 // them; its first one's end is when training starts.
 static void avg_eval_on_eval(const train_point_t *p, void *ctx) {
     replica_t *r = ctx;
-    avg_eval_t *e = r->ae;
+    avg_eval_t *e = avg_eval_of(r);
     pthread_mutex_lock(&e->mu);
     avg_eval_flush(r);
     if (e->user && e->user->on_eval) e->user->on_eval(p, e->user->ctx);
@@ -78,7 +91,7 @@ static void avg_eval_on_eval(const train_point_t *p, void *ctx) {
 
 static void avg_eval_on_progress(const train_point_t *p, double eta_s, void *ctx) {
     replica_t *r = ctx;
-    avg_eval_t *e = r->ae;
+    avg_eval_t *e = avg_eval_of(r);
     pthread_mutex_lock(&e->mu);
     if (e->user && e->user->on_progress) e->user->on_progress(p, eta_s, e->user->ctx);
     pthread_mutex_unlock(&e->mu);
@@ -107,17 +120,18 @@ static int avg_eval_keep(avg_eval_t *e, const param_t *w, size_t n, const train_
 // Right after an average (thread 0, the other threads at the round's barrier):
 // keeps the averaged model when a point is due (or evaluates it now, past the budget).
 static void avg_eval_offer(replica_t *r, const param_t *w, float lr) {
-    avg_eval_t *e = r->ae;
-    if (!e->ws || r->clock == r->last_round) return;  // the trainer's last evaluation is of this average
+    local_sgd_t *loc = r->mode;
+    avg_eval_t *e = &loc->ae;
+    if (!e->ws || r->clock == loc->last_round) return;  // the trainer's last evaluation is of this average
     double now = replica_now_s(), wall = now - e->t0;
-    int due = r->samples >= e->next || (e->every_s > 0 && wall >= e->next_s);
+    int due = loc->samples >= e->next || (e->every_s > 0 && wall >= e->next_s);
     if (!due) return;
     train_point_t p = {
         .wall_s = wall,
-        .samples = r->samples,
+        .samples = loc->samples,
         .updates = r->clock,
-        .epoch = (double)r->samples * (double)r->rc->n_workers / (double)model_num_train(r->model),
-        .samples_per_s = wall > 0 ? (double)r->samples / wall : 0.0,
+        .epoch = (double)loc->samples * (double)r->rc->n_workers / (double)model_num_train(r->model),
+        .samples_per_s = wall > 0 ? (double)loc->samples / wall : 0.0,
         .lr = lr,
         .train_loss = NAN,  // the threads' losses are the trainer's
         .test_loss = NAN,
@@ -130,7 +144,7 @@ static void avg_eval_offer(replica_t *r, const param_t *w, float lr) {
         avg_eval_report(r, r->pulled, &p);
     }
     pthread_mutex_unlock(&e->mu);
-    while (e->next <= r->samples) e->next = (r->samples / e->every + 1) * e->every;
+    while (e->next <= loc->samples) e->next = (loc->samples / e->every + 1) * e->every;
     while (e->every_s > 0 && e->next_s <= wall) e->next_s += e->every_s;
 }
 
@@ -138,7 +152,7 @@ static void avg_eval_offer(replica_t *r, const param_t *w, float lr) {
 // keeps only its first and last, evaluated at once) and the snapshot budget.
 // Returns 0, or -1.
 static int avg_eval_start(replica_t *r, train_config_t *tc, const train_callbacks_t **cb, char *err, size_t err_len) {
-    avg_eval_t *e = r->ae;
+    avg_eval_t *e = avg_eval_of(r);
     pthread_mutex_init(&e->mu, NULL);
     e->inited = 1;
     size_t every = tc->eval_every ? tc->eval_every : model_num_train(r->model) / r->rc->n_workers;
@@ -162,7 +176,7 @@ static int avg_eval_start(replica_t *r, train_config_t *tc, const train_callback
 }
 
 static void avg_eval_stop(replica_t *r) {
-    avg_eval_t *e = r->ae;
+    avg_eval_t *e = avg_eval_of(r);
     for (size_t i = 0; i < e->n_pending; i++) free(e->pending[i].values);  // a run that failed
     free(e->pending);
     e->pending = NULL;
@@ -183,22 +197,23 @@ static void avg_eval_stop(replica_t *r) {
 // divides, so all hold the same bits.
 static int exchange_local(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
     replica_t *r = ctx;
+    local_sgd_t *loc = r->mode;
     r->clock++;
-    r->since_avg += examples;
-    r->samples += examples;
-    if (r->clock % r->rc->local_steps != 0 && r->clock != r->last_round) return 0;
+    loc->since_avg += examples;
+    loc->samples += examples;
+    if (r->clock % r->rc->local_steps != 0 && r->clock != loc->last_round) return 0;
     double t0 = replica_now_s();
     if (sum->dense)
         optimizer_apply_range(r->opt, w, sum->value, 0, r->n, lr);
     else
         optimizer_apply_and_clear(r->opt, w, sum, lr);
     *applied = 1;
-    float *buf = r->ring_buf, ex = (float)r->since_avg, total;
+    float *buf = r->ring_buf, ex = (float)loc->since_avg, total;
     for (size_t j = 0; j < r->n; j++) buf[j] = param_get(&w[j]) * ex;
-    if (replica_ring_sum(r, buf, r->n, r->since_avg, &total) != 0) return -1;
+    if (replica_ring_sum(r, buf, r->n, loc->since_avg, &total) != 0) return -1;
     if (total > 0.0f)
         for (size_t j = 0; j < r->n; j++) param_set(&w[j], buf[j] / total);
-    r->since_avg = 0;
+    loc->since_avg = 0;
     r->stats.pushes++;  // averages
     r->stats.comm_s += replica_now_s() - t0;
     avg_eval_offer(r, w, lr);
@@ -216,15 +231,21 @@ static int local_check(replica_t *r, const optimizer_config_t *oc, char *err, si
 }
 
 static int local_alloc(replica_t *r, char *err, size_t err_len) {
-    if (!(r->ae = calloc(1, sizeof *r->ae))) return replica_out_of_memory(r, err, err_len);
+    if (!(r->mode = calloc(1, sizeof(local_sgd_t)))) return replica_out_of_memory(r, err, err_len);
     return 0;
+}
+
+static void local_free(replica_t *r) {
+    free(r->mode);
+    r->mode = NULL;
 }
 
 static int local_begin(replica_t *r, train_config_t *tc, const train_callbacks_t **cb, char *err, size_t err_len) {
     // Rounds of the run: every replica runs all of them (no time limit, no
     // early stop under local SGD), and the last is followed by an average.
+    local_sgd_t *loc = r->mode;
     size_t n_train = model_num_train(r->model), round_size = r->rc->n_workers * r->threads * tc->batch;
-    r->last_round = (uint64_t)tc->epochs * ((n_train + round_size - 1) / round_size);
+    loc->last_round = (uint64_t)tc->epochs * ((n_train + round_size - 1) / round_size);
     if (avg_eval_start(r, tc, cb, err, err_len) == 0) return 0;
     avg_eval_stop(r);
     return -1;
@@ -236,6 +257,7 @@ const sync_strategy_t sync_strategy_local = {
     .ring = 1,
     .check = local_check,
     .alloc = local_alloc,
+    .free = local_free,
     .begin = local_begin,
     .end = avg_eval_stop,
     .exchange = exchange_local,

@@ -5,13 +5,18 @@
 // replica_train (replica.c) runs on one straight path:
 //
 //   check   the run's settings against the mode      (before anything is made)
-//   alloc   the mode's own buffers                   (after the common ones)
+//   alloc   the mode's own state (r->mode)           (after the common buffers)
 //           ... the servers are joined (servers) or the model initialised,
 //           compression, the optimizer and the device are made ...
 //   begin   the mode's state and threads             (right before train_run)
 //           ... train_run, its link calling exchange / prepare / refresh ...
 //   end     stops what begin started                 (right after train_run)
 //   global  the global model's test figures          (after a good run)
+//   report  the mode's own figures                   (whatever became of the run)
+//   free    frees the mode's state                   (last)
+//
+// Each strategy's state is its own: a struct in its file, which replica.c
+// and the other strategies reach only through this table.
 //
 // The families, one file each:
 //   strategy_downpour.c  asp, ssp   Hogwild! threads and a communication thread
@@ -21,6 +26,7 @@
 //   strategy_local.c     local      local SGD: models averaged every H rounds
 //   strategy_hybrid.c    hybrid     sparse rows through the servers, dense part by allreduce
 #include <stddef.h>
+#include <stdint.h>
 
 #include "engine/core/optimizer.h"
 #include "engine/core/trainer.h"
@@ -28,6 +34,7 @@
 #include "staleness/sync_mode.h"
 
 typedef struct replica replica_t;  // engine/replica/replica_impl.h
+typedef struct by_key by_key_t;  // engine/replica/by_key.h
 
 typedef struct sync_strategy {
     const char *family;  // "downpour", "bsp", "allreduce", "local", "hybrid"
@@ -41,8 +48,11 @@ typedef struct sync_strategy {
     // Checks the run's settings against the mode and sets what follows from
     // them (r->ps_n, r->read_bound). Returns 0, or -1 with err filled.
     int (*check)(replica_t *r, const optimizer_config_t *oc, char *err, size_t err_len);
-    // Optional: the mode's own buffers, sized once. Returns 0, or -1 with err filled.
+    // Optional: the mode's own state into r->mode, its buffers sized once.
+    // Returns 0, or -1 with err filled (free then frees what it made).
     int (*alloc)(replica_t *r, char *err, size_t err_len);
+    // With alloc: frees r->mode (once alloc made it, whatever came after) and nulls it.
+    void (*free)(replica_t *r);
     // Optional: right before train_run, with the model in r->w (or on r->gpu)
     // and the link's common fields set: the mode's state and threads; it may
     // take over tc's evaluation points and the callbacks (*cb). On failure it
@@ -58,6 +68,18 @@ typedef struct sync_strategy {
     // goodbye): the global model's test figures into stats. NULL: they stay
     // NaN (the replica holds the global model itself).
     int (*global)(replica_t *r, const train_result_t *out, replica_stats_t *stats, char *err, size_t err_len);
+    // Optional: the mode's own figures into stats (r->mode made), whatever
+    // became of the run; without it they stay as none were measured.
+    void (*report)(const replica_t *r, replica_stats_t *stats);
+    // Optional: the working set of a model moved by key, which `global`
+    // reads; NULL (as when absent) when the model moves whole.
+    by_key_t *(*by_key)(replica_t *r);
+    // Worker checkpoints (replica_checkpoint.c), under the modes that take
+    // them: of the threads' `steps` at a checkpoint, how many no push has
+    // claimed yet (its pending update sums them); and, on a resume before
+    // begin, that the pending update sums `steps` no push has claimed.
+    uint64_t (*unpushed_steps)(const replica_t *r, uint64_t steps);
+    void (*resume_unpushed)(replica_t *r, uint64_t steps);
     // The final model is the servers' (the last pull, after this replica's
     // last push: `global` made it), not the replica's own.
     int final_from_servers;
