@@ -558,10 +558,9 @@ static void zstd_failed(const data_input_t *in, ZSTD_ErrorCode code, char *err, 
                  "%s: corrupt zstd data in the frame from byte offset %llu: %s (expected a valid .zst "
                  "file)",
                  in->name, (unsigned long long)in->part_start,
-                 code == ZSTD_error_prefix_unknown ? "not a zstd frame"
-                 : code == ZSTD_error_checksum_wrong
-                     ? "checksum mismatch"
-                     : "the data is corrupt");  // libzstd's words vary with the reads' sizes
+                 // Which damage libzstd sees first (a wrong checksum, a block that does not
+                 // decode, a size that does not match) varies with the reads' sizes: one word for all.
+                 code == ZSTD_error_prefix_unknown ? "not a zstd frame" : "the data or its checksum is wrong");
 }
 
 static int read_zstd(data_input_t *in, uint8_t *dst, size_t n, size_t *got, char *err, size_t err_len) {
