@@ -139,7 +139,7 @@ static int refresh_bsp(void *ctx, param_t *w) {
 static int bsp_alloc(replica_t *r, char *err, size_t err_len) {
     bsp_t *b = r->mode = calloc(1, sizeof *b);
     if (!b) return replica_out_of_memory(r, err, err_len);
-    b->by_key.on = working_set_applies(r->model) && r->sparse;
+    b->by_key.on = working_set_by_key(r->model, SYNC_MODE_BSP, r->gpu != NULL, r->comp != NULL);
     if (!b->by_key.on) return 0;
     b->by_key.pull_keys = malloc(r->n * sizeof *b->by_key.pull_keys);
     if (!b->by_key.pull_keys) return replica_out_of_memory(r, err, err_len);

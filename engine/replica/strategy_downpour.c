@@ -539,7 +539,7 @@ static void downpour_free(replica_t *r) {
 // is as new as the join's pull.
 static int by_key_begin(replica_t *r, const train_config_t *tc, char *err, size_t err_len) {
     downpour_t *d = r->mode;
-    d->by_key.on = working_set_applies(r->model) && !r->gpu && (r->sparse || !r->comp);
+    d->by_key.on = working_set_by_key(r->model, r->rc->mode, r->gpu != NULL, r->comp != NULL);
     if (!d->by_key.on) return 0;
     d->push_keys = malloc(r->n * sizeof *d->push_keys);
     d->by_key.pull_keys = malloc(r->n * sizeof *d->by_key.pull_keys);

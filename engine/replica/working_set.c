@@ -11,6 +11,13 @@ static uint64_t steps_of(const working_set_t *ws, size_t t) {
 
 int working_set_applies(const model_t *m) { return model_num_sparse_params(m) > 0; }
 
+int working_set_by_key(const model_t *m, sync_mode_t mode, int gpu, int compressed) {
+    if (!working_set_applies(m)) return 0;
+    int sparse = !model_grad_is_dense(m);
+    if (mode == SYNC_MODE_BSP) return sparse;
+    return !gpu && (sparse || !compressed);
+}
+
 // Frees what was made; "worker: out of memory ..." in err; returns -1.
 static int out_of_memory(working_set_t *ws, const model_t *m, char *err, size_t err_len) {
     working_set_free(ws);

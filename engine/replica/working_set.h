@@ -14,6 +14,7 @@
 
 #include "engine/core/trainer.h"
 #include "engine/core/model.h"
+#include "staleness/sync_mode.h"
 
 typedef struct working_set {
     const model_t *model;
@@ -35,6 +36,11 @@ typedef struct working_set {
 
 // Whether model m is moved by key: it has a sparse block.
 int working_set_applies(const model_t *m);
+// Whether a replica of m under `mode` (asp, ssp or bsp) moves by key: m has a
+// sparse block and its updates are not dense vectors sent whole (bsp: a dense
+// gradient; asp and ssp: one on the GPU, or a dense one compressed). The one
+// rule the strategies and a worker holding its working set (engine/run) apply.
+int working_set_by_key(const model_t *m, sync_mode_t mode, int gpu, int compressed);
 // Only for working_set_keys (examples a caller names): no orders, no
 // threads. Returns 0, or -1 with err.
 int working_set_init_keys(working_set_t *ws, const model_t *m, char *err, size_t err_len);

@@ -23,10 +23,9 @@ static int run_allows(const train_args_t *t, const dist_args_t *d) {
 static int describe_map(const model_descriptor_t *desc, const model_t *m, const dist_args_t *d, size_t global_rows,
                         ps_key_map_t *map) {
     size_t n_rows = map->n_rows, sparse = model_num_sparse_params(m);
-    if (!working_set_applies(m) || !desc->shape_of || !desc->shape_params || sparse == 0 || sparse % n_rows != 0)
-        return 0;
-    // Dense gradients go whole under bsp, and encoded under compression.
-    if (model_grad_is_dense(m) && (d->sync == SYNC_MODE_BSP || d->compress_spec.kind != COMPRESS_KIND_NONE)) return 0;
+    // A CPU worker (run_allows) moving keys as its strategy will.
+    if (!working_set_by_key(m, (sync_mode_t)d->sync, 0, d->compress_spec.kind != COMPRESS_KIND_NONE)) return 0;
+    if (!desc->shape_of || !desc->shape_params || sparse % n_rows != 0) return 0;
     size_t width = sparse / n_rows, tail = model_num_params(m) - sparse;
     model_shape_t shape;
     char why[256];

@@ -107,14 +107,7 @@ static pid_t start_worker_of(const char *binary, const run_t *r, int id) {
 
 static pid_t start_worker(const run_t *r, int id) { return start_worker_of(ASGD_BINARY, r, id); }
 
-// Whether process pid is stopped (state T in /proc/PID/stat).
-static int is_stopped(pid_t pid) {
-    char *stat = proc_slurp(proc_path("/proc", "%d/stat", (int)pid));
-    const char *end = strrchr(stat, ')');
-    int stopped = end && end[1] == ' ' && end[2] == 'T';
-    free(stat);
-    return stopped;
-}
+static int is_stopped(pid_t pid) { return proc_state(pid, NULL) == 'T'; }
 
 static void start_run(run_t *r, const char *name, const char *sync, const char *worker_timeout) {
     snprintf(r->rd, sizeof r->rd, "%s/%s", dir, name);

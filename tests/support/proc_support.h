@@ -167,6 +167,19 @@ static inline int proc_free_port(void) {
     exit(1);
 }
 
+// Process pid's state and parent from /proc/PID/stat ('R', 'S', 'T' ...);
+// 0 when it cannot be read.
+static inline char proc_state(pid_t pid, int *ppid) {
+    char *stat = proc_slurp(proc_path("/proc", "%d/stat", (int)pid));
+    const char *close_paren = strrchr(stat, ')');  // the name may hold spaces and parentheses
+    char state = 0;
+    int parent = 0;
+    if (!close_paren || sscanf(close_paren + 1, " %c %d", &state, &parent) != 2) state = 0;
+    free(stat);
+    if (ppid) *ppid = parent;
+    return state;
+}
+
 // The child of `parent` (an asgd launch) running as `role` ("server",
 // "worker") whose argv holds `flag VALUE` ("--id 1", "--replica 0").
 // 0 when there is none.
@@ -179,13 +192,8 @@ static inline pid_t proc_find_child_with(pid_t parent, const char *role, const c
     for (struct dirent *e; !found && (e = readdir(proc));) {
         pid_t pid = (pid_t)atoi(e->d_name);
         if (pid <= 0) continue;
-        char *stat = proc_slurp(proc_path("/proc", "%d/stat", (int)pid));
-        const char *close_paren = strrchr(stat, ')');
         int ppid = 0;
-        char state;
-        int parsed = close_paren && sscanf(close_paren + 1, " %c %d", &state, &ppid) == 2;
-        free(stat);
-        if (!parsed || ppid != parent) continue;
+        if (!proc_state(pid, &ppid) || ppid != parent) continue;
         char buf[8192];
         FILE *f = fopen(proc_path("/proc", "%d/cmdline", (int)pid), "r");
         if (!f) continue;
