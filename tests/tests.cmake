@@ -122,6 +122,9 @@ asgd_test(test_gpu_train             DIR engine/gpu)
 # ---- tests/engine/sim/ ----
 asgd_test(test_simulate              DIR engine/sim                          COST 5)
 
+# ---- tests/engine/replica/ ----
+asgd_test(test_working_set           DIR engine/replica)
+
 # ---- tests/engine/run/ ----
 asgd_test(test_model_file            DIR engine/run                          COST 9)
 asgd_test(test_run_record            DIR engine/run)

@@ -87,6 +87,13 @@ void json_null(json_writer_t *j, const char *k) {
     fputs("null", j->out);
 }
 
+void json_number_or_null(json_writer_t *j, const char *k, double value) {
+    if (isnan(value))
+        json_null(j, k);
+    else
+        json_number(j, k, value);
+}
+
 void json_staleness_quantile(json_writer_t *j, const char *key, const staleness_hist_t *h, double q) {
     if (staleness_hist_quantile_exact(h, q)) {
         json_uint(j, key, staleness_hist_quantile(h, q));

@@ -23,6 +23,7 @@ void json_uint(json_writer_t *j, const char *key, uint64_t value);
 void json_uint_by_index(json_writer_t *j, const char *key, const uint64_t *values, size_t n);
 void json_bool(json_writer_t *j, const char *key, int value);
 void json_null(json_writer_t *j, const char *key);
+void json_number_or_null(json_writer_t *j, const char *key, double value);  // NaN -> null
 // A staleness quantile (staleness/histogram.h): the number, or the string
 // ">= 1023" where it lies in the overflow bin and only that bound is known.
 struct staleness_hist;

@@ -50,6 +50,10 @@ typedef struct replica_config {
     sync_mode_t mode;
     uint64_t staleness;  // SSP bound
     size_t push_every, fetch_every;  // replica steps (asp/ssp)
+    // asp: the most of its time the communication thread spends exchanging
+    // (a push and its pull), resting between exchanges; 0: it exchanges as
+    // often as the periods allow.
+    double comm_share;
     const char *const *servers;  // (n_servers) endpoints, shard order
     size_t n_servers;
     // Ring modes (allreduce, local, hybrid): what sums the exchanges, chosen

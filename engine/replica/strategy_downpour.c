@@ -15,6 +15,7 @@
 
 #define PUSH_BLOCK 2048  // floats: 8 KiB, well inside L1
 #define GEN_RING 64  // rebases whose shard versions a push may still carry
+#define PACE_MAX_S 1.0  // the longest an operation counts for a paced exchange's rest
 
 // The steps one thread's next push will carry, from `first`, the first step
 // not complete at the last cut, and the rebase generation that step read:
@@ -54,6 +55,15 @@ typedef struct downpour {
     uint64_t window_sent;  // the step (per thread) the pull in flight's keys reach
     uint64_t keys_allowance;  // ssp: the steps whose keys were pulled at a clock the bound accepts
     int scanned_once;  // the first push compares every key (a resumed update may hold any)
+    // Paced exchanges (rc->comm_share > 0): after a push, and after a pull's
+    // round trip and rebase, no push or pull starts for (1 / share - 1) times
+    // as long, so that exchanging (this thread, the servers' work for it and
+    // the bytes' way through the kernel, all of which the round trip
+    // contains) takes at most `share` of the time and leaves the rest to
+    // training. A pull in flight never holds a push back, and one held up
+    // for long (a stopped process) earns at most PACE_MAX_S of rest.
+    double rest_until_s;  // no push or pull starts before (the monotonic clock)
+    double rest_s, last_rest_s;  // the rests earned since the last pull was answered, and in the cycle before
 } downpour_t;
 
 // Steps the replica's threads have taken, all together.
@@ -264,24 +274,26 @@ static int rebase(replica_t *r, uint64_t need, uint64_t min_clock, uint64_t span
             r->base[j] = r->pulled[j];
         }
         if (gpu_model_add_delta(r->gpu, r->err, sizeof r->err) != 0) return -1;
-    } else if (d->by_key.on) {
+    } else if (d->by_key.on && d->pull_n != SIZE_MAX) {
         for (size_t i = 0; i < d->pull_n; i++) {
             uint32_t j = d->by_key.pull_keys[i];
             float cur = param_get(&r->w[j]);
             param_set(&r->w[j], r->pulled[i] + (cur - r->base[j]));
             r->base[j] = r->pulled[i];
         }
-        // The steps up to the window read keys as new as min_clock; those
-        // before it, keys an earlier pull brought.
-        uint64_t allowed = allowance_for(min_clock, r->read_bound, r->quota);
-        if (allowed > d->window_sent) allowed = d->window_sent;
-        if (allowed > d->keys_allowance) d->keys_allowance = allowed;
     } else {
         for (size_t j = 0; j < r->n; j++) {
             float cur = param_get(&r->w[j]);
             param_set(&r->w[j], r->pulled[j] + (cur - r->base[j]));
             r->base[j] = r->pulled[j];
         }
+    }
+    if (d->by_key.on) {
+        // The steps up to the window (every step, for a whole pull) read keys
+        // as new as min_clock; those past it, keys an earlier pull brought.
+        uint64_t allowed = allowance_for(min_clock, r->read_bound, r->quota);
+        if (allowed > d->window_sent) allowed = d->window_sent;
+        if (allowed > d->keys_allowance) d->keys_allowance = allowed;
     }
     r->g_read = min_clock;
     r->stats.pulls++;
@@ -295,6 +307,7 @@ static int rebase(replica_t *r, uint64_t need, uint64_t min_clock, uint64_t span
 }
 
 static uint64_t gate_lead(const replica_t *r, uint64_t min_steps);
+static uint64_t rest_lead(const replica_t *r, uint64_t min_steps);
 static void threads_progress(const replica_t *r, uint64_t *min_steps, uint64_t *total);
 
 // By key: the keys the threads' next steps read, from each one's step now to
@@ -310,12 +323,15 @@ static int pull_keys_send(replica_t *r, uint64_t need) {
         if (s > max_steps) max_steps = s;
     }
     uint64_t fetch = r->rc->fetch_every / r->threads;
-    uint64_t end = max_steps + gate_lead(r, min_steps == UINT64_MAX ? max_steps : min_steps) + (fetch ? fetch : 1);
+    if (fetch == 0) fetch = 1;
+    uint64_t slowest = min_steps == UINT64_MAX ? max_steps : min_steps;
+    uint64_t end = max_steps + gate_lead(r, slowest) + fetch + rest_lead(r, slowest);
     if (r->read_bound != STALENESS_INFINITE) {
         uint64_t allowed = allowance_for(need, r->read_bound, r->quota);
         if (allowed != UINT64_MAX && allowed > end) end = allowed;
     }
     d->pull_n = working_set_window(&d->by_key.ws, end, d->by_key.pull_keys, &d->window_sent);
+    if (d->pull_n == SIZE_MAX) return ps_client_pull_start(r->client, need, r->pulled, r->err, sizeof r->err);
     return ps_client_pull_keys_start(r->client, need, d->by_key.pull_keys, d->pull_n, r->pulled, r->err, sizeof r->err);
 }
 
@@ -342,7 +358,28 @@ static int pull_landed(replica_t *r, uint64_t min_clock) {
     uint64_t steps = replica_steps(r);
     staleness_hist_add(&d->steps_per_pull, steps - d->pulled_at_steps);
     d->pulled_at_steps = steps;
+    d->last_rest_s = d->rest_s;
+    d->rest_s = 0.0;
     return rebase(r, d->pull_need, min_clock, d->pull_span);
+}
+
+static int paced(const replica_t *r) { return r->rc->comm_share > 0.0; }
+
+// Paced: the rest an operation that took `took_s` earns, after any still due.
+static void pace_rest(replica_t *r, double took_s) {
+    if (!paced(r)) return;
+    downpour_t *d = r->mode;
+    if (took_s > PACE_MAX_S) took_s = PACE_MAX_S;
+    double rest = took_s * (1.0 / r->rc->comm_share - 1.0), now = replica_now_s();
+    if (d->rest_until_s < now) d->rest_until_s = now;
+    d->rest_until_s += rest;
+    d->rest_s += rest;
+}
+
+// Whether a push or a pull may start now: unpaced, always; paced, once the rest is over.
+static int pace_allows(const replica_t *r) {
+    const downpour_t *d = r->mode;
+    return !paced(r) || replica_now_s() >= d->rest_until_s;
 }
 
 // Waits for the pull in flight, if any, and rebases on it.
@@ -381,6 +418,17 @@ static uint64_t gate_lead(const replica_t *r, uint64_t min_steps) {
     return lead > (double)r->quota ? (uint64_t)lead : r->quota;
 }
 
+// Paced: the steps a thread takes while the communication thread rests
+// after an exchange as long as the last, which the next pull's window covers
+// too, so that a key is not read staler than the pacing makes it. 0 unpaced.
+static uint64_t rest_lead(const replica_t *r, uint64_t min_steps) {
+    const downpour_t *d = r->mode;
+    if (!paced(r)) return 0;
+    double elapsed = replica_now_s() - d->started_s;
+    double rate = elapsed > 0.0 ? (double)min_steps / elapsed : 0.0;
+    return (uint64_t)(rate * d->last_rest_s);
+}
+
 // One pass: the push that is due; the pull in flight looked at (and the local
 // copy rebased once it is answered); else the gate's pull when the threads
 // near their allowance, or the periodic fetch; then the threads' allowance.
@@ -390,13 +438,15 @@ static uint64_t gate_lead(const replica_t *r, uint64_t min_steps) {
 static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t *next_fetch) {
     downpour_t *d = r->mode;
     uint64_t quota = r->quota;
-    int worked = 0;
-    if (min_steps >= (r->clock + 1) * quota) {
+    int worked = 0, may_start = pace_allows(r);
+    if (may_start && min_steps >= (r->clock + 1) * quota) {
         // One push covers every round the threads completed since the last
         // one: when they outrun this thread the clock still counts rounds,
         // and a fetch is not starved by a push that is always due.
         r->clock = min_steps / quota - 1;
+        double started = replica_now_s();
         if (push_delta(r, 0) != 0) return -1;
+        pace_rest(r, replica_now_s() - started);
         worked = 1;
     }
     if (ps_client_pull_pending(r->client)) {
@@ -404,6 +454,7 @@ static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t 
         uint64_t min_clock;
         if (ps_client_pull_poll(r->client, &done, &min_clock, r->err, sizeof r->err) != 0) return -1;
         if (done && pull_landed(r, min_clock) != 0) return -1;
+        if (done) pace_rest(r, replica_now_s() - d->pull_sent_s);  // the round trip and the rebase
         worked |= done;
     }
     if (!ps_client_pull_pending(r->client)) {
@@ -412,7 +463,7 @@ static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t 
             // The pull that lets round allowed / quota start, sent before the threads get there.
             if (pull_send(r, ssp_gate(allowed / quota, r->g_read, r->read_bound).pull_clock) != 0) return -1;
             worked = 1;
-        } else if (total >= *next_fetch && gen_ring_has_room(r)) {
+        } else if (may_start && total >= *next_fetch && gen_ring_has_room(r)) {
             if (pull_send(r, 0) != 0) return -1;
             while (*next_fetch <= total) *next_fetch += r->rc->fetch_every;
             worked = 1;
@@ -447,6 +498,20 @@ static int push_last(replica_t *r) {
     return rc;
 }
 
+// Nothing to do: a short nap, or while a paced thread rests, the rest (at
+// most a millisecond at a time, so that the end of training is seen soon).
+static void nap_until_due(const replica_t *r) {
+    const downpour_t *d = r->mode;
+    long ns = 50000;
+    if (paced(r)) {
+        double rest = d->rest_until_s - replica_now_s();
+        if (rest > 1e-3) rest = 1e-3;
+        if (rest * 1e9 > (double)ns) ns = (long)(rest * 1e9);
+    }
+    struct timespec nap = {0, ns};
+    nanosleep(&nap, NULL);
+}
+
 static void *comm_main(void *arg) {
     replica_t *r = arg;
     downpour_t *d = r->mode;
@@ -478,8 +543,7 @@ static void *comm_main(void *arg) {
         } else if (worked) {
             busy += replica_now_s() - t0;
         } else {
-            struct timespec nap = {0, 50000};
-            nanosleep(&nap, NULL);
+            nap_until_due(r);
         }
     }
     if (rc == 0) {

@@ -26,6 +26,18 @@ static int out_of_memory(working_set_t *ws, const model_t *m, char *err, size_t 
     return -1;
 }
 
+// The keys one example reads, averaged over the first examples (at most
+// 256: the mean settles long before, and the cost stays that of a few steps).
+static double keys_per_example(working_set_t *ws, size_t n_train) {
+    size_t sample = n_train < 256 ? n_train : 256, keys = 0;
+    for (uint32_t i = 0; i < sample; i++) keys += model_sparse_keys(ws->model, &i, 1, ws->mark, ws->sort_tmp);
+    return sample ? (double)keys / (double)sample : 0.0;
+}
+
+int working_set_whole_cheaper(const working_set_t *ws, size_t examples) {
+    return (double)examples * ws->keys_per_example >= (double)ws->key_n;
+}
+
 int working_set_init_keys(working_set_t *ws, const model_t *m, char *err, size_t err_len) {
     memset(ws, 0, sizeof *ws);
     ws->model = m;
@@ -36,6 +48,7 @@ int working_set_init_keys(working_set_t *ws, const model_t *m, char *err, size_t
     if (!ws->mark || !ws->sort_tmp) {
         return out_of_memory(ws, m, err, err_len);
     }
+    ws->keys_per_example = keys_per_example(ws, model_num_train(m));
     return 0;
 }
 
@@ -129,7 +142,7 @@ size_t working_set_pushed(working_set_t *ws, uint32_t *keys) {
         fits = fits && gather(ws, &ws->push_order[t], ws->push_from[t], now + 1, &count);
         ws->push_from[t] = now;
     }
-    if (fits) return working_set_keys(ws, ws->examples, count, keys);
+    if (fits && !working_set_whole_cheaper(ws, count)) return working_set_keys(ws, ws->examples, count, keys);
     // Too many steps to list: every key (the push then compares the whole model).
     for (size_t j = 0; j < ws->n; j++) keys[j] = (uint32_t)j;
     return ws->n;
@@ -147,7 +160,6 @@ size_t working_set_window(working_set_t *ws, uint64_t end, uint32_t *keys, uint6
     for (size_t t = 0; t < ws->threads && active > 0; t++) {
         uint64_t from = steps_of(ws, t);
         if (finished(ws, t) || from >= end) continue;
-        // Each thread gets its share of the room, in whole steps.
         // Each thread gets its share of the room, in whole steps, and at most
         // an epoch: the next window, from a later step, then finds its steps
         // in the order, which keeps one epoch behind.
@@ -161,6 +173,10 @@ size_t working_set_window(working_set_t *ws, uint64_t end, uint32_t *keys, uint6
             to = from;
         }
         if (to < *covered) *covered = to;
+    }
+    if (working_set_whole_cheaper(ws, count)) {
+        *covered = UINT64_MAX;
+        return SIZE_MAX;
     }
     return working_set_keys(ws, ws->examples, count, keys);
 }

@@ -28,6 +28,10 @@ typedef struct working_set {
     size_t cap;  // WORKING_SET_EXAMPLES, or a step of every thread where that is more
     uint8_t *mark;  // (key_n) model_sparse_keys' scratch
     uint32_t *sort_tmp;  // (n) radix sort's other half
+    // The sparse keys one training example reads, on average over the first
+    // examples (working_set_init_keys): what listing a window's keys costs per
+    // example, against key_n for moving the sparse block whole.
+    double keys_per_example;
 } working_set_t;
 
 // The most examples one window gathers (all threads together); a window
@@ -59,14 +63,23 @@ void working_set_free(working_set_t *ws);
 // The keys the steps since the last call may have written, ascending, into
 // keys (room for n): every thread's steps from push_from up to and including
 // the one it counts now (the step in flight, if any, belongs to this push and
-// the next), and the dense part [key_n, n). Returns how many.
+// the next), and the dense part [key_n, n). Where listing them would read
+// more keys than the model has (working_set_whole_cheaper), every key.
+// Returns how many.
 size_t working_set_pushed(working_set_t *ws, uint32_t *keys);
+
+// Whether listing the keys of `examples` examples would visit at least as
+// many keys as the sparse block has: then moving the block whole costs less
+// than finding the keys (a window at dim 20k reads most of the model).
+int working_set_whole_cheaper(const working_set_t *ws, size_t examples);
 
 // The keys the threads' steps from the one each counts now up to (not
 // including) `end` read, ascending, into keys (room for n), with the dense
 // part. A thread that has finished reads nothing. *covered: the step every
 // thread's window reaches (end, or less where the gathering was cut short).
-// Returns how many.
+// Returns how many; SIZE_MAX, with *covered UINT64_MAX and nothing in keys,
+// where the window reads so much that the whole model should move
+// (working_set_whole_cheaper).
 size_t working_set_window(working_set_t *ws, uint64_t end, uint32_t *keys, uint64_t *covered);
 
 #endif

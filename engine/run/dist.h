@@ -60,6 +60,10 @@ double dist_wait_for_bound(double wait_s, double held_s, size_t threads);
 int dist_uses_ring(int sync);
 int dist_without_servers(int sync);
 
+// asp's default pacing: exchanges fill at most a quarter of the
+// communication thread's time (docs/distributed.md, "Periods by default").
+#define DIST_DEFAULT_COMM_SHARE 0.25
+
 typedef struct dist_args {
     size_t servers, workers;
     size_t max_workers;  // --max-workers: room for joiners (0 until dist_args_finish: --workers)
@@ -67,6 +71,10 @@ typedef struct dist_args {
     int sync;  // sync_mode_t
     size_t staleness;
     size_t push_every, fetch_every;
+    // asp with neither period given: the share of a worker's communication
+    // thread's time that exchanges may take (replica_config_t.comm_share);
+    // 0 otherwise.
+    double comm_share;
     int server_optimizer;  // optimizer_kind_t
     double server_lr;  // NaN: the workers' --lr
     int server_staleness_aware;

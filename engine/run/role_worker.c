@@ -58,9 +58,10 @@ static void json_push_counts(json_writer_t *j, const char *key, const ps_push_co
 
 // An achieved period beside the requested one: {"requested":N,"mean":M,"p99":P}
 // (mean and p99 null when nothing happened).
-static void json_period(json_writer_t *j, const char *key, size_t requested, double mean, uint64_t p99) {
+// requested: NaN when the exchanges were paced rather than asked for.
+static void json_period(json_writer_t *j, const char *key, double requested, double mean, uint64_t p99) {
     json_object(j, key);
-    json_uint(j, "requested", requested);
+    json_number_or_null(j, "requested", requested);
     if (isnan(mean)) {
         json_null(j, "mean");
         json_null(j, "p99");
@@ -146,8 +147,11 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_number(&j, "wait_s", rs->wait_s);
     json_number(&j, "pull_wait_s", rs->pull_wait_s);
     if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP) {
-        json_period(&j, "steps_per_push", d->push_every, rs->steps_per_push_mean, rs->steps_per_push_p99);
-        json_period(&j, "steps_per_pull", d->fetch_every, rs->steps_per_pull_mean, rs->steps_per_pull_p99);
+        int paced = d->comm_share > 0.0;
+        json_period(&j, "steps_per_push", paced ? NAN : (double)d->push_every, rs->steps_per_push_mean,
+                    rs->steps_per_push_p99);
+        json_period(&j, "steps_per_pull", paced ? NAN : (double)d->fetch_every, rs->steps_per_pull_mean,
+                    rs->steps_per_pull_p99);
         json_number(&j, "pull_held_s", rs->pull_held_s);
         double bound = dist_wait_for_bound(rs->wait_s, rs->pull_held_s, t->threads);
         json_number(&j, "wait_for_bound_s", bound);
@@ -334,6 +338,7 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
         .staleness = d->staleness,
         .push_every = d->push_every,
         .fetch_every = d->fetch_every,
+        .comm_share = d->comm_share,
         .servers = w->servers,
         .n_servers = d->servers,
         .collective = w->collective,

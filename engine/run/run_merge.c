@@ -104,14 +104,6 @@ static int merge_staleness(const char *dir, const run_results_t *res, size_t ser
     return dist_file_close(f, dir, "staleness.csv", err, err_len);
 }
 
-// One figure of the run: a number, or null when there is none.
-static void json_number_or_null(json_writer_t *j, const char *key, double v) {
-    if (isnan(v))
-        json_null(j, key);
-    else
-        json_number(j, key, v);
-}
-
 // The global model's time, samples and epochs to the target, and its final metric.
 static void json_global_figures(json_writer_t *j, const global_curve_t *gc, double target, int rmse) {
     const curve_point_t *hit = global_curve_at_target(gc, target, rmse);
@@ -224,7 +216,7 @@ static void json_run_periods(json_writer_t *j, const train_args_t *t, const dist
                    {"steps_per_pull", d->fetch_every, p.pull_mean, p.pull_p99}};
     for (size_t i = 0; i < 2; i++) {
         json_object(j, periods[i].key);
-        json_uint(j, "requested", periods[i].requested);
+        json_number_or_null(j, "requested", d->comm_share > 0.0 ? NAN : (double)periods[i].requested);
         json_number_or_null(j, "mean", periods[i].mean);
         json_number_or_null(j, "p99", isnan(periods[i].mean) ? NAN : (double)periods[i].p99);
         json_object_end(j);
@@ -331,8 +323,14 @@ static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_
         json_uint(j, "staleness", d->staleness);
     else
         json_null(j, "staleness");  // the bound exists under ssp only
-    json_uint(j, "push_every", d->push_every);
-    json_uint(j, "fetch_every", d->fetch_every);
+    if (d->comm_share > 0.0) {  // paced: no period was asked for
+        json_null(j, "push_every");
+        json_null(j, "fetch_every");
+    } else {
+        json_uint(j, "push_every", d->push_every);
+        json_uint(j, "fetch_every", d->fetch_every);
+    }
+    json_number(j, "comm_share", d->comm_share);
     json_string(j, "server_optimizer", optimizer_kind_name((optimizer_kind_t)d->server_optimizer));
     json_number(j, "server_lr", d->server_lr);
     json_bool(j, "server_staleness_aware", d->server_staleness_aware);
@@ -492,7 +490,7 @@ static void say_wait_hint(const train_args_t *t, const dist_args_t *d, const run
 // more steps each (every step is pushed; none is dropped), and pulls come
 // less often. Said when a mean is more than twice the request.
 static void say_period_hint(const train_args_t *t, const dist_args_t *d, const run_results_t *res) {
-    if (d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) return;
+    if ((d->sync != SYNC_MODE_ASP && d->sync != SYNC_MODE_SSP) || d->comm_share > 0.0) return;
     run_periods_t p = run_periods_of(t, d, res);
     if (!(p.push_mean > 2.0 * (double)d->push_every) && !(p.pull_mean > 2.0 * (double)d->fetch_every)) return;
     char pulled[48] = "did not pull";

@@ -103,7 +103,10 @@ static void check_replicas_agree(const char *rd, int workers) {
 static void check_periods(const char *rd, const char *summary, int workers, double push_every, double fetch_every) {
     const char *push = launch_section(summary, "steps_per_push"), *pull = launch_section(summary, "steps_per_pull");
     CHECK(push && pull);
-    CHECK(launch_field(push, "requested") == push_every && launch_field(pull, "requested") == fetch_every);
+    // NaN: none asked for (asp's paced default), which the summary says as null.
+    double asked_push = launch_field(push, "requested"), asked_pull = launch_field(pull, "requested");
+    CHECK(isnan(push_every) ? isnan(asked_push) : asked_push == push_every);
+    CHECK(isnan(fetch_every) ? isnan(asked_pull) : asked_pull == fetch_every);
     double steps = 0, pushes = 0, pulls = 0;
     for (int k = 0; k < workers; k++) {
         char path[400];
@@ -122,10 +125,10 @@ static void check_periods(const char *rd, const char *summary, int workers, doub
            bytes = launch_field(summary, "worker_wait_for_bytes_s");
     CHECK(bound >= 0 && bytes >= 0 && fabs(bound + bytes - launch_field(summary, "worker_wait_s")) <= 1e-6);
     printf(
-        "     achieved: %.1f steps per push (p99 %g), %.1f per pull (p99 %g), requested 10; waited %.3f s for the "
+        "     achieved: %.1f steps per push (p99 %g), %.1f per pull (p99 %g), requested %g; waited %.3f s for the "
         "bound, %.3f s for bytes\n",
         launch_field(push, "mean"), launch_field(push, "p99"), launch_field(pull, "mean"), launch_field(pull, "p99"),
-        bound, bytes);
+        push_every, bound, bytes);
 }
 
 static void check_staleness(void) {
@@ -285,6 +288,38 @@ static void check_working_set(void) {
 // SSP with a bound of 2 steps (push and fetch every step) waits on a pull's
 // round trip before nearly every step: the launch says so, naming the flags.
 // ASP pushing every 50 steps waits for nothing: no such line.
+// asp with neither period given paces its exchanges (comm_share 0.25, no
+// period asked: null in the config and the periods); one period given is
+// honoured as asked. Either way every step is in exactly one push and every
+// acknowledged push was applied once.
+static void check_paced_default(void) {
+    const char *periods[][3] = {{NULL}, {"--push-every", "1", NULL}};
+    for (int r = 0; r < 2; r++) {
+        char *rd = run_dir(r == 0 ? "paced" : "push-every-1");
+        const char *a[32] = {"launch", "--model",  "logreg",    "--data",  "gen:sparse:n=4000,dim=2000,nnz=20",
+                             "--sync", "asp",      "--servers", "1",       "--workers",
+                             "2",      "--epochs", "2",         "--quiet", "--run-dir",
+                             rd};
+        size_t n = 16;
+        for (int k = 0; periods[r][k]; k++) a[n++] = periods[r][k];
+        a[n] = NULL;
+        CHECK(launch_run(a) == 0);
+        char *s = summary_of(rd);
+        const char *config = launch_section(s, "config");
+        CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
+        if (r == 0) {
+            CHECK(launch_field(config, "comm_share") == 0.25);
+            CHECK(strstr(config, "\"push_every\":null") && strstr(config, "\"fetch_every\":null"));
+            check_periods(rd, s, 2, NAN, NAN);
+        } else {
+            CHECK(launch_field(config, "comm_share") == 0.0);
+            CHECK(launch_field(config, "push_every") == 1.0 && launch_field(config, "fetch_every") == 1.0);
+            check_periods(rd, s, 2, 1, 1);
+        }
+        free(s);
+    }
+}
+
 static void check_wait_hint(void) {
     const char *ssp[] = {"launch",
                          "--model",
@@ -449,6 +484,7 @@ int main(void) {
     }
     check_staleness();
     check_working_set();
+    check_paced_default();
     check_wait_hint();
     check_failure_named();
     check_interrupt();
