@@ -41,6 +41,14 @@ static void sgd_floats(param_t *p, size_t n, const float *g, float lr, float *co
     }
 }
 
+static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weight, float lr, float *copy) {
+    for (size_t i = 0; i < n; i++) {
+        float value = param_get(&p[i]) - lr * (0.0f + weight * g[i]);
+        param_set(&p[i], value);
+        copy[i] = value;
+    }
+}
+
 // ---- the same in vector lanes (x86-64; see params.h for why it is defined) ----
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -57,7 +65,7 @@ static void sgd_floats(param_t *p, size_t n, const float *g, float lr, float *co
 // One vector's worth of operations, for lanes of WIDTH floats: the racy load
 // and store (asm whose operand is the span of parameters accessed; the span
 // type may alias anything, so no access to those floats is moved across
-// them), plain loads of the caller's floats, and the three bulk loops, which
+// them), plain loads of the caller's floats, and the four bulk loops, which
 // return how far they got (a multiple of WIDTH; the reference does the rest).
 // The arithmetic between the asm statements is C on vector types: a product
 // and a difference per lane, the reference's expression, so the same bits.
@@ -104,6 +112,16 @@ static void sgd_floats(param_t *p, size_t n, const float *g, float lr, float *co
             memcpy(copy + i, &v, sizeof v);                                                                        \
         }                                                                                                          \
         return i;                                                                                                  \
+    }                                                                                                              \
+    TARGET static size_t NAME##_sgd_weighted(param_t *p, size_t n, const float *g, float weight, float lr,         \
+                                             float *copy) {                                                        \
+        size_t i = 0;                                                                                              \
+        for (; i + WIDTH <= n; i += WIDTH) {                                                                       \
+            NAME##_lanes v = NAME##_load(p + i) - lr * (0.0f + weight * NAME##_plain(g + i));                      \
+            NAME##_store(p + i, v);                                                                                \
+            memcpy(copy + i, &v, sizeof v);                                                                        \
+        }                                                                                                          \
+        return i;                                                                                                  \
     }
 
 // SSE2 is part of x86-64; AVX's 8 lanes are chosen at run time where the CPU
@@ -138,4 +156,12 @@ void params_sgd(param_t *p, size_t n, const float *g, float lr, float *copy) {
     done = have_avx() ? avx_sgd(p, n, g, lr, copy) : sse_sgd(p, n, g, lr, copy);
 #endif
     sgd_floats(p + done, n - done, g + done, lr, copy ? copy + done : NULL);
+}
+
+void params_sgd_weighted(param_t *p, size_t n, const float *g, float weight, float lr, float *copy) {
+    size_t done = 0;
+#ifdef PARAMS_LANES
+    done = have_avx() ? avx_sgd_weighted(p, n, g, weight, lr, copy) : sse_sgd_weighted(p, n, g, weight, lr, copy);
+#endif
+    sgd_weighted_floats(p + done, n - done, g + done, weight, lr, copy + done);
 }

@@ -50,4 +50,10 @@ void params_write(param_t *p, size_t n, const float *in);
 // copy[i] = the value written, unless copy is NULL.
 void params_sgd(param_t *p, size_t n, const float *g, float lr, float *copy);
 
+// The same step for a sync round with one thread, from its gradient's
+// weighted share of the round: p[i] = p[i] - lr * (0.0f + weight * g[i]), the
+// sum sync mode's reduce forms, so the same bits as forming it first; and
+// copy[i] = the value written (copy not NULL).
+void params_sgd_weighted(param_t *p, size_t n, const float *g, float weight, float lr, float *copy);
+
 #endif

@@ -917,8 +917,50 @@ static void sync_reduce_dense(trainer_t *tr, size_t id, size_t total, float lr) 
             float *copy = tr->copies[id] + off;
             optimizer_step_values(tr->opt, off, n, copy, s, lr);
             memcpy(copy, s, n * sizeof *s);
-        } else if (!c->link) {
+        } else if (!c->link || c->link->update_before_exchange) {
             optimizer_apply_range(tr->opt, tr->w, tr->sum.value, off, off + n, lr);
+        }
+    }
+}
+
+// ---- sync, one thread ----
+//
+// With one thread the round's average is that thread's gradient (weight
+// count / total = 1): a dense model's step does sync_reduce_dense's
+// arithmetic block by block as it hands its gradient over (solo_block), so
+// there is no gradient buffer and no second pass over it. Where the round
+// applies its update (no link: into the copy; a link that averages models:
+// onto w and the copy together, as a Hogwild! step does) that happens in the
+// same pass; otherwise the average goes into tr->sum for the exchange, and the
+// update that comes back is applied to w and the copy together, so the next
+// step computes on the copy without reading w again.
+
+typedef struct solo_round {
+    trainer_t *tr;
+    float *copy;  // (n_params) the thread's parameter copy
+    float weight, lr;
+    int to_sum;  // the average is left in tr->sum for the link's exchange
+    int plain_to_w;  // plain SGD applied to w and the copy (params_sgd_weighted)
+} solo_round_t;
+
+static void solo_block(void *ctx, size_t offset, const float *g, size_t n) {
+    const solo_round_t *R = ctx;
+    trainer_t *tr = R->tr;
+    if (R->plain_to_w) {  // the hot case: one pass, in vector lanes
+        params_sgd_weighted(tr->w + offset, n, g, R->weight, R->lr, R->copy + offset);
+        return;
+    }
+    float chunk[SYNC_CHUNK];
+    for (size_t done = 0; done < n; done += SYNC_CHUNK) {
+        size_t m = n - done < SYNC_CHUNK ? n - done : SYNC_CHUNK, off = offset + done;
+        float *restrict s = R->to_sum ? tr->sum.value + off : chunk;
+        const float *restrict gb = g + done;
+        for (size_t i = 0; i < m; i++) s[i] = 0.0f + R->weight * gb[i];  // sync_reduce_dense's sum of one
+        if (tr->keep_copies) {
+            optimizer_step_values(tr->opt, off, m, R->copy + off, s, R->lr);
+            memcpy(R->copy + off, s, m * sizeof *s);
+        } else if (!R->to_sum) {
+            optimizer_apply_block(tr->opt, tr->w, off, s, m, R->lr, R->copy);
         }
     }
 }
@@ -939,7 +981,7 @@ static void sync_reduce_sparse(trainer_t *tr, size_t id, size_t total, float lr)
             if (i >= begin && i < end) grad_add(part, i, weight * g->value[i]);
         }
     }
-    if (!c->link) optimizer_apply_and_clear(tr->opt, tr->w, part, lr);
+    if (!c->link || c->link->update_before_exchange) optimizer_apply_and_clear(tr->opt, tr->w, part, lr);
 }
 
 // keep_copies: brings this thread's copy up to date from the other threads'
@@ -962,8 +1004,10 @@ static void sync_flush(trainer_t *tr, size_t id) {
 // Distributed, after the reduce: thread 0 hands the replica's average to the
 // exchange, and the global update is applied (dense: by every thread to its
 // range; sparse: by thread 0, while the others go on to the next round's
-// barrier). Returns 1 if the run stops.
-static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds, float lr) {
+// barrier; with update_before_exchange the reduce applied it already).
+// `copy`: a lone thread's parameter copy, which a dense update the trainer
+// applies here is written to as well (NULL: none). Returns 1 if the run stops.
+static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds, float lr, float *copy) {
     const train_link_t *link = tr->cfg.link;
     int dense = tr->sum.dense;
     spin_barrier_wait(&tr->barrier);  // the replica's averaged gradient is complete
@@ -988,7 +1032,7 @@ static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds
         tr->round_applied = applied;
         tr->exchange_stop = atomic_load_explicit(link->abort, memory_order_relaxed);
         if (!dense && !tr->exchange_stop) {
-            if (!applied)
+            if (!applied && !link->update_before_exchange)
                 optimizer_apply_and_clear(tr->opt, tr->w, sum, lr);
             else
                 grad_clear(sum);
@@ -996,10 +1040,14 @@ static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds
     }
     if (dense) spin_barrier_wait(&tr->barrier);  // the global gradient (or model) is here, and exchange_stop
     if (dense && tr->exchange_stop) return 1;
-    if (dense && !tr->round_applied) {
-        size_t begin, end;
-        sync_range(tr, id, &begin, &end);
-        optimizer_apply_range(tr->opt, tr->w, tr->sum.value, begin, end, lr);
+    if (dense && !tr->round_applied && !link->update_before_exchange) {
+        if (copy) {
+            optimizer_apply_block(tr->opt, tr->w, 0, tr->sum.value, tr->n_params, lr, copy);
+        } else {
+            size_t begin, end;
+            sync_range(tr, id, &begin, &end);
+            optimizer_apply_range(tr->opt, tr->w, tr->sum.value, begin, end, lr);
+        }
     }
     if (id == 0 && !tr->exchange_stop)
         atomic_store_explicit(&link->progress[0].steps, rounds + 1, memory_order_relaxed);
@@ -1012,6 +1060,8 @@ typedef struct sync_loop {
     loop_t loop;
     size_t rank, replica_size;  // this replica's slice of a round: [rank * replica_size, + replica_size)
     int dense, store;  // store: a dense model's step stores its gradient block by block
+    int solo;  // one thread, storing, unclipped: the step reduces block by block (solo_block)
+    int copy_fresh;  // solo, with a link: the copy holds w's values after the last round
     int unflushed;  // keep_copies: w is behind this thread's copy in its range
     int behind;  // keep_copies: the other threads' ranges of this thread's copy are a round behind
 } sync_loop_t;
@@ -1044,16 +1094,26 @@ static void sync_round_decide(sync_loop_t *S, size_t base) {
     if (tr->round_stop) atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
 }
 
-// This thread's gradient of its `count` examples idx, into its own buffer. Returns its loss.
-static double sync_compute(sync_loop_t *S, const uint32_t *idx, size_t count) {
+// This thread's gradient of its `count` examples idx (of the replica's
+// `total` in the round), into its own buffer; solo, the round's average and
+// its update at step size lr (solo_block). Returns its loss.
+static double sync_compute(sync_loop_t *S, const uint32_t *idx, size_t count, size_t total, float lr) {
     trainer_t *tr = S->loop.tr;
     worker_t *wk = S->loop.wk;
+    const train_link_t *link = S->loop.link;
     double loss;
     if (S->store) {
         if (S->behind) sync_pull(tr, S->loop.id);
         S->behind = 0;
-        if (tr->keep_copies) model_ws_mark_copy_current(wk->ws);
-        loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, store_block, wk->grad.value);
+        if (tr->keep_copies || S->copy_fresh) model_ws_mark_copy_current(wk->ws);
+        if (S->solo) {
+            int to_sum = link && !link->update_before_exchange;
+            solo_round_t R = {tr, model_ws_param_copy(wk->ws), (float)count / (float)total, lr, to_sum,
+                              link && !to_sum && optimizer_is_plain_sgd(tr->opt)};
+            loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, solo_block, &R);
+        } else {
+            loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, store_block, wk->grad.value);
+        }
     } else {
         grad_clear(&wk->grad);  // the reduce only read it
         loss = model_loss_grad(tr->model, tr->w, idx, count, &wk->grad, wk->ws);
@@ -1081,6 +1141,7 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     if (tr->round_park) {
         if (S->unflushed) sync_flush(tr, id);
         S->unflushed = 0;
+        S->copy_fresh = 0;  // a link's refresh may write w while the threads are parked
         park(tr);
         if (atomic_load_explicit(&tr->stop_requested, memory_order_acquire)) return 0;
     }
@@ -1089,25 +1150,31 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     size_t mine = S->rank * S->replica_size, total = 0;
     if (mine < round_total) total = round_total - mine < S->replica_size ? round_total - mine : S->replica_size;
     size_t count = sync_count(total, c->batch, id);
-    span = TRACE_BEGIN();
-    double loss = count ? sync_compute(S, tr->order + base + mine + id * c->batch, count) : 0.0;
-    TRACE_END(&TK_COMPUTE, span, count);
     float lr = optimizer_lr(tr->opt, (double)L->updates, epoch);
+    span = TRACE_BEGIN();
+    double loss = count ? sync_compute(S, tr->order + base + mine + id * c->batch, count, total, lr) : 0.0;
+    TRACE_END(&TK_COMPUTE, span, count);
     if (id == 0) step_delay_sleep(L->link, &L->delay_rng);
     span = TRACE_BEGIN();
     spin_barrier_wait(&tr->barrier);  // B
     TRACE_END(&TK_BARRIER, span, 0);
-    span = TRACE_BEGIN();
-    if (S->dense)
-        sync_reduce_dense(tr, id, total, lr);
-    else
-        sync_reduce_sparse(tr, id, total, lr);
-    TRACE_END(&TK_REDUCE, span, 0);
+    if (!(S->solo && count)) {  // a lone thread's step did the reduce
+        span = TRACE_BEGIN();
+        if (S->dense)
+            sync_reduce_dense(tr, id, total, lr);
+        else
+            sync_reduce_sparse(tr, id, total, lr);
+        TRACE_END(&TK_REDUCE, span, 0);
+    }
     S->unflushed = S->behind = tr->keep_copies;
-    if (L->link && sync_exchange(tr, id, total, L->updates, lr)) {
+    float *copy = S->solo ? model_ws_param_copy(L->wk->ws) : NULL;
+    if (L->link && sync_exchange(tr, id, total, L->updates, lr, copy)) {
         atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
         return 0;
     }
+    // Solo with a link, the copy is w's values unless the exchange (or a
+    // prepare before the next round) rewrote w, or this round had no step.
+    S->copy_fresh = copy && L->link && count && !tr->round_applied && !L->link->prepare;
     L->updates++;
     L->samples += total;
     publish(&tr->stats[id], count, loss, lr, id == 0 ? 1 : 0);
@@ -1133,7 +1200,8 @@ static void *sync_worker(void *arg) {
         S.loop.samples += atomic_load_explicit(&tr->stats[t].samples, memory_order_relaxed);
     S.dense = tr->sum.dense;
     S.store = S.dense && model_has_loss_grad_apply(tr->model);
-    S.unflushed = S.behind = 0;
+    S.solo = S.store && c->threads == 1 && c->clip_grad_norm <= 0 && model_ws_param_copy(wk->ws);
+    S.unflushed = S.behind = S.copy_fresh = 0;
     trace_thread_name("trainer", (int)wk->id);
     if (!wait_at_gate(tr)) {
         // Every copy starts as w; from then on each round's reduce and pull keep it current.

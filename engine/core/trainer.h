@@ -91,6 +91,11 @@ typedef struct train_link {
     // *applied), or sum now holds the global average for the trainer to apply.
     // Returns 0, or -1 to stop the run.
     int (*exchange)(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied);
+    // sync: set by a link whose exchange averages models, not gradients
+    // (local SGD). The trainer then applies every round's update to w itself,
+    // before the exchange, which does not read `sum` and sets *applied only
+    // when it rewrote w.
+    int update_before_exchange;
     // Optional, sync: called by thread 0 before a round's gradients are
     // computed, with the examples this replica takes in it (its threads'
     // slices, in order), so that the link can bring the parameters they read

@@ -114,7 +114,7 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     TRACE_END(&TK_ROUND_WAIT, span, r->clock);
     r->stats.wait_s += replica_now_s() - wait_from;  // the round ends when the slowest worker's gradient is in
     r->stats.pulls++;
-    for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);
+    params_write(w, r->n, r->pulled);
     *applied = 1;
     r->stats.comm_s += replica_now_s() - t0;
     return 0;

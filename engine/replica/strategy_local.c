@@ -12,6 +12,8 @@
 
 #include "engine/replica/replica_impl.h"
 
+#define AVERAGE_CHUNK 1024  // floats of w scaled or written at a time (4 KB, in L1)
+
 // ---- the evaluator of the averaged model ------------------------------------------
 //
 // Off the clock: right after an average that falls on an evaluation point,
@@ -189,13 +191,14 @@ static void avg_eval_stop(replica_t *r) {
     }
 }
 
-// A round of local SGD. Between averages the trainer applies this replica's
-// own averaged gradient (its step alone). Every local_steps rounds, and after
-// the run's last, the replica applies its step here and the replicas average
-// their models: each sends its parameters times the examples it took since the
-// last average, the ring sums them with those counts, and every replica
-// divides, so all hold the same bits.
+// A round of local SGD, after the trainer applied this replica's own averaged
+// gradient (its step alone; the link's update_before_exchange, set in
+// local_begin). Every local_steps rounds, and after the run's last, the
+// replicas average their models: each sends its parameters times the examples
+// it took since the last average, the ring sums them with those counts, and
+// every replica divides, so all hold the same bits.
 static int exchange_local(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
+    (void)sum;
     replica_t *r = ctx;
     local_sgd_t *loc = r->mode;
     r->clock++;
@@ -203,16 +206,21 @@ static int exchange_local(void *ctx, grad_t *sum, size_t examples, float lr, par
     loc->samples += examples;
     if (r->clock % r->rc->local_steps != 0 && r->clock != loc->last_round) return 0;
     double t0 = replica_now_s();
-    if (sum->dense)
-        optimizer_apply_range(r->opt, w, sum->value, 0, r->n, lr);
-    else
-        optimizer_apply_and_clear(r->opt, w, sum, lr);
-    *applied = 1;
+    *applied = 1;  // w is rewritten
     float *buf = r->ring_buf, ex = (float)loc->since_avg, total;
-    for (size_t j = 0; j < r->n; j++) buf[j] = param_get(&w[j]) * ex;
+    // w's bulk reads and writes, through a chunk in L1 (vector lanes, params.h).
+    float chunk[AVERAGE_CHUNK];
+    for (size_t off = 0; off < r->n; off += AVERAGE_CHUNK) {
+        size_t m = r->n - off < AVERAGE_CHUNK ? r->n - off : AVERAGE_CHUNK;
+        params_read(w + off, m, chunk);
+        for (size_t i = 0; i < m; i++) buf[off + i] = chunk[i] * ex;
+    }
     if (replica_ring_sum(r, buf, r->n, loc->since_avg, &total) != 0) return -1;
-    if (total > 0.0f)
-        for (size_t j = 0; j < r->n; j++) param_set(&w[j], buf[j] / total);
+    for (size_t off = 0; total > 0.0f && off < r->n; off += AVERAGE_CHUNK) {
+        size_t m = r->n - off < AVERAGE_CHUNK ? r->n - off : AVERAGE_CHUNK;
+        for (size_t i = 0; i < m; i++) chunk[i] = buf[off + i] / total;
+        params_write(w + off, m, chunk);
+    }
     loc->since_avg = 0;
     r->stats.pushes++;  // averages
     r->stats.comm_s += replica_now_s() - t0;
@@ -246,6 +254,9 @@ static int local_begin(replica_t *r, train_config_t *tc, const train_callbacks_t
     local_sgd_t *loc = r->mode;
     size_t n_train = model_num_train(r->model), round_size = r->rc->n_workers * r->threads * tc->batch;
     loc->last_round = (uint64_t)tc->epochs * ((n_train + round_size - 1) / round_size);
+    // Models are averaged, not gradients: the trainer applies each round's
+    // step to w, in the pass that computes it where it can.
+    r->link.update_before_exchange = 1;
     if (avg_eval_start(r, tc, cb, err, err_len) == 0) return 0;
     avg_eval_stop(r);
     return -1;

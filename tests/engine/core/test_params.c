@@ -52,6 +52,23 @@ static void check_range(size_t start, size_t n) {
     }
     check_untouched(p, total, start, start + n);
 
+    // A sync round's share of one gradient, 0.0f + weight * g: a -0.0f in g
+    // becomes +0.0f first, which a parameter at -0.0f shows.
+    const float weight = 0.6875f;
+    for (size_t i = 0; i < n; i++) {
+        if (i % 5 == 2) {
+            g[i] = -0.0f;
+            param_set(&p[start + i], -0.0f);
+        }
+        float before = param_get(&p[start + i]), share = weight * g[i], sum = 0.0f + share, step = lr * sum;
+        expect[i] = before - step;
+    }
+    params_sgd_weighted(p + start, n, g, weight, lr, copy);
+    CHECK(memcmp(copy, expect, n * sizeof *copy) == 0);
+    params_read(p + start, n, out);
+    CHECK(memcmp(out, expect, n * sizeof *out) == 0);
+    check_untouched(p, total, start, start + n);
+
     for (size_t i = 0; i < n; i++) out[i] = -expect[i];
     params_write(p + start, n, out);
     for (size_t i = 0; i < n; i++) CHECK(param_get(&p[start + i]) == -expect[i]);
@@ -103,7 +120,7 @@ int main(void) {
     size_t lengths[] = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 1000, MAX_N};
     for (size_t s = 0; s < 5; s++)
         for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) check_range(s, lengths[k]);
-    printf("params_read, params_write, params_sgd: the reference's bits on %zu lengths x 5 starts\n",
+    printf("params_read, params_write, params_sgd, params_sgd_weighted: the reference's bits on %zu lengths x 5 starts\n",
            sizeof lengths / sizeof lengths[0]);
     check_racing_adds();
     params_free(NULL);

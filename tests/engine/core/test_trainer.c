@@ -134,6 +134,77 @@ static void check_direct_step(const char *label, const model_t *m, const optimiz
     free(general.w);
 }
 
+// A link of one replica whose exchange leaves the round's average as the
+// global one, except every `every` rounds, when it rewrites w itself (scales
+// it, as an average or a pull replaces it) and says so.
+typedef struct rewrite_link {
+    size_t every;
+    uint64_t rounds, rewrites;
+} rewrite_link_t;
+
+static int rewrite_exchange(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
+    (void)examples;
+    (void)lr;
+    rewrite_link_t *f = ctx;
+    if (++f->rounds % f->every != 0) return 0;
+    for (size_t j = 0; j < sum->dim; j++) param_set(&w[j], param_get(&w[j]) * 0.75f);
+    f->rewrites++;
+    *applied = 1;
+    return 0;
+}
+
+// One thread of a linked sync run, with a gradient exchange (bsp, allreduce)
+// and with the update applied before it (local SGD): its step reduces and
+// applies block by block (and keeps its parameter copy between rounds), where
+// the general round stores the gradient and reduces it after. A clipping
+// bound no gradient reaches takes the general round; both must agree bit for
+// bit, every rewrite of w by the exchange (and every evaluation) included.
+static void check_lone_thread_links(const char *label, const model_t *m, const optimizer_config_t *oc) {
+    char err[256];
+    size_t n = model_num_params(m), every = 3;
+    for (int before = 0; before <= 1; before++) {
+        float *w[2];
+        uint64_t rewrites[2];
+        for (int general = 0; general <= 1; general++) {
+            rewrite_link_t f = {every, 0, 0};
+            _Atomic int abort_flag = 0;
+            train_thread_progress_t progress[1];
+            memset(progress, 0, sizeof progress);
+            train_link_t link;
+            memset(&link, 0, sizeof link);
+            link.rank = 0;
+            link.ranks = 1;
+            link.progress = progress;
+            link.abort = &abort_flag;
+            link.exchange = rewrite_exchange;
+            link.update_before_exchange = before;
+            link.ctx = &f;
+            train_config_t c;
+            train_config_default(&c);
+            c.mode = TRAIN_MODE_SYNC;
+            c.threads = 1;
+            c.batch = 4;
+            c.epochs = 2;
+            c.seed = 5;
+            c.eval_every = model_num_train(m) / 3;
+            c.clip_grad_norm = general ? 1e30 : 0.0;
+            c.link = &link;
+            w[general] = malloc(n * sizeof(float));
+            train_result_t res;
+            CHECK_OK(train_fresh(m, oc, &c, 11, NULL, &res, w[general], err, sizeof err), err);
+            rewrites[general] = f.rewrites;
+        }
+        int same = memcmp(w[0], w[1], n * sizeof(float)) == 0;
+        printf("%-22s one linked thread (update %s the exchange), block by block vs stored: %s, %llu rewrites\n",
+               label, before ? "before" : "after", same ? "bit-identical" : "DIFFERENT",
+               (unsigned long long)rewrites[0]);
+        CHECK(same);
+        CHECK(rewrites[0] > 10 && rewrites[0] == rewrites[1]);
+        free(w[0]);
+        free(w[1]);
+    }
+}
+
 // A checkpoint callback that checks the workers hold still while it runs: it
 // copies the parameters, gives the CPU away many times, and compares.
 typedef struct still_check {
@@ -215,6 +286,8 @@ int main(void) {
     model_t *wide_mlp = model_new_mlp(&wide, &wide, wide_hidden, 1, 0.001, err, sizeof err);
     CHECK(wide_mlp);
     check_modes("mlp 784-48-3", wide_mlp, &sgd, 4);
+    check_lone_thread_links("mlp 784-48-3", wide_mlp, &sgd);
+    check_lone_thread_links("mlp 784-48-3 momentum", wide_mlp, &momentum);
     model_destroy(&wide_mlp);
     dense_dataset_free(&wide);
 
