@@ -190,28 +190,65 @@ static int compare_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// The distinct values of raw[0..n) into sorted (ascending, room for cap):
+// their count, or cap + 1 when there are more. One pass and a search among the
+// few found, where sorting all n would cost n log n (a file's labels are
+// mostly a handful of values, often repeated row after row).
+static size_t distinct_few(const int32_t *raw, size_t n, int32_t *sorted, size_t cap) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0 && raw[i] == raw[i - 1]) continue;
+        size_t lo = 0, hi = k;
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (sorted[mid] < raw[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < k && sorted[lo] == raw[i]) continue;
+        if (k == cap) return cap + 1;
+        memmove(sorted + lo + 1, sorted + lo, (k - lo) * sizeof *sorted);
+        sorted[lo] = raw[i];
+        k++;
+    }
+    return k;
+}
+
 int dataset_classes_of(const char *name, int32_t *raw, size_t n, int32_t **labels, size_t *k, char *err,
                        size_t err_len) {
     *labels = NULL;
     *k = 0;
-    int32_t *sorted = alloc_array(n ? n : 1, sizeof *sorted, "class labels", err, err_len);
+    int32_t *sorted = alloc_array(DATASET_MAX_CLASSES, sizeof *sorted, "class labels", err, err_len);
     if (!sorted) return -1;
-    memcpy(sorted, raw, n * sizeof *sorted);
-    qsort(sorted, n, sizeof *sorted, compare_i32);
-    size_t distinct = 0;
-    for (size_t i = 0; i < n; i++)
-        if (i == 0 || sorted[i] != sorted[distinct - 1]) sorted[distinct++] = sorted[i];
+    size_t distinct = distinct_few(raw, n, sorted, DATASET_MAX_CLASSES);
     if (distinct > DATASET_MAX_CLASSES) {
+        // Too many: all of them, sorted, for the message (their count and the first few).
+        int32_t *all = alloc_array(n, sizeof *all, "class labels", err, err_len);
+        free(sorted);
+        if (!all) return -1;
+        memcpy(all, raw, n * sizeof *all);
+        qsort(all, n, sizeof *all, compare_i32);
+        distinct = 0;
+        for (size_t i = 0; i < n; i++)
+            if (i == 0 || all[i] != all[distinct - 1]) all[distinct++] = all[i];
         char shown[160];
-        dataset_labels_text(sorted, distinct, shown, sizeof shown);
+        dataset_labels_text(all, distinct, shown, sizeof shown);
         snprintf(err, err_len,
                  "%s: %zu distinct labels (%s); at most %d classes are read (labels are class ids, "
                  "not values to regress on)",
                  name, distinct, shown, DATASET_MAX_CLASSES);
-        free(sorted);
+        free(all);
         return -1;
     }
-    for (size_t i = 0; i < n; i++) raw[i] = dataset_label_class(sorted, distinct, raw[i]);
+    int32_t last_label = 0, last_class = -1;
+    for (size_t i = 0; i < n; i++) {
+        if (raw[i] != last_label || last_class < 0) {
+            last_label = raw[i];
+            last_class = dataset_label_class(sorted, distinct, raw[i]);
+        }
+        raw[i] = last_class;
+    }
     int32_t *t = realloc(sorted, (distinct ? distinct : 1) * sizeof *t);
     *labels = t ? t : sorted;
     *k = distinct;
