@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 // ---- reading a whole text file ----
 
@@ -434,4 +436,18 @@ const char *text_show_char(const char *p, char buf[48]) {
     else
         snprintf(buf, 48, "byte 0x%02x", c);
     return buf;
+}
+
+// ---- output memory ----
+
+void text_prefault(void *p, size_t bytes) {
+#if defined(MADV_POPULATE_WRITE)
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (bytes < 16 * page) return;  // a few faults cost less than the call
+    uintptr_t from = (uintptr_t)p & ~(uintptr_t)(page - 1), to = (uintptr_t)p + bytes;
+    (void)madvise((void *)from, to - from, MADV_POPULATE_WRITE);
+#else
+    (void)p;
+    (void)bytes;
+#endif
 }
