@@ -635,10 +635,8 @@ static int join_part(void *ctx, void *part, char *err, size_t err_len) {
         c->cls[c->rows + i] = fold ? c->to_dict[s->cls[i]] : s->cls[i];
     }
     if (s->nnz) {
-        text_prefault(c->col + c->nnz, s->nnz * sizeof *s->col);
-        text_prefault(c->val + c->nnz, s->nnz * sizeof *s->val);
-        memcpy(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
-        memcpy(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
+        text_copy_fresh(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
+        text_copy_fresh(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
     }
     c->rows += s->rows;
     c->nnz += s->nnz;

@@ -322,8 +322,8 @@ static int join_part(void *ctx, void *part, char *err, size_t err_len) {
     for (size_t i = 0; i < s->rows; i++) c->row_ptr[c->rows + 1 + i] = c->nnz + s->row_end[i];
     if (s->rows) memcpy(c->cls + c->rows, s->cls, s->rows * sizeof *s->cls);  // a block of comments has no cls
     if (s->nnz) {
-        memcpy(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
-        memcpy(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
+        text_copy_fresh(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
+        text_copy_fresh(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
     }
     c->rows += s->rows;
     c->nnz += s->nnz;

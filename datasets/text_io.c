@@ -440,14 +440,13 @@ const char *text_show_char(const char *p, char buf[48]) {
 
 // ---- output memory ----
 
-void text_prefault(void *p, size_t bytes) {
+void text_copy_fresh(void *to, const void *from, size_t bytes) {
 #if defined(MADV_POPULATE_WRITE)
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    if (bytes < 16 * page) return;  // a few faults cost less than the call
-    uintptr_t from = (uintptr_t)p & ~(uintptr_t)(page - 1), to = (uintptr_t)p + bytes;
-    (void)madvise((void *)from, to - from, MADV_POPULATE_WRITE);
-#else
-    (void)p;
-    (void)bytes;
+    if (bytes >= 16 * page) {  // a few faults cost less than the call
+        uintptr_t start = (uintptr_t)to & ~(uintptr_t)(page - 1), end = (uintptr_t)to + bytes;
+        (void)madvise((void *)start, end - start, MADV_POPULATE_WRITE);
+    }
 #endif
+    if (bytes) memcpy(to, from, bytes);
 }
