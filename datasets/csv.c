@@ -495,9 +495,9 @@ TEXT_HOT_CLONES __attribute__((noinline)) static int fast_line(const csv_read_t 
             uint64_t mantissa;
             int frac_digits, negative;
             const char *cell_end = p + text_span_until(p, delim);
-            const char *e = text_decimal_fast(p, &mantissa, &frac_digits, &negative);
+            const char *e = text_decimal_scan(p, &mantissa, &frac_digits, &negative);
             if (!e) return 0;
-            spans_cell &= e == cell_end;
+            spans_cell &= e == cell_end;  // the byte there ends the cell: no letter, digit or '.' follows
             // Stored whatever it is, kept only when not 0: no branch on the value
             // (the caller made room for the row).
             float v = text_decimal_float(mantissa, frac_digits, negative, p);

@@ -125,7 +125,8 @@ __attribute__((always_inline)) static inline int parse_features(const char **pp,
         int k = text_digit_run8(word), frac_digits, negative;
         if (k && k < 8 && tok[k] == ':' && s->nnz < s->nnz_cap) {
             uint64_t index = text_digits_value8(word, k);
-            const char *end = text_decimal_fast(tok + k + 1, &mantissa, &frac_digits, &negative);
+            // Ending at tok_end, the number has no letter, digit or '.' after it.
+            const char *end = text_decimal_scan(tok + k + 1, &mantissa, &frac_digits, &negative);
             if (end == tok_end && ends_token(*tok_end) && index > prev && index <= limit) {
                 s->col[s->nnz] = (uint32_t)(index - 1);
                 s->val[s->nnz++] = text_decimal_float(mantissa, frac_digits, negative, tok + k + 1);
