@@ -173,7 +173,8 @@ int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, const char 
     return sparse_dataset_set_label_text(d, label_text, err, err_len);
 }
 
-int32_t dataset_label_class(const int32_t *labels, size_t k, int32_t label) {
+// The first of labels[0..k) (ascending) not below label: k when none is.
+static size_t first_not_below(const int32_t *labels, size_t k, int32_t label) {
     size_t lo = 0, hi = k;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -182,7 +183,12 @@ int32_t dataset_label_class(const int32_t *labels, size_t k, int32_t label) {
         else
             hi = mid;
     }
-    return lo < k && labels[lo] == label ? (int32_t)lo : -1;
+    return lo;
+}
+
+int32_t dataset_label_class(const int32_t *labels, size_t k, int32_t label) {
+    size_t at = first_not_below(labels, k, label);
+    return at < k && labels[at] == label ? (int32_t)at : -1;
 }
 
 static int compare_i32(const void *a, const void *b) {
@@ -198,14 +204,7 @@ static size_t distinct_few(const int32_t *raw, size_t n, int32_t *sorted, size_t
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
         if (i > 0 && raw[i] == raw[i - 1]) continue;
-        size_t lo = 0, hi = k;
-        while (lo < hi) {
-            size_t mid = lo + (hi - lo) / 2;
-            if (sorted[mid] < raw[i])
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
+        size_t lo = first_not_below(sorted, k, raw[i]);
         if (lo < k && sorted[lo] == raw[i]) continue;
         if (k == cap) return cap + 1;
         memmove(sorted + lo + 1, sorted + lo, (k - lo) * sizeof *sorted);
