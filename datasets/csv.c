@@ -449,16 +449,21 @@ static int careful_line(const csv_read_t *c, csv_part_t *s, const char *p, const
 // The common line in one pass: unquoted cells of plain decimals (and a label
 // of the file's kind). 1 when read (the row's label stored, its values
 // appended), 0 when the careful path must read it (the values appended so far
-// are dropped by the caller).
-__attribute__((always_inline)) static inline int fast_line(const csv_read_t *c, csv_part_t *s, const char *p,
-                                                           const char **end) {
+// are dropped by the caller). A function of its own, compiled for the CPU
+// (TEXT_HOT_CLONES) and called once a line: inlined into the block's loop, its
+// running count and pointers were spilled to the stack, a store and a load on
+// every cell.
+TEXT_HOT_CLONES __attribute__((noinline)) static int fast_line(const csv_read_t *c, csv_part_t *s, const char *p,
+                                                               const char **end) {
     const char delim = c->delim;
+    const size_t label_col = c->label_col, last = c->ncols - 1;
     uint32_t *col = s->col;
     float *val = s->val;
     size_t nnz = s->nnz;  // in a register, not in s: stored once, with the row
+    int spans_cell = 1;  // every number so far ended where its cell does
     for (size_t k = 0;; k++) {
         while (*p == ' ' || (*p == '\t' && delim != '\t')) p++;
-        if (k == c->label_col) {
+        if (__builtin_expect(k == label_col, 0)) {
             const char *b = p;
             if (c->string_labels) {
                 if (*p == '"') return 0;
@@ -481,30 +486,35 @@ __attribute__((always_inline)) static inline int fast_line(const csv_read_t *c, 
                 p = e == cell_end ? cell_end : e;
             }
         } else {
-            // Where the cell ends is found first (text_span.h), so that the next
-            // cell's start does not wait for this one's number; the number must
-            // end there too, or (blanks before the delimiter) where it ends.
+            // Where the cell ends is found first (text_span.h: the first blank,
+            // delimiter or line end), and the next cell starts from there, so
+            // that it does not wait for this one's number. The number must end
+            // at the same byte; that is checked without a branch (spans_cell),
+            // for a branch on it would let the compiler take the next start
+            // from the number's end, which chains every cell to the last.
             uint64_t mantissa;
             int frac_digits, negative;
             const char *cell_end = p + text_span_until(p, delim);
-            const char *e = text_decimal_fast(p, &mantissa, &frac_digits, &negative);
+            const char *e = text_decimal_scan(p, &mantissa, &frac_digits, &negative);
             if (!e) return 0;
+            spans_cell &= e == cell_end;  // the byte there ends the cell: no letter, digit or '.' follows
             // Stored whatever it is, kept only when not 0: no branch on the value
             // (the caller made room for the row).
             float v = text_decimal_float(mantissa, frac_digits, negative, p);
-            col[nnz] = (uint32_t)(k - (k > c->label_col));
+            col[nnz] = (uint32_t)(k - (k > label_col));
             val[nnz] = v;
             nnz += v != 0.0f;
-            p = e == cell_end ? cell_end : e;
+            p = cell_end;
         }
         while (*p == ' ' || *p == '\r' || (*p == '\t' && delim != '\t')) p++;
-        if (*p == delim && k + 1 < c->ncols) {
+        if (*p == delim && k < last) {
             p++;
             continue;
         }
-        if ((*p == '\n' || *p == '\0') && k + 1 == c->ncols) break;
+        if ((*p == '\n' || *p == '\0') && k == last) break;
         return 0;
     }
+    if (!spans_cell) return 0;
     s->nnz = nnz;
     *end = p;
     return 1;
@@ -527,8 +537,7 @@ static void part_free(void *ctx, void *part) {
     free(s);
 }
 
-TEXT_HOT_CLONES static int parse_block(void *ctx, const text_block_t *b, void *part, size_t *lines,
-                                       text_block_error_t *out) {
+static int parse_block(void *ctx, const text_block_t *b, void *part, size_t *lines, text_block_error_t *out) {
     const csv_read_t *c = ctx;
     csv_part_t *s = part;
     s->rows = s->nnz = 0;
@@ -626,8 +635,8 @@ static int join_part(void *ctx, void *part, char *err, size_t err_len) {
         c->cls[c->rows + i] = fold ? c->to_dict[s->cls[i]] : s->cls[i];
     }
     if (s->nnz) {
-        memcpy(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
-        memcpy(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
+        text_copy_fresh(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
+        text_copy_fresh(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
     }
     c->rows += s->rows;
     c->nnz += s->nnz;

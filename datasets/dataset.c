@@ -173,7 +173,8 @@ int sparse_dataset_remap(sparse_dataset_t *d, const int32_t *labels, const char 
     return sparse_dataset_set_label_text(d, label_text, err, err_len);
 }
 
-int32_t dataset_label_class(const int32_t *labels, size_t k, int32_t label) {
+// The first of labels[0..k) (ascending) not below label: k when none is.
+static size_t first_not_below(const int32_t *labels, size_t k, int32_t label) {
     size_t lo = 0, hi = k;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -182,7 +183,12 @@ int32_t dataset_label_class(const int32_t *labels, size_t k, int32_t label) {
         else
             hi = mid;
     }
-    return lo < k && labels[lo] == label ? (int32_t)lo : -1;
+    return lo;
+}
+
+int32_t dataset_label_class(const int32_t *labels, size_t k, int32_t label) {
+    size_t at = first_not_below(labels, k, label);
+    return at < k && labels[at] == label ? (int32_t)at : -1;
 }
 
 static int compare_i32(const void *a, const void *b) {
@@ -190,28 +196,59 @@ static int compare_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+// The first of sorted[0..k) not below v. For a few (most files have 2 to 10
+// classes, in no order a branch predictor could learn) the ones below are
+// counted without a branch on v; for more, halving.
+static size_t rank_among(const int32_t *sorted, size_t k, int32_t v) {
+    if (k > 16) return first_not_below(sorted, k, v);
+    size_t below = 0;
+    for (size_t j = 0; j < k; j++) below += sorted[j] < v;
+    return below;
+}
+
+// The distinct values of raw[0..n) into sorted (ascending, room for cap):
+// their count, or cap + 1 when there are more. One pass and a search among the
+// few found, where sorting all n would cost n log n.
+static size_t distinct_few(const int32_t *raw, size_t n, int32_t *sorted, size_t cap) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t at = rank_among(sorted, k, raw[i]);
+        if (at < k && sorted[at] == raw[i]) continue;
+        if (k == cap) return cap + 1;
+        memmove(sorted + at + 1, sorted + at, (k - at) * sizeof *sorted);
+        sorted[at] = raw[i];
+        k++;
+    }
+    return k;
+}
+
 int dataset_classes_of(const char *name, int32_t *raw, size_t n, int32_t **labels, size_t *k, char *err,
                        size_t err_len) {
     *labels = NULL;
     *k = 0;
-    int32_t *sorted = alloc_array(n ? n : 1, sizeof *sorted, "class labels", err, err_len);
+    int32_t *sorted = alloc_array(DATASET_MAX_CLASSES, sizeof *sorted, "class labels", err, err_len);
     if (!sorted) return -1;
-    memcpy(sorted, raw, n * sizeof *sorted);
-    qsort(sorted, n, sizeof *sorted, compare_i32);
-    size_t distinct = 0;
-    for (size_t i = 0; i < n; i++)
-        if (i == 0 || sorted[i] != sorted[distinct - 1]) sorted[distinct++] = sorted[i];
+    size_t distinct = distinct_few(raw, n, sorted, DATASET_MAX_CLASSES);
     if (distinct > DATASET_MAX_CLASSES) {
+        // Too many: all of them, sorted, for the message (their count and the first few).
+        int32_t *all = alloc_array(n, sizeof *all, "class labels", err, err_len);
+        free(sorted);
+        if (!all) return -1;
+        memcpy(all, raw, n * sizeof *all);
+        qsort(all, n, sizeof *all, compare_i32);
+        distinct = 0;
+        for (size_t i = 0; i < n; i++)
+            if (i == 0 || all[i] != all[distinct - 1]) all[distinct++] = all[i];
         char shown[160];
-        dataset_labels_text(sorted, distinct, shown, sizeof shown);
+        dataset_labels_text(all, distinct, shown, sizeof shown);
         snprintf(err, err_len,
                  "%s: %zu distinct labels (%s); at most %d classes are read (labels are class ids, "
                  "not values to regress on)",
                  name, distinct, shown, DATASET_MAX_CLASSES);
-        free(sorted);
+        free(all);
         return -1;
     }
-    for (size_t i = 0; i < n; i++) raw[i] = dataset_label_class(sorted, distinct, raw[i]);
+    for (size_t i = 0; i < n; i++) raw[i] = (int32_t)rank_among(sorted, distinct, raw[i]);  // every one is there
     int32_t *t = realloc(sorted, (distinct ? distinct : 1) * sizeof *t);
     *labels = t ? t : sorted;
     *k = distinct;

@@ -125,7 +125,8 @@ __attribute__((always_inline)) static inline int parse_features(const char **pp,
         int k = text_digit_run8(word), frac_digits, negative;
         if (k && k < 8 && tok[k] == ':' && s->nnz < s->nnz_cap) {
             uint64_t index = text_digits_value8(word, k);
-            const char *end = text_decimal_fast(tok + k + 1, &mantissa, &frac_digits, &negative);
+            // Ending at tok_end, the number has no letter, digit or '.' after it.
+            const char *end = text_decimal_scan(tok + k + 1, &mantissa, &frac_digits, &negative);
             if (end == tok_end && ends_token(*tok_end) && index > prev && index <= limit) {
                 s->col[s->nnz] = (uint32_t)(index - 1);
                 s->val[s->nnz++] = text_decimal_float(mantissa, frac_digits, negative, tok + k + 1);
@@ -322,8 +323,8 @@ static int join_part(void *ctx, void *part, char *err, size_t err_len) {
     for (size_t i = 0; i < s->rows; i++) c->row_ptr[c->rows + 1 + i] = c->nnz + s->row_end[i];
     if (s->rows) memcpy(c->cls + c->rows, s->cls, s->rows * sizeof *s->cls);  // a block of comments has no cls
     if (s->nnz) {
-        memcpy(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
-        memcpy(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
+        text_copy_fresh(c->col + c->nnz, s->col, s->nnz * sizeof *s->col);
+        text_copy_fresh(c->val + c->nnz, s->val, s->nnz * sizeof *s->val);
     }
     c->rows += s->rows;
     c->nnz += s->nnz;

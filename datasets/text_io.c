@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 // ---- reading a whole text file ----
 
@@ -434,4 +436,17 @@ const char *text_show_char(const char *p, char buf[48]) {
     else
         snprintf(buf, 48, "byte 0x%02x", c);
     return buf;
+}
+
+// ---- output memory ----
+
+void text_copy_fresh(void *to, const void *from, size_t bytes) {
+#if defined(MADV_POPULATE_WRITE)
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (bytes >= 16 * page) {  // a few faults cost less than the call
+        uintptr_t start = (uintptr_t)to & ~(uintptr_t)(page - 1), end = (uintptr_t)to + bytes;
+        (void)madvise((void *)start, end - start, MADV_POPULATE_WRITE);
+    }
+#endif
+    if (bytes) memcpy(to, from, bytes);
 }

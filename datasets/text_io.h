@@ -77,6 +77,12 @@ const char *text_parse_double_padded(const char *p, double *value);
 // checks), and the float itself otherwise.
 const char *text_parse_float_padded(const char *p, float *value, double *wide);
 
+// memcpy(to, from, bytes) into memory not written before (a reader's whole
+// data set as its parts join it): the pages of to are mapped in first, in one
+// call (madvise MADV_POPULATE_WRITE), not by a page fault a page. Where the
+// kernel cannot, they fault in as they are written.
+void text_copy_fresh(void *to, const void *from, size_t bytes);
+
 // Writes v NUL-terminated exactly as snprintf(out, 32, "%.9g", v) would, and
 // returns the length; several times faster for values in [1e-14, 1e9).
 int text_format_float(float v, char out[32]);

@@ -13,7 +13,12 @@
 //      midpoints too;
 //   e) awkward values (exponents, many digits, denormals, signs, float
 //      midpoints) read through the whole libsvm and CSV readers, on 1 and 2
-//      threads, are strtof's floats bit for bit.
+//      threads, are strtof's floats bit for bit;
+//   f) a CSV cell whose number stops before the cell does ("1.5+2", "3:",
+//      "2.5\"") is refused at its line and column, on 1 and 2 threads, far into
+//      a file too, and the cells after it do not change what is read;
+//   g) integer labels of 1,024 classes in any order (the most a file may have)
+//      become their classes, ascending; one more is refused, naming the count.
 #include <float.h>
 #include <zlib.h>
 
@@ -509,6 +514,112 @@ static void awkward_values(void) {
     free(want);
 }
 
+// ---- f) CSV cells a number does not fill ----
+
+// A CSV text of `rows` rows of a label and 4 features, row bad_row (from 1, after
+// the header) replaced by bad; into buf (caller frees), its length in *len.
+static char *csv_with_row(int rows, int bad_row, const char *bad, size_t *len) {
+    size_t cap = (size_t)rows * 64 + 256, n = 0;
+    char *buf = malloc(cap);
+    CHECK(buf);
+    n += (size_t)snprintf(buf + n, cap - n, "y,a,b,c,d\n");
+    for (int i = 1; i <= rows; i++) {
+        if (i == bad_row)
+            n += (size_t)snprintf(buf + n, cap - n, "%s\n", bad);
+        else
+            n += (size_t)snprintf(buf + n, cap - n, "%d,%d.25,0,-%d.5,%d\n", i % 3, i % 100, i % 7, i % 11);
+    }
+    *len = n;
+    return buf;
+}
+
+static void expect_csv_error(int rows, int bad_row, const char *bad, const char *want) {
+    size_t len;
+    char *text = csv_with_row(rows, bad_row, bad, &len), err[512];
+    for (size_t threads = 1; threads <= 2; threads++) {
+        text_blocks_set_threads(threads);
+        sparse_dataset_t d;
+        csv_options_t o = {.label_column = NULL};
+        CHECK(csv_parse("short.csv", text, len, &o, &d, err, sizeof err) == -1);
+        if (strcmp(err, want) != 0) {
+            fprintf(stderr, "%zu threads: got %s\n   want %s\n", threads, err, want);
+            exit(1);
+        }
+    }
+    text_blocks_set_threads(0);
+    printf("  %s\n", want);
+    free(text);
+}
+
+static void csv_short_numbers(void) {
+    printf("f) CSV cells a number does not fill, on 1 and 2 threads\n");
+    expect_csv_error(10, 2, "1,1.5+2,0,1,2", "short.csv:3:3: column 1 ('a'): expected a number, got '1.5+2'");
+    expect_csv_error(10, 4, "1,2,3:,4,5", "short.csv:5:5: column 2 ('b'): expected a number, got '3:'");
+    expect_csv_error(10, 1, "0,1,2,3,2.5\"", "short.csv:2:9: column 4 ('d'): expected a number, got '2.5\"'");
+    expect_csv_error(10, 3, "0,-7/2,1,2,3", "short.csv:4:3: column 1 ('a'): expected a number, got '-7/2'");
+    expect_csv_error(10, 5, "0,1,2,3,4-", "short.csv:6:9: column 4 ('d'): expected a number, got '4-'");
+    expect_csv_error(10, 6, "1:,1,2,3,4",
+                     "short.csv:7:1: column 0 ('y'): expected a number, got '1:' (the first data line's label is a "
+                     "number: every label must be one)");
+    // Far in (many blocks), with good-looking cells after the bad one.
+    expect_csv_error(300000, 287654, "2,0.125,1e3%,0.5,7",
+                     "short.csv:287655:9: column 2 ('b'): expected a number, got '1e3%'");
+    expect_csv_error(300000, 150001, "2,0.125=,1,0.5,7",
+                     "short.csv:150002:3: column 1 ('a'): expected a number, got '0.125='");
+
+    // Blanks between a number and its delimiter are read, not refused.
+    size_t len;
+    char *text = csv_with_row(10, 4, "2 , 1.5 ,0\t, -2.25\r ,3 ", &len), err[512];
+    sparse_dataset_t d;
+    csv_options_t o = {.label_column = NULL};
+    CHECK_OK(csv_parse("blanks.csv", text, len, &o, &d, err, sizeof err), err);
+    size_t at = d.row_ptr[3];
+    CHECK(d.row_ptr[4] - at == 3 && d.val[at] == 1.5f && d.val[at + 1] == -2.25f && d.val[at + 2] == 3.0f);
+    CHECK(d.col[at] == 0 && d.col[at + 1] == 2 && d.col[at + 2] == 3 && d.labels[d.cls[3]] == 2);
+    sparse_dataset_free(&d);
+    free(text);
+    printf("  blanks around numbers: read\n");
+}
+
+// ---- g) many integer classes ----
+
+static void many_classes(void) {
+    printf("g) integer labels of many classes, in any order\n");
+    enum { ROWS = 20000 };
+    rng_t r;
+    rng_seed(&r, 31, 0);
+    char *text = malloc((size_t)ROWS * 32 + 64), err[512];
+    int32_t *label = malloc(ROWS * sizeof *label);
+    CHECK(text && label);
+    for (int extra = 0; extra <= 1; extra++) {
+        size_t n = 0;
+        for (int i = 0; i < ROWS; i++) {
+            // Labels -500 + 3j for j < 1024 (+ one more with extra), every one at least once.
+            int j = i < 1024 + extra ? i * 7 % (1024 + extra) : (int)rng_below(&r, 1024 + (uint64_t)extra);
+            label[i] = -500 + 3 * j;
+            n += (size_t)sprintf(text + n, "%d,%d.5\n", (int)label[i], i % 5);
+        }
+        sparse_dataset_t d;
+        csv_options_t o = {.label_column = NULL};
+        int rc = csv_parse("classes.csv", text, n, &o, &d, err, sizeof err);
+        if (extra) {
+            CHECK(rc == -1 && strcmp(err,
+                                     "classes.csv: 1025 distinct labels (-500, -497, -494, -491, -488, -485, -482, "
+                                     "-479, -476, -473, -470, -467, -464, -461, -458, -455, ...); at most 1024 "
+                                     "classes are read (labels are class ids, not values to regress on)") == 0);
+            continue;
+        }
+        CHECK_OK(rc, err);
+        CHECK(d.n == ROWS && d.n_classes == 1024);
+        for (size_t c = 0; c < 1024; c++) CHECK(d.labels[c] == -500 + 3 * (int32_t)c);
+        for (size_t i = 0; i < ROWS; i++) CHECK(d.labels[d.cls[i]] == label[i]);
+        sparse_dataset_free(&d);
+    }
+    printf("  1024 classes as their labels, ascending; 1025 refused\n");
+    free(text);
+    free(label);
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir) != NULL);
@@ -517,6 +628,8 @@ int main(void) {
     errors_far_in();
     decimals_exact();
     awkward_values();
+    csv_short_numbers();
+    many_classes();
     CHECK(test_remove_tree(dir) == 0);
     printf("parse block tests passed\n");
     return 0;
