@@ -266,7 +266,7 @@ static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist
 // Bytes each worker sent and received (payloads), and what its sends would
 // have been as float32: the compression ratio is their quotient.
 static void json_run_bytes(json_writer_t *j, const dist_args_t *d, const run_results_t *res) {
-    double out_total = 0, in_total = 0, raw_total = 0;
+    double out_total = 0, in_total = 0, raw_total = 0, samples = 0;
     json_object(j, "bytes_by_worker");
     for (size_t k = 0; k < d->workers; k++) {
         char key[32];
@@ -278,11 +278,15 @@ static void json_run_bytes(json_writer_t *j, const dist_args_t *d, const run_res
         json_number(j, "in", i);
         json_number(j, "compression_ratio", o > 0 ? raw / o : NAN);
         json_object_end(j);
-        out_total += o, in_total += i, raw_total += raw;
+        out_total += o, in_total += i, raw_total += raw, samples += (double)w->samples;
     }
     json_object_end(j);
     json_number(j, "bytes_out", out_total);
     json_number(j, "bytes_in", in_total);
+    // What a sample cost on the wire: the measure that says whether the
+    // exchange moves the working set or the model (docs/distributed.md).
+    json_number_or_null(j, "bytes_out_per_sample", samples > 0 ? out_total / samples : NAN);
+    json_number_or_null(j, "bytes_in_per_sample", samples > 0 ? in_total / samples : NAN);
     json_number(j, "bytes_out_uncompressed", raw_total);
     json_number(j, "compression_ratio", out_total > 0 ? raw_total / out_total : NAN);
 }

@@ -307,6 +307,10 @@ static void check_paced_default(void) {
         char *s = summary_of(rd);
         const char *config = launch_section(s, "config");
         CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
+        double samples = launch_field(s, "samples");
+        CHECK(samples == 2 * 3600.0);  // 2 epochs of 3,600 training examples, shared by the workers
+        CHECK(fabs(launch_field(s, "bytes_in_per_sample") * samples - launch_field(s, "bytes_in")) < 1.0);
+        CHECK(fabs(launch_field(s, "bytes_out_per_sample") * samples - launch_field(s, "bytes_out")) < 1.0);
         if (r == 0) {
             CHECK(launch_field(config, "comm_share") == 0.25);
             CHECK(strstr(config, "\"push_every\":null") && strstr(config, "\"fetch_every\":null"));
