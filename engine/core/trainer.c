@@ -1108,7 +1108,11 @@ static double sync_compute(sync_loop_t *S, const uint32_t *idx, size_t count, si
         if (tr->keep_copies || S->copy_fresh) model_ws_mark_copy_current(wk->ws);
         if (S->solo) {
             int to_sum = link && !link->update_before_exchange;
-            solo_round_t R = {tr, model_ws_param_copy(wk->ws), (float)count / (float)total, lr, to_sum,
+            solo_round_t R = {tr,
+                              model_ws_param_copy(wk->ws),
+                              (float)count / (float)total,
+                              lr,
+                              to_sum,
                               link && !to_sum && optimizer_is_plain_sgd(tr->opt)};
             loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, solo_block, &R);
         } else {

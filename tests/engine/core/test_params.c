@@ -120,8 +120,9 @@ int main(void) {
     size_t lengths[] = {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 1000, MAX_N};
     for (size_t s = 0; s < 5; s++)
         for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) check_range(s, lengths[k]);
-    printf("params_read, params_write, params_sgd, params_sgd_weighted: the reference's bits on %zu lengths x 5 starts\n",
-           sizeof lengths / sizeof lengths[0]);
+    printf(
+        "params_read, params_write, params_sgd, params_sgd_weighted: the reference's bits on %zu lengths x 5 starts\n",
+        sizeof lengths / sizeof lengths[0]);
     check_racing_adds();
     params_free(NULL);
     printf("params tests passed\n");

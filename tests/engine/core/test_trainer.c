@@ -195,9 +195,8 @@ static void check_lone_thread_links(const char *label, const model_t *m, const o
             rewrites[general] = f.rewrites;
         }
         int same = memcmp(w[0], w[1], n * sizeof(float)) == 0;
-        printf("%-22s one linked thread (update %s the exchange), block by block vs stored: %s, %llu rewrites\n",
-               label, before ? "before" : "after", same ? "bit-identical" : "DIFFERENT",
-               (unsigned long long)rewrites[0]);
+        printf("%-22s one linked thread (update %s the exchange), block by block vs stored: %s, %llu rewrites\n", label,
+               before ? "before" : "after", same ? "bit-identical" : "DIFFERENT", (unsigned long long)rewrites[0]);
         CHECK(same);
         CHECK(rewrites[0] > 10 && rewrites[0] == rewrites[1]);
         free(w[0]);
