@@ -92,7 +92,16 @@ typedef struct replica_config {
     // The model holds only these of the servers' keys (its working set:
     // net/ps_key_map.h), moved by key under asp, ssp and bsp; NULL: all of them.
     const struct ps_key_map *key_map;
+    // Where the replica counts its pushes and pulls as they happen, for
+    // readers on other threads (a worker's live line); NULL: not counted.
+    struct replica_live *live;
 } replica_config_t;
+
+// The pushes and pulls so far (relaxed counters: a reader sees each one
+// some time after it happened, never one that did not).
+typedef struct replica_live {
+    _Atomic uint64_t pushes, pulls;
+} replica_live_t;
 
 typedef struct replica_stats {
     uint64_t pushes, pulls, pushes_acked;

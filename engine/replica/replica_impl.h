@@ -75,6 +75,10 @@ struct replica {
 };
 
 double replica_now_s(void);
+// One push (an average, under local SGD) or one pull more: in the stats, and
+// in rc->live for readers on other threads.
+void replica_count_push(replica_t *r);
+void replica_count_pull(replica_t *r);
 
 // ---- worker checkpoints (replica_checkpoint.c) ----
 // Before the buffers: loads the checkpoint being resumed and what the dead

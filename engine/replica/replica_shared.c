@@ -16,6 +16,16 @@
 
 double replica_now_s(void) { return mono_clock_s(); }
 
+void replica_count_push(replica_t *r) {
+    r->stats.pushes++;
+    if (r->rc->live) atomic_fetch_add_explicit(&r->rc->live->pushes, 1, memory_order_relaxed);
+}
+
+void replica_count_pull(replica_t *r) {
+    r->stats.pulls++;
+    if (r->rc->live) atomic_fetch_add_explicit(&r->rc->live->pulls, 1, memory_order_relaxed);
+}
+
 int replica_out_of_memory(const replica_t *r, char *err, size_t err_len) {
     snprintf(err, err_len, "worker: out of memory for a replica of %zu parameters", r->n);
     return -1;

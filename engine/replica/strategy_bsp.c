@@ -73,7 +73,7 @@ static int prepare_bsp(void *ctx, const uint32_t *examples, size_t count, param_
         return -1;
     TRACE_END(&TK_ROUND_WAIT, span, r->clock);
     for (size_t i = 0; i < nk; i++) param_set(&w[b->by_key.pull_keys[i]], r->pulled[i]);
-    r->stats.pulls++;
+    replica_count_pull(r);
     b->round_prepared = 1;
     double dt = replica_now_s() - t0;
     r->stats.wait_s += dt;  // the round before ends when the slowest worker's gradient is in
@@ -95,7 +95,7 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     int asked;
     if (push_round(r, sum, examples, &asked) != 0) return -1;
     r->clock++;
-    r->stats.pushes++;
+    replica_count_push(r);
     TRACE_END(&push, span, r->clock);
     if (b->by_key.on && !asked) {
         // The next round's prepare pulls its keys once this one is complete.
@@ -113,7 +113,7 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     if (rc != 0) return -1;
     TRACE_END(&TK_ROUND_WAIT, span, r->clock);
     r->stats.wait_s += replica_now_s() - wait_from;  // the round ends when the slowest worker's gradient is in
-    r->stats.pulls++;
+    replica_count_pull(r);
     params_write(w, r->n, r->pulled);
     *applied = 1;
     r->stats.comm_s += replica_now_s() - t0;
@@ -130,7 +130,7 @@ static int refresh_bsp(void *ctx, param_t *w) {
         0)
         return -1;
     for (size_t j = 0; j < r->n; j++) param_set(&w[j], r->pulled[j]);
-    r->stats.pulls++;
+    replica_count_pull(r);
     return 0;
 }
 

@@ -254,7 +254,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
             return -1;
     }
     r->clock++;
-    r->stats.pushes++;
+    replica_count_push(r);
     staleness_hist_add(&d->steps_per_push, steps);
     d->steps_pushed = steps_now;
     TRACE_END(&TK_PUSH, span, r->clock);
@@ -296,7 +296,7 @@ static int rebase(replica_t *r, uint64_t need, uint64_t min_clock, uint64_t span
         if (allowed > d->keys_allowance) d->keys_allowance = allowed;
     }
     r->g_read = min_clock;
-    r->stats.pulls++;
+    replica_count_pull(r);
     // A new generation: steps that start from now on read at least these parameters.
     uint64_t g = atomic_load_explicit(&d->generation, memory_order_relaxed) + 1;
     ps_client_pulled_versions(r->client, d->gen_versions + (g % GEN_RING) * r->rc->n_servers);

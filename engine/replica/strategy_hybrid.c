@@ -31,7 +31,7 @@ static int prepare_hybrid(void *ctx, const uint32_t *examples, size_t count, par
     if (ps_client_pull_keys_at(r->client, need, h->keys, nk, r->pulled, r->err, sizeof r->err) != 0) return -1;
     TRACE_END(&TK_PULL, span, need);
     for (size_t k = 0; k < nk; k++) param_set(&w[h->keys[k]], r->pulled[k]);
-    r->stats.pulls++;
+    replica_count_pull(r);
     double dt = replica_now_s() - t0;
     if (need > 0) r->stats.wait_s += dt;
     r->stats.comm_s += dt;
@@ -69,7 +69,7 @@ static int exchange_hybrid(void *ctx, grad_t *sum, size_t examples, float lr, pa
         for (size_t j = 0; j < D; j++)
             if (buf[j] != 0.0f) grad_add(sum, (uint32_t)(S + j), buf[j] / total);
     r->clock++;
-    r->stats.pushes++;
+    replica_count_push(r);
     r->stats.comm_s += replica_now_s() - t0;
     return 0;
 }
@@ -80,7 +80,7 @@ static int refresh_hybrid(void *ctx, param_t *w) {
     uint64_t min_clock;
     if (ps_client_pull(r->client, 0, r->pulled, &min_clock, r->err, sizeof r->err) != 0) return -1;
     for (size_t j = 0; j < r->ps_n; j++) param_set(&w[j], r->pulled[j]);
-    r->stats.pulls++;
+    replica_count_pull(r);
     return 0;
 }
 

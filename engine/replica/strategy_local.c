@@ -222,7 +222,7 @@ static int exchange_local(void *ctx, grad_t *sum, size_t examples, float lr, par
         params_write(w + off, m, chunk);
     }
     loc->since_avg = 0;
-    r->stats.pushes++;  // averages
+    replica_count_push(r);  // averages
     r->stats.comm_s += replica_now_s() - t0;
     avg_eval_offer(r, w, lr);
     return 0;

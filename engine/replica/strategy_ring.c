@@ -46,7 +46,7 @@ static int exchange_allreduce(void *ctx, grad_t *sum, size_t examples, float lr,
     float total;
     if (replica_ring_sum(r, buf, r->n, examples, &total) != 0) return -1;
     r->clock++;
-    r->stats.pushes++;
+    replica_count_push(r);
     if (total <= 0.0f) {
         if (!sum->dense) grad_clear(sum);
         *applied = 1;  // no example anywhere this round: nothing to apply

@@ -71,13 +71,21 @@ static void last_global_row(const char *path, double *v, size_t n) {
 static int progress_text(const local_run_t *r, int final, char *out, size_t len, double *samples_out) {
     const dist_args_t *d = r->d;
     double samples = 0, rate = 0, wall = 0, w[CURVE_N_COLUMNS], g[CURVE_N_COLUMNS];
+    double steps = 0, pushes = 0, pulls = 0;  // the replicas', from their live counts
     size_t rows = 0;
     for (size_t k = 0; k < d->workers; k++) {
         char path[1100];
         snprintf(path, sizeof path, "%s/worker-%zu.csv", r->dir, k);
         int has_row = last_curve_row(path, w, CURVE_N_COLUMNS);
         if (k == 0) memcpy(g, w, sizeof g);
-        if (worker_live_read(r->dir, k, &w[CURVE_SAMPLES], &w[CURVE_SAMPLES_PER_S], &w[CURVE_WALL_S])) has_row = 1;
+        worker_live_counts_t live;
+        if (worker_live_read(r->dir, k, &live)) {
+            w[CURVE_SAMPLES] = live.samples;
+            w[CURVE_SAMPLES_PER_S] = live.samples_per_s;
+            w[CURVE_WALL_S] = live.wall_s;
+            steps += live.steps, pushes += live.pushes, pulls += live.pulls;
+            has_row = 1;
+        }
         if (!has_row) continue;
         rows++;
         if (isfinite(w[CURVE_SAMPLES])) samples += w[CURVE_SAMPLES];
@@ -110,7 +118,11 @@ static int progress_text(const local_run_t *r, int final, char *out, size_t len,
     if (isfinite(g[CURVE_STALENESS_VERSIONS_MEAN]))
         at += snprintf(out + at, len - (size_t)at, ", staleness %.2f", g[CURVE_STALENESS_VERSIONS_MEAN]);
     if (at >= 0 && (size_t)at < len && dist_global_on_servers(d->sync) && isfinite(g[CURVE_WAIT_S]))
-        snprintf(out + at, len - (size_t)at, ", wait %.2f s", g[CURVE_WAIT_S]);
+        at += snprintf(out + at, len - (size_t)at, ", wait %.2f s", g[CURVE_WAIT_S]);
+    // The periods achieved so far (the summary has their p99 and the ones asked for).
+    if (at >= 0 && (size_t)at < len && (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP) && pushes > 0 &&
+        pulls > 0)
+        snprintf(out + at, len - (size_t)at, ", %.0f steps a push, %.0f a pull", steps / pushes, steps / pulls);
     return 1;
 }
 

@@ -236,6 +236,7 @@ typedef struct worker {
     worker_ckpt_config_t *ckpt;  // asp/ssp with --checkpoint-every or --resume, else NULL
     servers_watch_t watch;  // the servers' end, seen in the run directory
     worker_live_t live;  // its live counts in the run directory (asgd launch's progress line)
+    replica_live_t exchanges;  // the replica's pushes and pulls as they happen, for the live counts
     train_callbacks_t cb;  // what the trainer calls: the report's, through the live counts
     run_report_t *report;
     float *final_w;  // --save-model
@@ -327,7 +328,7 @@ static int worker_open_ledger(worker_t *w, uint64_t run_id, char *err, size_t er
     return 0;
 }
 
-static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id) {
+static replica_config_t worker_replica_config(worker_t *w, uint64_t run_id) {
     const dist_args_t *d = w->d;
     return (replica_config_t){
         .run_id = run_id,
@@ -339,6 +340,7 @@ static replica_config_t worker_replica_config(const worker_t *w, uint64_t run_id
         .push_every = d->push_every,
         .fetch_every = d->fetch_every,
         .comm_share = d->comm_share,
+        .live = &w->exchanges,
         .servers = w->servers,
         .n_servers = d->servers,
         .collective = w->collective,
@@ -462,8 +464,8 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
     }
     double total = (double)model_num_train(w->m) * (double)t->epochs / (double)d->workers;
     w->report = run_report_new(log, model_metric(w->m), t->quiet ? NULL : run_progress(), total, err, err_len);
-    if (!w->report ||
-        worker_live_open(&w->live, d->run_dir, w->id, run_report_callbacks(w->report), &w->cb, err, err_len) != 0)
+    if (!w->report || worker_live_open(&w->live, d->run_dir, w->id, &w->exchanges, run_report_callbacks(w->report),
+                                       &w->cb, err, err_len) != 0)
         return -1;
     if (!t->quiet) {
         char desc[160], held[96] = "";

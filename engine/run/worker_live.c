@@ -2,14 +2,15 @@
 #include "engine/run/worker_live.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 // Fixed widths: every write is the same length, at offset 0, in one call.
-#define LIVE_FORMAT "%20llu %20.3f %20.6f\n"
-#define LIVE_BYTES 64
+#define LIVE_FORMAT "%20llu %20.3f %20.6f %20llu %20llu %20llu\n"
+#define LIVE_BYTES 127
 
 void worker_live_path(char *out, size_t len, const char *dir, size_t worker) {
     snprintf(out, len, "%s/worker-%zu.live", dir, worker);
@@ -17,7 +18,13 @@ void worker_live_path(char *out, size_t len, const char *dir, size_t worker) {
 
 static void write_point(const worker_live_t *l, const train_point_t *p) {
     char line[LIVE_BYTES + 1];
-    int n = snprintf(line, sizeof line, LIVE_FORMAT, (unsigned long long)p->samples, p->samples_per_s, p->wall_s);
+    unsigned long long pushes = 0, pulls = 0;
+    if (l->exchanges) {
+        pushes = atomic_load_explicit(&l->exchanges->pushes, memory_order_relaxed);
+        pulls = atomic_load_explicit(&l->exchanges->pulls, memory_order_relaxed);
+    }
+    int n = snprintf(line, sizeof line, LIVE_FORMAT, (unsigned long long)p->samples, p->samples_per_s, p->wall_s,
+                     (unsigned long long)p->updates, pushes, pulls);
     if (n == LIVE_BYTES - 1 && pwrite(l->fd, line, (size_t)n, 0) != n) {
         // A progress line missed: the next tick writes it again.
     }
@@ -35,10 +42,11 @@ static void live_on_progress(const train_point_t *p, double eta_s, void *ctx) {
     if (l->next.on_progress) l->next.on_progress(p, eta_s, l->next.ctx);
 }
 
-int worker_live_open(worker_live_t *l, const char *dir, size_t worker, train_callbacks_t next, train_callbacks_t *out,
-                     char *err, size_t err_len) {
+int worker_live_open(worker_live_t *l, const char *dir, size_t worker, const replica_live_t *exchanges,
+                     train_callbacks_t next, train_callbacks_t *out, char *err, size_t err_len) {
     l->fd = -1;
     l->next = next;
+    l->exchanges = exchanges;
     *out = next;
     if (!dir) return 0;
     char path[1100];
@@ -56,7 +64,7 @@ void worker_live_close(worker_live_t *l) {
     l->fd = -1;
 }
 
-int worker_live_read(const char *dir, size_t worker, double *samples, double *samples_per_s, double *wall_s) {
+int worker_live_read(const char *dir, size_t worker, worker_live_counts_t *c) {
     char path[1100], line[LIVE_BYTES + 1];
     worker_live_path(path, sizeof path, dir, worker);
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -65,8 +73,13 @@ int worker_live_read(const char *dir, size_t worker, double *samples, double *sa
     close(fd);
     if (got != LIVE_BYTES - 1) return 0;
     line[got] = '\0';
-    unsigned long long s;
-    if (sscanf(line, "%llu %lf %lf", &s, samples_per_s, wall_s) != 3) return 0;
-    *samples = (double)s;
+    unsigned long long samples, steps, pushes, pulls;
+    if (sscanf(line, "%llu %lf %lf %llu %llu %llu", &samples, &c->samples_per_s, &c->wall_s, &steps, &pushes, &pulls) !=
+        6)
+        return 0;
+    c->samples = (double)samples;
+    c->steps = (double)steps;
+    c->pushes = (double)pushes;
+    c->pulls = (double)pulls;
     return 1;
 }

@@ -100,6 +100,22 @@ static double live_samples(const char *rd, size_t k) {
     return samples;
 }
 
+// A worker's live file against its JSON: the replica's steps, pushes and
+// pulls it counted as they happened never exceed what the worker reported at
+// the end (the live counters are written at ticks, the JSON after the last
+// push and pull).
+static void check_live_counts(const char *rd, size_t k) {
+    FILE *f = fopen(proc_path(rd, "worker-%zu.live", k), "r");
+    CHECK(f);
+    double samples, rate, wall, steps, pushes, pulls;
+    CHECK(fscanf(f, "%lf %lf %lf %lf %lf %lf", &samples, &rate, &wall, &steps, &pushes, &pulls) == 6);
+    fclose(f);
+    char *w = proc_slurp(proc_path(rd, "worker-%zu.json", k));
+    CHECK(steps <= proc_json_number(w, NULL, "updates") && samples <= proc_json_number(w, NULL, "samples"));
+    CHECK(pushes <= proc_json_number(w, NULL, "pushes") && pulls <= proc_json_number(w, NULL, "pulls"));
+    free(w);
+}
+
 // a) and b)
 static void interrupted_launch_and_merge(void) {
     const char *rd = proc_path(dir, "a"), *model = proc_path(dir, "a.model");
@@ -152,6 +168,8 @@ static void interrupted_launch_and_merge(void) {
     char final_count[64];
     snprintf(final_count, sizeof final_count, " %.0f samples,", proc_json_number(summary, NULL, "samples"));
     CHECK(lines_with(e, "asgd launch: ", final_count) == 1);
+    check_live_counts(rd_s, 0);
+    check_live_counts(rd_s, 1);
     model_file_t f;
     char why[512];
     CHECK_OK(model_file_read(model_s, &f, why, sizeof why), why);
