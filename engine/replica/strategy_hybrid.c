@@ -7,12 +7,13 @@
 #include <stdlib.h>
 
 #include "engine/replica/replica_impl.h"
+#include "engine/replica/working_set.h"
 #include "net/ps_client.h"
 
-// The mode's state (r->mode): scratch for the rows a round reads.
+// The mode's state (r->mode): the rows a round reads.
 typedef struct hybrid {
     uint32_t *keys;  // (ps_n) the sparse rows a round reads
-    uint8_t *mark;  // (ps_n) scratch for model_sparse_keys
+    working_set_t ws;  // finds them (working_set_sparse_keys)
 } hybrid_t;
 
 // The spans in a --trace timeline (docs/trace.md).
@@ -24,8 +25,7 @@ static int prepare_hybrid(void *ctx, const uint32_t *examples, size_t count, par
     replica_t *r = ctx;
     hybrid_t *h = r->mode;
     double t0 = replica_now_s();
-    size_t nk = model_sparse_keys(r->model, examples, count, h->mark, h->keys);
-    qsort(h->keys, nk, sizeof *h->keys, replica_cmp_u32);
+    size_t nk = working_set_sparse_keys(&h->ws, examples, count, h->keys);
     uint64_t need = ssp_gate(r->clock, 0, r->read_bound).pull_clock;
     uint64_t span = TRACE_BEGIN();
     if (ps_client_pull_keys_at(r->client, need, h->keys, nk, r->pulled, r->err, sizeof r->err) != 0) return -1;
@@ -103,15 +103,14 @@ static int hybrid_alloc(replica_t *r, char *err, size_t err_len) {
     hybrid_t *h = r->mode = calloc(1, sizeof *h);
     if (!h) return replica_out_of_memory(r, err, err_len);
     h->keys = malloc(r->ps_n * sizeof *h->keys);
-    h->mark = calloc(r->ps_n, 1);
-    if (!h->keys || !h->mark) return replica_out_of_memory(r, err, err_len);
-    return 0;
+    if (!h->keys) return replica_out_of_memory(r, err, err_len);
+    return working_set_init_keys(&h->ws, r->model, err, err_len);
 }
 
 static void hybrid_free(replica_t *r) {
     hybrid_t *h = r->mode;
     free(h->keys);
-    free(h->mark);
+    working_set_free(&h->ws);
     free(h);
     r->mode = NULL;
 }

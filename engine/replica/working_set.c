@@ -114,6 +114,12 @@ static size_t with_dense_part(working_set_t *ws, size_t nk, uint32_t *keys) {
     return nk;
 }
 
+size_t working_set_sparse_keys(working_set_t *ws, const uint32_t *examples, size_t count, uint32_t *keys) {
+    size_t nk = model_sparse_keys(ws->model, examples, count, ws->mark, keys);
+    radix_sort(keys, ws->sort_tmp, nk);
+    return nk;
+}
+
 size_t working_set_keys(working_set_t *ws, const uint32_t *examples, size_t count, uint32_t *keys) {
     return with_dense_part(ws, model_sparse_keys(ws->model, examples, count, ws->mark, keys), keys);
 }

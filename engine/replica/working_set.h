@@ -51,6 +51,9 @@ int working_set_init_keys(working_set_t *ws, const model_t *m, char *err, size_t
 // The keys examples[0..count) read, ascending, into keys (room for n), with
 // the dense part. Returns how many.
 size_t working_set_keys(working_set_t *ws, const uint32_t *examples, size_t count, uint32_t *keys);
+// The same without the dense part: the sparse block's keys only (hybrid,
+// whose servers hold that block alone).
+size_t working_set_sparse_keys(working_set_t *ws, const uint32_t *examples, size_t count, uint32_t *keys);
 // The same for test examples: what evaluating them reads.
 size_t working_set_test_keys(working_set_t *ws, const uint32_t *examples, size_t count, uint32_t *keys);
 // For the threads of tc (whose link is set), whose steps and state
