@@ -253,14 +253,8 @@ static double expm1_over_x(double x) {  // |x| < 700
     return u == 1.0 ? 1.0 : (u - 1.0) / det_log(u);
 }
 
-// A 64-bit mixer (MurmurHash3's finaliser): nearby inputs, unrelated outputs.
-static uint64_t mix64(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
+// A 64-bit mixer (splitmix64's step, rng.h): nearby inputs, unrelated outputs.
+static uint64_t mix64(uint64_t x) { return rng_splitmix64(&x); }
 
 // Popularity rank -> feature id with no table: a four-round Feistel network,
 // keyed from the seed, permutes [0, 4^h) (h the least with 4^h >= dim), and
