@@ -546,9 +546,9 @@ static int build_tables(const sparse_gen_config_t *c, size_t longest, popularity
     return 0;
 }
 
-// Above this many, the head stays a table: the popular ranks, where most
-// draws land, cost a lookup; 2^16 keeps the tail's Euler-Maclaurin sum exact
-// and the head's 2.4 MB within a cache.
+// The lean method's table: the popular ranks, where most draws land, cost a
+// lookup; starting the tail past 2^16 keeps its Euler-Maclaurin sum exact, and
+// the table (36 bytes a rank, 2.4 MB) within a cache.
 enum { LEAN_HEAD = 1 << 16 };
 
 // The lean method: tables for the head only (the LEAN_HEAD most popular ranks,

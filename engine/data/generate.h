@@ -2,7 +2,8 @@
 #define ASGD_ENGINE_DATA_GENERATE_H
 // Seeded synthetic datasets. The same config (seed included) gives the same data
 // on any machine, byte for byte once written with libsvm_write / ratings_write:
-// all randomness comes from rng.h, sampling is done in integers, and the only
+// all randomness comes from rng.h, sampling is done in integers (but for the
+// Zipf tail of very wide sets, in +, -, *, / of doubles), and the only
 // floating-point functions are IEEE-exact ones (sqrt, frexp, ldexp, floor) plus
 // rng_normal's log and cos (see generate.c).
 //
@@ -47,7 +48,7 @@
 
 // The most features the tables serve: the data of every dim up to it is what
 // earlier versions made, byte for byte (the sets in use today are at most 10^6
-// wide). At 2^24 `asgd gen sparse --n 200000` takes 8 s and 0.85 GB, a cost one
+// wide). At 2^24 `asgd gen sparse --n 200000` takes 8 s and 0.87 GB, a cost one
 // process can still pay; past it the tables grow to 9 GB at 2 10^8, in every
 // process of a launch.
 #define GEN_SPARSE_TABLE_MAX_DIM ((size_t)1 << 24)
