@@ -295,9 +295,10 @@ static uint32_t rank_permutation_apply(const rank_permutation_t *p, uint64_t ran
 // the integral of the hat x^-s, round to the nearest rank k, and keep k when
 // the point falls in the last k^-s of k's interval [k - 1/2, k + 1/2] (x^-s is
 // convex, so the interval holds at least that much). Exact up to the rounding
-// of G and its inverse: a relative 1e-16 on each rank's probability, where the
-// tables' integer weights round the rarest ranks' by up to 1/2 unit (1/230 of
-// the weight at rank 2 10^8). With first > 2^16 the hat exceeds the steps by
+// of G and its inverse, a few ulps of G against a rank's step: under 1e-6 of
+// the rarest rank's probability at dim 2 10^8, zipf 1 (G ~ 8, step 5e-9),
+// where the tables' integer weights round that rank's by up to 1/230 (half a
+// unit of 115). With first > 2^16 the hat exceeds the steps by
 // a relative s(s + 1) / (24 first^2) < 1e-8: draws are almost never redrawn.
 // x is measured in units of `first` (y = x / first) so that G is small, and
 // so finely resolved, near the tail's start, where its mass is.
