@@ -107,7 +107,7 @@ asgd_test(test_train_order           DIR engine/core    LABELS threads)
 asgd_test(test_config_file           DIR engine/core                         COST 2)
 
 # ---- tests/engine/data/ ----
-asgd_test(test_generate              DIR engine/data)
+asgd_test(test_generate              DIR engine/data                         COST 14)
 asgd_test(test_split                 DIR engine/data)
 asgd_test(test_test_data             DIR engine/data                         COST 4)
 

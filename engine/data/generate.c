@@ -238,6 +238,446 @@ static int check_sparse_config(const sparse_gen_config_t *c, char *err, size_t e
     return 0;
 }
 
+// ---- the lean method's pieces: nothing stored per feature ----
+
+// ln(1 + x) / x (x > -1) and (e^x - 1) / x, accurate near x = 0 where the plain
+// formulas cancel: the rounding of 1 + x, or of e^x, is divided out again
+// (Goldberg's and Kahan's forms). Both are 1 at x = 0.
+static double log1p_over_x(double x) {
+    double u = 1.0 + x;
+    return u == 1.0 ? 1.0 : det_log(u) / (u - 1.0);
+}
+
+static double expm1_over_x(double x) {  // |x| < 700
+    double u = det_exp(x);
+    return u == 1.0 ? 1.0 : (u - 1.0) / det_log(u);
+}
+
+// A 64-bit mixer (splitmix64's step, rng.h): nearby inputs, unrelated outputs.
+static uint64_t mix64(uint64_t x) { return rng_splitmix64(&x); }
+
+// Popularity rank -> feature id with no table: a four-round Feistel network,
+// keyed from the seed, permutes [0, 4^h) (h the least with 4^h >= dim), and
+// cycle-walking (applying it again while the result is >= dim) makes that a
+// permutation of [0, dim) (Black and Rogaway 2002). 4^h < 4 dim, so a rank
+// takes fewer than four passes on average.
+typedef struct rank_permutation {
+    uint64_t dim;
+    int half_bits;  // h: the bits of each Feistel half
+    uint64_t key[4];  // one per round
+} rank_permutation_t;
+
+static void rank_permutation_init(rank_permutation_t *p, uint64_t dim, uint64_t seed) {
+    rng_t r;
+    rng_seed(&r, seed, STREAM_PERMUTATION);
+    p->dim = dim;
+    for (p->half_bits = 1; (UINT64_C(1) << 2 * p->half_bits) < dim; p->half_bits++) {
+    }
+    for (int i = 0; i < 4; i++) p->key[i] = rng_next(&r);
+}
+
+static uint32_t rank_permutation_apply(const rank_permutation_t *p, uint64_t rank) {
+    uint64_t mask = (UINT64_C(1) << p->half_bits) - 1, x = rank;
+    do {
+        uint64_t left = x >> p->half_bits, right = x & mask;
+        for (int i = 0; i < 4; i++) {
+            uint64_t next = left ^ (mix64(right ^ p->key[i]) & mask);
+            left = right;
+            right = next;
+        }
+        x = left << p->half_bits | right;
+    } while (x >= p->dim);
+    return (uint32_t)x;
+}
+
+// The Zipf tail: 1-based ranks k = first..last with P(k) ~ k^-s, s > 0, drawn
+// by rejection-inversion (Hörmann and Derflinger 1996) with no table: invert
+// the integral of the hat x^-s, round to the nearest rank k, and keep k when
+// the point falls in the last k^-s of k's interval [k - 1/2, k + 1/2] (x^-s is
+// convex, so the interval holds at least that much). Exact up to the rounding
+// of G and its inverse, a few ulps of G against a rank's step: under 1e-6 of
+// the rarest rank's probability at dim 2 10^8, zipf 1 (G ~ 8, step 5e-9),
+// where the tables' integer weights round that rank's by up to 1/230 (half a
+// unit of 115). With first > 2^16 the hat exceeds the steps by
+// a relative s(s + 1) / (24 first^2) < 1e-8: draws are almost never redrawn.
+// x is measured in units of `first` (y = x / first) so that G is small, and
+// so finely resolved, near the tail's start, where its mass is.
+typedef struct zipf_tail {
+    double s;  // exponent, > 0
+    double first, last;  // 1-based ranks (exact: below 2^32)
+    double v_low, v_high;  // the values of G the draws cover
+} zipf_tail_t;
+
+// G(y) = integral of z^-s over [1, y]: (y^(1-s) - 1) / (1 - s), or ln y at s = 1.
+static double zipf_G(double s, double y) {
+    double l = det_log(y);
+    return expm1_over_x((1.0 - s) * l) * l;
+}
+
+static double zipf_G_inverse(double s, double v) {
+    double t = (1.0 - s) * v;  // 1 + t = y^(1 - s)
+    return t <= -1.0 ? INFINITY : det_exp(log1p_over_x(t) * v);
+}
+
+// Rank k's share of G: (k / first)^-s / first.
+static double zipf_step(const zipf_tail_t *z, double k) { return det_exp(-z->s * det_log(k / z->first)) / z->first; }
+
+static void zipf_tail_init(zipf_tail_t *z, double s, double first, double last) {
+    z->s = s;
+    z->first = first;
+    z->last = last;
+    z->v_low = zipf_G(s, (first + 0.5) / first) - 1.0 / first;  // so rank `first` is always kept
+    z->v_high = zipf_G(s, (last + 0.5) / first);
+}
+
+static uint64_t zipf_tail_draw(const zipf_tail_t *z, rng_t *r) {
+    for (;;) {
+        double v = z->v_high + rng_uniform(r) * (z->v_low - z->v_high);  // in (v_low, v_high]
+        double k = floor(z->first * zipf_G_inverse(z->s, v) + 0.5);
+        if (!(k <= z->last)) k = z->last;  // rounding at the ends (and the infinite inverse)
+        if (k < z->first) k = z->first;
+        if (v >= zipf_G(z->s, (k + 0.5) / z->first) - zipf_step(z, k)) return (uint64_t)k;
+    }
+}
+
+// The sum of k^-s over the tail, by Euler-Maclaurin to the B6 term: with
+// first > 2^16 the remainder is below 3.3e-5 s(s+1)(s+2)(s+3)(s+4) / first^5
+// of the sum, under 1e-23 even at s = 10, so the result is as exact as a double.
+static double zipf_tail_mass(const zipf_tail_t *z) {
+    double s = z->s, a = z->first, b = z->last;
+    double fb = det_exp(-s * det_log(b / a));  // f(x) = (x / a)^-s: f(a) = 1
+    double c1 = s, c3 = c1 * (s + 1.0) * (s + 2.0), c5 = c3 * (s + 3.0) * (s + 4.0);  // -f^(m)(x) x^m / f(x)
+    double sum = a * zipf_G(s, b / a) + 0.5 * (1.0 + fb);
+    sum -= c1 / 12.0 * (fb / b - 1.0 / a);
+    sum += c3 / 720.0 * (fb / (b * b * b) - 1.0 / (a * a * a));
+    sum -= c5 / 30240.0 * (fb / (b * b * b * b * b) - 1.0 / (a * a * a * a * a));
+    return sum * det_exp(-s * det_log(a));
+}
+
+// ---- one generator, two ways to know the features ----
+
+// Popularity rank r (0 = most popular) weighs (r + 1)^-zipf.
+static double zipf_weight(double zipf, uint64_t rank) {
+    return zipf == 0.0 ? 1.0 : det_exp(-zipf * det_log((double)(rank + 1)));
+}
+
+// Draws a row's ranks without replacement. Ranks below n_head have integer
+// weights, in an alias table (repeats redrawn) or a Fenwick tree (picks taken
+// out for the rest of the row); the lean method's ranks from n_head to dim are
+// the tail, drawn as a whole with probability tail_units / (what is left).
+typedef struct popularity {
+    size_t n_head, dim;
+    uint64_t *weight;  // (n_head)
+    uint64_t total;  // the head's weights + tail_units
+    uint64_t tail_units;
+    int removing;  // 1: the Fenwick tree; 0: the alias table
+    alias_table_t table;
+    uint8_t *taken;  // (n_head) alias: this row's picks
+    fenwick_t tree;
+    double zipf;
+    zipf_tail_t tail;
+    uint64_t *tail_picks;  // (tail_mask + 1) this row's tail ranks + 1, open addressing (0: empty)
+    size_t tail_mask;
+} popularity_t;
+
+static void popularity_free(popularity_t *p) {
+    free(p->weight);
+    free(p->table.entry);
+    free(p->taken);
+    free(p->tree.tree);
+    free(p->tail_picks);
+}
+
+// A tail rank for this row: 0 when the row has it already.
+static int tail_take(popularity_t *p, uint64_t rank) {
+    size_t j = (size_t)mix64(rank) & p->tail_mask;
+    for (; p->tail_picks[j]; j = (j + 1) & p->tail_mask)
+        if (p->tail_picks[j] == rank + 1) return 0;
+    p->tail_picks[j] = rank + 1;
+    return 1;
+}
+
+static uint64_t tail_draw(const popularity_t *p, rng_t *r) {
+    if (p->zipf == 0.0) return p->n_head + rng_below(r, p->dim - p->n_head);
+    return zipf_tail_draw(&p->tail, r) - 1;
+}
+
+static void popularity_draw_row(popularity_t *p, rng_t *r, size_t len, uint32_t *ranks) {
+    if (!p->removing) {
+        for (size_t t = 0; t < len;) {
+            uint32_t rank = alias_draw(&p->table, r);
+            if (p->taken[rank]) continue;
+            p->taken[rank] = 1;
+            ranks[t++] = rank;
+        }
+        for (size_t t = 0; t < len; t++) p->taken[ranks[t]] = 0;
+        return;
+    }
+    uint64_t left = p->total;
+    int tail_used = 0;
+    for (size_t t = 0; t < len;) {
+        uint64_t u = rng_below(r, left);
+        if (u < left - p->tail_units) {
+            size_t rank = fenwick_find(&p->tree, u);
+            ranks[t++] = (uint32_t)rank;
+            fenwick_add(&p->tree, rank, ~p->weight[rank] + 1);
+            left -= p->weight[rank];
+        } else {
+            // A repeat is drawn again from the start: exact sampling from what is left.
+            uint64_t rank = tail_draw(p, r);
+            if (!tail_take(p, rank)) continue;
+            tail_used = 1;
+            ranks[t++] = (uint32_t)rank;
+        }
+    }
+    for (size_t t = 0; t < len; t++)
+        if (ranks[t] < p->n_head) fenwick_add(&p->tree, ranks[t], p->weight[ranks[t]]);
+    if (tail_used) memset(p->tail_picks, 0, (p->tail_mask + 1) * sizeof *p->tail_picks);
+}
+
+// What a row needs of the feature at each rank: its id, idf and hidden weight.
+// Ranks below n_tabled are looked up (every rank in the tables, the head in
+// the lean method); the lean method computes the others when drawn.
+typedef struct rank_features {
+    size_t n_tabled;
+    uint32_t *id;  // (n_tabled)
+    double *idf;  // (n_tabled)
+    double *hidden;  // (n_tabled) the hidden weight of the feature at that rank
+    double zipf;
+    uint64_t seed;
+    rank_permutation_t perm;
+} rank_features_t;
+
+static void rank_features_free(rank_features_t *f) {
+    free(f->id);
+    free(f->idf);
+    free(f->hidden);
+}
+
+// The lean method's rule: the idf of the tables, the id from the Feistel
+// permutation, and z ~ N(0, 1) from a stream seeded by (seed, rank).
+static void rank_features_compute(const rank_features_t *f, uint64_t rank, uint32_t *id, double *idf, double *hidden) {
+    *idf = det_log(1.0 + 1.0 / zipf_weight(f->zipf, rank));
+    rng_t r;
+    rng_seed(&r, f->seed ^ mix64(rank), STREAM_WEIGHTS);
+    *hidden = rng_normal(&r) / (*idf * *idf);
+    *id = rank_permutation_apply(&f->perm, rank);
+}
+
+static void rank_features_get(const rank_features_t *f, uint64_t rank, uint32_t *id, double *idf, double *hidden) {
+    if (rank < f->n_tabled) {
+        *id = f->id[rank];
+        *idf = f->idf[rank];
+        *hidden = f->hidden[rank];
+    } else {
+        rank_features_compute(f, rank, id, idf, hidden);
+    }
+}
+
+// The seeded permutation of the tables: rank -> feature id, over all of dim.
+static int shuffled_ids(const sparse_gen_config_t *c, uint32_t **ids) {
+    *ids = malloc(c->dim * sizeof **ids);
+    if (!*ids) return -1;
+    for (size_t j = 0; j < c->dim; j++) (*ids)[j] = (uint32_t)j;
+    rng_t r;
+    rng_seed(&r, c->seed, STREAM_PERMUTATION);
+    rng_shuffle_u32(&r, *ids, c->dim);
+    return 0;
+}
+
+// The tables: a weight, idf, id and hidden weight for every feature (about 45
+// bytes each, with the sampler), the method of every dim up to
+// GEN_SPARSE_TABLE_MAX_DIM.
+static int build_tables(const sparse_gen_config_t *c, size_t longest, popularity_t *pop, rank_features_t *f) {
+    size_t dim = c->dim;
+    pop->n_head = pop->dim = f->n_tabled = dim;
+    pop->weight = malloc(dim * sizeof *pop->weight);
+    f->idf = malloc(dim * sizeof *f->idf);
+    f->hidden = malloc(dim * sizeof *f->hidden);
+    double *by_id = malloc(dim * sizeof *by_id);
+    if (!pop->weight || !f->idf || !f->hidden || !by_id || shuffled_ids(c, &f->id) != 0) {
+        free(by_id);
+        return -1;
+    }
+    // Popularity weights, as integers scaled so that their sum stays below 2^63
+    // (and weight * dim below 2^63 for the alias table); every weight is at
+    // least 1 so that any row length up to dim can be drawn.
+    double unit = (double)((UINT64_C(1) << 62) / dim);
+    uint64_t top = 0;
+    for (size_t r = 0; r < dim; r++) {
+        double p = zipf_weight(c->zipf_exponent, r);
+        uint64_t w = (uint64_t)(unit * p + 0.5);
+        pop->weight[r] = w ? w : 1;
+        pop->total += pop->weight[r];
+        if (r < longest) top += pop->weight[r];
+        // Rarer features weigh more, as inverse document frequency does: ln(1 + w_0 / w_r).
+        f->idf[r] = det_log(1.0 + 1.0 / p);
+    }
+    // Drawing with replacement and redrawing repeats is exact sampling without
+    // replacement. While a row's earlier picks hold at most half of the weight,
+    // each draw is new with probability >= 1/2, so a row costs at most 2x its
+    // length in expectation. When the most popular `longest` ranks hold more
+    // than half, repeats could take very long (zipf 3: the tail beyond rank 60
+    // holds 1e-4 of the weight), so the Fenwick tree removes each pick instead.
+    pop->removing = top > pop->total / 2;
+    int built = pop->removing ? fenwick_build(&pop->tree, pop->weight, dim)
+                              : alias_build(&pop->table, pop->weight, dim, pop->total);
+    if (!pop->removing && built == 0) {
+        pop->taken = calloc(dim, 1);
+        if (!pop->taken) built = -1;
+    }
+    if (built != 0) {
+        free(by_id);
+        return -1;
+    }
+    // rng_normal (rng.h) uses libm's log and cos. glibc's are correctly rounded in
+    // practice; another libc could differ in a last bit, which would move a score
+    // by ~1e-16 and so change a label only at an exact tie with the median.
+    rng_t r_w;
+    rng_seed(&r_w, c->seed, STREAM_WEIGHTS);
+    for (size_t j = 0; j < dim; j++) by_id[j] = rng_normal(&r_w);
+    // A feature's weight shrinks as idf^2 while its values grow as idf, so the label
+    // rests on the common features, as RCV1's topics rest on common words. With
+    // plain N(0, 1) weights the rare features (large values, seen a handful of
+    // times) would decide most labels: logistic regression on 24,000 examples of
+    // 20,000 features reached 73% test accuracy instead of 83% (Bayes: 95%).
+    // Looked up by rank, popular features share cache lines (by id they are scattered).
+    for (size_t r = 0; r < dim; r++) f->hidden[r] = by_id[f->id[r]] / (f->idf[r] * f->idf[r]);
+    free(by_id);
+    return 0;
+}
+
+// The lean method's table: the popular ranks, where most draws land, cost a
+// lookup; starting the tail past 2^16 keeps its Euler-Maclaurin sum exact, and
+// the table (36 bytes a rank, 2.4 MB) within a cache.
+enum { LEAN_HEAD = 1 << 16 };
+
+// The lean method: tables for the head only (the LEAN_HEAD most popular ranks,
+// or 2 longest if more, so that a row's tail picks hold at most about half of
+// what is left and a repeat costs at most two draws on average); the tail's
+// weight from its Euler-Maclaurin sum, its draws by rejection-inversion, and
+// its features computed when drawn.
+static int build_lean(const sparse_gen_config_t *c, size_t longest, popularity_t *pop, rank_features_t *f) {
+    size_t dim = c->dim, head = LEAN_HEAD > 2 * longest ? LEAN_HEAD : 2 * longest;
+    if (head > dim) head = dim;
+    pop->n_head = f->n_tabled = head;
+    pop->dim = dim;
+    pop->zipf = f->zipf = c->zipf_exponent;
+    f->seed = c->seed;
+    rank_permutation_init(&f->perm, dim, c->seed);
+    pop->weight = malloc(head * sizeof *pop->weight);
+    f->id = malloc(head * sizeof *f->id);
+    f->idf = malloc(head * sizeof *f->idf);
+    f->hidden = malloc(head * sizeof *f->hidden);
+    size_t slots = 16;
+    while (slots < 2 * longest) slots *= 2;
+    pop->tail_mask = slots - 1;
+    pop->tail_picks = calloc(slots, sizeof *pop->tail_picks);
+    if (!pop->weight || !f->id || !f->idf || !f->hidden || !pop->tail_picks) return -1;
+    for (size_t r = 0; r < head; r++) rank_features_compute(f, r, &f->id[r], &f->idf[r], &f->hidden[r]);
+
+    double head_mass = 0.0, tail_mass = 0.0;
+    for (size_t r = 0; r < head; r++) head_mass += zipf_weight(c->zipf_exponent, r);
+    if (head < dim) {
+        if (c->zipf_exponent == 0.0) {
+            tail_mass = (double)(dim - head);
+        } else {
+            zipf_tail_init(&pop->tail, c->zipf_exponent, (double)head + 1.0, (double)dim);
+            tail_mass = zipf_tail_mass(&pop->tail);
+        }
+    }
+    // Integer weights as in the tables, summing to about 2^61.
+    double unit = 0x1.0p61 / (head_mass + tail_mass);
+    for (size_t r = 0; r < head; r++) {
+        uint64_t w = (uint64_t)(unit * zipf_weight(c->zipf_exponent, r) + 0.5);
+        pop->weight[r] = w ? w : 1;
+        pop->total += pop->weight[r];
+    }
+    pop->tail_units = (uint64_t)(unit * tail_mass + 0.5);
+    pop->total += pop->tail_units;
+    pop->removing = 1;
+    return fenwick_build(&pop->tree, pop->weight, head);
+}
+
+// The rows, drawn: d's indices and values, and each row's hidden score.
+static int draw_rows(const sparse_gen_config_t *c, const uint32_t *length, size_t longest, popularity_t *pop,
+                     const rank_features_t *f, sparse_dataset_t *d, double *score) {
+    uint32_t *ranks = malloc(longest * sizeof *ranks), *id = malloc(longest * sizeof *id);
+    double *value = malloc(longest * sizeof *value), *hidden = malloc(longest * sizeof *hidden);
+    float *row_val = malloc(longest * sizeof *row_val);
+    uint64_t *keys = malloc(longest * sizeof *keys);
+    int rc = ranks && id && value && hidden && row_val && keys ? 0 : -1;
+    double log_tf[66];
+    for (int t = 1; t <= 65; t++) log_tf[t] = 1.0 + det_log((double)t);
+    rng_t r_feat, r_count;
+    rng_seed(&r_feat, c->seed, STREAM_FEATURES);
+    rng_seed(&r_count, c->seed, STREAM_COUNTS);
+    size_t at = 0;
+    for (size_t i = 0; i < d->n && rc == 0; i++) {
+        size_t len = length[i];
+        popularity_draw_row(pop, &r_feat, len, ranks);
+        double norm2 = 0.0;
+        for (size_t t = 0; t < len; t++) {
+            double idf;
+            rank_features_get(f, ranks[t], &id[t], &idf, &hidden[t]);
+            int tf = 1 + trailing_ones(rng_next(&r_count));  // P(tf > j) = 2^-j
+            value[t] = log_tf[tf] * idf;
+            norm2 += value[t] * value[t];
+        }
+        // Sort by feature id, carrying the draw number t in the low bits.
+        double inv = 1.0 / sqrt(norm2);
+        for (size_t t = 0; t < len; t++) {
+            row_val[t] = (float)(value[t] * inv);
+            keys[t] = (uint64_t)id[t] << 32 | t;
+        }
+        sort_u64(keys, len);
+        double dot = 0.0;
+        for (size_t t = 0; t < len; t++) {
+            size_t drawn = (uint32_t)keys[t];
+            d->col[at + t] = (uint32_t)(keys[t] >> 32);
+            d->val[at + t] = row_val[drawn];
+            dot += hidden[drawn] * (double)row_val[drawn];  // = w[col] * val, in index order
+        }
+        score[i] = dot;
+        at += len;
+        d->row_ptr[i + 1] = at;
+    }
+    free(ranks);
+    free(id);
+    free(value);
+    free(hidden);
+    free(row_val);
+    free(keys);
+    return rc;
+}
+
+// Labels from the scores: centred at the median, then exactly round(noise * n) flipped.
+static int label_rows(const sparse_gen_config_t *c, const double *score, sparse_dataset_t *d, double *bias_out) {
+    size_t n = d->n;
+    // Half the examples on each side (the upper median for even n). score +
+    // bias >= 0 is exactly score >= median in IEEE.
+    double *sorted = malloc(n * sizeof *sorted);
+    if (!sorted) return -1;
+    memcpy(sorted, score, n * sizeof *score);
+    qsort(sorted, n, sizeof *sorted, cmp_double);
+    double bias = -sorted[n / 2];
+    free(sorted);
+    // A uniform random subset (selection sampling).
+    rng_t r_flip;
+    rng_seed(&r_flip, c->seed, STREAM_FLIPS);
+    size_t flips = (size_t)(c->label_noise * (double)n + 0.5);
+    for (size_t i = 0; i < n; i++) {
+        float y = score[i] + bias >= 0.0 ? 1.0f : -1.0f;
+        if (flips && rng_below(&r_flip, n - i) < flips) {
+            y = -y;
+            flips--;
+        }
+        d->y[i] = y;
+    }
+    *bias_out = bias;
+    return 0;
+}
+
 int gen_sparse(const sparse_gen_config_t *c, sparse_dataset_t *out, char *err, size_t err_len) {
     return gen_sparse_with_truth(c, out, NULL, NULL, err, err_len);
 }
@@ -267,164 +707,56 @@ int gen_sparse_with_truth(const sparse_gen_config_t *c, sparse_dataset_t *out, d
         free(length);
         return -1;
     }
-
-    uint64_t *weight = malloc(dim * sizeof *weight);
-    double *idf = malloc(dim * sizeof *idf), *hidden = malloc(dim * sizeof *hidden), *score = malloc(n * sizeof *score);
-    double *hidden_by_rank = malloc(dim * sizeof *hidden_by_rank);
-    uint32_t *perm = malloc(dim * sizeof *perm), *ranks = malloc(longest * sizeof *ranks);
-    double *value = malloc(longest * sizeof *value);
-    float *row_val = malloc(longest * sizeof *row_val);
-    uint64_t *keys = malloc(longest * sizeof *keys);
-    uint8_t *taken = calloc(dim, 1);
-    alias_table_t table = {0, NULL};
-    fenwick_t tree = {0, NULL, 0};
-    int rc = -1;
-    if (!weight || !idf || !hidden || !score || !hidden_by_rank || !perm || !ranks || !value || !row_val || !keys ||
-        !taken) {
-        snprintf(err, err_len, "gen_sparse: out of memory for %zu features", dim);
-        goto done;
-    }
-
-    // Popularity weights, as integers scaled so that their sum stays below 2^63
-    // (and weight * dim below 2^63 for the alias table); every weight is at
-    // least 1 so that any row length up to dim can be drawn.
-    double unit = (double)((UINT64_C(1) << 62) / dim);
-    uint64_t total = 0, top = 0;
-    for (size_t r = 0; r < dim; r++) {
-        double p = c->zipf_exponent == 0.0 ? 1.0 : det_exp(-c->zipf_exponent * det_log((double)(r + 1)));
-        uint64_t w = (uint64_t)(unit * p + 0.5);
-        weight[r] = w ? w : 1;
-        total += weight[r];
-        if (r < longest) top += weight[r];
-        // Rarer features weigh more, as inverse document frequency does: ln(1 + w_0 / w_r).
-        idf[r] = det_log(1.0 + 1.0 / p);
-    }
-    // Drawing with replacement and redrawing repeats is exact sampling without
-    // replacement. While a row's earlier picks hold at most half of the weight,
-    // each draw is new with probability >= 1/2, so a row costs at most 2x its
-    // length in expectation. When the most popular `longest` ranks hold more
-    // than half, repeats could take very long (zipf 3: the tail beyond rank 60
-    // holds 1e-4 of the weight), so the Fenwick tree removes each pick instead.
-    int heavy = top > total / 2;
-    if ((heavy ? fenwick_build(&tree, weight, dim) : alias_build(&table, weight, dim, total)) != 0) {
-        snprintf(err, err_len, "gen_sparse: out of memory for the sampling table of %zu features", dim);
-        goto done;
-    }
-    double log_tf[66];
-    for (int t = 1; t <= 65; t++) log_tf[t] = 1.0 + det_log((double)t);
-
-    rng_t r_perm, r_feat, r_count, r_w, r_flip;
-    rng_seed(&r_perm, c->seed, STREAM_PERMUTATION);
-    rng_seed(&r_feat, c->seed, STREAM_FEATURES);
-    rng_seed(&r_count, c->seed, STREAM_COUNTS);
-    rng_seed(&r_w, c->seed, STREAM_WEIGHTS);
-    rng_seed(&r_flip, c->seed, STREAM_FLIPS);
-    for (size_t j = 0; j < dim; j++) perm[j] = (uint32_t)j;
-    rng_shuffle_u32(&r_perm, perm, dim);  // popularity rank -> feature id
-    // rng_normal (rng.h) uses libm's log and cos. glibc's are correctly rounded in
-    // practice; another libc could differ in a last bit, which would move a score
-    // by ~1e-16 and so change a label only at an exact tie with the median.
-    for (size_t j = 0; j < dim; j++) hidden[j] = rng_normal(&r_w);
-    // A feature's weight shrinks as idf^2 while its values grow as idf, so the label
-    // rests on the common features, as RCV1's topics rest on common words. With
-    // plain N(0, 1) weights the rare features (large values, seen a handful of
-    // times) would decide most labels: logistic regression on 24,000 examples of
-    // 20,000 features reached 73% test accuracy instead of 83% (Bayes: 95%).
-    for (size_t r = 0; r < dim; r++) {
-        hidden[perm[r]] /= idf[r] * idf[r];
-        // Looked up by rank, popular features share cache lines (by id they are scattered).
-        hidden_by_rank[r] = hidden[perm[r]];
-    }
-
-    size_t at = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t len = length[i];
-        if (heavy) {
-            uint64_t left = total;
-            for (size_t t = 0; t < len; t++) {
-                size_t rank = fenwick_find(&tree, rng_below(&r_feat, left));
-                ranks[t] = (uint32_t)rank;
-                fenwick_add(&tree, rank, ~weight[rank] + 1);
-                left -= weight[rank];
+    popularity_t pop = {0};
+    rank_features_t features = {0};
+    double *score = malloc(n * sizeof *score), bias = 0.0;
+    int lean = dim > GEN_SPARSE_TABLE_MAX_DIM, rc = -1;
+    if (!score || (lean ? build_lean(c, longest, &pop, &features) : build_tables(c, longest, &pop, &features)) != 0) {
+        snprintf(err, err_len, "gen_sparse: out of memory for the tables of %zu features", lean ? pop.n_head : dim);
+    } else if (draw_rows(c, length, longest, &pop, &features, &d, score) != 0 || label_rows(c, score, &d, &bias) != 0) {
+        snprintf(err, err_len, "gen_sparse: out of memory for %zu rows of up to %zu non-zeros", n, longest);
+    } else {
+        if (hidden_w) {
+            for (size_t r = 0; r < dim; r++) {
+                uint32_t id;
+                double idf, w;
+                rank_features_get(&features, r, &id, &idf, &w);
+                hidden_w[id] = w;
             }
-            for (size_t t = 0; t < len; t++) fenwick_add(&tree, ranks[t], weight[ranks[t]]);
-        } else {
-            for (size_t t = 0; t < len;) {
-                uint32_t rank = alias_draw(&table, &r_feat);
-                if (taken[rank]) continue;
-                taken[rank] = 1;
-                ranks[t++] = rank;
-            }
-            for (size_t t = 0; t < len; t++) taken[ranks[t]] = 0;
         }
-        double norm2 = 0.0;
-        for (size_t t = 0; t < len; t++) {
-            int tf = 1 + trailing_ones(rng_next(&r_count));  // P(tf > j) = 2^-j
-            value[t] = log_tf[tf] * idf[ranks[t]];
-            norm2 += value[t] * value[t];
-        }
-        // Sort by feature id, carrying the draw number t in the low bits.
-        double inv = 1.0 / sqrt(norm2);
-        for (size_t t = 0; t < len; t++) {
-            row_val[t] = (float)(value[t] * inv);
-            keys[t] = (uint64_t)perm[ranks[t]] << 32 | t;
-        }
-        sort_u64(keys, len);
-        double dot = 0.0;
-        for (size_t t = 0; t < len; t++) {
-            size_t drawn = (uint32_t)keys[t];
-            d.col[at + t] = (uint32_t)(keys[t] >> 32);
-            d.val[at + t] = row_val[drawn];
-            dot += hidden_by_rank[ranks[drawn]] * (double)row_val[drawn];  // = hidden[col] * val, in index order
-        }
-        score[i] = dot;
-        at += len;
-        d.row_ptr[i + 1] = at;
+        if (hidden_bias) *hidden_bias = bias;
+        *out = d;
+        sparse_dataset_init(&d);
+        rc = 0;
     }
-
-    // Centre at the median score: half the examples on each side (the upper
-    // median for even n). score + bias >= 0 is exactly score >= median in IEEE.
-    double *sorted = malloc(n * sizeof *sorted);
-    if (!sorted) {
-        snprintf(err, err_len, "gen_sparse: out of memory sorting %zu scores", n);
-        goto done;
-    }
-    memcpy(sorted, score, n * sizeof *score);
-    qsort(sorted, n, sizeof *sorted, cmp_double);
-    double bias = -sorted[n / 2];
-    free(sorted);
-    // Flip exactly round(noise * n) labels, a uniform random subset (selection sampling).
-    size_t flips = (size_t)(c->label_noise * (double)n + 0.5);
-    for (size_t i = 0; i < n; i++) {
-        float y = score[i] + bias >= 0.0 ? 1.0f : -1.0f;
-        if (flips && rng_below(&r_flip, n - i) < flips) {
-            y = -y;
-            flips--;
-        }
-        d.y[i] = y;
-    }
-    if (hidden_w) memcpy(hidden_w, hidden, dim * sizeof *hidden);
-    if (hidden_bias) *hidden_bias = bias;
-    *out = d;
-    sparse_dataset_init(&d);
-    rc = 0;
-done:
     sparse_dataset_free(&d);
-    free(table.entry);
-    free(tree.tree);
+    popularity_free(&pop);
+    rank_features_free(&features);
     free(length);
-    free(weight);
-    free(idf);
-    free(hidden);
-    free(hidden_by_rank);
     free(score);
-    free(perm);
-    free(ranks);
-    free(value);
-    free(row_val);
-    free(keys);
-    free(taken);
     return rc;
+}
+
+int gen_sparse_popular_features(const sparse_gen_config_t *c, size_t k, uint32_t *ids, char *err, size_t err_len) {
+    if (check_sparse_config(c, err, err_len) != 0) return -1;
+    if (k == 0 || k > c->dim) {
+        snprintf(err, err_len, "gen_sparse: asked for the %zu most popular features; expected 1..dim (%zu)", k, c->dim);
+        return -1;
+    }
+    if (c->dim > GEN_SPARSE_TABLE_MAX_DIM) {
+        rank_permutation_t perm;
+        rank_permutation_init(&perm, c->dim, c->seed);
+        for (size_t r = 0; r < k; r++) ids[r] = rank_permutation_apply(&perm, r);
+        return 0;
+    }
+    uint32_t *all;
+    if (shuffled_ids(c, &all) != 0) {
+        snprintf(err, err_len, "gen_sparse: out of memory for the ids of %zu features", c->dim);
+        return -1;
+    }
+    memcpy(ids, all, k * sizeof *ids);
+    free(all);
+    return 0;
 }
 
 // ---- ratings ----
@@ -459,14 +791,6 @@ static int check_ratings_config(const ratings_gen_config_t *c, char *err, size_t
     return 0;
 }
 
-static uint64_t hash_pair(uint64_t x) {
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdull;
-    x ^= x >> 33;
-    x *= 0xc4ceb9fe1a85ec53ull;
-    return x ^ (x >> 33);
-}
-
 // n distinct pair numbers in [0, pairs), in random order.
 static int draw_pairs(uint64_t pairs, size_t n, rng_t *r, uint64_t *out) {
     if (n > pairs / 2) {
@@ -490,7 +814,7 @@ static int draw_pairs(uint64_t pairs, size_t n, rng_t *r, uint64_t *out) {
     if (!set) return -1;
     for (size_t got = 0; got < n;) {
         uint64_t p = rng_below(r, pairs);
-        size_t j = hash_pair(p) & (cap - 1);
+        size_t j = mix64(p) & (cap - 1);
         while (set[j] && set[j] != p + 1) j = (j + 1) & (cap - 1);
         if (set[j]) continue;
         set[j] = p + 1;

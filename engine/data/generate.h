@@ -2,7 +2,8 @@
 #define ASGD_ENGINE_DATA_GENERATE_H
 // Seeded synthetic datasets. The same config (seed included) gives the same data
 // on any machine, byte for byte once written with libsvm_write / ratings_write:
-// all randomness comes from rng.h, sampling is done in integers, and the only
+// all randomness comes from rng.h, sampling is done in integers (but for the
+// Zipf tail of very wide sets, in +, -, *, / of doubles), and the only
 // floating-point functions are IEEE-exact ones (sqrt, frexp, ldexp, floor) plus
 // rng_normal's log and cos (see generate.c).
 //
@@ -32,6 +33,26 @@
 //   in each class (rows that tie with the median, possible only when rows
 //   repeat, go to +1); then exactly round(label_noise * n) labels, chosen at
 //   random, are flipped.
+//
+// Up to GEN_SPARSE_TABLE_MAX_DIM features the generator keeps tables over all
+// of them (about 45 bytes a feature: 755 MB at 2^24). Above, it keeps none,
+// so that memory and time follow n x nnz, not dim (dim 2 10^8: the data alone);
+// the same promises hold, drawn another way, so those sets differ from what
+// the tables would have made:
+// - ranks: the 2^16 most popular (or 2 x the longest row, if more) from a
+//   table; the rest by rejection-inversion (Hörmann and Derflinger 1996), with
+//   the tail's total weight from its Euler-Maclaurin sum: the exact Zipf law up
+//   to double rounding, where the tables round each weight to an integer;
+// - the permutation: a seeded Feistel network with cycle-walking;
+// - z_j: from a normal stream seeded by (seed, rank), computed when drawn.
+
+// The most features the tables serve: the data of every dim up to it is what
+// earlier versions made, byte for byte (the sets in use today are at most 10^6
+// wide). At 2^24 `asgd gen sparse --n 200000` takes 8 s and 0.87 GB, a cost one
+// process can still pay; past it the tables grow to 9 GB at 2 10^8, in every
+// process of a launch.
+#define GEN_SPARSE_TABLE_MAX_DIM ((size_t)1 << 24)
+
 typedef struct sparse_gen_config {
     size_t n_examples;  // rows, 1 .. 2^32 - 1
     size_t dim;  // features, 1 .. 2^32 - 1
@@ -46,8 +67,14 @@ void sparse_gen_config_default(sparse_gen_config_t *c);
 int gen_sparse(const sparse_gen_config_t *c, sparse_dataset_t *out, char *err, size_t err_len);
 // The same, also returning the hidden model that made the labels (before the
 // flips): hidden_w (dim) and *hidden_bias, either may be NULL.
+// With dim above GEN_SPARSE_TABLE_MAX_DIM, filling hidden_w computes every
+// feature's weight: time in dim, which generating the data itself does not take.
 int gen_sparse_with_truth(const sparse_gen_config_t *c, sparse_dataset_t *out, double *hidden_w, double *hidden_bias,
                           char *err, size_t err_len);
+// The ids of the k most popular features (rank 0 first) of the data gen_sparse
+// makes from c: what a check of the popularity counts against. 1 <= k <= dim;
+// up to GEN_SPARSE_TABLE_MAX_DIM it builds the permutation (4 bytes a feature).
+int gen_sparse_popular_features(const sparse_gen_config_t *c, size_t k, uint32_t *ids, char *err, size_t err_len);
 
 // Low-rank ratings: hidden user and item factors with entries ~ N(0, 1/sqrt(rank))
 // (variance 1/sqrt(rank)), so u.v has unit variance; rating = u.v + N(0, noise_std^2).

@@ -54,9 +54,26 @@ static int cmp_size_desc(const void *a, const void *b) {
     return (x < y) - (x > y);
 }
 
+static int cmp_u32(const void *a, const void *b) {
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return (x > y) - (x < y);
+}
+
+// Same seed -> same bytes; the next seed -> other bytes. Returns the bytes (caller frees).
+static char *seeded_bytes(sparse_gen_config_t c, size_t *len) {
+    size_t lb, lo;
+    char *a = sparse_bytes(&c, len), *b = sparse_bytes(&c, &lb);
+    c.seed++;
+    char *other = sparse_bytes(&c, &lo);
+    CHECK(*len > 100000 && *len == lb && memcmp(a, b, *len) == 0);
+    CHECK(*len != lo || memcmp(a, other, *len) != 0);
+    free(b), free(other);
+    return a;
 }
 
 // Same seed -> same bytes; another seed -> other bytes; and the bytes of a small
@@ -68,12 +85,8 @@ static void determinism(void) {
     c.dim = 20000;
     c.seed = 5;
     size_t la, lb, lo;
-    char *a = sparse_bytes(&c, &la), *b = sparse_bytes(&c, &lb);
-    c.seed = 6;
-    char *other = sparse_bytes(&c, &lo);
-    CHECK(la > 100000 && la == lb && memcmp(a, b, la) == 0);
-    CHECK(la != lo || memcmp(a, other, la) != 0);
-    free(a), free(b), free(other);
+    free(seeded_bytes(c, &la));
+    char *a, *b, *other;
 
     // The Fenwick path (the top ranks hold most of the weight) too.
     c.dim = 200;
@@ -103,17 +116,39 @@ static void determinism(void) {
     CHECK(ha == 0x4a29f73e7b703618ull);
     CHECK(hb == 0x55c4f07f9c8a2db8ull);
     free(a), free(b);
+
+    // The tables' other ways (the Fenwick tree; the extreme skew; uniform
+    // popularity; a million features), pinned when they were the only method:
+    // the data of every dim up to GEN_SPARSE_TABLE_MAX_DIM stays what it was.
+    static const struct {
+        sparse_gen_config_t c;
+        size_t bytes;
+        uint64_t fnv1a;
+    } pinned[] = {
+        {{2000, 200, 60, 1.0, 0.05, 7}, 1906398, 0x2ce60dc2d85d1e15ull},
+        {{1000, 100000, 60, 3.0, 0.05, 9}, 1116424, 0x61eff2d2260a35a2ull},
+        {{3000, 5000, 20, 0.0, 0.1, 11}, 999558, 0x83999d4a63a7a60full},
+        {{2000, 1000000, 60, 1.0, 0.05, 1}, 2307251, 0x57baafbc55b07d2dull},
+    };
+    for (size_t i = 0; i < sizeof pinned / sizeof pinned[0]; i++) {
+        a = sparse_bytes(&pinned[i].c, &la);
+        printf("pinned tables %zu: %zu bytes fnv1a %016llx\n", i, la, (unsigned long long)fnv1a(a, la));
+        CHECK(la == pinned[i].bytes && fnv1a(a, la) == pinned[i].fnv1a);
+        free(a);
+    }
 }
 
 // Everything the header promises about one generated set, measured.
-static void sparse_statistics(const sparse_gen_config_t *c, double *top_share_out) {
+// Without truth (a dim too large to hold a weight per feature in a test),
+// what the hidden model decides is not checked.
+static void sparse_statistics_of(const sparse_gen_config_t *c, int truth, double *top_share_out) {
     char err[512];
     sparse_dataset_t d;
-    double *w = malloc(c->dim * sizeof *w), bias;
+    double *w = truth ? malloc(c->dim * sizeof *w) : NULL, bias = 0.0;
     CHECK_OK(gen_sparse_with_truth(c, &d, w, &bias, err, sizeof err), err);
     CHECK(d.n == c->n_examples && d.dim == c->dim && d.row_ptr[0] == 0 && d.row_ptr[d.n] == d.nnz);
     size_t k = c->nnz_per_example, half = k / 2 < c->dim - k ? k / 2 : c->dim - k;
-    size_t positives = 0, agree = 0, *uses = calloc(c->dim, sizeof *uses);
+    size_t positives = 0, agree = 0;
     double worst_norm = 0.0;
     for (size_t i = 0; i < d.n; i++) {
         size_t len = d.row_ptr[i + 1] - d.row_ptr[i];
@@ -124,33 +159,49 @@ static void sparse_statistics(const sparse_gen_config_t *c, double *top_share_ou
             if (q > d.row_ptr[i]) CHECK(d.col[q] > d.col[q - 1]);  // sorted, distinct
             CHECK(d.val[q] > 0.0f);
             norm2 += (double)d.val[q] * d.val[q];
-            dot += w[d.col[q]] * (double)d.val[q];  // as generate.h defines the score
-            uses[d.col[q]]++;
+            if (w) dot += w[d.col[q]] * (double)d.val[q];  // as generate.h defines the score
         }
         worst_norm = fmax(worst_norm, fabs(sqrt(norm2) - 1.0));
         CHECK(d.y[i] == 1.0f || d.y[i] == -1.0f);
         positives += d.y[i] > 0;
         agree += (dot + bias >= 0.0 ? 1.0f : -1.0f) == d.y[i];
     }
-    qsort(uses, d.dim, sizeof *uses, cmp_size_desc);
+    // Uses per feature, counted from the sorted indices (features never used count 0).
+    uint32_t *cols = malloc(d.nnz * sizeof *cols);
+    memcpy(cols, d.col, d.nnz * sizeof *cols);
+    qsort(cols, d.nnz, sizeof *cols, cmp_u32);
+    size_t *uses = malloc(d.nnz * sizeof *uses), used = 0;
+    for (size_t q = 0; q < d.nnz; q++) {
+        if (q == 0 || cols[q] != cols[q - 1]) uses[used++] = 0;
+        uses[used - 1]++;
+    }
+    qsort(uses, used, sizeof *uses, cmp_size_desc);
     size_t top = 0, top_n = d.dim / 100 ? d.dim / 100 : 1;
-    for (size_t j = 0; j < top_n; j++) top += uses[j];
+    for (size_t j = 0; j < top_n && j < used; j++) top += uses[j];
+    free(cols);
     double mean_nnz = (double)d.nnz / (double)d.n, balance = (double)positives / (double)d.n;
     double agreement = (double)agree / (double)d.n, top_share = (double)top / (double)d.nnz;
     printf(
         "sparse %zu x %zu, nnz %zu, zipf %g: mean nnz %.2f, max |row norm - 1| %.2g, positives %.4f, "
-        "hidden model agrees with %.4f of labels, top 1%% of features carry %.3f of non-zeros\n",
-        c->n_examples, c->dim, k, c->zipf_exponent, mean_nnz, worst_norm, balance, agreement, top_share);
+        "hidden model agrees with %.4f of labels%s, top 1%% of features carry %.3f of non-zeros\n",
+        c->n_examples, c->dim, k, c->zipf_exponent, mean_nnz, worst_norm, balance, w ? agreement : NAN,
+        w ? "" : " (not asked for)", top_share);
     CHECK(fabs(mean_nnz - (double)k) <= 0.1 * (double)k);
     CHECK(worst_norm < 1e-5);
     CHECK(balance > 0.35 && balance < 0.65);
-    // Exactly round(noise * n) labels were flipped away from the hidden model.
-    CHECK(d.n - agree == (size_t)(c->label_noise * (double)d.n + 0.5));
-    if (c->label_noise == 0.05) CHECK(agreement > 0.93 && agreement < 0.97);
+    if (w) {
+        // Exactly round(noise * n) labels were flipped away from the hidden model.
+        CHECK(d.n - agree == (size_t)(c->label_noise * (double)d.n + 0.5));
+        if (c->label_noise == 0.05) CHECK(agreement > 0.93 && agreement < 0.97);
+    }
     *top_share_out = top_share;
     free(uses);
     free(w);
     sparse_dataset_free(&d);
+}
+
+static void sparse_statistics(const sparse_gen_config_t *c, double *top_share_out) {
+    sparse_statistics_of(c, 1, top_share_out);
 }
 
 static void sparse_properties(void) {
@@ -241,6 +292,118 @@ static void sparse_properties(void) {
     CHECK_OK(gen_sparse(&c, &d, err, sizeof err), err);
     printf("default sparse config (%zu x %zu, %zu non-zeros) generated in %.2f s\n", d.n, d.dim, d.nnz, seconds() - t0);
     sparse_dataset_free(&d);
+}
+
+// Bernstein's inequality: a count X ~ Binomial(n, p) strays from np by t or
+// more with probability at most 2 exp(-t^2 / (2 (np(1 - p) + t / 3))). The t
+// that makes this `chance`: a correct generator fails a check so bounded with
+// at most that probability, whatever the seed.
+static double binomial_bound(double n, double p, double chance) {
+    double l = log(2.0 / chance), var = n * p * (1.0 - p);
+    return l / 3.0 + sqrt(l * l / 9.0 + 2.0 * var * l);
+}
+
+// Beyond GEN_SPARSE_TABLE_MAX_DIM, with one non-zero per row, each row is one
+// independent Zipf draw: the number of rows on rank r is Binomial(n, p_r) with
+// p_r = (r + 1)^-s / sum over all ranks, summed here directly. Checked: each of
+// the ten most popular ranks, and bands of ranks on both sides of where the
+// generator's table ends and its rejection-inversion tail begins (2^16), and
+// everything past 2^18; all checks together fail a correct generator with
+// probability below 1e-6.
+static void lean_zipf_popularity(double s) {
+    char err[512];
+    sparse_gen_config_t c = {1000000, 20000000, 1, s, 0.0, 3};
+    CHECK(c.dim > GEN_SPARSE_TABLE_MAX_DIM);
+    enum { KNOWN = 1 << 18 };  // ranks whose ids the test asks for
+    uint32_t *ids = malloc(KNOWN * sizeof *ids);
+    CHECK_OK(gen_sparse_popular_features(&c, KNOWN, ids, err, sizeof err), err);
+    uint64_t *by_id = malloc(KNOWN * sizeof *by_id);  // id << 32 | rank, sorted
+    for (size_t r = 0; r < KNOWN; r++) by_id[r] = (uint64_t)ids[r] << 32 | r;
+    qsort(by_id, KNOWN, sizeof *by_id, cmp_u64);
+    for (size_t r = 1; r < KNOWN; r++) CHECK(by_id[r] >> 32 != by_id[r - 1] >> 32);  // distinct ids
+    sparse_dataset_t d;
+    CHECK_OK(gen_sparse(&c, &d, err, sizeof err), err);
+    CHECK(d.nnz == d.n);
+    size_t *rows = calloc(KNOWN + 1, sizeof *rows);  // [KNOWN]: ranks past KNOWN
+    for (size_t i = 0; i < d.n; i++) {
+        size_t lo = 0, hi = KNOWN;  // the first entry with id >= col
+        while (lo < hi) {
+            size_t mid = (lo + hi) / 2;
+            if (by_id[mid] >> 32 < d.col[i])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        rows[lo < KNOWN && by_id[lo] >> 32 == d.col[i] ? (uint32_t)by_id[lo] : KNOWN]++;
+    }
+    static const size_t band[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 100, 1000, 1 << 16, 1 << 17, KNOWN};
+    enum { BANDS = sizeof band / sizeof band[0] };
+    long double mass[BANDS], total = 0.0L;
+    for (size_t b = BANDS; b-- > 0;) {
+        size_t from = band[b], to = b + 1 < BANDS ? band[b + 1] : c.dim;
+        mass[b] = 0.0L;
+        for (size_t r = to; r > from; r--)
+            mass[b] += pow((double)r, -s);  // ranks from..to-1 (1-based r), smallest first
+        total += mass[b];
+    }
+    for (size_t b = 0; b < BANDS; b++) {
+        size_t from = band[b], to = b + 1 < BANDS ? band[b + 1] : c.dim, bands = BANDS;
+        size_t seen = 0;
+        for (size_t r = from; r < to && r < KNOWN; r++) seen += rows[r];
+        if (to > KNOWN) seen += rows[KNOWN];
+        double p = (double)(mass[b] / total), expect = (double)d.n * p;
+        double bound = binomial_bound((double)d.n, p, 1e-6 / (double)bands);
+        printf("zipf %g, ranks [%zu, %zu): %zu rows, expected %.1f +- %.1f\n", s, from, to, seen, expect, bound);
+        CHECK(fabs((double)seen - expect) <= bound);
+    }
+    sparse_dataset_free(&d);
+    free(rows);
+    free(by_id);
+    free(ids);
+}
+
+static void lean_properties(void) {
+    char err[512];
+    sparse_gen_config_t c;
+    sparse_gen_config_default(&c);
+    c.n_examples = 5000;
+    c.dim = 40000000;  // not a power of 4: the permutation walks its cycles
+    c.seed = 5;
+    size_t la;
+    char *a = seeded_bytes(c, &la);
+    // Pinned as the tables' sets are (x86-64 glibc).
+    printf("pinned lean bytes: %zu bytes fnv1a %016llx\n", la, (unsigned long long)fnv1a(a, la));
+    CHECK(la == 6342472 && fnv1a(a, la) == 0xf6a90310e9e55683ull);
+    free(a);
+
+    double share;
+    c.seed = 5;
+    c.n_examples = 20000;
+    sparse_statistics_of(&c, 0, &share);
+    // Extreme skew: the table's 65,536 ranks hold all but 1e-10 of the weight.
+    c.zipf_exponent = 3.0;
+    c.n_examples = 3000;
+    sparse_statistics_of(&c, 0, &share);
+    c.zipf_exponent = 0.0;
+    sparse_statistics_of(&c, 0, &share);
+    // Rows longer than half the table: the table grows to twice the longest row.
+    c.nnz_per_example = 50000;
+    c.n_examples = 20;
+    c.zipf_exponent = 1.0;
+    sparse_statistics_of(&c, 0, &share);
+    // The hidden model, just past the tables (it takes a weight for every feature).
+    sparse_gen_config_default(&c);
+    c.n_examples = 20000;
+    c.dim = GEN_SPARSE_TABLE_MAX_DIM + 1;
+    sparse_statistics(&c, &share);
+
+    lean_zipf_popularity(1.0);
+    lean_zipf_popularity(0.7);
+
+    uint32_t id;
+    CHECK(gen_sparse_popular_features(&c, 0, &id, err, sizeof err) == -1);
+    printf("bad request -> %s\n", err);
+    CHECK(strstr(err, "asked for the 0 most popular features; expected 1..dim (16777217)"));
 }
 
 static void ratings_properties(void) {
@@ -345,6 +508,7 @@ int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir) != NULL);
     sparse_properties();
+    lean_properties();
     ratings_properties();
     determinism();
     CHECK(rmdir(dir) == 0);
