@@ -69,6 +69,17 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
 // return how far they got (a multiple of WIDTH; the reference does the rest).
 // The arithmetic between the asm statements is C on vector types: a product
 // and a difference per lane, the reference's expression, so the same bits.
+//
+// The update loops ask for the parameters and the copy PARAMS_AHEAD floats
+// ahead of where they are (one prefetch per vector; at the end, where they
+// are): a Hogwild! step writes the whole model, which is no longer in this
+// core's cache by then (other threads have written it, the step's GEMMs have
+// pushed it out), and the processor's own prefetcher kept too few of those
+// lines on their way (the MLP's one-thread step 12% faster with them; write
+// intent, prefetchw, was no faster; docs/benchmarks.md). A prefetch is a hint,
+// not an access: it reads and writes no object, so it races with nothing, and
+// it never faults. (GCC drops a prefetch under an if here: hence the clamp.)
+#define PARAMS_AHEAD 128
 #define LANE_OPERATIONS(NAME, WIDTH, TARGET, MOVE)                                                                 \
     typedef float NAME##_lanes __attribute__((vector_size(4 * WIDTH)));                                            \
     typedef struct {                                                                                               \
@@ -86,6 +97,11 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
         NAME##_lanes v;                                                                                            \
         memcpy(&v, x, sizeof v);                                                                                   \
         return v;                                                                                                  \
+    }                                                                                                              \
+    TARGET static inline void NAME##_ahead(const param_t *p, const float *copy, size_t i, size_t n) {              \
+        size_t ahead = n - i > PARAMS_AHEAD ? PARAMS_AHEAD : 0;                                                    \
+        __builtin_prefetch((const void *)(p + i + ahead), 1, 3);                                                   \
+        __builtin_prefetch(copy + i + ahead, 1, 3);                                                                \
     }                                                                                                              \
     TARGET static size_t NAME##_read(const param_t *p, size_t n, float *out) {                                     \
         size_t i = 0;                                                                                              \
@@ -107,6 +123,7 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
             return i;                                                                                              \
         }                                                                                                          \
         for (; i + WIDTH <= n; i += WIDTH) {                                                                       \
+            NAME##_ahead(p, copy, i, n);                                                                           \
             NAME##_lanes v = NAME##_load(p + i) - lr * NAME##_plain(g + i);                                        \
             NAME##_store(p + i, v);                                                                                \
             memcpy(copy + i, &v, sizeof v);                                                                        \
@@ -117,6 +134,7 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
                                              float *copy) {                                                        \
         size_t i = 0;                                                                                              \
         for (; i + WIDTH <= n; i += WIDTH) {                                                                       \
+            NAME##_ahead(p, copy, i, n);                                                                           \
             NAME##_lanes v = NAME##_load(p + i) - lr * (0.0f + weight * NAME##_plain(g + i));                      \
             NAME##_store(p + i, v);                                                                                \
             memcpy(copy + i, &v, sizeof v);                                                                        \
