@@ -97,6 +97,10 @@ void dense_weight_grad_cpu(int batch, int in, int out, const float *dz, int ldz,
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dz, ldz, x, in, 1.0f, dw, in);
 }
 
+void dense_weight_grad_set_cpu(int batch, int in, int out, const float *dz, int ldz, const float *x, float *dw) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dz, ldz, x, in, 0.0f, dw, in);
+}
+
 void dense_bias_grad_cpu(int batch, int out, const float *dz, float *dbias) {
     for (int r = 0; r < batch; r++)
         for (int o = 0; o < out; o++) dbias[o] += dz[(size_t)r * out + o];

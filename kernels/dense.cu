@@ -50,6 +50,15 @@ extern "C" void dense_weight_grad_cuda(int batch, int in, int out, const float *
     CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, x, in, dz, ldz, &one, dw, in));
 }
 
+extern "C" void dense_weight_grad_set_cuda(int batch, int in, int out, const float *dz, int ldz, const float *x,
+                                           float *dw) {
+    // dw^T (in, out) = x^T (in, batch) . dz (batch, out)
+    cublasHandle_t h = gpu_current_cublas();
+    if (!h) return;
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, in, out, batch, &one, x, in, dz, ldz, &zero, dw, in));
+}
+
 extern "C" void dense_backward_input_cuda(int batch, int in, int out, const float *dz, const float *w, float *dx) {
     // dx^T (in, batch) = w^T (in, out) . dz^T (out, batch)
     cublasHandle_t h = gpu_current_cublas();

@@ -69,6 +69,17 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
 // return how far they got (a multiple of WIDTH; the reference does the rest).
 // The arithmetic between the asm statements is C on vector types: a product
 // and a difference per lane, the reference's expression, so the same bits.
+//
+// The update loops ask for the parameters and the copy PARAMS_AHEAD floats
+// ahead of where they are (one prefetch per vector; at the end, where they
+// are): a Hogwild! step writes the whole model, which is no longer in this
+// core's cache by then (other threads have written it, the step's GEMMs have
+// pushed it out), and the processor's own prefetcher kept too few of those
+// lines on their way (the MLP's one-thread step 12% faster with them; write
+// intent, prefetchw, was no faster; docs/benchmarks.md). A prefetch is a hint,
+// not an access: it reads and writes no object, so it races with nothing, and
+// it never faults. (GCC drops a prefetch under an if here: hence the clamp.)
+#define PARAMS_AHEAD 128
 #define LANE_OPERATIONS(NAME, WIDTH, TARGET, MOVE)                                                                 \
     typedef float NAME##_lanes __attribute__((vector_size(4 * WIDTH)));                                            \
     typedef struct {                                                                                               \
@@ -86,6 +97,11 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
         NAME##_lanes v;                                                                                            \
         memcpy(&v, x, sizeof v);                                                                                   \
         return v;                                                                                                  \
+    }                                                                                                              \
+    TARGET static inline void NAME##_ahead(const param_t *p, const float *copy, size_t i, size_t n) {              \
+        size_t ahead = n - i > PARAMS_AHEAD ? PARAMS_AHEAD : 0;                                                    \
+        __builtin_prefetch((const void *)(p + i + ahead), 1, 3);                                                   \
+        __builtin_prefetch(copy + i + ahead, 1, 3);                                                                \
     }                                                                                                              \
     TARGET static size_t NAME##_read(const param_t *p, size_t n, float *out) {                                     \
         size_t i = 0;                                                                                              \
@@ -107,6 +123,7 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
             return i;                                                                                              \
         }                                                                                                          \
         for (; i + WIDTH <= n; i += WIDTH) {                                                                       \
+            NAME##_ahead(p, copy, i, n);                                                                           \
             NAME##_lanes v = NAME##_load(p + i) - lr * NAME##_plain(g + i);                                        \
             NAME##_store(p + i, v);                                                                                \
             memcpy(copy + i, &v, sizeof v);                                                                        \
@@ -117,6 +134,7 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
                                              float *copy) {                                                        \
         size_t i = 0;                                                                                              \
         for (; i + WIDTH <= n; i += WIDTH) {                                                                       \
+            NAME##_ahead(p, copy, i, n);                                                                           \
             NAME##_lanes v = NAME##_load(p + i) - lr * (0.0f + weight * NAME##_plain(g + i));                      \
             NAME##_store(p + i, v);                                                                                \
             memcpy(copy + i, &v, sizeof v);                                                                        \
@@ -124,20 +142,26 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
         return i;                                                                                                  \
     }
 
-// SSE2 is part of x86-64; AVX's 8 lanes are chosen at run time where the CPU
-// has them. (AVX-512's 16 were measured no faster on these streams: they are
-// bound by the caches, not by the instructions.)
+// SSE2 is part of x86-64; AVX's 8 lanes and AVX-512's 16 are chosen at run
+// time where the CPU has them. (AVX-512 was once measured no faster on these
+// streams, which wait on the caches; with the prefetches above, the MLP's
+// two-thread Hogwild! step ran 4-14% faster with it in three alternated sets
+// on an AVX-512 Xeon, where each store then writes a whole cache line that
+// the other thread also writes; one thread: within the spread; see
+// docs/benchmarks.md. The argument in params.h holds for any width.)
 #define BASELINE
 LANE_OPERATIONS(sse, 4, BASELINE, "movups")
 LANE_OPERATIONS(avx, 8, __attribute__((target("avx"))), "vmovups")
+LANE_OPERATIONS(avx512, 16, __attribute__((target("avx512f"))), "vmovups")
 
+static int have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 static int have_avx(void) { return __builtin_cpu_supports("avx"); }
 #endif
 
 void params_read(const param_t *p, size_t n, float *out) {
     size_t done = 0;
 #ifdef PARAMS_LANES
-    done = have_avx() ? avx_read(p, n, out) : sse_read(p, n, out);
+    done = have_avx512() ? avx512_read(p, n, out) : have_avx() ? avx_read(p, n, out) : sse_read(p, n, out);
 #endif
     read_floats(p + done, n - done, out + done);
 }
@@ -145,7 +169,7 @@ void params_read(const param_t *p, size_t n, float *out) {
 void params_write(param_t *p, size_t n, const float *in) {
     size_t done = 0;
 #ifdef PARAMS_LANES
-    done = have_avx() ? avx_write(p, n, in) : sse_write(p, n, in);
+    done = have_avx512() ? avx512_write(p, n, in) : have_avx() ? avx_write(p, n, in) : sse_write(p, n, in);
 #endif
     write_floats(p + done, n - done, in + done);
 }
@@ -153,7 +177,9 @@ void params_write(param_t *p, size_t n, const float *in) {
 void params_sgd(param_t *p, size_t n, const float *g, float lr, float *copy) {
     size_t done = 0;
 #ifdef PARAMS_LANES
-    done = have_avx() ? avx_sgd(p, n, g, lr, copy) : sse_sgd(p, n, g, lr, copy);
+    done = have_avx512() ? avx512_sgd(p, n, g, lr, copy)
+           : have_avx()  ? avx_sgd(p, n, g, lr, copy)
+                         : sse_sgd(p, n, g, lr, copy);
 #endif
     sgd_floats(p + done, n - done, g + done, lr, copy ? copy + done : NULL);
 }
@@ -161,7 +187,9 @@ void params_sgd(param_t *p, size_t n, const float *g, float lr, float *copy) {
 void params_sgd_weighted(param_t *p, size_t n, const float *g, float weight, float lr, float *copy) {
     size_t done = 0;
 #ifdef PARAMS_LANES
-    done = have_avx() ? avx_sgd_weighted(p, n, g, weight, lr, copy) : sse_sgd_weighted(p, n, g, weight, lr, copy);
+    done = have_avx512() ? avx512_sgd_weighted(p, n, g, weight, lr, copy)
+           : have_avx()  ? avx_sgd_weighted(p, n, g, weight, lr, copy)
+                         : sse_sgd_weighted(p, n, g, weight, lr, copy);
 #endif
     sgd_weighted_floats(p + done, n - done, g + done, weight, lr, copy + done);
 }

@@ -26,6 +26,8 @@
 // relaxed-atomic loops (the reference tests/engine/core/test_params.c holds the vector
 // code to, bit for bit): TSan still checks every parameter access as the
 // atomic it stands for, and a plain access racing with them is still reported.
+// The update loops also prefetch the parameters ahead of those accesses; a
+// prefetch is a hint that reads and writes no object, so it adds no access.
 #include <stdatomic.h>
 #include <stddef.h>
 

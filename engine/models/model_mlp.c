@@ -162,8 +162,7 @@ static double mlp_loss_grad_apply(const model_t *m, const param_t *w, const uint
         for (int o = 0; o < out; o += tile_rows) {
             int n_rows = out - o < tile_rows ? out - o : tile_rows;
             size_t offset = mm->w_offset[l] + (size_t)o * in, n = (size_t)n_rows * in;
-            memset(ws->tile, 0, n * sizeof *ws->tile);
-            dense_weight_grad_cpu(rows, in, n_rows, ws->delta[l + 1] + o, out, ws->act[l], ws->tile);
+            dense_weight_grad_set_cpu(rows, in, n_rows, ws->delta[l + 1] + o, out, ws->act[l], ws->tile);
             if (mm->l2 > 0.0f) {
                 for (size_t i = 0; i < n; i++) {
                     float wi = ws->w[offset + i];
