@@ -192,43 +192,58 @@ static void same_values(const char *rd, int replicas, int at_least) {
     CHECK(present >= at_least);
 }
 
+// Under asp, a push and a pull every step (the arguments a, NULL-terminated
+// with room for four more, get them at their end). The checks kill replicas
+// after counts of acknowledged pushes and need the run to go on well past
+// them, for a restarted backup to catch up; asp's default paces its
+// exchanges, which in these short runs makes a few hundred pushes in all.
+static void every_step_under_asp(const char **a, const char *sync) {
+    if (strcmp(sync, "asp") != 0) return;
+    size_t end = 0;
+    while (a[end]) end++;
+    const char *periods[] = {"--push-every", "1", "--fetch-every", "1"};
+    for (size_t i = 0; i < 4; i++) a[end + i] = periods[i];
+    a[end + 4] = NULL;
+}
+
 // Launches, kills replica 0 (and with `twice` then replica 1), and checks the outcome.
 static void replicated(const char *name, const char *sync, int twice) {
     char rd[400];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
     CHECK(mkdir(rd, 0755) == 0);
     int hybrid = strcmp(sync, "hybrid") == 0;
-    const char *a[] = {ASGD_BINARY,
-                       "launch",
-                       "--model",
-                       "logreg",
-                       "--data",
-                       "gen:sparse:n=3000,dim=2000,nnz=20",
-                       "--servers",
-                       "1",
-                       "--workers",
-                       "2",
-                       "--sync",
-                       sync,
-                       "--epochs",
-                       "4",
-                       "--delay-worker",
-                       "0:1,1:1",
-                       "--heartbeat-ms",
-                       "100",
-                       "--retry-ms",
-                       "200",
-                       "--server-replicas",
-                       "2",
-                       "--quiet",
-                       "--run-dir",
-                       rd,
-                       hybrid ? "--embed-dim" : NULL,
-                       "4",
-                       "--hidden",
-                       "16",
-                       NULL};
+    const char *a[40] = {ASGD_BINARY,
+                         "launch",
+                         "--model",
+                         "logreg",
+                         "--data",
+                         "gen:sparse:n=3000,dim=2000,nnz=20",
+                         "--servers",
+                         "1",
+                         "--workers",
+                         "2",
+                         "--sync",
+                         sync,
+                         "--epochs",
+                         "4",
+                         "--delay-worker",
+                         "0:1,1:1",
+                         "--heartbeat-ms",
+                         "100",
+                         "--retry-ms",
+                         "200",
+                         "--server-replicas",
+                         "2",
+                         "--quiet",
+                         "--run-dir",
+                         rd,
+                         hybrid ? "--embed-dim" : NULL,
+                         "4",
+                         "--hidden",
+                         "16",
+                         NULL};
     if (hybrid) a[3] = "embmlp";  // hybrid needs a sparse and a dense part
+    every_step_under_asp(a, sync);
     printf("%s:\n", name);
     pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
     double until = proc_now_s() + HANG_S;
@@ -273,12 +288,13 @@ static void replicated3(const char *name, const char *sync) {
     char rd[400];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
     CHECK(mkdir(rd, 0755) == 0);
-    const char *a[] = {
+    const char *a[40] = {
         ASGD_BINARY,  "launch", "--model",           "logreg",  "--data",         "gen:sparse:n=3000,dim=2000,nnz=20",
         "--servers",  "1",      "--workers",         "2",       "--sync",         sync,
         "--epochs",   "4",      "--delay-worker",    "0:1,1:1", "--heartbeat-ms", "100",
         "--retry-ms", "200",    "--server-replicas", "3",       "--quiet",        "--run-dir",
         rd,           NULL};
+    every_step_under_asp(a, sync);
     printf("%s:\n", name);
     pid_t launcher = proc_start(a, proc_path(dir, "%s.out", name), proc_path(dir, "%s.err", name));
     double until = proc_now_s() + HANG_S;
