@@ -406,15 +406,21 @@ static void threads_progress(const replica_t *r, uint64_t *min_steps, uint64_t *
     }
 }
 
+// The slowest thread's steps per second since the communication thread
+// started, from its min_steps now.
+static double slowest_rate(const replica_t *r, uint64_t min_steps) {
+    const downpour_t *d = r->mode;
+    double elapsed = replica_now_s() - d->started_s;
+    return elapsed > 0.0 ? (double)min_steps / elapsed : 0.0;
+}
+
 // How far ahead of the allowance the gate's pull goes out: the steps the
 // slowest thread takes while a pull makes its round trip (twice what was
 // measured, and at least a round), so that its answer is back when the
 // threads get there unless the bound itself holds them.
 static uint64_t gate_lead(const replica_t *r, uint64_t min_steps) {
     const downpour_t *d = r->mode;
-    double elapsed = replica_now_s() - d->started_s;
-    double rate = elapsed > 0.0 ? (double)min_steps / elapsed : 0.0;  // steps per second, the slowest thread's
-    double lead = 2.0 * rate * d->pull_rtt_s;
+    double lead = 2.0 * slowest_rate(r, min_steps) * d->pull_rtt_s;
     return lead > (double)r->quota ? (uint64_t)lead : r->quota;
 }
 
@@ -424,9 +430,7 @@ static uint64_t gate_lead(const replica_t *r, uint64_t min_steps) {
 static uint64_t rest_lead(const replica_t *r, uint64_t min_steps) {
     const downpour_t *d = r->mode;
     if (!paced(r)) return 0;
-    double elapsed = replica_now_s() - d->started_s;
-    double rate = elapsed > 0.0 ? (double)min_steps / elapsed : 0.0;
-    return (uint64_t)(rate * d->last_rest_s);
+    return (uint64_t)(slowest_rate(r, min_steps) * d->last_rest_s);
 }
 
 // One pass: the push that is due; the pull in flight looked at (and the local
