@@ -6,6 +6,9 @@
 # left in $ARTIFACTS (default: fuzz-artifacts/) — replay it with
 # build-fuzz/fuzz_<harness> FILE, fix, and add it as tests/fuzz/<harness>/regress-*.
 #
+# Harnesses run side by side, one per core (libFuzzer's own process is single
+# threaded), so the phase takes SECONDS x ceil(harnesses / cores), not the sum.
+#
 #   tests/fuzz/run_all.sh BUILD_DIR SECONDS_PER_HARNESS
 set -euo pipefail
 build=${1:?usage: run_all.sh BUILD_DIR SECONDS}
@@ -16,16 +19,40 @@ mkdir -p "$artifacts"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 failed=0
-printf '%-10s %12s %10s  %s\n' harness executions exec/s result
-for program in "$build"/fuzz_*; do
-    [ -x "$program" ] || continue
-    name=${program##*/fuzz_}
+cores=$(nproc)
+
+# One harness, its log in $scratch/NAME.log and its exit status in $scratch/NAME.rc.
+run_one() {
+    local program=$1 name=${1##*/fuzz_}
     mkdir -p "$scratch/$name"
-    log="$scratch/$name.log"
     # -close_fd_mask=1: the harness's own output is not wanted; its stderr carries a broken
     # invariant's message, which the report below shows.
-    if "$program" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=1 \
-        -artifact_prefix="$artifacts/$name-" "$scratch/$name" "$here/$name" >"$log" 2>&1; then
+    local rc=0
+    "$program" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -close_fd_mask=1 \
+        -artifact_prefix="$artifacts/$name-" "$scratch/$name" "$here/$name" >"$scratch/$name.log" 2>&1 || rc=$?
+    echo "$rc" >"$scratch/$name.rc"
+}
+
+programs=()
+for program in "$build"/fuzz_*; do
+    [ -x "$program" ] && programs+=("$program")
+done
+running=0
+for program in "${programs[@]}"; do
+    if [ "$running" -ge "$cores" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    run_one "$program" &
+    running=$((running + 1))
+done
+wait
+
+printf '%-10s %12s %10s  %s\n' harness executions exec/s result
+for program in "${programs[@]}"; do
+    name=${program##*/fuzz_}
+    log="$scratch/$name.log"
+    if [ "$(cat "$scratch/$name.rc" 2>/dev/null)" = 0 ]; then
         result=ok
     else
         result=FAILED
