@@ -19,10 +19,11 @@ struct run_report {
     int tty;
     int line_open;  // a rewritten progress line is on screen
     double total_samples;
+    run_report_columns_t extra;  // header NULL: none
 };
 
 run_report_t *run_report_new(const char *csv_path, metric_kind_t metric, FILE *progress, double total_samples,
-                             char *err, size_t err_len) {
+                             const run_report_columns_t *extra, char *err, size_t err_len) {
     run_report_t *r = calloc(1, sizeof *r);
     if (!r) {
         snprintf(err, err_len, "report: allocating: %s", strerror(errno));
@@ -32,6 +33,7 @@ run_report_t *run_report_new(const char *csv_path, metric_kind_t metric, FILE *p
     r->progress = progress;
     r->tty = progress && isatty(fileno(progress));
     r->total_samples = total_samples;
+    if (extra) r->extra = *extra;
     if (csv_path) {
         snprintf(r->csv_path, sizeof r->csv_path, "%s", csv_path);
         r->csv = fopen(csv_path, "w");
@@ -40,14 +42,15 @@ run_report_t *run_report_new(const char *csv_path, metric_kind_t metric, FILE *p
             free(r);
             return NULL;
         }
-        fprintf(r->csv, "%s\n", run_report_csv_header);
+        fprintf(r->csv, "%s%s%s\n", run_report_csv_header, r->extra.header ? "," : "",
+                r->extra.header ? r->extra.header : "");
     }
     return r;
 }
 
 static void csv_number(FILE *f, double v, int last) {
     if (isfinite(v)) fprintf(f, "%.9g", v);
-    fputc(last ? '\n' : ',', f);
+    if (!last) fputc(',', f);
 }
 
 static void on_eval(const train_point_t *p, void *ctx) {
@@ -62,6 +65,8 @@ static void on_eval(const train_point_t *p, void *ctx) {
         csv_number(r->csv, p->test_loss, 0);
         csv_number(r->csv, accuracy ? p->test_metric : NAN, 0);
         csv_number(r->csv, accuracy ? NAN : p->test_metric, 1);
+        if (r->extra.header) r->extra.write(r->csv, p, r->extra.ctx);
+        fputc('\n', r->csv);
         // Each row reaches the file as it is taken (evaluations are seconds
         // apart): a process that is killed leaves its log up to that point.
         fflush(r->csv);

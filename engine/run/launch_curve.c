@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "engine/core/run_report.h"
+
 // Numbers of one CSV line (ours: no quoting) into v[0..max); empty fields and
 // missing trailing ones are NaN. Returns how many fields the line had.
 static size_t parse_numbers(const char *line, double *v, size_t max) {
@@ -71,6 +73,9 @@ static int load_row(const char *line, void *arg) {
     parse_numbers(line, v, CURVE_N_COLUMNS + 2);
     memcpy(p.v, v, sizeof p.v);
     if (x->workers > 0) {
+        // Worker 0's row: the trainer's columns, then its pushes and pulls,
+        // which are not the curve's staleness.
+        for (size_t i = RUN_REPORT_N_COLUMNS; i < CURVE_N_COLUMNS; i++) p.v[i] = NAN;
         // Worker 0's replica is the global model; its samples are its share.
         p.v[CURVE_SAMPLES] *= x->workers;
         p.v[CURVE_SAMPLES_PER_S] *= x->workers;
@@ -156,34 +161,62 @@ const curve_point_t *global_curve_last(const global_curve_t *c) {
     return NULL;
 }
 
+_Static_assert(CURVE_TEST_RMSE + 1 == RUN_REPORT_N_COLUMNS, "a worker's curve starts with the global curve's columns");
+
 typedef struct worker_rows {
     FILE *out;
     size_t k;
 } worker_rows_t;
 
+// The columns merged.csv adds after dist_curve_columns; the global rows leave them empty.
+static const char merged_worker_columns[] = "pushes,pulls,steps_per_push,steps_per_pull";
+
+// The length of a row's first n fields, their commas between them.
+static size_t fields_length(const char *line, size_t n) {
+    size_t len = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i > 0) {
+            if (line[len] != ',') break;
+            len++;
+        }
+        len += strcspn(line + len, ",\r\n");
+    }
+    return len;
+}
+
+static void csv_cell(FILE *out, double v) {
+    if (isfinite(v))
+        fprintf(out, ",%.9g", v);
+    else
+        fputc(',', out);
+}
+
+// A worker's row: its trainer's columns, empty staleness and wait (the global
+// rows'), then its pushes and pulls so far and the periods they make
+// (updates per push and per pull: the replica's steps, all threads).
 static int copy_worker_row(const char *line, void *arg) {
     worker_rows_t *w = arg;
-    size_t len = strcspn(line, "\r\n");
-    // A worker's row has the first columns; staleness and wait are the global rows'.
-    size_t empty = CURVE_N_COLUMNS - (CURVE_TEST_RMSE + 1);
-    fprintf(w->out, "worker-%zu,%.*s%.*s\n", w->k, (int)len, line, (int)empty, ",,,,,,,,,,,,,,,,");
+    double v[RUN_REPORT_N_COLUMNS + 2];
+    parse_numbers(line, v, RUN_REPORT_N_COLUMNS + 2);
+    fprintf(w->out, "worker-%zu,%.*s", w->k, (int)fields_length(line, RUN_REPORT_N_COLUMNS), line);
+    for (size_t i = RUN_REPORT_N_COLUMNS; i < CURVE_N_COLUMNS; i++) fputc(',', w->out);
+    double updates = v[CURVE_UPDATES], pushes = v[RUN_REPORT_N_COLUMNS], pulls = v[RUN_REPORT_N_COLUMNS + 1];
+    csv_cell(w->out, pushes);
+    csv_cell(w->out, pulls);
+    csv_cell(w->out, pushes > 0 ? updates / pushes : NAN);
+    csv_cell(w->out, pulls > 0 ? updates / pulls : NAN);
+    fputc('\n', w->out);
     return 0;
 }
 
 int global_curve_write_merged(const char *dir, const global_curve_t *c, size_t workers, char *err, size_t err_len) {
     FILE *out = dist_file_open(dir, "merged.csv", err, err_len);
     if (!out) return -1;
-    fprintf(out, "process,%s\n", dist_curve_columns);
+    fprintf(out, "process,%s,%s\n", dist_curve_columns, merged_worker_columns);
     for (size_t i = 0; i < c->n; i++) {
         fputs("global", out);
-        for (size_t col = 0; col < CURVE_N_COLUMNS; col++) {
-            double v = c->points[i].v[col];
-            if (isfinite(v))
-                fprintf(out, ",%.9g", v);
-            else
-                fputc(',', out);
-        }
-        fputc('\n', out);
+        for (size_t col = 0; col < CURVE_N_COLUMNS; col++) csv_cell(out, c->points[i].v[col]);
+        fputs(",,,,\n", out);  // merged_worker_columns: the workers' alone
     }
     for (size_t k = 0; k < workers; k++) {
         char path[1100];

@@ -46,8 +46,11 @@ const curve_point_t *global_curve_at_target(const global_curve_t *c, double targ
 // The last point with a test metric, or NULL.
 const curve_point_t *global_curve_last(const global_curve_t *c);
 
-// merged.csv: `process` then dist_curve_columns; the global rows first
-// (process "global"), then each worker's own rows ("worker-K").
+// merged.csv: `process`, dist_curve_columns, then pushes, pulls,
+// steps_per_push and steps_per_pull (a worker's so far: its replica's updates
+// over its pushes and pulls); the global rows first (process "global", the
+// workers' columns empty), then each worker's own rows ("worker-K", the
+// staleness and wait empty).
 int global_curve_write_merged(const char *dir, const global_curve_t *c, size_t workers, char *err, size_t err_len);
 
 #endif

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "engine/core/run_report.h"
 #include "engine/run/launch_local_impl.h"
 #include "engine/run/run_record.h"
 #include "engine/run/worker_live.h"
@@ -77,6 +78,9 @@ static int progress_text(const local_run_t *r, int final, char *out, size_t len,
         char path[1100];
         snprintf(path, sizeof path, "%s/worker-%zu.csv", r->dir, k);
         int has_row = last_curve_row(path, w, CURVE_N_COLUMNS);
+        // A worker's row has the trainer's columns, then its pushes and pulls
+        // (worker rows carry no staleness or wait).
+        for (size_t i = RUN_REPORT_N_COLUMNS; i < CURVE_N_COLUMNS; i++) w[i] = NAN;
         if (k == 0) memcpy(g, w, sizeof g);
         worker_live_counts_t live;
         if (worker_live_read(r->dir, k, &live)) {

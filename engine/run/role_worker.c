@@ -452,6 +452,22 @@ static int worker_train_config(const worker_t *w, train_config_t *tc, char *err,
     return train_config_check(tc, model_num_train(w->m), err, err_len);
 }
 
+// A worker's curve adds its replica's pushes and pulls at each point: the
+// periods it achieved over any stretch of the run (merged.csv's
+// steps_per_push/pull). ctx NULL leaves them empty: the ring modes evaluate
+// their points after training (off the clock), when the counts at each point
+// are gone.
+static void write_exchanges(FILE *csv, const train_point_t *p, void *ctx) {
+    (void)p;
+    const replica_live_t *x = ctx;
+    if (!x) {
+        fputs(",,", csv);
+        return;
+    }
+    fprintf(csv, ",%llu,%llu", (unsigned long long)atomic_load_explicit(&x->pushes, memory_order_relaxed),
+            (unsigned long long)atomic_load_explicit(&x->pulls, memory_order_relaxed));
+}
+
 // Its curve (worker-K.csv in the run directory, else --log) and progress; the start line.
 static int worker_open_report(worker_t *w, char *err, size_t err_len) {
     const train_args_t *t = w->t;
@@ -463,7 +479,10 @@ static int worker_open_report(worker_t *w, char *err, size_t err_len) {
         log = log_path;
     }
     double total = (double)model_num_train(w->m) * (double)t->epochs / (double)d->workers;
-    w->report = run_report_new(log, model_metric(w->m), t->quiet ? NULL : run_progress(), total, err, err_len);
+    run_report_columns_t exchanges = {"pushes,pulls", write_exchanges,
+                                      dist_global_on_servers(d->sync) ? &w->exchanges : NULL};
+    w->report =
+        run_report_new(log, model_metric(w->m), t->quiet ? NULL : run_progress(), total, &exchanges, err, err_len);
     if (!w->report || worker_live_open(&w->live, d->run_dir, w->id, &w->exchanges, run_report_callbacks(w->report),
                                        &w->cb, err, err_len) != 0)
         return -1;

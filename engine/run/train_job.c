@@ -492,7 +492,7 @@ static int train_cmd_open_outputs(train_job_t *c, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     double total = (double)model_num_train(c->model) * (double)a->epochs;
     c->report = run_report_new(a->log, model_metric(c->model), a->quiet || c->outcome ? NULL : run_progress(), total,
-                               err, err_len);
+                               NULL, err, err_len);
     if (!c->report) return -1;
     if (c->save_model && (!(c->final_w = malloc(model_num_params(c->model) * sizeof *c->final_w)) ||
                           !(c->save_info = malloc(sizeof *c->save_info)))) {

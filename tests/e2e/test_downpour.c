@@ -100,6 +100,41 @@ static void check_replicas_agree(const char *rd, int workers) {
 // steps per push times its pushes is its steps, and the run's mean is all
 // workers' steps over all their pushes; the threads' wait is the bound's
 // share plus the bytes'.
+// merged.csv's rows of worker k: at each point its pushes and pulls so far,
+// never fewer than at the point before nor more than its record counts in all
+// (the last push follows its last point), and the periods they make: updates
+// over pushes and over pulls, exactly (integers, through 9 printed digits).
+static void check_merged_periods(const char *rd, int k, double pushes_in_all, double pulls_in_all) {
+    char path[400], process[32];
+    snprintf(path, sizeof path, "%s/merged.csv", rd);
+    snprintf(process, sizeof process, "worker-%d,", k);
+    char *merged = launch_slurp(path);
+    CHECK(strstr(merged, ",wait_s,pushes,pulls,steps_per_push,steps_per_pull\n"));
+    double last_pushes = 0, last_pulls = 0;
+    int rows = 0;
+    for (const char *line = strstr(merged, process); line; line = strstr(line + 1, process)) {
+        if (line[-1] != '\n') continue;
+        double v[20];
+        int n = 0;
+        for (const char *f = strchr(line, ',') + 1; n < 20; n++) {
+            v[n] = (*f == ',' || *f == '\n') ? NAN : strtod(f, NULL);
+            f += strcspn(f, ",\n");
+            if (*f != ',') break;
+            f++;
+        }
+        CHECK(n + 1 == 19);  // fields: the curve's 15, then the four
+        double updates = v[3], pushes = v[15], pulls = v[16], per_push = v[17], per_pull = v[18];
+        CHECK(pushes >= last_pushes && pulls >= last_pulls);
+        CHECK(pushes <= pushes_in_all && pulls <= pulls_in_all);
+        CHECK(pushes > 0 ? fabs(per_push * pushes - updates) < 0.5 : isnan(per_push));
+        CHECK(pulls > 0 ? fabs(per_pull * pulls - updates) < 0.5 : isnan(per_pull));
+        last_pushes = pushes, last_pulls = pulls;
+        rows++;
+    }
+    CHECK(rows >= 2 && last_pushes > 0);  // the first and last points at least; pushes by the last
+    free(merged);
+}
+
 static void check_periods(const char *rd, const char *summary, int workers, double push_every, double fetch_every) {
     const char *push = launch_section(summary, "steps_per_push"), *pull = launch_section(summary, "steps_per_pull");
     CHECK(push && pull);
@@ -116,6 +151,7 @@ static void check_periods(const char *rd, const char *summary, int workers, doub
         const char *wp = launch_section(w, "steps_per_push");
         CHECK(wp && fabs(launch_field(wp, "mean") * n - updates) < 0.5);  // integers, through 9 printed digits
         CHECK(launch_field(wp, "p99") >= 1);
+        check_merged_periods(rd, k, n, launch_field(w, "pulls"));
         steps += updates, pushes += n, pulls += launch_field(w, "pulls");
         free(w);
     }

@@ -60,7 +60,7 @@ static void rows_of(const char *csv, const char *process, rows_t *out) {
             CHECK(strncmp(line,
                           "process,wall_s,epoch,samples,updates,samples_per_s,lr,train_loss,test_loss,test_accuracy,"
                           "test_rmse,staleness_versions_mean,staleness_versions_max,staleness_clocks_mean,"
-                          "staleness_clocks_max,wait_s",
+                          "staleness_clocks_max,wait_s,pushes,pulls,steps_per_push,steps_per_pull",
                           len) == 0);
             header = 0;
         } else if (strncmp(line, process, strlen(process)) == 0 && line[strlen(process)] == ',') {
