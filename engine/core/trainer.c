@@ -939,7 +939,8 @@ typedef struct solo_round {
     trainer_t *tr;
     float *copy;  // (n_params) the thread's parameter copy
     float weight, lr;
-    int to_sum;  // the average is left in tr->sum for the link's exchange
+    int to_sum;  // the average is left in `sum` for the link's exchange
+    float *sum;  // where: tr->sum's values, or the link's sum_buffer (weight: the examples)
     int plain_to_w;  // plain SGD applied to w and the copy (params_sgd_weighted)
 } solo_round_t;
 
@@ -953,7 +954,7 @@ static void solo_block(void *ctx, size_t offset, const float *g, size_t n) {
     float chunk[SYNC_CHUNK];
     for (size_t done = 0; done < n; done += SYNC_CHUNK) {
         size_t m = n - done < SYNC_CHUNK ? n - done : SYNC_CHUNK, off = offset + done;
-        float *restrict s = R->to_sum ? tr->sum.value + off : chunk;
+        float *restrict s = R->to_sum ? R->sum + off : chunk;
         const float *restrict gb = g + done;
         for (size_t i = 0; i < m; i++) s[i] = 0.0f + R->weight * gb[i];  // sync_reduce_dense's sum of one
         if (tr->keep_copies) {
@@ -1056,11 +1057,31 @@ static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds
     return 0;
 }
 
+// Distributed, one thread summing in place (train_link_t.exchange_sum): the
+// replicas' sum comes back in the link's buffer, and the step divides it by
+// the examples as it writes w and the copy (the bits of optimizer_apply_block
+// on the average). Returns 1 if the run stops.
+static int sync_exchange_in_place(trainer_t *tr, size_t total, uint64_t rounds, float lr, float *copy) {
+    const train_link_t *link = tr->cfg.link;
+    float divisor = 0.0f;
+    uint64_t span = TRACE_BEGIN();
+    if (!atomic_load_explicit(link->abort, memory_order_relaxed) && link->exchange_sum(link->ctx, total, &divisor) != 0)
+        atomic_store_explicit(link->abort, 1, memory_order_relaxed);
+    TRACE_END(&TK_EXCHANGE, span, total);
+    tr->exchange_stop = atomic_load_explicit(link->abort, memory_order_relaxed);
+    if (tr->exchange_stop) return 1;
+    tr->round_applied = !(divisor > 0.0f);  // no example anywhere: nothing to apply
+    if (divisor > 0.0f) params_sgd_divided(tr->w, tr->n_params, link->sum_buffer, divisor, lr, copy);
+    atomic_store_explicit(&link->progress[0].steps, rounds + 1, memory_order_relaxed);
+    return 0;
+}
+
 typedef struct sync_loop {
     loop_t loop;
     size_t rank, replica_size;  // this replica's slice of a round: [rank * replica_size, + replica_size)
     int dense, store;  // store: a dense model's step stores its gradient block by block
     int solo;  // one thread, storing, unclipped: the step reduces block by block (solo_block)
+    int in_place;  // solo, plain SGD, with a link that sums in place (train_link_t.exchange_sum)
     int copy_fresh;  // solo, with a link: the copy holds w's values after the last round
     int unflushed;  // keep_copies: w is behind this thread's copy in its range
     int behind;  // keep_copies: the other threads' ranges of this thread's copy are a round behind
@@ -1108,11 +1129,15 @@ static double sync_compute(sync_loop_t *S, const uint32_t *idx, size_t count, si
         if (tr->keep_copies || S->copy_fresh) model_ws_mark_copy_current(wk->ws);
         if (S->solo) {
             int to_sum = link && !link->update_before_exchange;
+            // In place, the link sums the replicas' gradients times their
+            // examples: the bits of the exchange's own weighting of the
+            // average (count = total: 0.0f + 1.0f * g, then times total).
             solo_round_t R = {tr,
                               model_ws_param_copy(wk->ws),
-                              (float)count / (float)total,
+                              S->in_place ? (float)count : (float)count / (float)total,
                               lr,
                               to_sum,
+                              S->in_place ? link->sum_buffer : tr->sum.value,
                               link && !to_sum && optimizer_is_plain_sgd(tr->opt)};
             loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, solo_block, &R);
         } else {
@@ -1162,7 +1187,9 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     span = TRACE_BEGIN();
     spin_barrier_wait(&tr->barrier);  // B
     TRACE_END(&TK_BARRIER, span, 0);
-    if (!(S->solo && count)) {  // a lone thread's step did the reduce
+    if (S->in_place && !count) {
+        memset(L->link->sum_buffer, 0, tr->n_params * sizeof(float));  // no example here: nothing to add
+    } else if (!(S->solo && count)) {  // a lone thread's step did the reduce
         span = TRACE_BEGIN();
         if (S->dense)
             sync_reduce_dense(tr, id, total, lr);
@@ -1172,7 +1199,8 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     }
     S->unflushed = S->behind = tr->keep_copies;
     float *copy = S->solo ? model_ws_param_copy(L->wk->ws) : NULL;
-    if (L->link && sync_exchange(tr, id, total, L->updates, lr, copy)) {
+    if (L->link && (S->in_place ? sync_exchange_in_place(tr, total, L->updates, lr, copy)
+                                : sync_exchange(tr, id, total, L->updates, lr, copy))) {
         atomic_store_explicit(&tr->stop_requested, 1, memory_order_release);
         return 0;
     }
@@ -1205,6 +1233,8 @@ static void *sync_worker(void *arg) {
     S.dense = tr->sum.dense;
     S.store = S.dense && model_has_loss_grad_apply(tr->model);
     S.solo = S.store && c->threads == 1 && c->clip_grad_norm <= 0 && model_ws_param_copy(wk->ws);
+    S.in_place = S.solo && link && link->exchange_sum && link->sum_buffer && !link->update_before_exchange &&
+                 !link->prepare && !tr->keep_copies && optimizer_is_plain_sgd(tr->opt);
     S.unflushed = S.behind = S.copy_fresh = 0;
     trace_thread_name("trainer", (int)wk->id);
     if (!wait_at_gate(tr)) {

@@ -61,9 +61,26 @@ static int exchange_allreduce(void *ctx, grad_t *sum, size_t examples, float lr,
     return 0;
 }
 
+// The same round with the replica's gradient times its examples already in
+// the ring's buffer (the trainer stored it there: train_link_t.exchange_sum):
+// no pass to weight it before the sum nor to average it after; the trainer
+// divides as it steps.
+static int exchange_allreduce_sum(void *ctx, size_t examples, float *divisor) {
+    replica_t *r = ctx;
+    double t0 = replica_now_s();
+    float total;
+    if (replica_ring_sum(r, r->ring_buf, r->n, examples, &total) != 0) return -1;
+    r->clock++;
+    replica_count_push(r);
+    *divisor = total > 0.0f ? total : 0.0f;
+    r->stats.comm_s += replica_now_s() - t0;
+    return 0;
+}
+
 const sync_strategy_t sync_strategy_allreduce = {
     .family = "allreduce",
     .train_mode = TRAIN_MODE_SYNC,
     .ring = 1,
     .exchange = exchange_allreduce,
+    .exchange_sum = exchange_allreduce_sum,
 };

@@ -69,6 +69,19 @@ static void check_range(size_t start, size_t n) {
     CHECK(memcmp(out, expect, n * sizeof *out) == 0);
     check_untouched(p, total, start, start + n);
 
+    // A round's sum of gradients over the examples behind it: the average
+    // formed first, then the step (a divisor that makes no quotient exact).
+    const float divisor = 3.0f;
+    for (size_t i = 0; i < n; i++) {
+        float before = param_get(&p[start + i]), average = g[i] / divisor, step = lr * average;
+        expect[i] = before - step;
+    }
+    params_sgd_divided(p + start, n, g, divisor, lr, copy);
+    CHECK(memcmp(copy, expect, n * sizeof *copy) == 0);
+    params_read(p + start, n, out);
+    CHECK(memcmp(out, expect, n * sizeof *out) == 0);
+    check_untouched(p, total, start, start + n);
+
     for (size_t i = 0; i < n; i++) out[i] = -expect[i];
     params_write(p + start, n, out);
     for (size_t i = 0; i < n; i++) CHECK(param_get(&p[start + i]) == -expect[i]);
@@ -121,7 +134,8 @@ int main(void) {
     for (size_t s = 0; s < 5; s++)
         for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) check_range(s, lengths[k]);
     printf(
-        "params_read, params_write, params_sgd, params_sgd_weighted: the reference's bits on %zu lengths x 5 starts\n",
+        "params_read, params_write, params_sgd, params_sgd_weighted, params_sgd_divided: the reference's bits on %zu "
+        "lengths x 5 starts\n",
         sizeof lengths / sizeof lengths[0]);
     check_racing_adds();
     params_free(NULL);
