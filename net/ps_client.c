@@ -1152,6 +1152,16 @@ static void pull_done(ps_client_t *c, uint64_t *min_clock) {
     if (min_clock) *min_clock = answered_min_clock(c);
 }
 
+void ps_client_pull_cancel(ps_client_t *c) {
+    if (c->pull_started <= 0.0) return;
+    c->pull_out = NULL;
+    c->pull_values = NULL;
+    finish_requests(c);
+    c->pull_started = 0.0;
+    for (size_t k = 0; k < c->n_shards; k++) c->shards[k].held_s = 0.0;
+    c->stats.pulls_cancelled++;
+}
+
 int ps_client_pull_poll(ps_client_t *c, int *done, uint64_t *min_clock, char *err, size_t err_len) {
     *done = 0;
     if (c->pull_started <= 0.0) {

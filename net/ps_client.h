@@ -28,6 +28,7 @@ typedef struct ps_client ps_client_t;
 
 typedef struct ps_client_stats {
     uint64_t pushes_sent, pushes_acked, pulls;
+    uint64_t pulls_cancelled;  // pulls given up unanswered (ps_client_pull_cancel)
     uint64_t rejects;  // requests a server refused
     uint64_t retries;  // requests sent again for want of an answer
     uint64_t stale;  // replies to requests answered already (after a retry)
@@ -175,6 +176,14 @@ int ps_client_pull_poll(ps_client_t *c, int *done, uint64_t *min_clock, char *er
 int ps_client_pull_finish(ps_client_t *c, uint64_t *min_clock, char *err, size_t err_len);
 // 1 while a pull started with ps_client_pull_start is in flight.
 int ps_client_pull_pending(const ps_client_t *c);
+// Gives up the pull in flight unanswered, for a caller that knows it never
+// will be: it names a clock above the rounds this worker pushed, and the
+// worker pushes no more (the shards count its clock while it is live). The
+// client takes another request at once; its buffer is the caller's again. A
+// late answer is dropped, or taken by a later pull whose clock it satisfies.
+// The shard drops the pull when this worker says goodbye. No pull in flight:
+// nothing happens.
+void ps_client_pull_cancel(ps_client_t *c);
 
 // Pulls the values at n keys (strictly ascending) into values[0..n).
 int ps_client_pull_keys(ps_client_t *c, const uint32_t *keys, size_t n, float *values, char *err, size_t err_len);

@@ -216,7 +216,7 @@ int ps_pulls_queue(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, uint64_
                    uint32_t n_keys, char *err, size_t err_len);
 // Answers every waiting pull whose clock condition now holds.
 int ps_pulls_serve(ps_server_t *s, char *err, size_t err_len);
-// Drops the pulls worker k is waiting on.
+// Drops the pulls queued for worker k (evicted, or left).
 void ps_pulls_drop_of(ps_server_t *s, uint32_t k);
 // The pulls at which[0..n) (ascending) were answered in ranges as a BSP
 // round was applied, with `version` and min clock `clock`.

@@ -196,11 +196,13 @@ static int handle_hello(ps_server_t *s, zmsg_t *m, double now, char *err, size_t
     return clocks_moved(s, err, err_len);
 }
 
-// Idempotent: a retried BYE is answered again.
+// Idempotent: a retried BYE is answered again. A pull of the worker's still
+// held waits for nothing now (one it gave up: ps_client_pull_cancel): dropped.
 static int handle_bye(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_len) {
     uint32_t k = m->h.sender;
     ps_members_leave(s, k, now);
     ps_push_end_unfinished(s, k);
+    ps_pulls_drop_of(s, k);
     if (ps_answer_simple(s, &m->identity, MSG_TYPE_BYE_ACK, 0, err, err_len) != 0) return -1;
     return clocks_moved(s, err, err_len);
 }

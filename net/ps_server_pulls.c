@@ -90,7 +90,7 @@ int ps_pulls_queue(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, uint64_
     return 0;
 }
 
-// Drops the pulls worker k is waiting on (it was evicted: nobody is there to answer).
+// Drops the pulls queued for worker k (it was evicted, or it left: nobody waits for them).
 void ps_pulls_drop_of(ps_server_t *s, uint32_t k) {
     size_t kept = 0;
     for (size_t i = 0; i < s->n_pending; i++) {

@@ -185,6 +185,7 @@ asgd_test(test_security              DIR e2e            LABELS threads e2e   COS
 asgd_test(test_server_replicas       DIR e2e            LABELS threads e2e   COST 80)
 asgd_test(test_signals               DIR e2e            LABELS threads e2e   COST 2)
 asgd_test(test_ssp_bound             DIR e2e            LABELS threads e2e   COST 15)
+asgd_test(test_ssp_end               DIR e2e            LABELS threads e2e   COST 4)
 asgd_test(test_stdin_input           DIR e2e            LABELS threads e2e   COST 3)
 asgd_test(test_trace                 DIR e2e            LABELS threads e2e   COST 1)
 asgd_test(test_worker_checkpoint     DIR e2e            LABELS threads e2e   COST 6)

@@ -3,7 +3,8 @@
 // Switches that let a test provoke what it cannot provoke from outside: turn
 // the SSP gate off to show the bound a test checks is one the gate enforces,
 // freeze a worker after a checkpoint, fail a worker or a server before it joins,
-// shrink the memory a server sees available.
+// shrink the memory a server sees available, end a worker with a pull in
+// flight that nobody will answer.
 //
 // They are read from the environment only in the test build of the program,
 // `asgd-test-hooks` (built beside the tests from engine/cli/main.c and a copy
@@ -19,6 +20,7 @@ typedef enum test_hook {
     TEST_HOOK_SERVER_FAIL_EARLY,  // K: server K (its first replica) fails before it joins, every time
     TEST_HOOK_MEMORY_AVAILABLE,  // BYTES: what a server takes the machine to have available
     TEST_HOOK_WORKER_STOP_BEFORE_JOIN,  // K: worker K stops itself (SIGSTOP) once its data is loaded, before it joins
+    TEST_HOOK_PULL_PAST_END,  // "1": asp/ssp workers end with a pull in flight for a round past their last
     TEST_HOOK_COUNT
 } test_hook_t;
 

@@ -305,6 +305,7 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
         stats->servers_finished = failed && r->rc->servers_finished && atomic_load(r->rc->servers_finished);
         stats->diverged = failed && why == WIRE_STATUS_NOT_FINITE;
         stats->retries = cs.retries;
+        stats->pulls_cancelled = cs.pulls_cancelled;
         stats->pushes_acked = cs.pushes_acked;
         stats->pull_wait_s = cs.pull_wait_s;
         stats->pull_held_s = cs.pull_held_s;

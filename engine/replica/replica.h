@@ -122,6 +122,7 @@ typedef struct replica_stats {
     double residual_norm;  // error feedback: |residual| at the end (0 without)
     uint32_t dense_checksum;  // wire_checksum of the final dense parameters (all of them without a sparse part)
     uint64_t retries;  // requests sent again for want of an answer
+    uint64_t pulls_cancelled;  // asp/ssp: a pull in flight at the end that could not be answered, given up
     uint64_t start_clock;  // the clock it started from: 0, or where it rejoined a run in progress
     int evicted;  // it failed because the servers had evicted it: a new replica may rejoin
     int servers_finished;  // it failed because the servers had finished the run (rc->servers_finished)

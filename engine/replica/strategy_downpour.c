@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/core/test_hooks.h"
 #include "engine/replica/by_key.h"
 #include "engine/replica/replica_impl.h"
 #include "kernels/foundation/partition.h"
@@ -202,7 +203,8 @@ static size_t push_by_key(replica_t *r, float inv_lr) {
 // coordinate, the sum of the gradients its SGD steps applied. With
 // skip_if_empty, nothing is sent when no step came after the last push (a
 // push whose steps changed nothing still goes: the last push may have
-// carried a step in flight whole, and its steps are counted here).
+// carried a step in flight whole, and its steps are counted here). Returns
+// 1 when it pushed, 0 when it skipped, -1 on error.
 // The communication thread's spans in a --trace timeline (docs/trace.md).
 static const trace_kind_t TK_PUSH = {"push", "net", "clock"};
 static const trace_kind_t TK_PULL = {"pull", "net", "need"};  // need > 0: the gate's pull (waits for the bound)
@@ -258,7 +260,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     staleness_hist_add(&d->steps_per_push, steps);
     d->steps_pushed = steps_now;
     TRACE_END(&TK_PUSH, span, r->clock);
-    return 0;
+    return 1;
 }
 
 // Rebases the local copy on the model a pull just brought into r->pulled
@@ -449,7 +451,7 @@ static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t 
         // and a fetch is not starved by a push that is always due.
         r->clock = min_steps / quota - 1;
         double started = replica_now_s();
-        if (push_delta(r, 0) != 0) return -1;
+        if (push_delta(r, 0) < 0) return -1;
         pace_rest(r, replica_now_s() - started);
         worked = 1;
     }
@@ -481,21 +483,51 @@ static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t 
     return worked;
 }
 
+// The pull in flight once training has ended and this worker's last push
+// (`pushed`: the rounds the shards count for it) is sent, settled before the
+// client takes another request. One naming at most `pushed` rounds is
+// waited for: it may wait for that very push (this worker the slowest), and
+// the others reach its clock or leave. One naming more never comes back
+// while this worker is live, as it pushes no more: the gate's pull sent
+// ahead for a round its threads did not reach (they ended on a round's
+// boundary as the pull for that round came back). It is given up.
+static int pull_settle(replica_t *r, uint64_t pushed) {
+    const downpour_t *d = r->mode;
+    if (ps_client_pull_pending(r->client) && d->pull_need > pushed) {
+        ps_client_pull_cancel(r->client);
+        return 0;
+    }
+    return pull_wait(r);
+}
+
+// Test build only (tests/e2e/test_ssp_end.c): the end the gate's race makes
+// now and then, every time: once the last push is sent, a pull in flight
+// names the round after this worker's last (unless one naming more rounds
+// than it pushed is in flight already).
+static int pull_past_end(replica_t *r, uint64_t pushed) {
+    const downpour_t *d = r->mode;
+    if (ps_client_pull_pending(r->client) && d->pull_need > pushed) return 0;
+    if (pull_wait(r) != 0) return -1;
+    return pull_send(r, pushed + 1);
+}
+
 // What was learned after the last push, as the last round any thread reached
-// (nothing is sent if no step came after the last push); then every push acknowledged.
+// (nothing is sent if no step came after the last push); the pull in flight
+// settled; then every push acknowledged.
 static int push_last(replica_t *r) {
     uint64_t last_steps = 0;
     for (size_t t = 0; t < r->threads; t++) {
         uint64_t s = atomic_load_explicit(&r->progress[t].steps, memory_order_relaxed);
         if (s > last_steps) last_steps = s;
     }
+    uint64_t pushed = r->clock;  // the rounds the shards count for this worker: its clock after its last push
     uint64_t last_round = last_steps ? (last_steps - 1) / r->quota : 0;
     if (last_round > r->clock) r->clock = last_round;
-    if (push_delta(r, 1) != 0) return -1;
-    // A pull still in flight may wait for this very push (when this worker is
-    // the slowest): it can be answered now, and must be, before the client
-    // takes another request.
-    if (pull_wait(r) != 0) return -1;
+    int sent = push_delta(r, 1);
+    if (sent < 0) return -1;
+    if (sent) pushed = r->clock;
+    if (test_hook_value(TEST_HOOK_PULL_PAST_END) && pull_past_end(r, pushed) != 0) return -1;
+    if (pull_settle(r, pushed) != 0) return -1;
     uint64_t span = TRACE_BEGIN();
     int rc = ps_client_wait_acks(r->client, r->err, sizeof r->err);
     TRACE_END(&TK_ACKS, span, 0);

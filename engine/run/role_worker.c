@@ -144,6 +144,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_uint(&j, "rejoins_after_eviction", rejoins);
     json_uint(&j, "retries", rs->retries);
     json_uint(&j, "pulls", rs->pulls);
+    json_uint(&j, "pulls_cancelled", rs->pulls_cancelled);
     json_number(&j, "wait_s", rs->wait_s);
     json_number(&j, "pull_wait_s", rs->pull_wait_s);
     if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP) {
