@@ -189,6 +189,7 @@ asgd_test(test_ssp_end               DIR e2e            LABELS threads e2e   COS
 asgd_test(test_stdin_input           DIR e2e            LABELS threads e2e   COST 3)
 asgd_test(test_trace                 DIR e2e            LABELS threads e2e   COST 1)
 asgd_test(test_worker_checkpoint     DIR e2e            LABELS threads e2e   COST 6)
+asgd_test(test_worker_memory         DIR e2e            LABELS e2e           COST 8)
 
 # Every test file is declared above, in its own folder.
 file(GLOB_RECURSE _asgd_test_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)

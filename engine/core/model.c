@@ -49,6 +49,12 @@ double model_flops_per_example(const model_t *m) { return m->ops->flops_per_exam
 
 void model_init_params(const model_t *m, param_t *w, uint64_t seed) { m->ops->init_params(m, w, seed); }
 
+int model_has_init_range(const model_t *m) { return m->ops->init_range != NULL; }
+
+void model_init_range(const model_t *m, uint64_t seed, size_t begin, size_t end, float *out) {
+    m->ops->init_range(m, seed, begin, end, out);
+}
+
 model_ws_t *model_ws_new(const model_t *m, size_t max_batch, char *err, size_t err_len) {
     return m->ops->ws_new(m, max_batch ? max_batch : 1, err, err_len);
 }

@@ -100,6 +100,12 @@ double model_flops_per_example(const model_t *m);
 // Seeded initialisation (same seed, same parameters).
 void model_init_params(const model_t *m, param_t *w, uint64_t seed);
 
+// Values [begin, end) of model_init_params' parameters into out, without the
+// rest, where the model can (model_has_init_range): a shard of a model no
+// process need hold whole. The same bits as the range of the whole.
+int model_has_init_range(const model_t *m);
+void model_init_range(const model_t *m, uint64_t seed, size_t begin, size_t end, float *out);
+
 // Scratch for one thread, for minibatches of at most max_batch examples.
 model_ws_t *model_ws_new(const model_t *m, size_t max_batch, char *err, size_t err_len);
 void model_ws_destroy(model_ws_t **ws);

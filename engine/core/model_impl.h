@@ -10,6 +10,10 @@ typedef struct model_ops {
     size_t (*num_params)(const model_t *m);
     double (*flops_per_example)(const model_t *m);
     void (*init_params)(const model_t *m, param_t *w, uint64_t seed);
+    // Optional: values [begin, end) of init_params' model, the same bits,
+    // without making the rest (a parameter server's shard of a model larger
+    // than it holds).
+    void (*init_range)(const model_t *m, uint64_t seed, size_t begin, size_t end, float *out);
     model_ws_t *(*ws_new)(const model_t *m, size_t max_batch, char *err, size_t err_len);
     void (*ws_destroy)(model_ws_t *ws);
     double (*loss_grad)(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, grad_t *g,

@@ -44,6 +44,12 @@ static void linear_init(const model_t *m, param_t *w, uint64_t seed) {
     for (size_t i = 0; i < n; i++) param_set(&w[i], 0.0f);
 }
 
+static void linear_init_range(const model_t *m, uint64_t seed, size_t begin, size_t end, float *out) {
+    (void)m;
+    (void)seed;
+    memset(out, 0, (end - begin) * sizeof *out);  // linear_init's zeros
+}
+
 static model_ws_t *linear_ws_new(const model_t *m, size_t max_batch, char *err, size_t err_len) {
     (void)m;
     (void)max_batch;
@@ -229,6 +235,7 @@ static const model_ops_t linear_ops = {
     .num_params = linear_num_params,
     .flops_per_example = linear_flops,
     .init_params = linear_init,
+    .init_range = linear_init_range,
     .ws_new = linear_ws_new,
     .ws_destroy = linear_ws_destroy,
     .loss_grad = linear_loss_grad,

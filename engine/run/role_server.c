@@ -481,9 +481,10 @@ out:
 // anything starts, with the bytes it needs, when the memory available is less.
 static int shard_fits(const model_t *m, const ps_config_t *c, size_t n, char *err, size_t err_len) {
     uint64_t available = dist_memory_available();
-    // The shard, and for a moment the seeded model it starts from (shard_init).
+    // The shard, and for a moment the seeded model it starts from (shard_init;
+    // none for a model that makes a range of its own).
     uint64_t shard = (uint64_t)n * ps_server_bytes_per_param(c);
-    uint64_t seeded = (uint64_t)model_num_params(m) * sizeof(float);
+    uint64_t seeded = model_has_init_range(m) ? 0 : (uint64_t)model_num_params(m) * sizeof(float);
     if (available == 0 || shard + seeded <= available) return 0;
     snprintf(err, err_len,
              "its shard of %zu of the model's %zu parameters needs %.1f MB (%.1f MB the shard, %.1f MB "
@@ -495,8 +496,17 @@ static int shard_fits(const model_t *m, const ps_config_t *c, size_t n, char *er
 }
 
 // The shard's starting values, [begin, end) of the seeded model a single
-// process would start from (the seeded model itself is freed at once).
+// process would start from: made for the range alone where the model can,
+// else the seeded model is made and freed at once.
 static float *shard_init(const model_t *m, uint64_t seed, size_t begin, size_t end, char *err, size_t err_len) {
+    if (model_has_init_range(m)) {
+        float *values = malloc((end > begin ? end - begin : 1) * sizeof *values);
+        if (!values)
+            snprintf(err, err_len, "server: out of memory for %zu parameters", end - begin);
+        else
+            model_init_range(m, seed, begin, end, values);
+        return values;
+    }
     param_t *init = params_new(model_num_params(m), err, err_len);
     float *values = init ? malloc((end - begin) * sizeof *values) : NULL;
     if (init && !values) snprintf(err, err_len, "server: out of memory for %zu parameters", end - begin);

@@ -1,4 +1,6 @@
-// Every model's analytic gradient against central finite differences.
+// Every model's analytic gradient against central finite differences; and,
+// where a model makes a range of its initialisation alone (a server's shard),
+// that the range has the bits of the whole's.
 #include "engine/core/model.h"
 #include "tests/support/test_support.h"
 
@@ -58,7 +60,33 @@ static double gradient_error(const char *label, const model_t *m, uint64_t seed,
     return rel_vec;
 }
 
+// model_init_range against the same range of model_init_params, bit for bit,
+// at a few ranges (the empty one, single values, the ends, the whole).
+static void check_init_range(const char *label, const model_t *m, uint64_t seed) {
+    if (!model_has_init_range(m)) return;
+    char err[256];
+    size_t p = model_num_params(m);
+    param_t *w = params_new(p, err, sizeof err);
+    float *whole = malloc(p * sizeof *whole), *part = malloc(p * sizeof *part);
+    CHECK(w && whole && part);
+    model_init_params(m, w, seed);
+    params_read(w, p, whole);
+    size_t ranges[][2] = {{0, 0}, {0, 1}, {p / 3, p / 3 + 1}, {p / 3, 2 * p / 3}, {p - 1, p}, {0, p}};
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+        size_t b = ranges[r][0], e = ranges[r][1];
+        for (size_t i = 0; i < p; i++) part[i] = 12345.0f;  // what the call does not write stays
+        model_init_range(m, seed, b, e, part + b);
+        CHECK(memcmp(part + b, whole + b, (e - b) * sizeof *part) == 0);
+        for (size_t i = 0; i < p; i++) CHECK(i >= b && i < e ? 1 : part[i] == 12345.0f);
+    }
+    printf("%s: a range of its initialisation made alone has the whole's bits\n", label);
+    free(whole);
+    free(part);
+    params_free(&w);
+}
+
 static void gradcheck(const char *label, const model_t *m, uint64_t seed, double eps, double tol) {
+    check_init_range(label, m, seed);
     CHECK(gradient_error(label, m, seed, eps, 1.0f) < tol);
 }
 
