@@ -375,10 +375,36 @@ static void too_large_for_memory(void) {
     char *e = proc_slurp(err);
     printf("g) a shard larger than the memory available: exit %d\n%s", st, e);
     CHECK(st == 1);
-    // 1,000,001 parameters at 20 bytes each under asp with sgd, and the 4 MB seeded model.
+    // 1,000,001 parameters at 20 bytes each under asp with sgd; logistic
+    // regression makes its shard's starting values alone (no seeded model).
     expect(e,
-           "asgd server 0: its shard of 1000001 of the model's 1000001 parameters needs 24.0 MB (20.0 MB the shard, "
-           "4.0 MB the seeded model it starts from), more than the 10.0 MB this machine has available: run more "
+           "asgd server 0: its shard of 1000001 of the model's 1000001 parameters needs 20.0 MB, more than the 10.0 "
+           "MB this machine has available: run more --servers (on more machines) or train a smaller model");
+    free(e);
+    // Softmax (two classes: 2,000,002 parameters) draws its starting values:
+    // its server makes the 8 MB seeded model for a moment beside its shard.
+    const char *soft[] = {ASGD_HOOKS_BINARY,
+                          "launch",
+                          "--model",
+                          "softmax",
+                          "--data",
+                          "gen:sparse:n=2000,dim=1000000",
+                          "--servers",
+                          "1",
+                          "--workers",
+                          "2",
+                          "--quiet",
+                          "--run-dir",
+                          proc_path(dir, "g-soft"),
+                          NULL};
+    snprintf(err, sizeof err, "%s", proc_path(dir, "g-soft.err"));
+    st = proc_wait(proc_start(soft, proc_path(dir, "g-soft.out"), err), HANG_S);
+    e = proc_slurp(err);
+    printf("g) softmax's shard larger than the memory available: exit %d\n%s", st, e);
+    CHECK(st == 1);
+    expect(e,
+           "asgd server 0: its shard of 2000002 of the model's 2000002 parameters needs 48.0 MB (40.0 MB the shard, "
+           "8.0 MB the seeded model it starts from), more than the 10.0 MB this machine has available: run more "
            "--servers (on more machines) or train a smaller model");
     free(e);
     const char *t[] = {ASGD_HOOKS_BINARY, "train", "--model", "logreg", "--data", "gen:sparse:n=2000,dim=1000000",
