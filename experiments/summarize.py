@@ -11,9 +11,11 @@ merged.csv (the servers' model, or the allreduce replicas'); with
 --worker-curves each launch worker's own copy is drawn too (dashed). A
 merged.csv without global rows (an older asgd) falls back to worker 0's rows,
 with a warning and curve_process = worker-0 in summary.csv. When launch runs
-are given, the table gains the workers' summed own rates, staleness in clocks
-and the workers' wait; summary.csv always has every column (empty where a
-run has no such figure).
+are given, the table gains the workers' summed own rates, staleness in clocks,
+the workers' wait and, under asp and ssp, the steps a worker achieved per
+push and per pull (means; summary.csv has their p99 too:
+steps_per_{push,pull}_{mean,p99}); summary.csv always has every column
+(empty where a run has no such figure).
 """
 import argparse
 import csv
@@ -108,6 +110,24 @@ def staleness_columns(summary):
     return out
 
 
+def period_columns(summary):
+    """steps_per_{push,pull}_{mean,p99}: the periods a launch's workers achieved (None where absent)."""
+    out = {}
+    for key in ("steps_per_push", "steps_per_pull"):
+        p = summary.get(key) or {}
+        for q in ("mean", "p99"):
+            out["%s_%s" % (key, q)] = p.get(q)
+    return out
+
+
+def period_text(summary):
+    """The achieved steps per push and per pull, "26/27" (asp, ssp; None elsewhere)."""
+    push, pull = (summary.get(k) or {} for k in ("steps_per_push", "steps_per_pull"))
+    if push.get("mean") is None or summary.get("sync") not in ("asp", "ssp"):
+        return None
+    return "%.0f/%s" % (push["mean"], "-" if pull.get("mean") is None else "%.0f" % pull["mean"])
+
+
 def fmt(v, digits=3):
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
@@ -173,7 +193,8 @@ def main():
                "target": target, **tt, metric: s.get(metric), "final_test_loss": s.get("final_test_loss"),
                "wall_s": s["wall_s"], "worker_samples_per_s": s.get("worker_samples_per_s"),
                **(staleness_columns(s) if launch else staleness_columns({})),
-               "worker_wait_s": s.get("worker_wait_s") if launch else None}
+               "worker_wait_s": s.get("worker_wait_s") if launch else None,
+               **(period_columns(s) if launch else period_columns({}))}
         w0 = pc.worker0_fields(s) if launch else {}
         row.update({k: w0.get(k) for k in ("worker0_time_to_target_s", "worker0_samples_to_target",
                                             "worker0_test_" + metric_of(first))})
@@ -187,12 +208,13 @@ def main():
                 fmt(s["wall_s"], 2)]
         if any_launch:
             line += [fmt(s.get("worker_samples_per_s"), 0) if launch else "-",
-                     fmt(staleness_text(s)), fmt(s.get("worker_wait_s"), 2) if launch else "-"]
+                     fmt(staleness_text(s)), fmt(s.get("worker_wait_s"), 2) if launch else "-",
+                     fmt(period_text(s) if launch else None)]
         table.append(line)
     header = ["run", "mode", "threads", "samples/s", "updates/s", "speed vs first", "time to target (s)",
               "epochs to target", "final " + metric.replace("final_", ""), "final test loss", "train s"]
     if any_launch:
-        header += ["worker samples/s", "staleness clk mean/p99/max", "worker wait s"]
+        header += ["worker samples/s", "staleness clk mean/p99/max", "worker wait s", "steps a push/pull"]
     title = a.title + (f" (target {target_metric} {target})" if target is not None else "")
     note = ("Time and epochs to target, final metric and loss: the global model (a train run's own log; a launch "
             "run's servers' model or allreduce replicas).")
