@@ -1135,30 +1135,32 @@ int ps_client_pull_start(ps_client_t *c, uint64_t need_clock, float *out, char *
 
 int ps_client_pull_pending(const ps_client_t *c) { return c->pull_started > 0.0; }
 
-// The pull in flight is answered: its counts, and the client free for another.
-static void pull_done(ps_client_t *c, uint64_t *min_clock) {
+// The pull in flight over, answered or given up: the client free for another
+// request. Returns how long the shard that held it longest held it back.
+static double pull_release(ps_client_t *c) {
     c->pull_out = NULL;
     c->pull_values = NULL;
     finish_requests(c);
-    c->stats.pulls++;
-    c->stats.pull_flight_s += mono_clock_s() - c->pull_started;
     c->pull_started = 0.0;
-    double held = 0.0;  // the shard that held it longest held the answer back that long
+    double held = 0.0;
     for (size_t k = 0; k < c->n_shards; k++) {
         if (c->shards[k].held_s > held) held = c->shards[k].held_s;
         c->shards[k].held_s = 0.0;
     }
-    c->stats.pull_held_s += held;
+    return held;
+}
+
+// The pull in flight is answered: its counts, and the client free for another.
+static void pull_done(ps_client_t *c, uint64_t *min_clock) {
+    c->stats.pulls++;
+    c->stats.pull_flight_s += mono_clock_s() - c->pull_started;
+    c->stats.pull_held_s += pull_release(c);
     if (min_clock) *min_clock = answered_min_clock(c);
 }
 
 void ps_client_pull_cancel(ps_client_t *c) {
     if (c->pull_started <= 0.0) return;
-    c->pull_out = NULL;
-    c->pull_values = NULL;
-    finish_requests(c);
-    c->pull_started = 0.0;
-    for (size_t k = 0; k < c->n_shards; k++) c->shards[k].held_s = 0.0;
+    pull_release(c);
     c->stats.pulls_cancelled++;
 }
 

@@ -35,8 +35,9 @@ typedef struct run_report_columns {
 // columns takes these first.
 #define RUN_REPORT_N_COLUMNS 10
 
-// csv_path may be NULL (no log); extra NULL: the schema's columns only. progress may be NULL (silent). On a terminal,
-// progress is one line rewritten in place; otherwise one plain line per evaluation.
+// csv_path may be NULL (no log); extra NULL: the schema's columns only.
+// progress may be NULL (silent). On a terminal, progress is one line
+// rewritten in place; otherwise one plain line per evaluation.
 run_report_t *run_report_new(const char *csv_path, metric_kind_t metric, FILE *progress, double total_samples,
                              const run_report_columns_t *extra, char *err, size_t err_len);
 // Flushes and closes the log; returns -1 with err filled if any write failed.

@@ -103,6 +103,12 @@ typedef struct replica_live {
     _Atomic uint64_t pushes, pulls;
 } replica_live_t;
 
+// Their values now, for a reader on another thread.
+static inline void replica_live_read(const replica_live_t *l, uint64_t *pushes, uint64_t *pulls) {
+    *pushes = atomic_load_explicit(&l->pushes, memory_order_relaxed);
+    *pulls = atomic_load_explicit(&l->pulls, memory_order_relaxed);
+}
+
 typedef struct replica_stats {
     uint64_t pushes, pulls, pushes_acked;
     uint64_t clock;  // push rounds done

@@ -483,6 +483,13 @@ static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t 
     return worked;
 }
 
+// Whether a pull in flight names more rounds than the `pushed` this worker
+// pushed: one no shard answers while this worker is live.
+static int pull_past_pushed(const replica_t *r, uint64_t pushed) {
+    const downpour_t *d = r->mode;
+    return ps_client_pull_pending(r->client) && d->pull_need > pushed;
+}
+
 // The pull in flight once training has ended and this worker's last push
 // (`pushed`: the rounds the shards count for it) is sent, settled before the
 // client takes another request. One naming at most `pushed` rounds is
@@ -492,8 +499,7 @@ static int comm_pass(replica_t *r, uint64_t min_steps, uint64_t total, uint64_t 
 // ahead for a round its threads did not reach (they ended on a round's
 // boundary as the pull for that round came back). It is given up.
 static int pull_settle(replica_t *r, uint64_t pushed) {
-    const downpour_t *d = r->mode;
-    if (ps_client_pull_pending(r->client) && d->pull_need > pushed) {
+    if (pull_past_pushed(r, pushed)) {
         ps_client_pull_cancel(r->client);
         return 0;
     }
@@ -505,8 +511,7 @@ static int pull_settle(replica_t *r, uint64_t pushed) {
 // names the round after this worker's last (unless one naming more rounds
 // than it pushed is in flight already).
 static int pull_past_end(replica_t *r, uint64_t pushed) {
-    const downpour_t *d = r->mode;
-    if (ps_client_pull_pending(r->client) && d->pull_need > pushed) return 0;
+    if (pull_past_pushed(r, pushed)) return 0;
     if (pull_wait(r) != 0) return -1;
     return pull_send(r, pushed + 1);
 }

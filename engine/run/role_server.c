@@ -486,19 +486,14 @@ static int shard_fits(const model_t *m, const ps_config_t *c, size_t n, char *er
     uint64_t shard = (uint64_t)n * ps_server_bytes_per_param(c);
     uint64_t seeded = model_has_init_range(m) ? 0 : (uint64_t)model_num_params(m) * sizeof(float);
     if (available == 0 || shard + seeded <= available) return 0;
-    if (seeded == 0) {
-        snprintf(err, err_len,
-                 "its shard of %zu of the model's %zu parameters needs %.1f MB, more than the %.1f MB this machine "
-                 "has available: run more --servers (on more machines) or train a smaller model",
-                 n, model_num_params(m), (double)shard / 1e6, (double)available / 1e6);
-        return -1;
-    }
+    char parts[96] = "";
+    if (seeded > 0)
+        snprintf(parts, sizeof parts, " (%.1f MB the shard, %.1f MB the seeded model it starts from)",
+                 (double)shard / 1e6, (double)seeded / 1e6);
     snprintf(err, err_len,
-             "its shard of %zu of the model's %zu parameters needs %.1f MB (%.1f MB the shard, %.1f MB "
-             "the seeded model it starts from), more than the %.1f MB this machine has available: run more "
-             "--servers (on more machines) or train a smaller model",
-             n, model_num_params(m), (double)(shard + seeded) / 1e6, (double)shard / 1e6, (double)seeded / 1e6,
-             (double)available / 1e6);
+             "its shard of %zu of the model's %zu parameters needs %.1f MB%s, more than the %.1f MB this machine has "
+             "available: run more --servers (on more machines) or train a smaller model",
+             n, model_num_params(m), (double)(shard + seeded) / 1e6, parts, (double)available / 1e6);
     return -1;
 }
 

@@ -465,8 +465,9 @@ static void write_exchanges(FILE *csv, const train_point_t *p, void *ctx) {
         fputs(",,", csv);
         return;
     }
-    fprintf(csv, ",%llu,%llu", (unsigned long long)atomic_load_explicit(&x->pushes, memory_order_relaxed),
-            (unsigned long long)atomic_load_explicit(&x->pulls, memory_order_relaxed));
+    uint64_t pushes, pulls;
+    replica_live_read(x, &pushes, &pulls);
+    fprintf(csv, ",%llu,%llu", (unsigned long long)pushes, (unsigned long long)pulls);
 }
 
 // Its curve (worker-K.csv in the run directory, else --log) and progress; the start line.

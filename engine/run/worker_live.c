@@ -2,7 +2,6 @@
 #include "engine/run/worker_live.h"
 
 #include <errno.h>
-#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,13 +17,10 @@ void worker_live_path(char *out, size_t len, const char *dir, size_t worker) {
 
 static void write_point(const worker_live_t *l, const train_point_t *p) {
     char line[LIVE_BYTES + 1];
-    unsigned long long pushes = 0, pulls = 0;
-    if (l->exchanges) {
-        pushes = atomic_load_explicit(&l->exchanges->pushes, memory_order_relaxed);
-        pulls = atomic_load_explicit(&l->exchanges->pulls, memory_order_relaxed);
-    }
+    uint64_t pushes = 0, pulls = 0;
+    if (l->exchanges) replica_live_read(l->exchanges, &pushes, &pulls);
     int n = snprintf(line, sizeof line, LIVE_FORMAT, (unsigned long long)p->samples, p->samples_per_s, p->wall_s,
-                     (unsigned long long)p->updates, pushes, pulls);
+                     (unsigned long long)p->updates, (unsigned long long)pushes, (unsigned long long)pulls);
     if (n == LIVE_BYTES - 1 && pwrite(l->fd, line, (size_t)n, 0) != n) {
         // A progress line missed: the next tick writes it again.
     }
