@@ -6,6 +6,14 @@ void sgd_update_cpu(size_t n, float lr, const float *g, float *w) {
     for (size_t i = 0; i < n; i++) w[i] = w[i] - lr * g[i];
 }
 
+void sgd_weighted_update_cpu(size_t n, float lr, float weight, const float *g, float *w) {
+    for (size_t i = 0; i < n; i++) w[i] = w[i] - lr * (0.0f + weight * g[i]);
+}
+
+void sgd_divided_update_cpu(size_t n, float lr, float divisor, const float *g, const float *w, float *out) {
+    for (size_t i = 0; i < n; i++) out[i] = w[i] - lr * (g[i] / divisor);
+}
+
 void adagrad_update_cpu(size_t n, float lr, float eps, const float *g, float *h, float *w) {
     for (size_t i = 0; i < n; i++) {
         h[i] = h[i] + g[i] * g[i];

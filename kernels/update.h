@@ -10,6 +10,12 @@
 
 // w[i] -= lr * g[i]
 void sgd_update_cpu(size_t n, float lr, const float *g, float *w);
+// w[i] = w[i] - lr * (0.0f + weight * g[i]): a step by one share of a sum
+// (the engine's params_sgd_weighted on plain floats, the same bits).
+void sgd_weighted_update_cpu(size_t n, float lr, float weight, const float *g, float *w);
+// out[i] = w[i] - lr * (g[i] / divisor): a step by the average of a sum over
+// `divisor` examples, the bits of forming the average first (out may be w or g).
+void sgd_divided_update_cpu(size_t n, float lr, float divisor, const float *g, const float *w, float *out);
 // h[i] += g[i]^2;  w[i] -= lr * g[i] / (sqrt(h[i]) + eps)
 void adagrad_update_cpu(size_t n, float lr, float eps, const float *g, float *h, float *w);
 // The same two rules at scattered indices: parameter idx[k] gets value g[k].

@@ -53,6 +53,7 @@ typedef struct shm_slot {
     _Atomic int32_t pid;  // set when the rank attaches (0: never attached)
     _Atomic int32_t cpu;  // the CPU the rank ran on when it last posted a step
     uint64_t count;  // the current call's count, for the peers to compare
+    float weight;  // shm_allreduce_sum_map: the current call's weight
 } shm_slot_t;
 
 struct shm_allreduce {
@@ -442,12 +443,75 @@ static void sum_slice(float *restrict dst, float *restrict copy, const float *co
     sum_slice_body(dst, copy, src, k, len);
 }
 
+// One block of a slice's sum, d[0..m) from src[q][b..b+m): sum_slice_body's
+// additions in its order, into d alone (shm_allreduce_sum_map).
+static inline __attribute__((always_inline)) void sum_block_body(float *restrict d, const float *const *src, size_t k,
+                                                                 size_t b, size_t m) {
+    const float *restrict x0 = src[0] + b;
+    if (k == 1) {
+        memcpy(d, x0, m * sizeof *d);
+        return;
+    }
+    const float *restrict x1 = src[1] + b;
+    for (size_t i = 0; i < m; i++) d[i] = x0[i] + x1[i];
+    for (size_t q = 2; q < k; q++) {
+        const float *restrict xq = src[q] + b;
+        for (size_t i = 0; i < m; i++) d[i] += xq[i];
+    }
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx"))) static void sum_block_avx(float *restrict d, const float *const *src, size_t k, size_t b,
+                                                         size_t m) {
+    sum_block_body(d, src, k, b, m);
+}
+#endif
+
+static void sum_block(float *restrict d, const float *const *src, size_t k, size_t b, size_t m, int avx) {
+#if defined(__x86_64__)
+    if (avx) {
+        sum_block_avx(d, src, k, b, m);
+        return;
+    }
+#else
+    (void)avx;
+#endif
+    sum_block_body(d, src, k, b, m);
+}
+
+// shm_allreduce_sum_map's part of a call: the map, the weights' sum, where
+// every rank's result goes.
+typedef struct shm_map_call {
+    shm_map_fn map;
+    void *ctx;
+    float weight, *total, *out;
+} shm_map_call_t;
+
+// The weights of every rank, summed in rank order as the values are.
+static float total_weight(const shm_allreduce_t *s) {
+    float t = slot(s, 0)->weight;
+    for (size_t j = 1; j < s->n; j++) t = t + slot(s, j)->weight;
+    return t;
+}
+
+// This rank's slice [b, e) summed block by block into the result area, each
+// block mapped while it is in L1 and copied to the caller's out.
+static void sum_map_slice(shm_allreduce_t *s, const shm_map_call_t *mc, const float *const *srcs, size_t b, size_t e) {
+    for (size_t off = b; off < e; off += SHM_BLOCK) {
+        size_t m = e - off < SHM_BLOCK ? e - off : SHM_BLOCK;
+        float *d = s->result + off;
+        sum_block(d, srcs, s->n, off - b, m, s->avx);
+        mc->map(mc->ctx, off, d, m);
+        memcpy(mc->out + off, d, m * sizeof *d);
+    }
+}
+
 // What a call does with the slices: all three keep the same steps and waits,
 // so calls of different kinds may follow each other in any order.
-typedef enum shm_op { SHM_OP_SUM, SHM_OP_REDUCE_SCATTER, SHM_OP_ALLGATHER } shm_op_t;
+typedef enum shm_op { SHM_OP_SUM, SHM_OP_REDUCE_SCATTER, SHM_OP_ALLGATHER, SHM_OP_SUM_MAP } shm_op_t;
 
-static int shm_call(shm_allreduce_t *s, shm_op_t op, float *data, size_t count, int timeout_ms, char *err,
-                    size_t err_len) {
+static int shm_call(shm_allreduce_t *s, shm_op_t op, float *data, size_t count, const shm_map_call_t *mc,
+                    int timeout_ms, char *err, size_t err_len) {
     if (count > s->max_count) {
         snprintf(err, err_len, "shm allreduce: rank %zu: %zu values exceed the %zu the group was made for", s->rank,
                  count, s->max_count);
@@ -468,6 +532,7 @@ static int shm_call(shm_allreduce_t *s, shm_op_t op, float *data, size_t count, 
         memcpy(mine + e, data + e, (count - e) * sizeof *data);
     }
     slot(s, me)->count = count;
+    slot(s, me)->weight = mc ? mc->weight : 0.0f;
     post_step(s, in_step);
     // 2. Reduce-scatter: sum this rank's slice of every input in rank order.
     // The result area's slice may still be being read by a peer finishing the
@@ -484,8 +549,17 @@ static int shm_call(shm_allreduce_t *s, shm_op_t op, float *data, size_t count, 
             rc = -1;
         }
     }
+    // A map call whose weights sum to nothing maps and gathers nothing (every rank alike).
+    int gather = op != SHM_OP_REDUCE_SCATTER;
+    if (rc == 0 && mc) {
+        *mc->total = total_weight(s);
+        gather = *mc->total > 0.0f;
+    }
     if (rc == 0) {
-        if (op == SHM_OP_ALLGATHER) {
+        if (mc) {
+            for (size_t j = 0; j < n; j++) srcs[j] = (j == me ? data : input(s, j)) + b;
+            if (gather) sum_map_slice(s, mc, srcs, b, e);
+        } else if (op == SHM_OP_ALLGATHER) {
             if (e > b) memcpy(s->result + b, data + b, (e - b) * sizeof *data);
         } else {
             for (size_t j = 0; j < n; j++) srcs[j] = (j == me ? data : input(s, j)) + b;
@@ -498,23 +572,28 @@ static int shm_call(shm_allreduce_t *s, shm_op_t op, float *data, size_t count, 
         size_t j = (me + k) % n, jb, je;
         rc = wait_step(s, j, sum_step, 2, count, timeout_ms, err, err_len);
         shard_range(count, n, j, &jb, &je);
-        if (rc == 0 && je > jb && op != SHM_OP_REDUCE_SCATTER)
-            memcpy(data + jb, s->result + jb, (je - jb) * sizeof *data);
+        if (rc == 0 && je > jb && gather) memcpy((mc ? mc->out : data) + jb, s->result + jb, (je - jb) * sizeof *data);
     }
     return rc;
 }
 
 int shm_allreduce_sum(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err, size_t err_len) {
-    return shm_call(s, SHM_OP_SUM, data, count, timeout_ms, err, err_len);
+    return shm_call(s, SHM_OP_SUM, data, count, NULL, timeout_ms, err, err_len);
 }
 
 int shm_allreduce_reduce_scatter(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err,
                                  size_t err_len) {
-    return shm_call(s, SHM_OP_REDUCE_SCATTER, data, count, timeout_ms, err, err_len);
+    return shm_call(s, SHM_OP_REDUCE_SCATTER, data, count, NULL, timeout_ms, err, err_len);
 }
 
 int shm_allreduce_allgather(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err, size_t err_len) {
-    return shm_call(s, SHM_OP_ALLGATHER, data, count, timeout_ms, err, err_len);
+    return shm_call(s, SHM_OP_ALLGATHER, data, count, NULL, timeout_ms, err, err_len);
+}
+
+int shm_allreduce_sum_map(shm_allreduce_t *s, float *data, size_t count, float weight, float *total, shm_map_fn map,
+                          void *ctx, float *out, int timeout_ms, char *err, size_t err_len) {
+    shm_map_call_t mc = {map, ctx, weight, total, out};
+    return shm_call(s, SHM_OP_SUM_MAP, data, count, &mc, timeout_ms, err, err_len);
 }
 
 void shm_allreduce_slice(size_t count, size_t n, size_t rank, size_t *begin, size_t *end) {

@@ -73,6 +73,21 @@ int shm_allreduce_reduce_scatter(shm_allreduce_t *s, float *data, size_t count, 
 int shm_allreduce_allgather(shm_allreduce_t *s, float *data, size_t count, int timeout_ms, char *err, size_t err_len);
 void shm_allreduce_slice(size_t count, size_t n, size_t rank, size_t *begin, size_t *end);
 
+// A sum that ends in something else: each rank's slice of the sum is handed
+// to `map` block by block, values[0..n) for elements [offset, offset + n), and
+// map writes in their place what every rank is to end with there (a step of
+// the parameters by that sum, say: no rank then makes a pass over the whole
+// sum of its own). Besides the values, each rank passes a weight (the
+// examples behind its input); *total gets their sum, in rank order as the
+// values are, before the first map on any rank. On return out[0..count) holds
+// every slice's mapped values (out is not the input area; map may read
+// out's old values, its own block's, which it replaces). When the weights sum
+// to 0 or less, nothing is mapped and out is left alone, on every rank. Waits,
+// timeouts, failures and the sequence of calls as in shm_allreduce_sum.
+typedef void (*shm_map_fn)(void *ctx, size_t offset, float *values, size_t n);
+int shm_allreduce_sum_map(shm_allreduce_t *s, float *data, size_t count, float weight, float *total, shm_map_fn map,
+                          void *ctx, float *out, int timeout_ms, char *err, size_t err_len);
+
 // This rank's input area in the segment (max_count floats). A caller that
 // keeps its array there (passes it as data) saves the copy into the segment;
 // any other array works too. Valid until shm_allreduce_destroy.

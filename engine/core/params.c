@@ -49,14 +49,6 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
     }
 }
 
-static void sgd_divided_floats(param_t *p, size_t n, const float *g, float divisor, float lr, float *copy) {
-    for (size_t i = 0; i < n; i++) {
-        float value = param_get(&p[i]) - lr * (g[i] / divisor);
-        param_set(&p[i], value);
-        copy[i] = value;
-    }
-}
-
 // ---- the same in vector lanes (x86-64; see params.h for why it is defined) ----
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -148,17 +140,6 @@ static void sgd_divided_floats(param_t *p, size_t n, const float *g, float divis
             memcpy(copy + i, &v, sizeof v);                                                                        \
         }                                                                                                          \
         return i;                                                                                                  \
-    }                                                                                                              \
-    TARGET static size_t NAME##_sgd_divided(param_t *p, size_t n, const float *g, float divisor, float lr,         \
-                                            float *copy) {                                                         \
-        size_t i = 0;                                                                                              \
-        for (; i + WIDTH <= n; i += WIDTH) {                                                                       \
-            NAME##_ahead(p, copy, i, n);                                                                           \
-            NAME##_lanes v = NAME##_load(p + i) - lr * (NAME##_plain(g + i) / divisor);                            \
-            NAME##_store(p + i, v);                                                                                \
-            memcpy(copy + i, &v, sizeof v);                                                                        \
-        }                                                                                                          \
-        return i;                                                                                                  \
     }
 
 // SSE2 is part of x86-64; AVX's 8 lanes and AVX-512's 16 are chosen at run
@@ -211,14 +192,4 @@ void params_sgd_weighted(param_t *p, size_t n, const float *g, float weight, flo
                          : sse_sgd_weighted(p, n, g, weight, lr, copy);
 #endif
     sgd_weighted_floats(p + done, n - done, g + done, weight, lr, copy + done);
-}
-
-void params_sgd_divided(param_t *p, size_t n, const float *g, float divisor, float lr, float *copy) {
-    size_t done = 0;
-#ifdef PARAMS_LANES
-    done = have_avx512() ? avx512_sgd_divided(p, n, g, divisor, lr, copy)
-           : have_avx()  ? avx_sgd_divided(p, n, g, divisor, lr, copy)
-                         : sse_sgd_divided(p, n, g, divisor, lr, copy);
-#endif
-    sgd_divided_floats(p + done, n - done, g + done, divisor, lr, copy + done);
 }

@@ -58,10 +58,4 @@ void params_sgd(param_t *p, size_t n, const float *g, float lr, float *copy);
 // copy[i] = the value written (copy not NULL).
 void params_sgd_weighted(param_t *p, size_t n, const float *g, float weight, float lr, float *copy);
 
-// The same step from a sum of the round's gradients and the examples behind
-// it: p[i] = p[i] - lr * (g[i] / divisor), the bits of forming the average
-// first (g[i] / divisor) and stepping by it; copy[i] = the value written
-// (copy not NULL).
-void params_sgd_divided(param_t *p, size_t n, const float *g, float divisor, float lr, float *copy);
-
 #endif

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/update.h"
 #include "kernels/foundation/mono_clock.h"
 #include "kernels/foundation/rng.h"
 #include "kernels/foundation/partition.h"
@@ -942,6 +943,7 @@ typedef struct solo_round {
     int to_sum;  // the average is left in `sum` for the link's exchange
     float *sum;  // where: tr->sum's values, or the link's sum_buffer (weight: the examples)
     int plain_to_w;  // plain SGD applied to w and the copy (params_sgd_weighted)
+    int plain_to_copy;  // plain SGD applied to the copy alone (w behind it: sync_loop_t.w_behind)
 } solo_round_t;
 
 static void solo_block(void *ctx, size_t offset, const float *g, size_t n) {
@@ -949,6 +951,10 @@ static void solo_block(void *ctx, size_t offset, const float *g, size_t n) {
     trainer_t *tr = R->tr;
     if (R->plain_to_w) {  // the hot case: one pass, in vector lanes
         params_sgd_weighted(tr->w + offset, n, g, R->weight, R->lr, R->copy + offset);
+        return;
+    }
+    if (R->plain_to_copy) {  // the same bits, the copy alone
+        sgd_weighted_update_cpu(n, R->lr, R->weight, g, R->copy + offset);
         return;
     }
     float chunk[SYNC_CHUNK];
@@ -1057,21 +1063,21 @@ static int sync_exchange(trainer_t *tr, size_t id, size_t total, uint64_t rounds
     return 0;
 }
 
-// Distributed, one thread summing in place (train_link_t.exchange_sum): the
-// replicas' sum comes back in the link's buffer, and the step divides it by
-// the examples as it writes w and the copy (the bits of optimizer_apply_block
-// on the average). Returns 1 if the run stops.
+// Distributed, one thread summing in place (train_link_t.exchange_step): the
+// replicas' sum comes back as a step of the thread's copy, and w falls behind
+// it (written at the next park or the end: sync_loop_t.w_behind). Returns 1
+// if the run stops.
 static int sync_exchange_in_place(trainer_t *tr, size_t total, uint64_t rounds, float lr, float *copy) {
     const train_link_t *link = tr->cfg.link;
-    float divisor = 0.0f;
+    int stepped = 0;
     uint64_t span = TRACE_BEGIN();
-    if (!atomic_load_explicit(link->abort, memory_order_relaxed) && link->exchange_sum(link->ctx, total, &divisor) != 0)
+    if (!atomic_load_explicit(link->abort, memory_order_relaxed) &&
+        link->exchange_step(link->ctx, total, lr, copy, &stepped) != 0)
         atomic_store_explicit(link->abort, 1, memory_order_relaxed);
     TRACE_END(&TK_EXCHANGE, span, total);
     tr->exchange_stop = atomic_load_explicit(link->abort, memory_order_relaxed);
     if (tr->exchange_stop) return 1;
-    tr->round_applied = !(divisor > 0.0f);  // no example anywhere: nothing to apply
-    if (divisor > 0.0f) params_sgd_divided(tr->w, tr->n_params, link->sum_buffer, divisor, lr, copy);
+    tr->round_applied = !stepped;
     atomic_store_explicit(&link->progress[0].steps, rounds + 1, memory_order_relaxed);
     return 0;
 }
@@ -1081,7 +1087,9 @@ typedef struct sync_loop {
     size_t rank, replica_size;  // this replica's slice of a round: [rank * replica_size, + replica_size)
     int dense, store;  // store: a dense model's step stores its gradient block by block
     int solo;  // one thread, storing, unclipped: the step reduces block by block (solo_block)
-    int in_place;  // solo, plain SGD, with a link that sums in place (train_link_t.exchange_sum)
+    int in_place;  // solo, plain SGD, with a link that steps the copy (train_link_t.exchange_step)
+    int sum_in_place;  // in place, the round's gradient summed in the link's sum_buffer (not local SGD)
+    int w_behind;  // in place: w is behind the thread's copy, which holds the parameters
     int copy_fresh;  // solo, with a link: the copy holds w's values after the last round
     int unflushed;  // keep_copies: w is behind this thread's copy in its range
     int behind;  // keep_copies: the other threads' ranges of this thread's copy are a round behind
@@ -1132,13 +1140,15 @@ static double sync_compute(sync_loop_t *S, const uint32_t *idx, size_t count, si
             // In place, the link sums the replicas' gradients times their
             // examples: the bits of the exchange's own weighting of the
             // average (count = total: 0.0f + 1.0f * g, then times total).
+            int plain = link && !to_sum && optimizer_is_plain_sgd(tr->opt);
             solo_round_t R = {tr,
                               model_ws_param_copy(wk->ws),
-                              S->in_place ? (float)count : (float)count / (float)total,
+                              S->sum_in_place ? (float)count : (float)count / (float)total,
                               lr,
                               to_sum,
-                              S->in_place ? link->sum_buffer : tr->sum.value,
-                              link && !to_sum && optimizer_is_plain_sgd(tr->opt)};
+                              S->sum_in_place ? link->sum_buffer : tr->sum.value,
+                              plain && !S->in_place,
+                              plain && S->in_place};
             loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, solo_block, &R);
         } else {
             loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, store_block, wk->grad.value);
@@ -1169,7 +1179,8 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     if (tr->round_stop) return 0;
     if (tr->round_park) {
         if (S->unflushed) sync_flush(tr, id);
-        S->unflushed = 0;
+        if (S->w_behind) params_write(tr->w, tr->n_params, model_ws_param_copy(L->wk->ws));
+        S->unflushed = S->w_behind = 0;
         S->copy_fresh = 0;  // a link's refresh may write w while the threads are parked
         park(tr);
         if (atomic_load_explicit(&tr->stop_requested, memory_order_acquire)) return 0;
@@ -1188,7 +1199,10 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     spin_barrier_wait(&tr->barrier);  // B
     TRACE_END(&TK_BARRIER, span, 0);
     if (S->in_place && !count) {
-        memset(L->link->sum_buffer, 0, tr->n_params * sizeof(float));  // no example here: nothing to add
+        // No example here: nothing to add, nothing to step; the exchange
+        // reads the copy, which no step refreshed from w this round.
+        if (S->sum_in_place) memset(L->link->sum_buffer, 0, tr->n_params * sizeof(float));
+        if (!S->copy_fresh) params_read(tr->w, tr->n_params, model_ws_param_copy(L->wk->ws));
     } else if (!(S->solo && count)) {  // a lone thread's step did the reduce
         span = TRACE_BEGIN();
         if (S->dense)
@@ -1205,8 +1219,10 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
         return 0;
     }
     // Solo with a link, the copy is w's values unless the exchange (or a
-    // prepare before the next round) rewrote w, or this round had no step.
-    S->copy_fresh = copy && L->link && count && !tr->round_applied && !L->link->prepare;
+    // prepare before the next round) rewrote w, or this round had no step;
+    // in place, the copy holds the parameters whatever the round did.
+    S->copy_fresh = S->in_place || (copy && L->link && count && !tr->round_applied && !L->link->prepare);
+    S->w_behind |= S->in_place;
     L->updates++;
     L->samples += total;
     publish(&tr->stats[id], count, loss, lr, id == 0 ? 1 : 0);
@@ -1233,9 +1249,11 @@ static void *sync_worker(void *arg) {
     S.dense = tr->sum.dense;
     S.store = S.dense && model_has_loss_grad_apply(tr->model);
     S.solo = S.store && c->threads == 1 && c->clip_grad_norm <= 0 && model_ws_param_copy(wk->ws);
-    S.in_place = S.solo && link && link->exchange_sum && link->sum_buffer && !link->update_before_exchange &&
-                 !link->prepare && !tr->keep_copies && optimizer_is_plain_sgd(tr->opt);
-    S.unflushed = S.behind = S.copy_fresh = 0;
+    S.in_place =
+        S.solo && link && link->exchange_step && !link->prepare && !tr->keep_copies && optimizer_is_plain_sgd(tr->opt);
+    S.sum_in_place = S.in_place && !link->update_before_exchange;
+    if (S.sum_in_place && !link->sum_buffer) S.in_place = S.sum_in_place = 0;
+    S.unflushed = S.behind = S.copy_fresh = S.w_behind = 0;
     trace_thread_name("trainer", (int)wk->id);
     if (!wait_at_gate(tr)) {
         // Every copy starts as w; from then on each round's reduce and pull keep it current.
@@ -1243,6 +1261,7 @@ static void *sync_worker(void *arg) {
         run_epochs(&S.loop, &sync_mode);
     }
     if (S.unflushed) sync_flush(tr, wk->id);
+    if (S.w_behind) params_write(tr->w, tr->n_params, model_ws_param_copy(wk->ws));
     mark_finished(tr);
     return NULL;
 }

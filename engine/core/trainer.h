@@ -91,17 +91,20 @@ typedef struct train_link {
     // *applied), or sum now holds the global average for the trainer to apply.
     // Returns 0, or -1 to stop the run.
     int (*exchange)(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied);
-    // Optional, sync: the same round summed in place, for a dense model
-    // trained by one thread with plain SGD. The trainer stores the
+    // Optional, sync: the same round summed in place and stepped, for a dense
+    // model trained by one thread with plain SGD. The trainer stores the
     // replica's gradient times its examples in sum_buffer (the link's own
     // array of the model's size, e.g. a collective's, so that nothing is
-    // copied into it) and calls exchange_sum instead of exchange; on return
-    // sum_buffer holds the global sum and *divisor the examples behind it (0:
-    // none anywhere, nothing to apply), and the trainer steps by their
-    // quotient as it writes w: no pass of its own for the weighting or the
-    // average. Returns 0, or -1 to stop the run.
+    // copied into it) and calls exchange_step instead of exchange, with
+    // `params` the thread's copy of the parameters; on return params holds
+    // them stepped by lr times the replicas' summed gradient over their
+    // examples (p - lr * (sum / examples), the bits of forming the average
+    // first), or unchanged with *stepped 0 when no replica had an example. w
+    // is not written: the trainer writes it from params when its threads park
+    // or end, so a round makes no pass of its own for the weighting, the
+    // average or w. Returns 0, or -1 to stop the run.
     float *sum_buffer;
-    int (*exchange_sum)(void *ctx, size_t examples, float *divisor);
+    int (*exchange_step)(void *ctx, size_t examples, float lr, float *params, int *stepped);
     // sync: set by a link whose exchange averages models, not gradients
     // (local SGD). The trainer then applies every round's update to w itself,
     // before the exchange, which does not read `sum` and sets *applied only

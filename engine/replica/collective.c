@@ -377,6 +377,24 @@ int collective_sum(collective_t *c, float *buf, size_t n, int timeout_ms, char *
     return c->ops->sum(c->impl, buf, n, timeout_ms, err, err_len);
 }
 
+enum { MAP_BLOCK = 2048 };  // floats mapped and copied out while in L1
+
+int collective_sum_map(collective_t *c, float *buf, size_t n, float weight, float *total, collective_map_fn map,
+                       void *ctx, float *out, int timeout_ms, char *err, size_t err_len) {
+    if (c->ops->sum_map)
+        return c->ops->sum_map(c->impl, buf, n, weight, total, map, ctx, out, timeout_ms, err, err_len);
+    buf[n] = weight;
+    if (c->ops->sum(c->impl, buf, n + 1, timeout_ms, err, err_len) != 0) return -1;
+    *total = buf[n];
+    if (!(*total > 0.0f)) return 0;
+    for (size_t off = 0; off < n; off += MAP_BLOCK) {
+        size_t m = n - off < MAP_BLOCK ? n - off : MAP_BLOCK;
+        map(ctx, off, buf + off, m);
+        memcpy(out + off, buf + off, m * sizeof *out);
+    }
+    return 0;
+}
+
 int collective_compresses(const collective_t *c) { return c->ops->sum_compressed != NULL; }
 
 int collective_sum_compressed(collective_t *c, compressor_t *comp, float *residual, float *buf, size_t m,

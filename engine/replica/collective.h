@@ -130,6 +130,19 @@ float *collective_buffer(collective_t *c);
 // every worker ends with the same bits. Returns 0, or -1 with err.
 int collective_sum(collective_t *c, float *buf, size_t n, int timeout_ms, char *err, size_t err_len);
 
+// A sum that ends in what the caller makes of it (shm_allreduce_sum_map's
+// contract, net/shm_allreduce.h): buf[0..n) summed over every worker, each
+// element's sum handed to map in blocks (values: the sum there on entry, what
+// out is to hold there on return), weight summed into *total before any map;
+// out[0..n) ends with every block's mapped values, the same bits on every
+// worker; nothing is mapped and out is left alone when *total <= 0. In shared
+// memory each worker maps its own slice only; elsewhere every worker maps the
+// whole sum (buf then holds n + 1 floats: the weight travels in buf[n]).
+// Returns 0, or -1 with err.
+typedef void (*collective_map_fn)(void *ctx, size_t offset, float *values, size_t n);
+int collective_sum_map(collective_t *c, float *buf, size_t n, float weight, float *total, collective_map_fn map,
+                       void *ctx, float *out, int timeout_ms, char *err, size_t err_len);
+
 // Whether it carries compressed exchanges (the ZeroMQ ring only).
 int collective_compresses(const collective_t *c);
 

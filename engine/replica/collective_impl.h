@@ -14,6 +14,10 @@ typedef struct collective_ops {
     // Sums buf[0..n) over every worker, in place, as float32; every worker
     // ends with the same bits. Returns 0, or -1 with err.
     int (*sum)(void *impl, float *buf, size_t n, int timeout_ms, char *err, size_t err_len);
+    // collective_sum_map where the implementation maps only its own slice; NULL:
+    // collective.c sums and maps the whole.
+    int (*sum_map)(void *impl, float *buf, size_t n, float weight, float *total, collective_map_fn map, void *ctx,
+                   float *out, int timeout_ms, char *err, size_t err_len);
     // Compressed exchanges (collective_sum_compressed); NULL: it takes none.
     int (*sum_compressed)(void *impl, compressor_t *comp, float *residual, float *buf, size_t m, size_t examples,
                           float *total, uint64_t *raw_sent, int timeout_ms, char *err, size_t err_len);

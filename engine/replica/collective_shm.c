@@ -8,6 +8,11 @@ static int shm_sum(void *impl, float *buf, size_t n, int timeout_ms, char *err, 
     return shm_allreduce_sum(impl, buf, n, timeout_ms, err, err_len);
 }
 
+static int shm_sum_map(void *impl, float *buf, size_t n, float weight, float *total, collective_map_fn map, void *ctx,
+                       float *out, int timeout_ms, char *err, size_t err_len) {
+    return shm_allreduce_sum_map(impl, buf, n, weight, total, map, ctx, out, timeout_ms, err, err_len);
+}
+
 static float *shm_buffer(void *impl) { return shm_allreduce_buffer(impl); }
 
 static void shm_free(void *impl) {
@@ -18,6 +23,7 @@ static void shm_free(void *impl) {
 const collective_ops_t collective_shm_ops = {
     .kind = COLLECTIVE_SHM,
     .sum = shm_sum,
+    .sum_map = shm_sum_map,
     .buffer = shm_buffer,
     .destroy = shm_free,
 };

@@ -242,8 +242,8 @@ static void link_init(replica_t *r, train_config_t *tc) {
     l->abort = &r->abort;
     l->ctx = r;
     l->exchange = r->strategy->exchange;
-    l->exchange_sum = r->strategy->exchange_sum;
-    l->sum_buffer = r->strategy->exchange_sum ? r->ring_buf : NULL;
+    l->exchange_step = r->strategy->exchange_step;
+    l->sum_buffer = r->strategy->exchange_step ? r->ring_buf : NULL;
     l->prepare = r->strategy->prepare;
     l->refresh = r->strategy->refresh;
     l->step_delay = r->rc->delay;

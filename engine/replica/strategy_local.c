@@ -101,7 +101,7 @@ static void avg_eval_on_progress(const train_point_t *p, double eta_s, void *ctx
 
 // Keeps a copy of w at point p for after training; 0 when the budget (or
 // memory) has no room for it.
-static int avg_eval_keep(avg_eval_t *e, const param_t *w, size_t n, const train_point_t *p) {
+static int avg_eval_keep(avg_eval_t *e, const float *averaged, size_t n, const train_point_t *p) {
     size_t bytes = n * sizeof(float);
     if (e->bytes + bytes > e->budget) return 0;
     if (e->n_pending == e->cap_pending) {
@@ -113,7 +113,7 @@ static int avg_eval_keep(avg_eval_t *e, const param_t *w, size_t n, const train_
     }
     float *values = malloc(bytes);
     if (!values) return 0;
-    params_read(w, n, values);
+    memcpy(values, averaged, bytes);
     e->pending[e->n_pending++] = (avg_point_t){values, *p};
     e->bytes += bytes;
     return 1;
@@ -121,7 +121,7 @@ static int avg_eval_keep(avg_eval_t *e, const param_t *w, size_t n, const train_
 
 // Right after an average (thread 0, the other threads at the round's barrier):
 // keeps the averaged model when a point is due (or evaluates it now, past the budget).
-static void avg_eval_offer(replica_t *r, const param_t *w, float lr) {
+static void avg_eval_offer(replica_t *r, const float *averaged, float lr) {
     local_sgd_t *loc = r->mode;
     avg_eval_t *e = &loc->ae;
     if (!e->ws || r->clock == loc->last_round) return;  // the trainer's last evaluation is of this average
@@ -140,10 +140,9 @@ static void avg_eval_offer(replica_t *r, const param_t *w, float lr) {
         .test_metric = NAN,
     };
     pthread_mutex_lock(&e->mu);
-    if (!avg_eval_keep(e, w, r->n, &p)) {
+    if (!avg_eval_keep(e, averaged, r->n, &p)) {
         avg_eval_flush(r);
-        params_read(w, r->n, r->pulled);  // scratch: local SGD pulls nothing
-        avg_eval_report(r, r->pulled, &p);
+        avg_eval_report(r, averaged, &p);
     }
     pthread_mutex_unlock(&e->mu);
     while (e->next <= loc->samples) e->next = (loc->samples / e->every + 1) * e->every;
@@ -191,20 +190,34 @@ static void avg_eval_stop(replica_t *r) {
     }
 }
 
-// A round of local SGD, after the trainer applied this replica's own averaged
-// gradient (its step alone; the link's update_before_exchange, set in
-// local_begin). Every local_steps rounds, and after the run's last, the
-// replicas average their models: each sends its parameters times the examples
-// it took since the last average, the ring sums them with those counts, and
-// every replica divides, so all hold the same bits.
-static int exchange_local(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
-    (void)sum;
-    replica_t *r = ctx;
+// Counts a round of local SGD (its `examples` this replica's); 1 when the
+// replicas average after it: every local_steps rounds, and after the run's last.
+static int local_round_ends_period(replica_t *r, size_t examples) {
     local_sgd_t *loc = r->mode;
     r->clock++;
     loc->since_avg += examples;
     loc->samples += examples;
-    if (r->clock % r->rc->local_steps != 0 && r->clock != loc->last_round) return 0;
+    return r->clock % r->rc->local_steps == 0 || r->clock == loc->last_round;
+}
+
+static void local_averaged(replica_t *r, double t0) {
+    local_sgd_t *loc = r->mode;
+    loc->since_avg = 0;
+    replica_count_push(r);  // averages
+    r->stats.comm_s += replica_now_s() - t0;
+}
+
+// A round of local SGD, after the trainer applied this replica's own averaged
+// gradient (its step alone; the link's update_before_exchange, set in
+// local_begin). At a period's end the replicas average their models: each
+// sends its parameters times the examples it took since the last average,
+// the ring sums them with those counts, and every replica divides, so all
+// hold the same bits.
+static int exchange_local(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
+    (void)sum;
+    replica_t *r = ctx;
+    local_sgd_t *loc = r->mode;
+    if (!local_round_ends_period(r, examples)) return 0;
     double t0 = replica_now_s();
     *applied = 1;  // w is rewritten
     float *buf = r->ring_buf, ex = (float)loc->since_avg, total;
@@ -216,15 +229,49 @@ static int exchange_local(void *ctx, grad_t *sum, size_t examples, float lr, par
         for (size_t i = 0; i < m; i++) buf[off + i] = chunk[i] * ex;
     }
     if (replica_ring_sum(r, buf, r->n, loc->since_avg, &total) != 0) return -1;
-    for (size_t off = 0; total > 0.0f && off < r->n; off += AVERAGE_CHUNK) {
+    for (size_t off = 0; off < r->n; off += AVERAGE_CHUNK) {
         size_t m = r->n - off < AVERAGE_CHUNK ? r->n - off : AVERAGE_CHUNK;
-        for (size_t i = 0; i < m; i++) chunk[i] = buf[off + i] / total;
-        params_write(w + off, m, chunk);
+        if (!(total > 0.0f)) {
+            params_read(w + off, m, buf + off);  // nothing to average: buf becomes w, for the evaluator
+            continue;
+        }
+        for (size_t i = 0; i < m; i++) buf[off + i] = buf[off + i] / total;
+        params_write(w + off, m, buf + off);
     }
-    loc->since_avg = 0;
-    replica_count_push(r);  // averages
-    r->stats.comm_s += replica_now_s() - t0;
-    avg_eval_offer(r, w, lr);
+    local_averaged(r, t0);
+    avg_eval_offer(r, buf, lr);
+    return 0;
+}
+
+static void average_block(void *ctx, size_t offset, float *values, size_t n) {
+    (void)offset;
+    const float total = *(const float *)ctx;
+    for (size_t i = 0; i < n; i++) values[i] = values[i] / total;
+}
+
+// The same, for one thread that steps its copy of the parameters alone
+// (train_link_t.exchange_step): the copy is averaged as the sum is formed (in
+// shared memory each worker divides its slice and the others copy it:
+// collective_sum_map), the same bits as exchange_local's.
+static int exchange_local_step(void *ctx, size_t examples, float lr, float *params, int *stepped) {
+    replica_t *r = ctx;
+    local_sgd_t *loc = r->mode;
+    *stepped = 0;
+    if (!local_round_ends_period(r, examples)) return 0;
+    double t0 = replica_now_s();
+    float *buf = r->ring_buf, ex = (float)loc->since_avg, total = 0.0f;
+    for (size_t i = 0; i < r->n; i++) buf[i] = params[i] * ex;
+    int rc;
+    if (r->comp) {
+        rc = replica_ring_sum(r, buf, r->n, loc->since_avg, &total);
+        for (size_t i = 0; rc == 0 && total > 0.0f && i < r->n; i++) params[i] = buf[i] / total;
+    } else {
+        rc = replica_ring_sum_map(r, buf, ex, &total, average_block, &total, params);
+    }
+    if (rc != 0) return -1;
+    *stepped = total > 0.0f;
+    local_averaged(r, t0);
+    avg_eval_offer(r, params, lr);
     return 0;
 }
 
@@ -272,4 +319,5 @@ const sync_strategy_t sync_strategy_local = {
     .begin = local_begin,
     .end = avg_eval_stop,
     .exchange = exchange_local,
+    .exchange_step = exchange_local_step,
 };

@@ -7,6 +7,7 @@
 
 #include "engine/replica/collective.h"
 #include "engine/replica/replica_impl.h"
+#include "kernels/update.h"
 
 // Through the collective the run opened (rc->collective); compressed
 // exchanges only on the ZeroMQ ring (replica.c checks that no other is asked to).
@@ -22,11 +23,12 @@ static int ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *
 }
 
 // The collective's call, a span of a --trace timeline (docs/trace.md).
+static const trace_kind_t allreduce_span = {"allreduce", "net", "floats"};
+
 int replica_ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *total) {
-    static const trace_kind_t allreduce = {"allreduce", "net", "floats"};
     uint64_t span = TRACE_BEGIN();
     int rc = ring_sum(r, buf, m, examples, total);
-    TRACE_END(&allreduce, span, m + 1);
+    TRACE_END(&allreduce_span, span, m + 1);
     return rc;
 }
 
@@ -61,18 +63,50 @@ static int exchange_allreduce(void *ctx, grad_t *sum, size_t examples, float lr,
     return 0;
 }
 
+int replica_ring_sum_map(replica_t *r, float *buf, float weight, float *total, collective_map_fn map, void *ctx,
+                         float *out) {
+    const replica_config_t *c = r->rc;
+    uint64_t span = TRACE_BEGIN();
+    int rc = collective_sum_map(c->collective, buf, r->n, weight, total, map, ctx, out, c->timeout_ms, r->err,
+                                sizeof r->err);
+    TRACE_END(&allreduce_span, span, r->n + 1);
+    return rc;
+}
+
+// The step by the replicas' average, block by block as the sum is formed
+// (collective_sum_map): the parameters' new values in place of the sum.
+typedef struct step_map {
+    float lr;
+    const float *total;  // the examples behind the sum (set before the first block)
+    const float *params;  // the values before the step
+} step_map_t;
+
+static void step_block(void *ctx, size_t offset, float *values, size_t n) {
+    const step_map_t *m = ctx;
+    sgd_divided_update_cpu(n, m->lr, *m->total, values, m->params + offset, values);
+}
+
 // The same round with the replica's gradient times its examples already in
-// the ring's buffer (the trainer stored it there: train_link_t.exchange_sum):
-// no pass to weight it before the sum nor to average it after; the trainer
-// divides as it steps.
-static int exchange_allreduce_sum(void *ctx, size_t examples, float *divisor) {
+// the ring's buffer (the trainer stored it there: train_link_t.exchange_step):
+// no pass to weight it before the sum nor to average it after, and the step
+// made as the sum is formed (in shared memory each worker steps its slice and
+// the others copy it: collective_sum_map), so the parameters come back stepped.
+static int exchange_allreduce_step(void *ctx, size_t examples, float lr, float *params, int *stepped) {
     replica_t *r = ctx;
     double t0 = replica_now_s();
-    float total;
-    if (replica_ring_sum(r, r->ring_buf, r->n, examples, &total) != 0) return -1;
+    float total = 0.0f;
+    int rc;
+    if (r->comp) {
+        rc = replica_ring_sum(r, r->ring_buf, r->n, examples, &total);
+        if (rc == 0 && total > 0.0f) sgd_divided_update_cpu(r->n, lr, total, r->ring_buf, params, params);
+    } else {
+        step_map_t m = {lr, &total, params};
+        rc = replica_ring_sum_map(r, r->ring_buf, (float)examples, &total, step_block, &m, params);
+    }
+    if (rc != 0) return -1;
     r->clock++;
     replica_count_push(r);
-    *divisor = total > 0.0f ? total : 0.0f;
+    *stepped = total > 0.0f;
     r->stats.comm_s += replica_now_s() - t0;
     return 0;
 }
@@ -82,5 +116,5 @@ const sync_strategy_t sync_strategy_allreduce = {
     .train_mode = TRAIN_MODE_SYNC,
     .ring = 1,
     .exchange = exchange_allreduce,
-    .exchange_sum = exchange_allreduce_sum,
+    .exchange_step = exchange_allreduce_step,
 };

@@ -62,8 +62,8 @@ typedef struct sync_strategy {
     void (*end)(replica_t *r);
     // The trainer's link hooks (train_link_t), sync modes; NULL where the mode has none.
     int (*exchange)(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied);
-    // Optional: the round summed in place in the ring's buffer (train_link_t.exchange_sum).
-    int (*exchange_sum)(void *ctx, size_t examples, float *divisor);
+    // Optional: the round summed in place in the ring's buffer and stepped (train_link_t.exchange_step).
+    int (*exchange_step)(void *ctx, size_t examples, float lr, float *params, int *stepped);
     int (*prepare)(void *ctx, const uint32_t *examples, size_t count, param_t *w);
     int (*refresh)(void *ctx, param_t *w);
     // With servers, after a good run (every push acknowledged, before the

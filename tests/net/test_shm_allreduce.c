@@ -158,6 +158,99 @@ static void test_sums(void) {
     printf("sums: 1-4 ranks, 12 calls each, bit for bit the serial sum in rank order\n");
 }
 
+// ---- sums mapped --------------------------------------------------------------
+
+// The map of the checks below: a step of `out` by the average, the values'
+// new place, recording which elements this rank mapped.
+typedef struct step_ctx {
+    const float *out, *total;
+    size_t mapped, lo, hi;  // how many elements, the lowest and one past the highest
+} step_ctx_t;
+
+static void step_map(void *ctx, size_t offset, float *values, size_t n) {
+    step_ctx_t *c = ctx;
+    for (size_t i = 0; i < n; i++) values[i] = c->out[offset + i] - 0.25f * (values[i] / *c->total);
+    c->mapped += n;
+    if (offset < c->lo) c->lo = offset;
+    if (offset + n > c->hi) c->hi = offset + n;
+}
+
+static float out_at(size_t i) { return (float)(i % 97) * 0.5f - 3.0f; }
+
+// Calls of shm_allreduce_sum_map among plain sums: call c's weights are
+// rank + c (all 0 in call 0: nothing mapped, out left alone).
+static int rank_maps(size_t rank, size_t n, const void *argp) {
+    const seq_arg_t *a = argp;
+    char err[512];
+    shm_allreduce_t *s = shm_allreduce_new(a->run, rank, n, BIG, err, sizeof err);
+    if (!s) {
+        fprintf(stderr, "rank %zu: %s\n", rank, err);
+        return 1;
+    }
+    float *out = malloc(BIG * sizeof *out), *want = malloc(BIG * sizeof *want), *tmp = malloc(BIG * sizeof *tmp);
+    CHECK(out && want && tmp);
+    for (size_t c = 0; c < a->n_calls; c++) {
+        size_t count = a->calls[c].count;
+        float *x = shm_allreduce_buffer(s);
+        fill(x, count, c, rank);
+        if (c % 2 == 1) {  // a plain sum between the maps keeps its bits
+            if (shm_allreduce_sum(s, x, count, CALL_TIMEOUT_MS, err, sizeof err) != 0) return 1;
+            serial_sum(want, tmp, count, c, n, 0);
+            if (memcmp(x, want, count * sizeof *x) != 0) return 1;
+            continue;
+        }
+        for (size_t i = 0; i < count; i++) out[i] = out_at(i);
+        float total = -1.0f, weight = c == 0 ? 0.0f : (float)(rank + c), want_total = 0.0f;
+        for (size_t r = 0; r < n; r++) {
+            float w = c == 0 ? 0.0f : (float)(r + c);
+            want_total = r == 0 ? w : want_total + w;
+        }
+        step_ctx_t ctx = {out, &total, 0, count, 0};
+        if (shm_allreduce_sum_map(s, x, count, weight, &total, step_map, &ctx, out, CALL_TIMEOUT_MS, err, sizeof err) !=
+            0) {
+            fprintf(stderr, "rank %zu: map call %zu: %s\n", rank, c, err);
+            return 1;
+        }
+        size_t b, e;
+        shm_allreduce_slice(count, n, rank, &b, &e);
+        int mapped = want_total > 0.0f;
+        if (total != want_total || ctx.mapped != (mapped ? e - b : 0) || (ctx.mapped && (ctx.lo != b || ctx.hi != e))) {
+            fprintf(stderr,
+                    "rank %zu of %zu: map call %zu: total %g (want %g), mapped %zu in [%zu, %zu) of [%zu, %zu)\n", rank,
+                    n, c, total, want_total, ctx.mapped, ctx.lo, ctx.hi, b, e);
+            return 1;
+        }
+        serial_sum(want, tmp, count, c, n, 0);
+        for (size_t i = 0; i < count; i++) {
+            float expect = mapped ? out_at(i) - 0.25f * (want[i] / want_total) : out_at(i);
+            if (memcmp(&out[i], &expect, sizeof expect) != 0) {
+                fprintf(stderr, "rank %zu of %zu: map call %zu: element %zu is %.9g, want %.9g\n", rank, n, c, i,
+                        out[i], expect);
+                return 1;
+            }
+        }
+    }
+    free(out);
+    free(want);
+    free(tmp);
+    shm_allreduce_destroy(&s);
+    return 0;
+}
+
+static void test_maps(void) {
+    for (size_t n = 1; n <= MAX_RANKS; n++) {
+        const call_t calls[] = {{BIG, 1}, {1001, 1}, {BIG, 1}, {7, 1}, {1001, 1}, {BIG, 1}, {0, 1}, {1, 1}, {n, 1}};
+        seq_arg_t a = {RUN + 16 + n, calls, sizeof calls / sizeof *calls};
+        int st[MAX_RANKS];
+        run_group(n, rank_maps, &a, st);
+        for (size_t r = 0; r < n; r++) CHECK(st[r] == 0);
+        CHECK(!segment_exists(a.run));
+    }
+    printf(
+        "maps: 1-4 ranks, each maps exactly its slice; out is the serial sum mapped, bit for bit, on every rank; "
+        "weights summing to 0 map nothing; plain sums between keep their bits\n");
+}
+
 // ---- failures ---------------------------------------------------------------
 
 enum { EXPECTED_FAILURE = 3 };
@@ -349,6 +442,7 @@ int main(void) {
     if (access("/dev/shm", W_OK) != 0) return test_skip("/dev/shm is not writable here: %s", strerror(errno));
     test_refusals();
     test_sums();
+    test_maps();
     test_failures();
     test_leftovers();
     return 0;

@@ -5,6 +5,7 @@
 #include <pthread.h>
 
 #include "engine/core/params.h"
+#include "kernels/update.h"
 #include "tests/support/test_support.h"
 
 #define GUARD 8  // parameters on each side of a range that must stay untouched
@@ -69,18 +70,18 @@ static void check_range(size_t start, size_t n) {
     CHECK(memcmp(out, expect, n * sizeof *out) == 0);
     check_untouched(p, total, start, start + n);
 
-    // A round's sum of gradients over the examples behind it: the average
-    // formed first, then the step (a divisor that makes no quotient exact).
+    // A round's sum of gradients over the examples behind it, on plain floats
+    // (sgd_divided_update_cpu): the average formed first, then the step (a
+    // divisor that makes no quotient exact); written over the gradient, as the
+    // allreduce's step writes it.
     const float divisor = 3.0f;
-    for (size_t i = 0; i < n; i++) {
-        float before = param_get(&p[start + i]), average = g[i] / divisor, step = lr * average;
-        expect[i] = before - step;
-    }
-    params_sgd_divided(p + start, n, g, divisor, lr, copy);
-    CHECK(memcmp(copy, expect, n * sizeof *copy) == 0);
     params_read(p + start, n, out);
-    CHECK(memcmp(out, expect, n * sizeof *out) == 0);
-    check_untouched(p, total, start, start + n);
+    for (size_t i = 0; i < n; i++) {
+        float average = g[i] / divisor, step = lr * average;
+        expect[i] = out[i] - step;
+    }
+    sgd_divided_update_cpu(n, lr, divisor, g, out, g);
+    CHECK(memcmp(g, expect, n * sizeof *g) == 0);
 
     for (size_t i = 0; i < n; i++) out[i] = -expect[i];
     params_write(p + start, n, out);
@@ -134,7 +135,8 @@ int main(void) {
     for (size_t s = 0; s < 5; s++)
         for (size_t k = 0; k < sizeof lengths / sizeof lengths[0]; k++) check_range(s, lengths[k]);
     printf(
-        "params_read, params_write, params_sgd, params_sgd_weighted, params_sgd_divided: the reference's bits on %zu "
+        "params_read, params_write, params_sgd, params_sgd_weighted, sgd_divided_update_cpu: the reference's bits on "
+        "%zu "
         "lengths x 5 starts\n",
         sizeof lengths / sizeof lengths[0]);
     check_racing_adds();

@@ -135,17 +135,25 @@ static void check_direct_step(const char *label, const model_t *m, const optimiz
 }
 
 // A link of one replica whose exchange leaves the round's average as the
-// global one, except every `every` rounds, when it rewrites w itself (scales
-// it, as an average or a pull replaces it) and says so.
+// global one (weighted by its examples and divided again, as an allreduce of
+// one does), except every `every` rounds, when it rewrites the parameters
+// itself (scales them, as an average or a pull replaces them) and says so.
+// Its exchange_step does the same on the thread's copy (in place: the
+// gradient times its examples comes in sum_buffer).
 typedef struct rewrite_link {
     size_t every;
-    uint64_t rounds, rewrites;
+    int before;  // update_before_exchange
+    uint64_t rounds, rewrites, step_calls;
+    float *sum_buffer;  // (n) exchange_step's
+    size_t n;
 } rewrite_link_t;
 
 static int rewrite_exchange(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
-    (void)examples;
     (void)lr;
     rewrite_link_t *f = ctx;
+    float ex = (float)examples;
+    if (!f->before && examples)
+        for (size_t j = 0; j < sum->dim; j++) sum->value[j] = (sum->value[j] * ex) / ex;
     if (++f->rounds % f->every != 0) return 0;
     for (size_t j = 0; j < sum->dim; j++) param_set(&w[j], param_get(&w[j]) * 0.75f);
     f->rewrites++;
@@ -153,20 +161,53 @@ static int rewrite_exchange(void *ctx, grad_t *sum, size_t examples, float lr, p
     return 0;
 }
 
+static int rewrite_step(void *ctx, size_t examples, float lr, float *params, int *stepped) {
+    rewrite_link_t *f = ctx;
+    *stepped = 0;
+    f->step_calls++;
+    if (++f->rounds % f->every == 0) {
+        for (size_t j = 0; j < f->n; j++) params[j] = params[j] * 0.75f;
+        f->rewrites++;
+        *stepped = 1;
+    } else if (!f->before && examples) {
+        for (size_t j = 0; j < f->n; j++) params[j] = params[j] - lr * (f->sum_buffer[j] / (float)examples);
+        *stepped = 1;
+    }
+    return 0;
+}
+
+// Every evaluation's test loss, in order.
+typedef struct curve {
+    double loss[64];
+    size_t n;
+} curve_t;
+
+static void record_eval(const train_point_t *p, void *ctx) {
+    curve_t *c = ctx;
+    if (c->n < 64) c->loss[c->n] = p->test_loss;
+    c->n++;
+}
+
 // One thread of a linked sync run, with a gradient exchange (bsp, allreduce)
 // and with the update applied before it (local SGD): its step reduces and
 // applies block by block (and keeps its parameter copy between rounds), where
-// the general round stores the gradient and reduces it after. A clipping
-// bound no gradient reaches takes the general round; both must agree bit for
-// bit, every rewrite of w by the exchange (and every evaluation) included.
+// the general round stores the gradient and reduces it after; with a link
+// that steps the thread's copy itself (exchange_step), w is written only
+// when the thread parks or ends. A clipping bound no gradient reaches takes
+// the general round; all three must agree bit for bit, every rewrite of the
+// parameters by the exchange and every evaluation (each at a park) included.
 static void check_lone_thread_links(const char *label, const model_t *m, const optimizer_config_t *oc) {
     char err[256];
     size_t n = model_num_params(m), every = 3;
+    enum { BLOCKS, GENERAL, IN_PLACE, VARIANTS };
+    static const char *const names[] = {"block by block", "stored", "in place"};
     for (int before = 0; before <= 1; before++) {
-        float *w[2];
-        uint64_t rewrites[2];
-        for (int general = 0; general <= 1; general++) {
-            rewrite_link_t f = {every, 0, 0};
+        float *w[VARIANTS];
+        uint64_t rewrites[VARIANTS];
+        curve_t curve[VARIANTS];
+        for (int v = 0; v < VARIANTS; v++) {
+            rewrite_link_t f = {every, before, 0, 0, 0, calloc(n, sizeof(float)), n};
+            CHECK(f.sum_buffer);
             _Atomic int abort_flag = 0;
             train_thread_progress_t progress[1];
             memset(progress, 0, sizeof progress);
@@ -177,6 +218,10 @@ static void check_lone_thread_links(const char *label, const model_t *m, const o
             link.progress = progress;
             link.abort = &abort_flag;
             link.exchange = rewrite_exchange;
+            if (v == IN_PLACE) {
+                link.exchange_step = rewrite_step;
+                link.sum_buffer = f.sum_buffer;
+            }
             link.update_before_exchange = before;
             link.ctx = &f;
             train_config_t c;
@@ -187,20 +232,29 @@ static void check_lone_thread_links(const char *label, const model_t *m, const o
             c.epochs = 2;
             c.seed = 5;
             c.eval_every = model_num_train(m) / 3;
-            c.clip_grad_norm = general ? 1e30 : 0.0;
+            c.clip_grad_norm = v == GENERAL ? 1e30 : 0.0;
             c.link = &link;
-            w[general] = malloc(n * sizeof(float));
+            w[v] = malloc(n * sizeof(float));
+            memset(&curve[v], 0, sizeof curve[v]);
+            train_callbacks_t cb = {record_eval, NULL, &curve[v]};
             train_result_t res;
-            CHECK_OK(train_fresh(m, oc, &c, 11, NULL, &res, w[general], err, sizeof err), err);
-            rewrites[general] = f.rewrites;
+            CHECK_OK(train_fresh(m, oc, &c, 11, &cb, &res, w[v], err, sizeof err), err);
+            rewrites[v] = f.rewrites;
+            // Plain SGD takes the in-place round; momentum keeps w itself (the block round).
+            CHECK((v == IN_PLACE && oc->momentum == 0.0) == (f.step_calls > 0));
+            free(f.sum_buffer);
         }
-        int same = memcmp(w[0], w[1], n * sizeof(float)) == 0;
-        printf("%-22s one linked thread (update %s the exchange), block by block vs stored: %s, %llu rewrites\n", label,
-               before ? "before" : "after", same ? "bit-identical" : "DIFFERENT", (unsigned long long)rewrites[0]);
-        CHECK(same);
-        CHECK(rewrites[0] > 10 && rewrites[0] == rewrites[1]);
-        free(w[0]);
-        free(w[1]);
+        for (int v = 1; v < VARIANTS; v++) {
+            int same = memcmp(w[0], w[v], n * sizeof(float)) == 0 && curve[v].n == curve[0].n &&
+                       memcmp(curve[0].loss, curve[v].loss, sizeof curve[0].loss) == 0;
+            printf("%-22s one linked thread (update %s the exchange), %s vs %s: %s, %llu rewrites, %zu evaluations\n",
+                   label, before ? "before" : "after", names[0], names[v], same ? "bit-identical" : "DIFFERENT",
+                   (unsigned long long)rewrites[0], curve[0].n);
+            CHECK(same);
+            CHECK(rewrites[0] > 10 && rewrites[0] == rewrites[v]);
+        }
+        CHECK(curve[0].n >= 5 && curve[0].n <= 64);
+        for (int v = 0; v < VARIANTS; v++) free(w[v]);
     }
 }
 
