@@ -16,7 +16,8 @@
 // naming clock c is answered once round c - 1 is applied.
 //
 // Observers: a PULL whose sender is WIRE_NO_ID comes from a reader of the
-// global model (the run's evaluator), not a worker. It needs no HELLO, may
+// global model (the run's evaluator), not a worker: the whole shard, or the
+// values at some keys. It needs no HELLO, may
 // name a clock like a worker's pull, and changes nothing: no worker's read
 // clock, no DC-ASGD backup, no worker counters (it is counted in
 // observer_pulls).

@@ -91,9 +91,13 @@ static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker,
         for (uint32_t k = 0; k < n_keys; k++) v[k] = s->upd.w[keys[k] - s->begin];
         n_frames = 2;
     }
-    s->stats.bytes_out += h.count * (n_frames == 2 ? 8u : 4u);
-    s->stats.pulls_answered++;
-    ps_members_note_sent(s, worker, h.param_version, h.clock);
+    if (worker == WIRE_NO_ID) {
+        s->stats.observer_pulls++;
+    } else {
+        s->stats.bytes_out += h.count * (n_frames == 2 ? 8u : 4u);
+        s->stats.pulls_answered++;
+        ps_members_note_sent(s, worker, h.param_version, h.clock);
+    }
     return zmsg_send(s->sock, identity, &h, frames, n_frames, 0, err, err_len);
 }
 

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "kernels/foundation/trace.h"
+#include "kernels/update.h"
 #include "net/ps_server_impl.h"
 
 static const trace_kind_t TK_BUFFER = {"buffer", "server", "worker"};  // bsp: one gradient taken into its round
@@ -16,33 +17,75 @@ int ps_bsp_init(ps_bsp_round_t *r, size_t n_workers, size_t n) {
     size_t nw = n_workers;
     r->grad = calloc(nw * n, sizeof *r->grad);
     r->held = malloc(nw * sizeof *r->held);
-    for (size_t k = 0; r->held && k < nw; k++) zmq_msg_init(&r->held[k]);
+    r->held_keys = malloc(nw * sizeof *r->held_keys);
+    for (size_t k = 0; r->held && r->held_keys && k < nw; k++) {
+        zmq_msg_init(&r->held[k]);
+        zmq_msg_init(&r->held_keys[k]);
+    }
     r->examples = calloc(nw, sizeof *r->examples);
     r->version = calloc(nw, sizeof *r->version);
     r->weight = calloc(nw, sizeof *r->weight);
     r->terms = calloc(nw, sizeof *r->terms);
-    return r->grad && r->held && r->examples && r->version && r->weight && r->terms ? 0 : -1;
+    r->merge_at = calloc(nw, sizeof *r->merge_at);
+    r->merge_len = calloc(nw, sizeof *r->merge_len);
+    return r->grad && r->held && r->held_keys && r->examples && r->version && r->weight && r->terms && r->merge_at &&
+                   r->merge_len
+               ? 0
+               : -1;
 }
 
 void ps_bsp_free(ps_bsp_round_t *r, size_t n_workers) {
     free(r->grad);
-    for (size_t k = 0; r->held && k < n_workers; k++) zmq_msg_close(&r->held[k]);
+    for (size_t k = 0; r->held && r->held_keys && k < n_workers; k++) {
+        zmq_msg_close(&r->held[k]);
+        zmq_msg_close(&r->held_keys[k]);
+    }
     free(r->held);
+    free(r->held_keys);
+    free(r->merged_keys);
+    free(r->merged_sum);
+    free(r->merge_at);
+    free(r->merge_len);
     free(r->examples);
     free(r->version);
     free(r->weight);
     free(r->terms);
 }
 
-// Worker k's gradient for the round being aggregated (meaningful while
-// bsp.examples[k] > 0): as received, or in bsp.grad.
+static int held_sparse(const ps_server_t *s, size_t k) { return zmq_msg_size(&s->bsp.held_keys[k]) > 0; }
+
+// Worker k's sparse gradient, held as received, written out dense into
+// bsp.grad (as a checkpoint or a round with a dense gradient needs it).
+static void write_out_sparse(ps_server_t *s, size_t k) {
+    const uint32_t *idx;
+    const float *v;
+    size_t count = ps_bsp_sparse(s, k, &idx, &v);
+    ps_bsp_scatter(s, idx, v, count, s->bsp.grad + k * s->n);
+    ps_bsp_release(s, k);
+}
+
+void ps_bsp_scatter(const ps_server_t *s, const uint32_t *keys, const float *values, size_t count, float *out) {
+    memset(out, 0, s->n * sizeof *out);
+    for (size_t j = 0; j < count; j++) out[keys[j] - s->begin] += values[j];
+}
+
 const float *ps_bsp_gradient(const ps_server_t *s, size_t k) {
     zmq_msg_t *held = &s->bsp.held[k];
     return zmq_msg_size(held) > 0 ? zmq_msg_data(held) : s->bsp.grad + k * s->n;
 }
 
-// Lets go of worker k's received gradient (its round was applied, or it is replaced).
+size_t ps_bsp_sparse(const ps_server_t *s, size_t k, const uint32_t **keys, const float **values) {
+    if (!held_sparse(s, k)) return 0;
+    *keys = zmq_msg_data(&s->bsp.held_keys[k]);
+    *values = zmq_msg_data(&s->bsp.held[k]);
+    return zmq_msg_size(&s->bsp.held_keys[k]) / sizeof **keys;
+}
+
 void ps_bsp_release(ps_server_t *s, size_t k) {
+    if (zmq_msg_size(&s->bsp.held_keys[k]) > 0) {
+        zmq_msg_close(&s->bsp.held_keys[k]);
+        zmq_msg_init(&s->bsp.held_keys[k]);
+    }
     if (zmq_msg_size(&s->bsp.held[k]) == 0) return;
     zmq_msg_close(&s->bsp.held[k]);
     zmq_msg_init(&s->bsp.held[k]);
@@ -53,15 +96,18 @@ void ps_bsp_take(ps_server_t *s, zmsg_t *m, size_t from, const float *dense) {
     uint32_t k = h->sender;
     uint64_t span = TRACE_BEGIN();
     float *g = s->bsp.grad + (size_t)k * s->n;
+    ps_bsp_release(s, k);  // a gradient taken before for this round is replaced
     if (h->payload_kind == PAYLOAD_KIND_DENSE && h->count == s->n) {
         zmq_msg_move(&s->bsp.held[k], &m->frames[0]);  // kept, not copied: read once, when the round is applied
     } else if (dense) {
         memcpy(g + from, dense, (h->payload_kind == PAYLOAD_KIND_DENSE ? h->count : s->n) * sizeof *g);
+    } else if (h->count > 0) {
+        // Kept as received (keys ascending, checked): the round sums the keys
+        // its gradients hold, not the shard (ps_bsp_maybe_apply).
+        zmq_msg_move(&s->bsp.held_keys[k], &m->frames[0]);
+        zmq_msg_move(&s->bsp.held[k], &m->frames[1]);
     } else {
-        memset(g, 0, s->n * sizeof *g);
-        const uint32_t *idx = zmsg_payload(m, 0);
-        const float *v = zmsg_payload(m, 1);
-        for (uint32_t j = 0; j < h->count; j++) g[idx[j] - s->begin] += v[j];
+        ps_bsp_scatter(s, NULL, NULL, 0, g);
     }
     TRACE_END(&TK_BUFFER, span, k);
 }
@@ -141,6 +187,71 @@ static int bsp_sum_and_answer(ps_server_t *s, int answer, char *err, size_t err_
     return rc;
 }
 
+// A round whose gradients are all sparse: every key one of them holds, in
+// ascending order (a merge of the workers' ascending keys), with the weighted
+// sum there in worker order, into bsp.merged_keys/merged_sum (shard-local).
+// The same bits as the dense sum (update_blocks: 0, then += weight * g per
+// gradient, where a gradient that does not hold the key adds weight * 0,
+// which leaves a sum that started from +0 as it was). Returns the keys, or
+// -1 (out of memory).
+static long merge_sparse_round(ps_server_t *s) {
+    ps_bsp_round_t *r = &s->bsp;
+    size_t nw = s->cfg.n_workers, total = 0, *at = r->merge_at, *len = r->merge_len;
+    for (size_t k = 0; k < nw; k++) {
+        const uint32_t *keys;
+        const float *values;
+        at[k] = 0;
+        len[k] = r->examples[k] ? ps_bsp_sparse(s, k, &keys, &values) : 0;
+        total += len[k];
+    }
+    if (total > r->merged_cap) {
+        uint32_t *keys = realloc(r->merged_keys, total * sizeof *keys);
+        if (keys) r->merged_keys = keys;
+        float *sum = realloc(r->merged_sum, total * sizeof *sum);
+        if (sum) r->merged_sum = sum;
+        if (!keys || !sum) return -1;
+        r->merged_cap = total;
+    }
+    size_t n = 0;
+    for (;;) {
+        uint32_t key = 0;
+        int any = 0;
+        for (size_t k = 0; k < nw; k++) {
+            const uint32_t *keys = zmq_msg_data(&r->held_keys[k]);
+            if (at[k] < len[k] && (!any || keys[at[k]] < key)) key = keys[at[k]], any = 1;
+        }
+        if (!any) break;
+        float sum = 0.0f;
+        for (size_t k = 0; k < nw; k++) {
+            const uint32_t *keys = zmq_msg_data(&r->held_keys[k]);
+            const float *values = zmq_msg_data(&r->held[k]);
+            if (at[k] < len[k] && keys[at[k]] == key) sum += r->weight[k] * (0.0f + values[at[k]++]);
+        }
+        r->merged_keys[n] = key - (uint32_t)s->begin;
+        r->merged_sum[n++] = sum;
+    }
+    return (long)n;
+}
+
+// The round's sum applied to the keys its sparse gradients hold, and nowhere
+// else: a step costs what the workers' gradients touched, not the shard.
+// Returns 0, 1 when the round is not all sparse (or memory ran out: the dense
+// pass then), applying nothing.
+static int bsp_apply_sparse(ps_server_t *s) {
+    for (size_t k = 0; k < s->cfg.n_workers; k++)
+        if (s->bsp.examples[k] && !held_sparse(s, k)) return 1;
+    long n = merge_sparse_round(s);
+    if (n < 0) return 1;
+    s->upd.w = ps_values_write(s->upd.values);
+    float lr = ps_update_step(s);
+    if (s->upd.h)
+        adagrad_update_sparse_cpu((size_t)n, lr, s->cfg.adagrad_eps, s->bsp.merged_keys, s->bsp.merged_sum, s->upd.h,
+                                  s->upd.w);
+    else
+        sgd_update_sparse_cpu((size_t)n, lr, s->bsp.merged_keys, s->bsp.merged_sum, s->upd.w);
+    return 0;
+}
+
 // BSP: the weighted sum of the gradients buffered for the current clock, in
 // worker order, applied once (answering the pulls it lets through on the way
 // when `answer`); then the next clock is aggregated.
@@ -151,11 +262,16 @@ static int bsp_apply_round(ps_server_t *s, int answer, char *err, size_t err_len
     for (size_t k = 0; k < s->cfg.n_workers; k++) total += s->bsp.examples[k];
     if (total > 0) {
         for (size_t k = 0; k < s->cfg.n_workers; k++) {
-            s->bsp.terms[k] = s->bsp.examples[k] ? ps_bsp_gradient(s, k) : NULL;
             s->bsp.weight[k] = (float)s->bsp.examples[k] / (float)total;
             if (s->bsp.examples[k]) ps_update_record_staleness(s, (uint32_t)k, s->bsp.clock, s->bsp.version[k]);
         }
-        rc = bsp_sum_and_answer(s, answer, err, err_len);
+        if (bsp_apply_sparse(s) != 0) {
+            for (size_t k = 0; k < s->cfg.n_workers; k++) {
+                if (held_sparse(s, k)) write_out_sparse(s, k);
+                s->bsp.terms[k] = s->bsp.examples[k] ? ps_bsp_gradient(s, k) : NULL;
+            }
+            rc = bsp_sum_and_answer(s, answer, err, err_len);
+        }
         s->upd.w = ps_values_get(s->upd.values);
         s->stats.version++;
         s->samples += total;

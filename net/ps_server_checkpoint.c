@@ -149,17 +149,26 @@ static int save_claims(const ps_server_t *s, ckpt_writer_t *w, char *err, size_t
     return 0;
 }
 
+// The round's gradients, dense (a sparse one written out for the file).
 static int save_bsp(const ps_server_t *s, ckpt_writer_t *w, char *err, size_t err_len) {
     size_t nw = s->cfg.n_workers;
     const void **parts = malloc(nw * sizeof *parts);
     size_t *sizes = malloc(nw * sizeof *sizes);
-    if (!parts || !sizes) {
-        free(parts), free(sizes);
-        return out_of_memory(&w, err, err_len);
+    float **dense = calloc(nw, sizeof *dense);
+    int ok = parts && sizes && dense;
+    for (size_t k = 0; ok && k < nw; k++) {
+        const uint32_t *keys;
+        const float *values;
+        size_t count = ps_bsp_sparse(s, k, &keys, &values);
+        parts[k] = ps_bsp_gradient(s, k), sizes[k] = s->n * sizeof *s->bsp.grad;
+        if (count == 0) continue;
+        if (!(dense[k] = malloc(s->n * sizeof **dense))) ok = 0;
+        if (ok) ps_bsp_scatter(s, keys, values, count, dense[k]), parts[k] = dense[k];
     }
-    for (size_t k = 0; k < nw; k++) parts[k] = ps_bsp_gradient(s, k), sizes[k] = s->n * sizeof *s->bsp.grad;
-    ckpt_writer_section_parts(w, "bsp.grad", parts, sizes, nw);
-    free(parts), free(sizes);
+    if (ok) ckpt_writer_section_parts(w, "bsp.grad", parts, sizes, nw);
+    for (size_t k = 0; dense && k < nw; k++) free(dense[k]);
+    free(parts), free(sizes), free(dense);
+    if (!ok) return out_of_memory(&w, err, err_len);
     ckpt_writer_section(w, "bsp.examples", s->bsp.examples, nw * sizeof *s->bsp.examples);
     ckpt_writer_section(w, "bsp.version", s->bsp.version, nw * sizeof *s->bsp.version);
     return 0;

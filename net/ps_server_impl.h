@@ -110,7 +110,12 @@ typedef struct ps_update {
 // or one restored from a checkpoint, is written into grad.
 typedef struct ps_bsp_round {
     float *grad;  // (n_workers, n)
-    zmq_msg_t *held;  // (n_workers) empty when worker k's gradient is in grad
+    zmq_msg_t *held;  // (n_workers) empty when worker k's gradient is in grad; else its values
+    zmq_msg_t *held_keys;  // (n_workers) a sparse gradient's keys (its values in held); empty for a dense one
+    uint32_t *merged_keys;  // (merged_cap) a sparse round's keys, shard-local, ascending
+    float *merged_sum;  // (merged_cap) the round's weighted sum at each
+    size_t merged_cap;
+    size_t *merge_at, *merge_len;  // (n_workers) the merge's place in each gradient's keys, and their count
     uint32_t *examples;  // (n_workers) 0 = no gradient yet this clock
     uint64_t *version;  // (n_workers) version each gradient was computed from
     float *weight;  // (n_workers) each gradient's share of the round's examples
@@ -196,8 +201,13 @@ void ps_push_end_unfinished(ps_server_t *s, uint32_t k);
 int ps_bsp_init(ps_bsp_round_t *r, size_t n_workers, size_t n);
 void ps_bsp_free(ps_bsp_round_t *r, size_t n_workers);
 // Worker k's gradient for the round being aggregated (meaningful while
-// bsp.examples[k] > 0): as received, or in bsp.grad.
+// bsp.examples[k] > 0): a sparse one as received (ps_bsp_sparse: its count of
+// keys, ascending, and their values; 0 for a dense one), else dense, as
+// received or in bsp.grad (ps_bsp_gradient).
+size_t ps_bsp_sparse(const ps_server_t *s, size_t k, const uint32_t **keys, const float **values);
 const float *ps_bsp_gradient(const ps_server_t *s, size_t k);
+// A sparse gradient written out dense over the shard into out (n floats).
+void ps_bsp_scatter(const ps_server_t *s, const uint32_t *keys, const float *values, size_t count, float *out);
 // Lets go of worker k's received gradient (its round was applied, or it is replaced).
 void ps_bsp_release(ps_server_t *s, size_t k);
 // Takes the payload of worker k's gradient m into the round: [from, from +

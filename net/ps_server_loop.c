@@ -232,9 +232,9 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
         count_dropped(s, m->status);
         return 0;
     }
-    // An observer reads the model and nothing else (ps_server.h).
+    // An observer reads the model, or some of its keys, and nothing else (ps_server.h).
     if (h->sender == WIRE_NO_ID && h->type == MSG_TYPE_PULL && h->shard == s->cfg.shard &&
-        h->payload_kind == PAYLOAD_KIND_NONE)
+        (h->payload_kind == PAYLOAD_KIND_NONE || h->payload_kind == PAYLOAD_KIND_KEYS))
         return handle_pull(s, m, err, err_len);
     // A message for another shard, or from no worker of this run, is not ours to answer.
     if (h->sender >= s->cfg.n_workers || h->shard != s->cfg.shard) {

@@ -195,8 +195,9 @@ global_eval_t *global_eval_start(const global_eval_config_t *c, char *err, size_
         return NULL;
     }
     if (!(g->ws = model_ws_new(c->model, 1, err, err_len)) ||
-        !(g->client = ps_client_new_observer(c->zmq_ctx, c->run_id, c->servers, c->n_servers, c->n_params,
-                                             c->timeout_ms, err, err_len))) {
+        !(g->client = ps_client_new_observer(c->zmq_ctx, c->run_id, c->servers, c->n_servers,
+                                             c->keys ? c->keys->n_global : c->n_params, c->timeout_ms, err, err_len)) ||
+        (c->keys && ps_client_set_key_map(g->client, c->keys, err, err_len) != 0)) {
         global_eval_destroy(&g);
         return NULL;
     }
@@ -233,6 +234,8 @@ const global_eval_row_t *global_eval_rows(const global_eval_t *g, size_t *n) {
     *n = g->n_rows;
     return g->rows;
 }
+
+size_t global_eval_params(const global_eval_t *g) { return g->cfg.n_params; }
 
 void global_eval_destroy(global_eval_t **gp) {
     global_eval_t *g = *gp;

@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "engine/core/model.h"
+#include "net/ps_key_map.h"
 #include "net/ps_server.h"
 
 typedef struct global_eval global_eval_t;
@@ -45,8 +46,12 @@ typedef struct global_eval_config {
     uint64_t run_id;
     const char *const *servers;  // (n_servers) shard endpoints
     size_t n_servers;
-    size_t n_params;  // parameters the servers hold
+    size_t n_params;  // parameters the model evaluated holds: the servers', or with keys its own
     const model_t *model;
+    // NULL: the servers' whole model is read. Else the model holds only some
+    // of the servers' keys (net/ps_key_map.h: those its test examples read),
+    // and only those are pulled; n_params is their count. Borrowed.
+    const ps_key_map_t *keys;
     size_t eval_limit;  // test examples per evaluation; 0: all
     uint64_t every_samples;  // 0: by time only
     double every_s;  // 0: by samples only
@@ -71,6 +76,10 @@ int global_eval_stop(global_eval_t *g, char *err, size_t err_len);
 
 // The rows so far (valid until destroy); call after global_eval_stop.
 const global_eval_row_t *global_eval_rows(const global_eval_t *g, size_t *n);
+
+// The parameters it reads at each point: the servers' model's, or with keys
+// (global_eval_config_t.keys) those its test examples read.
+size_t global_eval_params(const global_eval_t *g);
 
 void global_eval_destroy(global_eval_t **g);
 

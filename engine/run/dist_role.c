@@ -131,6 +131,7 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     data_bundle_init(&data);
     model_t *model = NULL;
     worker_keys_t keys = {0};
+    eval_keys_t eval_keys = {0};
     void *ctx = NULL;
     rdv_server_t *rdv = NULL;
     zap_handler_t *zap = NULL;
@@ -153,6 +154,9 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
         goto out;
     if (role == DIST_ROLE_WORKER && dist_model_fits(model_num_params(model), t->threads, err, sizeof err) != 0)
         goto out;
+    // Shard 0's evaluator reads the rows its test examples read (worker_keys.h).
+    if (role == DIST_ROLE_SERVER && id == 0 && eval_keys_build(t, d, &data, model, &eval_keys, err, sizeof err) != 0)
+        goto out;
     if (host_bind) {
         rdv = rdv_server_new_elastic(ctx, host_bind, d->servers + dist_slots(d), d->servers + d->workers, run_id, err,
                                      sizeof err);
@@ -167,10 +171,10 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     model_file_split_t split = {0};
     if (d->save_model)
         model_file_split_of(&data, t->test_frac, t->seed, t->train_limit, t->test_limit, t->test_data != NULL, &split);
-    int rc = role == DIST_ROLE_SERVER
-                 ? dist_run_server(ctx, id, t, d, model, &split, coordinator, run_id, err, sizeof err)
-                 : dist_run_worker(ctx, id, t, d, model, keys.held ? &keys.map : NULL, &split, coordinator, run_id, err,
-                                   sizeof err);
+    int rc = role == DIST_ROLE_SERVER ? dist_run_server(ctx, id, t, d, model, eval_keys.model ? &eval_keys : NULL,
+                                                        &split, coordinator, run_id, err, sizeof err)
+                                      : dist_run_worker(ctx, id, t, d, model, keys.held ? &keys.map : NULL, &split,
+                                                        coordinator, run_id, err, sizeof err);
     // The timeline of a failed run is written too: it may show why.
     char why[ERR_LEN];
     if (t->trace && trace_write(t->trace, "--trace", why, sizeof why) != 0 && rc == 0) {
@@ -187,6 +191,7 @@ out:
     if (ctx) zmq_ctx_term(ctx);
     model_destroy(&model);
     worker_keys_free(&keys);
+    eval_keys_free(&eval_keys);
     data_bundle_free(&data);
     return status;
 }

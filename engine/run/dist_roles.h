@@ -7,14 +7,17 @@
 
 #include "engine/run/dist.h"
 #include "engine/run/model_file.h"
+#include "engine/run/worker_keys.h"
 #include "net/ps_key_map.h"
 
 // A parameter-server shard (or, with --server-replicas, one replica of it):
 // meets the others, serves until the run ends, writes its result files.
+// eval_keys: shard 0's global evaluator's model over the features its test
+// examples read (worker_keys.h), or NULL (it reads the whole model m).
 // Returns 0, or -1 with err.
 int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                    const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
-                    size_t err_len);
+                    const eval_keys_t *eval_keys, const model_file_split_t *split, const char *coordinator,
+                    uint64_t run_id, char *err, size_t err_len);
 // A worker replica: meets the others, trains (rejoining after an eviction),
 // writes its JSON result and files. key_map: its model holds only those of
 // the servers' keys (worker_keys.h), or NULL. Returns 0, or -1 with err.

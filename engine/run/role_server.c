@@ -19,6 +19,7 @@
 #include "engine/replica/collective.h"
 #include "engine/replica/collective_mpi.h"
 #include "engine/replica/global_eval.h"
+#include "engine/run/worker_keys.h"
 #include "engine/core/json_writer.h"
 #include "engine/core/test_hooks.h"
 #include "engine/run/model_file.h"
@@ -45,7 +46,9 @@
 
 #define ERR_LEN 512
 
-static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s) {
+// eval_params: the parameters shard 0's global evaluator reads (0: none here).
+static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s,
+                              size_t eval_params) {
     ps_stats_t st;
     ps_server_stats(s, &st);
     size_t begin, end;
@@ -57,6 +60,7 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_uint(&j, "id", id);
     json_uint(&j, "run_id", run_id);  // what the workers' push ledgers are matched by
     json_string(&j, "sync", sync_mode_name((sync_mode_t)d->sync));
+    json_uint(&j, "eval_params", eval_params);
     json_uint(&j, "range_begin", begin);
     json_uint(&j, "range_end", end);
     json_uint(&j, "version", st.version);
@@ -127,14 +131,14 @@ static int write_server_record(size_t id, uint64_t run_id, const dist_args_t *d,
 }
 
 // server-K.json, server-K-staleness.csv, then the record (its presence says the shard is done).
-static int write_server_files(size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s, char *err,
-                              size_t err_len) {
+static int write_server_files(size_t id, uint64_t run_id, const dist_args_t *d, const ps_server_t *s,
+                              size_t eval_params, char *err, size_t err_len) {
     if (!d->run_dir) return 0;
     char name[64];
     snprintf(name, sizeof name, "server-%zu.json", id);
     FILE *f = dist_file_open(d->run_dir, name, err, err_len);
     if (!f) return -1;
-    write_server_json(f, id, run_id, d, s);
+    write_server_json(f, id, run_id, d, s, eval_params);
     if (dist_file_close(f, d->run_dir, name, err, err_len) != 0) return -1;
     ps_stats_t st;
     ps_server_stats(s, &st);
@@ -207,10 +211,11 @@ static void global_progress_row(const global_eval_row_t *row, void *ctx) {
 
 // Shard 0's process evaluates the global model beside serving (asp, ssp, bsp;
 // global_eval.h) when the run keeps files. NULL, with err empty, when it does not.
+// m: the servers' model; keys: the evaluator's own over its test examples' features (NULL: m).
 static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                                        const ps_server_t *s, const rdv_entry_t *table, const char **endpoints,
-                                        global_eval_config_t *gc, global_progress_t *gp, uint64_t run_id, char *err,
-                                        size_t err_len) {
+                                        const eval_keys_t *keys, const ps_server_t *s, const rdv_entry_t *table,
+                                        const char **endpoints, global_eval_config_t *gc, global_progress_t *gp,
+                                        uint64_t run_id, char *err, size_t err_len) {
     if (!d->run_dir || !table || !dist_global_on_servers(d->sync)) return NULL;
     for (size_t k = 0; k < d->servers; k++) endpoints[k] = table[k].endpoint;
     char path[1100];
@@ -227,8 +232,9 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
         .run_id = run_id,
         .servers = endpoints,
         .n_servers = d->servers,
-        .n_params = model_num_params(m),
-        .model = m,
+        .n_params = model_num_params(keys ? keys->model : m),
+        .model = keys ? keys->model : m,
+        .keys = keys ? &keys->map : NULL,
         .eval_limit = t->eval_limit,
         .every_samples = t->eval_every ? t->eval_every : model_num_train(m),
         .every_s = t->eval_every_s,
@@ -238,7 +244,13 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
         .on_row = global_progress_row,
         .on_row_ctx = gp,
     };
-    return global_eval_start(gc, err, err_len);
+    global_eval_t *ge = global_eval_start(gc, err, err_len);
+    if (ge && keys && !t->quiet)
+        run_say(
+            "asgd server 0: the global model's evaluator reads %zu of its %zu parameters (the %zu feature rows its "
+            "test examples read)\n",
+            gc->n_params, keys->map.n_global, keys->map.n_rows);
+    return ge;
 }
 
 // The shard's configuration: range `n` parameters of the model (its sparse
@@ -312,7 +324,7 @@ static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const
     if (ge && write_global_csv(d->run_dir, ge, m, err, err_len) != 0) return -1;
     if (stop_signal_received()) {
         snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
-        write_server_files(id, run_id, d, s, err + strlen(err), 0);
+        write_server_files(id, run_id, d, s, ge ? global_eval_params(ge) : 0, err + strlen(err), 0);
         return -1;
     }
     // Every worker has left: the shard's values are final (before its files,
@@ -320,7 +332,7 @@ static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const
     if (d->save_model &&
         dist_save_model(d->save_model, m, split, begin, end - begin, ps_server_values(s), err, err_len) != 0)
         return -1;
-    return write_server_files(id, run_id, d, s, err, err_len);
+    return write_server_files(id, run_id, d, s, ge ? global_eval_params(ge) : 0, err, err_len);
 }
 
 // A resumed shard 0 that evaluates the global model needs every shard's
@@ -382,6 +394,7 @@ typedef struct backup_eval {
     const train_args_t *t;
     const dist_args_t *d;
     const model_t *m;
+    const eval_keys_t *keys;
     const char *coordinator;
     rdv_entry_t *table;
     const char **endpoints;
@@ -420,22 +433,24 @@ static void backup_promoted(void *ctx, ps_server_t *s, const char *endpoint) {
     rdv_entry_t me = server_entry(0, endpoint);
     resumed_table(b->ctx, b->t, b->d, b->coordinator, b->run_id, &me, &b->table);
     char err[ERR_LEN] = "";
-    b->ge = start_global_eval(b->ctx, b->t, b->d, b->m, s, b->table, b->endpoints, &b->gc, &b->gp, b->run_id, err,
-                              sizeof err);
+    b->ge = start_global_eval(b->ctx, b->t, b->d, b->m, b->keys, s, b->table, b->endpoints, &b->gc, &b->gp, b->run_id,
+                              err, sizeof err);
     if (!b->ge && err[0]) run_say("asgd server 0: no global model curve from here on: %s\n", err);
 }
 
 // A backup replica's life: it copies its primary's state, applies what the
 // primary forwards, and takes over when the primary dies. Returns 0 or -1.
 static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t *t, const dist_args_t *d,
-                      const model_t *m, const model_file_split_t *split, const char *coordinator, ps_config_t *c,
-                      const float *values, size_t begin, size_t end, char *err, size_t err_len) {
+                      const model_t *m, const eval_keys_t *keys, const model_file_split_t *split,
+                      const char *coordinator, ps_config_t *c, const float *values, size_t begin, size_t end, char *err,
+                      size_t err_len) {
     backup_eval_t b = {.ctx = ctx,
                        .id = id,
                        .run_id = run_id,
                        .t = t,
                        .d = d,
                        .m = m,
+                       .keys = keys,
                        .coordinator = coordinator,
                        .endpoints = calloc(d->servers, sizeof(const char *))};
     ps_replica_t *rep = NULL;
@@ -521,8 +536,8 @@ static float *shard_init(const model_t *m, uint64_t seed, size_t begin, size_t e
 }
 
 int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                    const model_file_split_t *split, const char *coordinator, uint64_t run_id, char *err,
-                    size_t err_len) {
+                    const eval_keys_t *eval_keys, const model_file_split_t *split, const char *coordinator,
+                    uint64_t run_id, char *err, size_t err_len) {
     // Under hybrid the servers hold the sparse part only, the first S parameters.
     size_t n = d->sync == SYNC_MODE_HYBRID ? model_num_sparse_params(m) : model_num_params(m);
     if (n == 0) {
@@ -558,7 +573,7 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
         goto out;
     }
     if (d->server_replicas > 1 && d->replica_backup) {
-        rc = run_backup(ctx, id, run_id, t, d, m, split, coordinator, &c, values, begin, end, err, err_len);
+        rc = run_backup(ctx, id, run_id, t, d, m, eval_keys, split, coordinator, &c, values, begin, end, err, err_len);
         goto out;
     }
     if (!(s = server_start(ctx, id, t, d, &c, values, err, err_len))) goto out;
@@ -575,7 +590,8 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
     if (!t->quiet)
         run_say("asgd server %zu: parameters [%zu, %zu) of %zu at %s, %s\n", id, begin, end, n, ps_server_endpoint(s),
                 sync_mode_name((sync_mode_t)d->sync));
-    if (id == 0 && !(ge = start_global_eval(ctx, t, d, m, s, table, endpoints, &gc, &gp, run_id, err, err_len)) &&
+    if (id == 0 &&
+        !(ge = start_global_eval(ctx, t, d, m, eval_keys, s, table, endpoints, &gc, &gp, run_id, err, err_len)) &&
         err[0])
         goto out;
     if (serve_then_stop_eval(id, s, &ge, err, err_len) != 0) goto out;

@@ -1,6 +1,7 @@
 // A worker's model over the features its data uses (worker_keys.h).
 #include "engine/run/worker_keys.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,4 +67,61 @@ int worker_keys_build(const train_args_t *t, const dist_args_t *d, data_bundle_t
 void worker_keys_free(worker_keys_t *k) {
     free(k->rows);
     memset(k, 0, sizeof *k);
+}
+
+// ---- the global evaluator's model ----------------------------------------------
+
+// The first `limit` test examples, copied and renumbered to their features.
+static int compact_test(const sparse_dataset_t *test, size_t limit, eval_keys_t *k, size_t *n_rows, char *err,
+                        size_t err_len) {
+    uint32_t *idx = malloc((limit ? limit : 1) * sizeof *idx);
+    if (!idx) {
+        snprintf(err, err_len, "global evaluator: out of memory for %zu test examples", limit);
+        return -1;
+    }
+    for (size_t i = 0; i < limit; i++) idx[i] = (uint32_t)i;
+    int rc = sparse_dataset_subset(test, idx, limit, &k->test, err, err_len);
+    free(idx);
+    if (rc != 0) return -1;
+    sparse_dataset_t none;
+    sparse_dataset_init(&none);
+    return feature_compact(&k->test, &none, &k->rows, n_rows, err, err_len);
+}
+
+int eval_keys_build(const train_args_t *t, const dist_args_t *d, const data_bundle_t *data, const model_t *m,
+                    eval_keys_t *k, char *err, size_t err_len) {
+    memset(k, 0, sizeof *k);
+    sparse_dataset_init(&k->test);
+    int by_key_mode = d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP || d->sync == SYNC_MODE_BSP;
+    if (!by_key_mode || !dist_global_on_servers(d->sync) || train_args_data_kind(t) != DATA_KIND_SPARSE) return 0;
+    size_t global_rows = data->sparse_train.dim, limit = data->sparse_test.n;
+    if (t->eval_limit && t->eval_limit < limit) limit = t->eval_limit;
+    if (limit == 0 || data->sparse_test.dim > global_rows) return 0;
+    size_t n_rows = 0;
+    int rc = compact_test(&data->sparse_test, limit, k, &n_rows, err, err_len);
+    if (rc != 0) {
+        eval_keys_free(k);
+        return rc < 0 ? -1 : 0;  // 1: every feature is read; the whole model it is
+    }
+    k->map.rows = k->rows;
+    k->map.n_rows = n_rows;
+    const model_descriptor_t *desc = train_args_model(t);
+    k->model = model_create(desc, DATA_KIND_SPARSE, &k->test, &k->test, &t->model_opts, t->l2, t->seed, err, err_len);
+    if (!k->model) {
+        eval_keys_free(k);
+        return -1;
+    }
+    if (!describe_map(desc, k->model, d, global_rows, &k->map) || k->map.n_global != model_num_params(m)) {
+        eval_keys_free(k);  // not a model of feature rows over these data: the whole model
+        return 0;
+    }
+    return 0;
+}
+
+void eval_keys_free(eval_keys_t *k) {
+    model_destroy(&k->model);
+    sparse_dataset_free(&k->test);
+    free(k->rows);
+    memset(k, 0, sizeof *k);
+    sparse_dataset_init(&k->test);
 }

@@ -29,4 +29,24 @@ int worker_keys_build(const train_args_t *t, const dist_args_t *d, data_bundle_t
 
 void worker_keys_free(worker_keys_t *k);
 
+// The global evaluator's model (engine/replica/global_eval.h) over the
+// features its test examples read, for the same models: the servers hold
+// every feature, and the evaluator pulls the rows its examples read and the
+// dense tail (map), never a whole-model array. The model evaluates the same
+// bits as the whole model on those examples (the numbering keeps each row's
+// order).
+typedef struct eval_keys {
+    ps_key_map_t map;
+    uint32_t *rows;  // the map's rows (owned)
+    sparse_dataset_t test;  // the test examples evaluated, renumbered (owned; the model's data)
+    model_t *model;  // over `test`; NULL: the evaluator reads the whole model
+} eval_keys_t;
+
+// Builds it from the server's data and whole model m where the run moves keys
+// (as a worker of the model would) and the test set's features are fewer than
+// the model's; else leaves k->model NULL. Returns 0, or -1 with err filled.
+int eval_keys_build(const train_args_t *t, const dist_args_t *d, const data_bundle_t *data, const model_t *m,
+                    eval_keys_t *k, char *err, size_t err_len);
+void eval_keys_free(eval_keys_t *k);
+
 #endif
