@@ -563,6 +563,20 @@ static void zstd_failed(const data_input_t *in, ZSTD_ErrorCode code, char *err, 
                  code == ZSTD_error_prefix_unknown ? "not a zstd frame" : "the data or its checksum is wrong");
 }
 
+// The window a zstd frame's header asks for (RFC 8878, 3.1.1.1): its window
+// descriptor's, or a single-segment frame's content size; 0 when the header
+// does not say (too short, not a zstd frame, a size it does not give).
+static uint64_t zstd_window_of(const uint8_t *p, size_t avail) {
+    static const uint8_t magic[4] = {0x28, 0xb5, 0x2f, 0xfd};
+    if (avail < 6 || memcmp(p, magic, 4) != 0) return 0;
+    if (p[4] & 0x20) {  // single segment: the window is the whole content
+        unsigned long long size = ZSTD_getFrameContentSize(p, avail);
+        return size == ZSTD_CONTENTSIZE_UNKNOWN || size == ZSTD_CONTENTSIZE_ERROR ? 0 : size;
+    }
+    uint64_t base = (uint64_t)1 << (10 + (p[5] >> 3));
+    return base + base / 8 * (p[5] & 7);
+}
+
 static int read_zstd(data_input_t *in, uint8_t *dst, size_t n, size_t *got, char *err, size_t err_len) {
     size_t done = 0;
     while (done < n) {
@@ -577,6 +591,14 @@ static int read_zstd(data_input_t *in, uint8_t *dst, size_t n, size_t *got, char
             unsigned long long size = ZSTD_getFrameContentSize(in->next, in->avail);
             in->frame_size = size == ZSTD_CONTENTSIZE_ERROR ? ZSTD_CONTENTSIZE_UNKNOWN : size;
             in->frame_made = 0;
+            // libzstd refuses a window past its limit ((1 << windowLogMax) + 1) only when
+            // it decodes through its own buffer; a read large enough for the whole
+            // frame skips the window and meets the blocks first: refused here, whatever
+            // the read's size.
+            if (zstd_window_of(in->next, in->avail) > DATA_INPUT_MAX_WINDOW + 1) {
+                zstd_failed(in, ZSTD_error_frameParameter_windowTooLarge, err, err_len);
+                return -1;
+            }
         }
         if (in->avail == 0 && fill(in, 1, err, err_len) != 0) return -1;
         // Called with no input too: the decoder may hold output still to give.
