@@ -53,6 +53,7 @@ typedef struct worker {
     grad_t grad;
     size_t shard_begin, shard_end;  // hogwild/locked: this thread's part of tr->order
     hogwild_replica_t replica;  // hogwild, replicas variant: the thread's (a dense model's parameter copy, or its own)
+    uint64_t merge_gap_max;  // replicas: the most steps it took between two of its merges
 } worker_t;
 
 struct trainer {
@@ -666,6 +667,7 @@ static int merge_replica(hogwild_loop_t *H, int wait) {
     hogwild_replica_merge(&H->loop.wk->replica, tr->w);
     TRACE_END(&TK_MERGE, span, H->since_merge);
     give_merge_turn(tr);
+    if (H->since_merge > H->loop.wk->merge_gap_max) H->loop.wk->merge_gap_max = H->since_merge;
     H->since_merge = 0;
     return 1;
 }
@@ -705,7 +707,11 @@ static size_t hogwild_step(loop_t *L, size_t epoch, size_t pos) {
     if (H->locked) pthread_mutex_unlock(&tr->update_lock);
     if (check_diverged(tr, L->id, L->updates, loss)) return 0;
     TRACE_END(&TK_STEP, span, count);
-    if (tr->replicas && ++H->since_merge >= tr->merge_every) merge_replica(H, 0);
+    // A thread that finds another merging goes on and tries again at its next
+    // step, but not past two intervals: then it waits for its turn, so that
+    // whatever the contention another thread's steps arrive within about two
+    // intervals, and no replica corrects a hot coordinate alone for longer.
+    if (tr->replicas && ++H->since_merge >= tr->merge_every) merge_replica(H, H->since_merge >= 2 * tr->merge_every);
     solo_step_done(L, count, loss, lr, 1);
     return count;
 }
@@ -1812,6 +1818,8 @@ static int finish_result(trainer_t *tr, schedule_t *sc, const train_callbacks_t 
     out->updates = t.updates;
     out->samples_per_s = out->wall_s > 0 ? (double)t.samples / out->wall_s : 0.0;
     out->updates_per_s = out->wall_s > 0 ? (double)t.updates / out->wall_s : 0.0;
+    for (size_t i = 0; i < tr->cfg.threads; i++)
+        if (tr->workers[i].merge_gap_max > out->merge_gap_max) out->merge_gap_max = tr->workers[i].merge_gap_max;
     // The end is a checkpoint too: resuming a finished run has nothing left to do.
     if (tr->cfg.checkpoint_every_s > 0 && take_checkpoint(tr, &sc->clk, out, err, err_len) != 0) return -1;
     return 0;

@@ -40,7 +40,8 @@ typedef enum train_mode {
 //   replicas  each thread steps on its own replica of the parameters and merges
 //             what it changed into the shared ones every merge_every steps
 //             (engine/core/hogwild_replica.h), the threads taking turns (a thread that
-//             finds another merging goes on and tries at its next step), as
+//             finds another merging goes on and tries at its next step, and
+//             waits for its turn once two intervals have passed), as
 //             Hogwild++ keeps one replica per cluster of cores: no update is
 //             lost, another thread's are seen after up to about two merge
 //             intervals (and several replicas' corrections of one hot
@@ -228,6 +229,7 @@ typedef struct train_result {
     int stopped_at_time_limit;
     int interrupted;  // stopped early by train_config.interrupt
     uint64_t checkpoints;  // written (train_config.checkpoint), the final one included
+    uint64_t merge_gap_max;  // hogwild replicas: the most steps a thread took between two of its merges (0: plain)
     train_point_t last;  // the final evaluation
 } train_result_t;
 
