@@ -393,90 +393,67 @@ static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size
     }
 }
 
-// dst[0..len) and copy[0..len) = ((src[0] + src[1]) + src[2]) + ... + src[k-1],
-// in blocks whose partial sums stay in L1; the last addition stores both.
+// Called with each block of a slice's sum once it is final (sum_slice):
+// `at` is the block's place in the slice, `block` its m sums (in dst).
+typedef void (*block_done_fn)(void *ctx, size_t at, float *block, size_t m);
+
+// dst[0..len) = ((src[0] + src[1]) + src[2]) + ... + src[k-1], and copy[0..len)
+// too unless copy is NULL, in blocks whose partial sums stay in L1; the last
+// addition stores both; done (unless NULL) is handed each block when final.
 // Only additions, each element's in the same order whatever the vector width:
 // the AVX build gives the same bits as the baseline one.
 static inline __attribute__((always_inline)) void sum_slice_body(float *restrict dst, float *restrict copy,
-                                                                 const float *const *src, size_t k, size_t len) {
+                                                                 const float *const *src, size_t k, size_t len,
+                                                                 block_done_fn done, void *ctx) {
     for (size_t b = 0; b < len; b += SHM_BLOCK) {
         size_t m = len - b < SHM_BLOCK ? len - b : SHM_BLOCK;
-        float *restrict d = dst + b, *restrict c = copy + b;
+        float *restrict d = dst + b, *restrict c = copy ? copy + b : NULL;
         const float *restrict x0 = src[0] + b;
         if (k == 1) {
             memcpy(d, x0, m * sizeof *d);
-            memcpy(c, x0, m * sizeof *c);
-            continue;
+            if (c) memcpy(c, x0, m * sizeof *c);
+        } else if (k == 2) {
+            const float *restrict x1 = src[1] + b;
+            if (c)
+                for (size_t i = 0; i < m; i++) d[i] = c[i] = x0[i] + x1[i];
+            else
+                for (size_t i = 0; i < m; i++) d[i] = x0[i] + x1[i];
+        } else {
+            const float *restrict x1 = src[1] + b;
+            for (size_t i = 0; i < m; i++) d[i] = x0[i] + x1[i];
+            for (size_t q = 2; q + 1 < k; q++) {
+                const float *restrict xq = src[q] + b;
+                for (size_t i = 0; i < m; i++) d[i] += xq[i];
+            }
+            const float *restrict xl = src[k - 1] + b;
+            if (c)
+                for (size_t i = 0; i < m; i++) d[i] = c[i] = d[i] + xl[i];
+            else
+                for (size_t i = 0; i < m; i++) d[i] = d[i] + xl[i];
         }
-        const float *restrict x1 = src[1] + b;
-        if (k == 2) {
-            for (size_t i = 0; i < m; i++) d[i] = c[i] = x0[i] + x1[i];
-            continue;
-        }
-        for (size_t i = 0; i < m; i++) d[i] = x0[i] + x1[i];
-        for (size_t q = 2; q + 1 < k; q++) {
-            const float *restrict xq = src[q] + b;
-            for (size_t i = 0; i < m; i++) d[i] += xq[i];
-        }
-        const float *restrict xl = src[k - 1] + b;
-        for (size_t i = 0; i < m; i++) d[i] = c[i] = d[i] + xl[i];
+        if (done) done(ctx, b, d, m);
     }
 }
 
 #if defined(__x86_64__)
 __attribute__((target("avx"))) static void sum_slice_avx(float *restrict dst, float *restrict copy,
-                                                         const float *const *src, size_t k, size_t len) {
-    sum_slice_body(dst, copy, src, k, len);
+                                                         const float *const *src, size_t k, size_t len,
+                                                         block_done_fn done, void *ctx) {
+    sum_slice_body(dst, copy, src, k, len, done, ctx);
 }
 #endif
 
-static void sum_slice(float *restrict dst, float *restrict copy, const float *const *src, size_t k, size_t len,
-                      int avx) {
+static void sum_slice(float *restrict dst, float *restrict copy, const float *const *src, size_t k, size_t len, int avx,
+                      block_done_fn done, void *ctx) {
 #if defined(__x86_64__)
     if (avx) {
-        sum_slice_avx(dst, copy, src, k, len);
+        sum_slice_avx(dst, copy, src, k, len, done, ctx);
         return;
     }
 #else
     (void)avx;
 #endif
-    sum_slice_body(dst, copy, src, k, len);
-}
-
-// One block of a slice's sum, d[0..m) from src[q][b..b+m): sum_slice_body's
-// additions in its order, into d alone (shm_allreduce_sum_map).
-static inline __attribute__((always_inline)) void sum_block_body(float *restrict d, const float *const *src, size_t k,
-                                                                 size_t b, size_t m) {
-    const float *restrict x0 = src[0] + b;
-    if (k == 1) {
-        memcpy(d, x0, m * sizeof *d);
-        return;
-    }
-    const float *restrict x1 = src[1] + b;
-    for (size_t i = 0; i < m; i++) d[i] = x0[i] + x1[i];
-    for (size_t q = 2; q < k; q++) {
-        const float *restrict xq = src[q] + b;
-        for (size_t i = 0; i < m; i++) d[i] += xq[i];
-    }
-}
-
-#if defined(__x86_64__)
-__attribute__((target("avx"))) static void sum_block_avx(float *restrict d, const float *const *src, size_t k, size_t b,
-                                                         size_t m) {
-    sum_block_body(d, src, k, b, m);
-}
-#endif
-
-static void sum_block(float *restrict d, const float *const *src, size_t k, size_t b, size_t m, int avx) {
-#if defined(__x86_64__)
-    if (avx) {
-        sum_block_avx(d, src, k, b, m);
-        return;
-    }
-#else
-    (void)avx;
-#endif
-    sum_block_body(d, src, k, b, m);
+    sum_slice_body(dst, copy, src, k, len, done, ctx);
 }
 
 // shm_allreduce_sum_map's part of a call: the map, the weights' sum, where
@@ -494,16 +471,17 @@ static float total_weight(const shm_allreduce_t *s) {
     return t;
 }
 
-// This rank's slice [b, e) summed block by block into the result area, each
-// block mapped while it is in L1 and copied to the caller's out.
-static void sum_map_slice(shm_allreduce_t *s, const shm_map_call_t *mc, const float *const *srcs, size_t b, size_t e) {
-    for (size_t off = b; off < e; off += SHM_BLOCK) {
-        size_t m = e - off < SHM_BLOCK ? e - off : SHM_BLOCK;
-        float *d = s->result + off;
-        sum_block(d, srcs, s->n, off - b, m, s->avx);
-        mc->map(mc->ctx, off, d, m);
-        memcpy(mc->out + off, d, m * sizeof *d);
-    }
+// A block of this rank's slice, starting at element `from` + at, mapped while
+// it is in L1 and copied to the caller's out.
+typedef struct map_slice {
+    const shm_map_call_t *mc;
+    size_t from;
+} map_slice_t;
+
+static void map_block(void *ctx, size_t at, float *block, size_t m) {
+    const map_slice_t *ms = ctx;
+    ms->mc->map(ms->mc->ctx, ms->from + at, block, m);
+    memcpy(ms->mc->out + ms->from + at, block, m * sizeof *block);
 }
 
 // What a call does with the slices: all three keep the same steps and waits,
@@ -558,12 +536,13 @@ static int shm_call(shm_allreduce_t *s, shm_op_t op, float *data, size_t count, 
     if (rc == 0) {
         if (mc) {
             for (size_t j = 0; j < n; j++) srcs[j] = (j == me ? data : input(s, j)) + b;
-            if (gather) sum_map_slice(s, mc, srcs, b, e);
+            map_slice_t ms = {mc, b};
+            if (gather) sum_slice(s->result + b, NULL, srcs, n, e - b, s->avx, map_block, &ms);
         } else if (op == SHM_OP_ALLGATHER) {
             if (e > b) memcpy(s->result + b, data + b, (e - b) * sizeof *data);
         } else {
             for (size_t j = 0; j < n; j++) srcs[j] = (j == me ? data : input(s, j)) + b;
-            sum_slice(s->result + b, data + b, srcs, n, e - b, s->avx);
+            sum_slice(s->result + b, data + b, srcs, n, e - b, s->avx, NULL, NULL);
         }
         post_step(s, sum_step);
     }
