@@ -386,13 +386,16 @@ int collective_sum_map(collective_t *c, float *buf, size_t n, float weight, floa
     buf[n] = weight;
     if (c->ops->sum(c->impl, buf, n + 1, timeout_ms, err, err_len) != 0) return -1;
     *total = buf[n];
-    if (!(*total > 0.0f)) return 0;
+    if (*total > 0.0f) collective_map_all(buf, n, map, ctx, out);
+    return 0;
+}
+
+void collective_map_all(float *sum, size_t n, collective_map_fn map, void *ctx, float *out) {
     for (size_t off = 0; off < n; off += MAP_BLOCK) {
         size_t m = n - off < MAP_BLOCK ? n - off : MAP_BLOCK;
-        map(ctx, off, buf + off, m);
-        memcpy(out + off, buf + off, m * sizeof *out);
+        map(ctx, off, sum + off, m);
+        memcpy(out + off, sum + off, m * sizeof *out);
     }
-    return 0;
 }
 
 int collective_compresses(const collective_t *c) { return c->ops->sum_compressed != NULL; }

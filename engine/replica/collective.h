@@ -142,6 +142,10 @@ int collective_sum(collective_t *c, float *buf, size_t n, int timeout_ms, char *
 typedef void (*collective_map_fn)(void *ctx, size_t offset, float *values, size_t n);
 int collective_sum_map(collective_t *c, float *buf, size_t n, float weight, float *total, collective_map_fn map,
                        void *ctx, float *out, int timeout_ms, char *err, size_t err_len);
+// The map of a sum formed elsewhere (a compressed exchange): every block of
+// sum[0..n) mapped in place, while in L1, and copied to out, as
+// collective_sum_map does where the collective maps the whole.
+void collective_map_all(float *sum, size_t n, collective_map_fn map, void *ctx, float *out);
 
 // Whether it carries compressed exchanges (the ZeroMQ ring only).
 int collective_compresses(const collective_t *c);

@@ -113,9 +113,11 @@ int replica_push_encoded(replica_t *r, const float *g, uint32_t aux, int bsp);
 // the same bits on every replica.
 int replica_ring_sum(replica_t *r, float *buf, size_t m, size_t examples, float *total);
 // The same over the whole model with the sum ending in what map makes of it
-// (collective_sum_map: buf[0..n) and the weight summed, out[0..n) the mapped
-// values), a span of a --trace timeline too. Returns 0, or -1 with r->err.
-int replica_ring_sum_map(replica_t *r, float *buf, float weight, float *total, collective_map_fn map, void *ctx,
+// (collective_sum_map: buf[0..n) and the examples summed, out[0..n) the
+// mapped values; a compressed exchange sums round the ring and maps the
+// whole: collective_map_all), a span of a --trace timeline too. Returns 0,
+// or -1 with r->err.
+int replica_ring_sum_map(replica_t *r, float *buf, size_t examples, float *total, collective_map_fn map, void *ctx,
                          float *out);
 
 // Pulls the global model and evaluates it on one thread (it happens once):

@@ -261,14 +261,7 @@ static int exchange_local_step(void *ctx, size_t examples, float lr, float *para
     double t0 = replica_now_s();
     float *buf = r->ring_buf, ex = (float)loc->since_avg, total = 0.0f;
     for (size_t i = 0; i < r->n; i++) buf[i] = params[i] * ex;
-    int rc;
-    if (r->comp) {
-        rc = replica_ring_sum(r, buf, r->n, loc->since_avg, &total);
-        for (size_t i = 0; rc == 0 && total > 0.0f && i < r->n; i++) params[i] = buf[i] / total;
-    } else {
-        rc = replica_ring_sum_map(r, buf, ex, &total, average_block, &total, params);
-    }
-    if (rc != 0) return -1;
+    if (replica_ring_sum_map(r, buf, loc->since_avg, &total, average_block, &total, params) != 0) return -1;
     *stepped = total > 0.0f;
     local_averaged(r, t0);
     avg_eval_offer(r, params, lr);

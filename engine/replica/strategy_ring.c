@@ -63,11 +63,16 @@ static int exchange_allreduce(void *ctx, grad_t *sum, size_t examples, float lr,
     return 0;
 }
 
-int replica_ring_sum_map(replica_t *r, float *buf, float weight, float *total, collective_map_fn map, void *ctx,
+int replica_ring_sum_map(replica_t *r, float *buf, size_t examples, float *total, collective_map_fn map, void *ctx,
                          float *out) {
     const replica_config_t *c = r->rc;
+    if (r->comp) {  // summed whole round the ring, then mapped whole
+        if (replica_ring_sum(r, buf, r->n, examples, total) != 0) return -1;
+        if (*total > 0.0f) collective_map_all(buf, r->n, map, ctx, out);
+        return 0;
+    }
     uint64_t span = TRACE_BEGIN();
-    int rc = collective_sum_map(c->collective, buf, r->n, weight, total, map, ctx, out, c->timeout_ms, r->err,
+    int rc = collective_sum_map(c->collective, buf, r->n, (float)examples, total, map, ctx, out, c->timeout_ms, r->err,
                                 sizeof r->err);
     TRACE_END(&allreduce_span, span, r->n + 1);
     return rc;
@@ -95,15 +100,8 @@ static int exchange_allreduce_step(void *ctx, size_t examples, float lr, float *
     replica_t *r = ctx;
     double t0 = replica_now_s();
     float total = 0.0f;
-    int rc;
-    if (r->comp) {
-        rc = replica_ring_sum(r, r->ring_buf, r->n, examples, &total);
-        if (rc == 0 && total > 0.0f) sgd_divided_update_cpu(r->n, lr, total, r->ring_buf, params, params);
-    } else {
-        step_map_t m = {lr, &total, params};
-        rc = replica_ring_sum_map(r, r->ring_buf, (float)examples, &total, step_block, &m, params);
-    }
-    if (rc != 0) return -1;
+    step_map_t m = {lr, &total, params};
+    if (replica_ring_sum_map(r, r->ring_buf, examples, &total, step_block, &m, params) != 0) return -1;
     r->clock++;
     replica_count_push(r);
     *stepped = total > 0.0f;
