@@ -1101,6 +1101,15 @@ typedef struct sync_loop {
     int behind;  // keep_copies: the other threads' ranges of this thread's copy are a round behind
 } sync_loop_t;
 
+// w written from the thread's copy where it is behind (keep_copies: the
+// thread's range; in place: all of it), before a park and at the end.
+static void sync_write_back(sync_loop_t *S) {
+    trainer_t *tr = S->loop.tr;
+    if (S->unflushed) sync_flush(tr, S->loop.id);
+    if (S->w_behind) params_write(tr->w, tr->n_params, model_ws_param_copy(S->loop.wk->ws));
+    S->unflushed = S->w_behind = 0;
+}
+
 // Thread 0 shuffles the whole order (the others wait for it at barrier A).
 static int sync_epoch_begin(loop_t *L, size_t epoch) {
     (void)epoch;
@@ -1184,9 +1193,7 @@ static size_t sync_round(loop_t *L, size_t epoch, size_t base) {
     TRACE_END(&TK_BARRIER, span, 0);
     if (tr->round_stop) return 0;
     if (tr->round_park) {
-        if (S->unflushed) sync_flush(tr, id);
-        if (S->w_behind) params_write(tr->w, tr->n_params, model_ws_param_copy(L->wk->ws));
-        S->unflushed = S->w_behind = 0;
+        sync_write_back(S);
         S->copy_fresh = 0;  // a link's refresh may write w while the threads are parked
         park(tr);
         if (atomic_load_explicit(&tr->stop_requested, memory_order_acquire)) return 0;
@@ -1266,8 +1273,7 @@ static void *sync_worker(void *arg) {
         if (tr->keep_copies) params_read(tr->w, tr->n_params, tr->copies[wk->id]);
         run_epochs(&S.loop, &sync_mode);
     }
-    if (S.unflushed) sync_flush(tr, wk->id);
-    if (S.w_behind) params_write(tr->w, tr->n_params, model_ws_param_copy(wk->ws));
+    sync_write_back(&S);
     mark_finished(tr);
     return NULL;
 }
