@@ -12,9 +12,10 @@
 
 // What the run allows before the data is read: a CPU worker exchanging keys
 // with the servers, whose final model is not written by the worker.
+// (The modes whose servers hold the model, asp, ssp and bsp, move keys.)
 static int run_allows(const train_args_t *t, const dist_args_t *d) {
-    int by_key_mode = d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP || d->sync == SYNC_MODE_BSP;
-    return by_key_mode && !t->device && !d->save_model && train_args_data_kind(t) == DATA_KIND_SPARSE;
+    return dist_global_on_servers(d->sync) && !t->device && !d->save_model &&
+           train_args_data_kind(t) == DATA_KIND_SPARSE;
 }
 
 // Whether model m, built over n_rows of global_rows features, is a sparse
@@ -92,8 +93,7 @@ int eval_keys_build(const train_args_t *t, const dist_args_t *d, const data_bund
                     eval_keys_t *k, char *err, size_t err_len) {
     memset(k, 0, sizeof *k);
     sparse_dataset_init(&k->test);
-    int by_key_mode = d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP || d->sync == SYNC_MODE_BSP;
-    if (!by_key_mode || !dist_global_on_servers(d->sync) || train_args_data_kind(t) != DATA_KIND_SPARSE) return 0;
+    if (!dist_global_on_servers(d->sync) || train_args_data_kind(t) != DATA_KIND_SPARSE) return 0;
     size_t global_rows = data->sparse_train.dim, limit = data->sparse_test.n;
     if (t->eval_limit && t->eval_limit < limit) limit = t->eval_limit;
     if (limit == 0 || data->sparse_test.dim > global_rows) return 0;
