@@ -12,6 +12,13 @@
 static const trace_kind_t TK_BUFFER = {"buffer", "server", "worker"};  // bsp: one gradient taken into its round
 static const trace_kind_t TK_BSP_ROUND = {"bsp_round", "server", "clock"};  // bsp: a round's sum applied
 
+// A sparse round's merge, in one gradient: its keys and values, and how far it has got.
+typedef struct ps_bsp_cursor {
+    const uint32_t *keys;
+    const float *values;
+    size_t at, len;
+} ps_bsp_cursor_t;
+
 // A round of n_workers gradients of n values each (n >= 1).
 int ps_bsp_init(ps_bsp_round_t *r, size_t n_workers, size_t n) {
     size_t nw = n_workers;
@@ -26,12 +33,9 @@ int ps_bsp_init(ps_bsp_round_t *r, size_t n_workers, size_t n) {
     r->version = calloc(nw, sizeof *r->version);
     r->weight = calloc(nw, sizeof *r->weight);
     r->terms = calloc(nw, sizeof *r->terms);
-    r->merge_at = calloc(nw, sizeof *r->merge_at);
-    r->merge_len = calloc(nw, sizeof *r->merge_len);
-    return r->grad && r->held && r->held_keys && r->examples && r->version && r->weight && r->terms && r->merge_at &&
-                   r->merge_len
-               ? 0
-               : -1;
+    r->cursor = calloc(nw, sizeof *r->cursor);
+    return r->grad && r->held && r->held_keys && r->examples && r->version && r->weight && r->terms && r->cursor ? 0
+                                                                                                                 : -1;
 }
 
 void ps_bsp_free(ps_bsp_round_t *r, size_t n_workers) {
@@ -44,8 +48,7 @@ void ps_bsp_free(ps_bsp_round_t *r, size_t n_workers) {
     free(r->held_keys);
     free(r->merged_keys);
     free(r->merged_sum);
-    free(r->merge_at);
-    free(r->merge_len);
+    free(r->cursor);
     free(r->examples);
     free(r->version);
     free(r->weight);
@@ -196,13 +199,12 @@ static int bsp_sum_and_answer(ps_server_t *s, int answer, char *err, size_t err_
 // -1 (out of memory).
 static long merge_sparse_round(ps_server_t *s) {
     ps_bsp_round_t *r = &s->bsp;
-    size_t nw = s->cfg.n_workers, total = 0, *at = r->merge_at, *len = r->merge_len;
+    size_t nw = s->cfg.n_workers, total = 0;
+    ps_bsp_cursor_t *cur = r->cursor;
     for (size_t k = 0; k < nw; k++) {
-        const uint32_t *keys;
-        const float *values;
-        at[k] = 0;
-        len[k] = r->examples[k] ? ps_bsp_sparse(s, k, &keys, &values) : 0;
-        total += len[k];
+        cur[k].at = 0;
+        cur[k].len = r->examples[k] ? ps_bsp_sparse(s, k, &cur[k].keys, &cur[k].values) : 0;
+        total += cur[k].len;
     }
     if (total > r->merged_cap) {
         uint32_t *keys = realloc(r->merged_keys, total * sizeof *keys);
@@ -216,17 +218,13 @@ static long merge_sparse_round(ps_server_t *s) {
     for (;;) {
         uint32_t key = 0;
         int any = 0;
-        for (size_t k = 0; k < nw; k++) {
-            const uint32_t *keys = zmq_msg_data(&r->held_keys[k]);
-            if (at[k] < len[k] && (!any || keys[at[k]] < key)) key = keys[at[k]], any = 1;
-        }
+        for (size_t k = 0; k < nw; k++)
+            if (cur[k].at < cur[k].len && (!any || cur[k].keys[cur[k].at] < key)) key = cur[k].keys[cur[k].at], any = 1;
         if (!any) break;
         float sum = 0.0f;
-        for (size_t k = 0; k < nw; k++) {
-            const uint32_t *keys = zmq_msg_data(&r->held_keys[k]);
-            const float *values = zmq_msg_data(&r->held[k]);
-            if (at[k] < len[k] && keys[at[k]] == key) sum += r->weight[k] * (0.0f + values[at[k]++]);
-        }
+        for (size_t k = 0; k < nw; k++)
+            if (cur[k].at < cur[k].len && cur[k].keys[cur[k].at] == key)
+                sum += r->weight[k] * (0.0f + cur[k].values[cur[k].at++]);
         r->merged_keys[n] = key - (uint32_t)s->begin;
         r->merged_sum[n++] = sum;
     }

@@ -115,7 +115,7 @@ typedef struct ps_bsp_round {
     uint32_t *merged_keys;  // (merged_cap) a sparse round's keys, shard-local, ascending
     float *merged_sum;  // (merged_cap) the round's weighted sum at each
     size_t merged_cap;
-    size_t *merge_at, *merge_len;  // (n_workers) the merge's place in each gradient's keys, and their count
+    struct ps_bsp_cursor *cursor;  // (n_workers) a sparse round's merge: where it is in each gradient
     uint32_t *examples;  // (n_workers) 0 = no gradient yet this clock
     uint64_t *version;  // (n_workers) version each gradient was computed from
     float *weight;  // (n_workers) each gradient's share of the round's examples
