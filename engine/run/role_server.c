@@ -322,9 +322,10 @@ static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const
                          const model_file_split_t *split, const ps_server_t *s, const global_eval_t *ge, size_t begin,
                          size_t end, char *err, size_t err_len) {
     if (ge && write_global_csv(d->run_dir, ge, m, err, err_len) != 0) return -1;
+    size_t eval_params = ge ? global_eval_params(ge) : 0;
     if (stop_signal_received()) {
         snprintf(err, err_len, "server %zu: stopped by a signal before every worker had left", id);
-        write_server_files(id, run_id, d, s, ge ? global_eval_params(ge) : 0, err + strlen(err), 0);
+        write_server_files(id, run_id, d, s, eval_params, err + strlen(err), 0);
         return -1;
     }
     // Every worker has left: the shard's values are final (before its files,
@@ -332,7 +333,7 @@ static int server_finish(size_t id, uint64_t run_id, const dist_args_t *d, const
     if (d->save_model &&
         dist_save_model(d->save_model, m, split, begin, end - begin, ps_server_values(s), err, err_len) != 0)
         return -1;
-    return write_server_files(id, run_id, d, s, ge ? global_eval_params(ge) : 0, err, err_len);
+    return write_server_files(id, run_id, d, s, eval_params, err, err_len);
 }
 
 // A resumed shard 0 that evaluates the global model needs every shard's
