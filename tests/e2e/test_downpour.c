@@ -53,9 +53,7 @@ static void check_equivalent(const char *label, const char *const *model_args, c
     for (const char *const *t = tail1; *t; t++) a[n++] = *t;
     a[n] = NULL;
     CHECK(launch_run(a) == 0);
-    char out_path[300];
-    snprintf(out_path, sizeof out_path, "%s/stdout", dir);
-    char *single_out = launch_slurp(out_path);
+    char *single_out = launch_output("stdout");  // asgd train's JSON summary
     double single_loss = launch_field(single_out, "final_test_loss");
     free(single_out);
     n = 0;
@@ -507,9 +505,7 @@ int main(void) {
                           "--lr",    "0.5",    NULL};
     check_equivalent("logreg-held", wide, "3", "3", "1", "bsp", 0.0);
     // Its global evaluator read the rows its test examples use, not the model.
-    char path[400];
-    snprintf(path, sizeof path, "%s/server-0.json", run_dir("logreg-held-bsp"));
-    char *s0 = launch_slurp(path);
+    char *s0 = launch_file("logreg-held-bsp", "server-0.json");
     double eval_params = launch_field(s0, "eval_params");
     printf("logreg-held: the evaluator read %.0f of 200001 parameters\n", eval_params);
     CHECK(eval_params > 1 && eval_params < 200001.0 / 10.0);

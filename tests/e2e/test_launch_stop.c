@@ -364,23 +364,31 @@ static void server_dies_before_rendezvous(void) {
 // ASGD_TEST_MEMORY_AVAILABLE: 10 MB, which holds each worker's ~100,000
 // weights) refuses before the run starts, with the bytes it needs; so does a
 // single process whose model it cannot hold.
+// Runs args (output files named after `name` in dir), which must exit 1 with
+// `needle` on stderr; what = what the case is, for the log.
+static void expect_refused_run(const char *const *args, const char *name, const char *what, const char *needle) {
+    char out[600], err[600];
+    snprintf(out, sizeof out, "%s", proc_path(dir, "%s.out", name));
+    snprintf(err, sizeof err, "%s", proc_path(dir, "%s.err", name));
+    int st = proc_wait(proc_start(args, out, err), HANG_S);
+    char *e = proc_slurp(err);
+    printf("g) %s: exit %d\n%s", what, st, e);
+    CHECK(st == 1);
+    expect(e, needle);
+    free(e);
+}
+
 static void too_large_for_memory(void) {
     setenv("ASGD_TEST_MEMORY_AVAILABLE", "10000000", 1);  // read by the test build only
     const char *a[] = {ASGD_HOOKS_BINARY,   "launch", "--model",   "logreg", "--data",  "gen:sparse:n=2000,dim=1000000",
                        "--servers",         "1",      "--workers", "2",      "--quiet", "--run-dir",
                        proc_path(dir, "g"), NULL};
-    char err[600];
-    snprintf(err, sizeof err, "%s", proc_path(dir, "g.err"));
-    int st = proc_wait(proc_start(a, proc_path(dir, "g.out"), err), HANG_S);
-    char *e = proc_slurp(err);
-    printf("g) a shard larger than the memory available: exit %d\n%s", st, e);
-    CHECK(st == 1);
     // 1,000,001 parameters at 20 bytes each under asp with sgd; logistic
     // regression makes its shard's starting values alone (no seeded model).
-    expect(e,
-           "asgd server 0: its shard of 1000001 of the model's 1000001 parameters needs 20.0 MB, more than the 10.0 "
-           "MB this machine has available: run more --servers (on more machines) or train a smaller model");
-    free(e);
+    expect_refused_run(
+        a, "g", "a shard larger than the memory available",
+        "asgd server 0: its shard of 1000001 of the model's 1000001 parameters needs 20.0 MB, more than the 10.0 "
+        "MB this machine has available: run more --servers (on more machines) or train a smaller model");
     // Softmax (two classes: 2,000,002 parameters) draws its starting values:
     // its server makes the 8 MB seeded model for a moment beside its shard.
     const char *soft[] = {ASGD_HOOKS_BINARY,
@@ -397,28 +405,17 @@ static void too_large_for_memory(void) {
                           "--run-dir",
                           proc_path(dir, "g-soft"),
                           NULL};
-    snprintf(err, sizeof err, "%s", proc_path(dir, "g-soft.err"));
-    st = proc_wait(proc_start(soft, proc_path(dir, "g-soft.out"), err), HANG_S);
-    e = proc_slurp(err);
-    printf("g) softmax's shard larger than the memory available: exit %d\n%s", st, e);
-    CHECK(st == 1);
-    expect(e,
-           "asgd server 0: its shard of 2000002 of the model's 2000002 parameters needs 48.0 MB (40.0 MB the shard, "
-           "8.0 MB the seeded model it starts from), more than the 10.0 MB this machine has available: run more "
-           "--servers (on more machines) or train a smaller model");
-    free(e);
+    expect_refused_run(
+        soft, "g-soft", "softmax's shard larger than the memory available",
+        "asgd server 0: its shard of 2000002 of the model's 2000002 parameters needs 48.0 MB (40.0 MB the shard, "
+        "8.0 MB the seeded model it starts from), more than the 10.0 MB this machine has available: run more "
+        "--servers (on more machines) or train a smaller model");
     const char *t[] = {ASGD_HOOKS_BINARY, "train", "--model", "logreg", "--data", "gen:sparse:n=2000,dim=1000000",
                        "--threads",       "2",     "--quiet", NULL};
-    snprintf(err, sizeof err, "%s", proc_path(dir, "g-train.err"));
-    st = proc_wait(proc_start(t, proc_path(dir, "g-train.out"), err), HANG_S);
-    e = proc_slurp(err);
-    printf("g) a model larger than the memory available: exit %d\n%s", st, e);
-    CHECK(st == 1);
     // The weights (4 bytes) and 2 threads' gradients (9 bytes each) of 1,000,001 parameters.
-    expect(e,
-           "the model's 1000001 parameters need 22.0 MB (its weights and each of 2 threads' gradients), more than "
-           "the 10.0 MB this machine has available");
-    free(e);
+    expect_refused_run(t, "g-train", "a model larger than the memory available",
+                       "the model's 1000001 parameters need 22.0 MB (its weights and each of 2 threads' gradients), "
+                       "more than the 10.0 MB this machine has available");
     unsetenv("ASGD_TEST_MEMORY_AVAILABLE");
 }
 

@@ -68,12 +68,14 @@ static inline float *launch_load_model(const char *path, size_t *n) {
     return f.params;
 }
 
-// The last run's stderr (caller frees).
-static inline char *launch_stderr(void) {
+// The last run's "stdout" or "stderr" (caller frees).
+static inline char *launch_output(const char *stream) {
     char path[256];
-    snprintf(path, sizeof path, "%s/stderr", dir);
+    snprintf(path, sizeof path, "%s/%s", dir, stream);
     return launch_slurp(path);
 }
+
+static inline char *launch_stderr(void) { return launch_output("stderr"); }
 
 // The number after "key": (NaN for null); a missing key fails the test.
 static inline double launch_field(const char *json, const char *key) {
