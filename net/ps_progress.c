@@ -1,6 +1,8 @@
 // A shard's published progress, behind a sequence lock (ps_progress.h).
 #include "net/ps_progress.h"
 
+#include <time.h>
+
 void ps_progress_board_init(ps_progress_board_t *b) {
     atomic_init(&b->seq, 0);
     atomic_init(&b->samples, 0);
@@ -12,6 +14,26 @@ void ps_progress_board_init(ps_progress_board_t *b) {
     atomic_init(&b->stale_v_max, 0);
     atomic_init(&b->stale_c_sum, 0);
     atomic_init(&b->stale_c_max, 0);
+    atomic_init(&b->wake_at, UINT64_MAX);
+    atomic_init(&b->woken, 0);
+    pthread_mutex_init(&b->lock, NULL);
+    pthread_condattr_t a;
+    pthread_condattr_init(&a);
+    pthread_condattr_setclock(&a, CLOCK_MONOTONIC);  // a timeout that a clock change cannot stretch
+    pthread_cond_init(&b->moved, &a);
+    pthread_condattr_destroy(&a);
+}
+
+void ps_progress_board_free(ps_progress_board_t *b) {
+    pthread_mutex_destroy(&b->lock);
+    pthread_cond_destroy(&b->moved);
+}
+
+static void wake_sleeper(ps_progress_board_t *b) {
+    pthread_mutex_lock(&b->lock);
+    atomic_store_explicit(&b->wake_at, UINT64_MAX, memory_order_relaxed);
+    pthread_cond_broadcast(&b->moved);
+    pthread_mutex_unlock(&b->lock);
 }
 
 void ps_progress_board_publish(ps_progress_board_t *b, const ps_progress_t *p) {
@@ -28,6 +50,38 @@ void ps_progress_board_publish(ps_progress_board_t *b, const ps_progress_t *p) {
     atomic_store_explicit(&b->stale_c_sum, p->staleness_clocks_sum, memory_order_relaxed);
     atomic_store_explicit(&b->stale_c_max, p->staleness_clocks_max, memory_order_relaxed);
     atomic_store_explicit(&b->seq, seq + 2, memory_order_release);
+    // The samples stored, then the threshold read; the sleeper stores its
+    // threshold, then reads the samples: with a full fence on both sides at
+    // least one of them sees the other's store, so no wake-up is lost.
+    atomic_thread_fence(memory_order_seq_cst);
+    if (p->samples >= atomic_load_explicit(&b->wake_at, memory_order_relaxed)) wake_sleeper(b);
+}
+
+void ps_progress_board_wake(ps_progress_board_t *b) {
+    atomic_store(&b->woken, 1);
+    wake_sleeper(b);
+}
+
+void ps_progress_board_wait(ps_progress_board_t *b, uint64_t at_least, double timeout_s) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    double s = timeout_s > 0 ? timeout_s : 0;
+    if (s > 3600) s = 3600;
+    until.tv_sec += (time_t)s;
+    until.tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&b->lock);
+    atomic_store_explicit(&b->wake_at, at_least, memory_order_relaxed);
+    atomic_thread_fence(memory_order_seq_cst);
+    int rc = 0;
+    while (rc == 0 && !atomic_exchange(&b->woken, 0) &&
+           atomic_load_explicit(&b->samples, memory_order_relaxed) < at_least)
+        rc = pthread_cond_timedwait(&b->moved, &b->lock, &until);
+    atomic_store_explicit(&b->wake_at, UINT64_MAX, memory_order_relaxed);
+    pthread_mutex_unlock(&b->lock);
 }
 
 void ps_progress_board_read(const ps_progress_board_t *b, ps_progress_t *out) {

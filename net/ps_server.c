@@ -58,6 +58,7 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
         return NULL;
     }
     s->cfg = *c;
+    ps_progress_board_init(&s->board);
     shard_range(c->n_params, c->n_shards, c->shard, &s->begin, &s->end);
     s->n = s->end - s->begin;
     size_t nw = c->n_workers;
@@ -76,7 +77,6 @@ static ps_server_t *server_alloc(const ps_config_t *c, const float *shard_init, 
     ps_update_start(&s->upd, shard_init, s->n, nw);
     staleness_hist_init(&s->stats.staleness_clocks);
     staleness_hist_init(&s->stats.staleness_updates);
-    ps_progress_board_init(&s->board);
     return s;
 }
 
@@ -120,6 +120,7 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->parts);
     buffer_pool_release(&s->echo_pool);
     ps_bsp_free(&s->bsp, s->cfg.n_workers);
+    ps_progress_board_free(&s->board);
     free(s);
     *sp = NULL;
 }
@@ -132,6 +133,10 @@ void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end) {
     *end = s->end;
 }
 void ps_server_progress(const ps_server_t *s, ps_progress_t *out) { ps_progress_board_read(&s->board, out); }
+void ps_server_progress_wait(ps_server_t *s, uint64_t samples, double timeout_s) {
+    ps_progress_board_wait(&s->board, samples, timeout_s);
+}
+void ps_server_progress_wake(ps_server_t *s) { ps_progress_board_wake(&s->board); }
 
 void ps_server_stats(const ps_server_t *s, ps_stats_t *out) {
     *out = s->stats;

@@ -202,6 +202,12 @@ void ps_server_stats(const ps_server_t *s, ps_stats_t *out);
 // thread after every message it handles, read as one publication
 // (net/ps_progress.h). Safe to call from any thread while ps_server_run serves.
 void ps_server_progress(const ps_server_t *s, ps_progress_t *out);
+// One thread at a time, while ps_server_run serves: sleeps until the shard
+// has published `samples` (or more), timeout_s has passed, or another thread
+// called ps_server_progress_wake (ps_progress_board_wait): a reader that
+// waits for an evaluation point without polling.
+void ps_server_progress_wait(ps_server_t *s, uint64_t samples, double timeout_s);
+void ps_server_progress_wake(ps_server_t *s);
 // Per-worker counters (n_workers entries each): pushes applied since the
 // worker last joined, pushes applied over all its joins, and final clocks.
 const uint64_t *ps_server_pushes_per_worker(const ps_server_t *s);

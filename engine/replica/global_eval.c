@@ -14,7 +14,7 @@
 #include "net/ps_client.h"
 
 #define ERR_LEN 512
-#define POLL_NS 2000000L  // how often shard 0's progress is looked at: 2 ms
+#define IDLE_WAIT_S 1.0  // the longest sleep between looks at shard 0's progress when no point is due sooner
 
 // A model pulled at an evaluation point and not yet evaluated: its row is
 // filled but for the evaluation's figures.
@@ -163,8 +163,12 @@ static void *eval_main(void *arg) {
         int due =
             first || (c->every_samples && at.samples >= next_samples) || (c->every_s > 0 && now - g->t0 >= next_s);
         if (!due) {
-            struct timespec nap = {0, POLL_NS};
-            nanosleep(&nap, NULL);
+            // Asleep until shard 0 publishes the next point's samples (it
+            // wakes us), the next point in time, or a stop: no polling to
+            // take turns from the serving thread.
+            double sleep_s = c->every_s > 0 ? next_s - (now - g->t0) : IDLE_WAIT_S;
+            ps_server_progress_wait(c->shard, c->every_samples ? next_samples : UINT64_MAX,
+                                    sleep_s < IDLE_WAIT_S ? sleep_s : IDLE_WAIT_S);
             continue;
         }
         first = 0;
@@ -216,6 +220,7 @@ global_eval_t *global_eval_start(const global_eval_config_t *c, char *err, size_
 static void stop_thread(global_eval_t *g) {
     if (!g->started) return;
     atomic_store(&g->stop, 1);
+    ps_server_progress_wake(g->cfg.shard);
     pthread_join(g->thread, NULL);
     g->started = 0;
 }

@@ -55,7 +55,7 @@ typedef struct global_eval_config {
     size_t eval_limit;  // test examples per evaluation; 0: all
     uint64_t every_samples;  // 0: by time only
     double every_s;  // 0: by samples only
-    const ps_server_t *shard;  // shard 0, served by another thread of this process (borrowed)
+    ps_server_t *shard;  // shard 0, served by another thread of this process (borrowed; its progress is waited on)
     size_t snapshot_budget_bytes;  // models kept for evaluation after training; beyond it, evaluated at once
     int timeout_ms;  // longest wait for a shard's answer
     // Called on the evaluator's thread with each row as it is made (NULL: none),

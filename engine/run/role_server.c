@@ -213,7 +213,7 @@ static void global_progress_row(const global_eval_row_t *row, void *ctx) {
 // global_eval.h) when the run keeps files. NULL, with err empty, when it does not.
 // m: the servers' model; keys: the evaluator's own over its test examples' features (NULL: m).
 static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const dist_args_t *d, const model_t *m,
-                                        const eval_keys_t *keys, const ps_server_t *s, const rdv_entry_t *table,
+                                        const eval_keys_t *keys, ps_server_t *s, const rdv_entry_t *table,
                                         const char **endpoints, global_eval_config_t *gc, global_progress_t *gp,
                                         uint64_t run_id, char *err, size_t err_len) {
     if (!d->run_dir || !table || !dist_global_on_servers(d->sync)) return NULL;
