@@ -293,7 +293,8 @@ const char *wire_status_name(wire_status_t s) {
                                                           "evicted",
                                                           "not finite",
                                                           "bad gradient encoding",
-                                                          "worker id live"};
+                                                          "worker id live",
+                                                          "shared-memory payload not readable here"};
     return (unsigned)s < WIRE_STATUS_COUNT_ ? names[s] : "unknown";
 }
 

@@ -56,6 +56,9 @@ typedef enum payload_kind {
 #define WIRE_FLAG_SUM 0x1u  // PUSH: a gradient to be summed into the clock's aggregate (BSP)
 #define WIRE_FLAG_JOIN 0x2u  // HELLO: a new member (asgd worker --join); aux (every HELLO's) is the client's nonce
 #define WIRE_FLAG_ECHO 0x4u  // PUSH (ASP/SSP, dense): answer each part taken with its range's new values (PARAMS)
+// PUSH, PARAMS: the payload frames are references into the sender's shared
+// memory (net/shm_frames.h); count, kind and checksum describe what they refer to.
+#define WIRE_FLAG_SHM 0x8u
 
 typedef struct wire_header {
     uint32_t magic;  // WIRE_MAGIC
@@ -91,6 +94,7 @@ typedef enum wire_status {
     WIRE_STATUS_NOT_FINITE,  // REJECT: the update holds NaN or Inf; the run has diverged and stops
     WIRE_STATUS_BAD_ENCODING,  // an ENCODED payload the receiver cannot decode (unknown encoding, malformed)
     WIRE_STATUS_ID_LIVE,  // REJECT: a joiner's HELLO names a worker id that is live in the run
+    WIRE_STATUS_BAD_SHM,  // a shared-memory reference (WIRE_FLAG_SHM) this process cannot map or that is malformed
     WIRE_STATUS_COUNT_,
 } wire_status_t;
 

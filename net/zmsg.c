@@ -8,6 +8,7 @@
 
 #include "net/compress.h"
 #include "net/curve_auth.h"
+#include "net/shm_frames.h"
 
 wire_header_t zmsg_header(uint16_t type, uint64_t run_id) {
     wire_header_t h;
@@ -59,6 +60,16 @@ static int align_frame(zmq_msg_t *f) {
     return 0;
 }
 
+// Whether a header frame of ours (its size, magic, version and run id as
+// wire_validate wants them: anything else is refused for that, not looked
+// into) says its payload frames are shared-memory references.
+static int sent_by_reference(zmq_msg_t *header, uint64_t run_id) {
+    if (zmq_msg_size(header) != WIRE_HEADER_SIZE) return 0;
+    wire_header_t h;
+    wire_header_decode(zmq_msg_data(header), &h);
+    return h.magic == WIRE_MAGIC && h.version == WIRE_VERSION && h.run_id == run_id && (h.flags & WIRE_FLAG_SHM);
+}
+
 static int recv_impl(void *sock, int router, uint64_t run_id, zmsg_t *m, int defer, char *err, size_t err_len) {
     memset(&m->h, 0, sizeof m->h);
     m->checksum_pending = 0;
@@ -106,6 +117,13 @@ static int recv_impl(void *sock, int router, uint64_t run_id, zmsg_t *m, int def
             return ZMQ_FAIL("zmq_msg_init_size (aligned payload copy)", err, err_len);
         }
     }
+    int by_reference = !too_many && sent_by_reference(&header, run_id);
+    if (by_reference && shm_frames_unpack(run_id, m->frames, m->n_frames) != WIRE_STATUS_OK) {
+        wire_header_decode(zmq_msg_data(&header), &m->h);  // what was refused, for whoever reports it
+        zmq_msg_close(&header);
+        m->status = WIRE_STATUS_BAD_SHM;
+        return 0;
+    }
     const void *payload[2] = {NULL, NULL};
     size_t lens[2] = {0, 0};
     for (size_t i = 0; i < m->n_frames; i++) {
@@ -114,13 +132,14 @@ static int recv_impl(void *sock, int router, uint64_t run_id, zmsg_t *m, int def
     }
     if (too_many)
         m->status = WIRE_STATUS_BAD_SIZE;
-    else if (defer)
+    else if (defer || by_reference)  // a reference's bytes crossed no wire: nothing to check them against
         m->status = wire_validate_except_checksum(zmq_msg_data(&header), zmq_msg_size(&header), run_id, lens,
                                                   m->n_frames, &m->h);
     else
         m->status =
             wire_validate(zmq_msg_data(&header), zmq_msg_size(&header), run_id, payload, lens, m->n_frames, &m->h);
-    m->checksum_pending = defer && m->status == WIRE_STATUS_OK;
+    m->checksum_pending = defer && !by_reference && m->status == WIRE_STATUS_OK;
+    m->h.flags &= (uint16_t)~WIRE_FLAG_SHM;  // the frames are the payload now, wherever they lie
     zmq_msg_close(&header);
     return m->status == WIRE_STATUS_OK ? 1 : 0;
 }
@@ -183,7 +202,10 @@ int zmsg_send_sealed(void *sock, zmq_msg_t *identity, const wire_header_t *h, zm
     int base = dontwait ? ZMQ_DONTWAIT : 0;
     size_t sent = 0;  // payload frames handed to libzmq (it then owns them)
     uint8_t bytes[WIRE_HEADER_SIZE];
-    wire_header_encode(h, bytes);
+    wire_header_t by_reference = *h;
+    int packed = shm_frames_pack(h, frames, n_frames);
+    by_reference.flags |= packed ? WIRE_FLAG_SHM : 0;
+    wire_header_encode(&by_reference, bytes);
     int rc = 0;
     if (identity) {
         zmq_msg_t id;
@@ -213,7 +235,12 @@ int zmsg_send_sealed(void *sock, zmq_msg_t *identity, const wire_header_t *h, zm
         }
     }
 out:
-    for (size_t i = sent; i < n_frames; i++) zmq_msg_close(&frames[i]);
+    for (size_t i = sent; i < n_frames; i++) {
+        if (packed)
+            shm_frames_drop_unsent(&frames[i]);
+        else
+            zmq_msg_close(&frames[i]);
+    }
     return rc;
 }
 

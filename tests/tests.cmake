@@ -87,6 +87,7 @@ asgd_test(test_allreduce             DIR net            LABELS threads       COS
 asgd_test(test_ps_parts              DIR net            LABELS threads)
 asgd_test(test_ps_reply              DIR net            LABELS threads)
 asgd_test(test_ps_progress           DIR net            LABELS threads)
+asgd_test(test_shm_frames            DIR net            LABELS threads)
 asgd_test(test_ps_server             DIR net            LABELS threads       COST 2)
 asgd_test(test_ps_server_faults      DIR net            LABELS threads       COST 6)
 asgd_test(test_hier_allreduce        DIR net            LABELS threads)

@@ -99,6 +99,7 @@ static const struct {
     {"curve-allow", HELP_TOPIC_DISTRIBUTED},
     {"insecure", HELP_TOPIC_DISTRIBUTED},
     {"ring-ipc", HELP_TOPIC_DISTRIBUTED},
+    {"ps-transport", HELP_TOPIC_DISTRIBUTED},
     {"collective", HELP_TOPIC_DISTRIBUTED},
     {"compress", HELP_TOPIC_DISTRIBUTED},
     {"error-feedback", HELP_TOPIC_DISTRIBUTED},

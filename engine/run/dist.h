@@ -19,7 +19,7 @@
 #include "net/compress.h"
 #include "staleness/sync_mode.h"
 
-#define DIST_N_FLAGS 38
+#define DIST_N_FLAGS 39
 #define DIST_DEFAULT_PORT 29517
 
 // The columns of a run's global.csv (the global model's curve, written by the
@@ -64,6 +64,14 @@ int dist_without_servers(int sync);
 // communication thread's time (docs/distributed.md, "Periods by default").
 #define DIST_DEFAULT_COMM_SHARE 0.25
 
+// How the parameter server's payloads travel (--ps-transport; net/shm_frames.h).
+typedef enum ps_transport {
+    PS_TRANSPORT_AUTO = 0,  // asgd launch: shm (it starts every process on this machine); a role started by hand: tcp
+    PS_TRANSPORT_TCP,  // inside the messages, through the sockets
+    PS_TRANSPORT_SHM,  // large payloads through shared memory, the sockets carrying references
+} ps_transport_t;
+const char *dist_ps_transport_name(int ps_transport);
+
 typedef struct dist_args {
     size_t servers, workers;
     size_t max_workers;  // --max-workers: room for joiners (0 until dist_args_finish: --workers)
@@ -86,6 +94,7 @@ typedef struct dist_args {
     const char *run_dir;
     const char *bind_host;
     int ring_ipc;  // allreduce over ipc:// (one machine) instead of tcp
+    int ps_transport;  // ps_transport_t: --ps-transport auto|tcp|shm
     int collective;  // collective_choice_t (engine/replica/collective.h): --collective auto|shm|ring|mpi
     size_t timeout_ms;
     size_t heartbeat_ms;

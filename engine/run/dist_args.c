@@ -147,6 +147,11 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
          0, 0, NULL, 0},
         {"ring-ipc", FLAG_TYPE_BOOL, &d->ring_ipc, NULL,
          "allreduce over ipc:// sockets (all workers on one machine; asgd launch's default there)", 0, 0, NULL, 0},
+        {"ps-transport", FLAG_TYPE_CHOICE, &d->ps_transport, "auto|tcp|shm",
+         "asp, ssp, bsp, hybrid: how pushes and pulls carry their values between workers and servers: shm (large "
+         "payloads through shared memory, the sockets carrying references; every process on one machine) or tcp "
+         "(inside the messages); auto: shm under asgd launch, tcp for a server or worker started by hand",
+         0, 0, "auto|tcp|shm", 0},
         {"collective", FLAG_TYPE_CHOICE, &d->collective, "auto|shm|ring|mpi|hier|stream",
          "allreduce, local, hybrid: sum through shared memory (every worker on this host), the ZeroMQ ring, hier "
          "(shared memory within each host, rings across hosts; hosts told apart by host name or ASGD_HOST_ID) or "
@@ -411,6 +416,11 @@ static int finish_exchange(dist_args_t *d, const train_args_t *t, const char *co
         snprintf(err, err_len, "%s: %s", command, cerr);
         return 2;
     }
+    if (d->ps_transport != PS_TRANSPORT_AUTO && dist_without_servers(d->sync)) {
+        snprintf(err, err_len, "%s: --ps-transport %s: applies to --sync asp, ssp, bsp and hybrid (modes with servers)",
+                 command, dist_ps_transport_name(d->ps_transport));
+        return 2;
+    }
     if (d->collective == COLLECTIVE_MPI && !dist_without_servers(d->sync)) {
         snprintf(err, err_len, "%s: --collective mpi: applies to --sync allreduce and local (every rank a worker)",
                  command);
@@ -488,6 +498,10 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
     if (usage == 0) usage = finish_exchange(d, t, command, err, err_len);
     if (usage == 0) usage = finish_fill(d, t, command, err, err_len);
     return usage;
+}
+
+const char *dist_ps_transport_name(int ps_transport) {
+    return ps_transport == PS_TRANSPORT_SHM ? "shm" : ps_transport == PS_TRANSPORT_TCP ? "tcp" : "auto";
 }
 
 const char *dist_lr_scaling_name(int lr_scaling) {

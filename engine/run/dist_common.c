@@ -35,6 +35,7 @@
 #include "net/ps_server.h"
 #include "net/ps_replica.h"
 #include "net/rendezvous.h"
+#include "net/shm_frames.h"
 #include "net/stop_signal.h"
 #include "net/ring.h"
 #include "net/wire.h"
@@ -111,6 +112,16 @@ uint64_t dist_peak_rss_bytes(void) {
     struct rusage u;
     if (getrusage(RUSAGE_SELF, &u) != 0 || u.ru_maxrss < 0) return 0;
     return (uint64_t)u.ru_maxrss * 1024u;  // Linux counts kilobytes
+}
+
+void dist_json_transport(json_writer_t *j, const dist_args_t *d) {
+    json_string(j, "ps_transport",
+                dist_ps_transport_name(d->ps_transport == PS_TRANSPORT_SHM ? PS_TRANSPORT_SHM : PS_TRANSPORT_TCP));
+    shm_frames_counts_t c;
+    shm_frames_counts(&c);
+    json_uint(j, "messages_sent_by_reference", c.packed);
+    json_uint(j, "messages_received_by_reference", c.unpacked);
+    json_uint(j, "messages_inline_for_want_of_slot", c.inline_for_want_of_slot);
 }
 
 uint64_t dist_memory_available(void) {

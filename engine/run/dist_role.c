@@ -34,6 +34,7 @@
 #include "net/ps_server.h"
 #include "net/ps_replica.h"
 #include "net/rendezvous.h"
+#include "net/shm_frames.h"
 #include "net/stop_signal.h"
 #include "net/ring.h"
 #include "net/wire.h"
@@ -171,10 +172,14 @@ int dist_run_role(dist_role_t role, size_t id, const train_args_t *t, const dist
     model_file_split_t split = {0};
     if (d->save_model)
         model_file_split_of(&data, t->test_frac, t->seed, t->train_limit, t->test_limit, t->test_data != NULL, &split);
+    // References to shared memory only where asked: a role started by hand
+    // may have peers on other machines (net/shm_frames.h).
+    if (d->ps_transport == PS_TRANSPORT_SHM) shm_frames_enable(run_id);
     int rc = role == DIST_ROLE_SERVER ? dist_run_server(ctx, id, t, d, model, eval_keys.model ? &eval_keys : NULL,
                                                         &split, coordinator, run_id, err, sizeof err)
                                       : dist_run_worker(ctx, id, t, d, model, keys.held ? &keys.map : NULL, &split,
                                                         coordinator, run_id, err, sizeof err);
+    shm_frames_disable();  // every thread that sent has ended
     // The timeline of a failed run is written too: it may show why.
     char why[ERR_LEN];
     if (t->trace && trace_write(t->trace, "--trace", why, sizeof why) != 0 && rc == 0) {

@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/core/json_writer.h"  // defines: json_writer_t
 #include "engine/run/dist.h"
 #include "engine/run/model_file.h"
 #include "engine/run/worker_keys.h"
@@ -28,6 +29,11 @@ int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args
 // This process's peak resident memory so far, in bytes (0 if unknown): what
 // a server or worker reports as peak_rss_bytes.
 uint64_t dist_peak_rss_bytes(void);
+// A server's or worker's JSON: how its parameter payloads travelled
+// (ps_transport, resolved: auto is tcp for a process started by hand) and,
+// through shared memory, how many messages went and came by reference and
+// how many went inline for want of a free slot (net/shm_frames.h).
+void dist_json_transport(json_writer_t *j, const dist_args_t *d);
 
 // The endpoint others should dial: a wildcard bind is advertised under this host's name.
 void dist_advertise(const char *bound, char *out, size_t out_len);

@@ -12,6 +12,7 @@
 #include "engine/run/run_output.h"
 #include "kernels/foundation/mono_clock.h"
 #include "net/curve_auth.h"
+#include "net/shm_frames.h"
 
 // Collects the children that ended. Returns -1 when one failed for good (r->culprit), else 0.
 static int reap_children(local_run_t *r) {
@@ -88,6 +89,8 @@ static int local_run_prepare(local_run_t *r, dist_args_t *d) {
             run_say("asgd launch: %s: the run's sockets are plain (on 127.0.0.1 only)\n", why);
         }
     }
+    // Every process is on this machine: payloads through shared memory (net/shm_frames.h).
+    if (d->ps_transport == PS_TRANSPORT_AUTO && !dist_without_servers(d->sync)) d->ps_transport = PS_TRANSPORT_SHM;
     if (local_run_dir(r) != 0 || local_run_start(r) != 0) return 1;
     // A program calling launch_job_run keeps its own signal handling.
     if (!r->outcome) launch_catch_stop_signals();
@@ -106,6 +109,7 @@ static int local_run_supervised(local_run_t *r) {
     if (!failed) failed = supervise(r) != 0;
     launch_screen_end_line();
     int status = local_run_outcome(r, failed, t0);
+    shm_frames_remove_run(r->run_id);  // arenas of children killed before they could remove their own
     if (r->merged) {
         r->progress_tty = 0;  // the last line stays
         launch_progress_tick(r, 1);

@@ -117,6 +117,10 @@ static int spawn_child(local_run_t *r, child_t *c) {
     args[a++] = (char *)launch_role_name(c->role);
     args[a++] = "--config";
     args[a++] = (char *)job_path;
+    if (d->ps_transport == PS_TRANSPORT_SHM) {  // resolved from auto by local_run_prepare
+        args[a++] = "--ps-transport";
+        args[a++] = "shm";
+    }
     snprintf(id_text, sizeof r->id_text, "%zu", c->id);
     args[a++] = "--id";
     args[a++] = id_text;

@@ -67,6 +67,7 @@ typedef struct local_run {
     // which stay off their command lines.
     char **envp;
     char env_run_id[64], env_public[96], env_secret[96];
+    uint64_t run_id;  // 0 until the coordinator is set up
     curve_key_t key_public,
         key_secret;  // the run's throwaway pair (d->run_key_*), unless --curve-server-key or --insecure
     char exe[4096];

@@ -92,7 +92,7 @@ int local_run_start(local_run_t *r) {
     // workers in kids) find their primary through the run directory.
     size_t ranks = r->d->servers + r->d->workers;
     r->n_kids = ranks + r->d->servers * (r->d->server_replicas - 1);
-    uint64_t run_id = wire_fresh_id(r);
+    uint64_t run_id = r->run_id = wire_fresh_id(r);
     // The children get the --curve-* flags too: the coordinator here speaks as they do.
     if (dist_security_start(r->d, r->ctx, &r->zap, err, sizeof err) != 0 ||
         !(r->rdv = rdv_server_new_elastic(r->ctx, r->coordinator_bind, ranks + dist_slots(r->d) - r->d->workers, ranks,

@@ -69,6 +69,7 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_uint(&j, "pulls_waited", st.pulls_waited);
     json_uint(&j, "bytes_in", st.bytes_in);
     json_uint(&j, "bytes_out", st.bytes_out);
+    dist_json_transport(&j, d);
     json_uint(&j, "dropped", st.dropped_total);
     json_uint(&j, "rejected", st.rejected);
     json_uint(&j, "duplicates", st.duplicates);

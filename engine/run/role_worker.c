@@ -165,6 +165,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     json_uint(&j, "params_held", model_num_params(m));
     json_uint(&j, "bytes_out", rs->bytes_out);
     json_uint(&j, "bytes_in", rs->bytes_in);
+    if (!dist_without_servers(d->sync)) dist_json_transport(&j, d);
     char spec[64];
     compress_spec_format(&d->compress_spec, spec, sizeof spec);
     json_string(&j, "compress", spec);

@@ -7,6 +7,9 @@
 //     makes the fast ones wait (the server held some of their pulls), and
 //     under ASP the server holds no pull;
 //   - every push a worker was acknowledged for was applied exactly once;
+//   - payloads through shared memory (--ps-transport shm, asgd launch's
+//     default) give the model the sockets give, bit for bit, and every push
+//     went by reference;
 //   - a failing process is named and the others are stopped, and Ctrl-C stops all.
 #include <fcntl.h>
 #include <signal.h>
@@ -376,6 +379,49 @@ static void check_paced_default(void) {
     }
 }
 
+// The same BSP run with its payloads through shared memory and inside the
+// messages: the same model, bit for bit; under shm every push of every worker
+// went by reference (a 200 KB model: above the size that goes inline) and
+// every pull came back so (the worker's count also holds its final pull);
+// under tcp none did.
+static void check_transports(void) {
+    const char *transports[] = {"shm", "tcp"};
+    char model[2][300];
+    for (int k = 0; k < 2; k++) {
+        char *rd = run_dir(k == 0 ? "transport-shm" : "transport-tcp");
+        snprintf(model[k], sizeof model[k], "%s.bin", rd);
+        const char *a[] = {"launch",      "--model",      "mlp",    "--hidden",  "64",        "--train-limit",
+                           "2000",        "--test-limit", "200",    "--batch",   "8",         "--sync",
+                           "bsp",         "--servers",    "1",      "--workers", "2",         "--ps-transport",
+                           transports[k], "--save-model", model[k], "--quiet",   "--run-dir", rd,
+                           NULL};
+        CHECK(launch_run(a) == 0);
+        for (int w = 0; w < 2; w++) {
+            char name[32];
+            snprintf(name, sizeof name, "worker-%d.json", w);
+            char *j = launch_file(k == 0 ? "transport-shm" : "transport-tcp", name);
+            double pushes = launch_field(j, "pushes"), pulls = launch_field(j, "pulls");
+            double sent = launch_field(j, "messages_sent_by_reference");
+            double came = launch_field(j, "messages_received_by_reference");
+            printf("%s: worker %d: %g pushes, %g pulls; %g messages sent and %g received by reference\n", transports[k],
+                   w, pushes, pulls, sent, came);
+            CHECK(strstr(j, k == 0 ? "\"ps_transport\":\"shm\"" : "\"ps_transport\":\"tcp\""));
+            CHECK(pushes == 125.0);  // 2,000 examples in batches of 8, shared by 2 workers
+            CHECK(launch_field(j, "messages_inline_for_want_of_slot") == 0.0);
+            if (k == 0) {
+                CHECK(sent == pushes);
+                CHECK(came >= pulls && pulls >= pushes);
+            } else {
+                CHECK(sent == 0.0 && came == 0.0);
+            }
+            free(j);
+        }
+    }
+    double diff = launch_model_diff(model[0], model[1]);
+    printf("bsp through shared memory against the sockets: largest relative difference %.3g\n", diff);
+    CHECK(diff == 0.0);
+}
+
 static void check_wait_hint(void) {
     const char *ssp[] = {"launch",
                          "--model",
@@ -543,6 +589,7 @@ int main(void) {
         CHECK(launch_field(sum, "pushes") > 0);
         CHECK(launch_field(sum, "final_test_loss") <= log(10.0) - LEARNED_MARGIN);
         free(sum);
+        check_transports();
     }
     check_staleness();
     check_working_set();
