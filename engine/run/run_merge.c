@@ -335,6 +335,7 @@ static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_
         json_uint(j, "fetch_every", d->fetch_every);
     }
     json_number(j, "comm_share", d->comm_share);
+    if (!dist_without_servers(d->sync)) json_string(j, "ps_transport", dist_ps_transport_name(d->ps_transport));
     json_string(j, "server_optimizer", optimizer_kind_name((optimizer_kind_t)d->server_optimizer));
     json_number(j, "server_lr", d->server_lr);
     json_bool(j, "server_staleness_aware", d->server_staleness_aware);
