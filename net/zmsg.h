@@ -45,8 +45,10 @@ void zmsg_close(zmsg_t *m);
 int zmsg_recv_deferred(void *sock, int router, uint64_t run_id, zmsg_t *m, char *err, size_t err_len);
 // Checks a deferred message's checksum; 0, or -1 with m->status BAD_CHECKSUM.
 int zmsg_verify(zmsg_t *m);
-// Copies payload frame 0 (the only one) to dst while checking the checksum;
-// 0, or -1 with m->status BAD_CHECKSUM (dst then holds garbage).
+// Copies payload frame 0 (the only one) to dst while checking the checksum
+// (a plain copy when nothing is pending: checked already, or received by
+// reference, net/shm_frames.h); 0, or -1 with m->status BAD_CHECKSUM (dst
+// then holds garbage).
 int zmsg_copy_verified(zmsg_t *m, void *dst);
 
 // A payload frame of n bytes for the caller to fill. Returns 0 or -1.
