@@ -346,6 +346,11 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
                 snprintf(err, err_len,
                          "--join --id %u: worker %u is live in the run (server shard %zu); pick a free id", c->worker,
                          c->worker, k);
+            else if (h->aux == WIRE_STATUS_BAD_SHM)
+                snprintf(err, err_len,
+                         "server shard %zu cannot read worker %u's payloads in shared memory (--ps-transport shm "
+                         "needs every process on one machine; --ps-transport tcp does not)",
+                         k, c->worker);
             else if (h->aux == WIRE_STATUS_NOT_FINITE)
                 snprintf(
                     err, err_len,
@@ -397,7 +402,13 @@ static int pump_round(ps_client_t *c, int wait_ms, double started, const char *w
                 return -1;
             }
             int drc = 0;
-            if (got == 0)
+            if (got == 0 && m.status == WIRE_STATUS_BAD_SHM) {
+                snprintf(err, err_len,
+                         "worker %u cannot read server shard %zu's values in shared memory (--ps-transport shm "
+                         "needs every process on one machine; --ps-transport tcp does not)",
+                         c->worker, k);
+                drc = -1;
+            } else if (got == 0)
                 note_dropped(c, k, m.status);
             else
                 drc = dispatch(c, k, &m, err, err_len);

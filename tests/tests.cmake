@@ -180,6 +180,7 @@ asgd_test(test_main_job              DIR e2e            LABELS e2e           COS
 target_compile_definitions(test_main_job PRIVATE ASGD_SOURCE_DIR="${CMAKE_SOURCE_DIR}")
 asgd_test(test_messages              DIR e2e            LABELS e2e           COST 11)
 asgd_test(test_netns                 DIR e2e            LABELS e2e           COST 22)
+asgd_test(test_ps_transport          DIR e2e            LABELS e2e           COST 2)
 asgd_test(test_rank_env_launchers    DIR e2e            LABELS e2e)
 asgd_test(test_restart_servers       DIR e2e            LABELS e2e           COST 21)
 asgd_test(test_scaling               DIR e2e            LABELS threads e2e   COST 2)
