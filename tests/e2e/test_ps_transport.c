@@ -24,20 +24,32 @@ static char *run_apart(const char *server_transport, const char *worker_transpor
     char coordinator[64], host[80];
     snprintf(coordinator, sizeof coordinator, "127.0.0.1:%d", port);
     snprintf(host, sizeof host, "tcp://127.0.0.1:%d", port);
-#define COMMON                                                                                                   \
+#define COMMON                                                                                                    \
     "--model", "mlp", "--hidden", "16", "--data", "fashion-mnist", "--train-limit", "800", "--test-limit", "100", \
-        "--batch", "8", "--sync", "bsp", "--servers", "1", "--workers", "1", "--coordinator", coordinator,       \
-        "--quiet"
-    const char *server[] = {"/usr/bin/unshare", "--mount", "--propagation", "private", "sh", "-c",
-                            "mount -t tmpfs asgd-apart /dev/shm && exec \"$@\"", "sh", ASGD_BINARY, "server",
-                            "--id", "0", "--host-coordinator", host, "--ps-transport", server_transport, COMMON,
+        "--batch", "8", "--sync", "bsp", "--servers", "1", "--workers", "1", "--coordinator", coordinator, "--quiet"
+    const char *server[] = {"/usr/bin/unshare",
+                            "--mount",
+                            "--propagation",
+                            "private",
+                            "sh",
+                            "-c",
+                            "mount -t tmpfs asgd-apart /dev/shm && exec \"$@\"",
+                            "sh",
+                            ASGD_BINARY,
+                            "server",
+                            "--id",
+                            "0",
+                            "--host-coordinator",
+                            host,
+                            "--ps-transport",
+                            server_transport,
+                            COMMON,
                             NULL};
     const char *worker[] = {ASGD_BINARY, "worker", "--id", "0", "--ps-transport", worker_transport, COMMON, NULL};
 #undef COMMON
     pid_t s = proc_start(server, proc_path(dir, "%s-server.out", label), proc_path(dir, "%s-server.err", label));
-    int wst = proc_wait(proc_start(worker, proc_path(dir, "%s-worker.out", label),
-                                   proc_path(dir, "%s-worker.err", label)),
-                        120.0);
+    int wst = proc_wait(
+        proc_start(worker, proc_path(dir, "%s-worker.out", label), proc_path(dir, "%s-worker.err", label)), 120.0);
     kill(s, SIGTERM);  // it would wait for its worker until the worker timeout
     proc_wait(s, 60.0);
     char *err = proc_slurp(proc_path(dir, "%s-worker.err", label));
@@ -56,12 +68,14 @@ int main(void) {
     CHECK(mkdtemp(dir));
 
     char *a = run_apart("tcp", "shm", "pushes-apart");
-    CHECK(strstr(a, "server shard 0 cannot read worker 0's payloads in shared memory (--ps-transport shm needs "
-                    "every process on one machine; --ps-transport tcp does not)"));
+    CHECK(strstr(a,
+                 "server shard 0 cannot read worker 0's payloads in shared memory (--ps-transport shm needs "
+                 "every process on one machine; --ps-transport tcp does not)"));
     free(a);
     char *b = run_apart("shm", "tcp", "values-apart");
-    CHECK(strstr(b, "worker 0 cannot read server shard 0's values in shared memory (--ps-transport shm needs "
-                    "every process on one machine; --ps-transport tcp does not)"));
+    CHECK(strstr(b,
+                 "worker 0 cannot read server shard 0's values in shared memory (--ps-transport shm needs "
+                 "every process on one machine; --ps-transport tcp does not)"));
     free(b);
 
     CHECK(test_remove_tree(dir) == 0);
