@@ -12,6 +12,7 @@ static const char *const hook_names[] = {
     [TEST_HOOK_MEMORY_AVAILABLE] = "ASGD_TEST_MEMORY_AVAILABLE",
     [TEST_HOOK_WORKER_STOP_BEFORE_JOIN] = "ASGD_TEST_WORKER_STOP_BEFORE_JOIN",
     [TEST_HOOK_PULL_PAST_END] = "ASGD_TEST_PULL_PAST_END",
+    [TEST_HOOK_PUSH_AFTER_END] = "ASGD_TEST_PUSH_AFTER_END",
 };
 _Static_assert(sizeof hook_names / sizeof hook_names[0] == TEST_HOOK_COUNT, "one name per test hook");
 

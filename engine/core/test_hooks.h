@@ -4,7 +4,7 @@
 // the SSP gate off to show the bound a test checks is one the gate enforces,
 // freeze a worker after a checkpoint, fail a worker or a server before it joins,
 // shrink the memory a server sees available, end a worker with a pull in
-// flight that nobody will answer.
+// flight that nobody will answer, make a push carry steps past its round.
 //
 // They are read from the environment only in the test build of the program,
 // `asgd-test-hooks` (built beside the tests from engine/cli/main.c and a copy
@@ -21,6 +21,7 @@ typedef enum test_hook {
     TEST_HOOK_MEMORY_AVAILABLE,  // BYTES: what a server takes the machine to have available
     TEST_HOOK_WORKER_STOP_BEFORE_JOIN,  // K: worker K stops itself (SIGSTOP) once its data is loaded, before it joins
     TEST_HOOK_PULL_PAST_END,  // "1": asp/ssp workers end with a pull in flight for a round past their last
+    TEST_HOOK_PUSH_AFTER_END,  // "1": asp/ssp workers push their last steps under the clock before their last round
     TEST_HOOK_COUNT
 } test_hook_t;
 
