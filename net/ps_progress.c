@@ -29,10 +29,16 @@ void ps_progress_board_free(ps_progress_board_t *b) {
     pthread_cond_destroy(&b->moved);
 }
 
-static void wake_sleeper(ps_progress_board_t *b) {
+// The writer has published `samples`, at or past the threshold it read.
+// Under the lock the threshold is read again: the sleeper it was read for
+// may have returned (having seen the samples itself) and a new wait set a
+// higher one, which this publication must leave armed.
+static void wake_sleeper(ps_progress_board_t *b, uint64_t samples) {
     pthread_mutex_lock(&b->lock);
-    atomic_store_explicit(&b->wake_at, UINT64_MAX, memory_order_relaxed);
-    pthread_cond_broadcast(&b->moved);
+    if (samples >= atomic_load_explicit(&b->wake_at, memory_order_relaxed)) {
+        atomic_store_explicit(&b->wake_at, UINT64_MAX, memory_order_relaxed);
+        pthread_cond_broadcast(&b->moved);
+    }
     pthread_mutex_unlock(&b->lock);
 }
 
@@ -54,12 +60,14 @@ void ps_progress_board_publish(ps_progress_board_t *b, const ps_progress_t *p) {
     // threshold, then reads the samples: with a full fence on both sides at
     // least one of them sees the other's store, so no wake-up is lost.
     atomic_thread_fence(memory_order_seq_cst);
-    if (p->samples >= atomic_load_explicit(&b->wake_at, memory_order_relaxed)) wake_sleeper(b);
+    if (p->samples >= atomic_load_explicit(&b->wake_at, memory_order_relaxed)) wake_sleeper(b, p->samples);
 }
 
 void ps_progress_board_wake(ps_progress_board_t *b) {
     atomic_store(&b->woken, 1);
-    wake_sleeper(b);
+    pthread_mutex_lock(&b->lock);
+    pthread_cond_broadcast(&b->moved);
+    pthread_mutex_unlock(&b->lock);
 }
 
 void ps_progress_board_wait(ps_progress_board_t *b, uint64_t at_least, double timeout_s) {
