@@ -250,8 +250,8 @@ int wire_kind_allowed(uint16_t type, uint16_t kind) {
     return type < MSG_TYPE_MAX_ && kind < PAYLOAD_KIND_MAX_ && (allowed[type] >> kind & 1u);
 }
 
-wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header_len, uint64_t run_id,
-                                            const size_t *frame_lens, size_t n_frames, wire_header_t *out) {
+wire_status_t wire_validate_header(const uint8_t *header, size_t header_len, uint64_t run_id, size_t n_frames,
+                                   wire_header_t *out) {
     if (header_len != WIRE_HEADER_SIZE) return WIRE_STATUS_BAD_SIZE;
     wire_header_decode(header, out);
     if (out->magic != WIRE_MAGIC) return WIRE_STATUS_BAD_MAGIC;
@@ -261,6 +261,18 @@ wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header
     if (!wire_kind_allowed(out->type, out->payload_kind)) return WIRE_STATUS_BAD_KIND;
     if (out->payload_kind == PAYLOAD_KIND_NONE && out->count != 0) return WIRE_STATUS_BAD_SIZE;
     if (n_frames != payload_frames(out->payload_kind)) return WIRE_STATUS_BAD_SIZE;
+    return WIRE_STATUS_OK;
+}
+
+int wire_by_reference(const wire_header_t *h) {
+    return (h->flags & WIRE_FLAG_SHM) && (h->type == MSG_TYPE_PUSH || h->type == MSG_TYPE_PARAMS) &&
+           payload_frames(h->payload_kind) > 0;
+}
+
+wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header_len, uint64_t run_id,
+                                            const size_t *frame_lens, size_t n_frames, wire_header_t *out) {
+    wire_status_t st = wire_validate_header(header, header_len, run_id, n_frames, out);
+    if (st != WIRE_STATUS_OK) return st;
     size_t want[2];
     wire_payload_sizes(out, &want[0], &want[1]);
     if (out->payload_kind == PAYLOAD_KIND_ENCODED)

@@ -169,6 +169,17 @@ wire_status_t wire_validate(const uint8_t *header, size_t header_len, uint64_t r
 wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header_len, uint64_t run_id,
                                             const size_t *frame_lens, size_t n_frames, wire_header_t *out);
 
+// wire_validate's checks of the header alone (size, magic, version, type, run
+// id, kind, a NONE's count) and of how many payload frames it takes, not
+// their sizes: what a receiver checks before it turns shared-memory references
+// into frames (wire_by_reference).
+wire_status_t wire_validate_header(const uint8_t *header, size_t header_len, uint64_t run_id, size_t n_frames,
+                                   wire_header_t *out);
+// Whether a header that passed wire_validate_header says its payload frames
+// are shared-memory references (net/shm_frames.h): a PUSH or PARAMS with the
+// SHM flag and at least one frame. Other messages' SHM bit is ignored.
+int wire_by_reference(const wire_header_t *h);
+
 // Fills a header's checksum field from its payload frames (as wire_validate checks it).
 void wire_seal(wire_header_t *h, const void *frame0, size_t len0, const void *frame1, size_t len1);
 

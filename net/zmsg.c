@@ -60,14 +60,13 @@ static int align_frame(zmq_msg_t *f) {
     return 0;
 }
 
-// Whether a header frame of ours (its size, magic, version and run id as
-// wire_validate wants them: anything else is refused for that, not looked
-// into) says its payload frames are shared-memory references.
-static int sent_by_reference(zmq_msg_t *header, uint64_t run_id) {
-    if (zmq_msg_size(header) != WIRE_HEADER_SIZE) return 0;
+// Whether a header frame says its payload frames are shared-memory
+// references: only one that passes wire_validate_header (anything else is
+// refused for what it is, not looked into) and is one wire_by_reference takes.
+static int sent_by_reference(zmq_msg_t *header, uint64_t run_id, size_t n_frames) {
     wire_header_t h;
-    wire_header_decode(zmq_msg_data(header), &h);
-    return h.magic == WIRE_MAGIC && h.version == WIRE_VERSION && h.run_id == run_id && (h.flags & WIRE_FLAG_SHM);
+    return wire_validate_header(zmq_msg_data(header), zmq_msg_size(header), run_id, n_frames, &h) == WIRE_STATUS_OK &&
+           wire_by_reference(&h);
 }
 
 static int recv_impl(void *sock, int router, uint64_t run_id, zmsg_t *m, int defer, char *err, size_t err_len) {
@@ -117,7 +116,7 @@ static int recv_impl(void *sock, int router, uint64_t run_id, zmsg_t *m, int def
             return ZMQ_FAIL("zmq_msg_init_size (aligned payload copy)", err, err_len);
         }
     }
-    int by_reference = !too_many && sent_by_reference(&header, run_id);
+    int by_reference = !too_many && sent_by_reference(&header, run_id, m->n_frames);
     if (by_reference && shm_frames_unpack(run_id, m->frames, m->n_frames) != WIRE_STATUS_OK) {
         wire_header_decode(zmq_msg_data(&header), &m->h);  // what was refused, for whoever reports it
         zmq_msg_close(&header);

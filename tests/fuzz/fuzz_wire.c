@@ -2,7 +2,10 @@
 // rendezvous table text (net/rendezvous.c). The first byte picks the target:
 //   0  wire_validate on one message laid out as below
 //   1  the same message sent over a real (inproc) DEALER -> ROUTER pair and
-//      received with zmsg_recv, which must agree with wire_validate
+//      received with zmsg_recv, which must agree with wire_validate, except
+//      that a valid header asking for its frames to be read as shared-memory
+//      references (wire_by_reference) is refused as BAD_SHM: no arena of
+//      this process's exists for them to name
 //   2  rdv_table_parse of the rest as a table's text
 // A message: n_frames (1 byte, mod 4), header length (1 byte), three frame
 // lengths (uint16, little-endian), then the header's bytes and the frames'
@@ -101,10 +104,20 @@ static int send_message(const message_t *m) {
     return 0;
 }
 
+// What zmsg_recv must make of the message: wire_validate's status, or
+// BAD_SHM for references (checked on the header before the frames).
+static wire_status_t received_as(const message_t *m) {
+    wire_header_t h;
+    if (m->n_frames <= 2 &&
+        wire_validate_header(m->header, m->header_len, FUZZ_RUN_ID, m->n_frames, &h) == WIRE_STATUS_OK &&
+        wire_by_reference(&h))
+        return WIRE_STATUS_BAD_SHM;
+    return validate(m, &h);
+}
+
 static wire_status_t fuzz_zmsg(const message_t *m, char *err, size_t err_len) {
     pair_open();
-    wire_header_t h;
-    wire_status_t want = validate(m, &h);
+    wire_status_t want = received_as(m);
     // Received whole, then received with the checksum deferred: both agree with wire_validate.
     for (int deferred = 0; deferred < 2; deferred++) {
         FUZZ_ASSERT(send_message(m) == 0);

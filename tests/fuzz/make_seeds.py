@@ -220,6 +220,11 @@ def wire_corpus():
             write(d, "good-%s-%s" % ("validate" if mode == 0 else "zmsg", name), message(mode, head, frames))
         for name, (head, frames) in bad.items():
             write(d, "bad-%s-%s" % ("validate" if mode == 0 else "zmsg", name), message(mode, head, frames))
+    # A PUSH whose frame is a shared-memory reference (header flag 8) to an arena
+    # no process made: zmsg_recv refuses it as BAD_SHM (wire_validate alone
+    # would take the 48 bytes as 12 floats, so there is no validate twin).
+    ref = struct.pack("<QQQIIQQ", 0x3146454D48534441, RUN_ID, 42, 1, 0, 4160, 48)
+    write(d, "bad-zmsg-shm-reference-unmapped", message(1, header(3, 1, 12, [ref], flags=8), [ref]))
     table = b"0 0 tcp://127.0.0.1:5555\n1 1 tcp://node02:40123\n2 1 -\n"
     write(d, "good-table", bytes([2, 2]) + table)
     write(d, "bad-table-order", bytes([2, 2]) + b"1 0 a\n0 0 b\n2 1 c\n")
