@@ -1,7 +1,7 @@
 // A shard's published progress, behind a sequence lock (ps_progress.h).
 #include "net/ps_progress.h"
 
-#include <time.h>
+#include "kernels/foundation/mono_clock.h"
 
 void ps_progress_board_init(ps_progress_board_t *b) {
     atomic_init(&b->seq, 0);
@@ -71,16 +71,8 @@ void ps_progress_board_wake(ps_progress_board_t *b) {
 }
 
 void ps_progress_board_wait(ps_progress_board_t *b, uint64_t at_least, double timeout_s) {
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
     double s = timeout_s > 0 ? timeout_s : 0;
-    if (s > 3600) s = 3600;
-    until.tv_sec += (time_t)s;
-    until.tv_nsec += (long)((s - (double)(time_t)s) * 1e9);
-    if (until.tv_nsec >= 1000000000L) {
-        until.tv_sec++;
-        until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = mono_clock_timespec(mono_clock_s() + (s < 3600 ? s : 3600));
     pthread_mutex_lock(&b->lock);
     atomic_store_explicit(&b->wake_at, at_least, memory_order_relaxed);
     atomic_thread_fence(memory_order_seq_cst);

@@ -1745,9 +1745,7 @@ static void sleep_until_due(trainer_t *tr, const schedule_t *sc, const train_res
         double limit_at = clk->start + clk->paused + tr->cfg.time_limit_s;
         if (limit_at < wake) wake = limit_at;
     }
-    struct timespec deadline;
-    deadline.tv_sec = (time_t)wake;
-    deadline.tv_nsec = (long)((wake - (double)deadline.tv_sec) * 1e9);
+    struct timespec deadline = mono_clock_timespec(wake);
     pthread_cond_timedwait(&tr->cv_parked, &tr->mu, &deadline);
 }
 
