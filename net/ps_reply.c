@@ -276,7 +276,7 @@ int ps_push_verify_finite(zmsg_t *m, int *finite) {
         *finite = -1;
         return zmsg_verify(m);
     }
-    // wire_validate_except_checksum held the frame to 4 * count bytes.
+    // wire_validate_payload held the frame to 4 * count bytes.
     const float *p = zmq_msg_data(&m->frames[0]);
     size_t n = zmq_msg_size(&m->frames[0]) / sizeof(float);
     wire_checksum_stream_t st;

@@ -269,27 +269,26 @@ int wire_by_reference(const wire_header_t *h) {
            payload_frames(h->payload_kind) > 0;
 }
 
-wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header_len, uint64_t run_id,
-                                            const size_t *frame_lens, size_t n_frames, wire_header_t *out) {
-    wire_status_t st = wire_validate_header(header, header_len, run_id, n_frames, out);
-    if (st != WIRE_STATUS_OK) return st;
+wire_status_t wire_validate_payload(const wire_header_t *h, const void *const *frames, const size_t *frame_lens,
+                                    size_t n_frames, int check_sum) {
     size_t want[2];
-    wire_payload_sizes(out, &want[0], &want[1]);
-    if (out->payload_kind == PAYLOAD_KIND_ENCODED)
-        return frame_lens[0] >= want[0] ? WIRE_STATUS_OK : WIRE_STATUS_BAD_SIZE;
-    for (size_t f = 0; f < n_frames; f++)
-        if (frame_lens[f] != want[f]) return WIRE_STATUS_BAD_SIZE;
-    return WIRE_STATUS_OK;
+    wire_payload_sizes(h, &want[0], &want[1]);
+    if (h->payload_kind == PAYLOAD_KIND_ENCODED) {
+        if (frame_lens[0] < want[0]) return WIRE_STATUS_BAD_SIZE;
+    } else {
+        for (size_t f = 0; f < n_frames; f++)
+            if (frame_lens[f] != want[f]) return WIRE_STATUS_BAD_SIZE;
+    }
+    if (!check_sum) return WIRE_STATUS_OK;
+    uint32_t c = 0;
+    for (size_t f = 0; f < n_frames; f++) c = wire_checksum(frames[f], frame_lens[f], c);
+    return c == h->checksum ? WIRE_STATUS_OK : WIRE_STATUS_BAD_CHECKSUM;
 }
 
 wire_status_t wire_validate(const uint8_t *header, size_t header_len, uint64_t run_id, const void *const *frames,
                             const size_t *frame_lens, size_t n_frames, wire_header_t *out) {
-    wire_status_t st = wire_validate_except_checksum(header, header_len, run_id, frame_lens, n_frames, out);
-    if (st != WIRE_STATUS_OK) return st;
-    uint32_t c = 0;
-    for (size_t f = 0; f < n_frames; f++) c = wire_checksum(frames[f], frame_lens[f], c);
-    if (c != out->checksum) return WIRE_STATUS_BAD_CHECKSUM;
-    return WIRE_STATUS_OK;
+    wire_status_t st = wire_validate_header(header, header_len, run_id, n_frames, out);
+    return st != WIRE_STATUS_OK ? st : wire_validate_payload(out, frames, frame_lens, n_frames, 1);
 }
 
 const char *wire_status_name(wire_status_t s) {

@@ -164,17 +164,18 @@ int wire_kind_allowed(uint16_t type, uint16_t kind);
 wire_status_t wire_validate(const uint8_t *header, size_t header_len, uint64_t run_id, const void *const *frames,
                             const size_t *frame_lens, size_t n_frames, wire_header_t *out);
 
-// wire_validate without the checksum: for a receiver that verifies the
-// payload while copying it out (wire_checksum_copy) before using it.
-wire_status_t wire_validate_except_checksum(const uint8_t *header, size_t header_len, uint64_t run_id,
-                                            const size_t *frame_lens, size_t n_frames, wire_header_t *out);
-
 // wire_validate's checks of the header alone (size, magic, version, type, run
 // id, kind, a NONE's count) and of how many payload frames it takes, not
 // their sizes: what a receiver checks before it turns shared-memory references
 // into frames (wire_by_reference).
 wire_status_t wire_validate_header(const uint8_t *header, size_t header_len, uint64_t run_id, size_t n_frames,
                                    wire_header_t *out);
+// The rest of wire_validate, for a header that passed wire_validate_header:
+// the payload frames' sizes against count and kind, then, when check_sum,
+// the checksum (0: for a receiver that verifies the payload while copying it
+// out, wire_checksum_copy, before using it).
+wire_status_t wire_validate_payload(const wire_header_t *h, const void *const *frames, const size_t *frame_lens,
+                                    size_t n_frames, int check_sum);
 // Whether a header that passed wire_validate_header says its payload frames
 // are shared-memory references (net/shm_frames.h): a PUSH or PARAMS with the
 // SHM flag and at least one frame. Other messages' SHM bit is ignored.

@@ -60,15 +60,6 @@ static int align_frame(zmq_msg_t *f) {
     return 0;
 }
 
-// Whether a header frame says its payload frames are shared-memory
-// references: only one that passes wire_validate_header (anything else is
-// refused for what it is, not looked into) and is one wire_by_reference takes.
-static int sent_by_reference(zmq_msg_t *header, uint64_t run_id, size_t n_frames) {
-    wire_header_t h;
-    return wire_validate_header(zmq_msg_data(header), zmq_msg_size(header), run_id, n_frames, &h) == WIRE_STATUS_OK &&
-           wire_by_reference(&h);
-}
-
 static int recv_impl(void *sock, int router, uint64_t run_id, zmsg_t *m, int defer, char *err, size_t err_len) {
     memset(&m->h, 0, sizeof m->h);
     m->checksum_pending = 0;
@@ -116,27 +107,24 @@ static int recv_impl(void *sock, int router, uint64_t run_id, zmsg_t *m, int def
             return ZMQ_FAIL("zmq_msg_init_size (aligned payload copy)", err, err_len);
         }
     }
-    int by_reference = !too_many && sent_by_reference(&header, run_id, m->n_frames);
-    if (by_reference && shm_frames_unpack(run_id, m->frames, m->n_frames) != WIRE_STATUS_OK) {
-        wire_header_decode(zmq_msg_data(&header), &m->h);  // what was refused, for whoever reports it
-        zmq_msg_close(&header);
+    // The header first (wire_validate_header): a header that fails is refused
+    // for that, and only a good one's frames may be references (wire_by_reference).
+    m->status = too_many
+                    ? WIRE_STATUS_BAD_SIZE
+                    : wire_validate_header(zmq_msg_data(&header), zmq_msg_size(&header), run_id, m->n_frames, &m->h);
+    int by_reference = m->status == WIRE_STATUS_OK && wire_by_reference(&m->h);
+    if (by_reference && shm_frames_unpack(run_id, m->frames, m->n_frames) != WIRE_STATUS_OK)
         m->status = WIRE_STATUS_BAD_SHM;
-        return 0;
+    if (m->status == WIRE_STATUS_OK) {
+        const void *payload[2] = {NULL, NULL};
+        size_t lens[2] = {0, 0};
+        for (size_t i = 0; i < m->n_frames; i++) {
+            payload[i] = zmq_msg_data(&m->frames[i]);
+            lens[i] = zmq_msg_size(&m->frames[i]);
+        }
+        // Deferred, the checksum is the caller's; a reference's bytes crossed no wire: nothing to check them against.
+        m->status = wire_validate_payload(&m->h, payload, lens, m->n_frames, !defer && !by_reference);
     }
-    const void *payload[2] = {NULL, NULL};
-    size_t lens[2] = {0, 0};
-    for (size_t i = 0; i < m->n_frames; i++) {
-        payload[i] = zmq_msg_data(&m->frames[i]);
-        lens[i] = zmq_msg_size(&m->frames[i]);
-    }
-    if (too_many)
-        m->status = WIRE_STATUS_BAD_SIZE;
-    else if (defer || by_reference)  // a reference's bytes crossed no wire: nothing to check them against
-        m->status = wire_validate_except_checksum(zmq_msg_data(&header), zmq_msg_size(&header), run_id, lens,
-                                                  m->n_frames, &m->h);
-    else
-        m->status =
-            wire_validate(zmq_msg_data(&header), zmq_msg_size(&header), run_id, payload, lens, m->n_frames, &m->h);
     m->checksum_pending = defer && !by_reference && m->status == WIRE_STATUS_OK;
     m->h.flags &= (uint16_t)~WIRE_FLAG_SHM;  // the frames are the payload now, wherever they lie
     zmq_msg_close(&header);
@@ -168,7 +156,7 @@ int zmsg_copy_verified(zmsg_t *m, void *dst) {
         return m->status == WIRE_STATUS_OK ? 0 : -1;
     }
     uint32_t c = wire_checksum_copy(dst, zmq_msg_data(&m->frames[0]), zmq_msg_size(&m->frames[0]), 0);
-    if (m->checksum_pending && c != m->h.checksum) m->status = WIRE_STATUS_BAD_CHECKSUM;
+    if (c != m->h.checksum) m->status = WIRE_STATUS_BAD_CHECKSUM;
     m->checksum_pending = 0;
     return m->status == WIRE_STATUS_OK ? 0 : -1;
 }
