@@ -254,6 +254,10 @@ static int take_echo(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_
     return 0;
 }
 
+// What a worker and a shard that cannot read each other's shared memory
+// (WIRE_STATUS_BAD_SHM, either way) are told to do about it.
+#define SHM_APART_ADVICE "(--ps-transport shm needs every process on one machine; --ps-transport tcp does not)"
+
 // Handles one message from shard k.
 static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_len) {
     shard_conn_t *s = &c->shards[k];
@@ -347,10 +351,8 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
                          "--join --id %u: worker %u is live in the run (server shard %zu); pick a free id", c->worker,
                          c->worker, k);
             else if (h->aux == WIRE_STATUS_BAD_SHM)
-                snprintf(err, err_len,
-                         "server shard %zu cannot read worker %u's payloads in shared memory (--ps-transport shm "
-                         "needs every process on one machine; --ps-transport tcp does not)",
-                         k, c->worker);
+                snprintf(err, err_len, "server shard %zu cannot read worker %u's payloads in shared memory %s", k,
+                         c->worker, SHM_APART_ADVICE);
             else if (h->aux == WIRE_STATUS_NOT_FINITE)
                 snprintf(
                     err, err_len,
@@ -403,10 +405,8 @@ static int pump_round(ps_client_t *c, int wait_ms, double started, const char *w
             }
             int drc = 0;
             if (got == 0 && m.status == WIRE_STATUS_BAD_SHM) {
-                snprintf(err, err_len,
-                         "worker %u cannot read server shard %zu's values in shared memory (--ps-transport shm "
-                         "needs every process on one machine; --ps-transport tcp does not)",
-                         c->worker, k);
+                snprintf(err, err_len, "worker %u cannot read server shard %zu's values in shared memory %s", c->worker,
+                         k, SHM_APART_ADVICE);
                 drc = -1;
             } else if (got == 0)
                 note_dropped(c, k, m.status);

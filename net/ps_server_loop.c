@@ -307,15 +307,14 @@ static int drain(ps_server_t *s, double now, char *err, size_t err_len) {
         int got = zmsg_recv_deferred(s->sock, 1, s->cfg.run_id, &m, err, err_len);
         if (got < 0) return errno == EAGAIN ? 0 : -1;
         int hrc = 0;
-        if (got == 0 && m.status == WIRE_STATUS_BAD_SHM && m.has_identity) {
+        if (got == 0) {
+            count_dropped(s, m.status);
             // A peer of ours (its header checked) whose payload this process
             // cannot map: told, so that it stops with the reason instead of
             // resending until its timeout.
-            count_dropped(s, m.status);
-            hrc = ps_answer_reject(s, &m.identity, WIRE_STATUS_BAD_SHM, &m.h, err, err_len) != 0 ? -1 : 0;
-        } else if (got == 0)
-            count_dropped(s, m.status);
-        else if (s->hooks.on_message && (hrc = s->hooks.on_message(s->hooks.ctx, s, &m, err, err_len)) != 0)
+            if (m.status == WIRE_STATUS_BAD_SHM && m.has_identity)
+                hrc = ps_answer_reject(s, &m.identity, WIRE_STATUS_BAD_SHM, &m.h, err, err_len) != 0 ? -1 : 0;
+        } else if (s->hooks.on_message && (hrc = s->hooks.on_message(s->hooks.ctx, s, &m, err, err_len)) != 0)
             hrc = hrc < 0 ? -1 : 0;  // 1: taken by the hook
         else
             hrc = handle(s, &m, now, err, err_len);
