@@ -79,8 +79,15 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t thread_arena_key;
 static _Thread_local arena_t *thread_arena;
 
+// What every arena name of a run begins with in /dev/shm (shm_open's name without its '/').
+static int run_prefix(char *out, size_t len, uint64_t run_id) {
+    return snprintf(out, len, "asgd-pf-%u-%016llx-", (unsigned)getuid(), (unsigned long long)run_id);
+}
+
 static void arena_name(char *out, size_t len, uint64_t run_id, uint32_t pid, uint32_t index) {
-    snprintf(out, len, "/asgd-pf-%u-%016llx-%u-%u", (unsigned)getuid(), (unsigned long long)run_id, pid, index);
+    char prefix[64];
+    run_prefix(prefix, sizeof prefix, run_id);
+    snprintf(out, len, "/%s%u-%u", prefix, pid, index);
 }
 
 // A thread that ends leaves its arena to the next thread that sends: its
@@ -195,12 +202,12 @@ void shm_frames_disable(void) {
 
 size_t shm_frames_remove_run(uint64_t run_id) {
     char prefix[64];
-    snprintf(prefix, sizeof prefix, "asgd-pf-%u-%016llx-", (unsigned)getuid(), (unsigned long long)run_id);
+    size_t prefix_len = (size_t)run_prefix(prefix, sizeof prefix, run_id);
     DIR *d = opendir("/dev/shm");
     if (!d) return 0;
     size_t removed = 0;
     for (struct dirent *e; (e = readdir(d));) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
+        if (strncmp(e->d_name, prefix, prefix_len) != 0) continue;
         char name[300];
         snprintf(name, sizeof name, "/%s", e->d_name);
         removed += shm_unlink(name) == 0;
