@@ -36,35 +36,39 @@ static char dir[] = "/tmp/asgd_ssp_end_XXXXXX";  // read by launch_support.h
 #define WORKERS 3
 #define ROUNDS 90  // 2,700 training examples (3,000 generated, 10% held out) / 3 workers / 10 steps a round
 
-static void run(const char *name, const char *staleness) {
+// One run of asgd-test-hooks with `hook` set for it alone, 3 workers, pushing
+// and fetching every 10 steps under `sync` (staleness: ssp's bound, else
+// NULL). Every acknowledged push applied once, every worker's clock and both
+// shards' at ROUNDS, and each worker having given up `cancelled` pulls.
+static void run(const char *name, const char *hook, const char *sync, const char *staleness, double cancelled) {
     char rd[300];
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
-    const char *a[] = {"launch",
-                       "--model",
-                       "logreg",
-                       "--data",
-                       "gen:sparse:n=3000,dim=500,nnz=10",
-                       "--servers",
-                       "2",
-                       "--workers",
-                       "3",
-                       "--threads",
-                       "1",
-                       "--push-every",
-                       "10",
-                       "--fetch-every",
-                       "10",
-                       "--sync",
-                       "ssp",
-                       "--staleness",
-                       staleness,
-                       "--quiet",
-                       "--run-dir",
-                       rd,
-                       NULL};
-    setenv("ASGD_TEST_PULL_PAST_END", "1", 1);
+    const char *a[32] = {"launch",
+                         "--model",
+                         "logreg",
+                         "--data",
+                         "gen:sparse:n=3000,dim=500,nnz=10",
+                         "--servers",
+                         "2",
+                         "--workers",
+                         "3",
+                         "--threads",
+                         "1",
+                         "--push-every",
+                         "10",
+                         "--fetch-every",
+                         "10",
+                         "--sync",
+                         sync,
+                         "--quiet",
+                         "--run-dir",
+                         rd};
+    size_t n = 20;
+    if (staleness) a[n++] = "--staleness", a[n++] = staleness;
+    a[n] = NULL;
+    setenv(hook, "1", 1);
     CHECK(launch_run_binary(ASGD_HOOKS_BINARY, a) == 0);
-    unsetenv("ASGD_TEST_PULL_PAST_END");
+    unsetenv(hook);
     char *s = launch_file(name, "summary.json");
     CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
     free(s);
@@ -72,60 +76,10 @@ static void run(const char *name, const char *staleness) {
         char file[32];
         snprintf(file, sizeof file, "worker-%d.json", k);
         char *w = launch_file(name, file);
-        double cancelled = launch_field(w, "pulls_cancelled"), clock = launch_field(w, "clock");
-        printf("%s: worker %d gave up %g pull(s) at the end, clock %g, %g pulls answered\n", name, k, cancelled, clock,
-               launch_field(w, "pulls"));
-        CHECK(cancelled == 1.0);
-        CHECK(clock == ROUNDS);
-        free(w);
-    }
-    for (int k = 0; k < 2; k++) {
-        char file[32];
-        snprintf(file, sizeof file, "server-%d.json", k);
-        char *srv = launch_file(name, file);
-        CHECK(launch_field(srv, "min_clock") == ROUNDS && launch_field(srv, "max_clock") == ROUNDS);
-        free(srv);
-    }
-}
-
-static void run_push_after_end(void) {
-    const char *name = "push-after-end";
-    char rd[300];
-    snprintf(rd, sizeof rd, "%s/%s", dir, name);
-    const char *a[] = {"launch",
-                       "--model",
-                       "logreg",
-                       "--data",
-                       "gen:sparse:n=3000,dim=500,nnz=10",
-                       "--servers",
-                       "2",
-                       "--workers",
-                       "3",
-                       "--threads",
-                       "1",
-                       "--push-every",
-                       "10",
-                       "--fetch-every",
-                       "10",
-                       "--sync",
-                       "asp",
-                       "--quiet",
-                       "--run-dir",
-                       rd,
-                       NULL};
-    setenv("ASGD_TEST_PUSH_AFTER_END", "1", 1);
-    CHECK(launch_run_binary(ASGD_HOOKS_BINARY, a) == 0);
-    unsetenv("ASGD_TEST_PUSH_AFTER_END");
-    char *s = launch_file(name, "summary.json");
-    CHECK(strstr(s, "\"acked_pushes_applied_once\":true"));
-    free(s);
-    for (int k = 0; k < WORKERS; k++) {
-        char file[32];
-        snprintf(file, sizeof file, "worker-%d.json", k);
-        char *w = launch_file(name, file);
-        double clock = launch_field(w, "clock"), pushes = launch_field(w, "pushes");
-        printf("%s: worker %d: clock %g after %g pushes of %g samples\n", name, k, clock, pushes,
-               launch_field(w, "samples"));
+        double gave_up = launch_field(w, "pulls_cancelled"), clock = launch_field(w, "clock");
+        printf("%s: worker %d gave up %g pull(s) at the end, clock %g after %g pushes, %g pulls answered\n", name, k,
+               gave_up, clock, launch_field(w, "pushes"), launch_field(w, "pulls"));
+        CHECK(gave_up == cancelled);
         CHECK(clock == ROUNDS);
         CHECK(launch_field(w, "samples") == ROUNDS * 10);
         free(w);
@@ -142,9 +96,9 @@ static void run_push_after_end(void) {
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
-    run("bound-0", "0");
-    run("bound-2", "2");
-    run_push_after_end();
+    run("bound-0", "ASGD_TEST_PULL_PAST_END", "ssp", "0", 1.0);
+    run("bound-2", "ASGD_TEST_PULL_PAST_END", "ssp", "2", 1.0);
+    run("push-after-end", "ASGD_TEST_PUSH_AFTER_END", "asp", NULL, 0.0);  // asp's pulls name no round: none given up
     CHECK(test_remove_tree(dir) == 0);
     return 0;
 }
