@@ -114,6 +114,7 @@ asgd_test(test_split                 DIR engine/data)
 asgd_test(test_test_data             DIR engine/data                         COST 4)
 
 # ---- tests/engine/models/ ----
+asgd_test(test_eval_blocks           DIR engine/models)
 asgd_test(test_gradcheck             DIR engine/models)
 asgd_test(test_model_registry        DIR engine/models)
 asgd_test(test_multiclass            DIR engine/models                       COST 2)

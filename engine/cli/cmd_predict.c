@@ -479,7 +479,8 @@ int cmd_eval(int argc, char **argv) {
     eval_sums_t sums = {0.0, 0.0, 0};
     for (size_t i = 0; i < slices; i++) {
         eval_sums_t s = {0.0, 0.0, 0};
-        model_evaluate(mm.model, mm.w, limit * i / slices, limit * (i + 1) / slices, ws, &s);
+        model_evaluate(mm.model, mm.w, model_eval_slice(limit, i, slices), model_eval_slice(limit, i + 1, slices), ws,
+                       &s);
         sums.loss_sum += s.loss_sum;
         sums.metric_sum += s.metric_sum;
         sums.count += s.count;

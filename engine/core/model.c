@@ -106,6 +106,17 @@ void model_sgd_apply_one_scale(const model_t *m, param_t *w, uint32_t example, f
     m->ops->sgd_apply_one_scale(m, w, example, scale, lr);
 }
 
+size_t model_eval_slice(size_t limit, size_t i, size_t n) {
+    if (i >= n) return limit;
+    size_t at = limit * i / n;
+    return at - at % MODEL_EVAL_ROWS;
+}
+
+size_t model_eval_block_end(size_t start, size_t end) {
+    size_t stop = (start / MODEL_EVAL_ROWS + 1) * MODEL_EVAL_ROWS;
+    return stop < end ? stop : end;
+}
+
 void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, eval_sums_t *sums) {
     if (end > m->num_test) end = m->num_test;
     if (begin >= end) return;

@@ -205,6 +205,24 @@ typedef struct model_layout {
 
 void model_layout(const model_t *m, model_layout_t *out);
 
+// Models that evaluate rows together (one matrix product over a block of test
+// examples: mlp, softmax, the sparse mlp) take blocks of MODEL_EVAL_ROWS that
+// start at multiples of it, whatever [begin, end) is. A BLAS kernel may round
+// a row's product differently with the number of rows in the call (OpenBLAS's
+// Zen kernels do), so a row's loss is the same in every evaluator only if
+// every caller's blocks are: callers that split the test set (the trainer's
+// evaluation threads, asgd eval) split it at multiples of MODEL_EVAL_ROWS
+// (model_eval_slice), and the global evaluator's one slice from 0 then gives
+// the same numbers as one process.
+#define MODEL_EVAL_ROWS 256
+
+// Where slice i of n of the test examples [0, limit) begins: i * limit / n
+// rounded down to a multiple of MODEL_EVAL_ROWS (limit for i == n).
+size_t model_eval_slice(size_t limit, size_t i, size_t n);
+
+// The end of the evaluation block that holds test example `start`, within end.
+size_t model_eval_block_end(size_t start, size_t end);
+
 // Adds the loss and metric over test examples [begin, end) to sums.
 void model_evaluate(const model_t *m, const param_t *w, size_t begin, size_t end, model_ws_t *ws, eval_sums_t *sums);
 

@@ -1306,7 +1306,9 @@ static void evaluate(trainer_t *tr, const param_t *w, model_ws_t **ws, train_poi
     int started[EVAL_THREADS_MAX] = {0};
     size_t n = T < EVAL_THREADS_MAX ? T : EVAL_THREADS_MAX;
     for (size_t i = 0; i < n; i++) {
-        slices[i] = (eval_slice_t){tr, w, ws[i], limit * i / n, limit * (i + 1) / n, {0.0, 0.0, 0}};
+        // At multiples of MODEL_EVAL_ROWS: every row in the same block as the global evaluator's (model.h).
+        slices[i] = (eval_slice_t){
+            tr, w, ws[i], model_eval_slice(limit, i, n), model_eval_slice(limit, i + 1, n), {0.0, 0.0, 0}};
         // A slice whose thread cannot start is evaluated here instead.
         if (i > 0) started[i] = pthread_create(&threads[i], NULL, eval_slice_run, &slices[i]) == 0;
     }

@@ -11,7 +11,6 @@
 #include "engine/models/model_registry.h"
 #include "kernels/dense.h"
 
-#define MLP_EVAL_ROWS 256  // test rows per forward pass when evaluating
 #define MLP_TILE_FLOATS 16384  // gradient block handed to an apply callback: 64 KB, cache-resident
 
 typedef struct mlp_model {
@@ -92,7 +91,7 @@ static model_ws_t *mlp_ws_new(const model_t *m, size_t max_batch, char *err, siz
     int ok = ws != NULL;
     if (ok) {
         ws->header.ops = &mlp_ops;
-        ws->rows = max_batch > MLP_EVAL_ROWS ? max_batch : MLP_EVAL_ROWS;
+        ws->rows = max_batch > MODEL_EVAL_ROWS ? max_batch : MODEL_EVAL_ROWS;
         ws->w = malloc(mm->num_params * sizeof *ws->w);
         ws->labels = malloc(ws->rows * sizeof *ws->labels);
         ws->tile = malloc((MLP_TILE_FLOATS > mm->max_width ? MLP_TILE_FLOATS : mm->max_width) * sizeof *ws->tile);
@@ -195,8 +194,10 @@ static void mlp_evaluate(const model_t *m, const param_t *w, size_t begin, size_
     mlp_ws_t *ws = (mlp_ws_t *)p;
     const dense_dataset_t *d = mm->test;
     params_read(w, mm->num_params, ws->w);
-    for (size_t start = begin; start < end; start += ws->rows) {
-        int rows = (int)(end - start < ws->rows ? end - start : ws->rows);
+    // Blocks at multiples of MODEL_EVAL_ROWS (model.h), within the workspace's rows.
+    for (size_t start = begin, stop; start < end; start = stop) {
+        stop = model_eval_block_end(start, end);
+        int rows = (int)(stop - start);
         memcpy(ws->act[0], d->x + start * d->dim, (size_t)rows * d->dim * sizeof(float));
         mlp_forward(mm, ws, rows);
         int correct = 0;
@@ -213,8 +214,10 @@ static void mlp_predict(const model_t *m, const param_t *w, size_t begin, size_t
     const dense_dataset_t *d = mm->test;
     size_t classes = mm->width[mm->n_layers];
     params_read(w, mm->num_params, ws->w);
-    for (size_t start = begin; start < end; start += ws->rows) {
-        int rows = (int)(end - start < ws->rows ? end - start : ws->rows);
+    // Blocks at multiples of MODEL_EVAL_ROWS (model.h), within the workspace's rows.
+    for (size_t start = begin, stop; start < end; start = stop) {
+        stop = model_eval_block_end(start, end);
+        int rows = (int)(stop - start);
         memcpy(ws->act[0], d->x + start * d->dim, (size_t)rows * d->dim * sizeof(float));
         mlp_forward(mm, ws, rows);
         const float *logits = ws->act[mm->n_layers];

@@ -17,7 +17,6 @@
 #include "engine/core/model_impl.h"
 #include "kernels/dense.h"
 
-#define SMLP_EVAL_ROWS 256  // test rows per forward pass when evaluating
 #define SMLP_TILE_FLOATS 16384  // gradient block handed to an apply callback
 
 typedef struct smlp_model {
@@ -108,7 +107,7 @@ static model_ws_t *smlp_ws_new(const model_t *m, size_t max_batch, char *err, si
     int ok = ws != NULL;
     if (ok) {
         ws->header.ops = &smlp_ops;
-        ws->rows = max_batch > SMLP_EVAL_ROWS ? max_batch : SMLP_EVAL_ROWS;
+        ws->rows = max_batch > MODEL_EVAL_ROWS ? max_batch : MODEL_EVAL_ROWS;
         ws->entry_cap = (max_batch ? max_batch : 1) * (mm->max_row_nnz ? mm->max_row_nnz : 1);
         size_t tile = SMLP_TILE_FLOATS > mm->width[1] ? SMLP_TILE_FLOATS : mm->width[1];
         ws->dense = malloc((mm->num_params - mm->dense_start) * sizeof *ws->dense);
@@ -259,8 +258,10 @@ static void smlp_evaluate(const model_t *m, const param_t *w, size_t begin, size
     const smlp_model_t *mm = (const smlp_model_t *)m;
     smlp_ws_t *ws = (smlp_ws_t *)p;
     read_dense(mm, w, ws);
-    for (size_t start = begin; start < end; start += ws->rows) {
-        int rows = (int)(end - start < ws->rows ? end - start : ws->rows);
+    // Blocks at multiples of MODEL_EVAL_ROWS (model.h), within the workspace's rows.
+    for (size_t start = begin, stop; start < end; start = stop) {
+        stop = model_eval_block_end(start, end);
+        int rows = (int)(stop - start);
         smlp_forward(mm, w, mm->test, NULL, start, rows, ws);
         test_labels(mm->test, start, rows, ws->labels);
         int correct = 0;
@@ -276,8 +277,10 @@ static void smlp_predict(const model_t *m, const param_t *w, size_t begin, size_
     smlp_ws_t *ws = (smlp_ws_t *)p;
     size_t classes = mm->width[mm->n_layers];
     read_dense(mm, w, ws);
-    for (size_t start = begin; start < end; start += ws->rows) {
-        int rows = (int)(end - start < ws->rows ? end - start : ws->rows);
+    // Blocks at multiples of MODEL_EVAL_ROWS (model.h), within the workspace's rows.
+    for (size_t start = begin, stop; start < end; start = stop) {
+        stop = model_eval_block_end(start, end);
+        int rows = (int)(stop - start);
         smlp_forward(mm, w, mm->test, NULL, start, rows, ws);
         const float *logits = ws->act[mm->n_layers];
         for (size_t k = 0; k < (size_t)rows * classes; k++) out[(start - begin) * classes + k] = logits[k];
