@@ -69,6 +69,7 @@ struct trainer {
     pthread_mutex_t update_lock;  // locked mode only
     int replicas;  // hogwild with the replicas variant
     size_t merge_every;  // replicas: a thread's steps between merges
+    hogwild_hot_t hot;  // replicas, two threads or more: the parameters merges average
     _Atomic int merge_turn;  // replicas: 1 while a thread merges or starts its replica
 
     // Pause/resume between the main thread and the workers.
@@ -226,8 +227,11 @@ const char *train_mode_name(train_mode_t mode) {
 
 const char *hogwild_variant_name(hogwild_variant_t v) { return v == HOGWILD_VARIANT_REPLICAS ? "replicas" : "plain"; }
 
-size_t train_merge_every_default(size_t batch) {
-    return batch < TRAIN_MERGE_EXAMPLES ? (TRAIN_MERGE_EXAMPLES + batch - 1) / batch : 1;
+size_t train_merge_every_default(const model_t *m, size_t batch) {
+    double walk = TRAIN_MERGE_WALK_RATIO * (double)model_num_params(m) / hogwild_touches_per_example(m);
+    double examples = walk > TRAIN_MERGE_EXAMPLES ? walk : TRAIN_MERGE_EXAMPLES;
+    double steps = ceil(examples / (double)(batch ? batch : 1));
+    return steps < 1.0 ? 1 : steps > 1e15 ? (size_t)1e15 : (size_t)steps;
 }
 
 // ---- pause protocol (off the hot path: taken only when the main thread asks) ----
@@ -664,7 +668,7 @@ static int merge_replica(hogwild_loop_t *H, int wait) {
     else if (atomic_exchange_explicit(&tr->merge_turn, 1, memory_order_acquire))
         return 0;
     uint64_t span = TRACE_BEGIN();
-    hogwild_replica_merge(&H->loop.wk->replica, tr->w);
+    hogwild_replica_merge(&H->loop.wk->replica, tr->w, tr->hot.hot ? &tr->hot : NULL);
     TRACE_END(&TK_MERGE, span, H->since_merge);
     give_merge_turn(tr);
     if (H->since_merge > H->loop.wk->merge_gap_max) H->loop.wk->merge_gap_max = H->since_merge;
@@ -1340,6 +1344,7 @@ static void free_trainer(trainer_t *tr) {
             hogwild_replica_free(&tr->workers[i].replica);
         }
     }
+    hogwild_hot_free(&tr->hot);
     for (size_t i = 0; tr->sum_part && i < tr->cfg.threads; i++) free(tr->sum_part[i].touched);
     free(tr->sum_part);
     free(tr->copies);
@@ -1410,6 +1415,10 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
         if (tr->replicas && hogwild_replica_init(&wk->replica, tr->n_params, fused_copy(tr, wk), err, err_len) != 0)
             return -1;
     }
+    // One thread's merges find nobody else's changes: no parameter is averaged.
+    double interval_examples = (double)tr->merge_every * (double)tr->cfg.batch;
+    if (tr->replicas && T > 1 && hogwild_hot_init(&tr->hot, tr->model, T, interval_examples, err, err_len) != 0)
+        return -1;
     if (tr->cfg.mode == TRAIN_MODE_SYNC) return prepare_sync(tr, dense, err, err_len);
     return 0;
 }
@@ -1612,7 +1621,7 @@ static int trainer_open(trainer_t *tr, const model_t *m, optimizer_t *opt, param
     if (tr->cfg.eval_every == 0) tr->cfg.eval_every = c->link ? tr->n_train / c->link->ranks : tr->n_train;
     if (tr->cfg.eval_every == 0) tr->cfg.eval_every = 1;
     tr->replicas = c->hogwild_variant == HOGWILD_VARIANT_REPLICAS && c->mode == TRAIN_MODE_HOGWILD;
-    tr->merge_every = c->merge_every ? c->merge_every : train_merge_every_default(c->batch);
+    tr->merge_every = !tr->replicas ? 0 : c->merge_every ? c->merge_every : train_merge_every_default(m, c->batch);
     tr->n_eval_ws = c->threads < EVAL_THREADS_MAX ? c->threads : EVAL_THREADS_MAX;
     tr->dev_ops = c->device;
     tr->dev = c->device ? c->device_handle : NULL;
@@ -1826,6 +1835,8 @@ static int finish_result(trainer_t *tr, schedule_t *sc, const train_callbacks_t 
     out->updates_per_s = out->wall_s > 0 ? (double)t.updates / out->wall_s : 0.0;
     for (size_t i = 0; i < tr->cfg.threads; i++)
         if (tr->workers[i].merge_gap_max > out->merge_gap_max) out->merge_gap_max = tr->workers[i].merge_gap_max;
+    out->merge_every = tr->merge_every;
+    out->merge_hot_params = tr->hot.n_hot;
     // The end is a checkpoint too: resuming a finished run has nothing left to do.
     if (tr->cfg.checkpoint_every_s > 0 && take_checkpoint(tr, &sc->clk, out, err, err_len) != 0) return -1;
     return 0;

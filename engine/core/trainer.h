@@ -42,10 +42,12 @@ typedef enum train_mode {
 //             (engine/core/hogwild_replica.h), the threads taking turns (a thread that
 //             finds another merging goes on and tries at its next step, and
 //             waits for its turn once two intervals have passed), as
-//             Hogwild++ keeps one replica per cluster of cores: no update is
-//             lost, another thread's are seen after up to about two merge
-//             intervals (and several replicas' corrections of one hot
-//             coordinate add up: docs/engine.md), and between merges no parameter's cache line is
+//             Hogwild++ keeps one replica per cluster of cores: a merge adds
+//             what the replica changed, or 1/threads of it on a hot parameter
+//             (one every example touches, which every replica corrects on its
+//             own: hogwild_replica.h), so no update of a summed parameter is
+//             lost; another thread's are seen after up to about two merge
+//             intervals, and between merges no parameter's cache line is
 //             written by two cores (an optimizer's state, momentum or Adagrad
 //             sums, stays shared as in plain). The threads merge before every
 //             evaluation or checkpoint and at the end, so the shared parameters
@@ -230,6 +232,9 @@ typedef struct train_result {
     int interrupted;  // stopped early by train_config.interrupt
     uint64_t checkpoints;  // written (train_config.checkpoint), the final one included
     uint64_t merge_gap_max;  // hogwild replicas: the most steps a thread took between two of its merges (0: plain)
+    size_t
+        merge_every;  // hogwild replicas: the steps between a thread's merges the run asked for (its default resolved)
+    size_t merge_hot_params;  // hogwild replicas, 2+ threads: the parameters merges average (hogwild_replica.h)
     train_point_t last;  // the final evaluation
 } train_result_t;
 
@@ -262,13 +267,20 @@ const char *train_mode_name(train_mode_t mode);
 const char *hogwild_variant_name(hogwild_variant_t v);
 
 // The replicas variant's merge interval when train_config.merge_every is 0,
-// in steps of `batch` examples: a thread merges after about
-// TRAIN_MERGE_EXAMPLES examples, and at least every step. A merge walks the
-// whole model: on sparse logistic regression over 100,000 features, 2048
-// examples between merges left two threads 1.5x one thread's rate, 8192 1.9x
-// at the same median accuracy (docs/benchmarks.md).
+// in steps of `batch` examples (at least one). A merge walks the whole model
+// (the shared values, the replica and its base), a step only the parameters
+// its examples touch (hogwild_touches_per_example): a thread merges once its
+// examples' touches add up to TRAIN_MERGE_WALK_RATIO times the model's size,
+// and never sooner than TRAIN_MERGE_EXAMPLES examples. On sparse logistic
+// regression over 100,000 features (61 touches an example), merges every 8192
+// examples took 7.9% of the trainers' time and two threads ran 1.50-1.81x one
+// plain thread; every 32807 (this rule), 1.5% and 1.75-2.07x, at the same
+// accuracy (docs/benchmarks.md). A dense model touches all of itself every
+// step: TRAIN_MERGE_EXAMPLES. Counts the touches (a pass over up to
+// HOGWILD_TOUCH_SAMPLE examples' keys).
 #define TRAIN_MERGE_EXAMPLES 8192
-size_t train_merge_every_default(size_t batch);
+#define TRAIN_MERGE_WALK_RATIO 20
+size_t train_merge_every_default(const model_t *m, size_t batch);
 
 // The examples a hogwild or locked thread steps through, in its order,
 // reproduced away from the thread: for a distributed replica's communication

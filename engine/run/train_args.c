@@ -82,8 +82,8 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
          "on its own replica, merged into the shared model every --merge-every steps)",
          0, 0, "plain|replicas", 0},
         {"merge-every", FLAG_TYPE_SIZE, &a->merge_every, "STEPS",
-         "--hogwild-variant replicas: a thread's steps between merges (8192 examples' worth, at least 1, when not "
-         "given)",
+         "--hogwild-variant replicas: a thread's steps between merges (when not given: the examples whose touches "
+         "add up to 20 times the model's size, at least 8192 examples' worth and 1 step)",
          1, 1e12, NULL, 0},
         {"threads", FLAG_TYPE_SIZE, &a->threads, "T", "training threads", 1, 1024, NULL, 0},
         {"epochs", FLAG_TYPE_SIZE, &a->epochs, "E", "passes over the training set", 1, 1e6, NULL, 0},

@@ -233,6 +233,10 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_bool(&j, "stopped_at_time_limit", r->stopped_at_time_limit);
     json_bool(&j, "interrupted", r->interrupted);
     json_uint(&j, "checkpoints", r->checkpoints);
+    if (!sc && a->mode == TRAIN_MODE_HOGWILD && a->hogwild_variant == HOGWILD_VARIANT_REPLICAS) {
+        json_uint(&j, "merge_gap_max", r->merge_gap_max);  // the most steps a thread took between two merges
+        json_uint(&j, "merge_averaged_params", r->merge_hot_params);  // the hot parameters merges average
+    }
     json_number(&j, "final_train_loss", final_train_loss);
     json_number(&j, "final_test_loss", r->last.test_loss);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
@@ -247,8 +251,7 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     json_string(&j, "mode", mode);
     if (!sc && a->mode == TRAIN_MODE_HOGWILD && !a->device) {
         json_string(&j, "hogwild_variant", hogwild_variant_name((hogwild_variant_t)a->hogwild_variant));
-        if (a->hogwild_variant == HOGWILD_VARIANT_REPLICAS)
-            json_uint(&j, "merge_every", a->merge_every ? a->merge_every : train_merge_every_default(a->batch));
+        if (a->hogwild_variant == HOGWILD_VARIANT_REPLICAS) json_uint(&j, "merge_every", r->merge_every);
     }
     json_uint(&j, "threads", a->threads);
     json_uint(&j, "epochs", a->epochs);
@@ -453,6 +456,9 @@ static int train_cmd_setup(train_job_t *c, char *err, size_t err_len) {
     if (train_args_build(a, &c->data, &c->model, err, err_len) != 0) return -1;
     if (dist_model_fits(model_num_params(c->model), a->threads, err, err_len) != 0) return -1;
     train_args_train_config(a, &c->tc);
+    // The replicas' default interval follows the model (trainer.h); resolved once, for the banner too.
+    if (!c->sim.on && c->tc.hogwild_variant == HOGWILD_VARIANT_REPLICAS && !c->tc.merge_every)
+        c->tc.merge_every = train_merge_every_default(c->model, c->tc.batch);
     if (train_cmd_checkpoints(c, err, err_len) != 0) return -1;
     if (train_config_check(&c->tc, model_num_train(c->model), err, err_len) != 0) return -1;
     if (c->sim.on && simulate_config_check(&c->sc, model_num_train(c->model), err, err_len) != 0) return -1;
@@ -469,8 +475,7 @@ static void print_start(const train_job_t *c, const char *model_desc) {
             data_bundle_num_train(&c->data), data_bundle_num_test(&c->data));
     char variant[64] = "";
     if (!c->sim.on && c->tc.hogwild_variant == HOGWILD_VARIANT_REPLICAS)
-        snprintf(variant, sizeof variant, " (replicas, merged every %zu steps)",
-                 c->tc.merge_every ? c->tc.merge_every : train_merge_every_default(c->tc.batch));
+        snprintf(variant, sizeof variant, " (replicas, merged every %zu steps)", c->tc.merge_every);
     run_say("asgd: %s%s%s, %zu threads, batch %zu, %zu epochs, %s lr %g (%s), seed %llu\n",
             c->sim.on ? "simulate" : train_mode_name(c->tc.mode), variant, a->device ? " on the GPU" : "",
             c->tc.threads, c->tc.batch, c->tc.epochs, optimizer_kind_name(oc->kind), oc->lr,
