@@ -37,25 +37,25 @@ void hogwild_replica_start(hogwild_replica_t *r, const param_t *shared) {
         params_write(r->params, r->n, r->base);
 }
 
-// Each parameter's examples: how many training examples touch it (the dense
-// part: all of them). NULL when out of memory.
-static uint32_t *touch_counts(const model_t *m) {
-    size_t n = model_num_params(m), sparse = model_num_sparse_params(m), n_train = model_num_train(m);
-    uint32_t *count = calloc(n ? n : 1, sizeof *count), *keys = malloc((sparse ? sparse : 1) * sizeof *keys);
+// One pass over training examples 0, stride, 2 * stride, ...: the sparse
+// keys each touches, counted per key into count (model_num_sparse_params
+// entries) unless it is NULL. *keys_seen gets their sum, *examples the
+// examples read. -1 when out of memory.
+static int sparse_key_pass(const model_t *m, size_t stride, uint32_t *count, size_t *keys_seen, size_t *examples) {
+    size_t sparse = model_num_sparse_params(m), n_train = model_num_train(m);
+    uint32_t *keys = malloc((sparse ? sparse : 1) * sizeof *keys);
     uint8_t *mark = calloc(sparse ? sparse : 1, 1);
-    if (count && keys && mark) {
-        for (uint32_t i = 0; i < n_train; i++) {
-            size_t nk = model_sparse_keys(m, &i, 1, mark, keys);
-            for (size_t k = 0; k < nk; k++) count[keys[k]]++;
-        }
-        for (size_t j = sparse; j < n; j++) count[j] = (uint32_t)n_train;
-    } else {
-        free(count);
-        count = NULL;
+    int ok = keys && mark;
+    *keys_seen = *examples = 0;
+    for (size_t i = 0; ok && i < n_train; i += stride, ++*examples) {
+        uint32_t example = (uint32_t)i;
+        size_t nk = model_sparse_keys(m, &example, 1, mark, keys);
+        *keys_seen += nk;
+        for (size_t k = 0; count && k < nk; k++) count[keys[k]]++;
     }
     free(keys);
     free(mark);
-    return count;
+    return ok ? 0 : -1;
 }
 
 int hogwild_hot_init(hogwild_hot_t *h, const model_t *m, size_t threads, double examples_per_interval, char *err,
@@ -63,17 +63,19 @@ int hogwild_hot_init(hogwild_hot_t *h, const model_t *m, size_t threads, double 
     memset(h, 0, sizeof *h);
     h->n = model_num_params(m);
     h->share = 1.0f / (float)(threads ? threads : 1);
-    size_t n_train = model_num_train(m);
-    uint32_t *count = touch_counts(m);
-    if (!count || !(h->hot = malloc(h->n ? h->n : 1))) {
+    size_t sparse = model_num_sparse_params(m), n_train = model_num_train(m), keys_seen, examples;
+    // Hot (hogwild_replica.h): every example touches it, and an interval holds enough of them.
+    int any = examples_per_interval >= HOGWILD_HOT_TOUCHES && n_train > 0;
+    uint32_t *count = any && sparse ? calloc(sparse, sizeof *count) : NULL;
+    if (!(h->hot = calloc(h->n ? h->n : 1, 1)) || (any && sparse && !count) ||
+        (count && sparse_key_pass(m, 1, count, &keys_seen, &examples) != 0)) {
         snprintf(err, err_len, "allocating the hot set of %zu parameters: %s", h->n, strerror(errno));
         free(count);
+        hogwild_hot_free(h);
         return -1;
     }
-    // Every example touches it (hogwild_replica.h), and an interval holds enough of them.
-    int enough = examples_per_interval >= HOGWILD_HOT_TOUCHES;
-    for (size_t j = 0; j < h->n; j++) {
-        h->hot[j] = enough && n_train > 0 && count[j] == n_train;
+    for (size_t j = 0; any && j < h->n; j++) {
+        h->hot[j] = j >= sparse || count[j] == n_train;  // the dense part: every step touches it
         h->n_hot += h->hot[j];
     }
     free(count);
@@ -83,21 +85,10 @@ int hogwild_hot_init(hogwild_hot_t *h, const model_t *m, size_t threads, double 
 double hogwild_touches_per_example(const model_t *m) {
     size_t n = model_num_params(m), sparse = model_num_sparse_params(m), n_train = model_num_train(m);
     if (!sparse || !n_train) return (double)n;
-    uint32_t *keys = malloc(sparse * sizeof *keys);
-    uint8_t *mark = calloc(sparse, 1);
+    size_t stride = n_train > HOGWILD_TOUCH_SAMPLE ? n_train / HOGWILD_TOUCH_SAMPLE : 1, keys_seen, examples;
     // Out of memory: as if every step touched the whole model (the shortest default interval).
-    double touches = (double)n;
-    if (keys && mark) {
-        size_t stride = n_train > HOGWILD_TOUCH_SAMPLE ? n_train / HOGWILD_TOUCH_SAMPLE : 1, sampled = 0, total = 0;
-        for (size_t i = 0; i < n_train; i += stride, sampled++) {
-            uint32_t example = (uint32_t)i;
-            total += model_sparse_keys(m, &example, 1, mark, keys);
-        }
-        touches = (double)total / (double)sampled + (double)(n - sparse);
-    }
-    free(keys);
-    free(mark);
-    return touches;
+    if (sparse_key_pass(m, stride, NULL, &keys_seen, &examples) != 0) return (double)n;
+    return (double)keys_seen / (double)examples + (double)(n - sparse);
 }
 
 void hogwild_hot_free(hogwild_hot_t *h) {
