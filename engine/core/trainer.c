@@ -1158,11 +1158,12 @@ static double sync_compute(sync_loop_t *S, const uint32_t *idx, size_t count, si
             int to_sum = link && !link->update_before_exchange;
             // In place, the link sums the replicas' gradients times their
             // examples: the bits of the exchange's own weighting of the
-            // average (count = total: 0.0f + 1.0f * g, then times total).
+            // average (count = total: 0.0f + 1.0f * g, then times total);
+            // a link whose sum is the average takes what `exchange` would.
             int plain = link && !to_sum && optimizer_is_plain_sgd(tr->opt);
             solo_round_t R = {tr,
                               model_ws_param_copy(wk->ws),
-                              S->sum_in_place ? (float)count : (float)count / (float)total,
+                              S->sum_in_place && !link->sum_is_average ? (float)count : (float)count / (float)total,
                               lr,
                               to_sum,
                               S->sum_in_place ? link->sum_buffer : tr->sum.value,

@@ -108,6 +108,11 @@ typedef struct train_link {
     // average or w. Returns 0, or -1 to stop the run.
     float *sum_buffer;
     int (*exchange_step)(void *ctx, size_t examples, float lr, float *params, int *stepped);
+    // With exchange_step: sum_buffer holds the replica's average instead, the
+    // gradient weighted by its examples over the round's (the bits `exchange`
+    // is given in `sum`), for a link whose servers weight the replicas'
+    // averages themselves (bsp); params then come back as the servers' values.
+    int sum_is_average;
     // sync: set by a link whose exchange averages models, not gradients
     // (local SGD). The trainer then applies every round's update to w itself,
     // before the exchange, which does not read `sum` and sets *applied only

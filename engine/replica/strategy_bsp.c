@@ -3,7 +3,9 @@
 // servers apply the workers' sum once, and the replica pulls the result
 // (sync_strategy.h): a dense gradient asks for it with the push
 // (ps_client_push_commit_ask), which saves the pull's message and lets a
-// large shard answer range by range as it applies the round. With backup workers the servers close a round without
+// large shard answer range by range as it applies the round; with one thread
+// and plain SGD the answer goes straight into the thread's parameter copy
+// (exchange_bsp_step). With backup workers the servers close a round without
 // the late gradients; the replica does the same either way.
 // A model read by key (working_set.h) with a sparse gradient pulls no model
 // after its push: before each round it pulls the keys that round's examples
@@ -23,7 +25,29 @@
 typedef struct bsp {
     by_key_t by_key;
     int round_prepared;  // this round's keys were pulled (its round before complete)
+    // (n) A dense model stepped in place (exchange_bsp_step): the replica's
+    // average, stored there by the trainer (train_link_t.sum_buffer).
+    float *average;
 } bsp_t;
+
+// A dense average pushed to every shard, asking for the round's values back
+// into `out`.
+static int push_dense_ask(replica_t *r, const float *average, size_t examples, float *out) {
+    float *const *frames = ps_client_push_frames(r->client, r->err, sizeof r->err);
+    if (!frames) return -1;
+    // Copied block by block, each block checksummed while still in cache
+    // (the commit then sends without another pass over the frame).
+    size_t begin = 0, end = 0;
+    for (size_t k = 0; k < r->rc->n_servers; k++) {
+        shard_range(r->n, r->rc->n_servers, k, &begin, &end);
+        for (size_t from = 0; from < end - begin; from += PUSH_BLOCK) {
+            size_t len = end - begin - from < PUSH_BLOCK ? end - begin - from : PUSH_BLOCK;
+            memcpy(frames[k] + from, average + begin + from, len * sizeof(float));
+            ps_client_push_block_written(r->client, k, from, len);
+        }
+    }
+    return ps_client_push_commit_ask(r->client, r->clock, (uint32_t)examples, 1, out, r->err, sizeof r->err);
+}
 
 // This round's average, pushed as the run asks: encoded, dense frames, or the
 // touched coordinates in key order. *asked: the push asked for the round's
@@ -32,21 +56,8 @@ static int push_round(replica_t *r, grad_t *sum, size_t examples, int *asked) {
     *asked = 0;
     if (sum->dense && r->comp) return replica_push_encoded(r, sum->value, (uint32_t)examples, 1);
     if (sum->dense) {
-        float *const *frames = ps_client_push_frames(r->client, r->err, sizeof r->err);
-        if (!frames) return -1;
-        // Copied block by block, each block checksummed while still in cache
-        // (the commit then sends without another pass over the frame).
-        size_t begin = 0, end = 0;
-        for (size_t k = 0; k < r->rc->n_servers; k++) {
-            shard_range(r->n, r->rc->n_servers, k, &begin, &end);
-            for (size_t from = 0; from < end - begin; from += PUSH_BLOCK) {
-                size_t len = end - begin - from < PUSH_BLOCK ? end - begin - from : PUSH_BLOCK;
-                memcpy(frames[k] + from, sum->value + begin + from, len * sizeof(float));
-                ps_client_push_block_written(r->client, k, from, len);
-            }
-        }
         *asked = 1;
-        return ps_client_push_commit_ask(r->client, r->clock, (uint32_t)examples, 1, r->pulled, r->err, sizeof r->err);
+        return push_dense_ask(r, sum->value, examples, r->pulled);
     }
     memcpy(r->idx, sum->touched, sum->n_touched * sizeof *r->idx);
     qsort(r->idx, sum->n_touched, sizeof *r->idx, replica_cmp_u32);
@@ -120,6 +131,35 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     return 0;
 }
 
+// A dense round stepped in place (train_link_t.exchange_step, sum_is_average):
+// the trainer stored the replica's average in b->average; the servers' values
+// after the round come back straight into the thread's copy, `params`, where
+// exchange_bsp's answer went to r->pulled, then to w, and the next step read
+// w into the copy again: two passes over the model a round fewer. The pushed
+// bits are exchange_bsp's, so the servers' model is too.
+static int exchange_bsp_step(void *ctx, size_t examples, float lr, float *params, int *stepped) {
+    (void)lr;
+    static const trace_kind_t push = {"push", "net", "clock"};
+    replica_t *r = ctx;
+    bsp_t *b = r->mode;
+    double t0 = replica_now_s();
+    uint64_t span = TRACE_BEGIN();
+    if (push_dense_ask(r, b->average, examples, params) != 0) return -1;
+    r->clock++;
+    replica_count_push(r);
+    TRACE_END(&push, span, r->clock);
+    double wait_from = replica_now_s();
+    span = TRACE_BEGIN();
+    if (ps_client_await_values(r->client, NULL, r->err, sizeof r->err) != 0) return -1;
+    TRACE_END(&TK_ROUND_WAIT, span, r->clock);
+    double now = replica_now_s();
+    r->stats.wait_s += now - wait_from;  // the round ends when the slowest worker's gradient is in
+    replica_count_pull(r);
+    *stepped = 1;  // params hold the servers' values, w is behind them
+    r->stats.comm_s += now - t0;
+    return 0;
+}
+
 // By key: the whole model as of the last complete round, into w.
 static int refresh_bsp(void *ctx, param_t *w) {
     replica_t *r = ctx;
@@ -149,8 +189,26 @@ static int bsp_alloc(replica_t *r, char *err, size_t err_len) {
 static void bsp_free(replica_t *r) {
     bsp_t *b = r->mode;
     by_key_free(&b->by_key);
+    free(b->average);
     free(b);
     r->mode = NULL;
+}
+
+// A dense model pushed whole as float32 from the CPU is offered the round in
+// place (the trainer takes it with one thread and plain SGD:
+// train_link_t.exchange_step); by key, the link keeps its prepare.
+static int bsp_begin(replica_t *r, train_config_t *tc, const train_callbacks_t **cb, char *err, size_t err_len) {
+    (void)tc, (void)cb;
+    bsp_t *b = r->mode;
+    train_link_t *l = &r->link;
+    if (b->by_key.on) return 0;
+    l->prepare = NULL;  // nothing to bring up to date before a round
+    if (r->comp || r->gpu || r->sparse) return 0;
+    if (!(b->average = malloc(r->n * sizeof *b->average))) return replica_out_of_memory(r, err, err_len);
+    l->exchange_step = exchange_bsp_step;
+    l->sum_buffer = b->average;
+    l->sum_is_average = 1;
+    return 0;
 }
 
 // By key: the replica's model is the servers' after the last round.
@@ -170,6 +228,7 @@ const sync_strategy_t sync_strategy_bsp = {
     .servers = 1,
     .alloc = bsp_alloc,
     .free = bsp_free,
+    .begin = bsp_begin,
     .exchange = exchange_bsp,
     .prepare = prepare_bsp,
     .refresh = refresh_bsp,

@@ -55,7 +55,8 @@ typedef struct sync_strategy {
     void (*free)(replica_t *r);
     // Optional: right before train_run, with the model in r->w (or on r->gpu)
     // and the link's common fields set: the mode's state and threads; it may
-    // take over tc's evaluation points and the callbacks (*cb). On failure it
+    // take over tc's evaluation points and the callbacks (*cb), and change
+    // the link's hooks (r->link) to what the model allows. On failure it
     // leaves nothing running. Returns 0, or -1 with err filled.
     int (*begin)(replica_t *r, train_config_t *tc, const train_callbacks_t **cb, char *err, size_t err_len);
     // Optional: right after train_run, whatever it returned (once begin succeeded).
