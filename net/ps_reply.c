@@ -8,6 +8,7 @@
 
 #include "kernels/finite.h"
 #include "kernels/update.h"
+#include "net/shm_frames.h"
 #include "net/wire.h"
 #include "net/zmsg.h"
 
@@ -23,6 +24,10 @@ typedef struct lend_slot {
 struct ps_values {
     size_t n;
     float *buf[2];
+    // A buffer in shared memory (--ps-transport shm): a whole reply over it
+    // goes to its receiver without a copy, however many receive it; NULL
+    // where the buffer is the process's own memory.
+    shm_lend_t *shm[2];
     lend_slot_t slot[2];
     int cur;  // the buffer holding the current values
     _Atomic int refs;  // the owner's, plus one per reply in flight
@@ -37,8 +42,12 @@ struct ps_values {
 };
 
 static void values_free(ps_values_t *v) {
-    free(v->buf[0]);
-    free(v->buf[1]);
+    for (int i = 0; i < 2; i++) {
+        if (v->shm[i])
+            shm_frames_lend_destroy(&v->shm[i]);  // its memory stays where a receiver may still read it
+        else
+            free(v->buf[i]);
+    }
     free(v);
 }
 
@@ -51,8 +60,10 @@ ps_values_t *ps_values_new(size_t n) {
     if (!v) return NULL;
     v->n = n;
     size_t alloc = (n ? n : 1) * sizeof(float);
-    v->buf[0] = calloc(1, alloc);
-    v->buf[1] = calloc(1, alloc);
+    for (int i = 0; i < 2; i++) {
+        v->buf[i] = n ? shm_frames_lend_new(alloc, &v->shm[i]) : NULL;
+        if (!v->buf[i]) v->buf[i] = calloc(1, alloc);
+    }
     if (!v->buf[0] || !v->buf[1]) {
         values_free(v);
         return NULL;
@@ -75,10 +86,12 @@ void ps_values_release(ps_values_t **vp) {
 
 float *ps_values_get(const ps_values_t *v) { return v->buf[v->cur]; }
 
-// Whether libzmq still holds a reply over buffer i (acquire: once it let go,
-// its reads of the buffer happened before this thread's writes).
+// Whether libzmq, or a receiver of a reply by reference, still holds a reply
+// over buffer i (acquire: once they let go, their reads of the buffer
+// happened before this thread's writes).
 static int lent(const ps_values_t *v, int i) {
-    return atomic_load_explicit(&((ps_values_t *)v)->slot[i].inflight, memory_order_acquire) > 0;
+    return atomic_load_explicit(&((ps_values_t *)v)->slot[i].inflight, memory_order_acquire) > 0 ||
+           (v->shm[i] && shm_frames_lend_readers(v->shm[i]) > 0);
 }
 
 // Makes the current buffer one no reply references (copying the values over
@@ -185,7 +198,9 @@ int ps_values_apply_sum_in_ranges(ps_values_t *v, const float *const *g, const f
 
 // A frame over w[0..bytes) of the current buffer: lent (zero-copy) only
 // while the other buffer is free, so that a write always finds a buffer it
-// may change; else a copy.
+// may change; else a copy. Lent over a whole buffer in shared memory, it
+// goes on by reference without a copy (shm_frames_pack), and the buffer
+// stays lent until every receiver has closed it.
 static int reply_frame(ps_values_t *v, float *w, size_t bytes, zmq_msg_t *frame, char *err, size_t err_len) {
     if (bytes > 0 && !lent(v, 1 - v->cur)) {
         lend_slot_t *slot = &v->slot[v->cur];

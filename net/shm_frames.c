@@ -25,13 +25,14 @@
 #define ARENA_MAGIC 0x414e455241445341ull  // "ASDARENA"
 #define MAPPED_MAX 64  // peers' arenas mapped at once by one process
 
-enum { SLOT_FREE = 0, SLOT_SENT = 1 };
+enum { SLOT_FREE = 0 };  // else the state counts the frames over the slot that receivers hold
 
 typedef struct arena_header {
     uint64_t magic, run_id, token, bytes;
 } arena_header_t;
 
-// In the arena, just before a slot's bytes; state is the only word both sides write.
+// In the arena, just before a slot's (or a lent buffer's) bytes; state is
+// the only word both sides write.
 typedef struct slot_header {
     _Atomic uint32_t state;
     uint32_t unused;
@@ -72,8 +73,19 @@ static struct {
     uint32_t next_index;
     arena_t *arenas;
     mapped_t mapped[MAPPED_MAX];
-    _Atomic uint64_t packed, inline_for_want_of_slot, slots, unpacked;
+    _Atomic uint64_t packed, inline_for_want_of_slot, slots, unpacked, lent;
+    struct shm_lend *lends;  // every lent buffer of this process
+    _Atomic int n_lends;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+// A lent buffer: carved from an arena like a slot, but never one of its slots.
+struct shm_lend {
+    arena_t *arena;
+    size_t at;  // its header's offset in the arena
+    uint8_t *data;
+    size_t bytes;
+    struct shm_lend *next;
+};
 
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t thread_arena_key;
@@ -179,6 +191,76 @@ static size_t take_slot(arena_t *a, size_t n, const size_t *taken, size_t n_take
     return a->n_slots++;
 }
 
+void *shm_frames_lend_new(size_t bytes, shm_lend_t **out) {
+    *out = NULL;
+    if (!atomic_load_explicit(&g.on, memory_order_relaxed) || bytes == 0) return NULL;
+    arena_t *a = my_arena();
+    shm_lend_t *l = a ? calloc(1, sizeof *l) : NULL;
+    if (!l) return NULL;
+    size_t cap = (bytes + SLOT_HEADER_BYTES - 1) / SLOT_HEADER_BYTES * SLOT_HEADER_BYTES;
+    pthread_mutex_lock(&g.lock);
+    size_t at = a->carved;
+    int ok = cap <= ARENA_BYTES && at + SLOT_HEADER_BYTES + cap <= ARENA_BYTES &&
+             posix_fallocate(a->fd, (off_t)at, (off_t)(SLOT_HEADER_BYTES + cap)) == 0;
+    if (ok) {
+        a->carved = at + SLOT_HEADER_BYTES + cap;
+        slot_header_t *h = (slot_header_t *)(a->base + at);
+        h->capacity = cap;
+        h->len = bytes;
+        atomic_store_explicit(&h->state, SLOT_FREE, memory_order_relaxed);
+        *l = (shm_lend_t){a, at, a->base + at + SLOT_HEADER_BYTES, bytes, g.lends};
+        g.lends = l;
+        atomic_fetch_add(&g.n_lends, 1);
+    }
+    pthread_mutex_unlock(&g.lock);
+    if (!ok) {
+        free(l);
+        return NULL;
+    }
+    *out = l;
+    return l->data;
+}
+
+uint32_t shm_frames_lend_readers(const shm_lend_t *l) {
+    const slot_header_t *h = (const slot_header_t *)(l->arena->base + l->at);
+    return atomic_load_explicit((_Atomic uint32_t *)&h->state, memory_order_acquire);
+}
+
+void shm_frames_lend_destroy(shm_lend_t **lp) {
+    if (!lp || !*lp) return;
+    pthread_mutex_lock(&g.lock);
+    for (shm_lend_t **p = &g.lends; *p; p = &(*p)->next)
+        if (*p == *lp) {
+            *p = (*lp)->next;
+            atomic_fetch_sub(&g.n_lends, 1);
+            break;
+        }
+    pthread_mutex_unlock(&g.lock);
+    free(*lp);
+    *lp = NULL;
+}
+
+// A reader counted on a lent buffer that will not read after all.
+static void lend_unread(shm_lend_t *l) {
+    atomic_fetch_sub_explicit(&((slot_header_t *)(l->arena->base + l->at))->state, 1, memory_order_relaxed);
+}
+
+// The lent buffer a frame covers exactly, with one
+// more reader counted on it (release: the caller's writes of its bytes come
+// before the receiver's reads); NULL when none.
+static shm_lend_t *lend_for(const zmq_msg_t *frame) {
+    if (atomic_load_explicit(&g.n_lends, memory_order_relaxed) == 0) return NULL;
+    const uint8_t *data = zmq_msg_data((zmq_msg_t *)frame);
+    size_t len = zmq_msg_size((zmq_msg_t *)frame);
+    pthread_mutex_lock(&g.lock);
+    shm_lend_t *l = g.lends;
+    while (l && !(l->data == data && l->bytes == len && l->arena->generation == atomic_load(&g.generation)))
+        l = l->next;
+    if (l) atomic_fetch_add_explicit(&((slot_header_t *)(l->arena->base + l->at))->state, 1, memory_order_release);
+    pthread_mutex_unlock(&g.lock);
+    return l;
+}
+
 int shm_frames_enable(uint64_t run_id) {
     pthread_mutex_lock(&g.lock);
     g.run_id = run_id;
@@ -224,27 +306,48 @@ int shm_frames_pack(const wire_header_t *h, zmq_msg_t *frames, size_t n) {
     if (total < SHM_FRAMES_MIN_BYTES) return 0;
     arena_t *a = my_arena();
     size_t slot[2];
+    shm_lend_t *lend[2] = {NULL, NULL};
     zmq_msg_t ref[2];
-    for (size_t i = 0; i < n; i++) {
-        slot[i] = a ? take_slot(a, zmq_msg_size(&frames[i]), slot, i) : SIZE_MAX;
-        if (slot[i] == SIZE_MAX || zmq_msg_init_size(&ref[i], sizeof(shm_ref_t)) != 0) {
-            for (size_t j = 0; j < i; j++) zmq_msg_close(&ref[j]);
-            atomic_fetch_add_explicit(&g.inline_for_want_of_slot, 1, memory_order_relaxed);
-            return 0;
+    size_t ready = 0;  // frames with a reference made (and a slot, or a reader counted on a lent buffer)
+    for (; ready < n; ready++) {
+        size_t i = ready;
+        lend[i] = lend_for(&frames[i]);
+        slot[i] = lend[i] ? SIZE_MAX : a ? take_slot(a, zmq_msg_size(&frames[i]), slot, i) : SIZE_MAX;
+        if (!lend[i] && slot[i] == SIZE_MAX) break;
+        if (zmq_msg_init_size(&ref[i], sizeof(shm_ref_t)) != 0) {
+            if (lend[i]) lend_unread(lend[i]);
+            break;
         }
     }
+    if (ready < n) {
+        for (size_t j = 0; j < ready; j++) {
+            if (lend[j]) lend_unread(lend[j]);
+            zmq_msg_close(&ref[j]);
+        }
+        atomic_fetch_add_explicit(&g.inline_for_want_of_slot, 1, memory_order_relaxed);
+        return 0;
+    }
     for (size_t i = 0; i < n; i++) {
-        slot_header_t *s = slot_header(a, slot[i]);
         size_t len = zmq_msg_size(&frames[i]);
-        memcpy((uint8_t *)s + SLOT_HEADER_BYTES, zmq_msg_data(&frames[i]), len);
-        s->len = len;
-        atomic_store_explicit(&s->state, SLOT_SENT, memory_order_release);
+        const arena_t *from = a;
+        size_t header_at;
+        if (lend[i]) {  // the bytes are there already, and the reader counted
+            from = lend[i]->arena;
+            header_at = lend[i]->at;
+            atomic_fetch_add_explicit(&g.lent, 1, memory_order_relaxed);
+        } else {
+            header_at = a->slot_at[slot[i]];
+            slot_header_t *s = slot_header(a, slot[i]);
+            memcpy((uint8_t *)s + SLOT_HEADER_BYTES, zmq_msg_data(&frames[i]), len);
+            s->len = len;
+            atomic_store_explicit(&s->state, 1, memory_order_release);  // one reader
+        }
         shm_ref_t r = {.magic = SHM_REF_MAGIC,
                        .run_id = g.run_id,
-                       .token = a->token,
+                       .token = from->token,
                        .pid = (uint32_t)getpid(),
-                       .index = a->index,
-                       .offset = a->slot_at[slot[i]] + SLOT_HEADER_BYTES,
+                       .index = from->index,
+                       .offset = header_at + SLOT_HEADER_BYTES,
                        .len = len};
         memcpy(zmq_msg_data(&ref[i]), &r, sizeof r);
         zmq_msg_move(&frames[i], &ref[i]);  // the payload frame let go
@@ -256,12 +359,16 @@ int shm_frames_pack(const wire_header_t *h, zmq_msg_t *frames, size_t n) {
 
 void shm_frames_drop_unsent(zmq_msg_t *frame) {
     shm_ref_t r;
-    arena_t *a = thread_arena;
-    if (a && zmq_msg_size(frame) == sizeof r) {
+    if (zmq_msg_size(frame) == sizeof r) {
         memcpy(&r, zmq_msg_data(frame), sizeof r);
-        if (r.magic == SHM_REF_MAGIC && r.token == a->token && r.offset >= SLOT_HEADER_BYTES && r.offset <= a->carved) {
+        // This thread's arena (a slot), or the arena of a lent buffer.
+        pthread_mutex_lock(&g.lock);
+        arena_t *a = g.arenas;
+        while (a && a->token != r.token) a = a->next;
+        pthread_mutex_unlock(&g.lock);
+        if (r.magic == SHM_REF_MAGIC && a && r.offset >= SLOT_HEADER_BYTES && r.offset <= a->carved) {
             slot_header_t *s = (slot_header_t *)(a->base + r.offset - SLOT_HEADER_BYTES);
-            atomic_store_explicit(&s->state, SLOT_FREE, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&s->state, 1, memory_order_relaxed);  // the reader that never was
         }
     }
     zmq_msg_close(frame);
@@ -324,7 +431,7 @@ static mapped_t *mapping_for(const shm_ref_t *r) {
 // A received frame over a peer's slot closed: the slot back to its sender.
 static void release_slot(void *data, void *hint) {
     slot_header_t *s = (slot_header_t *)((uint8_t *)data - SLOT_HEADER_BYTES);
-    atomic_store_explicit(&s->state, SLOT_FREE, memory_order_release);
+    atomic_fetch_sub_explicit(&s->state, 1, memory_order_release);
     atomic_fetch_sub(&((mapped_t *)hint)->frames, 1);
 }
 
@@ -340,7 +447,7 @@ static int unpack_one(uint64_t run_id, zmq_msg_t *f) {
     if (!m) return -1;
     int ok = r.offset <= m->bytes && r.len <= m->bytes - r.offset;
     slot_header_t *s = ok ? (slot_header_t *)(m->base + r.offset - SLOT_HEADER_BYTES) : NULL;
-    ok = ok && atomic_load_explicit(&s->state, memory_order_acquire) == SLOT_SENT && s->len == r.len &&
+    ok = ok && atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FREE && s->len == r.len &&
          s->capacity >= r.len && s->capacity <= m->bytes - r.offset;
     zmq_msg_t over;
     if (!ok || zmq_msg_init_data(&over, m->base + r.offset, r.len, release_slot, m) != 0) {
@@ -361,6 +468,7 @@ wire_status_t shm_frames_unpack(uint64_t run_id, zmq_msg_t *frames, size_t n) {
 
 void shm_frames_counts(shm_frames_counts_t *out) {
     out->packed = atomic_load(&g.packed);
+    out->lent = atomic_load(&g.lent);
     out->inline_for_want_of_slot = atomic_load(&g.inline_for_want_of_slot);
     out->slots = atomic_load(&g.slots);
     out->unpacked = atomic_load(&g.unpacked);

@@ -12,11 +12,12 @@
 // peer) and reads the frame where it lies, without a copy. The slot is the
 // receiver's until the frame is closed, then back to its sender.
 //
-// The slot's state word orders the two sides: the sender stores SENT with
-// release after its copy, the receiver loads it with acquire before reading;
-// the receiver stores FREE with release after its last read, the sender
-// loads it with acquire before writing again. No byte of a slot is written
-// by one side while the other may read it.
+// The slot's state word orders the two sides: it counts the frames over the
+// slot that receivers hold. The sender adds one with release after its copy
+// (a slot: 0 to 1), the receiver loads it with acquire before reading; the
+// receiver subtracts one with release after its last read, the sender loads
+// it with acquire before writing again, which it does only at 0. No byte of
+// a slot is written by one side while the other may read it.
 //
 // When no slot fits (all held, the arena full, /dev/shm out of space) the
 // message simply travels inline: a reference is an optimisation, never the
@@ -74,9 +75,27 @@ void shm_frames_drop_unsent(zmq_msg_t *frame);
 // them all as usual).
 wire_status_t shm_frames_unpack(uint64_t run_id, zmq_msg_t *frames, size_t n);
 
+// A buffer its caller keeps in an arena of this process (not a slot for one
+// message): for values that replies send as they stand, to several
+// receivers (a shard's values, ps_reply.h). A frame over exactly the whole
+// buffer goes by reference without a copy;
+// each such frame counts as one reader until its receiver closes it, so one
+// buffer can be read by every worker at once. Returns the buffer (64-byte
+// aligned, zeroed) and *out, or NULL when references are off or the arena
+// has no room (the caller then uses memory of its own).
+typedef struct shm_lend shm_lend_t;
+void *shm_frames_lend_new(size_t bytes, shm_lend_t **out);
+// Frames over it sent by reference that their receivers have not closed yet;
+// at 0 (acquire) their reads happened before the caller's next write.
+uint32_t shm_frames_lend_readers(const shm_lend_t *l);
+// Gives up the buffer's bookkeeping. Its memory stays in the arena while the
+// process lives (a receiver may still read it): NULLs *l.
+void shm_frames_lend_destroy(shm_lend_t **l);
+
 // This process's totals, for tests and the summary.
 typedef struct shm_frames_counts {
     uint64_t packed;  // messages sent by reference
+    uint64_t lent;  // frames of them that went without a copy (over a lent buffer)
     uint64_t inline_for_want_of_slot;  // messages that could have gone by reference but found no free slot
     uint64_t slots;  // slots carved, all arenas
     uint64_t unpacked;  // messages received by reference

@@ -11,7 +11,11 @@
 // 1. ASP: reader R pulls and leaves the reply unread; worker W pushes g1 and
 //    pulls, pushes g2 and pulls. R's reply is w0 bit for bit, W's pulls are
 //    w0 - lr g1 and w0 - lr g1 - lr g2 (sgd_update_cpu in the test, in order);
-//    the shard counts one write moved and W's first reply copied.
+//    the shard counts one write moved and W's first reply copied. Then the
+//    same with payloads in shared memory (--ps-transport shm): the values'
+//    buffers are in /dev/shm and the lent replies go by reference without a
+//    copy, R's holding a reader on the buffer until R reads and closes it;
+//    the same bits and the same counts, and two payloads sent without a copy.
 // 2. BSP, 2 workers, 2 shards, and an observer that holds a reply over a
 //    round: every pulled model is the serial weighted sum applied once per
 //    round (computed here), and the observer's held reply is the model before
@@ -25,6 +29,7 @@
 #include "kernels/update.h"
 #include "net/ps_client.h"
 #include "net/ps_server.h"
+#include "net/shm_frames.h"
 #include "net/zmsg.h"
 #include "tests/support/server_thread.h"
 #include "tests/support/test_support.h"
@@ -145,7 +150,15 @@ static void read_held(void *d, float *out, size_t n, uint64_t *version) {
     zmsg_close(&m);
 }
 
-static void test_asp(void) {
+static uint64_t payloads_without_copy(void) {
+    shm_frames_counts_t c;
+    shm_frames_counts(&c);
+    return c.lent;
+}
+
+static void test_asp(int shm) {
+    if (shm) shm_frames_enable(RUN_ID);
+    uint64_t lent_before = payloads_without_copy();
     void *ctx = zmq_ctx_new();
     CHECK(ctx != NULL);
     ps_config_t c = config(1, 2, SYNC_MODE_ASP);
@@ -202,9 +215,13 @@ static void test_asp(void) {
     CHECK(s.version == 2);
     zmq_ctx_term(ctx);
     free(w0), free(g1), free(g2), free(want), free(got);
+    // By reference, the two lent replies went without a copy (R's and W's second).
+    CHECK(payloads_without_copy() - lent_before == (shm ? 2u : 0u));
+    if (shm) shm_frames_disable();
     printf(
-        "asp: a push applied while a reply was lent moved the values; the reply held w0 and the model is the serial "
-        "one, bit for bit\n");
+        "asp%s: a push applied while a reply was lent moved the values; the reply held w0 and the model is the serial "
+        "one, bit for bit\n",
+        shm ? " (payloads in shared memory)" : "");
 }
 
 #define ROUNDS 4
@@ -270,7 +287,8 @@ static void test_bsp(void) {
 }
 
 int main(void) {
-    test_asp();
+    test_asp(0);
+    test_asp(1);
     test_bsp();
     printf("test_ps_reply: ok\n");
     return 0;

@@ -8,9 +8,11 @@
 // TSan: the slot's state word orders the two); a reference that is malformed,
 // names another arena or a slot out of range is refused as BAD_SHM; disable
 // takes the arenas' names away and sends go inline; a run's leftover names
-// are removed by shm_frames_remove_run.
+// are removed by shm_frames_remove_run; a lent buffer goes to two receivers
+// without a copy and counts them as readers until they close their frames.
 #include <dirent.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -233,6 +235,50 @@ int main(void) {
         zmq_close(raw_out);
         zmq_close(c_out);
         zmq_close(c_in);
+    }
+    // k) A lent buffer: a frame over all of it goes by reference without a
+    // copy to each receiver, one reader counted per frame until it is
+    // closed; a frame over part of it is copied into a slot; a reference
+    // never sent counts no reader.
+    {
+        char err[256];
+        shm_lend_t *lend = NULL;
+        float *buf = shm_frames_lend_new(BIG * sizeof(float), &lend);
+        CHECK(buf && lend && (uintptr_t)buf % 64 == 0 && shm_frames_lend_readers(lend) == 0);
+        for (size_t i = 0; i < BIG; i++) buf[i] = 0.5f + (float)i;
+        uint64_t lent = counts().lent, slots = counts().slots;
+        zmsg_t got[2];
+        for (int k = 0; k < 2; k++) {
+            wire_header_t h = zmsg_header(MSG_TYPE_PARAMS, RUN);
+            h.payload_kind = PAYLOAD_KIND_DENSE;
+            h.count = BIG;
+            zmq_msg_t f;
+            CHECK(zmq_msg_init_data(&f, buf, BIG * sizeof(float), NULL, NULL) == 0);
+            CHECK(zmsg_send(a, NULL, &h, &f, 1, 0, err, sizeof err) == 0);
+            recv_dense(b, RUN, BIG, 0.5f, &got[k]);
+        }
+        CHECK(counts().lent == lent + 2 && counts().slots == slots && shm_frames_lend_readers(lend) == 2);
+        zmsg_close(&got[0]);
+        CHECK(shm_frames_lend_readers(lend) == 1);
+        zmsg_close(&got[1]);
+        CHECK(shm_frames_lend_readers(lend) == 0);
+        wire_header_t h = zmsg_header(MSG_TYPE_PARAMS, RUN);
+        h.payload_kind = PAYLOAD_KIND_DENSE;
+        h.count = BIG / 2;
+        zmq_msg_t f;
+        CHECK(zmq_msg_init_data(&f, buf, BIG / 2 * sizeof(float), NULL, NULL) == 0);
+        CHECK(zmsg_send(a, NULL, &h, &f, 1, 0, err, sizeof err) == 0);
+        zmsg_t part;
+        recv_dense(b, RUN, BIG / 2, 0.5f, &part);
+        CHECK(counts().lent == lent + 2 && shm_frames_lend_readers(lend) == 0);
+        zmsg_close(&part);
+        h.count = BIG;
+        CHECK(zmq_msg_init_data(&f, buf, BIG * sizeof(float), NULL, NULL) == 0);
+        CHECK(shm_frames_pack(&h, &f, 1) == 1 && shm_frames_lend_readers(lend) == 1);
+        shm_frames_drop_unsent(&f);
+        CHECK(shm_frames_lend_readers(lend) == 0);
+        shm_frames_lend_destroy(&lend);
+        CHECK(lend == NULL);
     }
     // i) Disabled: the names are gone, sends go inline.
     CHECK(arena_names(RUN) == 2);  // this thread's arena and the racing sender's
