@@ -13,6 +13,7 @@
 #include "kernels/foundation/mono_clock.h"
 #include "kernels/foundation/partition.h"
 #include "net/buffer_pool.h"
+#include "net/shm_frames.h"
 #include "net/zmsg.h"
 
 #define RETRY_BACKOFF_MAX 8  // a silent shard is retried at most every 8 retry intervals
@@ -704,9 +705,12 @@ uint8_t *const *ps_client_push_encoded_frames(ps_client_t *c, const size_t *byte
     return c->encoded;
 }
 
-// A dense push frame of `bytes` over a buffer of the client's pool: memory
-// written before, not fresh pages to fault in.
-static int pooled_frame(ps_client_t *c, zmq_msg_t *frame, size_t bytes, char *err, size_t err_len) {
+// A dense push frame of `bytes`: with payloads in shared memory, a slot of
+// this thread's arena, which goes by reference without a copy; else a
+// buffer of the client's pool (memory written before, not fresh pages to
+// fault in). A push in parts sends parts over its pool buffer.
+static int push_frame(ps_client_t *c, zmq_msg_t *frame, size_t bytes, int whole, char *err, size_t err_len) {
+    if (whole && shm_frames_frame(bytes, frame) == 0) return 0;
     if (buffer_pool_frame(c->pool, bytes, frame)) return 0;
     snprintf(err, err_len, "worker: out of memory for a push of %zu bytes", bytes);
     return -1;
@@ -721,7 +725,7 @@ float *const *ps_client_push_frames(ps_client_t *c, char *err, size_t err_len) {
     if (!c->frames_ready) {
         for (size_t k = 0; k < c->n_shards; k++) {
             size_t n = c->shards[k].end - c->shards[k].begin;
-            if (pooled_frame(c, &c->frames[k], n * sizeof(float), err, err_len) != 0) {
+            if (push_frame(c, &c->frames[k], n * sizeof(float), c->shards[k].n_parts == 1, err, err_len) != 0) {
                 for (size_t j = 0; j < k; j++) zmq_msg_close(&c->frames[j]);
                 return NULL;
             }

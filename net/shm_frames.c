@@ -51,6 +51,9 @@ typedef struct arena {
     size_t carved;  // bytes from the start in use by the header and slots
     size_t n_slots;
     size_t slot_at[ARENA_SLOTS];  // each slot's header offset
+    // A slot handed out as a frame to fill (shm_frames_frame): held by the
+    // sender until its last frame over it closes, whatever receivers do.
+    _Atomic int reserved[ARENA_SLOTS];
     struct arena *next;  // every arena of this process
     int owned;  // a live thread sends through it
     uint64_t generation;  // g.generation when made: an arena of an earlier enable is not used again
@@ -73,7 +76,7 @@ static struct {
     uint32_t next_index;
     arena_t *arenas;
     mapped_t mapped[MAPPED_MAX];
-    _Atomic uint64_t packed, inline_for_want_of_slot, slots, unpacked, lent;
+    _Atomic uint64_t packed, inline_for_want_of_slot, slots, unpacked, without_copy;
     struct shm_lend *lends;  // every lent buffer of this process
     _Atomic int n_lends;
 } g = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -173,7 +176,8 @@ static size_t take_slot(arena_t *a, size_t n, const size_t *taken, size_t n_take
     size_t best = SIZE_MAX;
     for (size_t i = 0; i < a->n_slots; i++) {
         slot_header_t *s = slot_header(a, i);
-        int busy = atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FREE;
+        int busy = atomic_load_explicit(&s->state, memory_order_acquire) != SLOT_FREE ||
+                   atomic_load_explicit(&a->reserved[i], memory_order_acquire);
         for (size_t t = 0; t < n_taken && !busy; t++) busy = taken[t] == i;
         if (!busy && s->capacity >= n && (best == SIZE_MAX || s->capacity < slot_header(a, best)->capacity)) best = i;
     }
@@ -189,6 +193,40 @@ static size_t take_slot(arena_t *a, size_t n, const size_t *taken, size_t n_take
     a->carved = at + SLOT_HEADER_BYTES + cap;
     atomic_fetch_add_explicit(&g.slots, 1, memory_order_relaxed);
     return a->n_slots++;
+}
+
+// The last frame over a slot handed out to fill has closed (release: its
+// holder's reads and writes come before the slot's next use).
+static void unreserve(void *data, void *hint) {
+    (void)data;
+    atomic_store_explicit((_Atomic int *)hint, 0, memory_order_release);
+}
+
+int shm_frames_frame(size_t bytes, zmq_msg_t *frame) {
+    if (!atomic_load_explicit(&g.on, memory_order_relaxed) || bytes < SHM_FRAMES_MIN_BYTES) return -1;
+    arena_t *a = my_arena();
+    size_t i = a ? take_slot(a, bytes, NULL, 0) : SIZE_MAX;
+    if (i == SIZE_MAX) return -1;
+    slot_header_t *s = slot_header(a, i);
+    s->len = bytes;  // written once, before any receiver can read the slot
+    atomic_store_explicit(&a->reserved[i], 1, memory_order_relaxed);
+    if (zmq_msg_init_data(frame, (uint8_t *)s + SLOT_HEADER_BYTES, bytes, unreserve, &a->reserved[i]) != 0) {
+        atomic_store_explicit(&a->reserved[i], 0, memory_order_relaxed);
+        return -1;
+    }
+    return 0;
+}
+
+// The slot of the calling thread's arena that a frame handed out by
+// shm_frames_frame lies in, whole; SIZE_MAX when it is none.
+static size_t reserved_slot(const arena_t *a, const zmq_msg_t *frame) {
+    const uint8_t *data = zmq_msg_data((zmq_msg_t *)frame);
+    size_t len = zmq_msg_size((zmq_msg_t *)frame);
+    for (size_t i = 0; a && i < a->n_slots; i++)
+        if (a->base + a->slot_at[i] + SLOT_HEADER_BYTES == data &&
+            atomic_load_explicit(&a->reserved[i], memory_order_relaxed) && slot_header((arena_t *)a, i)->len == len)
+            return i;
+    return SIZE_MAX;
 }
 
 void *shm_frames_lend_new(size_t bytes, shm_lend_t **out) {
@@ -309,10 +347,13 @@ int shm_frames_pack(const wire_header_t *h, zmq_msg_t *frames, size_t n) {
     shm_lend_t *lend[2] = {NULL, NULL};
     zmq_msg_t ref[2];
     size_t ready = 0;  // frames with a reference made (and a slot, or a reader counted on a lent buffer)
+    int filled[2] = {0, 0};  // the frame is a slot handed out to fill: sent without a copy
     for (; ready < n; ready++) {
         size_t i = ready;
         lend[i] = lend_for(&frames[i]);
-        slot[i] = lend[i] ? SIZE_MAX : a ? take_slot(a, zmq_msg_size(&frames[i]), slot, i) : SIZE_MAX;
+        slot[i] = lend[i] ? SIZE_MAX : reserved_slot(a, &frames[i]);
+        filled[i] = slot[i] != SIZE_MAX;
+        if (!lend[i] && !filled[i]) slot[i] = a ? take_slot(a, zmq_msg_size(&frames[i]), slot, i) : SIZE_MAX;
         if (!lend[i] && slot[i] == SIZE_MAX) break;
         if (zmq_msg_init_size(&ref[i], sizeof(shm_ref_t)) != 0) {
             if (lend[i]) lend_unread(lend[i]);
@@ -334,7 +375,11 @@ int shm_frames_pack(const wire_header_t *h, zmq_msg_t *frames, size_t n) {
         if (lend[i]) {  // the bytes are there already, and the reader counted
             from = lend[i]->arena;
             header_at = lend[i]->at;
-            atomic_fetch_add_explicit(&g.lent, 1, memory_order_relaxed);
+            atomic_fetch_add_explicit(&g.without_copy, 1, memory_order_relaxed);
+        } else if (filled[i]) {  // the bytes are there already: one more reader
+            header_at = a->slot_at[slot[i]];
+            atomic_fetch_add_explicit(&slot_header(a, slot[i])->state, 1, memory_order_release);
+            atomic_fetch_add_explicit(&g.without_copy, 1, memory_order_relaxed);
         } else {
             header_at = a->slot_at[slot[i]];
             slot_header_t *s = slot_header(a, slot[i]);
@@ -468,7 +513,7 @@ wire_status_t shm_frames_unpack(uint64_t run_id, zmq_msg_t *frames, size_t n) {
 
 void shm_frames_counts(shm_frames_counts_t *out) {
     out->packed = atomic_load(&g.packed);
-    out->lent = atomic_load(&g.lent);
+    out->without_copy = atomic_load(&g.without_copy);
     out->inline_for_want_of_slot = atomic_load(&g.inline_for_want_of_slot);
     out->slots = atomic_load(&g.slots);
     out->unpacked = atomic_load(&g.unpacked);

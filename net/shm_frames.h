@@ -65,6 +65,13 @@ size_t shm_frames_remove_run(uint64_t run_id);
 // the header sent with them must carry WIRE_FLAG_SHM. Otherwise returns 0
 // with the frames untouched.
 int shm_frames_pack(const wire_header_t *h, zmq_msg_t *frames, size_t n);
+// Sender: a frame of `bytes` for the caller to fill, over a slot of the
+// calling thread's arena, which shm_frames_pack then sends from that thread
+// by reference without copying it (again for each resend); the slot stays
+// the sender's until the frame and every copy of it are closed. Returns 0
+// with *frame made, or -1 (references off, under SHM_FRAMES_MIN_BYTES, no
+// slot): the caller makes a frame of its own.
+int shm_frames_frame(size_t bytes, zmq_msg_t *frame);
 // A reference frame that was never sent (its send failed): its slot back to
 // the sender, the frame closed. Other frames are just closed.
 void shm_frames_drop_unsent(zmq_msg_t *frame);
@@ -95,7 +102,7 @@ void shm_frames_lend_destroy(shm_lend_t **l);
 // This process's totals, for tests and the summary.
 typedef struct shm_frames_counts {
     uint64_t packed;  // messages sent by reference
-    uint64_t lent;  // frames of them that went without a copy (over a lent buffer)
+    uint64_t without_copy;  // frames of them that went without a copy (a lent buffer, a slot filled in place)
     uint64_t inline_for_want_of_slot;  // messages that could have gone by reference but found no free slot
     uint64_t slots;  // slots carved, all arenas
     uint64_t unpacked;  // messages received by reference

@@ -106,6 +106,8 @@ typedef struct train_link {
     // is not written: the trainer writes it from params when its threads park
     // or end, so a round makes no pass of its own for the weighting, the
     // average or w. Returns 0, or -1 to stop the run.
+    // The link may point sum_buffer elsewhere in exchange_step (the trainer
+    // reads it anew each round).
     float *sum_buffer;
     int (*exchange_step)(void *ctx, size_t examples, float lr, float *params, int *stepped);
     // With exchange_step: sum_buffer holds the replica's average instead, the

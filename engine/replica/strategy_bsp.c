@@ -11,6 +11,7 @@
 // after its push: before each round it pulls the keys that round's examples
 // read, once the round before it is complete, and the whole model only
 // before an evaluation and at the end.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,6 +29,10 @@ typedef struct bsp {
     // (n) A dense model stepped in place (exchange_bsp_step): the replica's
     // average, stored there by the trainer (train_link_t.sum_buffer).
     float *average;
+    // Stepped in place with one server: the trainer stores the average in
+    // the next push's frame itself (the link's sum_buffer moves to each new
+    // frame), so the push checksums it and sends it without copying it.
+    int average_in_frame;
 } bsp_t;
 
 // A dense average pushed to every shard, asking for the round's values back
@@ -131,6 +136,15 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     return 0;
 }
 
+// With the average in the push's frame: the next round's frame, where the
+// trainer stores it (train_link_t.sum_buffer, read anew each round).
+static int next_frame(replica_t *r) {
+    float *const *frames = ps_client_push_frames(r->client, r->err, sizeof r->err);
+    if (!frames) return -1;
+    r->link.sum_buffer = frames[0];
+    return 0;
+}
+
 // A dense round stepped in place (train_link_t.exchange_step, sum_is_average):
 // the trainer stored the replica's average in b->average; the servers' values
 // after the round come back straight into the thread's copy, `params`, where
@@ -144,7 +158,14 @@ static int exchange_bsp_step(void *ctx, size_t examples, float lr, float *params
     bsp_t *b = r->mode;
     double t0 = replica_now_s();
     uint64_t span = TRACE_BEGIN();
-    if (push_dense_ask(r, b->average, examples, params) != 0) return -1;
+    int rc;
+    if (b->average_in_frame) {
+        ps_client_push_block_written(r->client, 0, 0, r->n);  // its checksum, in one pass
+        rc = ps_client_push_commit_ask(r->client, r->clock, (uint32_t)examples, 1, params, r->err, sizeof r->err);
+    } else {
+        rc = push_dense_ask(r, b->average, examples, params);
+    }
+    if (rc != 0) return -1;
     r->clock++;
     replica_count_push(r);
     TRACE_END(&push, span, r->clock);
@@ -157,7 +178,7 @@ static int exchange_bsp_step(void *ctx, size_t examples, float lr, float *params
     replica_count_pull(r);
     *stepped = 1;  // params hold the servers' values, w is behind them
     r->stats.comm_s += now - t0;
-    return 0;
+    return b->average_in_frame ? next_frame(r) : 0;
 }
 
 // By key: the whole model as of the last complete round, into w.
@@ -204,10 +225,18 @@ static int bsp_begin(replica_t *r, train_config_t *tc, const train_callbacks_t *
     if (b->by_key.on) return 0;
     l->prepare = NULL;  // nothing to bring up to date before a round
     if (r->comp || r->gpu || r->sparse) return 0;
-    if (!(b->average = malloc(r->n * sizeof *b->average))) return replica_out_of_memory(r, err, err_len);
     l->exchange_step = exchange_bsp_step;
-    l->sum_buffer = b->average;
     l->sum_is_average = 1;
+    b->average_in_frame = r->rc->n_servers == 1;  // several shards' frames are not one array
+    if (b->average_in_frame) {
+        if (next_frame(r) != 0) {
+            snprintf(err, err_len, "%s", r->err);
+            return -1;
+        }
+        return 0;
+    }
+    if (!(b->average = malloc(r->n * sizeof *b->average))) return replica_out_of_memory(r, err, err_len);
+    l->sum_buffer = b->average;
     return 0;
 }
 

@@ -120,7 +120,7 @@ void dist_json_transport(json_writer_t *j, const dist_args_t *d) {
     shm_frames_counts_t c;
     shm_frames_counts(&c);
     json_uint(j, "messages_sent_by_reference", c.packed);
-    json_uint(j, "payloads_sent_without_copy", c.lent);
+    json_uint(j, "payloads_sent_without_copy", c.without_copy);
     json_uint(j, "messages_received_by_reference", c.unpacked);
     json_uint(j, "messages_inline_for_want_of_slot", c.inline_for_want_of_slot);
 }

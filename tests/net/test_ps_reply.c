@@ -15,7 +15,8 @@
 //    same with payloads in shared memory (--ps-transport shm): the values'
 //    buffers are in /dev/shm and the lent replies go by reference without a
 //    copy, R's holding a reader on the buffer until R reads and closes it;
-//    the same bits and the same counts, and two payloads sent without a copy.
+//    the same bits and the same counts, and four payloads sent without a
+//    copy (two replies, and W's pushes, written in their slots).
 // 2. BSP, 2 workers, 2 shards, and an observer that holds a reply over a
 //    round: every pulled model is the serial weighted sum applied once per
 //    round (computed here), and the observer's held reply is the model before
@@ -153,7 +154,7 @@ static void read_held(void *d, float *out, size_t n, uint64_t *version) {
 static uint64_t payloads_without_copy(void) {
     shm_frames_counts_t c;
     shm_frames_counts(&c);
-    return c.lent;
+    return c.without_copy;
 }
 
 static void test_asp(int shm) {
@@ -215,8 +216,9 @@ static void test_asp(int shm) {
     CHECK(s.version == 2);
     zmq_ctx_term(ctx);
     free(w0), free(g1), free(g2), free(want), free(got);
-    // By reference, the two lent replies went without a copy (R's and W's second).
-    CHECK(payloads_without_copy() - lent_before == (shm ? 2u : 0u));
+    // By reference, without a copy: the two lent replies (R's and W's
+    // second) and W's two pushes, filled in their slots.
+    CHECK(payloads_without_copy() - lent_before == (shm ? 4u : 0u));
     if (shm) shm_frames_disable();
     printf(
         "asp%s: a push applied while a reply was lent moved the values; the reply held w0 and the model is the serial "

@@ -9,7 +9,9 @@
 // names another arena or a slot out of range is refused as BAD_SHM; disable
 // takes the arenas' names away and sends go inline; a run's leftover names
 // are removed by shm_frames_remove_run; a lent buffer goes to two receivers
-// without a copy and counts them as readers until they close their frames.
+// without a copy and counts them as readers until they close their frames;
+// a frame handed out to fill goes without a copy and keeps its slot while
+// the sender holds it.
 #include <dirent.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -246,7 +248,7 @@ int main(void) {
         float *buf = shm_frames_lend_new(BIG * sizeof(float), &lend);
         CHECK(buf && lend && (uintptr_t)buf % 64 == 0 && shm_frames_lend_readers(lend) == 0);
         for (size_t i = 0; i < BIG; i++) buf[i] = 0.5f + (float)i;
-        uint64_t lent = counts().lent, slots = counts().slots;
+        uint64_t lent = counts().without_copy, slots = counts().slots;
         zmsg_t got[2];
         for (int k = 0; k < 2; k++) {
             wire_header_t h = zmsg_header(MSG_TYPE_PARAMS, RUN);
@@ -257,7 +259,7 @@ int main(void) {
             CHECK(zmsg_send(a, NULL, &h, &f, 1, 0, err, sizeof err) == 0);
             recv_dense(b, RUN, BIG, 0.5f, &got[k]);
         }
-        CHECK(counts().lent == lent + 2 && counts().slots == slots && shm_frames_lend_readers(lend) == 2);
+        CHECK(counts().without_copy == lent + 2 && counts().slots == slots && shm_frames_lend_readers(lend) == 2);
         zmsg_close(&got[0]);
         CHECK(shm_frames_lend_readers(lend) == 1);
         zmsg_close(&got[1]);
@@ -270,7 +272,7 @@ int main(void) {
         CHECK(zmsg_send(a, NULL, &h, &f, 1, 0, err, sizeof err) == 0);
         zmsg_t part;
         recv_dense(b, RUN, BIG / 2, 0.5f, &part);
-        CHECK(counts().lent == lent + 2 && shm_frames_lend_readers(lend) == 0);
+        CHECK(counts().without_copy == lent + 2 && shm_frames_lend_readers(lend) == 0);
         zmsg_close(&part);
         h.count = BIG;
         CHECK(zmq_msg_init_data(&f, buf, BIG * sizeof(float), NULL, NULL) == 0);
@@ -279,6 +281,55 @@ int main(void) {
         CHECK(shm_frames_lend_readers(lend) == 0);
         shm_frames_lend_destroy(&lend);
         CHECK(lend == NULL);
+    }
+    // l) A frame handed out to fill: sent by reference without a copy, its
+    // slot the sender's while the frame or a copy kept for resending is
+    // open, though the receiver closed its own; sent again from the copy, a
+    // second reader; once all are closed, the slot is reused.
+    {
+        char err[256];
+        uint64_t sent = counts().without_copy;
+        zmq_msg_t f, kept;
+        CHECK(shm_frames_frame(BIG * sizeof(float), &f) == 0);
+        float *v = zmq_msg_data(&f);
+        for (size_t i = 0; i < BIG; i++) v[i] = 2.5f + (float)i;
+        zmq_msg_init(&kept);
+        CHECK(zmq_msg_copy(&kept, &f) == 0);
+        wire_header_t h = zmsg_header(MSG_TYPE_PUSH, RUN);
+        h.payload_kind = PAYLOAD_KIND_DENSE;
+        h.count = BIG;
+        CHECK(zmsg_send(a, NULL, &h, &f, 1, 0, err, sizeof err) == 0);
+        zmsg_t m1, m2;
+        recv_dense(b, RUN, BIG, 2.5f, &m1);
+        CHECK(counts().without_copy == sent + 1);
+        zmsg_close(&m1);
+        // The receiver let go, the sender did not: every other slot is handed
+        // out before this one is (none is, until none is left).
+        static zmq_msg_t other[64];
+        size_t n_other = 0;
+        while (n_other < 64 && shm_frames_frame(BIG * sizeof(float), &other[n_other]) == 0) {
+            CHECK(zmq_msg_data(&other[n_other]) != (void *)v);
+            n_other++;
+        }
+        CHECK(n_other == 63);  // this thread's arena holds 64 slots (e)
+        for (size_t i = 0; i < n_other; i++) zmq_msg_close(&other[i]);
+        zmq_msg_t again;
+        zmq_msg_init(&again);
+        CHECK(zmq_msg_copy(&again, &kept) == 0);
+        CHECK(zmsg_send(a, NULL, &h, &again, 1, 0, err, sizeof err) == 0);
+        recv_dense(b, RUN, BIG, 2.5f, &m2);
+        CHECK(counts().without_copy == sent + 2);
+        zmsg_close(&m2);
+        zmq_msg_close(&kept);
+        // All closed: the slot is handed out again.
+        size_t n_again = 0;
+        int found = 0;
+        while (n_again < 64 && shm_frames_frame(BIG * sizeof(float), &other[n_again]) == 0)
+            found |= zmq_msg_data(&other[n_again++]) == (void *)v;
+        CHECK(found && n_again == 64);
+        for (size_t i = 0; i < n_again; i++) zmq_msg_close(&other[i]);
+        // Under SHM_FRAMES_MIN_BYTES the caller makes its own frame.
+        CHECK(shm_frames_frame(SHM_FRAMES_MIN_BYTES - 1, &f) == -1);
     }
     // i) Disabled: the names are gone, sends go inline.
     CHECK(arena_names(RUN) == 2);  // this thread's arena and the racing sender's
