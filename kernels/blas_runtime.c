@@ -120,3 +120,17 @@ void blas_describe(char *out, size_t out_len) {
 void blas_set_threads(int n) { openblas_set_num_threads(n); }
 
 int blas_get_threads(void) { return openblas_get_num_threads(); }
+
+static int beta0_direct = -1;  // -1: not decided yet
+
+int blas_beta0_direct(void) {
+    // Racing first calls decide the same value; the store of an int is whole
+    // (relaxed atomics, so that it stays defined behaviour).
+    int v = __atomic_load_n(&beta0_direct, __ATOMIC_RELAXED);
+    if (v >= 0) return v;
+    const char *core = blas_core_name();
+    v = core && (strcasecmp(core, "SkylakeX") == 0 || strcasecmp(core, "Cooperlake") == 0 ||
+                 strcasecmp(core, "SapphireRapids") == 0);
+    __atomic_store_n(&beta0_direct, v, __ATOMIC_RELAXED);
+    return v;
+}

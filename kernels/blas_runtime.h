@@ -31,6 +31,15 @@ void blas_describe(char *out, size_t out_len);
 // The core OpenBLAS is running now ("Haswell", "Zen", "SkylakeX", ...).
 const char *blas_core_name(void);
 
+// Whether the running kernels write a product with beta = 0 straight into C:
+// OpenBLAS's small-matrix kernels (its AVX-512 cores: SkylakeX, Cooperlake,
+// SapphireRapids) have beta-0 variants that do; every other core first
+// scales C by beta in a pass of its own (`sgemm_beta`), which for the MLP's
+// weight-gradient blocks at batch 16 took 11% of a Hogwild! thread's time on
+// the Zen kernels, where zeroing C with memset and asking for beta = 1 gives
+// the same bits. Decided once per process.
+int blas_beta0_direct(void);
+
 // Threads OpenBLAS may use inside one call. asgd's trainers run their own
 // threads and set this to 1 so that T trainer threads use T cores, not T^2.
 void blas_set_threads(int n);

@@ -4,6 +4,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "kernels/blas_runtime.h"
+
 // A minibatch of 8 to 32 rows into a layer of 64 or more units runs faster as
 // z^T = w x^T: OpenBLAS takes x w^T of that shape through its small-matrix
 // kernels, which were 1.2-1.5x slower there (784->256 and 256->128 at batch
@@ -12,6 +14,17 @@
 // stack and into z with the bias.
 #define DENSE_FORWARD_T_FLOATS 4096
 
+// A product that overwrites its output c (n floats): the beta to ask for.
+// Where the kernels would scale c by 0 in a pass of their own, c is zeroed
+// here instead (memset, in vector stores) and added to with beta 1: the same
+// bits, since those kernels add the product to the zeroed c either way
+// (blas_runtime.h, blas_beta0_direct).
+static float zero_output(float *c, size_t n) {
+    if (blas_beta0_direct()) return 0.0f;
+    memset(c, 0, n * sizeof *c);
+    return 1.0f;
+}
+
 static int forward_transposed(int batch, int out) {
     return batch >= 8 && batch <= 32 && out >= 64 && (size_t)batch * (size_t)out <= DENSE_FORWARD_T_FLOATS;
 }
@@ -19,7 +32,8 @@ static int forward_transposed(int batch, int out) {
 void dense_forward_cpu(int batch, int in, int out, const float *x, const float *w, const float *bias, float *z) {
     if (forward_transposed(batch, out)) {
         float zt[DENSE_FORWARD_T_FLOATS];  // (out, batch)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, out, batch, in, 1.0f, w, in, x, in, 0.0f, zt, batch);
+        float beta = zero_output(zt, (size_t)out * (size_t)batch);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, out, batch, in, 1.0f, w, in, x, in, beta, zt, batch);
         for (int r = 0; r < batch; r++)
             for (int o = 0; o < out; o++) z[(size_t)r * out + o] = zt[(size_t)o * batch + r] + bias[o];
         return;
@@ -98,7 +112,8 @@ void dense_weight_grad_cpu(int batch, int in, int out, const float *dz, int ldz,
 }
 
 void dense_weight_grad_set_cpu(int batch, int in, int out, const float *dz, int ldz, const float *x, float *dw) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dz, ldz, x, in, 0.0f, dw, in);
+    float beta = zero_output(dw, (size_t)out * (size_t)in);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dz, ldz, x, in, beta, dw, in);
 }
 
 void dense_bias_grad_cpu(int batch, int out, const float *dz, float *dbias) {
@@ -107,5 +122,6 @@ void dense_bias_grad_cpu(int batch, int out, const float *dz, float *dbias) {
 }
 
 void dense_backward_input_cpu(int batch, int in, int out, const float *dz, const float *w, float *dx) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dz, out, w, in, 0.0f, dx, in);
+    float beta = zero_output(dx, (size_t)batch * (size_t)in);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, in, out, 1.0f, dz, out, w, in, beta, dx, in);
 }
