@@ -35,7 +35,7 @@ const char *blas_core_name(void);
 // OpenBLAS's small-matrix kernels (its AVX-512 cores: SkylakeX, Cooperlake,
 // SapphireRapids) have beta-0 variants that do; every other core first
 // scales C by beta in a pass of its own (`sgemm_beta`), which for the MLP's
-// weight-gradient blocks at batch 16 took 11% of a Hogwild! thread's time on
+// weight-gradient blocks at batch 16 took 11% of a Hogwild! run's samples on
 // the Zen kernels, where zeroing C with memset and asking for beta = 1 gives
 // the same bits. Decided once per process.
 int blas_beta0_direct(void);
