@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,16 +122,16 @@ void blas_set_threads(int n) { openblas_set_num_threads(n); }
 
 int blas_get_threads(void) { return openblas_get_num_threads(); }
 
-static int beta0_direct = -1;  // -1: not decided yet
+static _Atomic int beta0_direct = -1;  // -1: not decided yet
 
 int blas_beta0_direct(void) {
-    // Racing first calls decide the same value; the store of an int is whole
-    // (relaxed atomics, so that it stays defined behaviour).
-    int v = __atomic_load_n(&beta0_direct, __ATOMIC_RELAXED);
+    // Racing first calls decide the same value (relaxed: nothing else is
+    // published with it).
+    int v = atomic_load_explicit(&beta0_direct, memory_order_relaxed);
     if (v >= 0) return v;
     const char *core = blas_core_name();
-    v = core && (strcasecmp(core, "SkylakeX") == 0 || strcasecmp(core, "Cooperlake") == 0 ||
-                 strcasecmp(core, "SapphireRapids") == 0);
-    __atomic_store_n(&beta0_direct, v, __ATOMIC_RELAXED);
+    v = strcasecmp(core, "SkylakeX") == 0 || strcasecmp(core, "Cooperlake") == 0 ||
+        strcasecmp(core, "SapphireRapids") == 0;
+    atomic_store_explicit(&beta0_direct, v, memory_order_relaxed);
     return v;
 }

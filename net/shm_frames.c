@@ -170,6 +170,21 @@ static size_t capacity_for(size_t n) {
     return c;
 }
 
+// Room for a header and cap bytes (a multiple of 64) carved from the end of
+// what a uses, its header written (free, len bytes given); the header's
+// offset, or SIZE_MAX when the arena or /dev/shm has no room.
+static size_t carve(arena_t *a, size_t cap, size_t len) {
+    size_t at = a->carved;
+    if (cap > ARENA_BYTES || at + SLOT_HEADER_BYTES + cap > ARENA_BYTES) return SIZE_MAX;
+    if (posix_fallocate(a->fd, (off_t)at, (off_t)(SLOT_HEADER_BYTES + cap)) != 0) return SIZE_MAX;
+    slot_header_t *s = (slot_header_t *)(a->base + at);
+    s->capacity = cap;
+    s->len = len;
+    atomic_store_explicit(&s->state, SLOT_FREE, memory_order_relaxed);
+    a->carved = at + SLOT_HEADER_BYTES + cap;
+    return at;
+}
+
 // A free slot of at least n bytes not in taken[0..n_taken): the smallest
 // carved one, else a new one. SIZE_MAX when there is none.
 static size_t take_slot(arena_t *a, size_t n, const size_t *taken, size_t n_taken) {
@@ -182,15 +197,9 @@ static size_t take_slot(arena_t *a, size_t n, const size_t *taken, size_t n_take
         if (!busy && s->capacity >= n && (best == SIZE_MAX || s->capacity < slot_header(a, best)->capacity)) best = i;
     }
     if (best != SIZE_MAX || a->n_slots == ARENA_SLOTS) return best;
-    size_t cap = capacity_for(n), at = a->carved;
-    if (cap > ARENA_BYTES || at + SLOT_HEADER_BYTES + cap > ARENA_BYTES) return SIZE_MAX;
-    if (posix_fallocate(a->fd, (off_t)at, (off_t)(SLOT_HEADER_BYTES + cap)) != 0) return SIZE_MAX;
+    size_t at = carve(a, capacity_for(n), 0);
+    if (at == SIZE_MAX) return SIZE_MAX;
     a->slot_at[a->n_slots] = at;
-    slot_header_t *s = slot_header(a, a->n_slots);
-    s->capacity = cap;
-    s->len = 0;
-    atomic_store_explicit(&s->state, SLOT_FREE, memory_order_relaxed);
-    a->carved = at + SLOT_HEADER_BYTES + cap;
     atomic_fetch_add_explicit(&g.slots, 1, memory_order_relaxed);
     return a->n_slots++;
 }
@@ -237,15 +246,9 @@ void *shm_frames_lend_new(size_t bytes, shm_lend_t **out) {
     if (!l) return NULL;
     size_t cap = (bytes + SLOT_HEADER_BYTES - 1) / SLOT_HEADER_BYTES * SLOT_HEADER_BYTES;
     pthread_mutex_lock(&g.lock);
-    size_t at = a->carved;
-    int ok = cap <= ARENA_BYTES && at + SLOT_HEADER_BYTES + cap <= ARENA_BYTES &&
-             posix_fallocate(a->fd, (off_t)at, (off_t)(SLOT_HEADER_BYTES + cap)) == 0;
+    size_t at = carve(a, cap, bytes);
+    int ok = at != SIZE_MAX;
     if (ok) {
-        a->carved = at + SLOT_HEADER_BYTES + cap;
-        slot_header_t *h = (slot_header_t *)(a->base + at);
-        h->capacity = cap;
-        h->len = bytes;
-        atomic_store_explicit(&h->state, SLOT_FREE, memory_order_relaxed);
         *l = (shm_lend_t){a, at, a->base + at + SLOT_HEADER_BYTES, bytes, g.lends};
         g.lends = l;
         atomic_fetch_add(&g.n_lends, 1);

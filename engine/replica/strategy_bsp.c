@@ -97,9 +97,34 @@ static int prepare_bsp(void *ctx, const uint32_t *examples, size_t count, param_
     return 0;
 }
 
+static const trace_kind_t TK_PUSH = {"push", "net", "clock"};
+
+// This round's push sent (its span began at `span`): the clock, the count, the timeline.
+static void round_pushed(replica_t *r, uint64_t span) {
+    r->clock++;
+    replica_count_push(r);
+    TRACE_END(&TK_PUSH, span, r->clock);
+}
+
+// The round's values: asked for with the push (they arrive where it asked),
+// else pulled into r->pulled. The wait is the round's: it ends when the
+// slowest worker's gradient is in.
+static int await_round(replica_t *r, int asked) {
+    uint64_t min_clock;
+    double wait_from = replica_now_s();
+    uint64_t span = TRACE_BEGIN();
+    int rc = asked ? ps_client_await_values(r->client, &min_clock, r->err, sizeof r->err)
+                   : ps_client_pull(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pulled, &min_clock, r->err,
+                                    sizeof r->err);
+    if (rc != 0) return -1;
+    TRACE_END(&TK_ROUND_WAIT, span, r->clock);
+    r->stats.wait_s += replica_now_s() - wait_from;
+    replica_count_pull(r);
+    return 0;
+}
+
 static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param_t *w, int *applied) {
     (void)lr;
-    static const trace_kind_t push = {"push", "net", "clock"};
     replica_t *r = ctx;
     bsp_t *b = r->mode;
     double t0 = replica_now_s();
@@ -110,9 +135,7 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     uint64_t span = TRACE_BEGIN();
     int asked;
     if (push_round(r, sum, examples, &asked) != 0) return -1;
-    r->clock++;
-    replica_count_push(r);
-    TRACE_END(&push, span, r->clock);
+    round_pushed(r, span);
     if (b->by_key.on && !asked) {
         // The next round's prepare pulls its keys once this one is complete.
         *applied = 1;
@@ -120,16 +143,7 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
         return 0;
     }
     // The next round (bound 0) starts on the model every worker's gradient of this one is in.
-    uint64_t min_clock;
-    double wait_from = replica_now_s();
-    span = TRACE_BEGIN();
-    int rc = asked ? ps_client_await_values(r->client, &min_clock, r->err, sizeof r->err)
-                   : ps_client_pull(r->client, ssp_gate(r->clock, 0, 0).pull_clock, r->pulled, &min_clock, r->err,
-                                    sizeof r->err);
-    if (rc != 0) return -1;
-    TRACE_END(&TK_ROUND_WAIT, span, r->clock);
-    r->stats.wait_s += replica_now_s() - wait_from;  // the round ends when the slowest worker's gradient is in
-    replica_count_pull(r);
+    if (await_round(r, asked) != 0) return -1;
     params_write(w, r->n, r->pulled);
     *applied = 1;
     r->stats.comm_s += replica_now_s() - t0;
@@ -153,7 +167,6 @@ static int next_frame(replica_t *r) {
 // bits are exchange_bsp's, so the servers' model is too.
 static int exchange_bsp_step(void *ctx, size_t examples, float lr, float *params, int *stepped) {
     (void)lr;
-    static const trace_kind_t push = {"push", "net", "clock"};
     replica_t *r = ctx;
     bsp_t *b = r->mode;
     double t0 = replica_now_s();
@@ -166,18 +179,10 @@ static int exchange_bsp_step(void *ctx, size_t examples, float lr, float *params
         rc = push_dense_ask(r, b->average, examples, params);
     }
     if (rc != 0) return -1;
-    r->clock++;
-    replica_count_push(r);
-    TRACE_END(&push, span, r->clock);
-    double wait_from = replica_now_s();
-    span = TRACE_BEGIN();
-    if (ps_client_await_values(r->client, NULL, r->err, sizeof r->err) != 0) return -1;
-    TRACE_END(&TK_ROUND_WAIT, span, r->clock);
-    double now = replica_now_s();
-    r->stats.wait_s += now - wait_from;  // the round ends when the slowest worker's gradient is in
-    replica_count_pull(r);
+    round_pushed(r, span);
+    if (await_round(r, 1) != 0) return -1;
     *stepped = 1;  // params hold the servers' values, w is behind them
-    r->stats.comm_s += now - t0;
+    r->stats.comm_s += replica_now_s() - t0;
     return b->average_in_frame ? next_frame(r) : 0;
 }
 
