@@ -27,10 +27,13 @@
 
 static char dir[] = "/tmp/asgd_elastic_XXXXXX";
 
-#define COMMON                                                                                                        \
+// The run's length is not what holds a case: the asp join stops the launched
+// workers while the joiner comes in, and a leaver's bound (SSP's, BSP's)
+// holds the others within 2 clocks of it until it leaves.
+#define COMMON(epochs)                                                                                                \
     "--model", "logreg", "--data", "gen:sparse:n=3000,dim=2000,nnz=20", "--servers", "1", "--threads", "1",           \
         "--eval-every", "300", "--heartbeat-ms", "100", "--retry-ms", "200", "--worker-timeout", "60000", "--epochs", \
-        "3", "--quiet"
+        epochs, "--quiet"
 
 static void wait_lines(const char *path, size_t n) {
     double until = proc_now_s() + 60.0;
@@ -64,8 +67,8 @@ static void asp_join(void) {
     snprintf(rd2, sizeof rd2, "%s/asp-join-dup", dir);
     // Every worker sleeps 5 ms a step, so that it is still training when stopped below.
     const char *a[] = {
-        ASGD_BINARY, "launch",        COMMON, "--sync",         "asp",         "--lr",      "0.5", "--workers",
-        "2",         "--max-workers", "3",    "--delay-worker", "0:5,1:5,2:5", "--run-dir", rd,    NULL};
+        ASGD_BINARY, "launch",        COMMON("3"), "--sync",         "asp",         "--lr",      "0.5", "--workers",
+        "2",         "--max-workers", "3",         "--delay-worker", "0:5,1:5,2:5", "--run-dir", rd,    NULL};
     pid_t launcher = proc_start(a, proc_path(dir, "asp-join.out"), proc_path(dir, "asp-join.err"));
     wait_lines(proc_path(rd, "worker-0.csv"), 3);  // training: the server has applied worker 0's pushes
     pid_t w0 = proc_find_child(launcher, "worker", 0), w1 = proc_find_child(launcher, "worker", 1);
@@ -75,7 +78,7 @@ static void asp_join(void) {
     struct stat st;
     CHECK(stat(proc_path(rd, "join"), &st) == 0 && (st.st_mode & 077) == 0);  // it holds the run's key
     const char *j[] = {ASGD_BINARY,   "worker",
-                       COMMON,        "--sync",
+                       COMMON("3"),   "--sync",
                        "asp",         "--lr",
                        "0.5",         "--workers",
                        "2",           "--max-workers",
@@ -93,8 +96,8 @@ static void asp_join(void) {
     char command[1000];
     snprintf(command, sizeof command, "cp -p %s/join %s/join", rd, rd2);
     CHECK(system(command) == 0);
-    const char *dup[] = {ASGD_BINARY,     "worker", COMMON,   "--sync", "asp", "--lr",      "0.5", "--workers", "2",
-                         "--max-workers", "3",      "--join", "--id",   "2",   "--run-dir", rd2,   NULL};
+    const char *dup[] = {ASGD_BINARY,     "worker", COMMON("3"), "--sync", "asp", "--lr",      "0.5", "--workers", "2",
+                         "--max-workers", "3",      "--join",    "--id",   "2",   "--run-dir", rd2,   NULL};
     pid_t dup_pid = proc_start(dup, proc_path(dir, "dup.out"), proc_path(dir, "dup.err"));
     expect_exit(dup_pid, 1, proc_path(dir, "dup.err"), "the second joiner with id 2");
     char *dup_err = proc_slurp(proc_path(dir, "dup.err"));
@@ -135,7 +138,7 @@ static void leave(const char *sync) {
     snprintf(rd, sizeof rd, "%s/%s", dir, name);
     int bsp = strcmp(sync, "bsp") == 0;
     // 2 ms a step: still training when the signal comes.
-    const char *a[40] = {ASGD_BINARY, "launch", COMMON,           "--sync",      sync,        "--lr", bsp ? "2" : "0.5",
+    const char *a[40] = {ASGD_BINARY, "launch", COMMON("1"),      "--sync",      sync,        "--lr", bsp ? "2" : "0.5",
                          "--workers", "3",      "--delay-worker", "0:2,1:2,2:2", "--run-dir", rd};
     size_t n = 0;
     while (a[n]) n++;

@@ -94,7 +94,7 @@ static void mlp_counts(void) {
     size_t hidden[2] = {256, 128};
     model_t *mlp = model_new_mlp(&train, &test, hidden, 2, 0.0, err, sizeof err);
     CHECK_OK(mlp == NULL, err);
-    size_t batch = 16, epochs = 2;
+    size_t batch = 16, epochs = 1;
     // A dense step hands over every parameter once; each thread's range ends
     // in a partial batch of its own (2 threads: ranges of 1500, 94 steps each).
     uint64_t steps_two = 2 * ((1500 + batch - 1) / batch), steps_one = (3000 + batch - 1) / batch;
@@ -107,7 +107,7 @@ static void mlp_counts(void) {
 
 static void logreg_counts(void) {
     char err[256];
-    data_options_t o = {"gen:sparse:n=100000,dim=20000", NULL, 0, 0, 0.1, 3, NULL, NULL, 0};
+    data_options_t o = {"gen:sparse:n=40000,dim=20000", NULL, 0, 0, 0.1, 3, NULL, NULL, 0};
     data_bundle_t d;
     CHECK_OK(data_bundle_load(&o, DATA_KIND_SPARSE, &d, err, sizeof err), err);
     model_t *lr = model_new_linear(LINEAR_LOSS_LOGISTIC, &d.sparse_train, &d.sparse_test, 0.0, err, sizeof err);
