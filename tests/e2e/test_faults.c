@@ -484,14 +484,26 @@ static void launch_restarts_worker(void) {
     free(summary);
 }
 
-int main(void) {
+// Two parts, each its own ctest (tests/tests.cmake: PARTS), so that they run
+// side by side: "evictions" (a), b)) and "restarts" (c)-e)); no argument runs both.
+int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
+    const char *part = argc > 1 ? argv[1] : NULL;
+    int evictions = !part || strcmp(part, "evictions") == 0, restarts = !part || strcmp(part, "restarts") == 0;
+    if (!evictions && !restarts) {
+        fprintf(stderr, "test_faults: unknown part '%s'; expected evictions or restarts\n", part);
+        return 2;
+    }
     CHECK(mkdtemp(dir));
-    ssp_dead_worker();
-    bsp_restarted_worker();
-    asp_quick_restart();
-    bsp_restarted_server();
-    launch_restarts_worker();
+    if (evictions) {
+        ssp_dead_worker();
+        bsp_restarted_worker();
+    }
+    if (restarts) {
+        asp_quick_restart();
+        bsp_restarted_server();
+        launch_restarts_worker();
+    }
     CHECK(test_remove_tree(dir) == 0);
     return 0;
 }
