@@ -602,12 +602,8 @@ static void equivalences(void) {
 // working set, the periods, the hints, failures and Ctrl-C); no argument runs both.
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    const char *part = argc > 1 ? argv[1] : NULL;
-    int equal = !part || strcmp(part, "equivalences") == 0, async = !part || strcmp(part, "async") == 0;
-    if (!equal && !async) {
-        fprintf(stderr, "test_downpour: unknown part '%s'; expected equivalences or async\n", part);
-        return 2;
-    }
+    static const char *const parts[] = {"equivalences", "async"};
+    int part = test_part(argc, argv, parts, 2), equal = part != 1, async = part != 0;
     CHECK(mkdtemp(dir));
     if (equal) equivalences();
     if (async) {

@@ -488,12 +488,8 @@ static void launch_restarts_worker(void) {
 // side by side: "evictions" (a), b)) and "restarts" (c)-e)); no argument runs both.
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    const char *part = argc > 1 ? argv[1] : NULL;
-    int evictions = !part || strcmp(part, "evictions") == 0, restarts = !part || strcmp(part, "restarts") == 0;
-    if (!evictions && !restarts) {
-        fprintf(stderr, "test_faults: unknown part '%s'; expected evictions or restarts\n", part);
-        return 2;
-    }
+    static const char *const parts[] = {"evictions", "restarts"};
+    int part = test_part(argc, argv, parts, 2), evictions = part != 1, restarts = part != 0;
     CHECK(mkdtemp(dir));
     if (evictions) {
         ssp_dead_worker();

@@ -463,12 +463,8 @@ static void replicated_eviction(void) {
 // (a)-d), f), g)) and "more-kills" (e), h)); no argument runs both.
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    const char *part = argc > 1 ? argv[1] : NULL;
-    int one_kill = !part || strcmp(part, "one-kill") == 0, more_kills = !part || strcmp(part, "more-kills") == 0;
-    if (!one_kill && !more_kills) {
-        fprintf(stderr, "test_server_replicas: unknown part '%s'; expected one-kill or more-kills\n", part);
-        return 2;
-    }
+    static const char *const parts[] = {"one-kill", "more-kills"};
+    int part = test_part(argc, argv, parts, 2), one_kill = part != 1, more_kills = part != 0;
     CHECK(mkdtemp(dir));
     if (one_kill) {
         replicated_eviction();

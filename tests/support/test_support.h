@@ -52,6 +52,20 @@ __attribute__((format(printf, 1, 2))) static inline int test_skip_no_gpu(const c
     return TEST_SKIP;
 }
 
+// A test run as one ctest per part (tests/tests.cmake: PARTS): `test_x PART`
+// runs that part, no argument runs them all. Returns the part's index in
+// parts (n names), -1 for all of them; exits 2 naming the expected parts when
+// the argument is none of them.
+static inline int test_part(int argc, char **argv, const char *const *parts, size_t n) {
+    if (argc < 2) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(argv[1], parts[i]) == 0) return (int)i;
+    fprintf(stderr, "%s: unknown part '%s'; expected one of:", argv[0], argv[1]);
+    for (size_t i = 0; i < n; i++) fprintf(stderr, " %s", parts[i]);
+    fprintf(stderr, "\n");
+    exit(2);
+}
+
 // 1 when Fashion-MNIST is installed; otherwise test_skip(part: why) and 0.
 static inline int test_have_fashion_mnist(const char *part) {
     if (access(ASGD_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) == 0 &&
