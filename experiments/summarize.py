@@ -159,6 +159,14 @@ def draw_curves(axes, runs, col, xcols=("wall_s", "epoch")):
     return ys
 
 
+def peak_text(s):
+    """The run's peak test loss, marked when above its untrained model's."""
+    peak, untrained = s.get("peak_test_loss"), s.get("untrained_test_loss")
+    if peak is None:
+        return "-"
+    return fmt(peak, 4) + (" (above untrained)" if untrained is not None and peak > untrained else "")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("runs", nargs="+", help="run prefixes (RUN.json, RUN.csv) or launch run directories")
@@ -191,6 +199,7 @@ def main():
                "samples_per_s": s["samples_per_s"], "updates_per_s": None if launch else s.get("updates_per_s"),
                "samples_per_s_vs_first": s["samples_per_s"] / baseline if baseline else None,
                "target": target, **tt, metric: s.get(metric), "final_test_loss": s.get("final_test_loss"),
+               "untrained_test_loss": s.get("untrained_test_loss"), "peak_test_loss": s.get("peak_test_loss"),
                "wall_s": s["wall_s"], "worker_samples_per_s": s.get("worker_samples_per_s"),
                **(staleness_columns(s) if launch else staleness_columns({})),
                "worker_wait_s": s.get("worker_wait_s") if launch else None,
@@ -205,20 +214,22 @@ def main():
                 "-" if launch else fmt(s.get("updates_per_s"), 0),
                 fmt(row["samples_per_s_vs_first"], 2) + "x", fmt(tt["time_to_target_s"], 2),
                 fmt(tt["epochs_to_target"], 3), fmt(s.get(metric), 4), fmt(s.get("final_test_loss"), 4),
-                fmt(s["wall_s"], 2)]
+                peak_text(s), fmt(s["wall_s"], 2)]
         if any_launch:
             line += [fmt(s.get("worker_samples_per_s"), 0) if launch else "-",
                      fmt(staleness_text(s)), fmt(s.get("worker_wait_s"), 2) if launch else "-",
                      fmt(period_text(s) if launch else None)]
         table.append(line)
     header = ["run", "mode", "threads", "samples/s", "updates/s", "speed vs first", "time to target (s)",
-              "epochs to target", "final " + metric.replace("final_", ""), "final test loss", "train s"]
+              "epochs to target", "final " + metric.replace("final_", ""), "final test loss", "peak test loss", "train s"]
     if any_launch:
         header += ["worker samples/s", "staleness clk mean/p99/max", "worker wait s", "steps a push/pull"]
     title = a.title + (f" (target {target_metric} {target})" if target is not None else "")
     note = ("Time and epochs to target, final metric and loss: the global model (a train run's own log; a launch "
             "run's servers' model or allreduce replicas).")
     old = [name for name, s, _ in runs if s["curve_process"] != "global"]
+    note += (" Peak test loss: the highest after the start; \"above untrained\" marks a run that got worse than "
+             "its untrained model at some evaluation (it diverged, for a while or to the end).")
     if old:
         note += " No global rows in " + ", ".join(old) + ": their time and epochs to target are worker 0's."
     os.makedirs(a.out, exist_ok=True)

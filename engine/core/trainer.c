@@ -1491,6 +1491,12 @@ static train_point_t point_at(const trainer_t *tr, const clock_state_t *clk, con
 // is the result's time to target), and the callback. Returns 1 when the run
 // stops at it.
 static int note_point(trainer_t *tr, const train_point_t *p, const train_callbacks_t *cb, train_result_t *res) {
+    if (p->samples == 0) {
+        res->untrained_test_loss = p->test_loss;
+    } else if (!isnan(p->test_loss) && !(p->test_loss <= res->peak_test_loss)) {
+        res->peak_test_loss = p->test_loss;
+        res->peak_test_loss_epoch = p->epoch;
+    }
     int reached = target_met(tr, p->test_metric);
     if (reached && isnan(res->time_to_target_s)) {
         res->time_to_target_s = p->wall_s;
@@ -1853,6 +1859,7 @@ int train_run(const model_t *m, optimizer_t *opt, param_t *w, const train_config
     }
     memset(out, 0, sizeof *out);
     out->time_to_target_s = NAN;
+    out->untrained_test_loss = out->peak_test_loss = out->peak_test_loss_epoch = NAN;
     schedule_t sc;
     schedule_init(&sc, c);
     // The starting point, so every curve begins at the initial parameters.

@@ -243,6 +243,10 @@ typedef struct train_result {
         merge_every;  // hogwild replicas: the steps between a thread's merges the run asked for (its default resolved)
     size_t merge_hot_params;  // hogwild replicas, 2+ threads: the parameters merges average (hogwild_replica.h)
     train_point_t last;  // the final evaluation
+    // The untrained model's test loss (the evaluation at 0 samples) and the
+    // highest test loss after it, with its epoch: a run that got worse than
+    // where it started says so. NaN when there was no such evaluation.
+    double untrained_test_loss, peak_test_loss, peak_test_loss_epoch;
 } train_result_t;
 
 void train_config_default(train_config_t *c);

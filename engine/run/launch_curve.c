@@ -161,6 +161,21 @@ const curve_point_t *global_curve_last(const global_curve_t *c) {
     return NULL;
 }
 
+const curve_point_t *global_curve_untrained(const global_curve_t *c) {
+    if (!c->n || c->points[0].v[CURVE_SAMPLES] != 0 || isnan(c->points[0].v[CURVE_TEST_LOSS])) return NULL;
+    return &c->points[0];
+}
+
+const curve_point_t *global_curve_peak_loss(const global_curve_t *c) {
+    if (!global_curve_untrained(c)) return NULL;
+    const curve_point_t *peak = NULL;
+    for (size_t i = 1; i < c->n; i++) {
+        double loss = c->points[i].v[CURVE_TEST_LOSS];
+        if (!isnan(loss) && (!peak || loss > peak->v[CURVE_TEST_LOSS])) peak = &c->points[i];
+    }
+    return peak;
+}
+
 _Static_assert(CURVE_TEST_RMSE + 1 == RUN_REPORT_N_COLUMNS, "a worker's curve starts with the global curve's columns");
 
 typedef struct worker_rows {

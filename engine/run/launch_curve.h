@@ -45,6 +45,11 @@ void global_curve_free(global_curve_t *c);
 const curve_point_t *global_curve_at_target(const global_curve_t *c, double target, int rmse);
 // The last point with a test metric, or NULL.
 const curve_point_t *global_curve_last(const global_curve_t *c);
+// The untrained model's point (the curve's first, at 0 samples), or NULL.
+const curve_point_t *global_curve_untrained(const global_curve_t *c);
+// Of the points after the untrained one, the one with the highest test loss,
+// or NULL (no untrained point, no later loss).
+const curve_point_t *global_curve_peak_loss(const global_curve_t *c);
 
 // merged.csv: `process`, dist_curve_columns, then pushes, pulls,
 // steps_per_push and steps_per_pull (a worker's so far: its replica's updates

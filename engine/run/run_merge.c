@@ -111,6 +111,12 @@ static void json_global_figures(json_writer_t *j, const global_curve_t *gc, doub
     json_number_or_null(j, rmse ? "final_test_rmse" : "final_test_accuracy",
                         last ? last->v[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY] : NAN);
     json_number_or_null(j, "final_test_loss", last ? last->v[CURVE_TEST_LOSS] : NAN);
+    // A run that got worse than where it started shows here without reading
+    // its curve (say_divergence_hint).
+    const curve_point_t *untrained = global_curve_untrained(gc), *peak = global_curve_peak_loss(gc);
+    json_number_or_null(j, "untrained_test_loss", untrained ? untrained->v[CURVE_TEST_LOSS] : NAN);
+    json_number_or_null(j, "peak_test_loss", peak ? peak->v[CURVE_TEST_LOSS] : NAN);
+    json_number_or_null(j, "peak_test_loss_epoch", peak ? peak->v[CURVE_EPOCH] : NAN);
     json_number_or_null(j, "time_to_target_s", hit ? hit->v[CURVE_WALL_S] : NAN);
     if (hit)
         json_uint(j, "samples_to_target", (uint64_t)hit->v[CURVE_SAMPLES]);
@@ -508,6 +514,33 @@ static void say_period_hint(const train_args_t *t, const dist_args_t *d, const r
         p.push_mean, pulled, d->push_every, d->fetch_every);
 }
 
+// One line on stderr when the global model's test loss rose above the
+// untrained model's: the run diverged, for a while or to its end, and its
+// final figures are then a draw from an oscillating curve. Under asp and ssp
+// the usual cause is that the servers sum the workers' pushes (Downpour), so
+// coordinates every worker moves take N workers' steps at once and overshoot
+// (docs/distributed.md, "Summed deltas and the hot coordinates").
+static void say_divergence_hint(const train_args_t *t, const dist_args_t *d, const global_curve_t *gc) {
+    const curve_point_t *untrained = global_curve_untrained(gc), *peak = global_curve_peak_loss(gc);
+    const curve_point_t *last = global_curve_last(gc);
+    if (!peak || !(peak->v[CURVE_TEST_LOSS] > untrained->v[CURVE_TEST_LOSS])) return;
+    char help[200];
+    int summed = (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP) && d->server_optimizer == OPTIMIZER_KIND_SGD &&
+                 d->workers > 1 && d->server_lr > 1.5 * t->lr / (double)d->workers;
+    if (summed)
+        snprintf(help, sizeof help,
+                 "the servers add up the workers' pushes, and together they overshot; --server-lr %g (--lr over "
+                 "the %zu workers) averages them instead",
+                 d->server_lr / (double)d->workers, d->workers);
+    else
+        snprintf(help, sizeof help, "the step was too large for this model; try a lower --lr (now %g)", t->lr);
+    run_say(
+        "asgd launch: the global model's test loss rose above the untrained model's (%.4g at epoch %.2f against "
+        "%.4g; final %.4g): %s (summary.json: peak_test_loss)\n",
+        peak->v[CURVE_TEST_LOSS], peak->v[CURVE_EPOCH], untrained->v[CURVE_TEST_LOSS],
+        last ? last->v[CURVE_TEST_LOSS] : NAN, help);
+}
+
 int run_merge_dir(const char *dir, const train_args_t *t, const dist_args_t *d, const run_merge_info_t *info,
                   launch_job_outcome_t *outcome, char *err, size_t err_len) {
     run_results_t res;
@@ -533,6 +566,7 @@ int run_merge_dir(const char *dir, const train_args_t *t, const dist_args_t *d, 
     if (outcome && outcome_of(&res, &gc, t, d, outcome, err, err_len) != 0) goto out;
     if (!outcome && !t->quiet) say_wait_hint(t, d, &res);
     if (!outcome && !t->quiet) say_period_hint(t, d, &res);
+    if (!outcome && !t->quiet) say_divergence_hint(t, d, &gc);
     rc = 0;
 out:
     global_curve_free(&gc);

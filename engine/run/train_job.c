@@ -239,6 +239,9 @@ static void write_summary(FILE *out, const train_args_t *a, const char *model_de
     }
     json_number(&j, "final_train_loss", final_train_loss);
     json_number(&j, "final_test_loss", r->last.test_loss);
+    json_number(&j, "untrained_test_loss", r->untrained_test_loss);
+    json_number(&j, "peak_test_loss", r->peak_test_loss);
+    json_number(&j, "peak_test_loss_epoch", r->peak_test_loss_epoch);
     json_number(&j, metric == METRIC_KIND_ACCURACY ? "final_test_accuracy" : "final_test_rmse", r->last.test_metric);
     if (sc) write_simulation(&j, sc, sr);
     json_object(&j, "config");
@@ -613,6 +616,17 @@ static int train_cmd_write_summary_file(const train_job_t *c, const char *model_
 }
 
 // --save-model, the report closed, and the summary on stdout and in --summary.
+// One line on stderr when the test loss rose above the untrained model's:
+// the run diverged, for a while or to its end (asgd launch says the same of
+// the global model).
+static void say_divergence_hint(const train_args_t *a, const train_result_t *r) {
+    if (!(r->peak_test_loss > r->untrained_test_loss)) return;
+    run_say(
+        "asgd train: the test loss rose above the untrained model's (%.4g at epoch %.2f against %.4g; final "
+        "%.4g): the step was too large for this model; try a lower --lr (now %g) (summary: peak_test_loss)\n",
+        r->peak_test_loss, r->peak_test_loss_epoch, r->untrained_test_loss, r->last.test_loss, a->lr);
+}
+
 static int train_cmd_write_results(train_job_t *c, const char *model_desc, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     sigset_t was;
@@ -623,6 +637,7 @@ static int train_cmd_write_results(train_job_t *c, const char *model_desc, char 
     if (!saved) return -1;
     if (run_report_close(&c->report, err, err_len) != 0) return -1;
     double final_train_loss = loss_tail_final(&c->tail, &c->result);
+    if (!a->quiet && !c->outcome) say_divergence_hint(a, &c->result);
     FILE *results = c->outcome ? NULL : run_results();
     if (results) {
         write_summary(results, a, model_desc, model_num_params(c->model), &c->data, model_metric(c->model), &c->result,

@@ -485,6 +485,77 @@ static void check_wait_hint(void) {
     free(err);
 }
 
+// global.csv's test losses (column 8, dist_curve_columns) into out; returns how many.
+static size_t global_losses(const char *name, double *out, size_t max) {
+    char *csv = launch_file(name, "global.csv");
+    size_t n = 0;
+    for (const char *line = strchr(csv, '\n'); line && line[1] && n < max; line = strchr(line + 1, '\n')) {
+        const char *field = line + 1;
+        for (int c = 0; c < 7; c++) field = strchr(field, ',') + 1;
+        out[n++] = *field == ',' ? NAN : strtod(field, NULL);
+    }
+    free(csv);
+    return n;
+}
+
+// The divergence line of the run `name`, whose stderr is err: the summary's
+// untrained_test_loss is global.csv's first row and its peak_test_loss the
+// highest row after it or the final row (the model after the last push,
+// final_test_loss: the curve's last point, which global.csv lacks), and the line is said, with `help`, exactly when the
+// peak is above the untrained loss. Returns whether it was said.
+static int check_divergence_line(const char *name, const char *err, const char *help) {
+    double loss[64];
+    size_t n = global_losses(name, loss, 64);
+    CHECK(n >= 2);
+    double peak = loss[1];
+    for (size_t i = 2; i < n; i++)
+        if (loss[i] > peak) peak = loss[i];
+    char *summary = launch_file(name, "summary.json");
+    double final = launch_field(summary, "final_test_loss");
+    if (final > peak) peak = final;
+    CHECK(fabs(launch_field(summary, "untrained_test_loss") - loss[0]) < 1e-8 && fabs(loss[0] - log(2.0)) < 1e-6);
+    CHECK(fabs(launch_field(summary, "peak_test_loss") - peak) <= 1e-6 * peak);
+    free(summary);
+    const char *said = strstr(err, "asgd launch: the global model's test loss rose above the untrained");
+    CHECK(!said == !(peak > loss[0]));
+    if (said) CHECK(strstr(said, help) && strchr(said, '\n') > strstr(said, help));
+    printf("divergence line (%s, peak %.4g against %.4g): %.*s\n", name, peak, loss[0],
+           said ? (int)strcspn(said, "\n") : 9, said ? said : "not said");
+    return said != NULL;
+}
+
+// The asp run of check_wait_hint (its stderr still in place) sums its two
+// workers' pushes (--server-lr = --lr 0.5), so when the line is said there it
+// names averaging; bsp is sync, so a step 400 times the default diverges on
+// every run, and the line asks for a lower --lr.
+static void check_divergence_hint(void) {
+    char path[400];
+    snprintf(path, sizeof path, "%s/stderr", dir);
+    char *err = launch_slurp(path);
+    check_divergence_line("hint-asp", err, "--server-lr 0.25 (--lr over the 2 workers) averages them");
+    free(err);
+    const char *bsp[] = {"launch",
+                         "--model",
+                         "logreg",
+                         "--data",
+                         "gen:sparse:n=6000,dim=2000,nnz=20",
+                         "--workers",
+                         "2",
+                         "--sync",
+                         "bsp",
+                         "--lr",
+                         "200",
+                         "--eval-every",
+                         "1000",
+                         "--run-dir",
+                         run_dir("diverge-bsp"),
+                         NULL};
+    CHECK(launch_run(bsp) == 0);
+    err = launch_slurp(path);
+    CHECK(check_divergence_line("diverge-bsp", err, "try a lower --lr (now 200)"));
+    free(err);
+}
+
 // ---- a failing process --------------------------------------------------------
 
 static void check_failure_named(void) {
@@ -611,6 +682,7 @@ int main(int argc, char **argv) {
         check_working_set();
         check_paced_default();
         check_wait_hint();
+        check_divergence_hint();
         check_failure_named();
         check_interrupt();
     }

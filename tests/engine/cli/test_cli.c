@@ -74,6 +74,34 @@ static size_t count_lines(const char *s) {
     return n;
 }
 
+// The summary's untrained_test_loss is the CSV's first row's test_loss (ln 2
+// for logreg), its peak_test_loss the highest of the rows after it, and the
+// run's stderr has the divergence line exactly when the peak is above the
+// untrained loss; `diverged` 1 or 0 says which a deterministic run must show,
+// -1 leaves it to the run (with 2 threads the first evaluation, 1000 samples
+// in at --lr 0.5, scored 0.66 in one run and 0.74 in another, under TSan:
+// the early overshoot depends on how the threads interleave).
+static void check_loss_peak(const char *csv, const char *json, const char *err, int diverged) {
+    double untrained = NAN, peak = NAN;
+    for (const char *row = strchr(csv, '\n'); row && row[1]; row = strchr(row + 1, '\n')) {
+        const char *field = row + 1;
+        for (int c = 0; c < 7; c++) field = strchr(field, ',') + 1;  // test_loss: run_report_csv_header
+        double loss = strtod(field, NULL);
+        if (isnan(untrained))
+            untrained = loss;
+        else if (!(loss <= peak))
+            peak = loss;
+    }
+    const char *u = strstr(json, "\"untrained_test_loss\":"), *p = strstr(json, "\"peak_test_loss\":");
+    CHECK(u && p && fabs(untrained - M_LN2) < 1e-6);
+    CHECK(fabs(strtod(u + strlen("\"untrained_test_loss\":"), NULL) - untrained) < 1e-8);
+    CHECK(fabs(strtod(p + strlen("\"peak_test_loss\":"), NULL) - peak) <= 1e-8 * peak);
+    if (diverged >= 0) CHECK((peak > untrained) == diverged);
+    const char *said = strstr(err, "asgd train: the test loss rose above the untrained model's");
+    CHECK(!said == !(peak > untrained));
+    if (said) CHECK(strstr(said, "try a lower --lr (now "));
+}
+
 int main(void) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     CHECK(mkdtemp(dir));
@@ -133,6 +161,26 @@ int main(void) {
     CHECK(l && sscanf(l + strlen("\"final_test_loss\":"), "%lf", &loss) == 1 &&
           loss <= M_LN2 - 0.1);  // untrained: ln 2
     CHECK(strstr(json, "\"time_to_target_s\":") && !strstr(json, "\"time_to_target_s\":null"));
+    check_loss_peak(csv, json, err, -1);
+    free(csv), free(json), free(out), free(err);
+
+    // One thread is deterministic: at the default step this run's loss stays
+    // below the untrained model's (its peak 0.617, at the first evaluation).
+    code = run_asgd(&out, &err, "train", "--model", "logreg", "--data", "gen:sparse:n=5000,dim=3000,nnz=20", "--epochs",
+                    "2", "--eval-every", "1000", "--log", log, "--summary", summary, NULL);
+    CHECK(code == 0);
+    csv = slurp(log), json = slurp(summary);
+    check_loss_peak(csv, json, err, 0);
+    free(csv), free(json), free(out), free(err);
+
+    // A step far too large: the loss rises above the untrained model's, and
+    // the run says so in one line (one thread: the same on every run).
+    code = run_asgd(&out, &err, "train", "--model", "logreg", "--data", "gen:sparse:n=5000,dim=3000,nnz=20", "--lr",
+                    "200", "--eval-every", "1000", "--log", log, "--summary", summary, NULL);
+    CHECK(code == 0);
+    csv = slurp(log), json = slurp(summary);
+    check_loss_peak(csv, json, err, 1);
+    CHECK(strstr(err, "try a lower --lr (now 200)"));
     free(csv), free(json), free(out), free(err);
 
     // asgd gen: same seed, same bytes; another seed, other bytes; the file trains.
