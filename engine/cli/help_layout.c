@@ -87,6 +87,7 @@ static const struct {
     {"fetch-every", HELP_TOPIC_DISTRIBUTED},
     {"server-optimizer", HELP_TOPIC_DISTRIBUTED},
     {"server-lr", HELP_TOPIC_DISTRIBUTED},
+    {"hot-params", HELP_TOPIC_DISTRIBUTED},
     {"server-staleness-aware", HELP_TOPIC_DISTRIBUTED},
     {"server-dc-asgd", HELP_TOPIC_DISTRIBUTED},
     {"server-delay-adaptive", HELP_TOPIC_DISTRIBUTED},

@@ -30,6 +30,7 @@ static int replica_init(replica_t *r, const replica_config_t *rc, const model_t 
     r->model = m;
     r->n = model_num_params(m);
     r->threads = tc->threads;
+    r->batch = tc->batch;
     r->sparse = !model_grad_is_dense(m);
     r->lr = (float)oc->lr;
     r->eval_limit = tc->eval_limit;

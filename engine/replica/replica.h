@@ -76,6 +76,11 @@ typedef struct replica_config {
     int error_feedback;
     uint64_t compress_seed;  // stochastic encodings draw from (seed, worker)
     int hybrid_ssp;  // hybrid: sparse reads under the SSP bound `staleness` (else asp)
+    // asp/ssp, a model with a sparse block: a push carries its dense part
+    // (the hot parameters) times hot_share, 1 / --workers under --hot-params
+    // average, so that the servers' sum is the workers' average there
+    // (strategy_downpour.c); 0: summed as every other parameter.
+    float hot_share;
     size_t local_steps;  // local: steps (rounds) between model averages, H >= 1
     // (n_servers) where the client adds its pushes sent and acknowledged per
     // shard (ps_client_count_pushes); NULL: not counted.
@@ -121,6 +126,7 @@ typedef struct replica_stats {
     // caught up (the bound's share of wait_s; the rest waited for bytes).
     double steps_per_push_mean, steps_per_pull_mean;
     uint64_t steps_per_push_p99, steps_per_pull_p99;
+    uint64_t pushes_hot_averaged;  // asp/ssp: pushes whose dense part went as 1/n_workers of the change
     double pull_held_s;
     double comm_s;  // communication thread busy (pushing, pulling, merging)
     uint64_t bytes_out, bytes_in;  // payload bytes sent and received (servers and ring)

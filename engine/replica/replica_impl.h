@@ -25,6 +25,7 @@ struct replica {
     const sync_strategy_t *strategy;  // the sync mode's
     const model_t *model;
     size_t n, threads;
+    size_t batch;  // examples a thread's step takes
     int sparse;
     size_t eval_limit;  // test examples of the final evaluations (0: all)
     ps_client_t *client;

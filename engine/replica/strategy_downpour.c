@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "engine/core/hogwild_replica.h"
 #include "engine/core/test_hooks.h"
 #include "engine/replica/by_key.h"
 #include "engine/replica/replica_impl.h"
@@ -32,6 +33,7 @@ typedef struct downpour {
     pthread_t comm;
     _Atomic int training_done;
     uint64_t steps_pushed;  // replica steps covered by the pushes so far
+    uint64_t pushes_hot_averaged;  // pushes whose dense part went averaged (average_hot)
     uint64_t resumed_unpushed;  // a resume from a checkpoint: the steps its pending update sums
     // Which parameters the steps a push sums had read. The communication
     // thread raises `generation` at every rebase; each step records the value
@@ -210,6 +212,26 @@ static const trace_kind_t TK_PUSH = {"push", "net", "clock"};
 static const trace_kind_t TK_PULL = {"pull", "net", "need"};  // need > 0: the gate's pull (waits for the bound)
 static const trace_kind_t TK_ACKS = {"wait_acks", "net", NULL};
 
+// The hot parameters of a push of idx/val (nnz entries): a
+// model's dense part, [model_num_sparse_params, n), which every step moves.
+// Summed over N workers, a change each worker made from nearly the same base
+// counts N times there, and the servers' value swings past where every
+// worker's steps were taking it and back (docs/distributed.md, "Summed deltas
+// and the hot coordinates"); times hot_share = 1/N (N the run's --workers),
+// the servers' sum is the workers' average. Only a push of HOGWILD_HOT_TOUCHES examples or more: the same rule
+// (and the same reason) as the Hogwild! replicas' merges
+// (engine/core/hogwild_replica.h), where a parameter's change over fewer
+// examples is still a sum of small steps. Returns whether it divided.
+static int average_hot(replica_t *r, size_t nnz, uint64_t steps) {
+    size_t sparse = model_num_sparse_params(r->model);
+    float share = r->rc->hot_share;
+    if (!(share > 0.0f && share < 1.0f) || sparse == 0 || (double)steps * (double)r->batch < HOGWILD_HOT_TOUCHES)
+        return 0;
+    for (size_t i = 0; i < nnz; i++)
+        if (r->idx[i] >= sparse) r->val[i] *= share;
+    return 1;
+}
+
 static int push_delta(replica_t *r, int skip_if_empty) {
     downpour_t *d = r->mode;
     uint64_t span = TRACE_BEGIN();
@@ -223,9 +245,11 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     float inv_lr = 1.0f / r->lr;
     const float *snap = NULL;  // the GPU's parameters, copied to the host
     if (r->gpu && !(snap = gpu_model_snapshot(r->gpu, r->err, sizeof r->err))) return -1;
+    int averaged = 0;
     if (d->by_key.on) {
         size_t nnz = push_by_key(r, inv_lr);
         if (skip_if_empty && steps == 0) return 0;
+        averaged = average_hot(r, nnz, steps);
         if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, steps_aux, 0, r->err, sizeof r->err) != 0)
             return -1;
     } else if (!r->sparse && r->comp) {
@@ -252,12 +276,14 @@ static int push_delta(replica_t *r, int skip_if_empty) {
             }
         }
         if (skip_if_empty && steps == 0) return 0;
+        averaged = average_hot(r, nnz, steps);
         if (ps_client_push_sparse(r->client, r->idx, r->val, nnz, r->clock, steps_aux, 0, r->err, sizeof r->err) != 0)
             return -1;
     }
     r->clock++;
     replica_count_push(r);
     staleness_hist_add(&d->steps_per_push, steps);
+    d->pushes_hot_averaged += (uint64_t)averaged;
     d->steps_pushed = steps_now;
     TRACE_END(&TK_PUSH, span, r->clock);
     return 1;
@@ -700,6 +726,7 @@ static void downpour_report(const replica_t *r, replica_stats_t *stats) {
     stats->steps_per_push_mean = staleness_hist_mean(&d->steps_per_push);
     stats->steps_per_pull_mean = staleness_hist_mean(&d->steps_per_pull);
     stats->steps_per_push_p99 = staleness_hist_quantile(&d->steps_per_push, 0.99);
+    stats->pushes_hot_averaged = d->pushes_hot_averaged;
     stats->steps_per_pull_p99 = staleness_hist_quantile(&d->steps_per_pull, 0.99);
 }
 

@@ -19,7 +19,7 @@
 #include "net/compress.h"
 #include "staleness/sync_mode.h"
 
-#define DIST_N_FLAGS 39
+#define DIST_N_FLAGS 40
 #define DIST_DEFAULT_PORT 29517
 
 // The columns of a run's global.csv (the global model's curve, written by the
@@ -72,6 +72,21 @@ typedef enum ps_transport {
 } ps_transport_t;
 const char *dist_ps_transport_name(int ps_transport);
 
+// What asp and ssp pushes do with a sparse model's hot parameters, its dense
+// part (a linear model's bias, the dense layers of embmlp and the sparse mlp),
+// which every step of every worker moves (--hot-params; docs/distributed.md,
+// "Summed deltas and the hot coordinates"): add them up on the servers as
+// every other parameter (Downpour as published), or add each worker's
+// change divided by the workers, their average. Auto: average where the
+// servers step by plain SGD at the workers' own --lr, else sum.
+typedef enum hot_params {
+    HOT_PARAMS_AUTO = 0,
+    HOT_PARAMS_AVERAGE,
+    HOT_PARAMS_SUM,
+} hot_params_t;
+#define HOT_PARAMS_CHOICES "auto|average|sum"
+const char *dist_hot_params_name(int hot_params);
+
 typedef struct dist_args {
     size_t servers, workers;
     size_t max_workers;  // --max-workers: room for joiners (0 until dist_args_finish: --workers)
@@ -85,6 +100,7 @@ typedef struct dist_args {
     double comm_share;
     int server_optimizer;  // optimizer_kind_t
     double server_lr;  // NaN: the workers' --lr
+    int hot_params;  // hot_params_t: --hot-params (HOT_PARAMS_AUTO until dist_args_finish)
     int server_staleness_aware;
     double server_dc_lambda;
     size_t server_delay_adaptive;  // tau_C of the delay-adaptive step; 0: off

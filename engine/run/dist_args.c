@@ -110,6 +110,11 @@ size_t dist_args_flags(dist_args_t *d, flag_spec_t *specs) {
          OPTIMIZER_KIND_CHOICES, 0},
         {"server-lr", FLAG_TYPE_DOUBLE, &d->server_lr, "RATE", "servers' step size (--lr when not given)", 1e-12, 1e6,
          NULL, 0},
+        {"hot-params", FLAG_TYPE_CHOICE, &d->hot_params, HOT_PARAMS_CHOICES,
+         "asp/ssp, a sparse model's dense part (its bias, its dense layers): sum (the servers add every worker's "
+         "change, Downpour as published) or average (each worker's change over the workers); auto: average when "
+         "the servers step by sgd at --lr",
+         0, 0, HOT_PARAMS_CHOICES, 0},
         {"server-staleness-aware", FLAG_TYPE_BOOL, &d->server_staleness_aware, NULL,
          "asp/ssp: servers divide the step by each update's staleness in versions", 0, 0, NULL, 0},
         {"server-dc-asgd", FLAG_TYPE_DOUBLE, &d->server_dc_lambda, "LAMBDA",
@@ -473,6 +478,12 @@ static int finish_exchange(dist_args_t *d, const train_args_t *t, const char *co
 
 // Values that follow from others: --server-lr, the parsed --delay-worker. Returns 0, or 2 with the usage error in err.
 static int finish_fill(dist_args_t *d, const train_args_t *t, const char *command, char *err, size_t err_len) {
+    // Auto averages the hot parameters only where the servers would sum them
+    // at the workers' own step: a --server-lr or rule of the user's own
+    // already says how pushes combine.
+    if (d->hot_params == HOT_PARAMS_AUTO)
+        d->hot_params =
+            isnan(d->server_lr) && d->server_optimizer == OPTIMIZER_KIND_SGD ? HOT_PARAMS_AVERAGE : HOT_PARAMS_SUM;
     if (isnan(d->server_lr)) d->server_lr = t->lr;
     if (d->delay_worker) {
         step_delay_t *ms = calloc(dist_slots(d), sizeof *ms);
@@ -498,6 +509,10 @@ int dist_args_finish(dist_args_t *d, const train_args_t *t, const flag_spec_t *s
     if (usage == 0) usage = finish_exchange(d, t, command, err, err_len);
     if (usage == 0) usage = finish_fill(d, t, command, err, err_len);
     return usage;
+}
+
+const char *dist_hot_params_name(int hot_params) {
+    return hot_params == HOT_PARAMS_AVERAGE ? "average" : hot_params == HOT_PARAMS_SUM ? "sum" : "auto";
 }
 
 const char *dist_ps_transport_name(int ps_transport) {

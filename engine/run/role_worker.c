@@ -154,6 +154,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
         json_period(&j, "steps_per_pull", paced ? NAN : (double)d->fetch_every, rs->steps_per_pull_mean,
                     rs->steps_per_pull_p99);
         json_number(&j, "pull_held_s", rs->pull_held_s);
+        json_uint(&j, "pushes_hot_averaged", rs->pushes_hot_averaged);
         double bound = dist_wait_for_bound(rs->wait_s, rs->pull_held_s, t->threads);
         json_number(&j, "wait_for_bound_s", bound);
         json_number(&j, "wait_for_bytes_s", rs->wait_s - bound);
@@ -355,6 +356,7 @@ static replica_config_t worker_replica_config(worker_t *w, uint64_t run_id) {
         .error_feedback = d->error_feedback,
         .compress_seed = w->t->seed,
         .hybrid_ssp = d->sync == SYNC_MODE_HYBRID && d->hybrid_sparse,
+        .hot_share = d->hot_params == HOT_PARAMS_AVERAGE ? 1.0f / (float)d->workers : 0.0f,
         .local_steps = d->local_steps,
         .push_counts = w->counts,
         .ckpt = w->ckpt,

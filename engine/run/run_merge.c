@@ -342,6 +342,8 @@ static void json_run_config(json_writer_t *j, const train_args_t *t, const dist_
     }
     json_number(j, "comm_share", d->comm_share);
     if (!dist_without_servers(d->sync)) json_string(j, "ps_transport", dist_ps_transport_name(d->ps_transport));
+    if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP)
+        json_string(j, "hot_params", dist_hot_params_name(d->hot_params));
     json_string(j, "server_optimizer", optimizer_kind_name((optimizer_kind_t)d->server_optimizer));
     json_number(j, "server_lr", d->server_lr);
     json_bool(j, "server_staleness_aware", d->server_staleness_aware);
@@ -524,10 +526,16 @@ static void say_divergence_hint(const train_args_t *t, const dist_args_t *d, con
     const curve_point_t *untrained = global_curve_untrained(gc), *peak = global_curve_peak_loss(gc);
     const curve_point_t *last = global_curve_last(gc);
     if (!peak || !(peak->v[CURVE_TEST_LOSS] > untrained->v[CURVE_TEST_LOSS])) return;
-    char help[200];
+    char help[320];
     int summed = (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP) && d->server_optimizer == OPTIMIZER_KIND_SGD &&
                  d->workers > 1 && d->server_lr > 1.5 * t->lr / (double)d->workers;
-    if (summed)
+    if (summed && d->hot_params == HOT_PARAMS_SUM)
+        snprintf(help, sizeof help,
+                 "the servers add up the workers' pushes, and together they overshot; --hot-params average "
+                 "averages a sparse model's dense part (its bias, its dense layers), --server-lr %g (--lr over the "
+                 "%zu workers) every parameter",
+                 d->server_lr / (double)d->workers, d->workers);
+    else if (summed)
         snprintf(help, sizeof help,
                  "the servers add up the workers' pushes, and together they overshot; --server-lr %g (--lr over "
                  "the %zu workers) averages them instead",

@@ -524,6 +524,64 @@ static int check_divergence_line(const char *name, const char *err, const char *
     return said != NULL;
 }
 
+// --hot-params. Auto: the asp run of check_wait_hint (logreg, default
+// --server-lr) averages its bias; the straggler runs give --server-lr
+// (averaging every parameter), so auto sums there. Asked for, each way, on
+// workers slowed to make many pushes of 50 steps (--push-every 50, batch 1):
+// average divides the bias of every push of 16 examples or more, which is all
+// but the end's (the push that carries the last steps, and the one whose
+// steps changed nothing), the first among them; sum divides none.
+static void check_hot_params(void) {
+    static const struct {
+        const char *run, *want;
+    } runs[] = {{"hint-asp", "average"}, {"straggler-asp-inf", "sum"}, {"hot-average", "average"}, {"hot-sum", "sum"}};
+    for (size_t r = 2; r < 4; r++) {
+        const char *a[] = {"launch",
+                           "--model",
+                           "logreg",
+                           "--data",
+                           "gen:sparse:n=6000,dim=2000,nnz=20",
+                           "--workers",
+                           "2",
+                           "--sync",
+                           "asp",
+                           "--push-every",
+                           "50",
+                           "--fetch-every",
+                           "50",
+                           "--server-lr",
+                           "0.5",
+                           "--delay-worker",
+                           "0:0.05,1:0.05",
+                           "--hot-params",
+                           runs[r].want,
+                           "--quiet",
+                           "--run-dir",
+                           run_dir(runs[r].run),
+                           NULL};
+        CHECK(launch_run(a) == 0);
+    }
+    for (size_t r = 0; r < sizeof runs / sizeof *runs; r++) {
+        char *s = launch_file(runs[r].run, "summary.json");
+        char want[64];
+        snprintf(want, sizeof want, "\"hot_params\":\"%s\"", runs[r].want);
+        CHECK(strstr(launch_section(s, "config"), want));
+        free(s);
+        for (int k = 0; k < 2; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "worker-%d.json", k);
+            char *w = launch_file(runs[r].run, name);
+            double pushes = launch_field(w, "pushes"), averaged = launch_field(w, "pushes_hot_averaged");
+            printf("hot params (%s, worker %d): %.0f of %.0f pushes averaged\n", runs[r].run, k, averaged, pushes);
+            if (runs[r].want[0] == 's')
+                CHECK(averaged == 0);
+            else
+                CHECK(averaged >= 1 && averaged <= pushes && averaged >= pushes - 2);
+            free(w);
+        }
+    }
+}
+
 // The asp run of check_wait_hint (its stderr still in place) sums its two
 // workers' pushes (--server-lr = --lr 0.5), so when the line is said there it
 // names averaging; bsp is sync, so a step 400 times the default diverges on
@@ -683,6 +741,7 @@ int main(int argc, char **argv) {
         check_paced_default();
         check_wait_hint();
         check_divergence_hint();
+        check_hot_params();
         check_failure_named();
         check_interrupt();
     }
