@@ -212,16 +212,16 @@ static const trace_kind_t TK_PUSH = {"push", "net", "clock"};
 static const trace_kind_t TK_PULL = {"pull", "net", "need"};  // need > 0: the gate's pull (waits for the bound)
 static const trace_kind_t TK_ACKS = {"wait_acks", "net", NULL};
 
-// The hot parameters of a push of idx/val (nnz entries): a
-// model's dense part, [model_num_sparse_params, n), which every step moves.
-// Summed over N workers, a change each worker made from nearly the same base
-// counts N times there, and the servers' value swings past where every
-// worker's steps were taking it and back (docs/distributed.md, "Summed deltas
-// and the hot coordinates"); times hot_share = 1/N (N the run's --workers),
-// the servers' sum is the workers' average. Only a push of HOGWILD_HOT_TOUCHES examples or more: the same rule
-// (and the same reason) as the Hogwild! replicas' merges
-// (engine/core/hogwild_replica.h), where a parameter's change over fewer
-// examples is still a sum of small steps. Returns whether it divided.
+// The hot parameters of a push of idx/val (nnz entries): a model's dense
+// part, [model_num_sparse_params, n), which every step moves. Summed over N
+// workers, a change each worker made from nearly the same base counts N times
+// there, and the servers' value swings past where every worker's steps were
+// taking it and back (docs/distributed.md, "Summed deltas and the hot
+// coordinates"); times hot_share = 1/N (N the run's --workers), the servers'
+// sum is the workers' average. Only a push of HOGWILD_HOT_TOUCHES examples or
+// more: the rule (and the reason) of the Hogwild! replicas' merges
+// (engine/core/hogwild_replica.h), where a change over fewer examples is
+// still a sum of small steps. Returns whether it divided.
 static int average_hot(replica_t *r, size_t nnz, uint64_t steps) {
     size_t sparse = model_num_sparse_params(r->model);
     float share = r->rc->hot_share;
