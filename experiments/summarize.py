@@ -227,9 +227,9 @@ def main():
     title = a.title + (f" (target {target_metric} {target})" if target is not None else "")
     note = ("Time and epochs to target, final metric and loss: the global model (a train run's own log; a launch "
             "run's servers' model or allreduce replicas).")
-    old = [name for name, s, _ in runs if s["curve_process"] != "global"]
     note += (" Peak test loss: the highest after the start; \"above untrained\" marks a run that got worse than "
              "its untrained model at some evaluation (it diverged, for a while or to the end).")
+    old = [name for name, s, _ in runs if s["curve_process"] != "global"]
     if old:
         note += " No global rows in " + ", ".join(old) + ": their time and epochs to target are worker 0's."
     os.makedirs(a.out, exist_ok=True)

@@ -726,8 +726,8 @@ static void downpour_report(const replica_t *r, replica_stats_t *stats) {
     stats->steps_per_push_mean = staleness_hist_mean(&d->steps_per_push);
     stats->steps_per_pull_mean = staleness_hist_mean(&d->steps_per_pull);
     stats->steps_per_push_p99 = staleness_hist_quantile(&d->steps_per_push, 0.99);
-    stats->pushes_hot_averaged = d->pushes_hot_averaged;
     stats->steps_per_pull_p99 = staleness_hist_quantile(&d->steps_per_pull, 0.99);
+    stats->pushes_hot_averaged = d->pushes_hot_averaged;
 }
 
 static by_key_t *downpour_by_key(replica_t *r) {

@@ -615,7 +615,6 @@ static int train_cmd_write_summary_file(const train_job_t *c, const char *model_
     return rc;
 }
 
-// --save-model, the report closed, and the summary on stdout and in --summary.
 // One line on stderr when the test loss rose above the untrained model's:
 // the run diverged, for a while or to its end (asgd launch says the same of
 // the global model).
@@ -627,6 +626,7 @@ static void say_divergence_hint(const train_args_t *a, const train_result_t *r) 
         r->peak_test_loss, r->peak_test_loss_epoch, r->untrained_test_loss, r->last.test_loss, a->lr);
 }
 
+// --save-model, the report closed, and the summary on stdout and in --summary.
 static int train_cmd_write_results(train_job_t *c, const char *model_desc, char *err, size_t err_len) {
     const train_args_t *a = &c->a;
     sigset_t was;
