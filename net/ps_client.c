@@ -259,6 +259,32 @@ static int take_echo(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_
 // (WIRE_STATUS_BAD_SHM, either way) are told to do about it.
 #define SHM_APART_ADVICE "(--ps-transport shm needs every process on one machine; --ps-transport tcp does not)"
 
+// Shard k refused a request: counted, kept for ps_client_refusal, and said
+// in err. Returns -1.
+static int refused(ps_client_t *c, size_t k, wire_status_t why, char *err, size_t err_len) {
+    c->stats.rejects++;
+    c->refusal = why;
+    if (why == WIRE_STATUS_EVICTED)
+        snprintf(err, err_len,
+                 "server shard %zu evicted worker %u: it was silent for longer than --worker-timeout; it must "
+                 "rejoin",
+                 k, c->worker);
+    else if (why == WIRE_STATUS_ID_LIVE)
+        snprintf(err, err_len, "--join --id %u: worker %u is live in the run (server shard %zu); pick a free id",
+                 c->worker, c->worker, k);
+    else if (why == WIRE_STATUS_BAD_SHM)
+        snprintf(err, err_len, "server shard %zu cannot read worker %u's payloads in shared memory %s", k, c->worker,
+                 SHM_APART_ADVICE);
+    else if (why == WIRE_STATUS_NOT_FINITE)
+        snprintf(err, err_len,
+                 "server shard %zu refused a request from worker %u: the run diverged (an update held NaN or Inf)", k,
+                 c->worker);
+    else
+        snprintf(err, err_len, "server shard %zu refused a request from worker %u: %s", k, c->worker,
+                 wire_status_name(why));
+    return -1;
+}
+
 // Handles one message from shard k.
 static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_len) {
     shard_conn_t *s = &c->shards[k];
@@ -338,31 +364,9 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
             s->answered = 1;
             return 0;
         case MSG_TYPE_REJECT:
-            c->stats.rejects++;
-            c->refusal = (wire_status_t)h->aux;
             // The refusal ends the push in flight (the oldest request): nothing waits for it now.
             if (push_outstanding(s)) s->push_acked = -1;
-            if (h->aux == WIRE_STATUS_EVICTED)
-                snprintf(err, err_len,
-                         "server shard %zu evicted worker %u: it was silent for longer than --worker-timeout; it must "
-                         "rejoin",
-                         k, c->worker);
-            else if (h->aux == WIRE_STATUS_ID_LIVE)
-                snprintf(err, err_len,
-                         "--join --id %u: worker %u is live in the run (server shard %zu); pick a free id", c->worker,
-                         c->worker, k);
-            else if (h->aux == WIRE_STATUS_BAD_SHM)
-                snprintf(err, err_len, "server shard %zu cannot read worker %u's payloads in shared memory %s", k,
-                         c->worker, SHM_APART_ADVICE);
-            else if (h->aux == WIRE_STATUS_NOT_FINITE)
-                snprintf(
-                    err, err_len,
-                    "server shard %zu refused a request from worker %u: the run diverged (an update held NaN or Inf)",
-                    k, c->worker);
-            else
-                snprintf(err, err_len, "server shard %zu refused a request from worker %u: %s", k, c->worker,
-                         wire_status_name((wire_status_t)h->aux));
-            return -1;
+            return refused(c, k, (wire_status_t)h->aux, err, err_len);
         default:
             note_dropped(c, k, m->status);
             return 0;
@@ -1270,3 +1274,28 @@ int ps_client_bye(ps_client_t *c, char *err, size_t err_len) {
 void ps_client_get_stats(const ps_client_t *c, ps_client_stats_t *out) { *out = c->stats; }
 
 void ps_client_count_pushes(ps_client_t *c, ps_push_count_t *counts) { c->counts = counts; }
+
+void ps_client_local_push_sent(ps_client_t *c, size_t k, size_t values) {
+    if (c->counts) c->counts[k].sent++;  // before it can arrive anywhere
+    c->stats.pushes_sent++;
+    c->stats.bytes_out += 4u * values;
+}
+
+void ps_client_local_push_answered(ps_client_t *c, size_t k, uint64_t version, size_t values) {
+    if (c->counts) c->counts[k].acked++;
+    c->stats.pushes_acked++;
+    c->stats.bytes_in += 4u * values;
+    c->shards[k].version = version;
+}
+
+void ps_client_local_round_done(ps_client_t *c, double waited_s) {
+    c->stats.pulls++;
+    c->stats.pull_wait_s += waited_s;
+    c->stats.pull_flight_s += waited_s;
+}
+
+uint64_t ps_client_shard_version(const ps_client_t *c, size_t k) { return pushed_version(c, &c->shards[k]); }
+
+int ps_client_local_refusal(ps_client_t *c, size_t k, wire_status_t why, char *err, size_t err_len) {
+    return refused(c, k, why, err, err_len);
+}

@@ -224,4 +224,17 @@ typedef struct ps_push_count {
 // The caller keeps counts alive while the client lives.
 void ps_client_count_pushes(ps_client_t *c, ps_push_count_t *counts);
 
+// A BSP round that went through shared memory instead of this client
+// (net/ps_local_round.h), counted as the push and the pull it stands for:
+// shard k's push of `values` values sent (before it is posted, as a push is
+// counted before it is sent), then answered with values of `version`; the
+// round's pull done after waited_s. ps_client_shard_version: the version a
+// push to shard k names (as computed on). ps_client_local_refusal: shard k
+// refused the post: counted and said as a REJECT would be; returns -1.
+void ps_client_local_push_sent(ps_client_t *c, size_t k, size_t values);
+void ps_client_local_push_answered(ps_client_t *c, size_t k, uint64_t version, size_t values);
+void ps_client_local_round_done(ps_client_t *c, double waited_s);
+uint64_t ps_client_shard_version(const ps_client_t *c, size_t k);
+int ps_client_local_refusal(ps_client_t *c, size_t k, wire_status_t why, char *err, size_t err_len);
+
 #endif

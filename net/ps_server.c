@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/foundation/partition.h"
+#include "net/ps_local_round.h"
 #include "net/ps_server_impl.h"
 
 // Whether c describes a shard this server can be.
@@ -120,6 +121,7 @@ void ps_server_destroy(ps_server_t **sp) {
     free(s->parts);
     buffer_pool_release(&s->echo_pool);
     ps_bsp_free(&s->bsp, s->cfg.n_workers);
+    ps_local_round_destroy(&s->local);  // after the round that may hold gradients read from it
     ps_progress_board_free(&s->board);
     free(s);
     *sp = NULL;

@@ -84,6 +84,9 @@ typedef struct ps_config {
     // worker slot; SIZE_MAX: no guard.
     size_t memory_allowance;
     int quiet;  // no per-message warnings on stderr
+    // BSP: offer the workers on this machine their rounds through shared
+    // memory (net/ps_local_round.h; --ps-transport shm); 0: the socket only.
+    int local_rounds;
 } ps_config_t;
 
 typedef struct ps_stats {
@@ -104,6 +107,7 @@ typedef struct ps_stats {
     uint64_t stalls;  // gaps > 0.5 s between serving turns, not counted as workers' silence
     uint64_t rounds_skipped;  // BSP rounds a resumed shard had lost (applied after its checkpoint)
     uint64_t late_dropped;  // BSP with backup workers: gradients that came after their round
+    uint64_t local_posts;  // BSP gradients taken from shared memory (net/ps_local_round.h)
     // Dense pushes sent in parts (range messages, docs/protocol.md "Pushes in
     // parts"): parts taken; parts of a push taken already, or of the part
     // being taken, resent and skipped; parts dropped because an earlier one

@@ -21,7 +21,7 @@ wire_header_t ps_answer_header(const ps_server_t *s, uint16_t type) {
 int ps_answer_simple(ps_server_t *s, zmq_msg_t *identity, uint16_t type, uint32_t aux, char *err, size_t err_len) {
     wire_header_t h = ps_answer_header(s, type);
     h.aux = aux;
-    return zmsg_send(s->sock, identity, &h, NULL, 0, 0, err, err_len);
+    return ps_send(s, identity, &h, NULL, 0, err, err_len);
 }
 
 // WELCOME: the shard's range (its length travels in aux: a WELCOME has no
@@ -31,7 +31,7 @@ int ps_answer_welcome(ps_server_t *s, zmq_msg_t *identity, uint64_t clock, char 
     h.offset = s->begin;
     h.aux = (uint32_t)s->n;
     h.clock = clock;
-    return zmsg_send(s->sock, identity, &h, NULL, 0, 0, err, err_len);
+    return ps_send(s, identity, &h, NULL, 0, err, err_len);
 }
 
 // PUSH_ACK names the push it acknowledges by its clock, so that a worker that
@@ -39,7 +39,7 @@ int ps_answer_welcome(ps_server_t *s, zmq_msg_t *identity, uint64_t clock, char 
 int ps_answer_push_ack(ps_server_t *s, zmq_msg_t *identity, uint64_t push_clock, char *err, size_t err_len) {
     wire_header_t h = ps_answer_header(s, MSG_TYPE_PUSH_ACK);
     h.offset = push_clock;
-    return zmsg_send(s->sock, identity, &h, NULL, 0, 0, err, err_len);
+    return ps_send(s, identity, &h, NULL, 0, err, err_len);
 }
 
 int ps_answer_reject(ps_server_t *s, zmq_msg_t *identity, wire_status_t why, const wire_header_t *req, char *err,
@@ -77,7 +77,7 @@ static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker,
             s->stats.pulls_answered++;
             ps_members_note_sent(s, worker, h.param_version, h.clock);
         }
-        return zmsg_send_sealed(s->sock, identity, &h, frames, 1, 0, err, err_len);
+        return ps_send_sealed(s, identity, &h, frames, 1, err, err_len);
     } else {
         h.payload_kind = PAYLOAD_KIND_SPARSE;
         h.count = n_keys;
@@ -98,7 +98,7 @@ static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker,
         s->stats.pulls_answered++;
         ps_members_note_sent(s, worker, h.param_version, h.clock);
     }
-    return zmsg_send(s->sock, identity, &h, frames, n_frames, 0, err, err_len);
+    return ps_send(s, identity, &h, frames, n_frames, err, err_len);
 }
 
 int ps_answer_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, const uint32_t *keys, uint32_t n_keys,

@@ -140,8 +140,7 @@ static int send_round_range(void *ctx, size_t from, size_t n, uint32_t checksum)
         h.offset = s->begin + from;
         h.count = (uint32_t)n;
         h.checksum = checksum;
-        if (zmsg_send_sealed(s->sock, &s->pending[r->which[i]].identity, &h, &frame, 1, 0, r->err, r->err_len) != 0)
-            return -1;
+        if (ps_send_sealed(s, &s->pending[r->which[i]].identity, &h, &frame, 1, r->err, r->err_len) != 0) return -1;
         s->stats.bytes_out += 4u * n;
     }
     return 0;

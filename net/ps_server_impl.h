@@ -175,6 +175,9 @@ struct ps_server {
     // ASP/SSP pushes with parts applied and more to come: pulls wait until
     // none is, so that a reply carries exactly the version it names.
     size_t parts_applying;
+    // BSP rounds with the workers on this machine through shared memory
+    // (net/ps_local_round.h); NULL: none.
+    struct ps_local_round *local;
 };
 
 // ---- ps_server_loop.c ----------------------------------------------------------
@@ -182,6 +185,21 @@ struct ps_server {
 // trying an address still in use (a restarted shard's previous socket may
 // still be closing).
 int ps_loop_bind(ps_server_t *s, void *zmq_ctx, const char *endpoint, double busy_wait_s, char *err, size_t err_len);
+
+// ---- ps_server_local.c ---------------------------------------------------------
+// Offers shared-memory rounds where the run asks for them and they apply
+// (BSP, no backup workers, no replication); else, or when the segment cannot
+// be made (said on stderr), the shard serves through its socket alone.
+void ps_local_open(ps_server_t *s);
+// Worker k's post not taken yet, as the PUSH it stands for (payload read in
+// place): 1 with m filled (zmsg_close it), 0.
+int ps_local_next(ps_server_t *s, uint32_t k, zmsg_t *m);
+// Every answer a shard sends: zmsg_send / zmsg_send_sealed on its socket,
+// or, to a local slot's identity, written into the segment.
+int ps_send(ps_server_t *s, zmq_msg_t *identity, wire_header_t *h, zmq_msg_t *frames, size_t n_frames, char *err,
+            size_t err_len);
+int ps_send_sealed(ps_server_t *s, zmq_msg_t *identity, const wire_header_t *h, zmq_msg_t *frames, size_t n_frames,
+                   char *err, size_t err_len);
 
 // ---- ps_server_checkpoint.c ----------------------------------------------------
 // Restores the state saved in f into s (made by ps_server_new's allocation,

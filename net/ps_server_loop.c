@@ -9,6 +9,7 @@
 
 #include "kernels/foundation/mono_clock.h"
 #include "kernels/foundation/trace.h"
+#include "net/ps_local_round.h"
 #include "net/ps_server_impl.h"
 
 static const trace_kind_t TK_EVICT = {"evict", "server", "worker"};
@@ -325,6 +326,24 @@ static int drain(ps_server_t *s, double now, char *err, size_t err_len) {
     }
 }
 
+// Handles the gradients workers on this machine posted in shared memory
+// (ps_server_local.c), each as the PUSH it stands for: 0, 1 when the run is
+// over, -1 on an error. The doorbell is emptied first, so a post made after
+// the look rings it again.
+static int drain_local(ps_server_t *s, double now, char *err, size_t err_len) {
+    ps_local_round_quiet(s->local);
+    for (uint32_t k = 0; k < s->cfg.n_workers; k++) {
+        zmsg_t m;
+        if (!ps_local_next(s, k, &m)) continue;
+        int hrc = handle(s, &m, now, err, err_len);
+        zmsg_close(&m);
+        publish_progress(s);
+        if (hrc != 0) return -1;
+        if (ps_members_run_finished(s, now) && !s->upd.diverged) return 1;
+    }
+    return 0;
+}
+
 // The rest of a turn, once the socket is drained: 0 to go on, 1 when the run
 // is over, -1 on an error.
 static int end_turn(ps_server_t *s, double now, char *err, size_t err_len) {
@@ -344,7 +363,10 @@ static int end_turn(ps_server_t *s, double now, char *err, size_t err_len) {
 }
 
 int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
-    zmq_pollitem_t item = {.socket = s->sock, .events = ZMQ_POLLIN};
+    ps_local_open(s);
+    zmq_pollitem_t items[2] = {{.socket = s->sock, .events = ZMQ_POLLIN}};
+    int n_items = 1;
+    if (s->local) items[n_items++] = (zmq_pollitem_t){.fd = ps_local_round_fd(s->local), .events = ZMQ_POLLIN};
     double now = mono_clock_s();
     // Eviction counts silence from when this shard started serving (a resumed
     // shard's workers get a full timeout to reach it).
@@ -353,7 +375,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
     publish_progress(s);  // a resumed shard's counts
     double turn_end = now;
     while (!(stop && atomic_load(stop))) {
-        int rc = zmq_poll(&item, 1, 100);
+        int rc = zmq_poll(items, n_items, 100);
         if (rc < 0) {
             if (errno == EINTR) continue;
             return ZMQ_FAIL("server: zmq_poll", err, err_len);
@@ -369,6 +391,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
         }
         turn_end = now;
         int done = rc > 0 ? drain(s, now, err, err_len) : 0;
+        if (done == 0 && s->local) done = drain_local(s, now, err, err_len);
         if (done == 0) done = end_turn(s, now, err, err_len);
         if (done != 0) return done < 0 ? -1 : 0;
     }

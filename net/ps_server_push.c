@@ -246,7 +246,7 @@ static int echo_range(ps_server_t *s, zmsg_t *m, size_t from, int last, char *er
         s->stats.pulls_answered++;
         ps_members_note_sent(s, k, h.param_version, h.clock);
     }
-    return zmsg_send_sealed(s->sock, &m->identity, &h, &s->echo_frame, 1, 0, err, err_len);
+    return ps_send_sealed(s, &m->identity, &h, &s->echo_frame, 1, err, err_len);
 }
 
 // A push: in one message, or one part of a push in parts (a dense range that

@@ -339,6 +339,13 @@ size_t shm_frames_remove_run(uint64_t run_id) {
     return removed;
 }
 
+int shm_frames_segment_name(uint64_t run_id, const char *what, char *out, size_t len) {
+    char prefix[64];
+    run_prefix(prefix, sizeof prefix, run_id);
+    int w = snprintf(out, len, "/%s%s", prefix, what);
+    return w > 0 && (size_t)w < len ? 0 : -1;
+}
+
 int shm_frames_pack(const wire_header_t *h, zmq_msg_t *frames, size_t n) {
     if (!atomic_load_explicit(&g.on, memory_order_relaxed) || n == 0 || n > 2) return 0;
     if (h->type != MSG_TYPE_PUSH && h->type != MSG_TYPE_PARAMS) return 0;

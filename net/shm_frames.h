@@ -58,6 +58,10 @@ void shm_frames_disable(void);
 // Removes every arena name in /dev/shm left by run_id's processes (a process
 // killed before shm_frames_disable). Returns how many were removed.
 size_t shm_frames_remove_run(uint64_t run_id);
+// The name (for shm_open) of another segment of run_id's, `what` after the
+// run's prefix, so that shm_frames_remove_run removes it too. Returns 0, or
+// -1 when len is too small.
+int shm_frames_segment_name(uint64_t run_id, const char *what, char *out, size_t len);
 
 // Sender: when references are on for h's type and frames[0..n) (together at
 // least SHM_FRAMES_MIN_BYTES) fit into free slots of the calling thread's

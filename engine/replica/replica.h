@@ -127,6 +127,7 @@ typedef struct replica_stats {
     double steps_per_push_mean, steps_per_pull_mean;
     uint64_t steps_per_push_p99, steps_per_pull_p99;
     uint64_t pushes_hot_averaged;  // asp/ssp: pushes whose dense part went as 1/n_workers of the change
+    uint64_t local_rounds;  // bsp: rounds that went through shared memory (net/ps_local_round.h)
     double pull_held_s;
     double comm_s;  // communication thread busy (pushing, pulling, merging)
     uint64_t bytes_out, bytes_in;  // payload bytes sent and received (servers and ring)

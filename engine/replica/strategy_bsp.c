@@ -11,6 +11,10 @@
 // after its push: before each round it pulls the keys that round's examples
 // read, once the round before it is complete, and the whole model only
 // before an evaluation and at the end.
+// Where every shard offers it (a local launch: net/ps_local_round.h), a dense
+// round stepped in place goes through shared memory instead of ZeroMQ: the
+// trainer stores the average where the shard reads it, and the round's
+// values are copied straight into the thread's copy.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +23,7 @@
 #include "engine/replica/replica_impl.h"
 #include "kernels/foundation/partition.h"
 #include "net/ps_client.h"
+#include "net/ps_local_round.h"
 
 #define PUSH_BLOCK 2048  // floats per block copied into a push frame and checksummed at once
 
@@ -33,6 +38,10 @@ typedef struct bsp {
     // the next push's frame itself (the link's sum_buffer moves to each new
     // frame), so the push checksums it and sends it without copying it.
     int average_in_frame;
+    // (n_servers) Each shard's segment, where every shard offers one and the
+    // round is stepped in place; NULL: rounds go through ZeroMQ.
+    ps_local_round_t **local;
+    uint64_t local_rounds;  // rounds that went through them
 } bsp_t;
 
 // A dense average pushed to every shard, asking for the round's values back
@@ -150,6 +159,42 @@ static int exchange_bsp(void *ctx, grad_t *sum, size_t examples, float lr, param
     return 0;
 }
 
+// A round through shared memory: the average posted to every shard (with
+// one shard the trainer stored it in place already), then each shard's values
+// copied into params. The counts and the timeline are a ZeroMQ round's.
+static int local_round(replica_t *r, bsp_t *b, size_t examples, float *params) {
+    size_t ns = r->rc->n_servers, begin, end;
+    uint64_t span = TRACE_BEGIN();
+    for (size_t k = 0; k < ns; k++) {
+        shard_range(r->n, ns, k, &begin, &end);
+        if (ns > 1) memcpy(ps_local_round_gradient(b->local[k]), b->average + begin, (end - begin) * sizeof(float));
+        ps_client_local_push_sent(r->client, k, end - begin);
+        if (ps_local_round_post(b->local[k], r->clock, ps_client_shard_version(r->client, k), (uint32_t)examples,
+                                r->err, sizeof r->err) != 0)
+            return -1;
+    }
+    uint64_t clock = r->clock;
+    round_pushed(r, span);
+    double wait_from = replica_now_s();
+    span = TRACE_BEGIN();
+    for (size_t k = 0; k < ns; k++) {
+        shard_range(r->n, ns, k, &begin, &end);
+        ps_local_answer_t a;
+        if (ps_local_round_await(b->local[k], clock, params + begin, r->rc->servers_finished, &a, r->err,
+                                 sizeof r->err) != 0)
+            return -1;
+        if (a.refused != WIRE_STATUS_OK) return ps_client_local_refusal(r->client, k, a.refused, r->err, sizeof r->err);
+        ps_client_local_push_answered(r->client, k, a.version, end - begin);
+    }
+    TRACE_END(&TK_ROUND_WAIT, span, r->clock);
+    double waited = replica_now_s() - wait_from;
+    r->stats.wait_s += waited;
+    ps_client_local_round_done(r->client, waited);
+    replica_count_pull(r);
+    b->local_rounds++;
+    return 0;
+}
+
 // With the average in the push's frame: the next round's frame, where the
 // trainer stores it (train_link_t.sum_buffer, read anew each round).
 static int next_frame(replica_t *r) {
@@ -170,6 +215,12 @@ static int exchange_bsp_step(void *ctx, size_t examples, float lr, float *params
     replica_t *r = ctx;
     bsp_t *b = r->mode;
     double t0 = replica_now_s();
+    if (b->local) {
+        if (local_round(r, b, examples, params) != 0) return -1;
+        *stepped = 1;
+        r->stats.comm_s += replica_now_s() - t0;
+        return 0;
+    }
     uint64_t span = TRACE_BEGIN();
     int rc;
     if (b->average_in_frame) {  // the commit checksums the frame in one pass
@@ -211,8 +262,31 @@ static int bsp_alloc(replica_t *r, char *err, size_t err_len) {
     return working_set_init_keys(&b->by_key.ws, r->model, err, err_len);
 }
 
+static void close_local(replica_t *r, bsp_t *b) {
+    for (size_t k = 0; b->local && k < r->rc->n_servers; k++) ps_local_round_destroy(&b->local[k]);
+    free(b->local);
+    b->local = NULL;
+}
+
+// Every shard's segment, or none (a shard without one: another machine, or
+// a run that does not offer them, and every round goes through ZeroMQ).
+static void open_local(replica_t *r, bsp_t *b) {
+    size_t ns = r->rc->n_servers, begin, end;
+    if (!(b->local = calloc(ns, sizeof *b->local))) return;
+    char why[256];
+    for (size_t k = 0; k < ns; k++) {
+        shard_range(r->n, ns, k, &begin, &end);
+        if (!(b->local[k] =
+                  ps_local_round_attach(r->rc->run_id, k, (uint32_t)r->rc->id, end - begin, why, sizeof why))) {
+            close_local(r, b);
+            return;
+        }
+    }
+}
+
 static void bsp_free(replica_t *r) {
     bsp_t *b = r->mode;
+    close_local(r, b);
     by_key_free(&b->by_key);
     free(b->average);
     free(b);
@@ -231,7 +305,13 @@ static int bsp_begin(replica_t *r, train_config_t *tc, const train_callbacks_t *
     if (r->comp || r->gpu || r->sparse) return 0;
     l->exchange_step = exchange_bsp_step;
     l->sum_is_average = 1;
-    b->average_in_frame = r->rc->n_servers == 1;  // several shards' frames are not one array
+    open_local(r, b);
+    if (b->local && r->rc->n_servers == 1) {
+        l->sum_buffer = ps_local_round_gradient(b->local[0]);  // where the shard reads it
+        return 0;
+    }
+    // Several shards' frames are not one array.
+    b->average_in_frame = !b->local && r->rc->n_servers == 1;
     if (b->average_in_frame) {
         if (next_frame(r) != 0) {
             snprintf(err, err_len, "%s", r->err);
@@ -248,6 +328,11 @@ static int bsp_begin(replica_t *r, train_config_t *tc, const train_callbacks_t *
 static void bsp_end(replica_t *r) {
     bsp_t *b = r->mode;
     if (b->by_key.on && !atomic_load(&r->abort) && refresh_bsp(r, r->w) != 0) atomic_store(&r->abort, 1);
+}
+
+static void bsp_report(const replica_t *r, replica_stats_t *stats) {
+    const bsp_t *b = r->mode;
+    stats->local_rounds = b->local_rounds;
 }
 
 static by_key_t *bsp_by_key(replica_t *r) {
@@ -267,5 +352,6 @@ const sync_strategy_t sync_strategy_bsp = {
     .refresh = refresh_bsp,
     .end = bsp_end,
     .by_key = bsp_by_key,
+    .report = bsp_report,
     .global = replica_evaluate_global,  // the servers' model: the replica's too
 };

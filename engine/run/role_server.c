@@ -81,6 +81,7 @@ static void write_server_json(FILE *out, size_t id, uint64_t run_id, const dist_
     json_uint(&j, "memory_trips", st.memory_trips);
     json_uint(&j, "connections_dropped", st.connections_dropped);
     json_uint(&j, "rounds_skipped", st.rounds_skipped);
+    json_uint(&j, "local_posts", st.local_posts);
     // Pushes in parts and rounds answered in ranges (docs/protocol.md).
     json_uint(&j, "parts_taken", st.parts_taken);
     json_uint(&j, "parts_skipped", st.parts_skipped);
@@ -280,6 +281,9 @@ static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, c
         // ASP/SSP pushes count local steps of --batch examples; BSP's and hybrid's count examples.
         .samples_per_step = d->sync == SYNC_MODE_BSP || hybrid ? 0 : t->batch,
         .backup_workers = d->sync == SYNC_MODE_BSP ? d->backup_workers : 0,
+        // A shard that checkpoints may be restarted (--restart-servers): its
+        // workers' rounds keep to the sockets, whose retries find it again.
+        .local_rounds = d->ps_transport == PS_TRANSPORT_SHM && t->checkpoint_every <= 0,
     };
     if (t->checkpoint_every <= 0) return 0;
     const char *ckpt_dir = t->checkpoint_dir ? t->checkpoint_dir : d->run_dir;

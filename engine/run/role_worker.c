@@ -159,6 +159,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
         json_number(&j, "wait_for_bound_s", bound);
         json_number(&j, "wait_for_bytes_s", rs->wait_s - bound);
     }
+    if (d->sync == SYNC_MODE_BSP) json_uint(&j, "local_rounds", rs->local_rounds);
     json_number(&j, "comm_s", rs->comm_s);
     json_uint(&j, "peak_rss_bytes", dist_peak_rss_bytes());
     // The model's parameters, and those this worker holds: fewer when it holds its working set (worker_keys.h).
