@@ -45,6 +45,10 @@ typedef struct slot {
     _Atomic uint64_t values_clock, values_version;  // of the last whole values answer
     _Atomic uint64_t refusal;  // post number << 8 | status of the last refusal
     char pad_shard[LINE - 40];
+    // The last values answer's whereabouts: 0, the values area; else the
+    // length of a reference to the shard's own values (net/shm_frames.h).
+    _Atomic uint32_t ref_len;
+    uint8_t ref[LINE - 4];
 } slot_t;
 
 struct ps_local_round {
@@ -196,14 +200,30 @@ static void write_values(ps_local_round_t *l, const float *values, size_t from, 
     if (from + count == l->n) atomic_fetch_add_explicit(&h->values_seq, 1, memory_order_release);  // even: whole
 }
 
+// Worker k's answer of `version` and `clock` is whole: said.
+static void values_answered(slot_t *s, uint64_t version, uint64_t clock) {
+    atomic_store_explicit(&s->values_version, version, memory_order_relaxed);
+    atomic_store_explicit(&s->values_clock, clock, memory_order_release);
+    answered(s);
+}
+
 void ps_local_round_values(ps_local_round_t *l, uint32_t k, const float *values, size_t from, size_t count,
                            uint64_t version, uint64_t clock, int complete) {
     write_values(l, values, from, count, version);
     if (!complete) return;
     slot_t *s = slot_of(l, k);
-    atomic_store_explicit(&s->values_version, version, memory_order_relaxed);
-    atomic_store_explicit(&s->values_clock, clock, memory_order_release);
-    answered(s);
+    atomic_store_explicit(&s->ref_len, 0, memory_order_relaxed);
+    values_answered(s, version, clock);
+}
+
+int ps_local_round_values_ref(ps_local_round_t *l, uint32_t k, const void *ref, size_t len, uint64_t version,
+                              uint64_t clock) {
+    slot_t *s = slot_of(l, k);
+    if (len == 0 || len > sizeof s->ref) return -1;
+    memcpy(s->ref, ref, len);
+    atomic_store_explicit(&s->ref_len, (uint32_t)len, memory_order_relaxed);
+    values_answered(s, version, clock);
+    return 0;
 }
 
 void ps_local_round_refuse(ps_local_round_t *l, uint32_t k, wire_status_t why) {
@@ -313,6 +333,23 @@ static int copy_values(ps_local_round_t *l, uint64_t version, float *out) {
     return atomic_fetch_add_explicit(&h->values_seq, 0, memory_order_acq_rel) == seq ? 0 : -1;
 }
 
+// Copies the shard's own values, referred to from the slot: the reference
+// counts this worker as their reader until the frame over them is closed,
+// so the shard writes its next values elsewhere meanwhile (shm_frames.h).
+static int copy_referred(const ps_local_round_t *l, const slot_t *s, uint32_t ref_len, float *out, char *err,
+                         size_t err_len) {
+    zmq_msg_t frame;
+    zmq_msg_init_size(&frame, ref_len);
+    memcpy(zmq_msg_data(&frame), s->ref, ref_len);
+    int ok =
+        shm_frames_unpack(l->hdr->run_id, &frame, 1) == WIRE_STATUS_OK && zmq_msg_size(&frame) == l->n * sizeof *out;
+    if (ok) memcpy(out, zmq_msg_data(&frame), l->n * sizeof *out);
+    zmq_msg_close(&frame);
+    if (!ok)
+        snprintf(err, err_len, "server shard %zu: its values in shared memory cannot be read by this worker", l->shard);
+    return ok ? 0 : -1;
+}
+
 static int take_answer(ps_local_round_t *l, slot_t *s, float *out, ps_local_answer_t *a, char *err, size_t err_len) {
     uint64_t refusal = atomic_load_explicit(&s->refusal, memory_order_relaxed);
     *a = (ps_local_answer_t){.refused = WIRE_STATUS_OK};
@@ -322,6 +359,8 @@ static int take_answer(ps_local_round_t *l, slot_t *s, float *out, ps_local_answ
     }
     a->version = atomic_load_explicit(&s->values_version, memory_order_relaxed);
     a->clock = atomic_load_explicit(&s->values_clock, memory_order_relaxed);
+    uint32_t ref_len = atomic_load_explicit(&s->ref_len, memory_order_relaxed);
+    if (ref_len > 0) return copy_referred(l, s, ref_len, out, err, err_len);
     if (copy_values(l, a->version, out) == 0) return 0;
     snprintf(err, err_len, "shared-memory rounds: %s: the values of version %llu were overwritten while read", l->name,
              (unsigned long long)a->version);

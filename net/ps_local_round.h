@@ -14,8 +14,9 @@
 // serving loop polls beside its ZeroMQ socket); the shard takes the
 // gradient through the same code as a PUSH (ps_server_local.c: the same
 // checks, counts, exactly-once ledger and round), and writes its answers
-// (the acknowledgement, the round's values, a refusal) into the segment,
-// waking the worker on a futex only when it sleeps. Everything else (joins,
+// (the acknowledgement, a refusal, the round's values: a reference to its
+// own buffer, net/shm_frames.h, or a copy in the values area) into the
+// segment, waking the worker on a futex only when it sleeps. Everything else (joins,
 // heartbeats, the evaluator's pulls, BYE) still goes through ZeroMQ.
 //
 // Orders: a worker writes its gradient and its post's fields, then raises
@@ -70,6 +71,12 @@ void ps_local_round_ack(ps_local_round_t *l, uint32_t k, uint64_t clock);
 // written).
 void ps_local_round_values(ps_local_round_t *l, uint32_t k, const float *values, size_t from, size_t count,
                            uint64_t version, uint64_t clock, int complete);
+// The whole shard's values of `version` for `clock`, as a reference to the
+// shard's own buffer (len bytes, shm_frames_pack's), which the worker maps
+// and copies from: no copy into the values area. Returns 0, or -1 when the
+// reference does not fit in the slot (nothing answered).
+int ps_local_round_values_ref(ps_local_round_t *l, uint32_t k, const void *ref, size_t len, uint64_t version,
+                              uint64_t clock);
 // A refusal (a REJECT's status) of the worker's last post.
 void ps_local_round_refuse(ps_local_round_t *l, uint32_t k, wire_status_t why);
 

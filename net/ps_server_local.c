@@ -7,6 +7,7 @@
 
 #include "net/ps_local_round.h"
 #include "net/ps_server_impl.h"
+#include "net/shm_frames.h"
 
 void ps_local_open(ps_server_t *s) {
     const ps_config_t *c = &s->cfg;
@@ -52,8 +53,16 @@ static void answer_locally(ps_server_t *s, uint32_t k, const wire_header_t *h, z
         ps_local_round_refuse(s->local, k, (wire_status_t)h->aux);
     } else if (h->type == MSG_TYPE_PARAMS && h->payload_kind == PAYLOAD_KIND_DENSE && n_frames == 1) {
         size_t from = h->offset - s->begin;
-        ps_local_round_values(s->local, k, zmq_msg_data(&frames[0]), from, h->count, h->param_version, h->clock,
-                              from + h->count == s->n);
+        // The whole shard, lent (ps_reply.h) from a buffer in this process's
+        // arena: referred to, not copied (the worker counts as its reader).
+        if (from == 0 && h->count == s->n && shm_frames_pack(h, frames, 1) == 1) {
+            if (ps_local_round_values_ref(s->local, k, zmq_msg_data(&frames[0]), zmq_msg_size(&frames[0]),
+                                          h->param_version, h->clock) != 0)
+                ps_local_round_refuse(s->local, k, WIRE_STATUS_BAD_SHM);
+        } else {
+            ps_local_round_values(s->local, k, zmq_msg_data(&frames[0]), from, h->count, h->param_version, h->clock,
+                                  from + h->count == s->n);
+        }
     } else {
         // A local slot only posts BSP gradients, which are answered by the
         // three above; anything else is refused, so that it cannot wait.

@@ -384,8 +384,8 @@ static void check_paced_default(void) {
 // launch's default: net/ps_local_round.h), its payloads through shared memory
 // inside ZeroMQ messages (a run whose servers checkpoint keeps its rounds to
 // the sockets), and inside the messages (tcp): the same model, bit for bit.
-// With shared-memory rounds every push went through them and no message
-// carried a reference; by reference every push went so and every pull came
+// With shared-memory rounds every push went through them, no message
+// carried a reference, and the values came back by reference; by reference every push went so and every pull came
 // back so (the worker's count also holds its final pull); under tcp neither.
 static void check_transports(void) {
     const char *names[] = {"transport-rounds", "transport-refs", "transport-tcp"};
@@ -438,6 +438,7 @@ static void check_transports(void) {
             CHECK(launch_field(j, "messages_inline_for_want_of_slot") == 0.0);
             if (k == 0) {
                 CHECK(rounds == pushes && sent == 0.0);
+                CHECK(came >= pulls);  // the round's values referred to where the shard keeps them
             } else if (k == 1) {
                 CHECK(rounds == 0.0 && sent == pushes);
                 CHECK(came >= pulls && pulls >= pushes);

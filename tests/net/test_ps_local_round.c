@@ -5,7 +5,8 @@
 // libzmq's; a post rings the doorbell and is taken once, with its fields and
 // the gradient where the worker wrote it; the worker gets the
 // acknowledgement and the values bit for bit, written in ranges once for two
-// workers; a refusal reaches the post it refuses; values overwritten while a
+// workers, or referred to where the shard keeps them (a lent buffer, which
+// counts the worker as its reader until it has copied them); a refusal reaches the post it refuses; values overwritten while a
 // worker has not copied them are refused, not copied torn; a worker whose
 // shard has exited fails instead of waiting; a restarted worker goes on from
 // its predecessor's count; and 300 rounds between a shard thread and a
@@ -16,9 +17,12 @@
 #include <unistd.h>
 
 #include "net/ps_local_round.h"
+#include "net/shm_frames.h"
+#include "net/zmsg.h"
 #include "tests/support/test_support.h"
 
-enum { N = 1000, ROUNDS = 300 };
+// BIG: a shard whose values go by reference (at least SHM_FRAMES_MIN_BYTES).
+enum { N = 1000, BIG = 16384, ROUNDS = 300 };
 static const uint64_t RUN = 0x10ca1000000000a1ull;
 
 static int bell_rang(ps_local_round_t *shard) {
@@ -137,6 +141,43 @@ static void check_rounds_and_refusals(void) {
     for (int k = 0; k < 2; k++) ps_local_round_destroy(&w[k]);
 }
 
+// A shard's values in a lent buffer of its arena (as ps_reply.h keeps
+// them), answered by reference: copied bit for bit, one reader until then.
+static void check_referred(void) {
+    char err[300];
+    shm_frames_enable(RUN);
+    ps_local_round_t *shard = ps_local_round_create(RUN, 2, 1, BIG, err, sizeof err), *w;
+    CHECK(shard && (w = ps_local_round_attach(RUN, 2, 0, BIG, err, sizeof err)));
+    shm_lend_t *lend;
+    float *buffer = shm_frames_lend_new(BIG * sizeof(float), &lend);
+    CHECK(buffer);
+    for (size_t i = 0; i < BIG; i++) buffer[i] = 3.0f + 0.5f * (float)i;
+    CHECK(ps_local_round_post(w, 0, 0, 8, err, sizeof err) == 0);
+    ps_local_post_t p;
+    CHECK(ps_local_round_take(shard, 0, &p) == 1);
+    ps_local_round_ack(shard, 0, 0);
+    wire_header_t h = zmsg_header(MSG_TYPE_PARAMS, RUN);
+    h.payload_kind = PAYLOAD_KIND_DENSE;
+    h.count = BIG;
+    zmq_msg_t frame;
+    zmq_msg_init_data(&frame, buffer, BIG * sizeof(float), NULL, NULL);
+    CHECK(shm_frames_pack(&h, &frame, 1) == 1);
+    CHECK(shm_frames_lend_readers(lend) == 1);
+    CHECK(ps_local_round_values_ref(shard, 0, zmq_msg_data(&frame), zmq_msg_size(&frame), 5, 1) == 0);
+    zmq_msg_close(&frame);
+    static float out[BIG];
+    ps_local_answer_t a;
+    CHECK(ps_local_round_await(w, 0, out, NULL, &a, err, sizeof err) == 0);
+    CHECK(a.refused == WIRE_STATUS_OK && a.version == 5 && a.clock == 1);
+    CHECK(memcmp(out, buffer, sizeof out) == 0);
+    CHECK(shm_frames_lend_readers(lend) == 0);
+    printf("referred: the shard's own values copied bit for bit, its reader gone once copied\n");
+    shm_frames_lend_destroy(&lend);
+    shm_frames_disable();
+    ps_local_round_destroy(&w);
+    ps_local_round_destroy(&shard);
+}
+
 typedef struct {
     ps_local_round_t *shard;
     int failed;
@@ -191,6 +232,7 @@ int main(void) {
     check_identity();
     check_attach_refused();
     check_rounds_and_refusals();
+    check_referred();
     check_threads();
     return 0;
 }
