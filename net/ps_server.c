@@ -122,12 +122,24 @@ void ps_server_destroy(ps_server_t **sp) {
     buffer_pool_release(&s->echo_pool);
     ps_bsp_free(&s->bsp, s->cfg.n_workers);
     ps_local_round_destroy(&s->local);  // after the round that may hold gradients read from it
+    for (size_t k = 0; s->held_hellos && k < s->cfg.n_workers; k++)
+        if (s->held_hellos[k].has_identity) zmsg_close(&s->held_hellos[k]);
+    free(s->held_hellos);
     ps_progress_board_free(&s->board);
     free(s);
     *sp = NULL;
 }
 
 void ps_server_set_hooks(ps_server_t *s, const ps_server_hooks_t *h) { s->hooks = *h; }
+
+int ps_server_hold_hellos(ps_server_t *s, const atomic_int *open, char *err, size_t err_len) {
+    if (!(s->held_hellos = calloc(s->cfg.n_workers, sizeof *s->held_hellos))) {
+        snprintf(err, err_len, "server: out of memory");
+        return -1;
+    }
+    s->hellos_open = open;
+    return 0;
+}
 void *ps_server_socket(ps_server_t *s) { return s->sock; }
 const char *ps_server_endpoint(const ps_server_t *s) { return s->endpoint; }
 void ps_server_range(const ps_server_t *s, size_t *begin, size_t *end) {

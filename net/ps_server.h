@@ -179,6 +179,12 @@ ps_server_t *ps_server_resume(void *zmq_ctx, const ps_config_t *c, const char *e
 // state, clocks and dedup table, counters. Nothing counts as lost or resumed.
 int ps_server_adopt(ps_server_t *s, const char *path, char *err, size_t err_len);
 void ps_server_set_hooks(ps_server_t *s, const ps_server_hooks_t *h);
+// Holds the workers' HELLOs unanswered until *open is raised (before
+// ps_server_run; *open must outlive the run): shard 0 waits so for its global
+// evaluator's first point, the model as the run starts, since no worker
+// pushes anywhere before shard 0 has welcomed it. Returns 0, or -1 with err
+// (out of memory).
+int ps_server_hold_hellos(ps_server_t *s, const atomic_int *open, char *err, size_t err_len);
 // The shard's ROUTER socket, for the hooks (the serving thread only).
 void *ps_server_socket(ps_server_t *s);
 // Evicts worker k as a silence would (a backup, told by its primary): a BSP

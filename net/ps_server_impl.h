@@ -178,6 +178,11 @@ struct ps_server {
     // BSP rounds with the workers on this machine through shared memory
     // (net/ps_local_round.h); NULL: none.
     struct ps_local_round *local;
+    // Workers' HELLOs held unanswered until *hellos_open
+    // (ps_server_hold_hellos): the latest of each worker, has_identity when
+    // held; NULL once let through.
+    const atomic_int *hellos_open;
+    zmsg_t *held_hellos;
 };
 
 // ---- ps_server_loop.c ----------------------------------------------------------

@@ -197,6 +197,32 @@ static int handle_hello(ps_server_t *s, zmsg_t *m, double now, char *err, size_t
     return clocks_moved(s, err, err_len);
 }
 
+// A HELLO while they are held (ps_server_hold_hellos): kept, the latest of
+// each worker (a client resends its HELLO until it is answered).
+static int hold_hello(ps_server_t *s, zmsg_t *m) {
+    zmsg_t *held = &s->held_hellos[m->h.sender];
+    if (held->has_identity) zmsg_close(held);
+    *held = (zmsg_t){.h = m->h, .has_identity = 1, .status = WIRE_STATUS_OK};
+    zmq_msg_init(&held->identity);
+    zmq_msg_move(&held->identity, &m->identity);
+    return 0;
+}
+
+// The held HELLOs answered, once *hellos_open is raised; from then on every
+// HELLO is. Returns 0, or -1 on a socket error.
+static int release_hellos(ps_server_t *s, double now, char *err, size_t err_len) {
+    if (!s->hellos_open || !atomic_load(s->hellos_open)) return 0;
+    s->hellos_open = NULL;
+    int rc = 0;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) {
+        zmsg_t *held = &s->held_hellos[k];
+        if (!held->has_identity) continue;
+        if (rc == 0) rc = handle_hello(s, held, now, err, err_len);
+        zmsg_close(held);
+    }
+    return rc;
+}
+
 // Idempotent: a retried BYE is answered again. A pull of the worker's still
 // held waits for nothing now (one it gave up: ps_client_pull_cancel): dropped.
 static int handle_bye(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_len) {
@@ -253,7 +279,7 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
     }
     switch (h->type) {
         case MSG_TYPE_HELLO:
-            return handle_hello(s, m, now, err, err_len);
+            return s->hellos_open ? hold_hello(s, m) : handle_hello(s, m, now, err, err_len);
         case MSG_TYPE_PUSH:
         case MSG_TYPE_PULL:
             return handle_request(s, m, now, err, err_len);
@@ -375,7 +401,8 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
     publish_progress(s);  // a resumed shard's counts
     double turn_end = now;
     while (!(stop && atomic_load(stop))) {
-        int rc = zmq_poll(items, n_items, 100);
+        // While HELLOs are held, a short turn: the flag that lets them through is not on a socket.
+        int rc = zmq_poll(items, n_items, s->hellos_open ? 2 : 100);
         if (rc < 0) {
             if (errno == EINTR) continue;
             return ZMQ_FAIL("server: zmq_poll", err, err_len);
@@ -392,6 +419,7 @@ int ps_server_run(ps_server_t *s, atomic_int *stop, char *err, size_t err_len) {
         turn_end = now;
         int done = rc > 0 ? drain(s, now, err, err_len) : 0;
         if (done == 0 && s->local) done = drain_local(s, now, err, err_len);
+        if (done == 0 && s->hellos_open) done = release_hellos(s, now, err, err_len);
         if (done == 0) done = end_turn(s, now, err, err_len);
         if (done != 0) return done < 0 ? -1 : 0;
     }

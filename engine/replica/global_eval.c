@@ -35,6 +35,7 @@ struct global_eval {
     pthread_t thread;
     int started;
     atomic_int stop;
+    atomic_int first_taken;  // the first point is taken (or the thread ended without it)
     double t0;
     global_eval_row_t *rows;
     size_t n_rows, cap_rows;
@@ -171,8 +172,9 @@ static void *eval_main(void *arg) {
                                     sleep_s < IDLE_WAIT_S ? sleep_s : IDLE_WAIT_S);
             continue;
         }
-        first = 0;
         int rc = evaluate_at(g, &at, now);
+        if (first) atomic_store(&g->first_taken, 1);  // shard 0 lets the workers in (ps_server_hold_hellos)
+        first = 0;
         if (rc != 0) {
             g->failed = rc < 0;
             break;
@@ -180,6 +182,7 @@ static void *eval_main(void *arg) {
         while (c->every_samples && next_samples <= at.samples) next_samples += c->every_samples;
         while (c->every_s > 0 && next_s <= now - g->t0) next_s += c->every_s;
     }
+    atomic_store(&g->first_taken, 1);  // stopped or failed first: nothing to wait for
     return NULL;
 }
 
@@ -191,6 +194,7 @@ global_eval_t *global_eval_start(const global_eval_config_t *c, char *err, size_
     }
     g->cfg = *c;
     atomic_init(&g->stop, 0);
+    atomic_init(&g->first_taken, 0);
     g->pulled = malloc(c->n_params * sizeof *g->pulled);
     g->w = params_new(c->n_params, err, err_len);
     if (!g->pulled || !g->w) {
@@ -241,6 +245,8 @@ const global_eval_row_t *global_eval_rows(const global_eval_t *g, size_t *n) {
 }
 
 size_t global_eval_params(const global_eval_t *g) { return g->cfg.n_params; }
+
+const atomic_int *global_eval_first_taken(const global_eval_t *g) { return &g->first_taken; }
 
 void global_eval_destroy(global_eval_t **gp) {
     global_eval_t *g = *gp;

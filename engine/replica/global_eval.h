@@ -19,6 +19,7 @@
 // (global_eval_stop), when nothing competes with the workers for the cores.
 // Snapshots beyond `snapshot_budget_bytes` are evaluated at once instead, on
 // this thread while the workers train; such rows say so (during_training).
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -80,6 +81,12 @@ const global_eval_row_t *global_eval_rows(const global_eval_t *g, size_t *n);
 // The parameters it reads at each point: the servers' model's, or with keys
 // (global_eval_config_t.keys) those its test examples read.
 size_t global_eval_params(const global_eval_t *g);
+
+// Raised once the first point (the model as the run starts) is taken, or the
+// evaluator stopped or failed before it: shard 0 holds the workers' HELLOs
+// until then (ps_server_hold_hellos), so that no push is applied anywhere
+// before the untrained model is read.
+const atomic_int *global_eval_first_taken(const global_eval_t *g);
 
 void global_eval_destroy(global_eval_t **g);
 

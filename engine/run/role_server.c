@@ -600,6 +600,9 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
         !(ge = start_global_eval(ctx, t, d, m, eval_keys, s, table, endpoints, &gc, &gp, run_id, err, err_len)) &&
         err[0])
         goto out;
+    // The curve's first point is the model as the run starts: no worker is
+    // welcomed (so none pushes) before the evaluator has read it.
+    if (ge && !t->resume && ps_server_hold_hellos(s, global_eval_first_taken(ge), err, err_len) != 0) goto out;
     if (serve_then_stop_eval(id, s, &ge, err, err_len) != 0) goto out;
     if (rep && (write_replica_values(id, d, s, err, err_len) != 0 || ps_replica_finish(rep, err, err_len) != 0))
         goto out;

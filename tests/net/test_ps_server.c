@@ -18,6 +18,9 @@
 //   f) failures: no server, another model, another shard layout, bad configs.
 //   g) a resent HELLO (the same nonce and proposed clock) is answered with the
 //      same WELCOME and moves nothing, so the worker's next push is applied.
+//   h) HELLOs held (ps_server_hold_hellos, shard 0 with its evaluator): an
+//      observer's pull sent after a worker's HELLO is answered while the
+//      HELLO is not; once the flag is raised the worker is welcomed.
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -115,8 +118,10 @@ static ps_config_t config(size_t n_shards, size_t n_params, size_t n_workers, sy
     return c;
 }
 
-// One server per shard, each holding its part of init (the whole model), each in its thread.
-static void cluster_start(cluster_t *cl, void *ctx, const ps_config_t *base, const float *init) {
+// One server per shard, each holding its part of init (the whole model), each
+// in its thread; with hold, each holds its HELLOs until *hold is raised.
+static void cluster_start_held(cluster_t *cl, void *ctx, const ps_config_t *base, const float *init,
+                               const atomic_int *hold) {
     char err[256];
     CHECK(base->n_shards <= MAX_SHARDS);
     memset(cl, 0, sizeof *cl);
@@ -142,8 +147,13 @@ static void cluster_start(cluster_t *cl, void *ctx, const ps_config_t *base, con
         cl->endpoints[k] = cl->endpoint[k];
         st->stop = &cl->stop;
         atomic_init(&st->returned, 0);
+        if (hold) CHECK_OK(ps_server_hold_hellos(st->s, hold, err, sizeof err), err);
         CHECK(pthread_create(&st->tid, NULL, server_main, st) == 0);
     }
+}
+
+static void cluster_start(cluster_t *cl, void *ctx, const ps_config_t *base, const float *init) {
+    cluster_start_held(cl, ctx, base, init, NULL);
 }
 
 // Waits for every server to return by itself (every worker has joined and
@@ -1544,6 +1554,38 @@ static void test_hello_resent(void *ctx) {
     cluster_destroy(&cl);
 }
 
+static void test_hellos_held(void *ctx) {
+    float init[E_N];
+    random_values(init, E_N, 31, 1);
+    ps_config_t cfg = config(1, E_N, 1, SYNC_MODE_ASP);
+    atomic_int open;
+    atomic_init(&open, 0);
+    cluster_t cl;
+    cluster_start_held(&cl, ctx, &cfg, init, &open);
+    void *d = raw_dealer(ctx, cl.endpoints[0]);
+    wire_header_t hello = req(MSG_TYPE_HELLO, 0, 0);
+    hello.offset = E_N;
+    hello.aux = 0x5eed;
+    raw_send(d, &hello, NULL, NULL, 0);
+    // The shard takes one connection's messages in order: the pull's answer
+    // comes after the HELLO was handled, and it is the first reply.
+    wire_header_t pull = req(MSG_TYPE_PULL, WIRE_NO_ID, 0);
+    raw_send(d, &pull, NULL, NULL, 0);
+    wire_header_t got = raw_expect(d, MSG_TYPE_PARAMS, 0, 0);
+    CHECK(got.count == E_N && got.param_version == 0);
+    zmq_pollitem_t item = {.socket = d, .events = ZMQ_POLLIN};
+    CHECK(zmq_poll(&item, 1, 0) == 0);  // the HELLO is held: no WELCOME yet
+    atomic_store(&open, 1);
+    CHECK(raw_expect(d, MSG_TYPE_WELCOME, 0, 0).clock == 0);
+    wire_header_t bye = req(MSG_TYPE_BYE, 0, 0);
+    raw_send(d, &bye, NULL, NULL, 0);
+    raw_expect(d, MSG_TYPE_BYE_ACK, 0, 0);
+    cluster_join_returned(&cl);
+    printf("held HELLOs: the observer's pull answered first, the WELCOME once let through\n");
+    CHECK(zmq_close(d) == 0);
+    cluster_destroy(&cl);
+}
+
 int main(void) {
     void *ctx = zmq_ctx_new();
     CHECK(ctx != NULL);
@@ -1560,6 +1602,7 @@ int main(void) {
     test_failures(ctx);
     test_encoded_push(ctx);
     test_hello_resent(ctx);
+    test_hellos_held(ctx);
     CHECK(zmq_ctx_term(ctx) == 0);
     printf("test_ps_server: ok\n");
     return 0;
