@@ -197,6 +197,7 @@ static int write_worker_record(const char *dir, size_t id, const model_t *m, con
         .updates = r->updates,
         .train_examples = model_num_train(m),
         .pushes = rs->pushes,
+        .local_rounds = rs->local_rounds,
         .global_versions = rs->global_versions,
         .samples_to_target = r->samples_to_target,
         .bytes_out = rs->bytes_out,

@@ -233,7 +233,7 @@ static void json_run_periods(json_writer_t *j, const train_args_t *t, const dist
 
 // Samples, time and rates over the workers; the global model's figures, and worker 0's own.
 static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist_args_t *d, const run_summary_t *s) {
-    uint64_t samples = 0, pushes = 0, retrained = 0, skipped = 0;
+    uint64_t samples = 0, pushes = 0, local_rounds = 0, retrained = 0, skipped = 0;
     double wall = 0, wait = 0, own_rates = 0;
     for (size_t k = 0; k < dist_slots(d); k++) {
         const worker_result_t *w = &s->res->workers[k];
@@ -242,6 +242,7 @@ static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist
         wait += w->wait_s;
         own_rates += w->samples_per_s;
         pushes += w->pushes;
+        local_rounds += w->local_rounds;
         retrained += w->samples_retrained;
         skipped += w->samples_skipped;
     }
@@ -266,6 +267,8 @@ static void json_run_figures(json_writer_t *j, const train_args_t *t, const dist
                         isnan(w0->time_to_target_s) ? NAN : (double)w0->samples_to_target);
     json_number(j, "worker_wait_s", wait);
     json_uint(j, "pushes", pushes);
+    // Of them, BSP rounds that went through shared memory (docs/protocol.md).
+    if (d->sync == SYNC_MODE_BSP) json_uint(j, "local_rounds", local_rounds);
     if (d->sync == SYNC_MODE_ASP || d->sync == SYNC_MODE_SSP) json_run_periods(j, t, d, s->res);
 }
 

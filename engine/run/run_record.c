@@ -32,6 +32,7 @@ static const field_t worker_fields[] = {
     WF(T_U64, updates),
     WF(T_U64, train_examples),
     WF(T_U64, pushes),
+    WF(T_U64, local_rounds),
     WF(T_U64, left),
     WF(T_U64, global_versions),
     WF(T_U64, samples_to_target),

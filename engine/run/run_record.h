@@ -21,7 +21,7 @@
 
 #include "staleness/histogram.h"
 
-#define RUN_RECORD_VERSION 3u
+#define RUN_RECORD_VERSION 4u
 
 // A worker's run (one incarnation: the last to finish under --restart-workers).
 typedef struct worker_result {
@@ -30,6 +30,7 @@ typedef struct worker_result {
     uint64_t samples, updates;  // its own
     uint64_t train_examples;  // of the whole run (it trains on its share)
     uint64_t pushes;
+    uint64_t local_rounds;  // bsp: rounds through shared memory (net/ps_local_round.h)
     uint64_t left;  // 1: it left the run on a stop signal (SIGTERM, SIGINT) before its share was done
     uint64_t global_versions;  // the shard versions its final pull saw, summed
     uint64_t samples_to_target;  // meaningful when time_to_target_s is not NaN

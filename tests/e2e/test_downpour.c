@@ -447,6 +447,9 @@ static void check_transports(void) {
             }
             free(j);
         }
+        char *summary = launch_file(names[k], "summary.json");
+        CHECK(launch_field(summary, "local_rounds") == (k == 0 ? launch_field(summary, "pushes") : 0.0));
+        free(summary);
     }
     for (int k = 1; k < 3; k++) {
         double diff = launch_model_diff(model[0], model[k]);

@@ -144,11 +144,11 @@ static void refusals(void) {
     bad[0] = 'X';
     expect_refused(0, 3, bad, wlen, "not a result record");
     memcpy(bad, w, wlen);
-    bad[8] = 4;  // version 4
-    expect_refused(0, 3, bad, wlen, "version 4; this asgd reads version 3");
+    bad[8] = 5;  // version 5
+    expect_refused(0, 3, bad, wlen, "version 5; this asgd reads version 4");
     expect_refused(1, 1, w, wlen, "a worker record where a server record belongs");
     memcpy(bad, w, wlen);
-    bad[16]++;  // one field more than version 3 has
+    bad[16]++;  // one field more than version 4 has
     expect_refused(0, 3, bad, wlen, "fields");
     memcpy(bad, w, wlen);
     bad[32 + 12 + 2] = 2;  // field 1 (metric_rmse, u64) said to be an f64
