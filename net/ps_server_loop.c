@@ -197,32 +197,6 @@ static int handle_hello(ps_server_t *s, zmsg_t *m, double now, char *err, size_t
     return clocks_moved(s, err, err_len);
 }
 
-// A HELLO while they are held (ps_server_hold_hellos): kept, the latest of
-// each worker (a client resends its HELLO until it is answered).
-static int hold_hello(ps_server_t *s, zmsg_t *m) {
-    zmsg_t *held = &s->held_hellos[m->h.sender];
-    if (held->has_identity) zmsg_close(held);
-    *held = (zmsg_t){.h = m->h, .has_identity = 1, .status = WIRE_STATUS_OK};
-    zmq_msg_init(&held->identity);
-    zmq_msg_move(&held->identity, &m->identity);
-    return 0;
-}
-
-// The held HELLOs answered, once *hellos_open is raised; from then on every
-// HELLO is. Returns 0, or -1 on a socket error.
-static int release_hellos(ps_server_t *s, double now, char *err, size_t err_len) {
-    if (!s->hellos_open || !atomic_load(s->hellos_open)) return 0;
-    s->hellos_open = NULL;
-    int rc = 0;
-    for (size_t k = 0; k < s->cfg.n_workers; k++) {
-        zmsg_t *held = &s->held_hellos[k];
-        if (!held->has_identity) continue;
-        if (rc == 0) rc = handle_hello(s, held, now, err, err_len);
-        zmsg_close(held);
-    }
-    return rc;
-}
-
 // Idempotent: a retried BYE is answered again. A pull of the worker's still
 // held waits for nothing now (one it gave up: ps_client_pull_cancel): dropped.
 static int handle_bye(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_len) {
@@ -279,7 +253,7 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
     }
     switch (h->type) {
         case MSG_TYPE_HELLO:
-            return s->hellos_open ? hold_hello(s, m) : handle_hello(s, m, now, err, err_len);
+            return handle_hello(s, m, now, err, err_len);
         case MSG_TYPE_PUSH:
         case MSG_TYPE_PULL:
             return handle_request(s, m, now, err, err_len);
@@ -289,6 +263,44 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
             count_dropped(s, WIRE_STATUS_BAD_TYPE);
             return 0;
     }
+}
+
+// A message through the replication hook (which may take it), then to its
+// handler. Returns 0, or -1 on an error.
+static int take_message(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_len) {
+    int hrc = s->hooks.on_message ? s->hooks.on_message(s->hooks.ctx, s, m, err, err_len) : 0;
+    if (hrc != 0) return hrc < 0 ? -1 : 0;  // 1: taken by the hook
+    return handle(s, m, now, err, err_len);
+}
+
+// A worker's HELLO while they are held (ps_server_hold_hellos): kept, the
+// latest of each worker (a client resends its HELLO until it is answered),
+// before anything sees it, the replication hook included: it happens when it
+// is let through, for the backups as for this shard. Returns 1 when kept.
+static int hold_hello(ps_server_t *s, zmsg_t *m) {
+    if (!s->hellos_open || m->h.type != MSG_TYPE_HELLO || m->h.sender >= s->cfg.n_workers || m->h.shard != s->cfg.shard)
+        return 0;
+    zmsg_t *held = &s->held_hellos[m->h.sender];
+    if (held->has_identity) zmsg_close(held);
+    *held = (zmsg_t){.h = m->h, .has_identity = 1, .status = WIRE_STATUS_OK, .checksum_pending = m->checksum_pending};
+    zmq_msg_init(&held->identity);
+    zmq_msg_move(&held->identity, &m->identity);
+    return 1;
+}
+
+// The held HELLOs answered, once *hellos_open is raised; from then on every
+// HELLO is. Returns 0, or -1 on a socket error.
+static int release_hellos(ps_server_t *s, double now, char *err, size_t err_len) {
+    if (!s->hellos_open || !atomic_load(s->hellos_open)) return 0;
+    s->hellos_open = NULL;
+    int rc = 0;
+    for (size_t k = 0; k < s->cfg.n_workers; k++) {
+        zmsg_t *held = &s->held_hellos[k];
+        if (!held->has_identity) continue;
+        if (rc == 0) rc = take_message(s, held, now, err, err_len);
+        zmsg_close(held);
+    }
+    return rc;
 }
 
 // After a divergence the shard goes on refusing for a moment, so that every
@@ -341,10 +353,9 @@ static int drain(ps_server_t *s, double now, char *err, size_t err_len) {
             // resending until its timeout.
             if (m.status == WIRE_STATUS_BAD_SHM && m.has_identity)
                 hrc = ps_answer_reject(s, &m.identity, WIRE_STATUS_BAD_SHM, &m.h, err, err_len) != 0 ? -1 : 0;
-        } else if (s->hooks.on_message && (hrc = s->hooks.on_message(s->hooks.ctx, s, &m, err, err_len)) != 0)
-            hrc = hrc < 0 ? -1 : 0;  // 1: taken by the hook
-        else
-            hrc = handle(s, &m, now, err, err_len);
+        } else if (!hold_hello(s, &m)) {
+            hrc = take_message(s, &m, now, err, err_len);
+        }
         zmsg_close(&m);
         publish_progress(s);
         if (hrc != 0) return -1;
