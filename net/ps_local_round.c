@@ -38,7 +38,8 @@ typedef struct slot {
     _Atomic uint32_t posted;  // posts made (the worker's)
     _Atomic uint32_t examples;
     _Atomic uint64_t clock, param_version;
-    char pad_worker[LINE - 24];
+    _Atomic uint32_t finite;
+    char pad_worker[LINE - 28];
     _Atomic uint32_t answered;  // the futex word: raised at every answer
     _Atomic uint32_t sleepers;  // the worker sleeps on answered
     _Atomic uint64_t acked;  // clock + 1 of the last push acknowledged
@@ -155,6 +156,7 @@ int ps_local_round_take(ps_local_round_t *l, uint32_t k, ps_local_post_t *post) 
     post->clock = atomic_load_explicit(&s->clock, memory_order_relaxed);
     post->param_version = atomic_load_explicit(&s->param_version, memory_order_relaxed);
     post->examples = atomic_load_explicit(&s->examples, memory_order_relaxed);
+    post->finite = atomic_load_explicit(&s->finite, memory_order_relaxed) == 1;
     post->values = area_of(l, k);
     return 1;
 }
@@ -303,9 +305,10 @@ static int ring(ps_local_round_t *l, char *err, size_t err_len) {
     return -1;
 }
 
-int ps_local_round_post(ps_local_round_t *l, uint64_t clock, uint64_t param_version, uint32_t examples, char *err,
-                        size_t err_len) {
+int ps_local_round_post(ps_local_round_t *l, uint64_t clock, uint64_t param_version, uint32_t examples, int finite,
+                        char *err, size_t err_len) {
     slot_t *s = slot_of(l, l->worker);
+    atomic_store_explicit(&s->finite, finite == 1, memory_order_relaxed);
     atomic_store_explicit(&s->clock, clock, memory_order_relaxed);
     atomic_store_explicit(&s->param_version, param_version, memory_order_relaxed);
     atomic_store_explicit(&s->examples, examples, memory_order_relaxed);

@@ -58,6 +58,7 @@ typedef struct ps_local_post {
     uint64_t clock;  // the round it is for
     uint64_t param_version;  // of the values it was computed on
     uint32_t examples;
+    int finite;  // 1: the worker found every value finite as it wrote them; 0: not checked, or not finite
     const float *values;  // n values in the segment, readable until the round is applied
 } ps_local_post_t;
 
@@ -96,10 +97,12 @@ int ps_local_round_is_local(zmq_msg_t *identity, uint32_t *k);
 ps_local_round_t *ps_local_round_attach(uint64_t run_id, size_t shard, uint32_t k, size_t n, char *err, size_t err_len);
 // Where this worker writes its next gradient (n values).
 float *ps_local_round_gradient(ps_local_round_t *l);
-// Posts the gradient written there for round `clock`. Returns 0, or -1 with
-// err filled (the doorbell is gone: the shard has stopped).
-int ps_local_round_post(ps_local_round_t *l, uint64_t clock, uint64_t param_version, uint32_t examples, char *err,
-                        size_t err_len);
+// Posts the gradient written there for round `clock`; finite: 1 when the
+// writer checked every value finite as it wrote them (the shard then does not
+// read them for that), else 0. Returns 0, or -1 with err filled (the doorbell
+// is gone: the shard has stopped).
+int ps_local_round_post(ps_local_round_t *l, uint64_t clock, uint64_t param_version, uint32_t examples, int finite,
+                        char *err, size_t err_len);
 
 // What came back for a post.
 typedef struct ps_local_answer {

@@ -288,7 +288,7 @@ int ps_values_reply(ps_values_t *v, zmq_msg_t *frame, uint32_t *checksum, char *
 
 int ps_push_verify_finite(zmsg_t *m, int *finite) {
     if (!m->checksum_pending || m->n_frames != 1) {
-        *finite = -1;
+        *finite = m->payload_finite ? 1 : -1;
         return zmsg_verify(m);
     }
     // wire_validate_payload held the frame to 4 * count bytes.

@@ -25,7 +25,7 @@ void ps_local_open(ps_server_t *s) {
 int ps_local_next(ps_server_t *s, uint32_t k, zmsg_t *m) {
     ps_local_post_t post;
     if (!ps_local_round_take(s->local, k, &post)) return 0;
-    *m = (zmsg_t){.has_identity = 1, .n_frames = 1, .status = WIRE_STATUS_OK};
+    *m = (zmsg_t){.has_identity = 1, .n_frames = 1, .status = WIRE_STATUS_OK, .payload_finite = post.finite};
     ps_local_round_identity(k, &m->identity);
     wire_header_t *h = &m->h;
     *h = zmsg_header(MSG_TYPE_PUSH, s->cfg.run_id);

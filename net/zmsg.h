@@ -23,6 +23,9 @@ typedef struct zmsg {
     size_t n_frames;
     wire_status_t status;  // WIRE_STATUS_OK, or why the message was refused
     int checksum_pending;  // received with zmsg_recv_deferred, not verified yet
+    // 1: its payload's writer checked every value finite as it wrote it (a
+    // BSP round through shared memory: net/ps_local_round.h); 0: unknown.
+    int payload_finite;
 } zmsg_t;
 
 // Payload frame i's bytes (NULL if absent).

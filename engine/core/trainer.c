@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "kernels/update.h"
+#include "kernels/finite.h"
 #include "kernels/foundation/mono_clock.h"
 #include "kernels/foundation/rng.h"
 #include "kernels/foundation/partition.h"
@@ -954,6 +955,7 @@ typedef struct solo_round {
     float *sum;  // where: tr->sum's values, or the link's sum_buffer (weight: the examples)
     int plain_to_w;  // plain SGD applied to w and the copy (params_sgd_weighted)
     int plain_to_copy;  // plain SGD applied to the copy alone (w behind it: sync_loop_t.w_behind)
+    int *finite;  // to_sum: cleared when a value stored in `sum` is not finite (train_link_t.sum_finite); NULL
 } solo_round_t;
 
 static void solo_block(void *ctx, size_t offset, const float *g, size_t n) {
@@ -973,6 +975,7 @@ static void solo_block(void *ctx, size_t offset, const float *g, size_t n) {
         float *restrict s = R->to_sum ? R->sum + off : chunk;
         const float *restrict gb = g + done;
         for (size_t i = 0; i < m; i++) s[i] = 0.0f + R->weight * gb[i];  // sync_reduce_dense's sum of one
+        if (R->finite && !all_finite_cpu(s, m)) *R->finite = 0;  // the chunk still in cache
         if (tr->keep_copies) {
             optimizer_step_values(tr->opt, off, m, R->copy + off, s, R->lr);
             memcpy(R->copy + off, s, m * sizeof *s);
@@ -1168,7 +1171,9 @@ static double sync_compute(sync_loop_t *S, const uint32_t *idx, size_t count, si
                               to_sum,
                               S->sum_in_place ? link->sum_buffer : tr->sum.value,
                               plain && !S->in_place,
-                              plain && S->in_place};
+                              plain && S->in_place,
+                              to_sum && S->sum_in_place ? link->sum_finite : NULL};
+            if (R.finite) *R.finite = 1;
             loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, solo_block, &R);
         } else {
             loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, store_block, wk->grad.value);

@@ -115,6 +115,12 @@ typedef struct train_link {
     // is given in `sum`), for a link whose servers weight the replicas'
     // averages themselves (bsp); params then come back as the servers' values.
     int sum_is_average;
+    // Optional, with exchange_step: where the trainer says, before each
+    // exchange_step, whether every value it stored in sum_buffer this round is
+    // finite (1) or not (0), checked block by block as it stored them, while
+    // they were in cache: a link that must refuse a gradient holding NaN or
+    // Inf need not read it again. NULL: not wanted.
+    int *sum_finite;
     // sync: set by a link whose exchange averages models, not gradients
     // (local SGD). The trainer then applies every round's update to w itself,
     // before the exchange, which does not read `sum` and sets *applied only

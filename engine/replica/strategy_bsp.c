@@ -42,6 +42,7 @@ typedef struct bsp {
     // round is stepped in place; NULL: rounds go through ZeroMQ.
     ps_local_round_t **local;
     uint64_t local_rounds;  // rounds that went through them
+    int average_finite;  // the trainer's word on the average it stored (train_link_t.sum_finite)
 } bsp_t;
 
 // A dense average pushed to every shard, asking for the round's values back
@@ -170,7 +171,7 @@ static int local_round(replica_t *r, bsp_t *b, size_t examples, float *params) {
         if (ns > 1) memcpy(ps_local_round_gradient(b->local[k]), b->average + begin, (end - begin) * sizeof(float));
         ps_client_local_push_sent(r->client, k, end - begin);
         if (ps_local_round_post(b->local[k], r->clock, ps_client_shard_version(r->client, k), (uint32_t)examples,
-                                r->err, sizeof r->err) != 0)
+                                b->average_finite, r->err, sizeof r->err) != 0)
             return -1;
     }
     uint64_t clock = r->clock;
@@ -306,6 +307,9 @@ static int bsp_begin(replica_t *r, train_config_t *tc, const train_callbacks_t *
     l->exchange_step = exchange_bsp_step;
     l->sum_is_average = 1;
     open_local(r, b);
+    // The shards take the trainer's word that the average is finite (checked
+    // as it was stored) instead of reading it again on their round's path.
+    if (b->local) l->sum_finite = &b->average_finite;
     if (b->local && r->rc->n_servers == 1) {
         l->sum_buffer = ps_local_round_gradient(b->local[0]);  // where the shard reads it
         return 0;

@@ -2,8 +2,9 @@
 // process (the two sides map the same file at different addresses, as two
 // processes would). Attaching needs the shard's segment, made for the same
 // values and a slot in range; the identity of a local slot is told from
-// libzmq's; a post rings the doorbell and is taken once, with its fields and
-// the gradient where the worker wrote it; the worker gets the
+// libzmq's; a post rings the doorbell and is taken once, with its fields
+// (its writer's word on the values being finite among them) and the gradient
+// where the worker wrote it; the worker gets the
 // acknowledgement and the values bit for bit, written in ranges once for two
 // workers, or referred to where the shard keeps them (a lent buffer, which
 // counts the worker as its reader until it has copied them); a refusal reaches the post it refuses; values overwritten while a
@@ -73,7 +74,7 @@ static void check_round(ps_local_round_t *shard, ps_local_round_t *w[2], uint64_
     float values[N], out[N];
     for (uint32_t k = 0; k < 2; k++) {
         fill(ps_local_round_gradient(w[k]), (float)(clock * 10 + k));
-        CHECK(ps_local_round_post(w[k], clock, 40 + clock, 16 + k, err, sizeof err) == 0);
+        CHECK(ps_local_round_post(w[k], clock, 40 + clock, 16 + k, (int)k, err, sizeof err) == 0);
     }
     CHECK(bell_rang(shard));
     ps_local_round_quiet(shard);
@@ -81,7 +82,7 @@ static void check_round(ps_local_round_t *shard, ps_local_round_t *w[2], uint64_
     for (uint32_t k = 0; k < 2; k++) {
         ps_local_post_t p;
         CHECK(ps_local_round_take(shard, k, &p) == 1);
-        CHECK(p.clock == clock && p.param_version == 40 + clock && p.examples == 16 + k);
+        CHECK(p.clock == clock && p.param_version == 40 + clock && p.examples == 16 + k && p.finite == (int)k);
         float want[N];
         fill(want, (float)(clock * 10 + k));
         CHECK(memcmp(p.values, want, sizeof want) == 0);
@@ -109,7 +110,7 @@ static void check_rounds_and_refusals(void) {
     check_round(shard, w, 3);
     check_round(shard, w, 4);
     // A refusal answers the post it refuses.
-    CHECK(ps_local_round_post(w[0], 5, 45, 16, err, sizeof err) == 0);
+    CHECK(ps_local_round_post(w[0], 5, 45, 16, 0, err, sizeof err) == 0);
     ps_local_post_t p;
     CHECK(ps_local_round_take(shard, 0, &p) == 1);
     ps_local_round_refuse(shard, 0, WIRE_STATUS_EVICTED);
@@ -123,7 +124,7 @@ static void check_rounds_and_refusals(void) {
     check_round(shard, w, 6);
     // Worker 1 answered whole; then the shard writes the next version's first
     // range (for another worker) before worker 1 copies: refused, not torn.
-    CHECK(ps_local_round_post(w[1], 7, 47, 16, err, sizeof err) == 0);
+    CHECK(ps_local_round_post(w[1], 7, 47, 16, 0, err, sizeof err) == 0);
     CHECK(ps_local_round_take(shard, 1, &p) == 1);
     float values[N];
     fill(values, 1.0f);
@@ -133,7 +134,7 @@ static void check_rounds_and_refusals(void) {
     CHECK(ps_local_round_await(w[1], 7, out, NULL, &a, err, sizeof err) == -1);
     CHECK(strstr(err, "overwritten while read"));
     // The shard exits: a worker waiting on it fails instead of waiting.
-    CHECK(ps_local_round_post(w[0], 8, 48, 16, err, sizeof err) == 0);
+    CHECK(ps_local_round_post(w[0], 8, 48, 16, 0, err, sizeof err) == 0);
     ps_local_round_destroy(&shard);
     CHECK(ps_local_round_await(w[0], 8, out, NULL, &a, err, sizeof err) == -1);
     CHECK(strstr(err, "server shard 0 has stopped"));
@@ -152,7 +153,7 @@ static void check_referred(void) {
     float *buffer = shm_frames_lend_new(BIG * sizeof(float), &lend);
     CHECK(buffer);
     for (size_t i = 0; i < BIG; i++) buffer[i] = 3.0f + 0.5f * (float)i;
-    CHECK(ps_local_round_post(w, 0, 0, 8, err, sizeof err) == 0);
+    CHECK(ps_local_round_post(w, 0, 0, 8, 0, err, sizeof err) == 0);
     ps_local_post_t p;
     CHECK(ps_local_round_take(shard, 0, &p) == 1);
     ps_local_round_ack(shard, 0, 0);
@@ -214,7 +215,7 @@ static void check_threads(void) {
     size_t wrong = 0;
     for (uint64_t c = 0; c < ROUNDS; c++) {
         fill(ps_local_round_gradient(w), (float)c);
-        CHECK(ps_local_round_post(w, c, c, 8, err, sizeof err) == 0);
+        CHECK(ps_local_round_post(w, c, c, 8, 0, err, sizeof err) == 0);
         ps_local_answer_t a;
         CHECK(ps_local_round_await(w, c, out, NULL, &a, err, sizeof err) == 0);
         float want[N];

@@ -18,10 +18,17 @@
 //   f) failures: no server, another model, another shard layout, bad configs.
 //   g) a resent HELLO (the same nonce and proposed clock) is answered with the
 //      same WELCOME and moves nothing, so the worker's next push is applied.
+//   i) BSP rounds through shared memory (net/ps_local_round.h), two shards:
+//      worker 0 posts while worker 1 pushes through its socket, and both get
+//      the same round's values, bit for bit those of the weighted sum; a post
+//      for the wrong clock is refused through the segment, naming the shard;
+//      a post holding NaN that its writer did not vouch for is refused as
+//      not finite.
 //   h) HELLOs held (ps_server_hold_hellos, shard 0 with its evaluator): an
 //      observer's pull sent after a worker's HELLO is answered while the
 //      HELLO is not; once the flag is raised the worker is welcomed.
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -32,6 +39,7 @@
 #include "kernels/foundation/partition.h"
 #include "net/compress.h"
 #include "net/ps_client.h"
+#include "net/ps_local_round.h"
 #include "net/ps_server.h"
 #include "net/wire.h"
 #include "net/zmsg.h"
@@ -712,6 +720,75 @@ static void test_bsp(void *ctx) {
         ps_server_range(s, &begin, &end);
         CHECK(st.bytes_in == 2 * 4u * (end - begin));  // refused pushes are not counted
         CHECK_BITS(ps_server_values(s), want + begin, end - begin, "BSP server values");
+    }
+    cluster_destroy(&cl);
+}
+
+static void test_bsp_local(void *ctx) {
+    char err[256];
+    const float lr = 0.5f;
+    float init[A_N], g0[A_N], g1[A_N], want[A_N], got0[A_N], got1[A_N];
+    random_values(init, A_N, 15, 1);
+    random_values(g0, A_N, 15, 2);
+    random_values(g1, A_N, 15, 3);
+    ps_config_t cfg = config(2, A_N, 2, SYNC_MODE_BSP);
+    cfg.lr = lr;
+    cfg.local_rounds = 1;
+    cluster_t cl;
+    cluster_start(&cl, ctx, &cfg, init);
+    ps_client_t *c0 = client(ctx, 0, &cl, A_N);  // joined: the shards serve, their segments are made
+    ps_client_t *c1 = client(ctx, 1, &cl, A_N);
+    ps_local_round_t *seg[2];
+    for (size_t k = 0; k < 2; k++) {
+        size_t begin, end;
+        shard_range(A_N, 2, k, &begin, &end);
+        CHECK((seg[k] = ps_local_round_attach(RUN_ID, k, 0, end - begin, err, sizeof err)));
+        memcpy(ps_local_round_gradient(seg[k]), g0 + begin, (end - begin) * sizeof(float));
+        CHECK_OK(ps_local_round_post(seg[k], 0, 0, 3, k == 0, err, sizeof err), err);
+    }
+    push_dense(c1, &cl, A_N, g1, 0, 5, 1);
+    CHECK_OK(ps_client_wait_acks(c1, err, sizeof err), err);
+    CHECK_OK(ps_client_pull(c1, 1, got1, NULL, err, sizeof err), err);
+    for (size_t k = 0; k < 2; k++) {
+        size_t begin, end;
+        shard_range(A_N, 2, k, &begin, &end);
+        ps_local_answer_t a;
+        CHECK_OK(ps_local_round_await(seg[k], 0, got0 + begin, NULL, &a, err, sizeof err), err);
+        CHECK(a.refused == WIRE_STATUS_OK && a.version == 1 && a.clock == 1);
+    }
+    const float wt0 = (float)3 / (float)8, wt1 = (float)5 / (float)8;
+    for (size_t j = 0; j < A_N; j++) {
+        float sum = 0.0f;
+        sum += wt0 * g0[j];
+        sum += wt1 * g1[j];
+        want[j] = init[j] - lr * sum;
+    }
+    CHECK_BITS(got0, want, A_N, "worker 0's values through shared memory");
+    CHECK_BITS(got1, want, A_N, "worker 1's pull beside it");
+    // The wrong clock: refused through the segment.
+    ps_local_answer_t a;
+    CHECK_OK(ps_local_round_post(seg[1], 5, 1, 3, 1, err, sizeof err), err);
+    CHECK_OK(ps_local_round_await(seg[1], 5, got0, NULL, &a, err, sizeof err), err);
+    CHECK(a.refused == WIRE_STATUS_BAD_RANGE);
+    CHECK(ps_client_local_refusal(c0, 1, a.refused, err, sizeof err) == -1);
+    CHECK(strstr(err, "server shard 1 refused a request from worker 0: bad range"));
+    // Round 1 on shard 0, with a NaN its writer did not vouch for: checked, refused.
+    float *g = ps_local_round_gradient(seg[0]);
+    g[7] = NAN;
+    CHECK_OK(ps_local_round_post(seg[0], 1, 1, 3, 0, err, sizeof err), err);
+    CHECK_OK(ps_local_round_await(seg[0], 1, got0, NULL, &a, err, sizeof err), err);
+    CHECK(a.refused == WIRE_STATUS_NOT_FINITE);
+    printf(
+        "bsp in shared memory: the round's values bit for bit beside a socket worker's; a wrong clock and a NaN "
+        "refused through the segment\n");
+    for (size_t k = 0; k < 2; k++) ps_local_round_destroy(&seg[k]);
+    ps_client_destroy(&c0);
+    ps_client_destroy(&c1);
+    cluster_stop(&cl);  // the refused worker cannot say goodbye cleanly
+    for (size_t k = 0; k < 2; k++) {
+        ps_stats_t st;
+        ps_server_stats(cl.st[k].s, &st);
+        CHECK(st.local_posts == 2 && st.version == 1 && st.rejected == 1);  // round 0, then the refused post
     }
     cluster_destroy(&cl);
 }
@@ -1596,6 +1673,7 @@ int main(void) {
     test_exactly_once(ctx);
     test_bsp(ctx);
     test_bsp_bye_completes_round(ctx);
+    test_bsp_local(ctx);
     test_ssp(ctx);
     test_stale_rules(ctx);
     test_malformed(ctx);
