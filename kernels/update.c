@@ -10,6 +10,10 @@ void sgd_weighted_update_cpu(size_t n, float lr, float weight, const float *g, f
     for (size_t i = 0; i < n; i++) w[i] = w[i] - lr * (0.0f + weight * g[i]);
 }
 
+void sgd_sum2_update_cpu(size_t n, float lr, float w0, const float *g0, float w1, const float *g1, float *w) {
+    for (size_t i = 0; i < n; i++) w[i] = w[i] - lr * ((0.0f + w0 * g0[i]) + w1 * g1[i]);
+}
+
 void sgd_divided_update_cpu(size_t n, float lr, float divisor, const float *g, const float *w, float *out) {
     for (size_t i = 0; i < n; i++) out[i] = w[i] - lr * (g[i] / divisor);
 }

@@ -13,6 +13,10 @@ void sgd_update_cpu(size_t n, float lr, const float *g, float *w);
 // w[i] = w[i] - lr * (0.0f + weight * g[i]): a step by one share of a sum
 // (the engine's params_sgd_weighted on plain floats, the same bits).
 void sgd_weighted_update_cpu(size_t n, float lr, float weight, const float *g, float *w);
+// w[i] = w[i] - lr * ((0.0f + w0 * g0[i]) + w1 * g1[i]): a step by the sum of
+// two weighted gradients in one pass, the bits of zeroing a sum, axpy_cpu of
+// each, then sgd_update_cpu (a BSP round of two workers).
+void sgd_sum2_update_cpu(size_t n, float lr, float w0, const float *g0, float w1, const float *g1, float *w);
 // out[i] = w[i] - lr * (g[i] / divisor): a step by the average of a sum over
 // `divisor` examples, the bits of forming the average first (out may be w or g).
 void sgd_divided_update_cpu(size_t n, float lr, float divisor, const float *g, const float *w, float *out);

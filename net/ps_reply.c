@@ -136,16 +136,31 @@ typedef struct range_watch {
 
 // One blocked pass: dst = src, updated with g (SGD, or Adagrad when h is
 // set), and the checksum of the result, each block while it is in cache.
+// A round of one or two gradients (non-NULL in g): their indices into
+// terms, and how many (1 or 2); 0 for none or more than two.
+static size_t round_terms(const float *const *g, size_t count, size_t terms[2]) {
+    size_t n = 0;
+    for (size_t k = 0; k < count; k++)
+        if (g[k]) {
+            if (n == 2) return 0;
+            terms[n++] = k;
+        }
+    return n;
+}
+
 static void update_blocks(ps_values_t *v, const float *src, float *dst, const float *const *g, const float *weight,
                           size_t count, float lr, float *h, float eps, range_watch_t *watch) {
     float sum[BLOCK];
+    // Plain SGD by a round of one or two gradients: the sum is not formed
+    // apart, each block is stepped in one pass (the same bits).
+    size_t t[2] = {0, 0}, terms = weight && !h ? round_terms(g, count, t) : 0;
     wire_checksum_stream_t st, range_st;
     wire_checksum_begin(&st, 0);
     wire_checksum_begin(&range_st, 0);
     for (size_t off = 0; off < v->n; off += BLOCK) {
         size_t len = v->n - off < BLOCK ? v->n - off : BLOCK;
         const float *step = g[0] + off;
-        if (weight) {
+        if (weight && terms == 0) {
             // The same arithmetic, in the same order, as memset + axpy_cpu
             // per gradient over the whole shard.
             memset(sum, 0, len * sizeof *sum);
@@ -154,7 +169,11 @@ static void update_blocks(ps_values_t *v, const float *src, float *dst, const fl
             step = sum;
         }
         if (dst != src) memcpy(dst + off, src + off, len * sizeof(float));
-        if (h)
+        if (terms == 2)
+            sgd_sum2_update_cpu(len, lr, weight[t[0]], g[t[0]] + off, weight[t[1]], g[t[1]] + off, dst + off);
+        else if (terms == 1)
+            sgd_weighted_update_cpu(len, lr, weight[t[0]], g[t[0]] + off, dst + off);
+        else if (h)
             adagrad_update_cpu(len, lr, eps, step, h + off, dst + off);
         else
             sgd_update_cpu(len, lr, step, dst + off);
