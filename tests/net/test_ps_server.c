@@ -628,16 +628,36 @@ static void test_exactly_once(void *ctx) {
 
 // ---- c) BSP ---------------------------------------------------------------------
 
+// A BSP round of two workers over two shards: the initial model and the two
+// gradients drawn from seed, and the model the round must give (3 examples
+// from worker 0, 5 from worker 1: their weighted sum in worker order).
+typedef struct bsp_case {
+    float init[A_N], g0[A_N], g1[A_N], want[A_N];
+    ps_config_t cfg;
+} bsp_case_t;
+
+static void bsp_case(bsp_case_t *b, uint64_t seed, float lr) {
+    random_values(b->init, A_N, seed, 1);
+    random_values(b->g0, A_N, seed, 2);
+    random_values(b->g1, A_N, seed, 3);
+    const float wt0 = (float)3 / (float)8, wt1 = (float)5 / (float)8;
+    for (size_t j = 0; j < A_N; j++) {
+        float sum = 0.0f;
+        sum += wt0 * b->g0[j];
+        sum += wt1 * b->g1[j];
+        b->want[j] = b->init[j] - lr * sum;
+    }
+    b->cfg = config(2, A_N, 2, SYNC_MODE_BSP);
+    b->cfg.lr = lr;
+}
+
 static void test_bsp(void *ctx) {
     char err[256];
-    const float lr = 0.5f;
-    float init[A_N], g0[A_N], g1[A_N], want[A_N], got0[A_N], got1[A_N];
-    random_values(init, A_N, 14, 1);
-    random_values(g0, A_N, 14, 2);
-    random_values(g1, A_N, 14, 3);
-
-    ps_config_t cfg = config(2, A_N, 2, SYNC_MODE_BSP);
-    cfg.lr = lr;
+    static bsp_case_t b;
+    bsp_case(&b, 14, 0.5f);
+    const float *init = b.init, *g0 = b.g0, *g1 = b.g1, *want = b.want;
+    float got0[A_N], got1[A_N];
+    ps_config_t cfg = b.cfg;
     cluster_t cl;
     cluster_start(&cl, ctx, &cfg, init);
     ps_client_t *c0 = client(ctx, 0, &cl, A_N);
@@ -661,13 +681,6 @@ static void test_bsp(void *ctx) {
     CHECK(job.min_clock == 1 && min1 == 1);
 
     // The example-weighted sum in worker order, applied once.
-    const float wt0 = (float)3 / (float)8, wt1 = (float)5 / (float)8;
-    for (size_t j = 0; j < A_N; j++) {
-        float sum = 0.0f;
-        sum += wt0 * g0[j];
-        sum += wt1 * g1[j];
-        want[j] = init[j] - lr * sum;
-    }
     CHECK_BITS(got0, want, A_N, "worker 0's pull of round 0");
     CHECK_BITS(got1, want, A_N, "worker 1's pull of round 0");
 
@@ -726,13 +739,11 @@ static void test_bsp(void *ctx) {
 
 static void test_bsp_local(void *ctx) {
     char err[256];
-    const float lr = 0.5f;
-    float init[A_N], g0[A_N], g1[A_N], want[A_N], got0[A_N], got1[A_N];
-    random_values(init, A_N, 15, 1);
-    random_values(g0, A_N, 15, 2);
-    random_values(g1, A_N, 15, 3);
-    ps_config_t cfg = config(2, A_N, 2, SYNC_MODE_BSP);
-    cfg.lr = lr;
+    static bsp_case_t b;
+    bsp_case(&b, 15, 0.5f);
+    const float *init = b.init, *g0 = b.g0, *g1 = b.g1, *want = b.want;
+    float got0[A_N], got1[A_N];
+    ps_config_t cfg = b.cfg;
     cfg.local_rounds = 1;
     cluster_t cl;
     cluster_start(&cl, ctx, &cfg, init);
@@ -755,13 +766,6 @@ static void test_bsp_local(void *ctx) {
         ps_local_answer_t a;
         CHECK_OK(ps_local_round_await(seg[k], 0, got0 + begin, NULL, &a, err, sizeof err), err);
         CHECK(a.refused == WIRE_STATUS_OK && a.version == 1 && a.clock == 1);
-    }
-    const float wt0 = (float)3 / (float)8, wt1 = (float)5 / (float)8;
-    for (size_t j = 0; j < A_N; j++) {
-        float sum = 0.0f;
-        sum += wt0 * g0[j];
-        sum += wt1 * g1[j];
-        want[j] = init[j] - lr * sum;
     }
     CHECK_BITS(got0, want, A_N, "worker 0's values through shared memory");
     CHECK_BITS(got1, want, A_N, "worker 1's pull beside it");
