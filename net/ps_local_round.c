@@ -113,12 +113,15 @@ ps_local_round_t *ps_local_round_create(uint64_t run_id, size_t shard, size_t n_
     shm_unlink(l->name);  // a restarted shard's predecessor's: its workers go through ZeroMQ now
     int fd = shm_open(l->name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return fail(l, "cannot create", err, err_len);
+    // Every page now: /dev/shm out of room fails here, not as a SIGBUS at a
+    // worker's first store.
     int sized = ftruncate(fd, (off_t)l->bytes);
+    if (sized == 0 && (sized = posix_fallocate(fd, 0, (off_t)l->bytes)) != 0) errno = sized;
     l->base = sized == 0 ? mmap(NULL, l->bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
     close(fd);
     if (l->base == MAP_FAILED) {
         l->base = NULL;
-        return fail(l, "cannot size or map", err, err_len);
+        return fail(l, "cannot size (/dev/shm full?) or map", err, err_len);
     }
     l->hdr = (header_t *)l->base;
     l->hdr->run_id = run_id, l->hdr->n_workers = n_workers, l->hdr->n = n;
@@ -132,7 +135,7 @@ ps_local_round_t *ps_local_round_create(uint64_t run_id, size_t shard, size_t n_
 void ps_local_round_destroy(ps_local_round_t **lp) {
     ps_local_round_t *l = *lp;
     if (!l) return;
-    if (l->owner && l->base) shm_unlink(l->name);
+    if (l->owner && l->name[0]) shm_unlink(l->name);  // also one made but not sized
     if (l->base) munmap(l->base, l->bytes);
     if (l->bell >= 0) close(l->bell);
     free(l->taken);

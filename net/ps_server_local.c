@@ -13,7 +13,8 @@ void ps_local_open(ps_server_t *s) {
     const ps_config_t *c = &s->cfg;
     // Backup workers read the values area while a round they were late for is
     // applied, and replication sees messages only (hooks.on_message): both
-    // keep to the socket.
+    // keep to the socket (as do models with a sparse block: role_server.c
+    // does not ask for local rounds).
     if (s->local || !c->local_rounds || c->mode != SYNC_MODE_BSP || c->backup_workers > 0 || s->hooks.on_message)
         return;
     char why[256];

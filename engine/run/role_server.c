@@ -556,6 +556,9 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
     ps_config_t c;
     char ckpt_path[1100];
     if (server_ps_config(id, run_id, t, d, n, &c, ckpt_path, sizeof ckpt_path, err, err_len) != 0) return -1;
+    // Only a dense model's rounds are stepped in place (the workers' side of
+    // shared-memory rounds): a model with a sparse block gets no segment.
+    if (model_num_sparse_params(m) > 0) c.local_rounds = 0;
     if (shard_fits(m, &c, end - begin, err, err_len) != 0) return -1;
     float *values = shard_init(m, t->seed, begin, end, err, err_len);
     ps_server_t *s = NULL;
