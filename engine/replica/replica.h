@@ -127,6 +127,7 @@ typedef struct replica_stats {
     double steps_per_push_mean, steps_per_pull_mean;
     uint64_t steps_per_push_p99, steps_per_pull_p99;
     uint64_t pushes_hot_averaged;  // asp/ssp: pushes whose dense part went as 1/n_workers of the change
+    uint64_t pushes_hot_sized;  // asp/ssp: pushes of HOGWILD_HOT_TOUCHES examples or more (averaged when asked)
     uint64_t local_rounds;  // bsp: rounds that went through shared memory (net/ps_local_round.h)
     double pull_held_s;
     double comm_s;  // communication thread busy (pushing, pulling, merging)

@@ -34,6 +34,7 @@ typedef struct downpour {
     _Atomic int training_done;
     uint64_t steps_pushed;  // replica steps covered by the pushes so far
     uint64_t pushes_hot_averaged;  // pushes whose dense part went averaged (average_hot)
+    uint64_t pushes_hot_sized;  // pushes of HOGWILD_HOT_TOUCHES examples or more (what average_hot needs)
     uint64_t resumed_unpushed;  // a resume from a checkpoint: the steps its pending update sums
     // Which parameters the steps a push sums had read. The communication
     // thread raises `generation` at every rebase; each step records the value
@@ -284,6 +285,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     replica_count_push(r);
     staleness_hist_add(&d->steps_per_push, steps);
     d->pushes_hot_averaged += (uint64_t)averaged;
+    d->pushes_hot_sized += (double)steps * (double)r->batch >= HOGWILD_HOT_TOUCHES;
     d->steps_pushed = steps_now;
     TRACE_END(&TK_PUSH, span, r->clock);
     return 1;
@@ -728,6 +730,7 @@ static void downpour_report(const replica_t *r, replica_stats_t *stats) {
     stats->steps_per_push_p99 = staleness_hist_quantile(&d->steps_per_push, 0.99);
     stats->steps_per_pull_p99 = staleness_hist_quantile(&d->steps_per_pull, 0.99);
     stats->pushes_hot_averaged = d->pushes_hot_averaged;
+    stats->pushes_hot_sized = d->pushes_hot_sized;
 }
 
 static by_key_t *downpour_by_key(replica_t *r) {

@@ -155,6 +155,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
                     rs->steps_per_pull_p99);
         json_number(&j, "pull_held_s", rs->pull_held_s);
         json_uint(&j, "pushes_hot_averaged", rs->pushes_hot_averaged);
+        json_uint(&j, "pushes_hot_sized", rs->pushes_hot_sized);
         double bound = dist_wait_for_bound(rs->wait_s, rs->pull_held_s, t->threads);
         json_number(&j, "wait_for_bound_s", bound);
         json_number(&j, "wait_for_bytes_s", rs->wait_s - bound);
