@@ -2,8 +2,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -12,12 +10,11 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "kernels/foundation/mono_clock.h"
+#include "net/futex_word.h"
 #include "net/shm_frames.h"
 
 #define LOCAL_MAGIC 0x31444e5552434c41ull  // "ALCRUND1"
@@ -164,17 +161,13 @@ int ps_local_round_take(ps_local_round_t *l, uint32_t k, ps_local_post_t *post) 
     return 1;
 }
 
-static void futex_wake(_Atomic uint32_t *word) {
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
 // An answer's fields are written: raised, and the worker woken if it sleeps.
 // The raise and the load of sleepers are sequentially consistent, as are the
 // sleeper's increment and its re-check (ps_local_round_await): either the
 // worker sees the answer or the shard sees the sleeper.
 static void answered(slot_t *s) {
     atomic_fetch_add(&s->answered, 1);
-    if (atomic_load(&s->sleepers) != 0) futex_wake(&s->answered);
+    if (atomic_load(&s->sleepers) != 0) futex_word_wake(&s->answered);
 }
 
 void ps_local_round_ack(ps_local_round_t *l, uint32_t k, uint64_t clock) {
@@ -319,11 +312,16 @@ int ps_local_round_post(ps_local_round_t *l, uint64_t clock, uint64_t param_vers
     return ring(l, err, err_len);
 }
 
+// The shard's refusal of this worker's last post, or WIRE_STATUS_OK.
+static wire_status_t refusal_of(const ps_local_round_t *l, const slot_t *s) {
+    uint64_t refusal = atomic_load_explicit(&s->refusal, memory_order_acquire);
+    return refusal >> 8 == l->posts ? (wire_status_t)(refusal & 0xff) : WIRE_STATUS_OK;
+}
+
 // 1 once the answer to the post of `clock` is in: a refusal, or its
 // acknowledgement and values for a later clock.
 static int answer_in(const ps_local_round_t *l, const slot_t *s, uint64_t clock) {
-    uint64_t refusal = atomic_load_explicit(&s->refusal, memory_order_acquire);
-    if (refusal >> 8 == l->posts && (refusal & 0xff) != 0) return 1;
+    if (refusal_of(l, s) != WIRE_STATUS_OK) return 1;
     return atomic_load_explicit(&s->acked, memory_order_acquire) > clock &&
            atomic_load_explicit(&s->values_clock, memory_order_acquire) > clock;
 }
@@ -357,12 +355,8 @@ static int copy_referred(const ps_local_round_t *l, const slot_t *s, uint32_t re
 }
 
 static int take_answer(ps_local_round_t *l, slot_t *s, float *out, ps_local_answer_t *a, char *err, size_t err_len) {
-    uint64_t refusal = atomic_load_explicit(&s->refusal, memory_order_relaxed);
-    *a = (ps_local_answer_t){.refused = WIRE_STATUS_OK};
-    if (refusal >> 8 == l->posts && (refusal & 0xff) != 0) {
-        a->refused = (wire_status_t)(refusal & 0xff);
-        return 0;
-    }
+    *a = (ps_local_answer_t){.refused = refusal_of(l, s)};
+    if (a->refused != WIRE_STATUS_OK) return 0;
     a->version = atomic_load_explicit(&s->values_version, memory_order_relaxed);
     a->clock = atomic_load_explicit(&s->values_clock, memory_order_relaxed);
     uint32_t ref_len = atomic_load_explicit(&s->ref_len, memory_order_relaxed);
@@ -371,11 +365,6 @@ static int take_answer(ps_local_round_t *l, slot_t *s, float *out, ps_local_answ
     snprintf(err, err_len, "shared-memory rounds: %s: the values of version %llu were overwritten while read", l->name,
              (unsigned long long)a->version);
     return -1;
-}
-
-static void futex_wait(_Atomic uint32_t *word, uint32_t seen, int ms) {
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, &t, NULL, 0);
 }
 
 int ps_local_round_await(ps_local_round_t *l, uint64_t clock, float *out, const atomic_int *stop, ps_local_answer_t *a,
@@ -388,7 +377,7 @@ int ps_local_round_await(ps_local_round_t *l, uint64_t clock, float *out, const 
     for (;;) {
         atomic_fetch_add(&s->sleepers, 1);
         uint32_t seen = atomic_load(&s->answered);
-        if (!answer_in(l, s, clock)) futex_wait(&s->answered, seen, SLEEP_MS);
+        if (!answer_in(l, s, clock)) futex_word_wait(&s->answered, seen, SLEEP_MS);
         atomic_fetch_sub(&s->sleepers, 1);
         if (answer_in(l, s, clock)) return take_answer(l, s, out, a, err, err_len);
         if (stop && atomic_load(stop)) {

@@ -4,8 +4,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -13,12 +11,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "kernels/foundation/mono_clock.h"
 #include "kernels/foundation/partition.h"
+#include "net/futex_word.h"
 
 #define SHM_MAGIC 0x6173676473686d31ull  // "asgdshm1"
 #define SHM_VERSION 1u
@@ -299,15 +297,6 @@ float *shm_allreduce_buffer(shm_allreduce_t *s) { return input(s, s->rank); }
 
 static int reached(uint32_t have, uint32_t want) { return (int32_t)(have - want) >= 0; }
 
-static void futex_wait(_Atomic uint32_t *word, uint32_t seen, int ms) {
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, &t, NULL, 0);
-}
-
-static void futex_wake(_Atomic uint32_t *word) {
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
 // Raises this rank's step counter and wakes peers asleep on it. The store and
 // the load of sleepers are sequentially consistent, as are the sleeper's
 // increment and its re-check in wait_step: either the sleeper sees the new
@@ -316,14 +305,14 @@ static void post_step(shm_allreduce_t *s, uint32_t step) {
     shm_slot_t *me = slot(s, s->rank);
     atomic_store_explicit(&me->cpu, (int32_t)sched_getcpu(), memory_order_relaxed);
     atomic_store(&me->step, step);
-    if (atomic_load(&me->sleepers) != 0) futex_wake(&me->step);
+    if (atomic_load(&me->sleepers) != 0) futex_word_wake(&me->step);
 }
 
 // Marks the group failed (the first failure wins) and wakes every sleeper.
 static void mark_failed(shm_allreduce_t *s, size_t culprit, fail_why_t why) {
     uint64_t none = 0, mark = (uint64_t)(s->rank + 1) | (uint64_t)(culprit + 1) << 24 | (uint64_t)why << 48;
     atomic_compare_exchange_strong(&s->hdr->failed, &none, mark);
-    for (size_t r = 0; r < s->n; r++) futex_wake(&slot(s, r)->step);
+    for (size_t r = 0; r < s->n; r++) futex_word_wake(&slot(s, r)->step);
 }
 
 // The error of a rank that finds the group failed by another.
@@ -387,7 +376,7 @@ static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size
         if (timeout_ms > 0 && timeout_ms - waited < ms) ms = (int)(timeout_ms - waited) + 1;
         atomic_fetch_add(&peer->sleepers, 1);
         uint32_t seen = atomic_load(&peer->step);
-        if (!reached(seen, want)) futex_wait(&peer->step, seen, ms);
+        if (!reached(seen, want)) futex_word_wait(&peer->step, seen, ms);
         atomic_fetch_sub(&peer->sleepers, 1);
         if (reached(atomic_load_explicit(&peer->step, memory_order_acquire), want)) return 0;
     }

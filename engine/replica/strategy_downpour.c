@@ -213,6 +213,12 @@ static const trace_kind_t TK_PUSH = {"push", "net", "clock"};
 static const trace_kind_t TK_PULL = {"pull", "net", "need"};  // need > 0: the gate's pull (waits for the bound)
 static const trace_kind_t TK_ACKS = {"wait_acks", "net", NULL};
 
+// Whether a push of `steps` local steps holds HOGWILD_HOT_TOUCHES examples
+// or more: the size average_hot needs (and pushes_hot_sized counts).
+static int hot_sized(const replica_t *r, uint64_t steps) {
+    return (double)steps * (double)r->batch >= HOGWILD_HOT_TOUCHES;
+}
+
 // The hot parameters of a push of idx/val (nnz entries): a model's dense
 // part, [model_num_sparse_params, n), which every step moves. Summed over N
 // workers, a change each worker made from nearly the same base counts N times
@@ -226,8 +232,7 @@ static const trace_kind_t TK_ACKS = {"wait_acks", "net", NULL};
 static int average_hot(replica_t *r, size_t nnz, uint64_t steps) {
     size_t sparse = model_num_sparse_params(r->model);
     float share = r->rc->hot_share;
-    if (!(share > 0.0f && share < 1.0f) || sparse == 0 || (double)steps * (double)r->batch < HOGWILD_HOT_TOUCHES)
-        return 0;
+    if (!(share > 0.0f && share < 1.0f) || sparse == 0 || !hot_sized(r, steps)) return 0;
     for (size_t i = 0; i < nnz; i++)
         if (r->idx[i] >= sparse) r->val[i] *= share;
     return 1;
@@ -285,7 +290,7 @@ static int push_delta(replica_t *r, int skip_if_empty) {
     replica_count_push(r);
     staleness_hist_add(&d->steps_per_push, steps);
     d->pushes_hot_averaged += (uint64_t)averaged;
-    d->pushes_hot_sized += (double)steps * (double)r->batch >= HOGWILD_HOT_TOUCHES;
+    d->pushes_hot_sized += (uint64_t)hot_sized(r, steps);
     d->steps_pushed = steps_now;
     TRACE_END(&TK_PUSH, span, r->clock);
     return 1;

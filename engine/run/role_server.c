@@ -255,10 +255,10 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
     return ge;
 }
 
-// The shard's configuration: range `n` parameters of the model (its sparse
+// The shard's configuration: range `n` parameters of the model m (its sparse
 // part under hybrid), and its checkpoints (ckpt_path: their file's buffer).
-static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, const dist_args_t *d, size_t n,
-                            ps_config_t *c, char *ckpt_path, size_t ckpt_len, char *err, size_t err_len) {
+static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, const dist_args_t *d, const model_t *m,
+                            size_t n, ps_config_t *c, char *ckpt_path, size_t ckpt_len, char *err, size_t err_len) {
     int hybrid = d->sync == SYNC_MODE_HYBRID;
     *c = (ps_config_t){
         .run_id = run_id,
@@ -283,7 +283,10 @@ static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, c
         .backup_workers = d->sync == SYNC_MODE_BSP ? d->backup_workers : 0,
         // A shard that checkpoints may be restarted (--restart-servers): its
         // workers' rounds keep to the sockets, whose retries find it again.
-        .local_rounds = d->ps_transport == PS_TRANSPORT_SHM && t->checkpoint_every <= 0,
+        // Only a dense model's rounds are stepped in place (the workers' side
+        // of shared-memory rounds): a model with a sparse block gets no segment.
+        .local_rounds =
+            d->ps_transport == PS_TRANSPORT_SHM && t->checkpoint_every <= 0 && model_num_sparse_params(m) == 0,
     };
     if (t->checkpoint_every <= 0) return 0;
     const char *ckpt_dir = t->checkpoint_dir ? t->checkpoint_dir : d->run_dir;
@@ -555,10 +558,7 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
     shard_range(n, d->servers, id, &begin, &end);
     ps_config_t c;
     char ckpt_path[1100];
-    if (server_ps_config(id, run_id, t, d, n, &c, ckpt_path, sizeof ckpt_path, err, err_len) != 0) return -1;
-    // Only a dense model's rounds are stepped in place (the workers' side of
-    // shared-memory rounds): a model with a sparse block gets no segment.
-    if (model_num_sparse_params(m) > 0) c.local_rounds = 0;
+    if (server_ps_config(id, run_id, t, d, m, n, &c, ckpt_path, sizeof ckpt_path, err, err_len) != 0) return -1;
     if (shard_fits(m, &c, end - begin, err, err_len) != 0) return -1;
     float *values = shard_init(m, t->seed, begin, end, err, err_len);
     ps_server_t *s = NULL;
