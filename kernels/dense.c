@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/blas_runtime.h"
+#include "kernels/dense_wgrad.h"
 
 // A minibatch of 8 to 32 rows into a layer of 64 or more units runs faster as
 // z^T = w x^T: OpenBLAS takes x w^T of that shape through its small-matrix
@@ -112,6 +113,7 @@ void dense_weight_grad_cpu(int batch, int in, int out, const float *dz, int ldz,
 }
 
 void dense_weight_grad_set_cpu(int batch, int in, int out, const float *dz, int ldz, const float *x, float *dw) {
+    if (dense_wgrad_small(batch, in, out, dz, ldz, x, dw)) return;
     float beta = zero_output(dw, (size_t)out * (size_t)in);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out, in, batch, 1.0f, dz, ldz, x, in, beta, dw, in);
 }

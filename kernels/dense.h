@@ -31,10 +31,12 @@ void dense_weight_grad_cpu(int batch, int in, int out, const float *dz, int ldz,
 
 // dw = dz^T x (overwrites; dw need not hold anything)    shapes as above
 // For a caller that computes a layer's weight gradient in blocks into one
-// buffer and hands each block on: the same bits as zeroing dw and then
-// accumulating (OpenBLAS's beta = 0 clears C inside the call before its kernel
-// adds the product, as beta = 1 adds it to C), without the caller's separate
-// zeroing pass over the block (memset was 5% of a Hogwild! MLP step).
+// buffer and hands each block on, without a separate zeroing pass over the
+// block (memset was 5% of a Hogwild! MLP step). A batch of up to
+// DENSE_WGRAD_SMALL_BATCH on a CPU with AVX2 and FMA goes through asgd's own
+// kernel (dense_wgrad.h: no packing of x for every block, each output one
+// FMA chain over the batch); otherwise OpenBLAS, with the same bits as
+// zeroing dw and then accumulating.
 void dense_weight_grad_set_cpu(int batch, int in, int out, const float *dz, int ldz, const float *x, float *dw);
 
 // dbias += column sums of dz    dz (batch, out)
