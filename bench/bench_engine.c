@@ -15,8 +15,9 @@
 // load falls on both alike; prints every run, the medians and their ratio.
 //
 // --mlp-gemm sets the MLP's Hogwild! training (batch 16, E epochs, default 1)
-// beside the rate its step's own GEMMs allow: the same sgemm calls (shapes,
-// transposes, betas) with nothing else around them, on 1 and N threads
+// beside the rate its step's own GEMMs allow: the same products through
+// OpenBLAS (shapes, transposes; each layer's weight gradient in one call,
+// accumulating) with nothing else around them, on 1 and N threads
 // (default 2), alternating with the training runs R times; and the sgemm
 // peak at N = 1024, 1536 and 2048 on 1 and 2 threads. All with the kernels
 // this process runs (the banner names them).
@@ -284,8 +285,10 @@ static void gemm_step_free(gemm_step_t *g) {
     for (size_t l = 0; l < g->n_layers; l++) free(g->w[l]), free(g->dw[l]), free(g->bias[l]);
 }
 
-// The dense-layer products of a step through kernels/dense.c, in the order
-// the step makes them: the forward products (with their bias), then from the
+// The dense-layer products of a step through OpenBLAS (the reference: what
+// the library allows; the step itself takes a batch of 16 through asgd's own
+// kernels, kernels/dense_small.h), in the order the step makes them: the
+// forward products (with their bias), then from the
 // top the input gradient (every layer but the first) and the whole layer's
 // weight gradient (accumulating). No ReLU, softmax, data gather or update.
 static void *gemm_steps(void *arg) {
@@ -293,7 +296,7 @@ static void *gemm_steps(void *arg) {
     int b = g->batch;
     for (size_t s = 0; s < g->steps; s++) {
         for (size_t l = 0; l < g->n_layers; l++)
-            dense_forward_cpu(b, g->width[l], g->width[l + 1], g->act[l], g->w[l], g->bias[l], g->act[l + 1]);
+            dense_forward_blas_cpu(b, g->width[l], g->width[l + 1], g->act[l], g->w[l], g->bias[l], g->act[l + 1]);
         for (size_t l = g->n_layers; l-- > 0;) {
             int in = g->width[l], out = g->width[l + 1];
             if (l > 0) dense_backward_input_cpu(b, in, out, g->delta[l + 1], g->w[l], g->delta[l]);
@@ -349,7 +352,8 @@ static int mlp_gemm_bound(size_t threads, int reps, size_t epochs) {
     size_t samples = model_num_train(mlp) * epochs, ts[2] = {1, threads};
     printf(
         "\nmlp 784-256-128-10 on Fashion-MNIST, batch 16, lr 0.05, %zu epoch%s per run (%.3f MFLOP per sample);\n"
-        "gemm-only: the step's sgemm calls alone on private copies, as many samples; the two alternate, %d runs\n\n",
+        "gemm-only: the step's products through OpenBLAS alone on private copies, as many samples; the two alternate, "
+        "%d runs\n\n",
         epochs, epochs == 1 ? "" : "s", flops / 1e6, reps);
     printf("%7s %4s %14s %14s %9s %10s\n", "threads", "run", "gemm-only/s", "hogwild/s", "hog/gemm", "hog acc");
     for (int k = 0; k < 2; k++) {

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "kernels/blas_runtime.h"
-#include "kernels/dense_wgrad.h"
+#include "kernels/dense_small.h"
 
 // A minibatch of 8 to 32 rows into a layer of 64 or more units runs faster as
 // z^T = w x^T: OpenBLAS takes x w^T of that shape through its small-matrix
@@ -31,6 +31,10 @@ static int forward_transposed(int batch, int out) {
 }
 
 void dense_forward_cpu(int batch, int in, int out, const float *x, const float *w, const float *bias, float *z) {
+    if (!dense_forward_small(batch, in, out, x, w, bias, z)) dense_forward_blas_cpu(batch, in, out, x, w, bias, z);
+}
+
+void dense_forward_blas_cpu(int batch, int in, int out, const float *x, const float *w, const float *bias, float *z) {
     if (forward_transposed(batch, out)) {
         float zt[DENSE_FORWARD_T_FLOATS];  // (out, batch)
         float beta = zero_output(zt, (size_t)out * (size_t)batch);

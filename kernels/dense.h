@@ -9,7 +9,14 @@
 #include <stdint.h>
 
 // z = x w^T + bias          x (batch, in), w (out, in), bias (out), z (batch, out)
+// A batch of up to DENSE_SMALL_BATCH on a CPU with AVX2 and FMA goes through
+// asgd's own kernel (dense_small.h: the weights read where they lie, not
+// packed at every call); otherwise OpenBLAS.
 void dense_forward_cpu(int batch, int in, int out, const float *x, const float *w, const float *bias, float *z);
+
+// The same product through OpenBLAS at any batch: what the library alone
+// allows, the reference bench_engine --mlp-gemm times the step against.
+void dense_forward_blas_cpu(int batch, int in, int out, const float *x, const float *w, const float *bias, float *z);
 
 // In place: z = max(z, 0).
 void relu_forward_cpu(int n, float *z);
@@ -33,8 +40,8 @@ void dense_weight_grad_cpu(int batch, int in, int out, const float *dz, int ldz,
 // For a caller that computes a layer's weight gradient in blocks into one
 // buffer and hands each block on, without a separate zeroing pass over the
 // block (memset was 5% of a Hogwild! MLP step). A batch of up to
-// DENSE_WGRAD_SMALL_BATCH on a CPU with AVX2 and FMA goes through asgd's own
-// kernel (dense_wgrad.h: no packing of x for every block, each output one
+// DENSE_SMALL_BATCH on a CPU with AVX2 and FMA goes through asgd's own
+// kernel (dense_small.h: no packing of x for every block, each output one
 // FMA chain over the batch); otherwise OpenBLAS, with the same bits as
 // zeroing dw and then accumulating.
 void dense_weight_grad_set_cpu(int batch, int in, int out, const float *dz, int ldz, const float *x, float *dw);
