@@ -76,6 +76,10 @@ double model_loss_grad(const model_t *m, const param_t *w, const uint32_t *idx, 
 
 int model_has_loss_grad_apply(const model_t *m) { return m->ops->loss_grad_apply != NULL; }
 
+void grad_block_store(void *ctx, size_t offset, const float *g, size_t n) {
+    memcpy((float *)ctx + offset, g, n * sizeof *g);
+}
+
 double model_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, model_ws_t *ws,
                              grad_block_fn apply, void *ctx) {
     return m->ops->loss_grad_apply(m, w, idx, count, ws, apply, ctx);

@@ -160,6 +160,14 @@ typedef void (*grad_block_fn)(void *ctx, size_t offset, const float *g, size_t n
 // may write the workspace's parameter copy (the values a block covers are not
 // read again in this step). Only where model_has_loss_grad_apply() is true.
 int model_has_loss_grad_apply(const model_t *m);
+
+// The destination that stores the gradient: ctx is an array of the model's
+// size, and each block's values go to ctx + offset. Passed as `apply`, it lets
+// a model compute a block in that place instead of in its workspace, so the
+// block is not copied (a dense model's whole gradient, every step of --mode
+// sync); called, it copies the block there.
+void grad_block_store(void *ctx, size_t offset, const float *g, size_t n);
+
 double model_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, model_ws_t *ws,
                              grad_block_fn apply, void *ctx);
 

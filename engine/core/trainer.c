@@ -891,13 +891,6 @@ static size_t sync_active(size_t total, size_t batch, size_t threads) {
     return active < threads ? active : threads;
 }
 
-// Where a dense model's step puts its gradient in sync mode: stored block by
-// block into the thread's buffer. The blocks cover every coordinate once, so
-// the buffer is never cleared.
-static void store_block(void *ctx, size_t offset, const float *g, size_t n) {
-    memcpy((float *)ctx + offset, g, n * sizeof *g);
-}
-
 static void add_scaled(float *restrict s, const float *restrict g, float weight, size_t n) {
     for (size_t i = 0; i < n; i++) s[i] += weight * g[i];
 }
@@ -1176,7 +1169,10 @@ static double sync_compute(sync_loop_t *S, const uint32_t *idx, size_t count, si
             if (R.finite) *R.finite = 1;
             loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, solo_block, &R);
         } else {
-            loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, store_block, wk->grad.value);
+            // Stored block by block into the thread's buffer (computed there:
+            // grad_block_store). The blocks cover every coordinate once, so
+            // the buffer is never cleared.
+            loss = model_loss_grad_apply(tr->model, tr->w, idx, count, wk->ws, grad_block_store, wk->grad.value);
         }
     } else {
         grad_clear(&wk->grad);  // the reduce only read it

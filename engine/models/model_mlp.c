@@ -147,13 +147,15 @@ static void mlp_backward_input(const mlp_model_t *mm, mlp_ws_t *ws, int rows, si
 // each layer first passes its delta down (which needs its old weights), then
 // hands its weight and bias gradients to `apply`, which may overwrite them.
 // Storing the gradient (mlp_loss_grad) and applying it block by block (Hogwild!)
-// share this one pass, so every mode does the same arithmetic.
+// share this one pass, so every mode does the same arithmetic. Given
+// grad_block_store, the blocks are computed where they are stored.
 static double mlp_loss_grad_apply(const model_t *m, const param_t *w, const uint32_t *idx, size_t count, model_ws_t *p,
                                   grad_block_fn apply, void *ctx) {
     const mlp_model_t *mm = (const mlp_model_t *)m;
     mlp_ws_t *ws = (mlp_ws_t *)p;
     int rows = (int)count;
     double loss = mlp_forward_loss(mm, w, idx, rows, ws), sq = 0.0;
+    float *store = apply == grad_block_store ? ctx : NULL;
     for (size_t l = mm->n_layers; l-- > 0;) {
         int in = (int)mm->width[l], out = (int)mm->width[l + 1];
         if (l > 0) mlp_backward_input(mm, ws, rows, l);
@@ -161,19 +163,21 @@ static double mlp_loss_grad_apply(const model_t *m, const param_t *w, const uint
         for (int o = 0; o < out; o += tile_rows) {
             int n_rows = out - o < tile_rows ? out - o : tile_rows;
             size_t offset = mm->w_offset[l] + (size_t)o * in, n = (size_t)n_rows * in;
-            dense_weight_grad_set_cpu(rows, in, n_rows, ws->delta[l + 1] + o, out, ws->act[l], ws->tile);
+            float *block = store ? store + offset : ws->tile;
+            dense_weight_grad_set_cpu(rows, in, n_rows, ws->delta[l + 1] + o, out, ws->act[l], block);
             if (mm->l2 > 0.0f) {
                 for (size_t i = 0; i < n; i++) {
                     float wi = ws->w[offset + i];
-                    ws->tile[i] += mm->l2 * wi;
+                    block[i] += mm->l2 * wi;
                     sq += (double)wi * wi;
                 }
             }
-            apply(ctx, offset, ws->tile, n);
+            if (!store) apply(ctx, offset, block, n);
         }
-        memset(ws->tile, 0, (size_t)out * sizeof *ws->tile);
-        dense_bias_grad_cpu(rows, out, ws->delta[l + 1], ws->tile);
-        apply(ctx, mm->b_offset[l], ws->tile, (size_t)out);
+        float *bias = store ? store + mm->b_offset[l] : ws->tile;
+        memset(bias, 0, (size_t)out * sizeof *bias);
+        dense_bias_grad_cpu(rows, out, ws->delta[l + 1], bias);
+        if (!store) apply(ctx, mm->b_offset[l], bias, (size_t)out);
     }
     return loss + 0.5 * mm->l2 * sq;
 }
