@@ -42,7 +42,8 @@ typedef struct slot {
     _Atomic uint64_t acked;  // clock + 1 of the last push acknowledged
     _Atomic uint64_t values_clock, values_version;  // of the last whole values answer
     _Atomic uint64_t refusal;  // post number << 8 | status of the last refusal
-    char pad_shard[LINE - 40];
+    _Atomic uint32_t in_rounds;  // 1 from the shard's first take of a post here until the worker leaves
+    char pad_shard[LINE - 44];
     // The last values answer's whereabouts: 0, the values area; else the
     // length of a reference to the shard's own values (net/shm_frames.h).
     _Atomic uint32_t ref_len;
@@ -153,6 +154,7 @@ int ps_local_round_take(ps_local_round_t *l, uint32_t k, ps_local_post_t *post) 
     uint32_t posted = atomic_load_explicit(&s->posted, memory_order_acquire);
     if (posted == l->taken[k]) return 0;
     l->taken[k] = posted;  // a worker posts one at a time: the last is the only one
+    atomic_store_explicit(&s->in_rounds, 1, memory_order_relaxed);
     post->clock = atomic_load_explicit(&s->clock, memory_order_relaxed);
     post->param_version = atomic_load_explicit(&s->param_version, memory_order_relaxed);
     post->examples = atomic_load_explicit(&s->examples, memory_order_relaxed);
@@ -293,6 +295,29 @@ ps_local_round_t *ps_local_round_attach(uint64_t run_id, size_t shard, uint32_t 
 
 float *ps_local_round_gradient(ps_local_round_t *l) { return area_of(l, l->worker); }
 
+void ps_local_round_out(ps_local_round_t *l, uint32_t k) {
+    atomic_store_explicit(&slot_of(l, k)->in_rounds, 0, memory_order_relaxed);
+}
+
+// Whether every other worker that takes part in the rounds here has posted
+// for `clock` (or is posting it). Called after this worker's own post, which
+// is sequentially consistent, as is each load of another's `posted` here:
+// of two workers posting at once, at least one sees the other's post (the
+// total order puts one's store before the other's load), and with it (the
+// load acquires) the clock it stored before. So the last of a round's posts
+// always finds the others in, whatever the interleaving. A worker that left
+// without its slot being marked out makes nobody ring; the shard's loop
+// looks at every slot at each turn anyway (100 ms at most).
+static int others_posted(const ps_local_round_t *l, uint64_t clock) {
+    for (size_t j = 0; j < l->n_workers; j++) {
+        const slot_t *o = slot_of(l, j);
+        if (j == l->worker || !atomic_load_explicit(&o->in_rounds, memory_order_relaxed)) continue;
+        (void)atomic_load(&o->posted);
+        if (atomic_load_explicit(&o->clock, memory_order_relaxed) < clock) return 0;
+    }
+    return 1;
+}
+
 // Rings the shard's doorbell. A full queue has wake-ups waiting already.
 static int ring(ps_local_round_t *l, char *err, size_t err_len) {
     if (send(l->bell, "", 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1 || errno == EAGAIN) return 0;
@@ -308,8 +333,12 @@ int ps_local_round_post(ps_local_round_t *l, uint64_t clock, uint64_t param_vers
     atomic_store_explicit(&s->clock, clock, memory_order_relaxed);
     atomic_store_explicit(&s->param_version, param_version, memory_order_relaxed);
     atomic_store_explicit(&s->examples, examples, memory_order_relaxed);
-    atomic_store_explicit(&s->posted, ++l->posts, memory_order_release);
-    return ring(l, err, err_len);
+    // Only the round's last post rings: a shard woken by an earlier one would
+    // take the post and wait on, having preempted a worker still computing
+    // on the core it ran on (docs/benchmarks.md). Sequentially consistent:
+    // see others_posted.
+    atomic_store(&s->posted, ++l->posts);
+    return others_posted(l, clock) ? ring(l, err, err_len) : 0;
 }
 
 // The shard's refusal of this worker's last post, or WIRE_STATUS_OK.

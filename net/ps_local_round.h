@@ -80,6 +80,10 @@ int ps_local_round_values_ref(ps_local_round_t *l, uint32_t k, const void *ref, 
                               uint64_t clock);
 // A refusal (a REJECT's status) of the worker's last post.
 void ps_local_round_refuse(ps_local_round_t *l, uint32_t k, wire_status_t why);
+// Worker k left or was evicted: the others no longer count on its post to
+// ring the doorbell (ps_local_round_post rings only at a round's last post;
+// a slot counts from the shard's first take of a post from it).
+void ps_local_round_out(ps_local_round_t *l, uint32_t k);
 
 // The ROUTER identity that stands for worker k's local slot in the shard's
 // answers (ps_server_local.c): six bytes beginning with a zero byte, which
@@ -99,8 +103,10 @@ ps_local_round_t *ps_local_round_attach(uint64_t run_id, size_t shard, uint32_t 
 float *ps_local_round_gradient(ps_local_round_t *l);
 // Posts the gradient written there for round `clock`; finite: 1 when the
 // writer checked every value finite as it wrote them (the shard then does not
-// read them for that), else 0. Returns 0, or -1 with err filled (the doorbell
-// is gone: the shard has stopped).
+// read them for that), else 0. Rings the doorbell when every other worker
+// taking part here has posted for the round: the shard is woken once a round.
+// Returns 0, or -1 with err filled (the doorbell is gone: the shard has
+// stopped; noticed by a post that rings, or by the wait).
 int ps_local_round_post(ps_local_round_t *l, uint64_t clock, uint64_t param_version, uint32_t examples, int finite,
                         char *err, size_t err_len);
 

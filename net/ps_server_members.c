@@ -6,6 +6,7 @@
 
 #include "kernels/foundation/mono_clock.h"
 #include "kernels/foundation/trace.h"
+#include "net/ps_local_round.h"
 #include "net/ps_server_impl.h"
 
 static const trace_kind_t TK_REJOIN = {"rejoin", "server", "worker"};
@@ -177,6 +178,7 @@ static void note_not_live(ps_server_t *s, double now) {
 
 void ps_members_leave(ps_server_t *s, uint32_t k, double now) {
     s->members.clocks.left[k] = 1;
+    if (s->local) ps_local_round_out(s->local, k);
     note_not_live(s, now);
 }
 
@@ -185,6 +187,7 @@ void ps_members_leave(ps_server_t *s, uint32_t k, double now) {
 void ps_members_evict(ps_server_t *s, uint32_t k, double now) {
     s->members.clocks.evicted[k] = 1;
     s->stats.evictions++;
+    if (s->local) ps_local_round_out(s->local, k);
     note_not_live(s, now);
 }
 

@@ -142,6 +142,53 @@ static void check_rounds_and_refusals(void) {
     for (int k = 0; k < 2; k++) ps_local_round_destroy(&w[k]);
 }
 
+// The doorbell rings once a round, at its last post: not for a post while
+// another worker taking part has not posted for the round; for the one that
+// completes it; for a post of a worker alone once the other is marked out
+// (left or evicted); and for a worker's first posts, before the shard has
+// taken any post from the other.
+static void check_last_post_rings(void) {
+    char err[300];
+    ps_local_round_t *shard = ps_local_round_create(RUN, 3, 2, N, err, sizeof err), *w[2];
+    CHECK(shard);
+    for (uint32_t k = 0; k < 2; k++) CHECK((w[k] = ps_local_round_attach(RUN, 3, k, N, err, sizeof err)));
+    ps_local_post_t p;
+    float values[N], out[N];
+    ps_local_answer_t a;
+    CHECK(ps_local_round_post(w[0], 0, 0, 16, 0, err, sizeof err) == 0);
+    CHECK(bell_rang(shard));  // the shard has taken nothing from worker 1 yet
+    ps_local_round_quiet(shard);
+    CHECK(ps_local_round_take(shard, 0, &p) == 1);
+    ps_local_round_ack(shard, 0, 0);
+    fill(values, 0.0f);
+    ps_local_round_values(shard, 0, values, 0, N, 0, 1, 1);
+    CHECK(ps_local_round_await(w[0], 0, out, NULL, &a, err, sizeof err) == 0);
+    check_round(shard, w, 1);  // both posts taken: both take part from now on
+    for (uint64_t clock = 2; clock <= 3; clock++) {
+        uint32_t first = clock % 2, last = 1 - first;
+        CHECK(ps_local_round_post(w[first], clock, clock, 16, 0, err, sizeof err) == 0);
+        CHECK(!bell_rang(shard));
+        CHECK(ps_local_round_post(w[last], clock, clock, 16, 0, err, sizeof err) == 0);
+        CHECK(bell_rang(shard));
+        ps_local_round_quiet(shard);
+        for (uint32_t k = 0; k < 2; k++) {
+            CHECK(ps_local_round_take(shard, k, &p) == 1 && p.clock == clock);
+            ps_local_round_ack(shard, k, clock);
+        }
+        fill(values, (float)clock);
+        for (uint32_t k = 0; k < 2; k++) ps_local_round_values(shard, k, values, 0, N, clock, clock + 1, 1);
+        for (uint32_t k = 0; k < 2; k++) {
+            CHECK(ps_local_round_await(w[k], clock, out, NULL, &a, err, sizeof err) == 0);
+        }
+    }
+    ps_local_round_out(shard, 1);
+    CHECK(ps_local_round_post(w[0], 4, 4, 16, 0, err, sizeof err) == 0);
+    CHECK(bell_rang(shard));
+    printf("doorbell: rung by a round's last post only, and by a worker alone once the other is out\n");
+    for (int k = 0; k < 2; k++) ps_local_round_destroy(&w[k]);
+    ps_local_round_destroy(&shard);
+}
+
 // A shard's values in a lent buffer of its arena (as ps_reply.h keeps
 // them), answered by reference: copied bit for bit, one reader until then.
 static void check_referred(void) {
@@ -233,6 +280,7 @@ int main(void) {
     check_identity();
     check_attach_refused();
     check_rounds_and_refusals();
+    check_last_post_rings();
     check_referred();
     check_threads();
     return 0;
