@@ -66,21 +66,21 @@ WGRAD_BLOCK(4, 2)
 WGRAD_BLOCK(2, 2)
 WGRAD_BLOCK(1, 2)
 WGRAD_BLOCK(6, 1)
+WGRAD_BLOCK(4, 1)
+WGRAD_BLOCK(2, 1)
 WGRAD_BLOCK(1, 1)
 
-// Every row of dw at the columns [c, c + 8 CV), six rows at a time.
+// Every row of dw at the columns [c, c + 8 CV): six rows at a time, then
+// the rest by 4, 2 and 1.
 #define WGRAD_COLUMNS(CV)                                                                                        \
     SMALL_TARGET static inline __attribute__((always_inline)) void wgrad_columns_##CV(                           \
         int batch, int in, int out, const float *dz, int ldz, const float *x, float *dw) {                       \
         int r = 0;                                                                                               \
         for (; r + 6 <= out; r += 6) wgrad_block_6x##CV(batch, in, dz + r, ldz, x, dw + (size_t)r * (size_t)in); \
-        WGRAD_REST_##CV for (; r < out; r++)                                                                     \
-            wgrad_block_1x##CV(batch, in, dz + r, ldz, x, dw + (size_t)r * (size_t)in);                          \
+        if (r + 4 <= out) wgrad_block_4x##CV(batch, in, dz + r, ldz, x, dw + (size_t)r * (size_t)in), r += 4;    \
+        if (r + 2 <= out) wgrad_block_2x##CV(batch, in, dz + r, ldz, x, dw + (size_t)r * (size_t)in), r += 2;    \
+        if (r < out) wgrad_block_1x##CV(batch, in, dz + r, ldz, x, dw + (size_t)r * (size_t)in);                 \
     }
-#define WGRAD_REST_2                                                                                   \
-    if (r + 4 <= out) wgrad_block_4x2(batch, in, dz + r, ldz, x, dw + (size_t)r * (size_t)in), r += 4; \
-    if (r + 2 <= out) wgrad_block_2x2(batch, in, dz + r, ldz, x, dw + (size_t)r * (size_t)in), r += 2;
-#define WGRAD_REST_1
 WGRAD_COLUMNS(2)
 WGRAD_COLUMNS(1)
 
@@ -146,26 +146,26 @@ FWD_BLOCK(3, 1)
 FWD_BLOCK(1, 4)
 FWD_BLOCK(1, 1)
 
-// Every output, three weight rows and four examples at a time.
+// The outputs of RW weight rows (w and bias at the first, z at its column),
+// four examples at a time, then one.
+#define FWD_ROWS(RW)                                                                                       \
+    SMALL_TARGET static inline __attribute__((always_inline)) void fwd_rows_##RW(                          \
+        int batch, int in, int out, const float *x, const float *w, const float *bias, float *z) {         \
+        int b = 0;                                                                                         \
+        for (; b + 4 <= batch; b += 4)                                                                     \
+            fwd_block_##RW##x4(in, out, x + (size_t)b * (size_t)in, w, bias, z + (size_t)b * (size_t)out); \
+        for (; b < batch; b++)                                                                             \
+            fwd_block_##RW##x1(in, out, x + (size_t)b * (size_t)in, w, bias, z + (size_t)b * (size_t)out); \
+    }
+FWD_ROWS(3)
+FWD_ROWS(1)
+
+// Every output, three weight rows at a time, then one.
 SMALL_TARGET static void fwd_fma(int batch, int in, int out, const float *x, const float *w, const float *bias,
                                  float *z) {
     int o = 0;
-    for (; o + 3 <= out; o += 3) {
-        const float *wo = w + (size_t)o * (size_t)in;
-        int b = 0;
-        for (; b + 4 <= batch; b += 4)
-            fwd_block_3x4(in, out, x + (size_t)b * (size_t)in, wo, bias + o, z + (size_t)b * (size_t)out + o);
-        for (; b < batch; b++)
-            fwd_block_3x1(in, out, x + (size_t)b * (size_t)in, wo, bias + o, z + (size_t)b * (size_t)out + o);
-    }
-    for (; o < out; o++) {
-        const float *wo = w + (size_t)o * (size_t)in;
-        int b = 0;
-        for (; b + 4 <= batch; b += 4)
-            fwd_block_1x4(in, out, x + (size_t)b * (size_t)in, wo, bias + o, z + (size_t)b * (size_t)out + o);
-        for (; b < batch; b++)
-            fwd_block_1x1(in, out, x + (size_t)b * (size_t)in, wo, bias + o, z + (size_t)b * (size_t)out + o);
-    }
+    for (; o + 3 <= out; o += 3) fwd_rows_3(batch, in, out, x, w + (size_t)o * (size_t)in, bias + o, z + o);
+    for (; o < out; o++) fwd_rows_1(batch, in, out, x, w + (size_t)o * (size_t)in, bias + o, z + o);
 }
 
 int dense_forward_small(int batch, int in, int out, const float *x, const float *w, const float *bias, float *z) {
