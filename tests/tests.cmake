@@ -124,6 +124,7 @@ asgd_test(test_params                DIR engine/core    LABELS threads)
 asgd_test(test_trainer               DIR engine/core    LABELS threads       COST 4)
 asgd_test(test_train_order           DIR engine/core    LABELS threads)
 asgd_test(test_config_file           DIR engine/core                         COST 2)
+asgd_test(test_cpu_pin               DIR engine/core    LABELS threads)
 
 # ---- tests/engine/data/ ----
 asgd_test(test_generate              DIR engine/data                         COST 14)

@@ -17,6 +17,7 @@
 #include "kernels/foundation/rng.h"
 #include "kernels/foundation/partition.h"
 #include "engine/core/spin_barrier.h"
+#include "engine/core/cpu_pin.h"
 #include "kernels/blas_runtime.h"
 #include "kernels/foundation/trace.h"
 #include "engine/core/hogwild_replica.h"
@@ -1427,19 +1428,21 @@ static int prepare(trainer_t *tr, char *err, size_t err_len) {
 
 static int start_threads(trainer_t *tr, size_t *started, char *err, size_t err_len) {
     void *(*entry)(void *) = tr->dev ? gpu_worker : tr->cfg.mode == TRAIN_MODE_SYNC ? sync_worker : async_worker;
-    long n_cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    if (n_cpus < 1) n_cpus = 1;
     for (size_t i = 0; i < tr->cfg.threads; i++) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         if (tr->cfg.pin) {
+            int cpu;
+            if (cpu_pin_choose(tr->cfg.pin_first + i, &cpu, err, err_len) != 0) {
+                pthread_attr_destroy(&attr);
+                return -1;
+            }
             cpu_set_t set;
             CPU_ZERO(&set);
-            CPU_SET((int)(i % (size_t)n_cpus), &set);
+            CPU_SET(cpu, &set);
             int rc = pthread_attr_setaffinity_np(&attr, sizeof set, &set);
             if (rc != 0) {
-                snprintf(err, err_len, "trainer: pinning thread %zu to CPU %zu: %s", i, i % (size_t)n_cpus,
-                         strerror(rc));
+                snprintf(err, err_len, "--pin: pinning thread %zu to CPU %d: %s", i, cpu, strerror(rc));
                 pthread_attr_destroy(&attr);
                 return -1;
             }

@@ -185,7 +185,11 @@ typedef struct train_config {
     // the run stops at the next step boundary, as at a time limit, and the
     // result says interrupted. Looked at every progress_interval_s (0.25 s when 0).
     const atomic_int *interrupt;
-    int pin;  // pin thread t to CPU t mod (online CPUs)
+    // Pin thread t to the (pin_first + t)-th CPU this process may run on
+    // (mod their count: engine/core/cpu_pin.h). pin_first: the threads of the
+    // distributed workers before this one on the machine; 0 for asgd train.
+    int pin;
+    size_t pin_first;
     double progress_interval_s;  // 0: no progress callbacks
     double clip_grad_norm;  // > 0: each thread's minibatch gradient is scaled down to this L2 norm when
         // longer (grad_clip_norm), before it is applied or averaged; CPU only

@@ -19,6 +19,7 @@
 #include "engine/replica/collective.h"
 #include "engine/replica/collective_mpi.h"
 #include "engine/replica/global_eval.h"
+#include "engine/core/cpu_pin.h"
 #include "engine/core/json_writer.h"
 #include "engine/core/test_hooks.h"
 #include "engine/run/model_file.h"
@@ -72,6 +73,28 @@ static void json_period(json_writer_t *j, const char *key, double requested, dou
     json_object_end(j);
 }
 
+// --pin: worker id's threads take the CPUs after workers 0..id-1's (modulo
+// the CPUs it may use), as if one process ran them all; the same CPU for
+// every worker's thread t would leave the others idle.
+static size_t pin_first_of(size_t id, size_t threads) { return id * threads; }
+
+// "pinned_cpus": the CPU each training thread was pinned to (the trainer's
+// own choice, engine/core/cpu_pin.h), or null without --pin.
+static void json_pinned_cpus(json_writer_t *j, size_t id, const train_args_t *t) {
+    uint64_t *cpus = t->pin ? calloc(t->threads, sizeof *cpus) : NULL;
+    size_t chosen = 0;
+    char err[128];
+    for (int cpu; cpus && chosen < t->threads; chosen++) {
+        if (cpu_pin_choose(pin_first_of(id, t->threads) + chosen, &cpu, err, sizeof err) != 0) break;
+        cpus[chosen] = (uint64_t)cpu;
+    }
+    if (cpus && chosen == t->threads)
+        json_uint_by_index(j, "pinned_cpus", cpus, t->threads);
+    else
+        json_null(j, "pinned_cpus");
+    free(cpus);
+}
+
 static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const dist_args_t *d, const model_t *m,
                               const ps_key_map_t *key_map, const train_result_t *r, const replica_stats_t *rs,
                               unsigned rejoins, const ps_push_count_t *counts, size_t incarnation) {
@@ -89,6 +112,7 @@ static void write_worker_json(FILE *out, size_t id, const train_args_t *t, const
     else
         json_null(&j, "staleness_bound");
     json_uint(&j, "threads", t->threads);
+    json_pinned_cpus(&j, id, t);
     json_uint(&j, "batch", t->batch);  // each thread's step (sync: its share of a round), after --scaling
     json_number(&j, "lr", t->lr);  // after --lr-scaling
     json_string(&j, "scaling", d->scaling ? "strong" : "weak");
@@ -456,6 +480,7 @@ static int worker_train_config(const worker_t *w, train_config_t *tc, char *err,
     // beside shard 0 defers the global model's (global_eval.h); a worker's own
     // evaluations (--worker-eval on) pause it as it trains, and its rows come then.
     if (!dist_global_on_servers(d->sync)) tc->defer_eval_bytes = d->eval_snapshot_mb << 20;
+    tc->pin_first = pin_first_of(w->id, tc->threads);
     return train_config_check(tc, model_num_train(w->m), err, err_len);
 }
 

@@ -119,7 +119,10 @@ size_t train_args_flags(train_args_t *a, flag_spec_t *specs, int with_mode) {
          "stop at the first evaluation that meets the target", 0, 0, NULL, 0},
         {"time-limit", FLAG_TYPE_DOUBLE, &a->time_limit, "S",
          "stop after S seconds of training (evaluation excluded), even mid-epoch (0: no limit)", 0, 1e9, NULL, 0},
-        {"pin", FLAG_TYPE_BOOL, &a->pin, NULL, "pin thread t to CPU t mod #CPUs", 0, 0, NULL, 0},
+        {"pin", FLAG_TYPE_BOOL, &a->pin, NULL,
+         "pin training thread t to the t-th CPU this process may use (launch: worker K's threads after those of "
+         "workers 0..K-1)",
+         0, 0, NULL, 0},
         {"log", FLAG_TYPE_STRING, &a->log, "FILE", "write one CSV row per evaluation (schema in README)", 0, 0, NULL,
          0},
         {"summary", FLAG_TYPE_STRING, &a->summary, "FILE", "also write the JSON summary to FILE", 0, 0, NULL, 0},

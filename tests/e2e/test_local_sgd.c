@@ -9,9 +9,13 @@
 //   - the global curve (worker 0's rows) holds only averaged models: every row
 //     between the first and the last is at a step count that is a multiple of H;
 //   - the model learns;
+//   - --pin puts worker K's threads on the CPUs after workers 0..K-1's (of
+//     those the test may use, in turn), as one process's threads would be,
+//     and changes no number: H = 1 runs pinned, allreduce not;
 //   - --sync local without --local-steps, --local-steps without --sync local,
 //     and momentum are refused.
 #include <math.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -32,7 +36,7 @@ static const char *path_of(const char *name) {
 }
 
 // One run: model_args, then --sync sync (local_steps unless NULL), saving the model as name.model.
-static void run(const char *name, const char *const *model_args, const char *sync, const char *local_steps) {
+static void run(const char *name, const char *const *model_args, const char *sync, const char *local_steps, int pin) {
     const char *a[64];
     int n = 0;
     a[n++] = "launch";
@@ -48,6 +52,7 @@ static void run(const char *name, const char *const *model_args, const char *syn
         a[n++] = "--local-steps";
         a[n++] = local_steps;
     }
+    if (pin) a[n++] = "--pin";
     a[n] = NULL;
     CHECK(launch_run(a) == 0);
     // Every replica holds the same model at the end.
@@ -58,6 +63,34 @@ static void run(const char *name, const char *const *model_args, const char *syn
         free(ck);
     }
     free(c0);
+}
+
+// The slot-th CPU, in turn, of those this process may use.
+static int allowed_cpu(size_t slot) {
+    cpu_set_t set;
+    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
+    size_t want = slot % (size_t)CPU_COUNT(&set);
+    for (int c = 0;; c++)
+        if (CPU_ISSET(c, &set) && want-- == 0) return c;
+}
+
+// Each worker's record of its pinned threads: worker k's thread i on the
+// (k * threads + i)-th CPU; null when not pinned.
+static void check_pinned(const char *name, int pinned) {
+    for (int k = 0; k < WORKERS; k++) {
+        char file[32];
+        snprintf(file, sizeof file, "worker-%d.json", k);
+        char *w = launch_file(name, file);
+        size_t threads = (size_t)launch_field(w, "threads");
+        const char *cpus = launch_section(w, "pinned_cpus");
+        if (!pinned) CHECK(strncmp(cpus, "\"pinned_cpus\":null", 18) == 0);
+        for (size_t i = 0; pinned && i < threads; i++) {
+            char thread[24];
+            snprintf(thread, sizeof thread, "%zu", i);
+            CHECK(launch_field(cpus, thread) == allowed_cpu((size_t)k * threads + i));
+        }
+        free(w);
+    }
 }
 
 // Worker 0's rows: each between the first and the last is right after an
@@ -93,9 +126,11 @@ static void check_equivalence(const char *label, const char *const *model_args, 
     snprintf(r1, sizeof r1, "%s-local1", label);
     snprintf(ra, sizeof ra, "%s-allreduce", label);
     snprintf(r4, sizeof r4, "%s-local4", label);
-    run(r1, model_args, "local", "1");
-    run(ra, model_args, "allreduce", NULL);
-    run(r4, model_args, "local", "4");
+    run(r1, model_args, "local", "1", 1);
+    run(ra, model_args, "allreduce", NULL, 0);
+    run(r4, model_args, "local", "4", 0);
+    check_pinned(r1, 1);
+    check_pinned(ra, 0);
     snprintf(m1, sizeof m1, "%s.model", r1);
     snprintf(ma, sizeof ma, "%s.model", ra);
     snprintf(m4, sizeof m4, "%s.model", r4);
