@@ -67,6 +67,7 @@ struct shm_allreduce {
     unsigned spins;
     int avx;  // sum with AVX
     const float **srcs;  // n: where a call's slice of each rank's input is
+    double waited_s;  // in wait_step past its first look, over every call
 };
 
 _Static_assert(sizeof(shm_header_t) <= SHM_LINE, "header fits its line");
@@ -327,11 +328,10 @@ static int report_failed(const shm_allreduce_t *s, uint64_t mark, char *err, siz
 
 static const char *const step_names[] = {"", "its input", "its slice's sum"};
 
-// Waits until rank j's counter reaches want (step kind 1 or 2 of the current call).
-static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size_t count, int timeout_ms, char *err,
-                     size_t err_len) {
+// wait_step once rank j's counter was seen short of want.
+static int wait_step_slow(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size_t count, int timeout_ms,
+                          char *err, size_t err_len) {
     shm_slot_t *peer = slot(s, j);
-    if (reached(atomic_load_explicit(&peer->step, memory_order_acquire), want)) return 0;
     // A peer last seen on this CPU is not running while this rank spins.
     unsigned spins = atomic_load_explicit(&peer->cpu, memory_order_relaxed) == sched_getcpu() ? 0 : s->spins;
     for (unsigned i = 0; i < spins; i++) {
@@ -380,6 +380,17 @@ static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size
         atomic_fetch_sub(&peer->sleepers, 1);
         if (reached(atomic_load_explicit(&peer->step, memory_order_acquire), want)) return 0;
     }
+}
+
+// Waits until rank j's counter reaches want (step kind 1 or 2 of the current
+// call). A step already reached costs one load; a wait is timed (waited_s).
+static int wait_step(shm_allreduce_t *s, size_t j, uint32_t want, int kind, size_t count, int timeout_ms, char *err,
+                     size_t err_len) {
+    if (reached(atomic_load_explicit(&slot(s, j)->step, memory_order_acquire), want)) return 0;
+    double start = mono_clock_s();
+    int rc = wait_step_slow(s, j, want, kind, count, timeout_ms, err, err_len);
+    s->waited_s += mono_clock_s() - start;
+    return rc;
 }
 
 // Called with each block of a slice's sum once it is final (sum_slice):
@@ -563,6 +574,8 @@ int shm_allreduce_sum_map(shm_allreduce_t *s, float *data, size_t count, float w
     shm_map_call_t mc = {map, ctx, weight, total, out};
     return shm_call(s, SHM_OP_SUM_MAP, data, count, &mc, timeout_ms, err, err_len);
 }
+
+double shm_allreduce_waited_s(const shm_allreduce_t *s) { return s->waited_s; }
 
 void shm_allreduce_slice(size_t count, size_t n, size_t rank, size_t *begin, size_t *end) {
     shard_range(count, n, rank, begin, end);

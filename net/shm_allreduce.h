@@ -93,6 +93,11 @@ int shm_allreduce_sum_map(shm_allreduce_t *s, float *data, size_t count, float w
 // any other array works too. Valid until shm_allreduce_destroy.
 float *shm_allreduce_buffer(shm_allreduce_t *s);
 
+// Seconds this rank has spent waiting for its peers' steps (their inputs in
+// place, their slices summed) over every call so far: the time its calls
+// were held by slower ranks, apart from its own copying and summing.
+double shm_allreduce_waited_s(const shm_allreduce_t *s);
+
 // Detaches (unmaps, drops the rank's lock). The last rank to leave removes
 // the name if it is still there. Accepts NULL and nulls the pointer.
 void shm_allreduce_destroy(shm_allreduce_t **s);

@@ -2,6 +2,7 @@
 #include "engine/replica/collective.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -422,6 +423,8 @@ void collective_net_bytes(const collective_t *c, uint64_t *sent, uint64_t *recv)
     *sent += s;
     *recv += r;
 }
+
+double collective_waited_s(const collective_t *c) { return c->ops->waited_s ? c->ops->waited_s(c->impl) : NAN; }
 
 const char *collective_cross_ring(const collective_t *c) {
     return c->ops->cross_ring ? c->ops->cross_ring(c->impl) : NULL;

@@ -161,6 +161,12 @@ int collective_sum_compressed(collective_t *c, compressor_t *comp, float *residu
 // Payload bytes sent and received, the main ring's included.
 void collective_net_bytes(const collective_t *c, uint64_t *sent, uint64_t *recv);
 
+// Seconds this worker's sums waited for the other workers (shared memory:
+// for their inputs and their summed slices), apart from its own copying and
+// summing; NaN where the collective does not tell waiting from the transfer
+// (the ZeroMQ, stream, hierarchical and MPI rings).
+double collective_waited_s(const collective_t *c);
+
 // hier: what carries it across hosts, "stream" or "zeromq"; else NULL.
 const char *collective_cross_ring(const collective_t *c);
 

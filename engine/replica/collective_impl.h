@@ -28,6 +28,9 @@ typedef struct collective_ops {
     void (*net_bytes)(const void *impl, uint64_t *sent, uint64_t *recv);
     // What carries it between hosts ("stream" or "zeromq"); NULL: nothing of its own.
     const char *(*cross_ring)(const void *impl);
+    // Seconds its calls waited for the other workers (collective_waited_s);
+    // NULL: waiting is not told apart from the transfer.
+    double (*waited_s)(const void *impl);
     // Every sum is done (collective_settled); NULL: nothing to do.
     void (*settled)(void *impl);
     void (*destroy)(void *impl);  // NULL: nothing of its own to free

@@ -13,6 +13,8 @@ static int shm_sum_map(void *impl, float *buf, size_t n, float weight, float *to
     return shm_allreduce_sum_map(impl, buf, n, weight, total, map, ctx, out, timeout_ms, err, err_len);
 }
 
+static double shm_waited_s(const void *impl) { return shm_allreduce_waited_s(impl); }
+
 static float *shm_buffer(void *impl) { return shm_allreduce_buffer(impl); }
 
 static void shm_free(void *impl) {
@@ -25,5 +27,6 @@ const collective_ops_t collective_shm_ops = {
     .sum = shm_sum,
     .sum_map = shm_sum_map,
     .buffer = shm_buffer,
+    .waited_s = shm_waited_s,
     .destroy = shm_free,
 };

@@ -289,6 +289,8 @@ static void replica_report(const replica_t *r, int failed, replica_stats_t *stat
         stats->wait_s += 1e-9 * (double)atomic_load_explicit(&r->progress[t].wait_ns, memory_order_relaxed);
     stats->clock = r->clock;
     const collective_t *coll = r->strategy && r->strategy->ring ? r->rc->collective : NULL;
+    double coll_waited = coll ? collective_waited_s(coll) : NAN;
+    if (!isnan(coll_waited)) stats->wait_s += coll_waited;  // the ring modes' sums, held by slower workers
     stats->collective = coll ? collective_name(collective_kind(coll)) : NULL;
     stats->cross_ring = coll ? collective_cross_ring(coll) : NULL;
     stats->pushes = r->stats.pushes;

@@ -118,7 +118,9 @@ typedef struct replica_stats {
     uint64_t pushes, pulls, pushes_acked;
     uint64_t clock;  // push rounds done
     double wait_s;  // asp/ssp: threads held by the staleness bound (summed over threads);
-        // bsp: time the round's pull waited for the other workers
+        // bsp: time the round's pull waited for the other workers; allreduce,
+        // local and hybrid: time their sums waited for the other workers where
+        // the collective tells it apart (shared memory; else 0, inside comm_s)
     double pull_wait_s;  // communication thread blocked in pulls
     // asp/ssp: the periods achieved, in the replica's steps (all threads):
     // between pushes and between pulls (mean NaN, p99 0 when there were none),

@@ -488,6 +488,16 @@ static void say_wait_hint(const train_args_t *t, const dist_args_t *d, const run
             "asgd launch: the workers waited %.0f%% of their time for each round's slowest gradient; "
             "--backup-workers B drops the last B, --sync ssp lets the fast ones run ahead\n",
             share);
+    else if (d->sync == SYNC_MODE_ALLREDUCE)
+        run_say(
+            "asgd launch: the workers waited %.0f%% of their time for each round's slowest gradient; "
+            "--sync local --local-steps H averages the models every H steps instead\n",
+            share);
+    else if (d->sync == SYNC_MODE_LOCAL)
+        run_say(
+            "asgd launch: the workers waited %.0f%% of their time for the slowest worker at each average; "
+            "a larger --local-steps (now %zu) averages less often\n",
+            share, d->local_steps);
     else if (d->sync == SYNC_MODE_SSP && bound >= waited - bound)
         run_say(
             "asgd launch: the workers waited %.0f%% of their time (%.1f s) for slower workers, held by "

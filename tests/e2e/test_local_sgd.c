@@ -12,6 +12,10 @@
 //   - --pin puts worker K's threads on the CPUs after workers 0..K-1's (of
 //     those the test may use, in turn), as one process's threads would be,
 //     and changes no number: H = 1 runs pinned, allreduce not;
+//   - a worker held by a straggler counts the time its sums waited (wait_s,
+//     through shared memory: worker 1 sleeps 10 ms a round, so worker 0
+//     waits most of its time and more than worker 1), and the launch says
+//     so in one line naming the flag that would help;
 //   - --sync local without --local-steps, --local-steps without --sync local,
 //     and momentum are refused.
 #include <math.h>
@@ -155,6 +159,53 @@ static void check_equivalence(const char *label, const char *const *model_args, 
     free(s4);
 }
 
+static void check_wait_counted(const char *sync, const char *local_steps, const char *hint) {
+    char name[32];
+    snprintf(name, sizeof name, "straggler-%s", sync);
+    const char *a[32] = {"launch",
+                         "--model",
+                         "logreg",
+                         "--data",
+                         "gen:sparse:n=600,dim=100,nnz=5",
+                         "--batch",
+                         "8",
+                         "--epochs",
+                         "1",
+                         "--sync",
+                         sync,
+                         "--workers",
+                         "2",
+                         "--collective",
+                         "shm",
+                         "--delay-worker",
+                         "1:10",
+                         "--worker-eval",
+                         "off",
+                         "--run-dir",
+                         path_of(name)};
+    int n = 21;
+    if (local_steps) {
+        a[n++] = "--local-steps";
+        a[n++] = local_steps;
+    }
+    a[n] = NULL;
+    CHECK(launch_run(a) == 0);
+    char *w0 = launch_file(name, "worker-0.json"), *w1 = launch_file(name, "worker-1.json");
+    double wait0 = launch_field(w0, "wait_s"), wall0 = launch_field(w0, "wall_s"), wait1 = launch_field(w1, "wait_s");
+    char err_path[400];
+    snprintf(err_path, sizeof err_path, "%s/stderr", dir);
+    char *err = launch_slurp(err_path);
+    const char *line = strstr(err, "asgd launch: the workers waited ");
+    printf("%s, worker 1 sleeping 10 ms a round: worker 0 waited %.3f of %.3f s, worker 1 %.3f s; %.*s\n", sync, wait0,
+           wall0, wait1, line ? (int)strcspn(line, "\n") : 0, line ? line : "");
+    CHECK(wait0 > 0.5 * wall0);  // every round waits for worker 1's sleep
+    CHECK(wait1 < wait0);
+    CHECK(line && strstr(line, hint));
+    free(err);
+    free(w0);
+    free(w1);
+}
+
 static void check_refused(void) {
     struct {
         const char *args[8];
@@ -191,6 +242,8 @@ int main(void) {
     } else {
         printf("Fashion-MNIST not installed: the dense (MLP) case is skipped\n");
     }
+    check_wait_counted("allreduce", NULL, "--sync local --local-steps H averages");
+    check_wait_counted("local", "2", "a larger --local-steps (now 2)");
     check_refused();
     CHECK(test_remove_tree(dir) == 0);
     return 0;
