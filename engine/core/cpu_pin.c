@@ -13,18 +13,12 @@ int cpu_pin_choose(size_t slot, int *cpu, char *err, size_t err_len) {
         return -1;
     }
     size_t count = (size_t)CPU_COUNT(&allowed);
-    if (count == 0) {
-        snprintf(err, err_len, "--pin: this process may run on no CPU");
-        return -1;
-    }
-    size_t want = slot % count;
-    for (int c = 0; c < CPU_SETSIZE; c++) {
-        if (!CPU_ISSET(c, &allowed)) continue;
-        if (want-- == 0) {
+    size_t want = count ? slot % count : 0;
+    for (int c = 0; count && c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &allowed) && want-- == 0) {
             *cpu = c;
             return 0;
         }
-    }
-    snprintf(err, err_len, "--pin: this process may run on no CPU");  // unreachable: count > slot % count
+    snprintf(err, err_len, "--pin: this process may run on no CPU");
     return -1;
 }

@@ -19,7 +19,6 @@
 //   - --sync local without --local-steps, --local-steps without --sync local,
 //     and momentum are refused.
 #include <math.h>
-#include <sched.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -69,18 +68,11 @@ static void run(const char *name, const char *const *model_args, const char *syn
     free(c0);
 }
 
-// The slot-th CPU, in turn, of those this process may use.
-static int allowed_cpu(size_t slot) {
-    cpu_set_t set;
-    CHECK(sched_getaffinity(0, sizeof set, &set) == 0);
-    size_t want = slot % (size_t)CPU_COUNT(&set);
-    for (int c = 0;; c++)
-        if (CPU_ISSET(c, &set) && want-- == 0) return c;
-}
-
 // Each worker's record of its pinned threads: worker k's thread i on the
 // (k * threads + i)-th CPU; null when not pinned.
 static void check_pinned(const char *name, int pinned) {
+    cpu_set_t allowed;
+    CHECK(sched_getaffinity(0, sizeof allowed, &allowed) == 0);
     for (int k = 0; k < WORKERS; k++) {
         char file[32];
         snprintf(file, sizeof file, "worker-%d.json", k);
@@ -91,7 +83,7 @@ static void check_pinned(const char *name, int pinned) {
         for (size_t i = 0; pinned && i < threads; i++) {
             char thread[24];
             snprintf(thread, sizeof thread, "%zu", i);
-            CHECK(launch_field(cpus, thread) == allowed_cpu((size_t)k * threads + i));
+            CHECK(launch_field(cpus, thread) == test_nth_cpu(&allowed, (size_t)k * threads + i));
         }
         free(w);
     }

@@ -6,6 +6,7 @@
 // every test on the command line.
 #include <ftw.h>
 #include <math.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -143,6 +144,14 @@ static inline int test_remove_tree(const char *dir) {
     for (int pass = 0; pass < 64; pass++)  // one more walk per unreadable level
         if (nftw(dir, test_remove_tree_unlock, 16, FTW_PHYS) != 1) break;
     return nftw(dir, test_remove_tree_one, 16, FTW_DEPTH | FTW_PHYS) == 0 ? 0 : -1;
+}
+
+// The slot-th CPU (mod their count) of those in set, in ascending order: what
+// --pin should choose (engine/core/cpu_pin.h), found without its code.
+static inline int test_nth_cpu(const cpu_set_t *set, size_t slot) {
+    size_t want = slot % (size_t)CPU_COUNT(set);
+    for (int c = 0;; c++)
+        if (CPU_ISSET(c, set) && want-- == 0) return c;
 }
 
 // n examples of dim features in `classes` clusters (class c centred on a seeded point).

@@ -4,20 +4,11 @@
 //     leave it), every slot is that CPU, and a pinned two-thread run trains
 //     there (pinning thread t to CPU t would ask for a CPU it may not use);
 //   - pinning changes no number: a pinned one-thread run gives the same bits.
-#include <pthread.h>
-#include <sched.h>
 #include <string.h>
 
 #include "engine/core/cpu_pin.h"
 #include "engine/core/trainer.h"
 #include "tests/support/test_support.h"
-
-// The s-th allowed CPU, found without the code under test.
-static int nth_allowed(const cpu_set_t *set, size_t s) {
-    size_t want = s % (size_t)CPU_COUNT(set);
-    for (int c = 0;; c++)
-        if (CPU_ISSET(c, set) && want-- == 0) return c;
-}
 
 static void check_slots(const cpu_set_t *set) {
     char err[256];
@@ -25,7 +16,7 @@ static void check_slots(const cpu_set_t *set) {
     for (size_t s = 0; s < 2 * n + 1; s++) {
         int cpu = -1;
         CHECK_OK(cpu_pin_choose(s, &cpu, err, sizeof err), err);
-        CHECK(cpu == nth_allowed(set, s));
+        CHECK(cpu == test_nth_cpu(set, s));
     }
 }
 
@@ -76,11 +67,11 @@ int main(void) {
     // The last allowed CPU alone (CPU 0 only on a one-CPU machine).
     cpu_set_t last;
     CPU_ZERO(&last);
-    CPU_SET(nth_allowed(&all, (size_t)CPU_COUNT(&all) - 1), &last);
+    CPU_SET(test_nth_cpu(&all, (size_t)CPU_COUNT(&all) - 1), &last);
     CHECK(sched_setaffinity(0, sizeof last, &last) == 0);
     check_slots(&last);
     float *restricted = train(lr, 2, 1, 0);
-    printf("restricted to CPU %d: every slot is it, and a pinned 2-thread run trains\n", nth_allowed(&last, 0));
+    printf("restricted to CPU %d: every slot is it, and a pinned 2-thread run trains\n", test_nth_cpu(&last, 0));
     free(restricted);
     CHECK(sched_setaffinity(0, sizeof all, &all) == 0);
 
