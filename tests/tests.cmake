@@ -71,6 +71,7 @@ asgd_test(test_blas_runtime          DIR kernels)
 asgd_test(test_cuda_info             DIR kernels)
 asgd_test(test_cuda_kernels          DIR kernels)
 asgd_test(test_dense_small           DIR kernels)
+asgd_test(test_finite                DIR kernels)
 if(ASGD_HAVE_CUDA)
   target_link_libraries(test_cuda_kernels PRIVATE asgd_cuda_static)  # calls the kernels themselves
 endif()

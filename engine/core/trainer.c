@@ -968,8 +968,8 @@ static void solo_block(void *ctx, size_t offset, const float *g, size_t n) {
         size_t m = n - done < SYNC_CHUNK ? n - done : SYNC_CHUNK, off = offset + done;
         float *restrict s = R->to_sum ? R->sum + off : chunk;
         const float *restrict gb = g + done;
-        for (size_t i = 0; i < m; i++) s[i] = 0.0f + R->weight * gb[i];  // sync_reduce_dense's sum of one
-        if (R->finite && !all_finite_cpu(s, m)) *R->finite = 0;  // the chunk still in cache
+        // sync_reduce_dense's sum of one, tested for NaN and Inf as it is stored
+        if (!weighted_store_finite_cpu(s, gb, R->weight, m) && R->finite) *R->finite = 0;
         if (tr->keep_copies) {
             optimizer_step_values(tr->opt, off, m, R->copy + off, s, R->lr);
             memcpy(R->copy + off, s, m * sizeof *s);
