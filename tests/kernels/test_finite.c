@@ -66,8 +66,9 @@ int main(void) {
             src[at[a]] = keep;
         }
     }
-    printf("ok: weighted_store_finite_cpu stores 0.0f + w * x bit for bit and finds NaN/Inf at every position, "
-           "lengths 0..%d\n",
-           MAX_N);
+    printf(
+        "ok: weighted_store_finite_cpu stores 0.0f + w * x bit for bit and finds NaN/Inf at every position, "
+        "lengths 0..%d\n",
+        MAX_N);
     return 0;
 }
