@@ -49,7 +49,7 @@ static int append_row(global_eval_t *g, const global_eval_row_t *row, int pendin
         size_t cap = g->cap_rows ? 2 * g->cap_rows : 64;
         global_eval_row_t *grown = realloc(g->rows, cap * sizeof *grown);
         if (!grown) {
-            snprintf(g->err, sizeof g->err, "global evaluator: out of memory for its rows");
+            snprintf(g->err, sizeof g->err, "out of memory for its rows");
             return -1;
         }
         g->rows = grown;
@@ -90,9 +90,27 @@ static int keep_snapshot(global_eval_t *g, const global_eval_row_t *row) {
     g->snap_bytes += bytes;
     return 1;
 oom:
-    snprintf(g->err, sizeof g->err, "global evaluator: out of memory for a snapshot of %zu parameters",
-             g->cfg.n_params);
+    snprintf(g->err, sizeof g->err, "out of memory for a snapshot of %zu parameters", g->cfg.n_params);
     return -1;
+}
+
+// A row labelled with shard 0's progress `at`, read at read_at for an
+// evaluation that began at sent_at; its test figures still to come.
+static global_eval_row_t row_at(const global_eval_t *g, const ps_progress_t *at, double read_at, double sent_at) {
+    double n = (double)at->staleness_count;
+    return (global_eval_row_t){
+        .wall_s = read_at - g->t0,
+        .samples = at->samples,
+        .updates = at->version,
+        .test_loss = NAN,
+        .test_metric = NAN,
+        .wait_s = at->wait_s,
+        .staleness_versions_mean = n ? (double)at->staleness_versions_sum / n : NAN,
+        .staleness_versions_max = n ? (double)at->staleness_versions_max : NAN,
+        .staleness_clocks_mean = n ? (double)at->staleness_clocks_sum / n : NAN,
+        .staleness_clocks_max = n ? (double)at->staleness_clocks_max : NAN,
+        .eval_s = read_at - sent_at,
+    };
 }
 
 // Reads the global model (every shard holding the updates of clock `need` from
@@ -109,20 +127,7 @@ static int evaluate_at(global_eval_t *g, const ps_progress_t *due, double sent_a
     double read_at = mono_clock_s();
     ps_progress_t at;
     ps_server_progress(g->cfg.shard, &at);
-    double n = (double)at.staleness_count;
-    global_eval_row_t row = {
-        .wall_s = read_at - g->t0,
-        .samples = at.samples,
-        .updates = at.version,
-        .test_loss = NAN,
-        .test_metric = NAN,
-        .wait_s = at.wait_s,
-        .staleness_versions_mean = n ? (double)at.staleness_versions_sum / n : NAN,
-        .staleness_versions_max = n ? (double)at.staleness_versions_max : NAN,
-        .staleness_clocks_mean = n ? (double)at.staleness_clocks_sum / n : NAN,
-        .staleness_clocks_max = n ? (double)at.staleness_clocks_max : NAN,
-        .eval_s = read_at - sent_at,
-    };
+    global_eval_row_t row = row_at(g, &at, read_at, sent_at);
     int kept = keep_snapshot(g, &row);
     if (kept < 0) return -1;
     if (!kept) {
@@ -131,6 +136,27 @@ static int evaluate_at(global_eval_t *g, const ps_progress_t *due, double sent_a
         row.eval_s = mono_clock_s() - sent_at;
     }
     return append_row(g, &row, kept);
+}
+
+// The servers' final model, read from final_values (every key of a run with
+// one shard, this process's, once every worker has left): one last row,
+// unless shard 0 applied nothing since the row before. With keys, the
+// evaluator's own keys are picked out of it. Returns 0 or -1.
+static int final_row(global_eval_t *g, const float *final_values) {
+    ps_progress_t at;
+    ps_server_progress(g->cfg.shard, &at);
+    if (g->n_rows > 0 && g->rows[g->n_rows - 1].updates == at.version) return 0;
+    double t0 = mono_clock_s();
+    const ps_key_map_t *keys = g->cfg.keys;
+    if (keys) {
+        for (size_t i = 0; i < g->cfg.n_params; i++) g->pulled[i] = final_values[ps_key_map_global(keys, (uint32_t)i)];
+    } else {
+        memcpy(g->pulled, final_values, g->cfg.n_params * sizeof *g->pulled);
+    }
+    global_eval_row_t row = row_at(g, &at, t0, t0);
+    evaluate_values(g, g->pulled, &row);
+    row.eval_s = mono_clock_s() - t0;
+    return append_row(g, &row, 0);
 }
 
 // After training: evaluates the snapshots into their rows, in order, and
@@ -229,9 +255,10 @@ static void stop_thread(global_eval_t *g) {
     g->started = 0;
 }
 
-int global_eval_stop(global_eval_t *g, char *err, size_t err_len) {
+int global_eval_stop(global_eval_t *g, const float *final_values, char *err, size_t err_len) {
     stop_thread(g);
     evaluate_snapshots(g);
+    if (!g->failed && final_values && final_row(g, final_values) != 0) g->failed = 1;
     if (g->failed) {
         snprintf(err, err_len, "global evaluator: %s", g->err);
         return -1;

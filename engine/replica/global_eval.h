@@ -72,8 +72,13 @@ global_eval_t *global_eval_start(const global_eval_config_t *c, char *err, size_
 
 // Stops it (a pull in flight is abandoned: a shard may be gone already),
 // joins the thread, then evaluates the snapshots it kept, in order (on_row is
-// called for each). Returns 0, or -1 with err when an evaluation failed.
-int global_eval_stop(global_eval_t *g, char *err, size_t err_len);
+// called for each). final_values, when not NULL, is the servers' whole model
+// as the run ended, held by this process (one shard, every worker gone:
+// indexed by the servers' key): its row comes last, the end of training's
+// point, which a pull would miss once the shards stop (skipped when shard 0
+// applied nothing since the last row). Returns 0, or -1 with err when an
+// evaluation failed.
+int global_eval_stop(global_eval_t *g, const float *final_values, char *err, size_t err_len);
 
 // The rows so far (valid until destroy); call after global_eval_stop.
 const global_eval_row_t *global_eval_rows(const global_eval_t *g, size_t *n);

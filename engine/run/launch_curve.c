@@ -105,10 +105,12 @@ int global_curve_load(const char *dir, const dist_args_t *d, double train_exampl
             snprintf(err, err_len, "launch: %s is missing: the evaluator beside server shard 0 wrote no curve", path);
             return -1;
         }
-        if (!isnan(final->test_metric)) {
+        // The workers' final point, unless the evaluator's last row is that
+        // model already (one shard: it read the servers' values at the end).
+        const curve_point_t *last = out->n ? &out->points[out->n - 1] : NULL;
+        if (!isnan(final->test_metric) && !(last && last->v[CURVE_SAMPLES] >= final->samples)) {
             curve_point_t p;
             for (size_t i = 0; i < CURVE_N_COLUMNS; i++) p.v[i] = NAN;
-            const curve_point_t *last = out->n ? &out->points[out->n - 1] : NULL;
             double wall = final->wall_s;
             if (last && last->v[CURVE_WALL_S] > wall) wall = last->v[CURVE_WALL_S];
             p.v[CURVE_WALL_S] = wall;

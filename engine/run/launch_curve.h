@@ -3,7 +3,9 @@
 // The global model's curve of a finished distributed run, assembled by
 // `asgd launch` from its run directory, and merged.csv written from it.
 //
-//   asp, ssp, bsp     global.csv, the evaluator's rows (global_eval.h), then
+//   asp, ssp, bsp     global.csv, the evaluator's rows (global_eval.h), then,
+//                     unless its last row counts every sample already (one
+//                     shard: the evaluator reads the final values itself),
 //                     one final row: the servers' model after the last push,
 //                     evaluated by the last worker to finish.
 //   allreduce, hybrid worker 0's rows: every replica holds the global model

@@ -423,11 +423,15 @@ static rdv_entry_t server_entry(size_t id, const char *bound) {
 }
 
 // Serves until the run ends, then stops the global evaluator *ge points to
-// (it may have been started meanwhile). Returns 0, or -1 with err.
-static int serve_then_stop_eval(size_t id, ps_server_t *s, global_eval_t *const *ge, char *err, size_t err_len) {
+// (it may have been started meanwhile). The only shard's values are the
+// servers' final model once every worker has left: the evaluator's last row.
+// Returns 0, or -1 with err.
+static int serve_then_stop_eval(size_t id, const dist_args_t *d, ps_server_t *s, global_eval_t *const *ge, char *err,
+                                size_t err_len) {
     int served = ps_server_run(s, stop_signal_flag(), err, err_len);
+    const float *final = served == 0 && !stop_signal_received() && d->servers == 1 ? ps_server_values(s) : NULL;
     char eval_err[ERR_LEN] = "";
-    int evaluated = *ge ? global_eval_stop(*ge, eval_err, sizeof eval_err) : 0;
+    int evaluated = *ge ? global_eval_stop(*ge, final, eval_err, sizeof eval_err) : 0;
     if (served != 0) return -1;
     if (evaluated != 0) {
         snprintf(err, err_len, "server %zu: %s", id, eval_err);
@@ -478,7 +482,7 @@ static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t 
         rc = joined > 0 ? 0 : -1;  // 1: the run had finished
         goto out;
     }
-    if (serve_then_stop_eval(id, s, &b.ge, err, err_len) != 0) goto out;
+    if (serve_then_stop_eval(id, d, s, &b.ge, err, err_len) != 0) goto out;
     if (ps_replica_stale(rep)) {
         run_say("asgd server %zu: replica %zu was out of sync when the run finished: it holds no result\n", id,
                 d->replica);
@@ -606,7 +610,7 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
     // The curve's first point is the model as the run starts: no worker is
     // welcomed (so none pushes) before the evaluator has read it.
     if (ge && !t->resume && ps_server_hold_hellos(s, global_eval_first_taken(ge), err, err_len) != 0) goto out;
-    if (serve_then_stop_eval(id, s, &ge, err, err_len) != 0) goto out;
+    if (serve_then_stop_eval(id, d, s, &ge, err, err_len) != 0) goto out;
     if (rep && (write_replica_values(id, d, s, err, err_len) != 0 || ps_replica_finish(rep, err, err_len) != 0))
         goto out;
     if (server_finish(id, run_id, d, m, split, s, ge, begin, end, err, err_len) != 0) goto out;

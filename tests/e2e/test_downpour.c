@@ -536,13 +536,13 @@ static size_t global_losses(const char *name, double *out, size_t max) {
 // The divergence line of the run `name`, whose stderr is err: the summary's
 // untrained_test_loss is global.csv's first row and its peak_test_loss the
 // highest row after it or the final row (the model after the last push,
-// final_test_loss: the curve's last point, which global.csv lacks), and the
-// line is said, with `help`, exactly when the peak is above the untrained
-// loss. Returns whether it was said. global.csv may hold the untrained row
-// alone: these runs train for a few milliseconds, and the one point due
-// after it (the epoch's end) is the end of training, which the evaluator
-// loses when the servers stop before its pull is answered (a CI run); the
-// final row is that model.
+// final_test_loss: the curve's last point), and the line is said, with
+// `help`, exactly when the peak is above the untrained loss. Returns whether
+// it was said. These runs have one shard, so global.csv's last row is the
+// final model too; before that row it may hold the untrained one alone: they
+// train for a few milliseconds, and the one point due after it (the epoch's
+// end) is the end of training, which a pull of the evaluator misses when the
+// shard stops before answering it (a CI run).
 static int check_divergence_line(const char *name, const char *err, const char *help) {
     double loss[64];
     size_t n = global_losses(name, loss, 64);

@@ -88,23 +88,47 @@ static char *rd(const char *name) {
 
 #define DATA "gen:sparse:n=12000,dim=2000,nnz=20,seed=3"
 
-// Every row of run `name`'s global.csv says during_training = `expected`.
-static void check_during_training_column(const char *name, int expected) {
+// Every row of run `name`'s global.csv says during_training = `expected`,
+// but the last, which says `last`. Returns the rows.
+static size_t check_during_training_column(const char *name, int expected, int last) {
     char *csv = launch_file(name, "global.csv");
     const char *header_end = strchr(csv, '\n');
     CHECK(header_end && strstr(csv, ",eval_s,during_training\n") == header_end - strlen(",eval_s,during_training"));
     size_t rows = 0;
     for (const char *line = header_end + 1; *line; rows++) {
         const char *end = strchr(line, '\n');
-        CHECK(end && end - line >= 2 && end[-2] == ',' && end[-1] == '0' + expected);
+        CHECK(end && end - line >= 2 && end[-2] == ',');
+        CHECK(end[-1] == '0' + (end[1] ? expected : last));
         line = end + 1;
     }
     CHECK(rows >= 2);
     free(csv);
+    return rows;
+}
+
+// The largest global_versions of run `name`'s workers (those of the last
+// pull after the last push), and that worker's global_test_loss.
+static double last_pull_loss(const char *name, size_t workers) {
+    double versions = -1.0, loss = NAN;
+    for (size_t k = 0; k < workers; k++) {
+        char file[32];
+        snprintf(file, sizeof file, "worker-%zu.json", k);
+        char *w = launch_file(name, file);
+        if (launch_field(w, "global_versions") > versions) {
+            versions = launch_field(w, "global_versions");
+            loss = launch_field(w, "global_test_loss");
+        }
+        free(w);
+    }
+    return loss;
 }
 
 // With no room for snapshots the evaluator evaluates at once, while the
-// workers train, and the summary counts every evaluation as such.
+// workers train, and the summary counts every evaluation as such. With one
+// shard, the evaluator's last row is the servers' final model, read from the
+// shard's own values after every worker has left (so not during training):
+// it counts every sample, holds what the last worker's final pull read, and
+// is the merged curve's last global row (no second final row after it).
 static void test_live(void) {
     const char *args[] = {
         "launch", "--servers",     "1",      "--workers",      "2",        "--threads",    "1",    "--sync",
@@ -112,14 +136,25 @@ static void test_live(void) {
         "20",     "--lr",          "2",      "--delay-worker", "0:1,1:1",  "--eval-every", "2000", "--eval-snapshot-mb",
         "0",      "--worker-eval", "off",    "--run-dir",      rd("live"), "--quiet",      NULL};
     CHECK(launch_run(args) == 0);
-    char *summary = launch_file("live", "summary.json");
+    char *summary = launch_file("live", "summary.json"), *merged = launch_file("live", "merged.csv");
     double evals = launch_field(summary, "global_evaluations");
     printf("live: %g evaluations, %g during training (%.3f s)\n", evals,
            launch_field(summary, "global_evaluations_during_training"),
            launch_field(summary, "global_eval_during_training_s"));
-    CHECK(evals >= 2 && launch_field(summary, "global_evaluations_during_training") == evals);
+    size_t rows = check_during_training_column("live", 1, 0);
+    CHECK(evals == (double)rows && launch_field(summary, "global_evaluations_during_training") == evals - 1);
     CHECK(launch_field(summary, "global_eval_during_training_s") > 0.0);
-    check_during_training_column("live", 1);
+    static rows_t g;
+    rows_of(merged, "global", &g);
+    CHECK(g.n == rows);
+    const double *end = g.v[g.n - 1];
+    CHECK(end[SAMPLES] == launch_field(summary, "samples") && end[SAMPLES] > g.v[g.n - 2][SAMPLES]);
+    double pulled = last_pull_loss("live", 2);
+    CHECK(fabs(end[TEST_LOSS] - pulled) <= 1e-8 * pulled);  // both printed to 9 digits
+    CHECK(launch_field(summary, "final_test_loss") == end[TEST_LOSS]);
+    printf("live: the final row, %.0f samples, test loss %.9g (the last worker's final pull: %.9g)\n", end[SAMPLES],
+           end[TEST_LOSS], pulled);
+    free(merged);
     free(summary);
 }
 
@@ -181,7 +216,7 @@ static void test_asp(void) {
     // Every evaluation was made after training, from a snapshot.
     CHECK(launch_field(summary, "global_evaluations_during_training") == 0.0);
     CHECK(launch_field(summary, "global_eval_during_training_s") == 0.0);
-    check_during_training_column("asp", 0);
+    check_during_training_column("asp", 0, 0);
     // Worker 0's own figures are named as such (here: only its final evaluation).
     CHECK(launch_field(summary, "worker0_test_accuracy") == w0.v[1][ACC]);
     if (hit < g.n)
