@@ -85,6 +85,10 @@ struct ps_client {
     // translated at every message; NULL: it holds the servers' keys.
     const ps_key_map_t *map;
     size_t n_keys;  // the keys the caller names: n_params, or the map's local keys
+    // The last keyed pull's tag (wire.h: its offset, repeated by the VALUES
+    // answering it), so that an answer to an earlier pull of as many keys is
+    // told apart without sending the keys back.
+    uint64_t pull_tag;
     int timeout_ms;
     double retry_s;
     shard_conn_t *shards;
@@ -225,9 +229,8 @@ static int retry_shard(ps_client_t *c, size_t k, double now, char *err, size_t e
 static void note_stale(ps_client_t *c) { c->stats.stale++; }
 
 // Does a sparse PARAMS answer the keyed pull waiting on shard k (same keys)?
-static int answers_keys(const shard_conn_t *s, zmsg_t *m) {
-    if (!s->req_has_keys || m->h.count != s->key_count) return 0;
-    return memcmp(zmsg_payload(m, 0), zmq_msg_data((zmq_msg_t *)&s->req_keys), s->key_count * sizeof(uint32_t)) == 0;
+static int answers_keys(const shard_conn_t *s, const wire_header_t *h) {
+    return s->req_has_keys && h->count == s->key_count && h->offset == s->req_h.offset;
 }
 
 // A range of shard k's values answering the push in flight part by part
@@ -344,13 +347,13 @@ static int dispatch(ps_client_t *c, size_t k, zmsg_t *m, char *err, size_t err_l
             } else if (zmsg_verify(m) != 0) {
                 note_dropped(c, k, m->status);
                 return 0;
-            } else if (h->payload_kind == PAYLOAD_KIND_SPARSE && c->pull_values && answers_keys(s, m)) {
-                memcpy(c->pull_values + s->key_begin, zmsg_payload(m, 1), h->count * sizeof(float));
+            } else if (h->payload_kind == PAYLOAD_KIND_VALUES && c->pull_values && answers_keys(s, h)) {
+                memcpy(c->pull_values + s->key_begin, zmsg_payload(m, 0), h->count * sizeof(float));
             } else {
                 note_stale(c);
                 return 0;
             }
-            c->stats.bytes_in += h->count * (h->payload_kind == PAYLOAD_KIND_SPARSE ? 8u : 4u);
+            c->stats.bytes_in += 4u * h->count;
             s->version = h->param_version;
             s->held_s = 1e-6 * h->aux;
             s->answer_min_clock = h->clock;
@@ -1242,11 +1245,13 @@ static int pull_keys_start(ps_client_t *c, uint64_t need_clock, const uint32_t *
         h.payload_kind = PAYLOAD_KIND_KEYS;
         h.clock = need_clock;
         h.count = (uint32_t)count;
+        h.offset = c->pull_tag + 1;  // one tag for the pull, whichever shard (a retry resends it)
         zmq_msg_t frame;
         if (zmsg_frame_alloc(&frame, count * sizeof(uint32_t), err, err_len) != 0) return -1;
         copy_keys(c, zmq_msg_data(&frame), keys, first, count);
         if (start_request(c, k, REQUEST_PULL, h, &frame, err, err_len) != 0) return -1;
     }
+    c->pull_tag++;
     c->pull_values = values;
     c->pull_started = mono_clock_s();
     return 0;

@@ -54,21 +54,22 @@ int ps_answer_reject(ps_server_t *s, zmq_msg_t *identity, wire_status_t why, con
 }
 
 // Sends parameters: the whole shard, or the values at `keys` (global
-// indices), to a pull this shard held for held_s seconds (the answer's aux, in
-// microseconds: how long the bound kept the worker waiting here).
+// indices) of the pull tagged `tag` (the keys are the worker's: the answer
+// names its pull by the tag, not by repeating them), to a pull this shard
+// held for held_s seconds (the answer's aux, in microseconds: how long the
+// bound kept the worker waiting here).
 static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, const uint32_t *keys, uint32_t n_keys,
-                           double held_s, char *err, size_t err_len) {
+                           uint64_t tag, double held_s, char *err, size_t err_len) {
     wire_header_t h = ps_answer_header(s, MSG_TYPE_PARAMS);
     h.aux = held_s <= 0.0 ? 0 : held_s >= 4294.0 ? UINT32_MAX : (uint32_t)(held_s * 1e6);
-    zmq_msg_t frames[2];
-    size_t n_frames;
+    zmq_msg_t frame;
     if (!keys) {
         h.payload_kind = PAYLOAD_KIND_DENSE;
         h.offset = s->begin;
         h.count = (uint32_t)s->n;
         // Lent without a copy; a push applied while libzmq still holds it
         // writes the other buffer (ps_reply.h).
-        if (ps_values_reply(s->upd.values, &frames[0], &h.checksum, err, err_len) != 0) return -1;
+        if (ps_values_reply(s->upd.values, &frame, &h.checksum, err, err_len) != 0) return -1;
         if (worker == WIRE_NO_ID) {
             s->stats.observer_pulls++;  // a reader of the global model: no worker's state changes
         } else {
@@ -77,34 +78,28 @@ static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker,
             s->stats.pulls_answered++;
             ps_members_note_sent(s, worker, h.param_version, h.clock);
         }
-        return ps_send_sealed(s, identity, &h, frames, 1, err, err_len);
-    } else {
-        h.payload_kind = PAYLOAD_KIND_SPARSE;
-        h.count = n_keys;
-        if (zmsg_frame_alloc(&frames[0], n_keys * sizeof(uint32_t), err, err_len) != 0) return -1;
-        if (zmsg_frame_alloc(&frames[1], n_keys * sizeof(float), err, err_len) != 0) {
-            zmq_msg_close(&frames[0]);
-            return -1;
-        }
-        memcpy(zmq_msg_data(&frames[0]), keys, n_keys * sizeof(uint32_t));
-        float *v = zmq_msg_data(&frames[1]);
-        for (uint32_t k = 0; k < n_keys; k++) v[k] = s->upd.w[keys[k] - s->begin];
-        n_frames = 2;
+        return ps_send_sealed(s, identity, &h, &frame, 1, err, err_len);
     }
+    h.payload_kind = PAYLOAD_KIND_VALUES;
+    h.offset = tag;
+    h.count = n_keys;
+    if (zmsg_frame_alloc(&frame, n_keys * sizeof(float), err, err_len) != 0) return -1;
+    float *v = zmq_msg_data(&frame);
+    for (uint32_t k = 0; k < n_keys; k++) v[k] = s->upd.w[keys[k] - s->begin];
     if (worker == WIRE_NO_ID) {
         s->stats.observer_pulls++;
     } else {
-        s->stats.bytes_out += h.count * (n_frames == 2 ? 8u : 4u);
+        s->stats.bytes_out += 4u * h.count;
         s->stats.pulls_answered++;
         ps_members_note_sent(s, worker, h.param_version, h.clock);
     }
-    return ps_send(s, identity, &h, frames, n_frames, err, err_len);
+    return ps_send(s, identity, &h, &frame, 1, err, err_len);
 }
 
 int ps_answer_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, const uint32_t *keys, uint32_t n_keys,
-                     double held_s, char *err, size_t err_len) {
+                     uint64_t tag, double held_s, char *err, size_t err_len) {
     uint64_t span = TRACE_BEGIN();
-    int rc = send_params_now(s, identity, worker, keys, n_keys, held_s, err, err_len);
+    int rc = send_params_now(s, identity, worker, keys, n_keys, tag, held_s, err, err_len);
     TRACE_END(&TK_SERVE, span, worker);
     return rc;
 }

@@ -53,6 +53,7 @@ typedef struct pending_pull {
     uint64_t need;  // answer once the min clock reaches this
     uint32_t *keys;  // NULL: the whole shard
     uint32_t n_keys;
+    uint64_t tag;  // a keyed pull's tag (wire.h), repeated by its answer
     double since;  // when it started waiting
 } pending_pull_t;
 
@@ -244,9 +245,9 @@ int ps_bsp_skip_to(ps_server_t *s, uint64_t c, char *err, size_t err_len);
 
 // ---- ps_server_pulls.c ---------------------------------------------------------
 void ps_pulls_free(ps_server_t *s);
-// Queues worker's pull until the min clock reaches `need` (keys NULL: the whole shard).
+// Queues worker's pull until the min clock reaches `need` (keys NULL: the whole shard; tag: a keyed pull's).
 int ps_pulls_queue(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, uint64_t need, const uint32_t *keys,
-                   uint32_t n_keys, char *err, size_t err_len);
+                   uint32_t n_keys, uint64_t tag, char *err, size_t err_len);
 // Answers every waiting pull whose clock condition now holds.
 int ps_pulls_serve(ps_server_t *s, char *err, size_t err_len);
 // Drops the pulls queued for worker k (evicted, or left).
@@ -262,10 +263,10 @@ int ps_answer_welcome(ps_server_t *s, zmq_msg_t *identity, uint64_t clock, char 
 int ps_answer_push_ack(ps_server_t *s, zmq_msg_t *identity, uint64_t push_clock, char *err, size_t err_len);
 int ps_answer_reject(ps_server_t *s, zmq_msg_t *identity, wire_status_t why, const wire_header_t *req, char *err,
                      size_t err_len);
-// Parameters: the whole shard, or the values at `keys` (global indices), to a
-// pull this shard held for held_s seconds.
+// Parameters: the whole shard, or the values at `keys` (global indices) of
+// the pull tagged `tag`, to a pull this shard held for held_s seconds.
 int ps_answer_params(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, const uint32_t *keys, uint32_t n_keys,
-                     double held_s, char *err, size_t err_len);
+                     uint64_t tag, double held_s, char *err, size_t err_len);
 
 // ---- ps_server_update.c --------------------------------------------------------
 int ps_update_init(ps_update_t *u, const ps_config_t *c, size_t n);

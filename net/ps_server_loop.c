@@ -136,8 +136,8 @@ static int handle_pull(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     }
     // The worker took the staleness bound off the clock it names (ssp_gate's pull_clock).
     if (s->parts_applying == 0 && ssp_gate(h->clock, ps_members_ready_clock(s), 0).proceed)
-        return ps_answer_params(s, &m->identity, h->sender, keys, h->count, 0.0, err, err_len);
-    return ps_pulls_queue(s, &m->identity, h->sender, h->clock, keys, h->count, err, err_len);
+        return ps_answer_params(s, &m->identity, h->sender, keys, h->count, h->offset, 0.0, err, err_len);
+    return ps_pulls_queue(s, &m->identity, h->sender, h->clock, keys, h->count, h->offset, err, err_len);
 }
 
 // Evicts worker k, silent for longer than the worker timeout (or evicted by

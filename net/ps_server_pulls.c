@@ -27,7 +27,7 @@ int ps_pulls_serve(ps_server_t *s, char *err, size_t err_len) {
         if (ssp_gate(p->need, min, 0).proceed && rc == 0) {
             double held = mono_clock_s() - p->since;
             if (p->worker != WIRE_NO_ID) s->wait_s += held;
-            rc = ps_answer_params(s, &p->identity, p->worker, p->keys, p->n_keys, held, err, err_len);
+            rc = ps_answer_params(s, &p->identity, p->worker, p->keys, p->n_keys, p->tag, held, err, err_len);
             zmq_msg_close(&p->identity);
             free(p->keys);
         } else {
@@ -65,7 +65,7 @@ static pending_pull_t *pull_slot(ps_server_t *s, uint32_t worker) {
 // whole shard). A worker waits on one pull at a time: a second one is its
 // retry, and replaces the first.
 int ps_pulls_queue(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, uint64_t need, const uint32_t *keys,
-                   uint32_t n_keys, char *err, size_t err_len) {
+                   uint32_t n_keys, uint64_t tag, char *err, size_t err_len) {
     pending_pull_t *p = pull_slot(s, worker);
     if (!p) {
         snprintf(err, err_len, "server: out of memory queueing a pull");
@@ -77,6 +77,7 @@ int ps_pulls_queue(ps_server_t *s, zmq_msg_t *identity, uint32_t worker, uint64_
     p->need = need;
     p->keys = NULL;
     p->n_keys = 0;
+    p->tag = tag;
     if (keys) {
         p->keys = malloc((n_keys ? n_keys : 1) * sizeof *p->keys);
         if (!p->keys) {

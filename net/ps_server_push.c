@@ -207,7 +207,7 @@ static int finish_push(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     // pull of the next clock: queued before its round can complete, so that
     // it is answered as the round is applied.
     if (sum && (h->flags & WIRE_FLAG_ECHO) &&
-        ps_pulls_queue(s, &m->identity, k, h->clock + 1, NULL, 0, err, err_len) != 0)
+        ps_pulls_queue(s, &m->identity, k, h->clock + 1, NULL, 0, 0, err, err_len) != 0)
         return -1;
     if (p->late) {
         s->once.late_by[k]++;
@@ -268,5 +268,5 @@ int ps_push_handle(ps_server_t *s, zmsg_t *m, char *err, size_t err_len) {
     if (echo && !sum && !whole && echo_range(s, m, from, last, err, err_len) != 0) return -1;
     if (!last) return 0;
     if (finish_push(s, m, err, err_len) != 0) return -1;
-    return echo && !sum && whole ? ps_answer_params(s, &m->identity, h->sender, NULL, 0, 0.0, err, err_len) : 0;
+    return echo && !sum && whole ? ps_answer_params(s, &m->identity, h->sender, NULL, 0, 0, 0.0, err, err_len) : 0;
 }

@@ -194,6 +194,7 @@ void wire_payload_sizes(const wire_header_t *h, size_t *frame0, size_t *frame1) 
             *frame1 = 4 * c;
             break;
         case PAYLOAD_KIND_KEYS:
+        case PAYLOAD_KIND_VALUES:
             *frame0 = 4 * c;
             break;
         case PAYLOAD_KIND_TEXT:
@@ -233,7 +234,7 @@ int wire_kind_allowed(uint16_t type, uint16_t kind) {
         [MSG_TYPE_PUSH] = KIND(DENSE) | KIND(SPARSE) | KIND(ENCODED),
         [MSG_TYPE_PUSH_ACK] = KIND(NONE),
         [MSG_TYPE_PULL] = KIND(NONE) | KIND(KEYS),
-        [MSG_TYPE_PARAMS] = KIND(DENSE) | KIND(SPARSE),
+        [MSG_TYPE_PARAMS] = KIND(DENSE) | KIND(VALUES),
         [MSG_TYPE_BYE] = KIND(NONE),
         [MSG_TYPE_BYE_ACK] = KIND(NONE),
         [MSG_TYPE_REJECT] = KIND(NONE),

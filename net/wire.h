@@ -1,6 +1,6 @@
 #ifndef ASGD_NET_WIRE_H
 #define ASGD_NET_WIRE_H
-// asgd's wire protocol, version 1 (written down in docs/protocol.md).
+// asgd's wire protocol, version 2 (written down in docs/protocol.md).
 //
 // A message is one 64-byte header frame followed by zero, one or two payload
 // frames, all little-endian:
@@ -8,6 +8,8 @@
 //   PAYLOAD_KIND_DENSE   one frame: count float32, parameters [offset, offset + count)
 //   PAYLOAD_KIND_SPARSE  two frames: count uint32 indices, then count float32 values
 //   PAYLOAD_KIND_KEYS    one frame: count uint32 indices (a sparse pull's key set)
+//   PAYLOAD_KIND_VALUES  one frame: count float32, the values at the keys of the
+//                        PULL whose tag (its offset) the answer's offset repeats
 //   PAYLOAD_KIND_ENCODED one frame: count values compressed (net/compress.h): an
 //                        8-byte descriptor naming the encoding, then its body
 // The header's checksum covers every payload frame, in order. Every received
@@ -16,7 +18,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x44475341u  // "ASGD" read as a little-endian uint32
-#define WIRE_VERSION 1u
+#define WIRE_VERSION 2u
 #define WIRE_HEADER_SIZE 64u
 #define WIRE_NO_ID 0xFFFFFFFFu  // sender/shard field that names no worker or shard
 
@@ -25,8 +27,8 @@ typedef enum msg_type {
     MSG_TYPE_WELCOME = 2,  // server -> worker: shard range [offset, offset + aux), clock, version
     MSG_TYPE_PUSH = 3,  // worker -> server: an update (dense range or sparse pairs)
     MSG_TYPE_PUSH_ACK = 4,  // server -> worker: applied (or buffered for BSP); clock = min clock
-    MSG_TYPE_PULL = 5,  // worker -> server: parameters wanted (whole shard or KEYS)
-    MSG_TYPE_PARAMS = 6,  // server -> worker: parameters (dense range or sparse pairs)
+    MSG_TYPE_PULL = 5,  // worker -> server: parameters wanted (whole shard, or KEYS with a tag in offset)
+    MSG_TYPE_PARAMS = 6,  // server -> worker: parameters (a dense range, or the VALUES of a keyed PULL)
     MSG_TYPE_BYE = 7,  // worker -> server: leaving
     MSG_TYPE_BYE_ACK = 8,  // server -> worker
     MSG_TYPE_REJECT = 9,  // server -> worker: request refused (aux = wire_status_t)
@@ -49,7 +51,8 @@ typedef enum payload_kind {
     PAYLOAD_KIND_KEYS = 3,
     PAYLOAD_KIND_TEXT = 4,  // one frame of count bytes (rendezvous tables)
     PAYLOAD_KIND_ENCODED = 5,  // one frame: count values in a self-described encoding (net/compress.h)
-    PAYLOAD_KIND_MAX_ = 6,
+    PAYLOAD_KIND_VALUES = 6,  // one frame of count float32: a keyed PULL's answer, in its keys' order
+    PAYLOAD_KIND_MAX_ = 7,
 } payload_kind_t;
 
 // Header flags.
@@ -70,7 +73,8 @@ typedef struct wire_header {
     uint64_t clock;  // sender's clock (worker: pushes done; server: min worker clock); HELLO: the
         // clock proposed on a rejoin; WELCOME: the clock the worker continues from
     uint64_t param_version;  // PUSH: version the update was computed from; PARAMS: version sent
-    uint64_t offset;  // DENSE: first parameter index of the range; PUSH_ACK: the acknowledged push's clock
+    uint64_t offset;  // DENSE: first parameter index of the range; PUSH_ACK: the acknowledged push's clock;
+        // PULL with KEYS: the worker's tag for it, which the VALUES answering it repeat
     uint32_t count;  // elements in the payload (0 for NONE)
     uint16_t payload_kind;  // payload_kind_t
     uint16_t flags;  // WIRE_FLAG_*

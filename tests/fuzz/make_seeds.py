@@ -165,7 +165,7 @@ def checksum(p, seed=0):
     return (h ^ (h >> 32)) & 0xFFFFFFFF
 
 
-def header(type_, kind=0, count=0, frames=(), run=RUN_ID, magic=0x44475341, version=1, sender=0, shard=0,
+def header(type_, kind=0, count=0, frames=(), run=RUN_ID, magic=0x44475341, version=2, sender=0, shard=0,
            clock=0, version_=0, offset=0, flags=0, aux=0, csum=None):
     if csum is None:
         csum = 0
@@ -192,6 +192,7 @@ def wire_corpus():
         "push-sparse": (header(3, 2, 4, [idx, vals]), [idx, vals]),
         "pull-keys": (header(5, 3, 4, [idx]), [idx]),
         "params": (header(6, 1, 4, [vals], offset=4), [vals]),
+        "params-values": (header(6, 6, 4, [vals], offset=9), [vals]),
         "ring-chunk": (header(10, 1, 4, [vals], aux=1), [vals]),
         "rdv-join": (header(11, 4, len(text), [text], sender=1, aux=2), [text]),
         "bye": (header(7), []),
@@ -202,7 +203,9 @@ def wire_corpus():
     }
     bad = {
         "magic": (header(1, magic=0x44475342), []),
-        "version": (header(1, version=2), []),
+        "version": (header(1, version=3), []),
+        "version-1": (header(1, version=1), []),
+        "params-sparse": (header(6, 2, 4, [idx, vals]), [idx, vals]),
         "type": (header(0xFFFF), []),
         "encoded-short": (header(3, 5, 4, [b"\1\0\0"]), [b"\1\0\0"]),
         "run": (header(1, run=RUN_ID + 1), []),

@@ -1024,7 +1024,7 @@ static void test_malformed(void *ctx) {
     raw_send(d1, &h, NULL, NULL, 0);
     dropped[WIRE_STATUS_BAD_MAGIC]++;
     h = req(MSG_TYPE_PULL, 1, S);
-    h.version = 2;
+    h.version = WIRE_VERSION + 1;
     raw_send(d1, &h, NULL, NULL, 0);
     dropped[WIRE_STATUS_BAD_VERSION]++;
     h = req(0, 1, S);
@@ -1229,6 +1229,25 @@ static void test_malformed(void *ctx) {
         float vals[50];
         memcpy(vals, zmsg_payload(&m, 0), sizeof vals);
         CHECK_BITS(vals, want + 51, 50, "raw pull");
+        zmsg_close(&m);
+    }
+    // Keyed pulls: each answer is the values alone, in the keys' order, and
+    // names its pull by the tag the pull carried (the keys do not come back).
+    for (uint64_t tag = 9; tag <= 10; tag++) {
+        const uint32_t keys2[2] = {52, (uint32_t)(90 + tag)};
+        h = req(MSG_TYPE_PULL, 1, S);
+        h.payload_kind = PAYLOAD_KIND_KEYS;
+        h.count = 2;
+        h.offset = tag;
+        wire_seal(&h, keys2, sizeof keys2, NULL, 0);
+        raw_send(d1, &h, (const void *[]){keys2}, (size_t[]){sizeof keys2}, 1);
+        zmsg_t m;
+        CHECK(zmsg_recv(d1, 0, RUN_ID, &m, err, sizeof err) == 1);
+        CHECK(m.h.type == MSG_TYPE_PARAMS && m.h.payload_kind == PAYLOAD_KIND_VALUES);
+        CHECK(m.h.offset == tag && m.h.count == 2 && m.n_frames == 1 && zmq_msg_size(&m.frames[0]) == 8);
+        float vals[2], expect[2] = {want[52], want[90 + tag]};
+        memcpy(vals, zmsg_payload(&m, 0), sizeof vals);
+        CHECK_BITS(vals, expect, 2, "raw keyed pull");
         zmsg_close(&m);
     }
     h = req(MSG_TYPE_BYE, 1, S);
