@@ -13,7 +13,10 @@
 //   - evaluation off the clock: the evaluator keeps snapshots and evaluates
 //     them after training (none counted as during training), or, with
 //     --eval-snapshot-mb 0, every one at once while the workers train (all
-//     counted so); global.csv marks each row.
+//     counted so); global.csv marks each row;
+//   - one shard: global.csv's last row is the servers' final model, read by
+//     the evaluator from the shard's values (the whole model, or its keys)
+//     after every worker left, equal to what the last worker's final pull read.
 #include <math.h>
 #include <sys/stat.h>
 
@@ -156,6 +159,53 @@ static void test_live(void) {
            end[TEST_LOSS], pulled);
     free(merged);
     free(summary);
+}
+
+// The same final row where the evaluator reads only the keys its test
+// examples read (engine/run/worker_keys.h): the shard's final values are
+// picked out by the evaluator's key map, and give what the last worker's
+// final pull gave.
+static void test_final_by_key(void) {
+    const char *args[] = {"launch",
+                          "--servers",
+                          "1",
+                          "--workers",
+                          "2",
+                          "--threads",
+                          "1",
+                          "--sync",
+                          "asp",
+                          "--model",
+                          "logreg",
+                          "--data",
+                          "gen:sparse:n=3000,dim=100000,nnz=20,seed=3",
+                          "--epochs",
+                          "1",
+                          "--eval-every",
+                          "1000",
+                          "--worker-eval",
+                          "off",
+                          "--run-dir",
+                          rd("by-key"),
+                          "--quiet",
+                          NULL};
+    CHECK(launch_run(args) == 0);
+    char *server = launch_file("by-key", "server-0.json"), *summary = launch_file("by-key", "summary.json");
+    char *merged = launch_file("by-key", "merged.csv");
+    double read = launch_field(server, "eval_params");
+    CHECK(read > 0 && read < 100001);  // the evaluator's keys, not the model
+    static rows_t g;
+    rows_of(merged, "global", &g);
+    CHECK(g.n >= 2);
+    const double *end = g.v[g.n - 1];
+    CHECK(end[SAMPLES] == launch_field(summary, "samples"));
+    double pulled = last_pull_loss("by-key", 2);
+    CHECK(fabs(end[TEST_LOSS] - pulled) <= 1e-8 * pulled);
+    printf("by key: the evaluator reads %.0f of 100001 parameters; final row %.9g (the last final pull: %.9g)\n", read,
+           end[TEST_LOSS], pulled);
+    free(merged);
+    free(summary);
+    free(server);
 }
 
 static void test_asp(void) {
@@ -362,6 +412,7 @@ int main(void) {
     CHECK(mkdtemp(dir));
     test_asp();
     test_live();
+    test_final_by_key();
     test_bsp();
     test_allreduce();
     test_eval_every_s();
