@@ -14,6 +14,7 @@ void ps_progress_board_init(ps_progress_board_t *b) {
     atomic_init(&b->stale_v_max, 0);
     atomic_init(&b->stale_c_sum, 0);
     atomic_init(&b->stale_c_max, 0);
+    atomic_init(&b->workers_gone, 0);
     atomic_init(&b->wake_at, UINT64_MAX);
     atomic_init(&b->woken, 0);
     pthread_mutex_init(&b->lock, NULL);
@@ -55,6 +56,7 @@ void ps_progress_board_publish(ps_progress_board_t *b, const ps_progress_t *p) {
     atomic_store_explicit(&b->stale_v_max, p->staleness_versions_max, memory_order_relaxed);
     atomic_store_explicit(&b->stale_c_sum, p->staleness_clocks_sum, memory_order_relaxed);
     atomic_store_explicit(&b->stale_c_max, p->staleness_clocks_max, memory_order_relaxed);
+    atomic_store_explicit(&b->workers_gone, (uint64_t)p->workers_gone, memory_order_relaxed);
     atomic_store_explicit(&b->seq, seq + 2, memory_order_release);
     // The samples stored, then the threshold read; the sleeper stores its
     // threshold, then reads the samples: with a full fence on both sides at
@@ -98,6 +100,7 @@ void ps_progress_board_read(const ps_progress_board_t *b, ps_progress_t *out) {
         out->staleness_versions_max = atomic_load_explicit(&m->stale_v_max, memory_order_relaxed);
         out->staleness_clocks_sum = atomic_load_explicit(&m->stale_c_sum, memory_order_relaxed);
         out->staleness_clocks_max = atomic_load_explicit(&m->stale_c_max, memory_order_relaxed);
+        out->workers_gone = (int)atomic_load_explicit(&m->workers_gone, memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);
         after = atomic_load_explicit(&m->seq, memory_order_relaxed);
     } while ((before & 1) || before != after);

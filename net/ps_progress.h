@@ -18,13 +18,16 @@ typedef struct ps_progress {
     uint64_t staleness_count;
     uint64_t staleness_versions_sum, staleness_versions_max;
     uint64_t staleness_clocks_sum, staleness_clocks_max;
+    // Every worker has left and the shard serves on for its observer
+    // (ps_config_t.observer_linger_ms): the model is final.
+    int workers_gone;
 } ps_progress_t;
 
 // Where the figures are published: seq is odd while a publication is being
 // written. Caller-allocated; one writer thread, any number of readers.
 typedef struct ps_progress_board {
     _Atomic uint64_t seq, samples, version, min_clock, wait_ns;
-    _Atomic uint64_t stale_count, stale_v_sum, stale_v_max, stale_c_sum, stale_c_max;
+    _Atomic uint64_t stale_count, stale_v_sum, stale_v_max, stale_c_sum, stale_c_max, workers_gone;
     // A reader asleep until the samples reach wake_at (UINT64_MAX: nobody
     // waits), so that it need not poll: the writer wakes it as it publishes.
     _Atomic uint64_t wake_at;

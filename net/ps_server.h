@@ -87,6 +87,11 @@ typedef struct ps_config {
     // BSP: offer the workers on this machine their rounds through shared
     // memory (net/ps_local_round.h; --ps-transport shm); 0: the socket only.
     int local_rounds;
+    // > 0: the run's global-model evaluator (an observer) reads this shard.
+    // Once every worker has left, the shard says so in its progress
+    // (ps_progress_t.workers_gone) and serves on until the observer's BYE
+    // (it has read the final model), or for this long at most.
+    int observer_linger_ms;
 } ps_config_t;
 
 typedef struct ps_stats {

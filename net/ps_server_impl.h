@@ -184,6 +184,10 @@ struct ps_server {
     // held; NULL once let through.
     const atomic_int *hellos_open;
     zmsg_t *held_hellos;
+    // cfg.observer_linger_ms: when every worker had left (0: not yet), and
+    // whether the observer has said BYE since.
+    double workers_gone_at;
+    int observer_left;
 };
 
 // ---- ps_server_loop.c ----------------------------------------------------------

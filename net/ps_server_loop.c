@@ -102,6 +102,7 @@ static void publish_progress(ps_server_t *s) {
         .staleness_versions_max = hv->max,
         .staleness_clocks_sum = (uint64_t)hc->sum,
         .staleness_clocks_max = hc->max,
+        .workers_gone = s->workers_gone_at > 0.0,
     };
     ps_progress_board_publish(&s->board, &p);
 }
@@ -233,10 +234,15 @@ static int handle(ps_server_t *s, zmsg_t *m, double now, char *err, size_t err_l
         count_dropped(s, m->status);
         return 0;
     }
-    // An observer reads the model, or some of its keys, and nothing else (ps_server.h).
+    // An observer reads the model, or some of its keys, and nothing else
+    // (ps_server.h); its BYE says it has read the final model.
     if (h->sender == WIRE_NO_ID && h->type == MSG_TYPE_PULL && h->shard == s->cfg.shard &&
         (h->payload_kind == PAYLOAD_KIND_NONE || h->payload_kind == PAYLOAD_KIND_KEYS))
         return handle_pull(s, m, err, err_len);
+    if (h->sender == WIRE_NO_ID && h->type == MSG_TYPE_BYE && h->shard == s->cfg.shard) {
+        s->observer_left = 1;
+        return ps_answer_simple(s, &m->identity, MSG_TYPE_BYE_ACK, 0, err, err_len);
+    }
     // A message for another shard, or from no worker of this run, is not ours to answer.
     if (h->sender >= s->cfg.n_workers || h->shard != s->cfg.shard) {
         count_dropped(s, WIRE_STATUS_BAD_RANGE);
@@ -333,6 +339,25 @@ static int guard_memory(ps_server_t *s, double now, char *err, size_t err_len) {
 
 #define STALL_S 0.5  // a gap between the serving loop's turns longer than this is the shard's own stall
 
+// Every worker has left: whether to serve on for the observer, which reads
+// the final model once it learns so (the progress it watches, woken), then
+// says BYE; at most cfg.observer_linger_ms.
+static int linger_for_observer(ps_server_t *s, double now) {
+    if (s->cfg.observer_linger_ms <= 0 || s->observer_left) return 0;
+    if (s->workers_gone_at <= 0.0) {
+        s->workers_gone_at = now;
+        publish_progress(s);
+        ps_progress_board_wake(&s->board);
+    }
+    return (now - s->workers_gone_at) * 1000.0 < s->cfg.observer_linger_ms;
+}
+
+// The run is over for this shard: every worker has left, and the observer,
+// if one reads it, has read the final model or is given up on.
+static int run_over(ps_server_t *s, double now) {
+    return ps_members_run_finished(s, now) && !linger_for_observer(s, now);
+}
+
 // Handles what is queued on the socket, until it is empty: 0, 1 when the run
 // is over, -1 on an error.
 static int drain(ps_server_t *s, double now, char *err, size_t err_len) {
@@ -359,7 +384,7 @@ static int drain(ps_server_t *s, double now, char *err, size_t err_len) {
         zmsg_close(&m);
         publish_progress(s);
         if (hrc != 0) return -1;
-        if (ps_members_run_finished(s, now) && !s->upd.diverged) return 1;
+        if (run_over(s, now) && !s->upd.diverged) return 1;
     }
 }
 
@@ -376,7 +401,7 @@ static int drain_local(ps_server_t *s, double now, char *err, size_t err_len) {
         zmsg_close(&m);
         publish_progress(s);
         if (hrc != 0) return -1;
-        if (ps_members_run_finished(s, now) && !s->upd.diverged) return 1;
+        if (run_over(s, now) && !s->upd.diverged) return 1;
     }
     return 0;
 }
@@ -393,7 +418,7 @@ static int end_turn(ps_server_t *s, double now, char *err, size_t err_len) {
     publish_progress(s);  // an eviction can complete a BSP round
     maybe_checkpoint(s, now);
     if (guard_memory(s, now, err, err_len) != 0) return -1;
-    if (ps_members_run_finished(s, now)) return 1;
+    if (run_over(s, now)) return 1;
     if (!s->hooks.on_turn) return 0;
     int t = s->hooks.on_turn(s->hooks.ctx, s, err, err_len);
     return t < 0 ? -1 : t != 0;

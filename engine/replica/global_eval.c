@@ -72,10 +72,12 @@ static void evaluate_values(global_eval_t *g, const float *values, global_eval_r
 }
 
 // Keeps the model just pulled for evaluation after training, when the budget
-// allows. Returns 1 when kept, 0 when not (evaluate it now), -1 on error.
-static int keep_snapshot(global_eval_t *g, const global_eval_row_t *row) {
+// allows (or always: `final`, the last point, pulled once training is over,
+// which must not be marked as evaluated during it). Returns 1 when kept, 0
+// when not (evaluate it now), -1 on error.
+static int keep_snapshot(global_eval_t *g, const global_eval_row_t *row, int final) {
     size_t bytes = g->cfg.n_params * sizeof(float);
-    if (g->snap_bytes + bytes > g->cfg.snapshot_budget_bytes) return 0;
+    if (!final && g->snap_bytes + bytes > g->cfg.snapshot_budget_bytes) return 0;
     if (g->n_snaps == g->cap_snaps) {
         size_t cap = g->cap_snaps ? 2 * g->cap_snaps : 16;
         snapshot_t *grown = realloc(g->snaps, cap * sizeof *grown);
@@ -115,12 +117,12 @@ static global_eval_row_t row_at(const global_eval_t *g, const ps_progress_t *at,
 
 // Reads the global model (every shard holding the updates of clock `need` from
 // every worker) and keeps it for evaluation after training (or, past the
-// snapshot budget, evaluates it now). The row is labelled with shard 0's
-// progress as published once the model had come: it counts every update the
-// model holds (the pull was answered before), so the curve never credits the
-// model with fewer examples than it was trained on. Returns 0, 1 when
-// stopped meanwhile, -1 on error.
-static int evaluate_at(global_eval_t *g, const ps_progress_t *due, double sent_at) {
+// snapshot budget, evaluates it now; the final point is always kept). The
+// row is labelled with shard 0's progress as published once the model had
+// come: it counts every update the model holds (the pull was answered
+// before), so the curve never credits the model with fewer examples than it
+// was trained on. Returns 0, 1 when stopped meanwhile, -1 on error.
+static int evaluate_at(global_eval_t *g, const ps_progress_t *due, double sent_at, int final) {
     uint64_t min_clock;
     if (ps_client_pull(g->client, due->min_clock, g->pulled, &min_clock, g->err, sizeof g->err) != 0)
         return atomic_load(&g->stop) ? 1 : -1;
@@ -128,7 +130,7 @@ static int evaluate_at(global_eval_t *g, const ps_progress_t *due, double sent_a
     ps_progress_t at;
     ps_server_progress(g->cfg.shard, &at);
     global_eval_row_t row = row_at(g, &at, read_at, sent_at);
-    int kept = keep_snapshot(g, &row);
+    int kept = keep_snapshot(g, &row, final);
     if (kept < 0) return -1;
     if (!kept) {
         evaluate_values(g, g->pulled, &row);
@@ -138,25 +140,16 @@ static int evaluate_at(global_eval_t *g, const ps_progress_t *due, double sent_a
     return append_row(g, &row, kept);
 }
 
-// The servers' final model, read from final_values (every key of a run with
-// one shard, this process's, once every worker has left): one last row,
-// unless shard 0 applied nothing since the row before. With keys, the
-// evaluator's own keys are picked out of it. Returns 0 or -1.
-static int final_row(global_eval_t *g, const float *final_values) {
-    ps_progress_t at;
-    ps_server_progress(g->cfg.shard, &at);
-    if (g->n_rows > 0 && g->rows[g->n_rows - 1].updates == at.version) return 0;
-    double t0 = mono_clock_s();
-    const ps_key_map_t *keys = g->cfg.keys;
-    if (keys) {
-        for (size_t i = 0; i < g->cfg.n_params; i++) g->pulled[i] = final_values[ps_key_map_global(keys, (uint32_t)i)];
-    } else {
-        memcpy(g->pulled, final_values, g->cfg.n_params * sizeof *g->pulled);
-    }
-    global_eval_row_t row = row_at(g, &at, t0, t0);
-    evaluate_values(g, g->pulled, &row);
-    row.eval_s = mono_clock_s() - t0;
-    return append_row(g, &row, 0);
+// Every worker has left (the shards serve on for this: ps_config_t.
+// observer_linger_ms): the servers' final model, read unless shard 0 applied
+// nothing since the last row, then a BYE that lets the shards end. Returns
+// 0, 1 when stopped meanwhile, -1 on error.
+static int final_point(global_eval_t *g, const ps_progress_t *at, double now) {
+    int rc = 0;
+    if (g->n_rows == 0 || g->rows[g->n_rows - 1].updates != at->version) rc = evaluate_at(g, at, now, 1);
+    if (rc != 0) return rc;
+    if (ps_client_bye(g->client, g->err, sizeof g->err) != 0) return atomic_load(&g->stop) ? 1 : -1;
+    return 0;
 }
 
 // After training: evaluates the snapshots into their rows, in order, and
@@ -187,6 +180,11 @@ static void *eval_main(void *arg) {
         ps_progress_t at;
         ps_server_progress(c->shard, &at);
         double now = mono_clock_s();
+        if (at.workers_gone && !first) {  // the end of training's point, then the thread's end
+            int rc = final_point(g, &at, now);
+            g->failed = rc < 0;
+            break;
+        }
         int due =
             first || (c->every_samples && at.samples >= next_samples) || (c->every_s > 0 && now - g->t0 >= next_s);
         if (!due) {
@@ -198,7 +196,7 @@ static void *eval_main(void *arg) {
                                     sleep_s < IDLE_WAIT_S ? sleep_s : IDLE_WAIT_S);
             continue;
         }
-        int rc = evaluate_at(g, &at, now);
+        int rc = evaluate_at(g, &at, now, 0);
         if (first) atomic_store(&g->first_taken, 1);  // shard 0 lets the workers in (ps_server_hold_hellos)
         first = 0;
         if (rc != 0) {
@@ -255,10 +253,9 @@ static void stop_thread(global_eval_t *g) {
     g->started = 0;
 }
 
-int global_eval_stop(global_eval_t *g, const float *final_values, char *err, size_t err_len) {
+int global_eval_stop(global_eval_t *g, char *err, size_t err_len) {
     stop_thread(g);
     evaluate_snapshots(g);
-    if (!g->failed && final_values && final_row(g, final_values) != 0) g->failed = 1;
     if (g->failed) {
         snprintf(err, err_len, "global evaluator: %s", g->err);
         return -1;

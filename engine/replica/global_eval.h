@@ -19,6 +19,12 @@
 // (global_eval_stop), when nothing competes with the workers for the cores.
 // Snapshots beyond `snapshot_budget_bytes` are evaluated at once instead, on
 // this thread while the workers train; such rows say so (during_training).
+//
+// The last point is the end of training: the shards, configured for it
+// (ps_config_t.observer_linger_ms), serve on once every worker has left and
+// say so in shard 0's progress; the evaluator then reads the final model,
+// keeps it whatever the budget (training is over), and says BYE to every
+// shard, which lets them end.
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,13 +78,8 @@ global_eval_t *global_eval_start(const global_eval_config_t *c, char *err, size_
 
 // Stops it (a pull in flight is abandoned: a shard may be gone already),
 // joins the thread, then evaluates the snapshots it kept, in order (on_row is
-// called for each). final_values, when not NULL, is the servers' whole model
-// as the run ended, held by this process (one shard, every worker gone:
-// indexed by the servers' key): its row comes last, the end of training's
-// point, which a pull would miss once the shards stop (skipped when shard 0
-// applied nothing since the last row). Returns 0, or -1 with err when an
-// evaluation failed.
-int global_eval_stop(global_eval_t *g, const float *final_values, char *err, size_t err_len);
+// called for each). Returns 0, or -1 with err when an evaluation failed.
+int global_eval_stop(global_eval_t *g, char *err, size_t err_len);
 
 // The rows so far (valid until destroy); call after global_eval_stop.
 const global_eval_row_t *global_eval_rows(const global_eval_t *g, size_t *n);

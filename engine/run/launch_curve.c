@@ -90,6 +90,41 @@ static int load_row(const char *line, void *arg) {
     return append(x->c, &x->cap, &p, x->err, x->err_len);
 }
 
+// The run's staleness (every shard's, summary.json's) into a point that stands for the end.
+static void run_staleness(curve_point_t *p, const curve_final_t *final) {
+    p->v[CURVE_STALENESS_VERSIONS_MEAN] = final->staleness_versions_mean;
+    p->v[CURVE_STALENESS_VERSIONS_MAX] = final->staleness_versions_max;
+    p->v[CURVE_STALENESS_CLOCKS_MEAN] = final->staleness_clocks_mean;
+    p->v[CURVE_STALENESS_CLOCKS_MAX] = final->staleness_clocks_max;
+}
+
+// The curve's end: the evaluator's last row where it read the final model
+// (it counts every sample; its staleness, shard 0's, becomes the run's), else
+// the workers' final point appended. Returns 0 or -1 with err.
+static int end_point(global_curve_t *out, size_t *cap, double train_examples, const curve_final_t *final, int rmse,
+                     char *err, size_t err_len) {
+    curve_point_t *last = out->n ? &out->points[out->n - 1] : NULL;
+    if (last && last->v[CURVE_SAMPLES] >= final->samples) {
+        run_staleness(last, final);
+        return 0;
+    }
+    if (isnan(final->test_metric)) return 0;
+    curve_point_t p;
+    for (size_t i = 0; i < CURVE_N_COLUMNS; i++) p.v[i] = NAN;
+    double wall = final->wall_s;
+    if (last && last->v[CURVE_WALL_S] > wall) wall = last->v[CURVE_WALL_S];
+    p.v[CURVE_WALL_S] = wall;
+    p.v[CURVE_SAMPLES] = final->samples;
+    p.v[CURVE_EPOCH] = train_examples > 0 ? final->samples / train_examples : NAN;
+    p.v[CURVE_SAMPLES_PER_S] = wall > 0 ? final->samples / wall : NAN;
+    p.v[CURVE_UPDATES] = last ? last->v[CURVE_UPDATES] : NAN;
+    p.v[CURVE_TEST_LOSS] = final->test_loss;
+    p.v[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY] = final->test_metric;
+    run_staleness(&p, final);
+    p.v[CURVE_WAIT_S] = last ? last->v[CURVE_WAIT_S] : NAN;
+    return append(out, cap, &p, err, err_len);
+}
+
 int global_curve_load(const char *dir, const dist_args_t *d, double train_examples, const curve_final_t *final,
                       int rmse, global_curve_t *out, char *err, size_t err_len) {
     memset(out, 0, sizeof *out);
@@ -105,28 +140,7 @@ int global_curve_load(const char *dir, const dist_args_t *d, double train_exampl
             snprintf(err, err_len, "launch: %s is missing: the evaluator beside server shard 0 wrote no curve", path);
             return -1;
         }
-        // The workers' final point, unless the evaluator's last row is that
-        // model already (one shard: it read the servers' values at the end).
-        const curve_point_t *last = out->n ? &out->points[out->n - 1] : NULL;
-        if (!isnan(final->test_metric) && !(last && last->v[CURVE_SAMPLES] >= final->samples)) {
-            curve_point_t p;
-            for (size_t i = 0; i < CURVE_N_COLUMNS; i++) p.v[i] = NAN;
-            double wall = final->wall_s;
-            if (last && last->v[CURVE_WALL_S] > wall) wall = last->v[CURVE_WALL_S];
-            p.v[CURVE_WALL_S] = wall;
-            p.v[CURVE_SAMPLES] = final->samples;
-            p.v[CURVE_EPOCH] = train_examples > 0 ? final->samples / train_examples : NAN;
-            p.v[CURVE_SAMPLES_PER_S] = wall > 0 ? final->samples / wall : NAN;
-            p.v[CURVE_UPDATES] = last ? last->v[CURVE_UPDATES] : NAN;
-            p.v[CURVE_TEST_LOSS] = final->test_loss;
-            p.v[rmse ? CURVE_TEST_RMSE : CURVE_TEST_ACCURACY] = final->test_metric;
-            p.v[CURVE_STALENESS_VERSIONS_MEAN] = final->staleness_versions_mean;
-            p.v[CURVE_STALENESS_VERSIONS_MAX] = final->staleness_versions_max;
-            p.v[CURVE_STALENESS_CLOCKS_MEAN] = final->staleness_clocks_mean;
-            p.v[CURVE_STALENESS_CLOCKS_MAX] = final->staleness_clocks_max;
-            p.v[CURVE_WAIT_S] = last ? last->v[CURVE_WAIT_S] : NAN;
-            if (append(out, &x.cap, &p, err, err_len) != 0) return -1;
-        }
+        if (end_point(out, &x.cap, train_examples, final, rmse, err, err_len) != 0) return -1;
     } else {
         snprintf(path, sizeof path, "%s/worker-0.csv", dir);
         out->source = "worker 0's replica";

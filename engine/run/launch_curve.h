@@ -3,11 +3,12 @@
 // The global model's curve of a finished distributed run, assembled by
 // `asgd launch` from its run directory, and merged.csv written from it.
 //
-//   asp, ssp, bsp     global.csv, the evaluator's rows (global_eval.h), then,
-//                     unless its last row counts every sample already (one
-//                     shard: the evaluator reads the final values itself),
-//                     one final row: the servers' model after the last push,
-//                     evaluated by the last worker to finish.
+//   asp, ssp, bsp     global.csv, the evaluator's rows (global_eval.h). Where
+//                     the last counts every sample (the evaluator read the
+//                     final model: the usual case), its staleness becomes
+//                     the run's (every shard's, not shard 0's); else one
+//                     final row follows: the servers' model after the last
+//                     push, evaluated by the last worker to finish.
 //   allreduce, hybrid worker 0's rows: every replica holds the global model
 //                     (hybrid: its sparse part pulled whole before each
 //                     evaluation); samples counted over all workers.

@@ -255,6 +255,11 @@ static global_eval_t *start_global_eval(void *ctx, const train_args_t *t, const 
     return ge;
 }
 
+// The longest a shard serves on after its workers have left, for the global
+// evaluator's final read: it comes within a turn of the evaluator's thread,
+// so this bounds only a shard whose evaluator is gone.
+#define OBSERVER_LINGER_MS 10000
+
 // The shard's configuration: range `n` parameters of the model m (its sparse
 // part under hybrid), and its checkpoints (ckpt_path: their file's buffer).
 static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, const dist_args_t *d, const model_t *m,
@@ -287,6 +292,9 @@ static int server_ps_config(size_t id, uint64_t run_id, const train_args_t *t, c
         // of shared-memory rounds): a model with a sparse block gets no segment.
         .local_rounds =
             d->ps_transport == PS_TRANSPORT_SHM && t->checkpoint_every <= 0 && model_num_sparse_params(m) == 0,
+        // Shard 0's evaluator (start_global_eval) reads the final model once
+        // every worker has left; a resumed shard may have none to wait for.
+        .observer_linger_ms = d->run_dir && dist_global_on_servers(d->sync) && !t->resume ? OBSERVER_LINGER_MS : 0,
     };
     if (t->checkpoint_every <= 0) return 0;
     const char *ckpt_dir = t->checkpoint_dir ? t->checkpoint_dir : d->run_dir;
@@ -423,15 +431,11 @@ static rdv_entry_t server_entry(size_t id, const char *bound) {
 }
 
 // Serves until the run ends, then stops the global evaluator *ge points to
-// (it may have been started meanwhile). The only shard's values are the
-// servers' final model once every worker has left: the evaluator's last row.
-// Returns 0, or -1 with err.
-static int serve_then_stop_eval(size_t id, const dist_args_t *d, ps_server_t *s, global_eval_t *const *ge, char *err,
-                                size_t err_len) {
+// (it may have been started meanwhile). Returns 0, or -1 with err.
+static int serve_then_stop_eval(size_t id, ps_server_t *s, global_eval_t *const *ge, char *err, size_t err_len) {
     int served = ps_server_run(s, stop_signal_flag(), err, err_len);
-    const float *final = served == 0 && !stop_signal_received() && d->servers == 1 ? ps_server_values(s) : NULL;
     char eval_err[ERR_LEN] = "";
-    int evaluated = *ge ? global_eval_stop(*ge, final, eval_err, sizeof eval_err) : 0;
+    int evaluated = *ge ? global_eval_stop(*ge, eval_err, sizeof eval_err) : 0;
     if (served != 0) return -1;
     if (evaluated != 0) {
         snprintf(err, err_len, "server %zu: %s", id, eval_err);
@@ -476,13 +480,16 @@ static int run_backup(void *ctx, size_t id, uint64_t run_id, const train_args_t 
     char bind[300];
     snprintf(bind, sizeof bind, "tcp://%s:*", d->bind_host);
     c->worker_timeout_ms = 0;  // the primary's evictions only (ps_replica restores it on promotion)
+    // The evaluator reads the primary: a backup ends with its workers (and,
+    // promoted, gives no final row of its own: the launcher's stands in).
+    c->observer_linger_ms = 0;
     if (!rep || !(s = ps_server_new(ctx, c, bind, values, err, err_len))) goto out;
     int joined = ps_replica_join(rep, s, err, err_len);
     if (joined != 0) {
         rc = joined > 0 ? 0 : -1;  // 1: the run had finished
         goto out;
     }
-    if (serve_then_stop_eval(id, d, s, &b.ge, err, err_len) != 0) goto out;
+    if (serve_then_stop_eval(id, s, &b.ge, err, err_len) != 0) goto out;
     if (ps_replica_stale(rep)) {
         run_say("asgd server %zu: replica %zu was out of sync when the run finished: it holds no result\n", id,
                 d->replica);
@@ -610,7 +617,7 @@ int dist_run_server(void *ctx, size_t id, const train_args_t *t, const dist_args
     // The curve's first point is the model as the run starts: no worker is
     // welcomed (so none pushes) before the evaluator has read it.
     if (ge && !t->resume && ps_server_hold_hellos(s, global_eval_first_taken(ge), err, err_len) != 0) goto out;
-    if (serve_then_stop_eval(id, d, s, &ge, err, err_len) != 0) goto out;
+    if (serve_then_stop_eval(id, s, &ge, err, err_len) != 0) goto out;
     if (rep && (write_replica_values(id, d, s, err, err_len) != 0 || ps_replica_finish(rep, err, err_len) != 0))
         goto out;
     if (server_finish(id, run_id, d, m, split, s, ge, begin, end, err, err_len) != 0) goto out;

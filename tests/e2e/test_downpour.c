@@ -538,11 +538,10 @@ static size_t global_losses(const char *name, double *out, size_t max) {
 // highest row after it or the final row (the model after the last push,
 // final_test_loss: the curve's last point), and the line is said, with
 // `help`, exactly when the peak is above the untrained loss. Returns whether
-// it was said. These runs have one shard, so global.csv's last row is the
-// final model too; before that row it may hold the untrained one alone: they
-// train for a few milliseconds, and the one point due after it (the epoch's
-// end) is the end of training, which a pull of the evaluator misses when the
-// shard stops before answering it (a CI run).
+// it was said. global.csv's last row is the final model too (the evaluator
+// reads it once every worker has left); before that row it may hold the
+// untrained one alone: these runs train for a few milliseconds, and the one
+// point due after it (the epoch's end) is the end of training.
 static int check_divergence_line(const char *name, const char *err, const char *help) {
     double loss[64];
     size_t n = global_losses(name, loss, 64);

@@ -14,9 +14,10 @@
 //     them after training (none counted as during training), or, with
 //     --eval-snapshot-mb 0, every one at once while the workers train (all
 //     counted so); global.csv marks each row;
-//   - one shard: global.csv's last row is the servers' final model, read by
-//     the evaluator from the shard's values (the whole model, or its keys)
-//     after every worker left, equal to what the last worker's final pull read.
+//   - global.csv's last row is the servers' final model, read by the
+//     evaluator (the whole model, or its keys) once every worker has left,
+//     while the shards serve on for it: equal to what the last worker's
+//     final pull read, with one shard and with two.
 #include <math.h>
 #include <sys/stat.h>
 
@@ -127,11 +128,11 @@ static double last_pull_loss(const char *name, size_t workers) {
 }
 
 // With no room for snapshots the evaluator evaluates at once, while the
-// workers train, and the summary counts every evaluation as such. With one
-// shard, the evaluator's last row is the servers' final model, read from the
-// shard's own values after every worker has left (so not during training):
-// it counts every sample, holds what the last worker's final pull read, and
-// is the merged curve's last global row (no second final row after it).
+// workers train, and the summary counts every evaluation as such, but for
+// the last: the servers' final model, read once every worker has left (so
+// not during training). It counts every sample, holds what the last
+// worker's final pull read, and is the merged curve's last global row (no
+// second final row after it).
 static void test_live(void) {
     const char *args[] = {
         "launch", "--servers",     "1",      "--workers",      "2",        "--threads",    "1",    "--sync",
@@ -162,33 +163,14 @@ static void test_live(void) {
 }
 
 // The same final row where the evaluator reads only the keys its test
-// examples read (engine/run/worker_keys.h): the shard's final values are
-// picked out by the evaluator's key map, and give what the last worker's
+// examples read (engine/run/worker_keys.h): it gives what the last worker's
 // final pull gave.
+#define KEYED_DATA "gen:sparse:n=3000,dim=100000,nnz=20,seed=3"  // the test set reads ~3% of the features
 static void test_final_by_key(void) {
-    const char *args[] = {"launch",
-                          "--servers",
-                          "1",
-                          "--workers",
-                          "2",
-                          "--threads",
-                          "1",
-                          "--sync",
-                          "asp",
-                          "--model",
-                          "logreg",
-                          "--data",
-                          "gen:sparse:n=3000,dim=100000,nnz=20,seed=3",
-                          "--epochs",
-                          "1",
-                          "--eval-every",
-                          "1000",
-                          "--worker-eval",
-                          "off",
-                          "--run-dir",
-                          rd("by-key"),
-                          "--quiet",
-                          NULL};
+    const char *args[] = {"launch",   "--servers", "1",          "--workers",    "2",      "--threads",
+                          "1",        "--sync",    "asp",        "--model",      "logreg", "--data",
+                          KEYED_DATA, "--epochs",  "1",          "--eval-every", "1000",   "--worker-eval",
+                          "off",      "--run-dir", rd("by-key"), "--quiet",      NULL};
     CHECK(launch_run(args) == 0);
     char *server = launch_file("by-key", "server-0.json"), *summary = launch_file("by-key", "summary.json");
     char *merged = launch_file("by-key", "merged.csv");
@@ -262,7 +244,11 @@ static void test_asp(void) {
               isnan(launch_field(summary, "epochs_to_target")));
     }
     CHECK(launch_field(summary, "final_test_accuracy") == g.v[g.n - 1][ACC]);
-    CHECK(launch_field(summary, "global_evaluations") == (double)(g.n - 1));  // all but the final row
+    // Every row is the evaluator's, the last too: the shards served on until
+    // it had read the final model (what the last worker's final pull read).
+    CHECK(launch_field(summary, "global_evaluations") == (double)g.n);
+    double pulled = last_pull_loss("asp", 2);
+    CHECK(fabs(g.v[g.n - 1][TEST_LOSS] - pulled) <= 1e-8 * pulled);
     // Every evaluation was made after training, from a snapshot.
     CHECK(launch_field(summary, "global_evaluations_during_training") == 0.0);
     CHECK(launch_field(summary, "global_eval_during_training_s") == 0.0);

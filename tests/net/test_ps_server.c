@@ -1686,6 +1686,47 @@ static void test_hellos_held(void *ctx) {
     cluster_destroy(&cl);
 }
 
+// A shard read by an observer (ps_config_t.observer_linger_ms): once its
+// worker has left, shard 0 says so in its progress and both serve on; the
+// observer's pull reads the final model, and its BYE ends them. The linger
+// is far longer than the test may take, so only the BYE can have ended them.
+static void test_observer_linger(void *ctx) {
+    char err[256];
+    float init[A_N], want[A_N], got[A_N];
+    random_values(init, A_N, 41, 1);
+    memcpy(want, init, sizeof want);
+    ps_config_t cfg = config(2, A_N, 1, SYNC_MODE_ASP);
+    cfg.observer_linger_ms = 600000;
+    cluster_t cl;
+    cluster_start(&cl, ctx, &cfg, init);
+    ps_client_t *c = client(ctx, 0, &cl, A_N);
+    static const uint32_t idx[] = {3, 999};
+    static const float val[] = {2.0f, -0.5f};
+    CHECK_OK(ps_client_push_sparse(c, idx, val, 2, 0, 1, 0, err, sizeof err), err);
+    CHECK_OK(ps_client_bye(c, err, sizeof err), err);
+    ps_client_destroy(&c);
+    for (size_t k = 0; k < 2; k++) want[idx[k]] = want[idx[k]] - cfg.lr * val[k];
+    ps_progress_t at = {0};
+    for (int i = 0; i < 500 && !at.workers_gone; i++) {
+        ps_server_progress_wait(cl.st[0].s, UINT64_MAX, 0.01);
+        ps_server_progress(cl.st[0].s, &at);
+    }
+    CHECK(at.workers_gone && at.version == 1);
+    CHECK(!atomic_load(&cl.st[0].returned) && !atomic_load(&cl.st[1].returned));
+    ps_client_t *o = ps_client_new_observer(ctx, RUN_ID, cl.endpoints, cl.n_shards, A_N, TIMEOUT_MS, err, sizeof err);
+    CHECK_OK(o ? 0 : -1, err);
+    uint64_t min_clock;
+    CHECK_OK(ps_client_pull(o, 0, got, &min_clock, err, sizeof err), err);
+    CHECK_BITS(got, want, A_N, "the final model, read after the worker left");
+    CHECK_OK(ps_client_bye(o, err, sizeof err), err);
+    ps_client_destroy(&o);
+    cluster_join_returned(&cl);
+    cluster_destroy(&cl);
+    printf(
+        "observer linger: the shards served on after their worker left until the observer read the final model "
+        "and said BYE\n");
+}
+
 int main(void) {
     void *ctx = zmq_ctx_new();
     CHECK(ctx != NULL);
@@ -1704,6 +1745,7 @@ int main(void) {
     test_encoded_push(ctx);
     test_hello_resent(ctx);
     test_hellos_held(ctx);
+    test_observer_linger(ctx);
     CHECK(zmq_ctx_term(ctx) == 0);
     printf("test_ps_server: ok\n");
     return 0;
