@@ -141,12 +141,13 @@ static int evaluate_at(global_eval_t *g, const ps_progress_t *due, double sent_a
 }
 
 // Every worker has left (the shards serve on for this: ps_config_t.
-// observer_linger_ms): the servers' final model, read unless shard 0 applied
-// nothing since the last row, then a BYE that lets the shards end. Returns
-// 0, 1 when stopped meanwhile, -1 on error.
+// observer_linger_ms): the servers' final model, then a BYE that lets the
+// shards end. Read even when shard 0's progress has not moved since the last
+// row: that row's label may be ahead of the model it read (evaluate_at), so
+// only this read is sure to hold every update. Returns 0, 1 when stopped
+// meanwhile, -1 on error.
 static int final_point(global_eval_t *g, const ps_progress_t *at, double now) {
-    int rc = 0;
-    if (g->n_rows == 0 || g->rows[g->n_rows - 1].updates != at->version) rc = evaluate_at(g, at, now, 1);
+    int rc = evaluate_at(g, at, now, 1);
     if (rc != 0) return rc;
     if (ps_client_bye(g->client, g->err, sizeof g->err) != 0) return atomic_load(&g->stop) ? 1 : -1;
     return 0;

@@ -152,7 +152,7 @@ static void test_live(void) {
     rows_of(merged, "global", &g);
     CHECK(g.n == rows);
     const double *end = g.v[g.n - 1];
-    CHECK(end[SAMPLES] == launch_field(summary, "samples") && end[SAMPLES] > g.v[g.n - 2][SAMPLES]);
+    CHECK(end[SAMPLES] == launch_field(summary, "samples") && end[SAMPLES] >= g.v[g.n - 2][SAMPLES]);
     double pulled = last_pull_loss("live", 2);
     CHECK(fabs(end[TEST_LOSS] - pulled) <= 1e-8 * pulled);  // both printed to 9 digits
     CHECK(launch_field(summary, "final_test_loss") == end[TEST_LOSS]);
