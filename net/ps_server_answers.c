@@ -53,6 +53,20 @@ int ps_answer_reject(ps_server_t *s, zmq_msg_t *identity, wire_status_t why, con
     return ps_answer_simple(s, identity, MSG_TYPE_REJECT, why, err, err_len);
 }
 
+// Counts an answer of h.count values to `worker`: an observer's (a reader
+// of the global model) changes no worker's state; a worker's is its pull
+// answered, what it was sent (a whole shard: every value's version).
+static void count_params_sent(ps_server_t *s, uint32_t worker, const wire_header_t *h, int whole) {
+    if (worker == WIRE_NO_ID) {
+        s->stats.observer_pulls++;
+        return;
+    }
+    if (whole) ps_update_remember_sent(s, worker, 0, s->n);
+    s->stats.bytes_out += 4u * h->count;
+    s->stats.pulls_answered++;
+    ps_members_note_sent(s, worker, h->param_version, h->clock);
+}
+
 // Sends parameters: the whole shard, or the values at `keys` (global
 // indices) of the pull tagged `tag` (the keys are the worker's: the answer
 // names its pull by the tag, not by repeating them), to a pull this shard
@@ -70,14 +84,7 @@ static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker,
         // Lent without a copy; a push applied while libzmq still holds it
         // writes the other buffer (ps_reply.h).
         if (ps_values_reply(s->upd.values, &frame, &h.checksum, err, err_len) != 0) return -1;
-        if (worker == WIRE_NO_ID) {
-            s->stats.observer_pulls++;  // a reader of the global model: no worker's state changes
-        } else {
-            ps_update_remember_sent(s, worker, 0, s->n);
-            s->stats.bytes_out += 4u * h.count;
-            s->stats.pulls_answered++;
-            ps_members_note_sent(s, worker, h.param_version, h.clock);
-        }
+        count_params_sent(s, worker, &h, 1);
         return ps_send_sealed(s, identity, &h, &frame, 1, err, err_len);
     }
     h.payload_kind = PAYLOAD_KIND_VALUES;
@@ -86,13 +93,7 @@ static int send_params_now(ps_server_t *s, zmq_msg_t *identity, uint32_t worker,
     if (zmsg_frame_alloc(&frame, n_keys * sizeof(float), err, err_len) != 0) return -1;
     float *v = zmq_msg_data(&frame);
     for (uint32_t k = 0; k < n_keys; k++) v[k] = s->upd.w[keys[k] - s->begin];
-    if (worker == WIRE_NO_ID) {
-        s->stats.observer_pulls++;
-    } else {
-        s->stats.bytes_out += 4u * h.count;
-        s->stats.pulls_answered++;
-        ps_members_note_sent(s, worker, h.param_version, h.clock);
-    }
+    count_params_sent(s, worker, &h, 0);
     return ps_send(s, identity, &h, &frame, 1, err, err_len);
 }
 
