@@ -30,10 +30,21 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "kernels/foundation/asan_extent.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 
-#define SMALL_TARGET __attribute__((target("avx2,fma")))
+// Under AddressSanitizer (and UBSan, which it comes with here) the register
+// blocks below are not instrumented: checked load by load (two shadow tests
+// per 32-byte load, the accumulators spilled around them) they ran about 25
+// times slower than without, and the MLP's tests spent most of the sanitized
+// suite's time in them. Instead each call checks every operand's whole
+// extent first (kernels/foundation/asan_extent.h). That the kernels touch
+// nothing outside those extents, and their arithmetic, is what
+// tests/kernels/test_dense_small.c checks bit for bit against a plain
+// reference at every shape's remainder.
+#define SMALL_TARGET __attribute__((target("avx2,fma"))) ASAN_EXTENT_UNCHECKED_BODY
 
 static int have_fma(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 
@@ -99,6 +110,11 @@ SMALL_TARGET static void wgrad_fma(int batch, int in, int out, const float *dz, 
 
 int dense_wgrad_small(int batch, int in, int out, const float *dz, int ldz, const float *x, float *dw) {
     if (batch > DENSE_SMALL_BATCH || !have_fma()) return 0;
+    if (batch > 0 && in > 0 && out > 0) {
+        asan_extent_check(dz, ((size_t)(batch - 1) * (size_t)ldz + (size_t)out) * sizeof *dz);
+        asan_extent_check(x, (size_t)batch * (size_t)in * sizeof *x);
+        asan_extent_check(dw, (size_t)out * (size_t)in * sizeof *dw);
+    }
     wgrad_fma(batch, in, out, dz, ldz, x, dw);
     return 1;
 }
@@ -170,6 +186,12 @@ SMALL_TARGET static void fwd_fma(int batch, int in, int out, const float *x, con
 
 int dense_forward_small(int batch, int in, int out, const float *x, const float *w, const float *bias, float *z) {
     if (batch > DENSE_SMALL_BATCH || !have_fma()) return 0;
+    if (batch > 0 && out > 0) {
+        asan_extent_check(x, (size_t)batch * (size_t)in * sizeof *x);
+        asan_extent_check(w, (size_t)out * (size_t)in * sizeof *w);
+        asan_extent_check(bias, (size_t)out * sizeof *bias);
+        asan_extent_check(z, (size_t)batch * (size_t)out * sizeof *z);
+    }
     fwd_fma(batch, in, out, x, w, bias, z);
     return 1;
 }

@@ -64,6 +64,10 @@ function(asgd_test name)
     endif()
   endforeach()
   set(ASGD_TEST_SOURCES ${ASGD_TEST_SOURCES} ${src} PARENT_SCOPE)
+  set(ASGD_ALL_TESTS ${ASGD_ALL_TESTS} ${name} PARENT_SCOPE)
+  if("threads" IN_LIST T_LABELS)
+    set(ASGD_THREADS_TESTS ${ASGD_THREADS_TESTS} ${name} PARENT_SCOPE)
+  endif()
 endfunction()
 
 # ---- tests/kernels/ ----
@@ -121,6 +125,7 @@ asgd_test(test_learning              DIR engine/core)
 asgd_test(test_learning_mlp          DIR engine/core                         COST 6)
 asgd_test(test_lost_updates          DIR engine/core    LABELS threads       COST 3)
 asgd_test(test_hogwild_replicas      DIR engine/core    LABELS threads)
+asgd_test(test_asan_extent           DIR engine/core)
 asgd_test(test_params                DIR engine/core    LABELS threads)
 asgd_test(test_trainer               DIR engine/core    LABELS threads       COST 4)
 asgd_test(test_train_order           DIR engine/core    LABELS threads)
@@ -160,6 +165,10 @@ add_dependencies(test_cli_manual asgd_manual)  # reads the built pages and compl
 asgd_test(test_api                   DIR engine/api)
 asgd_test(test_api_model             DIR engine/api     LABELS threads)
 asgd_test(test_install               DIR engine/api                          COST 2)
+add_dependencies(test_install asgd_shared asgd_static asgd_manual)  # what `cmake --install` copies
+if(TARGET asgd_cuda)
+  add_dependencies(test_install asgd_cuda)
+endif()
 string(REPLACE ";" " " _asgd_san_extra "${ASGD_SAN_FLAGS}")
 target_compile_definitions(test_install PRIVATE ASGD_CMAKE_COMMAND="${CMAKE_COMMAND}"
   ASGD_BUILD_DIR="${CMAKE_BINARY_DIR}" ASGD_SOURCE_DIR="${CMAKE_SOURCE_DIR}"
@@ -213,6 +222,11 @@ asgd_test(test_stdin_input           DIR e2e            LABELS threads e2e   COS
 asgd_test(test_trace                 DIR e2e            LABELS threads e2e   COST 1)
 asgd_test(test_worker_checkpoint     DIR e2e            LABELS threads e2e   COST 6)
 asgd_test(test_worker_memory         DIR e2e            LABELS e2e           COST 8)
+
+# What the sanitizer builds of .ci/run build, instead of every target: the
+# programs of every test (ASan), of the tests labelled threads (TSan).
+add_custom_target(all_tests DEPENDS ${ASGD_ALL_TESTS})
+add_custom_target(threads_tests DEPENDS ${ASGD_THREADS_TESTS})
 
 # Every test file is declared above, in its own folder.
 file(GLOB_RECURSE _asgd_test_files CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/tests/test_*.c)

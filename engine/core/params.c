@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/foundation/asan_extent.h"
+
 param_t *params_new(size_t n, char *err, size_t err_len) {
     size_t bytes = (n ? n : 1) * sizeof(param_t);
     bytes = (bytes + 63) / 64 * 64;
@@ -51,15 +53,20 @@ static void sgd_weighted_floats(param_t *p, size_t n, const float *g, float weig
 
 // ---- the same in vector lanes (x86-64; see params.h for why it is defined) ----
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define PARAMS_SANITIZED 1
+// TSan cannot see into asm: its builds keep the per-float loops, each access
+// checked as the atomic it stands for. ASan builds keep the vector lanes and
+// check, once per call, the whole extent of parameters the asm reads or writes
+// (params_extent_check); the caller's floats are plain C accesses, checked as
+// any other.
+#if defined(__SANITIZE_THREAD__)
+#define PARAMS_TSAN 1
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define PARAMS_SANITIZED 1
+#if __has_feature(thread_sanitizer)
+#define PARAMS_TSAN 1
 #endif
 #endif
 
-#if defined(__x86_64__) && !defined(PARAMS_SANITIZED)
+#if defined(__x86_64__) && !defined(PARAMS_TSAN)
 #define PARAMS_LANES 1
 
 // One vector's worth of operations, for lanes of WIDTH floats: the racy load
@@ -158,8 +165,12 @@ static int have_avx512(void) { return __builtin_cpu_supports("avx512f"); }
 static int have_avx(void) { return __builtin_cpu_supports("avx"); }
 #endif
 
+// The parameters [p, p + n) the asm of a bulk operation reads or writes.
+static void params_extent_check(const param_t *p, size_t n) { asan_extent_check(p, n * sizeof *p); }
+
 void params_read(const param_t *p, size_t n, float *out) {
     size_t done = 0;
+    params_extent_check(p, n);
 #ifdef PARAMS_LANES
     done = have_avx512() ? avx512_read(p, n, out) : have_avx() ? avx_read(p, n, out) : sse_read(p, n, out);
 #endif
@@ -168,6 +179,7 @@ void params_read(const param_t *p, size_t n, float *out) {
 
 void params_write(param_t *p, size_t n, const float *in) {
     size_t done = 0;
+    params_extent_check(p, n);
 #ifdef PARAMS_LANES
     done = have_avx512() ? avx512_write(p, n, in) : have_avx() ? avx_write(p, n, in) : sse_write(p, n, in);
 #endif
@@ -176,6 +188,7 @@ void params_write(param_t *p, size_t n, const float *in) {
 
 void params_sgd(param_t *p, size_t n, const float *g, float lr, float *copy) {
     size_t done = 0;
+    params_extent_check(p, n);
 #ifdef PARAMS_LANES
     done = have_avx512() ? avx512_sgd(p, n, g, lr, copy)
            : have_avx()  ? avx_sgd(p, n, g, lr, copy)
@@ -186,6 +199,7 @@ void params_sgd(param_t *p, size_t n, const float *g, float lr, float *copy) {
 
 void params_sgd_weighted(param_t *p, size_t n, const float *g, float weight, float lr, float *copy) {
     size_t done = 0;
+    params_extent_check(p, n);
 #ifdef PARAMS_LANES
     done = have_avx512() ? avx512_sgd_weighted(p, n, g, weight, lr, copy)
            : have_avx()  ? avx_sgd_weighted(p, n, g, weight, lr, copy)

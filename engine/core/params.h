@@ -21,11 +21,13 @@
 // x86-64 splits a vector access only at boundaries of 8 bytes or more, never
 // inside a naturally aligned float, so each float is read or written whole,
 // the value of some store, as with the relaxed atomics, and a read-modify-write
-// racing with another can lose one update, as above. Builds with TSan or ASan,
-// which cannot see into asm, compile the same operations as the per-float
+// racing with another can lose one update, as above. Sanitizers cannot see
+// into asm. TSan builds compile the same operations as the per-float
 // relaxed-atomic loops (the reference tests/engine/core/test_params.c holds the vector
 // code to, bit for bit): TSan still checks every parameter access as the
 // atomic it stands for, and a plain access racing with them is still reported.
+// ASan builds keep the vector code and check, once per call, that the whole
+// range of parameters it reads or writes is addressable.
 // The update loops also prefetch the parameters ahead of those accesses; a
 // prefetch is a hint that reads and writes no object, so it adds no access.
 #include <stdatomic.h>
