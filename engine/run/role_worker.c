@@ -639,10 +639,11 @@ int dist_run_worker(void *ctx, size_t id, const train_args_t *t, const dist_args
     int trained = worker_train(ctx, &w, &rc_cfg, &tc, &result, &rs, &rejoins, err, err_len);
     if (trained < 0) goto out;
     if (trained > 0) {
+        // What stopped it is kept in the line: an eviction, or whatever failed once the servers were gone.
         run_say(
             "asgd worker %zu: the servers finished the run without it (evicted: silent longer than "
-            "--worker-timeout %zu ms): %llu samples trained, its last pushes never applied\n",
-            id, d->worker_timeout_ms, (unsigned long long)result.samples);
+            "--worker-timeout %zu ms): %llu samples trained, its last pushes never applied%s%s\n",
+            id, d->worker_timeout_ms, (unsigned long long)result.samples, err[0] ? "; it stopped on: " : "", err);
         err[0] = '\0';
     }
     if (run_report_close(&w.report, err, err_len) != 0) goto out;
