@@ -1,11 +1,14 @@
 // Code that AddressSanitizer does not check access by access (the small-batch
 // products' register blocks, the parameters' vector asm) checks each call's
 // whole extents instead (kernels/foundation/asan_extent.h). Under ASan, each
-// case here runs in a child process with one operand a float short of what
-// the call reads or writes: the child must die of ASan's heap-buffer-overflow
-// report, and the same call with the operand whole must not. Without ASan the
-// checks compile to nothing; the calls with whole operands still run, and
-// their results are checked against plain arithmetic.
+// case here runs in a child process with one operand short of what the call
+// reads or writes (a product's by one float; the parameters by 16, so that
+// what is missing falls in the vector lanes at any width, not in the
+// per-float tail, which ASan checks access by access): the child must die of
+// ASan's heap-buffer-overflow report, and the same call with the operand
+// whole must not. Without ASan the checks compile to nothing; the calls with
+// whole operands still run, and their results are checked against plain
+// arithmetic.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +32,7 @@ static float *floats(size_t n, float scale) {
     return p;
 }
 
-// The calls, with `shorter` made one float short. Returns 0 when every
+// The calls, with `shorter` made short (above). Returns 0 when every
 // product applied (this CPU has AVX2 and FMA), 2 when one did not.
 static int calls(operand_t shorter) {
     size_t cut = 1;
@@ -55,9 +58,10 @@ static int calls(operand_t shorter) {
             }
     }
     // 48 parameters: 192 bytes, a whole number of params_new's 64, so the
-    // allocation ends where they do; the short case asks for one more.
+    // allocation ends where they do; the short case asks for 64, a whole
+    // number of vectors of 4, 8 or 16 floats, all of them in the lanes.
     char err[256];
-    size_t n = 48, asked = n + (shorter == SHORT_PARAMS);
+    size_t n = 48, asked = shorter == SHORT_PARAMS ? 64 : n;
     param_t *p = params_new(n, err, sizeof err);
     CHECK_OK(p ? 0 : -1, err);
     float *g = floats(asked, 1.0f), *copy = floats(asked, 0.0f);
@@ -75,7 +79,7 @@ static const char *const operand_names[] = {"every operand whole",
                                             "forward: z a float short",
                                             "weight gradient: dz a float short",
                                             "weight gradient: dw a float short",
-                                            "params_sgd: p a float short"};
+                                            "params_sgd: p 16 floats short"};
 
 // Runs calls(shorter) in a child with its stderr in a pipe; returns what
 // the child wrote, and its wait status in *status. The caller frees.
